@@ -1,0 +1,3 @@
+from legion.cli import entry
+
+entry()

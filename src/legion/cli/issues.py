@@ -1,0 +1,168 @@
+"""`legion issue …`: the tracker, whichever backend is configured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from legion.cli import common, render
+from legion.core.model import Status
+from legion.errors import InputError, NotFoundError
+
+app = typer.Typer(help="Create, read and update issues.", no_args_is_help=True)
+
+BodyOption = typer.Option("--body", "-b", help="The text.")
+BodyFileOption = typer.Option("--body-file", help="Read the text from a file (- for stdin).")
+
+
+@app.command()
+def create(
+    ctx: typer.Context,
+    title: str,
+    body: Annotated[str | None, BodyOption] = None,
+    body_file: Annotated[Path | None, BodyFileOption] = None,
+    status: Annotated[str, typer.Option("--status", "-s", help="Initial status.")] = "Todo",
+    label: Annotated[
+        list[str] | None, typer.Option("--label", "-l", help="A label (repeatable).")
+    ] = None,
+    parent: Annotated[str | None, typer.Option(help="Parent issue identifier.")] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Create an issue and print its identifier."""
+    text = common.read_text_arg(body, body_file, "the body") or ""
+    parsed_status = Status.parse(status)
+    _, backends = common.backends(ctx)
+    issue = backends.tracker.create_issue(
+        title, body=text, status=parsed_status, labels=label or (), parent=parent
+    )
+    if as_json:
+        common.print_json(render.issue_json(issue))
+    else:
+        typer.echo(issue.identifier)
+
+
+@app.command("list")
+def list_issues(
+    ctx: typer.Context,
+    status: Annotated[str | None, typer.Option("--status", "-s", help="Only this status.")] = None,
+    label: Annotated[
+        str | None, typer.Option("--label", "-l", help="Only issues with this label.")
+    ] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """List issues."""
+    wanted = Status.parse(status) if status is not None else None
+    _, backends = common.backends(ctx)
+    found = backends.tracker.list_issues(status=wanted, label=label)
+    if as_json:
+        common.print_json([render.issue_json(issue) for issue in found])
+    elif not found:
+        typer.echo("No issues.")
+    else:
+        common.console().print(render.issues_table(found))
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    identifier: str,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Show an issue with its comments and pull request."""
+    _, backends = common.backends(ctx)
+    issue = backends.tracker.get_issue(identifier)
+    comments = backends.tracker.list_comments(issue.identifier)
+    try:
+        pr = backends.forge.get_pr(issue.identifier)
+    except NotFoundError:
+        pr = None
+    if as_json:
+        data = render.issue_json(issue)
+        data["comments"] = [render.comment_json(c) for c in comments]
+        data["pr"] = None if pr is None else render.pr_json(pr)
+        common.print_json(data)
+    else:
+        common.console().print(render.issue_detail(issue, comments, pr))
+
+
+@app.command()
+def move(
+    ctx: typer.Context,
+    identifier: str,
+    status: str,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Set an issue's status."""
+    target = Status.parse(status)
+    _, backends = common.backends(ctx)
+    before = backends.tracker.get_issue(identifier)
+    issue = backends.tracker.set_status(before.identifier, target)
+    if as_json:
+        common.print_json(render.issue_json(issue))
+    else:
+        typer.echo(f"{issue.identifier}: {before.status.value} -> {issue.status.value}")
+
+
+@app.command()
+def label(
+    ctx: typer.Context,
+    identifier: str,
+    add: Annotated[
+        list[str] | None, typer.Option("--add", "-a", help="Label to add (repeatable).")
+    ] = None,
+    remove: Annotated[
+        list[str] | None, typer.Option("--remove", "-r", help="Label to remove (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Add or remove labels. Adding a present label or removing an absent one is a no-op."""
+    if not add and not remove:
+        raise InputError("nothing to do: give --add LABEL and/or --remove LABEL")
+    _, backends = common.backends(ctx)
+    issue = backends.tracker.update_labels(identifier, add=add or (), remove=remove or ())
+    if as_json:
+        common.print_json(render.issue_json(issue))
+    else:
+        typer.echo(f"{issue.identifier}: {', '.join(sorted(issue.labels)) or '(no labels)'}")
+
+
+@app.command()
+def comment(
+    ctx: typer.Context,
+    identifier: str,
+    body: Annotated[str | None, BodyOption] = None,
+    body_file: Annotated[Path | None, BodyFileOption] = None,
+    author: Annotated[
+        str | None, typer.Option(help="Who is writing (default: you, or the worker).")
+    ] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Add a comment to an issue."""
+    text = common.read_text_arg(body, body_file, "the comment")
+    if text is None:
+        raise InputError("give the comment with --body TEXT or --body-file PATH")
+    _, backends = common.backends(ctx)
+    added = backends.tracker.add_comment(identifier, text, author=author or common.default_author())
+    if as_json:
+        common.print_json(render.comment_json(added))
+    else:
+        typer.echo(f"{added.issue}: comment {added.id} added")
+
+
+@app.command()
+def comments(
+    ctx: typer.Context,
+    identifier: str,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """List an issue's comments, oldest first."""
+    _, backends = common.backends(ctx)
+    found = backends.tracker.list_comments(identifier)
+    if as_json:
+        common.print_json([render.comment_json(c) for c in found])
+        return
+    for item in found:
+        typer.echo(f"--- {item.author} at {item.created_at} (comment {item.id})")
+        typer.echo(item.body)

@@ -1,0 +1,156 @@
+"""`legion pr …`: pull requests on the configured forge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from legion.cli import common, render
+from legion.errors import InputError
+
+app = typer.Typer(help="Open, review and merge pull requests.", no_args_is_help=True)
+
+RefArgument = typer.Argument(help="PR number (3 or #3) or issue identifier (its PR).")
+
+
+@app.command()
+def create(
+    ctx: typer.Context,
+    issue: Annotated[str, typer.Option("--issue", "-i", help="The issue the PR resolves.")],
+    branch: Annotated[str, typer.Option("--branch", help="The branch with the work.")],
+    title: Annotated[str | None, typer.Option(help="Title (default: the issue's).")] = None,
+    body: Annotated[str | None, typer.Option("--body", "-b", help="Description.")] = None,
+    body_file: Annotated[
+        Path | None,
+        typer.Option("--body-file", help="Read the description from a file (- for stdin)."),
+    ] = None,
+    draft: Annotated[bool, typer.Option("--draft", help="Open it as a draft.")] = False,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Open a pull request for an issue's branch and print its number."""
+    text = common.read_text_arg(body, body_file, "the description") or ""
+    _, backends = common.backends(ctx)
+    pr = backends.forge.create_pr(issue, branch, title=title, body=text, draft=draft)
+    if as_json:
+        common.print_json(render.pr_json(pr))
+    else:
+        typer.echo(f"#{pr.number}")
+
+
+@app.command("list")
+def list_prs(ctx: typer.Context, as_json: Annotated[bool, common.JsonOption] = False) -> None:
+    """List pull requests."""
+    _, backends = common.backends(ctx)
+    found = backends.forge.list_prs()
+    if as_json:
+        common.print_json([render.pr_json(pr) for pr in found])
+    elif not found:
+        typer.echo("No pull requests.")
+    else:
+        common.console().print(render.prs_table(found))
+
+
+@app.command()
+def view(
+    ctx: typer.Context,
+    ref: Annotated[str, RefArgument],
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Show a pull request and its reviews."""
+    _, backends = common.backends(ctx)
+    pr = backends.forge.get_pr(ref)
+    if as_json:
+        common.print_json(render.pr_json(pr))
+    else:
+        common.console().print(render.pr_detail(pr))
+
+
+def _set_draft(ctx: typer.Context, ref: str, draft: bool, as_json: bool) -> None:
+    _, backends = common.backends(ctx)
+    pr = backends.forge.set_draft(ref, draft)
+    if as_json:
+        common.print_json(render.pr_json(pr))
+    else:
+        typer.echo(f"#{pr.number}: {'draft' if pr.is_draft else 'ready for review'}")
+
+
+@app.command()
+def ready(
+    ctx: typer.Context,
+    ref: Annotated[str, RefArgument],
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Mark a draft pull request ready for review."""
+    _set_draft(ctx, ref, False, as_json)
+
+
+@app.command()
+def draft(
+    ctx: typer.Context,
+    ref: Annotated[str, RefArgument],
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Turn a pull request back into a draft."""
+    _set_draft(ctx, ref, True, as_json)
+
+
+@app.command()
+def review(
+    ctx: typer.Context,
+    ref: Annotated[str, RefArgument],
+    approve: Annotated[bool, typer.Option("--approve", help="Approve it.")] = False,
+    request_changes: Annotated[
+        bool, typer.Option("--request-changes", help="Ask for changes (needs --body).")
+    ] = False,
+    comment: Annotated[
+        bool, typer.Option("--comment", help="Comment without a verdict (needs --body).")
+    ] = False,
+    body: Annotated[str | None, typer.Option("--body", "-b", help="The review text.")] = None,
+    body_file: Annotated[
+        Path | None, typer.Option("--body-file", help="Read the review from a file (- for stdin).")
+    ] = None,
+    author: Annotated[
+        str | None, typer.Option(help="Reviewer (default: you, or the worker).")
+    ] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Record a review. The latest approval or change request is the PR's review outcome."""
+    chosen = [
+        name
+        for name, flag in (
+            ("approved", approve),
+            ("changes_requested", request_changes),
+            ("commented", comment),
+        )
+        if flag
+    ]
+    if len(chosen) != 1:
+        raise InputError("give exactly one of --approve, --request-changes, --comment")
+    text = common.read_text_arg(body, body_file, "the review") or ""
+    _, backends = common.backends(ctx)
+    pr = backends.forge.add_review(
+        ref, chosen[0], body=text, author=author or common.default_author()
+    )
+    if as_json:
+        common.print_json(render.pr_json(pr))
+    else:
+        typer.echo(f"#{pr.number}: review {pr.review.value}")
+
+
+@app.command()
+def merge(
+    ctx: typer.Context,
+    ref: Annotated[str, RefArgument],
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Merge a pull request into its base branch (a real git merge; conflicts are reported)."""
+    _, backends = common.backends(ctx)
+    pr = backends.forge.merge(ref)
+    if as_json:
+        common.print_json(render.pr_json(pr))
+    else:
+        typer.echo(
+            f"#{pr.number}: merged {pr.branch} into {pr.base} ({(pr.merge_commit or '')[:12]})"
+        )

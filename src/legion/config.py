@@ -1,0 +1,319 @@
+"""Settings: CLI flag > environment (LEGION_*) > repo config > user config > default.
+
+The repo config is `.legion/config.toml` at the root of the project's git repository; the user
+config is `$XDG_CONFIG_HOME/legion/config.toml`. Every value is validated where it is read, and a
+bad one is reported with its file (or variable), key and what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tomllib
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from legion.core.model import validate_issue_key, validate_label_name
+from legion.errors import ConfigError, InputError, ToolMissingError
+
+CONFIG_DIR_NAME = ".legion"
+CONFIG_FILE_NAME = "config.toml"
+
+TRACKERS = ("local",)
+FORGES = ("local",)
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if not isinstance(value, str) or value.strip().lower() not in options:
+            raise ValueError(f"must be one of {', '.join(options)}, got {value!r}")
+        return value.strip().lower()
+
+    return parse
+
+
+def _uuid(value: Any) -> str:
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise ValueError(f"must be a UUID, got {value!r}") from None
+
+
+def _issue_key(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, got {value!r}")
+    try:
+        return validate_issue_key(value.strip().upper())
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _wip_limit(value: Any) -> int | None:
+    """A non-negative whole number (0 pauses new code workers), or "unlimited"."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("", "unlimited", "none"):
+            return None
+        if not text.isdigit():
+            raise ValueError(f"must be a whole number or 'unlimited', got {value!r}")
+        value = int(text)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"must be a whole number or 'unlimited', got {value!r}")
+    return value
+
+
+def _path(value: Any) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a path, got {value!r}")
+    return Path(value).expanduser()
+
+
+def _labels(value: Any) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+        raise ValueError(f"must be a list of label names, got {value!r}")
+    try:
+        return tuple(validate_label_name(i) for i in items if i.strip())
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _branch(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or value.startswith("-"):
+        raise ValueError(f"must be a branch name, got {value!r}")
+    return value.strip()
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any = None
+    repo_only: bool = False  # meaningless outside one repository (the project's identity)
+
+    @property
+    def env_var(self) -> str:
+        return f"LEGION_{self.name.upper()}"
+
+
+SPECS: tuple[SettingSpec, ...] = (
+    SettingSpec("project_id", _uuid, repo_only=True),
+    SettingSpec("issue_key", _issue_key, "LEG", repo_only=True),
+    SettingSpec("tracker", _choice(TRACKERS), "local"),
+    SettingSpec("forge", _choice(FORGES), "local"),
+    SettingSpec("base_branch", _branch),
+    SettingSpec("state_dir", _path),
+    SettingSpec("wip_limit", _wip_limit),
+    SettingSpec("labels", _labels, ()),
+)
+SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    project_id: str
+    issue_key: str = "LEG"
+    tracker: str = "local"
+    forge: str = "local"
+    base_branch: str | None = None
+    state_dir: Path | None = None
+    wip_limit: int | None = None
+    labels: tuple[str, ...] = ()
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+
+def user_config_path(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".config")
+    return Path(base) / "legion" / CONFIG_FILE_NAME
+
+
+def state_home(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_STATE_HOME") or str(
+        Path(env.get("HOME", "~")).expanduser() / ".local" / "state"
+    )
+    return Path(base) / "legion"
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The file's table, or {} when it does not exist; a broken file is a ConfigError."""
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+
+
+def _layer_from_file(path: Path, *, repo: bool) -> dict[str, tuple[Any, str]]:
+    layer: dict[str, tuple[Any, str]] = {}
+    for key, raw in read_toml(path).items():
+        spec = SPEC_BY_NAME.get(key)
+        if spec is None:
+            known = ", ".join(SPEC_BY_NAME)
+            raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
+        if spec.repo_only and not repo:
+            raise ConfigError(f"{path}: key {key!r} belongs in the repository's {CONFIG_FILE_NAME}")
+        layer[key] = (_parse(spec, raw, f"{path}: key {key!r}"), str(path))
+    return layer
+
+
+def _parse(spec: SettingSpec, raw: Any, where: str) -> Any:
+    try:
+        return spec.parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{where} {exc}") from None
+
+
+def resolve_settings(
+    repo_config: Path,
+    env: Mapping[str, str],
+    flags: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Merge every layer, highest first, validating each value where it came from."""
+    layers: list[dict[str, tuple[Any, str]]] = []
+    layers.append(
+        {
+            name: (_parse(SPEC_BY_NAME[name], value, f"option --{name.replace('_', '-')}"), "flag")
+            for name, value in (flags or {}).items()
+            if value is not None
+        }
+    )
+    layers.append(
+        {
+            spec.name: (_parse(spec, env[spec.env_var], f"environment {spec.env_var}"), "env")
+            for spec in SPECS
+            if env.get(spec.env_var, "") != ""
+        }
+    )
+    layers.append(_layer_from_file(repo_config, repo=True))
+    layers.append(_layer_from_file(user_config_path(env), repo=False))
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for spec in SPECS:
+        for layer in layers:
+            if spec.name in layer:
+                values[spec.name], sources[spec.name] = layer[spec.name]
+                break
+        else:
+            values[spec.name], sources[spec.name] = spec.default, "default"
+    if values["project_id"] is None:
+        raise ConfigError(
+            f"{repo_config}: missing key 'project_id' (run `legion init` to create it)"
+        )
+    return Settings(**values, sources=sources)
+
+
+@dataclass(frozen=True)
+class Project:
+    """A git repository that Legion manages, and its resolved settings."""
+
+    root: Path
+    settings: Settings
+    env: Mapping[str, str]
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / CONFIG_DIR_NAME / CONFIG_FILE_NAME
+
+    @property
+    def state_dir(self) -> Path:
+        if self.settings.state_dir is not None:
+            return self.settings.state_dir
+        return state_home(self.env) / self.settings.project_id
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "legion.db"
+
+
+def git_toplevel(start: Path) -> Path | None:
+    """The main working tree's root for `start` (also from inside a linked worktree)."""
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+            cwd=start,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise ToolMissingError(
+            "git is not installed: install git (e.g. apt-get install git)"
+        ) from None
+    except NotADirectoryError:
+        return None
+    if result.returncode != 0:
+        return None
+    common = Path(result.stdout.strip())
+    # A normal repository's common dir is <root>/.git; a bare one has no working tree.
+    return common.parent if common.name == ".git" else None
+
+
+def find_project_root(start: Path) -> Path:
+    """The nearest folder at or above `start` holding .legion/config.toml, else the main
+    working tree of the git repository `start` is in (so workers in worktrees find it too)."""
+    start = start.resolve()
+    if not start.is_dir():
+        raise ConfigError(f"{start} is not a directory")
+    for folder in (start, *start.parents):
+        if (folder / CONFIG_DIR_NAME / CONFIG_FILE_NAME).is_file():
+            return folder
+    toplevel = git_toplevel(start)
+    if toplevel is not None and (toplevel / CONFIG_DIR_NAME / CONFIG_FILE_NAME).is_file():
+        return toplevel
+    where = f"{start} or the git repository it is in" if toplevel else str(start)
+    raise ConfigError(
+        f"no Legion project found in {where}: run `legion init` in your git repository"
+    )
+
+
+def load_project(
+    start: Path,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Project:
+    env = os.environ if env is None else env
+    root = find_project_root(start)
+    settings = resolve_settings(root / CONFIG_DIR_NAME / CONFIG_FILE_NAME, env, flags)
+    return Project(root=root, settings=settings, env=env)
+
+
+def toml_value(value: Any) -> str:
+    """A TOML literal for the simple values Legion writes (strings, ints, bools, lists)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        escaped = "".join(_toml_char(c) for c in value)
+        return f'"{escaped}"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def _toml_char(char: str) -> str:
+    if char.isprintable() and char not in '"\\':
+        return char
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def write_repo_config(root: Path, values: Mapping[str, Any]) -> Path:
+    """Write .legion/config.toml atomically (never a half-written file)."""
+    folder = root / CONFIG_DIR_NAME
+    folder.mkdir(exist_ok=True)
+    path = folder / CONFIG_FILE_NAME
+    lines = ["# Legion project settings. See README.md, 'Configuration'."]
+    lines += [f"{key} = {toml_value(value)}" for key, value in values.items() if value is not None]
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,165 @@
+"""The decision table: one issue's observed state in, exactly one action out.
+
+Pure and total. `docs/state-machine.md` shows the same table for people, and a test keeps the two
+in agreement. Rules are tried in order; the first that matches decides:
+
+1. Triage, Icebox and Done are left to the controller's judgment: skip.
+2. A human answered (`user-feedback-given`): relay the answer into the waiting session.
+3. Still waiting for a human (`user-input-needed`): skip.
+4. A worker finished (`worker-done`): the status-specific transition.
+5. `worker-active` but no live worker: the worker died; clear the label and dispatch again.
+6. A live worker: let it work.
+7. Otherwise: dispatch the worker this status calls for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from legion.core.model import Label, Mode, ReviewOutcome, Status
+
+
+class Action(Enum):
+    SKIP = "skip"
+    DISPATCH_ARCHITECT = "dispatch_architect"
+    DISPATCH_PLANNER = "dispatch_planner"
+    DISPATCH_IMPLEMENTER = "dispatch_implementer"
+    DISPATCH_REVIEWER = "dispatch_reviewer"
+    DISPATCH_FINISHER = "dispatch_finisher"
+    RESUME_IMPLEMENTER_FOR_CHANGES = "resume_implementer_for_changes"
+    RESUME_IMPLEMENTER_FOR_RETRO = "resume_implementer_for_retro"
+    RELAY_USER_FEEDBACK = "relay_user_feedback"
+    REMOVE_WORKER_ACTIVE_AND_REDISPATCH = "remove_worker_active_and_redispatch"
+    INVESTIGATE_NO_PR = "investigate_no_pr"
+    TRANSITION_TO_TODO = "transition_to_todo"
+    TRANSITION_TO_IN_PROGRESS = "transition_to_in_progress"
+    TRANSITION_TO_NEEDS_REVIEW = "transition_to_needs_review"
+    TRANSITION_TO_RETRO = "transition_to_retro"
+
+    @property
+    def target_status(self) -> Status | None:
+        """The status a transition moves the issue to; None for other actions."""
+        return _TRANSITION_TARGET.get(self)
+
+    @property
+    def is_mechanical(self) -> bool:
+        """True when code can carry it out; False when it needs the controller's judgment."""
+        return self not in (Action.SKIP, Action.INVESTIGATE_NO_PR)
+
+
+_TRANSITION_TARGET: dict[Action, Status] = {
+    Action.TRANSITION_TO_TODO: Status.TODO,
+    Action.TRANSITION_TO_IN_PROGRESS: Status.IN_PROGRESS,
+    Action.TRANSITION_TO_NEEDS_REVIEW: Status.NEEDS_REVIEW,
+    Action.TRANSITION_TO_RETRO: Status.RETRO,
+}
+
+# The worker each phase runs. Retro runs in the implementer's session (it compounds what the
+# implementer learned), which `session_mode` below accounts for.
+PHASE_MODE: dict[Status, Mode] = {
+    Status.BACKLOG: Mode.ARCHITECT,
+    Status.TODO: Mode.PLAN,
+    Status.IN_PROGRESS: Mode.IMPLEMENT,
+    Status.NEEDS_REVIEW: Mode.REVIEW,
+    Status.RETRO: Mode.RETRO,
+}
+
+# Actions whose worker does not depend on the status they were decided in.
+_FIXED_MODE: dict[Action, Mode] = {
+    Action.DISPATCH_ARCHITECT: Mode.ARCHITECT,
+    Action.DISPATCH_PLANNER: Mode.PLAN,
+    Action.DISPATCH_IMPLEMENTER: Mode.IMPLEMENT,
+    Action.DISPATCH_REVIEWER: Mode.REVIEW,
+    Action.DISPATCH_FINISHER: Mode.FINISH,
+    Action.RESUME_IMPLEMENTER_FOR_CHANGES: Mode.IMPLEMENT,
+    Action.RESUME_IMPLEMENTER_FOR_RETRO: Mode.RETRO,
+    Action.TRANSITION_TO_TODO: Mode.PLAN,
+    Action.TRANSITION_TO_IN_PROGRESS: Mode.IMPLEMENT,
+    Action.TRANSITION_TO_NEEDS_REVIEW: Mode.REVIEW,
+    Action.TRANSITION_TO_RETRO: Mode.RETRO,
+}
+
+
+def session_mode(mode: Mode) -> Mode:
+    """Whose session a mode runs in: retro resumes the implementer."""
+    return Mode.IMPLEMENT if mode is Mode.RETRO else mode
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Everything the table looks at for one issue."""
+
+    status: Status
+    labels: frozenset[Label] = frozenset()
+    has_live_worker: bool = False
+    has_pr: bool = False
+    pr_review: ReviewOutcome = ReviewOutcome.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One action, with the worker it starts or resumes (None when it starts none)."""
+
+    action: Action
+    mode: Mode | None = None
+
+    @property
+    def session_mode(self) -> Mode | None:
+        return None if self.mode is None else session_mode(self.mode)
+
+
+_SKIP = Decision(Action.SKIP)
+_LEFT_TO_JUDGMENT = frozenset({Status.TRIAGE, Status.ICEBOX, Status.DONE})
+
+_DISPATCH_FOR: dict[Status, Action] = {
+    Status.BACKLOG: Action.DISPATCH_ARCHITECT,
+    Status.TODO: Action.DISPATCH_PLANNER,
+    Status.IN_PROGRESS: Action.DISPATCH_IMPLEMENTER,
+    Status.NEEDS_REVIEW: Action.DISPATCH_REVIEWER,
+    Status.RETRO: Action.RESUME_IMPLEMENTER_FOR_RETRO,
+}
+
+_DONE_TRANSITION: dict[Status, Action] = {
+    Status.BACKLOG: Action.TRANSITION_TO_TODO,
+    Status.TODO: Action.TRANSITION_TO_IN_PROGRESS,
+    Status.IN_PROGRESS: Action.TRANSITION_TO_NEEDS_REVIEW,
+    Status.RETRO: Action.DISPATCH_FINISHER,
+}
+
+
+def _fixed(action: Action) -> Decision:
+    return Decision(action, _FIXED_MODE.get(action))
+
+
+def _after_review(obs: Observation) -> Decision:
+    """Needs Review + worker-done: the reviewer finished; its verdict is on the pull request."""
+    if obs.pr_review is ReviewOutcome.UNKNOWN:
+        return _SKIP  # the forge did not answer: wait rather than guess
+    if not obs.has_pr:
+        return _fixed(Action.INVESTIGATE_NO_PR)
+    if obs.pr_review is ReviewOutcome.APPROVED:
+        return _fixed(Action.TRANSITION_TO_RETRO)
+    if obs.pr_review is ReviewOutcome.CHANGES_REQUESTED:
+        return _fixed(Action.RESUME_IMPLEMENTER_FOR_CHANGES)
+    return _SKIP  # the verdict may not have reached the forge yet
+
+
+def decide(obs: Observation) -> Decision:
+    """The one action for this observation. Total: every input has exactly one answer."""
+    if obs.status in _LEFT_TO_JUDGMENT:
+        return _SKIP
+    phase_mode = PHASE_MODE[obs.status]
+    if Label.USER_FEEDBACK_GIVEN in obs.labels:
+        return Decision(Action.RELAY_USER_FEEDBACK, phase_mode)
+    if Label.USER_INPUT_NEEDED in obs.labels:
+        return _SKIP
+    if Label.WORKER_DONE in obs.labels:
+        if obs.status is Status.NEEDS_REVIEW:
+            return _after_review(obs)
+        return _fixed(_DONE_TRANSITION[obs.status])
+    if obs.has_live_worker:
+        return _SKIP
+    if Label.WORKER_ACTIVE in obs.labels:
+        return Decision(Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, phase_mode)
+    return _fixed(_DISPATCH_FOR[obs.status])

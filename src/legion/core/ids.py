@@ -1,0 +1,30 @@
+"""Deterministic identifiers: any session can be found again from what the tracker knows."""
+
+from __future__ import annotations
+
+import uuid
+
+from legion.core.model import Mode, normalize_identifier
+from legion.errors import ConfigError
+
+
+def project_namespace(project_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(project_id)
+    except ValueError:
+        raise ConfigError(f"project id {project_id!r} is not a UUID") from None
+
+
+def session_id(project_id: str, issue: str, mode: Mode) -> str:
+    """The Claude Code session id of `issue` in `mode`: uuid5(project, "ISSUE:mode")."""
+    name = f"{normalize_identifier(issue)}:{mode.value}"
+    return str(uuid.uuid5(project_namespace(project_id), name))
+
+
+def controller_session_id(project_id: str) -> str:
+    return str(uuid.uuid5(project_namespace(project_id), "controller"))
+
+
+def short_id(project_id: str) -> str:
+    """Eight hex digits of the project id, for tmux session names."""
+    return project_namespace(project_id).hex[:8]

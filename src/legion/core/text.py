@@ -1,0 +1,60 @@
+"""Validation of user-supplied text: titles, bodies, comments, branch names. Pure."""
+
+from __future__ import annotations
+
+import re
+
+from legion.errors import InputError
+
+MAX_TITLE_CHARS = 256
+MAX_BODY_CHARS = 65_536  # GitHub's limit for issue and PR bodies; Linear's is larger
+
+# C0 controls except tab and newline, DEL, and C1 controls: they corrupt terminals and logs.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _reject_controls(what: str, text: str) -> None:
+    match = _CONTROL.search(text)
+    if match is not None:
+        raise InputError(
+            f"{what} contains a control character (U+{ord(match.group()):04X}) at position "
+            f"{match.start()}; remove it"
+        )
+
+
+def clean_title(text: str) -> str:
+    title = text.strip()
+    if not title:
+        raise InputError("the title is empty")
+    if "\n" in title or "\r" in title:
+        raise InputError("the title must be a single line")
+    _reject_controls("the title", title)
+    if len(title) > MAX_TITLE_CHARS:
+        raise InputError(f"the title is {len(title)} characters long (at most {MAX_TITLE_CHARS})")
+    return title
+
+
+def clean_body(text: str, what: str = "the body") -> str:
+    body = text.replace("\r\n", "\n")
+    if len(body) > MAX_BODY_CHARS:
+        raise InputError(f"{what} is {len(body):,} characters long (at most {MAX_BODY_CHARS:,})")
+    _reject_controls(what, body)
+    return body
+
+
+def clean_comment(text: str) -> str:
+    body = clean_body(text, "the comment")
+    if not body.strip():
+        raise InputError("the comment is empty")
+    return body
+
+
+# A conservative subset of git-check-ref-format: no option-looking or path-escaping names.
+_BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)(?!.*@\{)[A-Za-z0-9._/\-]+(?<![./])$")
+
+
+def clean_branch(name: str) -> str:
+    branch = name.strip()
+    if not _BRANCH.fullmatch(branch) or branch.endswith(".lock") or len(branch) > 200:
+        raise InputError(f"invalid branch name {name!r}")
+    return branch

@@ -1,0 +1,77 @@
+"""What Legion needs from a code forge: pull requests and their review outcome."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from legion.core.model import ReviewOutcome
+
+
+class PrState(Enum):
+    OPEN = "open"
+    MERGED = "merged"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    outcome: str  # approved, changes_requested or commented
+    author: str
+    body: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    number: int
+    issue: str
+    title: str
+    body: str
+    branch: str
+    base: str
+    state: PrState
+    is_draft: bool
+    reviews: tuple[Review, ...] = ()
+    merge_commit: str | None = None
+    created_at: str = ""
+    updated_at: str = ""
+
+    @property
+    def review(self) -> ReviewOutcome:
+        """The latest approving or change-requesting review decides; comments do not."""
+        for review in reversed(self.reviews):
+            if review.outcome == "approved":
+                return ReviewOutcome.APPROVED
+            if review.outcome == "changes_requested":
+                return ReviewOutcome.CHANGES_REQUESTED
+        return ReviewOutcome.NONE
+
+
+class Forge(Protocol):
+    def create_pr(
+        self,
+        issue: str,
+        branch: str,
+        *,
+        title: str | None = None,
+        body: str = "",
+        draft: bool = False,
+    ) -> PullRequest: ...
+
+    def get_pr(self, ref: str) -> PullRequest:
+        """`ref` is a PR number (`3`, `#3`) or an issue identifier (its latest PR)."""
+        ...
+
+    def list_prs(self) -> list[PullRequest]: ...
+
+    def prs_by_issue(self) -> dict[str, PullRequest]:
+        """Each issue's current pull request: its open one, else its latest."""
+        ...
+
+    def set_draft(self, ref: str, draft: bool) -> PullRequest: ...
+
+    def add_review(self, ref: str, outcome: str, *, body: str, author: str) -> PullRequest: ...
+
+    def merge(self, ref: str) -> PullRequest: ...

@@ -1,0 +1,311 @@
+"""The embedded forge: a pull request is a branch of the local repository plus a database record.
+
+Merging is a real git merge into the base branch. It is computed with `git merge-tree` first, so
+a conflict is reported without touching any working tree, and the base branch only moves by a
+fast-forward (in the worktree that has it checked out) or a compare-and-swap `update-ref`: a
+user's uncommitted work is never overwritten.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+from legion.core.model import normalize_identifier
+from legion.core.text import clean_body, clean_branch, clean_title
+from legion.embedded.db import Database, now
+from legion.errors import ConflictError, InputError, NotFoundError
+from legion.forges.base import PrState, PullRequest, Review
+from legion.git import (
+    GitError,
+    current_branch,
+    last_line,
+    rev_parse,
+    run_git,
+    worktree_for_branch,
+)
+
+REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
+_PR_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
+
+
+class LocalForge:
+    def __init__(self, db: Database, repo: Path, *, base_branch: str | None = None) -> None:
+        self._db = db
+        self.repo = repo
+        self._base_branch = base_branch
+
+    @property
+    def base_branch(self) -> str:
+        branch = self._base_branch or current_branch(self.repo)
+        if branch is None:
+            raise InputError(
+                f"{self.repo} has no branch checked out: set `base_branch` in .legion/config.toml"
+            )
+        return branch
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_pr(self, ref: str) -> PullRequest:
+        with self._db.read() as conn:
+            return self._load(conn, self._row_id(conn, ref))
+
+    def list_prs(self) -> list[PullRequest]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT p.*, i.identifier FROM pull_requests p JOIN issues i ON i.id = p.issue_id "
+                "ORDER BY p.number"
+            ).fetchall()
+            reviews = _reviews_by_pr(conn, None)
+        return [_pull_request(row, reviews) for row in rows]
+
+    def prs_by_issue(self) -> dict[str, PullRequest]:
+        current: dict[str, PullRequest] = {}
+        for pr in self.list_prs():
+            previous = current.get(pr.issue)
+            # An open PR wins over older closed or merged ones; among equals, the newest.
+            if previous is None or pr.state is PrState.OPEN or previous.state is not PrState.OPEN:
+                current[pr.issue] = pr
+        return current
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def create_pr(
+        self,
+        issue: str,
+        branch: str,
+        *,
+        title: str | None = None,
+        body: str = "",
+        draft: bool = False,
+    ) -> PullRequest:
+        identifier = normalize_identifier(issue)
+        branch = clean_branch(branch)
+        body = clean_body(body)
+        base = self.base_branch
+        if branch == base:
+            raise InputError(f"the PR branch must differ from the base branch {base!r}")
+        if rev_parse(self.repo, f"refs/heads/{branch}") is None:
+            raise NotFoundError(f"no branch {branch!r} in {self.repo} (commit and create it first)")
+        with self._db.write() as conn:
+            issue_row = conn.execute(
+                "SELECT id, title FROM issues WHERE identifier = ?", (identifier,)
+            ).fetchone()
+            if issue_row is None:
+                raise NotFoundError(f"no issue {identifier} (see `legion issue list`)")
+            open_pr = conn.execute(
+                "SELECT number FROM pull_requests WHERE issue_id = ? AND state = 'open'",
+                (issue_row["id"],),
+            ).fetchone()
+            if open_pr is not None:
+                raise ConflictError(f"{identifier} already has open PR #{open_pr[0]}")
+            pr_title = clean_title(title) if title else f"{identifier}: {issue_row['title']}"
+            number = conn.execute(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM pull_requests"
+            ).fetchone()[0]
+            stamp = now()
+            cursor = conn.execute(
+                "INSERT INTO pull_requests (number, issue_id, title, body, branch, base, state, "
+                "is_draft, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?)",
+                (number, issue_row["id"], pr_title, body, branch, base, int(draft), stamp, stamp),
+            )
+            assert cursor.lastrowid is not None
+            return self._load(conn, cursor.lastrowid)
+
+    def set_draft(self, ref: str, draft: bool) -> PullRequest:
+        with self._db.write() as conn:
+            row_id = self._row_id(conn, ref)
+            self._require_open(conn, row_id)
+            conn.execute(
+                "UPDATE pull_requests SET is_draft = ?, updated_at = ? "
+                "WHERE id = ? AND is_draft != ?",
+                (int(draft), now(), row_id, int(draft)),
+            )
+            return self._load(conn, row_id)
+
+    def add_review(self, ref: str, outcome: str, *, body: str, author: str) -> PullRequest:
+        if outcome not in REVIEW_OUTCOMES:
+            raise InputError(
+                f"unknown review outcome {outcome!r} (known: {', '.join(REVIEW_OUTCOMES)})"
+            )
+        body = clean_body(body, "the review")
+        if outcome != "approved" and not body.strip():
+            raise InputError("a review that requests changes or comments needs --body")
+        with self._db.write() as conn:
+            row_id = self._row_id(conn, ref)
+            self._require_open(conn, row_id)
+            stamp = now()
+            conn.execute(
+                "INSERT INTO reviews (pr_id, outcome, author, body, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (row_id, outcome, author.strip() or "unknown", body, stamp),
+            )
+            conn.execute("UPDATE pull_requests SET updated_at = ? WHERE id = ?", (stamp, row_id))
+            return self._load(conn, row_id)
+
+    def merge(self, ref: str) -> PullRequest:
+        pr = self.get_pr(ref)
+        if pr.state is PrState.MERGED:
+            return pr  # idempotent: merging a merged PR is done already
+        if pr.state is not PrState.OPEN:
+            raise ConflictError(f"PR #{pr.number} is {pr.state.value}")
+        if pr.is_draft:
+            raise ConflictError(
+                f"PR #{pr.number} is a draft: mark it ready with `legion pr ready {pr.number}`"
+            )
+        merge_commit = self._git_merge(pr)
+        with self._db.write() as conn:
+            row_id = self._row_id(conn, str(pr.number))
+            conn.execute(
+                "UPDATE pull_requests SET state = 'merged', merge_commit = ?, updated_at = ? "
+                "WHERE id = ? AND state = 'open'",
+                (merge_commit, now(), row_id),
+            )
+            return self._load(conn, row_id)
+
+    # -- git -----------------------------------------------------------------------------------
+
+    def _git_merge(self, pr: PullRequest) -> str:
+        base_sha = rev_parse(self.repo, f"refs/heads/{pr.base}")
+        head_sha = rev_parse(self.repo, f"refs/heads/{pr.branch}")
+        if base_sha is None:
+            raise NotFoundError(f"PR #{pr.number}: base branch {pr.base!r} does not exist")
+        if head_sha is None:
+            raise NotFoundError(f"PR #{pr.number}: branch {pr.branch!r} does not exist any more")
+        contained = run_git(
+            self.repo, "merge-base", "--is-ancestor", head_sha, base_sha, check=False
+        )
+        if contained.returncode == 0:
+            return base_sha  # everything on the branch is in the base already
+        trial = run_git(
+            self.repo,
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            base_sha,
+            head_sha,
+            check=False,
+        )
+        if trial.returncode == 1:
+            files = [line for line in trial.stdout.splitlines()[1:] if line.strip()]
+            raise ConflictError(
+                f"PR #{pr.number} cannot be merged: "
+                f"conflicts in {', '.join(files) or 'some files'}; "
+                f"merge {pr.base} into {pr.branch}, resolve them, and try again"
+            )
+        if trial.returncode != 0:
+            raise GitError(f"git merge-tree failed: {trial.stderr.strip() or trial.stdout.strip()}")
+        tree = trial.stdout.splitlines()[0].strip()
+        message = (
+            f"Merge PR #{pr.number} ({pr.issue}): {pr.title}\n\nBranch {pr.branch} into {pr.base}."
+        )
+        commit = run_git(
+            self.repo,
+            "commit-tree",
+            tree,
+            "-p",
+            base_sha,
+            "-p",
+            head_sha,
+            "-F",
+            "-",
+            check=False,
+            input_text=message,
+        )
+        if commit.returncode != 0:
+            if "identity" in commit.stderr or "tell me who you are" in commit.stderr.lower():
+                raise GitError(
+                    "git needs your identity to commit the merge: "
+                    'run git config user.name "Your Name" and git config user.email you@example.com'
+                )
+            raise GitError(f"git commit-tree failed: {commit.stderr.strip()}")
+        merge_sha = commit.stdout.strip()
+        checked_out = worktree_for_branch(self.repo, pr.base)
+        if checked_out is not None:
+            # Fast-forward the checked-out base: git refuses rather than overwrite local changes.
+            forward = run_git(checked_out, "merge", "--ff-only", "--quiet", merge_sha, check=False)
+            if forward.returncode != 0:
+                raise ConflictError(
+                    f"PR #{pr.number}: cannot update {pr.base} in {checked_out}: "
+                    f"{last_line(forward.stderr) if forward.stderr.strip() else 'git refused'}"
+                    "; commit or stash your local changes and try again"
+                )
+        else:
+            run_git(
+                self.repo,
+                "update-ref",
+                "-m",
+                f"legion: merge PR #{pr.number}",
+                f"refs/heads/{pr.base}",
+                merge_sha,
+                base_sha,
+            )
+        return merge_sha
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _row_id(self, conn: sqlite3.Connection, ref: str) -> int:
+        match = _PR_NUMBER.fullmatch(ref.strip())
+        if match is not None:
+            row = conn.execute(
+                "SELECT id FROM pull_requests WHERE number = ?", (int(match.group(1)),)
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"no pull request #{match.group(1)}")
+            return int(row[0])
+        identifier = normalize_identifier(ref)
+        row = conn.execute(
+            "SELECT p.id FROM pull_requests p JOIN issues i ON i.id = p.issue_id "
+            "WHERE i.identifier = ? ORDER BY p.state = 'open' DESC, p.id DESC LIMIT 1",
+            (identifier,),
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"{identifier} has no pull request")
+        return int(row[0])
+
+    def _require_open(self, conn: sqlite3.Connection, row_id: int) -> None:
+        row = conn.execute(
+            "SELECT number, state FROM pull_requests WHERE id = ?", (row_id,)
+        ).fetchone()
+        if row["state"] != "open":
+            raise ConflictError(f"PR #{row['number']} is {row['state']}")
+
+    def _load(self, conn: sqlite3.Connection, row_id: int) -> PullRequest:
+        row = conn.execute(
+            "SELECT p.*, i.identifier FROM pull_requests p JOIN issues i ON i.id = p.issue_id "
+            "WHERE p.id = ?",
+            (row_id,),
+        ).fetchone()
+        return _pull_request(row, _reviews_by_pr(conn, row_id))
+
+
+def _reviews_by_pr(conn: sqlite3.Connection, pr_id: int | None) -> dict[int, list[Review]]:
+    query = (
+        "SELECT * FROM reviews" + (" WHERE pr_id = ?" if pr_id is not None else "") + " ORDER BY id"
+    )
+    result: dict[int, list[Review]] = defaultdict(list)
+    for row in conn.execute(query, () if pr_id is None else (pr_id,)):
+        result[row["pr_id"]].append(
+            Review(row["outcome"], row["author"], row["body"], row["created_at"])
+        )
+    return result
+
+
+def _pull_request(row: sqlite3.Row, reviews: dict[int, list[Review]]) -> PullRequest:
+    return PullRequest(
+        number=row["number"],
+        issue=row["identifier"],
+        title=row["title"],
+        body=row["body"],
+        branch=row["branch"],
+        base=row["base"],
+        state=PrState(row["state"]),
+        is_draft=bool(row["is_draft"]),
+        reviews=tuple(reviews.get(row["id"], ())),
+        merge_commit=row["merge_commit"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )

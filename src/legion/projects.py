@@ -1,0 +1,54 @@
+"""Creating a Legion project in a git repository."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from legion.backends import open_backends
+from legion.config import (
+    CONFIG_DIR_NAME,
+    CONFIG_FILE_NAME,
+    Project,
+    git_toplevel,
+    load_project,
+    resolve_settings,
+    write_repo_config,
+)
+from legion.errors import ConfigError
+from legion.git import current_branch
+
+
+def init_project(
+    start: Path,
+    *,
+    key: str = "LEG",
+    tracker: str = "local",
+    forge: str = "local",
+    extra: Mapping[str, Any] | None = None,
+) -> tuple[Project, bool]:
+    """Write .legion/config.toml and create the database; (project, created). Idempotent."""
+    start = start.resolve()
+    root = git_toplevel(start) if start.is_dir() else None
+    if root is None:
+        raise ConfigError(f"{start} is not inside a git repository: run `git init` there first")
+    config_path = root / CONFIG_DIR_NAME / CONFIG_FILE_NAME
+    if config_path.exists():
+        return load_project(root), False
+    values: dict[str, Any] = {
+        "project_id": str(uuid.uuid4()),
+        "issue_key": key,
+        "tracker": tracker,
+        "forge": forge,
+        "base_branch": current_branch(root),
+        **(extra or {}),
+    }
+    # Validate with the same rules that reading will apply, and create the database, before the
+    # config is written: a failure leaves no half-made project behind.
+    settings = resolve_settings(config_path, os.environ, values)
+    open_backends(Project(root=root, settings=settings, env=os.environ))
+    write_repo_config(root, values)
+    return load_project(root), True

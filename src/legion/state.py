@@ -1,0 +1,100 @@
+"""Observe every issue, run the decision table, and report: the engine of `legion state`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from legion.core.decide import Decision, Observation, decide
+from legion.core.ids import session_id
+from legion.core.model import ReviewOutcome
+from legion.errors import LegionError
+from legion.forges.base import Forge, PrState, PullRequest
+from legion.trackers.base import Issue, Tracker
+
+
+class LiveWorkers(Protocol):
+    def live_issues(self) -> set[str]:
+        """Identifiers of the issues that have a live worker right now."""
+        ...
+
+
+class NoWorkers:
+    """Until the runtime lands, nothing runs."""
+
+    def live_issues(self) -> set[str]:
+        return set()
+
+
+@dataclass(frozen=True)
+class IssueState:
+    issue: Issue
+    pr: PullRequest | None
+    pr_review: ReviewOutcome
+    has_live_worker: bool
+    decision: Decision
+    session_id: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "title": self.issue.title,
+            "status": self.issue.status.value,
+            "labels": sorted(self.issue.labels),
+            "has_pr": self.pr is not None,
+            "pr_number": None if self.pr is None else self.pr.number,
+            "pr_is_draft": False if self.pr is None else self.pr.is_draft,
+            "pr_review": self.pr_review.value,
+            "has_live_worker": self.has_live_worker,
+            "suggested_action": self.decision.action.value,
+            "mode": None if self.decision.mode is None else self.decision.mode.value,
+            "session_id": self.session_id,
+        }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    issues: list[IssueState]
+    warnings: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "issues": {state.issue.identifier: state.to_json() for state in self.issues},
+            "warnings": self.warnings,
+        }
+
+
+def observe(project_id: str, tracker: Tracker, forge: Forge, workers: LiveWorkers) -> Snapshot:
+    """One consistent pass over the tracker, the forge and the workers.
+
+    A forge that cannot be read makes every review outcome `unknown` (so nothing transitions on
+    a guess); a tracker that cannot be read fails the whole pass.
+    """
+    warnings: list[str] = []
+    issues = tracker.list_issues()
+    prs: dict[str, PullRequest] | None
+    try:
+        prs = forge.prs_by_issue()
+    except LegionError as exc:
+        prs = None
+        warnings.append(f"pull requests could not be read: {exc}")
+    live = workers.live_issues()
+    states = []
+    for issue in issues:
+        pr = None if prs is None else prs.get(issue.identifier)
+        if pr is not None and pr.state is PrState.CLOSED:
+            pr = None  # a closed PR is no PR: the work needs a new one
+        review = ReviewOutcome.UNKNOWN if prs is None else (pr.review if pr else ReviewOutcome.NONE)
+        decision = decide(
+            Observation(
+                status=issue.status,
+                labels=issue.workflow_labels,
+                has_live_worker=issue.identifier in live,
+                has_pr=pr is not None,
+                pr_review=review,
+            )
+        )
+        sid = None
+        if decision.session_mode is not None:
+            sid = session_id(project_id, issue.identifier, decision.session_mode)
+        states.append(IssueState(issue, pr, review, issue.identifier in live, decision, sid))
+    return Snapshot(states, warnings)

@@ -1,0 +1,218 @@
+"""The embedded tracker: issues, labels and comments in the project's SQLite database."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable
+
+from legion.core.model import Label, Status, normalize_identifier
+from legion.core.text import clean_body, clean_comment, clean_title
+from legion.embedded.db import Database, now
+from legion.errors import InputError, NotFoundError
+from legion.trackers.base import Comment, Issue
+
+WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)
+
+
+class LocalTracker:
+    def __init__(self, db: Database, *, issue_key: str, extra_labels: Iterable[str] = ()) -> None:
+        self._db = db
+        self.issue_key = issue_key
+        self.known_labels: tuple[str, ...] = WORKFLOW_LABELS + tuple(
+            label for label in extra_labels if label not in WORKFLOW_LABELS
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def list_issues(self, *, status: Status | None = None, label: str | None = None) -> list[Issue]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT i.*, p.identifier AS parent_identifier FROM issues i "
+                "LEFT JOIN issues p ON p.id = i.parent_id ORDER BY i.number"
+            ).fetchall()
+            labels = _labels_by_issue(conn, None)
+            children = _children_by_issue(conn)
+        issues = [_issue(row, labels, children) for row in rows]
+        if status is not None:
+            issues = [issue for issue in issues if issue.status is status]
+        if label is not None:
+            wanted = self._label(label)
+            issues = [issue for issue in issues if wanted in issue.labels]
+        return issues
+
+    def get_issue(self, identifier: str) -> Issue:
+        with self._db.read() as conn:
+            return self._load(conn, self._row_id(conn, identifier))
+
+    def list_comments(self, identifier: str) -> list[Comment]:
+        with self._db.read() as conn:
+            issue_id = self._row_id(conn, identifier)
+            rows = conn.execute(
+                "SELECT c.*, i.identifier FROM comments c JOIN issues i ON i.id = c.issue_id "
+                "WHERE c.issue_id = ? ORDER BY c.id",
+                (issue_id,),
+            ).fetchall()
+        return [_comment(row) for row in rows]
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def create_issue(
+        self,
+        title: str,
+        *,
+        body: str = "",
+        status: Status = Status.TODO,
+        labels: Iterable[str] = (),
+        parent: str | None = None,
+    ) -> Issue:
+        title = clean_title(title)
+        body = clean_body(body)
+        label_names = sorted({self._label(name) for name in labels})
+        with self._db.write() as conn:
+            parent_id = self._row_id(conn, parent) if parent is not None else None
+            number = conn.execute("SELECT COALESCE(MAX(number), 0) + 1 FROM issues").fetchone()[0]
+            stamp = now()
+            cursor = conn.execute(
+                "INSERT INTO issues (number, identifier, title, body, status, parent_id, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    number,
+                    f"{self.issue_key}-{number}",
+                    title,
+                    body,
+                    status.value,
+                    parent_id,
+                    stamp,
+                    stamp,
+                ),
+            )
+            issue_id = cursor.lastrowid
+            conn.executemany(
+                "INSERT INTO issue_labels (issue_id, label) VALUES (?, ?)",
+                [(issue_id, name) for name in label_names],
+            )
+            assert issue_id is not None
+            return self._load(conn, issue_id)
+
+    def set_status(self, identifier: str, status: Status) -> Issue:
+        with self._db.write() as conn:
+            issue_id = self._row_id(conn, identifier)
+            conn.execute(
+                "UPDATE issues SET status = ?, updated_at = ? WHERE id = ? AND status != ?",
+                (status.value, now(), issue_id, status.value),
+            )
+            return self._load(conn, issue_id)
+
+    def update_labels(
+        self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Issue:
+        to_add = {self._label(name) for name in add}
+        to_remove = {self._label(name) for name in remove}
+        both = to_add & to_remove
+        if both:
+            raise InputError(f"label {sorted(both)[0]!r} is both added and removed")
+        with self._db.write() as conn:
+            issue_id = self._row_id(conn, identifier)
+            changed = conn.executemany(
+                "INSERT OR IGNORE INTO issue_labels (issue_id, label) VALUES (?, ?)",
+                [(issue_id, name) for name in sorted(to_add)],
+            ).rowcount
+            changed += conn.executemany(
+                "DELETE FROM issue_labels WHERE issue_id = ? AND label = ?",
+                [(issue_id, name) for name in sorted(to_remove)],
+            ).rowcount
+            if changed > 0:
+                conn.execute("UPDATE issues SET updated_at = ? WHERE id = ?", (now(), issue_id))
+            return self._load(conn, issue_id)
+
+    def add_comment(self, identifier: str, body: str, *, author: str) -> Comment:
+        body = clean_comment(body)
+        author = clean_title(author) if author.strip() else "unknown"
+        with self._db.write() as conn:
+            issue_id = self._row_id(conn, identifier)
+            cursor = conn.execute(
+                "INSERT INTO comments (issue_id, author, body, created_at) VALUES (?, ?, ?, ?)",
+                (issue_id, author, body, now()),
+            )
+            row = conn.execute(
+                "SELECT c.*, i.identifier FROM comments c JOIN issues i ON i.id = c.issue_id "
+                "WHERE c.id = ?",
+                (cursor.lastrowid,),
+            ).fetchone()
+        return _comment(row)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _label(self, name: str) -> str:
+        cleaned = name.strip().lower() if Label.from_name(name) else name.strip()
+        if cleaned not in self.known_labels:
+            raise InputError(
+                f"unknown label {name!r} (known: {', '.join(self.known_labels)}; "
+                "add your own to `labels` in .legion/config.toml)"
+            )
+        return cleaned
+
+    def _row_id(self, conn: sqlite3.Connection, identifier: str) -> int:
+        normalized = normalize_identifier(identifier)
+        row = conn.execute("SELECT id FROM issues WHERE identifier = ?", (normalized,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no issue {normalized} (see `legion issue list`)")
+        return int(row[0])
+
+    def _load(self, conn: sqlite3.Connection, issue_id: int) -> Issue:
+        row = conn.execute(
+            "SELECT i.*, p.identifier AS parent_identifier FROM issues i "
+            "LEFT JOIN issues p ON p.id = i.parent_id WHERE i.id = ?",
+            (issue_id,),
+        ).fetchone()
+        children = conn.execute(
+            "SELECT identifier FROM issues WHERE parent_id = ? ORDER BY number", (issue_id,)
+        ).fetchall()
+        return _issue(row, _labels_by_issue(conn, issue_id), {issue_id: [c[0] for c in children]})
+
+
+def _labels_by_issue(conn: sqlite3.Connection, issue_id: int | None) -> dict[int, list[str]]:
+    if issue_id is None:
+        rows = conn.execute("SELECT issue_id, label FROM issue_labels").fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT issue_id, label FROM issue_labels WHERE issue_id = ?", (issue_id,)
+        ).fetchall()
+    result: dict[int, list[str]] = defaultdict(list)
+    for row in rows:
+        result[row[0]].append(row[1])
+    return result
+
+
+def _children_by_issue(conn: sqlite3.Connection) -> dict[int, list[str]]:
+    result: dict[int, list[str]] = defaultdict(list)
+    for row in conn.execute(
+        "SELECT parent_id, identifier FROM issues WHERE parent_id IS NOT NULL ORDER BY number"
+    ):
+        result[row[0]].append(row[1])
+    return result
+
+
+def _issue(row: sqlite3.Row, labels: dict[int, list[str]], children: dict[int, list[str]]) -> Issue:
+    return Issue(
+        identifier=row["identifier"],
+        title=row["title"],
+        body=row["body"],
+        status=Status(row["status"]),
+        labels=frozenset(labels.get(row["id"], ())),
+        parent=row["parent_identifier"],
+        children=tuple(children.get(row["id"], ())),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _comment(row: sqlite3.Row) -> Comment:
+    return Comment(
+        id=row["id"],
+        issue=row["identifier"],
+        author=row["author"],
+        body=row["body"],
+        created_at=row["created_at"],
+    )

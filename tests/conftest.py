@@ -1,0 +1,100 @@
+"""Shared fixtures: each test gets its own HOME, XDG dirs and git identity; no LEGION_* leaks in."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+LEGION_BIN = Path(sys.executable).with_name("legion")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("home")
+    for name in list(os.environ):
+        if name.startswith("LEGION_") or name.startswith("GIT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Test User\n\temail = test@example.invalid\n"
+        "[init]\n\tdefaultBranch = main\n",
+        encoding="utf-8",
+    )
+    yield home
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    """A git repository with one commit on main."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "--quiet")
+    (repo / "README.md").write_text("# test\n", encoding="utf-8")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "--quiet", "-m", "initial")
+    return repo
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+LegionRunner = Callable[..., Result]
+
+
+def run_legion(
+    *args: str, cwd: Path, input_text: str | None = None, env: dict[str, str] | None = None
+) -> Result:
+    """The real `legion` console script, as a user runs it."""
+    proc = subprocess.run(
+        [str(LEGION_BIN), *args],
+        check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=input_text,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def project(git_repo: Path) -> Path:
+    """A git repository that `legion init` has made a project."""
+    result = run_legion("init", cwd=git_repo)
+    assert result.returncode == 0, result.stderr
+    return git_repo
+
+
+@pytest.fixture
+def legion(project: Path) -> LegionRunner:
+    def runner(
+        *args: str,
+        input_text: str | None = None,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Result:
+        return run_legion(*args, cwd=cwd or project, input_text=input_text, env=env)
+
+    return runner

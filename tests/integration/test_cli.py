@@ -1,0 +1,286 @@
+"""The `legion` command as a user runs it: the real console script against a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LegionRunner, Result, git, run_legion
+
+
+def one_line_error(result: Result, fragment: str) -> None:
+    assert result.returncode != 0, result
+    assert result.stdout == "", result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("legion: error: "), lines[0]
+    assert fragment in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_version(tmp_path: Path) -> None:
+    from legion import __version__
+
+    result = run_legion("--version", cwd=tmp_path)
+    assert (result.returncode, result.stdout.strip()) == (0, f"legion {__version__}")
+
+
+def test_init_writes_config_and_is_idempotent(git_repo: Path, isolated_env: Path) -> None:
+    result = run_legion("init", "--key", "ENG", cwd=git_repo)
+    assert result.returncode == 0, result.stderr
+    config = (git_repo / ".legion" / "config.toml").read_text()
+    project_id = config.split('project_id = "')[1].split('"')[0]
+    uuid.UUID(project_id)
+    assert (
+        'tracker = "local"' in config
+        and 'forge = "local"' in config
+        and 'base_branch = "main"' in config
+    )
+    assert (isolated_env / "state" / "legion" / project_id / "legion.db").is_file()
+    again = run_legion("init", cwd=git_repo)
+    assert again.returncode == 0 and "Already a Legion project" in again.stdout
+    assert (git_repo / ".legion" / "config.toml").read_text() == config
+    created = run_legion("issue", "create", "Hello", cwd=git_repo)
+    assert created.stdout.strip() == "ENG-1"
+
+
+def test_init_outside_git(tmp_path: Path) -> None:
+    one_line_error(run_legion("init", cwd=tmp_path), "is not inside a git repository")
+    assert not (tmp_path / ".legion").exists()
+
+
+def test_issue_lifecycle_json(legion: LegionRunner) -> None:
+    assert legion("issue", "create", "Parent", "--status", "backlog").stdout.strip() == "LEG-1"
+    child = legion(
+        "issue",
+        "create",
+        "Child",
+        "--body",
+        "Do the thing",
+        "--parent",
+        "leg-1",
+        "--label",
+        "worker-active",
+        "--json",
+    )
+    data = json.loads(child.stdout)
+    assert (
+        data["identifier"] == "LEG-2"
+        and data["parent"] == "LEG-1"
+        and data["labels"] == ["worker-active"]
+    )
+    assert (
+        legion("issue", "move", "LEG-2", "in review").stdout.strip()
+        == "LEG-2: Todo -> Needs Review"
+    )
+    assert (
+        legion(
+            "issue", "label", "LEG-2", "--add", "worker-done", "--remove", "worker-active"
+        ).returncode
+        == 0
+    )
+    assert (
+        legion(
+            "issue", "comment", "LEG-2", "--body", "Plan:\n1. do it", "--author", "legion-plan"
+        ).returncode
+        == 0
+    )
+    assert (
+        legion(
+            "issue", "comment", "LEG-2", "--body-file", "-", input_text="from stdin\n"
+        ).returncode
+        == 0
+    )
+    shown = json.loads(legion("issue", "show", "leg-2", "--json").stdout)
+    assert shown["status"] == "Needs Review"
+    assert shown["labels"] == ["worker-done"]
+    assert [c["body"] for c in shown["comments"]] == ["Plan:\n1. do it", "from stdin\n"]
+    assert shown["comments"][0]["author"] == "legion-plan"
+    assert shown["pr"] is None
+    parent = json.loads(legion("issue", "show", "LEG-1", "--json").stdout)
+    assert parent["children"] == ["LEG-2"]
+    listed = json.loads(legion("issue", "list", "--json", "--status", "Needs Review").stdout)
+    assert [i["identifier"] for i in listed] == ["LEG-2"]
+    human = legion("issue", "list")
+    assert "LEG-1" in human.stdout and "Parent" in human.stdout and human.returncode == 0
+    comments = json.loads(legion("issue", "comments", "LEG-2", "--json").stdout)
+    assert len(comments) == 2
+
+
+def test_state_json(legion: LegionRunner, project: Path) -> None:
+    project_id = json.loads(legion("config", "--json").stdout)["settings"]["project_id"]["value"]
+    legion("issue", "create", "Plan me")
+    legion("issue", "create", "Review me", "--status", "Needs Review", "--label", "worker-done")
+    git(project, "switch", "--quiet", "-c", "legion/leg-2")
+    (project / "f.txt").write_text("x\n")
+    git(project, "add", "f.txt")
+    git(project, "commit", "--quiet", "-m", "work")
+    git(project, "switch", "--quiet", "main")
+    assert (
+        legion("pr", "create", "--issue", "LEG-2", "--branch", "legion/leg-2").stdout.strip()
+        == "#1"
+    )
+    assert legion("pr", "review", "1", "--approve").returncode == 0
+    state = json.loads(legion("state", "--json").stdout)["issues"]
+    assert state["LEG-1"] == {
+        "title": "Plan me",
+        "status": "Todo",
+        "labels": [],
+        "has_pr": False,
+        "pr_number": None,
+        "pr_is_draft": False,
+        "pr_review": "none",
+        "has_live_worker": False,
+        "suggested_action": "dispatch_planner",
+        "mode": "plan",
+        "session_id": str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:plan")),
+    }
+    assert state["LEG-2"]["suggested_action"] == "transition_to_retro"
+    assert state["LEG-2"]["mode"] == "retro"
+    assert state["LEG-2"]["session_id"] == str(uuid.uuid5(uuid.UUID(project_id), "LEG-2:implement"))
+    assert state["LEG-2"]["pr_review"] == "approved" and state["LEG-2"]["has_pr"] is True
+    table = legion("state")
+    assert "transition_to_retro" in table.stdout and table.returncode == 0
+
+
+def test_pr_commands(legion: LegionRunner, project: Path) -> None:
+    legion("issue", "create", "Feature")
+    git(project, "switch", "--quiet", "-c", "feature")
+    (project / "feature.txt").write_text("feature\n")
+    git(project, "add", "feature.txt")
+    git(project, "commit", "--quiet", "-m", "feature")
+    git(project, "switch", "--quiet", "main")
+    assert (
+        legion("pr", "create", "--issue", "LEG-1", "--branch", "feature", "--draft").returncode == 0
+    )
+    one_line_error(legion("pr", "merge", "1"), "is a draft")
+    assert legion("pr", "ready", "LEG-1").stdout.strip() == "#1: ready for review"
+    one_line_error(legion("pr", "review", "1", "--request-changes"), "needs --body")
+    one_line_error(legion("pr", "review", "1"), "exactly one of")
+    assert legion("pr", "review", "1", "--request-changes", "--body", "add tests").returncode == 0
+    assert json.loads(legion("pr", "view", "1", "--json").stdout)["review"] == "changes_requested"
+    legion("pr", "review", "1", "--approve")
+    merged = legion("pr", "merge", "#1", "--json")
+    assert json.loads(merged.stdout)["state"] == "merged", merged.stderr
+    assert (project / "feature.txt").exists()
+    assert "merged" in legion("pr", "list").stdout
+    assert json.loads(legion("issue", "show", "LEG-1", "--json").stdout)["pr"]["number"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["issue", "move", "LEG-1", "Someday"], "unknown status 'Someday'"),
+        (["issue", "label", "LEG-1", "--add", "urgent"], "unknown label 'urgent'"),
+        (["issue", "show", "LEG-42"], "no issue LEG-42"),
+        (["issue", "show", "42"], "invalid issue identifier '42'"),
+        (["issue", "create", "ok", "--body", "nul\x01char"], "control character"),
+        (["issue", "create", "two\nlines"], "single line"),
+        (["issue", "create", "ok", "--parent", "LEG-9"], "no issue LEG-9"),
+        (["issue", "label", "LEG-1"], "nothing to do"),
+        (["issue", "comment", "LEG-1"], "--body"),
+        (
+            ["issue", "create", "ok", "--body-file", "/nonexistent/file"],
+            "cannot read /nonexistent/file",
+        ),
+        (
+            ["pr", "create", "--issue", "LEG-1", "--branch", "no-such-branch"],
+            "no branch 'no-such-branch'",
+        ),
+        (["pr", "view", "7"], "no pull request #7"),
+        (["issue", "frobnicate"], "No such command"),
+        (["issue", "create"], "Missing argument"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(
+    legion: LegionRunner, args: list[str], fragment: str
+) -> None:
+    legion("issue", "create", "existing")
+    before = legion("issue", "list", "--json").stdout
+    one_line_error(legion(*args), fragment)
+    assert legion("issue", "list", "--json").stdout == before
+
+
+def test_huge_body_is_refused(legion: LegionRunner, project: Path) -> None:
+    big = project.parent / "big.txt"
+    big.write_text("x" * (1024 * 1024))
+    one_line_error(legion("issue", "create", "big", "--body-file", str(big)), "at most 65,536")
+    assert json.loads(legion("issue", "list", "--json").stdout) == []
+
+
+def test_shell_metacharacters_are_just_text(legion: LegionRunner, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    title = f"$(touch {marker}) `touch {marker}`; touch {marker} 'q' \"dq\" ünï 🎉"
+    created = legion("issue", "create", title, "--json")
+    assert json.loads(created.stdout)["title"] == title
+    assert not marker.exists()
+
+
+def test_missing_project_and_broken_config(git_repo: Path, tmp_path: Path) -> None:
+    one_line_error(run_legion("state", cwd=tmp_path), "no Legion project found")
+    one_line_error(run_legion("issue", "list", cwd=git_repo), "run `legion init`")
+    (git_repo / ".legion").mkdir()
+    (git_repo / ".legion" / "config.toml").write_text('project_id = "abc"\n')
+    one_line_error(run_legion("issue", "list", cwd=git_repo), "key 'project_id' must be a UUID")
+    (git_repo / ".legion" / "config.toml").write_text("project_id = [\n")
+    one_line_error(run_legion("state", cwd=git_repo), "invalid TOML")
+
+
+def test_corrupt_database_is_one_line(legion: LegionRunner, isolated_env: Path) -> None:
+    (db,) = (isolated_env / "state" / "legion").glob("*/legion.db")
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    db.write_bytes(b"garbage" * 1000)
+    one_line_error(legion("issue", "list"), "corrupt or not a Legion database")
+
+
+def test_worktree_finds_the_project(legion: LegionRunner, project: Path, tmp_path: Path) -> None:
+    legion("issue", "create", "From main")
+    worktree = tmp_path / "ws" / "leg 1 (with spaces)"
+    git(project, "worktree", "add", "--quiet", "-b", "legion/leg-1", str(worktree))
+    assert not (worktree / ".legion").exists()
+    result = legion("issue", "label", "LEG-1", "--add", "worker-done", cwd=worktree)
+    assert result.returncode == 0, result.stderr
+    assert "worker-done" in legion("issue", "show", "LEG-1").stdout
+
+
+def test_repo_option_and_env(legion: LegionRunner, project: Path, tmp_path: Path) -> None:
+    legion("issue", "create", "Somewhere")
+    assert "LEG-1" in run_legion("--repo", str(project), "issue", "list", cwd=tmp_path).stdout
+    assert (
+        "LEG-1"
+        in run_legion("issue", "list", cwd=tmp_path, env={"LEGION_REPO": str(project)}).stdout
+    )
+
+
+def test_two_processes_writing_at_once_both_succeed(legion: LegionRunner) -> None:
+    def create(n: int) -> Result:
+        return legion("issue", "create", f"parallel {n}")
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(create, range(12)))
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results if r.returncode]
+    identifiers = sorted(r.stdout.strip() for r in results)
+    assert identifiers == sorted(f"LEG-{n}" for n in range(1, 13))
+
+
+def test_demo(tmp_path: Path) -> None:
+    target = tmp_path / "demo"
+    result = run_legion("demo", "--dir", str(target), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for action in (
+        "dispatch_planner",
+        "dispatch_architect",
+        "transition_to_in_progress",
+        "transition_to_retro",
+        "resume_implementer_for_changes",
+    ):
+        assert action in result.stdout
+    state = json.loads(run_legion("state", "--json", cwd=target).stdout)["issues"]
+    assert state["LEG-4"]["suggested_action"] == "transition_to_retro"
+    assert git(target, "status", "--porcelain") == "?? .legion/\n"
+    one_line_error(run_legion("demo", "--dir", str(target), cwd=tmp_path), "is not empty")

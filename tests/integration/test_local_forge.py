@@ -1,0 +1,142 @@
+"""The embedded forge: PR records in SQLite, merges with real git."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from legion.core.model import ReviewOutcome
+from legion.embedded.db import Database
+from legion.errors import ConflictError, InputError, NotFoundError
+from legion.forges.base import PrState
+from legion.forges.local import LocalForge
+from legion.trackers.local import LocalTracker
+from tests.conftest import git
+
+
+@pytest.fixture
+def backends(git_repo: Path, tmp_path: Path) -> tuple[LocalTracker, LocalForge]:
+    db = Database(tmp_path / "state" / "legion.db")
+    tracker = LocalTracker(db, issue_key="LEG")
+    tracker.create_issue("Add a feature")
+    return tracker, LocalForge(db, git_repo, base_branch="main")
+
+
+def commit_on_branch(
+    repo: Path, branch: str, filename: str, text: str, *, new: bool = True
+) -> None:
+    git(repo, "switch", "--quiet", *(["-c"] if new else []), branch)
+    (repo / filename).write_text(text, encoding="utf-8")
+    git(repo, "add", filename)
+    git(repo, "commit", "--quiet", "-m", f"change {filename}")
+    git(repo, "switch", "--quiet", "main")
+
+
+def test_review_outcome_follows_the_latest_verdict(
+    git_repo: Path, backends: tuple[LocalTracker, LocalForge]
+) -> None:
+    _, forge = backends
+    commit_on_branch(git_repo, "legion/leg-1", "feature.txt", "feature\n")
+    pr = forge.create_pr("leg-1", "legion/leg-1", draft=True)
+    assert (pr.number, pr.issue, pr.base, pr.is_draft) == (1, "LEG-1", "main", True)
+    assert pr.title == "LEG-1: Add a feature"
+    assert pr.review is ReviewOutcome.NONE
+    assert (
+        forge.add_review("1", "changes_requested", body="tests?", author="r").review
+        is ReviewOutcome.CHANGES_REQUESTED
+    )
+    assert (
+        forge.add_review("#1", "commented", body="fyi", author="r").review
+        is ReviewOutcome.CHANGES_REQUESTED
+    )
+    assert (
+        forge.add_review("LEG-1", "approved", body="", author="r").review is ReviewOutcome.APPROVED
+    )
+    assert forge.set_draft("LEG-1", False).is_draft is False
+    assert forge.prs_by_issue()["LEG-1"].number == 1
+
+
+def test_merge_is_a_real_git_merge(
+    git_repo: Path, backends: tuple[LocalTracker, LocalForge]
+) -> None:
+    _, forge = backends
+    commit_on_branch(git_repo, "legion/leg-1", "feature.txt", "feature\n")
+    (git_repo / "notes.txt").write_text("uncommitted, untouched by the merge\n", encoding="utf-8")
+    forge.create_pr("LEG-1", "legion/leg-1")
+    merged = forge.merge("1")
+    assert merged.state is PrState.MERGED and merged.merge_commit
+    assert (git_repo / "feature.txt").read_text() == "feature\n"  # the checked-out main moved
+    assert (git_repo / "notes.txt").exists()
+    parents = git(git_repo, "rev-list", "--parents", "-n", "1", "main").split()
+    assert parents[0] == merged.merge_commit and len(parents) == 3
+    assert git(git_repo, "status", "--porcelain").strip() == "?? notes.txt"
+    assert forge.merge("1").merge_commit == merged.merge_commit  # idempotent
+
+
+def test_merge_when_base_is_not_checked_out(
+    git_repo: Path, backends: tuple[LocalTracker, LocalForge]
+) -> None:
+    _, forge = backends
+    commit_on_branch(git_repo, "legion/leg-1", "feature.txt", "feature\n")
+    git(git_repo, "switch", "--quiet", "--detach")
+    merged = forge.create_pr("LEG-1", "legion/leg-1") and forge.merge("LEG-1")
+    assert git(git_repo, "rev-parse", "main").strip() == merged.merge_commit
+
+
+def test_conflicts_are_reported_not_forced(
+    git_repo: Path, backends: tuple[LocalTracker, LocalForge]
+) -> None:
+    _, forge = backends
+    commit_on_branch(git_repo, "legion/leg-1", "README.md", "branch version\n")
+    (git_repo / "README.md").write_text("main version\n", encoding="utf-8")
+    git(git_repo, "commit", "--quiet", "-am", "main moves on")
+    before = git(git_repo, "rev-parse", "main")
+    forge.create_pr("LEG-1", "legion/leg-1")
+    with pytest.raises(ConflictError, match=r"conflicts in README\.md"):
+        forge.merge("1")
+    assert git(git_repo, "rev-parse", "main") == before
+    assert (git_repo / "README.md").read_text() == "main version\n"
+    assert forge.get_pr("1").state is PrState.OPEN
+
+
+def test_local_changes_in_the_way_are_never_overwritten(
+    git_repo: Path, backends: tuple[LocalTracker, LocalForge]
+) -> None:
+    _, forge = backends
+    commit_on_branch(git_repo, "legion/leg-1", "README.md", "branch version\n")
+    (git_repo / "README.md").write_text("my unsaved work\n", encoding="utf-8")
+    forge.create_pr("LEG-1", "legion/leg-1")
+    with pytest.raises(ConflictError, match="commit or stash your local changes"):
+        forge.merge("1")
+    assert (git_repo / "README.md").read_text() == "my unsaved work\n"
+    assert forge.get_pr("1").state is PrState.OPEN
+
+
+def test_drafts_do_not_merge(git_repo: Path, backends: tuple[LocalTracker, LocalForge]) -> None:
+    _, forge = backends
+    commit_on_branch(git_repo, "legion/leg-1", "f.txt", "x\n")
+    forge.create_pr("LEG-1", "legion/leg-1", draft=True)
+    with pytest.raises(ConflictError, match="draft"):
+        forge.merge("1")
+
+
+def test_bad_requests(git_repo: Path, backends: tuple[LocalTracker, LocalForge]) -> None:
+    _, forge = backends
+    with pytest.raises(NotFoundError, match="no branch 'nope'"):
+        forge.create_pr("LEG-1", "nope")
+    with pytest.raises(InputError, match="invalid branch name"):
+        forge.create_pr("LEG-1", "--upload-pack=evil")
+    with pytest.raises(InputError, match="must differ from the base"):
+        forge.create_pr("LEG-1", "main")
+    commit_on_branch(git_repo, "legion/leg-1", "f.txt", "x\n")
+    with pytest.raises(NotFoundError, match="no issue LEG-7"):
+        forge.create_pr("LEG-7", "legion/leg-1")
+    forge.create_pr("LEG-1", "legion/leg-1")
+    with pytest.raises(ConflictError, match="already has open PR #1"):
+        forge.create_pr("LEG-1", "legion/leg-1")
+    with pytest.raises(NotFoundError, match="no pull request #9"):
+        forge.get_pr("9")
+    with pytest.raises(InputError, match="needs --body"):
+        forge.add_review("1", "changes_requested", body=" ", author="r")
+    assert forge.get_pr("1").reviews == ()

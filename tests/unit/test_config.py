@@ -1,0 +1,91 @@
+"""Settings resolve flag > env > repo config > user config > default; bad values say where."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from legion.config import resolve_settings, toml_value, write_repo_config
+from legion.errors import ConfigError
+
+PROJECT = "7b4f0862-b775-4cb0-9a67-85400c6f44a8"
+
+
+@pytest.fixture
+def repo_config(tmp_path: Path) -> Path:
+    write_repo_config(tmp_path, {"project_id": PROJECT, "wip_limit": 3, "tracker": "local"})
+    return tmp_path / ".legion" / "config.toml"
+
+
+def user_config(home: Path, text: str) -> None:
+    path = home / "config" / "legion" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def env_for(home: Path, **extra: str) -> dict[str, str]:
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / "config"), **extra}
+
+
+def test_precedence(repo_config: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    user_config(home, 'wip_limit = 9\nbase_branch = "trunk"\n')
+    settings = resolve_settings(repo_config, env_for(home))
+    assert settings.wip_limit == 3 and settings.sources["wip_limit"] == str(repo_config)
+    assert settings.base_branch == "trunk"  # only the user config sets it
+    assert settings.issue_key == "LEG" and settings.sources["issue_key"] == "default"
+
+    settings = resolve_settings(repo_config, env_for(home, LEGION_WIP_LIMIT="5"))
+    assert settings.wip_limit == 5 and settings.sources["wip_limit"] == "env"
+
+    settings = resolve_settings(repo_config, env_for(home, LEGION_WIP_LIMIT="5"), {"wip_limit": 7})
+    assert settings.wip_limit == 7 and settings.sources["wip_limit"] == "flag"
+
+    settings = resolve_settings(repo_config, env_for(home, LEGION_WIP_LIMIT="unlimited"))
+    assert settings.wip_limit is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('project_id = "x"\n', "key 'project_id' must be a UUID"),
+        (f'project_id = "{PROJECT}"\nwip_limit = -1\n', "key 'wip_limit' must be a whole number"),
+        (f'project_id = "{PROJECT}"\ntrakcer = "local"\n', "unknown key 'trakcer'"),
+        (f'project_id = "{PROJECT}"\ntracker = "jira"\n', "key 'tracker' must be one of local"),
+        (f'project_id = "{PROJECT}"\nissue_key = "le g"\n', "key 'issue_key'"),
+        ("project_id = \n", "invalid TOML"),
+        ("wip_limit = 2\n", "missing key 'project_id'"),
+    ],
+)
+def test_malformed_repo_config(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / ".legion" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        resolve_settings(path, env_for(tmp_path / "home"))
+    assert str(path) in str(info.value)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_environment_value_names_the_variable(repo_config: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="environment LEGION_WIP_LIMIT must be a whole number"):
+        resolve_settings(repo_config, env_for(tmp_path, LEGION_WIP_LIMIT="lots"))
+
+
+def test_project_identity_belongs_to_the_repository(repo_config: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    user_config(home, f'project_id = "{PROJECT}"\n')
+    with pytest.raises(ConfigError, match="belongs in the repository"):
+        resolve_settings(repo_config, env_for(home))
+
+
+def test_toml_strings_round_trip(tmp_path: Path) -> None:
+    import tomllib
+
+    nasty = 'quote " backslash \\ newline \n tab \t nul \x00 emoji 🎉 astral-control \U000e0001'
+    write_repo_config(tmp_path, {"project_id": PROJECT, "base_branch": nasty})
+    text = (tmp_path / ".legion" / "config.toml").read_text(encoding="utf-8")
+    assert tomllib.loads(text)["base_branch"] == nasty
+    assert toml_value(["a", 1, True]) == '["a", 1, true]'

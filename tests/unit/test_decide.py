@@ -1,0 +1,208 @@
+"""The decision table, row by row, and its properties over every possible input."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from legion.core.decide import PHASE_MODE, Action, Decision, Observation, decide
+from legion.core.model import Label, Mode, ReviewOutcome, Status
+
+A = Action
+S = Status
+R = ReviewOutcome
+DONE = Label.WORKER_DONE
+ACTIVE = Label.WORKER_ACTIVE
+INPUT = Label.USER_INPUT_NEEDED
+FEEDBACK = Label.USER_FEEDBACK_GIVEN
+ACTIVE_STATUSES = (S.BACKLOG, S.TODO, S.IN_PROGRESS, S.NEEDS_REVIEW, S.RETRO)
+
+
+def obs(
+    status: Status, *labels: Label, live: bool = False, pr: ReviewOutcome | None = None
+) -> Observation:
+    """pr=None: no pull request; otherwise a pull request with that review outcome."""
+    if pr is R.UNKNOWN:
+        return Observation(status, frozenset(labels), live, False, R.UNKNOWN)
+    return Observation(status, frozenset(labels), live, pr is not None, pr or R.NONE)
+
+
+# The seed's Status-Specific Logic table, then the additions the issue names.
+ROWS: list[tuple[str, Observation, Action, Mode | None]] = [
+    ("todo, nothing: plan", obs(S.TODO), A.DISPATCH_PLANNER, Mode.PLAN),
+    ("todo, live worker: wait", obs(S.TODO, live=True), A.SKIP, None),
+    ("todo done: to in progress", obs(S.TODO, DONE), A.TRANSITION_TO_IN_PROGRESS, Mode.IMPLEMENT),
+    ("in progress, worker running", obs(S.IN_PROGRESS, live=True), A.SKIP, None),
+    (
+        "in progress done: to review",
+        obs(S.IN_PROGRESS, DONE),
+        A.TRANSITION_TO_NEEDS_REVIEW,
+        Mode.REVIEW,
+    ),
+    (
+        "needs review, nothing: reviewer",
+        obs(S.NEEDS_REVIEW, pr=R.NONE),
+        A.DISPATCH_REVIEWER,
+        Mode.REVIEW,
+    ),
+    ("needs review, reviewer running", obs(S.NEEDS_REVIEW, live=True, pr=R.NONE), A.SKIP, None),
+    ("review done, no verdict yet", obs(S.NEEDS_REVIEW, DONE, pr=R.NONE), A.SKIP, None),
+    (
+        "review done, changes",
+        obs(S.NEEDS_REVIEW, DONE, pr=R.CHANGES_REQUESTED),
+        A.RESUME_IMPLEMENTER_FOR_CHANGES,
+        Mode.IMPLEMENT,
+    ),
+    (
+        "review done, approved",
+        obs(S.NEEDS_REVIEW, DONE, pr=R.APPROVED),
+        A.TRANSITION_TO_RETRO,
+        Mode.RETRO,
+    ),
+    (
+        "retro, nothing: resume implementer",
+        obs(S.RETRO),
+        A.RESUME_IMPLEMENTER_FOR_RETRO,
+        Mode.RETRO,
+    ),
+    ("retro running", obs(S.RETRO, live=True), A.SKIP, None),
+    ("retro done: finisher", obs(S.RETRO, DONE), A.DISPATCH_FINISHER, Mode.FINISH),
+    ("done", obs(S.DONE), A.SKIP, None),
+    # additions
+    ("backlog: architect", obs(S.BACKLOG), A.DISPATCH_ARCHITECT, Mode.ARCHITECT),
+    ("backlog done: to todo", obs(S.BACKLOG, DONE), A.TRANSITION_TO_TODO, Mode.PLAN),
+    (
+        "feedback given: relay",
+        obs(S.IN_PROGRESS, INPUT, FEEDBACK),
+        A.RELAY_USER_FEEDBACK,
+        Mode.IMPLEMENT,
+    ),
+    (
+        "feedback while live: relay",
+        obs(S.TODO, INPUT, FEEDBACK, live=True),
+        A.RELAY_USER_FEEDBACK,
+        Mode.PLAN,
+    ),
+    (
+        "feedback in retro: implementer session",
+        obs(S.RETRO, INPUT, FEEDBACK),
+        A.RELAY_USER_FEEDBACK,
+        Mode.RETRO,
+    ),
+    ("waiting for a human", obs(S.IN_PROGRESS, INPUT), A.SKIP, None),
+    ("waiting for a human, worker done", obs(S.TODO, INPUT, DONE), A.SKIP, None),
+    (
+        "dead worker",
+        obs(S.IN_PROGRESS, ACTIVE),
+        A.REMOVE_WORKER_ACTIVE_AND_REDISPATCH,
+        Mode.IMPLEMENT,
+    ),
+    (
+        "dead reviewer",
+        obs(S.NEEDS_REVIEW, ACTIVE, pr=R.NONE),
+        A.REMOVE_WORKER_ACTIVE_AND_REDISPATCH,
+        Mode.REVIEW,
+    ),
+    ("active and live", obs(S.IN_PROGRESS, ACTIVE, live=True), A.SKIP, None),
+    ("review done, no PR", obs(S.NEEDS_REVIEW, DONE), A.INVESTIGATE_NO_PR, None),
+    ("review done, forge unknown", obs(S.NEEDS_REVIEW, DONE, pr=R.UNKNOWN), A.SKIP, None),
+    ("triage", obs(S.TRIAGE), A.SKIP, None),
+    ("icebox", obs(S.ICEBOX, DONE), A.SKIP, None),
+    ("done with a stale label", obs(S.DONE, ACTIVE), A.SKIP, None),
+    (
+        "in progress, nobody: dispatch again",
+        obs(S.IN_PROGRESS),
+        A.DISPATCH_IMPLEMENTER,
+        Mode.IMPLEMENT,
+    ),
+    (
+        "done beats stale active",
+        obs(S.TODO, DONE, ACTIVE),
+        A.TRANSITION_TO_IN_PROGRESS,
+        Mode.IMPLEMENT,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "observation", "action", "mode"), ROWS, ids=[r[0] for r in ROWS])
+def test_row(name: str, observation: Observation, action: Action, mode: Mode | None) -> None:
+    assert decide(observation) == Decision(action, mode)
+
+
+def test_every_action_is_reachable() -> None:
+    reached = {action for _, _, action, _ in ROWS}
+    assert reached == set(Action)
+
+
+def test_retro_runs_in_the_implementers_session() -> None:
+    decision = decide(obs(S.NEEDS_REVIEW, DONE, pr=R.APPROVED))
+    assert decision.mode is Mode.RETRO
+    assert decision.session_mode is Mode.IMPLEMENT
+
+
+observations = st.builds(
+    Observation,
+    status=st.sampled_from(Status),
+    labels=st.frozensets(st.sampled_from(Label)),
+    has_live_worker=st.booleans(),
+    has_pr=st.booleans(),
+    pr_review=st.sampled_from(ReviewOutcome),
+)
+
+
+@given(observations)
+def test_every_input_yields_exactly_one_action(observation: Observation) -> None:
+    decision = decide(observation)
+    assert isinstance(decision, Decision)
+    assert isinstance(decision.action, Action)
+    assert decide(observation) == decision  # depends only on the input
+
+
+@given(observations)
+def test_never_dispatches_beside_a_live_worker(observation: Observation) -> None:
+    action = decide(observation).action
+    if (
+        observation.has_live_worker
+        and action.name.startswith("DISPATCH_")
+        and action is not A.DISPATCH_FINISHER
+    ):
+        raise AssertionError(f"{action} despite a live worker")
+
+
+@given(observations)
+def test_unknown_review_never_transitions(observation: Observation) -> None:
+    if observation.pr_review is R.UNKNOWN and observation.status is S.NEEDS_REVIEW:
+        assert decide(observation).action.target_status is None
+
+
+@given(observations)
+def test_waiting_for_a_human_is_never_disturbed(observation: Observation) -> None:
+    labels = observation.labels
+    if INPUT in labels and FEEDBACK not in labels:
+        assert decide(observation).action is A.SKIP
+
+
+@given(observations)
+def test_worker_actions_name_a_mode(observation: Observation) -> None:
+    decision = decide(observation)
+    needs_mode = decision.action not in (A.SKIP, A.INVESTIGATE_NO_PR)
+    assert (decision.mode is not None) == needs_mode
+
+
+def test_table_is_total_over_the_whole_input_space() -> None:
+    count = 0
+    for status, has_live, has_pr, review in itertools.product(
+        Status, [False, True], [False, True], ReviewOutcome
+    ):
+        for n in range(len(Label) + 1):
+            for labels in itertools.combinations(Label, n):
+                decide(Observation(status, frozenset(labels), has_live, has_pr, review))
+                count += 1
+    assert count == len(Status) * 2 * 2 * len(ReviewOutcome) * 2 ** len(Label)
+
+
+def test_phase_modes_cover_active_statuses() -> None:
+    assert set(PHASE_MODE) == set(ACTIVE_STATUSES)

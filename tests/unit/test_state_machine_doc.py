@@ -1,0 +1,97 @@
+"""docs/state-machine.md shows the decision table to people; this keeps it true to the code.
+
+Every row of the documented table is expanded over its wildcards and each combination it covers
+(and that no earlier row covers) must decide to the documented action and mode.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+from legion.core.decide import PHASE_MODE, Observation, decide
+from legion.core.model import Label, Mode, ReviewOutcome, Status
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "state-machine.md"
+ACTIVE = [Status.BACKLOG, Status.TODO, Status.IN_PROGRESS, Status.NEEDS_REVIEW, Status.RETRO]
+# PR column -> (has_pr, review) combinations
+PR_CELLS = {
+    "none": [(False, ReviewOutcome.NONE)],
+    "no review": [(True, ReviewOutcome.NONE)],
+    "approved": [(True, ReviewOutcome.APPROVED)],
+    "changes requested": [(True, ReviewOutcome.CHANGES_REQUESTED)],
+    "lookup failed": [(False, ReviewOutcome.UNKNOWN), (True, ReviewOutcome.UNKNOWN)],
+}
+PR_CELLS["any"] = [combo for cells in PR_CELLS.values() for combo in cells]
+ALL_LABEL_SETS = [
+    frozenset(c) for n in range(len(Label) + 1) for c in itertools.combinations(Label, n)
+]
+
+
+def _statuses(cell: str) -> list[Status]:
+    if cell == "active":
+        return ACTIVE
+    return [Status.parse(part) for part in cell.split(",")]
+
+
+def _label_sets(cell: str) -> list[frozenset[Label]]:
+    if cell == "any":
+        return ALL_LABEL_SETS
+    if cell == "(none)":
+        return [frozenset()]
+    required = {Label(name.strip()) for name in cell.split("+")}
+    return [labels for labels in ALL_LABEL_SETS if required <= labels]
+
+
+def _live(cell: str) -> list[bool]:
+    return {"yes": [True], "no": [False], "any": [False, True]}[cell]
+
+
+def _rows() -> list[list[str]]:
+    rows = []
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0].isdigit():
+            rows.append(cells)
+    return rows
+
+
+def test_documented_table_matches_decide() -> None:
+    rows = _rows()
+    assert len(rows) >= 19
+    covered: set[Observation] = set()
+    checked = 0
+    for number, status_cell, labels_cell, live_cell, pr_cell, action, mode_cell in rows:
+        for status, labels, live, (has_pr, review) in itertools.product(
+            _statuses(status_cell), _label_sets(labels_cell), _live(live_cell), PR_CELLS[pr_cell]
+        ):
+            observation = Observation(status, labels, live, has_pr, review)
+            if observation in covered:
+                continue  # an earlier row decides it
+            covered.add(observation)
+            decision = decide(observation)
+            assert decision.action.value == action, f"row {number}: {observation}"
+            expected_mode = None
+            if mode_cell == "the phase's":
+                expected_mode = PHASE_MODE[status]
+            elif mode_cell:
+                expected_mode = Mode(mode_cell)
+            assert decision.mode == expected_mode, f"row {number}: {observation}"
+            checked += 1
+    everything = {
+        Observation(status, labels, live, has_pr, review)
+        for status, labels, live, (has_pr, review) in itertools.product(
+            Status, ALL_LABEL_SETS, [False, True], PR_CELLS["any"]
+        )
+    }
+    assert covered == everything, "the documented table leaves some inputs out"
+    assert checked == len(everything)
+
+
+def test_documented_actions_are_all_the_actions() -> None:
+    from legion.core.decide import Action
+
+    documented = {row[5] for row in _rows()}
+    assert documented == {action.value for action in Action}
+    assert re.search(r"uuid5\(UUID\(project_id\), \"<ISSUE>:<mode>\"\)", DOC.read_text())
