@@ -23,6 +23,7 @@ CONFIG_DIR_NAME = ".legion"
 CONFIG_FILE_NAME = "config.toml"
 
 TRACKERS = ("local",)
+PERMISSION_MODES = ("bypass", "acceptEdits", "auto", "default", "plan")
 FORGES = ("local",)
 
 
@@ -31,6 +32,15 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
         if not isinstance(value, str) or value.strip().lower() not in options:
             raise ValueError(f"must be one of {', '.join(options)}, got {value!r}")
         return value.strip().lower()
+
+    return parse
+
+
+def _choice_exact(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in options:
+            raise ValueError(f"must be one of {', '.join(options)}, got {value!r}")
+        return str(value)
 
     return parse
 
@@ -81,6 +91,29 @@ def _labels(value: Any) -> tuple[str, ...]:
         raise ValueError(str(exc)) from None
 
 
+def _strings(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        import shlex
+
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            raise ValueError(f"cannot split {value!r}: {exc}") from None
+    if not isinstance(value, list | tuple) or not all(isinstance(i, str) for i in value):
+        raise ValueError(f"must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _seconds(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not number > 0:
+        raise ValueError(f"must be a positive number of seconds, got {value!r}")
+    return number
+
+
 def _branch(value: Any) -> str:
     if not isinstance(value, str) or not value.strip() or value.startswith("-"):
         raise ValueError(f"must be a branch name, got {value!r}")
@@ -108,6 +141,14 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("state_dir", _path),
     SettingSpec("wip_limit", _wip_limit),
     SettingSpec("labels", _labels, ()),
+    SettingSpec("workspace_root", _path),
+    SettingSpec("tmux_socket", _path),
+    SettingSpec("tmux_config", _path),
+    SettingSpec("claude_bin", _path),
+    SettingSpec("claude_args", _strings, ()),
+    SettingSpec("permission_mode", _choice_exact(PERMISSION_MODES), "bypass"),
+    SettingSpec("stale_after", _seconds, 600.0),
+    SettingSpec("workspace_vcs", _choice(("auto", "git", "jj")), "auto"),
 )
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 
@@ -122,6 +163,14 @@ class Settings:
     state_dir: Path | None = None
     wip_limit: int | None = None
     labels: tuple[str, ...] = ()
+    workspace_root: Path | None = None
+    tmux_socket: Path | None = None
+    tmux_config: Path | None = None
+    claude_bin: Path | None = None
+    claude_args: tuple[str, ...] = ()
+    permission_mode: str = "bypass"
+    stale_after: float = 600.0
+    workspace_vcs: str = "auto"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
 
@@ -231,6 +280,13 @@ class Project:
     @property
     def db_path(self) -> Path:
         return self.state_dir / "legion.db"
+
+    @property
+    def workspace_root(self) -> Path:
+        """Where issue workspaces go: configured, else a folder beside the repository."""
+        if self.settings.workspace_root is not None:
+            return self.settings.workspace_root
+        return self.root.parent / f"{self.root.name}-workspaces"
 
 
 def git_toplevel(start: Path) -> Path | None:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from legion import __version__
-from legion.cli import common, demo, issues, prs
+from legion.cli import common, demo, issues, prs, workers, workspaces
 from legion.config import FORGES, SPECS, TRACKERS
 from legion.projects import init_project
 
@@ -24,7 +24,10 @@ app = typer.Typer(
 )
 app.add_typer(issues.app, name="issue")
 app.add_typer(prs.app, name="pr")
+app.add_typer(workspaces.app, name="workspace")
 app.command("demo")(demo.demo)
+for command in (workers.dispatch, workers.resume, workers.answer, workers.workers, workers.peek):
+    app.command()(command)
 
 
 def _version(value: bool) -> None:
@@ -85,10 +88,16 @@ def state(
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Every issue's observed state and the action the decision table suggests."""
-    from legion.state import NoWorkers, observe
+    from legion.backends import open_workers
+    from legion.state import observe
 
     project, backends = common.backends(ctx)
-    snapshot = observe(project.settings.project_id, backends.tracker, backends.forge, NoWorkers())
+    snapshot = observe(
+        project.settings.project_id,
+        backends.tracker,
+        backends.forge,
+        open_workers(project, backends),
+    )
     if as_json:
         common.print_json(snapshot.to_json())
         return

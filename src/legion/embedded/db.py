@@ -1,4 +1,5 @@
-"""The embedded backend's SQLite database: one file in the project's state dir.
+"""The project's SQLite database in its state dir: the embedded tracker and forge, and the
+worker registry (which every backend uses).
 
 WAL journal and a busy timeout let several `legion` processes (the daemon, workers, the user)
 read and write at once; every write runs in a `BEGIN IMMEDIATE` transaction so a writer waits
@@ -70,6 +71,20 @@ MIGRATIONS: tuple[str, ...] = (
         created_at TEXT NOT NULL
     );
     CREATE INDEX reviews_pr ON reviews(pr_id, id);
+    """,
+    # 2: the worker registry: which sessions Legion started, in which window and workspace.
+    """
+    CREATE TABLE workers (
+        id INTEGER PRIMARY KEY,
+        issue TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        window TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        ended_at TEXT
+    );
+    CREATE INDEX workers_current ON workers(issue, ended_at);
     """,
 )
 

@@ -1,0 +1,129 @@
+"""`legion dispatch | resume | answer | workers | peek`: the worker runtime."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from legion.backends import open_workers
+from legion.cli import common
+from legion.core.model import Mode
+from legion.errors import InputError
+
+
+def dispatch(
+    ctx: typer.Context,
+    issue: Annotated[str, typer.Argument(help="The issue, e.g. LEG-7.")],
+    mode: Annotated[
+        str, typer.Argument(help="architect, plan, implement, review, retro or finish.")
+    ],
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Start a worker for an issue in its workspace (refused if one is already live)."""
+    parsed = Mode.parse(mode)
+    project, backends = common.backends(ctx)
+    view = open_workers(project, backends).dispatch(issue, parsed)
+    if as_json:
+        common.print_json(view.to_json(time.time()))
+    else:
+        typer.echo(
+            f"{view.record.issue}: {parsed.value} worker started in window {view.record.window} "
+            f"(session {view.record.session_id}, workspace {view.record.workspace})"
+        )
+
+
+def resume(
+    ctx: typer.Context,
+    issue: Annotated[str, typer.Argument(help="The issue, e.g. LEG-7.")],
+    mode: Annotated[
+        str, typer.Argument(help="The session's mode (retro resumes the implementer).")
+    ],
+    prompt: Annotated[
+        str | None, typer.Option("--prompt", "-p", help="What to tell the worker.")
+    ] = None,
+    prompt_file: Annotated[
+        Path | None,
+        typer.Option("--prompt-file", help="Read the prompt from a file (- for stdin)."),
+    ] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Give a worker's session a new prompt: typed in if it runs, else resumed in a new window."""
+    parsed = Mode.parse(mode)
+    text = common.read_text_arg(prompt, prompt_file, "the prompt")
+    if text is None:
+        raise InputError("give the prompt with --prompt TEXT or --prompt-file PATH")
+    project, backends = common.backends(ctx)
+    view = open_workers(project, backends).resume(issue, parsed, text)
+    if as_json:
+        common.print_json(view.to_json(time.time()))
+    else:
+        typer.echo(
+            f"{view.record.issue}: prompt sent to {view.record.window} "
+            f"(session {view.record.session_id})"
+        )
+
+
+def answer(
+    ctx: typer.Context,
+    issue: Annotated[str, typer.Argument(help="The issue whose worker asked.")],
+    text: Annotated[
+        list[str],
+        typer.Argument(
+            help="The answer: an option's label or number, or free text; one per question."
+        ),
+    ],
+) -> None:
+    """Answer the question a blocked worker is waiting on."""
+    project, backends = common.backends(ctx)
+    view = open_workers(project, backends).answer(issue, text)
+    typer.echo(f"{view.record.issue}: answered; {view.record.window} goes on")
+
+
+def workers(
+    ctx: typer.Context,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Every worker Legion started and has not retired: running, idle, blocked or dead."""
+    project, backends = common.backends(ctx)
+    views = open_workers(project, backends).views()
+    now = time.time()
+    if as_json:
+        common.print_json([view.to_json(now) for view in views])
+        return
+    if not views:
+        typer.echo("No workers.")
+        return
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("Issue", "Mode", "State", "Window", "Active", "Question"):
+        table.add_column(column, overflow="fold")
+    for view in views:
+        data = view.to_json(now)
+        age = data["transcript_age_s"]
+        table.add_row(
+            view.record.issue,
+            view.record.mode.value,
+            view.state.value,
+            view.record.window,
+            "-" if age is None else f"{age:.0f}s ago",
+            view.question.text if view.question else "",
+        )
+    common.console().print(table)
+
+
+def peek(
+    ctx: typer.Context,
+    issue: Annotated[str, typer.Argument(help="The issue whose worker to look at.")],
+    lines: Annotated[
+        int, typer.Option("--lines", "-n", min=1, max=10000, help="How many lines.")
+    ] = 40,
+) -> None:
+    """The last lines of a worker's screen."""
+    project, backends = common.backends(ctx)
+    view, screen = open_workers(project, backends).peek(issue, lines)
+    typer.echo(f"--- {view.record.window} ({view.state.value})")
+    typer.echo(screen.rstrip("\n"))

@@ -1,0 +1,200 @@
+"""The Claude Code runtime: how a worker session is started, resumed and prepared.
+
+A worker is the interactive CLI (so it can ask questions and be typed to) started with a
+deterministic session id and its first prompt on the command line. Before it starts, its
+workspace is marked trusted in the CLI's own config, since the trust dialog appears for every
+new folder even with `--dangerously-skip-permissions`, and would stop an unattended worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from legion.core.model import Mode, normalize_identifier
+from legion.errors import ConfigError, ToolMissingError
+from legion.runtime.claude_paths import global_config_file, transcript_path
+
+# The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
+_API_KEY_VARIABLES = ("ANTHROPIC_API_KEY",)
+
+
+def worker_prompt(issue: str, mode: Mode) -> str:
+    return f"/legion-worker {mode.value} mode for {normalize_identifier(issue)}"
+
+
+@dataclass(frozen=True)
+class ClaudeRuntime:
+    binary: str = "claude"
+    permission_mode: str = "bypass"
+    extra_args: tuple[str, ...] = ()
+
+    def executable(self) -> str:
+        found = shutil.which(self.binary)
+        if found is None:
+            raise ToolMissingError(
+                f"Claude Code CLI not found ({self.binary!r}): install it with "
+                "`npm install -g @anthropic-ai/claude-code`, "
+                "or set claude_bin in .legion/config.toml"
+            )
+        return found
+
+    def command(self, session_id: str, prompt: str, *, resume: bool) -> list[str]:
+        """argv for the interactive CLI: new session (`--session-id`) or resumed (`--resume`)."""
+        argv = [self.executable(), "--resume" if resume else "--session-id", session_id]
+        if self.permission_mode == "bypass":
+            # The warning it would show once is a consent the config already gave; passed as a
+            # flag so the user's own settings.json is left alone.
+            argv += [
+                "--dangerously-skip-permissions",
+                "--settings",
+                json.dumps({"skipDangerousModePermissionPrompt": True}),
+            ]
+        elif self.permission_mode != "default":
+            argv += ["--permission-mode", self.permission_mode]
+        argv += [*self.extra_args]
+        if prompt:
+            argv += ["--", prompt]
+        return argv
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """What the CLI needs besides the caller's environment."""
+        extra: dict[str, str] = {}
+        if self.permission_mode == "bypass" and os.geteuid() == 0:
+            # As root the CLI refuses to skip permissions unless told it runs in a sandbox;
+            # choosing bypass mode for workers is that statement.
+            extra["IS_SANDBOX"] = "1"
+        return extra
+
+    def transcript(self, env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
+        return transcript_path(env, workspace, session_id)
+
+    def prepare(self, env: Mapping[str, str], workspace: Path) -> None:
+        """Answer the CLI's first-run questions for this workspace the way the user's config
+        already has: trust the folder, and use the API key Legion was given."""
+        real = os.path.realpath(workspace)
+        key_suffixes = [env[name][-20:] for name in _API_KEY_VARIABLES if env.get(name)]
+
+        def update(config: dict[str, Any]) -> bool:
+            changed = False
+            projects = config.setdefault("projects", {})
+            entry = projects.setdefault(real, {})
+            if entry.get("hasTrustDialogAccepted") is not True:
+                entry["hasTrustDialogAccepted"] = True
+                changed = True
+            responses = config.setdefault("customApiKeyResponses", {})
+            approved = responses.setdefault("approved", [])
+            rejected = responses.setdefault("rejected", [])
+            for suffix in key_suffixes:
+                if suffix not in approved and suffix not in rejected:
+                    approved.append(suffix)
+                    changed = True
+            return changed
+
+        update_json_file(global_config_file(env), update)
+
+
+# Claude Code guards .claude.json with proper-lockfile: a *directory* `<file>.lock`, taken by
+# mkdir and considered stale after 10 s. Taking the same lock keeps a running CLI from
+# overwriting what Legion adds (and Legion from overwriting the CLI).
+LOCK_STALE_S = 10.0
+LOCK_WAIT_S = 15.0
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    lock = path.with_name(path.name + ".lock")
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            lock.mkdir()
+            break
+        except FileExistsError:
+            try:
+                stale = time.time() - lock.stat().st_mtime > LOCK_STALE_S
+            except FileNotFoundError:
+                continue  # released meanwhile
+            if stale:
+                with suppress(OSError):
+                    lock.rmdir()
+                continue
+            if time.monotonic() > deadline:
+                raise ConfigError(
+                    f"{lock} has been held for over {LOCK_WAIT_S:g} s; if no Claude Code runs, "
+                    "remove it"
+                ) from None
+            time.sleep(0.02 + random.random() * 0.05)
+    try:
+        yield
+    finally:
+        with suppress(OSError):
+            lock.rmdir()
+
+
+def update_json_file(path: Path, update: Any) -> None:
+    """Read-modify-write a JSON object file atomically, keeping every key we do not touch.
+
+    Under the CLI's own lock, and the replace is atomic, so the CLI never reads a half-written
+    file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path):
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            config = {}
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path}: cannot read Claude Code's config ({exc})") from None
+        if not isinstance(config, dict):
+            raise ConfigError(f"{path}: Claude Code's config is not a JSON object")
+        if not update(config):
+            return
+        tmp = path.with_name(f"{path.name}.legion-{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(config, indent=2), encoding="utf-8")
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        tmp.replace(path)
+
+
+# The CLI's first-run dialogs, each with the option that means "go ahead". Config written by
+# `ClaudeRuntime.prepare` normally prevents them; these are answered if one shows anyway.
+FIRST_RUN_DIALOGS: tuple[tuple[str, str], ...] = (
+    ("Is this a project you created or one you trust?", "Yes, I trust this folder"),
+    ("Do you want to use this API key?", "Yes"),
+    ("running in Bypass Permissions mode", "Yes, I accept"),
+)
+CURSOR = "\u276f"  # the CLI's selection cursor
+_OPTION = re.compile(rf"^\s*({CURSOR})?\s*(\S.*?)\s*$")
+
+
+def first_run_dialog_keys(screen: str) -> tuple[str, list[str]] | None:
+    """Pure: when `screen` shows a first-run dialog, the option to pick and the keys that
+    pick it (arrows to reach it, then Enter); None otherwise."""
+    for marker, choice in FIRST_RUN_DIALOGS:
+        if marker not in screen:
+            continue
+        lines = screen.splitlines()
+        start = max(i for i, line in enumerate(lines) if marker in line)
+        rows = []  # (is_cursor, text) of the menu under the marker
+        for line in lines[start + 1 :]:
+            if "Enter to confirm" in line:
+                break
+            match = _OPTION.match(line)
+            if match is not None:
+                rows.append((match.group(1) is not None, match.group(2)))
+        cursor = next((i for i, (here, _) in enumerate(rows) if here), None)
+        target = next((i for i, (_, text) in enumerate(rows) if text == choice), None)
+        if cursor is None or target is None:
+            return None
+        step = "Down" if target > cursor else "Up"
+        return choice, [step] * abs(target - cursor) + ["Enter"]
+    return None

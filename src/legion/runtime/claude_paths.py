@@ -1,0 +1,84 @@
+"""Where Claude Code keeps its files, computed the way the CLI computes them. Pure but for
+`realpath` and `stat`."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+MAX_ENCODED_LENGTH = 200
+_NOT_ALNUM = re.compile(r"[^a-zA-Z0-9]")
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def config_dir(env: Mapping[str, str]) -> Path:
+    """`$CLAUDE_CONFIG_DIR`, else `~/.claude`."""
+    explicit = env.get("CLAUDE_CONFIG_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path(env.get("HOME") or Path.home()) / ".claude"
+
+
+def global_config_file(env: Mapping[str, str]) -> Path:
+    """The CLI's own state (onboarding, trusted folders): inside the config dir when it is set,
+    else `~/.claude.json` beside it."""
+    explicit = env.get("CLAUDE_CONFIG_DIR")
+    if explicit:
+        return Path(explicit).expanduser() / ".claude.json"
+    return Path(env.get("HOME") or Path.home()) / ".claude.json"
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit integer."""
+    value = 0
+    data = text.encode("utf-16-le")
+    for index in range(0, len(data), 2):
+        value = (31 * value + (data[index] | data[index + 1] << 8)) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def base36(number: int) -> str:
+    if number == 0:
+        return "0"
+    digits = []
+    while number:
+        number, remainder = divmod(number, 36)
+        digits.append(_BASE36[remainder])
+    return "".join(reversed(digits))
+
+
+def encode_project_dir(path: str) -> str:
+    """The folder name under `projects/` for a working directory: every non-alphanumeric
+    character becomes `-`; a name over 200 characters is cut to 200 and suffixed with `-` and
+    the base-36 hash of the full path, so long paths stay distinct."""
+    encoded = _NOT_ALNUM.sub("-", path)
+    if len(encoded) <= MAX_ENCODED_LENGTH:
+        return encoded
+    return f"{encoded[:MAX_ENCODED_LENGTH]}-{base36(abs(java_string_hash(path)))}"
+
+
+def transcript_path(env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
+    real = os.path.realpath(workspace)
+    return config_dir(env) / "projects" / encode_project_dir(real) / f"{session_id}.jsonl"
+
+
+def newest_activity(transcript: Path) -> float | None:
+    """Newest mtime of the transcript and its subagents' transcripts; None when it has none."""
+    try:
+        newest = transcript.stat().st_mtime
+    except OSError:
+        return None
+    subagents = transcript.with_suffix("") / "subagents"
+    try:
+        entries = list(os.scandir(subagents))
+    except OSError:
+        return newest
+    for entry in entries:
+        if entry.name.endswith(".jsonl"):
+            try:
+                newest = max(newest, entry.stat().st_mtime)
+            except OSError:
+                continue
+    return newest

@@ -1,0 +1,80 @@
+"""The worker registry: every worker Legion started, until it is retired.
+
+The registry is what lets `legion workers` report a worker whose window was killed from
+outside as *dead* rather than forget it, and what makes dispatch refuse a second worker.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from legion.core.model import Mode, normalize_identifier
+from legion.embedded.db import Database, now
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    id: int
+    issue: str
+    mode: Mode
+    session_id: str
+    window: str
+    workspace: Path
+    started_at: str
+
+
+class Registry:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def current(self) -> list[WorkerRecord]:
+        """Workers not yet retired, oldest first."""
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM workers WHERE ended_at IS NULL ORDER BY id"
+            ).fetchall()
+        return [_record(row) for row in rows]
+
+    def current_for(self, issue: str) -> list[WorkerRecord]:
+        identifier = normalize_identifier(issue)
+        return [record for record in self.current() if record.issue == identifier]
+
+    def start(
+        self, issue: str, mode: Mode, session_id: str, window: str, workspace: Path
+    ) -> WorkerRecord:
+        """Record a new worker, retiring any earlier record for the same issue and mode."""
+        identifier = normalize_identifier(issue)
+        with self._db.write() as conn:
+            stamp = now()
+            conn.execute(
+                "UPDATE workers SET ended_at = ? WHERE issue = ? AND mode = ? AND ended_at IS NULL",
+                (stamp, identifier, mode.value),
+            )
+            cursor = conn.execute(
+                "INSERT INTO workers (issue, mode, session_id, window, workspace, started_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (identifier, mode.value, session_id, window, str(workspace), stamp),
+            )
+            row = conn.execute("SELECT * FROM workers WHERE id = ?", (cursor.lastrowid,)).fetchone()
+        return _record(row)
+
+    def retire(self, record_id: int) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "UPDATE workers SET ended_at = ? WHERE id = ? AND ended_at IS NULL",
+                (now(), record_id),
+            )
+
+
+def _record(row: sqlite3.Row) -> WorkerRecord:
+    return WorkerRecord(
+        id=row["id"],
+        issue=row["issue"],
+        mode=Mode(row["mode"]),
+        session_id=row["session_id"],
+        window=row["window"],
+        workspace=Path(row["workspace"]),
+        started_at=row["started_at"],
+    )

@@ -1,0 +1,162 @@
+"""Reading a Claude Code transcript (`<session id>.jsonl`) for what a supervisor needs: is the
+worker mid-turn, waiting for input, or waiting on a question it asked?
+
+Tolerant by design: the CLI adds line types between versions, and the last line may be torn
+while it is being written. Unknown types and lines that are not JSON are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+ASK_USER_QUESTION = "AskUserQuestion"
+# Enough for the last several turns of a busy session; the whole file can be many megabytes.
+TAIL_BYTES = 512 * 1024
+SHORT_TAIL_BYTES = 32 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionItem:
+    question: str
+    header: str
+    options: tuple[str, ...]
+    multi_select: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PendingQuestion:
+    tool_use_id: str
+    items: tuple[QuestionItem, ...]
+
+    @property
+    def text(self) -> str:
+        return " / ".join(item.question for item in self.items)
+
+
+class Turn(Enum):
+    NONE = "none"  # nothing said yet
+    OPEN = "open"  # the model is working (or about to)
+    ENDED = "ended"  # the model finished its turn and waits for input
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptSummary:
+    entries: int
+    turn: Turn
+    pending_question: PendingQuestion | None
+
+
+def _content_blocks(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    message = entry.get("message")
+    if not isinstance(message, dict):
+        return []
+    content = message.get("content")
+    if isinstance(content, list):
+        return [block for block in content if isinstance(block, dict)]
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return []
+
+
+def _question(tool_use_id: str, raw: Any) -> PendingQuestion:
+    items = []
+    questions = raw.get("questions") if isinstance(raw, dict) else None
+    for item in questions if isinstance(questions, list) else []:
+        if not isinstance(item, dict):
+            continue
+        options = item.get("options")
+        labels = tuple(
+            str(option.get("label", ""))
+            for option in (options if isinstance(options, list) else [])
+            if isinstance(option, dict)
+        )
+        items.append(
+            QuestionItem(
+                question=str(item.get("question", "")),
+                header=str(item.get("header", "")),
+                options=labels,
+                multi_select=bool(item.get("multiSelect", False)),
+            )
+        )
+    return PendingQuestion(tool_use_id, tuple(items))
+
+
+# Only lines naming one of these are parsed: most of a transcript is bookkeeping
+# (attachments, snapshots, request shapes) that says nothing about the turn.
+_RELEVANT = ('"assistant"', '"user"', '"turn_duration"')
+
+
+def summarize(lines: Iterable[str]) -> TranscriptSummary:
+    entries = 0
+    turn = Turn.NONE
+    last_tool_use: tuple[str, str, Any] | None = None  # (id, name, input)
+    answered: set[str] = set()
+    for line in lines:
+        if not any(marker in line for marker in _RELEVANT):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a torn last line, or not JSON at all
+        if not isinstance(entry, dict):
+            continue
+        kind = entry.get("type")
+        if kind == "assistant":
+            entries += 1
+            turn = Turn.OPEN
+            for block in _content_blocks(entry):
+                if block.get("type") == "tool_use":
+                    last_tool_use = (
+                        str(block.get("id")),
+                        str(block.get("name")),
+                        block.get("input"),
+                    )
+            message = entry.get("message")
+            if isinstance(message, dict) and message.get("stop_reason") == "end_turn":
+                turn = Turn.ENDED
+        elif kind == "user":
+            entries += 1
+            turn = Turn.OPEN
+            for block in _content_blocks(entry):
+                if block.get("type") == "tool_result":
+                    answered.add(str(block.get("tool_use_id")))
+        elif kind == "system" and entry.get("subtype") == "turn_duration":
+            turn = Turn.ENDED  # the interactive CLI writes this when a turn is over
+    pending = None
+    if last_tool_use is not None:
+        tool_use_id, name, raw_input = last_tool_use
+        if name == ASK_USER_QUESTION and tool_use_id not in answered:
+            pending = _question(tool_use_id, raw_input)
+    return TranscriptSummary(entries, turn, pending)
+
+
+def read_tail(path: Path, max_bytes: int = TAIL_BYTES) -> list[str]:
+    """The transcript's last lines (whole lines only); [] when it does not exist."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(0, size - max_bytes)
+            handle.seek(start)
+            data = handle.read()
+    except OSError:
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return lines[1:] if start > 0 else lines  # the first line was probably cut
+
+
+def summarize_file(path: Path) -> TranscriptSummary | None:
+    """The summary of the transcript's tail: a short one first, a longer one when the short
+    one holds no message at all (one huge tool result can fill it)."""
+    lines = read_tail(path, SHORT_TAIL_BYTES)
+    if not lines and not path.exists():
+        return None
+    summary = summarize(lines)
+    if summary.entries == 0:
+        summary = summarize(read_tail(path, TAIL_BYTES))
+    return summary

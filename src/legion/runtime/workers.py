@@ -1,0 +1,370 @@
+"""Workers: Claude Code sessions in tmux windows, one workspace per issue.
+
+Observing a worker combines three sources: the registry (what Legion started), tmux (is the
+window there, is its process alive) and the transcript (mid-turn, waiting for input, or
+waiting on a question). Starting, resuming and answering are serialized by a lock file, so
+two `legion` processes never start two workers for one issue.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from legion.config import Project
+from legion.core.decide import session_mode
+from legion.core.ids import session_id, short_id
+from legion.core.model import Label, Mode, normalize_identifier
+from legion.errors import ConflictError, InputError, LegionError, NotFoundError
+from legion.runtime import launch
+from legion.runtime.claude import CURSOR, ClaudeRuntime, first_run_dialog_keys, worker_prompt
+from legion.runtime.claude_paths import newest_activity
+from legion.runtime.registry import Registry, WorkerRecord
+from legion.runtime.tmux import Tmux, Window
+from legion.runtime.transcript import PendingQuestion, TranscriptSummary, Turn, summarize_file
+from legion.trackers.base import Tracker
+from legion.workspaces.base import Workspaces
+
+# Variables of the dispatcher that must not reach a worker: they would make the CLI think it
+# runs inside the dispatcher's own tmux pane.
+_DROP_FROM_ENV = ("TMUX", "TMUX_PANE")
+START_TIMEOUT_S = 30.0
+
+
+class WorkerStartError(LegionError):
+    """The worker's process ended before its session began."""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+class WorkerState(Enum):
+    RUNNING = "running"  # mid-turn (or starting)
+    IDLE = "idle"  # finished its turn, waiting for input
+    BLOCKED = "blocked"  # asked a question (AskUserQuestion) nobody has answered
+    DEAD = "dead"  # its window is gone or its process exited
+
+    @property
+    def is_live(self) -> bool:
+        return self is not WorkerState.DEAD
+
+
+def classify(window_alive: bool, summary: TranscriptSummary | None) -> WorkerState:
+    """Pure: a worker's state from whether its process runs and what its transcript says."""
+    if not window_alive:
+        return WorkerState.DEAD
+    if summary is not None and summary.pending_question is not None:
+        return WorkerState.BLOCKED
+    if summary is not None and summary.turn is Turn.ENDED:
+        return WorkerState.IDLE
+    return WorkerState.RUNNING
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    record: WorkerRecord
+    window: Window | None
+    state: WorkerState
+    transcript: Path
+    last_activity: float | None
+    question: PendingQuestion | None
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        age = None if self.last_activity is None else round(max(0.0, now - self.last_activity), 1)
+        question = None
+        if self.question is not None:
+            question = {
+                "text": self.question.text,
+                "items": [
+                    {
+                        "question": item.question,
+                        "header": item.header,
+                        "options": list(item.options),
+                        "multi_select": item.multi_select,
+                    }
+                    for item in self.question.items
+                ],
+            }
+        return {
+            "issue": self.record.issue,
+            "mode": self.record.mode.value,
+            "session_id": self.record.session_id,
+            "window": self.record.window,
+            "state": self.state.value,
+            "workspace": str(self.record.workspace),
+            "transcript": str(self.transcript),
+            "transcript_age_s": age,
+            "question": question,
+            "started_at": self.record.started_at,
+        }
+
+
+def window_name(issue: str, mode: Mode) -> str:
+    return f"{normalize_identifier(issue).lower()}-{mode.value}"
+
+
+class WorkerManager:
+    def __init__(
+        self,
+        project: Project,
+        tracker: Tracker,
+        registry: Registry,
+        tmux: Tmux,
+        workspaces: Workspaces,
+        claude: ClaudeRuntime,
+        env: Mapping[str, str],
+    ) -> None:
+        self.project = project
+        self.tracker = tracker
+        self.registry = registry
+        self.tmux = tmux
+        self.workspaces = workspaces
+        self.claude = claude
+        self.env = env
+
+    @property
+    def session(self) -> str:
+        return f"legion-{short_id(self.project.settings.project_id)}"
+
+    # -- observing -----------------------------------------------------------------------------
+
+    def views(self) -> list[WorkerView]:
+        records = self.registry.current()
+        if not records:
+            return []
+        windows = {window.name: window for window in self.tmux.list_windows(self.session)}
+        views = []
+        for record in records:
+            window = windows.get(record.window)
+            alive = window is not None and not window.pane_dead
+            transcript = self.claude.transcript(self.env, record.workspace, record.session_id)
+            summary = summarize_file(transcript) if alive else None
+            state = classify(alive, summary)
+            question = summary.pending_question if summary is not None else None
+            views.append(
+                WorkerView(record, window, state, transcript, newest_activity(transcript), question)
+            )
+        return views
+
+    def live_issues(self) -> set[str]:
+        return {view.record.issue for view in self.views() if view.state.is_live}
+
+    def _views_for(self, issue: str) -> list[WorkerView]:
+        return [view for view in self.views() if view.record.issue == issue]
+
+    # -- acting --------------------------------------------------------------------------------
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        self.project.state_dir.mkdir(parents=True, exist_ok=True)
+        with (self.project.state_dir / "workers.lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def dispatch(self, issue: str, mode: Mode) -> WorkerView:
+        """Start `mode`'s worker for `issue` in the issue's workspace; one live worker per issue."""
+        identifier = self.tracker.get_issue(issue).identifier
+        with self._lock():
+            live = [view for view in self._views_for(identifier) if view.state.is_live]
+            if live:
+                raise ConflictError(
+                    f"{identifier} already has a live worker: window {live[0].record.window} "
+                    f"({live[0].state.value}); see `legion workers`"
+                )
+            workspace = self.workspaces.ensure(identifier)
+            view = self._start(identifier, mode, workspace.path, worker_prompt(identifier, mode))
+        self.tracker.update_labels(identifier, add=[Label.WORKER_ACTIVE.value])
+        return view
+
+    def resume(self, issue: str, mode: Mode, prompt: str) -> WorkerView:
+        """Give the session of `issue` in `mode` a new prompt: typed into its window when it
+        runs, else by restarting it with `--resume` in a new window."""
+        if not prompt.strip():
+            raise InputError("the prompt is empty")
+        identifier = self.tracker.get_issue(issue).identifier
+        sid = session_id(self.project.settings.project_id, identifier, session_mode(mode))
+        with self._lock():
+            views = self._views_for(identifier)
+            for view in views:
+                if view.record.session_id == sid and view.state.is_live and view.window:
+                    if view.state is WorkerState.BLOCKED:
+                        raise ConflictError(
+                            f"{identifier}'s worker is waiting for an answer to its question: "
+                            "use `legion answer`"
+                        )
+                    self.tmux.send_text(view.window.id, prompt)
+                    return view
+            live = [view for view in views if view.state.is_live]
+            if live:
+                raise ConflictError(
+                    f"{identifier} has another live worker: window {live[0].record.window}; "
+                    "see `legion workers`"
+                )
+            workspace = self.workspaces.get(identifier) or self.workspaces.ensure(identifier)
+            return self._start(identifier, mode, workspace.path, prompt)
+
+    def _start(self, issue: str, mode: Mode, workspace: Path, prompt: str) -> WorkerView:
+        sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
+        transcript = self.claude.transcript(self.env, workspace, sid)
+        argv = self.claude.command(sid, prompt, resume=transcript.exists())
+        self.claude.prepare(self.env, workspace)
+        env = {key: value for key, value in self.env.items() if key not in _DROP_FROM_ENV}
+        env |= self.claude.environment(self.env)
+        env |= {
+            "LEGION_ISSUE_ID": issue,
+            "LEGION_MODE": mode.value,
+            "LEGION_SESSION_ID": sid,
+            "LEGION_REPO": str(self.project.root),
+            # The worker's `legion` is the dispatcher's, whatever the worker's PATH holds.
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
+        }
+        self._ensure_session()
+        name = window_name(issue, mode)
+        leftover = self.tmux.find_window(self.session, name)
+        if leftover is not None:
+            self.tmux.kill_window(leftover.id)  # a dead pane kept for inspection
+        size_before = _size(transcript)
+        spec = launch.write_spec(self.project.state_dir / "launch", argv, workspace, env)
+        window_id = self.tmux.new_window(self.session, name, launch.command(spec), workspace)
+        record = self.registry.start(issue, mode, sid, name, workspace)
+        self._await_start(window_id, transcript, size_before)
+        window = Window(window_id, name, False, None, "")
+        return WorkerView(record, window, WorkerState.RUNNING, transcript, None, None)
+
+    def _await_start(self, window_id: str, transcript: Path, size_before: int) -> None:
+        """Wait until the session records its first prompt, getting the CLI past any first-run
+        dialog on the way; fail if the process dies first. A slow start is not an error."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if _size(transcript) > size_before:
+                return
+            window = next(
+                (w for w in self.tmux.list_windows(self.session) if w.id == window_id), None
+            )
+            screen = self.tmux.capture(window_id, lines=60) if window is not None else ""
+            if window is None or window.pane_dead:
+                last = [line for line in screen.splitlines() if line.strip()][-1:] or [
+                    "(no output)"
+                ]
+                raise WorkerStartError(f"the worker exited as it started: {last[0].strip()}")
+            dialog = first_run_dialog_keys(screen)
+            if dialog is not None:
+                for key in dialog[1]:
+                    self.tmux.send_keys(window_id, key)
+                time.sleep(0.5)  # let the dialog close before looking again
+                continue
+            time.sleep(0.1)
+
+    def _ensure_session(self) -> None:
+        if not self.tmux.has_session(self.session):
+            shell = self.env.get("SHELL") or "/bin/sh"
+            self.tmux.new_session(self.session, "main", [shell], self.project.root)
+
+    def answer(self, issue: str, answers: Sequence[str], *, timeout: float = 15.0) -> WorkerView:
+        """Answer the question a blocked worker asked, through its question screen."""
+        identifier = normalize_identifier(issue)
+        blocked = [
+            view
+            for view in self._views_for(identifier)
+            if view.state is WorkerState.BLOCKED and view.window and view.question
+        ]
+        if not blocked:
+            raise ConflictError(f"{identifier} has no worker waiting for an answer")
+        view = blocked[0]
+        assert view.window is not None and view.question is not None
+        items = view.question.items
+        if len(answers) != len(items):
+            raise InputError(
+                f"the question has {len(items)} part(s): give {len(items)} answer(s), in order"
+            )
+        target = view.window.id
+        for item, answer in zip(items, answers, strict=True):
+            self._answer_item(target, item.options, item.multi_select, answer)
+        if len(items) > 1:
+            self._wait_for_screen(target, lambda screen: "Submit" in screen)
+            self.tmux.send_keys(target, "Tab")
+            self._wait_for_screen(target, lambda screen: "Submit answers" in screen)
+            self.tmux.send_keys(target, "1")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            summary = summarize_file(view.transcript)
+            pending = summary.pending_question if summary else None
+            if pending is None or pending.tool_use_id != view.question.tool_use_id:
+                return view
+            time.sleep(0.1)
+        raise ConflictError(
+            f"the answer was typed into {view.record.window}, but the worker has not taken it yet; "
+            "check with `legion peek`"
+        )
+
+    def _answer_item(
+        self, target: str, options: tuple[str, ...], multi_select: bool, answer: str
+    ) -> None:
+        if not answer.strip():
+            raise InputError("the answer is empty")
+        chosen = _option_numbers(options, answer, multi_select)
+        if chosen:
+            for number in chosen:
+                self.tmux.send_keys(target, str(number))
+            if multi_select:
+                self.tmux.send_keys(target, "Tab")  # on to the next question or Submit
+            return
+        # Free text: move to "Type something.", then type. Text typed while the option list
+        # has focus would be dropped and the Enter would pick option 1.
+        other = len(options) + 1
+        self.tmux.send_keys(target, str(other))
+        row = re.compile(rf"{CURSOR}\s*{other}\.")
+        self._wait_for_screen(target, lambda screen: bool(row.search(screen)))
+        self.tmux.send_text(target, answer)
+
+    def _wait_for_screen(
+        self, target: str, ready: Callable[[str], bool], timeout: float = 5.0
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready(self.tmux.capture(target, lines=60)):
+                return
+            time.sleep(0.05)
+
+    def peek(self, issue: str, lines: int = 40) -> tuple[WorkerView, str]:
+        identifier = normalize_identifier(issue)
+        views = [view for view in self._views_for(identifier) if view.window is not None]
+        if not views:
+            raise NotFoundError(f"{identifier} has no worker window (see `legion workers`)")
+        live = [view for view in views if view.state.is_live]
+        view = (live or views)[-1]
+        assert view.window is not None
+        return view, self.tmux.capture(view.window.id, lines=lines)
+
+
+def _option_numbers(options: tuple[str, ...], answer: str, multi_select: bool) -> list[int]:
+    """The option numbers `answer` names (by label, any case, or by number); [] for free text."""
+    parts = [part.strip() for part in answer.split(",")] if multi_select else [answer.strip()]
+    numbers = []
+    for part in parts:
+        lowered = part.lower()
+        match = next(
+            (index for index, label in enumerate(options, 1) if label.lower() == lowered), None
+        )
+        if match is None and part.isdigit() and 1 <= int(part) <= len(options):
+            match = int(part)
+        if match is None:
+            return []
+        numbers.append(match)
+    return numbers

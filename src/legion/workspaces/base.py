@@ -1,0 +1,48 @@
+"""One workspace per issue, kept from plan to finish so every worker of the issue (and every
+resumed session) works in the same folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    issue: str
+    path: Path
+    branch: str
+    kind: str  # "git" (a worktree) or "jj" (a jj workspace)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceCheck:
+    """What removing the workspace would lose."""
+
+    exists: bool
+    dirty: bool = False  # uncommitted or untracked files
+    unmerged: bool = False  # commits neither in the base branch nor on any remote
+    detail: str = ""
+
+    @property
+    def safe_to_remove(self) -> bool:
+        return self.exists and not self.dirty and not self.unmerged
+
+
+class Workspaces(Protocol):
+    kind: str
+
+    def path_for(self, issue: str) -> Path: ...
+
+    def get(self, issue: str) -> Workspace | None: ...
+
+    def ensure(self, issue: str) -> Workspace: ...
+
+    def check(self, issue: str) -> WorkspaceCheck: ...
+
+    def remove(self, issue: str) -> None:
+        """Delete the workspace; refuses (ConflictError) when that would lose work."""
+        ...
+
+    def list(self) -> list[Workspace]: ...

@@ -1,0 +1,110 @@
+"""Workspaces as git worktrees on branch `legion/<issue>`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from legion.core.model import normalize_identifier
+from legion.errors import ConflictError, InputError
+from legion.git import rev_parse, run_git
+from legion.workspaces.base import Workspace, WorkspaceCheck
+
+
+def branch_for(issue: str) -> str:
+    return f"legion/{normalize_identifier(issue).lower()}"
+
+
+class GitWorktrees:
+    kind = "git"
+
+    def __init__(self, repo: Path, root: Path, base_branch: str) -> None:
+        self.repo = repo
+        self.root = root
+        self.base_branch = base_branch
+
+    def path_for(self, issue: str) -> Path:
+        return self.root / normalize_identifier(issue).lower()
+
+    def _registered(self) -> dict[Path, str]:
+        """Worktree path -> branch, for this repository's linked worktrees."""
+        listing = run_git(self.repo, "worktree", "list", "--porcelain").stdout
+        result: dict[Path, str] = {}
+        path: Path | None = None
+        for line in listing.splitlines():
+            if line.startswith("worktree "):
+                path = Path(line.removeprefix("worktree "))
+            elif line.startswith("branch refs/heads/") and path is not None:
+                result[path.resolve()] = line.removeprefix("branch refs/heads/")
+        return result
+
+    def get(self, issue: str) -> Workspace | None:
+        path = self.path_for(issue)
+        if not path.is_dir():
+            return None
+        branch = self._registered().get(path.resolve())
+        if branch is None:
+            return None
+        return Workspace(normalize_identifier(issue), path, branch, self.kind)
+
+    def ensure(self, issue: str) -> Workspace:
+        existing = self.get(issue)
+        if existing is not None:
+            return existing
+        path = self.path_for(issue)
+        if path.exists() and any(path.iterdir()):
+            raise ConflictError(
+                f"{path} exists but is not a worktree of {self.repo}: move it aside"
+            )
+        run_git(self.repo, "worktree", "prune")  # forget worktrees whose folders were deleted
+        branch = branch_for(issue)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if rev_parse(self.repo, f"refs/heads/{branch}") is not None:
+            run_git(self.repo, "worktree", "add", "--quiet", str(path), branch)
+        else:
+            run_git(
+                self.repo, "worktree", "add", "--quiet", "-b", branch, str(path), self.base_branch
+            )
+        return Workspace(normalize_identifier(issue), path, branch, self.kind)
+
+    def check(self, issue: str) -> WorkspaceCheck:
+        workspace = self.get(issue)
+        if workspace is None:
+            return WorkspaceCheck(exists=False)
+        status = run_git(workspace.path, "status", "--porcelain").stdout
+        unmerged = run_git(
+            self.repo, "rev-list", "--max-count=1", workspace.branch,
+            "--not", self.base_branch, "--remotes",
+        ).stdout.strip()  # fmt: skip
+        details = []
+        if status.strip():
+            details.append(f"{len(status.splitlines())} uncommitted change(s)")
+        if unmerged:
+            details.append(
+                f"commits on {workspace.branch} neither merged into {self.base_branch} nor pushed"
+            )
+        return WorkspaceCheck(True, bool(status.strip()), bool(unmerged), "; ".join(details))
+
+    def remove(self, issue: str) -> None:
+        check = self.check(issue)
+        if not check.exists:
+            return
+        if not check.safe_to_remove:
+            raise ConflictError(f"kept workspace {self.path_for(issue)}: {check.detail}")
+        workspace = self.get(issue)
+        assert workspace is not None
+        run_git(self.repo, "worktree", "remove", str(workspace.path))
+        # Safe delete: only succeeds when the branch is merged; a pushed branch stays.
+        run_git(self.repo, "branch", "-d", workspace.branch, check=False)
+
+    def list(self) -> list[Workspace]:
+        found = []
+        root = self.root.resolve()
+        for path, branch in sorted(self._registered().items()):
+            if path.parent != root or not branch.startswith("legion/"):
+                continue
+            try:
+                issue = normalize_identifier(path.name)
+            except InputError:
+                continue  # a folder someone else put there
+            found.append(Workspace(issue, path, branch, self.kind))
+        return found

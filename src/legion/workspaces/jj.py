@@ -1,0 +1,120 @@
+"""Workspaces as jj (Jujutsu) workspaces, for repositories managed with jj.
+
+Used when `jj` is installed and the repository has a `.jj` folder (or when configured with
+`workspace_vcs = "jj"`). Each issue gets `jj workspace add --name <issue> -r <base>`; removal is
+`jj workspace forget` plus deleting the folder, under the same never-lose-work rule as git.
+
+Not yet verified against a real jj binary: none can be installed on the machines this project
+is built on (see docs/architecture.md). The commands follow jj's documented CLI.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from legion.core.model import normalize_identifier
+from legion.errors import ConflictError, InputError, LegionError, ToolMissingError
+from legion.workspaces.base import Workspace, WorkspaceCheck
+
+
+class JjError(LegionError):
+    """A jj command failed."""
+
+
+def workspace_name(issue: str) -> str:
+    return normalize_identifier(issue).lower()
+
+
+class JjWorkspaces:
+    kind = "jj"
+
+    def __init__(self, repo: Path, root: Path, base: str, binary: str = "jj") -> None:
+        self.repo = repo
+        self.root = root
+        self.base = base
+        self.binary = binary
+
+    def _jj(self, *args: str) -> str:
+        try:
+            proc = subprocess.run(
+                [self.binary, "--no-pager", *args],
+                cwd=self.repo,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise ToolMissingError("jj is not installed: install Jujutsu, or use git") from None
+        if proc.returncode != 0:
+            detail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"
+            raise JjError(f"jj {args[0]} {args[1] if len(args) > 1 else ''}: {detail}")
+        return proc.stdout
+
+    def _names(self) -> set[str]:
+        # `name: <change> <commit> <description>` per line
+        return {
+            line.split(":", 1)[0].strip()
+            for line in self._jj("workspace", "list").splitlines()
+            if ":" in line
+        }
+
+    def path_for(self, issue: str) -> Path:
+        return self.root / workspace_name(issue)
+
+    def get(self, issue: str) -> Workspace | None:
+        name = workspace_name(issue)
+        path = self.path_for(issue)
+        if not path.is_dir() or name not in self._names():
+            return None
+        return Workspace(normalize_identifier(issue), path, f"legion/{name}", self.kind)
+
+    def ensure(self, issue: str) -> Workspace:
+        existing = self.get(issue)
+        if existing is not None:
+            return existing
+        path = self.path_for(issue)
+        if path.exists() and any(path.iterdir()):
+            raise ConflictError(f"{path} exists but is not a jj workspace of {self.repo}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        name = workspace_name(issue)
+        self._jj("workspace", "add", "--name", name, "-r", self.base, str(path))
+        return Workspace(normalize_identifier(issue), path, f"legion/{name}", self.kind)
+
+    def check(self, issue: str) -> WorkspaceCheck:
+        if self.get(issue) is None:
+            return WorkspaceCheck(exists=False)
+        name = workspace_name(issue)
+        changed = self._jj("diff", "--summary", "-r", f"{name}@").strip()
+        # Non-empty commits of the workspace that neither the base nor any remote contains.
+        unmerged = self._jj(
+            "log", "--no-graph", "-T", 'commit_id ++ "\\n"',
+            "-r", f"::{name}@ ~ ::{self.base} ~ ::remote_bookmarks() ~ empty()",
+        ).strip()  # fmt: skip
+        details = []
+        if changed:
+            details.append(f"{len(changed.splitlines())} uncommitted change(s)")
+        if unmerged:
+            details.append(f"commits neither in {self.base} nor pushed")
+        return WorkspaceCheck(True, bool(changed), bool(unmerged), "; ".join(details))
+
+    def remove(self, issue: str) -> None:
+        check = self.check(issue)
+        if not check.exists:
+            return
+        if not check.safe_to_remove:
+            raise ConflictError(f"kept workspace {self.path_for(issue)}: {check.detail}")
+        self._jj("workspace", "forget", workspace_name(issue))
+        shutil.rmtree(self.path_for(issue))
+
+    def list(self) -> list[Workspace]:
+        found = []
+        for name in sorted(self._names()):
+            try:
+                issue = normalize_identifier(name)
+            except InputError:
+                continue  # `default` and workspaces Legion did not make
+            if self.path_for(issue).is_dir():
+                found.append(Workspace(issue, self.path_for(issue), f"legion/{name}", self.kind))
+        return found

@@ -1,0 +1,164 @@
+"""Per-issue workspaces on real git worktrees; the jj adapter against a recording stand-in."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from legion.core.model import Status
+from legion.embedded.db import Database
+from legion.errors import ConflictError
+from legion.trackers.local import LocalTracker
+from legion.workspaces.git_worktree import GitWorktrees
+from legion.workspaces.jj import JjWorkspaces
+from legion.workspaces.sweep import sweep_done
+from tests.conftest import git
+
+
+@pytest.fixture
+def worktrees(git_repo: Path, tmp_path: Path) -> GitWorktrees:
+    return GitWorktrees(git_repo, tmp_path / "work spaces", "main")
+
+
+def commit(path: Path, name: str) -> None:
+    (path / name).write_text(name)
+    git(path, "add", name)
+    git(path, "commit", "-qm", name)
+
+
+def test_ensure_is_idempotent_and_isolated(worktrees: GitWorktrees, git_repo: Path) -> None:
+    one = worktrees.ensure("leg-1")
+    assert one.path == worktrees.root / "leg-1" and one.branch == "legion/leg-1"
+    assert git(one.path, "branch", "--show-current").strip() == "legion/leg-1"
+    assert worktrees.ensure("LEG-1") == one
+    two = worktrees.ensure("LEG-2")
+    commit(one.path, "a.txt")
+    assert not (two.path / "a.txt").exists() and not (git_repo / "a.txt").exists()
+    assert [w.issue for w in worktrees.list()] == ["LEG-1", "LEG-2"]
+
+
+def test_a_deleted_folder_is_recreated_on_its_branch(worktrees: GitWorktrees) -> None:
+    first = worktrees.ensure("LEG-1")
+    commit(first.path, "kept.txt")
+    import shutil
+
+    shutil.rmtree(first.path)
+    again = worktrees.ensure("LEG-1")
+    assert (again.path / "kept.txt").exists()  # the branch, and the work on it, survived
+
+
+def test_never_removes_work(worktrees: GitWorktrees, git_repo: Path, tmp_path: Path) -> None:
+    ws = worktrees.ensure("LEG-1")
+    (ws.path / "draft.txt").write_text("unsaved")
+    check = worktrees.check("LEG-1")
+    assert check.dirty and not check.unmerged and "uncommitted" in check.detail
+    with pytest.raises(ConflictError, match="kept workspace"):
+        worktrees.remove("LEG-1")
+    git(ws.path, "add", "draft.txt")
+    git(ws.path, "commit", "-qm", "draft")
+    check = worktrees.check("LEG-1")
+    assert not check.dirty and check.unmerged
+    with pytest.raises(ConflictError, match="neither merged"):
+        worktrees.remove("LEG-1")
+    # pushed counts as safe: the work lives on the remote
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(git_repo, "remote", "add", "origin", str(remote))
+    git(ws.path, "push", "-q", "origin", "legion/leg-1")
+    assert worktrees.check("LEG-1").safe_to_remove
+    worktrees.remove("LEG-1")
+    assert not ws.path.exists()
+    assert worktrees.list() == []
+
+
+def test_sweep_only_touches_done_issues(
+    worktrees: GitWorktrees, git_repo: Path, tmp_path: Path
+) -> None:
+    tracker = LocalTracker(Database(tmp_path / "db" / "legion.db"), issue_key="LEG")
+    for title in ("merged", "dirty", "open", "live"):
+        tracker.create_issue(title)
+    for n in (1, 2, 3, 4):
+        worktrees.ensure(f"LEG-{n}")
+    commit(worktrees.path_for("LEG-1"), "done.txt")
+    git(git_repo, "merge", "-q", "--no-ff", "-m", "merge", "legion/leg-1")
+    (worktrees.path_for("LEG-2") / "wip.txt").write_text("wip")
+    for n in (1, 2, 4):
+        tracker.set_status(f"LEG-{n}", Status.DONE)
+    results = {r.issue: r for r in sweep_done(tracker, worktrees, {"LEG-4"})}
+    assert results["LEG-1"].removed and not worktrees.path_for("LEG-1").exists()
+    assert not results["LEG-2"].removed and "uncommitted" in results["LEG-2"].reason
+    assert "LEG-3" not in results and worktrees.path_for("LEG-3").exists()
+    assert not results["LEG-4"].removed and "worker is still running" in results["LEG-4"].reason
+    assert (worktrees.path_for("LEG-2") / "wip.txt").read_text() == "wip"
+
+
+def test_refuses_to_adopt_a_foreign_folder(worktrees: GitWorktrees) -> None:
+    folder = worktrees.path_for("LEG-1")
+    folder.mkdir(parents=True)
+    (folder / "mine.txt").write_text("not yours")
+    with pytest.raises(ConflictError, match="is not a worktree"):
+        worktrees.ensure("LEG-1")
+
+
+# jj cannot be installed on this project's machines (no registry here ships it), so the jj
+# adapter is exercised against a stand-in that records each call and keeps a workspace list.
+FAKE_JJ = """#!{python}
+import json, os, sys
+state = os.environ["FAKE_JJ_STATE"]
+empty = {{"calls": [], "workspaces": ["default"]}}
+data = json.load(open(state)) if os.path.exists(state) else empty
+args = sys.argv[1:]
+data["calls"].append(args)
+if args[1:3] == ["workspace", "add"]:
+    data["workspaces"].append(args[args.index("--name") + 1])
+    os.makedirs(args[-1], exist_ok=True)
+elif args[1:3] == ["workspace", "forget"]:
+    data["workspaces"].remove(args[3])
+elif args[1:3] == ["workspace", "list"]:
+    print("\\n".join(f"{{name}}: abc123 (no description set)" for name in data["workspaces"]))
+elif args[1] == "diff":
+    print(os.environ.get("FAKE_JJ_DIFF", ""), end="")
+json.dump(data, open(state, "w"))
+"""
+
+
+def test_jj_adapter_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in = tmp_path / "jj"
+    stand_in.write_text(FAKE_JJ.format(python=sys.executable))
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
+    state = tmp_path / "jj-state.json"
+    monkeypatch.setenv("FAKE_JJ_STATE", str(state))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    jj = JjWorkspaces(repo, tmp_path / "ws", "main", binary=str(stand_in))
+    ws = jj.ensure("LEG-3")
+    assert ws.path == tmp_path / "ws" / "leg-3" and ws.kind == "jj"
+    assert jj.ensure("leg-3") == ws  # already there: no second add
+    assert [w.issue for w in jj.list()] == ["LEG-3"]
+    monkeypatch.setenv("FAKE_JJ_DIFF", "M file.txt\n")
+    with pytest.raises(ConflictError, match="uncommitted"):
+        jj.remove("LEG-3")
+    monkeypatch.setenv("FAKE_JJ_DIFF", "")
+    jj.remove("LEG-3")
+    assert not ws.path.exists()
+    calls = json.loads(state.read_text())["calls"]
+    assert [
+        "--no-pager",
+        "workspace",
+        "add",
+        "--name",
+        "leg-3",
+        "-r",
+        "main",
+        str(ws.path),
+    ] in calls
+    assert ["--no-pager", "workspace", "forget", "leg-3"] in calls
+    assert any(
+        c[1] == "log" and "::leg-3@ ~ ::main ~ ::remote_bookmarks() ~ empty()" in c for c in calls
+    )
+    assert os.environ["FAKE_JJ_STATE"] == str(state)

@@ -1,0 +1,240 @@
+"""The pure parts of the worker runtime: Claude Code's paths, transcript reading, worker state."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from legion.runtime.claude_paths import (
+    base36,
+    config_dir,
+    encode_project_dir,
+    global_config_file,
+    java_string_hash,
+    newest_activity,
+    transcript_path,
+)
+from legion.runtime.transcript import Turn, read_tail, summarize
+from legion.runtime.workers import WorkerState, classify
+
+
+def test_java_string_hash_matches_known_values() -> None:
+    # Values of Java's "…".hashCode()
+    assert java_string_hash("") == 0
+    assert java_string_hash("a") == 97
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("Hello, World!") == 1498789909
+    assert java_string_hash("polygenelubricants") == -2147483648
+    assert java_string_hash("😀") == 1772899  # two UTF-16 code units: 0xD83D, 0xDE00
+
+
+def test_base36() -> None:
+    assert base36(0) == "0"
+    assert base36(35) == "z"
+    assert base36(36) == "10"
+    assert base36(2147483648) == "zik0zk"
+
+
+def test_encoding_of_short_and_long_paths() -> None:
+    assert encode_project_dir("/home/sami/legion/default") == "-home-sami-legion-default"
+    assert encode_project_dir("/home/sami/.dotfiles") == "-home-sami--dotfiles"
+    assert encode_project_dir("/tmp/a b/ünï") == "-tmp-a-b--n-"
+    long = "/" + "x" * 250
+    encoded = encode_project_dir(long)
+    assert encoded.startswith("-" + "x" * 199 + "-")
+    assert encoded == "-" + "x" * 199 + "-" + base36(abs(java_string_hash(long)))
+
+
+@given(st.text(min_size=1, max_size=400))
+def test_encoded_names_are_safe_folder_names(path: str) -> None:
+    encoded = encode_project_dir(path)
+    assert "/" not in encoded and encoded.isascii()
+    assert len(encoded) <= 200 + 1 + 7
+
+
+def test_config_locations() -> None:
+    assert config_dir({"HOME": "/h"}) == Path("/h/.claude")
+    assert config_dir({"HOME": "/h", "CLAUDE_CONFIG_DIR": "/c"}) == Path("/c")
+    assert global_config_file({"HOME": "/h"}) == Path("/h/.claude.json")
+    assert global_config_file({"HOME": "/h", "CLAUDE_CONFIG_DIR": "/c"}) == Path("/c/.claude.json")
+
+
+def test_transcript_path_resolves_symlinks(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")}
+    path = transcript_path(env, link, "abc")
+    assert (
+        path
+        == tmp_path / "cfg" / "projects" / encode_project_dir(str(real.resolve())) / "abc.jsonl"
+    )
+
+
+def test_newest_activity_counts_subagents(tmp_path: Path) -> None:
+    transcript = tmp_path / "s.jsonl"
+    assert newest_activity(transcript) is None
+    transcript.write_text("{}\n")
+    os.utime(transcript, (1000, 1000))
+    assert newest_activity(transcript) == 1000
+    subagents = tmp_path / "s" / "subagents"
+    subagents.mkdir(parents=True)
+    (subagents / "agent-1.jsonl").write_text("{}\n")
+    os.utime(subagents / "agent-1.jsonl", (2000, 2000))
+    (subagents / "notes.txt").write_text("x")
+    os.utime(subagents / "notes.txt", (3000, 3000))
+    assert newest_activity(transcript) == 2000
+
+
+def line(kind: str, **fields: object) -> str:
+    return json.dumps({"type": kind, **fields})
+
+
+def assistant(*blocks: dict[str, object], stop: str | None = None) -> str:
+    return line(
+        "assistant", message={"role": "assistant", "content": list(blocks), "stop_reason": stop}
+    )
+
+
+def user(content: object) -> str:
+    return line("user", message={"role": "user", "content": content})
+
+
+QUESTION = {
+    "type": "tool_use",
+    "id": "toolu_q",
+    "name": "AskUserQuestion",
+    "input": {
+        "questions": [
+            {
+                "question": "Which fruit?",
+                "header": "Fruit",
+                "options": [{"label": "Apple", "description": "red"}, {"label": "Pear"}],
+                "multiSelect": False,
+            }
+        ]
+    },
+}
+
+
+def test_summary_of_a_pending_question() -> None:
+    summary = summarize(
+        [
+            user("go"),
+            assistant({"type": "text", "text": "hm"}),
+            assistant(QUESTION, stop="tool_use"),
+        ]
+    )
+    assert summary.pending_question is not None
+    assert summary.pending_question.text == "Which fruit?"
+    assert summary.pending_question.items[0].options == ("Apple", "Pear")
+    assert classify(True, summary) is WorkerState.BLOCKED
+
+
+def test_an_answered_question_is_not_pending() -> None:
+    answer = user([{"type": "tool_result", "tool_use_id": "toolu_q", "content": "Apple"}])
+    summary = summarize(
+        [
+            user("go"),
+            assistant(QUESTION),
+            answer,
+            assistant({"type": "text", "text": "ok"}, stop="end_turn"),
+        ]
+    )
+    assert summary.pending_question is None
+    assert summary.turn is Turn.ENDED
+    assert classify(True, summary) is WorkerState.IDLE
+
+
+def test_a_later_tool_use_supersedes_an_unanswered_question() -> None:
+    other = {"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": {"command": "ls"}}
+    summary = summarize([assistant(QUESTION), assistant(other)])
+    assert summary.pending_question is None
+    assert classify(True, summary) is WorkerState.RUNNING
+
+
+def test_turn_states() -> None:
+    assert summarize([]).turn is Turn.NONE
+    assert summarize([user("go")]).turn is Turn.OPEN
+    ended = [
+        user("go"),
+        assistant({"type": "text", "text": "x"}),
+        line("system", subtype="turn_duration"),
+    ]
+    assert summarize(ended).turn is Turn.ENDED
+    assert summarize([*ended, user("again")]).turn is Turn.OPEN
+
+
+def test_tolerant_of_garbage_unknown_types_and_a_torn_last_line() -> None:
+    lines = [
+        "not json at all",
+        "[1, 2, 3]",
+        line("file-history-snapshot", snapshot={}),
+        line("some-future-type", data=1),
+        line("assistant", message="not a dict"),
+        user("go"),
+        assistant(QUESTION),
+        '{"type": "user", "message": {"content": [{"type": "tool_res',  # torn mid-write
+    ]
+    summary = summarize(lines)
+    assert summary.pending_question is not None
+    assert summary.entries == 3
+
+
+def test_read_tail_drops_the_cut_first_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(f'{{"n": {n}}}\n' for n in range(1000)))
+    tail = read_tail(path, max_bytes=100)
+    assert tail[-1] == '{"n": 999}'
+    assert all(entry.startswith('{"n": ') for entry in tail)
+    assert read_tail(tmp_path / "missing.jsonl") == []
+
+
+def test_classify_dead_and_starting() -> None:
+    assert classify(False, None) is WorkerState.DEAD
+    assert classify(True, None) is WorkerState.RUNNING
+
+
+TRUST_SCREEN = """ Accessing workspace:
+ /tmp/exp6nf8gjlz/workspace
+ Quick safety check: Is this a project you created or one you trust? (Like your own code,
+ folder first.
+ Claude Code'll be able to read, edit, and execute files here.
+ Security guide
+ \u276f No, exit
+   Yes, I trust this folder
+ Enter to confirm · Esc to cancel
+"""
+
+KEY_SCREEN = """  Detected a custom API key in your environment
+  ANTHROPIC_API_KEY: sk-ant-...ret-0123456789abcdef
+  Do you want to use this API key?
+    Yes
+  \u276f No (recommended)
+  Enter to confirm · Esc to cancel
+"""
+
+BYPASS_SCREEN = """  WARNING: Claude Code running in Bypass Permissions mode
+  In Bypass Permissions mode, Claude Code will not ask for your approval before running
+  \u276f No, exit
+    Yes, I accept
+  Enter to confirm · Esc to cancel
+"""
+
+
+def test_first_run_dialogs_are_answered_yes() -> None:
+    from legion.runtime.claude import first_run_dialog_keys
+
+    assert first_run_dialog_keys(TRUST_SCREEN) == ("Yes, I trust this folder", ["Down", "Enter"])
+    assert first_run_dialog_keys(KEY_SCREEN) == ("Yes", ["Up", "Enter"])
+    assert first_run_dialog_keys(BYPASS_SCREEN) == ("Yes, I accept", ["Down", "Enter"])
+    moved = TRUST_SCREEN.replace("\u276f No, exit", "  No, exit").replace(
+        "   Yes, I", " \u276f Yes, I"
+    )
+    assert first_run_dialog_keys(moved) == ("Yes, I trust this folder", ["Enter"])
+    assert first_run_dialog_keys("\u276f /legion-worker plan mode for LEG-1\n● working") is None
