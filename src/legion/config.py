@@ -149,6 +149,9 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("permission_mode", _choice_exact(PERMISSION_MODES), "bypass"),
     SettingSpec("stale_after", _seconds, 600.0),
     SettingSpec("workspace_vcs", _choice(("auto", "git", "jj")), "auto"),
+    SettingSpec("controller_mode", _choice(("auto", "llm")), "auto"),
+    SettingSpec("tick", _seconds, 60.0),
+    SettingSpec("restart_cooldown", _seconds, 60.0),
 )
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 
@@ -171,6 +174,9 @@ class Settings:
     permission_mode: str = "bypass"
     stale_after: float = 600.0
     workspace_vcs: str = "auto"
+    controller_mode: str = "auto"
+    tick: float = 60.0
+    restart_cooldown: float = 60.0
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
 

@@ -214,7 +214,7 @@ def test_standalone_server_process_serves_the_cli(tmp_path: Path, claude_bin: Pa
         [
             sys.executable,
             "-m",
-            "tests.fakes.model_server",
+            "legion.demo.model_server",
             "--port",
             "0",
             "--script",

@@ -9,126 +9,18 @@ approval and the bypass-permissions warning are Legion's to handle.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import tempfile
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.conftest import LEGION_BIN, Result, git
-from tests.fakes.claude_env import base_environment, find_claude, offline_variables
-from tests.fakes.model_server import (
-    FakeModelServer,
-    ask_user_question,
-    bash,
-    text,
-    tool_result_text,
-)
+from tests.conftest import LEGION_BIN, git
+from tests.e2e.swarm_env import Swarm, wait_until
+from tests.fakes.model_server import ask_user_question, bash, text, tool_result_text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
-
-TEST_SKILL = """---
-name: legion-worker
-description: Legion worker (test stand-in). Use when asked to work an issue in a mode.
----
-
-Work the issue in the mode you were given.
-"""
-
-
-@dataclass
-class Swarm:
-    repo: Path
-    server: FakeModelServer
-    env: dict[str, str]
-    config_dir: Path
-    socket: Path
-    workspace_root: Path
-
-    def legion(self, *args: str, check: bool = True) -> Result:
-        proc = subprocess.run(
-            [str(LEGION_BIN), *args],
-            cwd=self.repo,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        result = Result(proc.returncode, proc.stdout, proc.stderr)
-        if check:
-            assert result.returncode == 0, f"legion {' '.join(args)}: {result.stderr}"
-        return result
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.legion(*args, "--json").stdout)
-
-    def tmux(self, *args: str) -> str:
-        return subprocess.run(
-            ["tmux", "-S", str(self.socket), *args],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
-
-    def worker(self, issue: str) -> dict[str, Any] | None:
-        found = [w for w in self.json("workers") if w["issue"] == issue]
-        return found[-1] if found else None
-
-    def transcript_lines(self, issue: str) -> list[str]:
-        worker = self.worker(issue)
-        assert worker is not None
-        return Path(worker["transcript"]).read_text(encoding="utf-8").splitlines()
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 45.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
-@pytest.fixture
-def swarm(tmp_path: Path, project: Path, isolated_env: Path) -> Iterator[Swarm]:
-    claude = find_claude()
-    server = FakeModelServer().start()
-    config_dir = tmp_path / "claude-config"
-    (config_dir / "skills" / "legion-worker").mkdir(parents=True)
-    (config_dir / "skills" / "legion-worker" / "SKILL.md").write_text(TEST_SKILL)
-    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
-    socket_dir = Path(tempfile.mkdtemp(prefix="lgt-"))  # unix socket paths must stay short
-    workspace_root = tmp_path / "work spaces"  # a space on purpose
-    env = base_environment() | offline_variables(
-        server.base_url, home=isolated_env, config_dir=config_dir, proxy_url=server.base_url
-    )
-    env |= {
-        "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"],
-        "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"],
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "LEGION_TMUX_SOCKET": str(socket_dir / "sock"),
-        "LEGION_TMUX_CONFIG": "/dev/null",
-        "LEGION_CLAUDE_BIN": str(claude),
-        "LEGION_WORKSPACE_ROOT": str(workspace_root),
-    }
-    swarm = Swarm(project, server, env, config_dir, socket_dir / "sock", workspace_root)
-    try:
-        yield swarm
-    finally:
-        swarm.tmux("kill-server")
-        server.stop()
-        shutil.rmtree(socket_dir, ignore_errors=True)
-    assert server.outbound_attempts() == []
 
 
 def labels(swarm: Swarm, issue: str) -> list[str]:

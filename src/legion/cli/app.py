@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from legion import __version__
-from legion.cli import common, demo, issues, prs, workers, workspaces
+from legion.cli import common, demo, issues, prs, swarm, workers, workspaces
 from legion.config import FORGES, SPECS, TRACKERS
 from legion.projects import init_project
 
@@ -26,8 +26,23 @@ app.add_typer(issues.app, name="issue")
 app.add_typer(prs.app, name="pr")
 app.add_typer(workspaces.app, name="workspace")
 app.command("demo")(demo.demo)
-for command in (workers.dispatch, workers.resume, workers.answer, workers.workers, workers.peek):
+for command in (
+    swarm.start,
+    swarm.stop,
+    swarm.status,
+    swarm.reconcile,
+    swarm.log,
+    swarm.feedback,
+    workers.dispatch,
+    workers.resume,
+    workers.answer,
+    workers.workers,
+    workers.peek,
+):
     app.command()(command)
+skills_app = typer.Typer(help="Legion's Claude Code skills.", no_args_is_help=True)
+skills_app.command("install")(swarm.skills_install)
+app.add_typer(skills_app, name="skills")
 
 
 def _version(value: bool) -> None:

@@ -33,6 +33,13 @@ def backends(ctx: typer.Context) -> tuple[Project, Backends]:
     return proj, open_backends(proj)
 
 
+def changed(project: Project) -> None:
+    """A write went through: let a running daemon reconcile now instead of at its next tick."""
+    from legion.daemon_link import notify
+
+    notify(project)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 

@@ -33,10 +33,11 @@ def create(
     """Create an issue and print its identifier."""
     text = common.read_text_arg(body, body_file, "the body") or ""
     parsed_status = Status.parse(status)
-    _, backends = common.backends(ctx)
+    project, backends = common.backends(ctx)
     issue = backends.tracker.create_issue(
         title, body=text, status=parsed_status, labels=label or (), parent=parent
     )
+    common.changed(project)
     if as_json:
         common.print_json(render.issue_json(issue))
     else:
@@ -96,9 +97,10 @@ def move(
 ) -> None:
     """Set an issue's status."""
     target = Status.parse(status)
-    _, backends = common.backends(ctx)
+    project, backends = common.backends(ctx)
     before = backends.tracker.get_issue(identifier)
     issue = backends.tracker.set_status(before.identifier, target)
+    common.changed(project)
     if as_json:
         common.print_json(render.issue_json(issue))
     else:
@@ -120,8 +122,9 @@ def label(
     """Add or remove labels. Adding a present label or removing an absent one is a no-op."""
     if not add and not remove:
         raise InputError("nothing to do: give --add LABEL and/or --remove LABEL")
-    _, backends = common.backends(ctx)
+    project, backends = common.backends(ctx)
     issue = backends.tracker.update_labels(identifier, add=add or (), remove=remove or ())
+    common.changed(project)
     if as_json:
         common.print_json(render.issue_json(issue))
     else:
@@ -143,8 +146,9 @@ def comment(
     text = common.read_text_arg(body, body_file, "the comment")
     if text is None:
         raise InputError("give the comment with --body TEXT or --body-file PATH")
-    _, backends = common.backends(ctx)
+    project, backends = common.backends(ctx)
     added = backends.tracker.add_comment(identifier, text, author=author or common.default_author())
+    common.changed(project)
     if as_json:
         common.print_json(render.comment_json(added))
     else:

@@ -31,8 +31,9 @@ def create(
 ) -> None:
     """Open a pull request for an issue's branch and print its number."""
     text = common.read_text_arg(body, body_file, "the description") or ""
-    _, backends = common.backends(ctx)
+    project, backends = common.backends(ctx)
     pr = backends.forge.create_pr(issue, branch, title=title, body=text, draft=draft)
+    common.changed(project)
     if as_json:
         common.print_json(render.pr_json(pr))
     else:
@@ -68,8 +69,9 @@ def view(
 
 
 def _set_draft(ctx: typer.Context, ref: str, draft: bool, as_json: bool) -> None:
-    _, backends = common.backends(ctx)
+    project, backends = common.backends(ctx)
     pr = backends.forge.set_draft(ref, draft)
+    common.changed(project)
     if as_json:
         common.print_json(render.pr_json(pr))
     else:
@@ -129,10 +131,11 @@ def review(
     if len(chosen) != 1:
         raise InputError("give exactly one of --approve, --request-changes, --comment")
     text = common.read_text_arg(body, body_file, "the review") or ""
-    _, backends = common.backends(ctx)
+    project, backends = common.backends(ctx)
     pr = backends.forge.add_review(
         ref, chosen[0], body=text, author=author or common.default_author()
     )
+    common.changed(project)
     if as_json:
         common.print_json(render.pr_json(pr))
     else:
@@ -146,8 +149,9 @@ def merge(
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Merge a pull request into its base branch (a real git merge; conflicts are reported)."""
-    _, backends = common.backends(ctx)
+    project, backends = common.backends(ctx)
     pr = backends.forge.merge(ref)
+    common.changed(project)
     if as_json:
         common.print_json(render.pr_json(pr))
     else:

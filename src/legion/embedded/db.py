@@ -86,6 +86,18 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX workers_current ON workers(issue, ended_at);
     """,
+    # 3: the action log: every action the reconciler or daemon took, append-only.
+    """
+    CREATE TABLE actions (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        issue TEXT NOT NULL,
+        action TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX actions_issue ON actions(issue, id);
+    """,
 )
 
 

@@ -60,6 +60,15 @@ class Registry:
             row = conn.execute("SELECT * FROM workers WHERE id = ?", (cursor.lastrowid,)).fetchone()
         return _record(row)
 
+    def latest(self, issue: str) -> WorkerRecord | None:
+        """The most recently started worker of `issue`, retired or not."""
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT * FROM workers WHERE issue = ? ORDER BY id DESC LIMIT 1",
+                (normalize_identifier(issue),),
+            ).fetchone()
+        return None if row is None else _record(row)
+
     def retire(self, record_id: int) -> None:
         with self._db.write() as conn:
             conn.execute(

@@ -38,6 +38,7 @@ from legion.workspaces.base import Workspaces
 # runs inside the dispatcher's own tmux pane.
 _DROP_FROM_ENV = ("TMUX", "TMUX_PANE")
 START_TIMEOUT_S = 30.0
+ANCHOR_WINDOW = "legion"
 
 
 class WorkerStartError(LegionError):
@@ -188,9 +189,21 @@ class WorkerManager:
                     f"({live[0].state.value}); see `legion workers`"
                 )
             workspace = self.workspaces.ensure(identifier)
-            view = self._start(identifier, mode, workspace.path, worker_prompt(identifier, mode))
-        self.tracker.update_labels(identifier, add=[Label.WORKER_ACTIVE.value])
-        return view
+            with self._marked_active(identifier):
+                return self._start(
+                    identifier, mode, workspace.path, worker_prompt(identifier, mode)
+                )
+
+    @contextmanager
+    def _marked_active(self, issue: str) -> Iterator[None]:
+        """`worker-active` goes on before the session starts (a fast worker may clear it in its
+        first turn), and comes off again if the start fails."""
+        self.tracker.update_labels(issue, add=[Label.WORKER_ACTIVE.value])
+        try:
+            yield
+        except BaseException:
+            self.tracker.update_labels(issue, remove=[Label.WORKER_ACTIVE.value])
+            raise
 
     def resume(self, issue: str, mode: Mode, prompt: str) -> WorkerView:
         """Give the session of `issue` in `mode` a new prompt: typed into its window when it
@@ -201,51 +214,75 @@ class WorkerManager:
         sid = session_id(self.project.settings.project_id, identifier, session_mode(mode))
         with self._lock():
             views = self._views_for(identifier)
-            for view in views:
-                if view.record.session_id == sid and view.state.is_live and view.window:
-                    if view.state is WorkerState.BLOCKED:
-                        raise ConflictError(
-                            f"{identifier}'s worker is waiting for an answer to its question: "
-                            "use `legion answer`"
-                        )
-                    self.tmux.send_text(view.window.id, prompt)
-                    return view
-            live = [view for view in views if view.state.is_live]
+            running = [v for v in views if v.record.session_id == sid and v.state.is_live]
+            live = [v for v in views if v.state.is_live]
+            window = running[0].window if running else None
+            if running and window is not None:
+                view = running[0]
+                if view.state is WorkerState.BLOCKED:
+                    raise ConflictError(
+                        f"{identifier}'s worker is waiting for an answer to its question: "
+                        "use `legion answer`"
+                    )
+                with self._marked_active(identifier):
+                    self.tmux.send_text(window.id, prompt)
+                return view
             if live:
                 raise ConflictError(
                     f"{identifier} has another live worker: window {live[0].record.window}; "
                     "see `legion workers`"
                 )
             workspace = self.workspaces.get(identifier) or self.workspaces.ensure(identifier)
-            return self._start(identifier, mode, workspace.path, prompt)
+            with self._marked_active(identifier):
+                return self._start(identifier, mode, workspace.path, prompt)
+
+    def retire(self, view: WorkerView) -> None:
+        """Close a worker's window (its session stays resumable) and retire its record."""
+        if view.window is not None:
+            self.tmux.kill_window(view.window.id)
+        self.registry.retire(view.record.id)
 
     def _start(self, issue: str, mode: Mode, workspace: Path, prompt: str) -> WorkerView:
         sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
         transcript = self.claude.transcript(self.env, workspace, sid)
-        argv = self.claude.command(sid, prompt, resume=transcript.exists())
-        self.claude.prepare(self.env, workspace)
-        env = {key: value for key, value in self.env.items() if key not in _DROP_FROM_ENV}
-        env |= self.claude.environment(self.env)
-        env |= {
-            "LEGION_ISSUE_ID": issue,
-            "LEGION_MODE": mode.value,
-            "LEGION_SESSION_ID": sid,
-            "LEGION_REPO": str(self.project.root),
-            # The worker's `legion` is the dispatcher's, whatever the worker's PATH holds.
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
-        }
-        self._ensure_session()
-        name = window_name(issue, mode)
-        leftover = self.tmux.find_window(self.session, name)
-        if leftover is not None:
-            self.tmux.kill_window(leftover.id)  # a dead pane kept for inspection
         size_before = _size(transcript)
-        spec = launch.write_spec(self.project.state_dir / "launch", argv, workspace, env)
-        window_id = self.tmux.new_window(self.session, name, launch.command(spec), workspace)
+        name = window_name(issue, mode)
+        window_id = self.start_session_window(
+            name,
+            sid,
+            prompt,
+            workspace,
+            {"LEGION_ISSUE_ID": issue, "LEGION_MODE": mode.value, "LEGION_SESSION_ID": sid},
+        )
         record = self.registry.start(issue, mode, sid, name, workspace)
         self._await_start(window_id, transcript, size_before)
         window = Window(window_id, name, False, None, "")
         return WorkerView(record, window, WorkerState.RUNNING, transcript, None, None)
+
+    def start_session_window(
+        self, name: str, sid: str, prompt: str, cwd: Path, extra_env: Mapping[str, str]
+    ) -> str:
+        """Start (or resume, when its transcript exists) Claude Code session `sid` in window
+        `name`, replacing a leftover window of that name; returns the new window's id."""
+        transcript = self.claude.transcript(self.env, cwd, sid)
+        argv = self.claude.command(sid, prompt, resume=transcript.exists())
+        self.claude.prepare(self.env, cwd)
+        env = {key: value for key, value in self.env.items() if key not in _DROP_FROM_ENV}
+        env |= self.claude.environment(self.env)
+        env |= {
+            "LEGION_REPO": str(self.project.root),
+            # The session's `legion` is this one, whatever the PATH it inherited holds.
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
+            **extra_env,
+        }
+        self._ensure_session()
+        leftover = self.tmux.find_window(self.session, name)
+        spec = launch.write_spec(self.project.state_dir / "launch", argv, cwd, env)
+        window_id = self.tmux.new_window(self.session, name, launch.command(spec), cwd)
+        if leftover is not None:
+            # Killed only after the new window exists, so the session never runs empty.
+            self.tmux.kill_window(leftover.id)
+        return window_id
 
     def _await_start(self, window_id: str, transcript: Path, size_before: int) -> None:
         """Wait until the session records its first prompt, getting the CLI past any first-run
@@ -273,8 +310,8 @@ class WorkerManager:
 
     def _ensure_session(self) -> None:
         if not self.tmux.has_session(self.session):
-            shell = self.env.get("SHELL") or "/bin/sh"
-            self.tmux.new_session(self.session, "main", [shell], self.project.root)
+            anchor = [sys.executable, "-m", "legion.runtime.anchor"]
+            self.tmux.new_session(self.session, ANCHOR_WINDOW, anchor, self.project.root)
 
     def answer(self, issue: str, answers: Sequence[str], *, timeout: float = 15.0) -> WorkerView:
         """Answer the question a blocked worker asked, through its question screen."""
@@ -306,6 +343,11 @@ class WorkerManager:
             summary = summarize_file(view.transcript)
             pending = summary.pending_question if summary else None
             if pending is None or pending.tool_use_id != view.question.tool_use_id:
+                # Answered: the issue no longer waits for a human.
+                self.tracker.update_labels(
+                    identifier,
+                    remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value],
+                )
                 return view
             time.sleep(0.1)
         raise ConflictError(

@@ -1,0 +1,113 @@
+"""A scripted model that plays every role of the swarm: what `legion demo` runs on, and what
+the end-to-end tests drive the real Claude Code CLI with.
+
+Each worker's turns are shell commands that do the mode's job through `legion` commands, the
+way the skills tell a real model to: post the plan, commit and open the PR, record the review
+verdict before `worker-done`, commit the retro under docs/solutions/, merge and close. Scenarios
+match the skill invocation's arguments exactly (`<command-args>implement mode for LEG-1…`), so
+the skill's own text never selects one by accident.
+"""
+
+from __future__ import annotations
+
+import re
+
+from legion.demo.model_server import Scenario, Script, Turn, ask_user_question, bash, text
+
+DONE = "--add worker-done --remove worker-active"
+
+
+def _args(mode: str, issue: str, then: str = "") -> str:
+    tail = f"[^<]*{then}" if then else ""
+    return rf"<command-args>{mode} mode for {re.escape(issue)}\b{tail}"
+
+
+def _one(command: str, summary: str) -> list[Turn]:
+    return [[bash(command, summary)], [text(summary)]]
+
+
+def issue_scenarios(issue: str, *, review_rounds: int = 2, ask: bool = False) -> list[Scenario]:
+    """Every mode of one issue. With `review_rounds=2` the first review requests changes and
+    the second approves; with `ask`, the planner first asks a question with AskUserQuestion."""
+    n = issue.split("-")[1]
+    low = issue.lower()
+    plan = (
+        f'legion issue comment {issue} --body "## Plan\n\n1. Add src/feature_{n}.py.\n'
+        f'2. Test it." && legion issue label {issue} {DONE}'
+    )
+    implement = (
+        f"mkdir -p src && printf 'def feature_{n}():\\n    return {n}\\n' > src/feature_{n}.py"
+        f' && git add -A && git commit -qm "{issue}: feature {n}"'
+        f" && (legion pr view {issue} --json >/dev/null 2>&1"
+        f" || legion pr create --issue {issue} --branch legion/{low})"
+        f" && legion issue label {issue} {DONE}"
+    )
+    changes = (
+        f'sed -i \'1i """Feature {n}."""\' src/feature_{n}.py'
+        f' && git commit -qam "{issue}: docstring"'
+        f" && legion issue label {issue} --remove worker-active"
+    )
+    if review_rounds > 1:
+        review = (
+            f"if legion pr view {issue} --json | grep -q changes_requested; "
+            f'then legion pr review {issue} --approve --body "Looks good now."; '
+            f'else legion pr review {issue} --request-changes --body "Please add a docstring."; fi'
+            f" && legion issue label {issue} {DONE}"
+        )
+    else:
+        review = (
+            f'legion pr review {issue} --approve --body "Looks good."'
+            f" && legion issue label {issue} {DONE}"
+        )
+    retro = (
+        f"mkdir -p docs/solutions && printf '# {issue}\\n\\nSmall features with a test each merge "
+        f"cleanly.\\n' > docs/solutions/{low}.md && git add -A"
+        f' && git commit -qm "{issue}: retro" && legion issue label {issue} {DONE}'
+    )
+    finish = (
+        f"legion pr ready {issue} && legion pr merge {issue} && legion issue move {issue} Done"
+        f" && legion issue label {issue} --remove worker-active"
+    )
+    architect = (
+        f'legion issue comment {issue} --body "## Design\n\nSmall enough for one change."'
+        f" && legion issue label {issue} {DONE}"
+    )
+    plan_turns = _one(plan, "Plan posted.")
+    if ask:
+        question = ask_user_question("Which greeting should the feature use?", ["Hello", "Hi"])
+        plan_turns = [[question], [bash(plan, "Plan posted.")], [text("Plan posted.")]]
+    plays = [
+        ("implement", "requested changes", "changes", _one(changes, "Changes made.")),
+        ("plan", "A human answered", "plan-answered", _one(plan, "Plan posted.")),
+        ("architect", "", "architect", _one(architect, "Design posted.")),
+        ("plan", "", "plan", plan_turns),
+        ("implement", "", "implement", _one(implement, "PR opened.")),
+        ("review", "", "review", _one(review, "Review recorded.")),
+        ("retro", "", "retro", _one(retro, "Learnings committed.")),
+        ("finish", "", "finish", _one(finish, "Merged and closed.")),
+    ]
+    # More specific first: the first scenario that matches the prompt plays.
+    return [
+        Scenario(_args(mode, issue, then), turns, name=f"{issue}:{name}", regex=True)
+        for mode, then, name, turns in plays
+    ]
+
+
+def controller_scenarios(mode: str) -> list[Scenario]:
+    """The controller: in `llm` mode it reconciles on every wake; in `auto` mode it only has
+    judgment calls to make, and the demo poses none."""
+    match = r"<command-name>/legion-controller</command-name>"
+    if mode == "llm":
+        turns = _one("legion state --json > /dev/null && legion reconcile", "Reconciled.")
+    else:
+        turns = [[text("Nothing needs my judgment.")]]
+    return [Scenario(match, turns, name="controller", regex=True)]
+
+
+def swarm_script(
+    issues: list[str], *, mode: str = "auto", review_rounds: int = 2, ask: tuple[str, ...] = ()
+) -> Script:
+    scenarios = controller_scenarios(mode)
+    for issue in issues:
+        scenarios += issue_scenarios(issue, review_rounds=review_rounds, ask=issue in ask)
+    return Script(scenarios)

@@ -1,0 +1,213 @@
+"""The swarm runs itself: the daemon, the reconciler, real Claude Code workers and controller
+(scripted model), real tmux and git, carrying issues from Todo to Done."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+
+from legion.demo.swarm_script import swarm_script
+from tests.conftest import git
+from tests.e2e.swarm_env import Daemon, Swarm, issue_status, wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+
+def script(swarm: Swarm, issues: list[str], **options: object) -> None:
+    swarm.server.script.scenarios.extend(swarm_script(issues, **options).scenarios)  # type: ignore[arg-type]
+
+
+def test_full_cycle_todo_to_done(swarm: Swarm) -> None:
+    swarm.legion("issue", "create", "Feature one", "--body", "Add feature one.")
+    script(swarm, ["LEG-1"])
+    with Daemon(swarm) as daemon:
+        wait_until("LEG-1 Done", lambda: issue_status(swarm, "LEG-1") == "Done", timeout=180)
+        wait_until(
+            "workspace swept", lambda: not (swarm.workspace_root / "leg-1").exists(), timeout=30
+        )
+    issue = swarm.json("issue", "show", "LEG-1")
+    assert any(c["body"].startswith("## Plan") for c in issue["comments"])
+    pr = issue["pr"]
+    assert pr["state"] == "merged"
+    assert [r["outcome"] for r in pr["reviews"]] == ["changes_requested", "approved"]
+    # merged into main: the feature, the requested docstring, and the retro's learnings
+    assert (swarm.repo / "src" / "feature_1.py").read_text().startswith('"""Feature 1."""')
+    assert (swarm.repo / "docs" / "solutions" / "leg-1.md").exists()
+    assert git(swarm.repo, "log", "-1", "--format=%s").startswith("Merge PR #1")
+    # the implementer's one session was resumed for the changes and for the retro
+    project_id = swarm.json("config")["settings"]["project_id"]["value"]
+    implementer = str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:implement"))
+    transcripts = list((swarm.config_dir / "projects").glob(f"*/{implementer}.jsonl"))
+    assert len(transcripts) == 1
+    prompts = [
+        json.dumps(json.loads(line).get("message", {}))
+        for line in transcripts[0].read_text().splitlines()
+        if json.loads(line).get("type") == "user"
+    ]
+    assert any("requested changes" in p for p in prompts)
+    assert any("retro mode for LEG-1" in p for p in prompts)
+    actions = [e["action"] for e in swarm.json("log", "-n", "200")]
+    for action in (
+        "dispatch_planner",
+        "transition_to_in_progress",
+        "transition_to_needs_review",
+        "resume_implementer_for_changes",
+        "dispatch_reviewer",
+        "transition_to_retro",
+        "dispatch_finisher",
+        "sweep_workspace",
+    ):
+        assert action in actions, (action, daemon.output()[-2000:])
+    assert swarm.json("workers") == []
+
+
+def test_no_issues_the_llm_controller_iteration_is_a_no_op(swarm: Swarm) -> None:
+    script(swarm, [], mode="llm")
+    with Daemon(swarm, extra_env={"LEGION_CONTROLLER_MODE": "llm"}):
+        reconciled = wait_until(
+            "the controller ran legion reconcile",
+            lambda: [
+                r for r in swarm.server.requests_for_scenario("controller")
+                if any("Nothing to do." in str(b.get("content")) for b in r.tool_results())
+            ],
+        )  # fmt: skip
+        assert reconciled
+        wait_until("controller idle", lambda: swarm.json("status")["controller"]["state"] == "idle")
+    status = swarm.json("status")
+    assert status["workers"] == []
+    assert not any(e["action"].startswith("dispatch") for e in status["last_actions"])
+    assert swarm.json("issue", "list") == []
+
+
+def test_blocked_worker_is_escalated_and_the_answer_relayed(swarm: Swarm) -> None:
+    swarm.legion("issue", "create", "Greeter")
+    script(swarm, ["LEG-1"], review_rounds=1, ask=("LEG-1",))
+    with Daemon(swarm):
+        wait_until(
+            "escalated",
+            lambda: "user-input-needed" in swarm.json("issue", "show", "LEG-1")["labels"],
+        )
+        comments = swarm.json("issue", "show", "LEG-1")["comments"]
+        assert "Which greeting should the feature use?" in comments[-1]["body"]
+        assert comments[-1]["author"] == "legion"
+        assert swarm.worker("LEG-1")["state"] == "blocked"  # type: ignore[index]
+        swarm.legion("feedback", "LEG-1", "Hello")
+        wait_until("LEG-1 Done", lambda: issue_status(swarm, "LEG-1") == "Done", timeout=180)
+    issue = swarm.json("issue", "show", "LEG-1")
+    assert not {"user-input-needed", "user-feedback-given"} & set(issue["labels"])
+    # the answer went into the planner's one session
+    project_id = swarm.json("config")["settings"]["project_id"]["value"]
+    planner = str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:plan"))
+    (transcript,) = (swarm.config_dir / "projects").glob(f"*/{planner}.jsonl")
+    results = [
+        json.loads(line)
+        for line in transcript.read_text().splitlines()
+        if '"tool_result"' in line and "Which greeting" in line
+    ]
+    assert results and '"Hello"' in json.dumps(results[-1]["toolUseResult"])
+
+
+def test_wip_limit_one_runs_one_code_worker_at_a_time(swarm: Swarm) -> None:
+    import threading
+
+    for title in ("One", "Two", "Three"):
+        swarm.legion("issue", "create", title)
+    script(swarm, ["LEG-1", "LEG-2", "LEG-3"], review_rounds=1)
+    most = 0
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal most
+        while not stop.is_set():
+            live = [
+                w for w in swarm.json("workers")
+                if w["state"] != "dead" and w["mode"] != "review"
+            ]  # fmt: skip
+            most = max(most, len(live))
+            stop.wait(0.2)
+
+    sampler = threading.Thread(target=sample)
+    with Daemon(swarm, extra_env={"LEGION_WIP_LIMIT": "1"}):
+        sampler.start()
+        try:
+            for issue in ("LEG-1", "LEG-2", "LEG-3"):
+                wait_until(
+                    f"{issue} Done", lambda i=issue: issue_status(swarm, i) == "Done", timeout=240
+                )
+        finally:
+            stop.set()
+            sampler.join()
+    assert most == 1
+    deferred = [e for e in swarm.json("log", "-n", "500") if e["outcome"] == "deferred"]
+    assert any("WIP limit 1" in e["detail"] for e in deferred)
+
+
+def test_killed_controller_is_restarted_in_its_session_and_workers_keep_running(
+    swarm: Swarm,
+) -> None:
+    from tests.fakes.model_server import pause, text
+
+    swarm.legion("issue", "create", "Slow", "--status", "In Progress")
+    swarm.server.add_scenario(
+        "<command-args>implement mode for LEG-1", [[pause(25), text("slow work done")]]
+    )
+    script(swarm, [])
+    env = {"LEGION_RESTART_COOLDOWN": "2"}
+    with Daemon(swarm, extra_env=env):
+        wait_until("controller idle", lambda: swarm.json("status")["controller"]["state"] == "idle")
+        worker = wait_until("worker running", lambda: swarm.worker("LEG-1"))
+        before = swarm.tmux("list-windows", "-a", "-F", "#{window_name} #{pane_pid}")
+        worker_pid = next(
+            line.split()[1] for line in before.splitlines() if line.startswith("leg-1-")
+        )
+        project_id = swarm.json("config")["settings"]["project_id"]["value"]
+        controller = str(uuid.uuid5(uuid.UUID(project_id), "controller"))
+        (transcript,) = (swarm.config_dir / "projects").glob(f"*/{controller}.jsonl")
+        lines_before = len(transcript.read_text().splitlines())
+        swarm.tmux("kill-window", "-t", f"legion-{project_id.replace('-', '')[:8]}:main")
+        wait_until(
+            "controller back",
+            lambda: (
+                swarm.json("status")["controller"]["state"] in ("running", "idle")
+                and len(transcript.read_text().splitlines()) > lines_before
+            ),
+            timeout=20,
+        )
+        after = swarm.tmux("list-windows", "-a", "-F", "#{window_name} #{pane_pid}")
+        assert f"{worker['window']} {worker_pid}" in after  # the same worker process
+        assert list((swarm.config_dir / "projects").glob(f"*/{controller}.jsonl")) == [transcript]
+    restarts = [e for e in swarm.json("log", "-n", "100") if e["action"] == "restart_controller"]
+    assert len(restarts) >= 2  # the first start, and the restart
+
+
+def test_daemon_killed_mid_cycle_loses_nothing_and_dispatches_nothing_twice(swarm: Swarm) -> None:
+    for title in ("One", "Two"):
+        swarm.legion("issue", "create", title)
+    script(swarm, ["LEG-1", "LEG-2"], review_rounds=1)
+    daemon = Daemon(swarm).start()
+    try:
+        wait_until("LEG-1 in progress", lambda: issue_status(swarm, "LEG-1") != "Todo")
+        daemon.kill()
+        assert swarm.json("status")["daemon"]["pid"] is None
+    finally:
+        daemon.stop()
+    with Daemon(swarm):
+        for issue in ("LEG-1", "LEG-2"):
+            wait_until(
+                f"{issue} Done", lambda i=issue: issue_status(swarm, i) == "Done", timeout=240
+            )
+    # Every worker Legion ever started is in the registry: one per issue and mode.
+    state_dir = swarm.json("config")["settings"]["state_dir"]["value"]
+    with sqlite3.connect(Path(state_dir) / "legion.db") as db:
+        starts = db.execute(
+            "SELECT issue, mode, COUNT(*) FROM workers GROUP BY issue, mode"
+        ).fetchall()
+    assert {(issue, mode): count for issue, mode, count in starts} == {
+        (issue, mode): 1
+        for issue in ("LEG-1", "LEG-2")
+        for mode in ("plan", "implement", "review", "retro", "finish")
+    }
