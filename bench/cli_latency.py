@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import git, make_repo
 from legion.backends import open_backends
 from legion.core.model import Status
 from legion.projects import init_project
@@ -26,26 +27,8 @@ LEGION = Path(sys.executable).with_name("legion")
 STATUSES = [Status.BACKLOG, Status.TODO, Status.IN_PROGRESS, Status.NEEDS_REVIEW, Status.RETRO]
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
 def make_project(root: Path, issues: int) -> Path:
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "--quiet", "--initial-branch=main")
-    git(
-        repo,
-        "-c",
-        "user.name=b",
-        "-c",
-        "user.email=b@b",
-        "commit",
-        "-q",
-        "--allow-empty",
-        "-m",
-        "i",
-    )
+    repo = make_repo(root / "repo")
     git(repo, "branch", "work")
     project, _ = init_project(repo)
     backends = open_backends(project)

@@ -24,9 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fakes.claude_env import base_environment, find_claude, offline_variables
+from tests.fakes.claude_env import find_claude
 from tests.fakes.model_server import FakeModelServer, Scenario, text
 
+from common import make_repo, swarm_env
 from legion.backends import open_backends
 from legion.core.ids import session_id
 from legion.core.model import Mode
@@ -35,21 +36,6 @@ from legion.runtime.claude_paths import transcript_path
 from legion.runtime.registry import Registry
 
 LEGION = Path(sys.executable).with_name("legion")
-SKILL = "---\nname: legion-worker\ndescription: bench stand-in\n---\nWork the issue.\n"
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
-def make_repo(root: Path) -> Path:
-    repo = root / "repo"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "--initial-branch=main")
-    git(repo, "config", "user.name", "Bench")
-    git(repo, "config", "user.email", "bench@legion.invalid")
-    git(repo, "commit", "-q", "--allow-empty", "-m", "initial")
-    return repo
 
 
 def watch(path: Path, seen: threading.Event) -> None:
@@ -60,25 +46,13 @@ def watch(path: Path, seen: threading.Event) -> None:
 
 
 def bench_dispatch(root: Path, runs: int) -> list[float]:
-    repo = make_repo(root)
+    repo = make_repo(root / "repo")
     project, _ = init_project(repo)
     backends = open_backends(project)
-    config = root / "claude-config"
-    (config / "skills" / "legion-worker").mkdir(parents=True)
-    (config / "skills" / "legion-worker" / "SKILL.md").write_text(SKILL)
-    (config / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
     sock = Path(tempfile.mkdtemp(prefix="lgb-")) / "sock"
     samples = []
     with FakeModelServer([Scenario("plan mode for", [[text("Planned.")]])]) as server:
-        env = base_environment() | offline_variables(
-            server.base_url, home=root, config_dir=config, proxy_url=server.base_url
-        )
-        env |= {
-            "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"],
-            "LEGION_TMUX_SOCKET": str(sock),
-            "LEGION_TMUX_CONFIG": "/dev/null",
-            "LEGION_CLAUDE_BIN": str(find_claude()),
-        }
+        env = swarm_env(root, server.base_url, sock, find_claude())
         try:
             for n in range(runs):
                 issue = backends.tracker.create_issue(f"Bench {n}").identifier
@@ -127,7 +101,7 @@ def transcript_body(lines: int) -> str:
 
 
 def bench_workers_listing(root: Path, runs: int) -> float:
-    repo = make_repo(root)
+    repo = make_repo(root / "repo")
     project, _ = init_project(repo)
     backends = open_backends(project)
     registry = Registry(backends.db)

@@ -21,6 +21,7 @@ import signal
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -39,6 +40,7 @@ from legion.runtime.transcript import summarize_file
 from legion.runtime.workers import WorkerManager, WorkerState, classify
 
 CONTROLLER_WINDOW = "main"
+SOON_S = 0.5
 MODES = ("auto", "llm")
 
 
@@ -98,6 +100,7 @@ class Daemon:
         )
         self.memory = _Memory()
         self._stopping = False
+        self._look_again_soon = False
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -161,7 +164,8 @@ class Daemon:
 
     def _wait(self, fd: int) -> None:
         """Sleep until the next tick, or until a `legion` command signals a change."""
-        deadline = time.monotonic() + self.config.tick
+        pause = SOON_S if self._look_again_soon else self.config.tick
+        deadline = time.monotonic() + pause
         while not self._stopping:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -198,7 +202,12 @@ class Daemon:
             self.log.append("-", name, "failed", str(exc))
 
     def _reconcile(self) -> None:
-        self.reconciler.run()
+        outcomes = self.reconciler.run()
+        # A worker that said it is done is still finishing its last message: look again soon
+        # rather than a whole tick later.
+        self._look_again_soon = any(
+            o.outcome == "deferred" and "finishing" in o.detail for o in outcomes
+        )
 
     # -- the controller ------------------------------------------------------------------------
 
@@ -280,10 +289,9 @@ class Daemon:
             screen = self.workers.tmux.capture(view.window.id, lines=60)
             digest = hashlib.sha256(screen.encode()).hexdigest()
             seen[view.window.id] = digest
-            quiet = (
-                view.last_activity is None
-                or time.time() - view.last_activity > self.config.stale_after
-            )
+            # A worker with no transcript yet is starting: its age counts from its start.
+            last = view.last_activity or _timestamp(view.record.started_at)
+            quiet = time.time() - last > self.config.stale_after
             unchanged = self.memory.pane_hashes.get(view.window.id) == digest
             if quiet and unchanged:
                 self.workers.tmux.kill_window(view.window.id)
@@ -296,6 +304,13 @@ class Daemon:
                     "and no change on screen",
                 )
         self.memory.pane_hashes = seen
+
+
+def _timestamp(iso: str) -> float:
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()  # unreadable: treat as just started, never as stuck
 
 
 def stop(project: Project, timeout: float = 20.0) -> int | None:

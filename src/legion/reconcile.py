@@ -9,10 +9,8 @@ Every action taken is appended to the action log.
 
 from __future__ import annotations
 
-import fcntl
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -22,6 +20,7 @@ from legion.core.decide import Action, Decision
 from legion.core.model import Label, Mode, Status
 from legion.errors import LegionError
 from legion.forges.base import Forge
+from legion.locking import exclusive
 from legion.runtime.workers import WorkerManager, WorkerState, WorkerView
 from legion.state import IssueState, observe
 from legion.trackers.base import Issue, Tracker
@@ -80,18 +79,8 @@ class Reconciler:
         self.log = log
         self.wip_limit = project.settings.wip_limit
 
-    @contextmanager
-    def _lock(self) -> Iterator[None]:
-        self.project.state_dir.mkdir(parents=True, exist_ok=True)
-        with (self.project.state_dir / "reconcile.lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
     def run(self, *, dry_run: bool = False) -> list[Outcome]:
-        with self._lock():
+        with exclusive(self.project.state_dir / "reconcile.lock"):
             return _Pass(self, dry_run).run()
 
 

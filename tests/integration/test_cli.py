@@ -266,21 +266,3 @@ def test_two_processes_writing_at_once_both_succeed(legion: LegionRunner) -> Non
     assert all(r.returncode == 0 for r in results), [r.stderr for r in results if r.returncode]
     identifiers = sorted(r.stdout.strip() for r in results)
     assert identifiers == sorted(f"LEG-{n}" for n in range(1, 13))
-
-
-def test_demo(tmp_path: Path) -> None:
-    target = tmp_path / "demo"
-    result = run_legion("demo", "--dir", str(target), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    for action in (
-        "dispatch_planner",
-        "dispatch_architect",
-        "transition_to_in_progress",
-        "transition_to_retro",
-        "resume_implementer_for_changes",
-    ):
-        assert action in result.stdout
-    state = json.loads(run_legion("state", "--json", cwd=target).stdout)["issues"]
-    assert state["LEG-4"]["suggested_action"] == "transition_to_retro"
-    assert git(target, "status", "--porcelain") == "?? .legion/\n"
-    one_line_error(run_legion("demo", "--dir", str(target), cwd=tmp_path), "is not empty")

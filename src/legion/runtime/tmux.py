@@ -88,13 +88,14 @@ class Tmux:
         return window_id
 
     def list_windows(self, session: str) -> list[Window]:
-        proc = self.run(
-            "list-windows", "-t", f"={session}", "-F",
-            "#{window_id}\t#{window_name}\t#{pane_dead}\t#{pane_pid}\t#{pane_current_command}",
-            check=False,
-        )  # fmt: skip
+        """The session's windows; none when there is no server, no session, or no tmux at all
+        (without tmux no worker can be running)."""
+        try:
+            proc = self._list(session)
+        except ToolMissingError:
+            return []
         if proc.returncode != 0:
-            return []  # no server or no session: no windows
+            return []
         windows = []
         for line in proc.stdout.splitlines():
             parts = line.split("\t")
@@ -105,6 +106,13 @@ class Tmux:
                 Window(window_id, name, dead == "1", int(pid) if pid.isdigit() else None, command)
             )
         return windows
+
+    def _list(self, session: str) -> subprocess.CompletedProcess[str]:
+        return self.run(
+            "list-windows", "-t", f"={session}", "-F",
+            "#{window_id}\t#{window_name}\t#{pane_dead}\t#{pane_pid}\t#{pane_current_command}",
+            check=False,
+        )  # fmt: skip
 
     def find_window(self, session: str, name: str) -> Window | None:
         for window in self.list_windows(session):

@@ -8,13 +8,12 @@ two `legion` processes never start two workers for one issue.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -25,6 +24,7 @@ from legion.core.decide import session_mode
 from legion.core.ids import session_id, short_id
 from legion.core.model import Label, Mode, normalize_identifier
 from legion.errors import ConflictError, InputError, LegionError, NotFoundError
+from legion.locking import exclusive
 from legion.runtime import launch
 from legion.runtime.claude import CURSOR, ClaudeRuntime, first_run_dialog_keys, worker_prompt
 from legion.runtime.claude_paths import newest_activity
@@ -168,15 +168,8 @@ class WorkerManager:
 
     # -- acting --------------------------------------------------------------------------------
 
-    @contextmanager
-    def _lock(self) -> Iterator[None]:
-        self.project.state_dir.mkdir(parents=True, exist_ok=True)
-        with (self.project.state_dir / "workers.lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    def _lock(self) -> AbstractContextManager[None]:
+        return exclusive(self.project.state_dir / "workers.lock")
 
     def dispatch(self, issue: str, mode: Mode) -> WorkerView:
         """Start `mode`'s worker for `issue` in the issue's workspace; one live worker per issue."""

@@ -1,0 +1,44 @@
+"""What the benchmarks share: a git repository to run on, and the offline Claude Code
+environment of a swarm on the scripted model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from legion.demo.offline import base_environment, offline_variables
+from legion.skills import install
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def make_repo(repo: Path) -> Path:
+    """An empty git repository with one commit on main and a local identity."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "--initial-branch=main")
+    git(repo, "config", "user.name", "Bench")
+    git(repo, "config", "user.email", "bench@legion.invalid")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "initial")
+    return repo
+
+
+def swarm_env(root: Path, base_url: str, socket: Path, claude: Path) -> dict[str, str]:
+    """A private Claude Code config (onboarded, with Legion's skills) and the environment that
+    points workers at the scripted server and a private tmux server."""
+    config = root / "claude-config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
+    install(config / "skills")
+    env = base_environment() | offline_variables(
+        base_url, home=root, config_dir=config, proxy_url=base_url
+    )
+    return env | {
+        "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"],
+        "LEGION_TMUX_SOCKET": str(socket),
+        "LEGION_TMUX_CONFIG": "/dev/null",
+        "LEGION_CLAUDE_BIN": str(claude),
+    }

@@ -1,0 +1,105 @@
+"""The reconciler's bookkeeping on real SQLite and git, with no worker started (WIP limit 0):
+failures are logged and retried, and every pass is safe to repeat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from legion.actionlog import ActionLog
+from legion.backends import open_backends, open_workers
+from legion.config import load_project
+from legion.core.model import Status
+from legion.errors import StoreError
+from legion.reconcile import Reconciler, human_answer
+from legion.trackers.local import LocalTracker
+from tests.conftest import run_legion
+
+
+class FlakyTracker(LocalTracker):
+    """The embedded tracker, failing to move the issues named in `broken`."""
+
+    broken: ClassVar[set[str]] = set()
+
+    def set_status(self, identifier: str, status: Status):  # type: ignore[no-untyped-def]
+        if identifier in self.broken:
+            raise StoreError("the tracker is unreachable (simulated)")
+        return super().set_status(identifier, status)
+
+
+@pytest.fixture
+def reconciler(project: Path) -> Reconciler:
+    loaded = load_project(project, flags={"wip_limit": 0})
+    backends = open_backends(loaded)
+    tracker = FlakyTracker(backends.db, issue_key="LEG")
+    backends.tracker = tracker
+    workers = open_workers(loaded, backends)
+    return Reconciler(loaded, tracker, backends.forge, workers, ActionLog(backends.db))
+
+
+def test_a_failing_call_is_logged_and_retried_without_harm(reconciler: Reconciler) -> None:
+    tracker = reconciler.tracker
+    assert isinstance(tracker, FlakyTracker)
+    for title in ("One", "Two"):
+        tracker.create_issue(title, labels=["worker-done"])
+    FlakyTracker.broken = {"LEG-1"}
+    outcomes = {o.issue: o for o in reconciler.run() if o.action == "transition_to_in_progress"}
+    assert outcomes["LEG-1"].outcome == "failed" and "unreachable" in outcomes["LEG-1"].detail
+    assert outcomes["LEG-2"].outcome == "done"  # moved; its worker waits for a WIP slot
+    assert "moved to In Progress; deferred: WIP limit 0" in outcomes["LEG-2"].detail
+    one, two = tracker.get_issue("LEG-1"), tracker.get_issue("LEG-2")
+    assert one.status is Status.TODO and one.labels == {"worker-done"}  # left as it was
+    assert two.status is Status.IN_PROGRESS and two.labels == frozenset()
+    # next pass: the fault is gone; LEG-1 catches up, LEG-2 waits for a slot, nothing repeats
+    FlakyTracker.broken = set()
+    outcomes = {o.issue: o for o in reconciler.run()}
+    assert outcomes["LEG-1"].action == "transition_to_in_progress"
+    assert outcomes["LEG-2"].action == "dispatch_implementer"
+    assert outcomes["LEG-2"].outcome == "deferred"
+    assert tracker.get_issue("LEG-1").status is Status.IN_PROGRESS
+    log = reconciler.log.tail(50)
+    assert [(e.issue, e.outcome) for e in log if e.action == "transition_to_in_progress"] == [
+        ("LEG-1", "failed"),
+        ("LEG-2", "done"),
+        ("LEG-1", "done"),
+    ]
+
+
+def test_dry_run_changes_nothing(reconciler: Reconciler) -> None:
+    reconciler.tracker.create_issue("One", labels=["worker-done"])
+    outcomes = reconciler.run(dry_run=True)
+    assert [(o.issue, o.action, o.outcome) for o in outcomes] == [
+        ("LEG-1", "transition_to_in_progress", "planned")
+    ]
+    assert reconciler.tracker.get_issue("LEG-1").status is Status.TODO
+    assert reconciler.log.tail() == []
+
+
+def test_human_answer_is_what_follows_the_last_legion_comment(reconciler: Reconciler) -> None:
+    tracker = reconciler.tracker
+    tracker.create_issue("Q")
+    assert human_answer(tracker, "LEG-1") is None
+    tracker.add_comment("LEG-1", "old chatter", author="sami")
+    tracker.add_comment("LEG-1", "**Question** which one?", author="legion")
+    assert human_answer(tracker, "LEG-1") is None
+    tracker.add_comment("LEG-1", "The second.", author="sami")
+    tracker.add_comment("LEG-1", "And keep it short.", author="ana")
+    assert human_answer(tracker, "LEG-1") == "The second.\n\nAnd keep it short."
+
+
+def test_start_refuses_clearly_without_what_it_needs(project: Path, tmp_path: Path) -> None:
+    outside = run_legion("start", cwd=tmp_path)
+    assert outside.returncode != 0 and "no Legion project found" in outside.stderr
+    no_claude = run_legion("start", cwd=project, env={"LEGION_CLAUDE_BIN": str(tmp_path / "nope")})
+    assert no_claude.returncode != 0 and "Claude Code CLI not found" in no_claude.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to("/usr/bin/git")
+    no_tmux = run_legion("start", cwd=project, env={"PATH": str(bin_dir)})
+    assert no_tmux.returncode != 0 and "tmux is not installed" in no_tmux.stderr
+    for result in (outside, no_claude, no_tmux):
+        assert len(result.stderr.strip().splitlines()) == 1
+    status = run_legion("status", "--json", cwd=project)
+    assert '"pid": null' in status.stdout
