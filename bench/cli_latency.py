@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--issues", type=int, default=1000)
     options = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
         repo = make_project(Path(tmp), options.issues)
         median_seconds(["state", "--json"], repo, 1)  # warm the OS file cache once

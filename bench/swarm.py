@@ -97,7 +97,7 @@ def reaction_latency(root: Path) -> list[float]:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
         os.environ["LEGION_CLAUDE_BIN"] = str(find_claude())
         samples = reaction_latency(Path(tmp) / "latency")

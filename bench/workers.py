@@ -160,7 +160,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
     options = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
         dispatch = bench_dispatch(Path(tmp) / "dispatch", options.runs)
         listing = bench_workers_listing(Path(tmp) / "listing", options.runs)

@@ -196,10 +196,20 @@ class Daemon:
             self._step("wake_controller", self.wake_llm_controller)
 
     def _step(self, name: str, step: Any) -> None:
+        """One part of a tick. Whatever goes wrong is logged and the daemon carries on: it is the
+        thing that must not stop."""
         try:
             step()
         except LegionError as exc:
-            self.log.append("-", name, "failed", str(exc))
+            self._log_failure(name, str(exc))
+        except Exception as exc:
+            self._log_failure(name, f"internal error: {type(exc).__name__}: {exc}")
+
+    def _log_failure(self, name: str, detail: str) -> None:
+        try:
+            self.log.append("-", name, "failed", detail)
+        except LegionError:
+            print(f"legion daemon: {name} failed: {detail}", flush=True)
 
     def _reconcile(self) -> None:
         outcomes = self.reconciler.run()
@@ -284,7 +294,9 @@ class Daemon:
         seconds, and a pane that did not change since the last tick."""
         seen: dict[str, str] = {}
         for view in self.workers.views():
-            if view.state is not WorkerState.RUNNING or view.window is None:
+            # Idle counts too: a worker that ended its turn without finishing its mode (it still
+            # holds worker-active, or the reconciler would have retired it) is as stuck.
+            if view.state not in (WorkerState.RUNNING, WorkerState.IDLE) or view.window is None:
                 continue
             screen = self.workers.tmux.capture(view.window.id, lines=60)
             digest = hashlib.sha256(screen.encode()).hexdigest()

@@ -139,6 +139,8 @@ class _Pass:
         todo.sort(key=lambda s: (order.get(s.decision.action, len(order)), s.issue.identifier))
         for state in todo:
             self.execute(state)
+        for issue, why in self.o.workers.await_starts():
+            self.record(issue, "worker_start", "failed", why)
         self.sweep()
         return self.outcomes
 
@@ -230,10 +232,11 @@ class _Pass:
     def _start(self, issue: str, mode: Mode, prompt: str | None = None) -> str:
         if self.wip_full(mode):
             return f"deferred: WIP limit {self.o.wip_limit} reached"
+        # Started without waiting: the pass collects every start at its end, in parallel.
         if prompt is None:
-            view = self.o.workers.dispatch(issue, mode)
+            view = self.o.workers.dispatch(issue, mode, wait=False)
         else:
-            view = self.o.workers.resume(issue, mode, prompt)
+            view = self.o.workers.resume(issue, mode, prompt, wait=False)
         if counts_toward_wip(mode):
             self.code_workers += 1
         return f"{mode.value} worker in {view.record.window}"

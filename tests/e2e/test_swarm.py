@@ -24,11 +24,20 @@ def script(swarm: Swarm, issues: list[str], **options: object) -> None:
 def test_full_cycle_todo_to_done(swarm: Swarm) -> None:
     swarm.legion("issue", "create", "Feature one", "--body", "Add feature one.")
     script(swarm, ["LEG-1"])
+    workspace = swarm.workspace_root / "leg-1"
+    seen: set[tuple[str, bool]] = set()
+
+    def done_and_watched() -> bool:
+        status = issue_status(swarm, "LEG-1")
+        seen.add((status, workspace.is_dir()))
+        return status == "Done"
+
     with Daemon(swarm) as daemon:
-        wait_until("LEG-1 Done", lambda: issue_status(swarm, "LEG-1") == "Done", timeout=180)
-        wait_until(
-            "workspace swept", lambda: not (swarm.workspace_root / "leg-1").exists(), timeout=30
-        )
+        wait_until("LEG-1 Done", done_and_watched, timeout=180)
+        wait_until("workspace swept", lambda: not workspace.exists(), timeout=30)
+    # the one workspace lived through implement, review and retro
+    for status in ("In Progress", "Needs Review", "Retro"):
+        assert (status, True) in seen and (status, False) not in seen, (status, seen)
     issue = swarm.json("issue", "show", "LEG-1")
     assert any(c["body"].startswith("## Plan") for c in issue["comments"])
     pr = issue["pr"]
@@ -63,6 +72,9 @@ def test_full_cycle_todo_to_done(swarm: Swarm) -> None:
     ):
         assert action in actions, (action, daemon.output()[-2000:])
     assert swarm.json("workers") == []
+    # stopped by SIGTERM: a clean exit that says so
+    assert swarm.json("status")["daemon"]["pid"] is None
+    assert swarm.json("log", "-n", "5")[-1]["action"] == "daemon_stop"
 
 
 def test_no_issues_the_llm_controller_iteration_is_a_no_op(swarm: Swarm) -> None:
@@ -200,6 +212,9 @@ def test_daemon_killed_mid_cycle_loses_nothing_and_dispatches_nothing_twice(swar
             wait_until(
                 f"{issue} Done", lambda i=issue: issue_status(swarm, i) == "Done", timeout=240
             )
+    # The second daemon adopted the controller the first one started.
+    restarts = [e for e in swarm.json("log", "-n", "1000") if e["action"] == "restart_controller"]
+    assert len(restarts) == 1
     # Every worker Legion ever started is in the registry: one per issue and mode.
     state_dir = swarm.json("config")["settings"]["state_dir"]["value"]
     with sqlite3.connect(Path(state_dir) / "legion.db") as db:
@@ -211,3 +226,22 @@ def test_daemon_killed_mid_cycle_loses_nothing_and_dispatches_nothing_twice(swar
         for issue in ("LEG-1", "LEG-2")
         for mode in ("plan", "implement", "review", "retro", "finish")
     }
+
+
+def test_start_in_the_background_refuses_a_second_and_stops(swarm: Swarm) -> None:
+    script(swarm, [])
+    started = swarm.legion("start", "--tick", "1")
+    assert "Legion started" in started.stdout
+    try:
+        pid = swarm.json("status")["daemon"]["pid"]
+        assert pid
+        again = swarm.legion("start", check=False)
+        assert again.returncode != 0 and f"already running for {swarm.repo}" in again.stderr
+        wait_until(
+            "heartbeat", lambda: swarm.json("status")["daemon"]["heartbeat_age_s"] is not None
+        )
+    finally:
+        stopped = swarm.legion("stop", "--all")
+    assert f"Legion stopped (pid {pid})" in stopped.stdout
+    assert swarm.json("status")["daemon"]["pid"] is None
+    assert "legion-" not in swarm.tmux("list-sessions")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -216,3 +217,41 @@ def test_a_corrupt_transcript_does_not_break_observation(swarm: Swarm) -> None:
     worker = swarm.worker("LEG-1")
     assert worker is not None and worker["state"] == "idle"
     assert "LEG-1" in swarm.legion("workers").stdout
+
+
+def test_two_reconcilers_at_once_dispatch_once(swarm: Swarm) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    swarm.legion("issue", "create", "Once")
+    swarm.server.add_scenario("plan mode for LEG-1", [[text("Planning.")]])
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        results = list(pool.map(lambda _: swarm.legion("reconcile", "--json"), range(3)))
+    dispatched = [
+        o for r in results for o in json.loads(r.stdout)
+        if o["action"] == "dispatch_planner" and o["outcome"] == "done"
+    ]  # fmt: skip
+    assert len(dispatched) == 1
+    assert len(swarm.json("workers")) == 1
+
+
+def test_a_worker_dispatched_from_inside_a_claude_session_is_its_own_session(swarm: Swarm) -> None:
+    """The controller dispatches from its Bash tool, whose environment marks it as a Claude
+    Code session's child; the worker must not inherit that."""
+    swarm.legion("issue", "create", "Nested")
+    swarm.server.add_scenario("plan mode for LEG-1", [[text("Planned.")]])
+    inside = {
+        "CLAUDECODE": "1",
+        "CLAUDE_CODE_SESSION_ID": str(uuid.uuid4()),
+        "CLAUDE_CODE_CHILD_SESSION": "1",
+        "CLAUDE_CODE_ENTRYPOINT": "sdk-cli",
+        "CLAUDE_PID": "1",
+    }
+    started = time.monotonic()
+    result = subprocess.run(
+        [str(LEGION_BIN), "dispatch", "LEG-1", "plan"],
+        cwd=swarm.repo, env=dict(swarm.env, **inside), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 20  # it saw its worker's session begin
+    worker = wait_until("idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle" and w)
+    assert Path(worker["transcript"]).exists()

@@ -103,3 +103,15 @@ def test_start_refuses_clearly_without_what_it_needs(project: Path, tmp_path: Pa
         assert len(result.stderr.strip().splitlines()) == 1
     status = run_legion("status", "--json", cwd=project)
     assert '"pid": null' in status.stdout
+
+
+def test_skills_install_in_both_scopes(project: Path, tmp_path: Path) -> None:
+    from legion.skills import installed
+
+    config = tmp_path / "claude-config"
+    user = run_legion("skills", "install", cwd=project, env={"CLAUDE_CONFIG_DIR": str(config)})
+    assert user.returncode == 0 and installed(config / "skills")
+    assert run_legion("skills", "install", "--scope", "project", cwd=project).returncode == 0
+    assert installed(project / ".claude" / "skills")
+    bad = run_legion("skills", "install", "--scope", "galaxy", cwd=project)
+    assert bad.returncode == 2 and "unknown scope 'galaxy'" in bad.stderr

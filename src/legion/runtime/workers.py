@@ -34,9 +34,24 @@ from legion.runtime.transcript import PendingQuestion, TranscriptSummary, Turn, 
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
 
-# Variables of the dispatcher that must not reach a worker: they would make the CLI think it
-# runs inside the dispatcher's own tmux pane.
-_DROP_FROM_ENV = ("TMUX", "TMUX_PANE")
+# Variables of the dispatcher that must not reach a worker: tmux's would make the CLI think it
+# runs in the dispatcher's pane; those a Claude Code session sets for its tools' processes
+# would make a worker started by the controller (from its Bash tool) take itself for the
+# controller's child: another session id, another transcript.
+_DROP_FROM_ENV = ("TMUX", "TMUX_PANE", "CLAUDECODE", "CLAUDE_PID", "CLAUDE_EFFORT")
+_DROP_PREFIXES = (
+    "CLAUDE_CODE_CHILD_",
+    "CLAUDE_CODE_SESSION_",
+    "CLAUDE_CODE_MESSAGING_",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_EXECPATH",
+)
+
+
+def inheritable(name: str) -> bool:
+    return name not in _DROP_FROM_ENV and not name.startswith(_DROP_PREFIXES)
+
+
 START_TIMEOUT_S = 30.0
 ANCHOR_WINDOW = "legion"
 
@@ -113,6 +128,17 @@ class WorkerView:
         }
 
 
+@dataclass(eq=False)
+class _Starting:
+    """A worker window whose session has not yet recorded its first prompt."""
+
+    issue: str
+    window_id: str
+    transcript: Path
+    size_before: int
+    answered_at: float = 0.0  # when keys last went to a first-run dialog
+
+
 def window_name(issue: str, mode: Mode) -> str:
     return f"{normalize_identifier(issue).lower()}-{mode.value}"
 
@@ -135,6 +161,7 @@ class WorkerManager:
         self.workspaces = workspaces
         self.claude = claude
         self.env = env
+        self._starting: list[_Starting] = []
 
     @property
     def session(self) -> str:
@@ -171,8 +198,11 @@ class WorkerManager:
     def _lock(self) -> AbstractContextManager[None]:
         return exclusive(self.project.state_dir / "workers.lock")
 
-    def dispatch(self, issue: str, mode: Mode) -> WorkerView:
-        """Start `mode`'s worker for `issue` in the issue's workspace; one live worker per issue."""
+    def dispatch(self, issue: str, mode: Mode, *, wait: bool = True) -> WorkerView:
+        """Start `mode`'s worker for `issue` in the issue's workspace; one live worker per issue.
+
+        With `wait`, return once its session has begun; without, the caller collects the start
+        with `await_starts` (so that a reconcile pass starts several workers at once)."""
         identifier = self.tracker.get_issue(issue).identifier
         with self._lock():
             live = [view for view in self._views_for(identifier) if view.state.is_live]
@@ -184,7 +214,7 @@ class WorkerManager:
             workspace = self.workspaces.ensure(identifier)
             with self._marked_active(identifier):
                 return self._start(
-                    identifier, mode, workspace.path, worker_prompt(identifier, mode)
+                    identifier, mode, workspace.path, worker_prompt(identifier, mode), wait
                 )
 
     @contextmanager
@@ -198,7 +228,7 @@ class WorkerManager:
             self.tracker.update_labels(issue, remove=[Label.WORKER_ACTIVE.value])
             raise
 
-    def resume(self, issue: str, mode: Mode, prompt: str) -> WorkerView:
+    def resume(self, issue: str, mode: Mode, prompt: str, *, wait: bool = True) -> WorkerView:
         """Give the session of `issue` in `mode` a new prompt: typed into its window when it
         runs, else by restarting it with `--resume` in a new window."""
         if not prompt.strip():
@@ -227,7 +257,7 @@ class WorkerManager:
                 )
             workspace = self.workspaces.get(identifier) or self.workspaces.ensure(identifier)
             with self._marked_active(identifier):
-                return self._start(identifier, mode, workspace.path, prompt)
+                return self._start(identifier, mode, workspace.path, prompt, wait)
 
     def retire(self, view: WorkerView) -> None:
         """Close a worker's window (its session stays resumable) and retire its record."""
@@ -235,7 +265,9 @@ class WorkerManager:
             self.tmux.kill_window(view.window.id)
         self.registry.retire(view.record.id)
 
-    def _start(self, issue: str, mode: Mode, workspace: Path, prompt: str) -> WorkerView:
+    def _start(
+        self, issue: str, mode: Mode, workspace: Path, prompt: str, wait: bool
+    ) -> WorkerView:
         sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
         transcript = self.claude.transcript(self.env, workspace, sid)
         size_before = _size(transcript)
@@ -248,7 +280,11 @@ class WorkerManager:
             {"LEGION_ISSUE_ID": issue, "LEGION_MODE": mode.value, "LEGION_SESSION_ID": sid},
         )
         record = self.registry.start(issue, mode, sid, name, workspace)
-        self._await_start(window_id, transcript, size_before)
+        self._starting.append(_Starting(issue, window_id, transcript, size_before))
+        if wait:
+            failures = self.await_starts()
+            if failures:
+                raise WorkerStartError(failures[0][1])
         window = Window(window_id, name, False, None, "")
         return WorkerView(record, window, WorkerState.RUNNING, transcript, None, None)
 
@@ -260,7 +296,7 @@ class WorkerManager:
         transcript = self.claude.transcript(self.env, cwd, sid)
         argv = self.claude.command(sid, prompt, resume=transcript.exists())
         self.claude.prepare(self.env, cwd)
-        env = {key: value for key, value in self.env.items() if key not in _DROP_FROM_ENV}
+        env = {key: value for key, value in self.env.items() if inheritable(key)}
         env |= self.claude.environment(self.env)
         env |= {
             "LEGION_REPO": str(self.project.root),
@@ -277,29 +313,35 @@ class WorkerManager:
             self.tmux.kill_window(leftover.id)
         return window_id
 
-    def _await_start(self, window_id: str, transcript: Path, size_before: int) -> None:
-        """Wait until the session records its first prompt, getting the CLI past any first-run
-        dialog on the way; fail if the process dies first. A slow start is not an error."""
+    def await_starts(self) -> list[tuple[str, str]]:
+        """Wait until every worker started without waiting has recorded its first prompt,
+        getting each CLI past any first-run dialog on the way. Returns (issue, why) for those
+        whose process died first; a slow start is not a failure."""
         deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if _size(transcript) > size_before:
-                return
-            window = next(
-                (w for w in self.tmux.list_windows(self.session) if w.id == window_id), None
-            )
-            screen = self.tmux.capture(window_id, lines=60) if window is not None else ""
-            if window is None or window.pane_dead:
-                last = [line for line in screen.splitlines() if line.strip()][-1:] or [
-                    "(no output)"
-                ]
-                raise WorkerStartError(f"the worker exited as it started: {last[0].strip()}")
-            dialog = first_run_dialog_keys(screen)
-            if dialog is not None:
-                for key in dialog[1]:
-                    self.tmux.send_keys(window_id, key)
-                time.sleep(0.5)  # let the dialog close before looking again
-                continue
+        failures: list[tuple[str, str]] = []
+        while self._starting and time.monotonic() < deadline:
+            windows = {w.id: w for w in self.tmux.list_windows(self.session)}
+            for item in list(self._starting):
+                if _size(item.transcript) > item.size_before:
+                    self._starting.remove(item)
+                    continue
+                window = windows.get(item.window_id)
+                screen = self.tmux.capture(item.window_id, lines=60) if window else ""
+                if window is None or window.pane_dead:
+                    last = [line for line in screen.splitlines() if line.strip()][-1:]
+                    why = last[0].strip() if last else "(no output)"
+                    failures.append((item.issue, f"the worker exited as it started: {why}"))
+                    self._starting.remove(item)
+                    continue
+                dialog = first_run_dialog_keys(screen)
+                # One answer per dialog: give the screen time to move on before looking again.
+                if dialog is not None and time.monotonic() - item.answered_at > 0.7:
+                    for key in dialog[1]:
+                        self.tmux.send_keys(item.window_id, key)
+                    item.answered_at = time.monotonic()
             time.sleep(0.1)
+        self._starting.clear()
+        return failures
 
     def _ensure_session(self) -> None:
         if not self.tmux.has_session(self.session):
