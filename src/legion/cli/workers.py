@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +12,9 @@ from legion.backends import open_workers
 from legion.cli import common
 from legion.core.model import Mode
 from legion.errors import InputError
+
+if TYPE_CHECKING:
+    from legion.runtime.workers import WorkerView
 
 
 def dispatch(
@@ -26,13 +29,19 @@ def dispatch(
     parsed = Mode.parse(mode)
     project, backends = common.backends(ctx)
     view = open_workers(project, backends).dispatch(issue, parsed)
+    _show(
+        view,
+        as_json,
+        f"{parsed.value} worker started in window {view.record.window} "
+        f"(session {view.record.session_id}, workspace {view.record.workspace})",
+    )
+
+
+def _show(view: WorkerView, as_json: bool, what: str) -> None:
     if as_json:
         common.print_json(view.to_json(time.time()))
     else:
-        typer.echo(
-            f"{view.record.issue}: {parsed.value} worker started in window {view.record.window} "
-            f"(session {view.record.session_id}, workspace {view.record.workspace})"
-        )
+        typer.echo(f"{view.record.issue}: {what}")
 
 
 def resume(
@@ -57,13 +66,7 @@ def resume(
         raise InputError("give the prompt with --prompt TEXT or --prompt-file PATH")
     project, backends = common.backends(ctx)
     view = open_workers(project, backends).resume(issue, parsed, text)
-    if as_json:
-        common.print_json(view.to_json(time.time()))
-    else:
-        typer.echo(
-            f"{view.record.issue}: prompt sent to {view.record.window} "
-            f"(session {view.record.session_id})"
-        )
+    _show(view, as_json, f"prompt sent to {view.record.window} (session {view.record.session_id})")
 
 
 def answer(
@@ -75,11 +78,12 @@ def answer(
             help="The answer: an option's label or number, or free text; one per question."
         ),
     ],
+    as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Answer the question a blocked worker is waiting on."""
     project, backends = common.backends(ctx)
     view = open_workers(project, backends).answer(issue, text)
-    typer.echo(f"{view.record.issue}: answered; {view.record.window} goes on")
+    _show(view, as_json, f"answered; {view.record.window} goes on")
 
 
 def workers(
