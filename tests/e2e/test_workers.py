@@ -185,6 +185,14 @@ def test_bad_input_starts_nothing(swarm: Swarm, tmp_path: Path) -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode != 0 and "tmux is not installed" in result.stderr
+    fresh = tmp_path / "fresh-claude-config"
+    fresh.mkdir()
+    result = subprocess.run(
+        [str(LEGION_BIN), "dispatch", "LEG-1", "plan"],
+        cwd=swarm.repo, env=dict(swarm.env, CLAUDE_CONFIG_DIR=str(fresh)),
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0 and "run `claude` once" in result.stderr
     assert swarm.json("workers") == []
     assert "worker-active" not in labels(swarm, "LEG-1")
     assert not Path("/tmp/legion-pwned").exists()

@@ -84,7 +84,15 @@ class ClaudeRuntime:
         real = os.path.realpath(workspace)
         key_suffixes = [env[name][-20:] for name in _API_KEY_VARIABLES if env.get(name)]
 
+        config_file = global_config_file(env)
+
         def update(config: dict[str, Any]) -> bool:
+            if config.get("hasCompletedOnboarding") is not True:
+                # Its first screens (theme, login) are the user's to answer, once.
+                raise ConfigError(
+                    f"Claude Code is not set up yet ({config_file} has not completed onboarding): "
+                    "run `claude` once and finish its first-run screens, then try again"
+                )
             changed = False
             projects = config.setdefault("projects", {})
             entry = projects.setdefault(real, {})
@@ -100,7 +108,7 @@ class ClaudeRuntime:
                     changed = True
             return changed
 
-        update_json_file(global_config_file(env), update)
+        update_json_file(config_file, update)
 
 
 # Claude Code guards .claude.json with proper-lockfile: a *directory* `<file>.lock`, taken by
