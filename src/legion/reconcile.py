@@ -22,7 +22,7 @@ from legion.errors import LegionError
 from legion.forges.base import Forge
 from legion.locking import exclusive
 from legion.runtime.workers import WorkerManager, WorkerState, WorkerView
-from legion.state import IssueState, observe
+from legion.state import IssueState, KnownLiveWorkers, observe
 from legion.trackers.base import Issue, Tracker
 from legion.workspaces.sweep import sweep_done
 
@@ -124,13 +124,11 @@ class _Pass:
         self.escalate_blocked()
         self.refresh()
         live = {view.record.issue for view in self.views if view.state.is_live}
-
-        class _Live:
-            def live_issues(self) -> set[str]:
-                return live
-
         snapshot = observe(
-            self.o.project.settings.project_id, self.o.tracker, self.o.forge, _Live()
+            self.o.project.settings.project_id,
+            self.o.tracker,
+            self.o.forge,
+            KnownLiveWorkers(live),
         )
         for warning in snapshot.warnings:
             self.record("-", "observe", "failed", warning)

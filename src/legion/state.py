@@ -19,11 +19,14 @@ class LiveWorkers(Protocol):
         ...
 
 
-class NoWorkers:
-    """Until the runtime lands, nothing runs."""
+class KnownLiveWorkers:
+    """Live workers already observed by the caller (a reconcile pass looks only once)."""
+
+    def __init__(self, issues: set[str]) -> None:
+        self._issues = issues
 
     def live_issues(self) -> set[str]:
-        return set()
+        return self._issues
 
 
 @dataclass(frozen=True)
