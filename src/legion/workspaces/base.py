@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from legion.errors import ConflictError
+
 
 @dataclass(frozen=True, slots=True)
 class Workspace:
@@ -28,6 +30,13 @@ class WorkspaceCheck:
     @property
     def safe_to_remove(self) -> bool:
         return self.exists and not self.dirty and not self.unmerged
+
+
+def claim_folder(path: Path, what: str) -> None:
+    """Make sure a new workspace can go at `path`: never into someone else's files."""
+    if path.exists() and any(path.iterdir()):
+        raise ConflictError(f"{path} exists but is not {what}: move it aside")
+    path.parent.mkdir(parents=True, exist_ok=True)
 
 
 class Workspaces(Protocol):

@@ -7,7 +7,7 @@ from pathlib import Path
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError, InputError
 from legion.git import rev_parse, run_git
-from legion.workspaces.base import Workspace, WorkspaceCheck
+from legion.workspaces.base import Workspace, WorkspaceCheck, claim_folder
 
 
 def branch_for(issue: str) -> str:
@@ -51,13 +51,9 @@ class GitWorktrees:
         if existing is not None:
             return existing
         path = self.path_for(issue)
-        if path.exists() and any(path.iterdir()):
-            raise ConflictError(
-                f"{path} exists but is not a worktree of {self.repo}: move it aside"
-            )
+        claim_folder(path, f"a worktree of {self.repo}")
         run_git(self.repo, "worktree", "prune")  # forget worktrees whose folders were deleted
         branch = branch_for(issue)
-        path.parent.mkdir(parents=True, exist_ok=True)
         if rev_parse(self.repo, f"refs/heads/{branch}") is not None:
             run_git(self.repo, "worktree", "add", "--quiet", str(path), branch)
         else:

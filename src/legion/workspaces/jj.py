@@ -16,7 +16,7 @@ from pathlib import Path
 
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError, InputError, LegionError, ToolMissingError
-from legion.workspaces.base import Workspace, WorkspaceCheck
+from legion.workspaces.base import Workspace, WorkspaceCheck, claim_folder
 
 
 class JjError(LegionError):
@@ -75,9 +75,7 @@ class JjWorkspaces:
         if existing is not None:
             return existing
         path = self.path_for(issue)
-        if path.exists() and any(path.iterdir()):
-            raise ConflictError(f"{path} exists but is not a jj workspace of {self.repo}")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        claim_folder(path, f"a jj workspace of {self.repo}")
         name = workspace_name(issue)
         self._jj("workspace", "add", "--name", name, "-r", self.base, str(path))
         return Workspace(normalize_identifier(issue), path, f"legion/{name}", self.kind)
