@@ -39,6 +39,16 @@ def claim_folder(path: Path, what: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
 
 
+def removable(check: WorkspaceCheck, path: Path) -> bool:
+    """The never-lose-work rule every adapter applies before deleting: False when there is
+    nothing to remove, ConflictError when removing would lose work, else True."""
+    if not check.exists:
+        return False
+    if not check.safe_to_remove:
+        raise ConflictError(f"kept workspace {path}: {check.detail}")
+    return True
+
+
 class Workspaces(Protocol):
     kind: str
 

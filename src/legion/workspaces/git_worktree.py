@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from legion.core.model import normalize_identifier
-from legion.errors import ConflictError, InputError
+from legion.errors import InputError
 from legion.git import rev_parse, run_git
-from legion.workspaces.base import Workspace, WorkspaceCheck, claim_folder
+from legion.workspaces.base import Workspace, WorkspaceCheck, claim_folder, removable
 
 
 def branch_for(issue: str) -> str:
@@ -81,11 +81,8 @@ class GitWorktrees:
         return WorkspaceCheck(True, bool(status.strip()), bool(unmerged), "; ".join(details))
 
     def remove(self, issue: str) -> None:
-        check = self.check(issue)
-        if not check.exists:
+        if not removable(self.check(issue), self.path_for(issue)):
             return
-        if not check.safe_to_remove:
-            raise ConflictError(f"kept workspace {self.path_for(issue)}: {check.detail}")
         workspace = self.get(issue)
         assert workspace is not None
         run_git(self.repo, "worktree", "remove", str(workspace.path))

@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 
 from legion.core.model import normalize_identifier
-from legion.errors import ConflictError, InputError, LegionError, ToolMissingError
-from legion.workspaces.base import Workspace, WorkspaceCheck, claim_folder
+from legion.errors import InputError, LegionError, ToolMissingError
+from legion.workspaces.base import Workspace, WorkspaceCheck, claim_folder, removable
 
 
 class JjError(LegionError):
@@ -98,11 +98,8 @@ class JjWorkspaces:
         return WorkspaceCheck(True, bool(changed), bool(unmerged), "; ".join(details))
 
     def remove(self, issue: str) -> None:
-        check = self.check(issue)
-        if not check.exists:
+        if not removable(self.check(issue), self.path_for(issue)):
             return
-        if not check.safe_to_remove:
-            raise ConflictError(f"kept workspace {self.path_for(issue)}: {check.detail}")
         self._jj("workspace", "forget", workspace_name(issue))
         shutil.rmtree(self.path_for(issue))
 
