@@ -6,7 +6,7 @@
 2. Model requests over a 5-issue demo, in `auto` mode and in `llm` mode: how many the workers
    make, and how many the controller itself makes.
 
-Run: .venv/bin/python bench/swarm.py   (needs scripts/install-claude.sh first)
+Run: .venv/bin/python bench/swarm.py   (needs the pinned Claude Code: legion doctor --install)
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
 2. `legion workers --json` over 50 live workers whose transcripts hold ~200 KB each
    (target <= 0.3 s).
 
-Run: .venv/bin/python bench/workers.py [--runs N]   (needs scripts/install-claude.sh first)
+Run: .venv/bin/python bench/workers.py [--runs N]
+(needs the pinned Claude Code: legion doctor --install)
 """
 
 from __future__ import annotations

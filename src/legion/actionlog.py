@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from legion.embedded.db import Database, now
+
+
+class OutcomeKind(StrEnum):
+    """How an action went. A `StrEnum`, so it renders (and is stored) as its value."""
+
+    DONE = "done"
+    DEFERRED = "deferred"  # not now (WIP limit, a worker finishing, dispatch paused); retried
+    FAILED = "failed"  # it raised; the issue is left as it was and retried next pass
+    PLANNED = "planned"  # a dry run: what would be done
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,7 +24,7 @@ class Entry:
     at: str
     issue: str
     action: str
-    outcome: str  # done, deferred, failed, planned (dry run)
+    outcome: OutcomeKind
     detail: str
 
     def to_json(self) -> dict[str, Any]:
@@ -23,7 +33,7 @@ class Entry:
             "at": self.at,
             "issue": self.issue,
             "action": self.action,
-            "outcome": self.outcome,
+            "outcome": self.outcome.value,
             "detail": self.detail,
         }
 
@@ -32,12 +42,16 @@ class ActionLog:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def append(self, issue: str, action: str, outcome: str, detail: str = "") -> Entry:
+    @property
+    def db(self) -> Database:
+        return self._db
+
+    def append(self, issue: str, action: str, outcome: OutcomeKind, detail: str = "") -> Entry:
         stamp = now()
         with self._db.write() as conn:
             cursor = conn.execute(
                 "INSERT INTO actions (at, issue, action, outcome, detail) VALUES (?, ?, ?, ?, ?)",
-                (stamp, issue, action, outcome, detail),
+                (stamp, issue, action, outcome.value, detail),
             )
         assert cursor.lastrowid is not None
         return Entry(cursor.lastrowid, stamp, issue, action, outcome, detail)
@@ -52,15 +66,26 @@ class ActionLog:
         with self._db.read() as conn:
             rows = conn.execute(query, (*params, limit)).fetchall()
         return [
-            Entry(r["id"], r["at"], r["issue"], r["action"], r["outcome"], r["detail"])
+            Entry(r["id"], r["at"], r["issue"], r["action"], OutcomeKind(r["outcome"]), r["detail"])
             for r in reversed(rows)
         ]
 
-    def count_since(self, issue: str, action: str, since: str) -> int:
+    def count_since(
+        self, issue: str, action: str, since: str, *, reset_by: str | None = None
+    ) -> int:
+        """How many times `action` was done for `issue` since `since`; with `reset_by`, only
+        after the last entry of that action whose detail is `reset_by` (and not counting it)."""
+        query = (
+            "SELECT COUNT(*) FROM actions WHERE issue = ? AND action = ? AND at >= ? "
+            "AND outcome = ?"
+        )
+        params: tuple[Any, ...] = (issue, action, since, OutcomeKind.DONE.value)
+        if reset_by is not None:
+            query += (
+                " AND detail != ? AND id > COALESCE((SELECT MAX(id) FROM actions "
+                "WHERE issue = ? AND action = ? AND detail = ?), 0)"
+            )
+            params += (reset_by, issue, action, reset_by)
         with self._db.read() as conn:
-            row = conn.execute(
-                "SELECT COUNT(*) FROM actions WHERE issue = ? AND action = ? AND at >= ? "
-                "AND outcome = 'done'",
-                (issue, action, since),
-            ).fetchone()
+            row = conn.execute(query, params).fetchone()
         return int(row[0])

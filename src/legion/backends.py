@@ -26,10 +26,12 @@ class Backends:
     db: Database
 
 
-def open_backends(project: Project) -> Backends:
+def open_backends(project: Project, *, create: bool = False) -> Backends:
+    """The project's tracker and forge. Only `legion init` may `create` the database: for an
+    existing project a missing or empty one is an error, never a fresh start."""
     settings = project.settings
     # Only the embedded backends exist so far; config validation rejects other names.
-    db = Database(project.db_path)
+    db = Database(project.db_path, create=create)
     tracker = LocalTracker(db, issue_key=settings.issue_key, extra_labels=settings.labels)
     forge = LocalForge(db, project.root, base_branch=settings.base_branch)
     return Backends(tracker=tracker, forge=forge, db=db)
@@ -45,9 +47,10 @@ def _workspaces(project: Project, base: str) -> Workspaces:
     if vcs == "auto":
         jj_repo = (project.root / ".jj").is_dir() and shutil.which("jj") is not None
         vcs = "jj" if jj_repo else "git"
+    keep = project.settings.regenerable
     if vcs == "jj":
-        return JjWorkspaces(project.root, project.workspace_root, base)
-    return GitWorktrees(project.root, project.workspace_root, base)
+        return JjWorkspaces(project.root, project.workspace_root, base, regenerable=keep)
+    return GitWorktrees(project.root, project.workspace_root, base, regenerable=keep)
 
 
 def open_workers(
@@ -61,6 +64,7 @@ def open_workers(
 
     settings = project.settings
     base = settings.base_branch or current_branch(project.root) or "main"
+    environment = dict(os.environ if env is None else env)
     return WorkerManager(
         project=project,
         tracker=backends.tracker,
@@ -68,9 +72,10 @@ def open_workers(
         tmux=Tmux(socket=settings.tmux_socket, config=settings.tmux_config),
         workspaces=_workspaces(project, base),
         claude=ClaudeRuntime(
-            binary=str(settings.claude_bin) if settings.claude_bin else "claude",
+            settings=settings,
             permission_mode=settings.permission_mode,
             extra_args=settings.claude_args,
+            lookup_env=environment,
         ),
-        env=dict(os.environ if env is None else env),
+        env=environment,
     )

@@ -18,6 +18,7 @@ from typing import Any
 
 from legion.core.model import validate_issue_key, validate_label_name
 from legion.errors import ConfigError, InputError, ToolMissingError
+from legion.workspaces.base import DEFAULT_REGENERABLE
 
 CONFIG_DIR_NAME = ".legion"
 CONFIG_FILE_NAME = "config.toml"
@@ -82,7 +83,7 @@ def _path(value: Any) -> Path:
 
 
 def _labels(value: Any) -> tuple[str, ...]:
-    items = value.split(",") if isinstance(value, str) else value
+    items = value
     if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
         raise ValueError(f"must be a list of label names, got {value!r}")
     try:
@@ -104,13 +105,26 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _labels_from_env(value: Any) -> tuple[str, ...]:
+    """A variable holds a comma-separated list."""
+    return _labels(str(value).split(","))
+
+
+# Seconds settings: below the floor the daemon would spin, above the ceiling it would sleep
+# through everything; neither is what anybody means.
+MIN_SECONDS = 0.1
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
 def _seconds(value: Any) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"must be a number of seconds, got {value!r}") from None
-    if isinstance(value, bool) or not number > 0:
-        raise ValueError(f"must be a positive number of seconds, got {value!r}")
+    if isinstance(value, bool) or not MIN_SECONDS <= number <= MAX_SECONDS:
+        raise ValueError(
+            f"must be a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:g}, got {value!r}"
+        )
     return number
 
 
@@ -126,6 +140,7 @@ class SettingSpec:
     parse: Callable[[Any], Any]
     default: Any = None
     repo_only: bool = False  # meaningless outside one repository (the project's identity)
+    parse_env: Callable[[Any], Any] | None = None  # when a variable's text needs other parsing
 
     @property
     def env_var(self) -> str:
@@ -140,7 +155,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("base_branch", _branch),
     SettingSpec("state_dir", _path),
     SettingSpec("wip_limit", _wip_limit),
-    SettingSpec("labels", _labels, ()),
+    SettingSpec("labels", _labels, (), parse_env=_labels_from_env),
     SettingSpec("workspace_root", _path),
     SettingSpec("tmux_socket", _path),
     SettingSpec("tmux_config", _path),
@@ -149,6 +164,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("permission_mode", _choice_exact(PERMISSION_MODES), "bypass"),
     SettingSpec("stale_after", _seconds, 600.0),
     SettingSpec("workspace_vcs", _choice(("auto", "git", "jj")), "auto"),
+    SettingSpec("regenerable", _strings, DEFAULT_REGENERABLE),
     SettingSpec("controller_mode", _choice(("auto", "llm")), "auto"),
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),
@@ -174,6 +190,7 @@ class Settings:
     permission_mode: str = "bypass"
     stale_after: float = 600.0
     workspace_vcs: str = "auto"
+    regenerable: tuple[str, ...] = DEFAULT_REGENERABLE
     controller_mode: str = "auto"
     tick: float = 60.0
     restart_cooldown: float = 60.0
@@ -218,9 +235,10 @@ def _layer_from_file(path: Path, *, repo: bool) -> dict[str, tuple[Any, str]]:
     return layer
 
 
-def _parse(spec: SettingSpec, raw: Any, where: str) -> Any:
+def _parse(spec: SettingSpec, raw: Any, where: str, *, from_env: bool = False) -> Any:
+    parse = spec.parse_env if from_env and spec.parse_env is not None else spec.parse
     try:
-        return spec.parse(raw)
+        return parse(raw)
     except ValueError as exc:
         raise ConfigError(f"{where} {exc}") from None
 
@@ -241,7 +259,10 @@ def resolve_settings(
     )
     layers.append(
         {
-            spec.name: (_parse(spec, env[spec.env_var], f"environment {spec.env_var}"), "env")
+            spec.name: (
+                _parse(spec, env[spec.env_var], f"environment {spec.env_var}", from_env=True),
+                "env",
+            )
             for spec in SPECS
             if env.get(spec.env_var, "") != ""
         }
@@ -334,6 +355,12 @@ def find_project_root(start: Path) -> Path:
     raise ConfigError(
         f"no Legion project found in {where}: run `legion init` in your git repository"
     )
+
+
+def machine_settings(env: Mapping[str, str]) -> Settings:
+    """The settings outside any project (environment and user config), for commands such as
+    `legion demo` and `legion doctor` that run before a project exists."""
+    return resolve_settings(Path(os.devnull), env, flags={"project_id": str(uuid.UUID(int=0))})
 
 
 def load_project(

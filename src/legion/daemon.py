@@ -3,11 +3,14 @@
 Every tick (and at once when a `legion` command changed something) it touches the heartbeat,
 keeps the controller alive (restarting it, with a cooldown, when its window is gone or its
 session has been stuck mid-turn for too long), kills a worker only when two signals agree it is
-stuck, and, in `auto` mode, runs the reconciler and wakes the controller only for what needs
-judgment. In `llm` mode the controller does the reconciling itself and is woken instead.
+stuck, and, in `auto` mode, runs the reconciler and delivers the judgment queue to the
+controller when it is idle. In `llm` mode the controller does the reconciling itself and is
+woken every tick instead, with the queue's new items named in the wake-up.
 
 Liveness is read from the world, never from the daemon's memory, so a daemon that was killed
 and started again adopts the running tmux session and carries on where the last one stopped.
+What must outlive the daemon (the judgment queue, the dispatch pause) is in the project
+database. What cannot be observed (tmux does not answer) is unknown, and nothing is done on it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import os
 import select
 import signal
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,22 +30,29 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from legion.actionlog import ActionLog
+from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import Backends, open_backends, open_workers
 from legion.config import Project
-from legion.core.decide import Action
 from legion.core.ids import controller_session_id
-from legion.core.model import Status
 from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
 from legion.errors import ConflictError, LegionError
-from legion.reconcile import Reconciler
+from legion.judgments import Judgment, JudgmentQueue, wake_reason
+from legion.pause import DispatchPause
+from legion.reconcile import START_FAILURES, Reconciler
 from legion.runtime.claude_paths import newest_activity
 from legion.runtime.transcript import summarize_file
 from legion.runtime.workers import WorkerManager, WorkerState, classify
+from legion.statefiles import open_private, touch_private, write_private
 
 CONTROLLER_WINDOW = "main"
-SOON_S = 0.5
 MODES = ("auto", "llm")
+# How long a prompt typed into the idle controller may take to show in its transcript. The CLI
+# drops an Enter that comes while its input is not ready (just after a turn ended), leaving the
+# text in the input box: Enter is pressed once more, and if that is not taken either, the box is
+# cleared and the delivery tried again at the next tick.
+ACCEPT_S = 3.0
+# ... and so a wake-up waits until the controller has been idle this long (then comes soon).
+SETTLE_S = 1.0
 
 
 def controller_prompt(mode: str, reason: str) -> str:
@@ -73,6 +84,11 @@ class DaemonConfig:
     restart_cooldown: float = 60.0
     run_for: float | None = None  # stop after this many seconds (tests, the demo)
     stop_when: Any = None  # callable(Backends) -> bool, checked each tick (the demo)
+    stop_on_pause: bool = False  # stop as soon as dispatch is paused (the demo)
+    say_pause: bool = True  # print the pause line on stderr (the demo says it its own way)
+    # How long a blocked worker's question may wait for the controller's Oracle before it goes
+    # to a human directly; None: `stale_after`.
+    oracle_timeout: float | None = None
 
 
 @dataclass
@@ -80,9 +96,9 @@ class _Memory:
     """What the daemon remembers between ticks; nothing it could not rebuild after a crash."""
 
     last_restart: float = 0.0
-    judgment_key: str = ""
-    last_wake: float = 0.0
-    pane_hashes: dict[str, str] = field(default_factory=dict)
+    # window id -> (hash of its screen, when the screen last changed: monotonic seconds)
+    pane_hashes: dict[str, tuple[str, float]] = field(default_factory=dict)
+    pause_reported: str | None = None
 
 
 class Daemon:
@@ -95,20 +111,33 @@ class Daemon:
         self.backends: Backends = open_backends(project)
         self.workers: WorkerManager = open_workers(project, self.backends, self.env)
         self.log = ActionLog(self.backends.db)
+        self.judgments = JudgmentQueue(self.backends.db)
+        self.pause = DispatchPause(self.backends.db)
+        oracle_timeout = config.oracle_timeout
         self.reconciler = Reconciler(
-            project, self.backends.tracker, self.backends.forge, self.workers, self.log
+            project,
+            self.backends.tracker,
+            self.backends.forge,
+            self.workers,
+            self.log,
+            oracle=True,
+            oracle_timeout=config.stale_after if oracle_timeout is None else oracle_timeout,
         )
         self.memory = _Memory()
         self._stopping = False
-        self._look_again_soon = False
+        self._next_wait = config.tick
+
+    @property
+    def paused_reason(self) -> str | None:
+        """Why dispatch is paused (one line: the cause and the fix), or None when it is not."""
+        return self.pause.reason()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
         state = self.project.state_dir
-        state.mkdir(parents=True, exist_ok=True)
-        with (state / "daemon.lock").open("a") as handle:
+        with open_private(state / "daemon.lock") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -117,7 +146,7 @@ class Daemon:
                     f"Legion is already running for this project (pid {pid}); "
                     "`legion stop` stops it"
                 ) from None
-            pid_file(self.project).write_text(f"{os.getpid()}\n")
+            write_private(pid_file(self.project), f"{os.getpid()}\n")
             try:
                 yield
             finally:
@@ -140,8 +169,15 @@ class Daemon:
             fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
             started = time.monotonic()
             self.log.append(
-                "-", "daemon_start", "done", f"pid {os.getpid()}, {self.config.mode} mode"
+                "-",
+                "daemon_start",
+                OutcomeKind.DONE,
+                f"pid {os.getpid()}, {self.config.mode} mode",
             )
+            # A start is the user's word that the cause of a pause is fixed.
+            cleared = self.pause.clear()
+            if cleared is not None:
+                self.log.append("-", "resume_dispatch", OutcomeKind.DONE, f"was: {cleared}")
             try:
                 while not self._stopping:
                     self.tick()
@@ -154,18 +190,19 @@ class Daemon:
                     fifo.unlink()
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
-                self.log.append("-", "daemon_stop", "done", f"pid {os.getpid()}")
+                self.log.append("-", "daemon_stop", OutcomeKind.DONE, f"pid {os.getpid()}")
 
     def _finished(self, started: float) -> bool:
         if self.config.run_for is not None and time.monotonic() - started >= self.config.run_for:
+            return True
+        if self.config.stop_on_pause and self.memory.pause_reported is not None:
             return True
         stop_when = self.config.stop_when
         return bool(stop_when is not None and stop_when(self.backends))
 
     def _wait(self, fd: int) -> None:
         """Sleep until the next tick, or until a `legion` command signals a change."""
-        pause = SOON_S if self._look_again_soon else self.config.tick
-        deadline = time.monotonic() + pause
+        deadline = time.monotonic() + self._next_wait
         while not self._stopping:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -186,14 +223,17 @@ class Daemon:
 
     def tick(self) -> None:
         heartbeat = heartbeat_file(self.project)
-        heartbeat.touch()
+        touch_private(heartbeat)
+        self._next_wait = self.config.tick
         self._step("controller_health", self.ensure_controller)
         self._step("worker_health", self.kill_stuck_workers)
+        self._step("wake_controller", self.note_handled)
         if self.config.mode == "auto":
             self._step("reconcile", self._reconcile)
-            self._step("wake_controller", self.wake_for_judgment)
+            self._step("wake_controller", self.deliver_judgments)
         else:
             self._step("wake_controller", self.wake_llm_controller)
+        self._step("pause_dispatch", self._report_pause)
 
     def _step(self, name: str, step: Any) -> None:
         """One part of a tick. Whatever goes wrong is logged and the daemon carries on: it is the
@@ -207,17 +247,31 @@ class Daemon:
 
     def _log_failure(self, name: str, detail: str) -> None:
         try:
-            self.log.append("-", name, "failed", detail)
+            self.log.append("-", name, OutcomeKind.FAILED, detail)
         except LegionError:
-            print(f"legion daemon: {name} failed: {detail}", flush=True)
+            print(f"legion daemon: {name} failed: {detail}", file=sys.stderr, flush=True)
 
     def _reconcile(self) -> None:
         outcomes = self.reconciler.run()
-        # A worker that said it is done is still finishing its last message: look again soon
-        # rather than a whole tick later.
-        self._look_again_soon = any(
-            o.outcome == "deferred" and "finishing" in o.detail for o in outcomes
-        )
+        # A worker that said it is done may still be finishing its last message: look again
+        # when the reconciler says, rather than a whole tick later.
+        waits = [o.retry_after for o in outcomes if o.retry_after is not None]
+        if waits:
+            self._next_wait = max(0.05, min(self.config.tick, *waits))
+
+    def _report_pause(self) -> None:
+        """Say once, on stderr (the daemon's log when it runs in the background), that dispatch
+        is paused and why; the reconciler wrote the same line to the action log."""
+        reason = self.paused_reason
+        quiet = not self.config.say_pause
+        if reason is not None and reason != self.memory.pause_reported and not quiet:
+            print(f"legion: {reason}", file=sys.stderr, flush=True)
+        self.memory.pause_reported = reason
+
+    def _start_failed(self, cause: str) -> None:
+        reason = self.pause.start_failed(cause)
+        if reason is not None:
+            self.log.append("-", "pause_dispatch", OutcomeKind.FAILED, reason)
 
     # -- the controller ------------------------------------------------------------------------
 
@@ -231,8 +285,19 @@ class Daemon:
     def controller_state(self) -> tuple[WorkerState, float | None]:
         return controller_state_of(self.project, self.workers)
 
+    def _transcript_size(self) -> int:
+        try:
+            return self.controller_transcript().stat().st_size
+        except OSError:
+            return 0
+
     def ensure_controller(self) -> None:
-        state, activity = self.controller_state()
+        try:
+            state, activity = self.controller_state()
+        except LegionError as exc:
+            # tmux did not answer: the controller may well be running. Unknown is not dead.
+            self._log_failure("controller_health", f"controller state unknown, left alone: {exc}")
+            return
         stale = (
             state is WorkerState.RUNNING
             and activity is not None
@@ -243,10 +308,22 @@ class Daemon:
         since = time.monotonic() - self.memory.last_restart
         if self.memory.last_restart and since < self.config.restart_cooldown:
             return  # cooldown: try again on a later tick
-        reason = "stale" if stale else "not running"
-        self.start_controller(f"start ({reason})")
+        why = "stale" if stale else "not running"
+        # A (re)started controller is given every open item it has not handled yet: whatever
+        # was typed into the previous one may have been lost with it.
+        items = [item for item in self.judgments.open_items() if item.handled_at is None]
+        reason = f"start ({why})"
+        if items:
+            reason += f"; needs judgment: {wake_reason(items)}"
+        mark = self._transcript_size()
         self.memory.last_restart = time.monotonic()
-        self.log.append("-", "restart_controller", "done", reason)
+        try:
+            self.start_controller(reason)
+        except START_FAILURES as exc:
+            self._start_failed(str(exc))
+            raise
+        self.judgments.delivered([item.id for item in items], mark)
+        self.log.append("-", "restart_controller", OutcomeKind.DONE, why)
 
     def start_controller(self, reason: str) -> None:
         self.workers.start_session_window(
@@ -257,42 +334,113 @@ class Daemon:
             {"LEGION_MODE": "controller", "LEGION_SESSION_ID": self.controller_session},
         )
 
-    def wake(self, reason: str) -> None:
-        state, _ = self.controller_state()
+    def _idle_controller_window(self) -> str | None:
+        """The controller's window when it is idle (a prompt typed now is taken as a new turn);
+        None when it is busy, blocked, dead or cannot be observed, or has only just ended its
+        turn (then the next tick comes soon)."""
+        state, activity = self.controller_state()
         if state is not WorkerState.IDLE:
-            return  # busy, blocked or dead: a prompt now would be lost or queued twice
+            return None  # busy, blocked or dead: a prompt now would be lost or queued twice
+        quiet = time.time() - activity if activity is not None else SETTLE_S
+        if quiet < SETTLE_S:
+            self._next_wait = min(self._next_wait, SETTLE_S)
+            return None
         window = self.workers.tmux.find_window(self.workers.session, CONTROLLER_WINDOW)
+        return None if window is None else window.id
+
+    def _type_to_controller(self, window_id: str, reason: str, items: list[Judgment]) -> None:
+        """Type a wake-up into the idle controller. Its items count as delivered only once the
+        controller's transcript has recorded the prompt."""
+        ids = [item.id for item in items]
+        mark = self._transcript_size()
+        tmux = self.workers.tmux
+        try:
+            tmux.send_text(window_id, controller_prompt(self.config.mode, reason))
+            accepted = self._accepted(mark)
+            if not accepted:
+                tmux.send_keys(window_id, "Enter")
+                accepted = self._accepted(mark)
+            if not accepted:
+                tmux.send_keys(window_id, "C-u")  # never leave our text for the next prompt
+        except LegionError:
+            self.judgments.attempted(ids)
+            raise
+        if not accepted:
+            self.judgments.attempted(ids)
+            self._log_failure("wake_controller", f"not taken by the controller: {reason}")
+            return
+        self.judgments.delivered(ids, mark)
+        self.log.append("-", "wake_controller", OutcomeKind.DONE, reason)
+
+    def _accepted(self, mark: int) -> bool:
+        deadline = time.monotonic() + ACCEPT_S
+        while time.monotonic() < deadline:
+            if self._transcript_size() > mark:
+                return True
+            time.sleep(0.1)
+        return self._transcript_size() > mark
+
+    def due_judgments(self) -> list[Judgment]:
+        """Open items not delivered yet (a handled item is never delivered again)."""
+        return [
+            item
+            for item in self.judgments.open_items()
+            if item.delivered_at is None and item.handled_at is None
+        ]
+
+    def deliver_judgments(self) -> None:
+        """Auto mode: wake the controller for the open judgment items not yet delivered, when
+        it is idle; an item that cannot be delivered now stays pending and is tried next tick."""
+        due = self.due_judgments()
+        if not due:
+            return
+        window = self._idle_controller_window()
         if window is None:
             return
-        self.workers.tmux.send_text(window.id, controller_prompt(self.config.mode, reason))
-        self.memory.last_wake = time.monotonic()
-        self.log.append("-", "wake_controller", "done", reason)
-
-    def wake_for_judgment(self) -> None:
-        """Auto mode: wake the controller only when something needs judgment, once per change."""
-        items = []
-        for issue in self.backends.tracker.list_issues():
-            if issue.status is Status.TRIAGE:
-                items.append(f"{issue.identifier}:triage")
-        for entry in self.log.tail(50):
-            if entry.action == Action.INVESTIGATE_NO_PR.value:
-                items.append(f"{entry.issue}:investigate_no_pr")
-        key = hashlib.sha256("|".join(sorted(set(items))).encode()).hexdigest()
-        if not items or key == self.memory.judgment_key:
-            return
-        self.memory.judgment_key = key
-        self.wake(f"wake: needs judgment: {', '.join(sorted(set(items)))}")
+        self._type_to_controller(window, f"wake: needs judgment: {wake_reason(due)}", due)
 
     def wake_llm_controller(self) -> None:
-        """LLM mode: the controller reconciles; wake it each tick it is idle."""
-        self.wake("wake: tick")
+        """LLM mode: the controller reconciles; wake it each tick it is idle, naming the
+        judgment items it has not been given yet."""
+        window = self._idle_controller_window()
+        if window is None:
+            return
+        due = self.due_judgments()
+        reason = "wake: tick"
+        if due:
+            reason += f"; needs judgment: {wake_reason(due)}"
+        self._type_to_controller(window, reason, due)
+
+    def note_handled(self) -> None:
+        """Mark delivered items handled once the controller has ended a turn after receiving
+        them: it is idle and its transcript grew past the delivery."""
+        delivered = [
+            item
+            for item in self.judgments.open_items()
+            if item.delivered_at is not None and item.handled_at is None
+        ]
+        if not delivered:
+            return
+        state, _ = self.controller_state()
+        if state is not WorkerState.IDLE:
+            return
+        size = self._transcript_size()
+        self.judgments.handled(
+            item.id
+            for item in delivered
+            if item.delivered_mark is not None and size > item.delivered_mark
+        )
 
     # -- workers -------------------------------------------------------------------------------
 
     def kill_stuck_workers(self) -> None:
         """Kill a worker only when two signals agree: no transcript activity for `stale_after`
-        seconds, and a pane that did not change since the last tick."""
-        seen: dict[str, str] = {}
+        seconds, and a screen that has not changed for as long. (Comparing with the last tick
+        alone is not enough: ticks can come a moment apart, and a thinking CLI's spinner shows
+        the same frame again within seconds.)"""
+        seen: dict[str, tuple[str, float]] = {}
+        now = time.monotonic()
+        # tmux not answering raises here: nothing is killed on what cannot be seen.
         for view in self.workers.views():
             # Idle counts too: a worker that ended its turn without finishing its mode (it still
             # holds worker-active, or the reconciler would have retired it) is as stuck.
@@ -300,18 +448,20 @@ class Daemon:
                 continue
             screen = self.workers.tmux.capture(view.window.id, lines=60)
             digest = hashlib.sha256(screen.encode()).hexdigest()
-            seen[view.window.id] = digest
+            before, since = self.memory.pane_hashes.get(view.window.id, ("", now))
+            since = since if before == digest else now
+            seen[view.window.id] = (digest, since)
             # A worker with no transcript yet is starting: its age counts from its start.
             last = view.last_activity or _timestamp(view.record.started_at)
             quiet = time.time() - last > self.config.stale_after
-            unchanged = self.memory.pane_hashes.get(view.window.id) == digest
+            unchanged = now - since >= self.config.stale_after
             if quiet and unchanged:
                 self.workers.tmux.kill_window(view.window.id)
                 quiet_for = f"{self.config.stale_after:g} s"
                 self.log.append(
                     view.record.issue,
                     "kill_stuck_worker",
-                    "done",
+                    OutcomeKind.DONE,
                     f"{view.record.window}: no transcript activity for {quiet_for} "
                     "and no change on screen",
                 )

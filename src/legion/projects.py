@@ -37,7 +37,12 @@ def init_project(
         raise ConfigError(f"{start} is not inside a git repository: run `git init` there first")
     config_path = root / CONFIG_DIR_NAME / CONFIG_FILE_NAME
     if config_path.exists():
-        return load_project(root), False
+        project = load_project(root)
+        if not project.db_path.exists():
+            # A shared config on a new machine: this is where its database begins. (An empty
+            # or damaged one is an error, never replaced here.)
+            open_backends(project, create=True)
+        return project, False
     values: dict[str, Any] = {
         "project_id": str(uuid.uuid4()),
         "issue_key": key,
@@ -49,6 +54,6 @@ def init_project(
     # Validate with the same rules that reading will apply, and create the database, before the
     # config is written: a failure leaves no half-made project behind.
     settings = resolve_settings(config_path, os.environ, values)
-    open_backends(Project(root=root, settings=settings, env=os.environ))
+    open_backends(Project(root=root, settings=settings, env=os.environ), create=True)
     write_repo_config(root, values)
     return load_project(root), True

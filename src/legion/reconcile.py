@@ -1,34 +1,46 @@
 """The reconciler: observe, decide, and carry out every mechanical action, idempotently.
 
-One pass: retire workers that have finished, escalate workers blocked on a question, run the
-decision table over every issue and execute what it suggests (latest phases first, within the
-WIP limit), and sweep the workspaces of Done issues. Every step is safe to repeat: a pass that
-fails half-way is finished by the next one, and a lock keeps two passes from overlapping.
-Every action taken is appended to the action log.
+One pass: retire workers that have finished, route workers blocked on a question (to the
+controller's Oracle, or straight to a human when no controller can take it), run the decision
+table over every issue and execute what it suggests (latest phases first, within the WIP limit,
+unless dispatch is paused), sync the judgment queue, and sweep the workspaces of Done issues.
+
+Every state-changing step runs under one guard (`_Pass.guarded`): a `LegionError` is recorded as
+a failed outcome and leaves the issue for the next pass; every step is safe to repeat, so a pass
+cut short is finished by the next one, and a lock keeps two passes from overlapping. What a pass
+cannot observe (tmux, the tracker) is unknown, and a pass that does not know does nothing.
+Every outcome is a typed value, appended to the action log.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
-from legion.actionlog import ActionLog
+from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import Project
 from legion.core.decide import Action, Decision
 from legion.core.model import Label, Mode, Status
-from legion.errors import LegionError
+from legion.errors import ConfigError, LegionError, ToolMissingError
 from legion.forges.base import Forge
-from legion.locking import exclusive
-from legion.runtime.workers import WorkerManager, WorkerState, WorkerView
-from legion.state import IssueState, KnownLiveWorkers, observe
+from legion.judgments import JudgmentKind, JudgmentQueue, judgment_needs
+from legion.locking import LOCK_TIMEOUT_S, exclusive
+from legion.pause import DispatchPause
+from legion.runtime.workers import WorkerManager, WorkerStartError, WorkerState, WorkerView
+from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
 from legion.trackers.base import Issue, Tracker
 from legion.workspaces.sweep import sweep_done
 
 LEGION_AUTHOR = "legion"
 # A worker that said it is done but is still mid-turn gets this long to finish its sentence.
 FINISHING_GRACE_S = 30.0
+# ... and is looked at again this soon.
+FINISHING_RETRY_S = 0.5
 # Later phases first: finishing work in flight beats starting new work.
 PRIORITY: tuple[Action, ...] = (
     Action.RELAY_USER_FEEDBACK,
@@ -48,14 +60,47 @@ PRIORITY: tuple[Action, ...] = (
 # Too many redispatches of one issue in this window means its worker keeps dying: ask a human.
 REDISPATCH_LIMIT = 3
 REDISPATCH_WINDOW_S = 15 * 60
+ASKED_A_HUMAN = "worker keeps dying: asked a human"
+# What a session that cannot start raises (the CLI missing, Claude Code not set up, the process
+# gone at once), as opposed to the tracker, a conflict, or tmux not answering (unknown): these
+# count toward the dispatch pause.
+START_FAILURES: tuple[type[LegionError], ...] = (ToolMissingError, ConfigError, WorkerStartError)
+# The line tmux adds under a dead pane it keeps (remain-on-exit); it holds the time of death.
+TMUX_DEAD_PANE = re.compile(r"^Pane is dead \(")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one step of a pass did. A step that fails raises instead."""
+
+    kind: OutcomeKind
+    detail: str = ""
+    retry_after: float | None = None  # look again this soon (seconds), not a whole tick later
+
+
+def done(detail: str = "") -> Step:
+    return Step(OutcomeKind.DONE, detail)
+
+
+def deferred(detail: str, retry_after: float | None = None) -> Step:
+    return Step(OutcomeKind.DEFERRED, detail, retry_after)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     issue: str
     action: str
-    outcome: str  # done, deferred, failed, planned
+    kind: OutcomeKind
     detail: str = ""
+    retry_after: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "issue": self.issue,
+            "action": self.action,
+            "outcome": self.kind.value,
+            "detail": self.detail,
+        }
 
 
 def counts_toward_wip(mode: Mode) -> bool:
@@ -64,6 +109,15 @@ def counts_toward_wip(mode: Mode) -> bool:
 
 
 class Reconciler:
+    """Runs passes for one project.
+
+    `oracle`: whether a controller takes blocked workers' questions (the daemon runs one). With
+    it, a blocked worker becomes an `oracle` item of the judgment queue, and only goes straight to
+    a human when the controller has not answered or escalated it within `oracle_timeout` seconds
+    (default: the `stale_after` setting), or ended a turn after receiving it without doing
+    either. Without it (no daemon), the question goes straight to a human.
+    """
+
     def __init__(
         self,
         project: Project,
@@ -71,6 +125,9 @@ class Reconciler:
         forge: Forge,
         workers: WorkerManager,
         log: ActionLog,
+        *,
+        oracle: bool = False,
+        oracle_timeout: float | None = None,
     ) -> None:
         self.project = project
         self.tracker = tracker
@@ -78,10 +135,29 @@ class Reconciler:
         self.workers = workers
         self.log = log
         self.wip_limit = project.settings.wip_limit
+        self.judgments = JudgmentQueue(log.db)
+        self.pause = DispatchPause(log.db)
+        self.oracle = oracle
+        self.oracle_timeout = (
+            project.settings.stale_after if oracle_timeout is None else oracle_timeout
+        )
 
-    def run(self, *, dry_run: bool = False) -> list[Outcome]:
-        with exclusive(self.project.state_dir / "reconcile.lock"):
+    def run(
+        self,
+        *,
+        dry_run: bool = False,
+        wait: float = LOCK_TIMEOUT_S,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> list[Outcome]:
+        """One pass. Another pass in progress is waited for, up to `wait` seconds (`on_wait`
+        is told once whom it waits for); then ConflictError, naming the holder."""
+        lock = self.project.state_dir / "reconcile.lock"
+        with exclusive(lock, timeout=wait, on_wait=on_wait):
             return _Pass(self, dry_run).run()
+
+
+class _Unknown(Exception):
+    """What the pass needs to know could not be observed."""
 
 
 class _Pass:
@@ -93,17 +169,33 @@ class _Pass:
         self.outcomes: list[Outcome] = []
         self.views: list[WorkerView] = []
         self.code_workers = 0
+        self.paused: str | None = None
+        self.started: list[str] = []
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
-    def record(self, issue: str, action: str, outcome: str, detail: str = "") -> None:
-        result = Outcome(issue, action, outcome, detail)
-        self.outcomes.append(result)
+    def record(
+        self,
+        issue: str,
+        action: str,
+        kind: OutcomeKind,
+        detail: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        self.outcomes.append(Outcome(issue, action, kind, detail, retry_after))
         if not self.dry_run:
-            self.o.log.append(issue, action, outcome, detail)
+            self.o.log.append(issue, action, kind, detail)
+
+    def observed(self, what: str, read: Callable[[], Any]) -> Any:
+        """Read part of the world; a failure makes it unknown, and the pass stops."""
+        try:
+            return read()
+        except LegionError as exc:
+            self.record("-", "observe", OutcomeKind.FAILED, f"{what} unknown, nothing done: {exc}")
+            raise _Unknown from None
 
     def refresh(self) -> None:
-        self.views = self.o.workers.views()
+        self.views = self.observed("workers", self.o.workers.views)
         self.code_workers = sum(
             1 for v in self.views if v.state.is_live and counts_toward_wip(v.record.mode)
         )
@@ -115,32 +207,65 @@ class _Pass:
         limit = self.o.wip_limit
         return limit is not None and counts_toward_wip(mode) and self.code_workers >= limit
 
+    def guarded(
+        self,
+        issue: str,
+        action: str,
+        step: Callable[[], Step | None],
+        *,
+        plan: bool = True,
+        detail: str = "",
+    ) -> None:
+        """Run one state-changing step; a failure is recorded and leaves the issue for the
+        next pass. In a dry run the step is only planned, unless `plan` is False: then it runs
+        and must itself change nothing when `self.dry_run`. A step returning None records
+        nothing (it had nothing to do, or recorded its own outcomes)."""
+        if self.dry_run and plan:
+            self.record(issue, action, OutcomeKind.PLANNED, detail)
+            return
+        try:
+            result = step()
+        except LegionError as exc:
+            self.record(issue, action, OutcomeKind.FAILED, str(exc))
+            return
+        if result is not None:
+            self.record(issue, action, result.kind, result.detail, result.retry_after)
+
     # -- the pass ------------------------------------------------------------------------------
 
     def run(self) -> list[Outcome]:
+        with suppress(_Unknown):
+            self._run()
+        return self.outcomes
+
+    def _run(self) -> None:
+        self.paused = self.observed("the dispatch pause", self.o.pause.reason)
         self.refresh()
-        issues = {issue.identifier: issue for issue in self.o.tracker.list_issues()}
+        listed = self.observed("issues", self.o.tracker.list_issues)
+        issues = {issue.identifier: issue for issue in listed}
         self.retire_finished(issues)
-        self.escalate_blocked()
+        self.route_blocked(issues)
         self.refresh()
         live = {view.record.issue for view in self.views if view.state.is_live}
-        snapshot = observe(
-            self.o.project.settings.project_id,
-            self.o.tracker,
-            self.o.forge,
-            KnownLiveWorkers(live),
+        snapshot: Snapshot = self.observed(
+            "issues",
+            lambda: observe(
+                self.o.project.settings.project_id,
+                self.o.tracker,
+                self.o.forge,
+                KnownLiveWorkers(live),
+            ),
         )
         for warning in snapshot.warnings:
-            self.record("-", "observe", "failed", warning)
+            self.record("-", "observe", OutcomeKind.FAILED, warning)
         order = {action: index for index, action in enumerate(PRIORITY)}
         todo = [s for s in snapshot.issues if s.decision.action.is_mechanical]
         todo.sort(key=lambda s: (order.get(s.decision.action, len(order)), s.issue.identifier))
         for state in todo:
             self.execute(state)
-        for issue, why in self.o.workers.await_starts():
-            self.record(issue, "worker_start", "failed", why)
-        self.sweep()
-        return self.outcomes
+        self.guarded("-", "worker_start", self.collect_starts, plan=False)
+        self.guarded("-", "judgment_queue", partial(self.sync_judgments, snapshot), plan=False)
+        self.guarded("-", "sweep_workspaces", self.sweep, plan=False)
 
     def retire_finished(self, issues: dict[str, Issue]) -> None:
         """Close the windows of workers that are done: idle with `worker-active` gone, or whose
@@ -152,69 +277,157 @@ class _Pass:
             finished = view.state is WorkerState.IDLE and (not active or closed)
             forgotten = view.state is WorkerState.DEAD and (not active or closed)
             if finished or forgotten:
-                if not self.dry_run:
-                    self.o.workers.retire(view)
-                what = "finished" if finished else "dead"
-                self.record(
-                    view.record.issue, "retire_worker", self._ok(), f"{what}: {view.record.window}"
+                what = f"{'finished' if finished else 'dead'}: {view.record.window}"
+                self.guarded(
+                    view.record.issue,
+                    "retire_worker",
+                    partial(self._retire, view, what),
+                    detail=what,
                 )
 
-    def escalate_blocked(self) -> None:
-        """A worker waiting on a question it asked: post the question for a human."""
+    def _retire(self, view: WorkerView, what: str) -> Step:
+        self.o.workers.retire(view)
+        return done(what)
+
+    # -- questions -----------------------------------------------------------------------------
+
+    def route_blocked(self, issues: dict[str, Issue]) -> None:
+        """Workers waiting on a question they asked: the controller's Oracle takes them (see
+        `sync_judgments`); a human gets them when no controller can, or it did not in time."""
         for view in self.views:
             if view.state is not WorkerState.BLOCKED or view.question is None:
                 continue
-            issue = self.o.tracker.get_issue(view.record.issue)
-            if {Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value} & issue.labels:
+            issue = issues.get(view.record.issue)
+            if issue is None:
                 continue
-            lines = [
-                f"**Question from the {view.record.mode.value} worker** ({view.record.window}):",
-                "",
-            ]
-            for item in view.question.items:
-                lines.append(f"> {item.question}")
-                if item.options:
-                    lines.append(f"> Options: {', '.join(item.options)}")
-            lines += [
-                "",
-                "Answer with a comment here and add the label "
-                f"`{Label.USER_FEEDBACK_GIVEN.value}`, or directly: "
-                f'`legion answer {issue.identifier} "your answer"`.',
-            ]
-            body = "\n".join(lines)
+            if {Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value} & issue.labels:
+                continue  # a human owns it already
             self.guarded(
                 issue.identifier,
                 "escalate_question",
-                partial(self._escalate, issue.identifier, body),
+                partial(self._route, view, issue.identifier),
+                plan=False,
             )
 
-    def _escalate(self, issue: str, body: str) -> str:
+    def _route(self, view: WorkerView, issue: str) -> Step | None:
+        assert view.question is not None
+        if not self.o.oracle:
+            note = "(No controller is running to research it, so it comes to you directly.)"
+            return self._escalate(view, issue, note)
+        item = self.o.judgments.open_item(issue, JudgmentKind.ORACLE)
+        if item is None or item.ref != view.question.tool_use_id:
+            return None  # new: queued for the controller at the end of the pass
+        if item.handled_at is not None:
+            why = "the controller ended its turn without answering or escalating it"
+        elif item.age(time.time()) > self.o.oracle_timeout:
+            why = f"the controller did not take it within {self.o.oracle_timeout:g} s"
+        else:
+            return None  # the controller has it
+        note = f"(Legion's Oracle could not settle it: {why}.)"
+        result = self._escalate(view, issue, note)
+        closed = f"escalated to a human: {why}"
+        if not self.dry_run and self.o.judgments.close(item.id, closed):
+            self.record(issue, "close_judgment", OutcomeKind.DONE, f"{item.kind}: {closed}")
+        return result
+
+    def _escalate(self, view: WorkerView, issue: str, note: str) -> Step:
+        if self.dry_run:
+            return Step(OutcomeKind.PLANNED, "post the question for a human")
+        assert view.question is not None
+        items = [(item.question, item.options) for item in view.question.items]
+        asker = f"the {view.record.mode.value} worker ({view.record.window})"
+        body = escalation_comment(issue, asker, items, note)
         self.o.tracker.add_comment(issue, body, author=LEGION_AUTHOR)
         self.o.tracker.update_labels(issue, add=[Label.USER_INPUT_NEEDED.value])
-        return "question posted, user-input-needed added"
+        return done("question posted, user-input-needed added")
 
-    def guarded(self, issue: str, action: str, step: Callable[[], str]) -> None:
-        """Run one action; a failure is logged and leaves the issue for the next pass."""
+    def sync_judgments(self, snapshot: Snapshot) -> Step | None:
+        """Open an item for each new need of the controller's judgment; close those whose need
+        is gone. Blocked workers become `oracle` items only when a controller takes them."""
         if self.dry_run:
-            self.record(issue, action, "planned")
-            return
-        try:
-            detail = step()
-        except LegionError as exc:
-            self.record(issue, action, "failed", str(exc))
-            return
-        outcome = "deferred" if detail.startswith("deferred") else "done"
-        self.record(issue, action, outcome, detail)
+            return None
+        needs = judgment_needs(snapshot.issues, self.views)
+        if not self.o.oracle:
+            needs = [need for need in needs if need.kind is not JudgmentKind.ORACLE]
+        known = set(JudgmentKind)
+        if snapshot.warnings:
+            known.discard(JudgmentKind.INVESTIGATE_NO_PR)  # the forge did not answer
+        result = self.o.judgments.sync(needs, known)
+        for item in result.closed:
+            self.record(
+                item.issue, "close_judgment", OutcomeKind.DONE, f"{item.kind}: {item.closed_reason}"
+            )
+        for item in result.opened:
+            self.record(
+                item.issue, "queue_judgment", OutcomeKind.DONE, f"{item.kind}: {item.reason}"
+            )
+        return None
 
-    def _ok(self) -> str:
-        return "planned" if self.dry_run else "done"
+    # -- starting workers ----------------------------------------------------------------------
+
+    def start_failed(self, cause: str, hint: str = "") -> None:
+        reason = self.o.pause.start_failed(cause, hint)
+        if reason is not None:
+            self.paused = reason
+            self.record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
+
+    def cannot_start(self, mode: Mode) -> Step | None:
+        """Why a worker in `mode` cannot start now (deferred), or None when it can."""
+        if self.paused is not None:
+            return deferred("dispatch paused (`legion status` says why)")
+        if self.wip_full(mode):
+            return deferred(f"WIP limit {self.o.wip_limit} reached")
+        return None
+
+    def _start(self, issue: str, mode: Mode, prompt: str | None = None) -> Step:
+        blocked = self.cannot_start(mode)
+        if blocked is not None:
+            return blocked
+        # Started without waiting: the pass collects every start at its end, in parallel.
+        try:
+            if prompt is None:
+                view = self.o.workers.dispatch(issue, mode, wait=False)
+            else:
+                view = self.o.workers.resume(issue, mode, prompt, wait=False)
+        except START_FAILURES as exc:
+            self.start_failed(str(exc))
+            raise
+        self.started.append(issue)
+        if counts_toward_wip(mode):
+            self.code_workers += 1
+        return done(f"{mode.value} worker in {view.record.window}")
+
+    def collect_starts(self) -> Step | None:
+        """Wait for the workers this pass started; count their starts toward the pause."""
+        if not self.started:
+            return None
+        failures = self.o.workers.await_starts()
+        failed = {issue for issue, _ in failures}
+        if any(issue not in failed for issue in self.started):
+            self.o.pause.start_succeeded()
+        for issue, reported in failures:
+            why = self._exit_line(issue) or reported
+            self.record(issue, "worker_start", OutcomeKind.FAILED, why)
+            self.start_failed(why, f" (`legion peek {issue}` shows its last screen)")
+        return None
+
+    def _exit_line(self, issue: str) -> str | None:
+        """What a worker that exited at once said last, from its dead pane (kept for `peek`),
+        passing over tmux's own "Pane is dead (status …, <time>)" line."""
+        try:
+            _, screen = self.o.workers.peek(issue, lines=60)
+        except LegionError:
+            return None
+        said = [line.strip() for line in screen.splitlines() if line.strip()]
+        said = [line for line in said if not TMUX_DEAD_PANE.match(line)]
+        return f"the worker exited as it started: {said[-1]}" if said else None
 
     # -- actions -------------------------------------------------------------------------------
 
     def execute(self, state: IssueState) -> None:
         decision = state.decision
         issue = state.issue.identifier
-        handlers: dict[Action, Callable[[IssueState, Decision], str]] = {
+        handlers: dict[Action, Callable[[IssueState, Decision], Step]] = {
             Action.TRANSITION_TO_TODO: self.transition,
             Action.TRANSITION_TO_IN_PROGRESS: self.transition,
             Action.TRANSITION_TO_NEEDS_REVIEW: self.transition,
@@ -227,19 +440,7 @@ class _Pass:
         handler = handlers.get(decision.action, self.dispatch)
         self.guarded(issue, decision.action.value, lambda: handler(state, decision))
 
-    def _start(self, issue: str, mode: Mode, prompt: str | None = None) -> str:
-        if self.wip_full(mode):
-            return f"deferred: WIP limit {self.o.wip_limit} reached"
-        # Started without waiting: the pass collects every start at its end, in parallel.
-        if prompt is None:
-            view = self.o.workers.dispatch(issue, mode, wait=False)
-        else:
-            view = self.o.workers.resume(issue, mode, prompt, wait=False)
-        if counts_toward_wip(mode):
-            self.code_workers += 1
-        return f"{mode.value} worker in {view.record.window}"
-
-    def _clear_finished_workers(self, issue: str) -> str | None:
+    def _clear_finished_workers(self, issue: str) -> Step | None:
         """Close the issue's live workers before the next mode starts; None when done, else why
         not yet (a worker that said it is done may still be finishing its last message)."""
         for view in self.views_of(issue):
@@ -250,38 +451,51 @@ class _Pass:
                 and time.time() - view.last_activity < FINISHING_GRACE_S
             )
             if view.state is WorkerState.RUNNING and recent:
-                return f"deferred: {view.record.window} is finishing its turn"
+                return deferred(
+                    f"{view.record.window} is finishing its turn", retry_after=FINISHING_RETRY_S
+                )
             self.o.workers.retire(view)
             if counts_toward_wip(view.record.mode):
                 self.code_workers -= 1
         return None
 
-    def transition(self, state: IssueState, decision: Decision) -> str:
+    def transition(self, state: IssueState, decision: Decision) -> Step:
         issue = state.issue.identifier
-        waiting = self._clear_finished_workers(issue)
-        if waiting:
-            return waiting
+        assert decision.mode is not None
         target = decision.action.target_status
-        if target is not None:
+        waiting = self._clear_finished_workers(issue)
+        if waiting is not None:
+            return waiting
+        if target is None:
+            # The finisher: nothing but its start follows from Retro + worker-done, so change
+            # nothing until it can start (clearing worker-done would send Retro back to retro).
+            blocked = self.cannot_start(decision.mode)
+            if blocked is not None:
+                return blocked
+        else:
             self.o.tracker.set_status(issue, target)
         self.o.tracker.update_labels(
             issue, remove=[Label.WORKER_DONE.value, Label.WORKER_ACTIVE.value]
         )
-        assert decision.mode is not None
-        moved = f"moved to {target.value}; " if target is not None else ""
-        return moved + self._start(issue, decision.mode)
+        started = self._start(issue, decision.mode)
+        if target is None:
+            return started
+        # The move is done; a deferred start is picked up by the new status's dispatch row.
+        later = "deferred: " if started.kind is OutcomeKind.DEFERRED else ""
+        return done(f"moved to {target.value}; {later}{started.detail}")
 
-    def dispatch(self, state: IssueState, decision: Decision) -> str:
+    def dispatch(self, state: IssueState, decision: Decision) -> Step:
         assert decision.mode is not None
         return self._start(state.issue.identifier, decision.mode)
 
-    def resume_for_changes(self, state: IssueState, decision: Decision) -> str:
+    def resume_for_changes(self, state: IssueState, decision: Decision) -> Step:
         issue = state.issue.identifier
         waiting = self._clear_finished_workers(issue)
-        if waiting:
+        if waiting is not None:
             return waiting
-        if self.wip_full(Mode.IMPLEMENT):
-            return f"deferred: WIP limit {self.o.wip_limit} reached"
+        blocked = self.cannot_start(Mode.IMPLEMENT)
+        if blocked is not None:
+            return blocked
         pr = state.pr
         review = (
             next((r for r in reversed(pr.reviews) if r.outcome == "changes_requested"), None)
@@ -304,10 +518,15 @@ class _Pass:
         latest = self.o.workers.registry.latest(issue)
         return latest.mode if latest is not None else fallback
 
-    def redispatch(self, state: IssueState, decision: Decision) -> str:
+    def redispatch(self, state: IssueState, decision: Decision) -> Step:
         issue = state.issue.identifier
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - REDISPATCH_WINDOW_S))
-        if self.o.log.count_since(issue, decision.action.value, since) >= REDISPATCH_LIMIT:
+        # Restarts before the human was last asked do not count: clearing the flag (as the
+        # comment asks) gives the worker a fresh start.
+        restarts = self.o.log.count_since(
+            issue, decision.action.value, since, reset_by=ASKED_A_HUMAN
+        )
+        if restarts >= REDISPATCH_LIMIT:
             self.o.tracker.add_comment(
                 issue,
                 f"Legion restarted this issue's worker {REDISPATCH_LIMIT} times in "
@@ -317,16 +536,21 @@ class _Pass:
                 author=LEGION_AUTHOR,
             )
             self.o.tracker.update_labels(issue, add=[Label.USER_INPUT_NEEDED.value])
-            return "worker keeps dying: asked a human"
+            return done(ASKED_A_HUMAN)
+        mode = self._latest_mode(issue, decision.mode)
+        assert mode is not None
+        # Nothing changes until the worker can start: `worker-active` is what says which mode
+        # to restart (without it the status's own mode would start).
+        blocked = self.cannot_start(mode)
+        if blocked is not None:
+            return blocked
         for view in self.views_of(issue):
             if not view.state.is_live:
                 self.o.workers.retire(view)
-        mode = self._latest_mode(issue, decision.mode)
-        assert mode is not None
         self.o.tracker.update_labels(issue, remove=[Label.WORKER_ACTIVE.value])
         return self._start(issue, mode, _continue_prompt(issue, mode))
 
-    def relay_feedback(self, state: IssueState, decision: Decision) -> str:
+    def relay_feedback(self, state: IssueState, decision: Decision) -> Step:
         issue = state.issue.identifier
         answer = human_answer(self.o.tracker, issue)
         if answer is None:
@@ -337,12 +561,12 @@ class _Pass:
                 author=LEGION_AUTHOR,
             )
             self.o.tracker.update_labels(issue, remove=[Label.USER_FEEDBACK_GIVEN.value])
-            return "no answer found in the comments; asked again"
+            return done("no answer found in the comments; asked again")
         blocked = [v for v in self.views_of(issue) if v.state is WorkerState.BLOCKED and v.question]
         if blocked and blocked[0].question is not None:
             parts = len(blocked[0].question.items)
             self.o.workers.answer(issue, [answer] * parts)
-            detail = f"answered the question in {blocked[0].record.window}"
+            result = done(f"answered the question in {blocked[0].record.window}")
         else:
             mode = self._latest_mode(issue, decision.mode)
             assert mode is not None
@@ -351,26 +575,24 @@ class _Pass:
                 f"A human answered your question:\n\n{answer}\n\n"
                 f"Continue the {mode.value} work with this answer."
             )
-            detail = self._start(issue, mode, prompt)
-            if detail.startswith("deferred"):
-                return detail
+            result = self._start(issue, mode, prompt)
+            if result.kind is OutcomeKind.DEFERRED:
+                return result
         self.o.tracker.update_labels(
             issue, remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value]
         )
-        return detail
+        return result
 
-    def sweep(self) -> None:
+    def sweep(self) -> Step | None:
         live = {view.record.issue for view in self.views if view.state.is_live}
-        try:
-            results = sweep_done(
-                self.o.tracker, self.o.workers.workspaces, live, dry_run=self.dry_run
-            )
-        except LegionError as exc:
-            self.record("-", "sweep_workspaces", "failed", str(exc))
-            return
+        results = sweep_done(self.o.tracker, self.o.workers.workspaces, live, dry_run=self.dry_run)
         for result in results:
-            outcome = "done" if result.removed else ("planned" if self.dry_run else "deferred")
-            self.record(result.issue, "sweep_workspace", outcome, result.reason)
+            if result.removed:
+                kind = OutcomeKind.DONE
+            else:
+                kind = OutcomeKind.PLANNED if self.dry_run else OutcomeKind.DEFERRED
+            self.record(result.issue, "sweep_workspace", kind, result.reason)
+        return None
 
 
 def _continue_prompt(issue: str, mode: Mode) -> str:
@@ -379,6 +601,27 @@ def _continue_prompt(issue: str, mode: Mode) -> str:
         "Your previous session stopped before it finished. Check where the work stands "
         "(issue comments, the workspace, the PR) and carry on."
     )
+
+
+def escalation_comment(
+    issue: str, asker: str, items: Sequence[tuple[str, Sequence[str]]], note: str = ""
+) -> str:
+    """The comment that hands a question to a human: the question (each part with its options),
+    an optional note (why it comes to a human), and how to answer."""
+    lines = [f"**Question from {asker}:**", ""]
+    for question, options in items:
+        lines.append(f"> {question}")
+        if options:
+            lines.append(f"> Options: {', '.join(options)}")
+    if note:
+        lines += ["", note]
+    lines += [
+        "",
+        f'Answer with `legion feedback {issue} "your answer"` (or a comment here and the label '
+        f"`{Label.USER_FEEDBACK_GIVEN.value}`); Legion types it into the waiting session. Or "
+        f'answer it yourself: `legion answer {issue} "your answer"`.',
+    ]
+    return "\n".join(lines)
 
 
 def human_answer(tracker: Tracker, issue: str) -> str | None:

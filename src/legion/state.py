@@ -43,10 +43,16 @@ class IssueState:
             "title": self.issue.title,
             "status": self.issue.status.value,
             "labels": sorted(self.issue.labels),
-            "has_pr": self.pr is not None,
-            "pr_number": None if self.pr is None else self.pr.number,
-            "pr_is_draft": False if self.pr is None else self.pr.is_draft,
-            "pr_review": self.pr_review.value,
+            # The review outcome as the table saw it (`unknown` when the forge did not answer),
+            # and the pull request itself, in `legion pr view --json`'s words.
+            "review": self.pr_review.value,
+            "pr": None
+            if self.pr is None
+            else {
+                "number": self.pr.number,
+                "is_draft": self.pr.is_draft,
+                "review": self.pr.review.value,
+            },
             "has_live_worker": self.has_live_worker,
             "suggested_action": self.decision.action.value,
             "mode": None if self.decision.mode is None else self.decision.mode.value,

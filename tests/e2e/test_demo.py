@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,9 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
     assert "SCRIPTED model" in result.stdout
     assert "2 of 2 issues Done" in result.stdout
     for issue in ("LEG-1", "LEG-2"):
-        assert f"{issue}  Retro -> Done" in result.stdout
+        assert re.search(rf"{issue}\s+Retro -> Done", result.stdout)
+    # The Claude Code it ran is the one the setting names, and it says so.
+    assert "(claude_bin (LEGION_CLAUDE_BIN))" in result.stdout
     repo = tmp_path / "demo" / "repo"
     assert (repo / "src" / "feature_1.py").exists() and (
         repo / "docs" / "solutions" / "leg-2.md"
@@ -42,3 +46,22 @@ def test_demo_real_needs_a_key(tmp_path: Path) -> None:
         result.stderr.strip()
         == "legion: error: --real needs ANTHROPIC_API_KEY set to your Anthropic API key"
     )
+
+
+def test_demo_stops_at_once_when_workers_cannot_start(tmp_path: Path) -> None:
+    """A Claude Code that cannot start: the demo says why in one line, within seconds."""
+    broken = tmp_path / "claude"
+    broken.write_text("#!/bin/sh\necho 'claude: this install is broken' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    started = time.monotonic()
+    result = run_legion(
+        "demo", "--dir", str(tmp_path / "demo"), "--issues", "1", "--timeout", "120",
+        cwd=tmp_path, env={"LEGION_CLAUDE_BIN": str(broken)},
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert took < 50, took
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith("legion: error: the demo stopped: ")
+    assert "this install is broken" in errors[0]

@@ -105,7 +105,8 @@ def test_blocked_worker_is_escalated_and_the_answer_relayed(swarm: Swarm) -> Non
         )
         comments = swarm.json("issue", "show", "LEG-1")["comments"]
         assert "Which greeting should the feature use?" in comments[-1]["body"]
-        assert comments[-1]["author"] == "legion"
+        # The controller's Oracle found nothing that settles it, and asked a human.
+        assert comments[-1]["author"] == "legion-controller"
         assert swarm.worker("LEG-1")["state"] == "blocked"  # type: ignore[index]
         swarm.legion("feedback", "LEG-1", "Hello")
         wait_until("LEG-1 Done", lambda: issue_status(swarm, "LEG-1") == "Done", timeout=180)

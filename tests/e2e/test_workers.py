@@ -175,7 +175,9 @@ def test_bad_input_starts_nothing(swarm: Swarm, tmp_path: Path) -> None:
         [str(LEGION_BIN), "dispatch", "LEG-1", "plan"],
         cwd=swarm.repo, env=missing, capture_output=True, text=True, check=False,
     )  # fmt: skip
-    assert result.returncode != 0 and "Claude Code CLI not found" in result.stderr
+    assert result.returncode != 0
+    assert "claude_bin (LEGION_CLAUDE_BIN) is" in result.stderr
+    assert "not an executable file" in result.stderr
     no_tmux_path = tmp_path / "bin"
     no_tmux_path.mkdir()
     (no_tmux_path / "git").symlink_to(shutil.which("git") or "/usr/bin/git")

@@ -7,8 +7,8 @@ environment variables that point the CLI at the fake server and switch off every
 would otherwise reach the internet.  See docs/claude-code-cli.md for what each piece does and
 how it was verified.
 
-`find_claude` locates the pinned CLI installed by scripts/install-claude.sh; when it is
-missing the test fails (never skips) and says which command installs it.
+`find_claude` locates the pinned CLI in Legion's cache (`scripts/test` installs it there); when
+it is missing the test fails (never skips) and says which command installs it.
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ from typing import Any
 import pytest
 
 from legion.demo.offline import FAKE_API_KEY, base_environment, offline_variables
+from legion.runtime import claude_bin
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-VERSION_FILE = REPO_ROOT / "scripts" / "claude-code-version"
-INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install-claude.sh"
 
 # --------------------------------------------------------------------------------------------
 # The installed CLI
@@ -40,41 +39,29 @@ INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install-claude.sh"
 
 
 def claude_code_version() -> str:
-    """The pinned Claude Code version (scripts/claude-code-version)."""
-    return VERSION_FILE.read_text(encoding="utf-8").strip()
+    """The Claude Code version Legion pins and tests with."""
+    return claude_bin.PINNED_VERSION
 
 
-# Read at import too: tests/conftest.py drops LEGION_* variables from each test's environment.
-_CACHE_AT_IMPORT = os.environ.get("LEGION_CLAUDE_CACHE")
-
-
-def claude_cache_dir() -> Path:
-    """The npm prefix scripts/install-claude.sh installs into (LEGION_CLAUDE_CACHE overrides)."""
-    override = os.environ.get("LEGION_CLAUDE_CACHE") or _CACHE_AT_IMPORT
-    return Path(override) if override else REPO_ROOT / ".cache" / "claude-code"
+# Legion's own cached install, as `scripts/test` (`legion doctor --install`) and `legion demo`
+# put it there. Computed at import, from the real HOME: tests/conftest.py gives every test a
+# fresh HOME of its own.
+_CACHED_AT_IMPORT = claude_bin.cached_binary(os.environ)
 
 
 def install_command() -> str:
-    return f"bash {INSTALL_SCRIPT.relative_to(REPO_ROOT)}"
+    return "scripts/test (or: legion doctor --install)"
 
 
 @cache
 def _probe_version(path: str) -> str | None:
-    try:
-        out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except OSError:
-        return None
-    if out.returncode != 0 or not out.stdout.strip():
-        return None
-    return out.stdout.split()[0]
+    return claude_bin.version_of(Path(path))
 
 
 def find_claude() -> Path:
     """The pinned `claude` executable; fails the calling test when it is not installed."""
     version = claude_code_version()
-    path = claude_cache_dir() / "node_modules" / ".bin" / "claude"
+    path = _CACHED_AT_IMPORT
     found = _probe_version(str(path)) if path.exists() else None
     if found != version:
         state = "missing" if not path.exists() else f"reports version {found!r}"

@@ -127,13 +127,12 @@ def test_state_json(legion: LegionRunner, project: Path) -> None:
     assert legion("pr", "review", "1", "--approve").returncode == 0
     state = json.loads(legion("state", "--json").stdout)["issues"]
     assert state["LEG-1"] == {
+        "identifier": "LEG-1",
         "title": "Plan me",
         "status": "Todo",
         "labels": [],
-        "has_pr": False,
-        "pr_number": None,
-        "pr_is_draft": False,
-        "pr_review": "none",
+        "review": "none",
+        "pr": None,
         "has_live_worker": False,
         "suggested_action": "dispatch_planner",
         "mode": "plan",
@@ -142,9 +141,10 @@ def test_state_json(legion: LegionRunner, project: Path) -> None:
     assert state["LEG-2"]["suggested_action"] == "transition_to_retro"
     assert state["LEG-2"]["mode"] == "retro"
     assert state["LEG-2"]["session_id"] == str(uuid.uuid5(uuid.UUID(project_id), "LEG-2:implement"))
-    assert state["LEG-2"]["pr_review"] == "approved" and state["LEG-2"]["has_pr"] is True
+    assert state["LEG-2"]["review"] == "approved"
+    assert state["LEG-2"]["pr"] == {"number": 1, "is_draft": False, "review": "approved"}
     table = legion("state")
-    assert "transition_to_retro" in table.stdout and table.returncode == 0
+    assert "transition to retro (retro)" in table.stdout and table.returncode == 0
 
 
 def test_pr_commands(legion: LegionRunner, project: Path) -> None:

@@ -140,3 +140,26 @@ def test_bad_requests(git_repo: Path, backends: tuple[LocalTracker, LocalForge])
     with pytest.raises(InputError, match="needs --body"):
         forge.add_review("1", "changes_requested", body=" ", author="r")
     assert forge.get_pr("1").reviews == ()
+
+
+def test_concurrent_merges_of_different_prs_both_land(project: Path) -> None:
+    """Two finishers merging at once: one waits for the other, and both land."""
+    import subprocess
+
+    from tests.conftest import LEGION_BIN, run_legion
+
+    for n in (1, 2, 3):
+        assert run_legion("issue", "create", f"Feature {n}", cwd=project).returncode == 0
+        commit_on_branch(project, f"legion/leg-{n}", f"f{n}.txt", f"{n}\n")
+        assert run_legion("pr", "create", "--issue", f"LEG-{n}", "--branch", f"legion/leg-{n}",
+                          cwd=project).returncode == 0  # fmt: skip
+    merges = [
+        subprocess.Popen([str(LEGION_BIN), "pr", "merge", f"LEG-{n}"], cwd=project,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for n in (1, 2, 3)
+    ]  # fmt: skip
+    for proc in merges:
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    for n in (1, 2, 3):
+        assert (project / f"f{n}.txt").read_text() == f"{n}\n"

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import pytest
 
-from legion.actionlog import ActionLog
+from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core.model import Status
@@ -46,8 +46,9 @@ def test_a_failing_call_is_logged_and_retried_without_harm(reconciler: Reconcile
         tracker.create_issue(title, labels=["worker-done"])
     FlakyTracker.broken = {"LEG-1"}
     outcomes = {o.issue: o for o in reconciler.run() if o.action == "transition_to_in_progress"}
-    assert outcomes["LEG-1"].outcome == "failed" and "unreachable" in outcomes["LEG-1"].detail
-    assert outcomes["LEG-2"].outcome == "done"  # moved; its worker waits for a WIP slot
+    assert outcomes["LEG-1"].kind is OutcomeKind.FAILED
+    assert "unreachable" in outcomes["LEG-1"].detail
+    assert outcomes["LEG-2"].kind is OutcomeKind.DONE  # moved; its worker waits for a WIP slot
     assert "moved to In Progress; deferred: WIP limit 0" in outcomes["LEG-2"].detail
     one, two = tracker.get_issue("LEG-1"), tracker.get_issue("LEG-2")
     assert one.status is Status.TODO and one.labels == {"worker-done"}  # left as it was
@@ -57,7 +58,7 @@ def test_a_failing_call_is_logged_and_retried_without_harm(reconciler: Reconcile
     outcomes = {o.issue: o for o in reconciler.run()}
     assert outcomes["LEG-1"].action == "transition_to_in_progress"
     assert outcomes["LEG-2"].action == "dispatch_implementer"
-    assert outcomes["LEG-2"].outcome == "deferred"
+    assert outcomes["LEG-2"].kind is OutcomeKind.DEFERRED
     assert tracker.get_issue("LEG-1").status is Status.IN_PROGRESS
     log = reconciler.log.tail(50)
     assert [(e.issue, e.outcome) for e in log if e.action == "transition_to_in_progress"] == [
@@ -70,8 +71,8 @@ def test_a_failing_call_is_logged_and_retried_without_harm(reconciler: Reconcile
 def test_dry_run_changes_nothing(reconciler: Reconciler) -> None:
     reconciler.tracker.create_issue("One", labels=["worker-done"])
     outcomes = reconciler.run(dry_run=True)
-    assert [(o.issue, o.action, o.outcome) for o in outcomes] == [
-        ("LEG-1", "transition_to_in_progress", "planned")
+    assert [(o.issue, o.action, o.kind) for o in outcomes] == [
+        ("LEG-1", "transition_to_in_progress", OutcomeKind.PLANNED)
     ]
     assert reconciler.tracker.get_issue("LEG-1").status is Status.TODO
     assert reconciler.log.tail() == []
@@ -93,7 +94,8 @@ def test_start_refuses_clearly_without_what_it_needs(project: Path, tmp_path: Pa
     outside = run_legion("start", cwd=tmp_path)
     assert outside.returncode != 0 and "no Legion project found" in outside.stderr
     no_claude = run_legion("start", cwd=project, env={"LEGION_CLAUDE_BIN": str(tmp_path / "nope")})
-    assert no_claude.returncode != 0 and "Claude Code CLI not found" in no_claude.stderr
+    # The missing CLI is named (its path), whatever words say what to do about it.
+    assert no_claude.returncode != 0 and str(tmp_path / "nope") in no_claude.stderr
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "git").symlink_to("/usr/bin/git")
@@ -115,3 +117,19 @@ def test_skills_install_in_both_scopes(project: Path, tmp_path: Path) -> None:
     assert installed(project / ".claude" / "skills")
     bad = run_legion("skills", "install", "--scope", "galaxy", cwd=project)
     assert bad.returncode == 2 and "unknown scope 'galaxy'" in bad.stderr
+
+
+def test_reconcile_does_not_wait_forever_for_a_pass_in_progress(project: Path) -> None:
+    """Another process holds the reconcile lock: `legion reconcile` says whom it waits for,
+    then gives up with one line naming the holder, and exit 1."""
+    from legion.locking import exclusive
+
+    loaded = load_project(project)
+    with exclusive(loaded.state_dir / "reconcile.lock"):
+        result = run_legion("reconcile", "--wait", "3", cwd=project)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("legion: waiting for reconcile.lock, held by pid ")
+    assert lines[-1].startswith("legion: error: gave up after 3 s waiting for ")
+    assert "held by pid " in lines[-1]
+    assert len(lines) == 2

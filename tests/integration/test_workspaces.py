@@ -162,3 +162,74 @@ def test_jj_adapter_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         c[1] == "log" and "::leg-3@ ~ ::main ~ ::remote_bookmarks() ~ empty()" in c for c in calls
     )
     assert os.environ["FAKE_JJ_STATE"] == str(state)
+
+
+def _done_workspace_with_ignored_files(project: Path) -> Path:
+    """A Done issue whose workspace holds git-ignored files: one that exists nowhere else
+    (`.env`, `notes.local`) and build output (`__pycache__`, `node_modules`)."""
+    from tests.conftest import run_legion
+
+    (project / ".gitignore").write_text(".env\n*.local\n__pycache__/\nnode_modules/\n")
+    git(project, "add", ".gitignore")
+    git(project, "commit", "-qm", "ignore")
+    assert run_legion("issue", "create", "Secrets", "--status", "Done", cwd=project).returncode == 0
+    workspace = GitWorktrees(project, project.parent / f"{project.name}-workspaces", "main")
+    path = workspace.ensure("LEG-1").path
+    (path / ".env").write_text("API_KEY=only-copy\n")
+    (path / "notes.local").write_text("my notes\n")
+    (path / "__pycache__").mkdir()
+    (path / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"\0")
+    (path / "node_modules" / "x").mkdir(parents=True)
+    return path
+
+
+def test_cleanup_never_deletes_an_ignored_file_that_exists_nowhere_else(project: Path) -> None:
+    from tests.conftest import run_legion
+
+    path = _done_workspace_with_ignored_files(project)
+    listed = json.loads(run_legion("workspace", "list", "--json", cwd=project).stdout)
+    assert "2 ignored file(s) that exist nowhere else (.env, notes.local)" in listed[0]["detail"]
+    result = run_legion("workspace", "clean", "--json", cwd=project)
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert row["outcome"] == "kept" and ".env" in row["reason"]
+    assert (path / ".env").read_text() == "API_KEY=only-copy\n"
+    assert (path / "notes.local").exists()
+
+
+def test_rescue_moves_them_out_then_removes_the_workspace(project: Path) -> None:
+    from tests.conftest import run_legion
+
+    path = _done_workspace_with_ignored_files(project)
+    dry = run_legion("workspace", "clean", "--rescue", "--dry-run", cwd=project)
+    assert "LEG-1: would move 2 ignored file(s)" in dry.stdout and (path / ".env").exists()
+    result = run_legion("workspace", "clean", "--rescue", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert not path.exists()
+    moved = result.stdout.split("to ", 1)[1].split(";", 1)[0]
+    rescued = Path(moved)
+    assert (rescued / ".env").read_text() == "API_KEY=only-copy\n"
+    assert (rescued / "notes.local").read_text() == "my notes\n"
+    assert not (rescued / "__pycache__").exists()  # build output is not rescued
+
+
+def test_only_build_output_ignored_means_the_workspace_may_go(project: Path) -> None:
+    from tests.conftest import run_legion
+
+    path = _done_workspace_with_ignored_files(project)
+    (path / ".env").unlink()
+    # The user declares *.local regenerable too.
+    config = project / ".legion" / "config.toml"
+    config.write_text(
+        config.read_text() + 'regenerable = ["__pycache__", "node_modules", "*.local"]\n'
+    )
+    result = run_legion("workspace", "clean", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "LEG-1: removed" in result.stdout and not path.exists()
+
+
+def test_git_status_parsing_keeps_renames_apart() -> None:
+    from legion.workspaces.git_worktree import parse_status
+
+    listing = "R  new.txt\0old.txt\0 M a.txt\0!! .env\0!! build/\0?? b.txt\0"
+    assert parse_status(listing) == (["new.txt", "a.txt", "b.txt"], [".env", "build/"])

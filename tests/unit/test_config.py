@@ -89,3 +89,31 @@ def test_toml_strings_round_trip(tmp_path: Path) -> None:
     text = (tmp_path / ".legion" / "config.toml").read_text(encoding="utf-8")
     assert tomllib.loads(text)["base_branch"] == nasty
     assert toml_value(["a", 1, True]) == '["a", 1, true]'
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("tick = inf", "from 0.1 to 604800"),
+        ("tick = nan", "from 0.1 to 604800"),
+        ("tick = 1e-9", "from 0.1 to 604800"),
+        ("stale_after = -5", "from 0.1 to 604800"),
+        ("restart_cooldown = true", "must be a number of seconds"),
+        ('labels = "a"', "must be a list of label names"),
+        ("labels = [1]", "must be a list of label names"),
+    ],
+)
+def test_out_of_range_and_mistyped_values_are_refused(
+    repo_config: Path, tmp_path: Path, text: str, complaint: str
+) -> None:
+    home = tmp_path / "home"
+    user_config(home, text + "\n")
+    with pytest.raises(ConfigError) as caught:
+        resolve_settings(repo_config, env_for(home))
+    assert complaint in str(caught.value)
+    assert "config.toml: key" in str(caught.value)
+
+
+def test_a_variable_lists_labels_with_commas(repo_config: Path, tmp_path: Path) -> None:
+    settings = resolve_settings(repo_config, env_for(tmp_path, LEGION_LABELS="bug, ux"))
+    assert settings.labels == ("bug", "ux")

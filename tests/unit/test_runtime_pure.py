@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,8 +20,16 @@ from legion.runtime.claude_paths import (
     newest_activity,
     transcript_path,
 )
+from legion.runtime.tmux import (
+    Tmux,
+    TmuxUnavailable,
+    Window,
+    _alive,
+    literal,
+    process_args,
+)
 from legion.runtime.transcript import Turn, read_tail, summarize
-from legion.runtime.workers import WorkerState, classify
+from legion.runtime.workers import WorkerState, classify, start_failure
 
 
 def test_java_string_hash_matches_known_values() -> None:
@@ -238,3 +248,82 @@ def test_first_run_dialogs_are_answered_yes() -> None:
     )
     assert first_run_dialog_keys(moved) == ("Yes, I trust this folder", ["Enter"])
     assert first_run_dialog_keys("\u276f /legion-worker plan mode for LEG-1\n● working") is None
+
+
+# -- tmux answers: definite "nothing there" versus unknown -----------------------------------------
+
+
+def _answer(returncode: int, stdout: str = "", stderr: str = "") -> Any:
+    import subprocess
+
+    return subprocess.CompletedProcess(["tmux"], returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "no server running on /tmp/lgt-x/sock",
+        "error connecting to /tmp/lgt-x/sock (No such file or directory)",
+        "can't find session: legion-1234",
+        "session not found: legion-1234",
+    ],
+)
+def test_tmux_saying_there_is_nothing_means_no_windows(
+    stderr: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Tmux, "_list", lambda self, session: _answer(1, stderr=stderr))
+    assert Tmux().list_windows("legion-1234") == []
+    assert Tmux().find_window("legion-1234", "main") is None
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    ["lost server", "server exited unexpectedly", "", "error connecting to /s (Permission denied)"],
+)
+def test_any_other_tmux_failure_is_unknown(stderr: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Tmux, "_list", lambda self, session: _answer(1, stderr=stderr))
+    with pytest.raises(TmuxUnavailable):
+        Tmux().list_windows("legion-1234")
+    with pytest.raises(TmuxUnavailable):
+        Tmux().find_window("legion-1234", "main")
+
+
+def test_windows_are_parsed_with_their_tag(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = "@1\tlegion\t0\t101\tpython3\t\n@2\tleg-1-plan\t1\t102\tclaude\tsid-1\n@3\told\t0\t\tsh\n"
+    monkeypatch.setattr(Tmux, "_list", lambda self, session: _answer(0, stdout=out))
+    assert Tmux().list_windows("s") == [
+        Window("@1", "legion", False, 101, "python3", ""),
+        Window("@2", "leg-1-plan", True, 102, "claude", "sid-1"),
+        Window("@3", "old", False, None, "sh", ""),
+    ]
+
+
+def test_literal_escapes_only_a_final_semicolon() -> None:
+    assert literal("echo hi;") == "echo hi\\;"
+    assert literal("a\\;") == "a\\\\;"
+    assert literal(";") == "\\;"
+    assert literal("a;b") == "a;b"
+    assert literal("") == ""
+
+
+def test_start_failure_names_the_last_words_and_the_exit() -> None:
+    screen = "\n\nclaude: fatal: bad flag\n\nPane is dead (status 3, Mon Nov 23 04:18:00 2026)\n"
+    assert start_failure(screen) == (
+        "the worker exited as it started (exit status 3): claude: fatal: bad flag"
+    )
+    assert start_failure("Pane is dead (signal 9, Mon)\n") == (
+        "the worker exited as it started (signal 9): (no output)"
+    )
+    assert start_failure("") == "the worker exited as it started: (no output)"
+
+
+def test_a_reaped_process_is_not_alive() -> None:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert not _alive(child.pid)
+    assert process_args(child.pid) is None
+    assert _alive(os.getpid())
+    assert "python" in (process_args(os.getpid()) or "")

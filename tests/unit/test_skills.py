@@ -20,6 +20,7 @@ from legion.core.model import Label, Mode
 SKILLS_DIR = Path(skills.__file__).resolve().parent
 WORKER = "legion-worker"
 CONTROLLER = "legion-controller"
+ORACLE = "legion-oracle"
 
 # The command surface the skills may use: subcommand -> the options it takes. Groups (`issue`,
 # `pr`) map to their subcommands. Every command takes --json.
@@ -41,16 +42,18 @@ COMMANDS: dict[str, set[str] | dict[str, set[str]]] = {
         "merge": set(),
     },
     "state": set(),
+    "status": set(),
     "reconcile": set(),
     "workers": set(),
     "answer": set(),
+    "escalate": {"--question", "--reason", "--reason-file"},
     "dispatch": set(),
     "resume": {"--prompt"},
     # Read-only, for the base branch and the WIP limit.
     "config": set(),
 }
 # Commands only the controller may run.
-CONTROLLER_ONLY = {"reconcile", "workers", "answer", "dispatch", "resume"}
+CONTROLLER_ONLY = {"reconcile", "workers", "answer", "escalate", "dispatch", "resume", "status"}
 
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"`([^`\n]+)`")
@@ -167,6 +170,7 @@ def test_router_takes_its_assignment_from_the_arguments() -> None:
     assert "mode for" in router
     assert "$LEGION_MODE" in router and "$LEGION_ISSUE_ID" in router
     assert "$ARGUMENTS" in read(f"{CONTROLLER}/SKILL.md")
+    assert "$ARGUMENTS" in read(f"{ORACLE}/SKILL.md")
 
 
 def test_token_budget() -> None:
@@ -175,6 +179,7 @@ def test_token_budget() -> None:
         assert len(path.read_text(encoding="utf-8").splitlines()) <= 80, path.name
     assert len(read(f"{WORKER}/references/completion.md").splitlines()) <= 80
     assert len(read(f"{CONTROLLER}/SKILL.md").splitlines()) <= 160
+    assert len(read(f"{ORACLE}/SKILL.md").splitlines()) <= 100
 
 
 # -- the command surface -------------------------------------------------------------------------
@@ -202,6 +207,27 @@ def test_every_legion_command_exists_with_those_options() -> None:
                 unknown = options - allowed - {"--json"}
                 assert not unknown, f"{relative}: `{snippet}` uses unknown options {unknown}"
     assert seen > 40  # the parser really finds the commands
+
+
+def test_the_command_surface_is_the_cli() -> None:
+    """COMMANDS is not a wish list: every command and option in it is one the CLI has."""
+    import typer.main
+
+    from legion.cli.app import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    for name, spec in COMMANDS.items():
+        assert name in commands, f"legion {name}"
+        if isinstance(spec, set):
+            pairs = [(commands[name], name, spec)]
+        else:
+            group = commands[name].commands
+            pairs = [(group.get(sub), f"{name} {sub}", options) for sub, options in spec.items()]
+        for found, label, options in pairs:
+            assert found is not None, f"legion {label}"
+            declared = {opt for param in found.params for opt in getattr(param, "opts", [])}
+            assert options <= declared, f"legion {label}: {options - declared}"
+            assert "--json" in declared, f"legion {label} takes --json"
 
 
 def test_the_parser_catches_mistakes() -> None:
@@ -469,3 +495,38 @@ def test_import_does_no_io() -> None:
             assert isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.Expr)
             if isinstance(node, ast.Expr):
                 assert isinstance(node.value, ast.Constant)  # the docstring
+
+
+# -- the oracle ----------------------------------------------------------------------------------
+
+
+def test_oracle_answers_or_escalates_and_comments_either_way() -> None:
+    oracle = read(f"{ORACLE}/SKILL.md")
+    text = flat(oracle)
+    act = oracle[oracle.index("## 4. Act") : oracle.index("## Rules")]  # holds a `## Oracle` line
+    # Answering: the reasoning comment first, then the answer into the worker's session.
+    assert act.index("legion issue comment ID --body-file -") < act.index("legion answer ID")
+    assert "## Oracle" in act and "**Evidence:**" in act
+    # Escalating: one command posts the question with the reasoning and asks a human.
+    assert "legion escalate ID --reason" in act
+    assert "`user-input-needed`" in flat(act)
+    # Its evidence, strongest first, includes the sources the seed names.
+    evidence = flat(section(oracle, "## 2. The evidence"))
+    for source in ("The issue", "`## Plan`", "Related issues", "`docs/solutions/`", "repository"):
+        assert source in evidence, source
+    assert "When in doubt, escalate." in text
+    decide = flat(section(oracle, "## 3. Decide"))
+    assert "**Answer** only when all" in decide and "**Escalate** when any" in decide
+    assert "credentials" in decide and "destructive" in decide
+    # Never a duplicate: restarts are expected.
+    assert "already answers this same question" in text
+
+
+def test_controller_sends_blocked_workers_to_the_oracle_first() -> None:
+    controller = read(f"{CONTROLLER}/SKILL.md")
+    blocked = flat(controller[controller.index("2. **Blocked workers**") :].split("\n3. ")[0])
+    assert "`legion-oracle` skill" in blocked
+    assert "the Oracle comes before the human" in blocked
+    assert "legion escalate ID" in blocked and "legion answer ID" in blocked
+    for kind in ("triage", "feedback", "oracle", "investigate_no_pr"):
+        assert f"`{kind}`" in controller, kind

@@ -12,7 +12,9 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE
 
 
 def _say_error(message: str) -> None:
-    print(f"legion: error: {' '.join(message.split())}", file=sys.stderr)
+    line = f"legion: error: {' '.join(message.split())}"
+    # Bytes that were not UTF-8 in an argument come back as lone surrogates: show them escaped.
+    print(line.encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
     from legion.cli.app import app
-    from legion.errors import LegionError
+    from legion.errors import LegionError, NotFoundError
 
     try:
         result = app(args=args, prog_name="legion", standalone_mode=False)
@@ -42,7 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except LegionError as exc:
         _say_error(str(exc))
-        return exc.exit_code
+        # Naming what does not exist (an issue, a pull request, a branch, a worker) is bad
+        # input like a malformed value: exit 2, as the README states.
+        return 2 if isinstance(exc, NotFoundError) else exc.exit_code
+    except UnicodeError as exc:
+        # Text that is not UTF-8 (an argument, standard input, a file) is bad input.
+        _say_error(f"the input is not valid UTF-8 ({exc})")
+        return 2
     except (Abort, KeyboardInterrupt):
         print("legion: interrupted", file=sys.stderr)
         return 130

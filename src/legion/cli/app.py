@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from legion import __version__
-from legion.cli import common, demo, issues, prs, swarm, workers, workspaces
+from legion.cli import (
+    common,
+    demo,
+    doctor,
+    issues,
+    oracle,
+    prs,
+    render,
+    swarm,
+    workers,
+    workspaces,
+)
 from legion.config import FORGES, SPECS, TRACKERS
 from legion.projects import init_project
 
@@ -21,11 +32,40 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=common.example(
+        "legion init",
+        'legion issue create "Add a --verbose flag" --body "Print each step."',
+        "legion state",
+    ),
 )
+
+# Each command's help ends with an example (a test checks every command has one).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "demo": ("legion demo --issues 1 --dir /tmp/legion-demo",),
+    "start": ("legion start --mode auto --tick 30",),
+    "stop": ("legion stop --all",),
+    "status": ("legion status --json",),
+    "reconcile": ("legion reconcile --dry-run",),
+    "log": ("legion log -n 50 --issue LEG-3",),
+    "feedback": ('legion feedback LEG-3 "Use UTC."',),
+    "dispatch": ("legion dispatch LEG-7 implement",),
+    "resume": ('legion resume LEG-7 implement --prompt "Also handle an empty list."',),
+    "answer": ("legion answer LEG-7 2", 'legion answer LEG-7 "UTC, always"'),
+    "workers": ("legion workers --json",),
+    "peek": ("legion peek LEG-7 -n 20",),
+}
+
+
+def _example(name: str) -> str | None:
+    examples = EXAMPLES.get(name)
+    return common.example(*examples) if examples else None
+
+
 app.add_typer(issues.app, name="issue")
 app.add_typer(prs.app, name="pr")
 app.add_typer(workspaces.app, name="workspace")
-app.command("demo")(demo.demo)
+app.command("demo", epilog=_example("demo"))(demo.demo)
+app.command("doctor")(doctor.doctor)
 for command in (
     swarm.start,
     swarm.stop,
@@ -39,10 +79,22 @@ for command in (
     workers.workers,
     workers.peek,
 ):
-    app.command()(command)
-skills_app = typer.Typer(help="Legion's Claude Code skills.", no_args_is_help=True)
-skills_app.command("install")(swarm.skills_install)
+    app.command(epilog=_example(command.__name__))(command)
+skills_app = typer.Typer(
+    help="Legion's Claude Code skills.",
+    no_args_is_help=True,
+    epilog=common.example("legion skills install"),
+)
+skills_app.command("install", epilog=common.example("legion skills install --scope project"))(
+    swarm.skills_install
+)
 app.add_typer(skills_app, name="skills")
+app.command(
+    "escalate",
+    epilog=common.example(
+        "legion escalate LEG-7", 'legion escalate LEG-7 --reason "The plan leaves the format open."'
+    ),
+)(oracle.escalate)
 
 
 def _version(value: bool) -> None:
@@ -62,6 +114,7 @@ def root(
             envvar="LEGION_REPO",
             help="The project's repository (default: the current directory).",
             file_okay=False,
+            exists=True,
         ),
     ] = None,
     version: Annotated[
@@ -72,7 +125,7 @@ def root(
     ctx.obj = {"repo": repo}
 
 
-@app.command()
+@app.command(epilog=common.example("legion init --key ENG"))
 def init(
     ctx: typer.Context,
     key: Annotated[
@@ -80,9 +133,25 @@ def init(
     ] = "LEG",
     tracker: Annotated[str, typer.Option(help=f"Issue tracker: {', '.join(TRACKERS)}.")] = "local",
     forge: Annotated[str, typer.Option(help=f"Code forge: {', '.join(FORGES)}.")] = "local",
+    as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Make the current git repository a Legion project (.legion/config.toml)."""
+    key = common.checked_option("issue_key", key, "option --key")
+    tracker = common.checked_option("tracker", tracker, "option --tracker")
+    forge = common.checked_option("forge", forge, "option --forge")
     project, created = init_project(common.repo_path(ctx), key=key, tracker=tracker, forge=forge)
+    if as_json:
+        common.print_json(
+            {
+                "root": str(project.root),
+                "config": str(project.config_path),
+                "project_id": project.settings.project_id,
+                "issue_key": project.settings.issue_key,
+                "state_dir": str(project.state_dir),
+                "created": created,
+            }
+        )
+        return
     if not created:
         typer.echo(
             f"Already a Legion project: {project.config_path} "
@@ -97,7 +166,7 @@ def init(
     typer.echo('Next: `legion issue create "Your first issue"`, then `legion state`.')
 
 
-@app.command()
+@app.command(epilog=common.example("legion state", "legion state --json"))
 def state(
     ctx: typer.Context,
     as_json: Annotated[bool, common.JsonOption] = False,
@@ -114,41 +183,57 @@ def state(
         open_workers(project, backends),
     )
     if as_json:
-        common.print_json(snapshot.to_json())
+        common.print_json(render.state_json(snapshot))
         return
-    from legion.cli.render import state_table
+    from rich.markup import escape
 
     out = common.console()
     if not snapshot.issues:
         out.print('No issues yet: `legion issue create "Title"` adds one.')
     else:
-        out.print(state_table(snapshot))
+        out.print(render.state_table(snapshot, out.width))
     for warning in snapshot.warnings:
-        out.print(f"[yellow]warning:[/] {warning}")
+        out.print(f"[yellow]warning:[/] {escape(warning)}")
 
 
-@app.command("config")
+@app.command("config", epilog=common.example("legion config", "legion config --json"))
 def show_config(
     ctx: typer.Context,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """The settings in effect, and where each comes from."""
+    """The settings in effect, and where each comes from.
+
+    Printed as TOML, each value's source in a comment after it (a file, a LEGION_* variable, the
+    command line, or "default"); a setting with no value is a comment: `# name: unset (...)`.
+    """
     project = common.project(ctx)
     settings = project.settings
+    effective: dict[str, Any] = {
+        "state_dir": project.state_dir,
+        "workspace_root": project.workspace_root,
+    }
     rows = {}
     for spec in SPECS:
-        value = getattr(settings, spec.name)
+        value = effective.get(spec.name, getattr(settings, spec.name))
         if isinstance(value, Path):
             value = str(value)
         elif isinstance(value, tuple):
             value = list(value)
         rows[spec.name] = {"value": value, "source": settings.sources.get(spec.name, "default")}
-    rows["state_dir"]["value"] = str(project.state_dir)
     if as_json:
         common.print_json({"root": str(project.root), "settings": rows})
         return
-    typer.echo(f"project: {project.root}")
-    for name, row in rows.items():
-        typer.echo(f"  {name} = {row['value']!r}  ({row['source']})")
+    lines = render.config_lines(
+        str(project.root),
+        [
+            (
+                spec.name,
+                rows[spec.name]["value"],
+                render.source_text(rows[spec.name]["source"], spec.env_var),
+            )
+            for spec in SPECS
+        ],
+    )
     if os.environ.get("LEGION_REPO"):
-        typer.echo("  (repository from LEGION_REPO)")
+        lines.insert(1, "# (the repository comes from LEGION_REPO)")
+    typer.echo("\n".join(lines))

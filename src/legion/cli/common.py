@@ -18,6 +18,23 @@ from legion.errors import InputError
 JsonOption = typer.Option("--json", help="Print machine-readable JSON.")
 
 
+def example(*commands: str) -> str:
+    """A command's help epilog: an `Example:` line, then the commands verbatim (the leading
+    backspace is click's mark for a paragraph it must not re-wrap)."""
+    return "\b\nExample:\n" + "\n".join(f"  {command}" for command in commands)
+
+
+def checked_option(setting: str, value: Any, option: str) -> Any:
+    """A command-line value for `setting`, checked by the setting's own rules before anything
+    else runs: a bad one is bad input (exit 2), named by the option the user typed."""
+    from legion.config import SPEC_BY_NAME
+
+    try:
+        return SPEC_BY_NAME[setting].parse(value)
+    except ValueError as exc:
+        raise InputError(f"{option} {exc}") from None
+
+
 def repo_path(ctx: typer.Context) -> Path:
     obj = ctx.find_root().obj or {}
     repo = obj.get("repo")
@@ -42,6 +59,16 @@ def changed(project: Project) -> None:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def attach_command(socket: Path | None, session: str) -> str:
+    """The command that attaches a terminal to the project's tmux session, quoted for a shell
+    for the user to copy (Legion itself never runs it)."""
+    import shlex
+
+    argv = ["tmux"] if socket is None else ["tmux", "-S", str(socket)]
+    return shlex.join([*argv, "attach", "-t", session])
 
 
 def console() -> Any:

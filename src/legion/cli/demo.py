@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from legion.errors import InputError
+from legion.errors import InputError, LegionError
+
+if TYPE_CHECKING:
+    from legion.demo.run import IssueSummary
 
 
 def demo(
@@ -45,13 +49,46 @@ def demo(
         f"{len(done)} of {len(result.statuses)} issues Done in {result.seconds:.0f} s "
         f"({mode} mode)."
     )
+    typer.echo("")
+    for line in summary_table(result.issues):
+        typer.echo(line)
+    typer.echo("")
     if not real:
         typer.echo(
             f"Model requests (scripted): {result.requests}, of which the controller made "
             f"{result.controller_requests}."
         )
-    typer.echo(
-        f"Look around: cd {folder / 'repo'} && legion issue list && legion log && git log --oneline"
-    )
+    for kept in result.kept_workspaces:
+        typer.echo(f"Kept a workspace: {kept}")
+    repo = folder / "repo"
+    typer.echo(f"Files: {folder}")
+    typer.echo(f"  repo:        {repo}   (cd there, then: legion issue list; legion log)")
+    typer.echo(f"  state:       {repo / '.legion' / 'state'}   (database, daemon log)")
+    typer.echo(f"  transcripts: {folder / 'claude-config' / 'projects'}")
+    typer.echo(f"Remove them all with: rm -rf {folder}")
+    if result.paused:
+        raise LegionError(f"the demo stopped: {result.paused}")
     if len(done) != len(result.statuses):
-        raise typer.Exit(1)
+        raise LegionError(
+            f"the demo ran out of time after {timeout:g} s with "
+            f"{len(result.statuses) - len(done)} issue(s) not Done; see `legion log` in {repo}"
+        )
+
+
+def summary_table(issues: Sequence[IssueSummary]) -> list[str]:
+    """One row per issue: its workers in order, its time, its model requests, its PR."""
+    header = ("issue", "status", "workers", "time", "requests", "PR")
+    rows = [header] + [
+        (
+            s.identifier,
+            s.status,
+            " ".join(s.modes) or "-",
+            "-" if s.seconds is None else f"{s.seconds:.0f} s",
+            "-" if s.requests is None else str(s.requests),
+            s.pr,
+        )
+        for s in issues
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in rows]  # fmt: skip

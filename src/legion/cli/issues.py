@@ -11,13 +11,22 @@ from legion.cli import common, render
 from legion.core.model import Status
 from legion.errors import InputError, NotFoundError
 
-app = typer.Typer(help="Create, read and update issues.", no_args_is_help=True)
+app = typer.Typer(
+    help="Create, read and update issues.",
+    no_args_is_help=True,
+    epilog=common.example('legion issue create "Add a --verbose flag"', "legion issue list"),
+)
 
 BodyOption = typer.Option("--body", "-b", help="The text.")
 BodyFileOption = typer.Option("--body-file", help="Read the text from a file (- for stdin).")
 
 
-@app.command()
+@app.command(
+    epilog=common.example(
+        'legion issue create "Add a --verbose flag" --body "Print each step." --label worker-done',
+        'legion issue create "Write the docs" --body-file notes.md --status Backlog --json',
+    )
+)
 def create(
     ctx: typer.Context,
     title: str,
@@ -44,7 +53,9 @@ def create(
         typer.echo(issue.identifier)
 
 
-@app.command("list")
+@app.command(
+    "list", epilog=common.example('legion issue list --status "In Progress" --label worker-active')
+)
 def list_issues(
     ctx: typer.Context,
     status: Annotated[str | None, typer.Option("--status", "-s", help="Only this status.")] = None,
@@ -65,7 +76,7 @@ def list_issues(
         common.console().print(render.issues_table(found))
 
 
-@app.command()
+@app.command(epilog=common.example("legion issue show LEG-3", "legion issue show LEG-3 --json"))
 def show(
     ctx: typer.Context,
     identifier: str,
@@ -88,7 +99,7 @@ def show(
         common.console().print(render.issue_detail(issue, comments, pr))
 
 
-@app.command()
+@app.command(epilog=common.example('legion issue move LEG-3 "Needs Review"'))
 def move(
     ctx: typer.Context,
     identifier: str,
@@ -107,7 +118,9 @@ def move(
         typer.echo(f"{issue.identifier}: {before.status.value} -> {issue.status.value}")
 
 
-@app.command()
+@app.command(
+    epilog=common.example("legion issue label LEG-3 --add worker-done --remove worker-active")
+)
 def label(
     ctx: typer.Context,
     identifier: str,
@@ -131,7 +144,12 @@ def label(
         typer.echo(f"{issue.identifier}: {', '.join(sorted(issue.labels)) or '(no labels)'}")
 
 
-@app.command()
+@app.command(
+    epilog=common.example(
+        'legion issue comment LEG-3 --body "Plan: 1. parse the flag 2. print each step"',
+        "git log -1 --format=%B | legion issue comment LEG-3 --body-file -",
+    )
+)
 def comment(
     ctx: typer.Context,
     identifier: str,
@@ -155,7 +173,7 @@ def comment(
         typer.echo(f"{added.issue}: comment {added.id} added")
 
 
-@app.command()
+@app.command(epilog=common.example("legion issue comments LEG-3 --json"))
 def comments(
     ctx: typer.Context,
     identifier: str,

@@ -10,12 +10,16 @@ import typer
 from legion.cli import common, render
 from legion.errors import InputError
 
-app = typer.Typer(help="Open, review and merge pull requests.", no_args_is_help=True)
+app = typer.Typer(
+    help="Open, review and merge pull requests.",
+    no_args_is_help=True,
+    epilog=common.example("legion pr create --issue LEG-3 --branch legion/leg-3", "legion pr list"),
+)
 
 RefArgument = typer.Argument(help="PR number (3 or #3) or issue identifier (its PR).")
 
 
-@app.command()
+@app.command(epilog=common.example("legion pr create --issue LEG-3 --branch legion/leg-3 --draft"))
 def create(
     ctx: typer.Context,
     issue: Annotated[str, typer.Option("--issue", "-i", help="The issue the PR resolves.")],
@@ -40,7 +44,7 @@ def create(
         typer.echo(f"#{pr.number}")
 
 
-@app.command("list")
+@app.command("list", epilog=common.example("legion pr list", "legion pr list --json"))
 def list_prs(ctx: typer.Context, as_json: Annotated[bool, common.JsonOption] = False) -> None:
     """List pull requests."""
     _, backends = common.backends(ctx)
@@ -53,7 +57,7 @@ def list_prs(ctx: typer.Context, as_json: Annotated[bool, common.JsonOption] = F
         common.console().print(render.prs_table(found))
 
 
-@app.command()
+@app.command(epilog=common.example("legion pr view 2", "legion pr view LEG-3 --json"))
 def view(
     ctx: typer.Context,
     ref: Annotated[str, RefArgument],
@@ -78,7 +82,7 @@ def _set_draft(ctx: typer.Context, ref: str, draft: bool, as_json: bool) -> None
         typer.echo(f"#{pr.number}: {'draft' if pr.is_draft else 'ready for review'}")
 
 
-@app.command()
+@app.command(epilog=common.example("legion pr ready 2"))
 def ready(
     ctx: typer.Context,
     ref: Annotated[str, RefArgument],
@@ -88,7 +92,7 @@ def ready(
     _set_draft(ctx, ref, False, as_json)
 
 
-@app.command()
+@app.command(epilog=common.example("legion pr draft LEG-3"))
 def draft(
     ctx: typer.Context,
     ref: Annotated[str, RefArgument],
@@ -98,7 +102,12 @@ def draft(
     _set_draft(ctx, ref, True, as_json)
 
 
-@app.command()
+@app.command(
+    epilog=common.example(
+        "legion pr review 2 --approve",
+        'legion pr review 2 --request-changes --body "Add a test for the empty list."',
+    )
+)
 def review(
     ctx: typer.Context,
     ref: Annotated[str, RefArgument],
@@ -136,13 +145,22 @@ def review(
         ref, chosen[0], body=text, author=author or common.default_author()
     )
     common.changed(project)
+    outcome = chosen[0]
     if as_json:
-        common.print_json(render.pr_json(pr))
-    else:
-        typer.echo(f"#{pr.number}: review {pr.review.value}")
+        data = render.pr_json(pr)
+        # The review just recorded (loaded in the transaction that added it); the PR's
+        # resulting review outcome is `review`.
+        data["recorded"] = render.review_json(pr.reviews[-1]) if pr.reviews else None
+        common.print_json(data)
+        return
+    said = {"approved": "approved", "changes_requested": "changes requested"}.get(
+        outcome, "comment recorded"
+    )
+    note = "" if outcome == pr.review.value else f"; review outcome still {pr.review.value}"
+    typer.echo(f"#{pr.number}: {said}{note}")
 
 
-@app.command()
+@app.command(epilog=common.example("legion pr merge 2"))
 def merge(
     ctx: typer.Context,
     ref: Annotated[str, RefArgument],

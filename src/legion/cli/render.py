@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from legion.forges.base import PullRequest
+from legion.core.text import for_display
+from legion.forges.base import PullRequest, Review
 from legion.state import Snapshot
 from legion.trackers.base import Comment, Issue
 
@@ -44,13 +45,21 @@ def pr_json(pr: PullRequest) -> dict[str, Any]:
         "state": pr.state.value,
         "is_draft": pr.is_draft,
         "review": pr.review.value,
-        "reviews": [
-            {"outcome": r.outcome, "author": r.author, "body": r.body, "created_at": r.created_at}
-            for r in pr.reviews
-        ],
+        "reviews": [review_json(review) for review in pr.reviews],
         "merge_commit": pr.merge_commit,
         "created_at": pr.created_at,
         "updated_at": pr.updated_at,
+    }
+
+
+def review_json(review: Review) -> dict[str, Any]:
+    """One review: its own `outcome` (approved, changes_requested or commented); the PR's
+    resulting review outcome is the PR's `review`."""
+    return {
+        "outcome": review.outcome,
+        "author": review.author,
+        "body": review.body,
+        "created_at": review.created_at,
     }
 
 
@@ -62,7 +71,10 @@ def issues_table(issues: list[Issue]) -> Any:
         table.add_column(column, overflow="fold")
     for issue in issues:
         table.add_row(
-            issue.identifier, issue.status.value, issue.title, ", ".join(sorted(issue.labels))
+            issue.identifier,
+            issue.status.value,
+            for_display(issue.title),
+            ", ".join(sorted(issue.labels)),
         )
     return table
 
@@ -73,7 +85,7 @@ def issue_detail(issue: Issue, comments: list[Comment], pr: PullRequest | None) 
     from rich.text import Text
 
     parts: list[Any] = [
-        Text.assemble((issue.identifier, "bold"), "  ", issue.title),
+        Text.assemble((issue.identifier, "bold"), "  ", for_display(issue.title)),
         Text(f"Status: {issue.status.value}"),
     ]
     if issue.labels:
@@ -107,7 +119,7 @@ def pr_detail(pr: PullRequest) -> Any:
 
     draft = " (draft)" if pr.is_draft else ""
     parts: list[Any] = [
-        Text.assemble((f"PR #{pr.number}", "bold"), "  ", pr.title, draft),
+        Text.assemble((f"PR #{pr.number}", "bold"), "  ", for_display(pr.title), draft),
         Text(f"Issue: {pr.issue}   Branch: {pr.branch} → {pr.base}   State: {pr.state.value}"),
         Text(f"Review: {pr.review.value}"),
     ]
@@ -132,36 +144,195 @@ def prs_table(prs: list[PullRequest]) -> Any:
         table.add_column(column, overflow="fold")
     for pr in prs:
         state = pr.state.value + (" (draft)" if pr.is_draft else "")
-        table.add_row(f"#{pr.number}", pr.issue, state, pr.review.value, pr.branch, pr.title)
+        table.add_row(
+            f"#{pr.number}", pr.issue, state, pr.review.value, pr.branch, for_display(pr.title)
+        )
     return table
 
 
-def state_table(snapshot: Snapshot) -> Any:
-    from rich.table import Table
+def state_json(snapshot: Snapshot) -> dict[str, Any]:
+    """`legion state --json`: issues keyed by identifier, each also carrying its `identifier`."""
+    data = snapshot.to_json()
+    data["issues"] = {
+        identifier: {"identifier": identifier, **entry}
+        for identifier, entry in data["issues"].items()
+    }
+    return data
 
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("ID", no_wrap=True)
-    table.add_column("Status", no_wrap=True)
-    table.add_column("Labels", overflow="fold", min_width=12)
-    table.add_column("PR", overflow="fold", min_width=10)
-    table.add_column("Worker", no_wrap=True)
-    table.add_column("Next action", no_wrap=True)
-    table.add_column("Mode", no_wrap=True)
+
+_GAP = 2  # rich's padding between two columns of a box-less table
+
+
+def _words(name: str) -> str:
+    """`transition_to_retro` as a table shows it: words that can wrap."""
+    return name.replace("_", " ")
+
+
+def _pack(items: list[str], width: int) -> str:
+    """`items` joined by ", ", broken into lines of at most `width` cells between items."""
+    from rich.cells import cell_len
+
+    lines: list[str] = []
+    line = ""
+    for index, item in enumerate(items):
+        piece = item + ("," if index < len(items) - 1 else "")
+        if line and cell_len(line) + 1 + cell_len(piece) > width:
+            lines.append(line)
+            line = piece
+        else:
+            line = f"{line} {piece}" if line else piece
+    if line:
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _state_widths(
+    naturals: tuple[int, int, int, int, int], width: int
+) -> tuple[int, int, int, int, int]:
+    """Column widths for `legion state` within `width`: (id, status, title, pr, next)."""
+    id_w, status_w, title_nat, pr_nat, next_nat = naturals
+    room = width - id_w - status_w - 4 * _GAP  # for the title, the PR and the next action
+    if title_nat + pr_nat + next_nat <= room:
+        return naturals
+    # Narrow: the PR and the next action wrap into moderate columns; the title takes the rest,
+    # down to a readable minimum, before they wrap further.
+    pr_w, next_w = min(pr_nat, 13), min(next_nat, 20)
+    title_w = room - pr_w - next_w
+    if title_w < 16:
+        shrink = 16 - title_w
+        cut = min(shrink, next_w - min(next_nat, 12))
+        next_w -= cut
+        pr_w -= max(0, min(shrink - cut, pr_w - min(pr_nat, 9)))
+        title_w = room - pr_w - next_w
+    title_w = max(title_w, 8)
+    spare = title_w - title_nat
+    if spare > 0:  # short titles: give the room back to the columns that wrap
+        title_w = title_nat
+        extra = min(spare, next_nat - next_w)
+        next_w += extra
+        pr_w += min(spare - extra, pr_nat - pr_w)
+    return id_w, status_w, title_w, pr_w, next_w
+
+
+def state_table(snapshot: Snapshot, width: int = 80) -> Any:
+    """The issues of `legion state`, fitted to `width` columns.
+
+    Each row: the identifier; the status (with "live worker" under it when one runs); the title,
+    cut with an ellipsis, with the labels under it; the pull request and its review outcome;
+    the next action in words, with its worker mode. Only the title is cut: the other columns
+    wrap between words.
+    """
+    from rich.cells import cell_len
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    rows = []
     for state in snapshot.issues:
         pr = "-"
         if state.pr is not None:
-            pr = f"#{state.pr.number} {state.pr_review.value}" + (
-                " draft" if state.pr.is_draft else ""
+            pr = f"#{state.pr.number} {_words(state.pr_review.value)}" + (
+                " (draft)" if state.pr.is_draft else ""
             )
         elif state.pr_review.value == "unknown":
             pr = "unknown"
-        table.add_row(
-            state.issue.identifier,
-            state.issue.status.value,
-            ", ".join(sorted(state.issue.labels)),
-            pr,
-            "live" if state.has_live_worker else "-",
-            state.decision.action.value,
-            "" if state.decision.mode is None else state.decision.mode.value,
-        )
+        mode = state.decision.mode
+        action = _words(state.decision.action.value) + ("" if mode is None else f" ({mode.value})")
+        rows.append((state, pr, action))
+
+    def natural(header: str, cells: list[str]) -> int:
+        return max([cell_len(header), *(cell_len(cell) for cell in cells)])
+
+    issues = [state.issue for state, _, _ in rows]
+    id_w, status_w, title_w, pr_w, next_w = _state_widths(
+        (
+            natural("ID", [issue.identifier for issue in issues]),
+            natural(
+                "Status",
+                [issue.status.value for issue in issues]
+                + ["live worker" for state, _, _ in rows if state.has_live_worker],
+            ),
+            natural(
+                "Title",
+                [for_display(issue.title) for issue in issues]
+                + [", ".join(sorted(issue.labels)) for issue in issues],
+            ),
+            natural("PR", [pr for _, pr, _ in rows]),
+            natural("Next action", [action for _, _, action in rows]),
+        ),
+        width,
+    )
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("ID", no_wrap=True, width=id_w)
+    table.add_column("Status", no_wrap=True, width=status_w)
+    table.add_column("Title", width=title_w)
+    table.add_column("PR", width=pr_w, overflow="fold")
+    table.add_column("Next action", width=next_w, overflow="fold")
+    for state, pr, action in rows:
+        status: list[Any] = [Text(state.issue.status.value)]
+        if state.has_live_worker:
+            status.append(Text("live worker", style="dim"))
+        title: list[Any] = [Text(for_display(state.issue.title), no_wrap=True, overflow="ellipsis")]
+        if state.issue.labels:
+            labels = _pack(sorted(state.issue.labels), title_w)
+            title.append(Text(labels, style="dim", overflow="fold"))
+        table.add_row(state.issue.identifier, Group(*status), Group(*title), pr, action)
     return table
+
+
+# -- `legion config` ---------------------------------------------------------------------------
+
+# What an unset setting means, in the words of the README's configuration table.
+UNSET_MEANING = {
+    "base_branch": "the branch checked out in the repository",
+    "wip_limit": "unlimited",
+    "tmux_socket": "tmux's default server",
+    "tmux_config": "tmux's default configuration",
+    "claude_bin": "the Claude Code CLI Legion finds for you",
+    "state_dir": "under $XDG_STATE_HOME/legion",
+    "workspace_root": "beside the repository",
+}
+
+
+def toml_literal(value: Any) -> str:
+    """A setting's value as TOML writes it: `"text"`, `60.0`, `3`, `true`, `["a", "b"]`."""
+    from pathlib import PurePath
+
+    from legion.config import toml_value
+
+    if isinstance(value, PurePath):
+        value = str(value)
+    if isinstance(value, float):
+        return repr(value)  # 600.0, 1e+20, inf and nan are TOML floats as Python prints them
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_literal(item) for item in value) + "]"
+    return toml_value(value)
+
+
+def source_text(source: str, env_var: str) -> str:
+    """Where a setting's value comes from, as a user would look for it."""
+    if source == "env":
+        return env_var
+    if source == "flag":
+        return "command line"
+    return source  # "default", or the configuration file's path
+
+
+def config_lines(root: str, rows: list[tuple[str, Any, str]]) -> list[str]:
+    """`legion config` for people: valid TOML, one line per setting, its source in a comment.
+
+    An unset setting (no value anywhere, and no default value) is a comment line,
+    `# name: unset (what that means)`, so the output stays valid TOML throughout.
+    """
+    lefts = []
+    for name, value, _ in rows:
+        if value is None:
+            meaning = UNSET_MEANING.get(name)
+            lefts.append(f"# {name}: unset" + (f" ({meaning})" if meaning else ""))
+        else:
+            lefts.append(f"{name} = {toml_literal(value)}")
+    column = min(max(len(left) for left in lefts), 40) if lefts else 0
+    lines = [f"# project: {root}"]
+    for left, (_, _, source) in zip(lefts, rows, strict=True):
+        lines.append(f"{left.ljust(column)}  # {source}")
+    return lines

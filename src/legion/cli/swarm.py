@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -21,31 +22,48 @@ def reconcile(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would be done; do nothing.")
     ] = False,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait",
+            min=0,
+            help="How many seconds to wait for a pass already running (the daemon's) to end.",
+        ),
+    ] = 120.0,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Carry out every mechanical action the decision table suggests, once, idempotently."""
+    """Carry out every mechanical action the decision table suggests, once, idempotently.
+
+    With a daemon running, a worker's question goes to the controller's Oracle first; without
+    one, straight to a human. While dispatch is paused, says so (on stderr) and why."""
     from legion.actionlog import ActionLog
     from legion.backends import open_workers
+    from legion.pause import DispatchPause
     from legion.reconcile import Reconciler
 
     project, backends = common.backends(ctx)
     workers = open_workers(project, backends)
     reconciler = Reconciler(
-        project, backends.tracker, backends.forge, workers, ActionLog(backends.db)
+        project,
+        backends.tracker,
+        backends.forge,
+        workers,
+        ActionLog(backends.db),
+        oracle=running_pid(project) is not None,  # a daemon runs a controller to ask
     )
-    outcomes = reconciler.run(dry_run=dry_run)
+    outcomes = reconciler.run(
+        dry_run=dry_run, wait=wait, on_wait=lambda line: typer.echo(f"legion: {line}", err=True)
+    )
+    paused = DispatchPause(backends.db).reason()
+    if paused is not None:
+        typer.echo(f"legion: {paused}", err=True)
     if as_json:
-        common.print_json(
-            [
-                {"issue": o.issue, "action": o.action, "outcome": o.outcome, "detail": o.detail}
-                for o in outcomes
-            ]
-        )
+        common.print_json([o.to_json() for o in outcomes])
         return
     if not outcomes:
         typer.echo("Nothing to do.")
     for o in outcomes:
-        typer.echo(f"{o.issue}: {o.action}: {o.outcome}" + (f" ({o.detail})" if o.detail else ""))
+        typer.echo(f"{o.issue}: {o.action}: {o.kind}" + (f" ({o.detail})" if o.detail else ""))
 
 
 def log(
@@ -61,7 +79,9 @@ def log(
     from legion.core.model import normalize_identifier
 
     _, backends = common.backends(ctx)
-    entries = ActionLog(backends.db).tail(lines, normalize_identifier(issue) if issue else None)
+    # An identifier that names no issue is bad input, not an empty log.
+    only = backends.tracker.get_issue(normalize_identifier(issue)).identifier if issue else None
+    entries = ActionLog(backends.db).tail(lines, only)
     if as_json:
         common.print_json([entry.to_json() for entry in entries])
         return
@@ -74,15 +94,37 @@ def feedback(
     ctx: typer.Context,
     issue: Annotated[str, typer.Argument(help="The issue waiting for you.")],
     text: Annotated[str, typer.Argument(help="Your answer.")],
+    as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Answer a question a worker escalated: comments and adds user-feedback-given."""
-    from legion.core.model import Label
+    """Answer a question a worker escalated: comments and adds user-feedback-given.
 
+    Only an issue labelled user-input-needed is waiting for an answer; any other is refused.
+    """
+    from legion.cli import render
+    from legion.core.model import Label
+    from legion.core.text import clean_comment
+    from legion.errors import ConflictError
+
+    clean_comment(text)
     project, backends = common.backends(ctx)
-    comment = backends.tracker.add_comment(issue, text, author=common.default_author())
-    backends.tracker.update_labels(comment.issue, add=[Label.USER_FEEDBACK_GIVEN.value])
+    asked = backends.tracker.get_issue(issue)
+    if Label.USER_INPUT_NEEDED.value not in asked.labels:
+        raise ConflictError(
+            f"{asked.identifier} is not waiting for an answer (it has no "
+            f"{Label.USER_INPUT_NEEDED.value} label); to add a note, use "
+            f"`legion issue comment {asked.identifier} --body TEXT`"
+        )
+    comment = backends.tracker.add_comment(asked.identifier, text, author=common.default_author())
+    updated = backends.tracker.update_labels(
+        asked.identifier, add=[Label.USER_FEEDBACK_GIVEN.value]
+    )
     common.changed(project)
-    typer.echo(f"{comment.issue}: answer recorded; Legion relays it to the worker")
+    if as_json:
+        data = render.issue_json(updated)
+        data["comment"] = render.comment_json(comment)
+        common.print_json(data)
+        return
+    typer.echo(f"{updated.identifier}: answer recorded; Legion relays it to the worker")
 
 
 def _preflight(project: Project) -> list[str]:
@@ -107,25 +149,50 @@ def _preflight(project: Project) -> list[str]:
     return notes
 
 
+def _started(project: Project, pid: int, log_path: Path | None, notes: list[str]) -> dict[str, Any]:
+    """What `legion start --json` prints: the daemon, its log, and how to watch the swarm."""
+    from legion.backends import open_backends, open_workers
+
+    session = open_workers(project, open_backends(project)).session
+    return {
+        "root": str(project.root),
+        "pid": pid,
+        "mode": project.settings.controller_mode,
+        "tick": project.settings.tick,
+        "log": None if log_path is None else str(log_path),
+        "session": session,
+        "attach": common.attach_command(project.settings.tmux_socket, session),
+        "notes": notes,
+    }
+
+
 def start(
     ctx: typer.Context,
     foreground: Annotated[bool, typer.Option("--foreground", help="Run in this terminal.")] = False,
     mode: Annotated[str | None, typer.Option(help="Controller mode: auto or llm.")] = None,
     tick: Annotated[float | None, typer.Option(help="Seconds between ticks.")] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Start the swarm: the daemon, the controller, and (through them) the workers."""
+    """Start the swarm: the daemon, the controller, and (through them) the workers.
+
+    Prints the daemon's pid, its log, and the tmux command that shows the swarm at work.
+    """
     from legion.config import load_project
     from legion.daemon import Daemon, DaemonConfig
 
-    flags = {"controller_mode": mode, "tick": tick}
+    flags = {
+        "controller_mode": None
+        if mode is None
+        else common.checked_option("controller_mode", mode, "option --mode"),
+        "tick": None if tick is None else common.checked_option("tick", tick, "option --tick"),
+    }
     project = load_project(common.repo_path(ctx), flags=flags)
     pid = running_pid(project)
     if pid is not None:
         raise LegionError(
             f"Legion is already running for {project.root} (pid {pid}); `legion stop` stops it"
         )
-    for note in _preflight(project):
-        typer.echo(note)
+    notes = _preflight(project)
     settings = project.settings
     if foreground:
         config = DaemonConfig(
@@ -134,25 +201,41 @@ def start(
             stale_after=settings.stale_after,
             restart_cooldown=settings.restart_cooldown,
         )
-        typer.echo(f"Legion running for {project.root} ({config.mode} mode); Ctrl-C stops it")
+        info = _started(project, os.getpid(), None, notes)
+        if as_json:
+            common.print_json(info)
+        else:
+            for note in notes:
+                typer.echo(note)
+            typer.echo(f"Legion running for {project.root} ({config.mode} mode); Ctrl-C stops it")
+            typer.echo(f"  watch: {info['attach']}")
         Daemon(project, config, os.environ).run()
         return
     log_path = project.state_dir / "daemon.log"
-    project.state_dir.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "legion", "--repo", str(project.root), "start", "--foreground"]
     argv += ["--mode", settings.controller_mode, "--tick", str(settings.tick)]
-    with log_path.open("ab") as out:
+    from legion.statefiles import open_private_binary_append
+
+    with open_private_binary_append(log_path) as out:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
         )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if running_pid(project) is not None:
+            info = _started(project, proc.pid, log_path, notes)
+            if as_json:
+                common.print_json(info)
+                return
+            for note in notes:
+                typer.echo(note)
             typer.echo(
                 f"Legion started for {project.root} "
                 f"(pid {proc.pid}, {settings.controller_mode} mode)"
             )
-            typer.echo(f"  log: {log_path}   status: legion status   stop: legion stop")
+            typer.echo(f"  watch:  {info['attach']}")
+            typer.echo(f"  log:    {log_path}")
+            typer.echo("  status: legion status   stop: legion stop")
             return
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
@@ -166,52 +249,81 @@ def stop(
     all_windows: Annotated[
         bool, typer.Option("--all", help="Also close the controller and worker windows.")
     ] = False,
+    as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Stop the daemon. Workers keep running (their sessions stay resumable) unless --all."""
     from legion import daemon
 
     project = common.project(ctx)
     pid = daemon.stop(project)
-    typer.echo("Legion was not running." if pid is None else f"Legion stopped (pid {pid}).")
+    closed: str | None = None
+    session: str | None = None
     if all_windows:
         from legion.backends import open_backends, open_workers
 
         workers = open_workers(project, open_backends(project))
-        workers.tmux.kill_session(workers.session)
-        typer.echo(f"Closed tmux session {workers.session}.")
+        session = workers.session
+        if workers.tmux.has_session(session):
+            workers.tmux.kill_session(session)
+            closed = session
+    if as_json:
+        common.print_json({"stopped": pid is not None, "pid": pid, "closed_session": closed})
+        return
+    typer.echo("Legion was not running." if pid is None else f"Legion stopped (pid {pid}).")
+    if session is not None:
+        typer.echo(
+            f"Closed tmux session {session}." if closed else f"No tmux session {session} was open."
+        )
 
 
 def status(
     ctx: typer.Context,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """The daemon, the controller, the workers, WIP, and the last actions."""
+    """The daemon, the controller, the workers, WIP, whether dispatch is paused, the judgment
+    queue, and the last actions."""
     from legion.actionlog import ActionLog
     from legion.backends import open_workers
     from legion.daemon import CONTROLLER_WINDOW, controller_state_of
+    from legion.judgments import JudgmentQueue
+    from legion.pause import DispatchPause
     from legion.reconcile import counts_toward_wip
 
     project, backends = common.backends(ctx)
     workers = open_workers(project, backends)
-    views = workers.views()
     now = time.time()
+    unknown: str | None = None
+    try:
+        views: list[Any] | None = workers.views()
+        controller, activity = controller_state_of(project, workers)
+        state: str = controller.value
+    except LegionError as exc:  # tmux did not answer: what runs is unknown, not nothing
+        unknown = str(exc)
+        views, state, activity = None, "unknown", None
     try:
         beat: float | None = round(now - heartbeat_file(project).stat().st_mtime, 1)
     except OSError:
         beat = None
-    controller, activity = controller_state_of(project, workers)
-    code = sum(1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode))
+    code = None
+    if views is not None:
+        code = sum(1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode))
+    pause = DispatchPause(backends.db).state()
+    judgments = JudgmentQueue(backends.db).open_items()
     data: dict[str, Any] = {
         "daemon": {"pid": running_pid(project), "heartbeat_age_s": beat},
         "controller": {
             "window": CONTROLLER_WINDOW,
-            "state": controller.value,
+            "state": state,
             "transcript_age_s": None if activity is None else round(now - activity, 1),
         },
-        "workers": [view.to_json(now) for view in views],
+        "workers": None if views is None else [view.to_json(now) for view in views],
         "wip": {"code_workers": code, "limit": project.settings.wip_limit},
+        "dispatch_paused": None if pause.reason is None else pause.to_json(),
+        "judgments": [item.to_json() for item in judgments],
         "last_actions": [entry.to_json() for entry in ActionLog(backends.db).tail(10)],
     }
+    if unknown is not None:
+        data["unknown"] = unknown
     if as_json:
         common.print_json(data)
         return
@@ -220,14 +332,29 @@ def status(
         f"daemon:     {'running (pid ' + str(pid) + ')' if pid else 'not running'}"
         + (f", heartbeat {beat:.0f}s ago" if beat is not None else "")
     )
-    typer.echo(f"controller: {controller.value}")
+    typer.echo(f"controller: {state}")
+    if pause.reason is not None:
+        typer.echo(f"dispatch:   PAUSED since {pause.paused_at}: {pause.reason}")
+    if unknown is not None:
+        typer.echo(f"workers:    unknown ({unknown})")
     limit = project.settings.wip_limit
-    typer.echo(f"WIP:        {code} code worker(s) of {'unlimited' if limit is None else limit}")
-    for view in views:
+    if code is not None:
+        typer.echo(
+            f"WIP:        {code} code worker(s) of {'unlimited' if limit is None else limit}"
+        )
+    for view in views or []:
         typer.echo(
             f"  {view.record.issue:8} {view.record.mode.value:10} "
             f"{view.state.value:8} {view.record.window}"
         )
+    if judgments:
+        typer.echo("judgment queue:")
+        for item in judgments:
+            tries = f"{item.attempts} attempt{'' if item.attempts == 1 else 's'}"
+            typer.echo(
+                f"  {item.issue:8} {item.kind.value:18} {item.state.value:9} "
+                f"since {item.created_at} ({tries}): {item.reason}"
+            )
     if data["last_actions"]:
         typer.echo("last actions:")
         for entry in data["last_actions"]:
@@ -239,6 +366,7 @@ def skills_install(
     scope: Annotated[
         str, typer.Option(help="user (Claude Code's config dir) or project (this repository).")
     ] = "user",
+    as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Put Legion's skills where Claude Code finds them."""
     from legion import skills
@@ -251,4 +379,9 @@ def skills_install(
     else:
         target = common.project(ctx).root / ".claude" / "skills"
     written = skills.install(target)
+    if as_json:
+        common.print_json(
+            {"scope": scope, "target": str(target), "files": [str(path) for path in written]}
+        )
+        return
     typer.echo(f"Installed {len(written)} skill files in {target}")

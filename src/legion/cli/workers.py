@@ -82,7 +82,8 @@ def answer(
 ) -> None:
     """Answer the question a blocked worker is waiting on."""
     project, backends = common.backends(ctx)
-    view = open_workers(project, backends).answer(issue, text)
+    identifier = backends.tracker.get_issue(issue).identifier  # an unknown issue is bad input
+    view = open_workers(project, backends).answer(identifier, text)
     _show(view, as_json, f"answered; {view.record.window} goes on")
 
 
@@ -125,9 +126,29 @@ def peek(
     lines: Annotated[
         int, typer.Option("--lines", "-n", min=1, max=10000, help="How many lines.")
     ] = 40,
+    as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """The last lines of a worker's screen."""
+    """The last lines of a worker's screen (blank lines below the last output don't count)."""
     project, backends = common.backends(ctx)
-    view, screen = open_workers(project, backends).peek(issue, lines)
+    identifier = backends.tracker.get_issue(issue).identifier  # an unknown issue is bad input
+    view, captured = open_workers(project, backends).peek(identifier, lines)
+    screen = last_lines(captured, lines)
+    if as_json:
+        data = view.to_json(time.time())
+        data["lines"] = lines
+        data["screen"] = screen
+        common.print_json(data)
+        return
     typer.echo(f"--- {view.record.window} ({view.state.value})")
-    typer.echo(screen.rstrip("\n"))
+    if screen:
+        typer.echo(screen)
+
+
+def last_lines(captured: str, count: int) -> str:
+    """The last `count` lines of a captured pane. tmux captures from `count` lines up in the
+    history to the bottom of the visible screen, so the capture alone can hold a whole screen
+    more, ending in the blank rows below the cursor: those are dropped first."""
+    rows = captured.splitlines()
+    while rows and not rows[-1].strip():
+        rows.pop()
+    return "\n".join(rows[-count:])

@@ -10,10 +10,14 @@ from legion.backends import open_workers
 from legion.cli import common
 from legion.workspaces.sweep import sweep_done
 
-app = typer.Typer(help="List and clean up per-issue workspaces.", no_args_is_help=True)
+app = typer.Typer(
+    help="List and clean up per-issue workspaces.",
+    no_args_is_help=True,
+    epilog=common.example("legion workspace list", "legion workspace clean --dry-run"),
+)
 
 
-@app.command("list")
+@app.command("list", epilog=common.example("legion workspace list --json"))
 def list_workspaces(
     ctx: typer.Context, as_json: Annotated[bool, common.JsonOption] = False
 ) -> None:
@@ -44,24 +48,58 @@ def list_workspaces(
         typer.echo(f"{row['issue']}  {row['path']}  [{row['branch']}]{note}")
 
 
-@app.command()
+@app.command(
+    epilog=common.example(
+        "legion workspace clean --dry-run",
+        "legion workspace clean",
+        "legion workspace clean --rescue",
+    )
+)
 def clean(
     ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go.")] = False,
+    rescue: Annotated[
+        bool,
+        typer.Option(
+            "--rescue",
+            help="Move ignored files that exist nowhere else (.env, notes) out to Legion's state "
+            "folder, then remove the workspace.",
+        ),
+    ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Remove the workspaces of Done issues; one with unsaved or unmerged work is kept."""
+    """Remove the workspaces of Done issues. One with uncommitted or unmerged work is kept, and
+    so is one holding git-ignored files that are not build output, unless --rescue."""
+    import time
+
     project, backends = common.backends(ctx)
     workers = open_workers(project, backends)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
     results = sweep_done(
-        backends.tracker, workers.workspaces, workers.live_issues(), dry_run=dry_run
+        backends.tracker,
+        workers.workspaces,
+        workers.live_issues(),
+        dry_run=dry_run,
+        rescue_to=project.state_dir / "rescued" / stamp if rescue else None,
     )
+    rows = [
+        {
+            "issue": r.issue,
+            "removed": r.removed,
+            "outcome": "removed" if r.removed else ("would_remove" if r.would_remove else "kept"),
+            "reason": r.reason,
+        }
+        for r in results
+    ]
     if as_json:
-        common.print_json(
-            [{"issue": r.issue, "removed": r.removed, "reason": r.reason} for r in results]
-        )
+        common.print_json(rows)
         return
-    if not results:
+    if not rows:
         typer.echo("No workspaces of Done issues.")
-    for result in results:
-        typer.echo(f"{result.issue}: {'removed' if result.removed else 'kept'}: {result.reason}")
+    for row in rows:
+        if row["outcome"] == "would_remove":
+            typer.echo(f"{row['issue']}: {row['reason']}")
+        elif row["outcome"] == "removed":
+            typer.echo(f"{row['issue']}: {row['reason']}")  # "removed <path>"
+        else:
+            typer.echo(f"{row['issue']}: kept: {row['reason']}")

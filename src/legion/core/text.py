@@ -13,13 +13,40 @@ MAX_BODY_CHARS = 65_536  # GitHub's limit for issue and PR bodies; Linear's is l
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+# Bidirectional overrides and isolates can make a title read differently from what it is
+# ("Trojan Source"); line and paragraph separators break one-item-per-line output.
+_INVISIBLE_FORMAT = re.compile("[\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+# What Python makes of bytes that are not UTF-8 in arguments (surrogateescape).
+_UNDECODABLE = re.compile("[\ud800-\udfff]")
+
+
 def _reject_controls(what: str, text: str) -> None:
+    if _UNDECODABLE.search(text):
+        raise InputError(f"{what} is not valid UTF-8")
     match = _CONTROL.search(text)
     if match is not None:
         raise InputError(
             f"{what} contains a control character (U+{ord(match.group()):04X}) at position "
             f"{match.start()}; remove it"
         )
+
+
+def _reject_invisible_format(what: str, text: str) -> None:
+    match = _INVISIBLE_FORMAT.search(text)
+    if match is not None:
+        raise InputError(
+            f"{what} contains a bidirectional or line-separator character "
+            f"(U+{ord(match.group()):04X}) at position {match.start()}; remove it"
+        )
+
+
+def for_display(text: str) -> str:
+    """`text` with every character that could reorder or break a terminal line shown as an
+    escape (`\\u202e`), for output that must stay one item per line."""
+    return _INVISIBLE_FORMAT.sub(
+        lambda m: f"\\u{ord(m.group()):04x}",
+        _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text),
+    )
 
 
 def clean_title(text: str) -> str:
@@ -29,6 +56,7 @@ def clean_title(text: str) -> str:
     if "\n" in title or "\r" in title:
         raise InputError("the title must be a single line")
     _reject_controls("the title", title)
+    _reject_invisible_format("the title", title)
     if len(title) > MAX_TITLE_CHARS:
         raise InputError(f"the title is {len(title)} characters long (at most {MAX_TITLE_CHARS})")
     return title

@@ -710,6 +710,13 @@ class _HTTPServer(ThreadingHTTPServer):
         self.fake = fake
         super().__init__(address, _Handler)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (a CLI killed mid-request) is normal here, not worth a
+        traceback on the demo's terminal; anything else still gets one."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class FakeModelServer:
     """The scripted server; a context manager that starts it on 127.0.0.1 and stops it."""

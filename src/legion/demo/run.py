@@ -16,17 +16,21 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from legion.backends import Backends, open_backends
-from legion.config import Project
+from legion.config import Project, machine_settings
 from legion.core.model import Label, Status
 from legion.errors import LegionError, ToolMissingError
 from legion.git import run_git
 from legion.projects import init_project
+from legion.runtime import claude_bin
+from legion.runtime.claude_bin import ClaudeBinary
 
-CLAUDE_CODE_VERSION = "2.1.328"  # the version the tests pin (scripts/claude-code-version)
+if TYPE_CHECKING:
+    from legion.demo.model_server import FakeModelServer, RecordedRequest
 
 DEMO_ISSUES = (
     ("Add a greet() function", "greet(name) returns 'Hello, <name>!'. With a test."),
@@ -37,36 +41,14 @@ DEMO_ISSUES = (
 )
 
 
-def cache_dir(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
-    return Path(base) / "legion" / "claude-code"
-
-
-def find_or_install_claude(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
-    """The Claude Code CLI: `LEGION_CLAUDE_BIN`, Legion's cached copy, or a fresh npm install of
-    the pinned version into the cache (the demo's scripted model expects that version)."""
-    explicit = env.get("LEGION_CLAUDE_BIN")
-    if explicit:
-        return Path(explicit)
-    cached = cache_dir(env) / "node_modules" / ".bin" / "claude"
-    if cached.exists():
-        return cached
-    npm = shutil.which("npm")
-    if npm is None:
-        raise ToolMissingError(
-            "the demo needs the Claude Code CLI, and npm to install it: install Node.js and npm "
-            "(e.g. apt-get install npm), or set LEGION_CLAUDE_BIN"
-        )
-    say(f"Installing Claude Code {CLAUDE_CODE_VERSION} (once) into {cached.parents[2]} with npm...")
-    result = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix",
-         str(cached.parents[2]), f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if result.returncode != 0 or not cached.exists():
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ToolMissingError(f"npm could not install Claude Code: {last}")
-    return cached
+def demo_claude(env: Mapping[str, str], say: Callable[[str], None]) -> ClaudeBinary:
+    """The Claude Code CLI the demo runs: the one configured (claude_bin), else the pinned
+    version in Legion's cache, installed there first if it is missing. The same resolver then
+    finds it for the daemon and every worker."""
+    settings = machine_settings(env)
+    if settings.claude_bin is None:
+        claude_bin.install(env, say)
+    return claude_bin.resolve_configured(settings, env)
 
 
 def make_repository(repo: Path, issues: int) -> tuple[Project, Backends]:
@@ -94,11 +76,24 @@ def make_repository(repo: Path, issues: int) -> tuple[Project, Backends]:
 
 
 @dataclass
+class IssueSummary:
+    identifier: str
+    status: str
+    modes: list[str]  # the workers it had, in order
+    seconds: float | None  # first worker start to Done
+    requests: int | None  # scripted model requests made for it (None with --real)
+    pr: str  # "#3 merged", "#3 open", "none"
+
+
+@dataclass
 class DemoResult:
     seconds: float
     statuses: dict[str, str]
     requests: int
     controller_requests: int
+    issues: list[IssueSummary] = field(default_factory=list)
+    paused: str | None = None  # why dispatch stopped, when a worker could not start
+    kept_workspaces: list[str] = field(default_factory=list)
 
 
 def run_demo(
@@ -119,7 +114,7 @@ def run_demo(
         raise ToolMissingError("the demo needs tmux: install it (e.g. apt-get install tmux)")
     if real and not os.environ.get("ANTHROPIC_API_KEY"):
         raise LegionError("--real needs ANTHROPIC_API_KEY set to your Anthropic API key")
-    claude = find_or_install_claude(os.environ, say)
+    claude = demo_claude(os.environ, say)
     repo = folder / "repo"
     project, backends = make_repository(repo, issues)
     identifiers = [issue.identifier for issue in backends.tracker.list_issues()]
@@ -136,19 +131,17 @@ def run_demo(
             server.base_url, home=Path(os.environ.get("HOME") or Path.home()),
             config_dir=config_dir, proxy_url=server.base_url,
         )  # fmt: skip
-    env["LEGION_CLAUDE_BIN"] = str(claude)
     from legion import skills
 
     skills.install(config_dir / "skills")
-    say(f"Demo repository: {repo}")
     model = (
         "Anthropic's API (your key)" if real else "a SCRIPTED model on 127.0.0.1 (no AI involved)"
     )
-    say(
-        f"{len(identifiers)} issues; workers are real Claude Code sessions in tmux, "
-        f"driven by {model}."
-    )
-    say(f"Watch them live: tmux -S {project.settings.tmux_socket} attach\n")
+    say(f"Legion demo: {len(identifiers)} issues, {mode} mode, driven by {model}.")
+    say(f"  Claude Code: {claude.path} ({claude.source})")
+    say(f"  files:       {folder}")
+    say(f"  watch live:  tmux -S {project.settings.tmux_socket} attach")
+    say("")
 
     def all_done(b: Backends) -> bool:
         return all(
@@ -158,11 +151,21 @@ def run_demo(
 
     started = time.monotonic()
     config = DaemonConfig(
-        mode=mode, tick=2.0, restart_cooldown=5.0, run_for=timeout, stop_when=all_done
+        mode=mode,
+        tick=2.0,
+        restart_cooldown=5.0,
+        # A scripted turn takes seconds: a worker quiet for a minute is stuck, and is restarted
+        # rather than left to eat the demo's time. A real model may think for longer.
+        stale_after=600.0 if real else 60.0,
+        run_for=timeout,
+        stop_when=all_done,
+        stop_on_pause=True,
+        say_pause=False,
     )
     daemon = Daemon(project, config, env)
+    progress = _Progress(project, server, say, started)
     try:
-        with _Progress(project, say):
+        with progress:
             daemon.run()
     finally:
         subprocess.run(
@@ -172,36 +175,147 @@ def run_demo(
         if server is not None:
             server.stop()
     seconds = time.monotonic() - started
+    kept = _clean_up(project, backends, env)
+    progress.poll()  # the workers the clean-up retired
     statuses = {i.identifier: i.status.value for i in backends.tracker.list_issues()}
     requests = server.snapshot() if server is not None else []
     scripted = [r for r in requests if r.path.startswith("/v1/messages")]
     controller = [r for r in scripted if r.scenario == "controller"]
-    return DemoResult(seconds, statuses, len(scripted), len(controller))
+    summaries = progress.summaries(backends, None if real else scripted)
+    return DemoResult(
+        seconds,
+        statuses,
+        len(scripted),
+        len(controller),
+        summaries,
+        daemon.paused_reason,
+        kept,
+    )
+
+
+def _clean_up(project: Project, backends: Backends, env: Mapping[str, str]) -> list[str]:
+    """After the run: retire the records of workers whose windows went with the tmux server,
+    and remove the workspaces of Done issues (never one holding unmerged work). Returns why
+    each kept workspace was kept."""
+    from legion.backends import open_workers
+    from legion.workspaces.sweep import sweep_done
+
+    workers = open_workers(project, backends, env)
+    for record in workers.registry.current():
+        workers.registry.retire(record.id)
+    try:
+        results = sweep_done(backends.tracker, workers.workspaces, set())
+    except LegionError as exc:
+        return [f"workspaces: {exc}"]
+    return [f"{r.issue}: {r.reason}" for r in results if not r.removed]
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes:02d}:{rest:02d}"
+
+
+QUIET_REPORT_S = 10.0  # with nothing else to say, report what is running this often
 
 
 class _Progress:
-    """Prints each issue's status changes as the swarm makes them."""
+    """Prints, as the swarm goes: each issue's status changes, each worker started and
+    finished (with its time), and how many model requests were made so far."""
 
-    def __init__(self, project: Project, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        project: Project,
+        server: FakeModelServer | None,
+        say: Callable[[str], None],
+        started: float,
+    ) -> None:
         self.project = project
+        self.server = server
         self.say = say
-        self.seen: dict[str, str] = {}
+        self.started = started
+        self.statuses: dict[str, str] = {}
+        self.seen_workers: dict[int, float] = {}  # record id -> when first seen running
+        self.ended_workers: set[int] = set()
+        self.first_start: dict[str, float] = {}
+        self.done_at: dict[str, float] = {}
+        self.modes: dict[str, list[str]] = {}
+        self.last_said = started
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
+    def _requests(self) -> int | None:
+        if self.server is None:
+            return None
+        return sum(1 for r in self.server.snapshot() if r.path.startswith("/v1/messages"))
+
+    def _line(self, issue: str, text: str) -> None:
+        now = time.monotonic()
+        self.say(f"  {_clock(now - self.started)}  {issue:<7} {text}")
+        self.last_said = now
+
     def poll(self) -> None:
+        from legion.runtime.registry import Registry
+
         try:
             # Its own connection each time: SQLite connections stay in their thread.
-            issues = open_backends(self.project).tracker.list_issues()
+            backends = open_backends(self.project)
+            issues = backends.tracker.list_issues()
+            history = Registry(backends.db).history()
+            backends.db.close()
         except LegionError:
             return  # the database is busy: next time
+        now = time.monotonic()
+        for record, ended_at in history:
+            if record.id not in self.seen_workers:
+                self.seen_workers[record.id] = now
+                self.first_start.setdefault(record.issue, now)
+                self.modes.setdefault(record.issue, []).append(record.mode.value)
+                if ended_at is None:
+                    self._line(record.issue, f"{record.mode.value} worker started")
+            if ended_at is not None and record.id not in self.ended_workers:
+                self.ended_workers.add(record.id)
+                took = now - self.seen_workers[record.id]
+                self._line(record.issue, f"{record.mode.value} worker finished ({took:.0f} s)")
         for issue in issues:
-            before = self.seen.get(issue.identifier)
-            if before != issue.status.value:
+            before = self.statuses.get(issue.identifier)
+            status = issue.status.value
+            if before != status:
                 arrow = f"{before} -> " if before else ""
-                clock = time.strftime("%H:%M:%S")
-                self.say(f"  {clock}  {issue.identifier}  {arrow}{issue.status.value}")
-                self.seen[issue.identifier] = issue.status.value
+                requests = self._requests()
+                count = f"  ({requests} model requests so far)" if requests and before else ""
+                self._line(issue.identifier, f"{arrow}{status}{count}")
+                self.statuses[issue.identifier] = status
+                if issue.status is Status.DONE:
+                    self.done_at[issue.identifier] = now
+        if now - self.last_said >= QUIET_REPORT_S:
+            running = len([r for r, ended in history if ended is None])
+            requests = self._requests()
+            count = f", {requests} model requests so far" if requests is not None else ""
+            self._line("", f"working: {running} worker(s) running{count}")
+
+    def summaries(
+        self, backends: Backends, requests: list[RecordedRequest] | None
+    ) -> list[IssueSummary]:
+        prs = backends.forge.prs_by_issue()
+        result = []
+        for issue in backends.tracker.list_issues():
+            ident = issue.identifier
+            pr = prs.get(ident)
+            began, done = self.first_start.get(ident), self.done_at.get(ident)
+            count = None
+            if requests is not None:
+                count = sum(1 for r in requests if (r.scenario or "").startswith(f"{ident}:"))
+            result.append(
+                IssueSummary(
+                    ident,
+                    issue.status.value,
+                    self.modes.get(ident, []),
+                    None if began is None or done is None else done - began,
+                    count,
+                    f"#{pr.number} {pr.state.value}" if pr else "none",
+                )
+            )
+        return result
 
     def _loop(self) -> None:
         while not self.stop.is_set():

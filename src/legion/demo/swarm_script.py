@@ -6,13 +6,27 @@ way the skills tell a real model to: post the plan, commit and open the PR, reco
 verdict before `worker-done`, commit the retro under docs/solutions/, merge and close. Scenarios
 match the skill invocation's arguments exactly (`<command-args>implement mode for LEG-1…`), so
 the skill's own text never selects one by accident.
+
+The controller plays its Oracle for a worker that asked a question: woken for `LEG-1:oracle`, it
+loads the `legion-oracle` skill (the Skill tool, as a real model would), then either comments its
+reasoning and answers (`legion answer`), or asks a human (`legion escalate`).
 """
 
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Mapping
 
-from legion.demo.model_server import Scenario, Script, Turn, ask_user_question, bash, text
+from legion.demo.model_server import (
+    Scenario,
+    Script,
+    Turn,
+    ask_user_question,
+    bash,
+    text,
+    tool_use,
+)
 
 DONE = "--add worker-done --remove worker-active"
 
@@ -93,6 +107,37 @@ def issue_scenarios(issue: str, *, review_rounds: int = 2, ask: bool = False) ->
     ]
 
 
+def oracle_scenarios(issue: str, answer: str | None) -> list[Scenario]:
+    """The controller woken for `<issue>:oracle`: it loads the legion-oracle skill, then with an
+    `answer` comments its reasoning and answers the worker's question; without one it hands the
+    question to a human."""
+    if answer is None:
+        reason = (
+            "The issue, its comments and docs/solutions/ do not say which greeting to use; "
+            "that is the product owner's choice."
+        )
+        command = f"legion escalate {issue} --reason {shlex.quote(reason)}"
+        summary = f"{issue}: asked a human."
+    else:
+        comment = (
+            f"## Oracle\n\n**Answer:** {answer}\n\n"
+            "**Evidence:** the issue body names it.\n\n"
+            "**Why no other answer fits:** the body leaves no other reading."
+        )
+        command = (
+            f"legion issue comment {issue} --body {shlex.quote(comment)}"
+            f" && legion answer {issue} {shlex.quote(answer)}"
+        )
+        summary = f"{issue}: answered {answer}."
+    turns: list[Turn] = [
+        [tool_use("Skill", {"skill": "legion-oracle", "args": issue})],
+        [bash(command, summary)],
+        [text(summary)],
+    ]
+    match = rf"<command-args>[^<]*\b{re.escape(issue)}:oracle\b"
+    return [Scenario(match, turns, name=f"{issue}:oracle", regex=True)]
+
+
 def controller_scenarios(mode: str) -> list[Scenario]:
     """The controller: in `llm` mode it reconciles on every wake; in `auto` mode it only has
     judgment calls to make, and the demo poses none."""
@@ -105,9 +150,21 @@ def controller_scenarios(mode: str) -> list[Scenario]:
 
 
 def swarm_script(
-    issues: list[str], *, mode: str = "auto", review_rounds: int = 2, ask: tuple[str, ...] = ()
+    issues: list[str],
+    *,
+    mode: str = "auto",
+    review_rounds: int = 2,
+    ask: tuple[str, ...] = (),
+    oracle: Mapping[str, str] | None = None,
 ) -> Script:
-    scenarios = controller_scenarios(mode)
+    """The whole swarm. The planners of the issues in `ask` ask a question first; the
+    controller's Oracle answers it with `oracle[issue]`, or asks a human when the issue has no
+    answer there."""
+    answers = dict(oracle or {})
+    scenarios: list[Scenario] = []
+    for issue in ask:
+        scenarios += oracle_scenarios(issue, answers.get(issue))
+    scenarios += controller_scenarios(mode)
     for issue in issues:
         scenarios += issue_scenarios(issue, review_rounds=review_rounds, ask=issue in ask)
     return Script(scenarios)

@@ -4,11 +4,13 @@ worker registry (which every backend uses).
 WAL journal and a busy timeout let several `legion` processes (the daemon, workers, the user)
 read and write at once; every write runs in a `BEGIN IMMEDIATE` transaction so a writer waits
 for the lock instead of failing half-way. Schema changes are numbered migrations recorded in
-`PRAGMA user_version`.
+`PRAGMA user_version`; the pending ones run as whole scripts in one transaction, so a database
+is either migrated completely or left as it was.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -16,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from legion.errors import StoreError
+from legion.statefiles import private_folder
 
 BUSY_TIMEOUT_S = 15.0
 
@@ -98,7 +101,61 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX actions_issue ON actions(issue, id);
     """,
+    # 4: the daemon's durable state: the judgment queue (what the controller must look at, until
+    # it no longer needs looking at) and the dispatch pause (worker starts that keep failing).
+    """
+    CREATE TABLE judgments (
+        id INTEGER PRIMARY KEY,
+        issue TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        ref TEXT NOT NULL DEFAULT '',
+        reason TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        delivered_at TEXT,
+        delivered_mark INTEGER,
+        handled_at TEXT,
+        closed_at TEXT,
+        closed_reason TEXT
+    );
+    CREATE UNIQUE INDEX judgments_one_open ON judgments(issue, kind) WHERE closed_at IS NULL;
+    CREATE TABLE dispatch_pause (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        cause TEXT,
+        streak INTEGER NOT NULL DEFAULT 0,
+        reason TEXT,
+        paused_at TEXT
+    );
+    INSERT INTO dispatch_pause (id, streak) VALUES (1, 0);
+    """,
 )
+
+
+def _tighten(path: Path) -> None:
+    """The database and its journal files: owner only, also when an older Legion made them."""
+    for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with suppress(FileNotFoundError):
+            if candidate.stat().st_mode & 0o077:
+                candidate.chmod(0o600)
+
+
+def _check_present(path: Path, *, create: bool) -> None:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        if create:
+            return
+        raise StoreError(
+            f"{path}: the project's database is missing; restore it from a backup, or, on a "
+            "new machine, run `legion init` to create an empty one"
+        ) from None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the database ({exc})") from None
+    if size == 0:
+        raise StoreError(
+            f"{path}: the project's database is empty (0 bytes), so its issues are gone; "
+            "restore it from a backup, or move it aside and run `legion init` for an empty one"
+        )
 
 
 def now() -> str:
@@ -125,10 +182,21 @@ def _describe(path: Path, exc: sqlite3.Error) -> StoreError:
 class Database:
     """A connection to the embedded database, migrated to the current schema on open."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
+        """Open the database at `path`. Without `create`, a missing or empty file is an error:
+        an existing project's store never silently starts afresh (issue numbers would be
+        handed out again)."""
         self.path = path
+        _check_present(path, create=create)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(path.parent)
+            if not path.exists():
+                # Created private whatever the umask; SQLite gives its -wal and -shm files the
+                # database file's mode.
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            _tighten(path)
+        except FileExistsError:
+            pass  # created by another process just now
         except OSError as exc:
             raise StoreError(f"{path.parent}: cannot create the state folder ({exc})") from None
         try:
@@ -148,18 +216,26 @@ class Database:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
         if version == len(MIGRATIONS):
             return
-        with self.write() as conn:
-            # Re-read under the write lock: another process may have migrated meanwhile.
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > len(MIGRATIONS):
-                raise StoreError(
-                    f"{self.path}: the database was written by a newer Legion (schema {version}); "
-                    "upgrade Legion"
-                )
-            for number in range(version, len(MIGRATIONS)):
-                for statement in _statements(MIGRATIONS[number]):
-                    conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+        if version > len(MIGRATIONS):
+            raise self._too_new(version)
+        try:
+            self._conn.executescript(migration_script(version))
+        except sqlite3.Error:
+            self._rollback()
+            # Another process may have migrated between our read and our lock: the script's
+            # guard then failed and nothing ran. Anything else is a real failure.
+            now_at = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if now_at == len(MIGRATIONS):
+                return
+            if now_at > len(MIGRATIONS):
+                raise self._too_new(now_at) from None
+            raise
+
+    def _too_new(self, version: int) -> StoreError:
+        return StoreError(
+            f"{self.path}: the database was written by a newer Legion (schema {version}); "
+            "upgrade Legion"
+        )
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -200,5 +276,23 @@ class Database:
         self._conn.close()
 
 
-def _statements(script: str) -> list[str]:
-    return [part.strip() for part in script.split(";") if part.strip()]
+def migration_script(version: int) -> str:
+    """One script that takes a database from schema `version` to the latest: every pending
+    migration whole (never split on `;`, which a string or a trigger body may hold), in one
+    `BEGIN IMMEDIATE` transaction, with `user_version` set inside it.
+
+    The guard first checks, under the write lock, that the schema is still `version`; if another
+    process migrated meanwhile, its CHECK fails and the script stops before changing anything.
+    """
+    parts = [
+        "BEGIN IMMEDIATE;",
+        "CREATE TEMP TABLE legion_migration_guard "
+        "(expected INTEGER NOT NULL, found INTEGER NOT NULL, CHECK (found = expected));",
+        f"INSERT INTO temp.legion_migration_guard SELECT {version}, user_version "
+        "FROM pragma_user_version;",
+        "DROP TABLE temp.legion_migration_guard;",
+    ]
+    for number in range(version, len(MIGRATIONS)):
+        parts.append(f"-- migration {number + 1}\n{MIGRATIONS[number].strip()}\n;")
+    parts += [f"PRAGMA user_version = {len(MIGRATIONS)};", "COMMIT;"]
+    return "\n".join(parts)

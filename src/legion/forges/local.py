@@ -26,6 +26,7 @@ from legion.git import (
     run_git,
     worktree_for_branch,
 )
+from legion.locking import exclusive
 
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
 _PR_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
@@ -155,7 +156,10 @@ class LocalForge:
             raise ConflictError(
                 f"PR #{pr.number} is a draft: mark it ready with `legion pr ready {pr.number}`"
             )
-        merge_commit = self._git_merge(pr)
+        # One merge at a time: two finishers merging at once would both start from the same
+        # base, and the second would fail to move it.
+        with exclusive(self._db.path.parent / "merge.lock"):
+            merge_commit = self._git_merge(self.get_pr(ref))
         with self._db.write() as conn:
             row_id = self._row_id(conn, str(pr.number))
             conn.execute(
@@ -170,10 +174,11 @@ class LocalForge:
     def _git_merge(self, pr: PullRequest) -> str:
         base_sha = rev_parse(self.repo, f"refs/heads/{pr.base}")
         head_sha = rev_parse(self.repo, f"refs/heads/{pr.branch}")
+        # The PR exists but the repository no longer matches it: a conflict, not bad input.
         if base_sha is None:
-            raise NotFoundError(f"PR #{pr.number}: base branch {pr.base!r} does not exist")
+            raise ConflictError(f"PR #{pr.number}: base branch {pr.base!r} does not exist")
         if head_sha is None:
-            raise NotFoundError(f"PR #{pr.number}: branch {pr.branch!r} does not exist any more")
+            raise ConflictError(f"PR #{pr.number}: branch {pr.branch!r} does not exist any more")
         contained = run_git(
             self.repo, "merge-base", "--is-ancestor", head_sha, base_sha, check=False
         )
@@ -199,9 +204,7 @@ class LocalForge:
         if trial.returncode != 0:
             raise GitError(f"git merge-tree failed: {trial.stderr.strip() or trial.stdout.strip()}")
         tree = trial.stdout.splitlines()[0].strip()
-        message = (
-            f"Merge PR #{pr.number} ({pr.issue}): {pr.title}\n\nBranch {pr.branch} into {pr.base}."
-        )
+        message = merge_message(pr)
         commit = run_git(
             self.repo,
             "commit-tree",
@@ -280,6 +283,18 @@ class LocalForge:
             (row_id,),
         ).fetchone()
         return _pull_request(row, _reviews_by_pr(conn, row_id))
+
+
+def merge_message(pr: PullRequest) -> str:
+    """The merge commit's message: the PR, its issue once, its title, and what went where.
+
+    A PR's default title already starts with its issue (`LEG-1: Add a flag`), so the issue is
+    named in front only when the title does not start with it."""
+    title = pr.title.strip()
+    lead = re.match(rf"{re.escape(pr.issue)}(?![0-9])[\s:.-]*", title, re.IGNORECASE)
+    rest = title[lead.end() :] if lead else title
+    subject = f"{pr.issue}: {rest}" if rest else pr.issue
+    return f"Merge PR #{pr.number}: {subject}\n\nBranch {pr.branch} into {pr.base}."
 
 
 def _reviews_by_pr(conn: sqlite3.Connection, pr_id: int | None) -> dict[int, list[Review]]:

@@ -12,16 +12,17 @@ import json
 import os
 import random
 import re
-import shutil
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from legion.config import Settings
 from legion.core.model import Mode, normalize_identifier
-from legion.errors import ConfigError, ToolMissingError
+from legion.errors import ConfigError
+from legion.runtime import claude_bin
 from legion.runtime.claude_paths import global_config_file, transcript_path
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
@@ -34,19 +35,19 @@ def worker_prompt(issue: str, mode: Mode) -> str:
 
 @dataclass(frozen=True)
 class ClaudeRuntime:
-    binary: str = "claude"
+    settings: Settings | None = None  # its claude_bin; None: Legion's install, then PATH
     permission_mode: str = "bypass"
     extra_args: tuple[str, ...] = ()
+    # Where the cached install and PATH are looked up (the launching process's environment).
+    lookup_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def resolve(self) -> claude_bin.ClaudeBinary:
+        if self.settings is None:
+            return claude_bin.resolve(None, self.lookup_env)
+        return claude_bin.resolve_configured(self.settings, self.lookup_env)
 
     def executable(self) -> str:
-        found = shutil.which(self.binary)
-        if found is None:
-            raise ToolMissingError(
-                f"Claude Code CLI not found ({self.binary!r}): install it with "
-                "`npm install -g @anthropic-ai/claude-code`, "
-                "or set claude_bin in .legion/config.toml"
-            )
-        return found
+        return str(self.resolve().path)
 
     def command(self, session_id: str, prompt: str, *, resume: bool) -> list[str]:
         """argv for the interactive CLI: new session (`--session-id`) or resumed (`--resume`)."""
@@ -167,9 +168,11 @@ def update_json_file(path: Path, update: Any) -> None:
         if not update(config):
             return
         tmp = path.with_name(f"{path.name}.legion-{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(config, indent=2), encoding="utf-8")
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
+        # 0600 whatever the umask: it holds which API keys are approved.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(config, indent=2))
+        os.chmod(tmp, 0o600)
         tmp.replace(path)
 
 

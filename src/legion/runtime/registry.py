@@ -69,6 +69,12 @@ class Registry:
             ).fetchone()
         return None if row is None else _record(row)
 
+    def history(self) -> list[tuple[WorkerRecord, str | None]]:
+        """Every worker ever started, oldest first, with when it was retired (None: current)."""
+        with self._db.read() as conn:
+            rows = conn.execute("SELECT * FROM workers ORDER BY id").fetchall()
+        return [(_record(row), row["ended_at"]) for row in rows]
+
     def retire(self, record_id: int) -> None:
         with self._db.write() as conn:
             conn.execute(

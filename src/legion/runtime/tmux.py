@@ -2,11 +2,21 @@
 
 Nothing here goes through a shell: window commands are argv lists that tmux executes directly,
 and text typed into a pane is sent with `send-keys -l` (literal), then Enter as its own key.
+
+**Unknown is not "none".** A question tmux did not answer (it failed, hung, or was killed) raises
+`TmuxUnavailable`; only tmux's definite answers ("no server running", "can't find session")
+mean that nothing runs. A supervisor that took a failed `list-windows` for "every worker is
+dead" would start a second worker beside each live one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,10 +25,53 @@ from legion.errors import LegionError, ToolMissingError
 # Wide panes keep the CLI's layout stable and questions readable in `capture-pane`.
 PANE_WIDTH = 200
 PANE_HEIGHT = 50
+# A tmux command that takes longer than this has a server that is not answering.
+TIMEOUT_S = 15.0
+# How long a killed window's process gets to exit on its SIGHUP before it is sent SIGKILL.
+EXIT_GRACE_S = 5.0
+# The window option that carries the tag a window was started with (Legion: the session id).
+TAG_OPTION = "@legion-tag"
+_LIST_FORMAT = "\t".join(
+    (
+        "#{window_id}",
+        "#{window_name}",
+        "#{pane_dead}",
+        "#{pane_pid}",
+        "#{pane_current_command}",
+        "#{" + TAG_OPTION + "}",
+    )
+)
+
+# What tmux says when there is definitely nothing: no server, no session, no such window.
+_NO_SERVER = ("no server running on",)
+_NO_SESSION = ("can't find session", "session not found")
+_NO_WINDOW = ("can't find window", "window not found", "can't find pane")
+
+
+# The only variables a tmux command (and so a server it starts) gets. A server keeps the
+# environment it was started with as its global environment and hands it to every window:
+# Legion's own (API keys, tokens) must not be there. Workers get theirs from a private file.
+_SERVER_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR",
+                     "TMUX_TMPDIR", "XDG_RUNTIME_DIR", "TZ")  # fmt: skip
+
+
+def server_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """Pure: the part of `env` a tmux command may see (locale included)."""
+    return {
+        name: value
+        for name, value in env.items()
+        if name in _SERVER_VARIABLES or name.startswith("LC_")
+    }
 
 
 class TmuxError(LegionError):
     """A tmux command failed."""
+
+
+class TmuxUnavailable(TmuxError):
+    """tmux could not be asked (it failed, hung or was killed): what runs in it is unknown.
+
+    Never read this as "nothing runs": skip the decision and look again later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +81,88 @@ class Window:
     pane_dead: bool
     pane_pid: int | None
     current_command: str
+    tag: str = ""  # what the window was started with `tag=` (Legion: its Claude session id)
+
+
+def _says(proc: subprocess.CompletedProcess[str], fragments: tuple[str, ...]) -> bool:
+    text = proc.stderr + proc.stdout
+    return any(fragment in text for fragment in fragments)
+
+
+def _no_server(proc: subprocess.CompletedProcess[str]) -> bool:
+    """tmux's definite answer that no server listens on the socket."""
+    if _says(proc, _NO_SERVER):
+        return True
+    text = proc.stderr + proc.stdout
+    return "error connecting to" in text and "No such file or directory" in text
+
+
+def _detail(args: tuple[str, ...], proc: subprocess.CompletedProcess[str]) -> str:
+    detail = proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}"
+    return f"tmux {args[0]} failed: {detail}"
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie waiting to be reaped does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        if Path("/proc/self/stat").exists():
+            return False  # there is a /proc, and no such process in it
+        try:  # no /proc (macOS, the BSDs)
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    # "pid (comm) STATE ...": comm may hold spaces and parentheses; the state follows the last ")".
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def process_args(pid: int) -> str | None:
+    """The command line of process `pid`, its arguments joined by spaces; None when it does
+    not run (or is a zombie)."""
+    if not _alive(pid):
+        return None
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        if Path("/proc/self").exists():
+            return None  # exited meanwhile
+        raw = b""
+    except OSError:
+        raw = b""
+    if raw:
+        return raw.decode(errors="replace").replace("\0", " ").strip()
+    try:  # no /proc (macOS, the BSDs): ask ps
+        proc = subprocess.run(
+            ["ps", "-o", "command=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() or None
+
+
+def wait_for_exit(pid: int, grace: float | None = None) -> None:
+    """Wait until `pid` has exited; SIGKILL it after `grace` seconds (`EXIT_GRACE_S`), unless
+    its command line changed meanwhile (the pid went to another process)."""
+    deadline = time.monotonic() + (EXIT_GRACE_S if grace is None else grace)
+    identity = process_args(pid)
+    while _alive(pid):
+        if time.monotonic() >= deadline:
+            if process_args(pid) == identity:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 2.0
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            return
+        time.sleep(0.02)
 
 
 @dataclass(frozen=True)
@@ -46,26 +181,45 @@ class Tmux:
         return [*prefix, *args]
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run one tmux command. A tmux that hangs or is killed raises `TmuxUnavailable`;
+        with `check`, any other failure raises `TmuxError`."""
         try:
-            proc = subprocess.run(self.argv(*args), capture_output=True, text=True, check=False)
+            proc = subprocess.run(
+                self.argv(*args),
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=TIMEOUT_S,
+                env=server_environment(os.environ),
+            )
         except FileNotFoundError:
             raise ToolMissingError(
                 "tmux is not installed: install it (e.g. apt-get install tmux)"
             ) from None
+        except subprocess.TimeoutExpired:
+            raise TmuxUnavailable(f"tmux {args[0]} did not answer within {TIMEOUT_S:g} s") from None
+        if proc.returncode < 0:
+            raise TmuxUnavailable(f"tmux {args[0]} was killed by signal {-proc.returncode}")
         if check and proc.returncode != 0:
-            detail = proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}"
-            raise TmuxError(f"tmux {args[0]} failed: {detail}")
+            raise TmuxError(_detail(args, proc))
         return proc
 
     # -- sessions ------------------------------------------------------------------------------
 
     def has_session(self, session: str) -> bool:
-        return self.run("has-session", "-t", f"={session}", check=False).returncode == 0
+        """Whether the session exists; `TmuxUnavailable` when tmux cannot say."""
+        args = ("has-session", "-t", f"={session}")
+        proc = self.run(*args, check=False)
+        if proc.returncode == 0:
+            return True
+        if _no_server(proc) or _says(proc, _NO_SESSION):
+            return False
+        raise TmuxUnavailable(_detail(args, proc))
 
     def new_session(self, session: str, window: str, command: list[str], cwd: Path) -> None:
         self.run(
-            "new-session", "-d", "-s", session, "-n", window, "-c", str(cwd),
-            "-x", str(PANE_WIDTH), "-y", str(PANE_HEIGHT), "--", *command,
+            "new-session", "-d", "-s", session, "-n", literal(window), "-c", literal(str(cwd)),
+            "-x", str(PANE_WIDTH), "-y", str(PANE_HEIGHT), "--", *map(literal, command),
         )  # fmt: skip
 
     def kill_session(self, session: str) -> None:
@@ -74,54 +228,110 @@ class Tmux:
     # -- windows -------------------------------------------------------------------------------
 
     def new_window(
-        self, session: str, window: str, command: list[str], cwd: Path, *, keep_dead: bool = True
+        self,
+        session: str,
+        window: str,
+        command: list[str],
+        cwd: Path,
+        *,
+        keep_dead: bool = True,
+        tag: str = "",
     ) -> str:
-        """Start `command` in a new window; returns its id. A dead pane stays for inspection."""
-        proc = self.run(
-            "new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"={session}:", "-n", window,
-            "-c", str(cwd), "--", *command,
-        )  # fmt: skip
-        window_id = proc.stdout.strip()
-        # The window's own option, so a worker that exits leaves its last screen to `peek` at.
+        """Start `command` in a new window; returns its id (see `start_window`)."""
+        return self.start_window(session, window, command, cwd, keep_dead=keep_dead, tag=tag).id
+
+    def start_window(
+        self,
+        session: str,
+        window: str,
+        command: list[str],
+        cwd: Path,
+        *,
+        keep_dead: bool = True,
+        tag: str = "",
+    ) -> Window:
+        """Start `command` in a new window. With `keep_dead`, a dead pane stays for
+        inspection; `tag` is stored on the window (see `Window.tag`).
+
+        The options are set in the same tmux command as the window is created, so a process
+        that exits at once still leaves its pane, and no window ever exists untagged. They
+        target the window by name: the caller makes sure no other window has it."""
+        target = literal(f"={session}:={window}")
+        args = [
+            "new-window", "-d", "-P", "-F", "#{window_id}\t#{pane_pid}", "-t", f"={session}:",
+            "-n", literal(window), "-c", literal(str(cwd)), "--", *map(literal, command),
+        ]  # fmt: skip
         if keep_dead:
-            self.run("set-option", "-w", "-t", window_id, "remain-on-exit", "on", check=False)
-        return window_id
+            args += [";", "set-option", "-w", "-t", target, "remain-on-exit", "on"]
+        if tag:
+            args += [";", "set-option", "-w", "-t", target, TAG_OPTION, literal(tag)]
+        proc = self.run(*args)
+        first = (proc.stdout.strip().splitlines() or [""])[0]
+        window_id, _, pid = first.partition("\t")
+        return Window(window_id, window, False, int(pid) if pid.isdigit() else None, "", tag)
 
     def list_windows(self, session: str) -> list[Window]:
-        """The session's windows; none when there is no server, no session, or no tmux at all
-        (without tmux no worker can be running)."""
+        """The session's windows: none when there is definitely no server or no session (or no
+        tmux at all: then no worker can be running). Any other failure raises
+        `TmuxUnavailable`: what runs is then unknown, not nothing."""
         try:
             proc = self._list(session)
         except ToolMissingError:
             return []
         if proc.returncode != 0:
-            return []
+            if _no_server(proc) or _says(proc, _NO_SESSION):
+                return []
+            raise TmuxUnavailable(_detail(("list-windows",), proc))
         windows = []
         for line in proc.stdout.splitlines():
             parts = line.split("\t")
-            if len(parts) != 5:
+            if len(parts) == 5:
+                parts.append("")  # an older format without the tag
+            if len(parts) != 6:
                 continue
-            window_id, name, dead, pid, command = parts
+            window_id, name, dead, pid, command, tag = parts
             windows.append(
-                Window(window_id, name, dead == "1", int(pid) if pid.isdigit() else None, command)
+                Window(
+                    window_id, name, dead == "1", int(pid) if pid.isdigit() else None, command, tag
+                )
             )
         return windows
 
     def _list(self, session: str) -> subprocess.CompletedProcess[str]:
-        return self.run(
-            "list-windows", "-t", f"={session}", "-F",
-            "#{window_id}\t#{window_name}\t#{pane_dead}\t#{pane_pid}\t#{pane_current_command}",
-            check=False,
-        )  # fmt: skip
+        return self.run("list-windows", "-t", f"={session}", "-F", _LIST_FORMAT, check=False)
 
     def find_window(self, session: str, name: str) -> Window | None:
+        """The window named `name`; None when there is none, `TmuxUnavailable` when tmux
+        cannot say."""
         for window in self.list_windows(session):
             if window.name == name:
                 return window
         return None
 
-    def kill_window(self, target: str) -> None:
-        self.run("kill-window", "-t", target, check=False)
+    def kill_window(self, target: str, *, pane_pid: int | None = None) -> None:
+        """Close a window and wait until its process has exited (SIGKILL after a grace period),
+        so that what ran there never overlaps with what replaces it. A window that is already
+        gone is fine; a tmux that cannot be asked raises `TmuxUnavailable`.
+
+        `pane_pid` (from `list_windows`) saves asking tmux for it."""
+        if pane_pid is None:
+            pane_pid = self._live_pane_pid(target)
+        args = ("kill-window", "-t", target)
+        proc = self.run(*args, check=False)
+        if proc.returncode != 0 and not (_no_server(proc) or _says(proc, _NO_WINDOW + _NO_SESSION)):
+            raise TmuxUnavailable(_detail(args, proc))
+        if pane_pid is not None:
+            wait_for_exit(pane_pid)
+
+    def _live_pane_pid(self, target: str) -> int | None:
+        args = ("display-message", "-p", "-t", target, "#{pane_dead}\t#{pane_pid}")
+        proc = self.run(*args, check=False)
+        if proc.returncode != 0:
+            if _no_server(proc) or _says(proc, _NO_WINDOW + _NO_SESSION):
+                return None
+            raise TmuxUnavailable(_detail(args, proc))
+        dead, _, pid = proc.stdout.strip().partition("\t")
+        return int(pid) if dead == "0" and pid.isdigit() else None
 
     # -- panes ---------------------------------------------------------------------------------
 
@@ -133,10 +343,17 @@ class Tmux:
     def send_text(self, target: str, text: str, *, enter: bool = True) -> None:
         """Type `text` literally (no key names, no shell), then press Enter."""
         if text:
-            self.run("send-keys", "-t", target, "-l", "--", text)
+            self.run("send-keys", "-t", target, "-l", "--", literal(text))
         if enter:
             self.run("send-keys", "-t", target, "Enter")
 
     def send_keys(self, target: str, *keys: str) -> None:
         """Press named keys (Enter, Escape, Down, …)."""
         self.run("send-keys", "-t", target, *keys)
+
+
+def literal(arg: str) -> str:
+    """What to give tmux for it to pass on `arg` unchanged. tmux splits its own argv at every
+    argument that ends in ';' (its command separator), even after `--` or `-l`: the ';' would be
+    lost, and what follows would run as a tmux command. A final ';' escaped as '\\;' is not."""
+    return arg[:-1] + "\\;" if arg.endswith(";") else arg

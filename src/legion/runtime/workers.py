@@ -8,8 +8,10 @@ two `legion` processes never start two workers for one issue.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -29,8 +31,16 @@ from legion.runtime import launch
 from legion.runtime.claude import CURSOR, ClaudeRuntime, first_run_dialog_keys, worker_prompt
 from legion.runtime.claude_paths import newest_activity
 from legion.runtime.registry import Registry, WorkerRecord
-from legion.runtime.tmux import Tmux, Window
+from legion.runtime.tmux import (
+    Tmux,
+    TmuxError,
+    TmuxUnavailable,
+    Window,
+    process_args,
+    wait_for_exit,
+)
 from legion.runtime.transcript import PendingQuestion, TranscriptSummary, Turn, summarize_file
+from legion.statefiles import write_private
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
 
@@ -139,6 +149,21 @@ class _Starting:
     answered_at: float = 0.0  # when keys last went to a first-run dialog
 
 
+_PANE_DEAD = re.compile(r"^Pane is dead \((status|signal) (\d+)")
+
+
+def start_failure(screen: str) -> str:
+    """Pure: why a worker whose process ended at once did, from its last screen: its own last
+    line of output, and the exit status (or signal) tmux noted under it."""
+    lines = [line.strip() for line in screen.splitlines() if line.strip()]
+    how = ""
+    if lines and (dead := _PANE_DEAD.match(lines[-1])):
+        how = f" ({'exit status' if dead[1] == 'status' else 'signal'} {dead[2]})"
+        lines.pop()
+    said = lines[-1] if lines else "(no output)"
+    return f"the worker exited as it started{how}: {said}"
+
+
 def window_name(issue: str, mode: Mode) -> str:
     return f"{normalize_identifier(issue).lower()}-{mode.value}"
 
@@ -170,6 +195,8 @@ class WorkerManager:
     # -- observing -----------------------------------------------------------------------------
 
     def views(self) -> list[WorkerView]:
+        """Every worker in the registry, with its state. Raises `TmuxUnavailable` when tmux
+        cannot say which windows run: that is unknown, never "all dead"."""
         records = self.registry.current()
         if not records:
             return []
@@ -262,7 +289,8 @@ class WorkerManager:
     def retire(self, view: WorkerView) -> None:
         """Close a worker's window (its session stays resumable) and retire its record."""
         if view.window is not None:
-            self.tmux.kill_window(view.window.id)
+            pid = None if view.window.pane_dead else view.window.pane_pid
+            self.tmux.kill_window(view.window.id, pane_pid=pid)
         self.registry.retire(view.record.id)
 
     def _start(
@@ -272,29 +300,38 @@ class WorkerManager:
         transcript = self.claude.transcript(self.env, workspace, sid)
         size_before = _size(transcript)
         name = window_name(issue, mode)
-        window_id = self.start_session_window(
-            name,
-            sid,
-            prompt,
-            workspace,
-            {"LEGION_ISSUE_ID": issue, "LEGION_MODE": mode.value, "LEGION_SESSION_ID": sid},
-        )
+        # Recorded before the window exists: a crash between the two leaves a record of a dead
+        # worker (which the next pass restarts), never a worker nobody knows about.
         record = self.registry.start(issue, mode, sid, name, workspace)
+        try:
+            window_id = self.start_session_window(
+                name,
+                sid,
+                prompt,
+                workspace,
+                {"LEGION_ISSUE_ID": issue, "LEGION_MODE": mode.value, "LEGION_SESSION_ID": sid},
+            )
+        except BaseException:
+            self.registry.retire(record.id)
+            raise
         self._starting.append(_Starting(issue, window_id, transcript, size_before))
         if wait:
             failures = self.await_starts()
             if failures:
                 raise WorkerStartError(failures[0][1])
-        window = Window(window_id, name, False, None, "")
+        window = Window(window_id, name, False, None, "", sid)
         return WorkerView(record, window, WorkerState.RUNNING, transcript, None, None)
 
     def start_session_window(
         self, name: str, sid: str, prompt: str, cwd: Path, extra_env: Mapping[str, str]
     ) -> str:
         """Start (or resume, when its transcript exists) Claude Code session `sid` in window
-        `name`, replacing a leftover window of that name; returns the new window's id."""
-        transcript = self.claude.transcript(self.env, cwd, sid)
-        argv = self.claude.command(sid, prompt, resume=transcript.exists())
+        `name`; returns the new window's id.
+
+        Whatever still runs that session, or holds the name, is closed first, and its process
+        waited for: one session never runs in two processes, even for a moment (a window left
+        by a crash, a stuck controller, a dead pane kept for `peek`)."""
+        self.claude.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
         self.claude.prepare(self.env, cwd)
         env = {key: value for key, value in self.env.items() if inheritable(key)}
         env |= self.claude.environment(self.env)
@@ -305,52 +342,103 @@ class WorkerManager:
             **extra_env,
         }
         self._ensure_session()
-        leftover = self.tmux.find_window(self.session, name)
+        for window in self.tmux.list_windows(self.session):
+            if window.name == name or window.tag == sid:
+                pid = None if window.pane_dead else window.pane_pid
+                self.tmux.kill_window(window.id, pane_pid=pid)
+        self._stop_stray(sid)
+        self._ensure_session()  # closing the last window ends the session
+        # Decided only now: a leftover that was starting may have written the transcript.
+        transcript = self.claude.transcript(self.env, cwd, sid)
+        argv = self.claude.command(sid, prompt, resume=transcript.exists())
         spec = launch.write_spec(self.project.state_dir / "launch", argv, cwd, env)
-        window_id = self.tmux.new_window(self.session, name, launch.command(spec), cwd)
-        if leftover is not None:
-            # Killed only after the new window exists, so the session never runs empty.
-            self.tmux.kill_window(leftover.id)
-        return window_id
+        try:
+            window = self.tmux.start_window(self.session, name, launch.command(spec), cwd, tag=sid)
+        except BaseException:
+            spec.unlink(missing_ok=True)  # it holds the environment: never leave it behind
+            raise
+        if window.pane_pid is not None:
+            with contextlib.suppress(OSError):  # only ever a help to the next start
+                write_private(self._pid_file(sid), f"{window.pane_pid}\n")
+        return window.id
+
+    def _pid_file(self, sid: str) -> Path:
+        return self.project.state_dir / "sessions" / f"{sid}.pid"
+
+    def _stop_stray(self, sid: str) -> None:
+        """End the process last started on session `sid` if it still runs outside any window
+        tmux shows: its tmux server died (killed, crashed) and took the window, not always the
+        process at once. Whose it is is checked on its command line, so a reused pid is safe."""
+        try:
+            pid = int(self._pid_file(sid).read_text().strip())
+        except (OSError, ValueError):
+            return
+        args = process_args(pid)
+        if args is None or (sid not in args and "legion.runtime.launch" not in args):
+            return
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGHUP)  # what tmux sends when it closes a window
+        wait_for_exit(pid)
 
     def await_starts(self) -> list[tuple[str, str]]:
         """Wait until every worker started without waiting has recorded its first prompt,
         getting each CLI past any first-run dialog on the way. Returns (issue, why) for those
-        whose process died first; a slow start is not a failure."""
+        whose process died first; a slow start is not a failure, and neither is a moment in
+        which tmux cannot be asked."""
         deadline = time.monotonic() + START_TIMEOUT_S
         failures: list[tuple[str, str]] = []
-        while self._starting and time.monotonic() < deadline:
-            windows = {w.id: w for w in self.tmux.list_windows(self.session)}
-            for item in list(self._starting):
-                if _size(item.transcript) > item.size_before:
-                    self._starting.remove(item)
+        try:
+            while self._starting and time.monotonic() < deadline:
+                try:
+                    windows = {w.id: w for w in self.tmux.list_windows(self.session)}
+                except TmuxUnavailable:
+                    time.sleep(0.25)
                     continue
-                window = windows.get(item.window_id)
-                screen = self.tmux.capture(item.window_id, lines=60) if window else ""
-                if window is None or window.pane_dead:
-                    last = [line for line in screen.splitlines() if line.strip()][-1:]
-                    why = last[0].strip() if last else "(no output)"
-                    failures.append((item.issue, f"the worker exited as it started: {why}"))
-                    self._starting.remove(item)
-                    continue
-                dialog = first_run_dialog_keys(screen)
-                # One answer per dialog: give the screen time to move on before looking again.
-                if dialog is not None and time.monotonic() - item.answered_at > 0.7:
-                    for key in dialog[1]:
-                        self.tmux.send_keys(item.window_id, key)
-                    item.answered_at = time.monotonic()
-            time.sleep(0.1)
-        self._starting.clear()
+                for item in list(self._starting):
+                    if _size(item.transcript) > item.size_before:
+                        self._starting.remove(item)
+                        continue
+                    window = windows.get(item.window_id)
+                    try:
+                        screen = self.tmux.capture(item.window_id, lines=60) if window else ""
+                    except TmuxError:
+                        continue  # closed meanwhile, or tmux did not answer: look again
+                    if window is None or window.pane_dead:
+                        failures.append((item.issue, start_failure(screen)))
+                        self._starting.remove(item)
+                        continue
+                    dialog = first_run_dialog_keys(screen)
+                    # One answer per dialog: give the screen time to move on before looking again.
+                    if dialog is not None and time.monotonic() - item.answered_at > 0.7:
+                        for key in dialog[1]:
+                            self.tmux.send_keys(item.window_id, key)
+                        item.answered_at = time.monotonic()
+                time.sleep(0.1)
+        finally:
+            self._starting.clear()
         return failures
 
     def _ensure_session(self) -> None:
-        if not self.tmux.has_session(self.session):
-            anchor = [sys.executable, "-m", "legion.runtime.anchor"]
+        if self.tmux.has_session(self.session):
+            return
+        anchor = [sys.executable, "-m", "legion.runtime.anchor"]
+        try:
             self.tmux.new_session(self.session, ANCHOR_WINDOW, anchor, self.project.root)
+        except TmuxError:
+            if not self.tmux.has_session(self.session):  # else another process made it first
+                raise
 
     def answer(self, issue: str, answers: Sequence[str], *, timeout: float = 15.0) -> WorkerView:
-        """Answer the question a blocked worker asked, through its question screen."""
+        """Answer the question a blocked worker asked, through its question screen.
+
+        Under the workers' lock, until the worker has taken the answer: a second answer (or a
+        resume) waits, then finds the question answered instead of typing into a session that
+        has moved on."""
         identifier = normalize_identifier(issue)
+        with self._lock():
+            return self._answer(identifier, answers, timeout)
+
+    def _answer(self, identifier: str, answers: Sequence[str], timeout: float) -> WorkerView:
         blocked = [
             view
             for view in self._views_for(identifier)

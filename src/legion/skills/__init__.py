@@ -16,7 +16,7 @@ from pathlib import Path
 
 __all__ = ["SKILL_NAMES", "install", "installed", "skill_files"]
 
-SKILL_NAMES: tuple[str, ...] = ("legion-controller", "legion-worker")
+SKILL_NAMES: tuple[str, ...] = ("legion-controller", "legion-oracle", "legion-worker")
 
 _SUFFIX = ".md"
 _FILE_MODE = 0o644

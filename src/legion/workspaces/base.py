@@ -3,8 +3,10 @@ resumed session) works in the same folder."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from fnmatch import fnmatch
+from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from legion.errors import ConflictError
@@ -18,6 +20,32 @@ class Workspace:
     kind: str  # "git" (a worktree) or "jj" (a jj workspace)
 
 
+# Ignored files that a build or an install makes again, so a workspace may lose them. Each
+# pattern is matched against every part of an ignored path. Everything else that is ignored
+# (`.env`, local notes, keys) exists nowhere else and keeps the workspace.
+DEFAULT_REGENERABLE: tuple[str, ...] = (
+    "__pycache__", "*.pyc", "*.pyo", ".venv", "venv", "node_modules", "dist", "build",
+    "target", "*.egg-info", ".eggs", ".cache", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+    ".hypothesis", ".tox", ".nox", ".coverage", "htmlcov", ".next", ".gradle", ".DS_Store",
+)  # fmt: skip
+
+
+def is_regenerable(path: str, patterns: Sequence[str]) -> bool:
+    """Pure: whether an ignored path (a file, or a folder ending in /) is build output."""
+    parts = PurePosixPath(path.rstrip("/")).parts
+    return any(fnmatch(part, pattern) for part in parts for pattern in patterns)
+
+
+def precious(ignored: Sequence[str], patterns: Sequence[str]) -> tuple[str, ...]:
+    """Pure: the ignored paths that are not regenerable, i.e. exist nowhere else."""
+    return tuple(path for path in ignored if not is_regenerable(path, patterns))
+
+
+def ignored_detail(ignored: Sequence[str]) -> str:
+    shown = ", ".join(ignored[:3]) + (", …" if len(ignored) > 3 else "")
+    return f"{len(ignored)} ignored file(s) that exist nowhere else ({shown})"
+
+
 @dataclass(frozen=True, slots=True)
 class WorkspaceCheck:
     """What removing the workspace would lose."""
@@ -26,10 +54,12 @@ class WorkspaceCheck:
     dirty: bool = False  # uncommitted or untracked files
     unmerged: bool = False  # commits neither in the base branch nor on any remote
     detail: str = ""
+    # Ignored files (relative paths; folders end in /) that are not regenerable build output.
+    ignored: tuple[str, ...] = ()
 
     @property
     def safe_to_remove(self) -> bool:
-        return self.exists and not self.dirty and not self.unmerged
+        return self.exists and not self.dirty and not self.unmerged and not self.ignored
 
 
 def claim_folder(path: Path, what: str) -> None:

@@ -2,25 +2,60 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from legion.core.model import normalize_identifier
 from legion.errors import InputError
 from legion.git import rev_parse, run_git
-from legion.workspaces.base import Workspace, WorkspaceCheck, claim_folder, removable
+from legion.workspaces.base import (
+    DEFAULT_REGENERABLE,
+    Workspace,
+    WorkspaceCheck,
+    claim_folder,
+    ignored_detail,
+    precious,
+    removable,
+)
 
 
 def branch_for(issue: str) -> str:
     return f"legion/{normalize_identifier(issue).lower()}"
 
 
+def parse_status(listing: str) -> tuple[list[str], list[str]]:
+    """Pure: `git status --porcelain -z --ignored` as (changed paths, ignored paths). A rename
+    or copy is followed by its source path as an entry of its own."""
+    changed: list[str] = []
+    ignored: list[str] = []
+    entries = iter(listing.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code == "!!":
+            ignored.append(path)
+            continue
+        changed.append(path)
+        if code[0] in "RC":
+            next(entries, None)
+    return changed, ignored
+
+
 class GitWorktrees:
     kind = "git"
 
-    def __init__(self, repo: Path, root: Path, base_branch: str) -> None:
+    def __init__(
+        self,
+        repo: Path,
+        root: Path,
+        base_branch: str,
+        regenerable: Sequence[str] = DEFAULT_REGENERABLE,
+    ) -> None:
         self.repo = repo
         self.root = root
         self.base_branch = base_branch
+        self.regenerable = tuple(regenerable)
 
     def path_for(self, issue: str) -> Path:
         return self.root / normalize_identifier(issue).lower()
@@ -66,19 +101,28 @@ class GitWorktrees:
         workspace = self.get(issue)
         if workspace is None:
             return WorkspaceCheck(exists=False)
-        status = run_git(workspace.path, "status", "--porcelain").stdout
+        # `--ignored`: ignored files too (`!!`), which `git worktree remove` would delete.
+        listing = run_git(
+            workspace.path, "status", "--porcelain", "-z", "--ignored=matching"
+        ).stdout
+        status, ignored_paths = parse_status(listing)
+        ignored = precious(ignored_paths, self.regenerable)
         unmerged = run_git(
             self.repo, "rev-list", "--max-count=1", workspace.branch,
             "--not", self.base_branch, "--remotes",
         ).stdout.strip()  # fmt: skip
         details = []
-        if status.strip():
-            details.append(f"{len(status.splitlines())} uncommitted change(s)")
+        if status:
+            details.append(f"{len(status)} uncommitted change(s)")
         if unmerged:
             details.append(
                 f"commits on {workspace.branch} neither merged into {self.base_branch} nor pushed"
             )
-        return WorkspaceCheck(True, bool(status.strip()), bool(unmerged), "; ".join(details))
+        if ignored:
+            details.append(ignored_detail(ignored))
+        return WorkspaceCheck(
+            True, bool(status), bool(unmerged), "; ".join(details), ignored=ignored
+        )
 
     def remove(self, issue: str) -> None:
         if not removable(self.check(issue), self.path_for(issue)):

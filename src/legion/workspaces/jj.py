@@ -10,13 +10,23 @@ is built on (see docs/architecture.md). The commands follow jj's documented CLI.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from legion.core.model import normalize_identifier
 from legion.errors import InputError, LegionError, ToolMissingError
-from legion.workspaces.base import Workspace, WorkspaceCheck, claim_folder, removable
+from legion.workspaces.base import (
+    DEFAULT_REGENERABLE,
+    Workspace,
+    WorkspaceCheck,
+    claim_folder,
+    ignored_detail,
+    precious,
+    removable,
+)
 
 
 class JjError(LegionError):
@@ -27,14 +37,35 @@ def workspace_name(issue: str) -> str:
     return normalize_identifier(issue).lower()
 
 
+def untracked_files(folder: Path, tracked: set[str]) -> list[str]:
+    """Files under `folder` (relative, `/`-separated) that are not in `tracked`; the VCS's own
+    folders are skipped."""
+    found = []
+    for current, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in (".jj", ".git"))
+        for name in sorted(files):
+            relative = (Path(current) / name).relative_to(folder).as_posix()
+            if relative not in tracked:
+                found.append(relative)
+    return found
+
+
 class JjWorkspaces:
     kind = "jj"
 
-    def __init__(self, repo: Path, root: Path, base: str, binary: str = "jj") -> None:
+    def __init__(
+        self,
+        repo: Path,
+        root: Path,
+        base: str,
+        binary: str = "jj",
+        regenerable: Sequence[str] = DEFAULT_REGENERABLE,
+    ) -> None:
         self.repo = repo
         self.root = root
         self.base = base
         self.binary = binary
+        self.regenerable = tuple(regenerable)
 
     def _jj(self, *args: str) -> str:
         try:
@@ -90,12 +121,20 @@ class JjWorkspaces:
             "log", "--no-graph", "-T", 'commit_id ++ "\\n"',
             "-r", f"::{name}@ ~ ::{self.base} ~ ::remote_bookmarks() ~ empty()",
         ).strip()  # fmt: skip
+        # jj snapshots every file it does not ignore (the diff above took the snapshot), so
+        # the files of the folder that its working-copy commit lacks are the ignored ones.
+        tracked = set(self._jj("file", "list", "-r", f"{name}@").splitlines())
+        ignored = precious(untracked_files(self.path_for(issue), tracked), self.regenerable)
         details = []
         if changed:
             details.append(f"{len(changed.splitlines())} uncommitted change(s)")
         if unmerged:
             details.append(f"commits neither in {self.base} nor pushed")
-        return WorkspaceCheck(True, bool(changed), bool(unmerged), "; ".join(details))
+        if ignored:
+            details.append(ignored_detail(ignored))
+        return WorkspaceCheck(
+            True, bool(changed), bool(unmerged), "; ".join(details), ignored=ignored
+        )
 
     def remove(self, issue: str) -> None:
         if not removable(self.check(issue), self.path_for(issue)):

@@ -1,0 +1,125 @@
+"""The README's Quickstart, run literally, as a new user on a fresh machine runs it.
+
+A copy of the repository as a clone would have it, a fresh empty HOME, a PATH with no `claude`
+on it and no Legion (or Claude, or Anthropic) variable set: the first Quickstart line must
+install Legion, install Claude Code and finish the demo by itself, showing progress as it goes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.claude_env import REPO_ROOT
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+# What a fresh machine would not have; what a user would not have set.
+_UNSET_PREFIXES = ("LEGION_", "CLAUDE", "ANTHROPIC_", "XDG_", "TMUX", "VIRTUAL_ENV", "PYTEST")
+_UNSET = {"HOME", "GIT_CONFIG_NOSYSTEM", "PYTHONPATH", "COVERAGE_PROCESS_START"}
+
+
+def quickstart_lines() -> list[str]:
+    """The commands of the README's Quickstart code block, comments stripped."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Quickstart", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def fresh_clone(target: Path) -> Path:
+    """The repository's files as a clone of the current work would have them: tracked and
+    untracked-but-not-ignored files, nothing ignored (no .venv, no caches)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT, check=True, capture_output=True,
+    ).stdout.decode()  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = REPO_ROOT / name
+        if not source.is_file():
+            continue  # deleted in the work tree
+        dest = target / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest)
+    return target
+
+
+def user_environment(home: Path) -> dict[str, str]:
+    """The machine's environment as a new user has it: a fresh HOME, and a PATH without any
+    folder that holds a `claude` or this test run's virtual environment."""
+    venv_bin = str(Path(sys.executable).parent)
+    path = [
+        folder
+        for folder in os.environ.get("PATH", "").split(os.pathsep)
+        if folder and folder != venv_bin and not (Path(folder) / "claude").exists()
+    ]
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in _UNSET and not name.startswith(_UNSET_PREFIXES)
+    }
+    env |= {"HOME": str(home), "PATH": os.pathsep.join(path)}
+    return env
+
+
+def test_the_quickstart_works_as_written_on_a_fresh_machine(tmp_path: Path) -> None:
+    install_and_demo = quickstart_lines()[0]
+    assert "legion demo" in install_and_demo
+    clone = fresh_clone(tmp_path / "legion")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = user_environment(home)
+    assert shutil.which("claude", path=env["PATH"]) is None
+
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        ["bash", "-c", install_and_demo],
+        cwd=clone, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    lines: list[tuple[float, str]] = []
+    for line in proc.stdout:
+        lines.append((time.monotonic() - started, line.rstrip("\n")))
+    proc.wait(timeout=60)
+    output = "\n".join(text for _, text in lines)
+    demo_folder = re.search(r"^  files:\s+(\S+)", output, re.MULTILINE)
+    try:
+        assert proc.returncode == 0, output[-6000:]
+        assert "3 of 3 issues Done" in output
+        # Legion installed Claude Code itself, into the user's cache, and said so first.
+        cached = home / ".cache" / "legion" / "claude-code" / "node_modules" / ".bin" / "claude"
+        assert cached.exists()
+        assert f"Claude Code: {cached} (cached install)" in output
+        # Progress as it went: workers started and finished, status changes, requests so far.
+        for issue in ("LEG-1", "LEG-2", "LEG-3"):
+            assert re.search(rf"{issue}\s+plan worker started", output)
+            assert re.search(rf"{issue}\s+finish worker finished \(\d+ s\)", output)
+            assert re.search(rf"{issue}\s+Retro -> Done\s+\(\d+ model requests so far\)", output)
+            assert re.search(rf"^{issue}\s+Done\s+plan .*finish\s+\d+ s\s+\d+\s+#\d merged", output,
+                             re.MULTILINE)  # fmt: skip
+        # Never silent for long once the demo runs (pip and npm may take their time before).
+        demo_lines = [at for at, text in lines if text.startswith("  ") and ":" in text[:9]]
+        gaps = [b - a for a, b in itertools.pairwise(demo_lines)]
+        assert demo_lines and max(gaps, default=0) < 30, gaps
+        # It cleaned up: no tmux server left, no workspace of a Done issue.
+        assert demo_folder is not None
+        folder = Path(demo_folder.group(1))
+        socket = folder / "tmux.sock"
+        alive = subprocess.run(
+            ["tmux", "-S", str(socket), "list-windows", "-a"], capture_output=True, check=False
+        )
+        assert alive.returncode != 0
+        workspaces = folder / "workspaces"
+        assert not workspaces.exists() or not any(workspaces.iterdir())
+    finally:
+        if demo_folder is not None:
+            shutil.rmtree(demo_folder.group(1), ignore_errors=True)

@@ -1,0 +1,547 @@
+"""Every recovery path the daemon claims (docs/architecture.md, "The daemon and its failure
+model"), end to end: the real Claude Code CLI on the scripted model, a private tmux server, real
+git, and `legion start --foreground` with short ticks, stale and cooldown times.
+
+What runs is read from the world: tmux windows, the processes running each Claude session
+(`/proc`), transcripts, the tracker and the action log. Two processes never run one session at
+the same time (`SessionWatch`), in any of these tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from legion.demo.swarm_script import controller_scenarios
+from legion.locking import exclusive
+from tests.conftest import LEGION_BIN, Result, git
+from tests.e2e.swarm_env import (
+    Daemon,
+    SessionWatch,
+    Swarm,
+    TmuxShim,
+    actions,
+    cmdline,
+    issue_status,
+    live_pid,
+    session_uuid,
+    state_dir,
+    wait_until,
+    wake,
+    windows,
+)
+from tests.fakes.model_server import Scenario, bash, pause, text
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+
+# The prompt Legion resumes a stopped worker's session with.
+RESUMED = "previous session stopped"
+REDISPATCH = "remove_worker_active_and_redispatch"
+
+
+def busy(seconds: int) -> str:
+    """A command that runs `seconds` (the CLI refuses a plain long `sleep`)."""
+    return f'python3 -c "import time; time.sleep({seconds})"'
+
+
+def park(issue: str) -> str:
+    """What a resumed worker does here: take the issue out of the flow, so the test ends still."""
+    return f"legion issue move {issue} Icebox && legion issue label {issue} --remove worker-active"
+
+
+def controller(swarm: Swarm) -> None:
+    """An auto-mode controller that has nothing to judge."""
+    swarm.server.script.scenarios.extend(controller_scenarios("auto"))
+
+
+def resumed_scenario(swarm: Swarm, issue: str, command: str, name: str = "resumed") -> None:
+    """What `issue`'s worker does when Legion resumes it after it stopped; first in the script,
+    since that prompt also names the mode and the issue."""
+    scenario = Scenario(
+        rf"mode for {issue}\b[\s\S]*{RESUMED}",
+        [[bash(command, "Carry on")], [text("Carried on.")]],
+        name=name,
+        regex=True,
+    )
+    swarm.server.script.scenarios.insert(0, scenario)
+
+
+def legion_with(swarm: Swarm, env: dict[str, str], *args: str) -> Result:
+    proc = subprocess.run(
+        [str(LEGION_BIN), *args],
+        cwd=swarm.repo,
+        env=swarm.env | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def labels(swarm: Swarm, issue: str) -> set[str]:
+    return set(swarm.json("issue", "show", issue)["labels"])
+
+
+def legion_comments(swarm: Swarm, issue: str) -> list[str]:
+    comments = swarm.json("issue", "show", issue)["comments"]
+    return [c["body"] for c in comments if c["author"] == "legion"]
+
+
+def screen_hash(swarm: Swarm, window: str) -> str:
+    screen = swarm.tmux("capture-pane", "-p", "-J", "-t", window, "-S", "-60")
+    return hashlib.sha256(screen.encode()).hexdigest()
+
+
+def transcripts_of(swarm: Swarm, sid: str) -> list[Path]:
+    return sorted((swarm.config_dir / "projects").glob(f"*/{sid}.jsonl"))
+
+
+def no_overlap(watch: SessionWatch) -> None:
+    assert watch.overlaps == [], f"two processes ran one session at once: {watch.overlaps[:3]}"
+
+
+# -- 1. a stuck worker ---------------------------------------------------------------------------
+
+
+def test_a_stuck_worker_is_killed_only_when_both_signals_agree_then_resumed(swarm: Swarm) -> None:
+    stale_after = 3.0
+    swarm.legion("issue", "create", "Stuck", "--status", "In Progress")
+    controller(swarm)
+    swarm.server.add_scenario(
+        "implement mode for LEG-1",
+        [[bash(busy(7), "Run the slow tests")], [text("Tests pass; now thinking it over.")]],
+        name="first",
+    )
+    resumed_scenario(swarm, "LEG-1", park("LEG-1"))
+    sid = session_uuid(swarm, "LEG-1:implement")
+    env = {"LEGION_STALE_AFTER": f"{stale_after:g}"}
+    with SessionWatch({sid}) as watch, Daemon(swarm, tick=1.0, extra_env=env):
+        pid = wait_until("the worker runs", lambda: live_pid(swarm, "leg-1-implement"))
+        worker = swarm.worker("LEG-1")
+        assert worker is not None
+        transcript = Path(worker["transcript"])
+        swarm.server.wait_for_turn("first", 0)
+
+        # Only the transcript is stale: a long command runs, its timer moves on screen.
+        quiet_for = 0.0
+        deadline = time.monotonic() + 30
+        while not swarm.server.requests_for_scenario("first")[1:]:  # until the command ends
+            assert time.monotonic() < deadline and not actions(swarm, "kill_stuck_worker")
+            if transcript.exists():
+                quiet_for = max(quiet_for, time.time() - transcript.stat().st_mtime)
+            time.sleep(0.2)
+        assert quiet_for > stale_after + 2, "the transcript was never stale for two ticks"
+        assert live_pid(swarm, "leg-1-implement") == pid
+        assert actions(swarm, "kill_stuck_worker") == []
+
+        # Only the screen is unchanged: the worker idles, its transcript is written to.
+        wait_until("idle", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
+        assert "worker-active" in labels(swarm, "LEG-1")  # it ended its turn without finishing
+        hashes = []
+        until = time.monotonic() + stale_after + 3
+        while time.monotonic() < until:
+            os.utime(transcript)
+            hashes.append(screen_hash(swarm, "leg-1-implement"))
+            time.sleep(0.3)
+        settled = hashes[len(hashes) // 3 :]
+        assert len(set(settled)) == 1, "the idle screen kept changing"
+        assert live_pid(swarm, "leg-1-implement") == pid
+        assert actions(swarm, "kill_stuck_worker") == []
+
+        # Both: killed, and resumed in its own session.
+        quiet_since = time.monotonic()
+        wait_until("killed", lambda: actions(swarm, "kill_stuck_worker"), timeout=stale_after + 10)
+        assert time.monotonic() - quiet_since >= stale_after - 0.5
+        wait_until("resumed and parked", lambda: issue_status(swarm, "LEG-1") == "Icebox")
+    no_overlap(watch)
+    assert len(actions(swarm, "kill_stuck_worker")) == 1
+    assert [e["outcome"] for e in actions(swarm, REDISPATCH)] == ["done"]
+    # The resumed session is the same one: the model was sent the first session's history.
+    (request,) = swarm.server.requests_for_scenario("resumed")[:1]
+    assert "Tests pass; now thinking it over." in json.dumps(request.messages)
+    assert transcripts_of(swarm, sid) == [transcript]
+    assert len(watch.seen[sid]) == 2  # the stuck process, then the resumed one
+
+
+def test_a_thinking_worker_is_not_killed_when_ticks_come_close_together(swarm: Swarm) -> None:
+    swarm.legion("issue", "create", "Deep thought", "--status", "In Progress")
+    controller(swarm)
+    # The model takes its time: the spinner turns, the transcript is quiet.
+    swarm.server.add_scenario(
+        "implement mode for LEG-1", [[pause(10), text("Thought it through.")]], name="think"
+    )
+    state = state_dir(swarm)
+    with Daemon(swarm, tick=30, extra_env={"LEGION_STALE_AFTER": "1"}):
+        swarm.server.wait_for_turn("think", 0)
+        pid = wait_until("the worker runs", lambda: live_pid(swarm, "leg-1-implement"))
+        time.sleep(1.5)  # quiet for longer than stale_after
+        until = time.monotonic() + 6
+        while time.monotonic() < until and not actions(swarm, "kill_stuck_worker"):
+            for _ in range(8):  # ticks in quick succession, as a burst of `legion` writes makes
+                wake(swarm, state)
+                time.sleep(0.15)
+        assert actions(swarm, "kill_stuck_worker") == []
+        assert live_pid(swarm, "leg-1-implement") == pid
+
+
+# -- 2. a stale controller -----------------------------------------------------------------------
+
+
+def test_a_stale_controller_is_restarted_in_its_session_no_sooner_than_the_cooldown(
+    swarm: Swarm,
+) -> None:
+    stale_after, cooldown = 2.0, 5.0
+    # Every controller turn hangs in a command: mid-turn, transcript quiet.
+    swarm.server.add_scenario(
+        r"<command-name>/legion-controller</command-name>",
+        [[bash(busy(40), "Wait for something that never comes")]],
+        name="controller",
+        regex=True,
+    )
+    sid = session_uuid(swarm, "controller")
+    env = {
+        "LEGION_STALE_AFTER": f"{stale_after:g}",
+        "LEGION_RESTART_COOLDOWN": f"{cooldown:g}",
+    }
+    longest_quiet = 0.0
+    with SessionWatch({sid}, interval=0.05) as watch, Daemon(swarm, tick=0.5, extra_env=env):
+        started = time.monotonic()
+        while time.monotonic() - started < 2.6 * cooldown:
+            (transcript,) = transcripts_of(swarm, sid) or [None]
+            if transcript is not None:
+                longest_quiet = max(longest_quiet, time.time() - transcript.stat().st_mtime)
+            time.sleep(0.1)
+        pid = live_pid(swarm, "main")
+    no_overlap(watch)
+    starts = sorted(watch.started[p] for p in watch.seen.get(sid, set()))
+    assert len(starts) >= 3, f"expected the start and two restarts, saw {len(starts)}"
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert min(gaps) >= cooldown - 0.2, f"restarted sooner than the cooldown: {gaps}"
+    # Stale for longer than a tick without a restart: the cooldown held it back.
+    assert longest_quiet >= stale_after + 1.0
+    restarts = actions(swarm, "restart_controller")
+    assert len(restarts) == len(starts)
+    assert all("stale" in e["detail"] for e in restarts[1:])
+    assert len(transcripts_of(swarm, sid)) == 1
+    assert pid is not None and "--resume" in cmdline(pid) and sid in cmdline(pid)
+
+
+# -- 3. a worker that keeps dying ------------------------------------------------------------------
+
+# The worker's command kills its own CLI (every ancestor started on a session), as a crash would.
+CRASH = """python3 -c "
+import os, signal
+pid, crash = os.getpid(), []
+while pid > 1:
+    pid = int(open(f'/proc/{pid}/stat').read().rpartition(')')[2].split()[1])
+    args = open(f'/proc/{pid}/cmdline', 'rb').read().split(bytes(1))
+    if b'--session-id' in args or b'--resume' in args:
+        crash.append(pid)
+for pid in crash:
+    os.kill(pid, signal.SIGKILL)
+"
+"""
+
+
+def crashing_worker(swarm: Swarm) -> str:
+    """LEG-1 In Progress, with a worker that crashes each time it starts; its session id."""
+    swarm.legion("issue", "create", "Crashy", "--status", "In Progress")
+    controller(swarm)
+    swarm.server.add_scenario("implement mode for LEG-1", [[bash(CRASH, "Work")]], name="work")
+    return session_uuid(swarm, "LEG-1:implement")
+
+
+def asked(swarm: Swarm) -> list[str]:
+    return [body for body in legion_comments(swarm, "LEG-1") if "keeps" in body]
+
+
+def test_a_worker_that_keeps_dying_is_handed_to_a_human_exactly_once(swarm: Swarm) -> None:
+    sid = crashing_worker(swarm)
+    with SessionWatch({sid}) as watch, Daemon(swarm, tick=0.5):
+        wait_until("a human is asked", lambda: "user-input-needed" in labels(swarm, "LEG-1"))
+        time.sleep(2)  # four more ticks
+        assert live_pid(swarm, "leg-1-implement") is None
+    no_overlap(watch)
+    assert len(swarm.server.requests_for_scenario("work")) == 4  # crashed four times
+    assert len(watch.seen[sid]) == 4  # the first start and three restarts, not one more
+    restarts = [e for e in actions(swarm, REDISPATCH) if "human" not in e["detail"]]
+    assert len(restarts) == 3
+    assert len(asked(swarm)) == 1, legion_comments(swarm, "LEG-1")
+    assert "legion peek LEG-1" in asked(swarm)[0]
+
+
+def test_after_the_human_clears_the_flag_the_worker_is_started_again(swarm: Swarm) -> None:
+    sid = crashing_worker(swarm)
+    with SessionWatch({sid}) as watch, Daemon(swarm, tick=0.5):
+        wait_until("a human is asked", lambda: "user-input-needed" in labels(swarm, "LEG-1"))
+        # The human fixes the cause, then clears the flag, as the comment asks.
+        swarm.server.script.scenarios.insert(
+            0, Scenario("implement mode for LEG-1", [[bash(park("LEG-1"))], [text("Parked.")]])
+        )
+        swarm.legion("issue", "label", "LEG-1", "--remove", "user-input-needed")
+        wait_until(
+            "started again, or asked again",
+            lambda: issue_status(swarm, "LEG-1") == "Icebox" or len(asked(swarm)) > 1,
+        )
+    no_overlap(watch)
+    assert len(asked(swarm)) == 1, "asked the human again instead of starting the worker"
+    assert len(watch.seen[sid]) == 5
+
+
+# -- 4. a worker that cannot start ---------------------------------------------------------------
+
+FAILING_CLAUDE = """#!{python}
+import os, sys
+if os.environ.get("LEGION_MODE") == "controller" or "--version" in sys.argv:
+    os.execv({real!r}, [{real!r}, *sys.argv[1:]])
+sys.stderr.write("claude: fatal: this CLI cannot start (the test broke it)\\n")
+sys.exit(3)
+"""
+
+
+def failing_claude(swarm: Swarm, tmp_path: Path) -> dict[str, str]:
+    """A claude that runs the controller but exits at once for every worker."""
+    wrapper = tmp_path / "bin" / "claude"
+    wrapper.parent.mkdir()
+    real = swarm.env["LEGION_CLAUDE_BIN"]
+    wrapper.write_text(FAILING_CLAUDE.format(python=sys.executable, real=real))
+    wrapper.chmod(0o755)
+    return {"LEGION_CLAUDE_BIN": str(wrapper)}
+
+
+def test_a_worker_that_cannot_start_is_reported_and_not_retried_in_a_loop(
+    swarm: Swarm, tmp_path: Path
+) -> None:
+    swarm.legion("issue", "create", "Doomed", "--status", "In Progress")
+    controller(swarm)
+    env = failing_claude(swarm, tmp_path)
+    message = "claude: fatal: this CLI cannot start"
+
+    # By hand: `legion dispatch` says why at once, and leaves nothing behind.
+    started = time.monotonic()
+    result = legion_with(swarm, env, "dispatch", "LEG-1", "implement")
+    assert time.monotonic() - started < 15
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "worker-active" not in labels(swarm, "LEG-1")
+    assert all(w["state"] == "dead" for w in swarm.json("workers"))
+
+    # The daemon: reported, a few attempts at most, then a human is told; no loop.
+    with Daemon(swarm, tick=0.5, extra_env=env):
+        wait_until(
+            "the failure reported",
+            lambda: [e for e in actions(swarm) if message in e["detail"]],
+        )
+        time.sleep(5)  # ten ticks
+        attempts = len([e for e in actions(swarm) if message in e["detail"]])
+        time.sleep(2)
+        assert len([e for e in actions(swarm) if message in e["detail"]]) == attempts
+    assert attempts <= 4, [e for e in actions(swarm) if message in e["detail"]]
+    status = json.dumps(swarm.json("status"))
+    told = "user-input-needed" in labels(swarm, "LEG-1") or message in status
+    assert told, "nobody was told that workers cannot start"
+    assert issue_status(swarm, "LEG-1") == "In Progress"
+
+
+# -- 5. an orphaned worker-active label ------------------------------------------------------------
+
+
+def test_an_orphaned_worker_active_label_is_recovered(swarm: Swarm) -> None:
+    swarm.legion("issue", "create", "Orphan", "--status", "In Progress", "--label", "worker-active")
+    controller(swarm)
+    resumed_scenario(swarm, "LEG-1", park("LEG-1"))
+    sid = session_uuid(swarm, "LEG-1:implement")
+    assert swarm.json("workers") == []
+    with SessionWatch({sid}) as watch, Daemon(swarm, tick=0.5):
+        wait_until("recovered", lambda: issue_status(swarm, "LEG-1") == "Icebox")
+    no_overlap(watch)
+    assert [e["outcome"] for e in actions(swarm, REDISPATCH)] == ["done"]
+    assert len(watch.seen[sid]) == 1
+    assert "worker-active" not in labels(swarm, "LEG-1")
+    assert len(swarm.server.requests_for_scenario("resumed")) >= 1
+
+
+# -- 6. the daemon killed mid-pass ----------------------------------------------------------------
+
+
+def test_a_daemon_killed_mid_pass_loses_nothing_and_starts_nothing_twice(
+    swarm: Swarm, tmp_path: Path
+) -> None:
+    shim = TmuxShim(tmp_path / "shim")
+    for n in (1, 2, 3):
+        swarm.legion("issue", "create", f"Work {n}", "--status", "In Progress")
+        end = "legion issue move LEG-3 Done" if n == 3 else park(f"LEG-{n}")
+        work = (
+            f"echo {n} > work-{n}.txt && git add -A && (git diff --cached --quiet || "
+            f"git commit -qm work-{n}) && {end}"
+        )
+        swarm.server.add_scenario(
+            f"implement mode for LEG-{n}", [[bash(work, "Work")], [text("Done.")]], name=f"w{n}"
+        )
+    controller(swarm)
+    sids = {session_uuid(swarm, f"LEG-{n}:implement") for n in (1, 2, 3)}
+    sids.add(session_uuid(swarm, "controller"))
+    env = shim.env(swarm)
+    with SessionWatch(sids) as watch:
+        # Killed between recording LEG-1's worker and creating its window.
+        shim.set("slow-before-leg-1-implement", "5")
+        first = Daemon(swarm, tick=0.5, extra_env=env).start()
+        wait_until("LEG-1 started", lambda: "holding new-window leg-1-implement" in shim.events())
+        first.kill()
+        shim.clear("slow-before-leg-1-implement")
+        assert "worker-active" in labels(swarm, "LEG-1")
+
+        # Killed after LEG-2's window exists, before the daemon heard back from tmux.
+        shim.set("slow-after-leg-2-implement", "5")
+        second = Daemon(swarm, tick=0.5, extra_env=env).start()
+        wait_until("LEG-2's window made", lambda: "made leg-2-implement" in shim.events())
+        second.kill()
+        shim.clear("slow-after-leg-2-implement")
+
+        with Daemon(swarm, tick=0.5, extra_env=env):
+            for n, end in ((1, "Icebox"), (2, "Icebox"), (3, "Done")):
+                wait_until(
+                    f"LEG-{n} {end}", lambda n=n, end=end: issue_status(swarm, f"LEG-{n}") == end
+                )
+            wait_until(
+                "LEG-3's workspace looked at",
+                lambda: [e for e in actions(swarm, "sweep_workspace", "LEG-3")],
+            )
+    no_overlap(watch)
+    # One controller, adopted by each new daemon.
+    assert len(actions(swarm, "restart_controller")) == 1
+    for n in (1, 2, 3):
+        workspace = swarm.workspace_root / f"leg-{n}"
+        assert (workspace / f"work-{n}.txt").read_text() == f"{n}\n"
+        log = git(workspace, "log", "--format=%s", "legion/leg-" + str(n))
+        assert log.splitlines().count(f"work-{n}") == 1
+    # Done, but its work is not merged anywhere: the workspace stays.
+    assert (swarm.workspace_root / "leg-3").is_dir()
+    assert all(e["outcome"] != "done" for e in actions(swarm, "sweep_workspace", "LEG-3"))
+
+
+# -- 7. the tmux server gone -----------------------------------------------------------------------
+
+
+def test_the_tmux_server_killed_everything_is_restarted_in_its_sessions(swarm: Swarm) -> None:
+    swarm.legion("issue", "create", "Survivor", "--status", "In Progress")
+    controller(swarm)
+    swarm.server.add_scenario(
+        "implement mode for LEG-1", [[bash(busy(40), "Long work")]], name="work"
+    )
+    resumed_scenario(swarm, "LEG-1", park("LEG-1"))
+    worker_sid = session_uuid(swarm, "LEG-1:implement")
+    controller_sid = session_uuid(swarm, "controller")
+    env = {"LEGION_RESTART_COOLDOWN": "1"}
+    watched = {worker_sid, controller_sid}
+    with SessionWatch(watched) as watch, Daemon(swarm, tick=0.5, extra_env=env):
+        swarm.server.wait_for_turn("work", 0)
+        wait_until("controller idle", lambda: swarm.json("status")["controller"]["state"] == "idle")
+        before = {sid: set(watch.seen.get(sid, ())) for sid in (worker_sid, controller_sid)}
+        (controller_transcript,) = transcripts_of(swarm, controller_sid)
+        controller_lines = len(controller_transcript.read_text().splitlines())
+        swarm.tmux("kill-server")
+        wait_until("worker resumed and parked", lambda: issue_status(swarm, "LEG-1") == "Icebox")
+        wait_until(
+            "controller back in its session",
+            lambda: (
+                len(controller_transcript.read_text().splitlines()) > controller_lines
+                and swarm.json("status")["controller"]["state"] in ("running", "idle")
+            ),
+        )
+        controller_pid = live_pid(swarm, "main")
+    no_overlap(watch)
+    for sid in (worker_sid, controller_sid):
+        assert watch.seen[sid] - before[sid], f"session {sid} was not started again"
+        assert len(transcripts_of(swarm, sid)) == 1
+    assert controller_pid is not None and "--resume" in cmdline(controller_pid)
+    (request,) = swarm.server.requests_for_scenario("resumed")[:1]
+    assert "time.sleep(40)" in json.dumps(request.messages)  # the worker's own history, resumed
+    assert "user-input-needed" not in labels(swarm, "LEG-1")
+    assert [e["outcome"] for e in actions(swarm, REDISPATCH)] == ["done"]
+
+
+# -- tmux not answering ----------------------------------------------------------------------------
+
+
+def test_tmux_not_answering_is_unknown_not_dead_and_nothing_is_restarted(
+    swarm: Swarm, tmp_path: Path
+) -> None:
+    shim = TmuxShim(tmp_path / "shim")
+    swarm.legion("issue", "create", "Steady", "--status", "In Progress")
+    controller(swarm)
+    finish = "legion issue label LEG-1 --add worker-done --remove worker-active"
+    swarm.server.add_scenario(
+        "implement mode for LEG-1",
+        [[bash(busy(9), "Long work")], [bash(finish, "Finish")], [text("Done.")]],
+        name="work",
+    )
+    swarm.server.add_scenario(
+        "review mode for LEG-1", [[bash(park("LEG-1"), "Park")], [text("Parked.")]], name="review"
+    )
+    worker_sid = session_uuid(swarm, "LEG-1:implement")
+    controller_sid = session_uuid(swarm, "controller")
+    env = shim.env(swarm) | {"LEGION_RESTART_COOLDOWN": "1"}
+    watched = {worker_sid, controller_sid}
+    with SessionWatch(watched) as watch, Daemon(swarm, tick=0.5, extra_env=env):
+        swarm.server.wait_for_turn("work", 0)
+        wait_until("controller idle", lambda: swarm.json("status")["controller"]["state"] == "idle")
+        worker_pid = live_pid(swarm, "leg-1-implement")
+        controller_pid = live_pid(swarm, "main")
+        logged = len(actions(swarm))
+        shim.set("fail-list-windows")
+        time.sleep(4)  # eight ticks that cannot see tmux
+        during = actions(swarm)[logged:]
+        shim.clear("fail-list-windows")
+        assert shim.events().count("failed list-windows") >= 4
+        # Nothing was restarted, killed or escalated on what could not be seen.
+        assert live_pid(swarm, "leg-1-implement") == worker_pid
+        assert live_pid(swarm, "main") == controller_pid
+        assert [name for name, _, dead in windows(swarm) if not dead].count("main") == 1
+        assert [e for e in during if e["outcome"] == "done"] == []
+        assert any(e["outcome"] == "failed" for e in during)
+        assert "user-input-needed" not in labels(swarm, "LEG-1")
+        # And everything carries on: the worker finishes, the reviewer is started.
+        wait_until("reviewed and parked", lambda: issue_status(swarm, "LEG-1") == "Icebox")
+    no_overlap(watch)
+    assert len(watch.seen[worker_sid]) == 1 and len(watch.seen[controller_sid]) == 1
+    assert actions(swarm, "transition_to_needs_review")
+    assert actions(swarm, REDISPATCH) == [] and actions(swarm, "restart_controller")[1:] == []
+
+
+# -- legion answer and the workers' lock -----------------------------------------------------------
+
+
+def test_answer_waits_for_the_workers_lock(swarm: Swarm) -> None:
+    swarm.legion("issue", "create", "Question")
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with exclusive(state_dir(swarm) / "workers.lock"):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        threading.Timer(1.5, release.set).start()
+        started = time.monotonic()
+        result = swarm.legion("answer", "LEG-1", "yes", check=False)
+        waited = time.monotonic() - started
+    finally:
+        release.set()
+        holder.join()
+    assert waited >= 1.4, f"legion answer did not wait for the lock ({waited:.2f} s)"
+    assert result.returncode != 0 and "no worker waiting" in result.stderr

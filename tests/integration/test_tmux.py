@@ -1,0 +1,177 @@
+"""`legion.runtime.tmux` against a real private tmux server (`-S <tmp>/sock -f /dev/null`), and
+against a `tmux` on PATH that fails, hangs or dies: a definite "nothing there" is an empty
+answer, anything else is `TmuxUnavailable` (unknown), never "no windows"."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from legion.runtime import tmux as tmux_module
+from legion.runtime.tmux import Tmux, TmuxUnavailable
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def server() -> Iterator[Tmux]:
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is not installed (apt-get install tmux)", pytrace=False)
+    folder = Path(tempfile.mkdtemp(prefix="lgt-"))  # unix socket paths must stay short
+    tmux = Tmux(socket=folder / "sock", config=Path("/dev/null"))
+    try:
+        yield tmux
+    finally:
+        tmux.run("kill-server", check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def wait_for(check: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def broken_tmux(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    """Put a `tmux` first on PATH whose every call runs `body` (Python)."""
+    folder = tmp_path / "broken-bin"
+    folder.mkdir()
+    shim = folder / "tmux"
+    shim.write_text(f"#!{sys.executable}\nimport os, signal, sys, time\n{body}\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_no_server_and_no_session_are_definite_answers(server: Tmux) -> None:
+    assert server.list_windows("legion-x") == []
+    assert server.has_session("legion-x") is False
+    assert server.find_window("legion-x", "main") is None
+    server.kill_window("@99")  # nothing to close: fine
+    server.new_session("other", "w", python("import time; time.sleep(30)"), Path.cwd())
+    assert server.list_windows("legion-x") == []
+    assert server.has_session("legion-x") is False
+    assert server.has_session("other") is True
+    server.kill_window("@99")
+    server.kill_window("=legion-x:main")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        'sys.stderr.write("lost server\\n"); sys.exit(1)',
+        'sys.stderr.write("server exited unexpectedly\\n"); sys.exit(1)',
+        "os.kill(os.getpid(), signal.SIGKILL)",
+        "sys.exit(1)",  # failed, saying nothing
+    ],
+    ids=["lost-server", "exited-unexpectedly", "killed", "silent"],
+)
+def test_a_tmux_that_fails_is_unknown_never_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str
+) -> None:
+    broken_tmux(tmp_path, monkeypatch, body)
+    tmux = Tmux(socket=tmp_path / "sock")
+    with pytest.raises(TmuxUnavailable):
+        tmux.list_windows("legion-x")
+    with pytest.raises(TmuxUnavailable):
+        tmux.find_window("legion-x", "main")
+    with pytest.raises(TmuxUnavailable):
+        tmux.has_session("legion-x")
+    with pytest.raises(TmuxUnavailable):
+        tmux.kill_window("@1")
+
+
+def test_a_tmux_that_hangs_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken_tmux(tmp_path, monkeypatch, "time.sleep(30)")
+    monkeypatch.setattr(tmux_module, "TIMEOUT_S", 0.5)
+    started = time.monotonic()
+    with pytest.raises(TmuxUnavailable, match="did not answer"):
+        Tmux(socket=tmp_path / "sock").list_windows("legion-x")
+    assert time.monotonic() - started < 5
+
+
+def test_a_window_whose_process_exits_at_once_keeps_its_pane_and_its_tag(server: Tmux) -> None:
+    server.new_session("s", "anchor", python("import time; time.sleep(30)"), Path.cwd())
+    code = "print('cannot start'); raise SystemExit(3)"
+    started = server.start_window("s", "w1", python(code), Path.cwd(), tag="session-1")
+    window_id = started.id
+    assert started.pane_pid is not None and started.tag == "session-1"
+
+    def exited() -> bool:
+        window = server.find_window("s", "w1")
+        return window is not None and window.pane_dead
+
+    wait_for(exited)
+    window = server.find_window("s", "w1")
+    assert window is not None and window.id == window_id and window.tag == "session-1"
+    assert "cannot start" in server.capture(window_id)
+    anchor = server.find_window("s", "anchor")
+    assert anchor is not None and anchor.tag == "" and not anchor.pane_dead
+
+
+def test_arguments_and_text_ending_in_a_semicolon_arrive_as_they_are(
+    server: Tmux, tmp_path: Path
+) -> None:
+    out = tmp_path / "argv.txt"
+    record = f"import sys, pathlib; pathlib.Path({str(out)!r}).write_text(repr(sys.argv[1:]))"
+    server.new_session("s", "anchor", python("import time; time.sleep(30)"), Path.cwd())
+    args = ["a;", "b\\;", ";", "kill-server;"]
+    server.new_window("s", "argv", [*python(record), *args], Path.cwd(), tag="t;")
+    wait_for(out.exists)
+    assert out.read_text() == repr(args)
+    assert server.has_session("s")  # nothing ran as a tmux command
+    window = server.find_window("s", "argv")
+    assert window is not None and window.tag == "t;"
+    echo = "import sys; print('got', repr(sys.stdin.readline()), flush=True); input()"
+    target = server.new_window("s", "echo", python(echo), Path.cwd())
+    server.send_text(target, "echo hi;")
+    wait_for(lambda: "got" in server.capture(target))
+    assert "got 'echo hi;\\n'" in server.capture(target)
+
+
+def test_killing_a_window_waits_until_its_process_is_gone(
+    server: Tmux, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.new_session("s", "anchor", python("import time; time.sleep(30)"), Path.cwd())
+    plain = server.new_window("s", "plain", python("import time; time.sleep(30)"), Path.cwd())
+    stubborn_code = (
+        "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(30)"
+    )
+    stubborn = server.new_window("s", "stubborn", python(stubborn_code), Path.cwd())
+    wait_for(lambda: "ready" in server.capture(stubborn))
+    pids = {w.id: w.pane_pid for w in server.list_windows("s")}
+    server.kill_window(plain)
+    assert pids[plain] is not None and not tmux_module._alive(pids[plain])
+    monkeypatch.setattr(tmux_module, "EXIT_GRACE_S", 0.5)
+    started = time.monotonic()
+    server.kill_window(stubborn)  # ignores SIGHUP: killed after the grace period
+    assert time.monotonic() - started < 5
+    assert pids[stubborn] is not None and not tmux_module._alive(pids[stubborn])
+    assert {w.name for w in server.list_windows("s")} == {"anchor"}
+
+
+def test_a_server_legion_starts_holds_none_of_its_secrets(
+    server: Tmux, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """tmux keeps the environment its server started with and hands it to every window."""
+    sentinel = "sk-sentinel-0123456789-do-not-leak"
+    for name in ("ANTHROPIC_API_KEY", "GITHUB_TOKEN", "LINEAR_API_KEY"):
+        monkeypatch.setenv(name, sentinel)
+    server.new_session("s", "w", python("import time; time.sleep(30)"), tmp_path)
+    server.new_window("s", "x", python("import time; time.sleep(30)"), tmp_path)
+    global_env = server.run("show-environment", "-g").stdout
+    session_env = server.run("show-environment", "-t", "s").stdout
+    assert "PATH=" in global_env
+    assert sentinel not in global_env and sentinel not in session_env
