@@ -195,6 +195,10 @@ def test_cleanup_never_deletes_an_ignored_file_that_exists_nowhere_else(project:
     assert row["outcome"] == "kept" and ".env" in row["reason"]
     assert (path / ".env").read_text() == "API_KEY=only-copy\n"
     assert (path / "notes.local").exists()
+    status = run_legion("status", "--json", cwd=project)
+    kept = json.loads(status.stdout)["kept_workspaces"]
+    assert [row["issue"] for row in kept] == ["LEG-1"] and ".env" in kept[0]["reason"]
+    assert "kept workspaces of Done issues" in run_legion("status", cwd=project).stdout
 
 
 def test_rescue_moves_them_out_then_removes_the_workspace(project: Path) -> None:

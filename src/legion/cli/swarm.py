@@ -309,6 +309,7 @@ def status(
         code = sum(1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode))
     pause = DispatchPause(backends.db).state()
     judgments = JudgmentQueue(backends.db).open_items()
+    kept = _kept_workspaces(backends, workers, views)
     data: dict[str, Any] = {
         "daemon": {"pid": running_pid(project), "heartbeat_age_s": beat},
         "controller": {
@@ -320,6 +321,7 @@ def status(
         "wip": {"code_workers": code, "limit": project.settings.wip_limit},
         "dispatch_paused": None if pause.reason is None else pause.to_json(),
         "judgments": [item.to_json() for item in judgments],
+        "kept_workspaces": kept,
         "last_actions": [entry.to_json() for entry in ActionLog(backends.db).tail(10)],
     }
     if unknown is not None:
@@ -327,17 +329,21 @@ def status(
     if as_json:
         common.print_json(data)
         return
-    pid = data["daemon"]["pid"]
+    _print_status(data, views, judgments, pause)
+
+
+def _print_status(data: dict[str, Any], views: Any, judgments: Any, pause: Any) -> None:
+    pid, beat = data["daemon"]["pid"], data["daemon"]["heartbeat_age_s"]
     typer.echo(
         f"daemon:     {'running (pid ' + str(pid) + ')' if pid else 'not running'}"
         + (f", heartbeat {beat:.0f}s ago" if beat is not None else "")
     )
-    typer.echo(f"controller: {state}")
+    typer.echo(f"controller: {data['controller']['state']}")
     if pause.reason is not None:
         typer.echo(f"dispatch:   PAUSED since {pause.paused_at}: {pause.reason}")
-    if unknown is not None:
-        typer.echo(f"workers:    unknown ({unknown})")
-    limit = project.settings.wip_limit
+    if "unknown" in data:
+        typer.echo(f"workers:    unknown ({data['unknown']})")
+    code, limit = data["wip"]["code_workers"], data["wip"]["limit"]
     if code is not None:
         typer.echo(
             f"WIP:        {code} code worker(s) of {'unlimited' if limit is None else limit}"
@@ -355,10 +361,28 @@ def status(
                 f"  {item.issue:8} {item.kind.value:18} {item.state.value:9} "
                 f"since {item.created_at} ({tries}): {item.reason}"
             )
+    if data["kept_workspaces"]:
+        typer.echo("kept workspaces of Done issues (`legion workspace clean --rescue`):")
+        for row in data["kept_workspaces"]:
+            typer.echo(f"  {row['issue']:8} {row['reason']}")
     if data["last_actions"]:
         typer.echo("last actions:")
         for entry in data["last_actions"]:
             typer.echo(f"  {entry['at']}  {entry['issue']:8} {entry['action']}: {entry['outcome']}")
+
+
+def _kept_workspaces(backends: Any, workers: Any, views: list[Any] | None) -> list[dict[str, str]]:
+    """The workspaces of Done issues the sweep keeps (unsaved work, ignored files), and why."""
+    from legion.workspaces.sweep import sweep_done
+
+    if views is None:
+        return []  # tmux did not answer: which workers live is unknown
+    live = {view.record.issue for view in views if view.state.is_live}
+    try:
+        results = sweep_done(backends.tracker, workers.workspaces, live, dry_run=True)
+    except LegionError as exc:
+        return [{"issue": "-", "reason": str(exc)}]
+    return [{"issue": r.issue, "reason": r.reason} for r in results if not r.would_remove]
 
 
 def skills_install(
