@@ -36,6 +36,7 @@ from legion.config import Project
 from legion.core.ids import controller_session_id
 from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
 from legion.errors import ConflictError, LegionError
+from legion.faults import fault_point
 from legion.judgments import Judgment, JudgmentQueue, wake_reason
 from legion.pause import DispatchPause
 from legion.reconcile import START_FAILURES, Reconciler
@@ -316,12 +317,16 @@ class Daemon:
         if items:
             reason += f"; needs judgment: {wake_reason(items)}"
         mark = self._transcript_size()
-        self.memory.last_restart = time.monotonic()
         try:
             self.start_controller(reason)
         except START_FAILURES as exc:
             self._start_failed(str(exc))
             raise
+        finally:
+            # The cooldown counts from when the new controller is up: closing the old one may
+            # take seconds, and two restarts must never come closer than the cooldown.
+            self.memory.last_restart = time.monotonic()
+        fault_point("controller_started")
         self.judgments.delivered([item.id for item in items], mark)
         self.log.append("-", "restart_controller", OutcomeKind.DONE, why)
 
@@ -369,6 +374,7 @@ class Daemon:
             self.judgments.attempted(ids)
             self._log_failure("wake_controller", f"not taken by the controller: {reason}")
             return
+        fault_point("judgment_typed")
         self.judgments.delivered(ids, mark)
         self.log.append("-", "wake_controller", OutcomeKind.DONE, reason)
 

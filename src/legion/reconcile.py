@@ -27,6 +27,7 @@ from legion.config import Project
 from legion.core.decide import Action, Decision
 from legion.core.model import Label, Mode, Status
 from legion.errors import ConfigError, LegionError, ToolMissingError
+from legion.faults import fault_point
 from legion.forges.base import Forge
 from legion.judgments import JudgmentKind, JudgmentQueue, judgment_needs
 from legion.locking import LOCK_TIMEOUT_S, exclusive
@@ -472,11 +473,22 @@ class _Pass:
             blocked = self.cannot_start(decision.mode)
             if blocked is not None:
                 return blocked
-        else:
-            self.o.tracker.set_status(issue, target)
-        self.o.tracker.update_labels(
-            issue, remove=[Label.WORKER_DONE.value, Label.WORKER_ACTIVE.value]
-        )
+        # `worker-done` goes before the status moves: a crash between the two then runs the
+        # finished mode again (workers are idempotent), where the other order would read the
+        # old mode's `worker-done` as the new one's and skip a phase. A move that fails puts
+        # the labels back, leaving the issue as it was.
+        labels = [Label.WORKER_DONE.value, Label.WORKER_ACTIVE.value]
+        self.o.tracker.update_labels(issue, remove=labels)
+        fault_point("transition_labels_cleared")
+        if target is not None:
+            try:
+                self.o.tracker.set_status(issue, target)
+            except LegionError:
+                with suppress(LegionError):
+                    cleared = [label for label in labels if label in state.issue.labels]
+                    self.o.tracker.update_labels(issue, add=cleared)
+                raise
+            fault_point("transition_status_moved")
         started = self._start(issue, decision.mode)
         if target is None:
             return started

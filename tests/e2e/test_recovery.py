@@ -226,7 +226,10 @@ def test_a_stale_controller_is_restarted_in_its_session_no_sooner_than_the_coold
     starts = sorted(watch.started[p] for p in watch.seen.get(sid, set()))
     assert len(starts) >= 3, f"expected the start and two restarts, saw {len(starts)}"
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert min(gaps) >= cooldown - 0.2, f"restarted sooner than the cooldown: {gaps}"
+    # The cooldown runs from one restart's end to the next restart's decision; the CLI process
+    # appears a moment after each (its launcher starts first), so allow for that jitter. Without
+    # the cooldown the gaps would be stale_after + a tick, about 2.5 s.
+    assert min(gaps) >= cooldown - 0.5, f"restarted sooner than the cooldown: {gaps}"
     # Stale for longer than a tick without a restart: the cooldown held it back.
     assert longest_quiet >= stale_after + 1.0
     restarts = actions(swarm, "restart_controller")

@@ -174,6 +174,11 @@ def _describe(path: Path, exc: sqlite3.Error) -> StoreError:
             f"{path}: the database is corrupt or not a Legion database ({text}); "
             "move it aside to start with an empty one"
         )
+    if "disk I/O error" in text or "database or disk is full" in text:
+        return StoreError(
+            f"{path}: cannot write the database ({text}); is the disk full? free some space "
+            "and try again (nothing was half-written)"
+        )
     if "unable to open" in text or "readonly" in text or "read-only" in text:
         return StoreError(f"{path}: cannot open the database for writing ({text})")
     return StoreError(f"{path}: database error: {text}")

@@ -17,6 +17,7 @@ from legion.core.model import normalize_identifier
 from legion.core.text import clean_body, clean_branch, clean_title
 from legion.embedded.db import Database, now
 from legion.errors import ConflictError, InputError, NotFoundError
+from legion.faults import fault_point
 from legion.forges.base import PrState, PullRequest, Review
 from legion.git import (
     GitError,
@@ -160,6 +161,7 @@ class LocalForge:
         # base, and the second would fail to move it.
         with exclusive(self._db.path.parent / "merge.lock"):
             merge_commit = self._git_merge(self.get_pr(ref))
+        fault_point("merge_after_git")
         with self._db.write() as conn:
             row_id = self._row_id(conn, str(pr.number))
             conn.execute(
@@ -167,7 +169,9 @@ class LocalForge:
                 "WHERE id = ? AND state = 'open'",
                 (merge_commit, now(), row_id),
             )
-            return self._load(conn, row_id)
+            merged = self._load(conn, row_id)
+        fault_point("merge_recorded")
+        return merged
 
     # -- git -----------------------------------------------------------------------------------
 

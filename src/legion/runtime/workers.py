@@ -26,6 +26,7 @@ from legion.core.decide import session_mode
 from legion.core.ids import session_id, short_id
 from legion.core.model import Label, Mode, normalize_identifier
 from legion.errors import ConflictError, InputError, LegionError, NotFoundError
+from legion.faults import fault_point
 from legion.locking import exclusive
 from legion.runtime import launch
 from legion.runtime.claude import CURSOR, ClaudeRuntime, first_run_dialog_keys, worker_prompt
@@ -48,7 +49,18 @@ from legion.workspaces.base import Workspaces
 # runs in the dispatcher's pane; those a Claude Code session sets for its tools' processes
 # would make a worker started by the controller (from its Bash tool) take itself for the
 # controller's child: another session id, another transcript.
-_DROP_FROM_ENV = ("TMUX", "TMUX_PANE", "CLAUDECODE", "CLAUDE_PID", "CLAUDE_EFFORT")
+# Legion's own tracker and forge credentials stay out too: a worker runs model-written
+# commands, so Legion, not the worker, holds them.
+_DROP_FROM_ENV = (
+    "TMUX",
+    "TMUX_PANE",
+    "CLAUDECODE",
+    "CLAUDE_PID",
+    "CLAUDE_EFFORT",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "LINEAR_API_KEY",
+)
 _DROP_PREFIXES = (
     "CLAUDE_CODE_CHILD_",
     "CLAUDE_CODE_SESSION_",
@@ -239,16 +251,16 @@ class WorkerManager:
                     f"({live[0].state.value}); see `legion workers`"
                 )
             workspace = self.workspaces.ensure(identifier)
-            with self._marked_active(identifier):
-                return self._start(
-                    identifier, mode, workspace.path, worker_prompt(identifier, mode), wait
-                )
+            return self._start(
+                identifier, mode, workspace.path, worker_prompt(identifier, mode), wait
+            )
 
     @contextmanager
     def _marked_active(self, issue: str) -> Iterator[None]:
         """`worker-active` goes on before the session starts (a fast worker may clear it in its
         first turn), and comes off again if the start fails."""
         self.tracker.update_labels(issue, add=[Label.WORKER_ACTIVE.value])
+        fault_point("after_worker_active")
         try:
             yield
         except BaseException:
@@ -283,8 +295,7 @@ class WorkerManager:
                     "see `legion workers`"
                 )
             workspace = self.workspaces.get(identifier) or self.workspaces.ensure(identifier)
-            with self._marked_active(identifier):
-                return self._start(identifier, mode, workspace.path, prompt, wait)
+            return self._start(identifier, mode, workspace.path, prompt, wait)
 
     def retire(self, view: WorkerView) -> None:
         """Close a worker's window (its session stays resumable) and retire its record."""
@@ -300,25 +311,31 @@ class WorkerManager:
         transcript = self.claude.transcript(self.env, workspace, sid)
         size_before = _size(transcript)
         name = window_name(issue, mode)
-        # Recorded before the window exists: a crash between the two leaves a record of a dead
-        # worker (which the next pass restarts), never a worker nobody knows about.
+        # Recorded before `worker-active` goes on and before the window exists: a crash after
+        # the label leaves a record of a dead worker, which the next pass restarts in the mode
+        # recorded (the latest record says which worker `worker-active` names), never a worker
+        # nobody knows about. A crash before the label leaves a dead record nobody expects,
+        # which the next pass forgets.
         record = self.registry.start(issue, mode, sid, name, workspace)
-        try:
-            window_id = self.start_session_window(
-                name,
-                sid,
-                prompt,
-                workspace,
-                {"LEGION_ISSUE_ID": issue, "LEGION_MODE": mode.value, "LEGION_SESSION_ID": sid},
-            )
-        except BaseException:
-            self.registry.retire(record.id)
-            raise
-        self._starting.append(_Starting(issue, window_id, transcript, size_before))
-        if wait:
-            failures = self.await_starts()
-            if failures:
-                raise WorkerStartError(failures[0][1])
+        fault_point("after_registry_start")
+        with self._marked_active(issue):
+            try:
+                window_id = self.start_session_window(
+                    name,
+                    sid,
+                    prompt,
+                    workspace,
+                    {"LEGION_ISSUE_ID": issue, "LEGION_MODE": mode.value, "LEGION_SESSION_ID": sid},
+                )
+            except BaseException:
+                self.registry.retire(record.id)
+                raise
+            fault_point("after_window_started")
+            self._starting.append(_Starting(issue, window_id, transcript, size_before))
+            if wait:
+                failures = self.await_starts()
+                if failures:
+                    raise WorkerStartError(failures[0][1])
         window = Window(window_id, name, False, None, "", sid)
         return WorkerView(record, window, WorkerState.RUNNING, transcript, None, None)
 

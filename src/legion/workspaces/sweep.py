@@ -9,6 +9,7 @@ from pathlib import Path
 
 from legion.core.model import Status
 from legion.errors import LegionError
+from legion.faults import fault_point
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
 
@@ -74,10 +75,12 @@ def sweep_done(
         if dry_run:
             results.append(SweepResult(issue, False, "would be removed (dry run)", True))
             continue
+        fault_point("sweep_before_remove")
         try:
             workspaces.remove(issue)
         except LegionError as exc:
             results.append(SweepResult(issue, False, moved + str(exc)))
             continue
+        fault_point("sweep_after_remove")
         results.append(SweepResult(issue, True, f"{moved}removed {workspace.path}"))
     return results

@@ -1,0 +1,303 @@
+"""The kill campaign: a small swarm killed (SIGKILL) at one named fault point, then run on.
+
+One run: a project made like the demo's (`make_repository`), two issues (LEG-1 In Progress, the
+whole cycle from there with idempotent scripted workers; LEG-2 in Triage, which the controller
+closes when it is woken for it), the real Claude Code CLI on the scripted model, a private tmux
+server, and `legion start --foreground` as a separate process with `LEGION_TEST_KILL_AT` armed.
+When the armed point has killed its process (the daemon, or for the merge points the finisher's
+`legion pr merge`), the daemon is started again without the fault, and the swarm must finish:
+
+- every issue Done, none lost;
+- never two live processes on one Claude session id (`SessionWatch`);
+- no work lost: every commit ever at the tip of a `legion/*` branch ends up on main;
+- no duplicate commits on main (each subject once, one merge per PR).
+
+The workers are scripted the way the worker skill asks a real model to work: idempotently
+(commit only what changed, open the PR only if there is none, merge only what is not merged),
+since a worker may be a re-run after a crash. Used by tests/faults/test_kill_campaign.py and
+bench/faults.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from legion.demo.run import make_repository
+from legion.faults import KILL_AT_VARIABLE, KILL_LOG_VARIABLE, POINTS
+from tests.conftest import LEGION_BIN, git
+from tests.e2e.swarm_env import SessionWatch, Swarm, issue_status, open_swarm, session_uuid
+from tests.fakes.model_server import Scenario, bash, text
+
+# Which time each point is reached to kill at (`point:N`): the occurrence that is most
+# dangerous in this swarm. The 2nd worker start is the reviewer's, after a transition: a crash
+# there must restart the reviewer, not the implementer whose record is the latest.
+CAMPAIGN: tuple[str, ...] = (
+    "after_registry_start:2",
+    "after_worker_active:2",
+    "after_window_started:2",
+    "transition_labels_cleared",
+    "transition_status_moved",
+    "merge_after_git",
+    "merge_recorded",
+    "sweep_before_remove",
+    "sweep_after_remove",
+    "controller_started",
+    "judgment_typed",
+)
+assert sorted(spec.split(":")[0] for spec in CAMPAIGN) == sorted(POINTS)
+# The test suite's share (each run takes some 20 s): a worker start cut short after a
+# transition, a transition cut in half, a merge cut before it is recorded, the daemon killed
+# after the controller took a wake-up.
+QUICK: tuple[str, ...] = (
+    "after_worker_active:2",
+    "transition_labels_cleared",
+    "merge_after_git",
+    "judgment_typed",
+)
+
+# Short times, as in tests/e2e/test_recovery.py: a worker that ended its turn without finishing
+# (its command was killed) is restarted after STALE_AFTER seconds.
+TICK = "0.5"
+ENV = {"LEGION_STALE_AFTER": "4", "LEGION_RESTART_COOLDOWN": "1"}
+DONE = "--add worker-done --remove worker-active"
+
+
+def _args(mode: str, issue: str) -> str:
+    return rf"<command-args>{mode} mode for {issue}\b"
+
+
+def _one(command: str, summary: str) -> list[list[object]]:
+    return [[bash(command, summary)], [text(summary)]]
+
+
+def issue_scenarios(issue: str) -> list[Scenario]:
+    """implement, review (approves), retro and finish for `issue`, each safe to run again."""
+    n = issue.split("-")[1]
+    low = issue.lower()
+    commit = "git add -A && (git diff --cached --quiet || git commit -qm {message})"
+    implement = (
+        f"mkdir -p src && printf 'def feature_{n}():\\n    return {n}\\n' > src/feature_{n}.py"
+        f" && {commit.format(message=repr(f'{issue}: feature {n}'))}"
+        f" && (legion pr view {issue} --json >/dev/null 2>&1"
+        f" || legion pr create --issue {issue} --branch legion/{low})"
+        f" && legion issue label {issue} {DONE}"
+    )
+    review = (
+        f'(legion pr view {issue} --json | grep -q \'"review": "approved"\''
+        f" || legion pr review {issue} --approve --body 'Looks good.')"
+        f" && legion issue label {issue} {DONE}"
+    )
+    retro = (
+        f"mkdir -p docs/solutions && printf '# {issue}\\n\\nSmall features merge cleanly.\\n'"
+        f" > docs/solutions/{low}.md && {commit.format(message=repr(f'{issue}: retro'))}"
+        f" && legion issue label {issue} {DONE}"
+    )
+    finish = (
+        f'(legion pr view {issue} --json | grep -q \'"state": "merged"\''
+        f" || (legion pr ready {issue} && legion pr merge {issue}))"
+        f" && legion issue move {issue} Done && legion issue label {issue} --remove worker-active"
+    )
+    plays = [
+        ("implement", implement, "PR opened."),
+        ("review", review, "Review recorded."),
+        ("retro", retro, "Learnings committed."),
+        ("finish", finish, "Merged and closed."),
+    ]
+    return [
+        Scenario(_args(mode, issue), _one(command, summary), name=f"{issue}:{mode}", regex=True)
+        for mode, command, summary in plays
+    ]
+
+
+def controller_scenarios(triage: str) -> list[Scenario]:
+    """The controller: woken for `<triage>:triage` it closes that issue (a duplicate);
+    otherwise it has nothing to judge."""
+    head = r"<command-name>/legion-controller</command-name>"
+    close = f"legion issue move {triage} Done"
+    return [
+        Scenario(
+            rf"{head}[\s\S]*{triage}:triage",
+            _one(close, f"{triage} is a duplicate: closed."),
+            name="controller-triage",
+            regex=True,
+        ),
+        Scenario(head, [[text("Nothing needs my judgment.")]], name="controller", regex=True),
+    ]
+
+
+@dataclass
+class RunResult:
+    spec: str
+    killed: list[str]  # lines of the kill log: "<point> <pid>"
+    seconds: float
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def survived(self) -> bool:
+        return bool(self.killed) and not self.problems
+
+
+class _Daemon:
+    """`legion start --foreground` as its own process, its output appended to a log."""
+
+    def __init__(self, swarm: Swarm, env: dict[str, str], log: Path) -> None:
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [str(LEGION_BIN), "start", "--foreground", "--tick", TICK],
+                cwd=swarm.repo,
+                env=env,
+                stdout=out,
+                stderr=out,
+            )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class _BranchWatch:
+    """Samples the tips of the `legion/*` branches: every commit a worker ever pushed there."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self.tips: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        out = subprocess.run(
+            ["git", "for-each-ref", "--format=%(objectname)", "refs/heads/legion/"],
+            cwd=self.repo,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        self.tips.update(out.split())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(0.3)
+
+    def __enter__(self) -> _BranchWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.sample()
+
+
+def _wait(check: object, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return True
+        time.sleep(0.25)
+    return False
+
+
+@contextmanager
+def campaign_swarm(root: Path, home: Path) -> Iterator[Swarm]:
+    """A demo-like project (`make_repository`) wired to the CLI, tmux and the scripted model."""
+    repo = root / "repo"
+    make_repository(repo, 0)
+    with open_swarm(root, repo, home) as swarm:
+        swarm.legion("issue", "create", "Feature one", "--status", "In Progress")
+        swarm.legion("issue", "create", "Feature one again", "--status", "Triage")
+        swarm.server.script.scenarios.extend(controller_scenarios("LEG-2"))
+        swarm.server.script.scenarios.extend(issue_scenarios("LEG-1"))
+        yield swarm
+
+
+def run_point(spec: str, root: Path, home: Path, *, timeout: float = 120.0) -> RunResult:
+    """Kill the swarm at `spec` (`point` or `point:N`), start it again without the fault, and
+    check what it did. Problems are returned, not raised, so a campaign can count them."""
+    started = time.monotonic()
+    kill_log = root / "kills.log"
+    root.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
+    with campaign_swarm(root, home) as swarm:
+        keys = ["controller", *(f"LEG-1:{mode}" for mode in ("implement", "review", "finish"))]
+        sids = {session_uuid(swarm, key) for key in keys}
+        daemon_log = root / "daemon-output.log"
+        base = swarm.env | ENV
+        armed = base | {KILL_AT_VARIABLE: spec, KILL_LOG_VARIABLE: str(kill_log)}
+        workspace = swarm.workspace_root / "leg-1"
+
+        def killed() -> list[str]:
+            return kill_log.read_text().splitlines() if kill_log.exists() else []
+
+        def finished() -> bool:
+            done = all(issue_status(swarm, i) == "Done" for i in ("LEG-1", "LEG-2"))
+            return done and not workspace.exists()
+
+        with SessionWatch(sids) as watch, _BranchWatch(swarm.repo) as branches:
+            first = _Daemon(swarm, armed, daemon_log)
+            try:
+                if not _wait(lambda: killed() or first.proc.poll() is not None, timeout):
+                    problems.append(f"{spec}: the point was never reached")
+                if first.proc.poll() is None:
+                    first.stop()  # a worker's process died there: restart the daemon unarmed
+                elif first.proc.returncode != -9:
+                    problems.append(f"the armed daemon exited with {first.proc.returncode}")
+            finally:
+                first.stop()
+            second = _Daemon(swarm, base, daemon_log)
+            try:
+                if not _wait(finished, timeout):
+                    states = {i: issue_status(swarm, i) for i in ("LEG-1", "LEG-2")}
+                    problems.append(
+                        f"not finished within {timeout:g} s: {states}, "
+                        f"workspace {'kept' if workspace.exists() else 'removed'}; "
+                        f"LEG-1: {swarm.json('issue', 'show', 'LEG-1')['labels']}"
+                    )
+            finally:
+                second.stop()
+        problems += _check(swarm, watch, branches)
+    return RunResult(spec, killed(), time.monotonic() - started, problems)
+
+
+def _check(swarm: Swarm, watch: SessionWatch, branches: _BranchWatch) -> list[str]:
+    problems = []
+    if watch.overlaps:
+        problems.append(f"two processes ran one session at once: {watch.overlaps[:2]}")
+    issues = swarm.json("issue", "list")
+    if sorted(i["identifier"] for i in issues) != ["LEG-1", "LEG-2"]:
+        problems.append(f"issues lost or added: {[i['identifier'] for i in issues]}")
+    subjects = git(swarm.repo, "log", "--format=%s", "main").splitlines()
+    repeated = sorted({s for s in subjects if subjects.count(s) > 1})
+    if repeated:
+        problems.append(f"duplicate commits on main: {repeated}")
+    if sum(1 for s in subjects if s.startswith("Merge PR #")) != 1:
+        problems.append(f"expected one merge on main: {subjects}")
+    for tip in sorted(branches.tips):
+        contained = subprocess.run(
+            ["git", "merge-base", "--is-ancestor", tip, "main"], cwd=swarm.repo, check=False
+        )
+        if contained.returncode != 0:
+            problems.append(f"work lost: commit {tip[:10]} of a legion/ branch is not on main")
+    for path in ("src/feature_1.py", "docs/solutions/leg-1.md"):
+        if not (swarm.repo / path).exists():
+            problems.append(f"{path} is not on main")
+    return problems
+
+
+def environment_ready() -> None:
+    """The variables open_swarm reads from the process (pytest's isolated_env sets them)."""
+    for name in ("XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        if name not in os.environ:
+            raise RuntimeError(f"{name} must be set")
