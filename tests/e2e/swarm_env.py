@@ -84,6 +84,17 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float = 45.0) -> An
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, as `legion stop` would; SIGKILL if it does not go within 20 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 class Daemon:
     """`legion start --foreground` in a subprocess, stopped (or killed) at the end."""
 
@@ -112,13 +123,8 @@ class Daemon:
         self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        if self.proc is not None:
+            stop_process(self.proc)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -32,7 +32,14 @@ from pathlib import Path
 from legion.demo.run import make_repository
 from legion.faults import KILL_AT_VARIABLE, KILL_LOG_VARIABLE, POINTS
 from tests.conftest import LEGION_BIN, git
-from tests.e2e.swarm_env import SessionWatch, Swarm, issue_status, open_swarm, session_uuid
+from tests.e2e.swarm_env import (
+    SessionWatch,
+    Swarm,
+    issue_status,
+    open_swarm,
+    session_uuid,
+    stop_process,
+)
 from tests.fakes.model_server import Scenario, bash, text
 
 # Which time each point is reached to kill at (`point:N`): the occurrence that is most
@@ -158,13 +165,7 @@ class _Daemon:
             )
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc)
 
 
 class _BranchWatch:
