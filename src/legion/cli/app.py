@@ -65,7 +65,9 @@ app.add_typer(issues.app, name="issue")
 app.add_typer(prs.app, name="pr")
 app.add_typer(workspaces.app, name="workspace")
 app.command("demo", epilog=_example("demo"))(demo.demo)
-app.command("doctor")(doctor.doctor)
+app.command("doctor", epilog=common.example("legion doctor", "legion doctor --install --json"))(
+    doctor.doctor
+)
 for command in (
     swarm.start,
     swarm.stop,

@@ -130,8 +130,6 @@ def doctor(
     """Check what Legion needs (git, tmux, Claude Code, npm) and say how to fix what is missing.
 
     Exits 0 when everything required is there, 1 otherwise.
-
-    Example: legion doctor --install
     """
     from legion.runtime import claude_bin
 
