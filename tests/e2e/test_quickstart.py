@@ -1,18 +1,17 @@
 """The README's Quickstart, run literally, as a new user on a fresh machine runs it.
 
-A copy of the repository as a clone would have it, a fresh empty HOME, a PATH with no `claude`
-on it and no Legion (or Claude, or Anthropic) variable set: the first Quickstart line must
-install Legion, install Claude Code and finish the demo by itself, showing progress as it goes.
+A copy of the repository as a clone would have it, run as `env -i` would: a fresh empty HOME,
+the system's PATH (no `claude` on it), a locale and a terminal, no other variable. The first
+Quickstart line must install Legion, install Claude Code and finish the demo by itself, showing
+progress as it goes.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,10 +20,6 @@ import pytest
 from tests.fakes.claude_env import REPO_ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
-
-# What a fresh machine would not have; what a user would not have set.
-_UNSET_PREFIXES = ("LEGION_", "CLAUDE", "ANTHROPIC_", "XDG_", "TMUX", "VIRTUAL_ENV", "PYTEST")
-_UNSET = {"HOME", "GIT_CONFIG_NOSYSTEM", "PYTHONPATH", "COVERAGE_PROCESS_START"}
 
 
 def quickstart_lines() -> list[str]:
@@ -53,21 +48,14 @@ def fresh_clone(target: Path) -> Path:
 
 
 def user_environment(home: Path) -> dict[str, str]:
-    """The machine's environment as a new user has it: a fresh HOME, and a PATH without any
-    folder that holds a `claude` or this test run's virtual environment."""
-    venv_bin = str(Path(sys.executable).parent)
-    path = [
-        folder
-        for folder in os.environ.get("PATH", "").split(os.pathsep)
-        if folder and folder != venv_bin and not (Path(folder) / "claude").exists()
-    ]
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in _UNSET and not name.startswith(_UNSET_PREFIXES)
+    """A new user's login on a stock system: a fresh HOME, the system's PATH (no `claude` on it,
+    no virtual environment), a locale and a terminal, and nothing else (`env -i`)."""
+    return {
+        "HOME": str(home),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "TERM": "xterm",
     }
-    env |= {"HOME": str(home), "PATH": os.pathsep.join(path)}
-    return env
 
 
 def test_the_quickstart_works_as_written_on_a_fresh_machine(tmp_path: Path) -> None:

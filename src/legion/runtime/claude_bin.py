@@ -98,6 +98,19 @@ def version_of(binary: Path) -> str | None:
     return words[0] if out.returncode == 0 and words else None
 
 
+# The system's CA bundle (Debian/Ubuntu, Fedora). Node trusts only its own CA list, so behind a
+# proxy whose CA the system trusts (curl, pip and git work) npm fails with a certificate error.
+_SYSTEM_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+
+
+def _system_ca(env: Mapping[str, str]) -> dict[str, str]:
+    """Have npm trust the system's CAs as well as its own, unless the user chose already."""
+    if env.get("NODE_EXTRA_CA_CERTS") or env.get("npm_config_cafile"):
+        return {}
+    bundle = next((path for path in _SYSTEM_CA_BUNDLES if Path(path).is_file()), None)
+    return {} if bundle is None else {"NODE_EXTRA_CA_CERTS": bundle}
+
+
 def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
     """Install the pinned Claude Code into the cache, unless it is there already; its path.
 
@@ -116,7 +129,7 @@ def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
                 "(e.g. apt-get install npm), or set claude_bin (LEGION_CLAUDE_BIN) to a `claude`"
             )
         say(f"Installing Claude Code {PINNED_VERSION} into {prefix} with npm (once)...")
-        npm_env = {**env, "NO_UPDATE_NOTIFIER": "1"}
+        npm_env = {**env, "NO_UPDATE_NOTIFIER": "1", **_system_ca(env)}
         result = subprocess.run(
             [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact",
              "--prefix", str(prefix), f"{NPM_PACKAGE}@{PINNED_VERSION}"],
