@@ -91,7 +91,7 @@ def scan(swarm: Swarm, findings: Findings, moment: str, extra_files: list[Path])
             try:
                 data = path.read_bytes()
             except OSError:
-                continue  # gone meanwhile (a launch spec, a lock)
+                continue  # gone meanwhile (a lock)
             findings.search(f"{moment}: {label}: {path}", "files", data)
     for path in extra_files:
         if path.exists():

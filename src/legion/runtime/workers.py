@@ -199,6 +199,7 @@ class WorkerManager:
         self.claude = claude
         self.env = env
         self._starting: list[_Starting] = []
+        self._handovers: dict[str, launch.Handover] = {}  # window id: its spec, on its way
 
     @property
     def session(self) -> str:
@@ -368,12 +369,16 @@ class WorkerManager:
         # Decided only now: a leftover that was starting may have written the transcript.
         transcript = self.claude.transcript(self.env, cwd, sid)
         argv = self.claude.command(sid, prompt, resume=transcript.exists())
-        spec = launch.write_spec(self.project.state_dir / "launch", argv, cwd, env)
+        handover = launch.Handover(self.project.state_dir / "launch", argv, cwd, env)
+        handover.start()
         try:
-            window = self.tmux.start_window(self.session, name, launch.command(spec), cwd, tag=sid)
+            window = self.tmux.start_window(
+                self.session, name, launch.command(handover.path), cwd, tag=sid
+            )
         except BaseException:
-            spec.unlink(missing_ok=True)  # it holds the environment: never leave it behind
+            handover.cancel()
             raise
+        self._handovers[window.id] = handover
         if window.pane_pid is not None:
             with contextlib.suppress(OSError):  # only ever a help to the next start
                 write_private(self._pid_file(sid), f"{window.pane_pid}\n")
@@ -423,6 +428,8 @@ class WorkerManager:
                     if window is None or window.pane_dead:
                         failures.append((item.issue, start_failure(screen)))
                         self._starting.remove(item)
+                        if handover := self._handovers.pop(item.window_id, None):
+                            handover.cancel()  # its reader is gone: do not wait for it
                         continue
                     dialog = first_run_dialog_keys(screen)
                     # One answer per dialog: give the screen time to move on before looking again.
@@ -433,6 +440,7 @@ class WorkerManager:
                 time.sleep(0.1)
         finally:
             self._starting.clear()
+            self._handovers = {k: h for k, h in self._handovers.items() if h.pending()}
         return failures
 
     def _ensure_session(self) -> None:
