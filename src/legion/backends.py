@@ -1,18 +1,23 @@
-"""Opens what a project is configured for: tracker, forge, and the worker runtime."""
+"""Opens what a project is configured for: tracker, forge, and the worker runtime.
+
+The one registry of backends: `tracker = "embedded" | "linear"` and `forge = "embedded" |
+"github"` are looked up here and nowhere else, and each integration's module is imported only
+when a project uses it (so `legion --version` never pays for an HTTP client).
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from legion.config import Project
 from legion.embedded.db import Database
+from legion.errors import ConfigError
 from legion.forges.base import Forge
-from legion.forges.local import LocalForge
 from legion.trackers.base import Tracker
-from legion.trackers.local import LocalTracker
 
 if TYPE_CHECKING:
     from legion.runtime.workers import WorkerManager
@@ -26,15 +31,39 @@ class Backends:
     db: Database
 
 
+# name: "module:function"; the function takes (project, database) and returns the backend.
+TRACKER_OPENERS: dict[str, str] = {
+    "embedded": "legion.trackers.local:open_tracker",
+    "linear": "legion.trackers.linear:open_tracker",
+}
+FORGE_OPENERS: dict[str, str] = {
+    "embedded": "legion.forges.local:open_forge",
+    "github": "legion.forges.github:open_forge",
+}
+
+
+def _opener(
+    table: Mapping[str, str], kind: str, name: str
+) -> Callable[[Project, Database], object]:
+    try:
+        module_name, _, function = table[name].partition(":")
+    except KeyError:
+        raise ConfigError(f"unknown {kind} {name!r} (known: {', '.join(table)})") from None
+    opener: Callable[[Project, Database], object] = getattr(
+        importlib.import_module(module_name), function
+    )
+    return opener
+
+
 def open_backends(project: Project, *, create: bool = False) -> Backends:
     """The project's tracker and forge. Only `legion init` may `create` the database: for an
-    existing project a missing or empty one is an error, never a fresh start."""
+    existing project a missing or empty one is an error, never a fresh start. (Every backend
+    keeps Legion's own records, workers and judgments, in that database.)"""
     settings = project.settings
-    # Only the embedded backends exist so far; config validation rejects other names.
     db = Database(project.db_path, create=create)
-    tracker = LocalTracker(db, issue_key=settings.issue_key, extra_labels=settings.labels)
-    forge = LocalForge(db, project.root, base_branch=settings.base_branch)
-    return Backends(tracker=tracker, forge=forge, db=db)
+    tracker = _opener(TRACKER_OPENERS, "tracker", settings.tracker)(project, db)
+    forge = _opener(FORGE_OPENERS, "forge", settings.forge)(project, db)
+    return Backends(tracker=tracker, forge=forge, db=db)  # type: ignore[arg-type]
 
 
 def _workspaces(project: Project, base: str) -> Workspaces:

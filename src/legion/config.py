@@ -16,16 +16,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from legion.core.model import validate_issue_key, validate_label_name
+from legion.core.model import Status, validate_issue_key, validate_label_name
+from legion.core.statusmap import parse_status_table
 from legion.errors import ConfigError, InputError, ToolMissingError
 from legion.workspaces.base import DEFAULT_REGENERABLE
 
 CONFIG_DIR_NAME = ".legion"
 CONFIG_FILE_NAME = "config.toml"
 
-TRACKERS = ("local",)
+# The backends' names; `legion.backends` is the one registry that maps them to code.
+TRACKERS = ("embedded", "linear")
+FORGES = ("embedded", "github")
 PERMISSION_MODES = ("bypass", "acceptEdits", "auto", "default", "plan")
-FORGES = ("local",)
+MERGE_METHODS = ("squash", "merge", "rebase")
+_BACKEND_ALIASES = {"local": "embedded"}  # the embedded backends' name before 0.2
+
+
+def _backend(options: tuple[str, ...]) -> Callable[[Any], str]:
+    choose = _choice(options)
+
+    def parse(value: Any) -> str:
+        if isinstance(value, str):
+            value = _BACKEND_ALIASES.get(value.strip().lower(), value)
+        return choose(value)
+
+    return parse
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
@@ -128,6 +143,33 @@ def _seconds(value: Any) -> float:
     return number
 
 
+def _github_repo(value: Any) -> str:
+    text = value.strip() if isinstance(value, str) else ""
+    owner, _, name = text.partition("/")
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+    if not owner or not name or "/" in name or not set(owner + name) <= allowed:
+        raise ValueError(f"must be OWNER/NAME (e.g. acme/widgets), got {value!r}")
+    return text
+
+
+def _team_key(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a team key (e.g. ENG), got {value!r}")
+    return value.strip().upper()
+
+
+def _statuses(value: Any) -> dict[str, Status]:
+    return parse_status_table(value)
+
+
+def _statuses_from_env(value: Any) -> dict[str, Status]:
+    """A variable holds `Backend name=Legion status` pairs separated by commas."""
+    pairs = [part.partition("=") for part in str(value).split(",") if part.strip()]
+    if any(not sep for _, sep, _ in pairs):
+        raise ValueError(f'must be "Name=Status" pairs separated by commas, got {value!r}')
+    return parse_status_table({name: target.strip() for name, _, target in pairs})
+
+
 def _branch(value: Any) -> str:
     if not isinstance(value, str) or not value.strip() or value.startswith("-"):
         raise ValueError(f"must be a branch name, got {value!r}")
@@ -150,8 +192,13 @@ class SettingSpec:
 SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("project_id", _uuid, repo_only=True),
     SettingSpec("issue_key", _issue_key, "LEG", repo_only=True),
-    SettingSpec("tracker", _choice(TRACKERS), "local"),
-    SettingSpec("forge", _choice(FORGES), "local"),
+    SettingSpec("tracker", _backend(TRACKERS), "embedded"),
+    SettingSpec("forge", _backend(FORGES), "embedded"),
+    SettingSpec("linear_team", _team_key),
+    SettingSpec("github_repo", _github_repo),
+    SettingSpec("merge_method", _choice(MERGE_METHODS), "squash"),
+    SettingSpec("remote", _branch, "origin"),
+    SettingSpec("statuses", _statuses, {}, parse_env=_statuses_from_env),
     SettingSpec("base_branch", _branch),
     SettingSpec("state_dir", _path),
     SettingSpec("wip_limit", _wip_limit),
@@ -176,8 +223,13 @@ SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 class Settings:
     project_id: str
     issue_key: str = "LEG"
-    tracker: str = "local"
-    forge: str = "local"
+    tracker: str = "embedded"
+    forge: str = "embedded"
+    linear_team: str | None = None
+    github_repo: str | None = None
+    merge_method: str = "squash"
+    remote: str = "origin"
+    statuses: Mapping[str, Status] = field(default_factory=dict)
     base_branch: str | None = None
     state_dir: Path | None = None
     wip_limit: int | None = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import Enum
+
 
 class LegionError(Exception):
     """Base class: the message is shown to the user as is, on one line."""
@@ -41,3 +43,41 @@ class ToolMissingError(LegionError):
 
 class ConflictError(LegionError):
     """The operation would overwrite or lose something, so it was refused."""
+
+
+class BackendErrorKind(Enum):
+    """What the reconciler does about a failed call to a tracker or forge."""
+
+    TRANSIENT = "transient"  # a 5xx, a timeout, a dropped connection: retry with backoff
+    RATE_LIMITED = "rate_limited"  # wait until the reset the server gave
+    AUTH = "auth"  # stop dispatching, tell the human once, point at `legion doctor`
+    NOT_FOUND = "not_found"  # that item is unknown this pass
+    INVALID = "invalid"  # Legion sent something the server refused: a bug, logged by operation
+
+
+class BackendError(LegionError):
+    """A tracker's or forge's API failed. `operation` names the request (a GraphQL operation
+    name or a REST route), never its variables, so the line is safe to log."""
+
+    def __init__(
+        self,
+        backend: str,
+        kind: BackendErrorKind,
+        message: str,
+        *,
+        operation: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        where = f"{backend} {operation}" if operation else backend
+        super().__init__(f"{where}: {message}{_HINTS.get(kind, '')}")
+        self.backend = backend
+        self.kind = kind
+        self.operation = operation
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in (BackendErrorKind.TRANSIENT, BackendErrorKind.RATE_LIMITED)
+
+
+_HINTS = {BackendErrorKind.AUTH: " (run `legion doctor` to check the credentials)"}

@@ -26,8 +26,8 @@ def init_project(
     start: Path,
     *,
     key: str = "LEG",
-    tracker: str = "local",
-    forge: str = "local",
+    tracker: str = "embedded",
+    forge: str = "embedded",
     extra: Mapping[str, Any] | None = None,
 ) -> tuple[Project, bool]:
     """Write .legion/config.toml and create the database; (project, created). Idempotent."""

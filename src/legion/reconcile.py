@@ -338,7 +338,7 @@ class _Pass:
         items = [(item.question, item.options) for item in view.question.items]
         asker = f"the {view.record.mode.value} worker ({view.record.window})"
         body = escalation_comment(issue, asker, items, note)
-        self.o.tracker.add_comment(issue, body, author=LEGION_AUTHOR)
+        self.o.tracker.add_comment(issue, body, author=LEGION_AUTHOR, by_legion=True)
         self.o.tracker.update_labels(issue, add=[Label.USER_INPUT_NEEDED.value])
         return done("question posted, user-input-needed added")
 
@@ -546,6 +546,7 @@ class _Pass:
                 f"See `legion peek {issue}`; fix the cause, then remove "
                 f"`{Label.USER_INPUT_NEEDED.value}`.",
                 author=LEGION_AUTHOR,
+                by_legion=True,
             )
             self.o.tracker.update_labels(issue, add=[Label.USER_INPUT_NEEDED.value])
             return done(ASKED_A_HUMAN)
@@ -571,6 +572,7 @@ class _Pass:
                 "Legion found no answer after the question. Comment with the answer, then add "
                 f"`{Label.USER_FEEDBACK_GIVEN.value}` again.",
                 author=LEGION_AUTHOR,
+                by_legion=True,
             )
             self.o.tracker.update_labels(issue, remove=[Label.USER_FEEDBACK_GIVEN.value])
             return done("no answer found in the comments; asked again")
@@ -641,7 +643,7 @@ def human_answer(tracker: Tracker, issue: str) -> str | None:
     comments = tracker.list_comments(issue)
     answer: list[str] = []
     for comment in comments:
-        if comment.author == LEGION_AUTHOR or comment.author.startswith("legion-"):
+        if comment.by_legion:
             answer = []
         else:
             answer.append(comment.body.strip())

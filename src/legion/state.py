@@ -82,7 +82,7 @@ def observe(project_id: str, tracker: Tracker, forge: Forge, workers: LiveWorker
     issues = tracker.list_issues()
     prs: dict[str, PullRequest] | None
     try:
-        prs = forge.prs_by_issue()
+        prs = forge.prs_by_issue([issue.identifier for issue in issues])
     except LegionError as exc:
         prs = None
         warnings.append(f"pull requests could not be read: {exc}")

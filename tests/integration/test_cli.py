@@ -36,8 +36,8 @@ def test_init_writes_config_and_is_idempotent(git_repo: Path, isolated_env: Path
     project_id = config.split('project_id = "')[1].split('"')[0]
     uuid.UUID(project_id)
     assert (
-        'tracker = "local"' in config
-        and 'forge = "local"' in config
+        'tracker = "embedded"' in config
+        and 'forge = "embedded"' in config
         and 'base_branch = "main"' in config
     )
     assert (isolated_env / "state" / "legion" / project_id / "legion.db").is_file()

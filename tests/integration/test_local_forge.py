@@ -54,7 +54,7 @@ def test_review_outcome_follows_the_latest_verdict(
         forge.add_review("LEG-1", "approved", body="", author="r").review is ReviewOutcome.APPROVED
     )
     assert forge.set_draft("LEG-1", False).is_draft is False
-    assert forge.prs_by_issue()["LEG-1"].number == 1
+    assert forge.prs_by_issue(["LEG-1"])["LEG-1"].number == 1
 
 
 def test_merge_is_a_real_git_merge(

@@ -83,11 +83,15 @@ def test_human_answer_is_what_follows_the_last_legion_comment(reconciler: Reconc
     tracker.create_issue("Q")
     assert human_answer(tracker, "LEG-1") is None
     tracker.add_comment("LEG-1", "old chatter", author="sami")
-    tracker.add_comment("LEG-1", "**Question** which one?", author="legion")
+    tracker.add_comment("LEG-1", "**Question** which one?", author="legion", by_legion=True)
     assert human_answer(tracker, "LEG-1") is None
     tracker.add_comment("LEG-1", "The second.", author="sami")
-    tracker.add_comment("LEG-1", "And keep it short.", author="ana")
+    # A person whose name looks like Legion's is still a person: the marker decides.
+    tracker.add_comment("LEG-1", "And keep it short.", author="legion-fan")
     assert human_answer(tracker, "LEG-1") == "The second.\n\nAnd keep it short."
+    shown = tracker.list_comments("LEG-1")
+    assert [c.by_legion for c in shown] == [False, True, False, False]
+    assert shown[1].body == "**Question** which one?"  # the marker is not part of the text
 
 
 def test_start_refuses_clearly_without_what_it_needs(project: Path, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -133,8 +134,10 @@ def init(
     key: Annotated[
         str, typer.Option(help="Prefix of issue identifiers, e.g. LEG for LEG-1.")
     ] = "LEG",
-    tracker: Annotated[str, typer.Option(help=f"Issue tracker: {', '.join(TRACKERS)}.")] = "local",
-    forge: Annotated[str, typer.Option(help=f"Code forge: {', '.join(FORGES)}.")] = "local",
+    tracker: Annotated[
+        str, typer.Option(help=f"Issue tracker: {', '.join(TRACKERS)}.")
+    ] = "embedded",
+    forge: Annotated[str, typer.Option(help=f"Code forge: {', '.join(FORGES)}.")] = "embedded",
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Make the current git repository a Legion project (.legion/config.toml)."""
@@ -221,6 +224,8 @@ def show_config(
             value = str(value)
         elif isinstance(value, tuple):
             value = list(value)
+        elif isinstance(value, Mapping):  # the [statuses] table: names only
+            value = {key: getattr(item, "value", item) for key, item in value.items()}
         rows[spec.name] = {"value": value, "source": settings.sources.get(spec.name, "default")}
     if as_json:
         common.print_json({"root": str(project.root), "settings": rows})

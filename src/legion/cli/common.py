@@ -93,6 +93,12 @@ def default_author() -> str:
         return "user"
 
 
+def written_by_legion() -> bool:
+    """Whether this command runs inside a Legion session (a worker, the controller, the
+    Oracle), so what it writes is Legion's, not a person's."""
+    return bool(os.environ.get("LEGION_MODE"))
+
+
 def read_text_arg(text: str | None, file: Path | None, what: str) -> str | None:
     """The value of `--body` or `--body-file` (where `-` is standard input)."""
     if text is not None and file is not None:

@@ -165,7 +165,12 @@ def comment(
     if text is None:
         raise InputError("give the comment with --body TEXT or --body-file PATH")
     project, backends = common.backends(ctx)
-    added = backends.tracker.add_comment(identifier, text, author=author or common.default_author())
+    added = backends.tracker.add_comment(
+        identifier,
+        text,
+        author=author or common.default_author(),
+        by_legion=common.written_by_legion(),
+    )
     common.changed(project)
     if as_json:
         common.print_json(render.comment_json(added))

@@ -78,7 +78,7 @@ def escalate(
     if why is not None and why.strip():
         note = f"**Why it needs a human** (Legion's Oracle): {why.strip()}"
     body = escalation_comment(identifier, asker, items, note)
-    comment = tracker.add_comment(identifier, body, author=common.default_author())
+    comment = tracker.add_comment(identifier, body, author=common.default_author(), by_legion=True)
     updated = tracker.update_labels(identifier, add=[Label.USER_INPUT_NEEDED.value])
     common.changed(project)
     if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from legion.core.text import for_display
@@ -306,6 +307,9 @@ def toml_literal(value: Any) -> str:
         return repr(value)  # 600.0, 1e+20, inf and nan are TOML floats as Python prints them
     if isinstance(value, list | tuple):
         return "[" + ", ".join(toml_literal(item) for item in value) + "]"
+    if isinstance(value, Mapping):
+        pairs = (f"{toml_value(str(key))} = {toml_literal(item)}" for key, item in value.items())
+        return "{ " + ", ".join(pairs) + " }" if value else "{}"
     return toml_value(value)
 
 

@@ -26,7 +26,7 @@ class Status(Enum):
     @classmethod
     def parse(cls, text: str) -> Status:
         """Case-insensitive, tolerant of separators and common aliases."""
-        key = _fold(text)
+        key = fold_name(text)
         try:
             return _STATUS_BY_KEY[key]
         except KeyError:
@@ -34,7 +34,7 @@ class Status(Enum):
             raise InputError(f"unknown status {text!r} (known: {known})") from None
 
 
-def _fold(text: str) -> str:
+def fold_name(text: str) -> str:
     return re.sub(r"[\s_\-]+", " ", text.strip().lower())
 
 
@@ -52,8 +52,8 @@ _STATUS_ALIASES: dict[str, Status] = {
     "retrospective": Status.RETRO,
 }
 
-_STATUS_BY_KEY: dict[str, Status] = {_fold(s.value): s for s in Status} | {
-    _fold(alias): status for alias, status in _STATUS_ALIASES.items()
+_STATUS_BY_KEY: dict[str, Status] = {fold_name(s.value): s for s in Status} | {
+    fold_name(alias): status for alias, status in _STATUS_ALIASES.items()
 }
 
 

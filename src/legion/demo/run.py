@@ -296,9 +296,10 @@ class _Progress:
     def summaries(
         self, backends: Backends, requests: list[RecordedRequest] | None
     ) -> list[IssueSummary]:
-        prs = backends.forge.prs_by_issue()
+        issues = backends.tracker.list_issues()
+        prs = backends.forge.prs_by_issue([issue.identifier for issue in issues])
         result = []
-        for issue in backends.tracker.list_issues():
+        for issue in issues:
             ident = issue.identifier
             pr = prs.get(ident)
             began, done = self.first_start.get(ident), self.done_at.get(ident)

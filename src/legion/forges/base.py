@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -37,6 +38,7 @@ class PullRequest:
     merge_commit: str | None = None
     created_at: str = ""
     updated_at: str = ""
+    url: str = ""  # where a person opens it; "" for the embedded forge
 
     @property
     def review(self) -> ReviewOutcome:
@@ -66,8 +68,9 @@ class Forge(Protocol):
 
     def list_prs(self) -> list[PullRequest]: ...
 
-    def prs_by_issue(self) -> dict[str, PullRequest]:
-        """Each issue's current pull request: its open one, else its latest."""
+    def prs_by_issue(self, issues: Collection[str]) -> dict[str, PullRequest]:
+        """The current pull request of each of `issues` that has one: its open one, else its
+        latest. A real forge answers in a few batched requests, never one per issue."""
         ...
 
     def set_draft(self, ref: str, draft: bool) -> PullRequest: ...

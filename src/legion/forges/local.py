@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
+from legion.config import Project
 from legion.core.model import normalize_identifier
 from legion.core.text import clean_body, clean_branch, clean_title
 from legion.embedded.db import Database, now
@@ -63,9 +65,12 @@ class LocalForge:
             reviews = _reviews_by_pr(conn, None)
         return [_pull_request(row, reviews) for row in rows]
 
-    def prs_by_issue(self) -> dict[str, PullRequest]:
+    def prs_by_issue(self, issues: Collection[str]) -> dict[str, PullRequest]:
+        wanted = set(issues)
         current: dict[str, PullRequest] = {}
         for pr in self.list_prs():
+            if pr.issue not in wanted:
+                continue
             previous = current.get(pr.issue)
             # An open PR wins over older closed or merged ones; among equals, the newest.
             if previous is None or pr.state is PrState.OPEN or previous.state is not PrState.OPEN:
@@ -328,3 +333,8 @@ def _pull_request(row: sqlite3.Row, reviews: dict[int, list[Review]]) -> PullReq
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
+
+
+def open_forge(project: Project, db: Database) -> LocalForge:
+    """The registry's opener (`legion.backends`)."""
+    return LocalForge(db, project.root, base_branch=project.settings.base_branch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -11,7 +12,7 @@ from legion.core.model import Label, Status
 
 @dataclass(frozen=True, slots=True)
 class Issue:
-    identifier: str
+    identifier: str  # the human identifier: LEG-12, ENG-12
     title: str
     body: str
     status: Status
@@ -20,6 +21,9 @@ class Issue:
     children: tuple[str, ...] = ()
     created_at: str = ""
     updated_at: str = ""
+    id: str = ""  # the backend's stable id (Linear's UUID); the identifier where it has none
+    url: str = ""  # where a person opens it; "" for the embedded tracker
+    backend_status: str = ""  # the backend's own name for the status ("In Review")
 
     @property
     def workflow_labels(self) -> frozenset[Label]:
@@ -28,11 +32,33 @@ class Issue:
 
 @dataclass(frozen=True, slots=True)
 class Comment:
-    id: int
+    id: int | str
     issue: str
     author: str
-    body: str
+    body: str  # without Legion's marker
     created_at: str
+    # Written by Legion or one of its workers: known by the marker Legion puts in every comment
+    # it writes (and, on a real tracker, by the author's identity), never by a name string.
+    by_legion: bool = False
+
+
+# Every comment Legion writes carries this invisible marker (an HTML comment: Markdown renderers
+# on Linear and GitHub hide it), naming the writer.
+_MARKER = re.compile(r"\n*<!-- legion:([A-Za-z0-9_.:-]{1,64}) -->\s*$")
+
+
+def mark(body: str, author: str) -> str:
+    """`body` with Legion's marker for `author` appended."""
+    safe = re.sub(r"[^A-Za-z0-9_.:-]", "-", author)[:64] or "legion"
+    return f"{body.rstrip()}\n\n<!-- legion:{safe} -->"
+
+
+def unmark(body: str) -> tuple[str, str | None]:
+    """(the body without the marker, the author it names or None when there is none)."""
+    match = _MARKER.search(body)
+    if match is None:
+        return body, None
+    return body[: match.start()], match.group(1)
 
 
 class Tracker(Protocol):
@@ -60,6 +86,10 @@ class Tracker(Protocol):
         self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
     ) -> Issue: ...
 
-    def add_comment(self, identifier: str, body: str, *, author: str) -> Comment: ...
+    def add_comment(
+        self, identifier: str, body: str, *, author: str, by_legion: bool = False
+    ) -> Comment:
+        """Comment as `author`; `by_legion` when Legion or a worker writes it (it is marked)."""
+        ...
 
     def list_comments(self, identifier: str) -> list[Comment]: ...

@@ -6,11 +6,12 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
 
+from legion.config import Project
 from legion.core.model import Label, Status, normalize_identifier
 from legion.core.text import clean_body, clean_comment, clean_title
 from legion.embedded.db import Database, now
 from legion.errors import InputError, NotFoundError
-from legion.trackers.base import Comment, Issue
+from legion.trackers.base import Comment, Issue, mark, unmark
 
 WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)
 
@@ -126,9 +127,13 @@ class LocalTracker:
                 conn.execute("UPDATE issues SET updated_at = ? WHERE id = ?", (now(), issue_id))
             return self._load(conn, issue_id)
 
-    def add_comment(self, identifier: str, body: str, *, author: str) -> Comment:
+    def add_comment(
+        self, identifier: str, body: str, *, author: str, by_legion: bool = False
+    ) -> Comment:
         body = clean_comment(body)
         author = clean_title(author) if author.strip() else "unknown"
+        if by_legion:
+            body = mark(body, author)
         with self._db.write() as conn:
             issue_id = self._row_id(conn, identifier)
             cursor = conn.execute(
@@ -209,10 +214,18 @@ def _issue(row: sqlite3.Row, labels: dict[int, list[str]], children: dict[int, l
 
 
 def _comment(row: sqlite3.Row) -> Comment:
+    body, marker = unmark(row["body"])
     return Comment(
         id=row["id"],
         issue=row["identifier"],
         author=row["author"],
-        body=row["body"],
+        body=body,
         created_at=row["created_at"],
+        by_legion=marker is not None,
     )
+
+
+def open_tracker(project: Project, db: Database) -> LocalTracker:
+    """The registry's opener (`legion.backends`)."""
+    settings = project.settings
+    return LocalTracker(db, issue_key=settings.issue_key, extra_labels=settings.labels)
