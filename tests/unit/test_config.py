@@ -52,7 +52,10 @@ def test_precedence(repo_config: Path, tmp_path: Path) -> None:
         ('project_id = "x"\n', "key 'project_id' must be a UUID"),
         (f'project_id = "{PROJECT}"\nwip_limit = -1\n', "key 'wip_limit' must be a whole number"),
         (f'project_id = "{PROJECT}"\ntrakcer = "local"\n', "unknown key 'trakcer'"),
-        (f'project_id = "{PROJECT}"\ntracker = "jira"\n', "key 'tracker' must be one of embedded, linear"),
+        (
+            f'project_id = "{PROJECT}"\ntracker = "jira"\n',
+            "key 'tracker' must be one of embedded, linear",
+        ),
         (f'project_id = "{PROJECT}"\nissue_key = "le g"\n', "key 'issue_key'"),
         ("project_id = \n", "invalid TOML"),
         ("wip_limit = 2\n", "missing key 'project_id'"),

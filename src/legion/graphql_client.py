@@ -1,0 +1,254 @@
+"""One GraphQL-over-HTTP client for every real backend (Linear, GitHub), over httpx.
+
+It turns every failure into a `BackendError` of the kind the reconciler acts on, waits out a
+short rate limit the server announced, retries transient failures a few times with backoff,
+and never lets a secret into a message: errors name the backend and the operation, never the
+variables or the headers.
+
+Documents are registered by name (`document()`), so the contract tests can validate every
+document the project can send against the published schema, and a request names its
+operation in the server's logs and in ours.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from legion.errors import BackendError, BackendErrorKind
+
+if TYPE_CHECKING:
+    import httpx
+
+# backend: operation name: document. Filled at import by each integration's documents module.
+DOCUMENTS: dict[str, dict[str, str]] = {}
+
+DEFAULT_TIMEOUT_S = 20.0
+MAX_WAIT_S = 30.0  # a rate limit that resets sooner is waited out; a later one is reported
+TRANSIENT_RETRIES = 2
+
+
+@dataclass(frozen=True)
+class Document:
+    backend: str
+    name: str  # the operation's name, as written in the text
+    text: str
+
+
+def document(backend: str, text: str) -> Document:
+    """Register a document (one named operation) for `backend`."""
+    from re import search
+
+    match = search(r"\b(?:query|mutation)\s+([A-Za-z_][A-Za-z0-9_]*)", text)
+    if match is None:
+        raise ValueError("a Legion GraphQL document must name its operation")
+    name = match.group(1)
+    DOCUMENTS.setdefault(backend, {})[name] = text
+    return Document(backend, name, text)
+
+
+@dataclass
+class GraphQLClient:
+    """Requests to one endpoint with one credential. `classify` maps a GraphQL error (its
+    `extensions` and message) to a kind, per backend; `headers` hold the credential and are
+    never logged or shown."""
+
+    backend: str
+    url: str
+    headers: Mapping[str, str]
+    classify: Callable[[Mapping[str, Any]], BackendErrorKind | None] = lambda error: None
+    timeout: float = DEFAULT_TIMEOUT_S
+    max_wait: float = MAX_WAIT_S
+    transport: httpx.BaseTransport | None = None
+    sleep: Callable[[float], None] = time.sleep
+    requests_made: int = 0
+    _client: httpx.Client | None = field(default=None, repr=False)
+
+    def execute(self, doc: Document, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The `data` of the answer; a BackendError for anything else."""
+        payload = {"query": doc.text, "operationName": doc.name, "variables": dict(variables or {})}
+        data: dict[str, Any] = self.request_json("POST", self.url, doc.name, payload, graphql=True)
+        return data
+
+    def request_json(
+        self,
+        method: str,
+        url: str,
+        operation: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        graphql: bool = False,
+    ) -> Any:
+        """One call, retried as its failure allows; REST calls (graphql=False) share it."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._once(method, url, operation, payload, graphql)
+            except BackendError as exc:
+                wait = self._wait_before_retry(exc, attempt)
+                if wait is None:
+                    raise
+                self.sleep(wait)
+
+    def _wait_before_retry(self, exc: BackendError, attempt: int) -> float | None:
+        if exc.kind is BackendErrorKind.RATE_LIMITED:
+            reset = exc.retry_after if exc.retry_after is not None else 1.0
+            return reset if attempt == 1 and reset <= self.max_wait else None
+        if exc.kind is BackendErrorKind.TRANSIENT and attempt <= TRANSIENT_RETRIES:
+            backoff: float = min(8.0, 0.5 * 2.0 ** (attempt - 1))
+            return backoff * (0.5 + random.random() / 2)
+        return None
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.Client(
+                timeout=self.timeout,
+                transport=self.transport,
+                headers={"User-Agent": "legion", **self.headers},
+                trust_env=False,  # a proxy variable must not reroute credentials
+            )
+        return self._client
+
+    def _error(
+        self, kind: BackendErrorKind, message: str, operation: str, retry_after: float | None = None
+    ) -> BackendError:
+        return BackendError(
+            self.backend, kind, message, operation=operation, retry_after=retry_after
+        )
+
+    def _once(
+        self,
+        method: str,
+        url: str,
+        operation: str,
+        payload: Mapping[str, Any] | None,
+        graphql: bool,
+    ) -> Any:
+        import httpx
+
+        self.requests_made += 1
+        try:
+            response = self._http().request(
+                method, url, json=None if payload is None else dict(payload)
+            )
+        except httpx.TimeoutException:
+            raise self._error(
+                BackendErrorKind.TRANSIENT, f"no answer within {self.timeout:g} s", operation
+            ) from None
+        except httpx.HTTPError as exc:
+            raise self._error(
+                BackendErrorKind.TRANSIENT,
+                f"cannot reach {self._host()}: {type(exc).__name__}",
+                operation,
+            ) from None
+        status = response.status_code
+        if status == 429 or (status == 403 and _rate_limit_exhausted(response)):
+            raise self._error(
+                BackendErrorKind.RATE_LIMITED,
+                "rate limited",
+                operation,
+                retry_after=reset_after(response.headers),
+            )
+        if status in (401, 403):
+            kind = BackendErrorKind.AUTH
+            raise self._error(kind, f"the credential was refused (HTTP {status})", operation)
+        if status == 404 and not graphql:
+            raise self._error(BackendErrorKind.NOT_FOUND, "not found (HTTP 404)", operation)
+        if status >= 500:
+            raise self._error(
+                BackendErrorKind.TRANSIENT, f"server error (HTTP {status})", operation
+            )
+        try:
+            body = response.json() if response.content else None
+        except (ValueError, json.JSONDecodeError):
+            raise self._error(
+                BackendErrorKind.TRANSIENT, f"malformed answer (HTTP {status}, not JSON)", operation
+            ) from None
+        if not graphql:
+            if status >= 400:
+                raise self._error(
+                    BackendErrorKind.INVALID,
+                    f"refused (HTTP {status}): {_message(body)}",
+                    operation,
+                )
+            return body
+        return self._graphql_data(body, status, operation, response.headers)
+
+    def _graphql_data(
+        self, body: Any, status: int, operation: str, headers: Mapping[str, str]
+    ) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise self._error(BackendErrorKind.TRANSIENT, "malformed answer (no object)", operation)
+        errors = body.get("errors") or []
+        if errors:
+            first = errors[0] if isinstance(errors[0], Mapping) else {"message": str(errors[0])}
+            kind = self.classify(first) or (
+                BackendErrorKind.INVALID if status < 500 else BackendErrorKind.TRANSIENT
+            )
+            retry_after = reset_after(headers) if kind is BackendErrorKind.RATE_LIMITED else None
+            raise self._error(kind, _message(first), operation, retry_after=retry_after)
+        data = body.get("data")
+        if status >= 400 or not isinstance(data, dict):
+            raise self._error(
+                BackendErrorKind.INVALID, f"refused (HTTP {status}): {_message(body)}", operation
+            )
+        return data
+
+    def _host(self) -> str:
+        from urllib.parse import urlsplit
+
+        return urlsplit(self.url).netloc or self.url
+
+
+def _rate_limit_exhausted(response: httpx.Response) -> bool:
+    # GitHub answers a spent primary limit with 403 and x-ratelimit-remaining: 0.
+    return response.headers.get("x-ratelimit-remaining") == "0" or "retry-after" in response.headers
+
+
+def reset_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds until the rate limit resets, from whichever header the server sent:
+    `Retry-After` (seconds or an HTTP date), GitHub's `x-ratelimit-reset` (epoch seconds),
+    Linear's `X-RateLimit-Requests-Reset` (epoch milliseconds)."""
+    now = time.time() if now is None else now
+    lower = {key.lower(): value for key, value in headers.items()}
+    retry = lower.get("retry-after")
+    if retry:
+        if retry.strip().isdigit():
+            return float(retry)
+        try:
+            return max(0.0, email.utils.parsedate_to_datetime(retry).timestamp() - now)
+        except (TypeError, ValueError):
+            pass
+    for name, scale in (
+        ("x-ratelimit-requests-reset", 1000.0),
+        ("x-ratelimit-complexity-reset", 1000.0),
+        ("x-ratelimit-reset", 1.0),
+    ):
+        value = lower.get(name)
+        if value and value.strip().isdigit():
+            epoch = float(value) / scale
+            if scale == 1.0 and epoch > 1e11:  # milliseconds after all
+                epoch /= 1000.0
+            return max(0.0, epoch - now)
+    return None
+
+
+def _message(body: Any) -> str:
+    """A server's own words, shortened to one line (never a request's variables)."""
+    text = body.get("message") if isinstance(body, Mapping) else None
+    if not isinstance(text, str):
+        text = "no message"
+    return " ".join(text.split())[:200]
