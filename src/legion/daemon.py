@@ -253,6 +253,10 @@ class Daemon:
             print(f"legion daemon: {name} failed: {detail}", file=sys.stderr, flush=True)
 
     def _reconcile(self) -> None:
+        quiet = self.reconciler.quiet_for()
+        if quiet > 0:  # a backend is rate limited: ask nothing until its reset
+            self._next_wait = min(self.config.tick, quiet)
+            return
         outcomes = self.reconciler.run()
         # A worker that said it is done may still be finishing its last message: look again
         # when the reconciler says, rather than a whole tick later.

@@ -88,6 +88,21 @@ class DispatchPause:
             )
         return reason
 
+    def hold(self, reason: str) -> str | None:
+        """Pause dispatch now, for `reason` (a tracker or forge refused Legion's credential).
+        Returns the line when this paused dispatch, None when a pause was already in force."""
+        with self._db.write() as conn:
+            row = conn.execute("SELECT reason FROM dispatch_pause WHERE id = 1").fetchone()
+            if row is not None and row["reason"] is not None:
+                return None
+            conn.execute(
+                "INSERT INTO dispatch_pause (id, cause, streak, reason, paused_at) "
+                "VALUES (1, NULL, 0, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                "reason = excluded.reason, paused_at = excluded.paused_at",
+                (reason, now()),
+            )
+        return reason
+
     def start_succeeded(self) -> None:
         """A session started: the streak is broken (a pause in force stays until cleared)."""
         with self._db.write() as conn:

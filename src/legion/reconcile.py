@@ -26,7 +26,13 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import Project
 from legion.core.decide import Action, Decision
 from legion.core.model import Label, Mode, Status
-from legion.errors import ConfigError, LegionError, ToolMissingError
+from legion.errors import (
+    BackendError,
+    BackendErrorKind,
+    ConfigError,
+    LegionError,
+    ToolMissingError,
+)
 from legion.faults import fault_point
 from legion.forges.base import Forge
 from legion.judgments import JudgmentKind, JudgmentQueue, judgment_needs
@@ -142,6 +148,12 @@ class Reconciler:
         self.oracle_timeout = (
             project.settings.stale_after if oracle_timeout is None else oracle_timeout
         )
+        # A tracker or forge that said "rate limited, until ...": no pass before then.
+        self.quiet_until = 0.0
+
+    def quiet_for(self) -> float:
+        """Seconds until a rate-limited backend may be asked again (0 when it may now)."""
+        return max(0.0, self.quiet_until - time.monotonic())
 
     def run(
         self,
@@ -187,12 +199,36 @@ class _Pass:
         if not self.dry_run:
             self.o.log.append(issue, action, kind, detail)
 
+    def failed(self, issue: str, action: str, exc: LegionError, prefix: str = "") -> None:
+        """Record a failure, and act on a backend's by its kind: a refused credential stops
+        dispatching (said once, as the dispatch pause, until the next `legion start`); a rate
+        limit keeps every pass away until the reset the server gave. A transient failure, an
+        item not found or an invalid request (a bug, named by its operation) only fail this
+        step: the next pass tries again."""
+        if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED:
+            wait = exc.retry_after if exc.retry_after is not None else self.o.project.settings.tick
+            if not self.dry_run:
+                self.o.quiet_until = max(self.o.quiet_until, time.monotonic() + wait)
+            self.record(
+                issue, action, OutcomeKind.DEFERRED, f"{prefix}{exc}; next try in {wait:.0f} s"
+            )
+            return
+        self.record(issue, action, OutcomeKind.FAILED, f"{prefix}{exc}")
+        if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.AUTH and not self.dry_run:
+            reason = self.o.pause.hold(
+                f"dispatch paused: {exc}; once fixed, start Legion again (`legion stop`, "
+                "`legion start`)"
+            )
+            if reason is not None:
+                self.paused = reason
+                self.record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
+
     def observed(self, what: str, read: Callable[[], Any]) -> Any:
         """Read part of the world; a failure makes it unknown, and the pass stops."""
         try:
             return read()
         except LegionError as exc:
-            self.record("-", "observe", OutcomeKind.FAILED, f"{what} unknown, nothing done: {exc}")
+            self.failed("-", "observe", exc, f"{what} unknown, nothing done: ")
             raise _Unknown from None
 
     def refresh(self) -> None:
@@ -227,7 +263,7 @@ class _Pass:
         try:
             result = step()
         except LegionError as exc:
-            self.record(issue, action, OutcomeKind.FAILED, str(exc))
+            self.failed(issue, action, exc)
             return
         if result is not None:
             self.record(issue, action, result.kind, result.detail, result.retry_after)
@@ -257,8 +293,8 @@ class _Pass:
                 KnownLiveWorkers(live),
             ),
         )
-        for warning in snapshot.warnings:
-            self.record("-", "observe", OutcomeKind.FAILED, warning)
+        for error in snapshot.errors:
+            self.failed("-", "observe", error, "pull requests unknown: ")
         order = {action: index for index, action in enumerate(PRIORITY)}
         todo = [s for s in snapshot.issues if s.decision.action.is_mechanical]
         todo.sort(key=lambda s: (order.get(s.decision.action, len(order)), s.issue.identifier))

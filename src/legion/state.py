@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from legion.core.decide import Decision, Observation, decide
@@ -64,6 +64,7 @@ class IssueState:
 class Snapshot:
     issues: list[IssueState]
     warnings: list[str]
+    errors: list[LegionError] = field(default_factory=list)  # what the warnings came from
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +80,7 @@ def observe(project_id: str, tracker: Tracker, forge: Forge, workers: LiveWorker
     a guess); a tracker that cannot be read fails the whole pass.
     """
     warnings: list[str] = []
+    errors: list[LegionError] = []
     issues = tracker.list_issues()
     prs: dict[str, PullRequest] | None
     try:
@@ -86,6 +88,7 @@ def observe(project_id: str, tracker: Tracker, forge: Forge, workers: LiveWorker
     except LegionError as exc:
         prs = None
         warnings.append(f"pull requests could not be read: {exc}")
+        errors.append(exc)
     live = workers.live_issues()
     states = []
     for issue in issues:
@@ -106,4 +109,4 @@ def observe(project_id: str, tracker: Tracker, forge: Forge, workers: LiveWorker
         if decision.session_mode is not None:
             sid = session_id(project_id, issue.identifier, decision.session_mode)
         states.append(IssueState(issue, pr, review, issue.identifier in live, decision, sid))
-    return Snapshot(states, warnings)
+    return Snapshot(states, warnings, errors)

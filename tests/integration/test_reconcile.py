@@ -3,6 +3,7 @@ failures are logged and retried, and every pass is safe to repeat."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -12,7 +13,7 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core.model import Status
-from legion.errors import StoreError
+from legion.errors import BackendError, BackendErrorKind, StoreError
 from legion.reconcile import Reconciler, human_answer
 from legion.trackers.local import LocalTracker
 from tests.conftest import run_legion
@@ -137,3 +138,60 @@ def test_reconcile_does_not_wait_forever_for_a_pass_in_progress(project: Path) -
     assert lines[-1].startswith("legion: error: gave up after 3 s waiting for ")
     assert "held by pid " in lines[-1]
     assert len(lines) == 2
+
+
+class RefusingTracker(LocalTracker):
+    """The embedded tracker, answering reads with the backend error in `error`."""
+
+    error: ClassVar[Exception | None] = None
+
+    def list_issues(self, **filters):  # type: ignore[no-untyped-def]
+        if self.error is not None:
+            raise self.error
+        return super().list_issues(**filters)
+
+
+@pytest.fixture
+def refusing(project: Path) -> Iterator[Reconciler]:
+    loaded = load_project(project, flags={"wip_limit": 0})
+    backends = open_backends(loaded)
+    tracker = RefusingTracker(backends.db, issue_key="LEG")
+    workers = open_workers(loaded, backends)
+    yield Reconciler(loaded, tracker, backends.forge, workers, ActionLog(backends.db))
+    RefusingTracker.error = None
+
+
+def test_a_refused_credential_pauses_dispatch_once(refusing: Reconciler) -> None:
+    refusing.tracker.create_issue("One", labels=["worker-done"])
+    RefusingTracker.error = BackendError(
+        "linear", BackendErrorKind.AUTH, "the credential was refused (HTTP 401)", operation="Issues"
+    )
+    first = refusing.run()
+    assert [(o.action, o.kind) for o in first] == [
+        ("observe", OutcomeKind.FAILED),
+        ("pause_dispatch", OutcomeKind.FAILED),
+    ]
+    reason = refusing.pause.reason()
+    assert reason is not None and "legion doctor" in reason and "legion start" in reason
+    second = refusing.run()  # told once: the pause is not announced again
+    assert [o.action for o in second] == ["observe"]
+    # Nothing moved on an unknown read.
+    RefusingTracker.error = None
+    assert refusing.tracker.get_issue("LEG-1").status is Status.TODO
+
+
+def test_a_rate_limit_keeps_passes_away_until_the_reset(refusing: Reconciler) -> None:
+    RefusingTracker.error = BackendError(
+        "github", BackendErrorKind.RATE_LIMITED, "rate limited", retry_after=120.0
+    )
+    outcomes = refusing.run()
+    assert [(o.action, o.kind) for o in outcomes] == [("observe", OutcomeKind.DEFERRED)]
+    assert "next try in 120 s" in outcomes[0].detail
+    assert 100 < refusing.quiet_for() <= 120
+    assert refusing.pause.reason() is None  # a rate limit is no reason to stop dispatching
+
+
+def test_a_transient_failure_only_fails_this_pass(refusing: Reconciler) -> None:
+    RefusingTracker.error = BackendError("linear", BackendErrorKind.TRANSIENT, "server error")
+    assert [o.kind for o in refusing.run()] == [OutcomeKind.FAILED]
+    assert refusing.quiet_for() == 0 and refusing.pause.reason() is None
