@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +20,7 @@ from legion.config import (
     write_repo_config,
 )
 from legion.errors import ConfigError
-from legion.git import current_branch
+from legion.git import current_branch, run_git
 
 
 def init_project(
@@ -57,3 +58,26 @@ def init_project(
     open_backends(Project(root=root, settings=settings, env=os.environ), create=True)
     write_repo_config(root, values)
     return load_project(root), True
+
+
+_GITHUB_REMOTE = re.compile(
+    r"^(?:https://(?:[^@/]+@)?github\.com/|git@github\.com:|ssh://git@github\.com/)"
+    r"([A-Za-z0-9-]+/[A-Za-z0-9._-]+?)(?:\.git)?/?$"
+)
+
+
+def github_repo_of_remote(start: Path, remote: str = "origin") -> str | None:
+    """OWNER/NAME of the GitHub repository `remote` points at, or None."""
+    root = git_toplevel(start.resolve()) if start.is_dir() else None
+    if root is None:
+        return None
+    result = run_git(root, "remote", "get-url", remote, check=False)
+    if result.returncode != 0:
+        return None
+    return github_repo_of_url(result.stdout.strip())
+
+
+def github_repo_of_url(url: str) -> str | None:
+    """OWNER/NAME from a github.com remote URL (https, ssh or scp-like), else None."""
+    match = _GITHUB_REMOTE.match(url.strip())
+    return match.group(1) if match else None

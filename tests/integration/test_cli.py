@@ -266,3 +266,17 @@ def test_two_processes_writing_at_once_both_succeed(legion: LegionRunner) -> Non
     assert all(r.returncode == 0 for r in results), [r.stderr for r in results if r.returncode]
     identifiers = sorted(r.stdout.strip() for r in results)
     assert identifiers == sorted(f"LEG-{n}" for n in range(1, 13))
+
+
+def test_init_for_real_backends_asks_for_what_it_needs(git_repo: Path) -> None:
+    for args, fragment in (
+        (["--tracker", "linear"], "--tracker linear needs the team"),
+        (["--team", "ENG"], "--team is for --tracker linear"),
+        (["--forge", "github"], "--forge github needs the repository"),
+        (["--repo", "acme/widgets"], "--repo is for --forge github"),
+        (["--forge", "github", "--repo", "acme"], "must be OWNER/NAME"),
+    ):
+        result = run_legion("init", *args, cwd=git_repo)
+        assert result.returncode == 2, (args, result.stderr)
+        one_line_error(result, fragment)
+    assert not (git_repo / ".legion").exists()  # nothing half-made

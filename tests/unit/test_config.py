@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from legion.config import resolve_settings, toml_value, write_repo_config
+from legion.core.model import Status
 from legion.errors import ConfigError
 
 PROJECT = "7b4f0862-b775-4cb0-9a67-85400c6f44a8"
@@ -120,3 +121,43 @@ def test_out_of_range_and_mistyped_values_are_refused(
 def test_a_variable_lists_labels_with_commas(repo_config: Path, tmp_path: Path) -> None:
     settings = resolve_settings(repo_config, env_for(tmp_path, LEGION_LABELS="bug, ux"))
     assert settings.labels == ("bug", "ux")
+
+
+@pytest.mark.parametrize(
+    ("url", "repo"),
+    [
+        ("https://github.com/acme/widgets.git", "acme/widgets"),
+        ("https://github.com/acme/widgets", "acme/widgets"),
+        ("https://x-access-token@github.com/acme/wid.gets.git", "acme/wid.gets"),
+        ("git@github.com:acme/widgets.git", "acme/widgets"),
+        ("ssh://git@github.com/acme/widgets.git", "acme/widgets"),
+        ("https://gitlab.com/acme/widgets.git", None),
+        ("/srv/git/widgets.git", None),
+    ],
+)
+def test_the_github_repository_is_read_from_the_remote_url(url: str, repo: str | None) -> None:
+    from legion.projects import github_repo_of_url
+
+    assert github_repo_of_url(url) == repo
+
+
+def test_backend_names_and_their_settings_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / ".legion" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(
+        f'project_id = "{PROJECT}"\ntracker = "local"\nforge = "github"\n'
+        'github_repo = "acme/widgets"\n[statuses]\n"QA" = "Needs Review"\n'
+    )
+    settings = resolve_settings(path, env_for(tmp_path / "home"))
+    assert (settings.tracker, settings.forge) == ("embedded", "github")  # "local": the old name
+    assert settings.github_repo == "acme/widgets"
+    assert dict(settings.statuses) == {"QA": Status.NEEDS_REVIEW}
+    path.write_text(f'project_id = "{PROJECT}"\ngithub_repo = "acme"\n')
+    with pytest.raises(ConfigError, match="must be OWNER/NAME"):
+        resolve_settings(path, env_for(tmp_path / "home"))
+    env = env_for(tmp_path / "home") | {"LEGION_STATUSES": "QA=Needs Review,Shipped=Done"}
+    path.write_text(f'project_id = "{PROJECT}"\n')
+    assert dict(resolve_settings(path, env).statuses) == {
+        "QA": Status.NEEDS_REVIEW,
+        "Shipped": Status.DONE,
+    }

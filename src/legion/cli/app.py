@@ -23,7 +23,8 @@ from legion.cli import (
     workspaces,
 )
 from legion.config import FORGES, SPECS, TRACKERS
-from legion.projects import init_project
+from legion.errors import InputError
+from legion.projects import github_repo_of_remote, init_project
 
 app = typer.Typer(
     name="legion",
@@ -128,7 +129,12 @@ def root(
     ctx.obj = {"repo": repo}
 
 
-@app.command(epilog=common.example("legion init --key ENG"))
+@app.command(
+    epilog=common.example(
+        "legion init --key ENG",
+        "legion init --tracker linear --team ENG --forge github --repo acme/widgets",
+    )
+)
 def init(
     ctx: typer.Context,
     key: Annotated[
@@ -138,13 +144,47 @@ def init(
         str, typer.Option(help=f"Issue tracker: {', '.join(TRACKERS)}.")
     ] = "embedded",
     forge: Annotated[str, typer.Option(help=f"Code forge: {', '.join(FORGES)}.")] = "embedded",
+    team: Annotated[
+        str | None, typer.Option(help="The Linear team's key (with --tracker linear), e.g. ENG.")
+    ] = None,
+    github_repo: Annotated[
+        str | None,
+        typer.Option(
+            "--repo",
+            help="The GitHub repository OWNER/NAME (with --forge github); default: the one "
+            "the `origin` remote points at.",
+        ),
+    ] = None,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Make the current git repository a Legion project (.legion/config.toml)."""
+    """Make the current git repository a Legion project (.legion/config.toml).
+
+    With a real tracker or forge, Legion checks the credentials and finds the team and the
+    repository before it writes anything (LINEAR_API_KEY; GITHUB_TOKEN, GH_TOKEN or `gh`)."""
     key = common.checked_option("issue_key", key, "option --key")
     tracker = common.checked_option("tracker", tracker, "option --tracker")
     forge = common.checked_option("forge", forge, "option --forge")
-    project, created = init_project(common.repo_path(ctx), key=key, tracker=tracker, forge=forge)
+    extra: dict[str, Any] = {}
+    if tracker == "linear":
+        if team is None:
+            raise InputError("--tracker linear needs the team: add --team KEY (e.g. --team ENG)")
+        extra["linear_team"] = common.checked_option("linear_team", team, "option --team")
+        key = extra["linear_team"]  # Linear's identifiers are the team's: ENG-12
+    elif team is not None:
+        raise InputError("--team is for --tracker linear")
+    if forge == "github":
+        github_repo = github_repo or github_repo_of_remote(common.repo_path(ctx))
+        if github_repo is None:
+            raise InputError(
+                "--forge github needs the repository: add --repo OWNER/NAME (no `origin` "
+                "remote on GitHub to take it from)"
+            )
+        extra["github_repo"] = common.checked_option("github_repo", github_repo, "option --repo")
+    elif github_repo is not None:
+        raise InputError("--repo is for --forge github")
+    project, created = init_project(
+        common.repo_path(ctx), key=key, tracker=tracker, forge=forge, extra=extra
+    )
     if as_json:
         common.print_json(
             {
