@@ -55,6 +55,22 @@ def _opener(
     return opener
 
 
+def backend_checks(project: Project) -> list[tuple[str, bool, str]]:
+    """`legion doctor`'s checks of the configured tracker and forge: (name, ok, what is there
+    or how to fix it). A backend module offers them as `doctor_checks(project)`."""
+    settings = project.settings
+    results: list[tuple[str, bool, str]] = []
+    modules = {
+        TRACKER_OPENERS[settings.tracker].partition(":")[0],
+        FORGE_OPENERS[settings.forge].partition(":")[0],
+    }
+    for module_name in sorted(modules):
+        checks = getattr(importlib.import_module(module_name), "doctor_checks", None)
+        if checks is not None:
+            results += checks(project)
+    return results
+
+
 def open_backends(project: Project, *, create: bool = False) -> Backends:
     """The project's tracker and forge. Only `legion init` may `create` the database: for an
     existing project a missing or empty one is an error, never a fresh start. (Every backend

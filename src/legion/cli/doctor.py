@@ -100,19 +100,33 @@ def run_checks() -> list[Check]:
     return checks
 
 
-def _project_lines(ctx: typer.Context) -> dict[str, str] | None:
+def _project_lines(ctx: typer.Context) -> tuple[dict[str, str] | None, list[Check]]:
+    """The project's facts, and the checks of its tracker and forge (credentials, reachable,
+    team or repository found, statuses mapped, labels present)."""
+    from legion.backends import backend_checks
     from legion.daemon_link import running_pid
 
     try:
         project = common.project(ctx)
     except LegionError:
-        return None
+        return None, []
     pid = running_pid(project)
-    return {
+    lines = {
         "root": str(project.root),
         "state_dir": str(project.state_dir),
+        "tracker": project.settings.tracker,
+        "forge": project.settings.forge,
         "daemon": f"running (pid {pid})" if pid else "not running",
     }
+    try:
+        found = backend_checks(project)
+    except LegionError as exc:
+        found = [("backends", False, str(exc))]
+    checks = [
+        Check(name, ok, detail if ok else "not ready", "" if ok else detail)
+        for name, ok, detail in found
+    ]
+    return lines, checks
 
 
 def doctor(
@@ -127,7 +141,8 @@ def doctor(
     ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Check what Legion needs (git, tmux, Claude Code, npm) and say how to fix what is missing.
+    """Check what Legion needs (git, tmux, Claude Code, npm, and in a project its tracker and
+    forge: credentials, team or repository, statuses, labels) and say how to fix what is missing.
 
     Exits 0 when everything required is there, 1 otherwise.
     """
@@ -137,7 +152,8 @@ def doctor(
         say = (lambda text: None) if as_json else (lambda text: typer.echo(text, err=True))
         claude_bin.install(os.environ, say)
     checks = run_checks()
-    project = _project_lines(ctx)
+    project, backend = _project_lines(ctx)
+    checks += backend
     ok = all(check.ok for check in checks if check.required)
     if as_json:
         common.print_json(
@@ -150,6 +166,9 @@ def doctor(
             if not check.ok and check.fix:
                 typer.echo(f"{'':>8}  {'':<15} fix: {check.fix}")
         if project is not None:
-            typer.echo(f"{'project':>8}  {project['root']} (daemon {project['daemon']})")
+            typer.echo(
+                f"{'project':>8}  {project['root']} (tracker {project['tracker']}, forge "
+                f"{project['forge']}, daemon {project['daemon']})"
+            )
     if not ok:
         raise typer.Exit(1)
