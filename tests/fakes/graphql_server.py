@@ -205,6 +205,7 @@ class FakeError(Exception):
 def _handler_for(fake: GraphQLFake) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # else each small answer waits ~40 ms for an ACK
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             return

@@ -1,0 +1,630 @@
+"""Linear as Legion's tracker: one team's issues, over Linear's GraphQL API.
+
+The team (`linear_team`, its key) is resolved to its id once, and its workflow states and
+labels are cached in `linear-team-KEY.json` in the project's state folder (0600), so a CLI
+command costs only the requests its own work needs. The cache is refetched when it is older
+than ten minutes, and sooner (at most once a minute) when a state or a label Legion needs is
+not in it; a Legion label missing on Linear is created on the team, once. A new workflow state
+is seen by `list_issues` at the next refetch.
+
+Reads: `list_issues` asks for the team's issues in the states that map to a Legion status
+(`[statuses]` table first, then Legion's names and aliases: "In Review" is Needs Review), 100
+per request, following the cursor to the last page; an issue whose state maps to none
+(Canceled, Duplicate) is not Legion's and is skipped, and `get_issue` reports it as not found.
+Each issue carries its first 25 labels and 25 sub-issues (Linear caps a query's complexity).
+
+Writes: the status by the state's id; labels with `addedLabelIds`/`removedLabelIds`, so a
+label a person set is never clobbered; comments marked with Legion's marker. A create sends
+an id Legion chose, so when the answer is lost (a timeout, then a retry the server refuses as
+a duplicate) the issue or comment is found by that id instead of being written twice.
+
+A comment's author is the name in Legion's marker for the comments Legion wrote (every one is
+written with the same key, so Linear shows the key's owner), else the Linear user's display
+name.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from legion.config import Project
+from legion.core.model import Label, Status, normalize_identifier, parse_identifier
+from legion.core.statusmap import StatusMap
+from legion.core.text import clean_body, clean_comment, clean_title
+from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
+from legion.graphql_client import Document, GraphQLClient
+from legion.statefiles import write_private
+from legion.trackers.base import Comment, Issue, mark, unmark
+from legion.trackers.linear import documents as docs
+
+CACHE_TTL_S = 600.0  # the team's states and labels are refetched after this long
+RECHECK_S = 60.0  # a missing state or label refetches them, at most this often
+_CACHE_VERSION = 1
+
+WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)
+
+
+@dataclass(frozen=True)
+class WorkflowState:
+    id: str
+    name: str
+    type: str  # Linear's category: triage, backlog, unstarted, started, completed, canceled
+    position: float
+
+
+@dataclass(frozen=True)
+class TeamLabel:
+    id: str
+    name: str
+    team_id: str | None  # None: a workspace label, usable by every team
+
+
+@dataclass
+class Team:
+    id: str
+    key: str
+    name: str
+    states: list[WorkflowState]
+    labels: list[TeamLabel]
+    fetched_at: float
+
+    def state_names(self) -> list[str]:
+        return [state.name for state in self.states]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": _CACHE_VERSION,
+            "id": self.id,
+            "key": self.key,
+            "name": self.name,
+            "fetched_at": self.fetched_at,
+            "states": [vars(state) for state in self.states],
+            "labels": [vars(label) for label in self.labels],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Team:
+        if data.get("version") != _CACHE_VERSION:
+            raise ValueError("another version")
+        return cls(
+            id=str(data["id"]),
+            key=str(data["key"]),
+            name=str(data["name"]),
+            states=[WorkflowState(**state) for state in data["states"]],
+            labels=[TeamLabel(**label) for label in data["labels"]],
+            fetched_at=float(data["fetched_at"]),
+        )
+
+
+@dataclass
+class LinearTracker:
+    """The `Tracker` protocol over one Linear team."""
+
+    client: GraphQLClient
+    team_key: str
+    statuses: StatusMap = field(default_factory=StatusMap)
+    extra_labels: tuple[str, ...] = ()
+    cache_path: Path | None = None  # None: the team is cached in memory only
+    clock: Callable[[], float] = time.time
+    _team_cache: Team | None = field(default=None, repr=False)
+    _viewer: dict[str, Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.team_key = self.team_key.strip().upper()
+        self.known_labels: tuple[str, ...] = WORKFLOW_LABELS + tuple(
+            label for label in self.extra_labels if label not in WORKFLOW_LABELS
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def list_issues(self, *, status: Status | None = None, label: str | None = None) -> list[Issue]:
+        team = self.team()
+        state_ids = [
+            state.id
+            for state in team.states
+            if (mapped := self.statuses.to_legion(state.name)) is not None
+            and (status is None or mapped is status)
+        ]
+        if not state_ids:
+            return []
+        issue_filter: dict[str, Any] = {
+            "team": {"id": {"eq": team.id}},
+            "state": {"id": {"in": state_ids}},
+        }
+        if label is not None:
+            issue_filter["labels"] = {"some": {"name": {"eqIgnoreCase": self._known_label(label)}}}
+        found: list[Issue] = []
+        for node in self._pages(docs.ISSUES, {"filter": issue_filter}, "issues"):
+            issue = self._to_issue(node)
+            # The state may have changed between the pages: keep to what was asked.
+            if issue is not None and (status is None or issue.status is status):
+                found.append(issue)
+        found.sort(key=lambda issue: _identifier_order(issue.identifier))
+        return found
+
+    def get_issue(self, identifier: str) -> Issue:
+        node = self._fetch(identifier)
+        return self._mapped(node)
+
+    def list_comments(self, identifier: str) -> list[Comment]:
+        normalized = normalize_identifier(identifier)
+        comments: list[Comment] = []
+        after: str | None = None
+        while True:
+            data = self._execute_for(normalized, docs.COMMENTS, {"id": normalized, "after": after})
+            node = data["issue"]
+            self._check_team(normalized, node)
+            connection = node["comments"]
+            comments.extend(self._to_comment(c, node["identifier"]) for c in connection["nodes"])
+            after = _next_cursor(connection)
+            if after is None:
+                break
+        comments.sort(key=lambda comment: comment.created_at)
+        return comments
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def create_issue(
+        self,
+        title: str,
+        *,
+        body: str = "",
+        status: Status = Status.TODO,
+        labels: Iterable[str] = (),
+        parent: str | None = None,
+    ) -> Issue:
+        title = clean_title(title)
+        body = clean_body(body)
+        label_names = sorted({self._known_label(name) for name in labels})
+        parent_node = self._fetch(parent) if parent is not None else None
+        team = self.team()
+        issue_id = str(uuid.uuid4())
+        issue_input: dict[str, Any] = {
+            "id": issue_id,
+            "teamId": team.id,
+            "title": title,
+            "description": body,
+            "stateId": self._state_for(status).id,
+            "labelIds": [self._label_for(name).id for name in label_names],
+        }
+        if parent_node is not None:
+            issue_input["parentId"] = parent_node["id"]
+        node = self._create(
+            docs.ISSUE_CREATE,
+            {"input": issue_input},
+            "issueCreate",
+            "issue",
+            lookup=docs.ISSUE,
+            client_id=issue_id,
+        )
+        return self._mapped(node)
+
+    def set_status(self, identifier: str, status: Status) -> Issue:
+        node = self._fetch(identifier)
+        if self.statuses.to_legion(node["state"]["name"]) is status:
+            return self._mapped(node)  # already there, under whichever name maps to it
+        state = self._state_for(status)
+        return self._update(node, {"stateId": state.id})
+
+    def update_labels(
+        self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Issue:
+        to_add = {self._known_label(name) for name in add}
+        to_remove = {self._known_label(name) for name in remove}
+        both = to_add & to_remove
+        if both:
+            raise InputError(f"label {sorted(both)[0]!r} is both added and removed")
+        # A fresh read: only what changes is sent, and removal uses the issue's own label ids.
+        node = self._fetch(identifier)
+        current = {label["name"].casefold(): label["id"] for label in node["labels"]["nodes"]}
+        added = [
+            self._label_for(name).id for name in sorted(to_add) if name.casefold() not in current
+        ]
+        removed = [
+            current[name.casefold()] for name in sorted(to_remove) if name.casefold() in current
+        ]
+        if not added and not removed:
+            return self._mapped(node)
+        change: dict[str, Any] = {}
+        if added:
+            change["addedLabelIds"] = added
+        if removed:
+            change["removedLabelIds"] = removed
+        return self._update(node, change)
+
+    def add_comment(
+        self, identifier: str, body: str, *, author: str, by_legion: bool = False
+    ) -> Comment:
+        body = clean_comment(body)
+        author = clean_title(author) if author.strip() else "unknown"
+        if by_legion:
+            body = mark(body, author)
+        node = self._fetch(identifier)
+        comment_id = str(uuid.uuid4())
+        comment_input = {"id": comment_id, "issueId": node["id"], "body": body}
+        created = self._create(
+            docs.COMMENT_CREATE,
+            {"input": comment_input},
+            "commentCreate",
+            "comment",
+            lookup=docs.COMMENT,
+            client_id=comment_id,
+        )
+        return self._to_comment(created, node["identifier"])
+
+    # -- the team, its states and labels -------------------------------------------------------
+
+    def team(self, *, max_age: float = CACHE_TTL_S) -> Team:
+        """The team, its states and labels: from memory, the cache file, or Linear."""
+        now = self.clock()
+        if self._team_cache is None:
+            self._team_cache = self._read_cache()
+        cached = self._team_cache
+        if cached is not None and 0 <= now - cached.fetched_at <= max_age:
+            return cached
+        self._team_cache = self._fetch_team(now)
+        self._write_cache(self._team_cache)
+        return self._team_cache
+
+    @property
+    def viewer_id(self) -> str:
+        """The id of the Linear user whose key Legion uses (asked once)."""
+        return str(self.viewer()["id"])
+
+    def viewer(self) -> dict[str, Any]:
+        if self._viewer is None:
+            self._viewer = dict(self.client.execute(docs.VIEWER)["viewer"])
+        return self._viewer
+
+    def _fetch_team(self, now: float) -> Team:
+        data = self.client.execute(docs.TEAM, {"key": self.team_key})
+        nodes = [n for n in data["teams"]["nodes"] if str(n["key"]).upper() == self.team_key]
+        if not nodes:
+            raise ConfigError(
+                f"no Linear team with the key {self.team_key!r} is visible to this API key: "
+                "check linear_team in .legion/config.toml (a team's key is in its Linear "
+                "settings) and that the key's owner is a member"
+            )
+        node = nodes[0]
+        states = sorted(
+            (
+                WorkflowState(s["id"], s["name"], s["type"], float(s["position"]))
+                for s in node["states"]["nodes"]
+            ),
+            key=lambda state: state.position,
+        )
+        labels = [
+            TeamLabel(
+                label["id"], label["name"], label["team"]["id"] if label.get("team") else None
+            )
+            for label in self._pages(docs.LABELS, {"teamId": node["id"]}, "issueLabels")
+            if not label.get("isGroup")  # a group only holds labels; an issue cannot carry it
+        ]
+        return Team(node["id"], node["key"], node["name"], states, labels, fetched_at=now)
+
+    def _read_cache(self) -> Team | None:
+        if self.cache_path is None:
+            return None
+        try:
+            team = Team.from_json(json.loads(self.cache_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # absent, from another version, or damaged: fetched again
+        return team if team.key == self.team_key else None
+
+    def _write_cache(self, team: Team) -> None:
+        if self.cache_path is not None:
+            write_private(self.cache_path, json.dumps(team.to_json(), indent=1) + "\n")
+
+    def _state_for(self, status: Status) -> WorkflowState:
+        team = self.team()
+        try:
+            name = self.statuses.to_backend(status, team.state_names())
+        except ConfigError:
+            refreshed = self.team(max_age=RECHECK_S)  # a state added since the cache
+            name = self.statuses.to_backend(status, refreshed.state_names())
+            team = refreshed
+        return next(state for state in team.states if state.name == name)
+
+    def _label_for(self, name: str) -> TeamLabel:
+        """The label `name` on Linear, created on the team when it has none yet."""
+        label = _find_label(self.team(), name)
+        if label is None:
+            label = _find_label(self.team(max_age=RECHECK_S), name)
+        return label if label is not None else self._create_label(name)
+
+    def _create_label(self, name: str) -> TeamLabel:
+        team = self.team()
+        try:
+            data = self.client.execute(
+                docs.LABEL_CREATE, {"input": {"name": name, "teamId": team.id}}
+            )
+        except BackendError as exc:
+            if exc.kind is not BackendErrorKind.INVALID:
+                raise
+            # Created meanwhile (another Legion, a person): use that one.
+            found = _find_label(self.team(max_age=0), name)
+            if found is None:
+                raise
+            return found
+        node = data["issueLabelCreate"]["issueLabel"]
+        label = TeamLabel(node["id"], node["name"], team.id)
+        team.labels.append(label)
+        self._write_cache(team)
+        return label
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _known_label(self, name: str) -> str:
+        workflow = Label.from_name(name)
+        if workflow is not None:
+            return workflow.value
+        cleaned = name.strip()
+        for known in self.known_labels:
+            if known.casefold() == cleaned.casefold():
+                return known
+        raise InputError(
+            f"unknown label {name!r} (known: {', '.join(self.known_labels)}; "
+            "add your own to `labels` in .legion/config.toml)"
+        )
+
+    def _canonical_label(self, name: str) -> str:
+        """Legion's spelling of a label it knows; any other label as Linear has it."""
+        try:
+            return self._known_label(name)
+        except InputError:
+            return name
+
+    def _execute_for(
+        self, identifier: str, doc: Document, variables: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """`doc` about one issue: an unknown issue is a NotFoundError."""
+        try:
+            return self.client.execute(doc, variables)
+        except BackendError as exc:
+            if exc.kind is BackendErrorKind.NOT_FOUND:
+                raise NotFoundError(
+                    f"no issue {identifier} in Linear (see `legion issue list`)"
+                ) from None
+            raise
+
+    def _fetch(self, identifier: str) -> dict[str, Any]:
+        """The issue's node, from this project's team."""
+        normalized = normalize_identifier(identifier)
+        node: dict[str, Any] = self._execute_for(normalized, docs.ISSUE, {"id": normalized})[
+            "issue"
+        ]
+        self._check_team(normalized, node)
+        return node
+
+    def _check_team(self, identifier: str, node: Mapping[str, Any]) -> None:
+        key = str(node["team"]["key"]).upper()
+        if key != self.team_key:
+            raise NotFoundError(
+                f"{identifier} is in the Linear team {key}, not this project's team {self.team_key}"
+            )
+
+    def _update(self, node: Mapping[str, Any], change: Mapping[str, Any]) -> Issue:
+        data = self._execute_for(
+            node["identifier"], docs.ISSUE_UPDATE, {"id": node["id"], "input": dict(change)}
+        )
+        payload = data["issueUpdate"]
+        if not payload.get("success") or payload.get("issue") is None:
+            raise BackendError(
+                "linear",
+                BackendErrorKind.INVALID,
+                "the update was not applied",
+                operation=docs.ISSUE_UPDATE.name,
+            )
+        return self._mapped(payload["issue"])
+
+    def _create(
+        self,
+        doc: Document,
+        variables: Mapping[str, Any],
+        mutation: str,
+        entity: str,
+        *,
+        lookup: Document,
+        client_id: str,
+    ) -> dict[str, Any]:
+        """Run a create mutation; when it fails in a way that may hide a success (the answer
+        lost, then the retry refused as a duplicate), look the entity up by our id."""
+        try:
+            data = self.client.execute(doc, variables)
+        except BackendError as exc:
+            if exc.kind not in (BackendErrorKind.TRANSIENT, BackendErrorKind.INVALID):
+                raise
+            try:
+                found: dict[str, Any] = self.client.execute(lookup, {"id": client_id})[entity]
+            except BackendError:
+                raise exc from None
+            return found
+        payload = data[mutation]
+        if not payload.get("success") or payload.get(entity) is None:
+            raise BackendError(
+                "linear", BackendErrorKind.INVALID, "nothing was created", operation=doc.name
+            )
+        created: dict[str, Any] = payload[entity]
+        return created
+
+    def _pages(
+        self, doc: Document, variables: Mapping[str, Any], connection: str
+    ) -> Iterator[dict[str, Any]]:
+        after: str | None = None
+        while True:
+            page = self.client.execute(doc, {**variables, "after": after})[connection]
+            yield from page["nodes"]
+            after = _next_cursor(page)
+            if after is None:
+                return
+
+    def _to_issue(self, node: Mapping[str, Any]) -> Issue | None:
+        """The issue, or None when its state maps to no Legion status (not Legion's)."""
+        state = node["state"]
+        status = self.statuses.to_legion(state["name"])
+        if status is None:
+            return None
+        parent = node.get("parent")
+        children = sorted(
+            (child["identifier"] for child in node["children"]["nodes"]), key=_identifier_order
+        )
+        return Issue(
+            identifier=node["identifier"],
+            title=node["title"],
+            body=node.get("description") or "",
+            status=status,
+            labels=frozenset(
+                self._canonical_label(label["name"]) for label in node["labels"]["nodes"]
+            ),
+            parent=parent["identifier"] if parent else None,
+            children=tuple(children),
+            created_at=node["createdAt"],
+            updated_at=node["updatedAt"],
+            id=node["id"],
+            url=node["url"],
+            backend_status=state["name"],
+        )
+
+    def _mapped(self, node: Mapping[str, Any]) -> Issue:
+        issue = self._to_issue(node)
+        if issue is None:
+            state = node["state"]["name"]
+            raise NotFoundError(
+                f"{node['identifier']} is in the Linear status {state!r}, which is not Legion's "
+                f'(map it in the [statuses] table of .legion/config.toml, e.g. "{state}" = '
+                '"Backlog", to use it)'
+            )
+        return issue
+
+    def _to_comment(self, node: Mapping[str, Any], identifier: str) -> Comment:
+        body, marker = unmark(node["body"])
+        return Comment(
+            id=node["id"],
+            issue=identifier,
+            author=marker if marker is not None else _display_name(node),
+            body=body,
+            created_at=node["createdAt"],
+            by_legion=marker is not None,
+        )
+
+
+def _find_label(team: Team, name: str) -> TeamLabel | None:
+    """The label named `name` (any case), the team's own before the workspace's."""
+    folded = name.casefold()
+    matching = [label for label in team.labels if label.name.casefold() == folded]
+    matching.sort(key=lambda label: (label.team_id is None, label.name != name))
+    return matching[0] if matching else None
+
+
+def _display_name(comment: Mapping[str, Any]) -> str:
+    for actor, keys in (
+        ("user", ("displayName", "name")),
+        ("botActor", ("name",)),
+        ("externalUser", ("name",)),
+    ):
+        found = comment.get(actor)
+        if isinstance(found, Mapping):
+            for key in keys:
+                if found.get(key):
+                    return str(found[key])
+    return "unknown"
+
+
+def _next_cursor(connection: Mapping[str, Any]) -> str | None:
+    info = connection["pageInfo"]
+    cursor = info.get("endCursor")
+    return str(cursor) if info.get("hasNextPage") and cursor else None
+
+
+def _identifier_order(identifier: str) -> tuple[str, int]:
+    try:
+        return parse_identifier(identifier)
+    except InputError:
+        return identifier, 0
+
+
+def open_tracker(
+    project: Project, db: object = None, *, client: GraphQLClient | None = None
+) -> LinearTracker:
+    """The registry's opener (`legion.backends`). `db` is not used: Linear holds the issues."""
+    from legion.trackers.linear.client import linear_client
+
+    settings = project.settings
+    key = settings.linear_team
+    if not key:
+        raise ConfigError(
+            'tracker = "linear" needs the key of your Linear team: add linear_team = "ENG" '
+            "(your team's key) to .legion/config.toml"
+        )
+    return LinearTracker(
+        client if client is not None else linear_client(project.env),
+        team_key=key,
+        statuses=StatusMap(settings.statuses),
+        extra_labels=settings.labels,
+        cache_path=project.state_dir / f"linear-team-{key}.json",
+    )
+
+
+DoctorCheck = tuple[str, bool, str]
+
+
+def doctor_checks(project: Project, *, client: GraphQLClient | None = None) -> list[DoctorCheck]:
+    """What `legion doctor` reports about Linear: (name, ok, what is there or how to fix it)."""
+    from legion.trackers.linear.client import API_KEY_VAR, linear_client
+
+    checks: list[DoctorCheck] = []
+    if client is None:
+        try:
+            client = linear_client(project.env, timeout=10.0)
+        except ConfigError as exc:
+            return [("Linear API key", False, str(exc))]
+    checks.append(("Linear API key", True, f"{API_KEY_VAR} is set"))
+    try:
+        viewer = client.execute(docs.VIEWER)["viewer"]
+    except BackendError as exc:
+        return [*checks, ("Linear API", False, str(exc))]
+    who = viewer.get("displayName") or viewer.get("name") or viewer.get("id")
+    checks.append(("Linear API", True, f"{client.url} answers; authenticated as {who}"))
+    try:
+        tracker = open_tracker(project, None, client=client)
+        team = tracker.team(max_age=0)
+    except (ConfigError, BackendError) as exc:
+        return [*checks, ("Linear team", False, str(exc))]
+    checks.append(("Linear team", True, f"{team.key} ({team.name})"))
+    names = team.state_names()
+    statuses = tracker.statuses
+    missing = statuses.missing(names)
+    unmapped = statuses.unmapped(names)
+    not_legions = f"; not Legion's: {', '.join(unmapped)}" if unmapped else ""
+    if missing:
+        example = unmapped[0] if unmapped else "Name"
+        checks.append(
+            (
+                "Linear statuses",
+                False,
+                f"no Linear state maps to {', '.join(s.value for s in missing)}: add the "
+                f"state to team {team.key} in Linear, or map one in the [statuses] table of "
+                f'.legion/config.toml, e.g. "{example}" = "{missing[0].value}"{not_legions}',
+            )
+        )
+    else:
+        mapped = ", ".join(
+            f"{name} = {status.value}"
+            for name in names
+            if (status := statuses.to_legion(name)) is not None
+        )
+        checks.append(("Linear statuses", True, f"{mapped}{not_legions}"))
+    absent = [name for name in tracker.known_labels if _find_label(team, name) is None]
+    detail = (
+        f"missing {', '.join(absent)}: Legion creates them on team {team.key} when first used"
+        if absent
+        else f"all present: {', '.join(tracker.known_labels)}"
+    )
+    checks.append(("Linear labels", True, detail))
+    return checks

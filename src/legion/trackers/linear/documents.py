@@ -1,0 +1,197 @@
+"""Every GraphQL document Legion sends to Linear, each one named operation.
+
+Registered with `legion.graphql_client.document`, so the contract test validates each against
+Linear's published schema (`tests/contract/schemas/linear.graphql`).
+
+Sizes: Linear rejects a query whose complexity passes 10,000 points (a connection multiplies
+its nodes' cost by `first`), so a page of 100 issues carries at most 25 labels and 25
+sub-issues each (about 6,000 points).
+"""
+
+from __future__ import annotations
+
+from legion.graphql_client import document
+
+ISSUE_PAGE_SIZE = 100
+NESTED_PAGE_SIZE = 25  # an issue's labels and sub-issues read with it
+COMMENT_PAGE_SIZE = 100
+LABEL_PAGE_SIZE = 250  # Linear's largest page
+STATE_PAGE_SIZE = 250
+
+# What Legion reads of an issue, everywhere it reads one.
+_ISSUE_FIELDS = f"""
+fragment LegionIssue on Issue {{
+  id
+  identifier
+  number
+  title
+  description
+  url
+  createdAt
+  updatedAt
+  team {{ id key }}
+  state {{ id name type }}
+  labels(first: {NESTED_PAGE_SIZE}) {{ nodes {{ id name }} }}
+  parent {{ identifier }}
+  children(first: {NESTED_PAGE_SIZE}) {{ nodes {{ identifier }} }}
+}}
+"""
+
+_COMMENT_FIELDS = """
+fragment LegionComment on Comment {
+  id
+  body
+  createdAt
+  user { id name displayName }
+  botActor { name }
+  externalUser { name }
+}
+"""
+
+VIEWER = document(
+    "linear",
+    """
+query LinearViewer {
+  viewer { id name displayName }
+}
+""",
+)
+
+# The team by its key, with its workflow states (a team has a handful, never 250).
+TEAM = document(
+    "linear",
+    f"""
+query LinearTeam($key: String!) {{
+  teams(first: 2, filter: {{ key: {{ eq: $key }} }}) {{
+    nodes {{
+      id
+      key
+      name
+      states(first: {STATE_PAGE_SIZE}) {{ nodes {{ id name type position }} }}
+    }}
+  }}
+}}
+""",
+)
+
+# The labels an issue of the team can carry: the team's own and the workspace's.
+LABELS = document(
+    "linear",
+    f"""
+query LinearLabels($teamId: ID!, $after: String) {{
+  issueLabels(
+    first: {LABEL_PAGE_SIZE}
+    after: $after
+    filter: {{ or: [{{ team: {{ id: {{ eq: $teamId }} }} }}, {{ team: {{ null: true }} }}] }}
+  ) {{
+    nodes {{ id name isGroup team {{ id }} }}
+    pageInfo {{ hasNextPage endCursor }}
+  }}
+}}
+""",
+)
+
+ISSUES = document(
+    "linear",
+    f"""
+query LinearIssues($filter: IssueFilter!, $after: String) {{
+  issues(first: {ISSUE_PAGE_SIZE}, after: $after, filter: $filter) {{
+    nodes {{ ...LegionIssue }}
+    pageInfo {{ hasNextPage endCursor }}
+  }}
+}}
+{_ISSUE_FIELDS}
+""",
+)
+
+# `issue(id:)` takes the UUID or the identifier (ENG-12).
+ISSUE = document(
+    "linear",
+    f"""
+query LinearIssue($id: String!) {{
+  issue(id: $id) {{ ...LegionIssue }}
+}}
+{_ISSUE_FIELDS}
+""",
+)
+
+COMMENTS = document(
+    "linear",
+    f"""
+query LinearComments($id: String!, $after: String) {{
+  issue(id: $id) {{
+    identifier
+    team {{ key }}
+    comments(first: {COMMENT_PAGE_SIZE}, after: $after) {{
+      nodes {{ ...LegionComment }}
+      pageInfo {{ hasNextPage endCursor }}
+    }}
+  }}
+}}
+{_COMMENT_FIELDS}
+""",
+)
+
+# A comment by its id: how a create whose answer was lost is found again.
+COMMENT = document(
+    "linear",
+    f"""
+query LinearComment($id: String!) {{
+  comment(id: $id) {{ ...LegionComment issue {{ identifier }} }}
+}}
+{_COMMENT_FIELDS}
+""",
+)
+
+ISSUE_CREATE = document(
+    "linear",
+    f"""
+mutation LinearIssueCreate($input: IssueCreateInput!) {{
+  issueCreate(input: $input) {{
+    success
+    issue {{ ...LegionIssue }}
+  }}
+}}
+{_ISSUE_FIELDS}
+""",
+)
+
+# Status and labels: `addedLabelIds`/`removedLabelIds` change only those labels, so a label a
+# person set meanwhile is never clobbered (as a whole `labelIds` list would).
+ISSUE_UPDATE = document(
+    "linear",
+    f"""
+mutation LinearIssueUpdate($id: String!, $input: IssueUpdateInput!) {{
+  issueUpdate(id: $id, input: $input) {{
+    success
+    issue {{ ...LegionIssue }}
+  }}
+}}
+{_ISSUE_FIELDS}
+""",
+)
+
+LABEL_CREATE = document(
+    "linear",
+    """
+mutation LinearLabelCreate($input: IssueLabelCreateInput!) {
+  issueLabelCreate(input: $input) {
+    success
+    issueLabel { id name isGroup team { id } }
+  }
+}
+""",
+)
+
+COMMENT_CREATE = document(
+    "linear",
+    f"""
+mutation LinearCommentCreate($input: CommentCreateInput!) {{
+  commentCreate(input: $input) {{
+    success
+    comment {{ ...LegionComment issue {{ identifier }} }}
+  }}
+}}
+{_COMMENT_FIELDS}
+""",
+)
