@@ -75,6 +75,18 @@ class GraphQLClient:
         data: dict[str, Any] = self.request_json("POST", self.url, doc.name, payload, graphql=True)
         return data
 
+    def execute_partial(
+        self, doc: Document, variables: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], list[Mapping[str, Any]]]:
+        """The `data` of an answer that may lack some parts, and the errors that say which.
+        Only NOT_FOUND errors beside data are tolerated (one item of a batch vanished, the
+        others are answered); any other error raises as in `execute`."""
+        payload = {"query": doc.text, "operationName": doc.name, "variables": dict(variables or {})}
+        answer: tuple[dict[str, Any], list[Mapping[str, Any]]] = self._retrying(
+            lambda: self._once("POST", self.url, doc.name, payload, True, partial=True)
+        )
+        return answer
+
     def request_json(
         self,
         method: str,
@@ -85,11 +97,14 @@ class GraphQLClient:
         graphql: bool = False,
     ) -> Any:
         """One call, retried as its failure allows; REST calls (graphql=False) share it."""
+        return self._retrying(lambda: self._once(method, url, operation, payload, graphql))
+
+    def _retrying(self, call: Callable[[], Any]) -> Any:
         attempt = 0
         while True:
             attempt += 1
             try:
-                return self._once(method, url, operation, payload, graphql)
+                return call()
             except BackendError as exc:
                 wait = self._wait_before_retry(exc, attempt)
                 if wait is None:
@@ -136,6 +151,8 @@ class GraphQLClient:
         operation: str,
         payload: Mapping[str, Any] | None,
         graphql: bool,
+        *,
+        partial: bool = False,
     ) -> Any:
         import httpx
 
@@ -185,16 +202,30 @@ class GraphQLClient:
                     operation,
                 )
             return body
-        return self._graphql_data(body, status, operation, response.headers)
+        data, missing = self._graphql_data(body, status, operation, response.headers, partial)
+        return (data, missing) if partial else data
 
     def _graphql_data(
-        self, body: Any, status: int, operation: str, headers: Mapping[str, str]
-    ) -> dict[str, Any]:
+        self,
+        body: Any,
+        status: int,
+        operation: str,
+        headers: Mapping[str, str],
+        partial: bool = False,
+    ) -> tuple[dict[str, Any], list[Mapping[str, Any]]]:
         if not isinstance(body, dict):
             raise self._error(BackendErrorKind.TRANSIENT, "malformed answer (no object)", operation)
         errors = body.get("errors") or []
         if errors:
-            first = errors[0] if isinstance(errors[0], Mapping) else {"message": str(errors[0])}
+            listed = [e if isinstance(e, Mapping) else {"message": str(e)} for e in errors]
+            if (
+                partial
+                and status < 400
+                and isinstance(body.get("data"), dict)
+                and all(self.classify(e) is BackendErrorKind.NOT_FOUND for e in listed)
+            ):
+                return body["data"], listed
+            first = listed[0]
             kind = self.classify(first) or (
                 BackendErrorKind.INVALID if status < 500 else BackendErrorKind.TRANSIENT
             )
@@ -205,7 +236,7 @@ class GraphQLClient:
             raise self._error(
                 BackendErrorKind.INVALID, f"refused (HTTP {status}): {_message(body)}", operation
             )
-        return data
+        return data, []
 
     def _host(self) -> str:
         from urllib.parse import urlsplit

@@ -118,7 +118,7 @@ class GraphQLFake:
     def running(self) -> Iterator[GraphQLFake]:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
         thread.start()
         self._server = server
         try:
@@ -181,8 +181,9 @@ class GraphQLFake:
     def format_error(self, error: GraphQLError) -> dict[str, Any]:
         formatted = dict(error.formatted)
         original = error.original_error
-        if isinstance(original, FakeError) and original.extensions:
-            formatted["extensions"] = original.extensions
+        if isinstance(original, FakeError):
+            if original.extensions:
+                formatted["extensions"] = original.extensions
             formatted.update(original.top_level)
         return formatted
 

@@ -1,0 +1,733 @@
+"""The GitHub forge: Legion's pull requests as GitHub pull requests, over GraphQL.
+
+An issue's PR is found by its branch (`legion/<issue>`), so the state of every issue's PR is
+one aliased query per 50 issues. Work is pushed to the configured remote with the user's own
+git credentials; the API token is only ever an HTTP header.
+
+Review outcome: Legion's workers share one token, and GitHub does not let a PR's author
+approve it, so a worker's verdict is a label (`worker-approved`, `worker-changes-requested`)
+plus a marked comment that carries the reviewer's words. The label decides; without one, a
+person's native review (APPROVED, CHANGES_REQUESTED) does.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from legion.config import Project
+from legion.core.model import normalize_identifier
+from legion.core.text import MAX_TITLE_CHARS, clean_body, clean_branch, clean_title
+from legion.errors import (
+    BackendError,
+    BackendErrorKind,
+    ConfigError,
+    ConflictError,
+    InputError,
+    LegionError,
+    NotFoundError,
+)
+from legion.forges.base import PrState, PullRequest, Review
+from legion.forges.github import documents as docs
+from legion.forges.github.client import (
+    DEFAULT_API_URL,
+    Token,
+    api_base,
+    find_token,
+    github_client,
+)
+from legion.git import last_line, rev_parse, run_git
+from legion.graphql_client import DEFAULT_TIMEOUT_S, Document, GraphQLClient
+from legion.trackers.base import mark, unmark
+from legion.workspaces.git_worktree import branch_for
+
+APPROVED_LABEL = "worker-approved"
+CHANGES_LABEL = "worker-changes-requested"
+_LABEL_STYLE = {  # color, description: used when Legion creates the label
+    APPROVED_LABEL: ("0e8a16", "A Legion reviewer approved this pull request"),
+    CHANGES_LABEL: ("d93f0b", "A Legion reviewer asked for changes"),
+}
+REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
+MERGE_METHODS = {"squash": "SQUASH", "merge": "MERGE", "rebase": "REBASE"}
+BRANCH_PREFIX = "legion/"
+OPEN_PAGES = 20  # at most 1,000 open PRs listed: more is not a repository Legion runs
+PUSH_SYNC_WAITS = (0.5, 1.0, 2.0, 4.0)  # GitHub sees a push within seconds
+
+# A Legion review comment's first line says what it is; the outcome is the label's.
+_HEADINGS = {
+    "approved": "Legion review: approved",
+    "changes_requested": "Legion review: changes requested",
+    "commented": "Legion review: comment",
+}
+_OUTCOME_BY_HEADING = {heading: outcome for outcome, heading in _HEADINGS.items()}
+_HEADING = re.compile(r"^\*\*(Legion review: [a-z ]+)\*\*[ \t]*(?:\n+|$)")
+_NATIVE_OUTCOMES = {
+    "APPROVED": "approved",
+    "CHANGES_REQUESTED": "changes_requested",
+    "COMMENTED": "commented",
+}
+_PR_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
+_RESOLVES = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s+([A-Za-z][A-Za-z0-9]{0,9}-[1-9][0-9]{0,8})\b",
+    re.IGNORECASE,
+)
+_REMOTE_URL = re.compile(
+    r"^(?:[a-z][a-z0-9+.-]*://)?(?:[^@/]+@)?(?P<host>[^/:]+)[:/]"
+    r"(?P<owner>[A-Za-z0-9_.-]+)/(?P<name>[A-Za-z0-9_.-]+?)(?:\.git)?/?$"
+)
+
+
+@dataclass(frozen=True)
+class GitHubPullRequest:
+    """A PR as GitHub shows it: what Legion's model holds, and what only writes need."""
+
+    pr: PullRequest
+    node_id: str
+    labels: frozenset[str]
+    head_oid: str
+    mergeable: str  # MERGEABLE, CONFLICTING or UNKNOWN (GitHub computes it lazily)
+    checks: str | None  # the head commit's combined check state: SUCCESS, FAILURE, PENDING ...
+
+
+@dataclass
+class RepositoryContext:
+    """What one request tells about the token and the repository; read once per forge."""
+
+    viewer_login: str
+    id: str | None  # None when the repository is missing or hidden from the token
+    name_with_owner: str
+    permission: str | None  # ADMIN, MAINTAIN, WRITE, TRIAGE, READ
+    default_branch: str | None
+    label_ids: dict[str, str]
+
+
+def issue_for_branch(branch: str) -> str | None:
+    """The issue a `legion/<issue>` branch is for, or None for any other branch."""
+    if not branch.startswith(BRANCH_PREFIX):
+        return None
+    try:
+        return normalize_identifier(branch.removeprefix(BRANCH_PREFIX))
+    except InputError:
+        return None
+
+
+def repository_name(project: Project) -> tuple[str, str]:
+    """OWNER and NAME: the `github_repo` setting, else the remote's URL when it is GitHub's."""
+    configured = project.settings.github_repo
+    if configured:
+        owner, _, name = configured.partition("/")
+        return owner, name
+    remote = project.settings.remote
+    url = run_git(project.root, "remote", "get-url", "--", remote, check=False).stdout.strip()
+    match = _REMOTE_URL.fullmatch(url)
+    if match is not None and match.group("host").lower() == web_host(project.env):
+        return match.group("owner"), match.group("name")
+    raise ConfigError(
+        f"github_repo is not set and remote {remote!r} is not a GitHub repository: "
+        'add github_repo = "OWNER/NAME" to .legion/config.toml'
+    )
+
+
+def web_host(env: Mapping[str, str]) -> str:
+    """github.com for api.github.com; GitHub Enterprise's host for its API."""
+    base = api_base(env)
+    host = (urlsplit(base).hostname or "").lower()
+    return "github.com" if base == DEFAULT_API_URL else host
+
+
+def linked_body(identifier: str, body: str) -> str:
+    """The caller's body, naming the issue it resolves when the body does not already."""
+    if re.search(rf"(?<![A-Za-z0-9]){re.escape(identifier)}(?![0-9])", body, re.I):
+        return body
+    return f"{body.rstrip()}\n\nResolves {identifier}" if body.strip() else f"Resolves {identifier}"
+
+
+def review_comment(outcome: str, body: str, author: str) -> str:
+    """The marked PR comment that carries a Legion review."""
+    heading = f"**{_HEADINGS[outcome]}**"
+    return mark(f"{heading}\n\n{body.strip()}" if body.strip() else heading, author)
+
+
+class GitHubForge:
+    """The `Forge` over GitHub. `client` (or `timeout`/`sleep` for the one it makes) is there for
+    tests; the token is looked up on the first request, so opening the forge costs nothing."""
+
+    def __init__(
+        self,
+        project: Project,
+        *,
+        client: GraphQLClient | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.project = project
+        self._client = client
+        self._timeout = timeout
+        self._sleep = sleep
+        self._repository: tuple[str, str] | None = None
+        self._context: RepositoryContext | None = None
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    @property
+    def client(self) -> GraphQLClient:
+        if self._client is None:
+            self._client = github_client(self.project.env, timeout=self._timeout, sleep=self._sleep)
+        return self._client
+
+    @property
+    def repository(self) -> tuple[str, str]:
+        if self._repository is None:
+            self._repository = repository_name(self.project)
+        return self._repository
+
+    @property
+    def slug(self) -> str:
+        return "/".join(self.repository)
+
+    def _names(self) -> dict[str, str]:
+        owner, name = self.repository
+        return {"owner": owner, "name": name}
+
+    def fetch_context(self) -> RepositoryContext:
+        """One request: the viewer, and the repository if the token can see it."""
+        data, _ = self.client.execute_partial(
+            docs.REPOSITORY_CONTEXT,
+            {**self._names(), "approved": APPROVED_LABEL, "changes": CHANGES_LABEL},
+        )
+        repo = data.get("repository")
+        viewer = data.get("viewer") or {}
+        if not isinstance(repo, dict):
+            return RepositoryContext(viewer.get("login") or "", None, self.slug, None, None, {})
+        labels = {
+            name: node["id"]
+            for name, node in (
+                (APPROVED_LABEL, repo.get("approvedLabel")),
+                (CHANGES_LABEL, repo.get("changesLabel")),
+            )
+            if isinstance(node, dict)
+        }
+        return RepositoryContext(
+            viewer_login=viewer.get("login") or "",
+            id=repo["id"],
+            name_with_owner=repo.get("nameWithOwner") or self.slug,
+            permission=repo.get("viewerPermission"),
+            default_branch=(repo.get("defaultBranchRef") or {}).get("name"),
+            label_ids=labels,
+        )
+
+    def context(self) -> RepositoryContext:
+        if self._context is None:
+            context = self.fetch_context()
+            if context.id is None:
+                raise self._missing_repository(docs.REPOSITORY_CONTEXT)
+            self._context = context
+        return self._context
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    @property
+    def viewer_login(self) -> str:
+        """Who the token is: its reviews and comments are Legion's, anyone else's a person's."""
+        return self.context().viewer_login
+
+    def _missing_repository(self, doc: Document) -> BackendError:
+        # A repository the token cannot see reads as missing: a setting or credential to fix.
+        return BackendError(
+            "github",
+            BackendErrorKind.AUTH,
+            f"repository {self.slug} not found, or the token cannot see it",
+            operation=doc.name,
+        )
+
+    def _repository_data(self, doc: Document, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """The `repository` of a read; items missing in it (NOT_FOUND) come back null."""
+        data, _ = self.client.execute_partial(doc, {**self._names(), **variables})
+        repo = data.get("repository")
+        if not isinstance(repo, dict):
+            raise self._missing_repository(doc)
+        return repo
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_pr(self, ref: str) -> PullRequest:
+        return self._find(ref).pr
+
+    def list_prs(self) -> list[PullRequest]:
+        found: dict[int, PullRequest] = {}
+        # Every open PR, and the most recently updated closed or merged ones.
+        for states, pages in ((["OPEN"], OPEN_PAGES), (["MERGED", "CLOSED"], 1)):
+            after: str | None = None
+            for _ in range(pages):
+                repo = self._repository_data(
+                    docs.PULL_REQUEST_PAGE,
+                    {"states": states, "first": docs.PAGE_SIZE, "after": after},
+                )
+                connection = repo["pullRequests"]
+                for node in connection.get("nodes") or []:
+                    if _legions(node) and issue_for_branch(node["headRefName"]):
+                        record = self._record(node)
+                        found[record.pr.number] = record.pr
+                page = connection.get("pageInfo") or {}
+                if not page.get("hasNextPage"):
+                    break
+                after = page.get("endCursor")
+        return [found[number] for number in sorted(found)]
+
+    def prs_by_issue(self, issues: Collection[str]) -> dict[str, PullRequest]:
+        return {issue: record.pr for issue, record in self.records_by_issue(issues).items()}
+
+    def records_by_issue(self, issues: Iterable[str]) -> dict[str, GitHubPullRequest]:
+        """Each issue's current PR, one request per `BATCH_SIZE` issues."""
+        branches: dict[str, str] = {}  # branch: the issue as the caller named it
+        for issue in issues:
+            try:
+                branches.setdefault(branch_for(issue), issue)
+            except InputError:
+                continue  # not an issue identifier: it has no branch, so no PR
+        names = list(branches)
+        found: dict[str, GitHubPullRequest] = {}
+        for start in range(0, len(names), docs.BATCH_SIZE):
+            chunk = names[start : start + docs.BATCH_SIZE]
+            repo = self._repository_data(
+                docs.pr_batch_document(len(chunk)),
+                {f"h{n}": branch for n, branch in enumerate(chunk)},
+            )
+            for n, branch in enumerate(chunk):
+                nodes = (repo.get(f"i{n}") or {}).get("nodes") or []
+                # A PR that vanished mid-answer is a null node: that issue has no PR.
+                current = _current([self._record(node) for node in nodes if _legions(node)])
+                if current is not None:
+                    found[branches[branch]] = current
+        return found
+
+    def _find(self, ref: str) -> GitHubPullRequest:
+        match = _PR_NUMBER.fullmatch(ref.strip())
+        if match is not None:
+            return self._by_number(int(match.group(1)))
+        identifier = normalize_identifier(ref)
+        record = self.records_by_issue([identifier]).get(identifier)
+        if record is None:
+            raise NotFoundError(f"{identifier} has no pull request")
+        return record
+
+    def _by_number(self, number: int) -> GitHubPullRequest:
+        try:
+            repo = self._repository_data(docs.PULL_REQUEST_BY_NUMBER, {"number": number})
+        except BackendError as exc:
+            if exc.kind is not BackendErrorKind.NOT_FOUND:
+                raise
+            repo = {}
+        node = repo.get("pullRequest")
+        if not isinstance(node, dict):
+            raise NotFoundError(f"no pull request #{number} in {self.slug}")
+        return self._record(node)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def create_pr(
+        self,
+        issue: str,
+        branch: str,
+        *,
+        title: str | None = None,
+        body: str = "",
+        draft: bool = False,
+    ) -> PullRequest:
+        identifier = normalize_identifier(issue)
+        branch = clean_branch(branch)
+        body = linked_body(identifier, clean_body(body))
+        expected = branch_for(identifier)
+        if branch != expected:
+            # On GitHub an issue's PR is found by its branch: any other name would be lost.
+            raise InputError(f"the PR branch for {identifier} is {expected!r}, not {branch!r}")
+        root = self.project.root
+        if rev_parse(root, f"refs/heads/{branch}") is None:
+            raise NotFoundError(f"no branch {branch!r} in {root} (commit and create it first)")
+        pr_title = clean_title(title) if title else self._default_title(identifier, branch)
+        context = self.context()
+        base = self.project.settings.base_branch or context.default_branch
+        if not base:
+            raise ConfigError(f"{self.slug} has no default branch: set `base_branch`")
+        if branch == base:
+            raise InputError(f"the PR branch must differ from the base branch {base!r}")
+        existing = self.records_by_issue([identifier]).get(identifier)
+        if existing is not None and existing.pr.state is PrState.OPEN:
+            raise ConflictError(f"{identifier} already has open PR #{existing.pr.number}")
+        self._push(branch)
+        data = self.client.execute(
+            docs.CREATE_PULL_REQUEST,
+            {
+                "input": {
+                    "repositoryId": context.id,
+                    "baseRefName": base,
+                    "headRefName": branch,
+                    "title": pr_title,
+                    "body": body,
+                    "draft": draft,
+                }
+            },
+        )
+        return self._record(data["createPullRequest"]["pullRequest"]).pr
+
+    def set_draft(self, ref: str, draft: bool) -> PullRequest:
+        record = self._find(ref)
+        _require_open(record.pr)
+        if record.pr.is_draft == draft:
+            return record.pr
+        if draft:
+            data = self.client.execute(docs.CONVERT_TO_DRAFT, {"id": record.node_id})
+            node = data["convertPullRequestToDraft"]["pullRequest"]
+        else:
+            data = self.client.execute(docs.MARK_READY, {"id": record.node_id})
+            node = data["markPullRequestReadyForReview"]["pullRequest"]
+        return self._record(node).pr
+
+    def add_review(self, ref: str, outcome: str, *, body: str, author: str) -> PullRequest:
+        if outcome not in REVIEW_OUTCOMES:
+            raise InputError(
+                f"unknown review outcome {outcome!r} (known: {', '.join(REVIEW_OUTCOMES)})"
+            )
+        body = clean_body(body, "the review")
+        if outcome != "approved" and not body.strip():
+            raise InputError("a review that requests changes or comments needs --body")
+        record = self._find(ref)
+        _require_open(record.pr)
+        if outcome != "commented":
+            wanted, other = (
+                (APPROVED_LABEL, CHANGES_LABEL)
+                if outcome == "approved"
+                else (CHANGES_LABEL, APPROVED_LABEL)
+            )
+            if wanted not in record.labels:
+                self._label(record.node_id, wanted)
+            if other in record.labels:
+                self._unlabel(record.node_id, other)
+        data = self.client.execute(
+            docs.ADD_COMMENT,
+            {"id": record.node_id, "body": review_comment(outcome, body, author.strip())},
+        )
+        return self._record(data["addComment"]["subject"]).pr
+
+    def merge(self, ref: str) -> PullRequest:
+        record = self._find(ref)
+        pr = record.pr
+        if pr.state is PrState.MERGED:
+            return pr  # idempotent: merging a merged PR is done already
+        if pr.state is not PrState.OPEN:
+            raise ConflictError(f"PR #{pr.number} is {pr.state.value}")
+        if pr.is_draft:
+            raise ConflictError(
+                f"PR #{pr.number} is a draft: mark it ready with `legion pr ready {pr.number}`"
+            )
+        record = self._push_reviewed_work(record)
+        if record.mergeable == "CONFLICTING":
+            raise ConflictError(
+                f"PR #{pr.number} cannot be merged: {pr.branch} conflicts with {pr.base}; "
+                f"merge {pr.base} into {pr.branch}, resolve the conflicts, and try again"
+            )
+        method = MERGE_METHODS[self.project.settings.merge_method]
+        try:
+            data = self.client.execute(
+                docs.MERGE_PULL_REQUEST,
+                {"id": record.node_id, "method": method, "expectedHeadOid": record.head_oid},
+            )
+        except BackendError as exc:
+            if exc.kind is not BackendErrorKind.INVALID:
+                raise
+            again = self._by_number(pr.number)
+            if again.pr.state is PrState.MERGED:
+                return again.pr  # merged meanwhile, by someone else
+            raise ConflictError(f"PR #{pr.number} cannot be merged: {exc}") from None
+        merged = self._record(data["mergePullRequest"]["pullRequest"]).pr
+        self._fetch_base(merged.base)
+        return merged
+
+    # -- labels --------------------------------------------------------------------------------
+
+    def _label_id(self, name: str) -> str:
+        context = self.context()
+        if name not in context.label_ids:
+            color, description = _LABEL_STYLE[name]
+            try:
+                data = self.client.execute(
+                    docs.CREATE_LABEL,
+                    {
+                        "repositoryId": context.id,
+                        "name": name,
+                        "color": color,
+                        "description": description,
+                    },
+                )
+                context.label_ids[name] = data["createLabel"]["label"]["id"]
+            except BackendError as exc:
+                if exc.kind is not BackendErrorKind.INVALID:
+                    raise
+                # Created meanwhile by another process ("already taken"): read it back.
+                self._context = None
+                fresh = self.context()
+                if name not in fresh.label_ids:
+                    raise
+        return self.context().label_ids[name]
+
+    def _label(self, node_id: str, name: str) -> None:
+        try:
+            self.client.execute(
+                docs.ADD_LABELS, {"id": node_id, "labelIds": [self._label_id(name)]}
+            )
+        except BackendError as exc:
+            if exc.kind is not BackendErrorKind.NOT_FOUND:
+                raise
+            # The label was deleted since it was read: look it up (or create it) once more.
+            self._context = None
+            self.client.execute(
+                docs.ADD_LABELS, {"id": node_id, "labelIds": [self._label_id(name)]}
+            )
+
+    def _unlabel(self, node_id: str, name: str) -> None:
+        label_id = self.context().label_ids.get(name)
+        if label_id is None:
+            self._context = None  # on the PR, so in the repository: read the ids again
+            label_id = self.context().label_ids.get(name)
+        if label_id is not None:
+            self.client.execute(docs.REMOVE_LABELS, {"id": node_id, "labelIds": [label_id]})
+
+    # -- git -----------------------------------------------------------------------------------
+
+    def _push(self, branch: str) -> None:
+        """Push the branch to the remote with the user's git credentials (never the token)."""
+        remote = self.project.settings.remote
+        refspec = f"refs/heads/{branch}:refs/heads/{branch}"
+        result = run_git(self.project.root, "push", "--quiet", remote, refspec, check=False)
+        if result.returncode != 0:
+            raise ConflictError(
+                f"cannot push {branch} to {remote}: {last_line(result.stderr or result.stdout)}; "
+                f"if {remote} has commits the local branch lacks, merge them into it first"
+            )
+
+    def _push_reviewed_work(self, record: GitHubPullRequest) -> GitHubPullRequest:
+        """Push commits made on the local branch since the PR was opened (the fixes a review
+        asked for), and wait until GitHub's PR shows them: what is merged is what was
+        reviewed. Without a local branch, the PR is merged as GitHub has it."""
+        local = rev_parse(self.project.root, f"refs/heads/{record.pr.branch}")
+        if local is None or local == record.head_oid:
+            return record
+        behind = run_git(
+            self.project.root, "merge-base", "--is-ancestor", local, record.head_oid, check=False
+        )
+        if behind.returncode == 0:
+            return record  # GitHub's branch has everything local has, and more
+        self._push(record.pr.branch)
+        for wait in (0.0, *PUSH_SYNC_WAITS):
+            if wait:
+                self.client.sleep(wait)
+            fresh = self._by_number(record.pr.number)
+            if fresh.head_oid == local:
+                return fresh
+        raise ConflictError(
+            f"PR #{record.pr.number}: GitHub does not show the pushed commits of "
+            f"{record.pr.branch} yet; try the merge again in a minute"
+        )
+
+    def _fetch_base(self, base: str) -> None:
+        # So local state (worktrees, the next branch) can see the merge; not fatal if offline.
+        remote = self.project.settings.remote
+        run_git(self.project.root, "fetch", "--quiet", remote, base, check=False)
+
+    def _default_title(self, identifier: str, branch: str) -> str:
+        """The branch's last commit subject, after the issue unless it names the issue."""
+        subject = run_git(
+            self.project.root, "log", "-1", "--format=%s", f"refs/heads/{branch}", "--", check=False
+        ).stdout.strip()
+        if not subject:
+            return identifier
+        if not subject.upper().startswith(identifier):
+            subject = f"{identifier}: {subject}"
+        return clean_title(subject[:MAX_TITLE_CHARS])
+
+    # -- reading a PR node ---------------------------------------------------------------------
+
+    def _record(self, node: Mapping[str, Any]) -> GitHubPullRequest:
+        branch = node["headRefName"]
+        labels = frozenset(
+            label["name"] for label in (node.get("labels") or {}).get("nodes") or [] if label
+        )
+        issue = issue_for_branch(branch) or _issue_in_body(node.get("body") or "") or ""
+        commits = (node.get("commits") or {}).get("nodes") or []
+        rollup = (commits[-1].get("commit") or {}).get("statusCheckRollup") if commits else None
+        pr = PullRequest(
+            number=node["number"],
+            issue=issue,
+            title=node["title"],
+            body=node.get("body") or "",
+            branch=branch,
+            base=node["baseRefName"],
+            state=PrState(str(node["state"]).lower()),
+            is_draft=bool(node.get("isDraft")),
+            reviews=_reviews(node, labels),
+            merge_commit=(node.get("mergeCommit") or {}).get("oid"),
+            created_at=node.get("createdAt") or "",
+            updated_at=node.get("updatedAt") or "",
+            url=node.get("url") or "",
+        )
+        return GitHubPullRequest(
+            pr=pr,
+            node_id=node["id"],
+            labels=labels,
+            head_oid=node.get("headRefOid") or "",
+            mergeable=node.get("mergeable") or "UNKNOWN",
+            checks=rollup.get("state") if isinstance(rollup, dict) else None,
+        )
+
+
+def _current(records: Sequence[GitHubPullRequest]) -> GitHubPullRequest | None:
+    """The open PR, else the newest (the list is newest first)."""
+    for record in records:
+        if record.pr.state is PrState.OPEN:
+            return record
+    return records[0] if records else None
+
+
+def _legions(node: Any) -> bool:
+    """A PR node that is there (not vanished) and from the repository itself: a fork's PR
+    from a branch of the same name is someone else's."""
+    return isinstance(node, dict) and not node.get("isCrossRepository")
+
+
+def _require_open(pr: PullRequest) -> None:
+    if pr.state is not PrState.OPEN:
+        raise ConflictError(f"PR #{pr.number} is {pr.state.value}")
+
+
+def _issue_in_body(body: str) -> str | None:
+    match = _RESOLVES.search(body)
+    return normalize_identifier(match.group(1)) if match else None
+
+
+def _login(actor: Any) -> str:
+    return (actor or {}).get("login") or "ghost"  # GitHub's name for a deleted account
+
+
+def _verdict(reviews: Iterable[Review]) -> str | None:
+    """What `PullRequest.review` makes of `reviews`: the latest verdict, comments aside."""
+    for review in reversed(list(reviews)):
+        if review.outcome in ("approved", "changes_requested"):
+            return review.outcome
+    return None
+
+
+def _reviews(node: Mapping[str, Any], labels: frozenset[str]) -> tuple[Review, ...]:
+    """The PR's reviews, ordered so that `PullRequest.review` gives the outcome that decides:
+    Legion's label first, else the native reviews (GitHub's `reviewDecision`, else the latest
+    verdict). Legion's review comments are listed for their words; their verdict counts only
+    while its label is on the PR."""
+    if CHANGES_LABEL in labels:
+        label_outcome: str | None = "changes_requested"
+    elif APPROVED_LABEL in labels:
+        label_outcome = "approved"
+    else:
+        label_outcome = None
+    entries: list[Review] = []
+    for review in (node.get("latestReviews") or {}).get("nodes") or []:
+        outcome = _NATIVE_OUTCOMES.get(review.get("state") if review else "")
+        if review and outcome is not None:
+            when = review.get("submittedAt") or ""
+            entries.append(Review(outcome, _login(review.get("author")), review["body"], when))
+    legion: list[Review] = []
+    for comment in (node.get("comments") or {}).get("nodes") or []:
+        if not comment:
+            continue
+        text, author = unmark(comment.get("body") or "")
+        match = _HEADING.match(text)
+        if author is None or match is None or match.group(1) not in _OUTCOME_BY_HEADING:
+            continue
+        said = _OUTCOME_BY_HEADING[match.group(1)]
+        outcome = said if said == label_outcome else "commented"
+        legion.append(Review(outcome, author, text[match.end() :], comment.get("createdAt") or ""))
+    entries = sorted([*entries, *legion], key=lambda review: review.created_at)
+    decision = node.get("reviewDecision")
+    wanted = label_outcome or _NATIVE_OUTCOMES.get(decision or "") or _verdict(entries)
+    if wanted in ("approved", "changes_requested") and _verdict(entries) != wanted:
+        # The decisive outcome must read last: the label's (with its comment's words), or
+        # GitHub's decision over several reviewers.
+        source = next((r for r in reversed(legion) if r.outcome == wanted), None)
+        if source is not None:
+            entries.remove(source)
+            entries.append(source)
+        elif label_outcome is not None:
+            label = CHANGES_LABEL if wanted == "changes_requested" else APPROVED_LABEL
+            entries.append(Review(wanted, label, "", node.get("updatedAt") or ""))
+        else:
+            entries.append(Review(wanted, "github", "", node.get("updatedAt") or ""))
+    return tuple(entries)
+
+
+def open_forge(project: Project, db: object = None, **options: Any) -> GitHubForge:
+    """The registry's opener (`legion.backends`). Legion's own records stay in the embedded
+    database (`db`); the forge needs none of it."""
+    return GitHubForge(project, **options)
+
+
+def doctor_checks(
+    project: Project, *, client: GraphQLClient | None = None
+) -> list[tuple[str, bool, str]]:
+    """(name, ok, detail) for `legion doctor`: the token (where from, never its value), who it
+    is, the repository and whether the token can push, and the review labels."""
+    checks: list[tuple[str, bool, str]] = []
+    token: Token | None = None
+    if client is None:
+        token = find_token(project.env)
+        if token is None:
+            return [
+                (
+                    "GitHub token",
+                    False,
+                    "not found: set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`",
+                )
+            ]
+        checks.append(("GitHub token", True, f"from {token.source}"))
+        client = github_client(project.env, token=token, timeout=10.0)
+    forge = GitHubForge(project, client=client)
+    try:
+        slug = forge.slug
+    except LegionError as exc:
+        return [*checks, ("GitHub repository", False, str(exc))]
+    try:
+        context = forge.fetch_context()
+    except LegionError as exc:
+        return [*checks, ("GitHub authentication", False, str(exc))]
+    checks.append(("GitHub authentication", True, f"authenticated as {context.viewer_login}"))
+    if context.id is None:
+        checks.append(("GitHub repository", False, f"{slug} not found, or the token cannot see it"))
+        return checks
+    can_push = context.permission in ("ADMIN", "MAINTAIN", "WRITE")
+    checks.append(
+        (
+            "GitHub repository",
+            can_push,
+            f"{context.name_with_owner}: the token can push"
+            if can_push
+            else f"{context.name_with_owner}: the token cannot push (permission "
+            f"{context.permission or 'none'}); it needs write access",
+        )
+    )
+    missing = [name for name in (APPROVED_LABEL, CHANGES_LABEL) if name not in context.label_ids]
+    if not missing:
+        checks.append(("GitHub review labels", True, f"{APPROVED_LABEL}, {CHANGES_LABEL}"))
+    else:
+        checks.append(
+            (
+                "GitHub review labels",
+                can_push,
+                f"{', '.join(missing)} missing: created at the first review"
+                if can_push
+                else f"{', '.join(missing)} missing, and the token cannot create labels",
+            )
+        )
+    return checks

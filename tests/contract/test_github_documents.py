@@ -1,0 +1,87 @@
+"""Every document Legion can send to GitHub is valid against GitHub's published schema."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from legion.forges.github import documents
+from legion.graphql_client import DOCUMENTS
+from tests.fakes.graphql_server import validation_errors
+from tests.fakes.schemas import github_schema
+
+EXPECTED_OPERATIONS = {
+    "RepositoryContext",
+    "PullRequestByNumber",
+    "PullRequestPage",
+    "CreatePullRequest",
+    "MarkPullRequestReady",
+    "ConvertPullRequestToDraft",
+    "AddLabels",
+    "RemoveLabels",
+    "CreateLabel",
+    "AddPullRequestComment",
+    "MergePullRequest",
+}
+
+
+def test_every_expected_operation_is_registered() -> None:
+    assert set(DOCUMENTS["github"]) >= EXPECTED_OPERATIONS
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_OPERATIONS))
+def test_document_is_valid_against_the_schema(name: str) -> None:
+    text = DOCUMENTS["github"][name]
+    assert validation_errors(github_schema(), text) == []
+    # One named operation per document, and it is the one it is registered under.
+    assert len(re.findall(r"\b(?:query|mutation)\s+\w+", text)) == 1
+    assert re.search(rf"\b(?:query|mutation)\s+{name}\b", text)
+
+
+def test_every_registered_document_is_valid() -> None:
+    problems = {
+        name: errors
+        for name, text in DOCUMENTS["github"].items()
+        if (errors := validation_errors(github_schema(), text))
+    }
+    assert problems == {}
+
+
+@pytest.mark.parametrize("count", [1, 2, documents.BATCH_SIZE])
+def test_a_generated_batch_is_valid_and_named(count: int) -> None:
+    doc = documents.pr_batch_document(count)
+    assert validation_errors(github_schema(), doc.text) == []
+    assert doc.name == documents.BATCH_OPERATION
+    assert re.search(rf"\bquery {doc.name}\(", doc.text)
+    # One alias per branch, each branch a variable: no branch name is ever query text.
+    assert re.findall(r"\bi(\d+): pullRequests\(headRefName: \$h(\d+),", doc.text) == [
+        (str(n), str(n)) for n in range(count)
+    ]
+
+
+def test_every_generated_document_is_valid_at_each_size() -> None:
+    for name, build in documents.GENERATED.items():
+        for count in (1, documents.BATCH_SIZE):
+            doc = build(count)
+            assert doc.name == name
+            assert validation_errors(github_schema(), doc.text) == []
+
+
+def test_a_batch_has_at_most_batch_size_aliases() -> None:
+    with pytest.raises(ValueError, match="1 to 50"):
+        documents.pr_batch_document(documents.BATCH_SIZE + 1)
+    with pytest.raises(ValueError):
+        documents.pr_batch_document(0)
+
+
+def test_an_invalid_document_is_rejected() -> None:
+    made_up = "query GitHubBroken { viewer { login legionShoeSize } }"
+    errors = validation_errors(github_schema(), made_up)
+    assert errors and "legionShoeSize" in errors[0]
+    wrong_argument = (
+        'query GitHubBroken2 { repository(owner: "a", name: "b") { pullRequest(id: 1) { id } } }'
+    )
+    assert validation_errors(github_schema(), wrong_argument)
+    broken_batch = documents.pr_batch_document(2).text.replace("headRefName", "headRefNames")
+    assert validation_errors(github_schema(), broken_batch)
