@@ -280,10 +280,14 @@ class _Pass:
         self.refresh()
         listed = self.observed("issues", self.o.tracker.list_issues)
         issues = {issue.identifier: issue for issue in listed}
+        before = len(self.outcomes)
         self.retire_finished(issues)
         self.route_blocked(issues)
         self.refresh()
         live = {view.record.issue for view in self.views if view.state.is_live}
+        # The issues are read again only when retiring or routing wrote to some: on a real
+        # tracker every read is a request against an hourly budget.
+        fresh = None if len(self.outcomes) > before else listed
         snapshot: Snapshot = self.observed(
             "issues",
             lambda: observe(
@@ -291,6 +295,7 @@ class _Pass:
                 self.o.tracker,
                 self.o.forge,
                 KnownLiveWorkers(live),
+                issues=fresh,
             ),
         )
         for error in snapshot.errors:
@@ -302,7 +307,8 @@ class _Pass:
             self.execute(state)
         self.guarded("-", "worker_start", self.collect_starts, plan=False)
         self.guarded("-", "judgment_queue", partial(self.sync_judgments, snapshot), plan=False)
-        self.guarded("-", "sweep_workspaces", self.sweep, plan=False)
+        done = {s.issue.identifier for s in snapshot.issues if s.issue.status is Status.DONE}
+        self.guarded("-", "sweep_workspaces", partial(self.sweep, done), plan=False)
 
     def retire_finished(self, issues: dict[str, Issue]) -> None:
         """Close the windows of workers that are done: idle with `worker-active` gone, or whose
@@ -633,9 +639,11 @@ class _Pass:
         )
         return result
 
-    def sweep(self) -> Step | None:
+    def sweep(self, done: set[str]) -> Step | None:
         live = {view.record.issue for view in self.views if view.state.is_live}
-        results = sweep_done(self.o.tracker, self.o.workers.workspaces, live, dry_run=self.dry_run)
+        results = sweep_done(
+            self.o.tracker, self.o.workers.workspaces, live, dry_run=self.dry_run, done=done
+        )
         for result in results:
             if result.removed:
                 kind = OutcomeKind.DONE

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from legion.core.decide import Decision, Observation, decide
+from legion.core.decide import PR_PHASES, Decision, Observation, decide
 from legion.core.ids import session_id
 from legion.core.model import ReviewOutcome
 from legion.errors import LegionError
@@ -73,18 +73,27 @@ class Snapshot:
         }
 
 
-def observe(project_id: str, tracker: Tracker, forge: Forge, workers: LiveWorkers) -> Snapshot:
-    """One consistent pass over the tracker, the forge and the workers.
+def observe(
+    project_id: str,
+    tracker: Tracker,
+    forge: Forge,
+    workers: LiveWorkers,
+    *,
+    issues: list[Issue] | None = None,
+) -> Snapshot:
+    """One consistent pass over the tracker, the forge and the workers (`issues`: the tracker's
+    issues when the caller has just read them).
 
     A forge that cannot be read makes every review outcome `unknown` (so nothing transitions on
     a guess); a tracker that cannot be read fails the whole pass.
     """
     warnings: list[str] = []
     errors: list[LegionError] = []
-    issues = tracker.list_issues()
+    if issues is None:
+        issues = tracker.list_issues()
     prs: dict[str, PullRequest] | None
     try:
-        prs = forge.prs_by_issue([issue.identifier for issue in issues])
+        prs = forge.prs_by_issue([i.identifier for i in issues if i.status in PR_PHASES])
     except LegionError as exc:
         prs = None
         warnings.append(f"pull requests could not be read: {exc}")

@@ -112,6 +112,11 @@ class Decision:
 _SKIP = Decision(Action.SKIP)
 _LEFT_TO_JUDGMENT = frozenset({Status.TRIAGE, Status.ICEBOX, Status.DONE})
 
+# The phases in which an issue's pull request is looked up: it is opened in In Progress, its
+# review decides Needs Review, and it is merged in Retro. Asking the forge about no other issue
+# keeps an observe pass at one forge request per 50 open pull requests, however many issues.
+PR_PHASES = frozenset({Status.IN_PROGRESS, Status.NEEDS_REVIEW, Status.RETRO})
+
 _DISPATCH_FOR: dict[Status, Action] = {
     Status.BACKLOG: Action.DISPATCH_ARCHITECT,
     Status.TODO: Action.DISPATCH_PLANNER,

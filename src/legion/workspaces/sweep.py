@@ -38,14 +38,21 @@ def sweep_done(
     *,
     dry_run: bool = False,
     rescue_to: Path | None = None,
+    done: set[str] | None = None,
 ) -> list[SweepResult]:
     """Remove each workspace whose issue is Done, has no live worker, and holds nothing that
     is neither committed nor merged or pushed, nor an ignored file that is not build output.
     Everything else is kept, with the reason. With `rescue_to`, a workspace kept only for its
-    ignored files has them moved to `rescue_to/<issue>/` first, and is removed."""
-    done = {issue.identifier for issue in tracker.list_issues(status=Status.DONE)}
+    ignored files has them moved to `rescue_to/<issue>/` first, and is removed. `done`: the
+    Done issues when the caller has just read them (the tracker is asked only when there is a
+    workspace to decide on, and then once)."""
+    existing = workspaces.list()
+    if not existing:
+        return []
+    if done is None:
+        done = {issue.identifier for issue in tracker.list_issues(status=Status.DONE)}
     results = []
-    for workspace in workspaces.list():
+    for workspace in existing:
         issue = workspace.issue
         if issue not in done:
             continue
