@@ -528,17 +528,18 @@ def test_open_tracker_reads_the_project(fake: FakeLinear, tmp_path: Path) -> Non
 
 
 def test_doctor_checks(fake: FakeLinear, tmp_path: Path) -> None:
-    fake.reset(retro_state=True)
+    fake.reset(retro_state=False)  # Linear's default team: no state for Retro
     project = linear_project(tmp_path, env_for(fake))
     checks = {name: (ok, detail) for name, ok, detail in doctor_checks(project)}
     assert checks["Linear API key"][0] and checks["Linear API"][0]
     assert "vera" in checks["Linear API"][1]
     assert checks["Linear team"] == (True, "ENG (Engineering)")
     ok, detail = checks["Linear statuses"]
-    assert not ok and "Icebox" in detail and "not Legion's: Canceled, Duplicate" in detail
+    assert not ok and "Retro" in detail and "not Legion's: Canceled, Duplicate" in detail
+    assert "Icebox" not in detail  # a person's status: a team without it is fine
     assert "worker-done" in checks["Linear labels"][1]
 
-    mapped = linear_project(tmp_path, env_for(fake), statuses={"Duplicate": Status.ICEBOX})
+    mapped = linear_project(tmp_path, env_for(fake), statuses={"Duplicate": Status.RETRO})
     checks = {name: (ok, detail) for name, ok, detail in doctor_checks(mapped)}
     ok, detail = checks["Linear statuses"]
     assert ok and "In Review = Needs Review" in detail and "Canceled" in detail

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from legion.core.model import Status, fold_name
 from legion.errors import ConfigError, InputError
 
+# Where Legion itself moves issues: the decision table's transitions and the finisher's Done.
+MOVED_TO = (Status.TODO, Status.IN_PROGRESS, Status.NEEDS_REVIEW, Status.RETRO, Status.DONE)
+
 
 @dataclass(frozen=True)
 class StatusMap:
@@ -60,9 +63,10 @@ class StatusMap:
         return [n for n in names if self.to_legion(n) is None]
 
     def missing(self, names: Iterable[str]) -> list[Status]:
-        """Legion's statuses that no backend status maps to."""
+        """The statuses Legion moves issues to itself that no backend status maps to (Triage,
+        Icebox and Backlog are a person's to use: a tracker without them is fine)."""
         mapped = {self.to_legion(n) for n in names}
-        return [s for s in Status if s not in mapped]
+        return [s for s in MOVED_TO if s not in mapped]
 
     def _table_status(self, name: str) -> Status | None:
         folded = fold_name(name)
