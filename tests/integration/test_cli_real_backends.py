@@ -1,0 +1,162 @@
+"""`legion issue …` and `legion pr …` work unchanged on Linear and GitHub (the skills rely on
+it): the real `legion` command, run as a user runs it, against the fake Linear and GitHub
+servers on 127.0.0.1, with a local bare repository as the GitHub remote."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Result, git, run_legion
+from tests.fakes.github_server import FakeGitHub
+from tests.fakes.linear_server import FakeLinear
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[FakeLinear, FakeGitHub]]:
+    linear, github = FakeLinear(retro_state=True), FakeGitHub()
+    with linear.running(), github.running():
+        yield linear, github
+
+
+@pytest.fixture
+def fakes(
+    servers: tuple[FakeLinear, FakeGitHub], tmp_path: Path
+) -> tuple[FakeLinear, FakeGitHub, Path]:
+    linear, github = servers
+    remote = tmp_path / "remote.git"
+    remote.mkdir()
+    git(remote, "init", "--quiet", "--bare")
+    linear.reset(retro_state=True)
+    github.reset(remote=remote)
+    return linear, github, remote
+
+
+class Cli:
+    """`legion` in the project, with the backends' addresses and credentials in its env."""
+
+    def __init__(self, repo: Path, env: dict[str, str]) -> None:
+        self.repo, self.env = repo, env
+
+    def __call__(self, *args: str, ok: bool = True, input_text: str | None = None) -> Result:
+        result = run_legion(*args, cwd=self.repo, env=self.env, input_text=input_text)
+        if ok:
+            assert result.returncode == 0, (args, result.stderr)
+        return result
+
+    def json(self, *args: str) -> object:
+        return json.loads(self(*args, "--json").stdout)
+
+
+@pytest.fixture
+def cli(git_repo: Path, fakes: tuple[FakeLinear, FakeGitHub, Path]) -> Cli:
+    linear, github, remote = fakes
+    git(git_repo, "remote", "add", "origin", str(remote))
+    git(git_repo, "push", "--quiet", "origin", "main")
+    env = dict(os.environ) | {
+        "LINEAR_API_URL": linear.api_url,
+        "LINEAR_API_KEY": linear.token,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": github.token,
+    }
+    cli = Cli(git_repo, env)
+    cli(
+        "init",
+        "--tracker",
+        "linear",
+        "--team",
+        "ENG",
+        "--forge",
+        "github",
+        "--repo",
+        "acme/widgets",
+    )
+    return cli
+
+
+def test_init_writes_the_backends_and_doctor_checks_them(cli: Cli) -> None:
+    config = (cli.repo / ".legion" / "config.toml").read_text()
+    for line in (
+        'tracker = "linear"',
+        'forge = "github"',
+        'linear_team = "ENG"',
+        'github_repo = "acme/widgets"',
+        'issue_key = "ENG"',
+    ):
+        assert line in config
+    report = json.loads(cli("doctor", "--json", ok=False).stdout)
+    checks = {c["name"]: c for c in report["checks"]}
+    backend = [c for c in report["checks"] if c["name"].startswith(("Linear", "GitHub"))]
+    assert len(backend) >= 6 and all(c["ok"] for c in backend), backend
+    assert checks["Linear team"]["ok"] and "ENG" in checks["Linear team"]["detail"]
+    assert report["project"]["tracker"] == "linear" and report["project"]["forge"] == "github"
+    linear_key = cli.env["LINEAR_API_KEY"]
+    assert linear_key not in json.dumps(report) and cli.env["GITHUB_TOKEN"] not in json.dumps(
+        report
+    )
+
+
+def test_the_skills_commands_on_linear_and_github(
+    cli: Cli, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    linear, github, remote = fakes
+    assert cli("issue", "create", "Parent", "--status", "Backlog").stdout.strip() == "ENG-1"
+    child = cli.json("issue", "create", "Child", "--body", "Do it", "--parent", "ENG-1")
+    assert isinstance(child, dict) and child["identifier"] == "ENG-2" and child["parent"] == "ENG-1"
+    assert linear.state_name("ENG-2") == "Todo"
+    assert cli("issue", "move", "ENG-2", "In Progress").stdout.strip() == (
+        "ENG-2: Todo -> In Progress"
+    )
+    cli("issue", "label", "ENG-2", "--add", "worker-active")
+    cli("issue", "comment", "ENG-2", "--body", "Plan: do it", "--author", "legion-plan")
+    shown = cli.json("issue", "show", "ENG-2")
+    assert isinstance(shown, dict)
+    assert shown["status"] == "In Progress" and shown["labels"] == ["worker-active"]
+    assert [c["body"] for c in shown["comments"]] == ["Plan: do it"]
+    assert shown["pr"] is None
+    listed = cli.json("issue", "list", "--status", "In Progress")
+    assert isinstance(listed, list) and [i["identifier"] for i in listed] == ["ENG-2"]
+
+    # The implementer's branch, pushed and opened as a PR on GitHub.
+    git(cli.repo, "switch", "--quiet", "-c", "legion/eng-2")
+    (cli.repo / "feature.txt").write_text("feature\n")
+    git(cli.repo, "add", "feature.txt")
+    git(cli.repo, "commit", "--quiet", "-m", "Add the feature")
+    git(cli.repo, "switch", "--quiet", "main")
+    assert (
+        cli("pr", "create", "--issue", "ENG-2", "--branch", "legion/eng-2").stdout.strip() == "#1"
+    )
+    assert git(remote, "rev-parse", "refs/heads/legion/eng-2").strip()
+    cli("issue", "move", "ENG-2", "Needs Review")
+    cli("issue", "label", "ENG-2", "--remove", "worker-active", "--add", "worker-done")
+    assert linear.state_name("ENG-2") == "In Review"
+
+    # The reviewer's verdict: a label and a marked comment on GitHub.
+    cli("pr", "review", "1", "--request-changes", "--body", "add tests")
+    pr = cli.json("pr", "view", "ENG-2")
+    assert isinstance(pr, dict) and pr["review"] == "changes_requested"
+    cli("pr", "review", "1", "--approve")
+    assert github.label_names(1) == ["worker-approved"]
+    state = cli.json("state")
+    assert isinstance(state, dict)
+    assert state["issues"]["ENG-2"]["review"] == "approved"
+    assert state["issues"]["ENG-2"]["suggested_action"] == "transition_to_retro"
+
+    merged = cli.json("pr", "merge", "1")
+    assert isinstance(merged, dict) and merged["state"] == "merged"
+    assert github.merges == [(1, "SQUASH")]
+    cli("issue", "move", "ENG-2", "Done")
+    assert linear.state_name("ENG-2") == "Done"
+
+
+def test_bad_credentials_are_one_line_and_name_no_secret(cli: Cli) -> None:
+    cli.env = cli.env | {"LINEAR_API_KEY": "lin_api_wrongwrongwrong"}
+    result = cli("issue", "list", ok=False)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "legion doctor" in lines[0], result.stderr
+    assert "wrongwrong" not in result.stderr and "Traceback" not in result.stderr
