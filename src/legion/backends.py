@@ -35,6 +35,7 @@ class Backends:
 TRACKER_OPENERS: dict[str, str] = {
     "embedded": "legion.trackers.local:open_tracker",
     "linear": "legion.trackers.linear:open_tracker",
+    "github": "legion.trackers.github_issues:open_tracker",
 }
 FORGE_OPENERS: dict[str, str] = {
     "embedded": "legion.forges.local:open_forge",
@@ -71,12 +72,25 @@ def backend_checks(project: Project) -> list[tuple[str, bool, str]]:
     return results
 
 
-def open_backends(project: Project, *, create: bool = False) -> Backends:
+def open_backends(project: Project, *, create: bool = False, direct: bool = False) -> Backends:
     """The project's tracker and forge. Only `legion init` may `create` the database: for an
     existing project a missing or empty one is an error, never a fresh start. (Every backend
-    keeps Legion's own records, workers and judgments, in that database.)"""
+    keeps Legion's own records, workers and judgments, in that database.)
+
+    In a session Legion started (a capability in its environment) of a project whose tracker or
+    forge needs a credential, both are the relay's, which ask the daemon (`legion.relay`): the
+    session has no credential. The database is still opened here: it holds Legion's own records
+    and no credential. `direct`: the real backends whatever the environment (the daemon, and
+    its relay server, are the ones that make the calls)."""
+    from legion.relay import CAPABILITY_ENV, relay_needed
+
     settings = project.settings
     db = Database(project.db_path, create=create)
+    if not direct and project.env.get(CAPABILITY_ENV) and relay_needed(settings):
+        from legion.relay.client import RelayForge, RelayTracker, relay_client
+
+        client = relay_client(project.env, project.state_dir)
+        return Backends(tracker=RelayTracker(client), forge=RelayForge(client), db=db)
     tracker = _opener(TRACKER_OPENERS, "tracker", settings.tracker)(project, db)
     forge = _opener(FORGE_OPENERS, "forge", settings.forge)(project, db)
     return Backends(tracker=tracker, forge=forge, db=db)  # type: ignore[arg-type]
@@ -102,6 +116,8 @@ def open_workers(
     project: Project, backends: Backends, env: Mapping[str, str] | None = None
 ) -> WorkerManager:
     from legion.git import current_branch
+    from legion.relay import relay_needed
+    from legion.relay.capabilities import Capabilities
     from legion.runtime.claude import ClaudeRuntime
     from legion.runtime.registry import Registry
     from legion.runtime.tmux import Tmux
@@ -123,4 +139,6 @@ def open_workers(
             lookup_env=environment,
         ),
         env=environment,
+        # Sessions get a capability for the relay only where there is a credential to keep.
+        capabilities=Capabilities(backends.db) if relay_needed(settings) else None,
     )

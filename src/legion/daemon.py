@@ -11,6 +11,10 @@ Liveness is read from the world, never from the daemon's memory, so a daemon tha
 and started again adopts the running tmux session and carries on where the last one stopped.
 What must outlive the daemon (the judgment queue, the dispatch pause) is in the project
 database. What cannot be observed (tmux does not answer) is unknown, and nothing is done on it.
+
+When the project's tracker or forge needs a credential, the daemon is the only process that
+holds it: it serves the relay socket (`legion.relay`) from its start to its stop, and the
+sessions' `legion` commands make their tracker and forge calls through it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from legion.faults import fault_point
 from legion.judgments import Judgment, JudgmentQueue, wake_reason
 from legion.pause import DispatchPause
 from legion.reconcile import START_FAILURES, Reconciler
+from legion.relay import relay_needed
+from legion.relay.server import RelayServer, relay_server
 from legion.runtime.claude_paths import newest_activity
 from legion.runtime.transcript import summarize_file
 from legion.runtime.workers import WorkerManager, WorkerState, classify
@@ -109,7 +115,8 @@ class Daemon:
         self.project = project
         self.config = config
         self.env = dict(env)
-        self.backends: Backends = open_backends(project)
+        # Its own calls go straight to the backends: it holds the credentials.
+        self.backends: Backends = open_backends(project, direct=True)
         self.workers: WorkerManager = open_workers(project, self.backends, self.env)
         self.log = ActionLog(self.backends.db)
         self.judgments = JudgmentQueue(self.backends.db)
@@ -166,6 +173,7 @@ class Daemon:
             with contextlib.suppress(FileNotFoundError):
                 fifo.unlink()
             os.mkfifo(fifo, 0o600)
+            relay: RelayServer | None = None
             # Read-write, so the FIFO never reports end-of-file when a writer goes away.
             fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
             started = time.monotonic()
@@ -180,6 +188,7 @@ class Daemon:
             if cleared is not None:
                 self.log.append("-", "resume_dispatch", OutcomeKind.DONE, f"was: {cleared}")
             try:
+                relay = self._start_relay()  # before the first tick starts any session
                 while not self._stopping:
                     self.tick()
                     if self._finished(started):
@@ -187,11 +196,23 @@ class Daemon:
                     self._wait(fd)
             finally:
                 os.close(fd)
+                if relay is not None:
+                    relay.stop()
                 with contextlib.suppress(FileNotFoundError):
                     fifo.unlink()
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
                 self.log.append("-", "daemon_stop", OutcomeKind.DONE, f"pid {os.getpid()}")
+
+    def _start_relay(self) -> RelayServer | None:
+        """The relay socket, when sessions need one; the daemon holds the project's lock, so a
+        socket left by a killed daemon is replaced."""
+        if not relay_needed(self.project.settings):
+            return None
+        project = self.project
+        server = relay_server(project.state_dir, lambda: open_backends(project, direct=True))
+        server.start()
+        return server
 
     def _finished(self, started: float) -> bool:
         if self.config.run_for is not None and time.monotonic() - started >= self.config.run_for:
@@ -341,6 +362,7 @@ class Daemon:
             controller_prompt(self.config.mode, reason),
             self.project.root,
             {"LEGION_MODE": "controller", "LEGION_SESSION_ID": self.controller_session},
+            issue=None,  # its capability covers the project: it (and its Oracle) act on any issue
         )
 
     def _idle_controller_window(self) -> str | None:

@@ -45,6 +45,13 @@ class ConflictError(LegionError):
     """The operation would overwrite or lose something, so it was refused."""
 
 
+class NotPermittedError(LegionError):
+    """A session asked for something its capability does not cover (a worker, another issue):
+    refused by the daemon, which makes the tracker's and forge's calls for it."""
+
+    exit_code = 2
+
+
 class BackendErrorKind(Enum):
     """What the reconciler does about a failed call to a tracker or forge."""
 

@@ -128,6 +128,21 @@ MIGRATIONS: tuple[str, ...] = (
     );
     INSERT INTO dispatch_pause (id, streak) VALUES (1, 0);
     """,
+    # 5: the relay's capabilities: what each session Legion started may ask the daemon to do
+    # on the tracker and forge (`legion.relay.capabilities`). Only a token's hash is kept.
+    """
+    CREATE TABLE capabilities (
+        id INTEGER PRIMARY KEY,
+        token_sha256 TEXT NOT NULL UNIQUE,
+        scope TEXT NOT NULL CHECK (scope IN ('issue', 'project')),
+        issue TEXT,
+        mode TEXT NOT NULL DEFAULT '',
+        session_id TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL,
+        CHECK ((scope = 'issue') = (issue IS NOT NULL))
+    );
+    CREATE INDEX capabilities_session ON capabilities(session_id);
+    """,
 )
 
 

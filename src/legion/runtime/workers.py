@@ -28,6 +28,8 @@ from legion.core.model import Label, Mode, normalize_identifier
 from legion.errors import ConflictError, InputError, LegionError, NotFoundError
 from legion.faults import fault_point
 from legion.locking import exclusive
+from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
+from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.claude import CURSOR, ClaudeRuntime, first_run_dialog_keys, worker_prompt
 from legion.runtime.claude_paths import newest_activity
@@ -50,7 +52,9 @@ from legion.workspaces.base import Workspaces
 # would make a worker started by the controller (from its Bash tool) take itself for the
 # controller's child: another session id, another transcript.
 # Legion's own tracker and forge credentials stay out too: a worker runs model-written
-# commands, so Legion, not the worker, holds them.
+# commands, so Legion, not the worker, holds them (its `legion` asks the daemon: see
+# `legion.relay`). So does the capability of whoever starts the session (the controller's
+# covers the whole project): each session is given its own.
 _DROP_FROM_ENV = (
     "TMUX",
     "TMUX_PANE",
@@ -60,6 +64,8 @@ _DROP_FROM_ENV = (
     "GITHUB_TOKEN",
     "GH_TOKEN",
     "LINEAR_API_KEY",
+    CAPABILITY_ENV,
+    SOCKET_ENV,
 )
 _DROP_PREFIXES = (
     "CLAUDE_CODE_CHILD_",
@@ -190,7 +196,10 @@ class WorkerManager:
         workspaces: Workspaces,
         claude: ClaudeRuntime,
         env: Mapping[str, str],
+        capabilities: Capabilities | None = None,
     ) -> None:
+        """`capabilities`: where each session's relay capability is minted, when the project's
+        sessions reach the tracker and forge through the daemon (None: they need none)."""
         self.project = project
         self.tracker = tracker
         self.registry = registry
@@ -198,6 +207,7 @@ class WorkerManager:
         self.workspaces = workspaces
         self.claude = claude
         self.env = env
+        self.capabilities = capabilities
         self._starting: list[_Starting] = []
         self._handovers: dict[str, launch.Handover] = {}  # window id: its spec, on its way
 
@@ -303,6 +313,8 @@ class WorkerManager:
         if view.window is not None:
             pid = None if view.window.pane_dead else view.window.pane_pid
             self.tmux.kill_window(view.window.id, pane_pid=pid)
+        if self.capabilities is not None:
+            self.capabilities.revoke_session(view.record.session_id)
         self.registry.retire(view.record.id)
 
     def _start(
@@ -327,6 +339,7 @@ class WorkerManager:
                     prompt,
                     workspace,
                     {"LEGION_ISSUE_ID": issue, "LEGION_MODE": mode.value, "LEGION_SESSION_ID": sid},
+                    issue=issue,
                 )
             except BaseException:
                 self.registry.retire(record.id)
@@ -341,10 +354,18 @@ class WorkerManager:
         return WorkerView(record, window, WorkerState.RUNNING, transcript, None, None)
 
     def start_session_window(
-        self, name: str, sid: str, prompt: str, cwd: Path, extra_env: Mapping[str, str]
+        self,
+        name: str,
+        sid: str,
+        prompt: str,
+        cwd: Path,
+        extra_env: Mapping[str, str],
+        *,
+        issue: str | None,
     ) -> str:
         """Start (or resume, when its transcript exists) Claude Code session `sid` in window
-        `name`; returns the new window's id.
+        `name`; returns the new window's id. `issue`: the issue a worker works on, which its
+        relay capability is scoped to; None for the controller (the whole project).
 
         Whatever still runs that session, or holds the name, is closed first, and its process
         waited for: one session never runs in two processes, even for a moment (a window left
@@ -359,6 +380,12 @@ class WorkerManager:
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
             **extra_env,
         }
+        if self.capabilities is not None:
+            # Minted for this start: the session's earlier capability is revoked with it.
+            env[CAPABILITY_ENV] = self.capabilities.mint(
+                issue, mode=extra_env.get("LEGION_MODE", ""), session_id=sid
+            )
+            env[SOCKET_ENV] = str(socket_path(self.project.state_dir))
         self._ensure_session()
         for window in self.tmux.list_windows(self.session):
             if window.name == name or window.tag == sid:

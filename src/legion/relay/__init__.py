@@ -1,0 +1,63 @@
+"""The relay: how Legion's sessions reach a tracker or forge that needs a credential.
+
+Credentials stay with Legion, never with a worker. A worker runs commands a model wrote, so a
+token in its environment is a token the model can print (into its transcript, a comment, a
+commit). When a project's tracker or forge is a remote one (`relay_needed`), the daemon alone
+holds the credentials: it runs a Unix-socket server (`legion.relay.server`) and makes every API
+call itself. Each session Legion starts gets, instead of a credential, a capability
+(`legion.relay.capabilities`): a random token the daemon knows by its hash, scoped to the
+session's issue for a worker, to the whole project for the controller (whose Oracle runs in
+the same session). The session's `legion` commands find `LEGION_CAPABILITY` and
+`LEGION_RELAY_SOCKET` in their environment and send their tracker and forge calls to the daemon
+(`legion.relay.client`), which checks the scope, makes the call, and answers with the result
+or the error, re-raised as the same `LegionError` (so exit codes do not change).
+
+The embedded tracker and forge hold no credential: an embedded project uses no relay, and its
+sessions open the database directly, as every `legion` command does.
+
+The protocol: one JSON request and one JSON answer per connection (`legion.relay.protocol`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from legion.config import Settings
+
+# What a session started by Legion finds in its environment.
+CAPABILITY_ENV = "LEGION_CAPABILITY"
+SOCKET_ENV = "LEGION_RELAY_SOCKET"
+
+SOCKET_NAME = "relay.sock"
+# sun_path holds 108 bytes on Linux (104 on macOS), the terminating NUL included.
+MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
+
+
+def relay_needed(settings: Settings) -> bool:
+    """Whether the project's sessions go through the daemon: when its tracker or its forge is a
+    remote one, which needs a credential the sessions must not have."""
+    return settings.tracker != "embedded" or settings.forge != "embedded"
+
+
+def socket_path(state_dir: Path) -> Path:
+    """Where the daemon of the project with this state folder listens: `relay.sock` in the
+    state folder (private, 0700) when that path fits in a socket address, else a short one in
+    `/tmp/legion-<uid>/` (a 0700 folder the server checks is ours), named by a hash of the state
+    folder. Decided from the state folder and the user alone, never from the environment, so
+    the daemon and any process that starts a worker agree on it."""
+    preferred = state_dir / SOCKET_NAME
+    if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
+        return preferred
+    digest = hashlib.sha256(os.fsencode(state_dir)).hexdigest()[:16]
+    return fallback_folder() / f"{digest}.sock"
+
+
+def fallback_folder() -> Path:
+    # /tmp, not $TMPDIR or $XDG_RUNTIME_DIR: a user's shells may differ in those, and the
+    # path must be the same for the daemon and for whoever starts a worker.
+    return Path("/tmp") / f"legion-{os.getuid()}"  # the server checks it is ours and 0700

@@ -1,0 +1,527 @@
+"""The daemon's end of the relay: a Unix socket on which sessions' `legion` commands ask for
+tracker and forge calls, and the scope rules each request is checked against.
+
+The socket (`legion.relay.socket_path`) is created 0600 in a 0700 folder the server checks is
+this user's, and each connection's peer is checked to be this user too (where the system
+says): only this user's processes can ask. A socket file left by a killed daemon is replaced;
+the daemon holds the project's lock, so the socket is its alone.
+
+One thread serves the socket, one connection at a time: each is one request and one answer, and
+the request is run on the server's own `Backends`, opened (with the real openers, which read the
+daemon's credentials) in that thread, beside the daemon's own. The sessions' calls are so made
+one at a time; other connections queue meanwhile, and a client that connects and sends nothing
+is dropped after `READ_TIMEOUT_S`.
+
+Every request carries a capability (`legion.relay.capabilities`). A `project` capability (the
+controller, its Oracle) may make any call. An `issue` capability for issue X (a worker) may:
+
+- read X, its parent and its children (`get_issue`, `list_comments`), and their pull requests
+  (`get_pr`, `prs_by_issue`);
+- write X: `set_status`, `update_labels`, `add_comment`;
+- create an issue with `parent=X` (an architect's sub-issues), or one with no parent in Triage
+  (the retro's "new issue for triage", which a human sorts before anything works on it);
+- open X's pull request (`create_pr(issue=X)`), and `set_draft`, `add_review` and `merge` only a
+  pull request whose issue is X;
+- nothing else: listing every issue or pull request, or any call on another issue, is refused
+  with one line (`NotPermittedError`, exit 2) naming what it may act on and what it asked for.
+
+A refusal (and an unknown capability) is written to the action log, without the token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import socketserver
+import stat
+import struct
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from legion.actionlog import ActionLog, OutcomeKind
+from legion.backends import Backends
+from legion.core.model import Status, normalize_identifier
+from legion.errors import ConfigError, InputError, LegionError, NotPermittedError
+from legion.forges.base import PullRequest
+from legion.relay import fallback_folder, socket_path
+from legion.relay.capabilities import Capabilities, Scope
+from legion.relay.protocol import (
+    MAX_LINE_BYTES,
+    ProtocolError,
+    dump_line,
+    error_answer,
+    load_line,
+    parse_request,
+    result_answer,
+)
+from legion.statefiles import private_folder
+from legion.trackers.base import Issue
+
+# A client has this long to send its request once connected (and to read the answer).
+READ_TIMEOUT_S = 10.0
+# How long `stop` waits for a request in progress to finish before it goes anyway.
+STOP_WAIT_S = 5.0
+
+
+def _same(a: str, b: str) -> bool:
+    return _key(a) == _key(b)
+
+
+def _key(identifier: str) -> str:
+    try:
+        return normalize_identifier(identifier)
+    except InputError:
+        return identifier.strip().upper()
+
+
+def _looks_like_issue(ref: str) -> bool:
+    try:
+        normalize_identifier(ref)
+    except InputError:
+        return False
+    return True
+
+
+class _Call:
+    """One request being checked and run: its arguments, its scope, the backends."""
+
+    def __init__(self, backends: Backends, scope: Scope, op: str, args: dict[str, Any]):
+        self.tracker = backends.tracker
+        self.forge = backends.forge
+        self.scope = scope
+        self.op = op
+        self.args = args
+
+    # -- arguments ---------------------------------------------------------------------------
+
+    def text(self, name: str) -> str:
+        value = self.args.get(name)
+        if not isinstance(value, str):
+            raise ProtocolError(f"{self.op}: argument {name!r} must be text")
+        return value
+
+    def optional_text(self, name: str) -> str | None:
+        return None if self.args.get(name) is None else self.text(name)
+
+    def texts(self, name: str) -> list[str]:
+        value = self.args.get(name, [])
+        items = list(value) if isinstance(value, list | tuple | frozenset) else None
+        if items is None or not all(isinstance(item, str) for item in items):
+            raise ProtocolError(f"{self.op}: argument {name!r} must be a list of text")
+        return items
+
+    def flag(self, name: str) -> bool:
+        value = self.args.get(name, False)
+        if not isinstance(value, bool):
+            raise ProtocolError(f"{self.op}: argument {name!r} must be true or false")
+        return value
+
+    def status(self, name: str) -> Status:
+        value = self.args.get(name)
+        if not isinstance(value, Status):
+            raise ProtocolError(f"{self.op}: argument {name!r} must be a status")
+        return value
+
+    def optional_status(self, name: str) -> Status | None:
+        return None if self.args.get(name) is None else self.status(name)
+
+    # -- scope -------------------------------------------------------------------------------
+
+    def refuse(self, asked: str, *, reading: bool = False) -> NotPermittedError:
+        assert self.scope.issue is not None
+        mine = self.scope.issue
+        if reading:
+            return NotPermittedError(
+                f"this worker may read only {mine}, its parent and its children (asked: {asked})"
+            )
+        return NotPermittedError(f"this worker may act only on {mine} (asked: {asked})")
+
+    def own(self, identifier: str) -> None:
+        """Unless the scope covers writing `identifier`, refuse."""
+        if self.scope.issue is not None and not _same(identifier, self.scope.issue):
+            raise self.refuse(identifier)
+
+    def whole_project(self, asked: str) -> None:
+        if self.scope.issue is not None:
+            raise self.refuse(asked, reading=True)
+
+    def related(self, issue: Issue) -> bool:
+        """Whether `issue` is the scope's issue, its parent or one of its children."""
+        mine = self.scope.issue
+        if mine is None or _same(issue.identifier, mine):
+            return True
+        child = issue.parent is not None and _same(issue.parent, mine)
+        parent = any(_same(child_id, mine) for child_id in issue.children)
+        return child or parent
+
+    def readable(self, identifier: str) -> None:
+        """Unless the scope covers reading `identifier`, refuse."""
+        mine = self.scope.issue
+        if mine is None or _same(identifier, mine):
+            return
+        if not self.related(self.tracker.get_issue(identifier)):
+            raise self.refuse(identifier, reading=True)
+
+    def pr(self, ref: str, *, writing: bool) -> PullRequest | None:
+        """Unless the scope covers the pull request `ref`, refuse. Returns it when it had to be
+        fetched to tell (a number: which issue it is for is on the forge)."""
+        mine = self.scope.issue
+        if mine is None or (_looks_like_issue(ref) and _same(ref, mine)):
+            return None
+        if _looks_like_issue(ref):
+            if writing:
+                raise self.refuse(ref)
+            self.readable(ref)
+            return None
+        pr = self.forge.get_pr(ref)
+        if writing:
+            self.own(pr.issue)
+        else:
+            try:
+                self.readable(pr.issue)
+            except NotPermittedError:
+                raise self.refuse(f"PR {ref} of {pr.issue}", reading=True) from None
+        return pr
+
+
+# -- the operations --------------------------------------------------------------------------------
+
+
+def _list_issues(call: _Call) -> Any:
+    call.whole_project("every issue")
+    return call.tracker.list_issues(
+        status=call.optional_status("status"), label=call.optional_text("label")
+    )
+
+
+def _get_issue(call: _Call) -> Any:
+    identifier = call.text("identifier")
+    issue = call.tracker.get_issue(identifier)
+    if not call.related(issue):
+        raise call.refuse(identifier, reading=True)
+    return issue
+
+
+def _create_issue(call: _Call) -> Any:
+    parent = call.optional_text("parent")
+    status = call.status("status")
+    if call.scope.issue is not None:
+        if parent is None and status is not Status.TRIAGE:
+            raise NotPermittedError(
+                f"this worker may create only sub-issues of {call.scope.issue} "
+                f"(--parent {call.scope.issue}), or issues in Triage"
+            )
+        if parent is not None:
+            call.own(parent)
+    return call.tracker.create_issue(
+        call.text("title"),
+        body=call.text("body"),
+        status=status,
+        labels=call.texts("labels"),
+        parent=parent,
+    )
+
+
+def _set_status(call: _Call) -> Any:
+    identifier = call.text("identifier")
+    call.own(identifier)
+    return call.tracker.set_status(identifier, call.status("status"))
+
+
+def _update_labels(call: _Call) -> Any:
+    identifier = call.text("identifier")
+    call.own(identifier)
+    return call.tracker.update_labels(
+        identifier, add=call.texts("add"), remove=call.texts("remove")
+    )
+
+
+def _add_comment(call: _Call) -> Any:
+    identifier = call.text("identifier")
+    call.own(identifier)
+    return call.tracker.add_comment(
+        identifier, call.text("body"), author=call.text("author"), by_legion=call.flag("by_legion")
+    )
+
+
+def _list_comments(call: _Call) -> Any:
+    identifier = call.text("identifier")
+    call.readable(identifier)
+    return call.tracker.list_comments(identifier)
+
+
+def _create_pr(call: _Call) -> Any:
+    issue = call.text("issue")
+    call.own(issue)
+    return call.forge.create_pr(
+        issue,
+        call.text("branch"),
+        title=call.optional_text("title"),
+        body=call.text("body"),
+        draft=call.flag("draft"),
+    )
+
+
+def _get_pr(call: _Call) -> Any:
+    ref = call.text("ref")
+    fetched = call.pr(ref, writing=False)
+    return fetched if fetched is not None else call.forge.get_pr(ref)
+
+
+def _list_prs(call: _Call) -> Any:
+    call.whole_project("every pull request")
+    return call.forge.list_prs()
+
+
+def _prs_by_issue(call: _Call) -> Any:
+    issues = call.texts("issues")
+    for issue in issues:
+        call.readable(issue)
+    return call.forge.prs_by_issue(issues)
+
+
+def _set_draft(call: _Call) -> Any:
+    ref = call.text("ref")
+    call.pr(ref, writing=True)
+    return call.forge.set_draft(ref, call.flag("draft"))
+
+
+def _add_review(call: _Call) -> Any:
+    ref = call.text("ref")
+    call.pr(ref, writing=True)
+    return call.forge.add_review(
+        ref, call.text("outcome"), body=call.text("body"), author=call.text("author")
+    )
+
+
+def _merge(call: _Call) -> Any:
+    ref = call.text("ref")
+    call.pr(ref, writing=True)
+    return call.forge.merge(ref)
+
+
+OPS: dict[str, Callable[[_Call], Any]] = {
+    "tracker.list_issues": _list_issues,
+    "tracker.get_issue": _get_issue,
+    "tracker.create_issue": _create_issue,
+    "tracker.set_status": _set_status,
+    "tracker.update_labels": _update_labels,
+    "tracker.add_comment": _add_comment,
+    "tracker.list_comments": _list_comments,
+    "forge.create_pr": _create_pr,
+    "forge.get_pr": _get_pr,
+    "forge.list_prs": _list_prs,
+    "forge.prs_by_issue": _prs_by_issue,
+    "forge.set_draft": _set_draft,
+    "forge.add_review": _add_review,
+    "forge.merge": _merge,
+}
+
+
+# -- answering a request -------------------------------------------------------------------------
+
+
+class RelayExecutor:
+    """Answers requests on backends it opens on first use (in the thread that calls it: a
+    SQLite connection stays in its thread), again after a failed open."""
+
+    def __init__(self, open_backends: Callable[[], Backends]) -> None:
+        self._open = open_backends
+        self._backends: Backends | None = None
+
+    def backends(self) -> Backends:
+        if self._backends is None:
+            self._backends = self._open()
+        return self._backends
+
+    def answer(self, line: bytes) -> dict[str, Any]:
+        """The answer to one request line; never raises."""
+        op = "?"
+        try:
+            request = parse_request(load_line(line))
+            op = request.op
+            backends = self.backends()
+            scope = Capabilities(backends.db).lookup(request.capability)
+            if scope is None:
+                raise self._logged(
+                    None,
+                    NotPermittedError(
+                        "the Legion daemon does not know this session's capability (revoked, or "
+                        "from another project): the session must be started again by Legion"
+                    ),
+                )
+            run = OPS.get(op)
+            if run is None:
+                raise InputError(f"the Legion daemon has no operation {op!r}")
+            try:
+                return result_answer(run(_Call(backends, scope, op, request.args)))
+            except NotPermittedError as exc:
+                raise self._logged(scope, exc) from None
+        except LegionError as exc:
+            return error_answer(exc)
+        except Exception as exc:
+            # A bug, or a backend's error it did not map: one line in the daemon's log, and
+            # the same for the client, which reports an internal error.
+            print(
+                f"legion relay: internal error in {op}: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
+            return error_answer(exc)
+
+    def _logged(self, scope: Scope | None, exc: NotPermittedError) -> NotPermittedError:
+        issue = "-" if scope is None or scope.issue is None else scope.issue
+        with contextlib.suppress(LegionError):
+            ActionLog(self.backends().db).append(
+                issue, "relay_refuse", OutcomeKind.FAILED, exc.message
+            )
+        return exc
+
+    def close(self) -> None:
+        if self._backends is None:
+            return
+        for backend in (self._backends.tracker, self._backends.forge):
+            close = getattr(backend, "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()
+        self._backends.db.close()
+        self._backends = None
+
+
+# -- the socket ----------------------------------------------------------------------------------
+
+
+def prepare_folder(path: Path) -> None:
+    """Make the socket's folder private (0700) and check it is this user's: the fallback folder
+    is in /tmp, where another user could have made it first."""
+    folder = path.parent
+    if folder != fallback_folder():
+        private_folder(folder)
+        return
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ConfigError(
+            f"{folder} is not a folder of this user: the Legion daemon cannot put its socket "
+            "there; remove it, or set `state_dir` to a shorter path"
+        )
+    if info.st_mode & 0o077:
+        folder.chmod(0o700)
+
+
+def _remove_stale(path: Path) -> None:
+    """A socket left by a killed daemon goes; anything else in the way is reported."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise ConfigError(f"{path} is in the way of the Legion daemon's socket: move it aside")
+    path.unlink(missing_ok=True)
+
+
+def _peer_uid(connection: socket.socket) -> int | None:
+    """The uid of the process at the other end, where the system says (Linux)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    try:
+        data = connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", data)
+    return int(uid)
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    timeout = READ_TIMEOUT_S
+    server: _UnixServer
+
+    def handle(self) -> None:
+        uid = _peer_uid(self.connection)
+        if uid is not None and uid != os.getuid():
+            return  # not this user's process: no answer at all
+        try:
+            line = self.rfile.readline(MAX_LINE_BYTES + 1)
+        except OSError:
+            return  # the client went, or sent nothing in time
+        answer = self.server.executor.answer(line)
+        with contextlib.suppress(OSError):
+            self.wfile.write(dump_line(answer))
+            self.wfile.flush()
+
+
+class _UnixServer(socketserver.UnixStreamServer):
+    executor: RelayExecutor
+    # Connections wait here while one request is served: every session may ask at once.
+    request_queue_size = 128
+
+
+class RelayServer:
+    """The daemon's relay socket, served by one thread from `start` to `stop`."""
+
+    def __init__(self, path: Path, open_backends: Callable[[], Backends]) -> None:
+        self.path = path
+        self._executor = RelayExecutor(open_backends)
+        self._server: _UnixServer | None = None
+        self._thread: threading.Thread | None = None
+        self._inode: int | None = None
+
+    def start(self) -> None:
+        prepare_folder(self.path)
+        _remove_stale(self.path)
+        server = _UnixServer(str(self.path), _Handler, bind_and_activate=False)
+        server.executor = self._executor
+        try:
+            server.server_bind()
+            # The folder is 0700, so the socket's mode before this chmod is no opening.
+            os.chmod(self.path, 0o600)
+            self._inode = os.lstat(self.path).st_ino
+            server.server_activate()
+        except OSError as exc:
+            server.server_close()
+            raise ConfigError(f"{self.path}: cannot open the relay socket ({exc})") from None
+        self._server = server
+        self._thread = threading.Thread(target=self._serve, name="legion-relay", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        assert self._server is not None
+        try:
+            self._server.serve_forever(poll_interval=0.2)
+        finally:
+            self._executor.close()
+
+    def stop(self) -> None:
+        """Stop serving and remove the socket. A request in progress (a slow API call) gets
+        `STOP_WAIT_S` to finish; the daemon does not wait longer on it to stop."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        stopper = threading.Thread(target=server.shutdown, daemon=True)
+        stopper.start()
+        stopper.join(STOP_WAIT_S)
+        if self._thread is not None:
+            self._thread.join(0 if stopper.is_alive() else STOP_WAIT_S)
+        server.server_close()
+        with contextlib.suppress(OSError):
+            if os.lstat(self.path).st_ino == self._inode:
+                self.path.unlink()
+
+    def __enter__(self) -> RelayServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def relay_server(project_state_dir: Path, open_backends: Callable[[], Backends]) -> RelayServer:
+    """The relay server of the project with this state folder, at its one socket path."""
+    return RelayServer(socket_path(project_state_dir), open_backends)

@@ -1,0 +1,631 @@
+"""The relay for real: a Unix-socket server in this process, and the real `legion` CLI as a
+worker runs it (a capability and the socket in its environment).
+
+The sessions' side is told the tracker is Linear (`LEGION_TRACKER=linear`), so its `legion`
+goes through the relay and never opens a tracker itself; the server's side answers with the
+embedded tracker and forge on the same database, standing in for the remote ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from legion.actionlog import ActionLog
+from legion.backends import TRACKER_OPENERS, Backends, open_backends, open_workers
+from legion.config import Project, load_project
+from legion.core.ids import session_id
+from legion.core.model import Label, Mode, Status
+from legion.errors import ConfigError, NotFoundError, NotPermittedError
+from legion.relay import (
+    CAPABILITY_ENV,
+    MAX_SOCKET_PATH,
+    SOCKET_ENV,
+    fallback_folder,
+    relay_needed,
+    socket_path,
+)
+from legion.relay.capabilities import Capabilities
+from legion.relay.client import RelayClient, RelayForge, RelayTracker, RelayUnavailableError
+from legion.relay.server import RelayServer
+from tests.conftest import LEGION_BIN, Result, git, run_legion
+
+# Imported here, not in the test: it finds the pinned Claude Code CLI under the real HOME.
+from tests.e2e.swarm_env import open_swarm, session_processes, wait_until
+from tests.fakes.model_server import bash, text
+
+REMOTE = {"LEGION_TRACKER": "linear", "LEGION_LINEAR_TEAM": "ENG"}
+
+
+@dataclass
+class Relay:
+    repo: Path
+    project: Project  # the embedded one: what the daemon's end opens
+    backends: Backends  # the test's own view of the same database
+    path: Path
+    server: RelayServer
+
+    def capability(self, issue: str | None, sid: str = "") -> str:
+        return Capabilities(self.backends.db).mint(issue, mode="implement", session_id=sid)
+
+    def worker(self, token: str, *args: str, input_text: str | None = None) -> Result:
+        """`legion ARGS` as a worker of the remote-tracker project runs it."""
+        env = REMOTE | {
+            CAPABILITY_ENV: token,
+            SOCKET_ENV: str(self.path),
+            "LEGION_MODE": "implement",
+            "LEGION_RELAY_WAIT": "0.6",
+        }
+        return run_legion(*args, cwd=self.repo, env=env, input_text=input_text)
+
+
+def one_line_error(result: Result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("legion: error: ")
+    return lines[0]
+
+
+@pytest.fixture
+def relay(project: Path) -> Iterator[Relay]:
+    loaded = load_project(project)
+    assert not relay_needed(loaded.settings)
+    backends = open_backends(loaded)
+    tracker = backends.tracker
+    tracker.create_issue("The parent", status=Status.IN_PROGRESS)  # LEG-1
+    tracker.create_issue("The worker's issue", parent="LEG-1")  # LEG-2
+    tracker.create_issue("Someone else's", body="private")  # LEG-3
+    tracker.create_issue("A child of the worker's", parent="LEG-2")  # LEG-4
+    path = socket_path(loaded.state_dir)
+    server = RelayServer(path, lambda: open_backends(loaded, direct=True))
+    server.start()
+    try:
+        yield Relay(project, loaded, backends, path, server)
+    finally:
+        server.stop()
+        backends.db.close()
+
+
+# -- a worker's commands ---------------------------------------------------------------------------
+
+
+def test_a_worker_comments_labels_and_reads_its_issue_through_the_relay(relay: Relay) -> None:
+    token = relay.capability("LEG-2")
+    said = relay.worker(token, "issue", "comment", "LEG-2", "--body", "Plan: one step.")
+    assert said.returncode == 0, said.stderr
+    labelled = relay.worker(token, "issue", "label", "LEG-2", "--add", "worker-done")
+    assert labelled.returncode == 0, labelled.stderr
+    tracker = relay.backends.tracker
+    assert Label.WORKER_DONE.value in tracker.get_issue("LEG-2").labels
+    [comment] = tracker.list_comments("LEG-2")
+    assert comment.body == "Plan: one step." and comment.by_legion
+    assert comment.author == "legion-implement"
+    shown = relay.worker(token, "issue", "show", "LEG-2", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert '"Plan: one step."' in shown.stdout and '"pr": null' in shown.stdout
+    # Its parent and its children are readable: the architect and plan modes read them.
+    for related in ("LEG-1", "LEG-4"):
+        read = relay.worker(token, "issue", "show", related, "--json")
+        assert read.returncode == 0, read.stderr
+
+
+def test_a_worker_opens_and_merges_only_its_own_pull_request(relay: Relay) -> None:
+    for branch in ("legion/leg-2", "legion/leg-3"):
+        git(relay.repo, "branch", branch)
+    token = relay.capability("LEG-2")
+    opened = relay.worker(token, "pr", "create", "--issue", "LEG-2", "--branch", "legion/leg-2")
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.strip() == "#1"
+    other = relay.backends.forge.create_pr("LEG-3", "legion/leg-3")  # #2, not the worker's
+    for args in (
+        ("pr", "create", "--issue", "LEG-3", "--branch", "legion/leg-3"),
+        ("pr", "merge", str(other.number)),
+        ("pr", "merge", "LEG-3"),
+        ("pr", "review", "#2", "--approve"),
+        ("pr", "view", "2"),
+        ("pr", "list"),
+    ):
+        refused = relay.worker(token, *args)
+        assert refused.returncode == 2, (args, refused.stderr)
+        assert "this worker may" in one_line_error(refused)
+    assert relay.backends.forge.get_pr("2").reviews == ()
+    ready = relay.worker(token, "pr", "view", "1", "--json")
+    assert ready.returncode == 0 and '"issue": "LEG-2"' in ready.stdout
+
+
+def test_another_issue_is_refused_in_one_line_and_logged(relay: Relay) -> None:
+    token = relay.capability("LEG-2")
+    refused = relay.worker(token, "issue", "comment", "LEG-3", "--body", "hi")
+    assert refused.returncode == 2
+    assert one_line_error(refused) == (
+        "legion: error: this worker may act only on LEG-2 (asked: LEG-3)"
+    )
+    assert relay.backends.tracker.list_comments("LEG-3") == []
+    for args in (
+        ("issue", "label", "LEG-1", "--add", "x"),  # its parent: readable, not writable
+        ("issue", "move", "LEG-3", "Done"),
+        ("issue", "show", "LEG-3"),
+        ("issue", "comments", "LEG-3"),
+        ("issue", "list"),
+        ("issue", "create", "Loose work"),  # neither a child of LEG-2 nor for triage
+    ):
+        result = relay.worker(token, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "this worker may" in one_line_error(result)
+    assert "private" not in relay.worker(token, "issue", "show", "LEG-3").stdout
+    entries = [e for e in ActionLog(relay.backends.db).tail(50) if e.action == "relay_refuse"]
+    assert entries and all(e.issue == "LEG-2" for e in entries)
+    assert entries[0].detail == "this worker may act only on LEG-2 (asked: LEG-3)"
+    assert all(token not in e.detail for e in entries)
+    # What the architect and the retro create is allowed: a child, an issue for triage.
+    child = relay.worker(token, "issue", "create", "Sub-task", "--parent", "LEG-2")
+    assert child.returncode == 0, child.stderr
+    triage = relay.worker(token, "issue", "create", "Spotted", "--status", "Triage")
+    assert triage.returncode == 0, triage.stderr
+
+
+def test_the_controller_capability_covers_the_project(relay: Relay) -> None:
+    token = relay.capability(None)
+    listed = relay.worker(token, "issue", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.count('"identifier"') == 4
+    moved = relay.worker(token, "issue", "move", "LEG-3", "Todo")
+    assert moved.returncode == 0, moved.stderr
+
+
+def test_an_unknown_capability_is_refused(relay: Relay) -> None:
+    for token in ("not-a-capability", ""):
+        refused = relay.worker(token or "x", "issue", "show", "LEG-2")
+        assert refused.returncode == 2
+        assert "does not know this session's capability" in one_line_error(refused)
+    revoked = relay.capability("LEG-2", sid="s-1")
+    Capabilities(relay.backends.db).revoke_session("s-1")
+    assert relay.worker(revoked, "issue", "show", "LEG-2").returncode == 2
+
+
+def test_a_new_capability_for_a_session_revokes_its_old_one(relay: Relay) -> None:
+    old = relay.capability("LEG-2", sid="s-1")
+    new = relay.capability("LEG-2", sid="s-1")
+    capabilities = Capabilities(relay.backends.db)
+    assert capabilities.lookup(old) is None
+    found = capabilities.lookup(new)
+    assert found is not None and found.issue == "LEG-2" and found.session_id == "s-1"
+    # Only the hash is stored.
+    db = relay.backends.db.path
+    for path in (db, db.with_name(db.name + "-wal")):
+        if path.exists():
+            assert new.encode() not in path.read_bytes()
+
+
+def test_not_found_keeps_its_exit_code_across_the_relay(relay: Relay) -> None:
+    token = relay.capability("LEG-2")
+    missing = relay.worker(token, "pr", "view", "LEG-2")
+    assert missing.returncode == 2
+    assert one_line_error(missing) == "legion: error: LEG-2 has no pull request"
+    bad = relay.worker(token, "issue", "label", "LEG-2", "--add", "  ")
+    assert bad.returncode == 2 and "unknown label" in one_line_error(bad)  # an InputError
+
+
+def test_the_daemon_down_is_one_clear_line(relay: Relay) -> None:
+    relay.server.stop()
+    assert not relay.path.exists()
+    token = relay.capability("LEG-2")
+    result = relay.worker(token, "issue", "show", "LEG-2")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "legion: waiting for the Legion daemon (up to 0.6 s) ...",
+        "legion: error: the Legion daemon is not running: start it with `legion start`",
+    ]
+
+
+def test_the_client_waits_for_a_daemon_that_comes_up(relay: Relay) -> None:
+    relay.server.stop()
+    token = relay.capability("LEG-2")
+    env = os.environ | REMOTE | {CAPABILITY_ENV: token, SOCKET_ENV: str(relay.path)}
+    proc = subprocess.Popen(
+        [str(LEGION_BIN), "issue", "show", "LEG-2", "--json"],
+        cwd=relay.repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)
+    server = RelayServer(relay.path, lambda: open_backends(relay.project, direct=True))
+    server.start()
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        server.stop()
+    assert proc.returncode == 0, err
+    assert err.strip() == "legion: waiting for the Legion daemon (up to 30 s) ..."
+    assert '"identifier": "LEG-2"' in out
+
+
+# -- the socket ------------------------------------------------------------------------------------
+
+
+def test_the_socket_is_private_and_removed_at_stop(relay: Relay) -> None:
+    info = os.lstat(relay.path)
+    assert stat.S_ISSOCK(info.st_mode)
+    assert stat.S_IMODE(info.st_mode) == 0o600
+    assert stat.S_IMODE(os.lstat(relay.path.parent).st_mode) == 0o700
+    assert os.lstat(relay.path.parent).st_uid == os.getuid()
+    relay.server.stop()
+    assert not relay.path.exists()
+
+
+def test_a_long_state_folder_gets_a_short_socket_path(tmp_path: Path) -> None:
+    long_state = tmp_path / ("x" * 120) / "state"
+    path = socket_path(long_state)
+    assert path.parent == fallback_folder() == Path(f"/tmp/legion-{os.getuid()}")
+    assert len(os.fsencode(path)) <= MAX_SOCKET_PATH
+    assert socket_path(long_state) == path  # the same for every process
+    assert socket_path(tmp_path / ("y" * 120)) != path  # and another for another project
+    short = Path(tempfile.mkdtemp(prefix="lg", dir="/tmp"))
+    try:
+        assert socket_path(short) == short / "relay.sock"
+    finally:
+        short.rmdir()
+
+
+def test_a_server_on_the_fallback_path_works(relay: Relay, tmp_path: Path) -> None:
+    state = tmp_path / ("s" * 110)
+    path = socket_path(state)
+    assert path.parent == fallback_folder()
+    with RelayServer(path, lambda: open_backends(relay.project, direct=True)):
+        assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+        assert stat.S_IMODE(os.lstat(path.parent).st_mode) == 0o700
+        client = RelayClient(path, relay.capability("LEG-2"), wait=0.5)
+        assert RelayTracker(client).get_issue("LEG-2").title == "The worker's issue"
+    assert not path.exists()
+
+
+def test_a_stale_socket_is_replaced_and_anything_else_is_reported(relay: Relay) -> None:
+    relay.server.stop()
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(relay.path))  # a killed daemon's: bound, nobody listening
+    stale.close()
+    assert relay.path.exists()
+    with RelayServer(relay.path, lambda: open_backends(relay.project, direct=True)):
+        client = RelayClient(relay.path, relay.capability(None), wait=0.5)
+        assert len(RelayTracker(client).list_issues()) == 4
+    relay.path.write_text("not a socket")
+    with pytest.raises(ConfigError, match="in the way"):
+        RelayServer(relay.path, lambda: open_backends(relay.project, direct=True)).start()
+    relay.path.unlink()
+
+
+# -- in-process adapters ---------------------------------------------------------------------------
+
+
+def test_the_adapters_return_what_the_backends_return(relay: Relay) -> None:
+    client = RelayClient(relay.path, relay.capability(None), wait=0.5)
+    tracker, forge = RelayTracker(client), RelayForge(client)
+    direct = relay.backends.tracker
+    assert tracker.list_issues() == direct.list_issues()
+    assert tracker.list_issues(status=Status.IN_PROGRESS) == direct.list_issues(
+        status=Status.IN_PROGRESS
+    )
+    assert tracker.get_issue("leg-2") == direct.get_issue("LEG-2")
+    added = tracker.add_comment("LEG-2", "hello", author="someone")
+    assert tracker.list_comments("LEG-2") == [added] == direct.list_comments("LEG-2")
+    assert tracker.set_status("LEG-3", Status.TODO).status is Status.TODO
+    both = {"worker-done", "worker-active"}
+    assert tracker.update_labels("LEG-3", add=sorted(both)).labels == both
+    assert tracker.update_labels("LEG-3", remove=["worker-done"]).labels == {"worker-active"}
+    made = tracker.create_issue("New", labels=["worker-done"], parent="LEG-1")
+    assert made == direct.get_issue(made.identifier)
+    git(relay.repo, "branch", "legion/leg-3")
+    pr = forge.create_pr("LEG-3", "legion/leg-3", draft=True)
+    assert forge.get_pr("1") == pr == direct_pr(relay, "1")
+    assert forge.set_draft("1", False).is_draft is False
+    assert forge.add_review("1", "approved", body="ok", author="r").reviews[-1].author == "r"
+    assert forge.list_prs() == relay.backends.forge.list_prs()
+    assert forge.prs_by_issue(["LEG-3", "LEG-2"]) == {"LEG-3": direct_pr(relay, "1")}
+    with pytest.raises(NotFoundError):
+        tracker.get_issue("LEG-99")
+
+
+def direct_pr(relay: Relay, ref: str) -> object:
+    return relay.backends.forge.get_pr(ref)
+
+
+def test_a_worker_adapter_raises_not_permitted(relay: Relay) -> None:
+    client = RelayClient(relay.path, relay.capability("LEG-2"), wait=0.5)
+    with pytest.raises(NotPermittedError, match=r"asked: LEG-3"):
+        RelayTracker(client).set_status("LEG-3", Status.DONE)
+    with pytest.raises(NotPermittedError):
+        RelayForge(client).prs_by_issue(["LEG-2", "LEG-3"])
+    assert RelayForge(client).prs_by_issue(["LEG-2", "LEG-1", "LEG-4"]) == {}
+
+
+def test_many_sessions_asking_at_once_are_all_answered(relay: Relay) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    token = relay.capability("LEG-2")
+
+    def ask(_: int) -> str:
+        return RelayTracker(RelayClient(relay.path, token, wait=5)).get_issue("LEG-2").title
+
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        titles = list(pool.map(ask, range(48)))
+    assert titles == ["The worker's issue"] * 48
+
+
+def test_a_daemon_that_does_not_answer_is_a_transient_error(tmp_path: Path) -> None:
+    from legion.errors import BackendError, BackendErrorKind
+
+    path = Path(tempfile.mkdtemp(prefix="lgq-", dir="/tmp")) / "s.sock"
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mute.bind(str(path))
+    mute.listen(4)  # connections queue; nobody ever answers
+    try:
+        client = RelayClient(path, "t", wait=0.5, timeout=0.5)
+        with pytest.raises(BackendError) as info:
+            RelayTracker(client).get_issue("LEG-1")
+    finally:
+        mute.close()
+        shutil.rmtree(path.parent)
+    assert info.value.kind is BackendErrorKind.TRANSIENT
+    assert "no answer within 0.5 s" in str(info.value)
+    assert "may have been carried out" in str(info.value)
+
+
+def test_no_daemon_raises_relay_unavailable_quickly(tmp_path: Path) -> None:
+    client = RelayClient(tmp_path / "none.sock", "t", wait=0.3)
+    with pytest.raises(RelayUnavailableError, match="not running"):
+        RelayTracker(client).get_issue("LEG-1")
+
+
+# -- choosing the backends -------------------------------------------------------------------------
+
+
+def test_open_backends_uses_the_relay_only_in_a_session_of_a_remote_project(
+    relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedded = relay.project
+    remote = dataclasses.replace(
+        embedded, settings=dataclasses.replace(embedded.settings, tracker="linear")
+    )
+    session = dict(os.environ) | {CAPABILITY_ENV: "tok", SOCKET_ENV: str(relay.path)}
+    chosen = open_backends(dataclasses.replace(remote, env=session))
+    assert isinstance(chosen.tracker, RelayTracker) and isinstance(chosen.forge, RelayForge)
+    chosen.db.close()
+    # An embedded project has no credential to keep: its sessions open the database directly.
+    plain = open_backends(dataclasses.replace(embedded, env=session))
+    assert not isinstance(plain.tracker, RelayTracker)
+    plain.db.close()
+    # `direct` (the daemon, its relay server) always gets the real ones; so does a process
+    # that was given no capability (a person's shell).
+    forge_remote = dataclasses.replace(
+        embedded,
+        env=session,
+        settings=dataclasses.replace(embedded.settings, forge="github"),
+    )
+    assert relay_needed(forge_remote.settings)
+    assert isinstance(open_backends(forge_remote).forge, RelayForge)
+    # (The embedded tracker registered as "linear": what `direct` opens is the registry's.)
+    monkeypatch.setitem(TRACKER_OPENERS, "linear", TRACKER_OPENERS["embedded"])
+    daemons = open_backends(dataclasses.replace(remote, env=session), direct=True)
+    assert not isinstance(daemons.tracker, RelayTracker)
+    persons = open_backends(dataclasses.replace(remote, env=dict(os.environ)))
+    assert not isinstance(persons.tracker, RelayTracker)
+
+
+def test_open_workers_mints_only_for_remote_projects(relay: Relay) -> None:
+    assert open_workers(relay.project, relay.backends).capabilities is None
+    remote = dataclasses.replace(
+        relay.project, settings=dataclasses.replace(relay.project.settings, forge="github")
+    )
+    assert open_workers(remote, relay.backends).capabilities is not None
+
+
+# -- a real worker ---------------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(180)
+def test_a_real_worker_holds_a_capability_and_no_credential(
+    tmp_path: Path, project: Path, isolated_env: Path
+) -> None:
+    """A worker started by `WorkerManager` (the real Claude Code CLI, tmux, the scripted model)
+    for a remote-tracker project: its process has its capability and the socket, none of the
+    dispatcher's credentials, and its `legion` reaches the tracker only through the relay."""
+    with open_swarm(tmp_path, project, isolated_env) as swarm:
+        credentials = {"LINEAR_API_KEY": "lin_api_relaytest", "GITHUB_TOKEN": "ghp_relaytest"}
+        dispatcher_env = swarm.env | REMOTE | credentials
+        remote = load_project(project, env=dispatcher_env)
+        embedded = load_project(project, env=swarm.env)
+        assert relay_needed(remote.settings)
+        backends = open_backends(embedded, direct=True)
+        backends.tracker.create_issue("Say hello", status=Status.IN_PROGRESS)  # LEG-1
+        backends.tracker.create_issue("Not yours")  # LEG-2
+        swarm.server.add_scenario(
+            "implement mode for LEG-1",
+            [
+                [
+                    bash(
+                        "legion issue comment LEG-2 --body nope; echo refused=$?; "
+                        "legion issue label LEG-1 --add worker-done"
+                    )
+                ],
+                [text("Done.")],
+            ],
+        )
+        path = socket_path(embedded.state_dir)
+        with RelayServer(path, lambda: open_backends(embedded, direct=True)):
+            workers = open_workers(remote, backends, dispatcher_env)
+            assert workers.capabilities is not None
+            view = workers.dispatch("LEG-1", Mode.IMPLEMENT)
+            wait_until(
+                "worker-done through the relay",
+                lambda: "worker-done" in backends.tracker.get_issue("LEG-1").labels,
+            )
+            sid = session_id(embedded.settings.project_id, "LEG-1", Mode.IMPLEMENT)
+            pids = wait_until("the worker's process", lambda: session_processes({sid}).get(sid))
+            raw = Path(f"/proc/{pids[0]}/environ").read_bytes()
+            environ = dict(
+                entry.decode().partition("=")[::2] for entry in raw.split(b"\0") if entry
+            )
+            assert environ[SOCKET_ENV] == str(path)
+            scope = workers.capabilities.lookup(environ[CAPABILITY_ENV])
+            assert scope is not None and scope.issue == "LEG-1" and scope.mode == "implement"
+            assert not set(credentials) & set(environ)
+            assert all(value not in raw.decode() for value in credentials.values())
+            assert backends.tracker.list_comments("LEG-2") == []
+            refusals = [e for e in ActionLog(backends.db).tail(50) if e.action == "relay_refuse"]
+            assert [e.issue for e in refusals] == ["LEG-1"]
+            # Retired: the window closes and the capability with it.
+            workers.retire(view)
+            assert workers.capabilities.lookup(environ[CAPABILITY_ENV]) is None
+        backends.db.close()
+
+
+# -- the daemon ------------------------------------------------------------------------------------
+
+
+def test_the_daemon_serves_the_relay_from_start_to_stop(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real daemon (in this process) of a remote-tracker project, the embedded tracker
+    registered as the remote one: it replaces a killed daemon's socket, answers on it while it
+    runs, and removes it when it stops. (No Claude Code CLI: the controller's start fails.)"""
+    from legion.daemon import Daemon, DaemonConfig
+
+    monkeypatch.setitem(TRACKER_OPENERS, "linear", TRACKER_OPENERS["embedded"])
+    tmux_dir = Path(tempfile.mkdtemp(prefix="lgr-"))
+    env = dict(os.environ) | REMOTE
+    env |= {
+        "LEGION_TMUX_SOCKET": str(tmux_dir / "sock"),
+        "LEGION_TMUX_CONFIG": "/dev/null",
+        "LEGION_CLAUDE_BIN": str(tmp_path / "no-such-claude"),
+        "LEGION_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
+    }
+    loaded = load_project(project, env=env)
+    path = socket_path(loaded.state_dir)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))
+    stale.close()
+    answered: list[int] = []
+
+    def ask(backends: Backends) -> bool:
+        token = Capabilities(backends.db).mint(None, mode="controller")
+        client = RelayClient(path, token, wait=2.0)
+        answered.append(len(RelayTracker(client).list_issues()))
+        assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+        return True
+
+    try:
+        daemon = Daemon(loaded, DaemonConfig(tick=0.2, run_for=20.0, stop_when=ask), env)
+        assert daemon.workers.capabilities is not None
+        daemon.run()
+    finally:
+        subprocess.run(
+            ["tmux", "-S", str(tmux_dir / "sock"), "kill-server"], capture_output=True, check=False
+        )
+        shutil.rmtree(tmux_dir, ignore_errors=True)
+    assert answered == [0]
+    assert not path.exists()
+
+
+# -- the real Linear and GitHub backends -----------------------------------------------------------
+
+
+@pytest.fixture
+def remote_project(git_repo: Path, tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A project on Linear and GitHub (the fake servers on 127.0.0.1, a local bare repository
+    as the remote); the environment with the credentials is the daemon's, nobody else's."""
+    from tests.fakes.github_server import FakeGitHub
+    from tests.fakes.linear_server import FakeLinear
+
+    linear, github = FakeLinear(retro_state=True), FakeGitHub()
+    remote = tmp_path / "remote.git"
+    remote.mkdir()
+    git(remote, "init", "--quiet", "--bare")
+    git(git_repo, "remote", "add", "origin", str(remote))
+    git(git_repo, "push", "--quiet", "origin", "main")
+    with linear.running(), github.running():
+        linear.reset(retro_state=True)
+        github.reset(remote=remote)
+        daemon_env = dict(os.environ) | {
+            "LINEAR_API_URL": linear.api_url,
+            "LINEAR_API_KEY": linear.token,
+            "GITHUB_API_URL": github.url,
+            "GITHUB_TOKEN": github.token,
+        }
+        init = ("init", "--tracker", "linear", "--team", "ENG", "--forge", "github")
+        made = run_legion(*init, "--repo", "acme/widgets", cwd=git_repo, env=daemon_env)
+        assert made.returncode == 0, made.stderr
+        yield git_repo, daemon_env
+
+
+def test_a_worker_on_linear_and_github_holds_no_credential_and_still_works(
+    remote_project: tuple[Path, dict[str, str]],
+) -> None:
+    repo, daemon_env = remote_project
+    secrets = {name: daemon_env[name] for name in ("LINEAR_API_KEY", "GITHUB_TOKEN")}
+    daemon_project = load_project(repo, env=daemon_env)
+    assert relay_needed(daemon_project.settings)
+    backends = open_backends(daemon_project, direct=True)
+    backends.tracker.create_issue("Parent")  # ENG-1
+    backends.tracker.create_issue("The worker's", parent="ENG-1", status=Status.IN_PROGRESS)
+    path = socket_path(daemon_project.state_dir)
+    token = Capabilities(backends.db).mint("ENG-2", mode="implement", session_id="w")
+    # The worker's environment: a capability and the socket, no credential.
+    worker_env = {name: value for name, value in os.environ.items() if name not in secrets}
+    worker_env |= {CAPABILITY_ENV: token, SOCKET_ENV: str(path), "LEGION_MODE": "implement"}
+    worker_env["LEGION_RELAY_WAIT"] = "1"
+
+    def worker(*args: str) -> Result:
+        proc = subprocess.run(
+            [str(LEGION_BIN), *args],
+            cwd=repo,
+            env=worker_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert all(value not in proc.stdout + proc.stderr for value in secrets.values())
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    with RelayServer(path, lambda: open_backends(daemon_project, direct=True)):
+        shown = worker("issue", "show", "ENG-2", "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert '"parent": "ENG-1"' in shown.stdout
+        assert worker("issue", "comment", "ENG-2", "--body", "Plan: do it").returncode == 0
+        assert worker("issue", "label", "ENG-2", "--add", "worker-done").returncode == 0
+        git(repo, "branch", "legion/eng-2")
+        opened = worker("pr", "create", "--issue", "ENG-2", "--branch", "legion/eng-2")
+        assert opened.returncode == 0, opened.stderr  # pushed and opened by the daemon
+        refused = worker("issue", "move", "ENG-1", "Done")
+        assert one_line_error(refused) == (
+            "legion: error: this worker may act only on ENG-2 (asked: ENG-1)"
+        )
+        assert refused.returncode == 2
+    issue = backends.tracker.get_issue("ENG-2")
+    assert "worker-done" in issue.labels
+    assert [c.body for c in backends.tracker.list_comments("ENG-2")] == ["Plan: do it"]
+    assert backends.forge.get_pr("ENG-2").branch == "legion/eng-2"
+
+    # A credential the daemon's backend refuses: the worker gets the same one line and kind.
+    wrong = load_project(repo, env=daemon_env | {"LINEAR_API_KEY": "lin_api_wrongwrongwrong"})
+    with RelayServer(path, lambda: open_backends(wrong, direct=True)):
+        denied = worker("issue", "show", "ENG-2")
+    assert denied.returncode == 1
+    assert "legion doctor" in one_line_error(denied) and "wrongwrong" not in denied.stderr
+    backends.db.close()
