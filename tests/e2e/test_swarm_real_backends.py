@@ -1,0 +1,184 @@
+"""The full cycle with `tracker = "linear"` and `forge = "github"`: the daemon, real Claude Code
+workers (scripted model), real tmux and git, against the fake Linear and GitHub servers on
+127.0.0.1, the GitHub remote a local bare repository.
+
+The credentials are in the daemon's environment only. Every worker's `legion` command goes
+through the daemon's relay with a capability for its own issue; while the swarm runs, the live
+sessions' environments are read from /proc, and afterwards the workspace, the transcripts and
+the state folder are searched: no token anywhere a worker could see it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from legion.demo.swarm_script import swarm_script
+from tests.conftest import git, run_legion
+from tests.e2e.swarm_env import (
+    Daemon,
+    Swarm,
+    open_swarm,
+    session_processes,
+    session_uuid,
+    wait_until,
+)
+from tests.fakes.github_server import FakeGitHub
+from tests.fakes.linear_server import FakeLinear
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+# Tokens with a unique part, searched for everywhere a worker could see them.
+LINEAR_KEY = "lin_api_e2esentinel5f1c9a0b7d2e4f68"
+GITHUB_TOKEN = "ghp_e2esentinel8d3b1a6c4e2f0a97"
+SECRETS = (b"e2esentinel5f1c9a0b7d2e4f68", b"e2esentinel8d3b1a6c4e2f0a97")
+
+
+@dataclass
+class Fakes:
+    linear: FakeLinear
+    github: FakeGitHub
+    remote: Path
+
+    def env(self) -> dict[str, str]:
+        return {
+            "LINEAR_API_URL": self.linear.api_url,
+            "LINEAR_API_KEY": LINEAR_KEY,
+            "GITHUB_API_URL": self.github.url,
+            "GITHUB_TOKEN": GITHUB_TOKEN,
+        }
+
+
+@pytest.fixture
+def fakes(tmp_path: Path) -> Iterator[Fakes]:
+    remote = tmp_path / "remote.git"
+    remote.mkdir()
+    git(remote, "init", "--quiet", "--bare")
+    linear = FakeLinear(token=LINEAR_KEY, retro_state=True)
+    github = FakeGitHub(token=GITHUB_TOKEN, remote=remote)
+    with linear.running(), github.running():
+        yield Fakes(linear, github, remote)
+
+
+@pytest.fixture
+def swarm(tmp_path: Path, git_repo: Path, isolated_env: Path, fakes: Fakes) -> Iterator[Swarm]:
+    git(git_repo, "remote", "add", "origin", str(fakes.remote))
+    git(git_repo, "push", "--quiet", "origin", "main")
+    init = run_legion(
+        "init",
+        "--tracker",
+        "linear",
+        "--team",
+        "ENG",
+        "--forge",
+        "github",
+        "--repo",
+        "acme/widgets",
+        cwd=git_repo,
+        env=dict(os.environ) | fakes.env(),
+    )
+    assert init.returncode == 0, init.stderr
+    with open_swarm(tmp_path, git_repo, isolated_env) as made:
+        made.env |= fakes.env()
+        yield made
+
+
+@dataclass
+class EnvironWatch:
+    """Reads, in a thread, the environment of every live process of the given sessions."""
+
+    session_ids: set[str]
+    seen: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    leaks: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for sid, pids in session_processes(self.session_ids).items():
+                for pid in pids:
+                    try:
+                        raw = Path(f"/proc/{pid}/environ").read_bytes()
+                    except OSError:
+                        continue
+                    if any(secret in raw for secret in SECRETS):
+                        self.leaks.append(f"session {sid} (pid {pid})")
+                    pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
+                    self.seen.setdefault(sid, []).append(
+                        {
+                            k.decode(errors="replace"): v.decode(errors="replace")
+                            for k, _, v in pairs
+                        }
+                    )
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> EnvironWatch:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def files_with_secrets(*roots: Path) -> list[str]:
+    found = []
+    for root in roots:
+        for path in root.rglob("*") if root.exists() else ():
+            if path.is_file() and not path.is_symlink():
+                try:
+                    data = path.read_bytes()
+                except OSError:
+                    continue
+                if any(secret in data for secret in SECRETS):
+                    found.append(str(path))
+    return found
+
+
+def test_full_cycle_on_linear_and_github(swarm: Swarm, fakes: Fakes) -> None:
+    linear, github = fakes.linear, fakes.github
+    issue = linear.add_issue("Feature one", state="Todo", description="Add feature one.")
+    assert issue == "ENG-1"
+    swarm.server.script.scenarios.extend(swarm_script([issue]).scenarios)  # type: ignore[arg-type]
+    modes = ("plan", "implement", "review", "finish")
+    sids = {session_uuid(swarm, f"{issue}:{mode}") for mode in modes}
+    workspace = swarm.workspace_root / "eng-1"
+    seen: set[str] = set()
+
+    def done() -> bool:
+        seen.add(linear.state_name(issue))
+        return linear.state_name(issue) == "Done"
+
+    with EnvironWatch(sids) as watch, Daemon(swarm) as daemon:
+        wait_until("ENG-1 Done on Linear", done, timeout=240)
+        wait_until("workspace swept", lambda: not workspace.exists(), timeout=60)
+    assert {"Todo", "In Progress", "In Review", "Retro", "Done"} <= seen, seen
+    assert "Traceback" not in daemon.output()
+
+    # Linear: the plan as Legion's (marked) comment, no workflow label left behind.
+    comments = linear.comments_of(issue)
+    assert any("## Plan" in c["body"] and "<!-- legion:" in c["body"] for c in comments)
+    assert linear.label_names(issue) & {"worker-done", "worker-active"} == set()
+    # GitHub: the branch pushed, the PR reviewed twice through labels, merged by squash.
+    assert git(fakes.remote, "rev-parse", "--verify", "refs/heads/legion/eng-1").strip()
+    assert github.merges == [(1, "SQUASH")]
+    assert github.label_names(1) == ["worker-approved"]
+    reviews = [body for body in github.comments(1) if "Legion review" in body]
+    assert len(reviews) == 2, github.comments(1)
+    assert "Please add a docstring." in reviews[0] and "Looks good now." in reviews[1]
+
+    # The credentials never reached a session: not in any live environment the watch read,
+    # while every session had its capability and the relay's socket instead.
+    assert watch.leaks == []
+    assert set(watch.seen) >= {session_uuid(swarm, f"{issue}:{m}") for m in ("implement", "review")}
+    for environs in watch.seen.values():
+        assert all("LEGION_CAPABILITY" in env and "LEGION_RELAY_SOCKET" in env for env in environs)
+        assert all(not env.keys() & {"LINEAR_API_KEY", "GITHUB_TOKEN"} for env in environs)
+    # Nor in any file a worker could read: the repository, the transcripts, Legion's state.
+    state_dir = Path(swarm.json("config")["settings"]["state_dir"]["value"])
+    assert files_with_secrets(swarm.repo, swarm.workspace_root, swarm.config_dir, state_dir) == []
