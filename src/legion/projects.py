@@ -81,3 +81,11 @@ def github_repo_of_url(url: str) -> str | None:
     """OWNER/NAME from a github.com remote URL (https, ssh or scp-like), else None."""
     match = _GITHUB_REMOTE.match(url.strip())
     return match.group(1) if match else None
+
+
+def issue_key_for_repo(github_repo: str) -> str:
+    """The issue key of a GitHub Issues project: its repository's name in capitals, letters and
+    digits only, at most 10, starting with a letter (`acme/widgets` -> WIDGETS)."""
+    name = re.sub(r"[^A-Z0-9]", "", github_repo.partition("/")[2].upper())
+    name = name.lstrip("0123456789")[:10]
+    return name or "GH"

@@ -161,3 +161,21 @@ def test_backend_names_and_their_settings_are_checked(tmp_path: Path) -> None:
         "QA": Status.NEEDS_REVIEW,
         "Shipped": Status.DONE,
     }
+
+
+@pytest.mark.parametrize(
+    ("repo", "key"),
+    [
+        ("acme/widgets", "WIDGETS"),
+        ("acme/my-app.js", "MYAPPJS"),
+        ("acme/2fast", "FAST"),
+        ("acme/a-very-long-repository-name", "AVERYLONGR"),
+        ("acme/---", "GH"),
+    ],
+)
+def test_a_github_issues_project_takes_its_key_from_the_repository(repo: str, key: str) -> None:
+    from legion.core.model import validate_issue_key
+    from legion.projects import issue_key_for_repo
+
+    assert issue_key_for_repo(repo) == key
+    assert validate_issue_key(key) == key

@@ -24,7 +24,7 @@ from legion.cli import (
 )
 from legion.config import FORGES, SPECS, TRACKERS
 from legion.errors import InputError
-from legion.projects import github_repo_of_remote, init_project
+from legion.projects import github_repo_of_remote, init_project, issue_key_for_repo
 
 app = typer.Typer(
     name="legion",
@@ -137,9 +137,14 @@ def root(
 )
 def init(
     ctx: typer.Context,
-    key: Annotated[
-        str, typer.Option(help="Prefix of issue identifiers, e.g. LEG for LEG-1.")
-    ] = "LEG",
+    key_given: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            help="Prefix of issue identifiers, e.g. LEG for LEG-1 (default LEG; with --tracker "
+            "github the repository's name: issue #12 of acme/widgets is WIDGETS-12).",
+        ),
+    ] = None,
     tracker: Annotated[
         str, typer.Option(help=f"Issue tracker: {', '.join(TRACKERS)}.")
     ] = "embedded",
@@ -161,7 +166,7 @@ def init(
 
     With a real tracker or forge, Legion checks the credentials and finds the team and the
     repository before it writes anything (LINEAR_API_KEY; GITHUB_TOKEN, GH_TOKEN or `gh`)."""
-    key = common.checked_option("issue_key", key, "option --key")
+    key = common.checked_option("issue_key", key_given or "LEG", "option --key")
     tracker = common.checked_option("tracker", tracker, "option --tracker")
     forge = common.checked_option("forge", forge, "option --forge")
     extra: dict[str, Any] = {}
@@ -172,16 +177,18 @@ def init(
         key = extra["linear_team"]  # Linear's identifiers are the team's: ENG-12
     elif team is not None:
         raise InputError("--team is for --tracker linear")
-    if forge == "github":
+    if "github" in (tracker, forge):
         github_repo = github_repo or github_repo_of_remote(common.repo_path(ctx))
         if github_repo is None:
             raise InputError(
-                "--forge github needs the repository: add --repo OWNER/NAME (no `origin` "
-                "remote on GitHub to take it from)"
+                f"--{'forge' if forge == 'github' else 'tracker'} github needs the repository: "
+                "add --repo OWNER/NAME (no `origin` remote on GitHub to take it from)"
             )
         extra["github_repo"] = common.checked_option("github_repo", github_repo, "option --repo")
+        if tracker == "github" and key_given is None:
+            key = issue_key_for_repo(extra["github_repo"])  # issue #12 is WIDGETS-12
     elif github_repo is not None:
-        raise InputError("--repo is for --forge github")
+        raise InputError("--repo is for --forge github or --tracker github")
     project, created = init_project(
         common.repo_path(ctx), key=key, tracker=tracker, forge=forge, extra=extra
     )
