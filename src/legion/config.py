@@ -25,7 +25,7 @@ CONFIG_DIR_NAME = ".legion"
 CONFIG_FILE_NAME = "config.toml"
 
 # The backends' names; `legion.backends` is the one registry that maps them to code.
-TRACKERS = ("embedded", "linear")
+TRACKERS = ("embedded", "linear", "github")
 FORGES = ("embedded", "github")
 PERMISSION_MODES = ("bypass", "acceptEdits", "auto", "default", "plan")
 MERGE_METHODS = ("squash", "merge", "rebase")
@@ -152,6 +152,15 @@ def _github_repo(value: Any) -> str:
     return text
 
 
+def _project_number(value: Any) -> int:
+    """A GitHub Projects (v2) number: the N of github.com/orgs/OWNER/projects/N."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"must be a project number (1 or more), got {value!r}")
+    return value
+
+
 def _team_key(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a team key (e.g. ENG), got {value!r}")
@@ -196,6 +205,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("forge", _backend(FORGES), "embedded"),
     SettingSpec("linear_team", _team_key),
     SettingSpec("github_repo", _github_repo),
+    SettingSpec("github_project", _project_number),
     SettingSpec("merge_method", _choice(MERGE_METHODS), "squash"),
     SettingSpec("remote", _branch, "origin"),
     SettingSpec("statuses", _statuses, {}, parse_env=_statuses_from_env),
@@ -227,6 +237,7 @@ class Settings:
     forge: str = "embedded"
     linear_team: str | None = None
     github_repo: str | None = None
+    github_project: int | None = None  # the Projects (v2) board whose Status field is the status
     merge_method: str = "squash"
     remote: str = "origin"
     statuses: Mapping[str, Status] = field(default_factory=dict)

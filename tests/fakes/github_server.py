@@ -1,4 +1,5 @@
-"""A fake GitHub GraphQL API: one repository with pull requests, labels, reviews and comments.
+"""A fake GitHub GraphQL API: one repository with pull requests, issues, labels, reviews,
+comments and Projects (v2) boards.
 
 Requests are validated and executed against GitHub's published schema (`GraphQLFake`), so a
 document the real API would refuse is refused here too. Resolvers cover exactly what Legion's
@@ -10,11 +11,19 @@ Like GitHub: GraphQL errors come with HTTP 200 and a top-level `type` (NOT_FOUND
 UNPROCESSABLE), a bad token gets 401. With `remote` (a bare repository, the project's git
 remote) a PR's head commit is the remote branch's, and a PR cannot be opened for a branch that
 was not pushed.
+
+Issues (for the GitHub Issues tracker): `repository.issues(states:, labels:, orderBy:, first:,
+after:)` (filtered, ordered, paged), `issue(number:)`, `issueOrPullRequest(number:)`, an
+issue's labels, comments (paged), project items and the issues that mention it (`#N`, its
+timeline's cross-references); the owner's `projectV2(number:)` with a single-select `Status`
+field; and the mutations that create, close, reopen, label, comment and set a project field.
+Issues and pull requests share their numbers, as on GitHub.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import threading
 from datetime import UTC, datetime, timedelta
@@ -62,6 +71,11 @@ class FakeGitHub(GraphQLFake):
         self.pulls: dict[int, Node] = {}  # by number
         self.vanished: set[int] = set()  # PRs that now answer NOT_FOUND
         self.merges: list[tuple[int, str]] = []  # (number, merge method) of each merge
+        self.issues: dict[int, Node] = {}  # by number (shared with the PRs')
+        self.projects: dict[int, Node] = {}  # the owner's Projects (v2) boards, by number
+        self.project_items: list[Node] = []
+        self.owner_type = "Organization"
+        self.has_issues = True
         self.reset(remote=remote, permission=permission)
 
     def reset(self, *, remote: Path | None = None, permission: str = "WRITE") -> None:
@@ -73,6 +87,11 @@ class FakeGitHub(GraphQLFake):
             self.pulls.clear()
             self.vanished.clear()
             self.merges.clear()
+            self.issues.clear()
+            self.projects.clear()
+            self.project_items.clear()
+            self.owner_type = "Organization"
+            self.has_issues = True
             self.remote = remote
             self.permission = permission
             self._clock = 0
@@ -113,7 +132,7 @@ class FakeGitHub(GraphQLFake):
         """A PR as if opened on GitHub (from a `fork` of the repository, or from the repository
         itself). Without `head_oid`, the head is the remote branch's."""
         with self.lock:
-            number = max(self.pulls, default=0) + 1
+            number = self.next_number()
             stamp = self.now()
             pr: Node = {
                 "__typename": "PullRequest",
@@ -141,6 +160,150 @@ class FakeGitHub(GraphQLFake):
             }
             self.pulls[number] = pr
             return pr
+
+    def next_number(self) -> int:
+        """Issues and pull requests count together, as on GitHub."""
+        return max([*self.pulls, *self.issues], default=0) + 1
+
+    def add_issue(
+        self,
+        title: str,
+        *,
+        body: str = "",
+        labels: tuple[str, ...] | list[str] = (),
+        state: str = "OPEN",
+    ) -> Node:
+        """An issue as if opened on GitHub (its labels created when missing)."""
+        with self.lock:
+            number = self.next_number()
+            stamp = self.now()
+            issue: Node = {
+                "__typename": "Issue",
+                "id": f"I_{number}",
+                "number": number,
+                "title": title,
+                "body": body,
+                "url": f"https://github.com/{self.owner}/{self.repo}/issues/{number}",
+                "state": state,
+                "stateReason": "COMPLETED" if state == "CLOSED" else None,
+                "createdAt": stamp,
+                "updatedAt": stamp,
+                "closedAt": stamp if state == "CLOSED" else None,
+                "_labels": [self.add_label(name)["name"] for name in labels],
+                "_comments": [],
+            }
+            self.issues[number] = issue
+            return issue
+
+    def add_issue_comment(self, number: int, body: str, login: str = "hank") -> Node:
+        with self.lock:
+            issue = self.issues[number]
+            stamp = self.now()
+            comment = {
+                "__typename": "IssueComment",
+                "id": f"IC_{number}_{len(issue['_comments']) + 1}",
+                "body": body,
+                "createdAt": stamp,
+                "author": _user(login),
+            }
+            issue["_comments"].append(comment)
+            issue["updatedAt"] = stamp
+            return comment
+
+    def issue_labels(self, number: int) -> set[str]:
+        with self.lock:
+            return set(self.issues[number]["_labels"])
+
+    def issue_comments(self, number: int) -> list[str]:
+        with self.lock:
+            return [comment["body"] for comment in self.issues[number]["_comments"]]
+
+    def add_project(
+        self,
+        number: int = 1,
+        *,
+        title: str = "Roadmap",
+        options: tuple[str, ...] = ("Todo", "In Progress", "Done"),
+        field_name: str = "Status",
+    ) -> Node:
+        """A Projects (v2) board of the repository's owner, with a single-select field
+        (GitHub's default: Status with Todo, In Progress, Done)."""
+        with self.lock:
+            project: Node = {
+                "__typename": "ProjectV2",
+                "id": f"PVT_{number}",
+                "number": number,
+                "title": title,
+                "closed": False,
+                "url": f"https://github.com/orgs/{self.owner}/projects/{number}",
+                "_field": {
+                    "__typename": "ProjectV2SingleSelectField",
+                    "id": f"PVTSSF_{number}",
+                    "name": field_name,
+                    "dataType": "SINGLE_SELECT",
+                    "options": [],
+                },
+            }
+            self.projects[number] = project
+            for name in options:
+                self.add_option(name, project=number)
+            return project
+
+    def add_option(self, name: str, *, project: int = 1) -> None:
+        with self.lock:
+            options = self.projects[project]["_field"]["options"]
+            options.append(
+                {
+                    "__typename": "ProjectV2SingleSelectFieldOption",
+                    "id": hashlib.sha1(f"{project}:{name}".encode()).hexdigest()[:8],
+                    "name": name,
+                    "nameHTML": name,
+                    "description": "",
+                    "descriptionHTML": "",
+                    "color": "GRAY",
+                }
+            )
+
+    def project_item(self, content: Node, project: Node, *, create: bool = False) -> Node | None:
+        with self.lock:
+            for item in self.project_items:
+                if item["content"] is content and item["project"] is project:
+                    return item
+            if not create:
+                return None
+            item = {
+                "__typename": "ProjectV2Item",
+                "id": f"PVTI_{len(self.project_items) + 1}",
+                "project": project,
+                "content": content,
+                "isArchived": False,
+                "type": "ISSUE",
+                "_option": None,
+            }
+            self.project_items.append(item)
+            return item
+
+    def set_project_status(self, number: int, option: str | None, *, project: int = 1) -> None:
+        """Put issue `number` in the project (if it is not) with Status `option` (None: none)."""
+        with self.lock:
+            board = self.projects[project]
+            item = self.project_item(self.issues[number], board, create=True)
+            assert item is not None
+            if option is None:
+                item["_option"] = None
+                return
+            found = [o["id"] for o in board["_field"]["options"] if o["name"] == option]
+            assert found, f"no option {option!r}"
+            item["_option"] = found[0]
+
+    def project_status(self, number: int, *, project: int = 1) -> str | None:
+        with self.lock:
+            board = self.projects[project]
+            item = self.project_item(self.issues[number], board)
+            if item is None or item["_option"] is None:
+                return None
+            options = board["_field"]["options"]
+            return next(str(o["name"]) for o in options if o["id"] == item["_option"])
 
     def add_native_review(self, number: int, state: str, login: str, body: str = "") -> None:
         with self.lock:
@@ -178,7 +341,22 @@ class FakeGitHub(GraphQLFake):
             "nameWithOwner": f"{self.owner}/{self.repo}",
             "viewerPermission": self.permission,
             "defaultBranchRef": {"__typename": "Ref", "name": self.default_branch},
+            "hasIssuesEnabled": self.has_issues,
+            "owner": {"__typename": self.owner_type, "id": "O_1", "login": self.owner},
         }
+
+    def labelable_by_node_id(self, node_id: str) -> Node:
+        """A pull request or an issue, by its node id."""
+        for issue in self.issues.values():
+            if issue["id"] == node_id:
+                return issue
+        return self.pr_by_node_id(node_id)
+
+    def project_by_id(self, node_id: str) -> Node:
+        for project in self.projects.values():
+            if project["id"] == node_id:
+                return project
+        raise _not_found(f"Could not resolve to a node with the global id of '{node_id}'")
 
     def pr_by_node_id(self, node_id: str) -> Node:
         for pr in self.pulls.values():
@@ -429,7 +607,7 @@ def _labels_by_id(fake: FakeGitHub, ids: list[str]) -> list[str]:
 
 def _add_labels(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
     fake = _fake(info)
-    pr = fake.pr_by_node_id(input["labelableId"])
+    pr = fake.labelable_by_node_id(input["labelableId"])
     for name in _labels_by_id(fake, input["labelIds"]):
         if name not in pr["_labels"]:
             pr["_labels"].append(name)
@@ -439,7 +617,7 @@ def _add_labels(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
 
 def _remove_labels(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
     fake = _fake(info)
-    pr = fake.pr_by_node_id(input["labelableId"])
+    pr = fake.labelable_by_node_id(input["labelableId"])
     for name in _labels_by_id(fake, input["labelIds"]):
         if name in pr["_labels"]:
             pr["_labels"].remove(name)
@@ -458,7 +636,12 @@ def _create_label(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
 
 def _add_comment(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
     fake = _fake(info)
-    pr = fake.pr_by_node_id(input["subjectId"])
+    subject = fake.labelable_by_node_id(input["subjectId"])
+    if subject["__typename"] == "Issue":
+        comment = fake.add_issue_comment(subject["number"], input["body"], fake.viewer)
+        edge = {"cursor": comment["id"], "node": comment}
+        return {"subject": subject, "commentEdge": edge, "timelineEdge": None}
+    pr = subject
     stamp = fake.now()
     pr["_comments"].append({"login": fake.viewer, "body": input["body"], "createdAt": stamp})
     pr["updatedAt"] = stamp
@@ -485,6 +668,203 @@ def _merge(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
     pr["_merge_commit"] = _sha(f"merge {pr['number']} {method}")
     fake.touch(pr)
     return {"pullRequest": pr, "actor": _user(fake.viewer), "clientMutationId": None}
+
+
+# -- issues --------------------------------------------------------------------------------------
+
+
+def _issue_not_found(number: int, what: str = "an Issue") -> FakeError:
+    return _not_found(f"Could not resolve to {what} with the number of {number}.")
+
+
+def _issue(_parent: Any, info: Any, number: int) -> Node:
+    issue = _fake(info).issues.get(number)
+    if issue is None:
+        raise _issue_not_found(number)
+    return issue
+
+
+def _issue_or_pull_request(_parent: Any, info: Any, number: int) -> Node:
+    fake = _fake(info)
+    found = fake.issues.get(number)
+    if found is None and number not in fake.vanished:
+        found = fake.pulls.get(number)
+    if found is None:
+        raise _issue_not_found(number, "an issue or pull request")
+    return found
+
+
+def _issues(
+    _parent: Any,
+    info: Any,
+    states: list[str] | None = None,
+    labels: list[str] | None = None,
+    orderBy: dict[str, str] | None = None,
+    after: str | None = None,
+    first: int | None = None,
+    **_: Any,
+) -> Node:
+    fake = _fake(info)
+    if first is None or not 1 <= first <= 100:
+        raise FakeError("You must provide a `first` value between 1 and 100 (the fake needs it).")
+    wanted = {name.casefold() for name in labels or ()}
+    found = [
+        issue
+        for issue in fake.issues.values()
+        if (not states or issue["state"] in states)
+        and (not wanted or wanted & {name.casefold() for name in issue["_labels"]})
+    ]
+    order = orderBy or {"field": "CREATED_AT", "direction": "ASC"}
+    key = {"CREATED_AT": "createdAt", "UPDATED_AT": "updatedAt"}.get(order["field"], "createdAt")
+    found.sort(key=lambda i: (i[key], i["number"]), reverse=order["direction"] == "DESC")
+    offset = int(after) if after else 0
+    page = found[offset : offset + first]
+    return _connection(page, offset, offset + first < len(found))
+
+
+def _repository_labels(
+    _parent: Any, info: Any, first: int | None = None, after: str | None = None, **_: Any
+) -> Node:
+    labels = list(_fake(info).labels.values())
+    offset = int(after) if after else 0
+    size = first or 100
+    return _connection(labels[offset : offset + size], offset, offset + size < len(labels))
+
+
+def _issue_labels(issue: Node, info: Any, first: int | None = None, **_: Any) -> Node:
+    fake = _fake(info)
+    return _connection([fake.labels[name] for name in issue["_labels"][: first or 100]])
+
+
+def _issue_comments(
+    issue: Node, _info: Any, first: int | None = None, after: str | None = None, **_: Any
+) -> Node:
+    comments = issue["_comments"]
+    offset = int(after) if after else 0
+    size = first or 100
+    return _connection(comments[offset : offset + size], offset, offset + size < len(comments))
+
+
+def _issue_project_items(issue: Node, info: Any, first: int | None = None, **_: Any) -> Node:
+    items = [item for item in _fake(info).project_items if item["content"] is issue]
+    return _connection(items[: first or 100])
+
+
+def _issue_timeline(
+    issue: Node, info: Any, itemTypes: list[str] | None = None, first: int | None = None, **_: Any
+) -> Node:
+    """The cross-references: the other issues whose body mentions `#N`."""
+    if itemTypes is not None and "CROSS_REFERENCED_EVENT" not in itemTypes:
+        return _connection([])
+    mention = re.compile(rf"(?<![\w/])#{issue['number']}\b")
+    events = [
+        {
+            "__typename": "CrossReferencedEvent",
+            "id": f"CRE_{other['number']}_{issue['number']}",
+            "isCrossRepository": False,
+            "willCloseTarget": False,
+            "source": other,
+            "target": issue,
+            "createdAt": other["createdAt"],
+            "referencedAt": other["createdAt"],
+        }
+        for other in _fake(info).issues.values()
+        if other is not issue and mention.search(other["body"])
+    ]
+    return _connection(events[: first or 100])
+
+
+def _owner_project(owner: Node, info: Any, number: int) -> Node:
+    fake = _fake(info)
+    project = fake.projects.get(number)
+    if project is None or owner["login"] != fake.owner:
+        kind = "an Organization" if owner["__typename"] == "Organization" else "a User"
+        raise _not_found(f"Could not resolve to a ProjectV2 with the number {number} of {kind}.")
+    return project
+
+
+def _project_field(project: Node, _info: Any, name: str) -> Node | None:
+    field = project["_field"]
+    return field if field["name"] == name else None
+
+
+def _item_field_value(item: Node, _info: Any, name: str) -> Node | None:
+    field = item["project"]["_field"]
+    if field["name"] != name or item["_option"] is None:
+        return None
+    option = next(o for o in field["options"] if o["id"] == item["_option"])
+    return {
+        "__typename": "ProjectV2ItemFieldSingleSelectValue",
+        "id": f"PVTFSV_{item['id']}",
+        "name": option["name"],
+        "optionId": option["id"],
+        "field": field,
+    }
+
+
+def _create_issue(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
+    fake = _fake(info)
+    if input["repositoryId"] != fake.repository_id:
+        raise _not_found(
+            f"Could not resolve to a node with the global id of '{input['repositoryId']}'"
+        )
+    names = _labels_by_id(fake, input.get("labelIds") or [])
+    issue = fake.add_issue(input["title"], body=input.get("body") or "", labels=tuple(names))
+    return {"issue": issue, "clientMutationId": None}
+
+
+def _set_issue_state(fake: FakeGitHub, node_id: str, state: str, reason: str | None) -> Node:
+    issue = fake.labelable_by_node_id(node_id)
+    if issue["__typename"] != "Issue":
+        raise _not_found(f"Could not resolve to an Issue with the global id of '{node_id}'")
+    issue["state"] = state
+    issue["stateReason"] = reason
+    fake.touch(issue)
+    issue["closedAt"] = issue["updatedAt"] if state == "CLOSED" else None
+    return {"issue": issue, "clientMutationId": None}
+
+
+def _close_issue(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
+    reason = input.get("stateReason") or "COMPLETED"
+    return _set_issue_state(_fake(info), input["issueId"], "CLOSED", reason)
+
+
+def _reopen_issue(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
+    return _set_issue_state(_fake(info), input["issueId"], "OPEN", "REOPENED")
+
+
+def _add_project_item(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
+    fake = _fake(info)
+    project = fake.project_by_id(input["projectId"])
+    content = fake.labelable_by_node_id(input["contentId"])
+    return {"item": fake.project_item(content, project, create=True), "clientMutationId": None}
+
+
+def _project_item_by_id(fake: FakeGitHub, input: dict[str, Any]) -> Node:
+    project = fake.project_by_id(input["projectId"])
+    if input["fieldId"] != project["_field"]["id"]:
+        raise _not_found(f"Could not resolve to a node with the global id of '{input['fieldId']}'")
+    for item in fake.project_items:
+        if item["id"] == input["itemId"] and item["project"] is project:
+            return item
+    raise _not_found(f"Could not resolve to a node with the global id of '{input['itemId']}'")
+
+
+def _update_item_field(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
+    fake = _fake(info)
+    item = _project_item_by_id(fake, input)
+    option = (input.get("value") or {}).get("singleSelectOptionId")
+    options = {o["id"] for o in item["project"]["_field"]["options"]}
+    if option not in options:
+        raise _unprocessable("The single select option Id does not belong to the field")
+    item["_option"] = option
+    return {"projectV2Item": item, "clientMutationId": None}
+
+
+def _clear_item_field(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
+    item = _project_item_by_id(_fake(info), input)
+    item["_option"] = None
+    return {"projectV2Item": item, "clientMutationId": None}
 
 
 _attached: set[int] = set()  # id() of each schema the resolvers are attached to
@@ -519,6 +899,24 @@ def _attach_resolvers() -> None:
             ("Mutation", "createLabel", _create_label),
             ("Mutation", "addComment", _add_comment),
             ("Mutation", "mergePullRequest", _merge),
+            ("Repository", "issues", _issues),
+            ("Repository", "issue", _issue),
+            ("Repository", "issueOrPullRequest", _issue_or_pull_request),
+            ("Repository", "labels", _repository_labels),
+            ("Issue", "labels", _issue_labels),
+            ("Issue", "comments", _issue_comments),
+            ("Issue", "projectItems", _issue_project_items),
+            ("Issue", "timelineItems", _issue_timeline),
+            ("Organization", "projectV2", _owner_project),
+            ("User", "projectV2", _owner_project),
+            ("ProjectV2", "field", _project_field),
+            ("ProjectV2Item", "fieldValueByName", _item_field_value),
+            ("Mutation", "createIssue", _create_issue),
+            ("Mutation", "closeIssue", _close_issue),
+            ("Mutation", "reopenIssue", _reopen_issue),
+            ("Mutation", "addProjectV2ItemById", _add_project_item),
+            ("Mutation", "updateProjectV2ItemFieldValue", _update_item_field),
+            ("Mutation", "clearProjectV2ItemFieldValue", _clear_item_field),
         ):
             attach(schema, type_name, field_name, resolver)
         _attached.add(id(schema))

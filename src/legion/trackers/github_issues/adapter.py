@@ -1,0 +1,1046 @@
+"""GitHub Issues as Legion's tracker: one repository's issues, over GitHub's GraphQL API.
+
+Identifiers: Legion's identifiers are KEY-N. GitHub issue number N is `KEY-N`, KEY being the
+project's `issue_key` (`legion init --tracker github` sets it from the repository's name:
+WIDGETS-12 is issue #12 of acme/widgets). `Issue.id` is the issue's node id, `Issue.url` its
+page. Pull requests share the issues' numbers but are not issues: lists skip them, and asking
+for one by number is "not found".
+
+Status, with `github_project = N`: the issue's item in Projects (v2) board N of the
+repository's owner, its single-select field `Status`. Option names map through the
+`[statuses]` table, then Legion's names and aliases ("Todo", "In Progress" and "Done" are
+GitHub's defaults; "In Review" is Needs Review). Setting a status sets the item's field,
+adding the issue to the project first when it is not in it. Without a project: a label
+`status: <name>` (`status: In Progress`), exactly one; setting a status removes the other
+`status:` labels and adds the new one, creating it in the repository once if missing. Those
+labels are the status, so `Issue.labels` leaves them out.
+
+Open and closed: an issue is Done exactly when it is closed. Moving to Done closes it (then
+sets the field or label), moving out of Done sets the field or label, then reopens it: an
+interruption between the two leaves a closed issue, Done, that the next `set_status` repairs.
+An open issue without a status, or whose status says Done (a person reopened it), is Triage,
+so the controller triages it; one with several `status:` labels of different statuses is
+Triage too. An open issue whose status maps to no Legion status (an option "Blocked" nobody
+mapped) is not Legion's: lists skip it and `get_issue` reports it as not found. Setting
+Triage when no status maps to it clears the status.
+
+Reads: `list_issues` reads every open issue (100 per request, each with its first 50 labels)
+and, in the first request, the 100 most recently updated closed ones (Done: the workspace
+sweep needs them), so N open issues cost max(1, ceil(N / 100)) requests (with a project, one
+more for the project's options when the cache below is stale). With `status=Done` it reads
+closed issues only, most recently updated first, at most `DONE_PAGES` pages. Comments are
+read on demand, every page.
+
+Sub-issues: GitHub's published schema has no sub-issue fields yet, so a sub-issue's body ends
+with the line `Parent: KEY-N (#N)` (the `#N` makes GitHub link the two). `Issue.body` comes
+without that line and `Issue.parent` from it; `children` are, in a list, the listed issues
+naming the issue as parent, and for `get_issue` the issues that mention it (its timeline's
+cross-references, first 50) whose line names it.
+
+The repository's id, its labels and the project's field and options are cached in
+`github-issues-OWNER-NAME.json` in the project's state folder (0600) for ten minutes, and
+refetched sooner (at most once a minute) when a label or an option Legion needs is not in it.
+Writes send only what changes: labels with `addLabelsToLabelable`/`removeLabelsFromLabelable`,
+never clobbering a label a person set; comments carry Legion's marker.
+
+A comment's author is the name in Legion's marker for the comments Legion wrote (every one is
+written with the same token), else the GitHub login.
+
+Not handled: GitHub's `createIssue` and `addComment` take no id of the caller's, so when the
+answer to one is lost (a timeout) and the shared client retries it, the issue or comment may
+be written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from legion.config import Project
+from legion.core.model import Status, fold_name, parse_identifier
+from legion.core.statusmap import StatusMap
+from legion.core.text import clean_body, clean_comment, clean_title
+from legion.errors import (
+    BackendError,
+    BackendErrorKind,
+    ConfigError,
+    InputError,
+    LegionError,
+    NotFoundError,
+)
+from legion.graphql_client import Document, GraphQLClient
+from legion.statefiles import write_private
+from legion.trackers.base import (
+    WORKFLOW_LABELS,
+    Comment,
+    Issue,
+    canonical_label,
+    check_label,
+    known_labels,
+    mark,
+    unmark,
+)
+from legion.trackers.github_issues import documents as docs
+
+CACHE_TTL_S = 600.0  # the repository's labels and the project's options are refetched after
+RECHECK_S = 60.0  # a missing label or option refetches them, at most this often
+DONE_PAGES = 5  # `list_issues(status=Done)`: the 500 most recently updated closed issues
+_CACHE_VERSION = 1
+
+STATUS_PREFIX = "status:"
+# Colours and descriptions of the labels Legion creates.
+_STATUS_LABEL_STYLE: tuple[str, str | None] = ("c5def5", "The issue's status in Legion's workflow")
+_WORKFLOW_LABEL_STYLE: tuple[str, str | None] = ("fbca04", "A label of Legion's workflow")
+_OTHER_LABEL_STYLE: tuple[str, str | None] = ("ededed", None)
+
+_PARENT_LINE = re.compile(
+    r"^Parent:[ \t]*(?:[A-Za-z][A-Za-z0-9]{0,9}-([1-9][0-9]{0,8})|#([1-9][0-9]{0,8}))\b.*$",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def status_label(name: str) -> str:
+    """The label that says an issue has the status `name`."""
+    return f"status: {name}"
+
+
+def status_of_label(label: str) -> str | None:
+    """The status a `status: <name>` label names, or None for any other label."""
+    if not label.casefold().startswith(STATUS_PREFIX):
+        return None
+    name = label[len(STATUS_PREFIX) :].strip()
+    return name or None
+
+
+def split_parent(body: str) -> tuple[str, int | None]:
+    """(the body without a final "Parent:" line, the parent's number from the last such line)."""
+    matches = list(_PARENT_LINE.finditer(body))
+    if not matches:
+        return body, None
+    last = matches[-1]
+    number = int(last.group(1) or last.group(2))
+    if body[last.end() :].strip():
+        return body, number  # a person's line within the text: the text stays whole
+    return body[: last.start()].rstrip(), number
+
+
+def with_parent(body: str, key: str, number: int) -> str:
+    line = f"Parent: {key}-{number} (#{number})"
+    return f"{body.rstrip()}\n\n{line}" if body.strip() else line
+
+
+@dataclass(frozen=True)
+class ProjectBoard:
+    """The Projects (v2) board that holds the status: its Status field and the options."""
+
+    id: str
+    number: int
+    title: str
+    closed: bool
+    field_id: str
+    options: tuple[tuple[str, str], ...]  # (option id, name), in the field's order
+
+    def option_names(self) -> list[str]:
+        return [name for _, name in self.options]
+
+    def option_id(self, name: str) -> str:
+        return next(option_id for option_id, option in self.options if option == name)
+
+
+@dataclass
+class RepositoryInfo:
+    """What the tracker needs to know of the repository, cached between runs."""
+
+    slug: str  # OWNER/NAME as configured
+    id: str
+    name_with_owner: str
+    viewer: str
+    has_issues: bool
+    permission: str | None
+    labels: dict[str, str]  # name: id
+    project_number: int | None
+    project: ProjectBoard | None
+    fetched_at: float
+
+    def find_label(self, name: str) -> tuple[str, str] | None:
+        """(name as GitHub has it, id) of the label `name`, in any case."""
+        if name in self.labels:
+            return name, self.labels[name]
+        folded = name.casefold()
+        for existing, label_id in self.labels.items():
+            if existing.casefold() == folded:
+                return existing, label_id
+        return None
+
+    def status_label_names(self) -> list[str]:
+        """The statuses the repository's `status:` labels name."""
+        return [s for label in self.labels if (s := status_of_label(label)) is not None]
+
+    def to_json(self) -> dict[str, Any]:
+        data = {key: value for key, value in vars(self).items() if key != "project"}
+        project = None
+        if self.project is not None:
+            project = {**vars(self.project), "options": [list(o) for o in self.project.options]}
+        return {"version": _CACHE_VERSION, **data, "project": project}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RepositoryInfo:
+        if data.get("version") != _CACHE_VERSION:
+            raise ValueError("another version")
+        raw = data.get("project")
+        project = None
+        if raw is not None:
+            options = tuple((str(i), str(n)) for i, n in raw["options"])
+            project = ProjectBoard(**{**raw, "options": options})
+        number = data["project_number"]
+        return cls(
+            slug=str(data["slug"]),
+            id=str(data["id"]),
+            name_with_owner=str(data["name_with_owner"]),
+            viewer=str(data["viewer"]),
+            has_issues=bool(data["has_issues"]),
+            permission=data["permission"],
+            labels={str(k): str(v) for k, v in data["labels"].items()},
+            project_number=None if number is None else int(number),
+            project=project,
+            fetched_at=float(data["fetched_at"]),
+        )
+
+
+@dataclass
+class GitHubIssuesTracker:
+    """The `Tracker` protocol over one GitHub repository's issues. The client is made at the
+    first request (`connect`), so opening the tracker costs nothing."""
+
+    connect: Callable[[], GraphQLClient]
+    owner: str
+    name: str
+    issue_key: str
+    statuses: StatusMap = field(default_factory=StatusMap)
+    extra_labels: tuple[str, ...] = ()
+    project_number: int | None = None
+    cache_path: Path | None = None  # None: the repository is cached in memory only
+    clock: Callable[[], float] = time.time
+    _client: GraphQLClient | None = field(default=None, repr=False)
+    _info: RepositoryInfo | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.issue_key = self.issue_key.strip().upper()
+        self.known_labels: tuple[str, ...] = known_labels(self.extra_labels)
+
+    @property
+    def client(self) -> GraphQLClient:
+        if self._client is None:
+            self._client = self.connect()
+        return self._client
+
+    @property
+    def slug(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    @property
+    def uses_project(self) -> bool:
+        return self.project_number is not None
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def list_issues(self, *, status: Status | None = None, label: str | None = None) -> list[Issue]:
+        if self.uses_project:
+            self.info()  # the project's id and options first: a wrong setting fails here
+        labels: list[str] | None = None
+        if label is not None:
+            found = self._repository_label(self._known_label(label))
+            if found is None:
+                return []  # no such label in the repository: no issue carries it
+            labels = [found]
+        nodes: dict[int, dict[str, Any]] = {}
+        for node in self._issue_nodes(status, labels):
+            number = int(node["number"])
+            # An issue closed while the pages were read may come twice: the newer one counts.
+            if number not in nodes or node["updatedAt"] >= nodes[number]["updatedAt"]:
+                nodes[number] = node
+        children: dict[int, list[int]] = {}
+        for node in nodes.values():
+            parent = split_parent(node.get("body") or "")[1]
+            if parent is not None:
+                children.setdefault(parent, []).append(int(node["number"]))
+        found_issues: list[Issue] = []
+        for number in sorted(nodes):
+            issue = self._to_issue(nodes[number], children.get(number, ()))
+            if issue is None or (status is not None and issue.status is not status):
+                continue
+            if labels is not None and not _has_label(nodes[number], labels[0]):
+                continue
+            found_issues.append(issue)
+        return found_issues
+
+    def get_issue(self, identifier: str) -> Issue:
+        node = self._fetch(identifier)
+        return self._mapped(node, _children(node))
+
+    def list_comments(self, identifier: str) -> list[Comment]:
+        normalized, number = self._number(identifier)
+        comments: list[Comment] = []
+        after: str | None = None
+        while True:
+            repo = self._repository_data(docs.COMMENTS, {"number": number, "after": after})
+            issue = repo.get("issue")
+            if not isinstance(issue, dict):
+                raise self._not_found(normalized)
+            connection = issue["comments"]
+            comments.extend(
+                self._to_comment(node, normalized) for node in connection["nodes"] if node
+            )
+            after = _next_cursor(connection)
+            if after is None:
+                break
+        comments.sort(key=lambda comment: comment.created_at)
+        return comments
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def create_issue(
+        self,
+        title: str,
+        *,
+        body: str = "",
+        status: Status = Status.TODO,
+        labels: Iterable[str] = (),
+        parent: str | None = None,
+    ) -> Issue:
+        title = clean_title(title)
+        body = clean_body(body)
+        label_names = sorted({self._known_label(name) for name in labels})
+        if parent is not None:
+            parent_node = self._fetch(parent)
+            body = with_parent(body, self.issue_key, int(parent_node["number"]))
+            clean_body(body)  # still within GitHub's limit with the line
+        target = self._status_target(status)  # before anything is written: a missing option
+        label_ids = [self._label_id(name) for name in label_names]
+        if target is not None and not self.uses_project:
+            label_ids.append(self._label_id(status_label(target)))
+        info = self.info()
+        data = self.client.execute(
+            docs.CREATE_ISSUE,
+            {
+                "repositoryId": info.id,
+                "title": title,
+                "body": body,
+                "labelIds": label_ids,
+                "withProject": self.uses_project,
+            },
+        )
+        node: dict[str, Any] = data["createIssue"]["issue"]
+        if target is not None and self.uses_project:
+            node = self._write_project_status(node, status, target)
+        if status is Status.DONE:
+            node = self._set_open(node, open_=False)
+        return self._mapped(node)
+
+    def set_status(self, identifier: str, status: Status) -> Issue:
+        node = self._fetch(identifier)
+        children = _children(node)
+        target = self._status_target(status)  # a status with no option fails before any write
+        if status is Status.DONE and node["state"] == "OPEN":
+            node = self._set_open(node, open_=False)
+        if self.uses_project:
+            node = self._write_project_status(node, status, target)
+        else:
+            node = self._write_status_label(node, status, target)
+        if status is not Status.DONE and node["state"] == "CLOSED":
+            node = self._set_open(node, open_=True)
+        return self._mapped(node, children)
+
+    def update_labels(
+        self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Issue:
+        to_add = {self._known_label(name) for name in add}
+        to_remove = {self._known_label(name) for name in remove}
+        both = to_add & to_remove
+        if both:
+            raise InputError(f"label {sorted(both)[0]!r} is both added and removed")
+        # A fresh read: only what changes is sent, and removal uses the issue's own label ids.
+        node = self._fetch(identifier)
+        children = _children(node)
+        current = {label["name"].casefold(): label["id"] for label in _label_nodes(node)}
+        added = [name for name in sorted(to_add) if name.casefold() not in current]
+        removed = [current[n.casefold()] for n in sorted(to_remove) if n.casefold() in current]
+        if added:
+            node = self._add_labels(node, added)
+        if removed:
+            node = self._remove_labels(node, removed)
+        return self._mapped(node, children)
+
+    def add_comment(
+        self, identifier: str, body: str, *, author: str, by_legion: bool = False
+    ) -> Comment:
+        body = clean_comment(body)
+        author = clean_title(author) if author.strip() else "unknown"
+        if by_legion:
+            body = mark(body, author)
+        node = self._fetch(identifier)
+        normalized = self._identifier(int(node["number"]))
+        data = self._execute_for(normalized, docs.ADD_COMMENT, {"id": node["id"], "body": body})
+        edge = data["addComment"].get("commentEdge") or {}
+        created = edge.get("node")
+        if not isinstance(created, dict):
+            raise BackendError(
+                "github",
+                BackendErrorKind.INVALID,
+                "the comment was not created",
+                operation=docs.ADD_COMMENT.name,
+            )
+        return self._to_comment(created, normalized)
+
+    # -- the repository, its labels and the project ----------------------------------------------
+
+    def info(self, *, max_age: float = CACHE_TTL_S) -> RepositoryInfo:
+        """The repository, its labels and the project: from memory, the cache file, or GitHub."""
+        now = self.clock()
+        if self._info is None:
+            self._info = self._read_cache()
+        cached = self._info
+        # `max_age=0` always asks GitHub, even within the clock's resolution.
+        if cached is not None and 0 <= now - cached.fetched_at < max_age:
+            return cached
+        self._info = self._fetch_info(now)
+        self._write_cache(self._info)
+        return self._info
+
+    def _fetch_info(self, now: float) -> RepositoryInfo:
+        data, _ = self.client.execute_partial(
+            docs.REPOSITORY,
+            {
+                **self._names(),
+                "project": self.project_number or 0,
+                "withProject": self.uses_project,
+            },
+        )
+        repo = data.get("repository")
+        if not isinstance(repo, dict):
+            raise self._missing_repository(docs.REPOSITORY)
+        labels = {node["name"]: node["id"] for node in repo["labels"]["nodes"] if node}
+        after = _next_cursor(repo["labels"])
+        while after is not None:
+            page = self._repository_data(docs.LABEL_PAGE, {"after": after})["labels"]
+            labels.update({node["name"]: node["id"] for node in page["nodes"] if node})
+            after = _next_cursor(page)
+        project = None
+        if self.project_number is not None:
+            project = self._project_board(repo.get("owner") or {})
+        return RepositoryInfo(
+            slug=self.slug,
+            id=repo["id"],
+            name_with_owner=repo.get("nameWithOwner") or self.slug,
+            viewer=(data.get("viewer") or {}).get("login") or "",
+            has_issues=bool(repo.get("hasIssuesEnabled", True)),
+            permission=repo.get("viewerPermission"),
+            labels=labels,
+            project_number=self.project_number,
+            project=project,
+            fetched_at=now,
+        )
+
+    def _project_board(self, owner: Mapping[str, Any]) -> ProjectBoard:
+        number = self.project_number
+        node = owner.get("projectV2")
+        if not isinstance(node, dict):
+            raise ConfigError(
+                f"no GitHub project {number} of {self.owner} is visible to this token: check "
+                "github_project in .legion/config.toml (the number in the project's URL) and "
+                "that the token has the `project` scope (`gh auth refresh -s project`)"
+            )
+        status_field = node.get("field")
+        if not isinstance(status_field, dict) or not status_field.get("options"):
+            raise ConfigError(
+                f"GitHub project {number} ({node.get('title')}) has no single-select field "
+                f"named {docs.STATUS_FIELD!r}: add one, with an option per status Legion uses"
+            )
+        return ProjectBoard(
+            id=node["id"],
+            number=int(node["number"]),
+            title=node.get("title") or "",
+            closed=bool(node.get("closed")),
+            field_id=status_field["id"],
+            options=tuple((o["id"], o["name"]) for o in status_field["options"]),
+        )
+
+    def _read_cache(self) -> RepositoryInfo | None:
+        if self.cache_path is None:
+            return None
+        try:
+            info = RepositoryInfo.from_json(json.loads(self.cache_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # absent, from another version, or damaged: fetched again
+        if info.slug != self.slug or info.project_number != self.project_number:
+            return None  # the settings changed since
+        return info
+
+    def _write_cache(self, info: RepositoryInfo) -> None:
+        if self.cache_path is not None:
+            write_private(self.cache_path, json.dumps(info.to_json(), indent=1) + "\n")
+
+    def _repository_label(self, name: str) -> str | None:
+        """The repository's spelling of label `name`, or None when it has no such label."""
+        found = self.info().find_label(name) or self.info(max_age=RECHECK_S).find_label(name)
+        return found[0] if found is not None else None
+
+    def _label_id(self, name: str) -> str:
+        """The id of label `name`, created in the repository when it has none yet."""
+        found = self.info().find_label(name) or self.info(max_age=RECHECK_S).find_label(name)
+        if found is not None:
+            return found[1]
+        info = self.info()
+        if status_of_label(name) is not None:
+            color, description = _STATUS_LABEL_STYLE
+        elif name in WORKFLOW_LABELS:
+            color, description = _WORKFLOW_LABEL_STYLE
+        else:
+            color, description = _OTHER_LABEL_STYLE
+        try:
+            data = self.client.execute(
+                docs.CREATE_LABEL,
+                {"repositoryId": info.id, "name": name, "color": color, "description": description},
+            )
+        except BackendError as exc:
+            if exc.kind is not BackendErrorKind.INVALID:
+                raise
+            # Created meanwhile (another Legion, a person: "already taken"): use that one.
+            again = self.info(max_age=0).find_label(name)
+            if again is None:
+                raise
+            return again[1]
+        label = data["createLabel"]["label"]
+        info.labels[label["name"]] = label["id"]
+        self._write_cache(info)
+        return str(label["id"])
+
+    # -- status --------------------------------------------------------------------------------
+
+    def backend_status_names(self, info: RepositoryInfo) -> list[str]:
+        """The status names the backend has (or, with labels, Legion may create) for `status`,
+        the existing ones first. Triage is left out: no status is Triage."""
+        if info.project is not None:
+            return info.project.option_names()
+        names = [*info.status_label_names(), *self.statuses.table]
+        for status in Status:
+            if status is not Status.TRIAGE:
+                names.append(status.value)
+        unique: dict[str, str] = {}
+        for name in names:
+            unique.setdefault(fold_name(name), name)
+        return list(unique.values())
+
+    def _status_target(self, status: Status) -> str | None:
+        """The backend's name for `status`; None for Triage when no name maps to it (the
+        status is cleared). A status with no option is a ConfigError that says what to do."""
+        try:
+            return self.statuses.to_backend(status, self.backend_status_names(self.info()))
+        except ConfigError:
+            if status is Status.TRIAGE:
+                return None  # no status is Triage: nothing to look for
+            try:
+                # An option added since the cache was read.
+                fresh = self.info(max_age=RECHECK_S)
+                return self.statuses.to_backend(status, self.backend_status_names(fresh))
+            except ConfigError as exc:
+                if self.uses_project:
+                    raise self._missing_option(status) from None
+                raise exc from None
+
+    def _missing_option(self, status: Status) -> ConfigError:
+        project = self.info().project
+        assert project is not None
+        options = ", ".join(project.option_names())
+        return ConfigError(
+            f"the {docs.STATUS_FIELD} field of GitHub project {project.number} has no option "
+            f"for {status.value!r} (it has: {options}): add an option {status.value!r} to the "
+            f"field, or map one in the [statuses] table of .legion/config.toml, e.g. "
+            f'"{project.option_names()[0]}" = "{status.value}"'
+        )
+
+    def _status_of(self, node: Mapping[str, Any]) -> tuple[Status | None, str]:
+        """(the issue's Legion status or None when it is not Legion's, the backend's name)."""
+        names = self._status_names(node)
+        closed = node["state"] == "CLOSED"
+        mapped = [(name, self.statuses.to_legion(name)) for name in names]
+        statuses = {status for _, status in mapped if status is not None}
+        if closed:
+            done = next((name for name, status in mapped if status is Status.DONE), "Closed")
+            return Status.DONE, done
+        if not names:
+            return Status.TRIAGE, ""
+        if not statuses:
+            return None, names[0]
+        if len(statuses) > 1:
+            return Status.TRIAGE, ", ".join(names)  # contradicting labels: someone decides
+        status = statuses.pop()
+        name = next(name for name, mapped_status in mapped if mapped_status is status)
+        return (Status.TRIAGE if status is Status.DONE else status), name
+
+    def _status_names(self, node: Mapping[str, Any]) -> list[str]:
+        """The status names the issue carries: its option in the project, or its labels'."""
+        if not self.uses_project:
+            return [s for label in _label_nodes(node) if (s := status_of_label(label["name"]))]
+        item = self._project_item(node)
+        if item is None:
+            return []
+        value = item.get("fieldValueByName") or {}
+        name = value.get("name")
+        return [name] if name else []
+
+    def _project_item(self, node: Mapping[str, Any]) -> dict[str, Any] | None:
+        project = self.info().project
+        assert project is not None
+        for item in (node.get("projectItems") or {}).get("nodes") or []:
+            if item and (item.get("project") or {}).get("id") == project.id:
+                found: dict[str, Any] = item
+                return found
+        return None
+
+    def _write_status_label(
+        self, node: dict[str, Any], status: Status, target: str | None
+    ) -> dict[str, Any]:
+        current = [
+            (label["name"], label["id"])
+            for label in _label_nodes(node)
+            if status_of_label(label["name"]) is not None
+        ]
+        if len(current) == 1:
+            carried = status_of_label(current[0][0]) or ""
+            if self.statuses.to_legion(carried) is status:
+                return node  # already there, under whichever name maps to it
+        wanted = status_label(target) if target is not None else None
+        keep = wanted is not None and any(n.casefold() == wanted.casefold() for n, _ in current)
+        if wanted is not None and not keep:
+            node = self._add_labels(node, [wanted])
+        stale = [i for n, i in current if wanted is None or n.casefold() != wanted.casefold()]
+        if stale:
+            node = self._remove_labels(node, stale)
+        return node
+
+    def _write_project_status(
+        self, node: dict[str, Any], status: Status, target: str | None
+    ) -> dict[str, Any]:
+        project = self.info().project
+        assert project is not None
+        item = self._project_item(node)
+        carried = self._status_names(node)
+        if carried and self.statuses.to_legion(carried[0]) is status:
+            return node  # already there
+        identifier = self._identifier(int(node["number"]))
+        if target is None:
+            if item is None or not carried:
+                return node  # no status already
+            data = self._execute_for(
+                identifier,
+                docs.CLEAR_PROJECT_STATUS,
+                {
+                    "projectId": project.id,
+                    "itemId": item["id"],
+                    "fieldId": project.field_id,
+                    "withProject": True,
+                },
+            )
+            return _item_issue(data["clearProjectV2ItemFieldValue"], docs.CLEAR_PROJECT_STATUS)
+        if item is None:
+            added = self._execute_for(
+                identifier,
+                docs.ADD_PROJECT_ITEM,
+                {"projectId": project.id, "contentId": node["id"]},
+            )
+            item_id = added["addProjectV2ItemById"]["item"]["id"]
+        else:
+            item_id = item["id"]
+        data = self._execute_for(
+            identifier,
+            docs.SET_PROJECT_STATUS,
+            {
+                "projectId": project.id,
+                "itemId": item_id,
+                "fieldId": project.field_id,
+                "optionId": project.option_id(target),
+                "withProject": True,
+            },
+        )
+        return _item_issue(data["updateProjectV2ItemFieldValue"], docs.SET_PROJECT_STATUS)
+
+    def _set_open(self, node: Mapping[str, Any], *, open_: bool) -> dict[str, Any]:
+        doc, mutation = (
+            (docs.REOPEN_ISSUE, "reopenIssue") if open_ else (docs.CLOSE_ISSUE, "closeIssue")
+        )
+        data = self._execute_for(
+            self._identifier(int(node["number"])),
+            doc,
+            {"id": node["id"], "withProject": self.uses_project},
+        )
+        issue: dict[str, Any] = data[mutation]["issue"]
+        return issue
+
+    # -- labels --------------------------------------------------------------------------------
+
+    def _add_labels(self, node: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+        ids = [self._label_id(name) for name in names]
+        try:
+            return self._labels_mutation(docs.ADD_LABELS, "addLabelsToLabelable", node, ids)
+        except NotFoundError:
+            # A label deleted since it was cached: look the ids up (or create them) once more.
+            self.info(max_age=0)
+            ids = [self._label_id(name) for name in names]
+            return self._labels_mutation(docs.ADD_LABELS, "addLabelsToLabelable", node, ids)
+
+    def _remove_labels(self, node: dict[str, Any], label_ids: list[str]) -> dict[str, Any]:
+        """Remove labels by the ids the issue itself carries (never stale)."""
+        return self._labels_mutation(
+            docs.REMOVE_LABELS, "removeLabelsFromLabelable", node, label_ids
+        )
+
+    def _labels_mutation(
+        self, doc: Document, mutation: str, node: Mapping[str, Any], label_ids: list[str]
+    ) -> dict[str, Any]:
+        data = self._execute_for(
+            self._identifier(int(node["number"])),
+            doc,
+            {"id": node["id"], "labelIds": label_ids, "withProject": self.uses_project},
+        )
+        issue = (data.get(mutation) or {}).get("labelable")
+        if not isinstance(issue, dict) or "number" not in issue:
+            raise BackendError(
+                "github",
+                BackendErrorKind.INVALID,
+                "the labels were not changed",
+                operation=doc.name,
+            )
+        return issue
+
+    def _known_label(self, name: str) -> str:
+        return check_label(name, self.known_labels)
+
+    def _canonical_label(self, name: str) -> str:
+        return canonical_label(name, self.known_labels)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _names(self) -> dict[str, str]:
+        return {"owner": self.owner, "name": self.name}
+
+    def _missing_repository(self, doc: Document) -> BackendError:
+        # A repository the token cannot see reads as missing: a setting or credential to fix.
+        return BackendError(
+            "github",
+            BackendErrorKind.AUTH,
+            f"repository {self.slug} not found, or the token cannot see it",
+            operation=doc.name,
+        )
+
+    def _not_found(self, identifier: str) -> NotFoundError:
+        return NotFoundError(f"no issue {identifier} in {self.slug} (see `legion issue list`)")
+
+    def _repository_data(self, doc: Document, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """The `repository` of a read; an item missing in it (NOT_FOUND) comes back null."""
+        data, _ = self.client.execute_partial(doc, {**self._names(), **variables})
+        repo = data.get("repository")
+        if not isinstance(repo, dict):
+            raise self._missing_repository(doc)
+        return repo
+
+    def _execute_for(
+        self, identifier: str, doc: Document, variables: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A mutation about one issue: an unknown issue is a NotFoundError."""
+        try:
+            return self.client.execute(doc, variables)
+        except BackendError as exc:
+            if exc.kind is BackendErrorKind.NOT_FOUND:
+                raise self._not_found(identifier) from None
+            raise
+
+    def _issue_nodes(
+        self, status: Status | None, labels: list[str] | None
+    ) -> Iterator[dict[str, Any]]:
+        pages: int | None = None  # open issues: every page
+        states, order = ["OPEN"], {"field": "CREATED_AT", "direction": "ASC"}
+        if status is Status.DONE:
+            states, order = ["CLOSED"], {"field": "UPDATED_AT", "direction": "DESC"}
+            pages = DONE_PAGES
+        recently_closed = status is None  # Done issues come along, for the workspace sweep
+        after: str | None = None
+        read = 0
+        while True:
+            repo = self._repository_data(
+                docs.ISSUE_PAGE,
+                {
+                    "states": states,
+                    "order": order,
+                    "labels": labels,
+                    "after": after,
+                    "withProject": self.uses_project,
+                    "withRecentlyClosed": recently_closed,
+                },
+            )
+            read += 1
+            connection = repo["issues"]
+            yield from (node for node in connection["nodes"] if node)
+            if recently_closed:
+                yield from (node for node in repo["recentlyClosed"]["nodes"] if node)
+                recently_closed = False
+            after = _next_cursor(connection)
+            if after is None or (pages is not None and read >= pages):
+                return
+
+    def _number(self, identifier: str) -> tuple[str, int]:
+        """(KEY-N, N) for an identifier of this project."""
+        key, number = parse_identifier(identifier)
+        if key != self.issue_key:
+            raise NotFoundError(
+                f"{key}-{number} is not an issue of this project: its issues are "
+                f"{self.issue_key}-N, for issue #N of {self.slug}"
+            )
+        return f"{key}-{number}", number
+
+    def _identifier(self, number: int) -> str:
+        return f"{self.issue_key}-{number}"
+
+    def _fetch(self, identifier: str) -> dict[str, Any]:
+        """The issue's node, with the issues that mention it."""
+        normalized, number = self._number(identifier)
+        repo = self._repository_data(
+            docs.ISSUE, {"number": number, "withProject": self.uses_project}
+        )
+        node = repo.get("issueOrPullRequest")
+        if not isinstance(node, dict):
+            raise self._not_found(normalized)
+        if node.get("__typename") != "Issue":
+            raise NotFoundError(
+                f"{normalized} is pull request #{number} of {self.slug}, not an issue"
+            )
+        return node
+
+    # -- reading a node ------------------------------------------------------------------------
+
+    def _to_issue(self, node: Mapping[str, Any], children: Iterable[int] = ()) -> Issue | None:
+        """The issue, or None when its status maps to no Legion status (not Legion's)."""
+        status, backend_status = self._status_of(node)
+        if status is None:
+            return None
+        body, parent = split_parent(node.get("body") or "")
+        labels = frozenset(
+            self._canonical_label(label["name"])
+            for label in _label_nodes(node)
+            if self.uses_project or status_of_label(label["name"]) is None
+        )
+        return Issue(
+            identifier=self._identifier(int(node["number"])),
+            title=node["title"],
+            body=body,
+            status=status,
+            labels=labels,
+            parent=self._identifier(parent) if parent is not None else None,
+            children=tuple(self._identifier(n) for n in sorted(set(children))),
+            created_at=node.get("createdAt") or "",
+            updated_at=node.get("updatedAt") or "",
+            id=node["id"],
+            url=node.get("url") or "",
+            backend_status=backend_status,
+        )
+
+    def _mapped(self, node: Mapping[str, Any], children: Iterable[int] = ()) -> Issue:
+        issue = self._to_issue(node, children)
+        if issue is None:
+            name = self._status_of(node)[1]
+            raise NotFoundError(
+                f"{self._identifier(int(node['number']))} has the status {name!r}, which is not "
+                f'Legion\'s (map it in the [statuses] table of .legion/config.toml, e.g. "{name}" '
+                '= "Backlog", to use it)'
+            )
+        return issue
+
+    def _to_comment(self, node: Mapping[str, Any], identifier: str) -> Comment:
+        body, marker = unmark(node.get("body") or "")
+        login = (node.get("author") or {}).get("login") or "ghost"  # GitHub's deleted account
+        return Comment(
+            id=node["id"],
+            issue=identifier,
+            author=marker if marker is not None else login,
+            body=body,
+            created_at=node.get("createdAt") or "",
+            by_legion=marker is not None,
+        )
+
+
+def _label_nodes(node: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [label for label in (node.get("labels") or {}).get("nodes") or [] if label]
+
+
+def _has_label(node: Mapping[str, Any], name: str) -> bool:
+    return any(label["name"].casefold() == name.casefold() for label in _label_nodes(node))
+
+
+def _children(node: Mapping[str, Any]) -> list[int]:
+    """The sub-issues of an issue read with its cross-references: the issues of the same
+    repository whose "Parent:" line names it."""
+    number = int(node["number"])
+    found: list[int] = []
+    for event in (node.get("timelineItems") or {}).get("nodes") or []:
+        if not event or event.get("isCrossRepository"):
+            continue
+        source = event.get("source") or {}
+        if "number" in source and split_parent(source.get("body") or "")[1] == number:
+            found.append(int(source["number"]))
+    return found
+
+
+def _item_issue(payload: Mapping[str, Any], doc: Document) -> dict[str, Any]:
+    content = (payload.get("projectV2Item") or {}).get("content")
+    if not isinstance(content, dict) or "number" not in content:
+        raise BackendError(
+            "github", BackendErrorKind.INVALID, "the status was not changed", operation=doc.name
+        )
+    return content
+
+
+def _next_cursor(connection: Mapping[str, Any]) -> str | None:
+    info = connection.get("pageInfo") or {}
+    cursor = info.get("endCursor")
+    return str(cursor) if info.get("hasNextPage") and cursor else None
+
+
+def _cache_name(owner: str, name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", f"github-issues-{owner}-{name}") + ".json"
+
+
+def open_tracker(
+    project: Project, db: object = None, *, client: GraphQLClient | None = None
+) -> GitHubIssuesTracker:
+    """The registry's opener (`legion.backends`). `db` is not used: GitHub holds the issues.
+    The token is looked up at the first request."""
+    from legion.forges.github.adapter import repository_name
+    from legion.forges.github.client import github_client
+
+    settings = project.settings
+    owner, name = repository_name(project)
+
+    def connect() -> GraphQLClient:
+        return client if client is not None else github_client(project.env)
+
+    return GitHubIssuesTracker(
+        connect,
+        owner=owner,
+        name=name,
+        issue_key=settings.issue_key,
+        statuses=StatusMap(settings.statuses),
+        extra_labels=settings.labels,
+        project_number=settings.github_project,
+        cache_path=project.state_dir / _cache_name(owner, name),
+    )
+
+
+DoctorCheck = tuple[str, bool, str]
+
+
+def doctor_checks(project: Project, *, client: GraphQLClient | None = None) -> list[DoctorCheck]:
+    """What `legion doctor` reports about GitHub Issues: (name, ok, what is there or how to fix
+    it). The token's source is named, never its value."""
+    from legion.forges.github.client import find_token, github_client
+
+    source = ""
+    if client is None:
+        token = find_token(project.env)
+        if token is None:
+            return [
+                (
+                    "GitHub Issues",
+                    False,
+                    "no GitHub token: set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`",
+                )
+            ]
+        source = f" (token from {token.source})"
+        client = github_client(project.env, token=token, timeout=10.0)
+    try:
+        tracker = open_tracker(project, None, client=client)
+        info = tracker.info(max_age=0)
+    except LegionError as exc:
+        return [("GitHub Issues", False, str(exc))]
+    checks: list[DoctorCheck] = []
+    writable = info.permission in ("ADMIN", "MAINTAIN", "WRITE", "TRIAGE")
+    if not info.has_issues:
+        off = f"{info.name_with_owner} has issues turned off in its settings"
+        checks.append(("GitHub Issues", False, off))
+    elif not writable:
+        checks.append(
+            (
+                "GitHub Issues",
+                False,
+                f"{info.name_with_owner}: the token can only read (permission "
+                f"{info.permission or 'none'}); it needs triage or write access to label and "
+                "close issues",
+            )
+        )
+    else:
+        checks.append(
+            (
+                "GitHub Issues",
+                True,
+                f"{info.name_with_owner}, issues {tracker.issue_key}-N; authenticated as "
+                f"{info.viewer}{source}",
+            )
+        )
+    statuses = tracker.statuses
+    names = tracker.backend_status_names(info)
+    if info.project is not None:
+        board = info.project
+        closed = " (closed)" if board.closed else ""
+        checks.append(
+            (
+                "GitHub project",
+                True,
+                f"#{board.number} {board.title}{closed}: {docs.STATUS_FIELD} options "
+                f"{', '.join(board.option_names())}",
+            )
+        )
+        missing = statuses.missing(names)
+        unmapped = statuses.unmapped(names)
+        not_legions = f"; not Legion's: {', '.join(unmapped)}" if unmapped else ""
+        if missing:
+            example = unmapped[0] if unmapped else board.option_names()[0]
+            checks.append(
+                (
+                    "GitHub statuses",
+                    False,
+                    f"no option of the {docs.STATUS_FIELD} field maps to "
+                    f"{', '.join(s.value for s in missing)}: add the options to project "
+                    f"#{board.number}, or map one in the [statuses] table of "
+                    f'.legion/config.toml, e.g. "{example}" = "{missing[0].value}"{not_legions}',
+                )
+            )
+        else:
+            mapped = ", ".join(
+                f"{name} = {status.value}"
+                for name in names
+                if (status := statuses.to_legion(name)) is not None
+            )
+            checks.append(("GitHub statuses", True, f"{mapped}; no status = Triage{not_legions}"))
+    else:
+        existing = info.status_label_names()
+        detail = (
+            f"labels {STATUS_PREFIX} <status>; present: {', '.join(existing)}"
+            if existing
+            else f"labels {STATUS_PREFIX} <status>, created when first used"
+        )
+        checks.append(("GitHub statuses", True, f"{detail}; no status = Triage"))
+    absent = [name for name in tracker.known_labels if info.find_label(name) is None]
+    checks.append(
+        (
+            "GitHub issue labels",
+            True,
+            f"missing {', '.join(absent)}: Legion creates them when first used"
+            if absent
+            else f"all present: {', '.join(tracker.known_labels)}",
+        )
+    )
+    return checks
