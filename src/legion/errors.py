@@ -81,6 +81,9 @@ class BackendError(LegionError):
         self.kind = kind
         self.operation = operation
         self.retry_after = retry_after
+        # Whether the request may have reached the server (and so taken effect): only a
+        # connection that was never made is known not to have.
+        self.delivered = True
 
     @property
     def retryable(self) -> bool:

@@ -39,6 +39,10 @@ class Document:
     name: str  # the operation's name, as written in the text
     text: str
 
+    @property
+    def is_mutation(self) -> bool:
+        return self.text.lstrip().startswith("mutation")
+
 
 def document(backend: str, text: str) -> Document:
     """Register a document (one named operation) for `backend`."""
@@ -69,10 +73,23 @@ class GraphQLClient:
     requests_made: int = 0
     _client: httpx.Client | None = field(default=None, repr=False)
 
-    def execute(self, doc: Document, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The `data` of the answer; a BackendError for anything else."""
+    def execute(
+        self,
+        doc: Document,
+        variables: Mapping[str, Any] | None = None,
+        *,
+        idempotent: bool | None = None,
+    ) -> dict[str, Any]:
+        """The `data` of the answer; a BackendError for anything else.
+
+        A query is retried after a transient failure; a mutation only when the request never
+        reached the server, unless the caller knows that doing it twice does no harm
+        (`idempotent`): a lost answer must not become a second comment or a second issue."""
         payload = {"query": doc.text, "operationName": doc.name, "variables": dict(variables or {})}
-        data: dict[str, Any] = self.request_json("POST", self.url, doc.name, payload, graphql=True)
+        safe = not doc.is_mutation if idempotent is None else idempotent
+        data: dict[str, Any] = self._retrying(
+            lambda: self._once("POST", self.url, doc.name, payload, True), idempotent=safe
+        )
         return data
 
     def execute_partial(
@@ -96,10 +113,14 @@ class GraphQLClient:
         *,
         graphql: bool = False,
     ) -> Any:
-        """One call, retried as its failure allows; REST calls (graphql=False) share it."""
-        return self._retrying(lambda: self._once(method, url, operation, payload, graphql))
+        """One REST call, retried as its failure and its method allow (a POST that may have
+        reached the server is not sent again)."""
+        safe = method.upper() in ("GET", "HEAD", "PUT", "DELETE")
+        return self._retrying(
+            lambda: self._once(method, url, operation, payload, graphql), idempotent=safe
+        )
 
-    def _retrying(self, call: Callable[[], Any]) -> Any:
+    def _retrying(self, call: Callable[[], Any], *, idempotent: bool = True) -> Any:
         attempt = 0
         while True:
             attempt += 1
@@ -107,7 +128,7 @@ class GraphQLClient:
                 return call()
             except BackendError as exc:
                 wait = self._wait_before_retry(exc, attempt)
-                if wait is None:
+                if wait is None or (not idempotent and exc.delivered and not _refused(exc)):
                     raise
                 self.sleep(wait)
 
@@ -161,6 +182,14 @@ class GraphQLClient:
             response = self._http().request(
                 method, url, json=None if payload is None else dict(payload)
             )
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            error = self._error(
+                BackendErrorKind.TRANSIENT,
+                f"cannot reach {self._host()}: {type(exc).__name__}",
+                operation,
+            )
+            error.delivered = False  # never sent: safe to send again, whatever it does
+            raise error from None
         except httpx.TimeoutException:
             raise self._error(
                 BackendErrorKind.TRANSIENT, f"no answer within {self.timeout:g} s", operation
@@ -242,6 +271,11 @@ class GraphQLClient:
         from urllib.parse import urlsplit
 
         return urlsplit(self.url).netloc or self.url
+
+
+def _refused(exc: BackendError) -> bool:
+    """The server turned the request away before doing anything (a rate limit)."""
+    return exc.kind is BackendErrorKind.RATE_LIMITED
 
 
 def _rate_limit_exhausted(response: httpx.Response) -> bool:

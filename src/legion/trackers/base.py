@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from legion.core.model import Label, Status
+from legion.errors import InputError
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,39 @@ class Comment:
     # Written by Legion or one of its workers: known by the marker Legion puts in every comment
     # it writes (and, on a real tracker, by the author's identity), never by a name string.
     by_legion: bool = False
+
+
+WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)
+
+
+def known_labels(extra: Iterable[str]) -> tuple[str, ...]:
+    """The labels a tracker accepts: the workflow labels, then the project's own (`labels`)."""
+    return WORKFLOW_LABELS + tuple(name for name in extra if name not in WORKFLOW_LABELS)
+
+
+def check_label(name: str, known: Iterable[str]) -> str:
+    """The known label `name` names, in its known spelling (any case); else a one-line error
+    that lists the known ones and where to add one."""
+    workflow = Label.from_name(name)
+    if workflow is not None:
+        return workflow.value
+    listed = tuple(known)
+    cleaned = name.strip().casefold()
+    for label in listed:
+        if label.casefold() == cleaned:
+            return label
+    raise InputError(
+        f"unknown label {name!r} (known: {', '.join(listed)}; "
+        "add your own to `labels` in .legion/config.toml)"
+    )
+
+
+def canonical_label(name: str, known: Iterable[str]) -> str:
+    """Legion's spelling of a label it knows; any other label as the tracker has it."""
+    try:
+        return check_label(name, known)
+    except InputError:
+        return name
 
 
 # Every comment Legion writes carries this invisible marker (an HTML comment: Markdown renderers

@@ -7,22 +7,18 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from legion.config import Project
-from legion.core.model import Label, Status, normalize_identifier
+from legion.core.model import Status, normalize_identifier
 from legion.core.text import clean_body, clean_comment, clean_title
 from legion.embedded.db import Database, now
 from legion.errors import InputError, NotFoundError
-from legion.trackers.base import Comment, Issue, mark, unmark
-
-WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)
+from legion.trackers.base import Comment, Issue, check_label, known_labels, mark, unmark
 
 
 class LocalTracker:
     def __init__(self, db: Database, *, issue_key: str, extra_labels: Iterable[str] = ()) -> None:
         self._db = db
         self.issue_key = issue_key
-        self.known_labels: tuple[str, ...] = WORKFLOW_LABELS + tuple(
-            label for label in extra_labels if label not in WORKFLOW_LABELS
-        )
+        self.known_labels: tuple[str, ...] = known_labels(extra_labels)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -150,13 +146,7 @@ class LocalTracker:
     # -- helpers -------------------------------------------------------------------------------
 
     def _label(self, name: str) -> str:
-        cleaned = name.strip().lower() if Label.from_name(name) else name.strip()
-        if cleaned not in self.known_labels:
-            raise InputError(
-                f"unknown label {name!r} (known: {', '.join(self.known_labels)}; "
-                "add your own to `labels` in .legion/config.toml)"
-            )
-        return cleaned
+        return check_label(name, self.known_labels)
 
     def _row_id(self, conn: sqlite3.Connection, identifier: str) -> int:
         normalized = normalize_identifier(identifier)

@@ -34,20 +34,26 @@ from pathlib import Path
 from typing import Any
 
 from legion.config import Project
-from legion.core.model import Label, Status, normalize_identifier, parse_identifier
+from legion.core.model import Status, normalize_identifier, parse_identifier
 from legion.core.statusmap import StatusMap
 from legion.core.text import clean_body, clean_comment, clean_title
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
 from legion.graphql_client import Document, GraphQLClient
 from legion.statefiles import write_private
-from legion.trackers.base import Comment, Issue, mark, unmark
+from legion.trackers.base import (
+    Comment,
+    Issue,
+    canonical_label,
+    check_label,
+    known_labels,
+    mark,
+    unmark,
+)
 from legion.trackers.linear import documents as docs
 
 CACHE_TTL_S = 600.0  # the team's states and labels are refetched after this long
 RECHECK_S = 60.0  # a missing state or label refetches them, at most this often
 _CACHE_VERSION = 1
-
-WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)
 
 
 @dataclass(frozen=True)
@@ -117,9 +123,7 @@ class LinearTracker:
 
     def __post_init__(self) -> None:
         self.team_key = self.team_key.strip().upper()
-        self.known_labels: tuple[str, ...] = WORKFLOW_LABELS + tuple(
-            label for label in self.extra_labels if label not in WORKFLOW_LABELS
-        )
+        self.known_labels: tuple[str, ...] = known_labels(self.extra_labels)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -361,24 +365,10 @@ class LinearTracker:
     # -- helpers -------------------------------------------------------------------------------
 
     def _known_label(self, name: str) -> str:
-        workflow = Label.from_name(name)
-        if workflow is not None:
-            return workflow.value
-        cleaned = name.strip()
-        for known in self.known_labels:
-            if known.casefold() == cleaned.casefold():
-                return known
-        raise InputError(
-            f"unknown label {name!r} (known: {', '.join(self.known_labels)}; "
-            "add your own to `labels` in .legion/config.toml)"
-        )
+        return check_label(name, self.known_labels)
 
     def _canonical_label(self, name: str) -> str:
-        """Legion's spelling of a label it knows; any other label as Linear has it."""
-        try:
-            return self._known_label(name)
-        except InputError:
-            return name
+        return canonical_label(name, self.known_labels)
 
     def _execute_for(
         self, identifier: str, doc: Document, variables: Mapping[str, Any]
@@ -436,7 +426,8 @@ class LinearTracker:
         """Run a create mutation; when it fails in a way that may hide a success (the answer
         lost, then the retry refused as a duplicate), look the entity up by our id."""
         try:
-            data = self.client.execute(doc, variables)
+            # Safe to send twice: the id is ours, and a duplicate is refused, then found below.
+            data = self.client.execute(doc, variables, idempotent=True)
         except BackendError as exc:
             if exc.kind not in (BackendErrorKind.TRANSIENT, BackendErrorKind.INVALID):
                 raise
