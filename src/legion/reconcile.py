@@ -683,13 +683,14 @@ def escalation_comment(
 
 
 def human_answer(tracker: Tracker, issue: str) -> str | None:
-    """The human's words after the last comment Legion or a worker wrote, oldest first."""
+    """The human's words after the last comment Legion or a worker wrote, oldest first (a
+    bot's comments are nobody's answer)."""
     comments = tracker.list_comments(issue)
     answer: list[str] = []
     for comment in comments:
         if comment.by_legion:
             answer = []
-        else:
+        elif not comment.by_bot:
             answer.append(comment.body.strip())
     text = "\n\n".join(part for part in answer if part)
     return text or None

@@ -416,7 +416,8 @@ def _connection(nodes: list[Any], offset: int = 0, more: bool = False) -> Node:
 
 
 def _user(login: str) -> Node:
-    return {"__typename": "User", "login": login}
+    # GitHub's apps comment as "<name>[bot]", and their author is a Bot.
+    return {"__typename": "Bot" if login.endswith("[bot]") else "User", "login": login}
 
 
 # -- Query and Repository ----------------------------------------------------------------------

@@ -19,6 +19,7 @@ from legion.config import Project, Settings, resolve_settings
 from legion.core.model import Status
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
 from legion.forges.github.client import github_client
+from legion.reconcile import human_answer
 from legion.trackers.base import Issue
 from legion.trackers.github_issues import GitHubIssuesTracker, doctor_checks, open_tracker
 from legion.trackers.github_issues.adapter import CACHE_TTL_S, DONE_PAGES, split_parent
@@ -563,13 +564,17 @@ def test_comments_marked_by_legion_and_from_people(fake: FakeGitHub, tmp_path: P
     assert fake.issue_comments(number)[-1].endswith("<!-- legion:WIDGETS-1:implement -->")
     plain = tracker.add_comment(identifier, "a note", author="someone")
     assert (plain.by_legion, plain.author) == (False, fake.viewer)
+    fake.add_issue_comment(number, "Deployed to staging.", login="deploy-app[bot]")
 
     comments = tracker.list_comments(identifier.lower())
-    assert [(c.author, c.body, c.by_legion) for c in comments] == [
-        ("hank", "what about the cache?", False),
-        ("WIDGETS-1:implement", "Done, see the PR.", True),
-        ("legion-bot", "a note", False),
+    assert [(c.author, c.body, c.by_legion, c.by_bot) for c in comments] == [
+        ("hank", "what about the cache?", False, False),
+        ("WIDGETS-1:implement", "Done, see the PR.", True, False),
+        ("legion-bot", "a note", False, False),
+        ("deploy-app[bot]", "Deployed to staging.", False, True),
     ]
+    # The human's answer: what people wrote after Legion's last comment, not the bot's.
+    assert human_answer(tracker, identifier) == "a note"
     assert all(c.issue == identifier and isinstance(c.id, str) for c in comments)
     with pytest.raises(InputError, match="empty"):
         tracker.add_comment(identifier, "  \n", author="x")

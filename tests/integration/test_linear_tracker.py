@@ -17,6 +17,7 @@ from legion.config import Project, Settings
 from legion.core.model import Status
 from legion.core.statusmap import StatusMap
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
+from legion.reconcile import human_answer
 from legion.trackers.linear import LinearTracker, doctor_checks, open_tracker
 from legion.trackers.linear.adapter import CACHE_TTL_S, RECHECK_S
 from legion.trackers.linear.client import classify, linear_client
@@ -342,12 +343,14 @@ def test_comments_marked_by_legion_and_from_people(fake: FakeLinear, tmp_path: P
     assert (plain.by_legion, plain.author) == (False, "vera")
 
     comments = tracker.list_comments(issue)
-    assert [(c.author, c.body, c.by_legion) for c in comments] == [
-        ("hank", "what about the cache?", False),
-        ("legion-implement", "Done, see the PR.", True),
-        ("GitHub", "Deployed.", False),
-        ("vera", "a note", False),
+    assert [(c.author, c.body, c.by_legion, c.by_bot) for c in comments] == [
+        ("hank", "what about the cache?", False, False),
+        ("legion-implement", "Done, see the PR.", True, False),
+        ("GitHub", "Deployed.", False, True),
+        ("vera", "a note", False, False),
     ]
+    # The human's answer: what people wrote after Legion's last comment, not the bot's.
+    assert human_answer(tracker, issue) == "a note"
     assert all(c.issue == issue and isinstance(c.id, str) for c in comments)
     with pytest.raises(InputError, match="empty"):
         tracker.add_comment(issue, "  \n", author="x")

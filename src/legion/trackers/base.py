@@ -39,8 +39,11 @@ class Comment:
     body: str  # without Legion's marker
     created_at: str
     # Written by Legion or one of its workers: known by the marker Legion puts in every comment
-    # it writes (and, on a real tracker, by the author's identity), never by a name string.
+    # it writes, never by a name string (on Linear and GitHub every one comes from the same
+    # account, which may be a person's own).
     by_legion: bool = False
+    # Written by an integration (a Linear app, a GitHub bot): never a person's answer.
+    by_bot: bool = False
 
 
 WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)

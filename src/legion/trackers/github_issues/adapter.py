@@ -862,7 +862,8 @@ class GitHubIssuesTracker:
 
     def _to_comment(self, node: Mapping[str, Any], identifier: str) -> Comment:
         body, marker = unmark(node.get("body") or "")
-        login = (node.get("author") or {}).get("login") or "ghost"  # GitHub's deleted account
+        author = node.get("author") or {}
+        login = author.get("login") or "ghost"  # GitHub's deleted account
         return Comment(
             id=node["id"],
             issue=identifier,
@@ -870,6 +871,7 @@ class GitHubIssuesTracker:
             body=body,
             created_at=node.get("createdAt") or "",
             by_legion=marker is not None,
+            by_bot=author.get("__typename") == "Bot",
         )
 
 

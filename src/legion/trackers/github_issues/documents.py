@@ -54,7 +54,7 @@ fragment LegionIssueComment on IssueComment {
   id
   body
   createdAt
-  author { login }
+  author { __typename login }
 }
 """
 

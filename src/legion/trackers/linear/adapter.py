@@ -502,6 +502,7 @@ class LinearTracker:
             body=body,
             created_at=node["createdAt"],
             by_legion=marker is not None,
+            by_bot=node.get("user") is None and node.get("botActor") is not None,
         )
 
 
