@@ -1,0 +1,175 @@
+"""A reconcile pass on Linear and GitHub (the fakes on 127.0.0.1) while they fail in every way
+the issue names: a 500, a timeout, malformed JSON, an expired token, a rate limit, a pull
+request that vanished. Each time: no wrong transition, one clear line in the action log,
+and every other issue still handled; and once the fault is gone, the pass does what it should.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from legion.actionlog import ActionLog, OutcomeKind
+from legion.backends import open_backends, open_workers
+from legion.config import load_project
+from legion.forges.github import GitHubForge
+from legion.reconcile import Outcome, Reconciler
+from legion.trackers.linear import open_tracker
+from legion.trackers.linear.client import linear_client
+from tests.conftest import git, run_legion
+from tests.fakes.github_server import FakeGitHub
+from tests.fakes.graphql_server import Fault
+from tests.fakes.linear_server import FakeLinear
+
+TIMEOUT = 0.5
+BATCH = "PullRequestsForBranches"
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[FakeLinear, FakeGitHub]]:
+    linear, github = FakeLinear(retro_state=True), FakeGitHub()
+    with linear.running(), github.running():
+        yield linear, github
+
+
+@pytest.fixture
+def world(
+    servers: tuple[FakeLinear, FakeGitHub], git_repo: Path, tmp_path: Path
+) -> tuple[Reconciler, FakeLinear, FakeGitHub]:
+    linear, github = servers
+    remote = tmp_path / "remote.git"
+    remote.mkdir()
+    git(remote, "init", "--quiet", "--bare")
+    git(git_repo, "remote", "add", "origin", str(remote))
+    linear.reset(retro_state=True)
+    github.reset(remote=remote)
+    env = dict(os.environ) | {
+        "LINEAR_API_URL": linear.api_url,
+        "LINEAR_API_KEY": linear.token,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": github.token,
+    }
+    init = run_legion(
+        "init",
+        "--tracker",
+        "linear",
+        "--team",
+        "ENG",
+        "--forge",
+        "github",
+        "--repo",
+        "acme/widgets",
+        cwd=git_repo,
+        env=env,
+    )
+    assert init.returncode == 0, init.stderr
+    # WIP 0: no worker is started, so every pass is about the backends alone.
+    project = load_project(git_repo, env=env, flags={"wip_limit": 0})
+    backends = open_backends(project)
+    no_wait = lambda seconds: None  # noqa: E731
+    tracker = open_tracker(project, None, client=linear_client(env, timeout=TIMEOUT, sleep=no_wait))
+    forge = GitHubForge(project, timeout=TIMEOUT, sleep=no_wait)
+    workers = open_workers(project, backends)
+    reconciler = Reconciler(project, tracker, forge, workers, ActionLog(backends.db))
+    # ENG-1: reviewed and approved on GitHub, so it is due to move to Retro; ENG-2: in
+    # progress with nobody on it (its implementer waits for a WIP slot).
+    linear.add_label("worker-done")
+    one = linear.add_issue("Reviewed", state="In Review", labels=["worker-done"])
+    linear.add_issue("Under way", state="In Progress")
+    github.add_pr(f"legion/{one.lower()}", labels=("worker-approved",))
+    return reconciler, linear, github
+
+
+def summary(outcomes: list[Outcome]) -> list[tuple[str, str, str]]:
+    return [(o.issue, o.action, o.kind.value) for o in outcomes]
+
+
+HANDLED_ENG2 = ("ENG-2", "dispatch_implementer", "deferred")
+
+
+@pytest.mark.parametrize(
+    ("faults", "says"),
+    [
+        ([Fault(status=500, body=b"oops", operation=BATCH)] * 3, "server error (HTTP 500)"),
+        ([Fault(delay=TIMEOUT * 3, operation=BATCH)] * 3, "no answer within"),
+        ([Fault(status=200, body=b"{not json", operation=BATCH)] * 3, "malformed answer"),
+        ([Fault(status=401, body=b'{"message": "Bad credentials"}', operation=BATCH)], "refused"),
+    ],
+    ids=["500", "timeout", "malformed-json", "expired-token"],
+)
+def test_a_forge_that_fails_moves_nothing_and_says_so_once(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub], faults: list[Fault], says: str
+) -> None:
+    reconciler, linear, github = world
+    github.fail_next(*faults)
+    outcomes = reconciler.run()
+    failed = [o for o in outcomes if o.kind is OutcomeKind.FAILED and o.action == "observe"]
+    assert len(failed) == 1 and says in failed[0].detail, summary(outcomes)
+    assert "\n" not in failed[0].detail and github.token not in failed[0].detail
+    assert "pull requests unknown" in failed[0].detail
+    assert linear.state_name("ENG-1") == "In Review"  # its review is unknown: no transition
+    assert HANDLED_ENG2 in summary(outcomes)  # the other issue is still handled
+    if says == "refused":  # a refused credential pauses dispatch, and says it once
+        assert reconciler.pause.reason() is not None
+        assert ("-", "pause_dispatch", "failed") in summary(outcomes)
+        return
+    assert reconciler.pause.reason() is None
+    # The fault is gone: the approved issue moves on.
+    after = reconciler.run()
+    assert ("ENG-1", "transition_to_retro", "done") in summary(after)
+    assert linear.state_name("ENG-1") == "Retro"
+
+
+@pytest.mark.parametrize(
+    ("faults", "says"),
+    [
+        ([Fault(status=500, body=b"oops", operation="LinearIssues")] * 3, "server error"),
+        ([Fault(delay=TIMEOUT * 3, operation="LinearIssues")] * 3, "no answer within"),
+        ([Fault(status=200, body=b"<html>", operation="LinearIssues")] * 3, "malformed"),
+    ],
+    ids=["500", "timeout", "malformed-json"],
+)
+def test_a_tracker_that_fails_makes_the_pass_do_nothing(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub], faults: list[Fault], says: str
+) -> None:
+    reconciler, linear, _github = world
+    linear.fail_next(*faults)
+    outcomes = reconciler.run()
+    assert summary(outcomes) == [("-", "observe", "failed")], summary(outcomes)
+    assert says in outcomes[0].detail and "issues unknown, nothing done" in outcomes[0].detail
+    assert linear.state_name("ENG-1") == "In Review"
+    assert ("ENG-1", "transition_to_retro", "done") in summary(reconciler.run())
+
+
+def test_a_tracker_rate_limit_keeps_passes_away_until_the_reset(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub],
+) -> None:
+    reconciler, linear, _github = world
+    limited = Fault(
+        status=400,
+        headers={"Retry-After": "600"},
+        errors=[{"message": "Rate limit exceeded", "extensions": {"code": "RATELIMITED"}}],
+        operation="LinearIssues",
+    )
+    linear.fail_next(limited)
+    outcomes = reconciler.run()
+    assert summary(outcomes) == [("-", "observe", "deferred")], summary(outcomes)
+    assert "next try in 600 s" in outcomes[0].detail
+    assert 590 < reconciler.quiet_for() <= 600
+    assert linear.state_name("ENG-1") == "In Review"
+
+
+def test_a_pull_request_that_vanished_is_no_pull_request_and_no_transition(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub],
+) -> None:
+    reconciler, linear, github = world
+    github.vanish(1)
+    outcomes = reconciler.run()
+    # Without a PR, a finished review is the controller's to investigate, never a move.
+    assert [o.action for o in outcomes if o.issue == "ENG-1"] == ["queue_judgment"]
+    assert "investigate_no_pr" in next(o.detail for o in outcomes if o.issue == "ENG-1")
+    assert linear.state_name("ENG-1") == "In Review"
+    assert HANDLED_ENG2 in summary(outcomes)
