@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,13 @@ def init_project(
     tracker: str = "embedded",
     forge: str = "embedded",
     extra: Mapping[str, Any] | None = None,
+    warn: Callable[[str], None] = lambda line: None,
 ) -> tuple[Project, bool]:
-    """Write .legion/config.toml and create the database; (project, created). Idempotent."""
+    """Write .legion/config.toml and create the database; (project, created). Idempotent.
+
+    With a real tracker or forge, its credential, the team or the repository are checked
+    first: a failure there is an error and nothing is written; what Legion can live with for
+    now (a status not mapped yet, a label it will create) is `warn`ed about."""
     start = start.resolve()
     root = git_toplevel(start) if start.is_dir() else None
     if root is None:
@@ -55,7 +60,9 @@ def init_project(
     # Validate with the same rules that reading will apply, and create the database, before the
     # config is written: a failure leaves no half-made project behind.
     settings = resolve_settings(config_path, os.environ, values)
-    open_backends(Project(root=root, settings=settings, env=os.environ), create=True)
+    project = Project(root=root, settings=settings, env=os.environ)
+    _check_backends(project, warn)
+    open_backends(project, create=True)
     write_repo_config(root, values)
     return load_project(root), True
 
@@ -89,3 +96,21 @@ def issue_key_for_repo(github_repo: str) -> str:
     name = re.sub(r"[^A-Z0-9]", "", github_repo.partition("/")[2].upper())
     name = name.lstrip("0123456789")[:10]
     return name or "GH"
+
+
+# The checks without which a project cannot work at all: `legion init` refuses on them.
+_ESSENTIAL_CHECKS = ("API key", "API", "team", "token", "authentication", "repository")
+
+
+def _check_backends(project: Project, warn: Callable[[str], None]) -> None:
+    from legion.backends import backend_checks
+
+    settings = project.settings
+    if settings.tracker == "embedded" and settings.forge == "embedded":
+        return
+    for name, ok, detail in backend_checks(project):
+        if ok:
+            continue
+        if name.endswith(_ESSENTIAL_CHECKS):
+            raise ConfigError(f"{name}: {detail}")
+        warn(f"{name}: {detail} (`legion doctor` checks it again)")

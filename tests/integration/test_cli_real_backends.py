@@ -160,3 +160,29 @@ def test_bad_credentials_are_one_line_and_name_no_secret(cli: Cli) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "legion doctor" in lines[0], result.stderr
     assert "wrongwrong" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_init_checks_the_team_and_credentials_before_writing_anything(
+    git_repo: Path, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    linear, github, _remote = fakes
+    env = dict(os.environ) | {
+        "LINEAR_API_URL": linear.api_url,
+        "LINEAR_API_KEY": linear.token,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": github.token,
+    }
+    init = ("init", "--tracker", "linear", "--forge", "github", "--repo", "acme/widgets")
+    wrong_team = run_legion(*init, "--team", "NOPE", cwd=git_repo, env=env)
+    assert wrong_team.returncode == 1 and "Linear team" in wrong_team.stderr
+    assert len(wrong_team.stderr.strip().splitlines()) == 1
+    no_key = run_legion(*init, "--team", "ENG", cwd=git_repo, env=env | {"LINEAR_API_KEY": ""})
+    assert no_key.returncode == 1 and "LINEAR_API_KEY" in no_key.stderr
+    assert not (git_repo / ".legion").exists()  # nothing half-made
+
+    linear.reset(retro_state=False)  # Linear's default team: no Retro state yet
+    made = run_legion(*init, "--team", "ENG", cwd=git_repo, env=env)
+    assert made.returncode == 0, made.stderr
+    warning = [line for line in made.stderr.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "Retro" in warning[0] and "[statuses]" in warning[0]
+    assert (git_repo / ".legion" / "config.toml").exists()

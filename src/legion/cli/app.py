@@ -190,7 +190,12 @@ def init(
     elif github_repo is not None:
         raise InputError("--repo is for --forge github or --tracker github")
     project, created = init_project(
-        common.repo_path(ctx), key=key, tracker=tracker, forge=forge, extra=extra
+        common.repo_path(ctx),
+        key=key,
+        tracker=tracker,
+        forge=forge,
+        extra=extra,
+        warn=lambda line: typer.echo(f"legion: warning: {line}", err=True),
     )
     if as_json:
         common.print_json(
