@@ -186,3 +186,28 @@ def test_init_checks_the_team_and_credentials_before_writing_anything(
     warning = [line for line in made.stderr.splitlines() if "warning" in line]
     assert len(warning) == 1 and "Retro" in warning[0] and "[statuses]" in warning[0]
     assert (git_repo / ".legion" / "config.toml").exists()
+
+
+def test_github_issues_as_the_tracker(
+    git_repo: Path, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    _linear, github, _remote = fakes
+    git(git_repo, "remote", "add", "origin", "git@github.com:acme/widgets.git")
+    env = dict(os.environ) | {"GITHUB_API_URL": github.url, "GITHUB_TOKEN": github.token}
+    cli = Cli(git_repo, env)
+    cli("init", "--tracker", "github", "--forge", "github")  # the repository from origin
+    config = (git_repo / ".legion" / "config.toml").read_text()
+    assert 'github_repo = "acme/widgets"' in config and 'issue_key = "WIDGETS"' in config
+    created = cli.json("issue", "create", "Add a flag", "--body", "Print each step.")
+    assert isinstance(created, dict) and created["identifier"] == "WIDGETS-1"
+    assert created["status"] == "Todo"
+    cli("issue", "move", "WIDGETS-1", "In Progress")
+    cli("issue", "label", "WIDGETS-1", "--add", "worker-active")
+    listed = cli.json("issue", "list")
+    assert isinstance(listed, list)
+    assert [(i["identifier"], i["status"], i["labels"]) for i in listed] == [
+        ("WIDGETS-1", "In Progress", ["worker-active"])
+    ]
+    cli("issue", "move", "WIDGETS-1", "Done")
+    shown = cli.json("issue", "show", "WIDGETS-1")
+    assert isinstance(shown, dict) and shown["status"] == "Done"
