@@ -92,8 +92,12 @@ def observe(
     if issues is None:
         issues = tracker.list_issues()
     prs: dict[str, PullRequest] | None
+    in_pr_phase = [i for i in issues if i.status in PR_PHASES]
     try:
-        prs = forge.prs_by_issue([i.identifier for i in issues if i.status in PR_PHASES])
+        prs = forge.prs_by_issue(
+            [i.identifier for i in in_pr_phase],
+            links={i.identifier: i.links for i in in_pr_phase if i.links},
+        )
     except LegionError as exc:
         prs = None
         warnings.append(f"pull requests could not be read: {exc}")

@@ -60,6 +60,21 @@ def test_a_generated_batch_is_valid_and_named(count: int) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("branches", "numbers"), [(0, 1), (1, 1), (3, 2), (documents.BATCH_SIZE - 1, 1), (0, 50)]
+)
+def test_a_batch_with_pr_numbers_is_valid(branches: int, numbers: int) -> None:
+    doc = documents.pr_batch_document(branches, numbers)
+    assert validation_errors(github_schema(), doc.text) == []
+    assert doc.name == documents.BATCH_OPERATION
+    # One alias per branch, then one per PR number, each number a variable of its own.
+    assert len(re.findall(r"\bi\d+: pullRequests\(", doc.text)) == branches
+    assert re.findall(r"\bp(\d+): pullRequest\(number: \$n(\d+)\)", doc.text) == [
+        (str(k), str(k)) for k in range(numbers)
+    ]
+    assert len(re.findall(r"\$n\d+: Int!", doc.text)) == numbers
+
+
 def test_every_generated_document_is_valid_at_each_size() -> None:
     for name, build in documents.GENERATED.items():
         for count in (1, documents.BATCH_SIZE):
@@ -71,8 +86,11 @@ def test_every_generated_document_is_valid_at_each_size() -> None:
 def test_a_batch_has_at_most_batch_size_aliases() -> None:
     with pytest.raises(ValueError, match="1 to 50"):
         documents.pr_batch_document(documents.BATCH_SIZE + 1)
-    with pytest.raises(ValueError):
-        documents.pr_batch_document(0)
+    with pytest.raises(ValueError, match="1 to 50"):
+        documents.pr_batch_document(documents.BATCH_SIZE, 1)
+    for empty_or_negative in ((0, 0), (0,), (-1, 2), (2, -1)):
+        with pytest.raises(ValueError):
+            documents.pr_batch_document(*empty_or_negative)
 
 
 def test_an_invalid_document_is_rejected() -> None:
@@ -85,3 +103,5 @@ def test_an_invalid_document_is_rejected() -> None:
     assert validation_errors(github_schema(), wrong_argument)
     broken_batch = documents.pr_batch_document(2).text.replace("headRefName", "headRefNames")
     assert validation_errors(github_schema(), broken_batch)
+    by_string = documents.pr_batch_document(1, 1).text.replace("$n0: Int!", "$n0: String!")
+    assert validation_errors(github_schema(), by_string)

@@ -14,9 +14,11 @@ was not pushed.
 
 Issues (for the GitHub Issues tracker): `repository.issues(states:, labels:, orderBy:, first:,
 after:)` (filtered, ordered, paged), `issue(number:)`, `issueOrPullRequest(number:)`, an
-issue's labels, comments (paged), project items and the issues that mention it (`#N`, its
-timeline's cross-references); the owner's `projectV2(number:)` with a single-select `Status`
-field; and the mutations that create, close, reopen, label, comment and set a project field.
+issue's labels, comments (paged), project items, the issues that mention it (`#N`, its
+timeline's cross-references) and the pull requests whose body closes it ("Fixes #N", into the
+default branch: `closedByPullRequestsReferences`); the owner's `projectV2(number:)` with a
+single-select `Status` field; and the mutations that create, close, reopen, label, comment and
+set a project field.
 Issues and pull requests share their numbers, as on GitHub.
 """
 
@@ -775,6 +777,38 @@ def _issue_timeline(
     return _connection(events[: first or 100])
 
 
+_CLOSING_KEYWORD = r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+#{number}\b"
+
+
+def _issue_closing_prs(
+    issue: Node,
+    info: Any,
+    includeClosedPrs: bool | None = False,
+    orderByState: bool | None = False,
+    userLinkedOnly: bool | None = False,
+    first: int | None = None,
+    **_: Any,
+) -> Node:
+    """The pull requests into the default branch whose body closes the issue with a keyword
+    (only the open ones unless `includeClosedPrs`, open first with `orderByState`)."""
+    fake = _fake(info)
+    if userLinkedOnly:
+        return _connection([])  # the fake has no links made by hand in the sidebar
+    closes = re.compile(_CLOSING_KEYWORD.format(number=issue["number"]), re.IGNORECASE)
+    found = [
+        pr
+        for number, pr in sorted(fake.pulls.items())
+        if number not in fake.vanished
+        and pr["baseRefName"] == fake.default_branch
+        and (includeClosedPrs or pr["state"] == "OPEN")
+        and closes.search(pr["body"])
+    ]
+    if orderByState:
+        found.sort(key=lambda pr: pr["state"] != "OPEN")
+    size = first or 100
+    return _connection(found[:size], more=len(found) > size)
+
+
 def _owner_project(owner: Node, info: Any, number: int) -> Node:
     fake = _fake(info)
     project = fake.projects.get(number)
@@ -908,6 +942,7 @@ def _attach_resolvers() -> None:
             ("Issue", "comments", _issue_comments),
             ("Issue", "projectItems", _issue_project_items),
             ("Issue", "timelineItems", _issue_timeline),
+            ("Issue", "closedByPullRequestsReferences", _issue_closing_prs),
             ("Organization", "projectV2", _owner_project),
             ("User", "projectV2", _owner_project),
             ("ProjectV2", "field", _project_field),

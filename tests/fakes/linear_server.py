@@ -4,7 +4,8 @@ The workspace: team ENG ("Engineering") with Linear's default workflow states (T
 Backlog, Todo, In Progress, In Review, Done, Canceled, Duplicate; "Retro" when asked for), a
 second team OPS, a workspace label `bug`, a team label `frontend`, and three users: the viewer
 (whose key the tests use), another human, and a bot (an app user whose comments come as a bot
-actor). Tests seed issues and comments with `add_issue` / `add_comment` and read the result
+actor). Tests seed issues, comments and attachments (a pull request Linear's GitHub
+integration linked) with `add_issue` / `add_comment` / `add_attachment` and read the result
 back with `issue()` / `label_names()`.
 
 Resolvers exist for exactly what Legion's documents ask; filtering and paging are real
@@ -83,6 +84,7 @@ class FakeLinear(GraphQLFake):
             self.labels: dict[str, Record] = {}
             self.issues: dict[str, Record] = {}  # by id, in creation order
             self.comments: dict[str, Record] = {}
+            self.attachments: dict[str, Record] = {}  # by id, in creation order
             self.viewer = self.add_user("Vera Viewer", "vera")
             self.human = self.add_user("Hank Human", "hank")
             self.bot = self.add_user("GitHub", "github", app=True)
@@ -206,6 +208,27 @@ class FakeLinear(GraphQLFake):
             issue = self.issue(identifier)
             return self._new_comment(issue["id"], body, actor=by)
 
+    def add_attachment(self, identifier: str, url: str, *, title: str = "") -> Record:
+        """An attachment as an integration makes it (a GitHub pull request that mentions the
+        issue); attaching a URL the issue has already updates that attachment, as on Linear."""
+        with self.lock:
+            issue = self.issue(identifier)
+            for attachment in self.attachments.values():
+                if attachment["issue_id"] == issue["id"] and attachment["url"] == url:
+                    attachment["updatedAt"] = self.now()
+                    return attachment
+            stamp = self.now()
+            attachment = {
+                "id": str(uuid.uuid4()),
+                "url": url,
+                "title": title or url,
+                "createdAt": stamp,
+                "updatedAt": stamp,
+                "issue_id": issue["id"],
+            }
+            self.attachments[attachment["id"]] = attachment
+            return attachment
+
     def set_state(self, identifier: str, state: str) -> None:
         with self.lock:
             issue = self.issue(identifier)
@@ -302,6 +325,11 @@ FIELDS: dict[str, dict[str, tuple[Getter, str | None, bool]]] = {
         "name": (lambda f, r: r["name"], None, False),
         "type": (lambda f, r: r["type"], None, False),
     },
+    "attachment": {
+        "id": (lambda f, r: r["id"], None, False),
+        "url": (lambda f, r: r["url"], None, False),
+        "title": (lambda f, r: r["title"], None, False),
+    },
     "label": {
         "id": (lambda f, r: r["id"], None, False),
         "name": (lambda f, r: r["name"], None, False),
@@ -367,6 +395,8 @@ def compare(got: Any, comparator: dict[str, Any], where: str) -> bool:
             ok = got in want
         elif op == "nin":
             ok = got not in want
+        elif op == "contains":
+            ok = isinstance(got, str) and str(want) in got
         elif op == "eqIgnoreCase":
             ok = isinstance(got, str) and got.casefold() == str(want).casefold()
         elif op == "null":
@@ -488,6 +518,18 @@ def _issue_children(issue: Record, info: Any, **args: Any) -> Record:
     _no_unknown(args, {"first", "after"})
     children = [i for i in fake.issues.values() if i["parent_id"] == issue["id"]]
     return connection(children, args.get("first"), args.get("after"))
+
+
+def _issue_attachments(issue: Record, info: Any, **args: Any) -> Record:
+    fake = _fake(info)
+    _no_unknown(args, {"first", "after", "filter"})
+    condition = args.get("filter") or {}
+    attachments = [
+        a
+        for a in fake.attachments.values()
+        if a["issue_id"] == issue["id"] and matches(fake, "attachment", a, condition)
+    ]
+    return connection(attachments, args.get("first"), args.get("after"))
 
 
 def _issue_comments(issue: Record, info: Any, **args: Any) -> Record:
@@ -645,6 +687,7 @@ def _attach_once() -> None:
             ("Issue", "parent", _issue_parent),
             ("Issue", "children", _issue_children),
             ("Issue", "comments", _issue_comments),
+            ("Issue", "attachments", _issue_attachments),
             ("Comment", "user", _comment_user),
             ("Comment", "botActor", _comment_bot),
             ("Comment", "externalUser", _comment_external_user),

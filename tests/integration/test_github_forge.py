@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 import uuid
@@ -184,6 +185,73 @@ def test_a_pr_that_vanished_leaves_its_issue_without_one(
     assert any(r.errors for r in github.requests)  # GitHub did say NOT_FOUND for it
     with pytest.raises(NotFoundError, match="no pull request #2 in acme/widgets"):
         forge.get_pr("#2")
+
+
+def test_a_pr_on_another_branch_is_found_by_the_trackers_link(
+    forge: GitHubForge, github: FakeGitHub
+) -> None:
+    def url(number: int, slug: str = "acme/widgets") -> str:
+        return f"https://github.com/{slug}/pull/{number}"
+
+    fixed = github.add_pr("feature/login", title="Fix the login", head_oid="1" * 40)
+    own = github.add_pr("legion/eng-2", head_oid="2" * 40)
+    elsewhere = github.add_pr("feature/other", head_oid="3" * 40)
+    merged = github.add_pr("feature/old", state="MERGED", head_oid="4" * 40)
+    reopened = github.add_pr("feature/new", head_oid="5" * 40)
+    closed = github.add_pr("feature/closed", state="CLOSED", head_oid="6" * 40)
+    fork = github.add_pr("feature/fork", fork=True, head_oid="7" * 40)
+    issue_number = github.add_issue("an issue, not a PR")["number"]
+    links = {
+        "ENG-1": [url(fixed["number"]).replace("acme/widgets", "ACME/Widgets")],
+        "ENG-2": [url(elsewhere["number"])],  # its own branch has a PR: that one counts
+        "ENG-4": [url(merged["number"]), url(reopened["number"])],  # the open one wins
+        "ENG-5": [url(merged["number"]), url(closed["number"]) + "/"],  # else the latest
+        "ENG-6": [
+            url(fixed["number"], "someone/else"),  # another repository's
+            f"https://gitlab.example/acme/widgets/pull/{fixed['number']}",  # another host's
+            url(issue_number),  # an issue's number: GitHub answers NOT_FOUND
+            url(999),  # no such PR
+            url(fork["number"]),  # a fork's
+        ],
+    }
+
+    found = forge.prs_by_issue([f"ENG-{n}" for n in range(1, 8)], links=links)
+
+    assert {issue: pr.number for issue, pr in found.items()} == {
+        "ENG-1": fixed["number"],
+        "ENG-2": own["number"],
+        "ENG-4": reopened["number"],
+        "ENG-5": closed["number"],
+    }
+    # A linked PR is the issue's, whatever its branch or body names.
+    assert (found["ENG-1"].issue, found["ENG-1"].branch) == ("ENG-1", "feature/login")
+    assert "ENG-3" not in found and "ENG-7" not in found  # no PR, no link: none
+    # One request: 7 branches and the 8 distinct linked numbers of this repository.
+    assert batch_requests(github) == len(github.requests) == 1
+    request = github.requests[0]
+    assert sorted(request.variables) == sorted(
+        ["owner", "name", *(f"h{k}" for k in range(7)), *(f"n{k}" for k in range(8))]
+    )
+    assert request.variables["n0"] == fixed["number"]
+    # Numbers are variables too, never query text.
+    assert "number: $n7)" in request.query and not re.search(r"number: \d", request.query)
+
+
+def test_linked_numbers_count_toward_the_batch_size(forge: GitHubForge, github: FakeGitHub) -> None:
+    issues = [f"ENG-{n}" for n in range(1, 61)]
+    links = {}
+    for n in range(1, 46):  # 45 issues whose PRs are on branches of their own names
+        pr = github.add_pr(f"feature/eng-{n}", head_oid=f"{n:040x}")
+        links[f"ENG-{n}"] = [pr["url"]]
+
+    found = forge.prs_by_issue(issues, links=links)
+
+    assert sorted(found, key=lambda i: int(i.split("-")[1])) == issues[:45]
+    assert all(found[f"ENG-{n}"].branch == f"feature/eng-{n}" for n in range(1, 46))
+    assert batch_requests(github) == len(github.requests) == -(-(60 + 45) // BATCH_SIZE) == 3
+    sizes = [len(r.variables) - 2 for r in github.requests]  # less owner and name
+    assert sizes == [BATCH_SIZE, BATCH_SIZE, 5]
+    assert all(not r.errors for r in github.requests)
 
 
 def test_get_pr_by_number_and_by_issue(forge: GitHubForge, github: FakeGitHub) -> None:

@@ -199,6 +199,26 @@ def test_status_labels_map_through_the_table_and_aliases(fake: FakeGitHub, tmp_p
     assert mapped.get_issue(f"widgets-{review}").backend_status == "In Review"
 
 
+def test_the_pull_requests_that_close_an_issue_are_its_links(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    linked = fake.add_issue("fixed elsewhere", labels=["status: In Review"])["number"]
+    plain = fake.add_issue("mentioned only", labels=["status: In Review"])["number"]
+    merged = fake.add_pr("feature/a", body=f"Fixes #{linked}", state="MERGED", head_oid="a" * 40)
+    opened = fake.add_pr("feature/b", body=f"Closes: #{linked}", head_oid="b" * 40)
+    fake.add_pr("feature/c", body=f"See #{plain}", head_oid="c" * 40)  # a mention closes nothing
+    fake.add_pr("feature/d", body=f"Fixes #{plain}", base="release", head_oid="d" * 40)
+    tracker = make_tracker(fake, tmp_path)
+
+    by_identifier = {issue.identifier: issue for issue in tracker.list_issues()}
+    expected = (opened["url"], merged["url"])  # the open one first, the merged one too
+    assert by_identifier[f"WIDGETS-{linked}"].links == expected
+    assert by_identifier[f"WIDGETS-{plain}"].links == ()
+    assert tracker.get_issue(f"WIDGETS-{linked}").links == expected
+    assert tracker.get_issue(f"WIDGETS-{plain}").links == ()
+    assert all(not r.errors for r in fake.requests)
+
+
 def test_unknown_issues_are_not_found(fake: FakeGitHub, tmp_path: Path) -> None:
     fake.add_issue("x")
     pr = fake.add_pr("legion/widgets-2", head_oid="2" * 40)

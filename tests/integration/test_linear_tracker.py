@@ -156,6 +156,27 @@ def test_issue_has_parent_children_labels_and_body(fake: FakeLinear, tmp_path: P
     assert tracker.get_issue(child_a).body == ""
 
 
+def test_pull_request_attachments_are_the_issues_links(fake: FakeLinear, tmp_path: Path) -> None:
+    linked = fake.add_issue("fixed by a PR on another branch")
+    plain = fake.add_issue("nothing attached")
+    pr = "https://github.com/acme/widgets/pull/12"
+    fake.add_attachment(linked, "https://acme.slack.com/archives/C1/p1")  # not a pull request
+    fake.add_attachment(linked, pr, title="Fixes ENG-1")
+    fake.add_attachment(linked, "https://github.com/acme/widgets/pull/7/")
+    fake.add_attachment(linked, "https://github.com/acme/widgets/issues/3")
+    fake.add_attachment(linked, pr)  # attached again: still one link
+    tracker = make_tracker(fake, tmp_path)
+
+    expected = (pr, "https://github.com/acme/widgets/pull/7/")
+    assert tracker.get_issue(linked).links == expected
+    assert tracker.get_issue(plain).links == ()
+    by_identifier = {issue.identifier: issue for issue in tracker.list_issues()}
+    assert by_identifier[linked].links == expected
+    assert by_identifier[plain].links == ()
+    # Written back, an issue keeps its links: every document reads them.
+    assert tracker.set_status(linked, Status.IN_PROGRESS).links == expected
+
+
 def test_status_mapping_alias_table_and_unmapped(fake: FakeLinear, tmp_path: Path) -> None:
     fake.add_state("Parked", "backlog")
     review = fake.add_issue("in review", state="In Review")

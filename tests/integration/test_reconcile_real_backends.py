@@ -173,3 +173,26 @@ def test_a_pull_request_that_vanished_is_no_pull_request_and_no_transition(
     assert "investigate_no_pr" in next(o.detail for o in outcomes if o.issue == "ENG-1")
     assert linear.state_name("ENG-1") == "In Review"
     assert HANDLED_ENG2 in summary(outcomes)
+
+
+def test_a_pull_request_linear_attached_is_the_issues_on_any_branch(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub],
+) -> None:
+    reconciler, linear, github = world
+    # A person fixed ENG-3 on a branch of their own; Linear's GitHub integration attached it
+    # ("Fixes ENG-3"). ENG-4's PR is on another branch too, but nothing links it.
+    linked = linear.add_issue("Fixed by hand", state="In Review", labels=["worker-done"])
+    unlinked = linear.add_issue("Fixed, unlinked", state="In Review", labels=["worker-done"])
+    pr = github.add_pr("fix/login", body=f"Fixes {linked}", labels=("worker-approved",))
+    github.add_pr("fix/other", labels=("worker-approved",))
+    linear.add_attachment(linked, pr["url"], title=pr["title"])
+    github.requests.clear()
+
+    outcomes = reconciler.run()
+
+    assert (linked, "transition_to_retro", "done") in summary(outcomes)
+    assert linear.state_name(linked) == "Retro"
+    assert [o.action for o in outcomes if o.issue == unlinked] == ["queue_judgment"]
+    assert linear.state_name(unlinked) == "In Review"
+    # The linked PR came in the same request as the branches' PRs.
+    assert [r.operation for r in github.requests].count(BATCH) == 1

@@ -16,9 +16,10 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,7 @@ from legion.config import Project, load_project
 from legion.core.ids import session_id
 from legion.core.model import Label, Mode, Status
 from legion.errors import ConfigError, NotFoundError, NotPermittedError
+from legion.forges.base import Forge, PullRequest
 from legion.relay import (
     CAPABILITY_ENV,
     MAX_SOCKET_PATH,
@@ -39,6 +41,7 @@ from legion.relay import (
 from legion.relay.capabilities import Capabilities
 from legion.relay.client import RelayClient, RelayForge, RelayTracker, RelayUnavailableError
 from legion.relay.server import RelayServer
+from legion.trackers.base import Issue, Tracker
 from tests.conftest import LEGION_BIN, Result, git, run_legion
 
 # Imported here, not in the test: it finds the pinned Claude Code CLI under the real HOME.
@@ -350,6 +353,64 @@ def test_a_worker_adapter_raises_not_permitted(relay: Relay) -> None:
     with pytest.raises(NotPermittedError):
         RelayForge(client).prs_by_issue(["LEG-2", "LEG-3"])
     assert RelayForge(client).prs_by_issue(["LEG-2", "LEG-1", "LEG-4"]) == {}
+
+
+class LinkingTracker:
+    """The embedded tracker, with the PR links a remote tracker would give its issues."""
+
+    def __init__(self, tracker: Tracker, links: dict[str, tuple[str, ...]]) -> None:
+        self._tracker = tracker
+        self._links = links
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tracker, name)
+
+    def get_issue(self, identifier: str) -> Issue:
+        issue = self._tracker.get_issue(identifier)
+        return dataclasses.replace(issue, links=self._links.get(issue.identifier, ()))
+
+
+class LinkRecordingForge:
+    """The embedded forge, noting the links each `prs_by_issue` is given."""
+
+    def __init__(self, forge: Forge, given: list[object]) -> None:
+        self._forge = forge
+        self._given = given
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._forge, name)
+
+    def prs_by_issue(
+        self, issues: Collection[str], links: Mapping[str, Collection[str]] | None = None
+    ) -> dict[str, PullRequest]:
+        self._given.append(links)
+        return self._forge.prs_by_issue(issues, links)
+
+
+def test_the_trackers_links_cross_the_relay_a_workers_only_as_the_tracker_has_them(
+    relay: Relay,
+) -> None:
+    attached = "https://github.com/acme/widgets/pull/7"
+    made_up = "https://github.com/acme/widgets/pull/8"
+    given: list[object] = []
+
+    def linked_backends() -> Backends:
+        opened = open_backends(relay.project, direct=True)
+        tracker = LinkingTracker(opened.tracker, {"LEG-2": (attached,)})
+        forge = LinkRecordingForge(opened.forge, given)
+        return dataclasses.replace(opened, tracker=tracker, forge=forge)
+
+    relay.server.stop()
+    with RelayServer(relay.path, linked_backends):
+        controller = RelayForge(RelayClient(relay.path, relay.capability(None), wait=0.5))
+        worker = RelayForge(RelayClient(relay.path, relay.capability("LEG-2"), wait=0.5))
+        assert controller.prs_by_issue(["LEG-2", "LEG-3"], {"LEG-3": (made_up,)}) == {}
+        assert controller.prs_by_issue(["LEG-2"]) == {}
+        # A worker's own links: only the one its tracker has; none for an issue not asked.
+        both = {"LEG-2": [made_up, attached], "LEG-3": [attached]}
+        assert worker.prs_by_issue(["LEG-2"], both) == {}
+        assert worker.prs_by_issue(["LEG-2"], {"LEG-2": [made_up]}) == {}
+    assert given == [{"LEG-3": [made_up]}, None, {"LEG-2": [attached]}, None]
 
 
 def test_many_sessions_asking_at_once_are_all_answered(relay: Relay) -> None:

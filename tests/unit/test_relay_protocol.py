@@ -53,6 +53,7 @@ issues = st.builds(
     id=text,
     url=text,
     backend_status=text,
+    links=st.lists(text, max_size=3).map(tuple),
 )
 comments = st.builds(
     Comment,
@@ -117,6 +118,17 @@ def through_the_wire(value: Any) -> Any:
 @given(values)
 def test_every_value_makes_an_exact_round_trip(value: Any) -> None:
     assert same(through_the_wire(value), value)
+
+
+def test_an_issues_links_travel_as_a_tuple_and_default_to_empty() -> None:
+    linked = Issue(
+        "ENG-1", "t", "", Status.NEEDS_REVIEW, frozenset(), links=("https://x/o/r/pull/2",)
+    )
+    back = through_the_wire(linked)
+    assert back == linked and type(back.links) is tuple
+    fields = encode(linked)["fields"]
+    del fields["links"]  # from a daemon that does not send them
+    assert decode({"$type": "Issue", "fields": fields}).links == ()
 
 
 @given(st.text())

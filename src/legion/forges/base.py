@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -68,9 +68,13 @@ class Forge(Protocol):
 
     def list_prs(self) -> list[PullRequest]: ...
 
-    def prs_by_issue(self, issues: Collection[str]) -> dict[str, PullRequest]:
+    def prs_by_issue(
+        self, issues: Collection[str], links: Mapping[str, Collection[str]] | None = None
+    ) -> dict[str, PullRequest]:
         """The current pull request of each of `issues` that has one: its open one, else its
-        latest. A real forge answers in a few batched requests, never one per issue."""
+        latest. `links` are the URLs of the PRs the tracker knows are an issue's (by issue):
+        a forge that finds PRs by branch looks there for an issue whose branch has none. A
+        real forge answers in a few batched requests, never one per issue."""
         ...
 
     def set_draft(self, ref: str, draft: bool) -> PullRequest: ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from legion.config import Project
@@ -65,7 +65,10 @@ class LocalForge:
             reviews = _reviews_by_pr(conn, None)
         return [_pull_request(row, reviews) for row in rows]
 
-    def prs_by_issue(self, issues: Collection[str]) -> dict[str, PullRequest]:
+    def prs_by_issue(
+        self, issues: Collection[str], links: Mapping[str, Collection[str]] | None = None
+    ) -> dict[str, PullRequest]:
+        # Every PR here records its issue, so the tracker's links add nothing.
         wanted = set(issues)
         current: dict[str, PullRequest] = {}
         for pr in self.list_prs():

@@ -239,8 +239,13 @@ class RelayForge:
     def list_prs(self) -> list[PullRequest]:
         return _list_of(self._client.call("forge.list_prs"), PullRequest)
 
-    def prs_by_issue(self, issues: Collection[str]) -> dict[str, PullRequest]:
-        answer = self._client.call("forge.prs_by_issue", issues=list(issues))
+    def prs_by_issue(
+        self, issues: Collection[str], links: Mapping[str, Collection[str]] | None = None
+    ) -> dict[str, PullRequest]:
+        arguments: dict[str, Any] = {"issues": list(issues)}
+        if links:
+            arguments["links"] = {issue: list(urls) for issue, urls in links.items()}
+        answer = self._client.call("forge.prs_by_issue", **arguments)
         if not isinstance(answer, dict):
             raise LegionError(f"{DAEMON} answered with {type(answer).__name__}, not a mapping")
         return {_one(key, str): _one(pr, PullRequest) for key, pr in answer.items()}

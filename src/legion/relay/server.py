@@ -16,7 +16,8 @@ Every request carries a capability (`legion.relay.capabilities`). A `project` ca
 controller, its Oracle) may make any call. An `issue` capability for issue X (a worker) may:
 
 - read X, its parent and its children (`get_issue`, `list_comments`), and their pull requests
-  (`get_pr`, `prs_by_issue`);
+  (`get_pr`, `prs_by_issue`; the PRs it says are linked to one count only where the tracker
+  links them);
 - write X: `set_status`, `update_labels`, `add_comment`;
 - create an issue with `parent=X` (an architect's sub-issues), or one with no parent in Triage
   (the retro's "new issue for triage", which a human sorts before anything works on it);
@@ -113,6 +114,18 @@ class _Call:
         if items is None or not all(isinstance(item, str) for item in items):
             raise ProtocolError(f"{self.op}: argument {name!r} must be a list of text")
         return items
+
+    def text_lists(self, name: str) -> dict[str, list[str]]:
+        """A mapping of text to lists of text; empty when the argument is absent."""
+        value = self.args.get(name, {})
+        if not isinstance(value, dict) or not all(
+            isinstance(key, str)
+            and isinstance(items, list | tuple)
+            and all(isinstance(item, str) for item in items)
+            for key, items in value.items()
+        ):
+            raise ProtocolError(f"{self.op}: argument {name!r} must map text to lists of text")
+        return {key: list(items) for key, items in value.items()}
 
     def flag(self, name: str) -> bool:
         value = self.args.get(name, False)
@@ -281,7 +294,16 @@ def _prs_by_issue(call: _Call) -> Any:
     issues = call.texts("issues")
     for issue in issues:
         call.readable(issue)
-    return call.forge.prs_by_issue(issues)
+    links = {issue: urls for issue, urls in call.text_lists("links").items() if issue in issues}
+    if call.scope.issue is not None:
+        # A worker's links count only where its tracker has them: a URL it names itself could
+        # be any issue's pull request.
+        links = {
+            issue: [url for url in urls if url in call.tracker.get_issue(issue).links]
+            for issue, urls in links.items()
+        }
+    kept = {issue: urls for issue, urls in links.items() if urls}
+    return call.forge.prs_by_issue(issues, links=kept or None)
 
 
 def _set_draft(call: _Call) -> Any:

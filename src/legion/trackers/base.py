@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from legion.core.model import Label, Status
 from legion.errors import InputError
@@ -25,6 +26,9 @@ class Issue:
     id: str = ""  # the backend's stable id (Linear's UUID); the identifier where it has none
     url: str = ""  # where a person opens it; "" for the embedded tracker
     backend_status: str = ""  # the backend's own name for the status ("In Review")
+    # URLs of the pull requests the tracker knows are this issue's (Linear's attachments,
+    # GitHub's closing references): how the forge finds a PR on a branch not named for it.
+    links: tuple[str, ...] = ()
 
     @property
     def workflow_labels(self) -> frozenset[Label]:
@@ -44,6 +48,28 @@ class Comment:
     by_legion: bool = False
     # Written by an integration (a Linear app, a GitHub bot): never a person's answer.
     by_bot: bool = False
+
+
+# How the path of a pull request's page ends: /OWNER/REPO/pull/N (a trailing slash allowed).
+PULL_REQUEST_PATH = re.compile(r"/([^/]+)/([^/]+)/pull/([1-9][0-9]{0,8})/?\Z")
+
+
+def pull_request_links(urls: Iterable[str]) -> tuple[str, ...]:
+    """The URLs among `urls` that look like a pull request's page
+    (`https://HOST/OWNER/REPO/pull/N`), each once, in their order."""
+    found: dict[str, None] = {}
+    for url in (url.strip() for url in urls):
+        try:
+            parts = urlsplit(url)
+        except ValueError:  # not a URL at all (an unclosed IPv6 host)
+            continue
+        if (
+            parts.scheme in ("http", "https")
+            and parts.hostname
+            and PULL_REQUEST_PATH.search(parts.path)
+        ):
+            found.setdefault(url)
+    return tuple(found)
 
 
 WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)

@@ -1,8 +1,9 @@
 """The GitHub forge: Legion's pull requests as GitHub pull requests, over GraphQL.
 
-An issue's PR is found by its branch (`legion/<issue>`), so the state of every issue's PR is
-one aliased query per 50 issues. Work is pushed to the configured remote with the user's own
-git credentials; the API token is only ever an HTTP header.
+An issue's PR is found by its branch (`legion/<issue>`), else among the PRs its tracker links
+to it (`Issue.links`: a closing keyword, a Linear attachment), so the state of every issue's PR
+is one aliased query per 50 branches and linked PR numbers. Work is pushed to the configured
+remote with the user's own git credentials; the API token is only ever an HTTP header.
 
 Review outcome: Legion's workers share one token, and GitHub does not let a PR's author
 approve it, so a worker's verdict is a label (`worker-approved`, `worker-changes-requested`)
@@ -15,8 +16,8 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from legion.config import Project
@@ -42,7 +43,7 @@ from legion.forges.github.client import (
 )
 from legion.git import last_line, rev_parse, run_git
 from legion.graphql_client import DEFAULT_TIMEOUT_S, Document, GraphQLClient
-from legion.trackers.base import mark, unmark
+from legion.trackers.base import PULL_REQUEST_PATH, mark, unmark
 from legion.workspaces.git_worktree import branch_for
 
 APPROVED_LABEL = "worker-approved"
@@ -280,32 +281,95 @@ class GitHubForge:
                 after = page.get("endCursor")
         return [found[number] for number in sorted(found)]
 
-    def prs_by_issue(self, issues: Collection[str]) -> dict[str, PullRequest]:
-        return {issue: record.pr for issue, record in self.records_by_issue(issues).items()}
+    def prs_by_issue(
+        self, issues: Collection[str], links: Mapping[str, Collection[str]] | None = None
+    ) -> dict[str, PullRequest]:
+        return {issue: record.pr for issue, record in self.records_by_issue(issues, links).items()}
 
-    def records_by_issue(self, issues: Iterable[str]) -> dict[str, GitHubPullRequest]:
-        """Each issue's current PR, one request per `BATCH_SIZE` issues."""
+    def records_by_issue(
+        self, issues: Iterable[str], links: Mapping[str, Collection[str]] | None = None
+    ) -> dict[str, GitHubPullRequest]:
+        """Each issue's current PR: by its branch, else by the PRs of this repository its
+        `links` name (the tracker's: a closing keyword, an attachment). One request per
+        `BATCH_SIZE` lookups, a lookup being a branch or a linked PR number."""
         branches: dict[str, str] = {}  # branch: the issue as the caller named it
+        linked: dict[str, list[int]] = {}  # issue: the numbers of the PRs its links name
         for issue in issues:
             try:
-                branches.setdefault(branch_for(issue), issue)
+                branch = branch_for(issue)
             except InputError:
                 continue  # not an issue identifier: it has no branch, so no PR
-        names = list(branches)
+            if branch in branches:
+                continue  # the same issue named again
+            branches[branch] = issue
+            numbers = self._linked_numbers((links or {}).get(issue) or ())
+            if numbers:
+                linked[issue] = numbers
+        by_branch, by_number = self._batched(
+            list(branches), list(dict.fromkeys(n for numbers in linked.values() for n in numbers))
+        )
         found: dict[str, GitHubPullRequest] = {}
-        for start in range(0, len(names), docs.BATCH_SIZE):
-            chunk = names[start : start + docs.BATCH_SIZE]
-            repo = self._repository_data(
-                docs.pr_batch_document(len(chunk)),
-                {f"h{n}": branch for n, branch in enumerate(chunk)},
-            )
-            for n, branch in enumerate(chunk):
-                nodes = (repo.get(f"i{n}") or {}).get("nodes") or []
-                # A PR that vanished mid-answer is a null node: that issue has no PR.
-                current = _current([self._record(node) for node in nodes if _legions(node)])
-                if current is not None:
-                    found[branches[branch]] = current
+        for branch, issue in branches.items():
+            current = _current(by_branch.get(branch, []))
+            if current is not None:
+                found[issue] = current
+        for issue, numbers in linked.items():
+            if issue in found:
+                continue  # Legion's own branch has a PR: a link only fills in for none
+            records = [record for n in numbers if (record := by_number.get(n)) is not None]
+            current = _current(sorted(records, key=lambda r: r.pr.number, reverse=True))
+            if current is not None:
+                found[issue] = _for_issue(current, issue)
         return found
+
+    def _batched(
+        self, branches: Sequence[str], numbers: Sequence[int]
+    ) -> tuple[dict[str, list[GitHubPullRequest]], dict[int, GitHubPullRequest]]:
+        """The PRs of each branch (newest first) and the PR of each number, `BATCH_SIZE`
+        lookups per request: branches first, then numbers."""
+        lookups: list[str | int] = [*branches, *numbers]
+        by_branch: dict[str, list[GitHubPullRequest]] = {}
+        by_number: dict[int, GitHubPullRequest] = {}
+        for start in range(0, len(lookups), docs.BATCH_SIZE):
+            chunk = lookups[start : start + docs.BATCH_SIZE]
+            chunk_branches = [item for item in chunk if isinstance(item, str)]
+            chunk_numbers = [item for item in chunk if isinstance(item, int)]
+            variables: dict[str, Any] = {f"h{k}": b for k, b in enumerate(chunk_branches)}
+            variables |= {f"n{k}": n for k, n in enumerate(chunk_numbers)}
+            repo = self._repository_data(
+                docs.pr_batch_document(len(chunk_branches), len(chunk_numbers)), variables
+            )
+            for k, branch in enumerate(chunk_branches):
+                nodes = (repo.get(f"i{k}") or {}).get("nodes") or []
+                # A PR that vanished mid-answer is a null node: that issue has no PR.
+                by_branch[branch] = [self._record(node) for node in nodes if _legions(node)]
+            for k, number in enumerate(chunk_numbers):
+                node = repo.get(f"p{k}")  # null: no such PR (NOT_FOUND), or an issue's number
+                if _legions(node):
+                    by_number[number] = self._record(node)
+        return by_branch, by_number
+
+    def _linked_numbers(self, urls: Collection[str]) -> list[int]:
+        """The numbers of the PRs of this repository among `urls` (on GitHub's web host, or
+        github.com), each once."""
+        if not urls:
+            return []
+        owner, name = (part.casefold() for part in self.repository)
+        hosts = {web_host(self.project.env), "github.com"}
+        numbers: dict[int, None] = {}
+        for url in urls:
+            try:
+                parts = urlsplit(url.strip())
+            except ValueError:
+                continue
+            match = PULL_REQUEST_PATH.search(parts.path)
+            if (
+                match is not None
+                and (parts.hostname or "") in hosts
+                and (match.group(1).casefold(), match.group(2).casefold()) == (owner, name)
+            ):
+                numbers.setdefault(int(match.group(3)))
+        return list(numbers)
 
     def _find(self, ref: str) -> GitHubPullRequest:
         match = _PR_NUMBER.fullmatch(ref.strip())
@@ -594,7 +658,12 @@ def _current(records: Sequence[GitHubPullRequest]) -> GitHubPullRequest | None:
     return records[0] if records else None
 
 
-def _legions(node: Any) -> bool:
+def _for_issue(record: GitHubPullRequest, issue: str) -> GitHubPullRequest:
+    """A linked PR as `issue`'s: its branch and body may name no issue, or another."""
+    return replace(record, pr=replace(record.pr, issue=issue))
+
+
+def _legions(node: Any) -> TypeGuard[dict[str, Any]]:
     """A PR node that is there (not vanished) and from the repository itself: a fork's PR
     from a branch of the same name is someone else's."""
     return isinstance(node, dict) and not node.get("isCrossRepository")

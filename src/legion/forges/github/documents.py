@@ -1,13 +1,14 @@
 """Every GraphQL document Legion sends to GitHub, each one named operation.
 
 The fixed documents are registered with `legion.graphql_client.document`; the batch query is
-generated for the number of branches it asks about (`pr_batch_document`), and the contract
-test validates a batch of 1 and of `BATCH_SIZE` against GitHub's published schema
+generated for the number of branches and PR numbers it asks about (`pr_batch_document`), and
+the contract test validates a batch of 1 and of `BATCH_SIZE` against GitHub's published schema
 (`tests/contract/schemas/github.schema.json`).
 
 Sizes: GitHub refuses a query that could return more than 500,000 nodes and charges a point
 per 100 connection pages it may have to read. A full batch asks for 50 branches x 5 PRs x (20
-labels + 20 reviews + 20 comments + 1 commit): about 15,500 nodes and 11 points.
+labels + 20 reviews + 20 comments + 1 commit): about 15,500 nodes and 11 points; a PR number
+asks for one PR, so a batch that mixes them is smaller.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from functools import cache
 from legion.graphql_client import Document, document
 
 BACKEND = "github"
-BATCH_SIZE = 50  # branches per batch request, each an alias of its own
+BATCH_SIZE = 50  # branches and PR numbers per batch request, each an alias of its own
 PRS_PER_BRANCH = 5  # an issue's newest PRs: enough to find its open one
 NESTED_PAGE_SIZE = 20  # a PR's labels, latest reviews and latest comments read with it
 PAGE_SIZE = 50  # PRs per page when listing
@@ -200,21 +201,35 @@ BATCH_OPERATION = "PullRequestsForBranches"
 
 
 @cache
-def pr_batch_document(count: int) -> Document:
-    """One query for the newest PRs of `count` branches: alias `i<n>` answers for branch
-    variable `$h<n>`. The branch names travel as variables, never as text of the query."""
-    if not 1 <= count <= BATCH_SIZE:
-        raise ValueError(f"a batch asks about 1 to {BATCH_SIZE} branches, not {count}")
-    heads = ", ".join(f"$h{n}: String!" for n in range(count))
+def pr_batch_document(branches: int, numbers: int = 0) -> Document:
+    """One query for the newest PRs of `branches` branches and the PRs of `numbers` numbers:
+    alias `i<k>` answers for branch variable `$h<k>`, alias `p<k>` for number variable `$n<k>`.
+    Branch names and numbers travel as variables, never as text of the query."""
+    if branches < 0 or numbers < 0 or not 1 <= branches + numbers <= BATCH_SIZE:
+        raise ValueError(
+            f"a batch asks about 1 to {BATCH_SIZE} branches and PR numbers, "
+            f"not {branches} and {numbers}"
+        )
+    variables = [
+        *(f"$h{k}: String!" for k in range(branches)),
+        *(f"$n{k}: Int!" for k in range(numbers)),
+    ]
     order = "orderBy: {field: CREATED_AT, direction: DESC}"
-    aliases = "\n".join(
-        f"    i{n}: pullRequests(headRefName: $h{n}, first: {PRS_PER_BRANCH}, {order}) "
-        "{ nodes { ...LegionPullRequest } }"
-        for n in range(count)
-    )
+    aliases = [
+        *(
+            f"    i{k}: pullRequests(headRefName: $h{k}, first: {PRS_PER_BRANCH}, {order}) "
+            "{ nodes { ...LegionPullRequest } }"
+            for k in range(branches)
+        ),
+        *(
+            f"    p{k}: pullRequest(number: $n{k}) {{ ...LegionPullRequest }}"
+            for k in range(numbers)
+        ),
+    ]
+    body = "\n".join(aliases)
     text = (
-        f"query {BATCH_OPERATION}($owner: String!, $name: String!, {heads}) {{\n"
-        f"  repository(owner: $owner, name: $name) {{\n{aliases}\n  }}\n}}\n{_PR_FIELDS}"
+        f"query {BATCH_OPERATION}($owner: String!, $name: String!, {', '.join(variables)}) {{\n"
+        f"  repository(owner: $owner, name: $name) {{\n{body}\n  }}\n}}\n{_PR_FIELDS}"
     )
     return Document(BACKEND, BATCH_OPERATION, text)
 

@@ -29,7 +29,8 @@ and, in the first request, the 100 most recently updated closed ones (Done: the 
 sweep needs them), so N open issues cost max(1, ceil(N / 100)) requests (with a project, one
 more for the project's options when the cache below is stale). With `status=Done` it reads
 closed issues only, most recently updated first, at most `DONE_PAGES` pages. Comments are
-read on demand, every page.
+read on demand, every page. Each issue comes with the first 5 pull requests whose body closes
+it ("Fixes #12"): `Issue.links`, how the forge finds a PR on a branch not named for the issue.
 
 Sub-issues: GitHub's published schema has no sub-issue fields yet, so a sub-issue's body ends
 with the line `Parent: KEY-N (#N)` (the `#N` makes GitHub link the two). `Issue.body` comes
@@ -83,6 +84,7 @@ from legion.trackers.base import (
     check_label,
     known_labels,
     mark,
+    pull_request_links,
     unmark,
 )
 from legion.trackers.github_issues import documents as docs
@@ -847,6 +849,7 @@ class GitHubIssuesTracker:
             id=node["id"],
             url=node.get("url") or "",
             backend_status=backend_status,
+            links=pull_request_links(_closing_pr_urls(node)),
         )
 
     def _mapped(self, node: Mapping[str, Any], children: Iterable[int] = ()) -> Issue:
@@ -877,6 +880,12 @@ class GitHubIssuesTracker:
 
 def _label_nodes(node: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [label for label in (node.get("labels") or {}).get("nodes") or [] if label]
+
+
+def _closing_pr_urls(node: Mapping[str, Any]) -> list[str]:
+    """The URLs of the pull requests whose body closes the issue ("Fixes #12")."""
+    closing = (node.get("closedByPullRequestsReferences") or {}).get("nodes") or []
+    return [pr["url"] for pr in closing if pr and pr.get("url")]
 
 
 def _has_label(node: Mapping[str, Any], name: str) -> bool:

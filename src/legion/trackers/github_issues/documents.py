@@ -8,8 +8,8 @@ Every document that reads an issue declares `$withProject`: the issue's Projects
 asked for only when a project holds the status, so a token without the `project` scope works
 for a project that has none.
 
-Sizes: a page of 100 issues with 50 labels and 20 project items each is about 7,000 nodes
-(GitHub refuses 500,000) and costs 1 point of the hourly 5,000.
+Sizes: a page of 100 issues with 50 labels, 20 project items and 5 closing pull requests each
+is about 7,500 nodes (GitHub refuses 500,000) and costs 1 point of the hourly 5,000.
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ COMMENT_PAGE_SIZE = 100
 ISSUE_LABELS = 50  # an issue's labels read with it
 PROJECT_ITEMS = 20  # an issue's project items read with it: the configured project's is one
 CROSS_REFERENCES = 50  # the issues that mention one, read to find its sub-issues
+CLOSING_PRS = 5  # the pull requests that close an issue, read with it: its links
 STATUS_FIELD = "Status"  # the single-select field of the project that holds the status
 
-# What Legion reads of an issue, everywhere it reads one.
+# What Legion reads of an issue, everywhere it reads one. The pull requests whose body closes
+# it are its links, merged and closed ones too: a merged PR is how its issue's work ends.
 _ISSUE_FIELDS = f"""
 fragment LegionIssue on Issue {{
   id
@@ -37,6 +39,11 @@ fragment LegionIssue on Issue {{
   createdAt
   updatedAt
   labels(first: {ISSUE_LABELS}) {{ nodes {{ id name }} }}
+  closedByPullRequestsReferences(
+    first: {CLOSING_PRS}, includeClosedPrs: true, orderByState: true
+  ) {{
+    nodes {{ url }}
+  }}
   projectItems(first: {PROJECT_ITEMS}) @include(if: $withProject) {{
     nodes {{
       id

@@ -11,7 +11,9 @@ Reads: `list_issues` asks for the team's issues in the states that map to a Legi
 (`[statuses]` table first, then Legion's names and aliases: "In Review" is Needs Review), 100
 per request, following the cursor to the last page; an issue whose state maps to none
 (Canceled, Duplicate) is not Legion's and is skipped, and `get_issue` reports it as not found.
-Each issue carries its first 25 labels and 25 sub-issues (Linear caps a query's complexity).
+Each issue carries its first 25 labels and 25 sub-issues (Linear caps a query's complexity),
+and its first 10 attachments that are pull requests (`Issue.links`: Linear's GitHub
+integration attaches the PRs that mention the issue, by a closing keyword or its branch).
 
 Writes: the status by the state's id; labels with `addedLabelIds`/`removedLabelIds`, so a
 label a person set is never clobbered; comments marked with Legion's marker. A create sends
@@ -47,6 +49,7 @@ from legion.trackers.base import (
     check_label,
     known_labels,
     mark,
+    pull_request_links,
     unmark,
 )
 from legion.trackers.linear import documents as docs
@@ -480,6 +483,9 @@ class LinearTracker:
             id=node["id"],
             url=node["url"],
             backend_status=state["name"],
+            links=pull_request_links(
+                attachment["url"] for attachment in node["attachments"]["nodes"]
+            ),
         )
 
     def _mapped(self, node: Mapping[str, Any]) -> Issue:

@@ -4,8 +4,8 @@ Registered with `legion.graphql_client.document`, so the contract test validates
 Linear's published schema (`tests/contract/schemas/linear.graphql`).
 
 Sizes: Linear rejects a query whose complexity passes 10,000 points (a connection multiplies
-its nodes' cost by `first`), so a page of 100 issues carries at most 25 labels and 25
-sub-issues each (about 6,000 points).
+its nodes' cost by `first`), so a page of 100 issues carries at most 25 labels, 25 sub-issues
+and 10 pull request attachments each (about 7,000 points).
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from legion.graphql_client import document
 
 ISSUE_PAGE_SIZE = 100
 NESTED_PAGE_SIZE = 25  # an issue's labels and sub-issues read with it
+ATTACHMENT_PAGE_SIZE = 10  # an issue's pull request attachments read with it
 COMMENT_PAGE_SIZE = 100
 LABEL_PAGE_SIZE = 250  # Linear's largest page
 STATE_PAGE_SIZE = 250
 
-# What Legion reads of an issue, everywhere it reads one.
+# What Legion reads of an issue, everywhere it reads one. Its attachments are filtered on the
+# server to pull requests' pages, so a Slack thread or a Sentry issue takes no PR's place.
 _ISSUE_FIELDS = f"""
 fragment LegionIssue on Issue {{
   id
@@ -34,6 +36,9 @@ fragment LegionIssue on Issue {{
   labels(first: {NESTED_PAGE_SIZE}) {{ nodes {{ id name }} }}
   parent {{ identifier }}
   children(first: {NESTED_PAGE_SIZE}) {{ nodes {{ identifier }} }}
+  attachments(first: {ATTACHMENT_PAGE_SIZE}, filter: {{ url: {{ contains: "/pull/" }} }}) {{
+    nodes {{ url }}
+  }}
 }}
 """
 
