@@ -11,6 +11,7 @@ import typer
 
 from legion import __version__
 from legion.cli import (
+    bus,
     common,
     demo,
     doctor,
@@ -55,6 +56,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "answer": ("legion answer LEG-7 2", 'legion answer LEG-7 "UTC, always"'),
     "workers": ("legion workers --json",),
     "peek": ("legion peek LEG-7 -n 20",),
+    "say": ('legion say "@implement the API spec is in docs/api.md"', 'legion say "@legion done?"'),
+    "messages": ("legion messages --unread", "legion messages --channel app/main --follow"),
+    "agents": ("legion agents --all --json",),
 }
 
 
@@ -82,8 +86,12 @@ for command in (
     workers.answer,
     workers.workers,
     workers.peek,
+    bus.say,
+    bus.messages,
+    bus.agents,
 ):
     app.command(epilog=_example(command.__name__))(command)
+app.add_typer(bus.task_app, name="task")
 skills_app = typer.Typer(
     help="Legion's Claude Code skills.",
     no_args_is_help=True,

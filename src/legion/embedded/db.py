@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -154,7 +154,7 @@ def _tighten(path: Path) -> None:
                 candidate.chmod(0o600)
 
 
-def _check_present(path: Path, *, create: bool) -> None:
+def _check_present(path: Path, *, create: bool, empty_ok: bool) -> None:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -166,7 +166,7 @@ def _check_present(path: Path, *, create: bool) -> None:
         ) from None
     except OSError as exc:
         raise StoreError(f"{path}: cannot read the database ({exc})") from None
-    if size == 0:
+    if size == 0 and not empty_ok:
         raise StoreError(
             f"{path}: the project's database is empty (0 bytes), so its issues are gone; "
             "restore it from a backup, or move it aside and run `legion init` for an empty one"
@@ -200,14 +200,24 @@ def _describe(path: Path, exc: sqlite3.Error) -> StoreError:
 
 
 class Database:
-    """A connection to the embedded database, migrated to the current schema on open."""
+    """A connection to an SQLite database of Legion's, migrated to the current schema on open:
+    the project's (`MIGRATIONS`) unless another list is given (the event bus has its own)."""
 
-    def __init__(self, path: Path, *, create: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        create: bool = True,
+        migrations: Sequence[str] | None = None,
+        empty_ok: bool = False,
+    ) -> None:
         """Open the database at `path`. Without `create`, a missing or empty file is an error:
         an existing project's store never silently starts afresh (issue numbers would be
-        handed out again)."""
+        handed out again). `empty_ok`: a 0-byte file is an empty database, not lost records."""
         self.path = path
-        _check_present(path, create=create)
+        # Looked up at each open, not bound at import, so tests can change the module's list.
+        self._migrations: Sequence[str] = MIGRATIONS if migrations is None else migrations
+        _check_present(path, create=create, empty_ok=empty_ok)
         try:
             private_folder(path.parent)
             if not path.exists():
@@ -233,21 +243,22 @@ class Database:
             raise _describe(path, exc) from None
 
     def _migrate(self) -> None:
+        latest = len(self._migrations)
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == len(MIGRATIONS):
+        if version == latest:
             return
-        if version > len(MIGRATIONS):
+        if version > latest:
             raise self._too_new(version)
         try:
-            self._conn.executescript(migration_script(version))
+            self._conn.executescript(migration_script(version, self._migrations))
         except sqlite3.Error:
             self._rollback()
             # Another process may have migrated between our read and our lock: the script's
             # guard then failed and nothing ran. Anything else is a real failure.
             now_at = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if now_at == len(MIGRATIONS):
+            if now_at == latest:
                 return
-            if now_at > len(MIGRATIONS):
+            if now_at > latest:
                 raise self._too_new(now_at) from None
             raise
 
@@ -296,7 +307,7 @@ class Database:
         self._conn.close()
 
 
-def migration_script(version: int) -> str:
+def migration_script(version: int, migrations: Sequence[str] | None = None) -> str:
     """One script that takes a database from schema `version` to the latest: every pending
     migration whole (never split on `;`, which a string or a trigger body may hold), in one
     `BEGIN IMMEDIATE` transaction, with `user_version` set inside it.
@@ -304,6 +315,7 @@ def migration_script(version: int) -> str:
     The guard first checks, under the write lock, that the schema is still `version`; if another
     process migrated meanwhile, its CHECK fails and the script stops before changing anything.
     """
+    migrations = MIGRATIONS if migrations is None else migrations
     parts = [
         "BEGIN IMMEDIATE;",
         "CREATE TEMP TABLE legion_migration_guard "
@@ -312,7 +324,7 @@ def migration_script(version: int) -> str:
         "FROM pragma_user_version;",
         "DROP TABLE temp.legion_migration_guard;",
     ]
-    for number in range(version, len(MIGRATIONS)):
-        parts.append(f"-- migration {number + 1}\n{MIGRATIONS[number].strip()}\n;")
-    parts += [f"PRAGMA user_version = {len(MIGRATIONS)};", "COMMIT;"]
+    for number in range(version, len(migrations)):
+        parts.append(f"-- migration {number + 1}\n{migrations[number].strip()}\n;")
+    parts += [f"PRAGMA user_version = {len(migrations)};", "COMMIT;"]
     return "\n".join(parts)

@@ -1,0 +1,123 @@
+"""Who is speaking on the bus, and where: Legion's sessions are agents, registered when they
+start; anybody else running `legion` is the human.
+
+A session Legion started has `LEGION_SESSION_ID` and `LEGION_MODE` in its environment (the
+worker manager sets them), so a `legion say` from it is found as its agent. Its channel is its
+project (the repository folder's name) and the git branch it works on: an issue's workers
+share the issue's branch (`legion/LEG-7`), the orchestrator is on the base branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from legion.bus.address import project_name_for_folder
+from legion.bus.model import ORCHESTRATOR_NAME, Agent, AgentRole, Channel
+from legion.bus.store import Bus
+from legion.config import Project, git_toplevel
+from legion.core.decide import session_mode
+from legion.core.model import Mode
+from legion.errors import ConfigError, InputError
+from legion.git import current_branch
+
+CONTROLLER_MODE = "controller"  # LEGION_MODE of the orchestrator's session
+RUNTIME = "claude-code"
+
+
+def project_channel_name(project: Project) -> str:
+    """The project's name on the bus: its repository folder's name, made addressable."""
+    return project_name_for_folder(project.root.name)
+
+
+def agent_name_for_mode(mode: str) -> str:
+    """An agent is a session: the orchestrator is `legion`; a worker is named by its session's
+    mode (a retro runs in the implementer's session, so it is `implement`)."""
+    if mode == CONTROLLER_MODE:
+        return ORCHESTRATOR_NAME
+    return session_mode(_mode(mode)).value
+
+
+def role_for_mode(mode: str) -> AgentRole:
+    return AgentRole.CONTROLLER if mode == CONTROLLER_MODE else AgentRole(_mode(mode).value)
+
+
+def _mode(mode: str) -> Mode:
+    try:
+        return Mode(mode)
+    except ValueError:
+        known = ", ".join([CONTROLLER_MODE, *(m.value for m in Mode)])
+        raise ConfigError(f"LEGION_MODE={mode!r} is not a mode (known: {known})") from None
+
+
+def branch_of(folder: Path) -> str:
+    branch = current_branch(folder)
+    if branch is None:
+        raise InputError(
+            f"{folder}: no branch checked out (detached HEAD or not a git repository); "
+            "give the channel with --channel PROJECT/BRANCH"
+        )
+    return branch
+
+
+def register_session(
+    bus: Bus,
+    project: Project,
+    *,
+    mode: str,
+    session_id: str,
+    workspace: Path,
+    runtime: str = RUNTIME,
+) -> Agent:
+    """Record that Legion started (or resumed) session `session_id` in `mode` ("controller" or
+    a worker mode) in `workspace`: its agent is busy, with a new spawn instance. Call it each
+    time the session's process starts, before the process can post."""
+    channel = Channel(project_channel_name(project), branch_of(workspace))
+    return bus.register_agent(
+        channel,
+        agent_name_for_mode(mode),
+        role=role_for_mode(mode),
+        runtime=runtime,
+        session_id=session_id,
+    )
+
+
+@dataclass(frozen=True)
+class Speaker:
+    """Who runs this command on the bus, and the channel it speaks in unless told otherwise
+    (`channel()` may need the project: only asked when no channel was given)."""
+
+    agent: Agent
+    channel: Callable[[], Channel]
+
+
+def identify(
+    bus: Bus, env: Mapping[str, str], cwd: Path, project: Callable[[], Project]
+) -> Speaker:
+    """The agent of the session this command runs in (registered now if the session started
+    before it could be), else the human."""
+    session_id = env.get("LEGION_SESSION_ID", "").strip()
+    if not session_id:
+        return Speaker(bus.human(), lambda: human_channel(project(), cwd))
+    agent = bus.agent_by_session(session_id)
+    if agent is None:
+        mode = env.get("LEGION_MODE", "").strip()
+        if not mode:
+            raise ConfigError(
+                f"LEGION_SESSION_ID={session_id} is not on the bus and LEGION_MODE is unset, "
+                "so Legion cannot tell which agent this is"
+            )
+        workspace = cwd if current_branch(cwd) is not None else project().root
+        agent = register_session(
+            bus, project(), mode=mode, session_id=session_id, workspace=workspace
+        )
+    found = agent
+    return Speaker(found, lambda: found.channel)
+
+
+def human_channel(project: Project, cwd: Path) -> Channel:
+    """The human speaks in the project's channel of the branch checked out where they are (a
+    worktree of the project counts), else of the project's main working tree."""
+    here = cwd if git_toplevel(cwd) == project.root else project.root
+    return Channel(project_channel_name(project), branch_of(here))

@@ -1,0 +1,919 @@
+"""The event bus's store: the `Bus` protocol its callers use, and `SqliteBus`, which keeps it in
+one SQLite database for every project on the machine (`$XDG_STATE_HOME/legion/bus.db`).
+
+Callers import `Bus` and `open_bus` only, so a server-backed bus can replace SQLite without
+them changing. The database is opened like the project's (`legion.embedded.db.Database`): WAL
+and a busy timeout so the daemon, every agent and the human post at once; `BEGIN IMMEDIATE`
+writes, so a poster waits instead of failing half-way; numbered migrations of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from legion.bus.address import (
+    HUMAN,
+    AgentKey,
+    clean_agent_name,
+    clean_project_name,
+    parse_mentions,
+    readings,
+    resolve,
+)
+from legion.bus.model import (
+    HUMAN_NAME,
+    ORCHESTRATOR_NAME,
+    STATUS_EVENTS,
+    Agent,
+    AgentRole,
+    AgentStatus,
+    Channel,
+    Delivery,
+    DeliveryState,
+    Draft,
+    Event,
+    EventKind,
+    Message,
+    MessageKind,
+    PendingDelivery,
+    Posted,
+    Task,
+)
+from legion.config import state_home
+from legion.core.text import clean_body, clean_branch, clean_title
+from legion.embedded.db import Database
+from legion.errors import ConflictError, InputError, NotFoundError
+
+BUS_FILE_NAME = "bus.db"
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: agents (the human is one, for the whole machine), messages, their deliveries, events
+    # and tasks.
+    """
+    CREATE TABLE agents (
+        id INTEGER PRIMARY KEY,
+        project TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        name TEXT NOT NULL,
+        role TEXT NOT NULL,
+        runtime TEXT NOT NULL,
+        session_id TEXT,
+        status TEXT NOT NULL
+            CHECK (status IN ('busy', 'idle', 'blocked', 'complete', 'failed', 'archived')),
+        spawn_instance INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        UNIQUE (project, branch, name)
+    );
+    CREATE INDEX agents_session ON agents(session_id);
+    INSERT INTO agents (project, branch, name, role, runtime, status, created_at, updated_at)
+    VALUES ('', '', 'human', 'human', 'human', 'idle',
+            strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+    CREATE TABLE messages (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        project TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        sender_id INTEGER NOT NULL REFERENCES agents(id),
+        sender TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('say', 'ask', 'answer', 'complete', 'system')),
+        body TEXT NOT NULL,
+        mentions TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX messages_channel ON messages(project, branch, seq);
+    CREATE TABLE deliveries (
+        message_seq INTEGER NOT NULL REFERENCES messages(seq),
+        recipient_id INTEGER NOT NULL REFERENCES agents(id),
+        state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'read')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (message_seq, recipient_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX deliveries_pending ON deliveries(message_seq) WHERE state = 'pending';
+    CREATE INDEX deliveries_recipient ON deliveries(recipient_id, state, message_seq);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        agent_id INTEGER REFERENCES agents(id),
+        message_seq INTEGER REFERENCES messages(seq),
+        detail TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+    );
+    CREATE TRIGGER messages_posted AFTER INSERT ON messages BEGIN
+        INSERT INTO events (kind, agent_id, message_seq, created_at)
+        VALUES ('message_posted', new.sender_id, new.seq, new.created_at);
+    END;
+    CREATE TABLE tasks (
+        id INTEGER PRIMARY KEY,
+        project TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        parent_id INTEGER REFERENCES tasks(id),
+        title TEXT NOT NULL,
+        assigned_agent_id INTEGER REFERENCES agents(id),
+        completed_at TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX tasks_channel ON tasks(project, branch, id);
+    """,
+)
+
+# Client-chosen message ids: a UUID, or any short token a client can make unique.
+_MESSAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+# The roles that may address the human directly; everyone else goes through @legion.
+_REACH_HUMAN = frozenset({AgentRole.CONTROLLER, AgentRole.HUMAN})
+
+
+def stamp() -> str:
+    """Now, to the millisecond (message order is `seq`; this is for people and latency)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_message_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Bus(Protocol):
+    """What Legion's commands, the daemon and the hooks need from the event bus."""
+
+    # -- agents
+    def register_agent(
+        self,
+        channel: Channel,
+        name: str,
+        *,
+        role: AgentRole,
+        runtime: str,
+        session_id: str | None,
+    ) -> Agent:
+        """A session started: the agent (created on first sight), busy, with a new spawn
+        instance, un-archived."""
+        ...
+
+    def update_agent(
+        self,
+        agent_id: int,
+        *,
+        status: AgentStatus | None = None,
+        session_id: str | None = None,
+        detail: str = "",
+    ) -> Agent:
+        """Change what is given; a move to blocked, complete, failed or archived is an event."""
+        ...
+
+    def agent(self, agent_id: int) -> Agent: ...
+
+    def agent_by_session(self, session_id: str) -> Agent | None: ...
+
+    def human(self) -> Agent: ...
+
+    def agents(self, *, include_archived: bool = False) -> list[Agent]:
+        """Every agent but the human, by address."""
+        ...
+
+    def resolve_agent(self, address: str, here: Channel) -> Agent:
+        """The agent `address` names when written in `here` (see `legion.bus.address`)."""
+        ...
+
+    # -- messages and deliveries
+    def post(
+        self,
+        sender_id: int,
+        channel: Channel,
+        body: str,
+        *,
+        kind: MessageKind = MessageKind.SAY,
+        message_id: str | None = None,
+    ) -> Posted:
+        """Post `body` in `channel`: its mentions resolved, one pending delivery per addressee
+        and a `message_posted` event, all or nothing. Posting an id again posts nothing and
+        returns the first message (a different message under a used id is refused)."""
+        ...
+
+    def post_many(self, drafts: Sequence[Draft]) -> list[Posted]:
+        """Post each draft as `post` does, all in one transaction: all of them, or none."""
+        ...
+
+    def message(self, message_id: str) -> Message: ...
+
+    def messages(
+        self,
+        *,
+        channel: Channel | None = None,
+        since: int = 0,
+        unread_for: int | None = None,
+        last: int | None = None,
+    ) -> list[Message]:
+        """Messages after `since` (a `seq`), oldest first: of one channel or all, only those
+        addressed to `unread_for` it has not read, only the `last` few."""
+        ...
+
+    def deliveries(self, message_id: str) -> list[Delivery]: ...
+
+    def pending_deliveries(
+        self, *, recipient_id: int | None = None, limit: int = 100
+    ) -> list[PendingDelivery]:
+        """Deliveries not yet made, oldest message first (what the daemon hands over)."""
+        ...
+
+    def mark_delivered(self, message_id: str, recipient_id: int) -> Delivery:
+        """Counted as an attempt; a delivery already delivered or read stays as it is."""
+        ...
+
+    def mark_read(self, recipient_id: int, message_ids: Iterable[str]) -> int:
+        """The recipient saw these messages; returns how many deliveries changed."""
+        ...
+
+    def record_failed_attempt(self, message_id: str, recipient_id: int, error: str) -> Delivery:
+        """An attempt failed: counted, its error kept, the delivery still pending."""
+        ...
+
+    # -- events
+    def record_event(
+        self,
+        kind: EventKind,
+        *,
+        agent_id: int | None = None,
+        message_id: str | None = None,
+        detail: str = "",
+    ) -> Event: ...
+
+    def events(self, *, since: int = 0, limit: int | None = None) -> list[Event]: ...
+
+    # -- tasks
+    def add_task(
+        self,
+        channel: Channel,
+        title: str,
+        *,
+        parent_id: int | None = None,
+        assigned_agent_id: int | None = None,
+    ) -> Task: ...
+
+    def tasks(self, channel: Channel) -> list[Task]: ...
+
+    def complete_task(self, task_id: int) -> Task:
+        """Done (idempotent: a done task keeps when it was completed)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def bus_path(env: Mapping[str, str]) -> Path:
+    return state_home(env) / BUS_FILE_NAME
+
+
+def open_bus(env: Mapping[str, str]) -> Bus:
+    """The machine's bus."""
+    return SqliteBus(bus_path(env))
+
+
+_AGENT_COLUMNS = (
+    "id, project, branch, name, role, runtime, session_id, status, spawn_instance, "
+    "created_at, updated_at"
+)
+_MESSAGE_COLUMNS = "seq, id, project, branch, sender, kind, body, mentions, created_at"
+
+
+def _agent(row: Sequence[Any]) -> Agent:
+    """An agent from a row of `_AGENT_COLUMNS`, in that order."""
+    (id_, project, branch, name, role, runtime, sid, status, spawn, created, updated) = row
+    return Agent(
+        id=id_,
+        project=project,
+        branch=branch,
+        name=name,
+        role=AgentRole(role),
+        runtime=runtime,
+        session_id=sid,
+        status=AgentStatus(status),
+        spawn_instance=spawn,
+        created_at=created,
+        updated_at=updated,
+    )
+
+
+def _message(row: Sequence[Any]) -> Message:
+    """A message from a row of `_MESSAGE_COLUMNS`, in that order."""
+    seq, id_, project, branch, sender, kind, body, mentions, created = row
+    return Message(
+        id=id_,
+        seq=seq,
+        project=project,
+        branch=branch,
+        sender=sender,
+        kind=MessageKind(kind),
+        body=body,
+        mentions=tuple(json.loads(mentions)),
+        created_at=created,
+    )
+
+
+def _delivery(row: sqlite3.Row) -> Delivery:
+    return Delivery(
+        message_id=row["message_id"],
+        recipient_id=row["recipient_id"],
+        state=DeliveryState(row["state"]),
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _event(row: sqlite3.Row) -> Event:
+    return Event(
+        id=row["id"],
+        kind=EventKind(row["kind"]),
+        agent_id=row["agent_id"],
+        message_id=row["message_id"],
+        detail=row["detail"],
+        created_at=row["created_at"],
+    )
+
+
+def _task(row: sqlite3.Row) -> Task:
+    return Task(
+        id=row["id"],
+        project=row["project"],
+        branch=row["branch"],
+        parent_id=row["parent_id"],
+        title=row["title"],
+        assigned_agent_id=row["assigned_agent_id"],
+        completed_at=row["completed_at"],
+        created_at=row["created_at"],
+    )
+
+
+_DELIVERY_SELECT = (
+    "SELECT m.id AS message_id, d.recipient_id, d.state, d.attempts, d.last_error, d.updated_at "
+    "FROM deliveries d JOIN messages m ON m.seq = d.message_seq "
+)
+_EVENT_SELECT = (
+    "SELECT e.id, e.kind, e.agent_id, m.id AS message_id, e.detail, e.created_at "
+    "FROM events e LEFT JOIN messages m ON m.seq = e.message_seq "
+)
+
+
+def clean_channel(channel: Channel) -> Channel:
+    return Channel(clean_project_name(channel.project), clean_branch(channel.branch))
+
+
+def clean_message_id(text: str) -> str:
+    if not _MESSAGE_ID.fullmatch(text):
+        raise InputError(
+            f"invalid message id {text!r}: up to 128 letters, digits, '.', '_', ':' and '-'"
+        )
+    return text
+
+
+def clean_message_body(text: str) -> str:
+    body = clean_body(text, "the message").strip()
+    if not body:
+        raise InputError("the message is empty")
+    return body
+
+
+class SqliteBus:
+    """The bus in one SQLite file. One instance per thread (a connection is not shared)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # A 0-byte file is what a crash between creating it and SQLite's first write leaves.
+        self._db = Database(path, create=True, migrations=MIGRATIONS, empty_ok=True)
+        # Senders already seen: (address, may address the human). Neither can change: an
+        # address is the agent's identity, and only the names `legion` and `human` reach the
+        # human. Kept, a post without mentions reads nothing before it writes.
+        self._senders: dict[int, tuple[str, bool]] = {}
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- agents ---------------------------------------------------------------------------------
+
+    def register_agent(
+        self,
+        channel: Channel,
+        name: str,
+        *,
+        role: AgentRole,
+        runtime: str,
+        session_id: str | None,
+    ) -> Agent:
+        channel = clean_channel(channel)
+        name = clean_agent_name(name)
+        if role is AgentRole.HUMAN or name == HUMAN_NAME:
+            raise InputError(f"{HUMAN_NAME!r} is the human's name on the bus, not an agent's")
+        if (name == ORCHESTRATOR_NAME) != (role is AgentRole.CONTROLLER):
+            raise InputError(
+                f"the name {ORCHESTRATOR_NAME!r} is the orchestrator's (role controller), "
+                "and the orchestrator is called by it"
+            )
+        when = stamp()
+        with self._db.write() as conn:
+            row = conn.execute(
+                "INSERT INTO agents (project, branch, name, role, runtime, session_id, status, "
+                "spawn_instance, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'busy', 1, ?, ?) "
+                "ON CONFLICT (project, branch, name) DO UPDATE SET role = excluded.role, "
+                "runtime = excluded.runtime, session_id = excluded.session_id, status = 'busy', "
+                "spawn_instance = spawn_instance + 1, updated_at = excluded.updated_at "
+                f"RETURNING {_AGENT_COLUMNS}",
+                (
+                    channel.project,
+                    channel.branch,
+                    name,
+                    role.value,
+                    runtime,
+                    session_id,
+                    when,
+                    when,
+                ),
+            ).fetchone()
+            agent = _agent(row)
+            self._insert_event(
+                conn,
+                EventKind.AGENT_REGISTERED,
+                agent.id,
+                None,
+                f"spawn {agent.spawn_instance}",
+                when,
+            )
+        return agent
+
+    def update_agent(
+        self,
+        agent_id: int,
+        *,
+        status: AgentStatus | None = None,
+        session_id: str | None = None,
+        detail: str = "",
+    ) -> Agent:
+        when = stamp()
+        with self._db.write() as conn:
+            before = self._agent_in(conn, agent_id)
+            row = conn.execute(
+                "UPDATE agents SET status = coalesce(?, status), "
+                "session_id = coalesce(?, session_id), updated_at = ? "
+                f"WHERE id = ? RETURNING {_AGENT_COLUMNS}",
+                (None if status is None else status.value, session_id, when, agent_id),
+            ).fetchone()
+            agent = _agent(row)
+            kind = STATUS_EVENTS.get(agent.status)
+            if kind is not None and before.status is not agent.status:
+                self._insert_event(conn, kind, agent_id, None, detail, when)
+        return agent
+
+    def agent(self, agent_id: int) -> Agent:
+        with self._db.read() as conn:
+            return self._agent_in(conn, agent_id)
+
+    def agent_by_session(self, session_id: str) -> Agent | None:
+        with self._db.read() as conn:
+            row = conn.execute(
+                f"SELECT {_AGENT_COLUMNS} FROM agents WHERE session_id = ? "
+                "ORDER BY updated_at DESC, id DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+        return None if row is None else _agent(row)
+
+    def human(self) -> Agent:
+        with self._db.read() as conn:
+            row = conn.execute(
+                f"SELECT {_AGENT_COLUMNS} FROM agents WHERE role = 'human' ORDER BY id LIMIT 1"
+            ).fetchone()
+        return _agent(row)
+
+    def agents(self, *, include_archived: bool = False) -> list[Agent]:
+        archived = "" if include_archived else "AND status != 'archived' "
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_AGENT_COLUMNS} FROM agents WHERE role != 'human' {archived}"
+                "ORDER BY project, branch, name"
+            ).fetchall()
+        return [_agent(row) for row in rows]
+
+    def resolve_agent(self, address: str, here: Channel) -> Agent:
+        with self._db.read() as conn:
+            by_key = _by_key(self._all_agents(conn))
+        return by_key[resolve(address, here, by_key.keys())]
+
+    @staticmethod
+    def _agent_in(conn: sqlite3.Connection, agent_id: int) -> Agent:
+        row = conn.execute(
+            f"SELECT {_AGENT_COLUMNS} FROM agents WHERE id = ?", (agent_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no agent {agent_id} on the bus")
+        return _agent(row)
+
+    @staticmethod
+    def _all_agents(conn: sqlite3.Connection) -> list[Agent]:
+        return [_agent(row) for row in conn.execute(f"SELECT {_AGENT_COLUMNS} FROM agents")]
+
+    # -- messages -------------------------------------------------------------------------------
+
+    def post(
+        self,
+        sender_id: int,
+        channel: Channel,
+        body: str,
+        *,
+        kind: MessageKind = MessageKind.SAY,
+        message_id: str | None = None,
+    ) -> Posted:
+        return self.post_many([Draft(sender_id, channel, body, kind, message_id)])[0]
+
+    def post_many(self, drafts: Sequence[Draft]) -> list[Posted]:
+        # Checked before the write lock is taken: bad input never holds up other posters.
+        cleaned = [
+            Draft(
+                draft.sender_id,
+                clean_channel(draft.channel),
+                clean_message_body(draft.body),
+                draft.kind,
+                None if draft.message_id is None else clean_message_id(draft.message_id),
+            )
+            for draft in drafts
+        ]
+        with self._db.write() as conn:
+            return [self._post_in(conn, draft) for draft in cleaned]
+
+    def _post_in(self, conn: sqlite3.Connection, draft: Draft) -> Posted:
+        if draft.message_id is not None:
+            # A retry: what was posted under this id stands, whatever changed since.
+            earlier = conn.execute(
+                f"SELECT {_MESSAGE_COLUMNS}, sender_id FROM messages WHERE id = ?",
+                (draft.message_id,),
+            ).fetchone()
+            if earlier is not None:
+                return self._posted_before(conn, earlier, draft)
+        sender, may_reach_human = self._sender(conn, draft.sender_id)
+        recipients = self._addressees(
+            conn, draft.sender_id, may_reach_human, draft.channel, parse_mentions(draft.body)
+        )
+        message_id = draft.message_id or new_message_id()
+        mentions = tuple(agent.address for agent in recipients)
+        when = stamp()
+        # The `message_posted` event is written by a trigger, in this transaction.
+        seq = conn.execute(
+            "INSERT INTO messages (id, project, branch, sender_id, sender, kind, body, "
+            "mentions, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+            (
+                message_id,
+                draft.channel.project,
+                draft.channel.branch,
+                draft.sender_id,
+                sender,
+                draft.kind.value,
+                draft.body,
+                json.dumps(mentions),
+                when,
+            ),
+        ).fetchone()[0]
+        if recipients:
+            conn.executemany(
+                "INSERT INTO deliveries (message_seq, recipient_id, state, updated_at) "
+                "VALUES (?, ?, 'pending', ?)",
+                [(seq, agent.id, when) for agent in recipients],
+            )
+        message = Message(
+            message_id,
+            seq,
+            draft.channel.project,
+            draft.channel.branch,
+            sender,
+            draft.kind,
+            draft.body,
+            mentions,
+            when,
+        )
+        return Posted(message, tuple(recipients), created=True)
+
+    def _sender(self, conn: sqlite3.Connection, sender_id: int) -> tuple[str, bool]:
+        known = self._senders.get(sender_id)
+        if known is None:
+            agent = self._agent_in(conn, sender_id)
+            known = self._senders[sender_id] = (agent.address, agent.role in _REACH_HUMAN)
+        return known
+
+    def _addressees(
+        self,
+        conn: sqlite3.Connection,
+        sender_id: int,
+        may_reach_human: bool,
+        channel: Channel,
+        mentioned: Sequence[str],
+    ) -> list[Agent]:
+        """The agents the mentions name (never the sender), each once.
+
+        Only the agents an address could name are read (one per reading of it, and for
+        `@legion` the project's orchestrators), which is all resolving needs; every agent is
+        read only to explain an address that names nobody."""
+        if not mentioned:
+            return []
+        keys: set[AgentKey] = set()
+        for address in mentioned:
+            if address == HUMAN_NAME:
+                keys.add(HUMAN)
+            elif address != ORCHESTRATOR_NAME:
+                keys.update(readings(address, channel))
+        clauses = ["(project = ? AND branch = ? AND name = ?)"] * len(keys)
+        args = [part for key in sorted(keys) for part in (key.project, key.branch, key.name)]
+        if ORCHESTRATOR_NAME in mentioned:  # the project's orchestrator, on whichever branch
+            clauses.append("(project = ? AND name = ?)")
+            args += [channel.project, ORCHESTRATOR_NAME]
+        rows = conn.execute(
+            f"SELECT {_AGENT_COLUMNS} FROM agents WHERE {' OR '.join(clauses)}", args
+        ).fetchall()
+        by_key = _by_key(_agent(row) for row in rows)
+        recipients: list[Agent] = []
+        for address in mentioned:
+            try:
+                agent = by_key[
+                    resolve(address, channel, by_key.keys(), may_reach_human=may_reach_human)
+                ]
+            except InputError:
+                # Said again against every agent, for the candidates the error names.
+                everyone = _by_key(self._all_agents(conn)).keys()
+                try:
+                    resolve(address, channel, everyone, may_reach_human=may_reach_human)
+                except InputError as exc:
+                    hint = "(text in `backticks` is not read as a mention)"
+                    raise InputError(f"{exc} {hint}") from None
+                raise
+            if agent.id != sender_id and all(agent.id != other.id for other in recipients):
+                recipients.append(agent)
+        return recipients
+
+    def _posted_before(self, conn: sqlite3.Connection, row: sqlite3.Row, draft: Draft) -> Posted:
+        message = _message(tuple(row)[:-1])
+        if (row["sender_id"], message.channel, message.kind, message.body) != (
+            draft.sender_id,
+            draft.channel,
+            draft.kind,
+            draft.body,
+        ):
+            raise ConflictError(
+                f"message id {message.id} was already used for another message "
+                f"(#{message.seq} in {message.channel}); choose a new id"
+            )
+        rows = conn.execute(
+            f"SELECT {', '.join('a.' + c.strip() for c in _AGENT_COLUMNS.split(','))} "
+            "FROM deliveries d JOIN agents a ON a.id = d.recipient_id "
+            "WHERE d.message_seq = ? ORDER BY a.id",
+            (message.seq,),
+        ).fetchall()
+        order = {address: n for n, address in enumerate(message.mentions)}
+        recipients = sorted((_agent(r) for r in rows), key=lambda a: order.get(a.address, 0))
+        return Posted(message, tuple(recipients), created=False)
+
+    def message(self, message_id: str) -> Message:
+        with self._db.read() as conn:
+            row = conn.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no message {message_id!r} on the bus")
+        return _message(row)
+
+    def messages(
+        self,
+        *,
+        channel: Channel | None = None,
+        since: int = 0,
+        unread_for: int | None = None,
+        last: int | None = None,
+    ) -> list[Message]:
+        where = ["m.seq > ?"]
+        args: list[object] = [since]
+        if channel is not None:
+            where.append("m.project = ? AND m.branch = ?")
+            args += [channel.project, channel.branch]
+        if unread_for is not None:
+            # Driven by the recipient's deliveries (indexed), not by every message.
+            where.append(
+                "m.seq IN (SELECT d.message_seq FROM deliveries d "
+                "WHERE d.recipient_id = ? AND d.state != 'read')"
+            )
+            args.append(unread_for)
+        query = f"SELECT {_MESSAGE_COLUMNS} FROM messages m WHERE {' AND '.join(where)}"
+        if last is not None:
+            # The newest `last`, then back in order.
+            query = f"SELECT * FROM ({query} ORDER BY m.seq DESC LIMIT ?) ORDER BY seq"
+            args.append(max(last, 0))
+        else:
+            query += " ORDER BY m.seq"
+        with self._db.read() as conn:
+            rows = conn.execute(query, args).fetchall()
+        return [_message(row) for row in rows]
+
+    # -- deliveries -----------------------------------------------------------------------------
+
+    def deliveries(self, message_id: str) -> list[Delivery]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                _DELIVERY_SELECT + "WHERE m.id = ? ORDER BY d.recipient_id", (message_id,)
+            ).fetchall()
+        return [_delivery(row) for row in rows]
+
+    def pending_deliveries(
+        self, *, recipient_id: int | None = None, limit: int = 100
+    ) -> list[PendingDelivery]:
+        only = "" if recipient_id is None else "AND d.recipient_id = ? "
+        args: list[object] = [] if recipient_id is None else [recipient_id]
+        agent_columns = ", ".join("a." + c.strip() for c in _AGENT_COLUMNS.split(","))
+        message_columns = ", ".join("m." + c.strip() for c in _MESSAGE_COLUMNS.split(","))
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT d.recipient_id, d.state, d.attempts, d.last_error, d.updated_at, "
+                f"{message_columns}, {agent_columns} "
+                "FROM deliveries d JOIN messages m ON m.seq = d.message_seq "
+                "JOIN agents a ON a.id = d.recipient_id "
+                f"WHERE d.state = 'pending' {only}ORDER BY d.message_seq, d.recipient_id LIMIT ?",
+                [*args, limit],
+            ).fetchall()
+        found = []
+        for row in rows:
+            values = tuple(row)
+            message = _message(values[5:14])
+            delivery = Delivery(
+                message_id=message.id,
+                recipient_id=values[0],
+                state=DeliveryState(values[1]),
+                attempts=values[2],
+                last_error=values[3],
+                updated_at=values[4],
+            )
+            found.append(PendingDelivery(delivery, message, _agent(values[14:])))
+        return found
+
+    def mark_delivered(self, message_id: str, recipient_id: int) -> Delivery:
+        return self._change_delivery(
+            message_id,
+            recipient_id,
+            "state = CASE state WHEN 'pending' THEN 'delivered' ELSE state END, "
+            "attempts = attempts + (state = 'pending'), last_error = NULL",
+            (),
+        )
+
+    def record_failed_attempt(self, message_id: str, recipient_id: int, error: str) -> Delivery:
+        return self._change_delivery(
+            message_id,
+            recipient_id,
+            "attempts = attempts + (state = 'pending'), "
+            "last_error = CASE state WHEN 'pending' THEN ? ELSE last_error END",
+            (" ".join(error.split())[:1000],),
+        )
+
+    def _change_delivery(
+        self, message_id: str, recipient_id: int, assignments: str, args: tuple[object, ...]
+    ) -> Delivery:
+        with self._db.write() as conn:
+            changed = conn.execute(
+                # Every SET expression reads the row as it was: a delivery already made is
+                # left exactly as it is, its time included.
+                f"UPDATE deliveries SET {assignments}, "
+                "updated_at = CASE state WHEN 'pending' THEN ? ELSE updated_at END "
+                "WHERE message_seq = (SELECT seq FROM messages WHERE id = ?) "
+                "AND recipient_id = ?",
+                (*args, stamp(), message_id, recipient_id),
+            ).rowcount
+            if not changed:
+                raise NotFoundError(
+                    f"no delivery of message {message_id!r} to agent {recipient_id} on the bus"
+                )
+            row = conn.execute(
+                _DELIVERY_SELECT + "WHERE m.id = ? AND d.recipient_id = ?",
+                (message_id, recipient_id),
+            ).fetchone()
+        return _delivery(row)
+
+    def mark_read(self, recipient_id: int, message_ids: Iterable[str]) -> int:
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            return 0
+        changed = 0
+        with self._db.write() as conn:
+            when = stamp()
+            for start in range(0, len(ids), 500):  # within SQLite's limit on parameters
+                chunk = ids[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                changed += conn.execute(
+                    "UPDATE deliveries SET state = 'read', updated_at = ? "
+                    "WHERE recipient_id = ? AND state != 'read' AND message_seq IN "
+                    f"(SELECT seq FROM messages WHERE id IN ({marks}))",
+                    (when, recipient_id, *chunk),
+                ).rowcount
+        return changed
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def record_event(
+        self,
+        kind: EventKind,
+        *,
+        agent_id: int | None = None,
+        message_id: str | None = None,
+        detail: str = "",
+    ) -> Event:
+        when = stamp()
+        with self._db.write() as conn:
+            seq = None
+            if message_id is not None:
+                found = conn.execute(
+                    "SELECT seq FROM messages WHERE id = ?", (message_id,)
+                ).fetchone()
+                if found is None:
+                    raise NotFoundError(f"no message {message_id!r} on the bus")
+                seq = found[0]
+            if agent_id is not None:
+                self._agent_in(conn, agent_id)
+            event_id = self._insert_event(conn, kind, agent_id, seq, detail, when)
+        return Event(event_id, kind, agent_id, message_id, detail, when)
+
+    @staticmethod
+    def _insert_event(
+        conn: sqlite3.Connection,
+        kind: EventKind,
+        agent_id: int | None,
+        message_seq: int | None,
+        detail: str,
+        when: str,
+    ) -> int:
+        cursor = conn.execute(
+            "INSERT INTO events (kind, agent_id, message_seq, detail, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (kind.value, agent_id, message_seq, detail, when),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def events(self, *, since: int = 0, limit: int | None = None) -> list[Event]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                _EVENT_SELECT + "WHERE e.id > ? ORDER BY e.id LIMIT ?",
+                (since, -1 if limit is None else limit),
+            ).fetchall()
+        return [_event(row) for row in rows]
+
+    # -- tasks ----------------------------------------------------------------------------------
+
+    def add_task(
+        self,
+        channel: Channel,
+        title: str,
+        *,
+        parent_id: int | None = None,
+        assigned_agent_id: int | None = None,
+    ) -> Task:
+        title = clean_title(title)
+        channel = clean_channel(channel)
+        with self._db.write() as conn:
+            if parent_id is not None and self._task_in(conn, parent_id) is None:
+                raise NotFoundError(f"no task {parent_id} (the parent)")
+            if assigned_agent_id is not None:
+                self._agent_in(conn, assigned_agent_id)
+            task_id = conn.execute(
+                "INSERT INTO tasks (project, branch, parent_id, title, assigned_agent_id, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (channel.project, channel.branch, parent_id, title, assigned_agent_id, stamp()),
+            ).fetchone()[0]
+            task = self._task_in(conn, task_id)
+        assert task is not None  # just inserted, in this transaction
+        return task
+
+    def tasks(self, channel: Channel) -> list[Task]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM tasks WHERE project = ? AND branch = ? ORDER BY id",
+                (channel.project, channel.branch),
+            ).fetchall()
+        return [_task(row) for row in rows]
+
+    def complete_task(self, task_id: int) -> Task:
+        with self._db.write() as conn:
+            conn.execute(
+                "UPDATE tasks SET completed_at = ? WHERE id = ? AND completed_at IS NULL",
+                (stamp(), task_id),
+            )
+            task = self._task_in(conn, task_id)
+        if task is None:
+            raise NotFoundError(f"no task {task_id}")
+        return task
+
+    @staticmethod
+    def _task_in(conn: sqlite3.Connection, task_id: int) -> Task | None:
+        row = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return None if row is None else _task(row)
+
+
+def _by_key(agents: Iterable[Agent]) -> dict[AgentKey, Agent]:
+    """Agents by (project, branch, name); the human's row is ("", "", "human"), `HUMAN`."""
+    return {AgentKey(agent.project, agent.branch, agent.name): agent for agent in agents}
