@@ -1,0 +1,122 @@
+"""The command Claude Code runs for Legion's hooks: `python -P -m legion.runtime.hook_entry
+EVENT [--inbox FILE] [--context FILE]` (see `legion.runtime.hooks`).
+
+It reads the hook's input (JSON) on stdin and prints its answer (JSON) on stdout, or nothing
+to let the CLI go on as if there were no hook. It never exits with status 2, which the CLI
+takes for "block, with stderr as the reason": any failure is status 1, which the CLI records
+as a non-blocking error and ignores, so a broken inbox never stops or garbles a session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from legion.runtime import hooks
+from legion.runtime.hooks import HookEvent, Inbox
+
+FAILED = 1  # never 2: see the module's docstring
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would exit with status 2
+        raise ValueError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m legion.runtime.hook_entry", add_help=False)
+    parser.add_argument("event", choices=[str(e) for e in HookEvent])
+    parser.add_argument("--inbox", type=Path, help=f"default: ${hooks.INBOX_ENV}")
+    parser.add_argument("--context", type=Path, help=f"default: ${hooks.CONTEXT_ENV}")
+    return parser
+
+
+def _path(given: Path | None, env: Mapping[str, str], name: str) -> Path | None:
+    if given is not None:
+        return given
+    value = env.get(name)
+    return Path(value) if value else None
+
+
+def _read_input(stdin: IO[str]) -> dict[str, Any]:
+    try:
+        data = json.loads(stdin.read() or "{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_context(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def answer(
+    event: HookEvent,
+    hook_input: Mapping[str, Any],
+    *,
+    inbox: Path | None,
+    context: Path | None,
+    env: Mapping[str, str],
+) -> dict[str, Any] | None:
+    """The answer to print for `event` (None: print nothing), after updating the inbox."""
+    if event == HookEvent.SESSION_START:
+        return hooks.answer_session_start(hook_input, _read_context(context))
+    if event not in (HookEvent.STOP, HookEvent.USER_PROMPT_SUBMIT):
+        return None
+    if inbox is None or not inbox.exists():
+        return None  # nothing was ever queued: no lock, no file
+    now = time.time()
+    cap = hooks.stop_block_cap(env)
+
+    def change(current: Inbox) -> tuple[dict[str, Any] | None, Inbox | None]:
+        if event == HookEvent.STOP:
+            return hooks.answer_stop(hook_input, current, cap=cap, now=now)
+        return hooks.answer_user_prompt(hook_input, current, now=now)
+
+    return hooks.update_inbox(inbox, change)
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: IO[str] | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    env = os.environ if env is None else env
+    try:
+        args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+        event = HookEvent(args.event)
+        reply = answer(
+            event,
+            _read_input(stdin),
+            inbox=_path(args.inbox, env, hooks.INBOX_ENV),
+            context=_path(args.context, env, hooks.CONTEXT_ENV),
+            env=env,
+        )
+    except Exception as exc:  # any failure: let the session go on
+        stderr.write(f"legion hook: {exc}\n")
+        return FAILED
+    if reply is not None:
+        stdout.write(json.dumps(reply, ensure_ascii=False))
+        stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
