@@ -36,16 +36,21 @@ from typing import Any
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import Backends, open_backends, open_workers
+from legion.bus.delivery import TYPED, delivery_text
+from legion.bus.model import Agent, PendingDelivery
+from legion.bus.sessions import project_channel_name
+from legion.bus.store import Bus, open_bus
 from legion.config import Project
 from legion.core.ids import controller_session_id
 from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
-from legion.errors import ConflictError, LegionError
+from legion.errors import ConflictError, LegionError, NotFoundError
 from legion.faults import fault_point
 from legion.judgments import Judgment, JudgmentQueue, wake_reason
 from legion.pause import DispatchPause
 from legion.reconcile import START_FAILURES, Reconciler
 from legion.relay import relay_needed
 from legion.relay.server import RelayServer, relay_server
+from legion.runtime import hooks
 from legion.runtime.claude_paths import newest_activity
 from legion.runtime.transcript import summarize_file
 from legion.runtime.workers import WorkerManager, WorkerState, classify
@@ -108,6 +113,20 @@ class _Memory:
     pause_reported: str | None = None
 
 
+@dataclass(frozen=True)
+class SessionTarget:
+    """A running (or dead) session a message can be handed to, as observed this tick."""
+
+    state: WorkerState
+    window_id: str | None
+    transcript: Path
+    last_activity: float | None
+
+
+# Said in a delivery's last error while Legion cannot yet resume a session to deliver to it.
+NO_LIVE_SESSION = "the session is not running (delivery to a dead session waits for its resume)"
+
+
 class Daemon:
     def __init__(self, project: Project, config: DaemonConfig, env: Mapping[str, str]) -> None:
         if config.mode not in MODES:
@@ -132,6 +151,7 @@ class Daemon:
             oracle_timeout=config.stale_after if oracle_timeout is None else oracle_timeout,
         )
         self.memory = _Memory()
+        self._bus: Bus | None = None  # opened at the first delivery: a broken bus stops nothing
         self._stopping = False
         self._next_wait = config.tick
 
@@ -202,6 +222,8 @@ class Daemon:
                     fifo.unlink()
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
+                if self._bus is not None:
+                    self._bus.close()
                 self.log.append("-", "daemon_stop", OutcomeKind.DONE, f"pid {os.getpid()}")
 
     def _start_relay(self) -> RelayServer | None:
@@ -255,6 +277,7 @@ class Daemon:
             self._step("wake_controller", self.deliver_judgments)
         else:
             self._step("wake_controller", self.wake_llm_controller)
+        self._step("deliver_messages", self.deliver_messages)
         self._step("pause_dispatch", self._report_pause)
 
     def _step(self, name: str, step: Any) -> None:
@@ -463,6 +486,139 @@ class Daemon:
             if item.delivered_mark is not None and size > item.delivered_mark
         )
 
+    # -- the bus -------------------------------------------------------------------------------
+
+    @property
+    def bus(self) -> Bus:
+        if self._bus is None:
+            self._bus = open_bus(self.env)
+        return self._bus
+
+    def _sessions(self) -> dict[str, SessionTarget]:
+        """Every session of this project, by session id: the workers and the controller."""
+        found: dict[str, SessionTarget] = {}
+        for view in self.workers.views():
+            window = None if view.window is None else view.window.id
+            found[view.record.session_id] = SessionTarget(
+                view.state, window, view.transcript, view.last_activity
+            )
+        state, activity = self.controller_state()
+        controller = self.workers.tmux.find_window(self.workers.session, CONTROLLER_WINDOW)
+        found[self.controller_session] = SessionTarget(
+            state,
+            None if controller is None or controller.pane_dead else controller.id,
+            self.controller_transcript(),
+            activity,
+        )
+        return found
+
+    def deliver_messages(self) -> None:
+        """Hand each pending message to the agents of this project it addresses: queued for a
+        busy (or blocked) session's hooks, which give it at the turn boundary; typed into an
+        idle one as its next prompt. A delivery counts once the hook took it or the prompt
+        reached the transcript; until then it stays pending and is tried again."""
+        bus = self.bus
+        project = project_channel_name(self.project)
+        agents = [a for a in bus.agents() if a.project == project and a.session_id]
+        pending = {a.id: bus.pending_deliveries(recipient_id=a.id) for a in agents}
+        if not any(pending.values()):
+            return
+        sessions = self._sessions()
+        for agent in agents:
+            assert agent.session_id is not None
+            if pending[agent.id]:
+                self._deliver_to(agent, pending[agent.id], sessions.get(agent.session_id))
+
+    def _deliver_to(
+        self, agent: Agent, due: list[PendingDelivery], target: SessionTarget | None
+    ) -> None:
+        assert agent.session_id is not None
+        bus = self.bus
+        inbox = self.workers.inbox_file(agent.session_id)
+        idle = (
+            target is not None and target.state is WorkerState.IDLE and target.window_id is not None
+        )
+        if idle and target is not None:
+            quiet = time.time() - (target.last_activity or 0.0)
+            if quiet < SETTLE_S:  # its turn has only just ended: come back in a moment
+                self._next_wait = min(self._next_wait, SETTLE_S)
+                return
+            # Taken out of the hooks' reach first: the prompt typed below would otherwise have
+            # its UserPromptSubmit hook hand the same messages over a second time.
+            hooks.take_queued(inbox, TYPED, agent.session_id)
+        handed = self._note_hook_deliveries(agent, inbox)
+        due = [item for item in due if item.message.id not in handed]
+        if not due:
+            return
+        texts = [(item.message.id, delivery_text(item.message, agent)) for item in due]
+        if target is None or target.state is WorkerState.DEAD or target.window_id is None:
+            for item in due:
+                bus.record_failed_attempt(item.message.id, agent.id, NO_LIVE_SESSION)
+            return
+        if not idle:
+            # Busy, or waiting on a question (typing would answer it): the Stop hook hands the
+            # messages over at its turn boundary, never in the middle of a turn.
+            for message_id, text in texts:
+                hooks.enqueue(inbox, message_id, text)
+            return
+        self._type_messages(agent, target, texts)
+
+    def _note_hook_deliveries(self, agent: Agent, inbox: Path) -> set[str]:
+        """Mark delivered what the session's hooks handed to the model; their ids."""
+        if not inbox.exists():
+            return set()
+        handed = {
+            str(entry.get("id"))
+            for entry in hooks.take_delivered(inbox)
+            if entry.get("via") != TYPED  # typed ones are marked when typed
+        }
+        for message_id in handed:
+            with contextlib.suppress(NotFoundError):  # a message the bus does not know
+                self.bus.mark_delivered(message_id, agent.id)
+        return handed
+
+    def _type_messages(
+        self, agent: Agent, target: SessionTarget, texts: list[tuple[str, str]]
+    ) -> None:
+        """Type the messages into the idle session as one prompt; delivered once its
+        transcript has recorded it."""
+        assert target.window_id is not None
+        ids = [message_id for message_id, _ in texts]
+        prompt = "\n\n".join(text for _, text in texts)
+        tmux = self.workers.tmux
+        mark = _file_size(target.transcript)
+        try:
+            tmux.send_text(target.window_id, prompt)
+            accepted = self._accepted_in(target.transcript, mark)
+            if not accepted:
+                tmux.send_keys(target.window_id, "Enter")
+                accepted = self._accepted_in(target.transcript, mark)
+            if not accepted:
+                tmux.send_keys(target.window_id, "C-u")  # never leave our text for the next prompt
+        except LegionError as exc:
+            for message_id in ids:
+                self.bus.record_failed_attempt(message_id, agent.id, f"typing failed: {exc}")
+            raise
+        if not accepted:
+            for message_id in ids:
+                self.bus.record_failed_attempt(
+                    message_id, agent.id, "typed into the idle session, but not taken"
+                )
+            return
+        for message_id in ids:
+            self.bus.mark_delivered(message_id, agent.id)
+        self.log.append(
+            "-", "deliver_messages", OutcomeKind.DONE, f"{len(ids)} to @{agent.address}"
+        )
+
+    def _accepted_in(self, transcript: Path, mark: int) -> bool:
+        deadline = time.monotonic() + ACCEPT_S
+        while time.monotonic() < deadline:
+            if _file_size(transcript) > mark:
+                return True
+            time.sleep(0.1)
+        return _file_size(transcript) > mark
+
     # -- workers -------------------------------------------------------------------------------
 
     def kill_stuck_workers(self) -> None:
@@ -498,6 +654,13 @@ class Daemon:
                     "and no change on screen",
                 )
         self.memory.pane_hashes = seen
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _timestamp(iso: str) -> float:

@@ -327,3 +327,72 @@ def test_a_reaped_process_is_not_alive() -> None:
     assert process_args(child.pid) is None
     assert _alive(os.getpid())
     assert "python" in (process_args(os.getpid()) or "")
+
+
+# -- the one --settings of a session -------------------------------------------------------------
+
+
+def _settings_of(argv: list[str]) -> dict[str, Any]:
+    assert argv.count("--settings") == 1, argv
+    parsed = json.loads(argv[argv.index("--settings") + 1])
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+@pytest.fixture
+def fixed_claude(monkeypatch: pytest.MonkeyPatch) -> None:
+    from legion.runtime.claude import ClaudeRuntime
+
+    monkeypatch.setattr(ClaudeRuntime, "executable", lambda self: "/bin/claude")
+
+
+@pytest.mark.usefixtures("fixed_claude")
+@pytest.mark.parametrize("mode", ["bypass", "default", "acceptEdits"])
+def test_every_permission_mode_passes_the_hooks_in_one_settings_flag(
+    mode: str, tmp_path: Path
+) -> None:
+    from legion.runtime import hooks
+    from legion.runtime.claude import ClaudeRuntime
+
+    hook_settings = hooks.hooks_settings(inbox=tmp_path / "in.json", context=tmp_path / "c.md")
+    argv = ClaudeRuntime(permission_mode=mode).command(
+        "sid", "go", resume=False, hook_settings=hook_settings
+    )
+    settings = _settings_of(argv)
+    assert settings["hooks"] == hook_settings["hooks"]
+    assert settings.get("skipDangerousModePermissionPrompt") is (True if mode == "bypass" else None)
+    assert argv[-2:] == ["--", "go"]
+
+
+@pytest.mark.usefixtures("fixed_claude")
+def test_a_settings_flag_in_claude_args_is_merged_not_left_to_replace_legions(
+    tmp_path: Path,
+) -> None:
+    from legion.runtime import hooks
+    from legion.runtime.claude import ClaudeRuntime
+
+    user_hook = {"hooks": [{"type": "command", "command": "echo mine"}]}
+    user_file = tmp_path / "mine.json"
+    user_file.write_text(json.dumps({"model": "x", "hooks": {"Stop": [user_hook]}}))
+    runtime = ClaudeRuntime(
+        extra_args=("--verbose", "--settings", str(user_file), '--settings={"theme": "dark"}')
+    )
+    hook_settings = hooks.hooks_settings(inbox=tmp_path / "in.json")
+    argv = runtime.command("sid", "", resume=True, hook_settings=hook_settings)
+    settings = _settings_of(argv)
+    assert settings["model"] == "x" and settings["theme"] == "dark"
+    assert settings["skipDangerousModePermissionPrompt"] is True
+    assert settings["hooks"]["Stop"] == [user_hook, *hook_settings["hooks"]["Stop"]]
+    assert "--verbose" in argv and not any(a.startswith("--settings=") for a in argv)
+
+
+@pytest.mark.usefixtures("fixed_claude")
+@pytest.mark.parametrize("given", [("--settings",), ("--settings", "[1]"), ("--settings=/nope",)])
+def test_an_unusable_settings_flag_in_claude_args_is_a_config_error(
+    given: tuple[str, ...],
+) -> None:
+    from legion.errors import ConfigError
+    from legion.runtime.claude import ClaudeRuntime
+
+    with pytest.raises(ConfigError, match="claude_args"):
+        ClaudeRuntime(extra_args=given).command("sid", "go", resume=False)

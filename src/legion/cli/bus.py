@@ -49,6 +49,18 @@ def _speaker(ctx: typer.Context, bus: Bus) -> Speaker:
     return identify(bus, os.environ, Path.cwd(), lambda: common.project(ctx))
 
 
+def _wake_daemon(ctx: typer.Context) -> None:
+    """Have this project's daemon deliver now rather than at its next tick. Only a help: outside
+    a project (or with no daemon) the message waits for a tick."""
+    from legion.errors import LegionError
+
+    try:
+        project = common.project(ctx)
+    except LegionError:
+        return
+    common.changed(project)
+
+
 def _parse_channel(given: str | None) -> Channel | None:
     from legion.bus.address import parse_channel
 
@@ -159,6 +171,8 @@ def say(
     posted = bus.post(speaker.agent.id, wanted or speaker.channel(), body, message_id=chosen_id)
     message = posted.message
     wakes = [agent.address for agent in posted.recipients]
+    if posted.created and posted.recipients:
+        _wake_daemon(ctx)
     if as_json:
         common.print_json(
             {"message": message_json(message), "wakes": wakes, "created": posted.created}

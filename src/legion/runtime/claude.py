@@ -22,7 +22,7 @@ from typing import Any
 from legion.config import Settings
 from legion.core.model import Mode, normalize_identifier
 from legion.errors import ConfigError
-from legion.runtime import claude_bin
+from legion.runtime import claude_bin, hooks
 from legion.runtime.claude_paths import global_config_file, transcript_path
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
@@ -31,6 +31,43 @@ _API_KEY_VARIABLES = ("ANTHROPIC_API_KEY",)
 
 def worker_prompt(issue: str, mode: Mode) -> str:
     return f"/legion-worker {mode.value} mode for {normalize_identifier(issue)}"
+
+
+def split_settings_arg(args: tuple[str, ...]) -> tuple[list[str], dict[str, Any]]:
+    """`claude_args` without its `--settings`, and that flag's settings (JSON, or a JSON
+    file's path) as an object: the CLI honours only the last `--settings`, so a user's own
+    would silently replace Legion's hooks; Legion merges it into its one instead."""
+    rest: list[str] = []
+    given: list[str] = []
+    items = iter(args)
+    for arg in items:
+        if arg == "--settings":
+            value = next(items, None)
+            if value is None:
+                raise ConfigError("claude_args: --settings has no value")
+            given.append(value)
+        elif arg.startswith("--settings="):
+            given.append(arg.removeprefix("--settings="))
+        else:
+            rest.append(arg)
+    settings: dict[str, Any] = {}
+    for value in given:
+        settings = hooks.merge_settings(settings, _settings_object(value))
+    return rest, settings
+
+
+def _settings_object(value: str) -> dict[str, Any]:
+    try:
+        text = value if value.lstrip().startswith("{") else Path(value).expanduser().read_text()
+        parsed = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"claude_args: --settings {value!r} is neither a JSON object nor a readable JSON "
+            f"file ({exc})"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"claude_args: --settings {value!r} is not a JSON object")
+    return parsed
 
 
 @dataclass(frozen=True)
@@ -49,20 +86,33 @@ class ClaudeRuntime:
     def executable(self) -> str:
         return str(self.resolve().path)
 
-    def command(self, session_id: str, prompt: str, *, resume: bool) -> list[str]:
-        """argv for the interactive CLI: new session (`--session-id`) or resumed (`--resume`)."""
+    def command(
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        resume: bool,
+        hook_settings: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """argv for the interactive CLI: new session (`--session-id`) or resumed (`--resume`).
+
+        `hook_settings`: Legion's hooks (`hooks.hooks_settings`). The CLI reads only the last
+        `--settings`, so Legion's, the user's (from `claude_args`) and the hooks go in one."""
         argv = [self.executable(), "--resume" if resume else "--session-id", session_id]
+        base: dict[str, Any] = {}
         if self.permission_mode == "bypass":
             # The warning it would show once is a consent the config already gave; passed as a
             # flag so the user's own settings.json is left alone.
-            argv += [
-                "--dangerously-skip-permissions",
-                "--settings",
-                json.dumps({"skipDangerousModePermissionPrompt": True}),
-            ]
+            argv += ["--dangerously-skip-permissions"]
+            base["skipDangerousModePermissionPrompt"] = True
         elif self.permission_mode != "default":
             argv += ["--permission-mode", self.permission_mode]
-        argv += [*self.extra_args]
+        extra_args, user_settings = split_settings_arg(self.extra_args)
+        settings = hooks.merge_settings(base, user_settings)
+        settings = hooks.merge_settings(settings, hook_settings or {})
+        if settings:
+            argv += ["--settings", json.dumps(settings)]
+        argv += extra_args
         if prompt:
             argv += ["--", prompt]
         return argv

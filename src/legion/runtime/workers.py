@@ -30,7 +30,7 @@ from legion.faults import fault_point
 from legion.locking import exclusive
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
-from legion.runtime import launch
+from legion.runtime import hooks, launch
 from legion.runtime.claude import CURSOR, ClaudeRuntime, first_run_dialog_keys, worker_prompt
 from legion.runtime.claude_paths import newest_activity
 from legion.runtime.registry import Registry, WorkerRecord
@@ -395,7 +395,10 @@ class WorkerManager:
         self._ensure_session()  # closing the last window ends the session
         # Decided only now: a leftover that was starting may have written the transcript.
         transcript = self.claude.transcript(self.env, cwd, sid)
-        argv = self.claude.command(sid, prompt, resume=transcript.exists())
+        self._register_on_bus(sid, extra_env.get("LEGION_MODE", ""), cwd)
+        argv = self.claude.command(
+            sid, prompt, resume=transcript.exists(), hook_settings=self._hook_settings(sid)
+        )
         handover = launch.Handover(self.project.state_dir / "launch", argv, cwd, env)
         handover.start()
         try:
@@ -413,6 +416,41 @@ class WorkerManager:
 
     def _pid_file(self, sid: str) -> Path:
         return self.project.state_dir / "sessions" / f"{sid}.pid"
+
+    def inbox_file(self, sid: str) -> Path:
+        """Messages waiting for session `sid`'s next turn boundary (its hooks hand them over)."""
+        return self.project.state_dir / "sessions" / f"{sid}.inbox.json"
+
+    def context_file(self, sid: str) -> Path:
+        """What a resumed or compacted session `sid` is given back (its SessionStart hook)."""
+        return self.project.state_dir / "sessions" / f"{sid}.context.md"
+
+    def _hook_settings(self, sid: str) -> dict[str, Any]:
+        sessions = self.project.state_dir / "sessions"
+        sessions.mkdir(mode=0o700, parents=True, exist_ok=True)  # the hooks lock files in it
+        return hooks.hooks_settings(
+            python=sys.executable, inbox=self.inbox_file(sid), context=self.context_file(sid)
+        )
+
+    def _register_on_bus(self, sid: str, mode: str, workspace: Path) -> None:
+        """Record the session as an agent on the bus, before its process can post. The bus is
+        a help to the session, never a condition of it: a failure is reported and the session
+        starts all the same."""
+        from legion.bus.sessions import register_session
+        from legion.bus.store import open_bus
+
+        try:
+            bus = open_bus(self.env)
+            try:
+                register_session(bus, self.project, mode=mode, session_id=sid, workspace=workspace)
+            finally:
+                bus.close()
+        except Exception as exc:  # whatever it is, the worker still starts
+            print(
+                f"legion: session {sid} not registered on the bus: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _stop_stray(self, sid: str) -> None:
         """End the process last started on session `sid` if it still runs outside any window

@@ -1,0 +1,67 @@
+"""The bus meets the sessions, with the real Claude Code CLI and the scripted model: every session
+Legion starts is an agent on the bus with Legion's hooks installed, and the daemon hands a message
+to an idle agent as its next prompt, once."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.e2e.swarm_env import Daemon, Swarm, actions, cmdline, live_pid, wait_until
+from tests.fakes.model_server import text
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+
+
+def _plan_worker_idle(swarm: Swarm) -> dict[str, object]:
+    swarm.legion("issue", "create", "Talkative")
+    swarm.server.add_scenario("plan mode for LEG-1", [[text("Planned.")]])
+    swarm.legion("dispatch", "LEG-1", "plan")
+    worker = wait_until("idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle" and w)
+    assert isinstance(worker, dict)
+    return worker
+
+
+def test_a_dispatched_worker_is_an_agent_with_legions_hooks(swarm: Swarm) -> None:
+    worker = _plan_worker_idle(swarm)
+    (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
+    assert agent["name"] == "plan" and agent["role"] == "plan"
+    assert agent["branch"] == "legion/leg-1" and agent["status"] == "busy"
+    # The CLI runs with one --settings holding Legion's hooks for this session's inbox.
+    pid = live_pid(swarm, "leg-1-plan")
+    assert pid is not None
+    argv = cmdline(pid)
+    assert argv.count("--settings") == 1
+    settings = json.loads(argv[argv.index("--settings") + 1])
+    assert settings["skipDangerousModePermissionPrompt"] is True
+    stop_command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+    assert f"{worker['session_id']}.inbox.json" in stop_command
+
+
+def test_an_idle_worker_gets_a_message_as_its_next_prompt_once(swarm: Swarm) -> None:
+    worker = _plan_worker_idle(swarm)
+    swarm.server.add_scenario("zebra-42", [[text("Noted, zebra.")]], name="message")
+    (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
+    with Daemon(swarm, tick=30):  # a slow tick: `legion say` itself must wake the daemon
+        time.sleep(1.5)  # past the daemon's first tick
+        said = time.monotonic()
+        swarm.legion("say", f"@{agent['address']} please look at zebra-42\nand the second line")
+        wait_until(
+            "the message reached the model", lambda: swarm.server.requests_for_scenario("message")
+        )
+        took = time.monotonic() - said
+        wait_until(
+            "delivered on the bus",
+            lambda: actions(swarm, "deliver_messages"),
+            timeout=10,
+        )
+        time.sleep(3)  # a second delivery, if any, would come within a tick or two
+    firsts = [r for r in swarm.server.requests_for_scenario("message") if r.turn == 0]
+    assert len(firsts) == 1, [r.prompt for r in firsts]
+    prompt = firsts[0].prompt or ""
+    assert prompt.startswith(f"Message from @human on {agent['project']}/main")
+    assert "`legion say @legion …`" in prompt
+    assert "please look at zebra-42\nand the second line" in prompt
+    assert took < 15, f"delivered {took:.1f} s after `legion say`: the daemon was not woken"
