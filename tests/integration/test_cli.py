@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -213,11 +214,14 @@ def test_huge_body_is_refused(legion: LegionRunner, project: Path) -> None:
 
 
 def test_shell_metacharacters_are_just_text(legion: LegionRunner, tmp_path: Path) -> None:
-    marker = tmp_path / "pwned"
+    # A short path: three copies of it must fit in a title (256 characters) however deep the
+    # test runner puts tmp_path.
+    marker = Path(tempfile.mkdtemp(prefix="lgt-")) / "pwned"
     title = f"$(touch {marker}) `touch {marker}`; touch {marker} 'q' \"dq\" ünï 🎉"
     created = legion("issue", "create", title, "--json")
     assert json.loads(created.stdout)["title"] == title
     assert not marker.exists()
+    marker.parent.rmdir()
 
 
 def test_missing_project_and_broken_config(git_repo: Path, tmp_path: Path) -> None:
