@@ -273,6 +273,14 @@ class GraphQLClient:
         return urlsplit(self.url).netloc or self.url
 
 
+def next_cursor(connection: Mapping[str, Any]) -> str | None:
+    """The cursor of a connection's next page (`pageInfo { hasNextPage endCursor }`), or None
+    on its last page."""
+    info = connection.get("pageInfo") or {}
+    cursor = info.get("endCursor")
+    return str(cursor) if info.get("hasNextPage") and cursor else None
+
+
 def _refused(exc: BackendError) -> bool:
     """The server turned the request away before doing anything (a rate limit)."""
     return exc.kind is BackendErrorKind.RATE_LIMITED

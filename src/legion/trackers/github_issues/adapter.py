@@ -74,7 +74,7 @@ from legion.errors import (
     LegionError,
     NotFoundError,
 )
-from legion.graphql_client import Document, GraphQLClient
+from legion.graphql_client import Document, GraphQLClient, next_cursor
 from legion.statefiles import write_private
 from legion.trackers.base import (
     WORKFLOW_LABELS,
@@ -298,7 +298,7 @@ class GitHubIssuesTracker:
             comments.extend(
                 self._to_comment(node, normalized) for node in connection["nodes"] if node
             )
-            after = _next_cursor(connection)
+            after = next_cursor(connection)
             if after is None:
                 break
         comments.sort(key=lambda comment: comment.created_at)
@@ -427,11 +427,11 @@ class GitHubIssuesTracker:
         if not isinstance(repo, dict):
             raise self._missing_repository(docs.REPOSITORY)
         labels = {node["name"]: node["id"] for node in repo["labels"]["nodes"] if node}
-        after = _next_cursor(repo["labels"])
+        after = next_cursor(repo["labels"])
         while after is not None:
             page = self._repository_data(docs.LABEL_PAGE, {"after": after})["labels"]
             labels.update({node["name"]: node["id"] for node in page["nodes"] if node})
-            after = _next_cursor(page)
+            after = next_cursor(page)
         project = None
         if self.project_number is not None:
             project = self._project_board(repo.get("owner") or {})
@@ -791,7 +791,7 @@ class GitHubIssuesTracker:
             if recently_closed:
                 yield from (node for node in repo["recentlyClosed"]["nodes"] if node)
                 recently_closed = False
-            after = _next_cursor(connection)
+            after = next_cursor(connection)
             if after is None or (pages is not None and read >= pages):
                 return
 
@@ -913,12 +913,6 @@ def _item_issue(payload: Mapping[str, Any], doc: Document) -> dict[str, Any]:
             "github", BackendErrorKind.INVALID, "the status was not changed", operation=doc.name
         )
     return content
-
-
-def _next_cursor(connection: Mapping[str, Any]) -> str | None:
-    info = connection.get("pageInfo") or {}
-    cursor = info.get("endCursor")
-    return str(cursor) if info.get("hasNextPage") and cursor else None
 
 
 def _cache_name(owner: str, name: str) -> str:

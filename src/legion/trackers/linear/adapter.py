@@ -40,7 +40,7 @@ from legion.core.model import Status, normalize_identifier, parse_identifier
 from legion.core.statusmap import StatusMap
 from legion.core.text import clean_body, clean_comment, clean_title
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
-from legion.graphql_client import Document, GraphQLClient
+from legion.graphql_client import Document, GraphQLClient, next_cursor
 from legion.statefiles import write_private
 from legion.trackers.base import (
     Comment,
@@ -169,7 +169,7 @@ class LinearTracker:
             self._check_team(normalized, node)
             connection = node["comments"]
             comments.extend(self._to_comment(c, node["identifier"]) for c in connection["nodes"])
-            after = _next_cursor(connection)
+            after = next_cursor(connection)
             if after is None:
                 break
         comments.sort(key=lambda comment: comment.created_at)
@@ -454,7 +454,7 @@ class LinearTracker:
         while True:
             page = self.client.execute(doc, {**variables, "after": after})[connection]
             yield from page["nodes"]
-            after = _next_cursor(page)
+            after = next_cursor(page)
             if after is None:
                 return
 
@@ -532,12 +532,6 @@ def _display_name(comment: Mapping[str, Any]) -> str:
                 if found.get(key):
                     return str(found[key])
     return "unknown"
-
-
-def _next_cursor(connection: Mapping[str, Any]) -> str | None:
-    info = connection["pageInfo"]
-    cursor = info.get("endCursor")
-    return str(cursor) if info.get("hasNextPage") and cursor else None
 
 
 def _identifier_order(identifier: str) -> tuple[str, int]:
