@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -216,17 +217,28 @@ def test_daemon_killed_mid_cycle_loses_nothing_and_dispatches_nothing_twice(swar
     # The second daemon adopted the controller the first one started.
     restarts = [e for e in swarm.json("log", "-n", "1000") if e["action"] == "restart_controller"]
     assert len(restarts) == 1
-    # Every worker Legion ever started is in the registry: one per issue and mode.
+    # Every worker Legion ever started is in the registry, each mode of each issue, and no
+    # two at once. A mode may have a second record: the first daemon can be killed after it
+    # recorded a worker and before that worker's window existed; the second daemon then
+    # retires that record and starts the worker, once. Never two records that overlap.
     state_dir = swarm.json("config")["settings"]["state_dir"]["value"]
     with sqlite3.connect(Path(state_dir) / "legion.db") as db:
-        starts = db.execute(
-            "SELECT issue, mode, COUNT(*) FROM workers GROUP BY issue, mode"
+        rows = db.execute(
+            "SELECT issue, mode, started_at, ended_at FROM workers ORDER BY id"
         ).fetchall()
-    assert {(issue, mode): count for issue, mode, count in starts} == {
-        (issue, mode): 1
+    records: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
+    for issue, mode, started, ended in rows:
+        records.setdefault((issue, mode), []).append((started, ended))
+    assert set(records) == {
+        (issue, mode)
         for issue in ("LEG-1", "LEG-2")
         for mode in ("plan", "implement", "review", "retro", "finish")
     }
+    for key, spans in records.items():
+        assert len(spans) <= 2, (key, spans)
+        for (_, ended), (started, _) in pairwise(spans):
+            assert ended is not None and ended <= started, (key, spans)
+    assert sum(len(spans) > 1 for spans in records.values()) <= 1, records
 
 
 def test_start_in_the_background_refuses_a_second_and_stops(swarm: Swarm) -> None:
