@@ -310,20 +310,28 @@ def test_migrations_run_on_an_existing_bus_and_keep_its_messages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "bus.db"
+    every = bus_store.MIGRATIONS
+    monkeypatch.setattr(bus_store, "MIGRATIONS", every[:1])  # the first release's bus
     old = SqliteBus(path)
     legion = agent(old, MAIN, "legion")
-    message = old.post(legion.id, MAIN, "before the upgrade").message
     old.close()
-    n = len(bus_store.MIGRATIONS)
-    later = "ALTER TABLE messages ADD COLUMN reply_to TEXT;"
-    monkeypatch.setattr(bus_store, "MIGRATIONS", (*bus_store.MIGRATIONS, later))
+    with sqlite3.connect(path) as conn:  # a message as the first release wrote it
+        conn.execute(
+            "INSERT INTO messages (id, project, branch, sender_id, sender, kind, body, "
+            "created_at) VALUES ('m-1', 'app', 'main', ?, 'app/main/legion', 'say', 'before', "
+            "'2026-01-01T00:00:00.000Z')",
+            (legion.id,),
+        )
+    monkeypatch.setattr(bus_store, "MIGRATIONS", every)
     upgraded = SqliteBus(path)
-    assert upgraded.messages() == [message]
+    [message] = upgraded.messages()
+    assert (message.id, message.body, message.reply_to) == ("m-1", "before", None)
+    assert upgraded.post(legion.id, MAIN, "re", reply_to=message.id).message.reply_to == message.id
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == n + 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(every)
         assert "reply_to" in {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
     upgraded.close()
-    monkeypatch.setattr(bus_store, "MIGRATIONS", bus_store.MIGRATIONS[:n])
+    monkeypatch.setattr(bus_store, "MIGRATIONS", every[:1])
     with pytest.raises(StoreError, match="newer Legion"):
         SqliteBus(path)
 

@@ -132,6 +132,7 @@ class Message:
     body: str
     mentions: tuple[str, ...]  # the full addresses of the agents it addresses
     created_at: str
+    reply_to: str | None = None  # the id of the message it answers
 
     @property
     def channel(self) -> Channel:
@@ -166,6 +167,8 @@ class Draft:
     body: str
     kind: MessageKind = MessageKind.SAY
     message_id: str | None = None
+    reply_to: str | None = None  # the id of the message it answers
+    to: tuple[int, ...] = ()  # agents addressed beside the body's mentions
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,7 @@ def register_session(
     a worker mode) in `workspace`: its agent is busy, with a new spawn instance. Call it each
     time the session's process starts, before the process can post."""
     channel = Channel(project_channel_name(project), branch_of(workspace))
+    bus.record_project(channel.project, project.root)
     return bus.register_agent(
         channel,
         agent_name_for_mode(mode),

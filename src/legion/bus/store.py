@@ -14,6 +14,7 @@ import re
 import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -124,6 +125,17 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX tasks_channel ON tasks(project, branch, id);
     """,
+    # 2: replies (an answer names the question it answers; a question passed on to the human
+    # names the one it passes on), and where each project lives (the TUI opens its board).
+    """
+    ALTER TABLE messages ADD COLUMN reply_to TEXT;
+    CREATE INDEX messages_reply_to ON messages(reply_to) WHERE reply_to IS NOT NULL;
+    CREATE TABLE projects (
+        name TEXT PRIMARY KEY,
+        root TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    """,
 )
 
 # Client-chosen message ids: a UUID, or any short token a client can make unique.
@@ -183,6 +195,14 @@ class Bus(Protocol):
         """The agent `address` names when written in `here` (see `legion.bus.address`)."""
         ...
 
+    def record_project(self, name: str, root: Path) -> None:
+        """Project `name` (its name on the bus) lives at `root`."""
+        ...
+
+    def projects(self) -> dict[str, Path]:
+        """Every project Legion has started a session in, by name: where it lives."""
+        ...
+
     # -- messages and deliveries
     def post(
         self,
@@ -192,10 +212,14 @@ class Bus(Protocol):
         *,
         kind: MessageKind = MessageKind.SAY,
         message_id: str | None = None,
+        reply_to: str | None = None,
+        to: Sequence[int] = (),
     ) -> Posted:
         """Post `body` in `channel`: its mentions resolved, one pending delivery per addressee
-        and a `message_posted` event, all or nothing. Posting an id again posts nothing and
-        returns the first message (a different message under a used id is refused)."""
+        (the mentioned agents, then the agents `to` names, each once) and a `message_posted`
+        event, all or nothing. `reply_to`: the id of the message this answers (it must exist).
+        Posting an id again posts nothing and returns the first message (a different message
+        under a used id is refused)."""
         ...
 
     def post_many(self, drafts: Sequence[Draft]) -> list[Posted]:
@@ -214,6 +238,15 @@ class Bus(Protocol):
     ) -> list[Message]:
         """Messages after `since` (a `seq`), oldest first: of one channel or all, only those
         addressed to `unread_for` it has not read, only the `last` few."""
+        ...
+
+    def open_questions(self, recipient_id: int) -> list[Message]:
+        """The questions (`ask`) addressed to `recipient_id` that no answer replies to yet,
+        oldest first."""
+        ...
+
+    def replies(self, message_id: str) -> list[Message]:
+        """The messages that reply to `message_id`, oldest first."""
         ...
 
     def deliveries(self, message_id: str) -> list[Delivery]: ...
@@ -280,7 +313,8 @@ _AGENT_COLUMNS = (
     "id, project, branch, name, role, runtime, session_id, status, spawn_instance, "
     "created_at, updated_at"
 )
-_MESSAGE_COLUMNS = "seq, id, project, branch, sender, kind, body, mentions, created_at"
+_MESSAGE_COLUMNS = "seq, id, project, branch, sender, kind, body, mentions, created_at, reply_to"
+_MESSAGE_WIDTH = 10  # how many columns _MESSAGE_COLUMNS names
 
 
 def _agent(row: Sequence[Any]) -> Agent:
@@ -303,7 +337,7 @@ def _agent(row: Sequence[Any]) -> Agent:
 
 def _message(row: Sequence[Any]) -> Message:
     """A message from a row of `_MESSAGE_COLUMNS`, in that order."""
-    seq, id_, project, branch, sender, kind, body, mentions, created = row
+    seq, id_, project, branch, sender, kind, body, mentions, created, reply_to = row
     return Message(
         id=id_,
         seq=seq,
@@ -314,6 +348,7 @@ def _message(row: Sequence[Any]) -> Message:
         body=body,
         mentions=tuple(json.loads(mentions)),
         created_at=created,
+        reply_to=reply_to,
     )
 
 
@@ -505,6 +540,21 @@ class SqliteBus:
             by_key = _by_key(self._all_agents(conn))
         return by_key[resolve(address, here, by_key.keys())]
 
+    def record_project(self, name: str, root: Path) -> None:
+        name = clean_project_name(name)
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT INTO projects (name, root, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET root = excluded.root, "
+                "updated_at = excluded.updated_at WHERE root != excluded.root",
+                (name, str(root), stamp()),
+            )
+
+    def projects(self) -> dict[str, Path]:
+        with self._db.read() as conn:
+            rows = conn.execute("SELECT name, root FROM projects ORDER BY name").fetchall()
+        return {name: Path(root) for name, root in rows}
+
     @staticmethod
     def _agent_in(conn: sqlite3.Connection, agent_id: int) -> Agent:
         row = conn.execute(
@@ -528,18 +578,22 @@ class SqliteBus:
         *,
         kind: MessageKind = MessageKind.SAY,
         message_id: str | None = None,
+        reply_to: str | None = None,
+        to: Sequence[int] = (),
     ) -> Posted:
-        return self.post_many([Draft(sender_id, channel, body, kind, message_id)])[0]
+        return self.post_many(
+            [Draft(sender_id, channel, body, kind, message_id, reply_to=reply_to, to=tuple(to))]
+        )[0]
 
     def post_many(self, drafts: Sequence[Draft]) -> list[Posted]:
         # Checked before the write lock is taken: bad input never holds up other posters.
         cleaned = [
-            Draft(
-                draft.sender_id,
-                clean_channel(draft.channel),
-                clean_message_body(draft.body),
-                draft.kind,
-                None if draft.message_id is None else clean_message_id(draft.message_id),
+            replace(
+                draft,
+                channel=clean_channel(draft.channel),
+                body=clean_message_body(draft.body),
+                message_id=None if draft.message_id is None else clean_message_id(draft.message_id),
+                reply_to=None if draft.reply_to is None else clean_message_id(draft.reply_to),
             )
             for draft in drafts
         ]
@@ -559,13 +613,25 @@ class SqliteBus:
         recipients = self._addressees(
             conn, draft.sender_id, may_reach_human, draft.channel, parse_mentions(draft.body)
         )
+        for agent_id in draft.to:
+            named = self._agent_in(conn, agent_id)
+            if named.id != draft.sender_id and all(named.id != a.id for a in recipients):
+                recipients.append(named)
+        if (
+            draft.reply_to is not None
+            and not conn.execute(
+                "SELECT 1 FROM messages WHERE id = ?", (draft.reply_to,)
+            ).fetchone()
+        ):
+            raise NotFoundError(f"no message {draft.reply_to!r} on the bus (to reply to)")
         message_id = draft.message_id or new_message_id()
         mentions = tuple(agent.address for agent in recipients)
         when = stamp()
         # The `message_posted` event is written by a trigger, in this transaction.
         seq = conn.execute(
             "INSERT INTO messages (id, project, branch, sender_id, sender, kind, body, "
-            "mentions, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+            "mentions, created_at, reply_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "RETURNING seq",
             (
                 message_id,
                 draft.channel.project,
@@ -576,6 +642,7 @@ class SqliteBus:
                 draft.body,
                 json.dumps(mentions),
                 when,
+                draft.reply_to,
             ),
         ).fetchone()[0]
         if recipients:
@@ -594,6 +661,7 @@ class SqliteBus:
             draft.body,
             mentions,
             when,
+            draft.reply_to,
         )
         return Posted(message, tuple(recipients), created=True)
 
@@ -655,11 +723,12 @@ class SqliteBus:
 
     def _posted_before(self, conn: sqlite3.Connection, row: sqlite3.Row, draft: Draft) -> Posted:
         message = _message(tuple(row)[:-1])
-        if (row["sender_id"], message.channel, message.kind, message.body) != (
+        if (row["sender_id"], message.channel, message.kind, message.body, message.reply_to) != (
             draft.sender_id,
             draft.channel,
             draft.kind,
             draft.body,
+            draft.reply_to,
         ):
             raise ConflictError(
                 f"message id {message.id} was already used for another message "
@@ -715,6 +784,26 @@ class SqliteBus:
             rows = conn.execute(query, args).fetchall()
         return [_message(row) for row in rows]
 
+    def open_questions(self, recipient_id: int) -> list[Message]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLUMNS.split(','))} "
+                "FROM deliveries d JOIN messages m ON m.seq = d.message_seq "
+                "WHERE d.recipient_id = ? AND m.kind = 'ask' AND NOT EXISTS ("
+                "SELECT 1 FROM messages r WHERE r.reply_to = m.id AND r.kind = 'answer') "
+                "ORDER BY m.seq",
+                (recipient_id,),
+            ).fetchall()
+        return [_message(row) for row in rows]
+
+    def replies(self, message_id: str) -> list[Message]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE reply_to = ? ORDER BY seq",
+                (message_id,),
+            ).fetchall()
+        return [_message(row) for row in rows]
+
     # -- deliveries -----------------------------------------------------------------------------
 
     def deliveries(self, message_id: str) -> list[Delivery]:
@@ -743,7 +832,7 @@ class SqliteBus:
         found = []
         for row in rows:
             values = tuple(row)
-            message = _message(values[5:14])
+            message = _message(values[5 : 5 + _MESSAGE_WIDTH])
             delivery = Delivery(
                 message_id=message.id,
                 recipient_id=values[0],
@@ -752,7 +841,7 @@ class SqliteBus:
                 last_error=values[3],
                 updated_at=values[4],
             )
-            found.append(PendingDelivery(delivery, message, _agent(values[14:])))
+            found.append(PendingDelivery(delivery, message, _agent(values[5 + _MESSAGE_WIDTH :])))
         return found
 
     def mark_delivered(self, message_id: str, recipient_id: int) -> Delivery:

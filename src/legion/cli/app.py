@@ -59,6 +59,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "say": ('legion say "@implement the API spec is in docs/api.md"', 'legion say "@legion done?"'),
     "messages": ("legion messages --unread", "legion messages --channel app/main --follow"),
     "agents": ("legion agents --all --json",),
+    "ask": ('legion ask "Should the cache be per user or global?"',),
+    "reply": ('legion reply 5f0c9e1a-… "Per user."',),
+    "complete": ('legion complete "Plan posted: 4 steps"',),
+    "kill": ("legion kill legion/LEG-7/implement", "legion kill implement -f"),
+    "archive": ("legion archive legion/LEG-7/review",),
 }
 
 
@@ -87,8 +92,13 @@ for command in (
     workers.workers,
     workers.peek,
     bus.say,
+    bus.ask,
+    bus.reply,
+    bus.complete,
     bus.messages,
     bus.agents,
+    bus.kill,
+    bus.archive,
 ):
     app.command(epilog=_example(command.__name__))(command)
 app.add_typer(bus.task_app, name="task")

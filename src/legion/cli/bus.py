@@ -17,7 +17,7 @@ from legion.core.text import for_display
 from legion.errors import InputError
 
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
-    from legion.bus.model import Agent, Channel, Message, Task
+    from legion.bus.model import Agent, Channel, Message, Posted, Task
     from legion.bus.sessions import Speaker
     from legion.bus.store import Bus
 
@@ -166,9 +166,17 @@ def say(
     body = clean_message_body(_read_text(text))
     wanted = _parse_channel(channel)
     chosen_id = clean_message_id(message_id) if message_id is not None else None
+    from legion.bus import actions
+
     bus = _open_bus()
     speaker = _speaker(ctx, bus)
-    posted = bus.post(speaker.agent.id, wanted or speaker.channel(), body, message_id=chosen_id)
+    posted = actions.say(
+        bus, speaker.agent, wanted or speaker.channel(), body, message_id=chosen_id
+    )
+    _report_posted(ctx, posted, as_json)
+
+
+def _report_posted(ctx: typer.Context, posted: Posted, as_json: bool, verb: str = "posted") -> None:
     message = posted.message
     wakes = [agent.address for agent in posted.recipients]
     if posted.created and posted.recipients:
@@ -178,9 +186,132 @@ def say(
             {"message": message_json(message), "wakes": wakes, "created": posted.created}
         )
         return
-    verb = "posted" if posted.created else "already posted"
+    verb = verb if posted.created else f"already {verb}"
     woken = ", ".join(f"@{_short(a, message.channel)}" for a in wakes) or "nobody"
     typer.echo(f"{verb} #{message.seq} in {message.channel} (id {message.id}); wakes {woken}")
+
+
+def _spawn_instance() -> int | None:
+    """The spawn instance of the session this command runs in, which Legion set at its start:
+    a signal from a replaced session is told apart by it."""
+    text = os.environ.get("LEGION_SPAWN_INSTANCE", "").strip()
+    return int(text) if text.isdigit() else None
+
+
+MessageIdOption = typer.Option(
+    "--id",
+    help="The message's id, chosen by you: the same command again with the same id posts "
+    "nothing new (safe to retry). Default: a new UUID.",
+)
+
+
+def ask(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(help="The question (- reads standard input).")],
+    about: Annotated[
+        str | None,
+        typer.Option(
+            "--about",
+            help="@legion only: the id of an agent's question to pass on to the human, whose "
+            "answer then goes back to that agent.",
+        ),
+    ] = None,
+    message_id: Annotated[str | None, MessageIdOption] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Ask @legion a question and wait: you are blocked until the answer comes, as your next
+    prompt, in this same session. End your turn after asking.
+
+    @legion answers, asks the Oracle, or passes the question on to the human (`--about`)."""
+    from legion.bus import actions
+    from legion.bus.store import clean_message_body, clean_message_id
+
+    body = clean_message_body(_read_text(text))
+    chosen_id = clean_message_id(message_id) if message_id is not None else None
+    about_id = clean_message_id(about) if about is not None else None
+    bus = _open_bus()
+    speaker = _speaker(ctx, bus)
+    posted = actions.ask(
+        bus,
+        speaker.agent,
+        body,
+        about=about_id,
+        message_id=chosen_id,
+        spawn_instance=_spawn_instance(),
+    )
+    _report_posted(ctx, posted, as_json, "asked")
+
+
+def reply(
+    ctx: typer.Context,
+    message: Annotated[str, typer.Argument(metavar="MESSAGE_ID", help="The message's id.")],
+    text: Annotated[str, typer.Argument(help="The reply (- reads standard input).")],
+    message_id: Annotated[str | None, MessageIdOption] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Reply to a message, in its channel, waking whoever wrote it. The reply to a question
+    is its answer: it goes back to the agent that asked (through every hand that passed the
+    question on), in its same session."""
+    from legion.bus import actions
+    from legion.bus.store import clean_message_body, clean_message_id
+
+    original = clean_message_id(message)
+    body = clean_message_body(_read_text(text))
+    chosen_id = clean_message_id(message_id) if message_id is not None else None
+    bus = _open_bus()
+    speaker = _speaker(ctx, bus)
+    posted = actions.reply(bus, speaker.agent, original, body, reply_id=chosen_id)
+    _report_posted(ctx, posted, as_json, "replied")
+
+
+def complete(
+    ctx: typer.Context,
+    summary: Annotated[
+        str | None, typer.Argument(help="One line: what was done (- reads standard input).")
+    ] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Say your mode is done: a worker's issue gets `worker-done` (and loses `worker-active`),
+    so Legion moves it on; the completion is posted in your channel. Your last command."""
+    from legion.bus import actions
+    from legion.bus.model import AgentRole
+
+    text = None if summary is None else _read_text(summary)
+    bus = _open_bus()
+    speaker = _speaker(ctx, bus)
+    agent = speaker.agent
+    if agent.role is AgentRole.HUMAN:
+        raise InputError("`legion complete` is an agent's: run it from a Legion session")
+    issue = os.environ.get("LEGION_ISSUE_ID", "").strip() or None
+    labels: dict[str, list[str]] = {"added": [], "removed": []}
+
+    def signal(current: Agent) -> None:
+        if issue is None or current.role is AgentRole.CONTROLLER:
+            return  # the orchestrator has no issue: its completion is the message alone
+        from legion.core.decide import completion_labels
+        from legion.core.model import Mode
+
+        project, backends = common.backends(ctx)
+        status = backends.tracker.get_issue(issue).status
+        add, remove = completion_labels(Mode(os.environ.get("LEGION_MODE", "")), status)
+        backends.tracker.update_labels(
+            issue, add=[a.value for a in add], remove=[r.value for r in remove]
+        )
+        labels["added"] = [a.value for a in add]
+        labels["removed"] = [r.value for r in remove]
+        common.changed(project)
+
+    posted = actions.complete(bus, agent, text, spawn_instance=_spawn_instance(), signal=signal)
+    if as_json:
+        common.print_json(
+            {"message": message_json(posted.message), "issue": issue, "labels": labels}
+        )
+        return
+    change = ", ".join(
+        [*(f"+{name}" for name in labels["added"]), *(f"-{name}" for name in labels["removed"])]
+    )
+    on_issue = f"; {issue}: {change}" if issue and change else ""
+    typer.echo(f"@{agent.address} complete (#{posted.message.seq}){on_issue}")
 
 
 def messages(
@@ -408,3 +539,73 @@ def task_done(
         common.print_json(task_json(task, _addresses(bus)))
         return
     typer.echo(f"task {task.id} done ({for_display(task.title)})")
+
+
+# -- kill and archive -----------------------------------------------------------------------------
+
+
+def _target(bus: Bus, speaker: Speaker, address: str) -> Agent:
+    from legion.bus.address import normalize_address
+
+    return bus.resolve_agent(normalize_address(address), speaker.channel())
+
+
+def kill(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent, as in a mention.")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", "-f", help="Kill it even in the middle of a turn, with SIGKILL at once."
+        ),
+    ] = False,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """End an agent's session (@legion and the human only). The swarm may start the issue's
+    worker again: the tracker decides; move the issue to stop its work for good."""
+    from legion.bus import actions
+
+    bus = _open_bus()
+    speaker = _speaker(ctx, bus)
+    target = _target(bus, speaker, agent)
+
+    def stop(found: Agent) -> bool:
+        if found.session_id is None:
+            return False
+        return bool(_workers_of(bus, found).stop_session(found.session_id, force=force))
+
+    killed = actions.kill(bus, speaker.agent, target, force=force, stop=stop)
+    if as_json:
+        common.print_json(agent_json(killed))
+        return
+    typer.echo(f"@{killed.address}: {killed.status.value}")
+
+
+def _workers_of(bus: Bus, agent: Agent) -> Any:
+    """The worker manager of the agent's project, found where the bus says it lives."""
+    from legion.backends import open_backends, open_workers
+    from legion.config import load_project
+
+    root = bus.projects().get(agent.project)
+    if root is None:
+        raise InputError(f"the bus does not know where project {agent.project!r} lives")
+    project = load_project(root)
+    return open_workers(project, open_backends(project))
+
+
+def archive(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent, as in a mention.")],
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Hide an agent from `legion agents` and the TUI (its messages stay). It comes back by
+    itself when it is started or prompted again."""
+    from legion.bus import actions
+
+    bus = _open_bus()
+    speaker = _speaker(ctx, bus)
+    archived = actions.archive(bus, speaker.agent, _target(bus, speaker, agent))
+    if as_json:
+        common.print_json(agent_json(archived))
+        return
+    typer.echo(f"@{archived.address}: archived")

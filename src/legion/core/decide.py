@@ -86,6 +86,18 @@ def session_mode(mode: Mode) -> Mode:
     return Mode.IMPLEMENT if mode is Mode.RETRO else mode
 
 
+def completion_labels(mode: Mode, status: Status) -> tuple[tuple[Label, ...], tuple[Label, ...]]:
+    """The labels a worker's `legion complete` adds and removes (the skill's completion
+    protocol, kept in one place). `worker-done` is what the table acts on, except where acting
+    would be wrong: finish mode moved the issue to Done itself, and an implementer resumed for
+    requested changes (the issue in Needs Review) hands the PR back by stopping alone, since
+    `worker-done` there would re-read the old verdict."""
+    changes = session_mode(mode) is Mode.IMPLEMENT and status is Status.NEEDS_REVIEW
+    if mode is Mode.FINISH or changes:
+        return (), (Label.WORKER_ACTIVE,)
+    return (Label.WORKER_DONE,), (Label.WORKER_ACTIVE,)
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
     """Everything the table looks at for one issue."""

@@ -21,6 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from legion.bus.model import Agent
 from legion.config import Project
 from legion.core.decide import session_mode
 from legion.core.ids import session_id, short_id
@@ -395,7 +396,10 @@ class WorkerManager:
         self._ensure_session()  # closing the last window ends the session
         # Decided only now: a leftover that was starting may have written the transcript.
         transcript = self.claude.transcript(self.env, cwd, sid)
-        self._register_on_bus(sid, extra_env.get("LEGION_MODE", ""), cwd)
+        agent = self._register_on_bus(sid, extra_env.get("LEGION_MODE", ""), cwd)
+        if agent is not None:
+            # What the session's `legion ask`/`complete` carry: a replaced session's are stale.
+            env["LEGION_SPAWN_INSTANCE"] = str(agent.spawn_instance)
         argv = self.claude.command(
             sid, prompt, resume=transcript.exists(), hook_settings=self._hook_settings(sid)
         )
@@ -413,6 +417,24 @@ class WorkerManager:
             with contextlib.suppress(OSError):  # only ever a help to the next start
                 write_private(self._pid_file(sid), f"{window.pane_pid}\n")
         return window.id
+
+    def stop_session(self, sid: str, *, force: bool = False) -> bool:
+        """Close the window running session `sid` (SIGHUP, as tmux does, then SIGKILL after a
+        grace period; `force`: SIGKILL at once) and wait for its process. True if one ran."""
+        stopped = False
+        if not self.tmux.has_session(self.session):
+            return False
+        for window in self.tmux.list_windows(self.session):
+            if window.tag != sid:
+                continue
+            pid = None if window.pane_dead else window.pane_pid
+            if force and pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            self.tmux.kill_window(window.id, pane_pid=pid)
+            stopped = stopped or pid is not None
+        self._stop_stray(sid)
+        return stopped
 
     def _pid_file(self, sid: str) -> Path:
         return self.project.state_dir / "sessions" / f"{sid}.pid"
@@ -439,7 +461,7 @@ class WorkerManager:
             events=(hooks.HookEvent.STOP, hooks.HookEvent.SESSION_START),
         )
 
-    def _register_on_bus(self, sid: str, mode: str, workspace: Path) -> None:
+    def _register_on_bus(self, sid: str, mode: str, workspace: Path) -> Agent | None:
         """Record the session as an agent on the bus, before its process can post. The bus is
         a help to the session, never a condition of it: a failure is reported and the session
         starts all the same."""
@@ -449,7 +471,9 @@ class WorkerManager:
         try:
             bus = open_bus(self.env)
             try:
-                register_session(bus, self.project, mode=mode, session_id=sid, workspace=workspace)
+                return register_session(
+                    bus, self.project, mode=mode, session_id=sid, workspace=workspace
+                )
             finally:
                 bus.close()
         except Exception as exc:  # whatever it is, the worker still starts
@@ -458,6 +482,7 @@ class WorkerManager:
                 file=sys.stderr,
                 flush=True,
             )
+            return None
 
     def _stop_stray(self, sid: str) -> None:
         """End the process last started on session `sid` if it still runs outside any window
