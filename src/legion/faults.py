@@ -37,6 +37,13 @@ POINTS: tuple[str, ...] = (
     "controller_started",  # the controller's window runs; its start and items not recorded
     "judgment_typed",  # a wake-up taken by the controller; its delivery not recorded
 )
+# Points of the bus's delivery, armed by its own end-to-end tests (tests/e2e/test_bus_*.py)
+# rather than the swarm's kill campaign, which posts no messages.
+DELIVERY_POINTS: tuple[str, ...] = (
+    # daemon.py, handing a message to an idle session
+    "after_delivery_attempt",  # the attempt counted; nothing typed yet
+    "after_message_typed",  # the session took the prompt; the delivery not yet marked
+)
 
 
 def _armed() -> tuple[str, int] | None:

@@ -61,7 +61,8 @@ def test_an_idle_worker_gets_a_message_as_its_next_prompt_once(swarm: Swarm) -> 
     firsts = [r for r in swarm.server.requests_for_scenario("message") if r.turn == 0]
     assert len(firsts) == 1, [r.prompt for r in firsts]
     prompt = firsts[0].prompt or ""
-    assert prompt.startswith(f"Message from @human on {agent['project']}/main")
-    assert "`legion say @legion …`" in prompt
+    [message] = [m for m in swarm.json("messages", "--channel", f"{agent['project']}/main")]
+    assert prompt.startswith(f"Message {message['id']} from @human on {agent['project']}/main")
+    assert f"`legion reply {message['id']} …`" in prompt
     assert "please look at zebra-42\nand the second line" in prompt
     assert took < 15, f"delivered {took:.1f} s after `legion say`: the daemon was not woken"

@@ -3,6 +3,7 @@ session from starting."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,6 +11,10 @@ import pytest
 
 from legion.bus.delivery import address_from, delivery_text
 from legion.bus.model import Agent, AgentRole, AgentStatus, Message, MessageKind
+from legion.core.decide import completion_labels
+from legion.core.model import Label, Mode, Status
+from legion.daemon import observed_status
+from legion.runtime.workers import WorkerState
 
 
 def _agent(name: str, role: AgentRole, branch: str = "legion/leg-1") -> Agent:
@@ -33,19 +38,73 @@ def test_the_sender_is_written_as_the_recipient_would_address_it(sender: str, wr
     assert address_from(sender, _agent("plan", AgentRole.PLAN)) == written
 
 
-def test_a_message_says_who_wrote_where_and_how_to_answer() -> None:
+def test_a_message_says_what_it_is_its_id_who_wrote_where_and_how_to_answer() -> None:
     shown = delivery_text(_message("proj/legion/leg-1/implement"), _agent("plan", AgentRole.PLAN))
     assert shown == (
-        "Message from @implement on proj/legion/leg-1 "
-        "(answer with `legion say @implement …`):\nlook at this\nplease"
+        "Message m-1 from @implement on proj/legion/leg-1 "
+        "(reply with `legion reply m-1 …`):\nlook at this\nplease"
     )
 
 
-def test_only_the_orchestrator_is_told_to_answer_the_human_directly() -> None:
+def test_a_question_to_the_orchestrator_may_be_passed_on_to_the_human() -> None:
+    question = replace(_message("proj/legion/leg-1/implement"), kind=MessageKind.ASK)
+    orchestrator = delivery_text(question, _agent("legion", AgentRole.CONTROLLER, "main"))
+    assert orchestrator.startswith("Question m-1 from @legion/leg-1/implement on proj/legion/leg-1")
+    assert "`legion reply m-1 …`, or pass it on to the human with `legion ask --about m-1 …`" in (
+        orchestrator
+    )
+    answer = replace(_message("proj/main/legion"), kind=MessageKind.ANSWER)
+    assert delivery_text(answer, _agent("plan", AgentRole.PLAN)).startswith("Answer m-1 from")
+
+
+def test_only_the_orchestrator_is_told_to_talk_to_the_human_directly() -> None:
     worker = delivery_text(_message("human"), _agent("plan", AgentRole.PLAN))
-    assert "`legion say @legion …`, who passes it on to the human" in worker
+    assert "anything else goes to @legion" in worker
     orchestrator = delivery_text(_message("human"), _agent("legion", AgentRole.CONTROLLER, "main"))
-    assert "(answer with `legion say @human …`)" in orchestrator
+    assert "(reply with `legion reply m-1 …`)" in orchestrator
+
+
+@pytest.mark.parametrize(
+    ("current", "session", "waiting", "expected"),
+    [
+        (AgentStatus.BUSY, WorkerState.IDLE, False, AgentStatus.IDLE),
+        (AgentStatus.IDLE, WorkerState.RUNNING, False, AgentStatus.BUSY),
+        (AgentStatus.BUSY, WorkerState.BLOCKED, False, AgentStatus.BLOCKED),
+        (AgentStatus.BUSY, WorkerState.DEAD, False, AgentStatus.FAILED),
+        (AgentStatus.IDLE, None, False, AgentStatus.COMPLETE),  # retired by Legion
+        (AgentStatus.FAILED, None, False, None),
+        (AgentStatus.FAILED, WorkerState.DEAD, False, None),
+        (AgentStatus.FAILED, WorkerState.RUNNING, False, AgentStatus.BUSY),
+        # What the agent said of itself stands until it is prompted again.
+        (AgentStatus.COMPLETE, WorkerState.RUNNING, False, None),
+        (AgentStatus.ARCHIVED, WorkerState.IDLE, False, None),
+        (AgentStatus.BLOCKED, WorkerState.IDLE, True, None),
+        (AgentStatus.BLOCKED, WorkerState.RUNNING, True, None),
+        (AgentStatus.BLOCKED, WorkerState.IDLE, False, AgentStatus.IDLE),
+    ],
+)
+def test_an_agents_status_follows_its_session_except_what_it_said_itself(
+    current: AgentStatus, session: WorkerState | None, waiting: bool, expected: AgentStatus | None
+) -> None:
+    assert observed_status(current, session, waiting) is expected
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "add", "remove"),
+    [
+        (Mode.PLAN, Status.TODO, {Label.WORKER_DONE}, {Label.WORKER_ACTIVE}),
+        (Mode.IMPLEMENT, Status.IN_PROGRESS, {Label.WORKER_DONE}, {Label.WORKER_ACTIVE}),
+        (Mode.IMPLEMENT, Status.NEEDS_REVIEW, set(), {Label.WORKER_ACTIVE}),  # changes made
+        (Mode.REVIEW, Status.NEEDS_REVIEW, {Label.WORKER_DONE}, {Label.WORKER_ACTIVE}),
+        (Mode.RETRO, Status.RETRO, {Label.WORKER_DONE}, {Label.WORKER_ACTIVE}),
+        (Mode.FINISH, Status.DONE, set(), {Label.WORKER_ACTIVE}),
+    ],
+)
+def test_legion_complete_writes_the_completion_protocols_labels(
+    mode: Mode, status: Status, add: set[Label], remove: set[Label]
+) -> None:
+    added, removed = completion_labels(mode, status)
+    assert (set(added), set(removed)) == (add, remove)
 
 
 def test_a_bus_that_cannot_be_opened_is_reported_and_the_start_goes_on(

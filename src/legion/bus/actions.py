@@ -201,12 +201,14 @@ def _in_charge(actor: Agent, target: Agent, what: str) -> None:
             f"ask with `legion say @{ORCHESTRATOR_NAME} …`"
         )
     if target.role is AgentRole.HUMAN:
-        raise InputError(f"the human cannot be {what}ed")
+        raise InputError(f"the human is no agent to {what}")
 
 
 def archive(bus: Bus, actor: Agent, target: Agent) -> Agent:
     """Hide an agent from the lists (its messages stay). It comes back by itself when it is
     started or prompted again."""
+    if target.role is AgentRole.HUMAN:
+        raise InputError("the human cannot be archived")
     if actor.id != target.id:
         _in_charge(actor, target, "archive")
     current = bus.agent(target.id)

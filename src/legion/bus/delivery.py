@@ -6,7 +6,7 @@ always sees who wrote, where, and how to answer.
 
 from __future__ import annotations
 
-from legion.bus.model import HUMAN_NAME, ORCHESTRATOR_NAME, Agent, AgentRole, Message
+from legion.bus.model import HUMAN_NAME, ORCHESTRATOR_NAME, Agent, AgentRole, Message, MessageKind
 
 # How a message handed over by typing it into an idle session is recorded in its inbox (the
 # hooks record theirs by event name): the daemon marks those delivered itself.
@@ -22,12 +22,30 @@ def address_from(sender: str, recipient: Agent) -> str:
     return sender.removeprefix(f"{channel.project}/")
 
 
+_HEADINGS = {
+    MessageKind.ASK: "Question",
+    MessageKind.ANSWER: "Answer",
+    MessageKind.COMPLETE: "Completion",
+    MessageKind.SYSTEM: "Notice",
+}
+
+
 def delivery_text(message: Message, recipient: Agent) -> str:
-    """A one-line header (who wrote, where, how to answer), then the message as written."""
+    """A one-line header (what it is, its id, who wrote, where, how to answer), then the
+    message as written. The id is how Legion finds a prompt in the transcript again, and
+    what `legion reply` takes."""
     sender = address_from(message.sender, recipient)
-    if sender == HUMAN_NAME and recipient.role is not AgentRole.CONTROLLER:
-        # Agents reach the human only through the orchestrator, which decides to escalate.
-        how = f"answer with `legion say @{ORCHESTRATOR_NAME} …`, who passes it on to the human"
+    heading = _HEADINGS.get(message.kind, "Message")
+    if message.kind is MessageKind.ASK:
+        how = f"answer with `legion reply {message.id} …`"
+        if recipient.role is AgentRole.CONTROLLER and sender != HUMAN_NAME:
+            how += f", or pass it on to the human with `legion ask --about {message.id} …`"
+    elif sender == HUMAN_NAME and recipient.role is not AgentRole.CONTROLLER:
+        # Agents reach the human only through the orchestrator, which decides to escalate;
+        # a reply to what the human said is the exception.
+        how = (
+            f"reply with `legion reply {message.id} …`; anything else goes to @{ORCHESTRATOR_NAME}"
+        )
     else:
-        how = f"answer with `legion say @{sender} …`"
-    return f"Message from @{sender} on {message.channel} ({how}):\n{message.body}"
+        how = f"reply with `legion reply {message.id} …`"
+    return f"{heading} {message.id} from @{sender} on {message.channel} ({how}):\n{message.body}"

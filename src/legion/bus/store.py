@@ -249,6 +249,11 @@ class Bus(Protocol):
         """The messages that reply to `message_id`, oldest first."""
         ...
 
+    def unanswered_asks(self, sender_id: int) -> list[Message]:
+        """The questions `sender_id` asked that no answer replies to yet, oldest first (an
+        answer to a question that passed one on counts for both)."""
+        ...
+
     def deliveries(self, message_id: str) -> list[Delivery]: ...
 
     def pending_deliveries(
@@ -790,9 +795,25 @@ class SqliteBus:
                 f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLUMNS.split(','))} "
                 "FROM deliveries d JOIN messages m ON m.seq = d.message_seq "
                 "WHERE d.recipient_id = ? AND m.kind = 'ask' AND NOT EXISTS ("
-                "SELECT 1 FROM messages r WHERE r.reply_to = m.id AND r.kind = 'answer') "
+                "SELECT 1 FROM messages r WHERE r.kind = 'answer' AND (r.reply_to = m.id OR "
+                "r.reply_to IN (SELECT e.id FROM messages e WHERE e.reply_to = m.id "
+                "AND e.kind = 'ask') "
+                # a question passed on is settled too when the one it passes on is answered
+                "OR (m.reply_to IS NOT NULL AND r.reply_to = m.reply_to))) "
                 "ORDER BY m.seq",
                 (recipient_id,),
+            ).fetchall()
+        return [_message(row) for row in rows]
+
+    def unanswered_asks(self, sender_id: int) -> list[Message]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages m WHERE m.sender_id = ? "
+                "AND m.kind = 'ask' AND NOT EXISTS (SELECT 1 FROM messages r "
+                "WHERE r.kind = 'answer' AND (r.reply_to = m.id OR r.reply_to IN "
+                "(SELECT e.id FROM messages e WHERE e.reply_to = m.id AND e.kind = 'ask'))) "
+                "ORDER BY m.seq",
+                (sender_id,),
             ).fetchall()
         return [_message(row) for row in rows]
 

@@ -293,7 +293,9 @@ def complete(
 
         project, backends = common.backends(ctx)
         status = backends.tracker.get_issue(issue).status
-        add, remove = completion_labels(Mode(os.environ.get("LEGION_MODE", "")), status)
+        # The mode it runs in: the session's variable, else its role (a retro keeps its own).
+        mode = os.environ.get("LEGION_MODE", "").strip() or current.role.value
+        add, remove = completion_labels(Mode.parse(mode), status)
         backends.tracker.update_labels(
             issue, add=[a.value for a in add], remove=[r.value for r in remove]
         )

@@ -61,6 +61,52 @@ def _read_context(path: Path | None) -> str | None:
         return None
 
 
+def _wake_up_context(
+    hook_input: Mapping[str, Any], env: Mapping[str, str], *, why: str, event: bool = False
+) -> str | None:
+    """The session's wake-up context, assembled now from the bus (None: the session is not an
+    agent on the bus). `event`: record that the session is about to compact."""
+    session = hook_input.get("session_id")
+    if not isinstance(session, str) or not session:
+        return None
+    from legion.bus.context import gather
+    from legion.bus.model import EventKind
+    from legion.bus.store import open_bus
+
+    bus = open_bus(env)
+    try:
+        agent = bus.agent_by_session(session)
+        if agent is None:
+            return None
+        if event:
+            trigger = hook_input.get("trigger")
+            bus.record_event(
+                EventKind.COMPACTION_START, agent_id=agent.id, detail=str(trigger or "")
+            )
+        cwd = hook_input.get("cwd")
+        mode = env.get("LEGION_MODE") or None
+        return gather(
+            bus,
+            agent,
+            workspace=Path(cwd) if isinstance(cwd, str) and cwd else None,
+            mode=None if mode == "controller" else mode,
+            issue=env.get("LEGION_ISSUE_ID") or None,
+            why=why,
+        )
+    finally:
+        bus.close()
+
+
+def _snapshot(hook_input: Mapping[str, Any], env: Mapping[str, str], context: Path | None) -> None:
+    """PreCompact: the state as it is before the compaction, kept in the context file for the
+    SessionStart that follows (used if the bus cannot be read then)."""
+    text = _wake_up_context(hook_input, env, why="compact", event=True)
+    if text is not None and context is not None:
+        from legion.statefiles import write_private
+
+        write_private(context, text)
+
+
 def answer(
     event: HookEvent,
     hook_input: Mapping[str, Any],
@@ -71,7 +117,13 @@ def answer(
 ) -> dict[str, Any] | None:
     """The answer to print for `event` (None: print nothing), after updating the inbox."""
     if event == HookEvent.SESSION_START:
-        return hooks.answer_session_start(hook_input, _read_context(context))
+        if hook_input.get("source") not in hooks.SESSION_START_SOURCES:
+            return None
+        fresh = _wake_up_context(hook_input, env, why=str(hook_input.get("source")))
+        return hooks.answer_session_start(hook_input, fresh or _read_context(context))
+    if event == HookEvent.PRE_COMPACT:
+        _snapshot(hook_input, env, context)
+        return None
     if event not in (HookEvent.STOP, HookEvent.USER_PROMPT_SUBMIT):
         return None
     if inbox is None or not inbox.exists():

@@ -360,6 +360,28 @@ def take_queued(path: Path, via: str, session_id: str | None = None) -> list[Inb
     return update_inbox(path, change)
 
 
+def peek_delivered(path: Path) -> list[JSON]:
+    """What the hooks handed to the model and Legion has not yet forgotten (see
+    `forget_delivered`)."""
+
+    def change(inbox: Inbox) -> tuple[list[JSON], Inbox | None]:
+        return list(inbox.delivered), None
+
+    return update_inbox(path, change)
+
+
+def forget_delivered(path: Path, message_ids: set[str]) -> None:
+    """Forget these delivered entries, once Legion has recorded them."""
+
+    def change(inbox: Inbox) -> tuple[None, Inbox | None]:
+        kept = tuple(d for d in inbox.delivered if str(d.get("id")) not in message_ids)
+        if len(kept) == len(inbox.delivered):
+            return None, None
+        return None, replace(inbox, delivered=kept)
+
+    update_inbox(path, change)
+
+
 def take_delivered(path: Path) -> list[JSON]:
     """The messages the hooks handed to the model since the last call (and forget them)."""
 

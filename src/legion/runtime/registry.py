@@ -69,6 +69,15 @@ class Registry:
             ).fetchone()
         return None if row is None else _record(row)
 
+    def by_session(self, session_id: str) -> WorkerRecord | None:
+        """The latest worker that ran session `session_id`, retired or not."""
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT * FROM workers WHERE session_id = ? ORDER BY id DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+        return None if row is None else _record(row)
+
     def history(self) -> list[tuple[WorkerRecord, str | None]]:
         """Every worker ever started, oldest first, with when it was retired (None: current)."""
         with self._db.read() as conn:

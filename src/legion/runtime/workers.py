@@ -450,15 +450,19 @@ class WorkerManager:
     def _hook_settings(self, sid: str) -> dict[str, Any]:
         sessions = self.project.state_dir / "sessions"
         sessions.mkdir(mode=0o700, parents=True, exist_ok=True)  # the hooks lock files in it
-        # Stop (messages for a busy session, at its turn boundary) and SessionStart (context
-        # after a resume or a compaction) only: a hook is a Python start on the path of every
-        # event it is installed for, and an idle session has its messages typed in instead of
-        # handed over by UserPromptSubmit.
+        # Stop (messages for a busy session, at its turn boundary), PreCompact (a snapshot of
+        # its state) and SessionStart (the state back after a resume or a compaction) only: a
+        # hook is a Python start on the path of every event it is installed for, and an idle
+        # session has its messages typed in instead of handed over by UserPromptSubmit.
         return hooks.hooks_settings(
             python=sys.executable,
             inbox=self.inbox_file(sid),
             context=self.context_file(sid),
-            events=(hooks.HookEvent.STOP, hooks.HookEvent.SESSION_START),
+            events=(
+                hooks.HookEvent.STOP,
+                hooks.HookEvent.SESSION_START,
+                hooks.HookEvent.PRE_COMPACT,
+            ),
         )
 
     def _register_on_bus(self, sid: str, mode: str, workspace: Path) -> Agent | None:
