@@ -51,9 +51,27 @@ COMMANDS: dict[str, set[str] | dict[str, set[str]]] = {
     "resume": {"--prompt"},
     # Read-only, for the base branch and the WIP limit.
     "config": set(),
+    # The event bus.
+    "say": set(),
+    "ask": {"--about"},
+    "reply": set(),
+    "complete": set(),
+    "messages": {"--unread", "--json"},
+    "kill": set(),
+    "archive": set(),
 }
 # Commands only the controller may run.
-CONTROLLER_ONLY = {"reconcile", "workers", "answer", "escalate", "dispatch", "resume", "status"}
+CONTROLLER_ONLY = {
+    "reconcile",
+    "workers",
+    "answer",
+    "escalate",
+    "dispatch",
+    "resume",
+    "status",
+    "kill",
+    "archive",
+}
 
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"`([^`\n]+)`")
