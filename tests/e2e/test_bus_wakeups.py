@@ -133,6 +133,16 @@ def test_ask_blocks_the_asker_and_the_answer_continues_its_session(swarm: Swarm)
             m for m in swarm.json("messages", "--channel", channel) if m["kind"] == "ask"
         ]
         assert question["mentions"] == [f"{agent['project']}/main/legion"]
+        # The question woke the orchestrator: its session was given it as a prompt.
+        wait_until(
+            "the question reached the orchestrator",
+            lambda: [
+                r
+                for r in swarm.server.message_requests()
+                if r.turn == 0 and f"Question {question['id']} from" in (r.prompt or "")
+            ],
+            timeout=20,
+        )
         as_orchestrator = dict(swarm.env, LEGION_SESSION_ID=controller, LEGION_MODE="controller")
         replied = _run(swarm, as_orchestrator, "reply", question["id"], "JSON, please", "--json")
         assert replied["message"]["kind"] == "answer"
