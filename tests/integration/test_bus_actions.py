@@ -685,3 +685,10 @@ def test_complete_in_a_known_session_without_legion_mode(
     done = legion("complete", "done", "--json", cwd=worktree, env=env)
     assert done.returncode == 0, done  # today: exit 70, "internal error: ValueError"
     assert labels_of(legion, number) == ["worker-done"]
+
+
+def test_a_worker_cannot_start_or_resume_sessions(legion: LegionRunner, cli_project: Path) -> None:
+    legion("issue", "create", "Spawning")
+    for args in (("dispatch", "LEG-1", "plan"), ("resume", "LEG-1", "plan", "--prompt", "go")):
+        one_line_error(legion(*args, env=IMPLEMENTER), "only @legion and the human", code=2)
+    assert legion("workers", "--json").stdout.strip() == "[]"

@@ -93,6 +93,19 @@ def default_author() -> str:
         return "user"
 
 
+def require_spawner(what: str) -> None:
+    """Only the orchestrator (and the human) starts sessions: a worker asks `@legion` instead
+    (the seed's one privilege). A worker's session has its mode in `LEGION_MODE`."""
+    from legion.bus.sessions import CONTROLLER_MODE
+    from legion.errors import NotPermittedError
+
+    mode = os.environ.get("LEGION_MODE", "").strip()
+    if mode and mode != CONTROLLER_MODE:
+        raise NotPermittedError(
+            f"only @legion and the human {what}; a worker asks with `legion say @legion …`"
+        )
+
+
 def written_by_legion() -> bool:
     """Whether this command runs inside a Legion session (a worker, the controller, the
     Oracle), so what it writes is Legion's, not a person's."""
