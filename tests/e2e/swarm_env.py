@@ -37,11 +37,12 @@ class Swarm:
     socket: Path
     workspace_root: Path
 
-    def legion(self, *args: str, check: bool = True) -> Result:
+    def legion(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> Result:
+        """Run `legion` in the project (`env`: variables added, as a session of Legion's has)."""
         proc = subprocess.run(
             [str(LEGION_BIN), *args],
             cwd=self.repo,
-            env=self.env,
+            env=dict(self.env, **(env or {})),
             capture_output=True,
             text=True,
             timeout=60,

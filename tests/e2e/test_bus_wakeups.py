@@ -143,8 +143,12 @@ def test_ask_blocks_the_asker_and_the_answer_continues_its_session(swarm: Swarm)
             ],
             timeout=20,
         )
-        as_orchestrator = dict(swarm.env, LEGION_SESSION_ID=controller, LEGION_MODE="controller")
-        replied = _run(swarm, as_orchestrator, "reply", question["id"], "JSON, please", "--json")
+        as_orchestrator = {"LEGION_SESSION_ID": controller, "LEGION_MODE": "controller"}
+        replied = json.loads(
+            swarm.legion(
+                "reply", question["id"], "JSON, please", "--json", env=as_orchestrator
+            ).stdout
+        )
         assert replied["message"]["kind"] == "answer"
         assert replied["wakes"] == [agent["address"]]
         wait_until("the answer reached the model", lambda: _firsts(swarm, "answer"))
@@ -163,24 +167,6 @@ def test_ask_blocks_the_asker_and_the_answer_continues_its_session(swarm: Swarm)
 
 def _has_session(swarm: Swarm, session_id: str) -> bool:
     return any(a["session_id"] == session_id for a in swarm.json("agents", "--all"))
-
-
-def _run(swarm: Swarm, env: dict[str, str], *args: str) -> Any:
-    import subprocess
-
-    from tests.conftest import LEGION_BIN
-
-    proc = subprocess.run(
-        [str(LEGION_BIN), *args],
-        cwd=swarm.repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 def test_a_dead_agent_is_resumed_for_a_message_once_and_a_stale_completion_is_ignored(
@@ -207,27 +193,14 @@ def test_a_dead_agent_is_resumed_for_a_message_once_and_a_stale_completion_is_ig
     assert resumed["spawn_instance"] == agent["spawn_instance"] + 1
 
     # The first spawn's late "done" must not act on the session that replaced it.
-    stale = dict(
-        swarm.env,
-        LEGION_SESSION_ID=worker["session_id"],
-        LEGION_MODE="plan",
-        LEGION_ISSUE_ID="LEG-1",
-        LEGION_SPAWN_INSTANCE=str(agent["spawn_instance"]),
-    )
-    import subprocess
-
-    from tests.conftest import LEGION_BIN
-
+    stale = {
+        "LEGION_SESSION_ID": worker["session_id"],
+        "LEGION_MODE": "plan",
+        "LEGION_ISSUE_ID": "LEG-1",
+        "LEGION_SPAWN_INSTANCE": str(agent["spawn_instance"]),
+    }
     labels = swarm.json("issue", "show", "LEG-1")["labels"]
-    proc = subprocess.run(
-        [str(LEGION_BIN), "complete", "planned"],
-        cwd=swarm.repo,
-        env=stale,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = swarm.legion("complete", "planned", env=stale, check=False)
     assert proc.returncode != 0 and "ignored" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert swarm.json("issue", "show", "LEG-1")["labels"] == labels

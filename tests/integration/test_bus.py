@@ -10,7 +10,6 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,13 +33,6 @@ from tests.conftest import LEGION_BIN, LegionRunner, Result, git
 
 MAIN = Channel("app", "main")
 LEG7 = Channel("app", "legion/LEG-7")
-
-
-@pytest.fixture
-def bus(tmp_path: Path) -> Iterator[SqliteBus]:
-    opened = SqliteBus(tmp_path / "state" / "bus.db")
-    yield opened
-    opened.close()
 
 
 def agent(bus: SqliteBus, channel: Channel, name: str, role: AgentRole | None = None) -> Agent:

@@ -26,13 +26,6 @@ WEB_MAIN = Channel("web", "main")
 WEB_LEG1 = Channel("web", "legion/LEG-1")
 
 
-@pytest.fixture
-def bus(tmp_path: Path) -> Iterator[SqliteBus]:
-    opened = SqliteBus(tmp_path / "state" / "bus.db")
-    yield opened
-    opened.close()
-
-
 def agent(bus: SqliteBus, channel: Channel, name: str, role: AgentRole | None = None) -> Agent:
     role = role or (AgentRole.CONTROLLER if name == "legion" else AgentRole(name))
     return bus.register_agent(
