@@ -23,6 +23,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Answered before importing anything heavy: the cold-start path must stay fast.
         print(f"legion {__version__}")
         return 0
+    if not args and sys.stdin.isatty() and sys.stdout.isatty():
+        args = ["tui"]  # `legion` alone on a terminal opens the TUI; in a pipe, the help
 
     from typer import Abort
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError

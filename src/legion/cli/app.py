@@ -119,6 +119,20 @@ app.command(
 )(oracle.escalate)
 
 
+@app.command("tui", epilog=common.example("legion tui", "legion"))
+def tui(ctx: typer.Context) -> None:
+    """The control centre: every project's channels and agents, the questions waiting for
+    you, each project's board, an agent's screen, the action log. `legion` alone on a
+    terminal opens it too. Closing it stops nothing.
+
+    Keys: F2 chat, F3 inbox, F4 board, F5 peek, F6 log, Ctrl+Q quit (docs/tui.md)."""
+    from legion.tui import run_tui
+
+    code = run_tui(os.environ, common.repo_path(ctx))
+    if code:
+        raise typer.Exit(code)
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"legion {__version__}")

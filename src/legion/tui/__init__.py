@@ -1,0 +1,71 @@
+"""The TUI (`legion tui`). Textual is imported only when the TUI opens (`run_tui`), so other
+commands never pay for it; see `legion.tui.app` and docs/tui.md."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from legion.bus.model import Channel
+    from legion.bus.store import Bus
+
+
+def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
+    """Open the TUI on the machine's bus until the human quits; 0 then. Without a terminal,
+    or when the bus cannot be opened (a corrupt or locked file), a `LegionError` says so
+    before anything is drawn. `cwd`: where the human stands (default: the working folder),
+    for the channel opened first and the board's project."""
+    import sys
+
+    from legion.bus.store import open_bus
+    from legion.errors import ConflictError
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise ConflictError(
+            "legion tui needs a terminal (standard input and output are not one); "
+            "`legion messages --follow` reads the bus in a pipe"
+        )
+    from legion.tui.app import LegionApp
+    from legion.tui.readmarks import ReadMarks, marks_path
+    from legion.tui.sources import ProjectSources
+
+    here = Path.cwd() if cwd is None else cwd
+
+    def bus() -> Bus:
+        return open_bus(env)
+
+    def known_projects() -> dict[str, Path]:
+        opened = bus()
+        try:
+            return opened.projects()
+        finally:
+            opened.close()
+
+    first = bus()
+    try:
+        newest = first.messages(last=1)
+        channel = _channel_here(first, env, here)
+    finally:
+        first.close()
+    marks = ReadMarks.load(marks_path(env), newest[-1].seq if newest else 0)
+    app = LegionApp(bus, ProjectSources(env, here, known_projects), marks=marks, channel=channel)
+    app.run()
+    return 0 if app.return_code is None else app.return_code
+
+
+def _channel_here(bus: Bus, env: Mapping[str, str], cwd: Path) -> Channel | None:
+    """The channel the human speaks in from `cwd` (as `legion say` would), if it has
+    agents or messages; None outside a project or in a quiet channel."""
+    from legion.bus.sessions import human_channel
+    from legion.config import load_project
+    from legion.errors import LegionError
+
+    try:
+        channel = human_channel(load_project(cwd, env), cwd)
+    except LegionError:
+        return None
+    if any(agent.channel == channel for agent in bus.agents(include_archived=True)):
+        return channel
+    return channel if bus.messages(channel=channel, last=1) else None

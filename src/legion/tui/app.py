@@ -1,0 +1,760 @@
+"""`legion tui`: the control centre for every project and branch on the machine.
+
+Everything on screen is read from the bus and the projects' own read models (see
+`legion.tui.sources`); the TUI keeps no state of its own but how far the human has read each
+channel (`legion.tui.readmarks`). It owns no process: closing it stops nothing.
+
+Reading is polling, because the bus is a SQLite file shared by many processes: new messages
+every `poll_s` (one indexed query, `seq > cursor`, across all channels), agents, unread
+counts and the inbox every `refresh_s`, and the slow views (board, peek, action log) in worker
+threads while they are shown.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import ClassVar, ParamSpec, TypeVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
+from textual.events import MouseScrollUp, Resize
+from textual.suggester import Suggester
+from textual.widgets import (
+    DataTable,
+    Footer,
+    Input,
+    OptionList,
+    RichLog,
+    Static,
+    TabbedContent,
+    TabPane,
+)
+from textual.widgets.option_list import Option
+
+from legion.bus import actions
+from legion.bus.model import HUMAN_NAME, Agent, AgentStatus, Channel, Message
+from legion.bus.store import Bus
+from legion.errors import LegionError
+from legion.tui.present import (
+    AgentRow,
+    ArchivedChannelRow,
+    ArchivedHeader,
+    ChannelRow,
+    Row,
+    addresses_human,
+    board_text,
+    channels_of,
+    clock_time,
+    complete_mention,
+    count_text,
+    mention_candidates,
+    message_text,
+    row_text,
+    sidebar_rows,
+)
+from legion.tui.readmarks import ReadMarks
+from legion.tui.sources import (
+    ActionLogView,
+    Board,
+    Peek,
+    Sources,
+    Unavailable,
+)
+
+POLL_S = 0.1  # new messages: one cheap query; keeps a post -> screen well under 250 ms
+REFRESH_S = 1.0  # agents, unread counts, the inbox, the view shown
+HISTORY = 200  # messages loaded when a channel opens, and each time one scrolls back
+DISCOVERY = 1000  # recent messages read at start to find channels with no agent left
+BOARD_EVERY = 5  # refreshes between two readings of the board (it may ask a tracker online)
+LOG_EVERY = 2
+PEEK_LINES = 60
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def while_open(method: Callable[P, None]) -> Callable[P, None]:
+    """For a timer or a worker thread's result: once the app is closing its widgets are
+    gone, and there is nothing left to update."""
+
+    @functools.wraps(method)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            method(*args, **kwargs)
+        except NoMatches:
+            return
+
+    return guarded
+
+
+class MentionSuggester(Suggester):
+    """Completes an `@mention` from the selected channel's agents (Tab or Right accepts)."""
+
+    def __init__(self) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+        self.candidates: list[str] = []
+
+    async def get_suggestion(self, value: str) -> str | None:
+        return complete_mention(value, self.candidates)
+
+
+class ChatInput(Input):
+    """The chat line: Tab takes the suggested completion (else moves on, as Tab does)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("tab", "complete", "Complete @", show=False, priority=True),
+    ]
+
+    def action_complete(self) -> None:
+        if self.cursor_at_end and self._suggestion:
+            self.action_cursor_right()  # takes the suggestion
+        else:
+            self.screen.focus_next()
+
+
+class Sidebar(OptionList):
+    """Channels, their agents, and the archived agents (a section that opens and closes)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "app.archive", "Archive"),
+        Binding("k", "app.kill(False)", "Kill"),
+        Binding("K", "app.kill(True)", "Kill -f", show=False),
+    ]
+
+
+class MessageLog(RichLog):
+    """A channel's messages: the newest `HISTORY` at first, older ones loaded as one scrolls
+    above the first. Only what is loaded is rendered (RichLog keeps rendered lines and
+    paints only those in view), so a channel of 10,000 messages opens as fast as one of 200."""
+
+    def __init__(self, render: Callable[[Message], Text], **kwargs: object) -> None:
+        super().__init__(wrap=True, min_width=20, auto_scroll=False, **kwargs)  # type: ignore[arg-type]
+        self.render_message = render
+        self.shown: list[Message] = []
+        self.complete = True  # whether the first shown message is the channel's first
+        self.on_top: Callable[[], None] = lambda: None
+        self._width = 0
+
+    def show(self, messages: Sequence[Message], *, complete: bool) -> None:
+        """Replace what is shown, and stay at the newest message."""
+        self.shown = list(messages)
+        self.complete = complete
+        self._rerender(at_end=True)
+
+    def append(self, messages: Iterable[Message]) -> None:
+        """New messages at the bottom; followed only if the reader is at the bottom already
+        (reading history is not interrupted)."""
+        follow = self.is_vertical_scroll_end or self.max_scroll_y == 0
+        for message in messages:
+            self.shown.append(message)
+            self.write(self.render_message(message), scroll_end=follow)
+
+    def prepend(self, older: Sequence[Message], *, complete: bool) -> None:
+        """Older messages above, keeping the ones in view where they are."""
+        before = len(self.lines)
+        top = self.scroll_y
+        self.shown[:0] = older
+        self.complete = complete
+        self._rerender(at_end=False)
+        self.scroll_to(y=top + len(self.lines) - before, animate=False, immediate=True)
+
+    def _rerender(self, *, at_end: bool) -> None:
+        self.clear()
+        last = len(self.shown) - 1
+        for n, message in enumerate(self.shown):
+            # Scrolled with the last write: writes wait until the widget has a size.
+            self.write(self.render_message(message), scroll_end=at_end and n == last)
+
+    def on_resize(self, event: Resize) -> None:
+        # Lines are wrapped when written: a new width needs them written again. (RichLog's
+        # own handler runs too: Textual calls each class's.)
+        width = self.scrollable_content_region.width
+        if self._width and width != self._width and self.shown:
+            self._rerender(at_end=self.is_vertical_scroll_end)
+        self._width = width
+
+    # One more step up at the top (key or wheel) loads the page before. Not on reaching the
+    # top: a scroll animation passes through it, and the reader may only be looking there.
+    def _ask_older(self) -> None:
+        if self.scroll_y <= 0 and not self.complete:
+            self.on_top()
+
+    def action_scroll_up(self) -> None:
+        self._ask_older()
+        super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        self._ask_older()
+        super().action_page_up()
+
+    def action_scroll_home(self) -> None:
+        self._ask_older()
+        super().action_scroll_home()
+
+    def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
+        # Textual calls each class's handler in turn: Widget's scrolls, this one only asks.
+        self._ask_older()
+
+
+class LegionApp(App[int]):
+    """The TUI. Its data sources are arguments, so tests drive it with `run_test()`.
+
+    `open_bus` opens a connection to the bus: one for the app's own thread, and one for each
+    worker thread that needs the bus (SQLite connections are not shared between threads).
+    `channel`: the channel to open first (default: the first listed). `format_time` turns a
+    message's `created_at` into what is shown (tests fix it for stable screenshots)."""
+
+    TITLE = "Legion"
+    CSS = """
+    #body { height: 1fr; }
+    Sidebar { width: 26; height: 1fr; }
+    #views { width: 1fr; height: 1fr; }
+    #chat-title, #inbox-detail, .view-title { height: auto; max-height: 4; padding: 0 1; }
+    #chat-title { text-style: bold; }
+    MessageLog { height: 1fr; padding: 0 1; }
+    #inbox-table, #log-table { height: 1fr; }
+    #board-scroll { height: 1fr; padding: 0 1; }
+    #board-lines { width: 100%; text-wrap: nowrap; text-overflow: ellipsis; }
+    #peek-scroll { height: 1fr; padding: 0 1; }
+    TabPane { padding: 0; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("f2", "view('chat')", "Chat", show=False),
+        Binding("f3", "view('inbox')", "Inbox", show=False),
+        Binding("f4", "view('board')", "Board", show=False),
+        Binding("f5", "view('peek')", "Peek", show=False),
+        Binding("f6", "view('log')", "Log", show=False),
+        Binding("escape", "focus_sidebar", "Sidebar", show=False),
+        Binding("ctrl+r", "refresh_view", "Refresh"),
+    ]
+
+    def __init__(
+        self,
+        open_bus: Callable[[], Bus],
+        sources: Sources,
+        *,
+        marks: ReadMarks | None = None,
+        channel: Channel | None = None,
+        format_time: Callable[[str], str] = clock_time,
+        poll_s: float = POLL_S,
+        refresh_s: float = REFRESH_S,
+        history: int = HISTORY,
+    ) -> None:
+        super().__init__()
+        self.open_bus = open_bus
+        self.sources = sources
+        self.bus = open_bus()
+        self.human = self.bus.human()
+        self.format_time = format_time
+        self.poll_s = poll_s
+        self.refresh_s = refresh_s
+        self.history = history
+        # What the sidebar is made of.
+        recent = self.bus.messages(last=DISCOVERY)
+        self.cursor = recent[-1].seq if recent else 0
+        self.marks = marks if marks is not None else ReadMarks(None, self.cursor)
+        self.agents: list[Agent] = self.bus.agents(include_archived=True)
+        self.channels: set[Channel] = channels_of(self.agents, recent)
+        self.unread: dict[Channel, int] = {c: self._count_unread(c) for c in self.channels}
+        self.for_you: dict[Channel, int] = {}
+        self.inbox: list[Message] = actions.human_inbox(self.bus)
+        self.inbox_ids = {m.id for m in self.inbox}
+        self.archived_expanded = False
+        self.rows: list[Row] = []
+        self.selected: Channel | None = channel
+        self.peek_agent: Agent | None = None
+        self.ticks = 0
+        self.suggester = MentionSuggester()
+
+    # -- layout -------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="body"):
+            yield Sidebar(id="sidebar")
+            with TabbedContent(id="views", initial="chat"):
+                with TabPane("F2 Chat", id="chat"):
+                    yield Static("", id="chat-title")
+                    yield MessageLog(self._render_message, id="messages")
+                    yield ChatInput(
+                        placeholder="Message (@ completes with Tab)",
+                        suggester=self.suggester,
+                        id="chat-input",
+                    )
+                with TabPane("F3 Inbox", id="inbox"):
+                    yield DataTable(id="inbox-table", cursor_type="row", zebra_stripes=True)
+                    yield Static("", id="inbox-detail")
+                    yield Input(placeholder="Answer (Enter sends)", id="answer-input")
+                with TabPane("F4 Board", id="board"):
+                    yield Static("", id="board-title", classes="view-title")
+                    with VerticalScroll(id="board-scroll"):
+                        yield Static("", id="board-lines")
+                with TabPane("F5 Peek", id="peek"):
+                    yield Static("", id="peek-title", classes="view-title")
+                    with VerticalScroll(id="peek-scroll"):
+                        yield Static("", id="peek-screen")
+                with TabPane("F6 Log", id="log"):
+                    yield Static("", id="log-title", classes="view-title")
+                    yield DataTable(id="log-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#inbox-table", DataTable).add_columns("When", "Channel", "From", "Question")
+        self.query_one("#log-table", DataTable).add_columns(
+            "At", "Issue", "Action", "Outcome", "Detail"
+        )
+        self.query_one(MessageLog).on_top = self._load_older
+        self._show_inbox()
+        self._refresh_sidebar()
+        first = self.selected or next(
+            (row.channel for row in self.rows if isinstance(row, ChannelRow)), None
+        )
+        if first is not None:
+            self.open_channel(first)
+        else:
+            self._set_title()
+        self._refresh_counts()
+        self.set_interval(self.poll_s, self._poll_messages)
+        self.set_interval(self.refresh_s, self._refresh_tick)
+        self.query_one(ChatInput).focus()
+
+    def on_resize(self, event: Resize) -> None:
+        # A wide terminal gives the sidebar room for long branch names.
+        self.query_one(Sidebar).styles.width = 26 if event.size.width < 120 else 36
+
+    def on_unmount(self) -> None:
+        self.marks.save()
+        self.bus.close()
+
+    # -- rendering ----------------------------------------------------------------------------
+
+    def _render_message(self, message: Message) -> Text:
+        for_you = addresses_human(message) or message.id in self.inbox_ids
+        return message_text(message, self.format_time(message.created_at), for_you=for_you)
+
+    def _set_title(self) -> None:
+        title = self.query_one("#chat-title", Static)
+        if self.selected is None:
+            title.update("No channels yet: agents appear here when Legion starts them.")
+            return
+        here = [
+            a
+            for a in self.agents
+            if a.channel == self.selected and a.status is not AgentStatus.ARCHIVED
+        ]
+        title.update(f"{self.selected}  ({len(here)} agent{'' if len(here) == 1 else 's'})")
+
+    def _live_agents(self) -> list[Agent]:
+        return [a for a in self.agents if a.status is not AgentStatus.ARCHIVED]
+
+    # -- the sidebar --------------------------------------------------------------------------
+
+    def _refresh_sidebar(self) -> None:
+        rows = sidebar_rows(
+            self.channels,
+            self.agents,
+            self.unread,
+            self.for_you,
+            archived_expanded=self.archived_expanded,
+        )
+        if rows == self.rows:
+            return
+        sidebar = self.query_one(Sidebar)
+        same_keys = [r.key for r in rows] == [r.key for r in self.rows]
+        self.rows = rows
+        if same_keys:  # labels changed only: the list keeps its scroll and highlight
+            for index, row in enumerate(rows):
+                sidebar.replace_option_prompt_at_index(index, row_text(row))
+            return
+        highlighted = sidebar.highlighted_option
+        keep = highlighted.id if highlighted is not None else None
+        sidebar.set_options(Option(row_text(row), id=row.key) for row in rows)
+        keys = [row.key for row in rows]
+        if keep in keys:
+            sidebar.highlighted = keys.index(keep)
+        elif self.selected is not None and f"c:{self.selected}" in keys:
+            sidebar.highlighted = keys.index(f"c:{self.selected}")
+
+    def _row(self, key: str | None) -> Row | None:
+        return next((row for row in self.rows if row.key == key), None)
+
+    @on(OptionList.OptionSelected, "#sidebar")
+    def _sidebar_selected(self, event: OptionList.OptionSelected) -> None:
+        row = self._row(event.option.id)
+        if isinstance(row, ArchivedHeader):
+            self.archived_expanded = not row.expanded
+            self._refresh_sidebar()
+        elif isinstance(row, ChannelRow | ArchivedChannelRow):
+            self.open_channel(row.channel)
+        elif isinstance(row, AgentRow):
+            self.peek_agent = row.agent
+            self.open_channel(row.agent.channel)
+
+    @on(OptionList.OptionHighlighted, "#sidebar")
+    @while_open
+    def _sidebar_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        row = self._row(event.option.id)
+        if isinstance(row, AgentRow):
+            self.peek_agent = row.agent
+            if self._view() == "peek":
+                self._load_peek()
+
+    def highlighted_agent(self) -> Agent | None:
+        option = self.query_one(Sidebar).highlighted_option
+        row = self._row(option.id if option is not None else None)
+        return row.agent if isinstance(row, AgentRow) else None
+
+    # -- the channel --------------------------------------------------------------------------
+
+    def open_channel(self, channel: Channel) -> None:
+        """Show `channel`'s newest messages; it is then read up to the newest."""
+        self.selected = channel
+        found = self.bus.messages(channel=channel, last=self.history)
+        self.query_one(MessageLog).show(found, complete=len(found) < self.history)
+        self._seen(found)
+        self.suggester.candidates = mention_candidates(channel, self._live_agents())
+        self._set_title()
+        self._refresh_sidebar()
+        self._highlight(channel)
+
+    def _highlight(self, channel: Channel) -> None:
+        """Keep the sidebar's highlight on the open channel (or one of its agents)."""
+        sidebar = self.query_one(Sidebar)
+        option = sidebar.highlighted_option
+        row = self._row(option.id if option is not None else None)
+        if isinstance(row, AgentRow) and row.agent.channel == channel:
+            return
+        keys = [r.key for r in self.rows]
+        if f"c:{channel}" in keys:
+            sidebar.highlighted = keys.index(f"c:{channel}")
+
+    def _seen(self, shown: Sequence[Message]) -> None:
+        """The human has now seen `shown` in the selected channel."""
+        if self.selected is None:
+            return
+        if shown:
+            self.marks.mark(self.selected, shown[-1].seq)
+        self.unread[self.selected] = 0
+        if self.for_you.get(self.selected):
+            self._attempt(lambda: self.bus.mark_read(self.human.id, (m.id for m in shown)))
+            self.for_you[self.selected] = 0
+
+    def _load_older(self) -> None:
+        log = self.query_one(MessageLog)
+        if self.selected is None or log.complete or not log.shown:
+            return
+        # The bus reads "the newest N", so older pages are read as a longer newest-N.
+        wanted = len(log.shown) + self.history
+        found = self.bus.messages(channel=self.selected, last=wanted)
+        first = log.shown[0].seq
+        older = [m for m in found if m.seq < first]
+        log.prepend(older, complete=len(found) < wanted)
+
+    def _count_unread(self, channel: Channel) -> int:
+        newer = self.bus.messages(channel=channel, since=self.marks.last_seen(channel), last=1000)
+        return sum(1 for m in newer if m.sender != HUMAN_NAME)
+
+    # -- polling ------------------------------------------------------------------------------
+
+    @while_open
+    def _poll_messages(self) -> None:
+        found = self._attempt(lambda: self.bus.messages(since=self.cursor))
+        if not found:
+            return
+        self.cursor = found[-1].seq
+        here: list[Message] = []
+        for message in found:
+            channel = message.channel
+            self.channels.add(channel)
+            if channel == self.selected:
+                here.append(message)
+            elif message.sender != HUMAN_NAME:
+                self.unread[channel] = self.unread.get(channel, 0) + 1
+        if here:
+            self.query_one(MessageLog).append(here)
+            self._seen(here)
+        self._refresh_sidebar()
+
+    @while_open
+    def _refresh_tick(self) -> None:
+        self.ticks += 1
+        agents = self._attempt(lambda: self.bus.agents(include_archived=True))
+        if agents is not None and agents != self.agents:
+            self.agents = agents
+            self.channels |= channels_of(agents, ())
+            if self.selected is not None:
+                live = self._live_agents()
+                self.suggester.candidates = mention_candidates(self.selected, live)
+            self._set_title()
+        self._refresh_counts()
+        self._refresh_sidebar()
+        self.marks.save()
+        view = self._view()
+        if view == "board" and self.ticks % BOARD_EVERY == 0:
+            self._load_board()
+        elif view == "log" and self.ticks % LOG_EVERY == 0:
+            self._load_log()
+        elif view == "peek":
+            self._load_peek()
+
+    def _refresh_counts(self) -> None:
+        """What is addressed to the human and unread, by channel; and the inbox."""
+        unread = self._attempt(lambda: self.bus.messages(unread_for=self.human.id, last=1000))
+        if unread is not None:
+            here = [m for m in unread if m.channel == self.selected]
+            counts: dict[Channel, int] = {}
+            for message in unread:
+                counts[message.channel] = counts.get(message.channel, 0) + 1
+            self.for_you = counts
+            if here:  # shown already, so read
+                self._seen(here)
+        inbox = self._attempt(lambda: actions.human_inbox(self.bus))
+        if inbox is not None and [m.id for m in inbox] != [m.id for m in self.inbox]:
+            self.inbox = inbox
+            self.inbox_ids = {m.id for m in inbox}
+            self._show_inbox()
+
+    # -- the chat line -------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#chat-input")
+    def _send(self, event: Input.Submitted) -> None:
+        if self.selected is None:
+            self.notify("no channel selected", severity="error")
+            return
+        channel = self.selected
+        posted = self._attempt(lambda: actions.say(self.bus, self.human, channel, event.value))
+        if posted is None:
+            return
+        event.input.value = ""
+        self._poll_messages()
+        if posted.recipients:
+            self._wake(channel.project)
+
+    @work(thread=True, group="wake")
+    def _wake(self, project: str) -> None:
+        try:
+            self.sources.wake(project)
+        except LegionError:
+            return  # a daemon that is not told delivers at its next tick
+
+    # -- the inbox ----------------------------------------------------------------------------
+
+    def _show_inbox(self) -> None:
+        table = self.query_one("#inbox-table", DataTable)
+        current = self._inbox_question()
+        table.clear()
+        for message in self.inbox:
+            first_line = message.body.strip().splitlines()[0] if message.body.strip() else ""
+            table.add_row(
+                self.format_time(message.created_at),
+                str(message.channel),
+                f"@{message.sender.rpartition('/')[2]}",
+                first_line,
+                key=message.id,
+            )
+        ids = [m.id for m in self.inbox]
+        if current is not None and current.id in ids:
+            table.move_cursor(row=ids.index(current.id))
+        label = "F3 Inbox" + (f" {count_text(len(self.inbox))}" if self.inbox else "")
+        self.query_one(TabbedContent).get_tab("inbox").label = label
+        self._show_question()
+
+    def _inbox_question(self) -> Message | None:
+        table = self.query_one("#inbox-table", DataTable)
+        if not self.inbox or table.row_count == 0:
+            return None
+        row = min(table.cursor_row, len(self.inbox) - 1)
+        return self.inbox[row] if row >= 0 else None
+
+    @on(DataTable.RowHighlighted, "#inbox-table")
+    def _show_question(self) -> None:
+        question = self._inbox_question()
+        detail = self.query_one("#inbox-detail", Static)
+        if question is None:
+            detail.update("No open questions for you.")
+            return
+        detail.update(
+            Text.assemble(
+                (f"@{question.sender} asks in {question.channel}: ", "bold"),
+                question.body.strip(),
+            )
+        )
+
+    @on(Input.Submitted, "#answer-input")
+    def _answer(self, event: Input.Submitted) -> None:
+        question = self._inbox_question()
+        if question is None:
+            self.notify("no question selected", severity="error")
+            return
+        posted = self._attempt(
+            lambda: actions.reply(self.bus, self.human, question.id, event.value)
+        )
+        if posted is None:
+            return
+        event.input.value = ""
+        self.notify(f"answered @{question.sender}")
+        self._refresh_counts()
+        self._poll_messages()
+        self._wake(question.channel.project)
+
+    # -- agents -------------------------------------------------------------------------------
+
+    def action_archive(self) -> None:
+        target = self.highlighted_agent()
+        if target is None:
+            self.notify("highlight an agent in the sidebar first", severity="warning")
+            return
+        done = self._attempt(lambda: actions.archive(self.bus, self.human, target))
+        if done is not None:
+            self.notify(f"archived @{done.address}")
+            self._refresh_tick()
+
+    def action_kill(self, force: bool) -> None:
+        target = self.highlighted_agent()
+        if target is None:
+            self.notify("highlight an agent in the sidebar first", severity="warning")
+            return
+        self._kill(target, force)
+
+    @work(thread=True, group="kill")
+    def _kill(self, target: Agent, force: bool) -> None:
+        # Closing a window waits for its process: off the app's thread, with its own bus.
+        bus = self.open_bus()
+        try:
+            killed = actions.kill(
+                bus,
+                self.human,
+                target,
+                force=force,
+                stop=lambda agent: self.sources.stop(agent, force=force),
+            )
+        except LegionError as exc:
+            hint = " (K kills it anyway)" if "busy" in str(exc) and not force else ""
+            self.call_from_thread(self.notify, f"{exc}{hint}", severity="error")
+            return
+        finally:
+            bus.close()
+        self.call_from_thread(self.notify, f"killed @{killed.address}")
+
+    # -- the slow views -----------------------------------------------------------------------
+
+    def _view(self) -> str:
+        return self.query_one(TabbedContent).active
+
+    def action_view(self, view: str) -> None:
+        # Focus leaves the pane first: Textual moves the focus of a widget being hidden to a
+        # sibling, whose pane would then take the screen back.
+        self.screen.set_focus(None)
+        self.query_one(TabbedContent).active = view
+
+    @on(TabbedContent.TabActivated)
+    def _view_shown(self, event: TabbedContent.TabActivated) -> None:
+        self.action_refresh_view()
+        focus = {
+            "chat": "#chat-input",
+            "inbox": "#answer-input",
+            "board": "#board-scroll",
+            "peek": "#peek-scroll",
+            "log": "#log-table",
+        }.get(self._view())
+        if focus is not None:
+            self.query_one(focus).focus()
+
+    def action_refresh_view(self) -> None:
+        view = self._view()
+        if view == "board":
+            self._load_board()
+        elif view == "peek":
+            self._load_peek()
+        elif view == "log":
+            self._load_log()
+        elif view == "inbox":
+            self._refresh_counts()
+
+    def action_focus_sidebar(self) -> None:
+        self.query_one(Sidebar).focus()
+
+    def _project(self) -> str | None:
+        """The project the board and the log are about: the selected channel's."""
+        return self.selected.project if self.selected is not None else None
+
+    @work(thread=True, exclusive=True, group="board")
+    def _load_board(self) -> None:
+        self.call_from_thread(self._show_board, self.sources.board(self._project()))
+
+    @while_open
+    def _show_board(self, board: Board | Unavailable) -> None:
+        title = self.query_one("#board-title", Static)
+        lines = self.query_one("#board-lines", Static)
+        if isinstance(board, Unavailable):
+            title.update(board.reason)
+            lines.update("")
+            return
+        counts = f"{len(board.issues)} issue{'' if len(board.issues) == 1 else 's'}"
+        title.update("\n".join([f"{board.project}: {counts}", *board.warnings]))
+        lines.update(board_text(board.issues))
+
+    @work(thread=True, exclusive=True, group="peek")
+    def _load_peek(self) -> None:
+        agent = self.peek_agent
+        if agent is None:
+            shown: Peek | Unavailable = Unavailable(
+                "highlight an agent in the sidebar to see its screen"
+            )
+        else:
+            shown = self.sources.peek(agent, PEEK_LINES)
+        self.call_from_thread(self._show_peek, shown)
+
+    @while_open
+    def _show_peek(self, peek: Peek | Unavailable) -> None:
+        title = self.query_one("#peek-title", Static)
+        screen = self.query_one("#peek-screen", Static)
+        if isinstance(peek, Unavailable):
+            title.update(peek.reason)
+            screen.update("")
+            return
+        title.update(f"@{peek.agent} ({peek.state})\nin tmux window {peek.window}")
+        said = "\n".join(peek.transcript) or "(nothing yet)"
+        screen.update(
+            Text.assemble(
+                Text(peek.screen or "(blank screen)"),
+                ("\n\n-- transcript --\n", "bold"),
+                Text(said),
+            )
+        )
+
+    @work(thread=True, exclusive=True, group="log")
+    def _load_log(self) -> None:
+        self.call_from_thread(self._show_log, self.sources.action_log(self._project(), 100))
+
+    @while_open
+    def _show_log(self, log: ActionLogView | Unavailable) -> None:
+        title = self.query_one("#log-title", Static)
+        table = self.query_one("#log-table", DataTable)
+        table.clear()
+        if isinstance(log, Unavailable):
+            title.update(log.reason)
+            return
+        title.update(f"{log.project}: the last {len(log.lines)} actions")
+        for line in log.lines:
+            table.add_row(
+                self.format_time(line.at), line.issue, line.action, line.outcome, line.detail
+            )
+        table.move_cursor(row=max(0, table.row_count - 1))
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def _attempt(self, call: Callable[[], T]) -> T | None:
+        """`call()`, or None after showing its error in one line (bad input, a locked bus)."""
+        try:
+            return call()
+        except LegionError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return None
+        except NoMatches:
+            return None  # the app is closing: its widgets are gone

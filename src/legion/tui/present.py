@@ -1,0 +1,362 @@
+"""What the TUI shows, computed from the bus's records: the sidebar's rows, a message as styled
+text, `@agent` completion. Pure (no I/O, no clock), so it is tested without a terminal.
+
+Styles are rich style strings; every distinction that colour makes is also made in text (a
+glyph, a `[ask]` label, reverse video for what is addressed to the human), so the screen
+still says everything under NO_COLOR.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from rich.text import Text
+
+from legion.bus.model import (
+    HUMAN_NAME,
+    ORCHESTRATOR_NAME,
+    Agent,
+    AgentStatus,
+    Channel,
+    Message,
+    MessageKind,
+)
+from legion.core.model import Status
+from legion.core.text import for_display
+
+# The seed's glyphs, and "-" for an idle agent (waiting for a prompt: nothing to see).
+GLYPHS: dict[AgentStatus, str] = {
+    AgentStatus.BUSY: "*",
+    AgentStatus.BLOCKED: "?",
+    AgentStatus.COMPLETE: "o",
+    AgentStatus.FAILED: "x",
+    AgentStatus.IDLE: "-",
+    AgentStatus.ARCHIVED: ".",
+}
+GLYPH_STYLES: dict[AgentStatus, str] = {
+    AgentStatus.BUSY: "bold green",
+    AgentStatus.BLOCKED: "bold yellow",
+    AgentStatus.COMPLETE: "cyan",
+    AgentStatus.FAILED: "bold red",
+    AgentStatus.IDLE: "dim",
+    AgentStatus.ARCHIVED: "dim",
+}
+# A label for each kind but plain talk, and its colour.
+KIND_LABELS: dict[MessageKind, tuple[str, str]] = {
+    MessageKind.ASK: ("[ask]", "bold yellow"),
+    MessageKind.ANSWER: ("[answer]", "bold green"),
+    MessageKind.COMPLETE: ("[done]", "bold cyan"),
+    MessageKind.SYSTEM: ("[system]", "dim"),
+}
+MENTION_STYLE = "bold magenta"
+HUMAN_MENTION_STYLE = "bold reverse"  # addressed to you: reverse video shows without colour
+UNREAD_CAP = 999  # counted up to this; more shows as "999+"
+
+# A mention as the bus reads one (legion.bus.address), for highlighting only: resolving is
+# the bus's job.
+_MENTION = re.compile(r"(?<![A-Za-z0-9_.+@/-])@[A-Za-z0-9][A-Za-z0-9._/-]*")
+_TRAILING = "._/-"
+
+
+# -- the sidebar ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRow:
+    channel: Channel
+    unread: int  # messages after the human last looked at the channel (not the human's own)
+    for_you: int  # of those, addressed to the human and not read
+
+    @property
+    def key(self) -> str:
+        return f"c:{self.channel}"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    agent: Agent
+    archived: bool  # listed under "Archived" (beneath its channel's name there)
+
+    @property
+    def key(self) -> str:
+        return f"a:{self.agent.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedHeader:
+    count: int
+    expanded: bool
+
+    key = "archived"
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedChannelRow:
+    """A channel's name over its archived agents, in the Archived section."""
+
+    channel: Channel
+
+    @property
+    def key(self) -> str:
+        return f"ac:{self.channel}"
+
+
+Row = ChannelRow | AgentRow | ArchivedHeader | ArchivedChannelRow
+
+
+def channels_of(agents: Iterable[Agent], messages: Iterable[Message]) -> set[Channel]:
+    """Every channel an agent is in or a message was posted in (the human is in none)."""
+    found = {agent.channel for agent in agents if agent.project}
+    found.update(message.channel for message in messages)
+    return found
+
+
+def _agent_order(agent: Agent) -> tuple[bool, str]:
+    return (agent.name != ORCHESTRATOR_NAME, agent.name)  # the orchestrator first
+
+
+def sidebar_rows(
+    channels: Iterable[Channel],
+    agents: Sequence[Agent],
+    unread: Mapping[Channel, int],
+    for_you: Mapping[Channel, int],
+    *,
+    archived_expanded: bool,
+) -> list[Row]:
+    """Channels, each with its agents beneath; then the archived agents in a section of their
+    own, listed only when it is expanded."""
+    live: dict[Channel, list[Agent]] = {}
+    archived: list[Agent] = []
+    for agent in agents:
+        if agent.status is AgentStatus.ARCHIVED:
+            archived.append(agent)
+        else:
+            live.setdefault(agent.channel, []).append(agent)
+    # By project; in each, the orchestrator's branch (the base) first, then by name.
+    base = {a.channel for a in agents if a.name == ORCHESTRATOR_NAME}
+    rows: list[Row] = []
+    for channel in sorted(
+        set(channels) | live.keys(), key=lambda c: (c.project, c not in base, c.branch)
+    ):
+        rows.append(ChannelRow(channel, unread.get(channel, 0), for_you.get(channel, 0)))
+        rows += [
+            AgentRow(a, archived=False) for a in sorted(live.get(channel, []), key=_agent_order)
+        ]
+    if archived:
+        rows.append(ArchivedHeader(len(archived), archived_expanded))
+        if archived_expanded:
+            previous = None
+            for agent in sorted(archived, key=lambda a: (a.project, a.branch, a.name)):
+                if agent.channel != previous:
+                    rows.append(ArchivedChannelRow(agent.channel))
+                    previous = agent.channel
+                rows.append(AgentRow(agent, archived=True))
+    return rows
+
+
+def count_text(count: int) -> str:
+    return f"{UNREAD_CAP}+" if count > UNREAD_CAP else str(count)
+
+
+def row_text(row: Row) -> Text:
+    """The sidebar's line for a row (one line: a long name is cut with an ellipsis)."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    if isinstance(row, ChannelRow):
+        text.append(str(row.channel), style="bold")
+        if row.unread:
+            text.append(f" {count_text(row.unread)}", style="bold cyan")
+        if row.for_you:
+            text.append(f" @{count_text(row.for_you)}", style=HUMAN_MENTION_STYLE)
+    elif isinstance(row, AgentRow):
+        agent = row.agent
+        text.append("    " if row.archived else "  ")
+        text.append(GLYPHS[agent.status], style=GLYPH_STYLES[agent.status])
+        text.append(f" @{agent.name}")
+    elif isinstance(row, ArchivedChannelRow):
+        text.append(f"  {row.channel}", style="dim")
+    else:
+        text.append(f"{'v' if row.expanded else '>'} Archived ({row.count})", style="dim bold")
+    return text
+
+
+# -- messages -------------------------------------------------------------------------------------
+
+
+def short_address(address: str, channel: Channel) -> str:
+    """An address as written in `channel`: the name alone on the same branch, branch/name in
+    the same project, the whole address elsewhere."""
+    if address.startswith(f"{channel}/"):
+        return address.removeprefix(f"{channel}/")
+    return address.removeprefix(f"{channel.project}/")
+
+
+def clock_time(created_at: str) -> str:
+    """A message's time as the local wall clock, HH:MM:SS ("" when unreadable)."""
+    try:
+        return datetime.fromisoformat(created_at).astimezone().strftime("%H:%M:%S")
+    except ValueError:
+        return ""
+
+
+def addresses_human(message: Message) -> bool:
+    return HUMAN_NAME in message.mentions
+
+
+def body_text(body: str) -> Text:
+    """The body with each mention highlighted (`@human` in reverse video)."""
+    shown = for_display(body).expandtabs(4)
+    text = Text(shown)
+    for match in _MENTION.finditer(shown):
+        mention = match.group().rstrip(_TRAILING)
+        style = HUMAN_MENTION_STYLE if mention == f"@{HUMAN_NAME}" else MENTION_STYLE
+        text.stylize(style, match.start(), match.start() + len(mention))
+    return text
+
+
+def message_text(message: Message, when: str, *, for_you: bool = False) -> Text:
+    """One message: its time, its sender (short in its channel), its kind's label, its body.
+    `for_you` (addressed to the human): a `>` mark in reverse video before it."""
+    text = Text()
+    if for_you:
+        text.append(">", style=HUMAN_MENTION_STYLE)
+        text.append(" ")
+    if when:
+        text.append(f"{when} ", style="dim")
+    sender = short_address(message.sender, message.channel)
+    sender_style = HUMAN_MENTION_STYLE if message.sender == HUMAN_NAME else "bold"
+    text.append(f"@{sender}", style=sender_style)
+    label = KIND_LABELS.get(message.kind)
+    if label is not None:
+        text.append(f" {label[0]}", style=label[1])
+    text.append(" ")
+    text.append_text(body_text(message.body))
+    if message.kind is MessageKind.SYSTEM:
+        text.stylize("italic")
+    return text
+
+
+# -- completion -----------------------------------------------------------------------------------
+
+
+def mention_candidates(channel: Channel, agents: Iterable[Agent]) -> list[str]:
+    """What `@` can complete to in `channel`: its agents by name, then the project's agents on
+    other branches as branch/name; `legion` (the orchestrator) whichever branch it is on."""
+    here: list[str] = []
+    elsewhere: list[str] = []
+    for agent in sorted(agents, key=_agent_order):
+        if agent.project != channel.project:
+            continue
+        if agent.name == ORCHESTRATOR_NAME or agent.channel == channel:
+            here.append(agent.name)
+        else:
+            elsewhere.append(f"{agent.branch}/{agent.name}")
+    return list(dict.fromkeys(here + elsewhere))
+
+
+def complete_mention(value: str, candidates: Sequence[str]) -> str | None:
+    """`value` with its last word completed, when that word is an unfinished `@mention` that
+    a candidate begins with (the first one, in the candidates' order); None otherwise."""
+    start = value.rfind("@")
+    if start < 0 or (start > 0 and not value[start - 1].isspace()):
+        return None
+    typed = value[start + 1 :]
+    if any(char.isspace() for char in typed):
+        return None
+    for candidate in candidates:
+        if candidate.lower().startswith(typed.lower()) and len(candidate) > len(typed):
+            return f"{value[:start]}@{candidate} "
+    return None
+
+
+# -- the board ----------------------------------------------------------------------------------
+
+
+class BoardLine(Protocol):
+    """An issue on the board (`legion.tui.sources.BoardIssue`)."""
+
+    @property
+    def phase(self) -> Status: ...
+    @property
+    def identifier(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def worker(self) -> str: ...
+    @property
+    def review(self) -> str: ...
+
+
+def board_text(issues: Sequence[BoardLine]) -> Text:
+    """The issues under a heading per phase (in the order given), in aligned columns: the
+    issue, its worker, its pull request's review, and its title last, where a narrow
+    screen cuts it."""
+    if not issues:
+        return Text('No issues yet: `legion issue create "Title"` adds one.')
+    widths = [max(len(getattr(i, name)) for i in issues) for name in ("identifier", "worker")]
+    review_width = max(len(i.review) for i in issues)
+    lines: list[Text] = []
+    previous: Status | None = None
+    for issue in issues:
+        if issue.phase != previous:
+            count = sum(1 for other in issues if other.phase == issue.phase)
+            lines.append(Text(f"{issue.phase.value} ({count})", style="bold"))
+            previous = issue.phase
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"  {issue.identifier:<{widths[0]}}  ", style="bold")
+        line.append(f"{issue.worker:<{widths[1]}}  ", style="dim" if issue.worker == "-" else "")
+        line.append(f"{issue.review:<{review_width}}  ")
+        line.append(for_display(issue.title))
+        lines.append(line)
+    return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
+
+
+# -- peeking --------------------------------------------------------------------------------------
+
+
+def last_screen_lines(captured: str, count: int) -> str:
+    """The last `count` lines of a captured tmux pane, without the blank rows under the
+    cursor (as `legion peek` shows it)."""
+    rows = captured.splitlines()
+    while rows and not rows[-1].strip():
+        rows.pop()
+    return "\n".join(rows[-count:])
+
+
+def transcript_lines(raw_lines: Iterable[str], count: int) -> list[str]:
+    """The last `count` things said in a Claude Code transcript (JSON lines): the user's and
+    the assistant's text, and each tool the assistant called, one line each. Lines that are
+    not JSON, or of types this does not know, are skipped (the format changes between
+    versions)."""
+    said: list[str] = []
+    for line in raw_lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
+            continue
+        said += _entry_lines(entry)
+    return said[-count:]
+
+
+def _entry_lines(entry: dict[str, object]) -> list[str]:
+    who = str(entry.get("type"))
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    found: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and str(block.get("text", "")).strip():
+            first = " ".join(str(block["text"]).split())
+            found.append(f"{who}: {for_display(first)[:500]}")
+        elif block.get("type") == "tool_use":
+            found.append(f"{who}: ({block.get('name', 'tool')})")
+    return found

@@ -1,0 +1,308 @@
+"""What the TUI reads besides the bus: a project's board (`legion state`'s read model), an
+agent's screen and transcript (`legion peek`'s), the action log (`legion log`'s); and the two
+things it does outside the bus: closing a killed agent's window, waking a daemon.
+
+Each call may be slow (a tracker over the network, tmux, transcripts) and runs in a worker
+thread of the TUI, so each opens what it needs and closes it (a SQLite connection belongs to
+the thread that opened it). A view that cannot be had is an `Unavailable` with the reason in
+one line, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from legion.bus.model import ORCHESTRATOR_NAME, Agent
+from legion.core.model import Status
+from legion.errors import LegionError
+from legion.tui.present import last_screen_lines, transcript_lines
+
+if TYPE_CHECKING:
+    from legion.backends import Backends
+    from legion.config import Project
+    from legion.runtime.tmux import Window
+    from legion.runtime.workers import WorkerManager
+
+# The board's columns, in the order work moves (Triage and Icebox first: not yet planned).
+PHASES: tuple[Status, ...] = (
+    Status.TRIAGE,
+    Status.ICEBOX,
+    Status.BACKLOG,
+    Status.TODO,
+    Status.IN_PROGRESS,
+    Status.NEEDS_REVIEW,
+    Status.RETRO,
+    Status.DONE,
+)
+NO_PROJECT = "no project here: run `legion tui` in a Legion project (`legion init` makes one)"
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """Why a view cannot be shown, in one line."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class BoardIssue:
+    phase: Status
+    identifier: str
+    title: str
+    worker: str  # "implement running", "-" with none, "unknown" when tmux did not answer
+    review: str  # "#3 approved", "#3 draft", "-" without a pull request
+
+
+@dataclass(frozen=True, slots=True)
+class Board:
+    project: str
+    issues: tuple[BoardIssue, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Peek:
+    agent: str  # the agent's address
+    window: str
+    state: str
+    screen: str
+    transcript: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    at: str
+    issue: str
+    action: str
+    outcome: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActionLogView:
+    project: str
+    lines: tuple[LogLine, ...]
+
+
+class Sources(Protocol):
+    """The TUI's reads and deeds outside the bus. Called from worker threads."""
+
+    def board(self, project: str | None) -> Board | Unavailable:
+        """The board of project `project` (its name on the bus), or of the project here."""
+        ...
+
+    def peek(self, agent: Agent, lines: int) -> Peek | Unavailable: ...
+
+    def action_log(self, project: str | None, limit: int) -> ActionLogView | Unavailable: ...
+
+    def stop(self, agent: Agent, *, force: bool) -> bool:
+        """Close the agent's session (its tmux window; `force`: SIGKILL at once); True if
+        one was running."""
+        ...
+
+    def wake(self, project: str) -> None:
+        """Have the project's daemon deliver now (nothing when none runs)."""
+        ...
+
+
+class ProjectSources:
+    """`Sources` for the projects on this machine: those the bus knows (`Bus.projects`), and
+    the one the TUI was started in."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        cwd: Path,
+        known_projects: Callable[[], Mapping[str, Path]],
+    ) -> None:
+        """`known_projects`: name on the bus -> root; called from worker threads, so it must
+        open its own connection (`Bus.projects` on a bus opened for the call)."""
+        self.env = env
+        self.cwd = cwd
+        self.known_projects = known_projects
+
+    # -- finding the project ------------------------------------------------------------------
+
+    def project(self, name: str | None) -> Project | Unavailable:
+        """Project `name` where the bus says it lives; else the project the TUI was started
+        in (whose name the board shows, so it is never mistaken for another)."""
+        from legion.config import load_project
+
+        root = self._known_root(name) if name else None
+        try:
+            return load_project(root or self.cwd, self.env)
+        except LegionError as exc:
+            if root is not None:
+                return Unavailable(f"project {name} ({root}): {exc}")
+            return Unavailable(NO_PROJECT)
+
+    def _known_root(self, name: str) -> Path | None:
+        try:
+            return self.known_projects().get(name)
+        except LegionError:
+            return None
+
+    @contextmanager
+    def _backends(self, project: Project) -> Iterator[Backends]:
+        from legion.backends import open_backends
+
+        backends = open_backends(project)
+        try:
+            yield backends
+        finally:
+            backends.db.close()
+
+    def _workers(self, project: Project, backends: Backends) -> WorkerManager:
+        from legion.backends import open_workers
+
+        return open_workers(project, backends, self.env)
+
+    # -- the views ----------------------------------------------------------------------------
+
+    def board(self, project: str | None) -> Board | Unavailable:
+        found = self.project(project)
+        if isinstance(found, Unavailable):
+            return found
+        try:
+            return self._board(found)
+        except LegionError as exc:
+            return Unavailable(f"the board of {_name(found)} cannot be read: {exc}")
+
+    def _board(self, project: Project) -> Board:
+        from legion.state import KnownLiveWorkers, observe
+
+        with self._backends(project) as backends:
+            warnings: list[str] = []
+            workers: dict[str, str] = {}
+            try:
+                for view in self._workers(project, backends).views():
+                    workers[view.record.issue] = f"{view.record.mode.value} {view.state.value}"
+                live = {issue for issue, what in workers.items() if not what.endswith(" dead")}
+            except LegionError as exc:  # tmux did not answer: who works is unknown
+                warnings.append(f"workers unknown: {exc}")
+                live = set()
+            snapshot = observe(
+                project.settings.project_id,
+                backends.tracker,
+                backends.forge,
+                KnownLiveWorkers(live),
+            )
+        order = {phase: n for n, phase in enumerate(PHASES)}
+        issues = sorted(
+            (
+                BoardIssue(
+                    phase=state.issue.status,
+                    identifier=state.issue.identifier,
+                    title=state.issue.title,
+                    worker=workers.get(state.issue.identifier, "unknown" if warnings else "-"),
+                    review=_review(state.pr, state.pr_review.value),
+                )
+                for state in snapshot.issues
+            ),
+            key=lambda issue: (order.get(issue.phase, len(order)), _issue_number(issue)),
+        )
+        return Board(_name(project), tuple(issues), tuple(warnings + snapshot.warnings))
+
+    def peek(self, agent: Agent, lines: int) -> Peek | Unavailable:
+        if not agent.session_id:
+            return Unavailable(f"@{agent.address} has no session to look at")
+        found = self.project(agent.project)
+        if isinstance(found, Unavailable):
+            return found
+        if _name(found) != agent.project:
+            return Unavailable(
+                f"@{agent.address} is in project {agent.project}, whose folder Legion does not "
+                "know yet (it learns it when it starts a session there)"
+            )
+        try:
+            with self._backends(found) as backends:
+                workers = self._workers(found, backends)
+                window, transcript, state = self._session_of(found, workers, agent)
+                if window is None:
+                    return Unavailable(
+                        f"@{agent.address} has no window (its session is not running)"
+                    )
+                screen = last_screen_lines(workers.tmux.capture(window.id, lines=lines), lines)
+        except LegionError as exc:
+            return Unavailable(f"@{agent.address} cannot be seen: {exc}")
+        from legion.runtime.transcript import read_tail
+
+        said = transcript_lines(read_tail(transcript, 64 * 1024), 20)
+        return Peek(agent.address, window.name, state, screen, tuple(said))
+
+    def _session_of(
+        self, project: Project, workers: WorkerManager, agent: Agent
+    ) -> tuple[Window | None, Path, str]:
+        """The agent's tmux window (None: not running), its transcript and its state."""
+        if agent.name == ORCHESTRATOR_NAME:
+            from legion.daemon import CONTROLLER_WINDOW, controller_state_of
+
+            window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
+            state, _ = controller_state_of(project, workers)
+            sid = agent.session_id or ""
+            return window, workers.claude.transcript(workers.env, project.root, sid), state.value
+        for view in workers.views():
+            if view.record.session_id == agent.session_id:
+                return view.window, view.transcript, view.state.value
+        raise _NoWorker(f"@{agent.address} is not one of the project's workers now")
+
+    def action_log(self, project: str | None, limit: int) -> ActionLogView | Unavailable:
+        from legion.actionlog import ActionLog
+
+        found = self.project(project)
+        if isinstance(found, Unavailable):
+            return found
+        try:
+            with self._backends(found) as backends:
+                entries = ActionLog(backends.db).tail(limit)
+        except LegionError as exc:
+            return Unavailable(f"the action log of {_name(found)} cannot be read: {exc}")
+        lines = tuple(LogLine(e.at, e.issue, e.action, e.outcome.value, e.detail) for e in entries)
+        return ActionLogView(_name(found), lines)
+
+    # -- deeds --------------------------------------------------------------------------------
+
+    def stop(self, agent: Agent, *, force: bool) -> bool:
+        # The worker manager's, as `legion kill` does it: every window tagged with the
+        # session, and a stray process of it.
+        found = self.project(agent.project)
+        if isinstance(found, Unavailable) or _name(found) != agent.project:
+            return False  # nothing Legion can reach runs it from here
+        if not agent.session_id:
+            return False
+        with self._backends(found) as backends:
+            return self._workers(found, backends).stop_session(agent.session_id, force=force)
+
+    def wake(self, project: str) -> None:
+        from legion.daemon_link import notify
+
+        found = self.project(project)
+        if not isinstance(found, Unavailable) and _name(found) == project:
+            notify(found)
+
+
+class _NoWorker(LegionError):
+    """The agent's session is not a worker the project's registry knows."""
+
+
+def _name(project: Project) -> str:
+    from legion.bus.sessions import project_channel_name
+
+    return project_channel_name(project)
+
+
+def _issue_number(issue: BoardIssue) -> tuple[int, str]:
+    digits = issue.identifier.rpartition("-")[2]
+    return (int(digits) if digits.isdigit() else 0, issue.identifier)
+
+
+def _review(pr: object, outcome: str) -> str:
+    from legion.forges.base import PullRequest
+
+    if not isinstance(pr, PullRequest):
+        return "unknown" if outcome == "unknown" else "-"
+    return f"#{pr.number} {'draft' if pr.is_draft else outcome.replace('_', ' ')}"

@@ -1,0 +1,583 @@
+"""The TUI driven by Textual's pilot on a real bus in a temporary folder: what the human does
+(pick a channel, post, answer, archive, kill) lands on the bus, and what others post shows."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from textual.pilot import Pilot
+from textual.widgets import DataTable
+
+from legion.bus import actions
+from legion.bus.model import (
+    Agent,
+    AgentRole,
+    AgentStatus,
+    Channel,
+    DeliveryState,
+    MessageKind,
+)
+from legion.bus.store import SqliteBus
+from legion.tui.app import ChatInput, LegionApp, MessageLog, Sidebar
+from legion.tui.present import AgentRow, ArchivedHeader, ChannelRow
+from legion.tui.readmarks import ReadMarks
+from legion.tui.sources import Board, BoardIssue, Peek, Unavailable
+
+MAIN = Channel("app", "main")
+LEG7 = Channel("app", "legion/LEG-7")
+OTHER = Channel("web", "main")
+FIXED_TIME = "12:00"
+
+
+@dataclass
+class FakeSources:
+    """The views outside the bus, as a test sets them; records what the app asked for."""
+
+    board_view: Board | Unavailable = field(default_factory=lambda: Unavailable("no project"))
+    peek_view: Peek | Unavailable = field(default_factory=lambda: Unavailable("no tmux here"))
+    stopped: list[str] = field(default_factory=list)
+    woken: list[str] = field(default_factory=list)
+    boards_for: list[str | None] = field(default_factory=list)
+
+    def board(self, project: str | None) -> Board | Unavailable:
+        self.boards_for.append(project)
+        return self.board_view
+
+    def peek(self, agent: Agent, lines: int) -> Peek | Unavailable:
+        return self.peek_view
+
+    def action_log(self, project: str | None, limit: int) -> Unavailable:
+        return Unavailable("no project here")
+
+    def stop(self, agent: Agent, *, force: bool) -> bool:
+        self.stopped.append(agent.address)
+        return True
+
+    def wake(self, project: str) -> None:
+        self.woken.append(project)
+
+
+class RecordingApp(LegionApp):
+    """The app, keeping every notification it showed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.said: list[str] = []
+
+    def notify(self, message: str, **kwargs: Any) -> None:  # type: ignore[override]
+        self.said.append(message)
+        super().notify(message, **kwargs)
+
+
+@dataclass
+class World:
+    """A bus with two projects: app (an orchestrator on main, two workers on LEG-7) and web."""
+
+    path: Path
+    bus: SqliteBus
+    legion: Agent
+    implement: Agent
+    review: Agent
+    web: Agent
+    sources: FakeSources
+
+    def app(self, **kwargs: Any) -> RecordingApp:
+        kwargs.setdefault("format_time", lambda _: FIXED_TIME)
+        kwargs.setdefault("poll_s", 0.02)
+        kwargs.setdefault("refresh_s", 0.05)
+        return RecordingApp(lambda: SqliteBus(self.path), self.sources, **kwargs)
+
+    def agent(self, agent: Agent) -> Agent:
+        return self.bus.agent(agent.id)
+
+
+def register(bus: SqliteBus, channel: Channel, name: str, role: AgentRole) -> Agent:
+    return bus.register_agent(
+        channel, name, role=role, runtime="claude-code", session_id=f"s-{channel}-{name}"
+    )
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    path = tmp_path / "bus.db"
+    bus = SqliteBus(path)
+    legion = register(bus, MAIN, "legion", AgentRole.CONTROLLER)
+    implement = register(bus, LEG7, "implement", AgentRole.IMPLEMENT)
+    review = register(bus, LEG7, "review", AgentRole.REVIEW)
+    web = register(bus, OTHER, "implement", AgentRole.IMPLEMENT)
+    bus.update_agent(review.id, status=AgentStatus.IDLE)
+    bus.post(legion.id, MAIN, "Spawning the implementer for LEG-7")
+    bus.post(implement.id, LEG7, "Working on the parser, @legion")
+    yield World(path, bus, legion, implement, review, web, FakeSources())
+    bus.close()
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(scenario())  # type: ignore[arg-type]
+
+
+async def settle(pilot: Pilot[Any], seconds: float = 0.15) -> None:
+    """Long enough for a few polls, then until the app is idle."""
+    await pilot.pause(seconds)
+    await pilot.pause()
+
+
+async def until_shown(pilot: Pilot[Any], app: LegionApp, *texts: str) -> str:
+    """The screen once it shows every one of `texts` (a worker thread may still be reading);
+    fails after 5 s with the screen as it is."""
+    for _ in range(100):
+        text = screen_text(app)
+        if all(wanted in text for wanted in texts):
+            return text
+        await pilot.pause(0.05)
+    raise AssertionError(f"not shown: {texts}\n{screen_text(app)}")
+
+
+async def until_said(pilot: Pilot[Any], app: RecordingApp, wanted: str) -> None:
+    """Until a notification holds `wanted` (a worker thread acts); fails after 5 s."""
+    for _ in range(100):
+        if any(wanted in said for said in app.said):
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"never said {wanted!r}: {app.said}")
+
+
+def screen_text(app: LegionApp) -> str:
+    """The screen as plain text, as a terminal would show it."""
+    width, height = app.size
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        record=True,
+        force_terminal=True,
+        legacy_windows=False,
+        safe_box=False,
+    )
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text()
+
+
+def sidebar_index(app: LegionApp, key: str) -> int:
+    return [row.key for row in app.rows].index(key)
+
+
+async def choose(pilot: Pilot[Any], app: LegionApp, key: str) -> None:
+    """Pick a sidebar row by keyboard: focus the sidebar, move to the row, Enter."""
+    sidebar = app.query_one(Sidebar)
+    sidebar.focus()
+    sidebar.highlighted = sidebar_index(app, key)
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+# -- the sidebar and the stream --------------------------------------------------------------------
+
+
+def test_the_sidebar_lists_channels_with_their_agents_and_glyphs(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            kinds = [type(row).__name__ for row in app.rows]
+            assert kinds == [
+                "ChannelRow",  # app/main first: the orchestrator's branch
+                "AgentRow",
+                "ChannelRow",  # app/legion/LEG-7
+                "AgentRow",
+                "AgentRow",
+                "ChannelRow",  # web/main
+                "AgentRow",
+            ]
+            text = screen_text(app)
+            assert "app/main" in text and "* @legion" in text
+            assert "* @implement" in text and "- @review" in text  # busy, idle
+
+    run(scenario)
+
+
+def test_choosing_a_channel_shows_its_messages(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=MAIN)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            assert "Spawning the implementer" in screen_text(app)
+            await choose(pilot, app, f"c:{LEG7}")
+            assert app.selected == LEG7
+            text = screen_text(app)
+            assert "@implement Working on the parser, @legion" in text
+            assert "Spawning the implementer" not in text
+
+    run(scenario)
+
+
+def test_a_click_on_a_channel_opens_it(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=MAIN)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            row = sidebar_index(app, f"c:{LEG7}")
+            await pilot.click(Sidebar, offset=(4, 1 + row))  # 1: the sidebar's top border
+            await pilot.pause()
+            assert app.selected == LEG7
+
+    run(scenario)
+
+
+def test_a_message_with_a_mention_is_posted_and_delivered_to_the_agent(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=MAIN)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await choose(pilot, app, f"c:{LEG7}")
+            chat = app.query_one(ChatInput)
+            chat.focus()
+            chat.value = "@implement use UTC everywhere"
+            await pilot.press("enter")
+            await settle(pilot)
+            assert chat.value == ""  # sent
+            assert "@human @implement use UTC everywhere" in screen_text(app)
+            assert world.sources.woken == ["app"]  # the daemon is told at once
+        posted = world.bus.messages(channel=LEG7, last=1)[0]
+        assert (posted.sender, posted.body) == ("human", "@implement use UTC everywhere")
+        deliveries = world.bus.deliveries(posted.id)
+        assert [(d.recipient_id, d.state) for d in deliveries] == [
+            (world.implement.id, DeliveryState.PENDING)
+        ]
+
+    run(scenario)
+
+
+def test_an_unknown_mention_is_one_line_in_the_app_and_nothing_is_posted(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            before = world.bus.messages()
+            chat = app.query_one(ChatInput)
+            chat.value = "@nobody are you there?"
+            await pilot.press("enter")
+            await settle(pilot)
+            assert len(app.said) == 1 and "nobody" in app.said[0]
+            assert "\n" not in app.said[0]
+            assert chat.value == "@nobody are you there?"  # kept, to be corrected
+            chat.value = "   "
+            await pilot.press("enter")
+            await settle(pilot)
+            assert app.said[-1] == "the message is empty"
+            assert world.bus.messages() == before
+
+    run(scenario)
+
+
+def test_tab_completes_a_mention_from_the_channels_agents(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            chat = app.query_one(ChatInput)
+            chat.focus()
+            await pilot.press("@", "i", "m")
+            await settle(pilot)
+            await pilot.press("tab")
+            assert chat.value == "@implement "
+            assert app.focused is chat
+
+    run(scenario)
+
+
+def test_a_message_posted_elsewhere_shows_live(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            world.bus.post(world.review.id, LEG7, "Done: @implement fix it")
+            world.bus.post(world.legion.id, LEG7, "Which zone? @human", kind=MessageKind.ASK)
+            await settle(pilot)
+            text = screen_text(app)
+            assert "@review Done: @implement fix it" in text
+            assert "@main/legion [ask] Which zone? @human" in text
+            assert app.query_one(MessageLog).shown[-1].body == "Which zone? @human"
+
+    run(scenario)
+
+
+def test_unread_counts_rise_in_other_channels_and_reset_when_read(
+    world: World, tmp_path: Path
+) -> None:
+    marks_file = tmp_path / "state" / "tui.json"
+
+    async def scenario() -> None:
+        marks = ReadMarks.load(marks_file, world.bus.messages(last=1)[-1].seq)
+        app = world.app(channel=MAIN, marks=marks)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            world.bus.post(world.implement.id, LEG7, "one")
+            world.bus.post(world.legion.id, LEG7, "two @human")
+            await settle(pilot)
+            row = next(r for r in app.rows if isinstance(r, ChannelRow) and r.channel == LEG7)
+            assert (row.unread, row.for_you) == (2, 1)
+            assert "app/legion/LEG-7 2 @1" in screen_text(app)
+            await choose(pilot, app, f"c:{LEG7}")
+            await settle(pilot)
+            row = next(r for r in app.rows if isinstance(r, ChannelRow) and r.channel == LEG7)
+            assert (row.unread, row.for_you) == (0, 0)
+        # The human's delivery is read, and the marks are saved for next time.
+        assert world.bus.messages(unread_for=world.bus.human().id) == []
+        again = ReadMarks.load(marks_file, 0)
+        assert again.last_seen(LEG7) == world.bus.messages(channel=LEG7, last=1)[0].seq
+
+    run(scenario)
+
+
+def test_scrolling_above_the_first_message_loads_older_ones(world: World) -> None:
+    for n in range(120):
+        world.bus.post(world.implement.id, LEG7, f"step {n}")
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7, history=50)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            log = app.query_one(MessageLog)
+            assert [m.body for m in log.shown][-1] == "step 119"
+            assert len(log.shown) == 50 and not log.complete
+            log.focus()
+            await pilot.press("home")
+            await pilot.press("up")
+            await pilot.pause()
+            assert len(log.shown) == 100
+            await pilot.press("home", "up", "home", "up")
+            await pilot.pause()
+            assert log.complete and log.shown[0].body == "Working on the parser, @legion"
+            assert [m.seq for m in log.shown] == sorted({m.seq for m in log.shown})
+
+    run(scenario)
+
+
+# -- the inbox -------------------------------------------------------------------------------------
+
+
+def test_an_inbox_question_is_answered_in_place(world: World) -> None:
+    question = actions.ask(world.bus, world.legion, "UTC or local time?").message
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f3")
+            await settle(pilot)
+            table = app.query_one("#inbox-table", DataTable)
+            assert table.row_count == 1
+            assert "UTC or local time?" in screen_text(app)
+            assert app.focused is not None and app.focused.id == "answer-input"
+            await pilot.press(*"UTC")
+            await pilot.press("enter")
+            await settle(pilot)
+            assert table.row_count == 0
+            assert "No open questions for you." in screen_text(app)
+        answers = world.bus.replies(question.id)
+        assert [(a.kind, a.sender, a.body) for a in answers] == [
+            (MessageKind.ANSWER, "human", "UTC")
+        ]
+        assert actions.human_inbox(world.bus) == []
+
+    run(scenario)
+
+
+# -- acting on agents ------------------------------------------------------------------------------
+
+
+def test_archiving_the_highlighted_agent(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            sidebar = app.query_one(Sidebar)
+            sidebar.focus()
+            sidebar.highlighted = sidebar_index(app, f"a:{world.review.id}")
+            await pilot.press("a")
+            await settle(pilot)
+            assert world.agent(world.review).status is AgentStatus.ARCHIVED
+            header = next(r for r in app.rows if isinstance(r, ArchivedHeader))
+            assert (header.count, header.expanded) == (1, False)
+            assert "> Archived (1)" in screen_text(app)
+            await choose(pilot, app, "archived")  # Enter opens the section
+            assert any(isinstance(r, AgentRow) and r.archived for r in app.rows)
+            text = screen_text(app)
+            assert "v Archived (1)" in text
+            assert "▊   app/legion/LEG-7" in text and "▊     . @review" in text
+            assert ". @review" in text
+
+    run(scenario)
+
+
+def test_archive_without_an_agent_highlighted_says_so(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            sidebar = app.query_one(Sidebar)
+            sidebar.focus()
+            sidebar.highlighted = sidebar_index(app, f"c:{LEG7}")
+            await pilot.press("a")
+            await pilot.pause()
+            assert app.said == ["highlight an agent in the sidebar first"]
+
+    run(scenario)
+
+
+def test_kill_needs_force_for_a_busy_agent(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            sidebar = app.query_one(Sidebar)
+            sidebar.focus()
+            sidebar.highlighted = sidebar_index(app, f"a:{world.implement.id}")
+            await pilot.press("k")
+            await until_said(pilot, app, "busy")
+            assert "busy" in app.said[-1] and "K kills it anyway" in app.said[-1]
+            assert world.agent(world.implement).status is AgentStatus.BUSY
+            await pilot.press("K")
+            await until_said(pilot, app, "killed @")
+            assert world.agent(world.implement).status is AgentStatus.FAILED
+            assert world.sources.stopped == ["app/legion/LEG-7/implement"]
+            await until_shown(pilot, app, "x @implement")
+
+    run(scenario)
+
+
+# -- the other views -------------------------------------------------------------------------------
+
+
+def test_the_board_shows_the_selected_projects_issues_by_phase(world: World) -> None:
+    from legion.core.model import Status
+
+    world.sources.board_view = Board(
+        "app",
+        (
+            BoardIssue(Status.TODO, "LEG-8", "Add a flag", "-", "-"),
+            BoardIssue(Status.IN_PROGRESS, "LEG-7", "Parser", "implement running", "-"),
+            BoardIssue(Status.NEEDS_REVIEW, "LEG-5", "Docs", "review idle", "#2 approved"),
+        ),
+        (),
+    )
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f4")
+            text = await until_shown(pilot, app, "app: 3 issues")
+            assert "In Progress (1)" in text and "LEG-7  implement running" in text
+            assert "#2 approved" in text
+            assert world.sources.boards_for[-1] == "app"
+
+    run(scenario)
+
+
+def test_a_view_that_cannot_be_had_says_why_in_one_line(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            for key, reason in (("f4", "no project"), ("f6", "no project here")):
+                await pilot.press(key)
+                await until_shown(pilot, app, reason)
+            await pilot.press("f5")
+            await until_shown(pilot, app, "highlight an agent in the sidebar")
+
+    run(scenario)
+
+
+def test_peek_shows_the_highlighted_agents_screen_and_transcript(world: World) -> None:
+    world.sources.peek_view = Peek(
+        "app/legion/LEG-7/implement",
+        "leg-7-implement",
+        "running",
+        "$ pytest\n3 passed",
+        ("assistant: Running the tests", "assistant: (Bash)"),
+    )
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f5")
+            sidebar = app.query_one(Sidebar)
+            sidebar.highlighted = sidebar_index(app, f"a:{world.implement.id}")
+            await until_shown(
+                pilot,
+                app,
+                "@app/legion/LEG-7/implement (running)",
+                "in tmux window leg-7-implement",
+                "3 passed",
+                "assistant: (Bash)",
+            )
+
+    run(scenario)
+
+
+def test_closing_the_app_leaves_the_agents_as_they_were(world: World) -> None:
+    before = world.bus.agents(include_archived=True)
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("ctrl+q")
+
+    run(scenario)
+    assert world.bus.agents(include_archived=True) == before
+
+
+def test_no_color_leaves_no_colour_on_screen(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual honours NO_COLOR itself (a monochrome filter on every line); the TUI's
+    distinctions are also made in text (glyphs, labels, reverse video), so nothing is lost."""
+    world.bus.post(world.legion.id, LEG7, "Ready? @human", kind=MessageKind.ASK)
+
+    async def colours() -> set[str]:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            assert "[ask]" in screen_text(app)
+            return _colours(app.export_screenshot())
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert not all(_grey(c) for c in asyncio.run(colours()))
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert all(_grey(c) for c in asyncio.run(colours()))
+
+
+def _colours(svg: str) -> set[str]:
+    """The colours an SVG screenshot paints, but its template's default text colour."""
+    import re
+
+    from rich.terminal_theme import SVG_EXPORT_THEME
+
+    default = "#{:02x}{:02x}{:02x}".format(*SVG_EXPORT_THEME.foreground_color)
+    return {c.lower() for c in re.findall(r"fill:\s*(#[0-9a-fA-F]{6})", svg)} - {default}
+
+
+def _grey(colour: str) -> bool:
+    return colour[1:3] == colour[3:5] == colour[5:7]
+
+
+def test_no_channels_yet_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "bus.db"
+    SqliteBus(path).close()
+
+    async def scenario() -> None:
+        app = LegionApp(lambda: SqliteBus(path), FakeSources(), format_time=lambda _: "")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            assert "No channels yet" in screen_text(app)
+
+    run(scenario)

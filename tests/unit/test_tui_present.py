@@ -1,0 +1,192 @@
+"""What the TUI shows, without a terminal: sidebar rows, message text, completion, read marks,
+transcript lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from legion.bus.model import Agent, AgentRole, AgentStatus, Channel, Message, MessageKind
+from legion.core.model import Status
+from legion.tui.present import (
+    AgentRow,
+    ArchivedChannelRow,
+    ArchivedHeader,
+    ChannelRow,
+    board_text,
+    channels_of,
+    complete_mention,
+    last_screen_lines,
+    mention_candidates,
+    message_text,
+    row_text,
+    short_address,
+    sidebar_rows,
+    transcript_lines,
+)
+from legion.tui.readmarks import ReadMarks
+from legion.tui.sources import BoardIssue
+
+MAIN = Channel("app", "main")
+LEG7 = Channel("app", "legion/LEG-7")
+
+
+def agent(n: int, channel: Channel, name: str, status: AgentStatus = AgentStatus.BUSY) -> Agent:
+    role = AgentRole.CONTROLLER if name == "legion" else AgentRole.IMPLEMENT
+    return Agent(n, channel.project, channel.branch, name, role, "t", None, status, 1, "", "")
+
+
+def message(
+    body: str, kind: MessageKind = MessageKind.SAY, sender: str = "app/main/legion"
+) -> Message:
+    mentions = ("human",) if "@human" in body else ()
+    return Message("m", 1, "app", "main", sender, kind, body, mentions, "2025-01-01T00:00:00.000Z")
+
+
+def test_the_orchestrators_branch_comes_first_and_archived_agents_last() -> None:
+    agents = [
+        agent(1, LEG7, "review", AgentStatus.IDLE),
+        agent(2, MAIN, "legion"),
+        agent(3, LEG7, "implement", AgentStatus.BLOCKED),
+        agent(4, LEG7, "retro", AgentStatus.ARCHIVED),
+    ]
+    rows = sidebar_rows(
+        {MAIN, LEG7, Channel("zed", "main")}, agents, {LEG7: 3}, {}, archived_expanded=True
+    )
+    assert [row.key for row in rows] == [
+        "c:app/main",
+        "a:2",
+        "c:app/legion/LEG-7",
+        "a:3",
+        "a:1",
+        "c:zed/main",
+        "archived",
+        "ac:app/legion/LEG-7",
+        "a:4",
+    ]
+    assert isinstance(rows[2], ChannelRow) and rows[2].unread == 3
+    assert isinstance(rows[6], ArchivedHeader) and rows[6].count == 1
+    assert isinstance(rows[7], ArchivedChannelRow)
+    closed = sidebar_rows({MAIN}, agents, {}, {}, archived_expanded=False)
+    assert closed[-1] == ArchivedHeader(1, False)
+
+
+def test_each_status_has_its_glyph_and_counts_are_capped() -> None:
+    texts = {
+        status: row_text(AgentRow(agent(1, MAIN, "x", status), archived=False)).plain
+        for status in AgentStatus
+    }
+    assert texts[AgentStatus.BUSY] == "  * @x"
+    assert texts[AgentStatus.BLOCKED] == "  ? @x"
+    assert texts[AgentStatus.COMPLETE] == "  o @x"
+    assert texts[AgentStatus.FAILED] == "  x @x"
+    assert texts[AgentStatus.IDLE] == "  - @x"
+    assert row_text(ChannelRow(MAIN, 1500, 2)).plain == "app/main 999+ @2"
+    assert row_text(ArchivedHeader(2, False)).plain == "> Archived (2)"
+
+
+def test_channels_come_from_agents_and_messages_but_not_the_human() -> None:
+    human = Agent(0, "", "", "human", AgentRole.HUMAN, "human", None, AgentStatus.IDLE, 0, "", "")
+    found = channels_of([human, agent(1, LEG7, "implement")], [message("hi")])
+    assert found == {LEG7, MAIN}
+
+
+def test_a_message_shows_its_kind_in_words_and_marks_what_is_for_the_human() -> None:
+    assert message_text(message("hello"), "12:00").plain == "12:00 @legion hello"
+    assert message_text(message("ok?", MessageKind.ASK), "").plain == "@legion [ask] ok?"
+    assert "[answer]" in message_text(message("yes", MessageKind.ANSWER), "").plain
+    assert "[done]" in message_text(message("done", MessageKind.COMPLETE), "").plain
+    assert "[system]" in message_text(message("restart", MessageKind.SYSTEM), "").plain
+    marked = message_text(message("hi"), "", for_you=True)
+    assert marked.plain.startswith("> ") and "reverse" in str(marked.spans[0].style)
+    text = message_text(message("ask @human and @implement."), "")
+    styled = {text.plain[s.start : s.end]: str(s.style) for s in text.spans}
+    assert "reverse" in styled["@human"] and "magenta" in styled["@implement"]
+
+
+def test_a_body_cannot_break_the_terminal() -> None:
+    assert message_text(message("a\x1b[2Jb\u202e"), "").plain == "@legion a\\x1b[2Jb\\u202e"
+
+
+def test_addresses_are_short_in_their_channel() -> None:
+    assert short_address("app/legion/LEG-7/implement", LEG7) == "implement"
+    assert short_address("app/main/legion", LEG7) == "main/legion"
+    assert short_address("web/main/implement", LEG7) == "web/main/implement"
+    assert short_address("human", LEG7) == "human"
+
+
+def test_mentions_complete_from_the_channel_then_the_project() -> None:
+    agents = [agent(1, MAIN, "legion"), agent(2, LEG7, "implement"), agent(3, LEG7, "review")]
+    candidates = mention_candidates(LEG7, agents)
+    assert candidates == ["legion", "implement", "review"]
+    assert mention_candidates(MAIN, agents) == [
+        "legion",
+        "legion/LEG-7/implement",
+        "legion/LEG-7/review",
+    ]
+    assert complete_mention("ask @imp", candidates) == "ask @implement "
+    assert complete_mention("@R", candidates) == "@review "
+    assert complete_mention("@review", candidates) is None  # already whole
+    assert complete_mention("mail@imp", candidates) is None  # not a mention
+    assert complete_mention("@imp now", candidates) is None  # not the last word
+    assert complete_mention("@", candidates) == "@legion "
+
+
+def test_read_marks_start_at_the_baseline_and_never_go_back(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "tui.json"
+    marks = ReadMarks.load(path, 40)
+    assert marks.last_seen(LEG7) == 40
+    marks.mark(LEG7, 45)
+    marks.mark(LEG7, 42)
+    marks.save()
+    assert json.loads(path.read_text()) == {"baseline": 40, "seen": {"app/legion/LEG-7": 45}}
+    assert path.stat().st_mode & 0o777 == 0o600
+    again = ReadMarks.load(path, 99)
+    assert (again.last_seen(LEG7), again.last_seen(MAIN)) == (45, 40)
+    path.write_text("{not json")
+    assert ReadMarks.load(path, 7).last_seen(LEG7) == 7  # a broken file starts afresh
+
+
+def test_a_transcript_tail_is_what_was_said_and_the_tools_used() -> None:
+    lines = [
+        json.dumps({"type": "user", "message": {"content": "Add the parser"}}),
+        "not json",
+        json.dumps({"type": "summary", "summary": "x"}),
+        json.dumps(
+            {
+                "type": "assistant",
+                "message": {
+                    "content": [
+                        {"type": "text", "text": "Writing\n the tests"},
+                        {"type": "tool_use", "name": "Bash", "input": {}},
+                    ]
+                },
+            }
+        ),
+    ]
+    assert transcript_lines(lines, 10) == [
+        "user: Add the parser",
+        "assistant: Writing the tests",
+        "assistant: (Bash)",
+    ]
+    assert transcript_lines(lines, 1) == ["assistant: (Bash)"]
+
+
+def test_a_screen_drops_the_blank_rows_under_the_cursor() -> None:
+    assert last_screen_lines("a\nb\nc\n\n   \n", 2) == "b\nc"
+
+
+def test_the_board_groups_issues_under_their_phase() -> None:
+    issues = [
+        BoardIssue(Status.TODO, "LEG-8", "Flag", "-", "-"),
+        BoardIssue(Status.IN_PROGRESS, "LEG-7", "Parser", "implement running", "-"),
+        BoardIssue(Status.IN_PROGRESS, "LEG-10", "Lexer", "implement idle", "#4 draft"),
+    ]
+    assert board_text(issues).plain.splitlines() == [
+        "Todo (1)",
+        "  LEG-8   -                  -         Flag",
+        "In Progress (2)",
+        "  LEG-7   implement running  -         Parser",
+        "  LEG-10  implement idle     #4 draft  Lexer",
+    ]
+    assert "No issues yet" in board_text([]).plain

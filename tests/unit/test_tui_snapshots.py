@@ -1,0 +1,135 @@
+"""The TUI's main screens as text, at 80x24 and 160x48, against the files in
+`__snapshots__/test_tui_snapshots/`. A difference fails with both screens shown; after a
+deliberate change, `UPDATE_TUI_SNAPSHOTS=1` rewrites the files (review them in the diff).
+
+Text rather than SVG: the files read in a diff, and they do not change with Textual's colours
+or fonts. What colour alone would show is also in the text (glyphs, labels, marks)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from legion.bus import actions
+from legion.bus.model import AgentRole, AgentStatus, MessageKind
+from legion.bus.store import SqliteBus
+from legion.core.model import Status
+from legion.tui.app import Sidebar
+from legion.tui.sources import Board, BoardIssue, Peek
+from tests.unit.test_tui import (
+    LEG7,
+    MAIN,
+    OTHER,
+    FakeSources,
+    RecordingApp,
+    register,
+    screen_text,
+    settle,
+    sidebar_index,
+    until_shown,
+)
+
+SNAPSHOTS = Path(__file__).parent / "__snapshots__" / "test_tui_snapshots"
+SIZES = ((80, 24), (160, 48))
+
+
+@pytest.fixture
+def bus_path(tmp_path: Path) -> Iterator[Path]:
+    """A bus with fixed content: two projects, a conversation, a question for the human, an
+    archived agent, and every agent status."""
+    path = tmp_path / "bus.db"
+    bus = SqliteBus(path)
+    legion = register(bus, MAIN, "legion", AgentRole.CONTROLLER)
+    implement = register(bus, LEG7, "implement", AgentRole.IMPLEMENT)
+    review = register(bus, LEG7, "review", AgentRole.REVIEW)
+    plan = register(bus, LEG7, "plan", AgentRole.PLAN)
+    retro = register(bus, LEG7, "retro", AgentRole.RETRO)
+    web = register(bus, OTHER, "implement", AgentRole.IMPLEMENT)
+    web_review = register(bus, OTHER, "review", AgentRole.REVIEW)
+    bus.update_agent(review.id, status=AgentStatus.IDLE)
+    bus.update_agent(plan.id, status=AgentStatus.COMPLETE)
+    bus.update_agent(web.id, status=AgentStatus.BLOCKED)
+    bus.update_agent(web_review.id, status=AgentStatus.FAILED)
+    bus.update_agent(retro.id, status=AgentStatus.ARCHIVED)
+    bus.post(legion.id, LEG7, "Spawning @implement for LEG-7: add the parser")
+    bus.post(implement.id, LEG7, "Working on the parser. Tests first, then the grammar.")
+    bus.post(plan.id, LEG7, "Plan written to docs/plans/LEG-7.md", kind=MessageKind.COMPLETE)
+    bus.post(implement.id, LEG7, "@review the parser is ready for a look")
+    bus.post(review.id, LEG7, "@implement two comments on the error messages")
+    bus.post(legion.id, LEG7, "daemon restarted", kind=MessageKind.SYSTEM)
+    actions.ask(bus, legion, "Should timestamps be UTC or local time?")
+    bus.post(web.id, OTHER, "Blocked: which CSS framework?")
+    bus.close()
+    yield path
+
+
+def sources() -> FakeSources:
+    return FakeSources(
+        board_view=Board(
+            "app",
+            (
+                BoardIssue(Status.BACKLOG, "LEG-9", "Export to CSV", "-", "-"),
+                BoardIssue(Status.TODO, "LEG-8", "Add a --verbose flag", "-", "-"),
+                BoardIssue(Status.IN_PROGRESS, "LEG-7", "Add the parser", "implement running", "-"),
+                BoardIssue(
+                    Status.NEEDS_REVIEW, "LEG-5", "Document the CLI", "review idle", "#2 draft"
+                ),
+                BoardIssue(Status.RETRO, "LEG-4", "Fix the build", "implement idle", "#1 approved"),
+                BoardIssue(Status.DONE, "LEG-3", "Initial layout", "-", "-"),
+            ),
+            (),
+        ),
+        peek_view=Peek(
+            "app/legion/LEG-7/implement",
+            "leg-7-implement",
+            "running",
+            "> Add the parser\n\n  Running tests...\n  12 passed, 1 failed",
+            ("user: Add the parser", "assistant: Writing the tests first", "assistant: (Bash)"),
+        ),
+    )
+
+
+async def screens(path: Path, size: tuple[int, int]) -> dict[str, str]:
+    """Each main screen, as text."""
+    found: dict[str, str] = {}
+    app = RecordingApp(
+        lambda: SqliteBus(path), sources(), channel=LEG7, format_time=lambda _: "12:00"
+    )
+    implement_key = f"a:{app.bus.resolve_agent('implement', LEG7).id}"
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        found["chat"] = screen_text(app)
+        await pilot.press("escape")  # to the sidebar
+        app.query_one(Sidebar).highlighted = sidebar_index(app, "archived")
+        await pilot.press("enter")  # the Archived section opens
+        await settle(pilot)
+        found["sidebar"] = screen_text(app)
+        await pilot.press("f3")
+        found["inbox"] = await until_shown(pilot, app, "UTC or local time?")
+        await pilot.press("f4")
+        found["board"] = await until_shown(pilot, app, "app: 6 issues")
+        await pilot.press("escape")
+        app.query_one(Sidebar).highlighted = sidebar_index(app, implement_key)
+        await pilot.press("f5")
+        found["peek"] = await until_shown(pilot, app, "12 passed, 1 failed")
+    return found
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
+def test_main_screens(bus_path: Path, size: tuple[int, int]) -> None:
+    shown = asyncio.run(screens(bus_path, size))
+    update = os.environ.get("UPDATE_TUI_SNAPSHOTS") == "1"
+    differ = []
+    for name, text in shown.items():
+        path = SNAPSHOTS / f"{name}_{size[0]}x{size[1]}.txt"
+        if update or not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            continue
+        if path.read_text(encoding="utf-8") != text:
+            differ.append(f"{path.name}: expected\n{path.read_text(encoding='utf-8')}\ngot\n{text}")
+    assert not differ, "\n".join(differ) + "\n(UPDATE_TUI_SNAPSHOTS=1 rewrites them)"
