@@ -259,7 +259,7 @@ class Daemon:
             if ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(fd, 4096)
-                time.sleep(0.05)  # let a burst of changes settle into one pass
+                time.sleep(0.02)  # let a burst of changes settle into one pass
                 with contextlib.suppress(BlockingIOError):
                     os.read(fd, 4096)
                 return
@@ -698,7 +698,13 @@ class Daemon:
         archived, blocked by `legion ask`) stands until it is prompted again."""
         bus = self.bus
         project = project_channel_name(self.project)
-        agents = [a for a in bus.agents() if a.project == project and a.session_id]
+        # Complete and archived agents keep their status whatever their session does.
+        settled = (AgentStatus.COMPLETE, AgentStatus.ARCHIVED)
+        agents = [
+            a
+            for a in bus.agents()
+            if a.project == project and a.session_id and a.status not in settled
+        ]
         if not agents:
             return
         sessions = self._sessions()
@@ -715,7 +721,7 @@ class Daemon:
         while time.monotonic() < deadline:
             if _file_size(transcript) > mark:
                 return True
-            time.sleep(0.1)
+            time.sleep(0.02)  # a stat: cheap, and every wait here delays the delivery
         return _file_size(transcript) > mark
 
     # -- workers -------------------------------------------------------------------------------

@@ -150,7 +150,32 @@ def read_tail(path: Path, max_bytes: int = TAIL_BYTES) -> list[str]:
     return lines[1:] if start > 0 else lines  # the first line was probably cut
 
 
+# Summaries by transcript, kept while the file is unchanged (same size and mtime): an idle
+# session's transcript does not change, and the daemon looks at every one each tick.
+_SUMMARIES: dict[Path, tuple[tuple[int, int], TranscriptSummary]] = {}
+_SUMMARIES_KEPT = 512
+
+
 def summarize_file(path: Path) -> TranscriptSummary | None:
+    """`summarize_tail`, remembered while the transcript stays as it was."""
+    try:
+        stat = path.stat()
+    except OSError:
+        _SUMMARIES.pop(path, None)
+        return None
+    key = (stat.st_size, stat.st_mtime_ns)
+    known = _SUMMARIES.get(path)
+    if known is not None and known[0] == key:
+        return known[1]
+    summary = summarize_tail(path)
+    if summary is not None:
+        if len(_SUMMARIES) >= _SUMMARIES_KEPT:
+            _SUMMARIES.clear()
+        _SUMMARIES[path] = (key, summary)
+    return summary
+
+
+def summarize_tail(path: Path) -> TranscriptSummary | None:
     """The summary of the transcript's tail: a short one first, a longer one when the short
     one holds no message at all (one huge tool result can fill it)."""
     lines = read_tail(path, SHORT_TAIL_BYTES)
