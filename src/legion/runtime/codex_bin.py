@@ -1,0 +1,166 @@
+"""Which Codex CLI Legion runs, and installing the version Legion is tested with.
+
+The counterpart of `claude_bin` for OpenAI's Codex CLI: the `codex_bin` setting (when the
+caller has one), else Legion's own cached install of the pinned version
+(`$XDG_CACHE_HOME/legion/codex`, which `legion doctor --install` and `scripts/test` fill), else
+`codex` on `PATH`.
+
+The npm package `@openai/codex` holds only a JS launcher (`bin/codex.js`, linked as
+`node_modules/.bin/codex`); the native binary comes in the per-platform optional dependency
+(`@openai/codex-linux-x64` is an alias of `@openai/codex@<version>-linux-x64`), from the npm
+registry like any package, with no install script. The launcher finds that binary and
+`execve`s it with `CODEX_MANAGED_BY_NPM=1`; `native_binary` finds it the same way, for callers
+that would rather skip node (and its 0.1 s start).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from legion.errors import ToolMissingError
+
+PINNED_VERSION = "0.169.0"
+NPM_PACKAGE = "@openai/codex"
+
+# (sys.platform, machine) -> (npm alias of the platform package, Rust target triple), as in the
+# launcher's PLATFORM_PACKAGE_BY_TARGET.
+_TARGETS: dict[tuple[str, str], tuple[str, str]] = {
+    ("linux", "x86_64"): ("@openai/codex-linux-x64", "x86_64-unknown-linux-musl"),
+    ("linux", "amd64"): ("@openai/codex-linux-x64", "x86_64-unknown-linux-musl"),
+    ("linux", "aarch64"): ("@openai/codex-linux-arm64", "aarch64-unknown-linux-musl"),
+    ("linux", "arm64"): ("@openai/codex-linux-arm64", "aarch64-unknown-linux-musl"),
+    ("darwin", "x86_64"): ("@openai/codex-darwin-x64", "x86_64-apple-darwin"),
+    ("darwin", "arm64"): ("@openai/codex-darwin-arm64", "aarch64-apple-darwin"),
+}
+
+
+def cache_prefix(env: Mapping[str, str]) -> Path:
+    """The npm prefix of Legion's own Codex install (beside `legion/claude-code`)."""
+    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
+    return Path(base) / "legion" / "codex"
+
+
+def cached_binary(env: Mapping[str, str]) -> Path:
+    """The JS launcher npm links into the cache (what users run as `codex`)."""
+    return cache_prefix(env) / "node_modules" / ".bin" / "codex"
+
+
+def native_binary(launcher_prefix: Path) -> Path | None:
+    """The platform binary under an npm prefix (`<prefix>/node_modules/...`), or None."""
+    target = _TARGETS.get((sys.platform, platform.machine().lower()))
+    if target is None:
+        return None
+    package, triple = target
+    path = launcher_prefix / "node_modules" / package / "vendor" / triple / "bin" / "codex"
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def fix_hint(env: Mapping[str, str]) -> str:
+    return (
+        f"run `legion doctor --install` (installs Codex {PINNED_VERSION} into "
+        f"{cache_prefix(env)} with npm), or set codex_bin (LEGION_CODEX_BIN) to your `codex`"
+    )
+
+
+@dataclass(frozen=True)
+class CodexBinary:
+    path: Path
+    source: str  # where the choice came from: "codex_bin (...)", "cached install", "PATH"
+
+
+def resolve(
+    configured: Path | None, env: Mapping[str, str], *, configured_source: str = "setting"
+) -> CodexBinary:
+    """The Codex CLI to run; a ToolMissingError naming the cause and the fix if none."""
+    search_path = env.get("PATH", os.defpath)
+    if configured is not None:
+        text = str(configured)
+        found = shutil.which(text, path=search_path) if os.sep not in text else None
+        path = Path(found) if found else configured
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ToolMissingError(
+                f"codex_bin ({configured_source}) is {text!r}, which is not an executable file; "
+                f"fix the setting or unset it to use Legion's own install ({fix_hint(env)})"
+            )
+        return CodexBinary(path, f"codex_bin ({configured_source})")
+    cached = cached_binary(env)
+    if cached.is_file() and os.access(cached, os.X_OK):
+        return CodexBinary(cached, "cached install")
+    found = shutil.which("codex", path=search_path)
+    if found is not None:
+        return CodexBinary(Path(found), "PATH")
+    raise ToolMissingError(f"Codex CLI not found: {fix_hint(env)}")
+
+
+def version_of(binary: Path) -> str | None:
+    """What `codex --version` says (`codex-cli 0.169.0`; no network request), or None."""
+    try:
+        out = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = out.stdout.split()
+    return words[-1] if out.returncode == 0 and words else None
+
+
+# The system's CA bundle (Debian/Ubuntu, Fedora), for npm behind a TLS-inspecting proxy; see
+# claude_bin.
+_SYSTEM_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+
+
+def _system_ca(env: Mapping[str, str]) -> dict[str, str]:
+    if env.get("NODE_EXTRA_CA_CERTS") or env.get("npm_config_cafile"):
+        return {}
+    bundle = next((path for path in _SYSTEM_CA_BUNDLES if Path(path).is_file()), None)
+    return {} if bundle is None else {"NODE_EXTRA_CA_CERTS": bundle}
+
+
+def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
+    """Install the pinned Codex into the cache, unless it is there already; the launcher's path.
+
+    Under a lock, so two commands that both find it missing install it once."""
+    prefix = cache_prefix(env)
+    binary = cached_binary(env)
+    prefix.mkdir(parents=True, exist_ok=True)
+    with (prefix / ".install.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if version_of(binary) == PINNED_VERSION:
+            return binary
+        npm = shutil.which("npm", path=env.get("PATH", os.defpath))
+        if npm is None:
+            raise ToolMissingError(
+                f"installing Codex {PINNED_VERSION} needs npm: install Node.js and npm "
+                "(e.g. apt-get install npm), or set codex_bin (LEGION_CODEX_BIN) to a `codex`"
+            )
+        say(f"Installing Codex {PINNED_VERSION} into {prefix} with npm (once)...")
+        npm_env = {**env, "NO_UPDATE_NOTIFIER": "1", **_system_ca(env)}
+        result = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact",
+             "--prefix", str(prefix), f"{NPM_PACKAGE}@{PINNED_VERSION}"],
+            capture_output=True, text=True, check=False, env=npm_env,
+        )  # fmt: skip
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ToolMissingError(f"npm could not install Codex {PINNED_VERSION}: {last}")
+        got = version_of(binary)
+        if got != PINNED_VERSION:
+            hint = (
+                " (the platform package is missing: was it installed with --omit=optional?)"
+                if native_binary(prefix) is None
+                else ""
+            )
+            raise ToolMissingError(
+                f"expected Codex {PINNED_VERSION} at {binary} after installing, "
+                f"got {got or 'nothing that runs'}{hint}"
+            )
+        say(f"Installed Codex {PINNED_VERSION}: {binary}")
+        return binary
