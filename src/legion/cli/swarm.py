@@ -101,23 +101,12 @@ def feedback(
     Only an issue labelled user-input-needed is waiting for an answer; any other is refused.
     """
     from legion.cli import render
-    from legion.core.model import Label
     from legion.core.text import clean_comment
-    from legion.errors import ConflictError
+    from legion.feedback import give_feedback
 
     clean_comment(text)
     project, backends = common.backends(ctx)
-    asked = backends.tracker.get_issue(issue)
-    if Label.USER_INPUT_NEEDED.value not in asked.labels:
-        raise ConflictError(
-            f"{asked.identifier} is not waiting for an answer (it has no "
-            f"{Label.USER_INPUT_NEEDED.value} label); to add a note, use "
-            f"`legion issue comment {asked.identifier} --body TEXT`"
-        )
-    comment = backends.tracker.add_comment(asked.identifier, text, author=common.default_author())
-    updated = backends.tracker.update_labels(
-        asked.identifier, add=[Label.USER_FEEDBACK_GIVEN.value]
-    )
+    updated, comment = give_feedback(backends.tracker, issue, text, author=common.default_author())
     common.changed(project)
     if as_json:
         data = render.issue_json(updated)

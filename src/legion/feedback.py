@@ -1,0 +1,51 @@
+"""A human's answer to a question a worker escalated through the tracker (the issue labelled
+`user-input-needed`): the one way it is written, for `legion feedback` and the TUI's inbox."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from legion.core.model import Label
+from legion.errors import ConflictError
+from legion.trackers.base import Comment, Issue, Tracker
+
+
+@dataclass(frozen=True)
+class TrackerQuestion:
+    """An issue waiting for a human, and what it asks (its latest question comment)."""
+
+    issue: Issue
+    question: str
+    asked_at: str
+
+
+def give_feedback(tracker: Tracker, issue: str, text: str, *, author: str) -> tuple[Issue, Comment]:
+    """Comment the answer and add `user-feedback-given`: Legion relays it to the worker.
+    Refused unless the issue is waiting for an answer."""
+    asked = tracker.get_issue(issue)
+    if Label.USER_INPUT_NEEDED.value not in asked.labels:
+        raise ConflictError(
+            f"{asked.identifier} is not waiting for an answer (it has no "
+            f"{Label.USER_INPUT_NEEDED.value} label); to add a note, use "
+            f"`legion issue comment {asked.identifier} --body TEXT`"
+        )
+    comment = tracker.add_comment(asked.identifier, text, author=author)
+    updated = tracker.update_labels(asked.identifier, add=[Label.USER_FEEDBACK_GIVEN.value])
+    return updated, comment
+
+
+def waiting_for_human(tracker: Tracker) -> list[TrackerQuestion]:
+    """Every issue waiting for a human's answer, oldest question first: labelled
+    `user-input-needed`, not yet `user-feedback-given`."""
+    found = []
+    for issue in tracker.list_issues(label=Label.USER_INPUT_NEEDED.value):
+        if Label.USER_FEEDBACK_GIVEN.value in issue.labels:
+            continue
+        comments = tracker.list_comments(issue.identifier)
+        asked = [c for c in comments if c.body.lstrip().startswith("## Question")] or [
+            c for c in comments if c.by_legion
+        ]
+        last = asked[-1] if asked else None
+        question = last.body.strip() if last is not None else issue.title
+        found.append(TrackerQuestion(issue, question, last.created_at if last else ""))
+    return sorted(found, key=lambda q: q.asked_at)
