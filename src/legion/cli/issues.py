@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -82,21 +82,30 @@ def show(
     identifier: str,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Show an issue with its comments and pull request."""
-    _, backends = common.backends(ctx)
+    """Show an issue with its comments, pull request and the tokens its workers used."""
+    project, backends = common.backends(ctx)
     issue = backends.tracker.get_issue(identifier)
     comments = backends.tracker.list_comments(issue.identifier)
     try:
         pr = backends.forge.get_pr(issue.identifier)
     except NotFoundError:
         pr = None
+    usage = _usage(project, backends, issue.identifier)
     if as_json:
         data = render.issue_json(issue)
         data["comments"] = [render.comment_json(c) for c in comments]
         data["pr"] = None if pr is None else render.pr_json(pr)
+        data["usage"] = render.usage_json(usage)
         common.print_json(data)
     else:
-        common.console().print(render.issue_detail(issue, comments, pr))
+        common.console().print(render.issue_detail(issue, comments, pr, usage))
+
+
+def _usage(project: Any, backends: Any, identifier: str) -> dict[str, Any]:
+    """The issue's tokens by phase, from its workers' transcripts (none: nothing ran yet)."""
+    from legion.backends import open_workers
+
+    return open_workers(project, backends).usage(identifier).get(identifier, {})
 
 
 @app.command(epilog=common.example('legion issue move LEG-3 "Needs Review"'))

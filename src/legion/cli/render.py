@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from legion.core.model import Mode
 from legion.core.text import for_display
+from legion.core.usage import Usage, total
 from legion.forges.base import PullRequest, Review
 from legion.state import Snapshot
 from legion.trackers.base import Comment, Issue
@@ -80,7 +82,34 @@ def issues_table(issues: list[Issue]) -> Any:
     return table
 
 
-def issue_detail(issue: Issue, comments: list[Comment], pr: PullRequest | None) -> Any:
+def usage_json(phases: Mapping[str, Usage]) -> dict[str, Any]:
+    """An issue's tokens: the total, and by phase (mode) in the order they run."""
+    order = {mode.value: n for n, mode in enumerate(Mode)}
+    ordered = sorted(phases.items(), key=lambda item: order.get(item[0], len(order)))
+    return {
+        "total": total(phases.values()).to_json(),
+        "phases": {mode: used.to_json() for mode, used in ordered},
+    }
+
+
+def usage_line(phases: Mapping[str, Usage]) -> str:
+    """`Tokens: 12.3k in, 1.2k out, 40.0k cached (plan 2.1k, implement 51.0k)`."""
+    order = {mode.value: n for n, mode in enumerate(Mode)}
+    ordered = sorted(phases.items(), key=lambda item: order.get(item[0], len(order)))
+    each = ", ".join(f"{mode} {_tokens(used.total)}" for mode, used in ordered)
+    return f"Tokens: {total(phases.values()).describe()} ({each})"
+
+
+def _tokens(count: int) -> str:
+    return Usage(input=count).describe().split(" in,")[0]
+
+
+def issue_detail(
+    issue: Issue,
+    comments: list[Comment],
+    pr: PullRequest | None,
+    usage: Mapping[str, Usage] | None = None,
+) -> Any:
     from rich.console import Group
     from rich.markup import escape
     from rich.text import Text
@@ -103,6 +132,8 @@ def issue_detail(issue: Issue, comments: list[Comment], pr: PullRequest | None) 
                 f"({pr.state.value}{draft}, review {pr.review.value})"
             )
         )
+    if usage:
+        parts.append(Text(usage_line(usage)))
     if issue.body:
         parts += [Text(""), Text(issue.body)]
     for comment in comments:

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from legion.cli import common
+from legion.cli import common, render
 from legion.config import Project
 from legion.daemon_link import heartbeat_file, running_pid
 from legion.errors import InputError, LegionError
@@ -100,7 +100,6 @@ def feedback(
 
     Only an issue labelled user-input-needed is waiting for an answer; any other is refused.
     """
-    from legion.cli import render
     from legion.core.text import clean_comment
     from legion.feedback import give_feedback
 
@@ -299,6 +298,9 @@ def status(
     pause = DispatchPause(backends.db).state()
     judgments = JudgmentQueue(backends.db).open_items()
     kept = _kept_workspaces(backends, workers, views)
+    usage: dict[str, Any] = {}
+    for issue in sorted({view.record.issue for view in views or []}):
+        usage |= workers.usage(issue)
     data: dict[str, Any] = {
         "daemon": {"pid": running_pid(project), "heartbeat_age_s": beat},
         "controller": {
@@ -311,6 +313,8 @@ def status(
         "dispatch_paused": None if pause.reason is None else pause.to_json(),
         "judgments": [item.to_json() for item in judgments],
         "kept_workspaces": kept,
+        # The tokens of each issue a worker is on, by phase (`legion issue show` for any).
+        "usage": {issue: render.usage_json(phases) for issue, phases in usage.items()},
         "last_actions": [entry.to_json() for entry in ActionLog(backends.db).tail(10)],
     }
     if unknown is not None:
@@ -338,9 +342,11 @@ def _print_status(data: dict[str, Any], views: Any, judgments: Any, pause: Any) 
             f"WIP:        {code} code worker(s) of {'unlimited' if limit is None else limit}"
         )
     for view in views or []:
+        used = data["usage"].get(view.record.issue, {}).get("total")
+        tokens = "" if not used else f"  {used['total']:,} tokens on the issue"
         typer.echo(
             f"  {view.record.issue:8} {view.record.mode.value:10} "
-            f"{view.state.value:8} {view.record.window}"
+            f"{view.state.value:8} {view.record.window}{tokens}"
         )
     if judgments:
         typer.echo("judgment queue:")

@@ -7,6 +7,7 @@ while it is being written. Unknown types and lines that are not JSON are skipped
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from legion.core.usage import Usage, anthropic_usage
 
 ASK_USER_QUESTION = "AskUserQuestion"
 # Enough for the last several turns of a busy session; the whole file can be many megabytes.
@@ -185,3 +188,57 @@ def summarize_tail(path: Path) -> TranscriptSummary | None:
     if summary.entries == 0:
         summary = summarize(read_tail(path, TAIL_BYTES))
     return summary
+
+
+# --------------------------------------------------------------------------------------------
+# Token usage
+# --------------------------------------------------------------------------------------------
+
+# Responses by transcript, kept while the file is unchanged, then read on from where it was.
+_RESPONSES: dict[Path, tuple[int, int, dict[str, tuple[str, Usage]]]] = {}
+
+
+def responses(path: Path) -> dict[str, tuple[str, Usage]]:
+    """Each model response the transcript recorded, by its message id: (when, usage). The CLI
+    writes one line per content block of a response, each with the response's usage: counted
+    once. Read incrementally: a transcript only grows, so a second look reads what was added."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return {}
+    known = _RESPONSES.get(path)
+    start, found = 0, {}
+    if known is not None and known[0] <= size:
+        start, found = known[1], dict(known[2])
+    if start == size:
+        return found
+    try:
+        with path.open("rb") as handle:
+            handle.seek(start)
+            data = handle.read(size - start)
+    except OSError:
+        return found
+    end = data.rfind(b"\n") + 1  # a torn last line is read next time, whole
+    for raw in data[:end].splitlines():
+        if b'"usage"' not in raw:
+            continue
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        message = entry.get("message") if isinstance(entry, dict) else None
+        if not isinstance(message, dict) or not isinstance(message.get("usage"), dict):
+            continue
+        key = str(message.get("id") or entry.get("requestId") or entry.get("uuid"))
+        found[key] = (str(entry.get("timestamp") or ""), anthropic_usage(message["usage"]))
+    _RESPONSES[path] = (size, start + end, found)
+    return found
+
+
+def session_usage(transcript: Path) -> list[tuple[str, Usage]]:
+    """(when, usage) of every response of the session, its subagents' included."""
+    files = [transcript]
+    subagents = transcript.with_suffix("") / "subagents"
+    with contextlib.suppress(OSError):
+        files += sorted(p for p in subagents.iterdir() if p.suffix == ".jsonl")
+    return [item for path in files for item in responses(path).values()]

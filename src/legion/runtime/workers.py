@@ -8,6 +8,7 @@ two `legion` processes never start two workers for one issue.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import re
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from legion.config import Project
 from legion.core.decide import session_mode
 from legion.core.ids import session_id, short_id
 from legion.core.model import Label, Mode, normalize_identifier
+from legion.core.usage import Usage
 from legion.errors import ConflictError, InputError, LegionError, NotFoundError
 from legion.faults import fault_point
 from legion.locking import exclusive
@@ -43,7 +46,13 @@ from legion.runtime.tmux import (
     process_args,
     wait_for_exit,
 )
-from legion.runtime.transcript import PendingQuestion, TranscriptSummary, Turn, summarize_file
+from legion.runtime.transcript import (
+    PendingQuestion,
+    TranscriptSummary,
+    Turn,
+    session_usage,
+    summarize_file,
+)
 from legion.statefiles import write_private
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
@@ -237,6 +246,31 @@ class WorkerManager:
                 WorkerView(record, window, state, transcript, newest_activity(transcript), question)
             )
         return views
+
+    def usage(self, issue: str | None = None) -> dict[str, dict[str, Usage]]:
+        """Tokens by issue and phase (mode), from the sessions' own records: each worker's
+        share of its session's transcript is the responses recorded from its start to the
+        next start of the same session (a retro resumes the implementer's session, a
+        resumed worker is a new record). `issue`: that issue's only."""
+        wanted = None if issue is None else normalize_identifier(issue)
+        by_session: dict[str, list[WorkerRecord]] = {}
+        for record, _ in self.registry.history():
+            if wanted is None or record.issue == wanted:
+                by_session.setdefault(record.session_id, []).append(record)
+        found: dict[str, dict[str, Usage]] = {}
+        for records in by_session.values():
+            records.sort(key=lambda r: (r.started_at, r.id))
+            transcript = self.claude.transcript(
+                self.env, records[0].workspace, records[0].session_id
+            )
+            starts = [_instant(r.started_at) for r in records]
+            for when, used in session_usage(transcript):
+                at = _instant(when)
+                index = max(0, bisect.bisect_right(starts, at) - 1)
+                record = records[index]
+                phases = found.setdefault(record.issue, {})
+                phases[record.mode.value] = phases.get(record.mode.value, Usage()) + used
+        return found
 
     def live_issues(self) -> set[str]:
         return {view.record.issue for view in self.views() if view.state.is_live}
@@ -642,6 +676,14 @@ class WorkerManager:
         view = (live or views)[-1]
         assert view.window is not None
         return view, self.tmux.capture(view.window.id, lines=lines)
+
+
+def _instant(iso: str) -> float:
+    """Seconds since the epoch of an ISO time (`...Z`); 0 for one that does not parse."""
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _option_numbers(options: tuple[str, ...], answer: str, multi_select: bool) -> list[int]:

@@ -1,0 +1,50 @@
+"""An issue's tokens by phase, from its workers' transcripts, through `legion issue show`: a
+retro resumes the implementer's session, and each phase gets the responses of its own time."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from legion.backends import open_backends, open_workers
+from legion.config import load_project
+from legion.core.ids import session_id
+from legion.core.model import Mode
+from tests.conftest import LegionRunner
+
+
+def _response(message_id: str, when: str, out: int) -> str:
+    message = {"id": message_id, "usage": {"input_tokens": 1000, "output_tokens": out}}
+    return json.dumps({"type": "assistant", "timestamp": when, "message": message}) + "\n"
+
+
+def test_each_phase_gets_the_tokens_of_its_own_time(legion: LegionRunner, project: Path) -> None:
+    legion("issue", "create", "Counted")
+    loaded = load_project(project)
+    backends = open_backends(loaded)
+    workers = open_workers(loaded, backends, dict(os.environ))
+    implement = session_id(loaded.settings.project_id, "LEG-1", Mode.IMPLEMENT)
+    with backends.db.write() as conn:
+        for mode, started, ended in (
+            ("implement", "2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z"),
+            ("retro", "2026-01-01T12:00:00Z", None),  # the same session, resumed
+        ):
+            conn.execute(
+                "INSERT INTO workers (issue, mode, session_id, window, workspace, started_at, "
+                "ended_at) VALUES ('LEG-1', ?, ?, 'w', ?, ?, ?)",
+                (mode, implement, str(project), started, ended),
+            )
+    transcript = workers.claude.transcript(workers.env, project, implement)
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    transcript.write_text(
+        _response("a", "2026-01-01T10:05:00.000Z", 100)
+        + _response("b", "2026-01-01T10:50:00.000Z", 200)
+        + _response("c", "2026-01-01T12:01:00.000Z", 7)
+    )
+    shown = json.loads(legion("issue", "show", "LEG-1", "--json").stdout)["usage"]
+    assert shown["phases"]["implement"]["output"] == 300
+    assert shown["phases"]["retro"]["output"] == 7
+    assert shown["total"]["total"] == 3000 + 307
+    text = legion("issue", "show", "LEG-1").stdout
+    assert "Tokens: 3.0k in, 307 out, 0 cached (implement 2.3k, retro 1.0k)" in text
