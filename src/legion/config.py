@@ -212,6 +212,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("base_branch", _branch),
     SettingSpec("state_dir", _path),
     SettingSpec("wip_limit", _wip_limit),
+    SettingSpec("token_budget", _wip_limit),
     SettingSpec("labels", _labels, (), parse_env=_labels_from_env),
     SettingSpec("workspace_root", _path),
     SettingSpec("tmux_socket", _path),
@@ -244,6 +245,7 @@ class Settings:
     base_branch: str | None = None
     state_dir: Path | None = None
     wip_limit: int | None = None
+    token_budget: int | None = None  # tokens an issue's workers may use before a human is asked
     labels: tuple[str, ...] = ()
     workspace_root: Path | None = None
     tmux_socket: Path | None = None

@@ -26,6 +26,7 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import Project
 from legion.core.decide import Action, Decision
 from legion.core.model import Label, Mode, Status
+from legion.core.usage import total
 from legion.errors import (
     BackendError,
     BackendErrorKind,
@@ -40,7 +41,7 @@ from legion.locking import LOCK_TIMEOUT_S, exclusive
 from legion.pause import DispatchPause
 from legion.runtime.workers import WorkerManager, WorkerStartError, WorkerState, WorkerView
 from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
-from legion.trackers.base import Issue, Tracker
+from legion.trackers.base import Comment, Issue, Tracker
 from legion.workspaces.sweep import sweep_done
 
 LEGION_AUTHOR = "legion"
@@ -142,6 +143,7 @@ class Reconciler:
         self.workers = workers
         self.log = log
         self.wip_limit = project.settings.wip_limit
+        self.token_budget = project.settings.token_budget
         self.judgments = JudgmentQueue(log.db)
         self.pause = DispatchPause(log.db)
         self.oracle = oracle
@@ -423,7 +425,7 @@ class _Pass:
         return None
 
     def _start(self, issue: str, mode: Mode, prompt: str | None = None) -> Step:
-        blocked = self.cannot_start(mode)
+        blocked = self.cannot_start(mode) or self.over_budget(issue)
         if blocked is not None:
             return blocked
         # Started without waiting: the pass collects every start at its end, in parallel.
@@ -439,6 +441,33 @@ class _Pass:
         if counts_toward_wip(mode):
             self.code_workers += 1
         return done(f"{mode.value} worker in {view.record.window}")
+
+    def over_budget(self, issue: str) -> Step | None:
+        """None while the issue's workers have used less than its token budget (a human's
+        answer to a budget question allows one budget more than was used then); else no
+        worker starts, and a human is asked, once."""
+        budget = self.o.token_budget
+        if budget is None:
+            return None
+        used = total(self.o.workers.usage(issue).get(issue, {}).values()).total
+        if used < budget:
+            return None
+        allowed = budget_allowed(self.o.tracker.list_comments(issue), budget)
+        if used < allowed:
+            return None
+        if self.dry_run:
+            return Step(OutcomeKind.PLANNED, f"token budget spent ({used:,} of {allowed:,})")
+        found = self.o.tracker.get_issue(issue)
+        if Label.USER_INPUT_NEEDED.value in found.labels:
+            return deferred(f"token budget spent ({used:,} of {allowed:,}); a human decides")
+        self.o.tracker.add_comment(
+            issue,
+            budget_question(issue, used, allowed, budget),
+            author=LEGION_AUTHOR,
+            by_legion=True,
+        )
+        self.o.tracker.update_labels(issue, add=[Label.USER_INPUT_NEEDED.value])
+        return done(f"token budget spent ({used:,} of {allowed:,}): asked a human")
 
     def collect_starts(self) -> Step | None:
         """Wait for the workers this pass started; count their starts toward the pause."""
@@ -680,6 +709,38 @@ def escalation_comment(
         f'answer it yourself: `legion answer {issue} "your answer"`.',
     ]
     return "\n".join(lines)
+
+
+BUDGET_HEADING = "## Token budget spent"
+
+
+def budget_question(issue: str, used: int, allowed: int, budget: int) -> str:
+    return (
+        f"{BUDGET_HEADING}\n\n{issue}'s workers have used {used:,} tokens (input, output and "
+        f"cached), past the {allowed:,} allowed (`token_budget` = {budget:,} per issue). Legion "
+        "starts no more workers on it until a human answers.\n\n"
+        f'Answer with `legion feedback {issue} "go on"` to allow {budget:,} more; or move the '
+        "issue out of the way, or raise `token_budget` in `.legion/config.toml`."
+    )
+
+
+_BUDGET_USED = re.compile(r"have used ([\d,]+) tokens")
+
+
+def budget_allowed(comments: Sequence[Comment], budget: int) -> int:
+    """The tokens an issue may use: its budget, or, once a human answered a budget question,
+    what was used when it was asked plus one budget more (the tracker keeps the count)."""
+    allowed = budget
+    asked: int | None = None
+    for comment in comments:
+        if comment.by_legion:
+            found = _BUDGET_USED.search(comment.body)
+            if comment.body.lstrip().startswith(BUDGET_HEADING) and found:
+                asked = int(found.group(1).replace(",", ""))
+        elif asked is not None and not comment.by_bot:
+            allowed = asked + budget
+            asked = None
+    return allowed
 
 
 def human_answer(tracker: Tracker, issue: str) -> str | None:

@@ -48,3 +48,47 @@ def test_each_phase_gets_the_tokens_of_its_own_time(legion: LegionRunner, projec
     assert shown["total"]["total"] == 3000 + 307
     text = legion("issue", "show", "LEG-1").stdout
     assert "Tokens: 3.0k in, 307 out, 0 cached (implement 2.3k, retro 1.0k)" in text
+
+
+def test_a_spent_budget_starts_no_worker_and_asks_a_human_whose_answer_allows_one_more(
+    legion: LegionRunner, project: Path
+) -> None:
+    from legion.actionlog import ActionLog
+    from legion.reconcile import BUDGET_HEADING, Reconciler
+
+    legion("issue", "create", "Expensive")
+    loaded = load_project(project, flags={"token_budget": 2000})
+    backends = open_backends(loaded)
+    workers = open_workers(loaded, backends, dict(os.environ))
+    plan = session_id(loaded.settings.project_id, "LEG-1", Mode.PLAN)
+    with backends.db.write() as conn:
+        conn.execute(
+            "INSERT INTO workers (issue, mode, session_id, window, workspace, started_at, "
+            "ended_at) VALUES ('LEG-1', 'plan', ?, 'w', ?, '2026-01-01T10:00:00Z', "
+            "'2026-01-01T11:00:00Z')",
+            (plan, str(project)),
+        )
+    transcript = workers.claude.transcript(workers.env, project, plan)
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    transcript.write_text(_response("a", "2026-01-01T10:05:00.000Z", 1500))  # 2,500 tokens
+    reconciler = Reconciler(
+        loaded, backends.tracker, backends.forge, workers, ActionLog(backends.db)
+    )
+
+    [outcome] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert outcome.action == "dispatch_planner", outcome
+    assert "token budget spent (2,500 of 2,000): asked a human" in outcome.detail
+    issue = backends.tracker.get_issue("LEG-1")
+    assert "user-input-needed" in issue.labels
+    [question] = backends.tracker.list_comments("LEG-1")
+    assert question.by_legion and question.body.startswith(BUDGET_HEADING)
+    assert 'legion feedback LEG-1 "go on"' in question.body
+    assert workers.views() == []  # nothing started
+    again = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert len(backends.tracker.list_comments("LEG-1")) == 1  # asked once, whatever the passes
+    assert all("asked a human" not in o.detail for o in again)
+
+    from legion.reconcile import budget_allowed
+
+    backends.tracker.add_comment("LEG-1", "go on", author="sami")
+    assert budget_allowed(backends.tracker.list_comments("LEG-1"), 2000) == 4500
