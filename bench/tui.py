@@ -28,8 +28,10 @@ from pathlib import Path
 
 from legion.bus.model import Agent, AgentRole, Channel, Draft
 from legion.bus.store import SqliteBus
+from legion.core.model import Mode
+from legion.errors import ConflictError
 from legion.tui.app import LegionApp, MessageLog
-from legion.tui.sources import ActionLogView, Board, Peek, Unavailable
+from legion.tui.sources import ActionLogView, Board, Peek, TrackerInbox, Unavailable
 
 AGENTS = 50
 BRANCHES = 10
@@ -54,6 +56,15 @@ class NoSources:
 
     def wake(self, project: str) -> None:
         return None
+
+    def tracker_questions(self) -> TrackerInbox:
+        return TrackerInbox((), ())
+
+    def give_feedback(self, project: str, issue: str, text: str) -> str:
+        raise ConflictError("not measured")
+
+    def dispatch(self, project: str, issue: str, mode: Mode) -> str:
+        raise ConflictError("not measured")
 
 
 def setup(path: Path, messages: int) -> int:

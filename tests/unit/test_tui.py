@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 from textual.pilot import Pilot
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 
 from legion.bus import actions
 from legion.bus.model import (
@@ -25,10 +25,20 @@ from legion.bus.model import (
     MessageKind,
 )
 from legion.bus.store import SqliteBus
+from legion.core.decide import Action
+from legion.core.model import Mode, Status
+from legion.errors import ConflictError
 from legion.tui.app import ChatInput, LegionApp, MessageLog, Sidebar
 from legion.tui.present import AgentRow, ArchivedHeader, ChannelRow
 from legion.tui.readmarks import ReadMarks
-from legion.tui.sources import Board, BoardIssue, Peek, Unavailable
+from legion.tui.sources import (
+    Board,
+    BoardIssue,
+    Peek,
+    TrackerAsk,
+    TrackerInbox,
+    Unavailable,
+)
 
 MAIN = Channel("app", "main")
 LEG7 = Channel("app", "legion/LEG-7")
@@ -45,6 +55,11 @@ class FakeSources:
     stopped: list[str] = field(default_factory=list)
     woken: list[str] = field(default_factory=list)
     boards_for: list[str | None] = field(default_factory=list)
+    inbox_view: TrackerInbox = field(default_factory=lambda: TrackerInbox((), ()))
+    inbox_reads: int = 0
+    answered: list[tuple[str, str, str]] = field(default_factory=list)
+    dispatched: list[tuple[str, str, Mode]] = field(default_factory=list)
+    refuse: str | None = None  # what giving feedback or dispatching raises
 
     def board(self, project: str | None) -> Board | Unavailable:
         self.boards_for.append(project)
@@ -62,6 +77,26 @@ class FakeSources:
 
     def wake(self, project: str) -> None:
         self.woken.append(project)
+
+    def tracker_questions(self) -> TrackerInbox:
+        self.inbox_reads += 1
+        return self.inbox_view
+
+    def give_feedback(self, project: str, issue: str, text: str) -> str:
+        if self.refuse is not None:
+            raise ConflictError(self.refuse)
+        self.answered.append((project, issue, text))
+        self.inbox_view = TrackerInbox(
+            tuple(q for q in self.inbox_view.questions if q.identifier != issue),
+            self.inbox_view.troubles,
+        )
+        return issue
+
+    def dispatch(self, project: str, issue: str, mode: Mode) -> str:
+        if self.refuse is not None:
+            raise ConflictError(self.refuse)
+        self.dispatched.append((project, issue, mode))
+        return f"{issue}: {mode.value} worker started"
 
 
 class RecordingApp(LegionApp):
@@ -391,6 +426,87 @@ def test_an_inbox_question_is_answered_in_place(world: World) -> None:
     run(scenario)
 
 
+def test_tracker_questions_join_the_inbox_oldest_first_and_are_answered_in_place(
+    world: World,
+) -> None:
+    question = actions.ask(world.bus, world.legion, "UTC or local time?").message
+    world.sources.inbox_view = TrackerInbox(
+        (
+            TrackerAsk("app", "LEG-7", "Add the parser", "## Question\nWhich grammar?", ""),
+            TrackerAsk("web", "WEB-2", "Restyle", "Which CSS framework?", "2999-01-01T00:00:00Z"),
+        ),
+        ("project ghost cannot be opened: not a Legion project",),
+    )
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            await pilot.press("f3")
+            text = await until_shown(pilot, app, "WEB-2", "project ghost cannot be opened")
+            assert "F3 Inbox 3" in text
+            table = app.query_one("#inbox-table", DataTable)
+            rows = [table.get_row_at(n)[1:3] for n in range(table.row_count)]
+            # Oldest first: the tracker question with no time, the bus's, the newest last.
+            assert rows == [["app", "LEG-7"], [str(MAIN), "@legion"], ["web", "WEB-2"]]
+            # The highlight stayed on the question it was on; the oldest is one up.
+            assert table.cursor_row == 1
+            await pilot.press("shift+tab", "up", "tab")
+            text = await until_shown(pilot, app, "app LEG-7 Add the parser asks: Which grammar?")
+            assert app.focused is not None and app.focused.id == "answer-input"
+            await pilot.press(*"LALR")
+            await pilot.press("enter")
+            await until_said(pilot, app, "answered app LEG-7")
+            assert world.sources.answered == [("app", "LEG-7", "LALR")]
+            await until_shown(pilot, app, "F3 Inbox 2")
+            assert [table.get_row_at(n)[2] for n in range(table.row_count)] == ["@legion", "WEB-2"]
+            # The bus's question is still answered on the bus.
+            await pilot.press(*"UTC", "enter")
+            await until_shown(pilot, app, "F3 Inbox 1")
+        assert [a.body for a in world.bus.replies(question.id)] == ["UTC"]
+
+    run(scenario)
+
+
+def test_a_refused_tracker_answer_is_one_line_and_the_text_stays(world: World) -> None:
+    world.sources.inbox_view = TrackerInbox(
+        (TrackerAsk("app", "LEG-7", "Parser", "Which grammar?", ""),), ()
+    )
+    world.sources.refuse = "LEG-7 is not waiting for an answer"
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f3")
+            await until_shown(pilot, app, "LEG-7")
+            await pilot.press(*"LALR", "enter")
+            await until_said(pilot, app, "not waiting")
+            assert app.said[-1] == "LEG-7 is not waiting for an answer"
+            assert app.query_one("#answer-input", Input).value == "LALR"
+
+    run(scenario)
+
+
+def test_the_trackers_are_read_seldom_in_a_thread_and_on_ctrl_r(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)  # the trackers every 10 s, as in use
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, 0.5)
+            assert world.sources.inbox_reads == 1  # at the start only
+            await pilot.press("f3")
+            await settle(pilot)
+            assert world.sources.inbox_reads == 1  # showing the inbox reads only the bus
+            world.sources.inbox_view = TrackerInbox(
+                (TrackerAsk("app", "LEG-9", "Export", "CSV or JSON?", ""),), ()
+            )
+            await pilot.press("ctrl+r")
+            await until_shown(pilot, app, "CSV or JSON?")
+            assert world.sources.inbox_reads == 2
+
+    run(scenario)
+
+
 # -- acting on agents ------------------------------------------------------------------------------
 
 
@@ -458,8 +574,6 @@ def test_kill_needs_force_for_a_busy_agent(world: World) -> None:
 
 
 def test_the_board_shows_the_selected_projects_issues_by_phase(world: World) -> None:
-    from legion.core.model import Status
-
     world.sources.board_view = Board(
         "app",
         (
@@ -479,6 +593,94 @@ def test_the_board_shows_the_selected_projects_issues_by_phase(world: World) -> 
             assert "In Progress (1)" in text and "LEG-7  implement running" in text
             assert "#2 approved" in text
             assert world.sources.boards_for[-1] == "app"
+
+    run(scenario)
+
+
+def board_world(world: World) -> None:
+    world.sources.board_view = Board(
+        "app",
+        (
+            BoardIssue(
+                Status.BACKLOG,
+                "LEG-9",
+                "Export",
+                "-",
+                "-",
+                Action.DISPATCH_ARCHITECT,
+                Mode.ARCHITECT,
+            ),
+            BoardIssue(Status.TODO, "LEG-8", "Flag", "-", "-", Action.DISPATCH_PLANNER, Mode.PLAN),
+            BoardIssue(Status.IN_PROGRESS, "LEG-7", "Parser", "implement running", "-", live=True),
+        ),
+        (),
+    )
+
+
+def test_d_on_the_board_dispatches_the_suggested_mode_for_the_highlighted_issue(
+    world: World,
+) -> None:
+    board_world(world)
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f4")
+            text = await until_shown(pilot, app, "> LEG-9", "d Dispatch")
+            assert "LEG-9: d dispatches architect" in text
+            await pilot.press("down")
+            text = await until_shown(pilot, app, "> LEG-8", "LEG-8: d dispatches plan")
+            await pilot.press("d")
+            await until_said(pilot, app, "LEG-8: plan worker started")
+            assert world.sources.dispatched == [("app", "LEG-8", Mode.PLAN)]
+            await pilot.press("down", "down")  # stays on the last
+            await until_shown(pilot, app, "> LEG-7")
+            await pilot.press("d")
+            await pilot.pause()
+            assert app.said[-1] == (
+                "LEG-7 has a live worker (implement running): nothing to dispatch"
+            )
+            assert world.sources.dispatched == [("app", "LEG-8", Mode.PLAN)]
+            await pilot.press("up", "up", "up")
+            await until_shown(pilot, app, "> LEG-9")
+            # A refused dispatch is one line.
+            world.sources.refuse = "LEG-9 already has a live worker: window leg-9-architect"
+            await pilot.press("d")
+            await until_said(pilot, app, "already has a live worker")
+            assert world.sources.dispatched == [("app", "LEG-8", Mode.PLAN)]
+
+    run(scenario)
+
+
+def test_d_on_an_empty_board_says_so(world: World) -> None:
+    world.sources.board_view = Board("app", (), ())
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f4")
+            await until_shown(pilot, app, "No issues yet")
+            await pilot.press("down", "d")
+            await pilot.pause()
+            assert app.said == ["no issue highlighted on the board"]
+
+    run(scenario)
+
+
+def test_a_click_on_an_issue_highlights_it(world: World) -> None:
+    board_world(world)
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f4")
+            await until_shown(pilot, app, "> LEG-9")
+            await pilot.click("#board-lines", offset=(4, 3))  # the line of LEG-8
+            await until_shown(pilot, app, "> LEG-8")
+            assert app.focused is not None and app.focused.id == "board-scroll"
 
     run(scenario)
 

@@ -4,28 +4,37 @@ transcript lines."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from legion.bus.model import Agent, AgentRole, AgentStatus, Channel, Message, MessageKind
-from legion.core.model import Status
+from legion.core.decide import Action
+from legion.core.model import Mode, Status
 from legion.tui.present import (
     AgentRow,
     ArchivedChannelRow,
     ArchivedHeader,
     ChannelRow,
+    DispatchChoice,
+    board_line_issues,
     board_text,
     channels_of,
     complete_mention,
+    dispatch_choice,
+    dispatch_hint,
+    inbox_order,
     last_screen_lines,
     mention_candidates,
     message_text,
+    one_line,
+    question_text,
     row_text,
     short_address,
     sidebar_rows,
     transcript_lines,
 )
 from legion.tui.readmarks import ReadMarks
-from legion.tui.sources import BoardIssue
+from legion.tui.sources import BoardIssue, TrackerAsk
 
 MAIN = Channel("app", "main")
 LEG7 = Channel("app", "legion/LEG-7")
@@ -190,3 +199,87 @@ def test_the_board_groups_issues_under_their_phase() -> None:
         "  LEG-10  implement idle     #4 draft  Lexer",
     ]
     assert "No issues yet" in board_text([]).plain
+
+
+def test_the_board_marks_its_highlighted_issue() -> None:
+    issues = [
+        BoardIssue(Status.TODO, "LEG-8", "Flag", "-", "-"),
+        BoardIssue(Status.IN_PROGRESS, "LEG-7", "Parser", "implement running", "-"),
+    ]
+    text = board_text(issues, cursor=1)
+    assert text.plain.splitlines() == [
+        "Todo (1)",
+        "  LEG-8  -                  -  Flag",
+        "In Progress (1)",
+        "> LEG-7  implement running  -  Parser",
+    ]
+    cursor_line = text.plain.index("> LEG-7")
+    assert any("reverse" in str(span.style) and span.start <= cursor_line for span in text.spans)
+    assert board_line_issues(issues) == [None, 0, None, 1]
+
+
+def issue(
+    status: Status,
+    action: Action,
+    mode: Mode | None,
+    *,
+    worker: str = "-",
+    live: bool = False,
+) -> BoardIssue:
+    return BoardIssue(status, "LEG-7", "Parser", worker, "-", action, mode, live)
+
+
+def test_d_on_the_board_means_the_suggested_mode_when_it_is_a_plain_start() -> None:
+    cases = [
+        (Status.BACKLOG, Action.DISPATCH_ARCHITECT, Mode.ARCHITECT),
+        (Status.TODO, Action.DISPATCH_PLANNER, Mode.PLAN),
+        (Status.IN_PROGRESS, Action.DISPATCH_IMPLEMENTER, Mode.IMPLEMENT),
+        (Status.NEEDS_REVIEW, Action.DISPATCH_REVIEWER, Mode.REVIEW),
+        (Status.RETRO, Action.RESUME_IMPLEMENTER_FOR_RETRO, Mode.RETRO),
+    ]
+    for status, action, mode in cases:
+        assert dispatch_choice(issue(status, action, mode)) == DispatchChoice("LEG-7", mode)
+    hint = dispatch_hint(issue(Status.TODO, Action.DISPATCH_PLANNER, Mode.PLAN))
+    assert hint == "LEG-7: d dispatches plan (dispatch_planner)"
+
+
+def test_d_on_the_board_says_why_not_otherwise() -> None:
+    live = issue(
+        Status.IN_PROGRESS,
+        Action.SKIP,
+        None,
+        worker="implement running",
+        live=True,
+    )
+    assert (
+        dispatch_choice(live) == "LEG-7 has a live worker (implement running): nothing to dispatch"
+    )
+    unknown = issue(Status.TODO, Action.DISPATCH_PLANNER, Mode.PLAN, worker="unknown")
+    assert "unknown" in str(dispatch_choice(unknown))
+    done = issue(Status.DONE, Action.SKIP, None)
+    assert (
+        dispatch_choice(done) == "nothing to dispatch for LEG-7 in Done now (the table says skip)"
+    )
+    # More than a start: left to the daemon, which clears labels or moves the issue first.
+    for action, mode in (
+        (Action.TRANSITION_TO_TODO, Mode.PLAN),
+        (Action.DISPATCH_FINISHER, Mode.FINISH),
+        (Action.RESUME_IMPLEMENTER_FOR_CHANGES, Mode.IMPLEMENT),
+        (Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, Mode.IMPLEMENT),
+        (Action.RELAY_USER_FEEDBACK, Mode.IMPLEMENT),
+    ):
+        said = dispatch_choice(issue(Status.IN_PROGRESS, action, mode))
+        assert isinstance(said, str) and action.value in said and "\n" not in said
+
+
+def test_the_inbox_merges_bus_and_tracker_questions_oldest_first() -> None:
+    early = replace(message("UTC?"), created_at="2025-01-01T12:00:00.000Z")
+    late = replace(early, id="m2", created_at="2025-01-01T12:00:05.000Z")
+    between = TrackerAsk(
+        "app", "LEG-7", "Parser", "## Question\nWhich grammar?", "2025-01-01T12:00:02Z"
+    )
+    unknown = TrackerAsk("web", "WEB-1", "CSS", "Which?", "")
+    assert inbox_order([early, late], [between, unknown]) == [unknown, early, between, late]
+    assert question_text(between.question) == "Which grammar?"
+    assert question_text("Which grammar?") == "Which grammar?"
+    assert one_line("refused:\n  because") == "refused: because"

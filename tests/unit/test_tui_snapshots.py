@@ -17,7 +17,8 @@ import pytest
 from legion.bus import actions
 from legion.bus.model import AgentRole, AgentStatus, MessageKind
 from legion.bus.store import SqliteBus
-from legion.core.model import Status
+from legion.core.decide import Action
+from legion.core.model import Mode, Status
 from legion.tui.app import Sidebar
 from legion.tui.sources import Board, BoardIssue, Peek
 from tests.unit.test_tui import (
@@ -72,9 +73,32 @@ def sources() -> FakeSources:
         board_view=Board(
             "app",
             (
-                BoardIssue(Status.BACKLOG, "LEG-9", "Export to CSV", "-", "-"),
-                BoardIssue(Status.TODO, "LEG-8", "Add a --verbose flag", "-", "-"),
-                BoardIssue(Status.IN_PROGRESS, "LEG-7", "Add the parser", "implement running", "-"),
+                BoardIssue(
+                    Status.BACKLOG,
+                    "LEG-9",
+                    "Export to CSV",
+                    "-",
+                    "-",
+                    Action.DISPATCH_ARCHITECT,
+                    Mode.ARCHITECT,
+                ),
+                BoardIssue(
+                    Status.TODO,
+                    "LEG-8",
+                    "Add a --verbose flag",
+                    "-",
+                    "-",
+                    Action.DISPATCH_PLANNER,
+                    Mode.PLAN,
+                ),
+                BoardIssue(
+                    Status.IN_PROGRESS,
+                    "LEG-7",
+                    "Add the parser",
+                    "implement running",
+                    "-",
+                    live=True,
+                ),
                 BoardIssue(
                     Status.NEEDS_REVIEW, "LEG-5", "Document the CLI", "review idle", "#2 draft"
                 ),

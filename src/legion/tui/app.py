@@ -7,7 +7,8 @@ channel (`legion.tui.readmarks`). It owns no process: closing it stops nothing.
 Reading is polling, because the bus is a SQLite file shared by many processes: new messages
 every `poll_s` (one indexed query, `seq > cursor`, across all channels), agents, unread
 counts and the inbox every `refresh_s`, and the slow views (board, peek, action log) in worker
-threads while they are shown.
+threads while they are shown. The questions waiting on the projects' trackers (which may be
+online) are read in a worker thread every `tracker_s`, and on Ctrl+R in the inbox.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.css.query import NoMatches
-from textual.events import MouseScrollUp, Resize
+from textual.events import Click, MouseScrollUp, Resize
+from textual.message import Message as TextualMessage
 from textual.suggester import Suggester
 from textual.widgets import (
     DataTable,
@@ -39,21 +41,29 @@ from textual.widgets.option_list import Option
 from legion.bus import actions
 from legion.bus.model import HUMAN_NAME, Agent, AgentStatus, Channel, Message
 from legion.bus.store import Bus
+from legion.core.text import for_display
 from legion.errors import LegionError
 from legion.tui.present import (
     AgentRow,
     ArchivedChannelRow,
     ArchivedHeader,
     ChannelRow,
+    DispatchChoice,
     Row,
     addresses_human,
+    board_line_issues,
     board_text,
     channels_of,
     clock_time,
     complete_mention,
     count_text,
+    dispatch_choice,
+    dispatch_hint,
+    inbox_order,
     mention_candidates,
     message_text,
+    one_line,
+    question_text,
     row_text,
     sidebar_rows,
 )
@@ -61,8 +71,11 @@ from legion.tui.readmarks import ReadMarks
 from legion.tui.sources import (
     ActionLogView,
     Board,
+    BoardIssue,
     Peek,
     Sources,
+    TrackerAsk,
+    TrackerInbox,
     Unavailable,
 )
 
@@ -72,6 +85,7 @@ HISTORY = 200  # messages loaded when a channel opens, and each time one scrolls
 DISCOVERY = 1000  # recent messages read at start to find channels with no agent left
 BOARD_EVERY = 5  # refreshes between two readings of the board (it may ask a tracker online)
 LOG_EVERY = 2
+TRACKER_S = 10.0  # the trackers' questions: they may be online, so seldom and off the UI thread
 PEEK_LINES = 60
 
 T = TypeVar("T")
@@ -125,6 +139,31 @@ class Sidebar(OptionList):
         Binding("k", "app.kill(False)", "Kill"),
         Binding("K", "app.kill(True)", "Kill -f", show=False),
     ]
+
+
+class BoardScroll(VerticalScroll):
+    """The board: ↑/↓ move its highlighted issue, `d` starts the worker it suggests."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "app.board_move(-1)", "Up", show=False),
+        Binding("down", "app.board_move(1)", "Down", show=False),
+        Binding("d", "app.dispatch", "Dispatch"),
+    ]
+
+
+class BoardLines(Static):
+    """The board's lines; a click highlights the issue on the line clicked."""
+
+    class Picked(TextualMessage):
+        def __init__(self, line: int) -> None:
+            super().__init__()
+            self.line = line
+
+    def on_click(self, event: Click) -> None:
+        self.post_message(self.Picked(event.y))
+
+
+InboxItem = Message | TrackerAsk
 
 
 class MessageLog(RichLog):
@@ -218,6 +257,10 @@ class LegionApp(App[int]):
     #chat-title { text-style: bold; }
     MessageLog { height: 1fr; padding: 0 1; }
     #inbox-table, #log-table { height: 1fr; }
+    #inbox-troubles {
+        height: auto; max-height: 4; padding: 0 1; display: none;
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
     #board-scroll { height: 1fr; padding: 0 1; }
     #board-lines { width: 100%; text-wrap: nowrap; text-overflow: ellipsis; }
     #peek-scroll { height: 1fr; padding: 0 1; }
@@ -245,6 +288,7 @@ class LegionApp(App[int]):
         poll_s: float = POLL_S,
         refresh_s: float = REFRESH_S,
         history: int = HISTORY,
+        tracker_s: float = TRACKER_S,
     ) -> None:
         super().__init__()
         self.open_bus = open_bus
@@ -255,6 +299,7 @@ class LegionApp(App[int]):
         self.poll_s = poll_s
         self.refresh_s = refresh_s
         self.history = history
+        self.tracker_s = tracker_s
         # What the sidebar is made of.
         recent = self.bus.messages(last=DISCOVERY)
         self.cursor = recent[-1].seq if recent else 0
@@ -265,6 +310,18 @@ class LegionApp(App[int]):
         self.for_you: dict[Channel, int] = {}
         self.inbox: list[Message] = actions.human_inbox(self.bus)
         self.inbox_ids = {m.id for m in self.inbox}
+        # The trackers' questions, read in a worker thread (`_load_asks`).
+        self.asks: tuple[TrackerAsk, ...] = ()
+        self.ask_troubles: tuple[str, ...] = ()
+        self.inbox_items: list[InboxItem] = []
+        self._asks_loading = False
+        self._answers_given = 0  # tracker answers so far: a reading begun before one is stale
+        self._answered: set[str] = set()  # ... and those it may still list
+        self._answering: set[str] = set()
+        # The board: its issues, and the highlighted one.
+        self.board: Board | None = None
+        self.board_cursor = 0
+        self._dispatching: set[str] = set()
         self.archived_expanded = False
         self.rows: list[Row] = []
         self.selected: Channel | None = channel
@@ -287,13 +344,14 @@ class LegionApp(App[int]):
                         id="chat-input",
                     )
                 with TabPane("F3 Inbox", id="inbox"):
+                    yield Static("", id="inbox-troubles")
                     yield DataTable(id="inbox-table", cursor_type="row", zebra_stripes=True)
                     yield Static("", id="inbox-detail")
                     yield Input(placeholder="Answer (Enter sends)", id="answer-input")
                 with TabPane("F4 Board", id="board"):
                     yield Static("", id="board-title", classes="view-title")
-                    with VerticalScroll(id="board-scroll"):
-                        yield Static("", id="board-lines")
+                    with BoardScroll(id="board-scroll"):
+                        yield BoardLines("", id="board-lines")
                 with TabPane("F5 Peek", id="peek"):
                     yield Static("", id="peek-title", classes="view-title")
                     with VerticalScroll(id="peek-scroll"):
@@ -321,6 +379,8 @@ class LegionApp(App[int]):
         self._refresh_counts()
         self.set_interval(self.poll_s, self._poll_messages)
         self.set_interval(self.refresh_s, self._refresh_tick)
+        self._load_asks()
+        self.set_interval(self.tracker_s, self._load_asks)
         self.query_one(ChatInput).focus()
 
     def on_resize(self, event: Resize) -> None:
@@ -545,31 +605,46 @@ class LegionApp(App[int]):
     # -- the inbox ----------------------------------------------------------------------------
 
     def _show_inbox(self) -> None:
+        """The bus's open questions and the trackers', oldest first."""
         table = self.query_one("#inbox-table", DataTable)
         current = self._inbox_question()
+        self.inbox_items = inbox_order(self.inbox, self.asks)
         table.clear()
-        for message in self.inbox:
-            first_line = message.body.strip().splitlines()[0] if message.body.strip() else ""
+        for item in self.inbox_items:
+            if isinstance(item, TrackerAsk):
+                table.add_row(
+                    self.format_time(item.asked_at),
+                    item.project,
+                    item.identifier,
+                    for_display(item.title),
+                    key=item.key,
+                )
+                continue
+            first_line = item.body.strip().splitlines()[0] if item.body.strip() else ""
             table.add_row(
-                self.format_time(message.created_at),
-                str(message.channel),
-                f"@{message.sender.rpartition('/')[2]}",
+                self.format_time(item.created_at),
+                str(item.channel),
+                f"@{item.sender.rpartition('/')[2]}",
                 first_line,
-                key=message.id,
+                key=item.id,
             )
-        ids = [m.id for m in self.inbox]
-        if current is not None and current.id in ids:
-            table.move_cursor(row=ids.index(current.id))
-        label = "F3 Inbox" + (f" {count_text(len(self.inbox))}" if self.inbox else "")
+        keys = [_inbox_key(item) for item in self.inbox_items]
+        if current is not None and _inbox_key(current) in keys:
+            table.move_cursor(row=keys.index(_inbox_key(current)))
+        count = len(self.inbox_items)
+        label = "F3 Inbox" + (f" {count_text(count)}" if count else "")
         self.query_one(TabbedContent).get_tab("inbox").label = label
+        troubles = self.query_one("#inbox-troubles", Static)
+        troubles.update(Text("\n".join(self.ask_troubles), style="bold"))
+        troubles.display = bool(self.ask_troubles)
         self._show_question()
 
-    def _inbox_question(self) -> Message | None:
+    def _inbox_question(self) -> InboxItem | None:
         table = self.query_one("#inbox-table", DataTable)
-        if not self.inbox or table.row_count == 0:
+        if not self.inbox_items or table.row_count == 0:
             return None
-        row = min(table.cursor_row, len(self.inbox) - 1)
-        return self.inbox[row] if row >= 0 else None
+        row = min(table.cursor_row, len(self.inbox_items) - 1)
+        return self.inbox_items[row] if row >= 0 else None
 
     @on(DataTable.RowHighlighted, "#inbox-table")
     def _show_question(self) -> None:
@@ -577,19 +652,37 @@ class LegionApp(App[int]):
         detail = self.query_one("#inbox-detail", Static)
         if question is None:
             detail.update("No open questions for you.")
-            return
-        detail.update(
-            Text.assemble(
-                (f"@{question.sender} asks in {question.channel}: ", "bold"),
-                question.body.strip(),
+        elif isinstance(question, TrackerAsk):
+            detail.update(
+                Text.assemble(
+                    (
+                        f"{question.project} {question.identifier} "
+                        f"{for_display(question.title)} asks: ",
+                        "bold",
+                    ),
+                    question_text(question.question),
+                )
             )
-        )
+        else:
+            detail.update(
+                Text.assemble(
+                    (f"@{question.sender} asks in {question.channel}: ", "bold"),
+                    question.body.strip(),
+                )
+            )
 
     @on(Input.Submitted, "#answer-input")
     def _answer(self, event: Input.Submitted) -> None:
         question = self._inbox_question()
         if question is None:
             self.notify("no question selected", severity="error")
+            return
+        if isinstance(question, TrackerAsk):
+            if question.key in self._answering:
+                self.notify(f"answering {question.identifier} already", severity="warning")
+                return
+            self._answering.add(question.key)
+            self._answer_ask(question, event.value)
             return
         posted = self._attempt(
             lambda: actions.reply(self.bus, self.human, question.id, event.value)
@@ -601,6 +694,56 @@ class LegionApp(App[int]):
         self._refresh_counts()
         self._poll_messages()
         self._wake(question.channel.project)
+
+    @work(thread=True, group="feedback")
+    def _answer_ask(self, ask: TrackerAsk, text: str) -> None:
+        # `legion feedback`'s: the tracker may be online, so off the app's thread.
+        try:
+            issue = self.sources.give_feedback(ask.project, ask.identifier, text)
+        except LegionError as exc:
+            self.call_from_thread(self._ask_refused, ask, one_line(str(exc)))
+            return
+        self.call_from_thread(self._ask_answered, ask, issue)
+
+    @while_open
+    def _ask_refused(self, ask: TrackerAsk, reason: str) -> None:
+        self._answering.discard(ask.key)
+        self.notify(reason, severity="error", markup=False)
+
+    @while_open
+    def _ask_answered(self, ask: TrackerAsk, issue: str) -> None:
+        self._answering.discard(ask.key)
+        self._answers_given += 1
+        self._answered.add(ask.key)
+        self.asks = tuple(a for a in self.asks if a.key != ask.key)
+        self.query_one("#answer-input", Input).value = ""
+        self.notify(f"answered {ask.project} {issue}: Legion relays it to the worker")
+        self._show_inbox()
+
+    @while_open
+    def _load_asks(self) -> None:
+        """Read the trackers' questions again, unless a reading is under way."""
+        if self._asks_loading:
+            return
+        self._asks_loading = True
+        self._read_asks(self._answers_given)
+
+    @work(thread=True, group="asks")
+    def _read_asks(self, answers_given: int) -> None:
+        found = self.sources.tracker_questions()
+        self.call_from_thread(self._show_asks, found, answers_given)
+
+    @while_open
+    def _show_asks(self, found: TrackerInbox, answers_given: int) -> None:
+        self._asks_loading = False
+        if answers_given == self._answers_given:
+            self._answered.clear()  # read after every answer given: it lists none of them
+        asks = tuple(a for a in found.questions if a.key not in self._answered)
+        if asks == self.asks and found.troubles == self.ask_troubles:
+            return
+        self.asks = asks
+        self.ask_troubles = found.troubles
+        self._show_inbox()
 
     # -- agents -------------------------------------------------------------------------------
 
@@ -654,7 +797,7 @@ class LegionApp(App[int]):
 
     @on(TabbedContent.TabActivated)
     def _view_shown(self, event: TabbedContent.TabActivated) -> None:
-        self.action_refresh_view()
+        self._reload_view()
         focus = {
             "chat": "#chat-input",
             "inbox": "#answer-input",
@@ -666,6 +809,12 @@ class LegionApp(App[int]):
             self.query_one(focus).focus()
 
     def action_refresh_view(self) -> None:
+        """Ctrl+R: the shown view read again now (in the inbox, the trackers too)."""
+        self._reload_view()
+        if self._view() == "inbox":
+            self._load_asks()
+
+    def _reload_view(self) -> None:
         view = self._view()
         if view == "board":
             self._load_board()
@@ -692,12 +841,105 @@ class LegionApp(App[int]):
         title = self.query_one("#board-title", Static)
         lines = self.query_one("#board-lines", Static)
         if isinstance(board, Unavailable):
+            self.board = None
             title.update(board.reason)
             lines.update("")
             return
-        counts = f"{len(board.issues)} issue{'' if len(board.issues) == 1 else 's'}"
-        title.update("\n".join([f"{board.project}: {counts}", *board.warnings]))
-        lines.update(board_text(board.issues))
+        # The highlight stays on its issue, wherever the issue moved.
+        current = self._board_issue()
+        ids = [issue.identifier for issue in board.issues]
+        if current is not None and current.identifier in ids:
+            self.board_cursor = ids.index(current.identifier)
+        self.board = board
+        self.board_cursor = max(0, min(self.board_cursor, len(board.issues) - 1))
+        self._render_board()
+
+    def _render_board(self) -> None:
+        board = self.board
+        if board is None:
+            return
+        issues = board.issues
+        counts = f"{len(issues)} issue{'' if len(issues) == 1 else 's'}"
+        current = self._board_issue()
+        hint = [dispatch_hint(current)] if current is not None else []
+        title = self.query_one("#board-title", Static)
+        title.update(Text("\n".join([f"{board.project}: {counts}", *hint, *board.warnings])))
+        cursor = self.board_cursor if issues else None
+        self.query_one("#board-lines", Static).update(board_text(issues, cursor))
+        self.call_after_refresh(self._board_cursor_in_view)
+
+    @while_open
+    def _board_cursor_in_view(self) -> None:
+        if self.board is None or not self.board.issues:
+            return
+        line = board_line_issues(self.board.issues).index(self.board_cursor)
+        if line == 1:
+            line = 0  # the first issue: its phase's heading in view too
+        scroll = self.query_one(BoardScroll)
+        height = scroll.scrollable_content_region.height
+        if line < scroll.scroll_y:
+            scroll.scroll_to(y=line, animate=False)
+        elif height and line >= scroll.scroll_y + height:
+            scroll.scroll_to(y=line - height + 1, animate=False)
+
+    def _board_issue(self) -> BoardIssue | None:
+        if self.board is None or not self.board.issues:
+            return None
+        return self.board.issues[min(self.board_cursor, len(self.board.issues) - 1)]
+
+    def action_board_move(self, delta: int) -> None:
+        if self.board is None or not self.board.issues:
+            return
+        moved = max(0, min(self.board_cursor + delta, len(self.board.issues) - 1))
+        if moved != self.board_cursor:
+            self.board_cursor = moved
+            self._render_board()
+
+    @on(BoardLines.Picked)
+    def _board_clicked(self, event: BoardLines.Picked) -> None:
+        self.query_one(BoardScroll).focus()
+        if self.board is None:
+            return
+        lines = board_line_issues(self.board.issues)
+        index = lines[event.line] if 0 <= event.line < len(lines) else None
+        if index is not None:
+            self.board_cursor = index
+            self._render_board()
+
+    def action_dispatch(self) -> None:
+        """`d` on the board: start the worker the decision table suggests for the highlighted
+        issue, as `legion dispatch ISSUE MODE` does."""
+        issue = self._board_issue()
+        if self.board is None or issue is None:
+            self.notify("no issue highlighted on the board", severity="warning")
+            return
+        choice = dispatch_choice(issue)
+        if isinstance(choice, str):
+            self.notify(choice, severity="warning", markup=False)
+            return
+        if choice.identifier in self._dispatching:
+            self.notify(f"dispatching {choice.identifier} already", severity="warning")
+            return
+        self._dispatching.add(choice.identifier)
+        self.notify(f"dispatching {choice.mode.value} for {choice.identifier}")
+        self._dispatch(self.board.project, choice)
+
+    @work(thread=True, group="dispatch")
+    def _dispatch(self, project: str, choice: DispatchChoice) -> None:
+        # Starting a session waits for it to begin: off the app's thread.
+        try:
+            said = self.sources.dispatch(project, choice.identifier, choice.mode)
+        except LegionError as exc:
+            self.call_from_thread(self._dispatched, choice, one_line(str(exc)), False)
+            return
+        self.call_from_thread(self._dispatched, choice, said, True)
+
+    @while_open
+    def _dispatched(self, choice: DispatchChoice, said: str, started: bool) -> None:
+        self._dispatching.discard(choice.identifier)
+        self.notify(said, severity="information" if started else "error", markup=False)
+        if self._view() == "board":
+            self._load_board()
 
     @work(thread=True, exclusive=True, group="peek")
     def _load_peek(self) -> None:
@@ -758,3 +1000,7 @@ class LegionApp(App[int]):
             return None
         except NoMatches:
             return None  # the app is closing: its widgets are gone
+
+
+def _inbox_key(item: InboxItem) -> str:
+    return item.key if isinstance(item, TrackerAsk) else item.id

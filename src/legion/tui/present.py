@@ -12,8 +12,8 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Protocol
+from datetime import UTC, datetime
+from typing import Protocol, TypeVar
 
 from rich.text import Text
 
@@ -26,7 +26,8 @@ from legion.bus.model import (
     Message,
     MessageKind,
 )
-from legion.core.model import Status
+from legion.core.decide import Action
+from legion.core.model import Mode, Status
 from legion.core.text import for_display
 
 # The seed's glyphs, and "-" for an idle agent (waiting for a prompt: nothing to see).
@@ -289,30 +290,147 @@ class BoardLine(Protocol):
     def worker(self) -> str: ...
     @property
     def review(self) -> str: ...
+    @property
+    def action(self) -> Action: ...
+    @property
+    def mode(self) -> Mode | None: ...
+    @property
+    def live(self) -> bool: ...
 
 
-def board_text(issues: Sequence[BoardLine]) -> Text:
+CURSOR_STYLE = "reverse"  # the board's highlighted issue (also marked with ">")
+
+
+def board_text(issues: Sequence[BoardLine], cursor: int | None = None) -> Text:
     """The issues under a heading per phase (in the order given), in aligned columns: the
     issue, its worker, its pull request's review, and its title last, where a narrow
-    screen cuts it."""
+    screen cuts it. `cursor`: the index of the highlighted issue (a `>` before it, in
+    reverse video)."""
     if not issues:
         return Text('No issues yet: `legion issue create "Title"` adds one.')
     widths = [max(len(getattr(i, name)) for i in issues) for name in ("identifier", "worker")]
     review_width = max(len(i.review) for i in issues)
     lines: list[Text] = []
     previous: Status | None = None
-    for issue in issues:
+    for index, issue in enumerate(issues):
         if issue.phase != previous:
             count = sum(1 for other in issues if other.phase == issue.phase)
             lines.append(Text(f"{issue.phase.value} ({count})", style="bold"))
             previous = issue.phase
         line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(f"  {issue.identifier:<{widths[0]}}  ", style="bold")
+        line.append("> " if index == cursor else "  ", style="bold")
+        line.append(f"{issue.identifier:<{widths[0]}}  ", style="bold")
         line.append(f"{issue.worker:<{widths[1]}}  ", style="dim" if issue.worker == "-" else "")
         line.append(f"{issue.review:<{review_width}}  ")
         line.append(for_display(issue.title))
+        if index == cursor:
+            line.stylize(CURSOR_STYLE)
         lines.append(line)
     return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
+
+
+def board_line_issues(issues: Sequence[BoardLine]) -> list[int | None]:
+    """For each line `board_text` shows, the index of its issue (None: a phase's heading)."""
+    found: list[int | None] = []
+    previous: Status | None = None
+    for index, issue in enumerate(issues):
+        if issue.phase != previous:
+            found.append(None)
+            previous = issue.phase
+        found.append(index)
+    return found
+
+
+# The suggestions the daemon carries out as a plain start of the suggested mode's worker
+# (`legion.reconcile`'s `dispatch`), which is what `legion dispatch ISSUE MODE` does. The
+# others do more than start a worker (clear labels, move the issue, resume a session with a
+# prompt of their own), so they are left to the daemon.
+DISPATCHABLE: frozenset[Action] = frozenset(
+    {
+        Action.DISPATCH_ARCHITECT,
+        Action.DISPATCH_PLANNER,
+        Action.DISPATCH_IMPLEMENTER,
+        Action.DISPATCH_REVIEWER,
+        Action.RESUME_IMPLEMENTER_FOR_RETRO,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchChoice:
+    """What `d` on the board starts: `legion dispatch IDENTIFIER MODE`."""
+
+    identifier: str
+    mode: Mode
+
+
+def dispatch_choice(issue: BoardLine) -> DispatchChoice | str:
+    """The worker `d` starts for `issue`: the mode the decision table suggests, when the
+    suggestion is to start one and the issue has no live worker; else why not, in a line."""
+    name = issue.identifier
+    if issue.live:
+        return f"{name} has a live worker ({issue.worker}): nothing to dispatch"
+    if issue.worker == "unknown":
+        return f"{name}: tmux did not answer, so whether it has a worker is unknown"
+    if issue.action is Action.SKIP:
+        return f"nothing to dispatch for {name} in {issue.phase.value} now (the table says skip)"
+    if issue.action not in DISPATCHABLE or issue.mode is None:
+        return f"{name}: the next step is {issue.action.value}, not a dispatch (the daemon's)"
+    return DispatchChoice(name, issue.mode)
+
+
+def dispatch_hint(issue: BoardLine) -> str:
+    """The board's line about its highlighted issue: what `d` would do."""
+    choice = dispatch_choice(issue)
+    if isinstance(choice, str):
+        return choice
+    return f"{choice.identifier}: d dispatches {choice.mode.value} ({issue.action.value})"
+
+
+# -- the inbox ----------------------------------------------------------------------------------
+
+
+class TrackerLine(Protocol):
+    """A question asked on a tracker (`legion.tui.sources.TrackerAsk`)."""
+
+    @property
+    def asked_at(self) -> str: ...
+
+
+Q = TypeVar("Q", bound=TrackerLine)
+_LONG_AGO = datetime.min.replace(tzinfo=UTC)
+
+
+def question_time(at: str) -> datetime:
+    """When a question was asked, for ordering (an unreadable time sorts first)."""
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        return _LONG_AGO
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def inbox_order(messages: Sequence[Message], asked: Sequence[Q]) -> list[Message | Q]:
+    """The bus's questions and the trackers' in one list, oldest first (stable: each keeps its
+    own order among equal times)."""
+    both: list[tuple[datetime, int, Message | Q]] = [
+        (question_time(m.created_at), n, m) for n, m in enumerate(messages)
+    ]
+    both += [(question_time(q.asked_at), len(both) + n, q) for n, q in enumerate(asked)]
+    return [item for _, _, item in sorted(both, key=lambda found: (found[0], found[1]))]
+
+
+def question_text(comment: str) -> str:
+    """A tracker question's text without its `## Question` heading."""
+    lines = comment.strip().splitlines()
+    if lines and lines[0].strip().lower().lstrip("#").strip() == "question":
+        lines = lines[1:]
+    return for_display("\n".join(lines).strip())
+
+
+def one_line(text: str) -> str:
+    """An error as one notification line."""
+    return " ".join(text.split())
 
 
 # -- peeking --------------------------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """What the TUI reads besides the bus: a project's board (`legion state`'s read model), an
-agent's screen and transcript (`legion peek`'s), the action log (`legion log`'s); and the two
-things it does outside the bus: closing a killed agent's window, waking a daemon.
+agent's screen and transcript (`legion peek`'s), the action log (`legion log`'s), the
+questions waiting on the trackers (`legion feedback`'s); and what it does outside the bus:
+closing a killed agent's window, waking a daemon, answering a tracker question
+(`legion feedback`'s `give_feedback`), starting a worker (`legion dispatch`'s
+`WorkerManager.dispatch`).
 
 Each call may be slow (a tracker over the network, tmux, transcripts) and runs in a worker
 thread of the TUI, so each opens what it needs and closes it (a SQLite connection belongs to
@@ -17,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from legion.bus.model import ORCHESTRATOR_NAME, Agent
-from legion.core.model import Status
-from legion.errors import LegionError
-from legion.tui.present import last_screen_lines, transcript_lines
+from legion.core.decide import Action
+from legion.core.model import Mode, Status
+from legion.errors import ConflictError, LegionError
+from legion.tui.present import last_screen_lines, one_line, transcript_lines
 
 if TYPE_CHECKING:
     from legion.backends import Backends
@@ -55,6 +59,9 @@ class BoardIssue:
     title: str
     worker: str  # "implement running", "-" with none, "unknown" when tmux did not answer
     review: str  # "#3 approved", "#3 draft", "-" without a pull request
+    action: Action = Action.SKIP  # what the decision table suggests (`legion state`'s)
+    mode: Mode | None = None  # the worker it starts or resumes
+    live: bool = False  # a live worker works on it
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +95,27 @@ class ActionLogView:
     lines: tuple[LogLine, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class TrackerAsk:
+    """An issue waiting for a human's answer (`legion.feedback.waiting_for_human`)."""
+
+    project: str  # the project's name on the bus
+    identifier: str
+    title: str
+    question: str  # the question comment (or the title when there is none)
+    asked_at: str
+
+    @property
+    def key(self) -> str:
+        return f"t:{self.project}:{self.identifier}"
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerInbox:
+    questions: tuple[TrackerAsk, ...]
+    troubles: tuple[str, ...]  # a project that could not be opened or read: why, in a line
+
+
 class Sources(Protocol):
     """The TUI's reads and deeds outside the bus. Called from worker threads."""
 
@@ -106,6 +134,21 @@ class Sources(Protocol):
 
     def wake(self, project: str) -> None:
         """Have the project's daemon deliver now (nothing when none runs)."""
+        ...
+
+    def tracker_questions(self) -> TrackerInbox:
+        """Every issue waiting for a human, in every project the bus knows."""
+        ...
+
+    def give_feedback(self, project: str, issue: str, text: str) -> str:
+        """Answer `issue` of project `project` (its name on the bus), as `legion feedback`
+        does, and wake its daemon, which relays the answer to the worker; the issue's
+        identifier. A `LegionError` when refused."""
+        ...
+
+    def dispatch(self, project: str, issue: str, mode: Mode) -> str:
+        """Start `mode`'s worker for `issue` of project `project` (as the board named it), as
+        `legion dispatch` does; what was started, in a line. A `LegionError` when refused."""
         ...
 
 
@@ -200,6 +243,9 @@ class ProjectSources:
                     title=state.issue.title,
                     worker=workers.get(state.issue.identifier, "unknown" if warnings else "-"),
                     review=_review(state.pr, state.pr_review.value),
+                    action=state.decision.action,
+                    mode=state.decision.mode,
+                    live=state.has_live_worker,
                 )
                 for state in snapshot.issues
             ),
@@ -283,6 +329,80 @@ class ProjectSources:
         found = self.project(project)
         if not isinstance(found, Unavailable) and _name(found) == project:
             notify(found)
+
+    # -- the trackers -------------------------------------------------------------------------
+
+    def tracker_questions(self) -> TrackerInbox:
+        from legion.config import load_project
+        from legion.feedback import waiting_for_human
+
+        try:
+            known = self.known_projects()
+        except LegionError as exc:
+            reason = one_line(str(exc))
+            return TrackerInbox((), (f"the projects on the bus cannot be listed: {reason}",))
+        asks: list[TrackerAsk] = []
+        troubles: list[str] = []
+        for name, root in sorted(known.items()):
+            try:
+                project = load_project(root, self.env)
+            except (LegionError, OSError) as exc:
+                troubles.append(f"project {name} cannot be opened: {one_line(str(exc))}")
+                continue
+            try:
+                with self._backends(project) as backends:
+                    waiting = waiting_for_human(backends.tracker)
+            except (LegionError, OSError) as exc:
+                troubles.append(f"project {name}: its tracker cannot be read: {one_line(str(exc))}")
+                continue
+            asks += (
+                TrackerAsk(name, q.issue.identifier, q.issue.title, q.question, q.asked_at)
+                for q in waiting
+            )
+        return TrackerInbox(tuple(asks), tuple(troubles))
+
+    def give_feedback(self, project: str, issue: str, text: str) -> str:
+        # `legion feedback`'s steps: the same check of the text, the same function, the same
+        # author, and the daemon told (`legion.cli.common.changed`).
+        from legion.cli.common import default_author
+        from legion.core.text import clean_comment
+        from legion.daemon_link import notify
+        from legion.feedback import give_feedback
+
+        clean_comment(text)
+        found = self._named(project)
+        with self._backends(found) as backends:
+            updated, _ = give_feedback(backends.tracker, issue, text, author=default_author())
+        notify(found)
+        return updated.identifier
+
+    def dispatch(self, project: str, issue: str, mode: Mode) -> str:
+        # `legion dispatch`'s steps: who may start sessions, then the worker manager's
+        # `dispatch` (which refuses an issue with a live worker).
+        from legion.cli.common import require_spawner
+
+        require_spawner("start workers")
+        found = self._named(project)
+        with self._backends(found) as backends:
+            view = self._workers(found, backends).dispatch(issue, mode)
+        record = view.record
+        return (
+            f"{record.issue}: {mode.value} worker started in window {record.window} "
+            f"(session {record.session_id})"
+        )
+
+    def _named(self, name: str) -> Project:
+        """Project `name` as the TUI showed it: where the bus says it lives, or the one here
+        when that is its name; never another."""
+        found = self.project(name)
+        if isinstance(found, Unavailable):
+            raise ConflictError(found.reason)
+        if _name(found) != name:
+            raise ConflictError(
+                f"project {name}'s folder is not known (Legion learns it when it starts a "
+                "session there)"
+            )
+        return found
 
 
 class _NoWorker(LegionError):

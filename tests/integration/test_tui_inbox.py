@@ -1,0 +1,142 @@
+"""The TUI's tracker inbox and board dispatch on a real project (`legion init`, the embedded
+tracker): a question a worker escalated on the tracker shows in the inbox with the bus's, is
+answered in place through `legion feedback`'s function, and leaves; `d` on the board goes
+through `open_workers(...).dispatch`, as `legion dispatch` does."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from textual.widgets import DataTable
+
+from legion.bus.store import SqliteBus
+from legion.core.model import Mode
+from legion.tui.sources import Board, ProjectSources, TrackerInbox
+from tests.conftest import LegionRunner
+from tests.unit.test_tui import RecordingApp, run, settle, until_said, until_shown
+
+
+def sources(project: Path, bus_path: Path) -> ProjectSources:
+    env = dict(os.environ)
+    env["LEGION_TMUX_SOCKET"] = str(project.parent / "tmux.sock")  # a tmux server nobody started
+
+    def known() -> dict[str, Path]:
+        bus = SqliteBus(bus_path)
+        try:
+            return bus.projects()
+        finally:
+            bus.close()
+
+    return ProjectSources(env, project, known)
+
+
+def ask_on_the_tracker(legion: LegionRunner) -> None:
+    """LEG-1 waits for a human, as a worker leaves it when it escalates a question."""
+    assert legion("issue", "create", "Add a flag").returncode == 0
+    question = "## Question\n\nShould the flag be --verbose or -v?"
+    assert legion("issue", "comment", "LEG-1", "--body", question).returncode == 0
+    assert legion("issue", "label", "LEG-1", "--add", "user-input-needed").returncode == 0
+
+
+def test_a_tracker_question_is_answered_from_the_inbox(
+    project: Path, legion: LegionRunner, tmp_path: Path
+) -> None:
+    ask_on_the_tracker(legion)
+    bus_path = tmp_path / "bus.db"
+    bus = SqliteBus(bus_path)
+    bus.record_project("repo", project)
+    bus.record_project("ghost", tmp_path / "gone")  # a project whose folder is gone
+    bus.close()
+    here = sources(project, bus_path)
+
+    async def scenario() -> None:
+        app = RecordingApp(lambda: SqliteBus(bus_path), here, format_time=lambda _: "12:00")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            await pilot.press("f3")
+            text = await until_shown(pilot, app, "LEG-1", "Should the flag be --verbose or -v?")
+            assert "F3 Inbox 1" in text
+            assert "repo LEG-1 Add a flag asks:" in text
+            assert "project ghost cannot be opened: " in text
+            await pilot.press(*"--verbose", "enter")
+            await until_said(pilot, app, "answered repo LEG-1")
+            await until_shown(pilot, app, "No open questions for you.")
+            assert app.query_one("#inbox-table", DataTable).row_count == 0
+            await pilot.press("ctrl+r")  # read again: the tracker no longer lists it
+            await settle(pilot, 0.5)
+            assert app.query_one("#inbox-table", DataTable).row_count == 0
+            assert "F3 Inbox 1" not in await until_shown(pilot, app, "F3 Inbox")
+
+    run(scenario)
+    shown = legion("issue", "show", "LEG-1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    issue = json.loads(shown.stdout)
+    assert "user-feedback-given" in issue["labels"]
+    assert issue["comments"][-1]["body"] == "--verbose"
+    assert isinstance(here.tracker_questions(), TrackerInbox)
+    assert here.tracker_questions().questions == ()
+
+
+def test_feedback_is_refused_for_an_issue_not_waiting(
+    project: Path, legion: LegionRunner, tmp_path: Path
+) -> None:
+    assert legion("issue", "create", "Add a flag").returncode == 0
+    bus_path = tmp_path / "bus.db"
+    SqliteBus(bus_path).record_project("repo", project)
+    from legion.errors import ConflictError
+
+    with pytest.raises(ConflictError, match="not waiting for an answer"):
+        sources(project, bus_path).give_feedback("repo", "LEG-1", "yes")
+
+
+class FakeWorkers:
+    """`open_workers(...)`'s manager, recording `dispatch` (no Claude Code starts here)."""
+
+    def __init__(self, calls: list[tuple[str, Mode]]) -> None:
+        self.calls = calls
+
+    def views(self) -> list[Any]:
+        return []
+
+    def dispatch(self, issue: str, mode: Mode) -> Any:
+        self.calls.append((issue, mode))
+        window = f"{issue.lower()}-{mode.value}"
+        return SimpleNamespace(record=SimpleNamespace(issue=issue, window=window, session_id="s"))
+
+
+def test_the_board_dispatch_goes_through_open_workers(
+    project: Path, legion: LegionRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert legion("issue", "create", "Add a flag").returncode == 0  # Todo: plan it
+    calls: list[tuple[str, Mode]] = []
+
+    def open_workers(project: Any, backends: Any, env: Mapping[str, str] | None = None) -> Any:
+        return FakeWorkers(calls)
+
+    monkeypatch.setattr("legion.backends.open_workers", open_workers)
+    bus_path = tmp_path / "bus.db"
+    SqliteBus(bus_path).record_project("repo", project)
+    here = sources(project, bus_path)
+    board = here.board(None)
+    assert isinstance(board, Board), board
+    assert [(i.identifier, i.action.value, i.mode, i.live) for i in board.issues] == [
+        ("LEG-1", "dispatch_planner", Mode.PLAN, False)
+    ]
+
+    async def scenario() -> None:
+        app = RecordingApp(lambda: SqliteBus(bus_path), here, format_time=lambda _: "12:00")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            await pilot.press("f4")
+            await until_shown(pilot, app, "> LEG-1", "LEG-1: d dispatches plan")
+            await pilot.press("d")
+            await until_said(pilot, app, "LEG-1: plan worker started in window leg-1-plan")
+
+    run(scenario)
+    assert calls == [("LEG-1", Mode.PLAN)]
