@@ -180,7 +180,7 @@ def add_worker(
     workspace = project.root.parent / "ws" / issue.lower()
     workspace.mkdir(parents=True, exist_ok=True)
     name = window_name(issue, Mode.PLAN)
-    transcript = daemon.workers.claude.transcript(daemon.env, workspace, sid)
+    transcript = daemon.workers.runtime.transcript(daemon.env, workspace, sid)
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text(transcript_body + END_TURN, encoding="utf-8")
     backdate(transcript)

@@ -132,7 +132,7 @@ def open_workers(
         registry=Registry(backends.db),
         tmux=Tmux(socket=settings.tmux_socket, config=settings.tmux_config),
         workspaces=_workspaces(project, base),
-        claude=ClaudeRuntime(
+        runtime=ClaudeRuntime(
             settings=settings,
             permission_mode=settings.permission_mode,
             extra_args=settings.claude_args,

@@ -51,8 +51,6 @@ from legion.reconcile import START_FAILURES, Reconciler
 from legion.relay import relay_needed
 from legion.relay.server import RelayServer, relay_server
 from legion.runtime import hooks
-from legion.runtime.claude_paths import newest_activity
-from legion.runtime.transcript import summarize_file
 from legion.runtime.workers import WorkerManager, WorkerState, classify
 from legion.statefiles import open_private, touch_private, write_private
 
@@ -82,10 +80,10 @@ def controller_state_of(
     """The controller's state (as a worker's) and its last transcript activity."""
     window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
     sid = controller_session_id(project.settings.project_id)
-    transcript = workers.claude.transcript(workers.env, project.root, sid)
+    transcript = workers.runtime.transcript(workers.env, project.root, sid)
     alive = window is not None and not window.pane_dead
-    summary = summarize_file(transcript) if alive else None
-    return classify(alive, summary), newest_activity(transcript)
+    summary = workers.runtime.summarize(transcript) if alive else None
+    return classify(alive, summary), workers.runtime.last_activity(transcript)
 
 
 @dataclass
@@ -334,7 +332,7 @@ class Daemon:
         return controller_session_id(self.project.settings.project_id)
 
     def controller_transcript(self) -> Path:
-        return self.workers.claude.transcript(self.env, self.project.root, self.controller_session)
+        return self.workers.runtime.transcript(self.env, self.project.root, self.controller_session)
 
     def controller_state(self) -> tuple[WorkerState, float | None]:
         return controller_state_of(self.project, self.workers)
@@ -563,7 +561,7 @@ class Daemon:
         due = [item for item in due if item.message.id not in handed]
         transcript = target.transcript if target is not None else None
         if transcript is None:
-            transcript = self.workers.claude.transcript(
+            transcript = self.workers.runtime.transcript(
                 self.env, self._workspace_of(agent), agent.session_id
             )
         # An earlier attempt may have got through just before the daemon died: the transcript

@@ -35,7 +35,7 @@ def test_each_phase_gets_the_tokens_of_its_own_time(legion: LegionRunner, projec
                 "ended_at) VALUES ('LEG-1', ?, ?, 'w', ?, ?, ?)",
                 (mode, implement, str(project), started, ended),
             )
-    transcript = workers.claude.transcript(workers.env, project, implement)
+    transcript = workers.runtime.transcript(workers.env, project, implement)
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text(
         _response("a", "2026-01-01T10:05:00.000Z", 100)
@@ -68,7 +68,7 @@ def test_a_spent_budget_starts_no_worker_and_asks_a_human_whose_answer_allows_on
             "'2026-01-01T11:00:00Z')",
             (plan, str(project)),
         )
-    transcript = workers.claude.transcript(workers.env, project, plan)
+    transcript = workers.runtime.transcript(workers.env, project, plan)
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text(_response("a", "2026-01-01T10:05:00.000Z", 1500))  # 2,500 tokens
     reconciler = Reconciler(

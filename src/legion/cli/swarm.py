@@ -122,9 +122,9 @@ def _preflight(project: Project) -> list[str]:
 
     workers = open_workers(project, open_backends(project))
     workers.tmux.run("-V")
-    workers.claude.executable()
+    workers.runtime.executable()
     # The controller runs in the repository: Claude Code must be set up and trust it.
-    workers.claude.prepare(os.environ, project.root)
+    workers.runtime.prepare(os.environ, project.root)
     notes: list[str] = []
     try:
         from legion import skills

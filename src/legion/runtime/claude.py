@@ -21,9 +21,11 @@ from typing import Any
 
 from legion.config import Settings
 from legion.core.model import Mode, normalize_identifier
+from legion.core.usage import Usage
 from legion.errors import ConfigError
 from legion.runtime import claude_bin, hooks
-from legion.runtime.claude_paths import global_config_file, transcript_path
+from legion.runtime.claude_paths import global_config_file, newest_activity, transcript_path
+from legion.runtime.transcript import TranscriptSummary, session_usage, summarize_file
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
 _API_KEY_VARIABLES = ("ANTHROPIC_API_KEY",)
@@ -72,6 +74,8 @@ def _settings_object(value: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ClaudeRuntime:
+    """Claude Code, as an `AgentRuntime` (`legion.runtime.base`)."""
+
     settings: Settings | None = None  # its claude_bin; None: Legion's install, then PATH
     permission_mode: str = "bypass"
     extra_args: tuple[str, ...] = ()
@@ -126,8 +130,27 @@ class ClaudeRuntime:
             extra["IS_SANDBOX"] = "1"
         return extra
 
+    @property
+    def name(self) -> str:
+        return "claude-code"
+
     def transcript(self, env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
         return transcript_path(env, workspace, session_id)
+
+    def summarize(self, transcript: Path) -> TranscriptSummary | None:
+        return summarize_file(transcript)
+
+    def last_activity(self, transcript: Path) -> float | None:
+        return newest_activity(transcript)
+
+    def usage(self, transcript: Path) -> list[tuple[str, Usage]]:
+        return session_usage(transcript)
+
+    def first_run_dialog(self, screen: str) -> tuple[str, list[str]] | None:
+        return first_run_dialog_keys(screen)
+
+    def worker_prompt(self, issue: str, mode: Mode) -> str:
+        return worker_prompt(issue, mode)
 
     def prepare(self, env: Mapping[str, str], workspace: Path) -> None:
         """Answer the CLI's first-run questions for this workspace the way the user's config

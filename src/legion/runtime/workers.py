@@ -35,8 +35,8 @@ from legion.locking import exclusive
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import hooks, launch
-from legion.runtime.claude import CURSOR, ClaudeRuntime, first_run_dialog_keys, worker_prompt
-from legion.runtime.claude_paths import newest_activity
+from legion.runtime.base import AgentRuntime
+from legion.runtime.claude import CURSOR
 from legion.runtime.registry import Registry, WorkerRecord
 from legion.runtime.tmux import (
     Tmux,
@@ -50,8 +50,6 @@ from legion.runtime.transcript import (
     PendingQuestion,
     TranscriptSummary,
     Turn,
-    session_usage,
-    summarize_file,
 )
 from legion.statefiles import write_private
 from legion.trackers.base import Tracker
@@ -204,7 +202,7 @@ class WorkerManager:
         registry: Registry,
         tmux: Tmux,
         workspaces: Workspaces,
-        claude: ClaudeRuntime,
+        runtime: AgentRuntime,
         env: Mapping[str, str],
         capabilities: Capabilities | None = None,
     ) -> None:
@@ -215,7 +213,7 @@ class WorkerManager:
         self.registry = registry
         self.tmux = tmux
         self.workspaces = workspaces
-        self.claude = claude
+        self.runtime = runtime  # the agent CLI its sessions run (Claude Code)
         self.env = env
         self.capabilities = capabilities
         self._starting: list[_Starting] = []
@@ -238,12 +236,19 @@ class WorkerManager:
         for record in records:
             window = windows.get(record.window)
             alive = window is not None and not window.pane_dead
-            transcript = self.claude.transcript(self.env, record.workspace, record.session_id)
-            summary = summarize_file(transcript) if alive else None
+            transcript = self.runtime.transcript(self.env, record.workspace, record.session_id)
+            summary = self.runtime.summarize(transcript) if alive else None
             state = classify(alive, summary)
             question = summary.pending_question if summary is not None else None
             views.append(
-                WorkerView(record, window, state, transcript, newest_activity(transcript), question)
+                WorkerView(
+                    record,
+                    window,
+                    state,
+                    transcript,
+                    self.runtime.last_activity(transcript),
+                    question,
+                )
             )
         return views
 
@@ -260,11 +265,11 @@ class WorkerManager:
         found: dict[str, dict[str, Usage]] = {}
         for records in by_session.values():
             records.sort(key=lambda r: (r.started_at, r.id))
-            transcript = self.claude.transcript(
+            transcript = self.runtime.transcript(
                 self.env, records[0].workspace, records[0].session_id
             )
             starts = [_instant(r.started_at) for r in records]
-            for when, used in session_usage(transcript):
+            for when, used in self.runtime.usage(transcript):
                 at = _instant(when)
                 index = max(0, bisect.bisect_right(starts, at) - 1)
                 record = records[index]
@@ -298,7 +303,7 @@ class WorkerManager:
                 )
             workspace = self.workspaces.ensure(identifier)
             return self._start(
-                identifier, mode, workspace.path, worker_prompt(identifier, mode), wait
+                identifier, mode, workspace.path, self.runtime.worker_prompt(identifier, mode), wait
             )
 
     @contextmanager
@@ -356,7 +361,7 @@ class WorkerManager:
         self, issue: str, mode: Mode, workspace: Path, prompt: str, wait: bool
     ) -> WorkerView:
         sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
-        transcript = self.claude.transcript(self.env, workspace, sid)
+        transcript = self.runtime.transcript(self.env, workspace, sid)
         size_before = _size(transcript)
         name = window_name(issue, mode)
         # Recorded before `worker-active` goes on and before the window exists: a crash after
@@ -405,10 +410,10 @@ class WorkerManager:
         Whatever still runs that session, or holds the name, is closed first, and its process
         waited for: one session never runs in two processes, even for a moment (a window left
         by a crash, a stuck controller, a dead pane kept for `peek`)."""
-        self.claude.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
-        self.claude.prepare(self.env, cwd)
+        self.runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
+        self.runtime.prepare(self.env, cwd)
         env = {key: value for key, value in self.env.items() if inheritable(key)}
-        env |= self.claude.environment(self.env)
+        env |= self.runtime.environment(self.env)
         env |= {
             "LEGION_REPO": str(self.project.root),
             # The session's `legion` is this one, whatever the PATH it inherited holds.
@@ -429,12 +434,12 @@ class WorkerManager:
         self._stop_stray(sid)
         self._ensure_session()  # closing the last window ends the session
         # Decided only now: a leftover that was starting may have written the transcript.
-        transcript = self.claude.transcript(self.env, cwd, sid)
+        transcript = self.runtime.transcript(self.env, cwd, sid)
         agent = self._register_on_bus(sid, extra_env.get("LEGION_MODE", ""), cwd)
         if agent is not None:
             # What the session's `legion ask`/`complete` carry: a replaced session's are stale.
             env["LEGION_SPAWN_INSTANCE"] = str(agent.spawn_instance)
-        argv = self.claude.command(
+        argv = self.runtime.command(
             sid, prompt, resume=transcript.exists(), hook_settings=self._hook_settings(sid)
         )
         handover = launch.Handover(self.project.state_dir / "launch", argv, cwd, env)
@@ -566,7 +571,7 @@ class WorkerManager:
                         if handover := self._handovers.pop(item.window_id, None):
                             handover.cancel()  # its reader is gone: do not wait for it
                         continue
-                    dialog = first_run_dialog_keys(screen)
+                    dialog = self.runtime.first_run_dialog(screen)
                     # One answer per dialog: give the screen time to move on before looking again.
                     if dialog is not None and time.monotonic() - item.answered_at > 0.7:
                         for key in dialog[1]:
@@ -623,7 +628,7 @@ class WorkerManager:
             self.tmux.send_keys(target, "1")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            summary = summarize_file(view.transcript)
+            summary = self.runtime.summarize(view.transcript)
             pending = summary.pending_question if summary else None
             if pending is None or pending.tool_use_id != view.question.tool_use_id:
                 # Answered: the issue no longer waits for a human.

@@ -1,0 +1,75 @@
+"""What Legion needs from an agent runtime (a coding agent's CLI it runs in tmux): the
+protocol the worker manager, the daemon and the TUI use, so that Claude Code is one
+implementation (`legion.runtime.claude.ClaudeRuntime`) and another CLI can be a second.
+
+A session is known by the deterministic id Legion gives it; the runtime says how to start or
+resume it in a workspace with a prompt, where its own record of the conversation lives (the
+transcript), and how to read that record: the turn's state and any pending question, the time
+of its last activity, and the tokens it used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from legion.core.model import Mode
+from legion.core.usage import Usage
+from legion.runtime.transcript import TranscriptSummary
+
+
+class AgentRuntime(Protocol):
+    @property
+    def name(self) -> str:
+        """How the bus and the config name it (`claude-code`)."""
+        ...
+
+    def executable(self) -> str:
+        """The CLI to run; a `ToolMissingError` saying how to get it when there is none."""
+        ...
+
+    def command(
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        resume: bool,
+        hook_settings: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """argv that starts session `session_id` (or resumes it) with `prompt`; `hook_settings`
+        are Legion's hooks for it, where the runtime has hooks."""
+        ...
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """Variables the CLI needs besides those it inherits."""
+        ...
+
+    def prepare(self, env: Mapping[str, str], workspace: Path) -> None:
+        """Answer the CLI's first-run questions for this workspace, as the user's config
+        already does, so an unattended session does not stop at one."""
+        ...
+
+    def transcript(self, env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
+        """Where the session's record of the conversation is (it may not exist yet)."""
+        ...
+
+    def summarize(self, transcript: Path) -> TranscriptSummary | None:
+        """The turn's state and any pending question; None when there is no transcript."""
+        ...
+
+    def last_activity(self, transcript: Path) -> float | None:
+        """When the session (its subagents included) last wrote, in seconds since the epoch."""
+        ...
+
+    def usage(self, transcript: Path) -> list[tuple[str, Usage]]:
+        """Each model response of the session: (when, its tokens)."""
+        ...
+
+    def first_run_dialog(self, screen: str) -> tuple[str, list[str]] | None:
+        """When `screen` shows one of the CLI's first-run dialogs: the choice and the keys."""
+        ...
+
+    def worker_prompt(self, issue: str, mode: Mode) -> str:
+        """The first prompt of a worker in `mode` on `issue` (how its skill is invoked)."""
+        ...
