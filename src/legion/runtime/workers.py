@@ -515,7 +515,12 @@ class WorkerManager:
             bus = open_bus(self.env)
             try:
                 return register_session(
-                    bus, self.project, mode=mode, session_id=sid, workspace=workspace
+                    bus,
+                    self.project,
+                    mode=mode,
+                    session_id=sid,
+                    workspace=workspace,
+                    runtime=self.runtime.name,
                 )
             finally:
                 bus.close()
