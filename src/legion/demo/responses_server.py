@@ -29,27 +29,28 @@ Standalone use:
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import itertools
 import json
-import re
-import signal
 import sys
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, Self
-from urllib.parse import parse_qs, urlsplit
+from typing import Any, Literal
 
-from legion.demo.model_server import example_for_schema
+from legion.demo import scripted
+from legion.demo.scripted import chunks, estimate_tokens, new_id
 
-JSON = dict[str, Any]
+# Shared with legion.demo.model_server, named here as before.
+JSON = scripted.JSON
+FALLBACK_TEXT = scripted.FALLBACK_TEXT
+SIDE_TEXT = scripted.SIDE_TEXT
+REDACTED_HEADERS = scripted.REDACTED_HEADERS
+TextBlock = scripted.TextBlock
+PauseBlock = scripted.PauseBlock
+text = scripted.text
+pause = scripted.pause
+example_for_schema = scripted.example_for_schema
 
 # A model of Codex 0.169.0's bundled catalog (an unknown one gets a "model metadata not found"
 # warning) whose tools come as a plain `tools` list with `exec_command` (the gpt-6 models get a
@@ -57,9 +58,6 @@ JSON = dict[str, Any]
 # entry offers an upgrade, so `codex_config_toml` marks that migration as seen.
 DEFAULT_MODEL = "gpt-5.5"
 MIGRATION_TARGET = "gpt-6-sol"
-FALLBACK_TEXT = "(fake model: no scripted turn left)"
-SIDE_TEXT = "ok"
-REDACTED_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
 
 # The shell tool of Codex 0.169.0 (unified exec): `exec_command {"cmd": ...}`.
 SHELL_TOOL = "exec_command"
@@ -105,13 +103,8 @@ TOOL_OUTPUT_TYPES = frozenset(
 )
 
 # --------------------------------------------------------------------------------------------
-# Script model
+# Script model (`TextBlock`, `PauseBlock`, `text` and `pause` are `legion.demo.scripted`'s)
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TextBlock:
-    text: str
 
 
 @dataclass(frozen=True)
@@ -121,19 +114,8 @@ class FunctionCallBlock:
     call_id: str | None = None  # generated (call_...) when None
 
 
-@dataclass(frozen=True)
-class PauseBlock:
-    """Not content: the server waits `seconds` at this point of the stream (busy UI in tests)."""
-
-    seconds: float
-
-
 Block = TextBlock | FunctionCallBlock | PauseBlock
 Turn = Sequence[Block]
-
-
-def text(value: str) -> TextBlock:
-    return TextBlock(value)
 
 
 def function_call(
@@ -144,10 +126,6 @@ def function_call(
 
 # The model_server name, so scripts for both servers read the same.
 tool_use = function_call
-
-
-def pause(seconds: float) -> PauseBlock:
-    return PauseBlock(seconds)
 
 
 def exec_command(cmd: str, **extra: Any) -> FunctionCallBlock:
@@ -162,115 +140,42 @@ def bash(command: str, description: str = "") -> FunctionCallBlock:
     return exec_command(command)
 
 
-@dataclass
-class Scenario:
+class Scenario(scripted.Scenario[FunctionCallBlock]):
     """Turns to play when the latest human prompt matches `match` (substring, or `re.search`
     when `regex`)."""
 
-    match: str
-    turns: Sequence[Turn]
-    name: str = ""
-    regex: bool = False
 
-    def __post_init__(self) -> None:
-        if not self.name:
-            self.name = self.match
-        self._pattern = re.compile(self.match) if self.regex else None
+class Script(scripted.Script[FunctionCallBlock, Scenario]):
+    # JSON form: {"scenarios": [{"name": "hi", "match": "say hi", "regex": false,
+    #                            "turns": [[{"type": "text", "text": "hi"}],
+    #                                      [{"type": "function_call", "name": "exec_command",
+    #                                        "arguments": {"cmd": "ls"}}]]}],
+    #             "fallback_text": "...", "side_text": "..."}
+    # (a model_server "tool_use" block, `input` and `id`, is read as a function_call too)
 
-    def matches(self, prompt: str) -> bool:
-        if self._pattern is not None:
-            return self._pattern.search(prompt) is not None
-        return self.match in prompt
-
-
-@dataclass
-class Script:
-    scenarios: list[Scenario] = field(default_factory=list)
-    fallback_text: str = FALLBACK_TEXT
-    side_text: str = SIDE_TEXT
-
-    def find(self, prompt: str) -> Scenario | None:
-        for scenario in self.scenarios:
-            if scenario.matches(prompt):
-                return scenario
-        return None
-
-    # ---- JSON form ------------------------------------------------------------------------
-    # {"scenarios": [{"name": "hi", "match": "say hi", "regex": false,
-    #                 "turns": [[{"type": "text", "text": "hi"}],
-    #                           [{"type": "function_call", "name": "exec_command",
-    #                             "arguments": {"cmd": "ls"}}]]}],
-    #  "fallback_text": "...", "side_text": "..."}
+    scenario_type = Scenario
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Script:
-        scenarios = []
-        for raw in data.get("scenarios", []):
-            turns = [[_block_from_json(b) for b in turn] for turn in raw.get("turns", [])]
-            scenarios.append(
-                Scenario(
-                    match=str(raw["match"]),
-                    turns=turns,
-                    name=str(raw.get("name", "")),
-                    regex=bool(raw.get("regex", False)),
-                )
-            )
-        return cls(
-            scenarios=scenarios,
-            fallback_text=str(data.get("fallback_text", FALLBACK_TEXT)),
-            side_text=str(data.get("side_text", SIDE_TEXT)),
-        )
-
-    @classmethod
-    def load(cls, path: str | Path) -> Script:
-        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
-
-    def to_json(self) -> JSON:
-        return {
-            "scenarios": [
-                {
-                    "name": s.name,
-                    "match": s.match,
-                    "regex": s.regex,
-                    "turns": [[_block_to_json(b) for b in turn] for turn in s.turns],
-                }
-                for s in self.scenarios
-            ],
-            "fallback_text": self.fallback_text,
-            "side_text": self.side_text,
-        }
-
-    def dump(self, path: str | Path) -> Path:
-        out = Path(path)
-        out.write_text(json.dumps(self.to_json(), indent=2), encoding="utf-8")
-        return out
-
-
-def _block_from_json(raw: Mapping[str, Any]) -> Block:
-    kind = raw.get("type")
-    if kind == "text":
-        return TextBlock(str(raw["text"]))
-    if kind in ("function_call", "tool_use"):
+    def tool_from_json(cls, kind: Any, raw: Mapping[str, Any]) -> FunctionCallBlock | None:
+        if kind not in ("function_call", "tool_use"):
+            return None
         arguments = raw.get("arguments", raw.get("input", {}))
         if isinstance(arguments, str):
             arguments = json.loads(arguments)
         return FunctionCallBlock(
             str(raw["name"]), dict(arguments), raw.get("call_id", raw.get("id"))
         )
-    if kind == "pause":
-        return PauseBlock(float(raw["seconds"]))
-    raise ValueError(f"unknown block type in script: {kind!r}")
 
-
-def _block_to_json(block: Block) -> JSON:
-    if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text}
-    if isinstance(block, PauseBlock):
-        return {"type": "pause", "seconds": block.seconds}
-    out: JSON = {"type": "function_call", "name": block.name, "arguments": dict(block.arguments)}
-    if block.call_id is not None:
-        out["call_id"] = block.call_id
-    return out
+    @classmethod
+    def tool_to_json(cls, block: FunctionCallBlock) -> JSON:
+        out: JSON = {
+            "type": "function_call",
+            "name": block.name,
+            "arguments": dict(block.arguments),
+        }
+        if block.call_id is not None:
+            out["call_id"] = block.call_id
+        return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,22 +318,7 @@ def output_text(item: Mapping[str, Any]) -> str:
 Kind = Literal["scripted", "fallback", "side", "models", "other", "outbound", "not_found"]
 
 
-@dataclass
-class RecordedRequest:
-    seq: int
-    time: float
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: Any
-    kind: Kind
-    scenario: str | None = None
-    turn: int | None = None
-    prompt: str | None = None
-    side_reason: str | None = None
-    response: Any = None
-
+class RecordedRequest(scripted.RecordedRequest[Kind]):
     @property
     def input(self) -> list[JSON]:
         if isinstance(self.body, dict) and isinstance(self.body.get("input"), list):
@@ -439,10 +329,6 @@ class RecordedRequest:
     @property
     def messages(self) -> list[JSON]:
         return self.input
-
-    @property
-    def model(self) -> str | None:
-        return self.body.get("model") if isinstance(self.body, dict) else None
 
     @property
     def session_id(self) -> str | None:
@@ -461,39 +347,10 @@ class RecordedRequest:
         """The function_call_output items at the end of `input`."""
         return function_call_outputs(self.input)
 
-    def to_json(self) -> JSON:
-        return {
-            "seq": self.seq,
-            "time": self.time,
-            "method": self.method,
-            "path": self.path,
-            "query": self.query,
-            "headers": self.headers,
-            "body": self.body,
-            "kind": self.kind,
-            "scenario": self.scenario,
-            "turn": self.turn,
-            "prompt": self.prompt,
-            "side_reason": self.side_reason,
-            "response": self.response,
-        }
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> RecordedRequest:
-        fields: dict[str, Any] = {k: raw.get(k) for k in cls.__dataclass_fields__}
-        return cls(**fields)
-
 
 def read_request_log(path: str | Path) -> list[RecordedRequest]:
     """Requests recorded by a (standalone) server in its JSONL log."""
-    file = Path(path)
-    if not file.exists():
-        return []
-    return [
-        RecordedRequest.from_json(json.loads(line))
-        for line in file.read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    return RecordedRequest.read_log(path)
 
 
 # The model_server name.
@@ -502,16 +359,6 @@ tool_result_text = output_text
 # --------------------------------------------------------------------------------------------
 # Responses
 # --------------------------------------------------------------------------------------------
-
-_ids = itertools.count(1)
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_fake{next(_ids):04d}{uuid.uuid4().hex[:16]}"
-
-
-def _estimate_tokens(body: Any) -> int:
-    return max(1, len(json.dumps(body, ensure_ascii=False)) // 4)
 
 
 def build_response(model: str, blocks: Turn, input_tokens: int) -> JSON:
@@ -530,7 +377,7 @@ def build_response(model: str, blocks: Turn, input_tokens: int) -> JSON:
             output.append(
                 {
                     "type": "message",
-                    "id": _new_id("msg"),
+                    "id": new_id("msg"),
                     "status": "completed",
                     "role": "assistant",
                     "content": [{"type": "output_text", "text": block.text, "annotations": []}],
@@ -540,16 +387,16 @@ def build_response(model: str, blocks: Turn, input_tokens: int) -> JSON:
             output.append(
                 {
                     "type": "function_call",
-                    "id": _new_id("fc"),
+                    "id": new_id("fc"),
                     "status": "completed",
-                    "call_id": block.call_id or _new_id("call"),
+                    "call_id": block.call_id or new_id("call"),
                     "name": block.name,
                     "arguments": json.dumps(dict(block.arguments)),
                 }
             )
-    output_tokens = max(1, _estimate_tokens(output))
+    output_tokens = max(1, estimate_tokens(output))
     return {
-        "id": _new_id("resp"),
+        "id": new_id("resp"),
         "object": "response",
         "created_at": int(time.time()),
         "status": "completed",
@@ -564,11 +411,6 @@ def build_response(model: str, blocks: Turn, input_tokens: int) -> JSON:
         },
         "_pauses": pauses,
     }
-
-
-def _chunks(value: str, size: int) -> Iterator[str]:
-    for start in range(0, len(value), size):
-        yield value[start : start + size]
 
 
 def sse_events(
@@ -608,7 +450,7 @@ def sse_events(
                     **common,
                     "part": {**part, "text": ""},
                 }
-                for piece in _chunks(part["text"], 40):
+                for piece in chunks(part["text"], 40):
                     yield {
                         "type": "response.output_text.delta",
                         "sequence_number": next(seq),
@@ -629,7 +471,7 @@ def sse_events(
                 }
         else:
             common = {"item_id": item["id"], "output_index": index}
-            for piece in _chunks(item["arguments"], 40):
+            for piece in chunks(item["arguments"], 40):
                 yield {
                     "type": "response.function_call_arguments.delta",
                     "sequence_number": next(seq),
@@ -665,20 +507,12 @@ def models_list(model: str) -> JSON:
 # --------------------------------------------------------------------------------------------
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _HTTPServer
+class _Handler(scripted.ScriptedHandler):
+    request_id_header = "x-request-id"
+    server_label = "fake responses server"
+    not_found_type = "not_found"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # requests are recorded instead
-
-    # ---- plumbing -------------------------------------------------------------------------
-
-    def _read_body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            return None
+    def _parse_body(self, raw: bytes) -> Any:
         encoding = (self.headers.get("Content-Encoding") or "").lower()
         if encoding == "zstd":  # pragma: no cover - Codex sends zstd only to OpenAI itself
             return {"_undecoded": encoding, "length": len(raw)}
@@ -686,200 +520,47 @@ class _Handler(BaseHTTPRequestHandler):
             import zlib
 
             raw = zlib.decompress(raw, 16 + zlib.MAX_WBITS if encoding == "gzip" else 0)
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw.decode("utf-8", "replace")
-
-    def _headers(self) -> dict[str, str]:
-        return {
-            k.lower(): ("<redacted>" if k.lower() in REDACTED_HEADERS else v)
-            for k, v in self.headers.items()
-        }
-
-    def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("x-request-id", _new_id("req"))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _send_sse(self, response: Mapping[str, Any], pauses: Sequence[tuple[int, float]]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("x-request-id", _new_id("req"))
-        self.end_headers()
-        for event in sse_events(response, pauses):
-            if event["type"] == "pause":
-                time.sleep(float(event["seconds"]))
-                continue
-            payload = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-            self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        return super()._parse_body(raw)
 
     def _error(self, status: int, kind: str, message: str) -> None:
         self._send_json(status, {"error": {"type": kind, "message": message, "code": kind}})
 
-    def _record(self, kind: Kind, body: Any, **extra: Any) -> RecordedRequest:
-        if kind == "outbound":
-            path, query = self.path, {}
-        else:
-            split = urlsplit(self.path)
-            path, query = split.path, parse_qs(split.query)
-        return self.server.fake.record(
-            method=self.command,
-            path=path,
-            query=query,
-            headers=self._headers(),
-            body=body,
-            kind=kind,
-            **extra,
-        )
+    def _sse_events(
+        self, response: Mapping[str, Any], pauses: Sequence[tuple[int, float]]
+    ) -> Iterator[tuple[str, JSON]]:
+        return ((event["type"], event) for event in sse_events(response, pauses))
 
-    def _is_proxy_request(self) -> bool:
-        return self.path.startswith(("http://", "https://"))
+    def _body_problem(self, body: Any) -> str | None:
+        if not isinstance(body, dict) or not isinstance(body.get("input"), list | str):
+            return "input: field required"
+        return None
 
-    # ---- verbs ----------------------------------------------------------------------------
-
-    def do_CONNECT(self) -> None:
-        self._record("outbound", None)
-        self._error(403, "permission_error", "fake responses server: outbound traffic is blocked")
-        self.close_connection = True
-
-    def do_HEAD(self) -> None:
-        if self._is_proxy_request():
-            return self.do_CONNECT()
-        self._record("other", None)
-        self._send_json(200, {})
-
-    def do_GET(self) -> None:
-        if self._is_proxy_request():
-            return self.do_CONNECT()
-        path = urlsplit(self.path).path
-        if path == "/":
-            self._record("other", None)
-            return self._send_json(200, {"ok": True})
+    def _route_get(self, path: str) -> bool:
         if path in ("/v1/models", "/models"):
             payload = models_list(self.server.fake.model or DEFAULT_MODEL)
             self._record("models", None, response=payload)
-            return self._send_json(200, payload)
-        self._record("not_found", None)
-        self._error(404, "not_found", f"Not found: {path}")
+            self._send_json(200, payload)
+            return True
+        return False
 
-    def do_DELETE(self) -> None:
-        self.do_GET()
-
-    def do_PUT(self) -> None:
-        self.do_POST()
-
-    def do_POST(self) -> None:
-        if self._is_proxy_request():
-            self._read_body()
-            return self.do_CONNECT()
-        path = urlsplit(self.path).path
-        body = self._read_body()
+    def _route_post(self, path: str, body: Any) -> bool:
         if path in ("/v1/responses", "/responses"):
-            return self._responses(body)
-        self._record("not_found", body)
-        self._error(404, "not_found", f"Not found: {path}")
-
-    def _responses(self, body: Any) -> None:
-        if not isinstance(body, dict) or not isinstance(body.get("input"), list | str):
-            self._record("other", body)
-            return self._error(400, "invalid_request_error", "input: field required")
-        response, record = self.server.fake.answer(body)
-        pauses: list[tuple[int, float]] = response.pop("_pauses", [])
-        self._record(record.pop("kind"), body, response=response, **record)
-        if body.get("stream"):
-            self._send_sse(response, pauses)
-        else:
-            time.sleep(sum(seconds for _, seconds in pauses))
-            self._send_json(200, response)
+            self._answer(body)
+            return True
+        return False
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], fake: FakeResponsesServer) -> None:
-        self.fake = fake
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hangs up (a CLI killed mid-request) is normal here."""
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
-
-
-class FakeResponsesServer:
+class FakeResponsesServer(scripted.ScriptedServer[FunctionCallBlock, Scenario, RecordedRequest]):
     """The scripted server; a context manager that starts it on 127.0.0.1 and stops it."""
 
-    def __init__(
-        self,
-        script: Script | Iterable[Scenario] | None = None,
-        *,
-        port: int = 0,
-        log_path: str | Path | None = None,
-        model: str | None = None,
-        side_request: Callable[[Mapping[str, Any]], str | None] = classify_side_request,
-    ) -> None:
-        if script is None:
-            script = Script()
-        elif not isinstance(script, Script):
-            script = Script(list(script))
-        self.script = script
-        self.port = port
-        self.log_path = Path(log_path) if log_path else None
-        self.model = model
-        self.side_request = side_request
-        self.requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._seq = itertools.count(1)
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
+    handler = _Handler
+    thread_name = "fake-responses-server"
+    default_model = DEFAULT_MODEL
+    script_type = Script
+    request_type = RecordedRequest
 
-    # ---- lifecycle ------------------------------------------------------------------------
-
-    def start(self) -> Self:
-        self._httpd = _HTTPServer(("127.0.0.1", self.port), self)
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="fake-responses-server",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _default_side_request(self, body: Mapping[str, Any]) -> str | None:
+        return classify_side_request(body)
 
     @property
     def base_url(self) -> str:
@@ -890,26 +571,10 @@ class FakeResponsesServer:
     def api_base_url(self) -> str:
         return f"{self.base_url}/v1"
 
-    # ---- scripting ------------------------------------------------------------------------
+    def _build(self, model: str, blocks: Turn, input_tokens: int) -> JSON:
+        return build_response(model, blocks, input_tokens)
 
-    def add_scenario(
-        self, match: str, turns: Sequence[Turn], *, name: str = "", regex: bool = False
-    ) -> Scenario:
-        scenario = Scenario(match=match, turns=turns, name=name, regex=regex)
-        with self._lock:
-            self.script.scenarios.append(scenario)
-        return scenario
-
-    def answer(self, body: Mapping[str, Any]) -> tuple[JSON, dict[str, Any]]:
-        """The response to answer a /v1/responses body with, and what to record about it."""
-        model = self.model or str(body.get("model") or DEFAULT_MODEL)
-        tokens = _estimate_tokens(body)
-        side = self.side_request(body)
-        if side is not None:
-            return (
-                build_response(model, [TextBlock(self._side_text(body))], tokens),
-                {"kind": "side", "side_reason": side},
-            )
+    def _prompt_and_turn(self, body: Mapping[str, Any]) -> tuple[str, int] | None:
         raw_input = body.get("input", [])
         items: list[Mapping[str, Any]] = (
             [{"type": "message", "role": "user", "content": raw_input}]
@@ -918,104 +583,19 @@ class FakeResponsesServer:
         )
         found = latest_human_prompt(items)
         if found is None:
-            return build_response(model, [TextBlock(self.script.fallback_text)], tokens), {
-                "kind": "fallback"
-            }
+            return None
         index, prompt = found
-        turn = assistant_turns_after(items, index)
-        with self._lock:
-            scenario = self.script.find(prompt)
-        if scenario is None or turn >= len(scenario.turns):
-            return build_response(model, [TextBlock(self.script.fallback_text)], tokens), {
-                "kind": "fallback",
-                "scenario": scenario.name if scenario else None,
-                "turn": turn,
-                "prompt": prompt,
-            }
-        return build_response(model, scenario.turns[turn], tokens), {
-            "kind": "scripted",
-            "scenario": scenario.name,
-            "turn": turn,
-            "prompt": prompt,
-        }
+        return prompt, assistant_turns_after(items, index)
 
-    def _side_text(self, body: Mapping[str, Any]) -> str:
-        schema = structured_output_schema(body)
-        if schema is not None:  # e.g. thread titles: {"title": ...}
-            return json.dumps(example_for_schema(schema, self.script.side_text))
-        return self.script.side_text
+    def _output_schema(self, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return structured_output_schema(body)
 
-    # ---- recording ------------------------------------------------------------------------
-
-    def record(self, **fields: Any) -> RecordedRequest:
-        with self._cond:
-            request = RecordedRequest(seq=next(self._seq), time=time.time(), **fields)
-            self.requests.append(request)
-            self._cond.notify_all()
-        self.log_to_file(request)
-        return request
-
-    def log_to_file(self, request: RecordedRequest) -> None:
-        if self.log_path is None:
-            return
-        line = json.dumps(request.to_json(), ensure_ascii=False)
-        with self._lock, self.log_path.open("a", encoding="utf-8") as out:
-            out.write(line + "\n")
-
-    def snapshot(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self.requests)
+    def _is_model_path(self, path: str) -> bool:
+        return path.endswith("/responses")
 
     def response_requests(self, kind: Kind | None = None) -> list[RecordedRequest]:
-        return [
-            r
-            for r in self.snapshot()
-            if r.path.endswith("/responses") and (kind is None or r.kind == kind)
-        ]
-
-    # The model_server name.
-    message_requests = response_requests
-
-    def requests_for_scenario(self, name: str) -> list[RecordedRequest]:
-        return [r for r in self.snapshot() if r.scenario == name]
-
-    def last_request(self, scenario: str | None = None) -> RecordedRequest | None:
-        for request in reversed(self.snapshot()):
-            if not request.path.endswith("/responses"):
-                continue
-            if scenario is None and request.kind in ("scripted", "fallback"):
-                return request
-            if scenario is not None and request.scenario == scenario:
-                return request
-        return None
-
-    def outbound_attempts(self) -> list[RecordedRequest]:
-        """Requests that reached the server as a proxy (the CLI tried to reach another host)."""
-        return [r for r in self.snapshot() if r.kind == "outbound"]
-
-    def unknown_requests(self) -> list[RecordedRequest]:
-        """Requests to paths the server does not serve."""
-        return [r for r in self.snapshot() if r.kind == "not_found"]
-
-    def wait_for(
-        self, predicate: Callable[[RecordedRequest], bool], timeout: float = 30.0
-    ) -> RecordedRequest:
-        """Block until a recorded request satisfies `predicate`; return it."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for request in self.requests:
-                    if predicate(request):
-                        return request
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    seen = [(r.path, r.kind, r.scenario, r.turn) for r in self.requests]
-                    raise TimeoutError(f"no matching request within {timeout}s; saw {seen}")
-                self._cond.wait(remaining)
-
-    def wait_for_turn(self, scenario: str, turn: int, timeout: float = 30.0) -> RecordedRequest:
-        """Wait until the request that asks for turn `turn` of `scenario` arrived."""
-        return self.wait_for(lambda r: r.scenario == scenario and r.turn == turn, timeout)
+        """Requests for a model turn (`message_requests`, the model_server name)."""
+        return self.message_requests(kind)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1092,27 +672,7 @@ def codex_config_toml(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--script", type=Path, help="JSON script (see Script.from_json)")
-    parser.add_argument("--log", type=Path, help="append every request as JSONL here")
-    parser.add_argument("--port-file", type=Path, help="write the bound port here once listening")
-    args = parser.parse_args(argv)
-
-    script = Script.load(args.script) if args.script else Script()
-    server = FakeResponsesServer(script, port=args.port, log_path=args.log).start()
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    if args.port_file:
-        tmp = args.port_file.with_suffix(".tmp")
-        tmp.write_text(str(server.port), encoding="utf-8")
-        tmp.replace(args.port_file)
-    print(f"listening on {server.base_url}", flush=True)
-    with contextlib.suppress(KeyboardInterrupt):
-        stop.wait()
-    server.stop()
-    return 0
+    return scripted.main(argv, __doc__, Script, FakeResponsesServer)
 
 
 if __name__ == "__main__":
