@@ -14,7 +14,6 @@ run by hand when npm skipped it (`--ignore-scripts`, a policy).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from legion.errors import ToolMissingError
+from legion.runtime.npm_pin import Pin, install_pinned
 
 if TYPE_CHECKING:
     from legion.config import Settings
@@ -98,58 +98,24 @@ def version_of(binary: Path) -> str | None:
     return words[0] if out.returncode == 0 and words else None
 
 
-# The system's CA bundle (Debian/Ubuntu, Fedora). Node trusts only its own CA list, so behind a
-# proxy whose CA the system trusts (curl, pip and git work) npm fails with a certificate error.
-_SYSTEM_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
-
-
-def _system_ca(env: Mapping[str, str]) -> dict[str, str]:
-    """Have npm trust the system's CAs as well as its own, unless the user chose already."""
-    if env.get("NODE_EXTRA_CA_CERTS") or env.get("npm_config_cafile"):
-        return {}
-    bundle = next((path for path in _SYSTEM_CA_BUNDLES if Path(path).is_file()), None)
-    return {} if bundle is None else {"NODE_EXTRA_CA_CERTS": bundle}
+PIN = Pin(
+    "Claude Code", NPM_PACKAGE, PINNED_VERSION, "set claude_bin (LEGION_CLAUDE_BIN) to a `claude`"
+)
 
 
 def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
-    """Install the pinned Claude Code into the cache, unless it is there already; its path.
-
-    Under a lock, so two commands that both find it missing install it once."""
+    """Install the pinned Claude Code into the cache, unless it is there already; its path."""
     prefix = cache_prefix(env)
-    binary = cached_binary(env)
-    prefix.mkdir(parents=True, exist_ok=True)
-    with (prefix / ".install.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if version_of(binary) == PINNED_VERSION:
-            return binary
-        npm = shutil.which("npm", path=env.get("PATH", os.defpath))
-        if npm is None:
-            raise ToolMissingError(
-                f"installing Claude Code {PINNED_VERSION} needs npm: install Node.js and npm "
-                "(e.g. apt-get install npm), or set claude_bin (LEGION_CLAUDE_BIN) to a `claude`"
-            )
-        say(f"Installing Claude Code {PINNED_VERSION} into {prefix} with npm (once)...")
-        npm_env = {**env, "NO_UPDATE_NOTIFIER": "1", **_system_ca(env)}
-        result = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact",
-             "--prefix", str(prefix), f"{NPM_PACKAGE}@{PINNED_VERSION}"],
-            capture_output=True, text=True, check=False, env=npm_env,
-        )  # fmt: skip
-        if result.returncode != 0:
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ToolMissingError(f"npm could not install Claude Code {PINNED_VERSION}: {last}")
-        if version_of(binary) != PINNED_VERSION:
-            # The postinstall that puts the native binary in place did not run: run it.
-            package = prefix / "node_modules" / NPM_PACKAGE
-            node = shutil.which("node", path=env.get("PATH", os.defpath)) or "node"
-            subprocess.run(
-                [node, "install.cjs"], cwd=package, capture_output=True, check=False, env=npm_env
-            )
-        got = version_of(binary)
-        if got != PINNED_VERSION:
-            raise ToolMissingError(
-                f"expected Claude Code {PINNED_VERSION} at {binary} after installing, "
-                f"got {got or 'nothing that runs'}"
-            )
-        say(f"Installed Claude Code {PINNED_VERSION}: {binary}")
-        return binary
+
+    def repair(npm_env: Mapping[str, str]) -> None:
+        # The postinstall that puts the native binary in place did not run: run it.
+        node = shutil.which("node", path=env.get("PATH", os.defpath)) or "node"
+        subprocess.run(
+            [node, "install.cjs"],
+            cwd=prefix / "node_modules" / NPM_PACKAGE,
+            capture_output=True,
+            check=False,
+            env=dict(npm_env),
+        )
+
+    return install_pinned(PIN, prefix, cached_binary(env), version_of, env, say, repair=repair)

@@ -15,7 +15,6 @@ that would rather skip node (and its 0.1 s start).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import platform
 import shutil
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from legion.errors import ToolMissingError
+from legion.runtime.npm_pin import Pin, install_pinned
 
 PINNED_VERSION = "0.169.0"
 NPM_PACKAGE = "@openai/codex"
@@ -112,55 +112,18 @@ def version_of(binary: Path) -> str | None:
     return words[-1] if out.returncode == 0 and words else None
 
 
-# The system's CA bundle (Debian/Ubuntu, Fedora), for npm behind a TLS-inspecting proxy; see
-# claude_bin.
-_SYSTEM_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
-
-
-def _system_ca(env: Mapping[str, str]) -> dict[str, str]:
-    if env.get("NODE_EXTRA_CA_CERTS") or env.get("npm_config_cafile"):
-        return {}
-    bundle = next((path for path in _SYSTEM_CA_BUNDLES if Path(path).is_file()), None)
-    return {} if bundle is None else {"NODE_EXTRA_CA_CERTS": bundle}
+PIN = Pin("Codex", NPM_PACKAGE, PINNED_VERSION, "set codex_bin (LEGION_CODEX_BIN) to a `codex`")
 
 
 def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
-    """Install the pinned Codex into the cache, unless it is there already; the launcher's path.
-
-    Under a lock, so two commands that both find it missing install it once."""
+    """Install the pinned Codex into the cache, unless it is there already; the launcher's path."""
     prefix = cache_prefix(env)
-    binary = cached_binary(env)
-    prefix.mkdir(parents=True, exist_ok=True)
-    with (prefix / ".install.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if version_of(binary) == PINNED_VERSION:
-            return binary
-        npm = shutil.which("npm", path=env.get("PATH", os.defpath))
-        if npm is None:
-            raise ToolMissingError(
-                f"installing Codex {PINNED_VERSION} needs npm: install Node.js and npm "
-                "(e.g. apt-get install npm), or set codex_bin (LEGION_CODEX_BIN) to a `codex`"
-            )
-        say(f"Installing Codex {PINNED_VERSION} into {prefix} with npm (once)...")
-        npm_env = {**env, "NO_UPDATE_NOTIFIER": "1", **_system_ca(env)}
-        result = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact",
-             "--prefix", str(prefix), f"{NPM_PACKAGE}@{PINNED_VERSION}"],
-            capture_output=True, text=True, check=False, env=npm_env,
-        )  # fmt: skip
-        if result.returncode != 0:
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ToolMissingError(f"npm could not install Codex {PINNED_VERSION}: {last}")
-        got = version_of(binary)
-        if got != PINNED_VERSION:
-            hint = (
-                " (the platform package is missing: was it installed with --omit=optional?)"
-                if native_binary(prefix) is None
-                else ""
-            )
-            raise ToolMissingError(
-                f"expected Codex {PINNED_VERSION} at {binary} after installing, "
-                f"got {got or 'nothing that runs'}{hint}"
-            )
-        say(f"Installed Codex {PINNED_VERSION}: {binary}")
-        return binary
+
+    def missing_hint() -> str:
+        if native_binary(prefix) is None:
+            return " (the platform package is missing: was it installed with --omit=optional?)"
+        return ""
+
+    return install_pinned(
+        PIN, prefix, cached_binary(env), version_of, env, say, missing_hint=missing_hint
+    )
