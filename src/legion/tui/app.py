@@ -377,6 +377,7 @@ class LegionApp(App[int]):
         else:
             self._set_title()
         self._refresh_counts()
+        self._refresh_sidebar()  # with the counts: the first screen is already right
         self.set_interval(self.poll_s, self._poll_messages)
         self.set_interval(self.refresh_s, self._refresh_tick)
         self._load_asks()
