@@ -271,16 +271,18 @@ class Daemon:
         self._step("controller_health", self.ensure_controller)
         self._step("worker_health", self.kill_stuck_workers)
         self._step("wake_controller", self.note_handled)
+        # Bus messages before the controller's own wake-ups: a wake-up typed first would keep
+        # an idle controller busy (or just active) at every tick, and a message would wait for
+        # a quiet moment that never comes. Statuses before delivery: both steps share one look
+        # at the sessions, and a delivery's "busy" must not be undone by a look taken before it.
+        self._sessions_seen = None
+        self._step("agent_status", self.sync_agent_statuses)
+        self._step("deliver_messages", self.deliver_messages)
         if self.config.mode == "auto":
             self._step("reconcile", self._reconcile)
             self._step("wake_controller", self.deliver_judgments)
         else:
             self._step("wake_controller", self.wake_llm_controller)
-        # Statuses first: both steps see the sessions as they were at the start of this
-        # step, and a delivery's "busy" must not be undone by a look taken before it.
-        self._sessions_seen = None
-        self._step("agent_status", self.sync_agent_statuses)
-        self._step("deliver_messages", self.deliver_messages)
         self._step("pause_dispatch", self._report_pause)
 
     def _step(self, name: str, step: Any) -> None:
