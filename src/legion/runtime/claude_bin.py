@@ -18,12 +18,10 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from legion.errors import ToolMissingError
-from legion.runtime.npm_pin import Pin, install_pinned
+from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary
 
 if TYPE_CHECKING:
     from legion.config import Settings
@@ -49,34 +47,23 @@ def fix_hint(env: Mapping[str, str]) -> str:
     )
 
 
-@dataclass(frozen=True)
-class ClaudeBinary:
-    path: Path
-    source: str  # where the choice came from: "setting (env)", "cached install", "PATH"
+ClaudeBinary = Binary
 
 
 def resolve(
     configured: Path | None, env: Mapping[str, str], *, configured_source: str = "setting"
-) -> ClaudeBinary:
+) -> Binary:
     """The Claude Code CLI to run; a ToolMissingError naming the cause and the fix if none."""
-    search_path = env.get("PATH", os.defpath)
-    if configured is not None:
-        text = str(configured)
-        found = shutil.which(text, path=search_path) if os.sep not in text else None
-        path = Path(found) if found else configured
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ToolMissingError(
-                f"claude_bin ({configured_source}) is {text!r}, which is not an executable file; "
-                f"fix the setting or unset it to use Legion's own install ({fix_hint(env)})"
-            )
-        return ClaudeBinary(path, f"claude_bin ({configured_source})")
-    cached = cached_binary(env)
-    if cached.is_file() and os.access(cached, os.X_OK):
-        return ClaudeBinary(cached, "cached install")
-    found = shutil.which("claude", path=search_path)
-    if found is not None:
-        return ClaudeBinary(Path(found), "PATH")
-    raise ToolMissingError(f"Claude Code CLI not found: {fix_hint(env)}")
+    return resolve_binary(
+        configured,
+        env,
+        setting="claude_bin",
+        command="claude",
+        product="Claude Code",
+        cached=cached_binary(env),
+        fix=fix_hint(env),
+        configured_source=configured_source,
+    )
 
 
 def resolve_configured(settings: Settings, env: Mapping[str, str]) -> ClaudeBinary:

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-from legion.errors import ToolMissingError
-from legion.runtime.npm_pin import Pin, install_pinned
+from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary
 
 PINNED_VERSION = "0.169.0"
 NPM_PACKAGE = "@openai/codex"
@@ -70,34 +67,23 @@ def fix_hint(env: Mapping[str, str]) -> str:
     )
 
 
-@dataclass(frozen=True)
-class CodexBinary:
-    path: Path
-    source: str  # where the choice came from: "codex_bin (...)", "cached install", "PATH"
+CodexBinary = Binary
 
 
 def resolve(
     configured: Path | None, env: Mapping[str, str], *, configured_source: str = "setting"
-) -> CodexBinary:
+) -> Binary:
     """The Codex CLI to run; a ToolMissingError naming the cause and the fix if none."""
-    search_path = env.get("PATH", os.defpath)
-    if configured is not None:
-        text = str(configured)
-        found = shutil.which(text, path=search_path) if os.sep not in text else None
-        path = Path(found) if found else configured
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ToolMissingError(
-                f"codex_bin ({configured_source}) is {text!r}, which is not an executable file; "
-                f"fix the setting or unset it to use Legion's own install ({fix_hint(env)})"
-            )
-        return CodexBinary(path, f"codex_bin ({configured_source})")
-    cached = cached_binary(env)
-    if cached.is_file() and os.access(cached, os.X_OK):
-        return CodexBinary(cached, "cached install")
-    found = shutil.which("codex", path=search_path)
-    if found is not None:
-        return CodexBinary(Path(found), "PATH")
-    raise ToolMissingError(f"Codex CLI not found: {fix_hint(env)}")
+    return resolve_binary(
+        configured,
+        env,
+        setting="codex_bin",
+        command="codex",
+        product="Codex",
+        cached=cached_binary(env),
+        fix=fix_hint(env),
+        configured_source=configured_source,
+    )
 
 
 def version_of(binary: Path) -> str | None:

@@ -27,6 +27,44 @@ def system_ca(env: Mapping[str, str]) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class Binary:
+    path: Path
+    source: str  # where the choice came from: "claude_bin (env)", "cached install", "PATH"
+
+
+def resolve_binary(
+    configured: Path | None,
+    env: Mapping[str, str],
+    *,
+    setting: str,
+    command: str,
+    product: str,
+    cached: Path,
+    fix: str,
+    configured_source: str = "setting",
+) -> Binary:
+    """The CLI to run: the `setting` when given (a name on PATH or a path), else the cached
+    pinned install, else `command` on PATH; a ToolMissingError naming the cause and `fix`."""
+    search_path = env.get("PATH", os.defpath)
+    if configured is not None:
+        text = str(configured)
+        found = shutil.which(text, path=search_path) if os.sep not in text else None
+        path = Path(found) if found else configured
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ToolMissingError(
+                f"{setting} ({configured_source}) is {text!r}, which is not an executable file; "
+                f"fix the setting or unset it to use Legion's own install ({fix})"
+            )
+        return Binary(path, f"{setting} ({configured_source})")
+    if cached.is_file() and os.access(cached, os.X_OK):
+        return Binary(cached, "cached install")
+    found = shutil.which(command, path=search_path)
+    if found is not None:
+        return Binary(Path(found), "PATH")
+    raise ToolMissingError(f"{product} CLI not found: {fix}")
+
+
+@dataclass(frozen=True)
 class Pin:
     product: str  # as people call it: "Claude Code"
     package: str  # the npm package
