@@ -119,6 +119,7 @@ def open_workers(
     from legion.relay import relay_needed
     from legion.relay.capabilities import Capabilities
     from legion.runtime.claude import ClaudeRuntime
+    from legion.runtime.codex import CodexRuntime
     from legion.runtime.registry import Registry
     from legion.runtime.tmux import Tmux
     from legion.runtime.workers import WorkerManager
@@ -126,18 +127,21 @@ def open_workers(
     settings = project.settings
     base = settings.base_branch or current_branch(project.root) or "main"
     environment = dict(os.environ if env is None else env)
+    claude = ClaudeRuntime(
+        settings=settings,
+        permission_mode=settings.permission_mode,
+        extra_args=settings.claude_args,
+        lookup_env=environment,
+    )
+    codex = CodexRuntime(settings=settings, lookup_env=environment)
     return WorkerManager(
         project=project,
         tracker=backends.tracker,
         registry=Registry(backends.db),
         tmux=Tmux(socket=settings.tmux_socket, config=settings.tmux_config),
         workspaces=_workspaces(project, base),
-        runtime=ClaudeRuntime(
-            settings=settings,
-            permission_mode=settings.permission_mode,
-            extra_args=settings.claude_args,
-            lookup_env=environment,
-        ),
+        runtime=claude,
+        runtimes={claude.name: claude, codex.name: codex},
         env=environment,
         # Sessions get a capability for the relay only where there is a credential to keep.
         capabilities=Capabilities(backends.db) if relay_needed(settings) else None,

@@ -29,6 +29,11 @@ TRACKERS = ("embedded", "linear", "github")
 FORGES = ("embedded", "github")
 PERMISSION_MODES = ("bypass", "acceptEdits", "auto", "default", "plan")
 MERGE_METHODS = ("squash", "merge", "rebase")
+# The agent CLIs a session can run on (`legion.runtime.choose` maps them to code), and the roles
+# each can be chosen for. A retro resumes the implementer's session, so it runs where that did.
+RUNTIMES = ("claude-code", "codex")
+RUNTIME_ROLES = ("controller", "architect", "plan", "implement", "review", "finish")
+_RUNTIME_ALIASES = {"claude": "claude-code"}
 _BACKEND_ALIASES = {"local": "embedded"}  # the embedded backends' name before 0.2
 
 
@@ -143,6 +148,40 @@ def _seconds(value: Any) -> float:
     return number
 
 
+def _runtime(value: Any) -> str:
+    if isinstance(value, str):
+        value = _RUNTIME_ALIASES.get(value.strip().lower(), value.strip().lower())
+    return _choice(RUNTIMES)(value)
+
+
+def _runtimes(value: Any) -> dict[str, str]:
+    """A table of role = runtime (`implement = "codex"`); roles not named use `runtime`."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"must be a table of role = runtime, got {value!r}")
+    chosen: dict[str, str] = {}
+    for role, runtime in value.items():
+        key = str(role).strip().lower()
+        if key == "retro":
+            raise ValueError(
+                "has 'retro', but a retro resumes the implementer's session: set 'implement'"
+            )
+        if key not in RUNTIME_ROLES:
+            raise ValueError(f"has unknown role {role!r} (roles: {', '.join(RUNTIME_ROLES)})")
+        try:
+            chosen[key] = _runtime(runtime)
+        except ValueError as exc:
+            raise ValueError(f"{role}: {exc}") from None
+    return chosen
+
+
+def _runtimes_from_env(value: Any) -> dict[str, str]:
+    """A variable holds `role=runtime` pairs separated by commas."""
+    pairs = [part.partition("=") for part in str(value).split(",") if part.strip()]
+    if any(not sep for _, sep, _ in pairs):
+        raise ValueError(f'must be "role=runtime" pairs separated by commas, got {value!r}')
+    return _runtimes({role.strip(): runtime.strip() for role, _, runtime in pairs})
+
+
 def _github_repo(value: Any) -> str:
     text = value.strip() if isinstance(value, str) else ""
     owner, _, name = text.partition("/")
@@ -220,6 +259,10 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("claude_bin", _path),
     SettingSpec("claude_args", _strings, ()),
     SettingSpec("permission_mode", _choice_exact(PERMISSION_MODES), "bypass"),
+    SettingSpec("runtime", _runtime, "claude-code"),
+    SettingSpec("runtimes", _runtimes, {}, parse_env=_runtimes_from_env),
+    SettingSpec("codex_bin", _path),
+    SettingSpec("codex_args", _strings, ()),
     SettingSpec("stale_after", _seconds, 600.0),
     SettingSpec("workspace_vcs", _choice(("auto", "git", "jj")), "auto"),
     SettingSpec("regenerable", _strings, DEFAULT_REGENERABLE),
@@ -253,6 +296,10 @@ class Settings:
     claude_bin: Path | None = None
     claude_args: tuple[str, ...] = ()
     permission_mode: str = "bypass"
+    runtime: str = "claude-code"  # the agent CLI of every role `runtimes` does not name
+    runtimes: Mapping[str, str] = field(default_factory=dict)  # role: runtime
+    codex_bin: Path | None = None
+    codex_args: tuple[str, ...] = ()
     stale_after: float = 600.0
     workspace_vcs: str = "auto"
     regenerable: tuple[str, ...] = DEFAULT_REGENERABLE
@@ -260,6 +307,10 @@ class Settings:
     tick: float = 60.0
     restart_cooldown: float = 60.0
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def runtime_for(self, role: str) -> str:
+        """The agent CLI that runs `role` (a mode's session mode, or `controller`)."""
+        return self.runtimes.get(role, self.runtime)
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:

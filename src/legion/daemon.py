@@ -51,6 +51,7 @@ from legion.reconcile import START_FAILURES, Reconciler
 from legion.relay import relay_needed
 from legion.relay.server import RelayServer, relay_server
 from legion.runtime import hooks
+from legion.runtime.base import AgentRuntime
 from legion.runtime.workers import WorkerManager, WorkerState, classify
 from legion.statefiles import open_private, touch_private, write_private
 
@@ -65,13 +66,18 @@ ACCEPT_S = 3.0
 SETTLE_S = 1.0
 
 
-def controller_prompt(mode: str, reason: str) -> str:
-    if mode == "llm":
-        return f"/legion-controller {reason}"
-    return (
-        f"/legion-controller {reason} (auto mode: the daemon carries out the mechanical "
-        "actions; handle only what needs judgment)"
-    )
+def controller_prompt(mode: str, reason: str, runtime: AgentRuntime | None = None) -> str:
+    """The controller's prompt: its skill, with why it is woken (`runtime`: its CLI, which says
+    how a skill is invoked; default Claude Code's slash command)."""
+    args = reason
+    if mode != "llm":
+        args += (
+            " (auto mode: the daemon carries out the mechanical actions; handle only what "
+            "needs judgment)"
+        )
+    if runtime is None:
+        return f"/legion-controller {args}"
+    return runtime.skill_prompt("legion-controller", args)
 
 
 def controller_state_of(
@@ -80,10 +86,11 @@ def controller_state_of(
     """The controller's state (as a worker's) and its last transcript activity."""
     window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
     sid = controller_session_id(project.settings.project_id)
-    transcript = workers.runtime.transcript(workers.env, project.root, sid)
+    runtime = workers.controller_runtime
+    transcript = runtime.transcript(workers.env, project.root, sid)
     alive = window is not None and not window.pane_dead
-    summary = workers.runtime.summarize(transcript) if alive else None
-    return classify(alive, summary), workers.runtime.last_activity(transcript)
+    summary = runtime.summarize(transcript) if alive else None
+    return classify(alive, summary), runtime.last_activity(transcript)
 
 
 @dataclass
@@ -334,7 +341,8 @@ class Daemon:
         return controller_session_id(self.project.settings.project_id)
 
     def controller_transcript(self) -> Path:
-        return self.workers.runtime.transcript(self.env, self.project.root, self.controller_session)
+        runtime = self.workers.controller_runtime
+        return runtime.transcript(self.env, self.project.root, self.controller_session)
 
     def controller_state(self) -> tuple[WorkerState, float | None]:
         return controller_state_of(self.project, self.workers)
@@ -387,7 +395,7 @@ class Daemon:
         self.workers.start_session_window(
             CONTROLLER_WINDOW,
             self.controller_session,
-            controller_prompt(self.config.mode, reason),
+            controller_prompt(self.config.mode, reason, self.workers.controller_runtime),
             self.project.root,
             {"LEGION_MODE": "controller", "LEGION_SESSION_ID": self.controller_session},
             issue=None,  # its capability covers the project: it (and its Oracle) act on any issue
@@ -414,7 +422,8 @@ class Daemon:
         mark = self._transcript_size()
         tmux = self.workers.tmux
         try:
-            tmux.send_text(window_id, controller_prompt(self.config.mode, reason))
+            prompt = controller_prompt(self.config.mode, reason, self.workers.controller_runtime)
+            tmux.send_text(window_id, prompt)
             accepted = self._accepted(mark)
             if not accepted:
                 tmux.send_keys(window_id, "Enter")
@@ -563,7 +572,7 @@ class Daemon:
         due = [item for item in due if item.message.id not in handed]
         transcript = target.transcript if target is not None else None
         if transcript is None:
-            transcript = self.workers.runtime.transcript(
+            transcript = self.workers.runtime_of_session(agent.session_id).transcript(
                 self.env, self._workspace_of(agent), agent.session_id
             )
         # An earlier attempt may have got through just before the daemon died: the transcript

@@ -351,12 +351,13 @@ def fixed_claude(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_every_permission_mode_passes_the_hooks_in_one_settings_flag(
     mode: str, tmp_path: Path
 ) -> None:
-    from legion.runtime import hooks
     from legion.runtime.claude import ClaudeRuntime
+    from legion.runtime.claude import hook_settings as legion_hooks
 
-    hook_settings = hooks.hooks_settings(inbox=tmp_path / "in.json", context=tmp_path / "c.md")
+    inbox, context = tmp_path / "in.json", tmp_path / "c.md"
+    hook_settings = legion_hooks(inbox, context)
     argv = ClaudeRuntime(permission_mode=mode).command(
-        "sid", "go", resume=False, hook_settings=hook_settings
+        "sid", "go", resume=False, inbox=inbox, context=context
     )
     settings = _settings_of(argv)
     assert settings["hooks"] == hook_settings["hooks"]
@@ -368,8 +369,8 @@ def test_every_permission_mode_passes_the_hooks_in_one_settings_flag(
 def test_a_settings_flag_in_claude_args_is_merged_not_left_to_replace_legions(
     tmp_path: Path,
 ) -> None:
-    from legion.runtime import hooks
     from legion.runtime.claude import ClaudeRuntime
+    from legion.runtime.claude import hook_settings as legion_hooks
 
     user_hook = {"hooks": [{"type": "command", "command": "echo mine"}]}
     user_file = tmp_path / "mine.json"
@@ -377,8 +378,8 @@ def test_a_settings_flag_in_claude_args_is_merged_not_left_to_replace_legions(
     runtime = ClaudeRuntime(
         extra_args=("--verbose", "--settings", str(user_file), '--settings={"theme": "dark"}')
     )
-    hook_settings = hooks.hooks_settings(inbox=tmp_path / "in.json")
-    argv = runtime.command("sid", "", resume=True, hook_settings=hook_settings)
+    hook_settings = legion_hooks(tmp_path / "in.json", None)
+    argv = runtime.command("sid", "", resume=True, inbox=tmp_path / "in.json")
     settings = _settings_of(argv)
     assert settings["model"] == "x" and settings["theme"] == "dark"
     assert settings["skipDangerousModePermissionPrompt"] is True

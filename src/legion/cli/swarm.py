@@ -116,24 +116,27 @@ def feedback(
 
 
 def _preflight(project: Project) -> list[str]:
-    """Check what the swarm needs, and install the skills where Claude Code finds them."""
+    """Check what the swarm needs, and install the skills where each agent CLI the roles run
+    on finds them."""
     from legion.backends import open_backends, open_workers
-    from legion.runtime.claude_paths import config_dir
 
     workers = open_workers(project, open_backends(project))
     workers.tmux.run("-V")
-    workers.runtime.executable()
-    # The controller runs in the repository: Claude Code must be set up and trust it.
-    workers.runtime.prepare(os.environ, project.root)
+    runtimes = workers.in_use()
+    for runtime in runtimes:
+        runtime.executable()
+    # The controller runs in the repository: its CLI must be set up and trust it.
+    workers.controller_runtime.prepare(os.environ, project.root)
     notes: list[str] = []
     try:
         from legion import skills
     except ImportError:
         return notes
-    target = config_dir(os.environ) / "skills"
-    if not skills.installed(target):
-        skills.install(target)
-        notes.append(f"installed the Legion skills in {target}")
+    for runtime in runtimes:
+        target = runtime.skills_dir(os.environ)
+        if not skills.installed(target):
+            skills.install(target)
+            notes.append(f"installed the Legion skills in {target}")
     return notes
 
 
@@ -383,17 +386,27 @@ def _kept_workspaces(backends: Any, workers: Any, views: list[Any] | None) -> li
 def skills_install(
     ctx: typer.Context,
     scope: Annotated[
-        str, typer.Option(help="user (Claude Code's config dir) or project (this repository).")
+        str, typer.Option(help="user (the CLI's config dir) or project (this repository).")
     ] = "user",
+    runtime: Annotated[
+        str, typer.Option(help="The agent CLI: claude-code or codex (user scope only).")
+    ] = "claude-code",
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Put Legion's skills where Claude Code finds them."""
+    """Put Legion's skills where Claude Code (or Codex) finds them."""
     from legion import skills
     from legion.runtime.claude_paths import config_dir
+    from legion.runtime.codex import codex_home
 
     if scope not in ("user", "project"):
         raise InputError(f"unknown scope {scope!r} (known: user, project)")
-    if scope == "user":
+    if runtime not in ("claude-code", "claude", "codex"):
+        raise InputError(f"unknown runtime {runtime!r} (known: claude-code, codex)")
+    if runtime == "codex":
+        if scope != "user":
+            raise InputError("Codex reads skills from its own home only: use --scope user")
+        target = codex_home(os.environ) / "skills"
+    elif scope == "user":
         target = config_dir(os.environ) / "skills"
     else:
         target = common.project(ctx).root / ".claude" / "skills"

@@ -143,6 +143,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX capabilities_session ON capabilities(session_id);
     """,
+    # 6: which agent CLI each worker's session runs on (its transcript is that CLI's).
+    """
+    ALTER TABLE workers ADD COLUMN runtime TEXT NOT NULL DEFAULT 'claude-code';
+    """,
 )
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from legion.core.model import Mode
+from legion.core.model import Mode, normalize_identifier
 from legion.core.usage import Usage
 from legion.runtime.transcript import TranscriptSummary
 
@@ -35,10 +35,13 @@ class AgentRuntime(Protocol):
         prompt: str,
         *,
         resume: bool,
-        hook_settings: Mapping[str, Any] | None = None,
+        inbox: Path | None = None,
+        context: Path | None = None,
     ) -> list[str]:
-        """argv that starts session `session_id` (or resumes it) with `prompt`; `hook_settings`
-        are Legion's hooks for it, where the runtime has hooks."""
+        """argv that starts session `session_id` (or resumes it) with `prompt`. `inbox`: the
+        file of messages the session is to be handed at its next turn boundary; `context`: the
+        wake-up context it is given back after a resume or a compaction (see
+        `legion.runtime.hooks`)."""
         ...
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
@@ -70,6 +73,19 @@ class AgentRuntime(Protocol):
         """When `screen` shows one of the CLI's first-run dialogs: the choice and the keys."""
         ...
 
+    def skill_prompt(self, skill: str, args: str) -> str:
+        """A prompt that has the session use Legion's skill `skill` with `args`."""
+        ...
+
     def worker_prompt(self, issue: str, mode: Mode) -> str:
         """The first prompt of a worker in `mode` on `issue` (how its skill is invoked)."""
         ...
+
+    def skills_dir(self, env: Mapping[str, str]) -> Path:
+        """Where the CLI finds the user's skills (Legion's are installed there)."""
+        ...
+
+
+def worker_skill_args(issue: str, mode: Mode) -> str:
+    """What a worker's skill is given: the mode and the issue (`implement mode for LEG-1`)."""
+    return f"{mode.value} mode for {normalize_identifier(issue)}"

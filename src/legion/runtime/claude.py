@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -20,19 +21,49 @@ from pathlib import Path
 from typing import Any
 
 from legion.config import Settings
-from legion.core.model import Mode, normalize_identifier
+from legion.core.model import Mode
 from legion.core.usage import Usage
 from legion.errors import ConfigError
 from legion.runtime import claude_bin, hooks
-from legion.runtime.claude_paths import global_config_file, newest_activity, transcript_path
+from legion.runtime.base import worker_skill_args
+from legion.runtime.claude_paths import (
+    config_dir,
+    global_config_file,
+    newest_activity,
+    transcript_path,
+)
 from legion.runtime.transcript import TranscriptSummary, session_usage, summarize_file
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
 _API_KEY_VARIABLES = ("ANTHROPIC_API_KEY",)
 
 
+def skill_prompt(skill: str, args: str) -> str:
+    """A slash command: the CLI loads the skill and gives it `args`."""
+    return f"/{skill} {args}".rstrip()
+
+
 def worker_prompt(issue: str, mode: Mode) -> str:
-    return f"/legion-worker {mode.value} mode for {normalize_identifier(issue)}"
+    return skill_prompt("legion-worker", worker_skill_args(issue, mode))
+
+
+def hook_settings(inbox: Path | None, context: Path | None) -> dict[str, Any]:
+    """Legion's hooks for a session: Stop (messages for a busy session, at its turn boundary),
+    PreCompact (a snapshot of its state) and SessionStart (the state back after a resume or a
+    compaction) only. A hook is a Python start on the path of every event it is installed
+    for, and an idle session has its messages typed in instead of handed over by
+    UserPromptSubmit."""
+    if inbox is None and context is None:
+        return {}
+    for path in (inbox, context):
+        if path is not None:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the hooks lock in it
+    return hooks.hooks_settings(
+        python=sys.executable,
+        inbox=inbox,
+        context=context,
+        events=(hooks.HookEvent.STOP, hooks.HookEvent.SESSION_START, hooks.HookEvent.PRE_COMPACT),
+    )
 
 
 def split_settings_arg(args: tuple[str, ...]) -> tuple[list[str], dict[str, Any]]:
@@ -96,12 +127,14 @@ class ClaudeRuntime:
         prompt: str,
         *,
         resume: bool,
-        hook_settings: Mapping[str, Any] | None = None,
+        inbox: Path | None = None,
+        context: Path | None = None,
     ) -> list[str]:
         """argv for the interactive CLI: new session (`--session-id`) or resumed (`--resume`).
 
-        `hook_settings`: Legion's hooks (`hooks.hooks_settings`). The CLI reads only the last
-        `--settings`, so Legion's, the user's (from `claude_args`) and the hooks go in one."""
+        `inbox`, `context`: the files of Legion's hooks (`hook_settings`). The CLI reads only
+        the last `--settings`, so Legion's, the user's (from `claude_args`) and the hooks go in
+        one."""
         argv = [self.executable(), "--resume" if resume else "--session-id", session_id]
         base: dict[str, Any] = {}
         if self.permission_mode == "bypass":
@@ -113,7 +146,7 @@ class ClaudeRuntime:
             argv += ["--permission-mode", self.permission_mode]
         extra_args, user_settings = split_settings_arg(self.extra_args)
         settings = hooks.merge_settings(base, user_settings)
-        settings = hooks.merge_settings(settings, hook_settings or {})
+        settings = hooks.merge_settings(settings, hook_settings(inbox, context))
         if settings:
             argv += ["--settings", json.dumps(settings)]
         argv += extra_args
@@ -149,8 +182,14 @@ class ClaudeRuntime:
     def first_run_dialog(self, screen: str) -> tuple[str, list[str]] | None:
         return first_run_dialog_keys(screen)
 
+    def skill_prompt(self, skill: str, args: str) -> str:
+        return skill_prompt(skill, args)
+
     def worker_prompt(self, issue: str, mode: Mode) -> str:
         return worker_prompt(issue, mode)
+
+    def skills_dir(self, env: Mapping[str, str]) -> Path:
+        return config_dir(env) / "skills"
 
     def prepare(self, env: Mapping[str, str], workspace: Path) -> None:
         """Answer the CLI's first-run questions for this workspace the way the user's config

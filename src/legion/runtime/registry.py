@@ -23,6 +23,7 @@ class WorkerRecord:
     window: str
     workspace: Path
     started_at: str
+    runtime: str = "claude-code"  # the agent CLI its session runs on
 
 
 class Registry:
@@ -42,7 +43,13 @@ class Registry:
         return [record for record in self.current() if record.issue == identifier]
 
     def start(
-        self, issue: str, mode: Mode, session_id: str, window: str, workspace: Path
+        self,
+        issue: str,
+        mode: Mode,
+        session_id: str,
+        window: str,
+        workspace: Path,
+        runtime: str = "claude-code",
     ) -> WorkerRecord:
         """Record a new worker, retiring any earlier record for the same issue and mode."""
         identifier = normalize_identifier(issue)
@@ -53,9 +60,10 @@ class Registry:
                 (stamp, identifier, mode.value),
             )
             cursor = conn.execute(
-                "INSERT INTO workers (issue, mode, session_id, window, workspace, started_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (identifier, mode.value, session_id, window, str(workspace), stamp),
+                "INSERT INTO workers "
+                "(issue, mode, session_id, window, workspace, started_at, runtime) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (identifier, mode.value, session_id, window, str(workspace), stamp, runtime),
             )
             row = conn.execute("SELECT * FROM workers WHERE id = ?", (cursor.lastrowid,)).fetchone()
         return _record(row)
@@ -101,4 +109,5 @@ def _record(row: sqlite3.Row) -> WorkerRecord:
         window=row["window"],
         workspace=Path(row["workspace"]),
         started_at=row["started_at"],
+        runtime=row["runtime"],
     )

@@ -1,4 +1,4 @@
-"""Workers: Claude Code sessions in tmux windows, one workspace per issue.
+"""Workers: agent sessions (Claude Code or Codex) in tmux windows, one workspace per issue.
 
 Observing a worker combines three sources: the registry (what Legion started), tmux (is the
 window there, is its process alive) and the transcript (mid-turn, waiting for input, or
@@ -29,12 +29,12 @@ from legion.core.decide import session_mode
 from legion.core.ids import session_id, short_id
 from legion.core.model import Label, Mode, normalize_identifier
 from legion.core.usage import Usage
-from legion.errors import ConflictError, InputError, LegionError, NotFoundError
+from legion.errors import ConfigError, ConflictError, InputError, LegionError, NotFoundError
 from legion.faults import fault_point
 from legion.locking import exclusive
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
-from legion.runtime import hooks, launch
+from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
 from legion.runtime.claude import CURSOR
 from legion.runtime.registry import Registry, WorkerRecord
@@ -172,6 +172,7 @@ class _Starting:
     window_id: str
     transcript: Path
     size_before: int
+    runtime: AgentRuntime
     answered_at: float = 0.0  # when keys last went to a first-run dialog
 
 
@@ -205,15 +206,20 @@ class WorkerManager:
         runtime: AgentRuntime,
         env: Mapping[str, str],
         capabilities: Capabilities | None = None,
+        runtimes: Mapping[str, AgentRuntime] | None = None,
     ) -> None:
-        """`capabilities`: where each session's relay capability is minted, when the project's
+        """`runtime`: the agent CLI of a session whose own is unknown; `runtimes`: every CLI a
+        role can be configured to run on, by name (the `runtime`/`runtimes` settings choose).
+        `capabilities`: where each session's relay capability is minted, when the project's
         sessions reach the tracker and forge through the daemon (None: they need none)."""
         self.project = project
         self.tracker = tracker
         self.registry = registry
         self.tmux = tmux
         self.workspaces = workspaces
-        self.runtime = runtime  # the agent CLI its sessions run (Claude Code)
+        self.runtime = runtime
+        self.runtimes: dict[str, AgentRuntime] = dict(runtimes or {})
+        self.runtimes.setdefault(runtime.name, runtime)
         self.env = env
         self.capabilities = capabilities
         self._starting: list[_Starting] = []
@@ -222,6 +228,40 @@ class WorkerManager:
     @property
     def session(self) -> str:
         return f"legion-{short_id(self.project.settings.project_id)}"
+
+    # -- which agent CLI ----------------------------------------------------------------------
+
+    def runtime_named(self, name: str) -> AgentRuntime:
+        found = self.runtimes.get(name)
+        if found is None:
+            raise ConfigError(
+                f"no agent runtime named {name!r} (known: {', '.join(sorted(self.runtimes))})"
+            )
+        return found
+
+    def runtime_for(self, role: str) -> AgentRuntime:
+        """The CLI configured for `role` (a session mode, or `controller`)."""
+        return self.runtime_named(self.project.settings.runtime_for(role))
+
+    @property
+    def controller_runtime(self) -> AgentRuntime:
+        return self.runtime_for("controller")
+
+    def runtime_of(self, record: WorkerRecord) -> AgentRuntime:
+        """The CLI a worker's session runs on (as recorded when it started)."""
+        return self.runtimes.get(record.runtime, self.runtime)
+
+    def runtime_of_session(self, sid: str) -> AgentRuntime:
+        """The CLI session `sid` runs on: its worker's, else (the controller) the controller's."""
+        record = self.registry.by_session(sid)
+        return self.controller_runtime if record is None else self.runtime_of(record)
+
+    def in_use(self) -> list[AgentRuntime]:
+        """The CLIs the configured roles run on, each once."""
+        from legion.config import RUNTIME_ROLES
+
+        names = dict.fromkeys(self.project.settings.runtime_for(role) for role in RUNTIME_ROLES)
+        return [self.runtime_named(name) for name in names]
 
     # -- observing -----------------------------------------------------------------------------
 
@@ -236,8 +276,9 @@ class WorkerManager:
         for record in records:
             window = windows.get(record.window)
             alive = window is not None and not window.pane_dead
-            transcript = self.runtime.transcript(self.env, record.workspace, record.session_id)
-            summary = self.runtime.summarize(transcript) if alive else None
+            runtime = self.runtime_of(record)
+            transcript = runtime.transcript(self.env, record.workspace, record.session_id)
+            summary = runtime.summarize(transcript) if alive else None
             state = classify(alive, summary)
             question = summary.pending_question if summary is not None else None
             views.append(
@@ -246,7 +287,7 @@ class WorkerManager:
                     window,
                     state,
                     transcript,
-                    self.runtime.last_activity(transcript),
+                    runtime.last_activity(transcript),
                     question,
                 )
             )
@@ -265,11 +306,10 @@ class WorkerManager:
         found: dict[str, dict[str, Usage]] = {}
         for records in by_session.values():
             records.sort(key=lambda r: (r.started_at, r.id))
-            transcript = self.runtime.transcript(
-                self.env, records[0].workspace, records[0].session_id
-            )
+            runtime = self.runtime_of(records[-1])
+            transcript = runtime.transcript(self.env, records[0].workspace, records[0].session_id)
             starts = [_instant(r.started_at) for r in records]
-            for when, used in self.runtime.usage(transcript):
+            for when, used in runtime.usage(transcript):
                 at = _instant(when)
                 index = max(0, bisect.bisect_right(starts, at) - 1)
                 record = records[index]
@@ -302,9 +342,17 @@ class WorkerManager:
                     f"({live[0].state.value}); see `legion workers`"
                 )
             workspace = self.workspaces.ensure(identifier)
-            return self._start(
-                identifier, mode, workspace.path, self.runtime.worker_prompt(identifier, mode), wait
-            )
+            prompt = self._session_runtime(identifier, mode).worker_prompt(identifier, mode)
+            return self._start(identifier, mode, workspace.path, prompt, wait)
+
+    def _session_runtime(self, issue: str, mode: Mode) -> AgentRuntime:
+        """The CLI for `mode`'s session of `issue`: the one it already ran on, when it did (a
+        retro resumes the implementer's session where it ran), else the configured one."""
+        sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
+        record = self.registry.by_session(sid)
+        if record is not None:
+            return self.runtime_of(record)
+        return self.runtime_for(session_mode(mode).value)
 
     @contextmanager
     def _marked_active(self, issue: str) -> Iterator[None]:
@@ -361,7 +409,8 @@ class WorkerManager:
         self, issue: str, mode: Mode, workspace: Path, prompt: str, wait: bool
     ) -> WorkerView:
         sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
-        transcript = self.runtime.transcript(self.env, workspace, sid)
+        runtime = self._session_runtime(issue, mode)
+        transcript = runtime.transcript(self.env, workspace, sid)
         size_before = _size(transcript)
         name = window_name(issue, mode)
         # Recorded before `worker-active` goes on and before the window exists: a crash after
@@ -369,7 +418,7 @@ class WorkerManager:
         # recorded (the latest record says which worker `worker-active` names), never a worker
         # nobody knows about. A crash before the label leaves a dead record nobody expects,
         # which the next pass forgets.
-        record = self.registry.start(issue, mode, sid, name, workspace)
+        record = self.registry.start(issue, mode, sid, name, workspace, runtime.name)
         fault_point("after_registry_start")
         with self._marked_active(issue):
             try:
@@ -380,12 +429,13 @@ class WorkerManager:
                     workspace,
                     {"LEGION_ISSUE_ID": issue, "LEGION_MODE": mode.value, "LEGION_SESSION_ID": sid},
                     issue=issue,
+                    runtime=runtime,
                 )
             except BaseException:
                 self.registry.retire(record.id)
                 raise
             fault_point("after_window_started")
-            self._starting.append(_Starting(issue, window_id, transcript, size_before))
+            self._starting.append(_Starting(issue, window_id, transcript, size_before, runtime))
             if wait:
                 failures = self.await_starts()
                 if failures:
@@ -402,18 +452,21 @@ class WorkerManager:
         extra_env: Mapping[str, str],
         *,
         issue: str | None,
+        runtime: AgentRuntime | None = None,
     ) -> str:
-        """Start (or resume, when its transcript exists) Claude Code session `sid` in window
-        `name`; returns the new window's id. `issue`: the issue a worker works on, which its
-        relay capability is scoped to; None for the controller (the whole project).
+        """Start (or resume, when its transcript exists) session `sid` of `runtime` (default:
+        the controller's CLI) in window `name`; returns the new window's id. `issue`: the
+        issue a worker works on, which its relay capability is scoped to; None for the
+        controller (the whole project).
 
         Whatever still runs that session, or holds the name, is closed first, and its process
         waited for: one session never runs in two processes, even for a moment (a window left
         by a crash, a stuck controller, a dead pane kept for `peek`)."""
-        self.runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
-        self.runtime.prepare(self.env, cwd)
+        runtime = runtime or self.controller_runtime
+        runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
+        runtime.prepare(self.env, cwd)
         env = {key: value for key, value in self.env.items() if inheritable(key)}
-        env |= self.runtime.environment(self.env)
+        env |= runtime.environment(self.env)
         env |= {
             "LEGION_REPO": str(self.project.root),
             # The session's `legion` is this one, whatever the PATH it inherited holds.
@@ -434,13 +487,17 @@ class WorkerManager:
         self._stop_stray(sid)
         self._ensure_session()  # closing the last window ends the session
         # Decided only now: a leftover that was starting may have written the transcript.
-        transcript = self.runtime.transcript(self.env, cwd, sid)
-        agent = self._register_on_bus(sid, extra_env.get("LEGION_MODE", ""), cwd)
+        transcript = runtime.transcript(self.env, cwd, sid)
+        agent = self._register_on_bus(sid, extra_env.get("LEGION_MODE", ""), cwd, runtime.name)
         if agent is not None:
             # What the session's `legion ask`/`complete` carry: a replaced session's are stale.
             env["LEGION_SPAWN_INSTANCE"] = str(agent.spawn_instance)
-        argv = self.runtime.command(
-            sid, prompt, resume=transcript.exists(), hook_settings=self._hook_settings(sid)
+        argv = runtime.command(
+            sid,
+            prompt,
+            resume=transcript.exists(),
+            inbox=self.inbox_file(sid),
+            context=self.context_file(sid),
         )
         handover = launch.Handover(self.project.state_dir / "launch", argv, cwd, env)
         handover.start()
@@ -486,25 +543,7 @@ class WorkerManager:
         """What a resumed or compacted session `sid` is given back (its SessionStart hook)."""
         return self.project.state_dir / "sessions" / f"{sid}.context.md"
 
-    def _hook_settings(self, sid: str) -> dict[str, Any]:
-        sessions = self.project.state_dir / "sessions"
-        sessions.mkdir(mode=0o700, parents=True, exist_ok=True)  # the hooks lock files in it
-        # Stop (messages for a busy session, at its turn boundary), PreCompact (a snapshot of
-        # its state) and SessionStart (the state back after a resume or a compaction) only: a
-        # hook is a Python start on the path of every event it is installed for, and an idle
-        # session has its messages typed in instead of handed over by UserPromptSubmit.
-        return hooks.hooks_settings(
-            python=sys.executable,
-            inbox=self.inbox_file(sid),
-            context=self.context_file(sid),
-            events=(
-                hooks.HookEvent.STOP,
-                hooks.HookEvent.SESSION_START,
-                hooks.HookEvent.PRE_COMPACT,
-            ),
-        )
-
-    def _register_on_bus(self, sid: str, mode: str, workspace: Path) -> Agent | None:
+    def _register_on_bus(self, sid: str, mode: str, workspace: Path, runtime: str) -> Agent | None:
         """Record the session as an agent on the bus, before its process can post. The bus is
         a help to the session, never a condition of it: a failure is reported and the session
         starts all the same."""
@@ -520,7 +559,7 @@ class WorkerManager:
                     mode=mode,
                     session_id=sid,
                     workspace=workspace,
-                    runtime=self.runtime.name,
+                    runtime=runtime,
                 )
             finally:
                 bus.close()
@@ -576,7 +615,7 @@ class WorkerManager:
                         if handover := self._handovers.pop(item.window_id, None):
                             handover.cancel()  # its reader is gone: do not wait for it
                         continue
-                    dialog = self.runtime.first_run_dialog(screen)
+                    dialog = item.runtime.first_run_dialog(screen)
                     # One answer per dialog: give the screen time to move on before looking again.
                     if dialog is not None and time.monotonic() - item.answered_at > 0.7:
                         for key in dialog[1]:
@@ -633,7 +672,7 @@ class WorkerManager:
             self.tmux.send_keys(target, "1")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            summary = self.runtime.summarize(view.transcript)
+            summary = self.runtime_of(view.record).summarize(view.transcript)
             pending = summary.pending_question if summary else None
             if pending is None or pending.tool_use_id != view.question.tool_use_id:
                 # Answered: the issue no longer waits for a human.

@@ -290,7 +290,8 @@ class ProjectSources:
             window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
             state, _ = controller_state_of(project, workers)
             sid = agent.session_id or ""
-            return window, workers.runtime.transcript(workers.env, project.root, sid), state.value
+            transcript = workers.controller_runtime.transcript(workers.env, project.root, sid)
+            return window, transcript, state.value
         for view in workers.views():
             if view.record.session_id == agent.session_id:
                 return view.window, view.transcript, view.state.value

@@ -1,0 +1,268 @@
+"""The Codex runtime: OpenAI's Codex CLI as an `AgentRuntime` (see `legion.runtime.base`).
+
+A Codex session is a chain of `codex exec --json` turns run by Legion's turn loop
+(`legion.runtime.codex_session`) in the session's tmux window: each turn is one process that
+ends at the turn boundary, so messages are handed over between turns (the loop reads the
+session's inbox, as Claude Code's Stop hook does, and takes typed prompts when idle), and
+resuming is `codex exec resume <id>`. docs/codex-cli.md says why this beats driving Codex's TUI.
+
+Codex chooses its own session ids. Legion keeps its deterministic id and records the mapping as
+a link, `$CODEX_HOME/legion/<legion id>.jsonl`, to the session's rollout
+(`$CODEX_HOME/sessions/.../rollout-...-<codex id>.jsonl`): the link is the transcript Legion
+watches, and its target names the Codex session to resume. A state file beside it says whether
+a turn runs, so a turn whose process died is not taken for a busy session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from legion.config import Settings
+from legion.core.model import Mode
+from legion.core.usage import Usage
+from legion.runtime import codex_bin, npm_pin
+from legion.runtime.transcript import TranscriptSummary, Turn, read_tail
+
+NAME = "codex"
+ROLLOUT_ID = re.compile(
+    r"rollout-.*?-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$"
+)
+# Codex's flags for an unattended turn: the worker's workspace is its sandbox (as Claude Code's
+# bypass mode), and a workspace outside a git repository is fine.
+EXEC_FLAGS = ("--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox")
+
+
+def codex_home(env: Mapping[str, str]) -> Path:
+    """`$CODEX_HOME`, else `~/.codex`."""
+    explicit = env.get("CODEX_HOME")
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path(env.get("HOME") or Path.home()) / ".codex"
+
+
+def session_link(env: Mapping[str, str], session_id: str) -> Path:
+    """Where Legion's session `session_id` links to its Codex rollout."""
+    return codex_home(env) / "legion" / f"{session_id}.jsonl"
+
+
+def turn_state_file(link: Path) -> Path:
+    """The turn loop's word on whether a turn runs (`running` or `idle`)."""
+    return link.with_suffix(".turn")
+
+
+def codex_session_id(link: Path) -> str | None:
+    """The Codex session a link points at (None: not started yet)."""
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return None
+    match = ROLLOUT_ID.search(target)
+    return match.group(1) if match else None
+
+
+def find_rollout(home: Path, codex_id: str) -> Path | None:
+    """The rollout file of Codex session `codex_id` under `home/sessions`, newest day first."""
+    sessions = home / "sessions"
+    for day in sorted(sessions.glob("*/*/*"), reverse=True):
+        for path in day.glob(f"rollout-*-{codex_id}.jsonl"):
+            return path
+    return None
+
+
+def _records(lines: Iterable[str]) -> Iterable[dict[str, object]]:
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a torn last line, or not JSON
+        if isinstance(record, dict):
+            yield record
+
+
+def _event(record: Mapping[str, object]) -> tuple[str, Mapping[str, object]] | None:
+    payload = record.get("payload")
+    if record.get("type") != "event_msg" or not isinstance(payload, dict):
+        return None
+    return str(payload.get("type")), payload
+
+
+def summarize_rollout(lines: Iterable[str]) -> TranscriptSummary:
+    """Pure: the turn's state from a rollout's lines. A `task_started` without its
+    `task_complete` is a turn in progress. Codex's `exec` turns never wait on a question (it
+    has no way to answer one), so there is never a pending question."""
+    entries = 0
+    open_turns: set[str] = set()
+    started = False
+    for record in _records(lines):
+        entries += 1
+        event = _event(record)
+        if event is None:
+            continue
+        kind, payload = event
+        turn_id = str(payload.get("turn_id", ""))
+        if kind == "task_started":
+            started = True
+            open_turns.add(turn_id)
+        elif kind in ("task_complete", "turn_aborted"):
+            open_turns.discard(turn_id)
+    if not started:
+        return TranscriptSummary(entries, Turn.NONE if entries == 0 else Turn.OPEN, None)
+    return TranscriptSummary(entries, Turn.OPEN if open_turns else Turn.ENDED, None)
+
+
+def rollout_usage(lines: Iterable[str]) -> list[tuple[str, Usage]]:
+    """Pure: each model response's tokens, from the rollout's `token_count` events (the
+    response's own counts, `last_token_usage`). Codex counts cached input inside
+    `input_tokens`; here `input` is what was sent afresh, as for Claude Code."""
+    found: list[tuple[str, Usage]] = []
+    last_total: object = None
+    for record in _records(lines):
+        event = _event(record)
+        if event is None or event[0] != "token_count":
+            continue
+        info = event[1].get("info")
+        if not isinstance(info, dict):
+            continue
+        total, last = info.get("total_token_usage"), info.get("last_token_usage")
+        if not isinstance(last, dict) or total == last_total:
+            continue  # a repeat of the last count (Codex re-sends it with rate-limit news)
+        last_total = total
+        cached = _int(last.get("cached_input_tokens"))
+        usage = Usage(
+            input=max(0, _int(last.get("input_tokens")) - cached),
+            output=_int(last.get("output_tokens")),
+            cache_read=cached,
+            cache_write=_int(last.get("cache_write_input_tokens")),
+        )
+        found.append((str(record.get("timestamp", "")), usage))
+    return found
+
+
+def compactions(lines: Iterable[str]) -> int:
+    """Pure: how many times the session was compacted (its `compacted` lines)."""
+    return sum(1 for record in _records(lines) if record.get("type") == "compacted")
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def skill_prompt(skill: str, args: str) -> str:
+    """How a Codex session is told to use a skill: `$name`, as Codex mentions skills."""
+    return f"${skill} {args}".rstrip()
+
+
+@dataclass(frozen=True)
+class CodexRuntime:
+    """Codex, as an `AgentRuntime`: its sessions run in `legion.runtime.codex_session`."""
+
+    settings: Settings | None = None  # its codex_bin and codex_args
+    lookup_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    def resolve(self) -> npm_pin.Binary:
+        configured = None if self.settings is None else self.settings.codex_bin
+        source = "setting"
+        if self.settings is not None:
+            source = self.settings.sources.get("codex_bin", "setting")
+        return codex_bin.resolve(configured, self.lookup_env, configured_source=source)
+
+    def executable(self) -> str:
+        return str(self.resolve().path)
+
+    def command(
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        resume: bool,
+        inbox: Path | None = None,
+        context: Path | None = None,
+    ) -> list[str]:
+        """argv of the turn loop for session `session_id`: it runs `codex exec` turns, the
+        first with `prompt` (a resumed session's with its wake-up context before it)."""
+        argv = [
+            sys.executable,
+            "-m",
+            "legion.runtime.codex_session",
+            "--codex",
+            self.executable(),
+            "--session",
+            session_id,
+        ]
+        if resume:
+            argv.append("--resume")
+        if inbox is not None:
+            argv += ["--inbox", str(inbox)]
+        if context is not None:
+            argv += ["--context", str(context)]
+        extra = () if self.settings is None else self.settings.codex_args
+        for arg in extra:
+            argv.append(f"--codex-arg={arg}")
+        return [*argv, "--", prompt]
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        return {}
+
+    def prepare(self, env: Mapping[str, str], workspace: Path) -> None:
+        """Nothing to answer: `codex exec` asks no first-run question."""
+        session_link(env, "x").parent.mkdir(parents=True, exist_ok=True)
+
+    def transcript(self, env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
+        return session_link(env, session_id)
+
+    def summarize(self, transcript: Path) -> TranscriptSummary | None:
+        if not transcript.exists():
+            return None
+        summary = summarize_rollout(read_tail(transcript))
+        try:
+            said = turn_state_file(transcript).read_text(encoding="utf-8").strip()
+        except OSError:
+            return summary
+        # The turn loop knows whether a turn's process runs: a turn killed half-way leaves a
+        # `task_started` with no end in the rollout, but its session waits for input.
+        if said == "idle":
+            return TranscriptSummary(summary.entries, Turn.ENDED, None)
+        if said == "running":
+            return TranscriptSummary(summary.entries, Turn.OPEN, None)
+        return summary
+
+    def last_activity(self, transcript: Path) -> float | None:
+        try:
+            return transcript.stat().st_mtime
+        except OSError:
+            return None
+
+    def usage(self, transcript: Path) -> list[tuple[str, Usage]]:
+        return rollout_usage(_lines(transcript))
+
+    def first_run_dialog(self, screen: str) -> tuple[str, list[str]] | None:
+        return None
+
+    def skill_prompt(self, skill: str, args: str) -> str:
+        return skill_prompt(skill, args)
+
+    def worker_prompt(self, issue: str, mode: Mode) -> str:
+        from legion.runtime.base import worker_skill_args
+
+        return skill_prompt("legion-worker", worker_skill_args(issue, mode))
+
+    def skills_dir(self, env: Mapping[str, str]) -> Path:
+        """Where Codex finds the user's skills."""
+        return codex_home(env) / "skills"

@@ -1,0 +1,338 @@
+"""A Codex session's process, in its tmux window: `python -m legion.runtime.codex_session`.
+
+It runs the session as a chain of `codex exec --json` turns (resumed by Codex's session id, so
+every turn continues one conversation) and does for Codex what Claude Code's hooks do for it:
+
+- at each turn boundary it hands over the messages queued in the session's inbox (the Stop
+  hook's logic, `legion.runtime.hook_entry`), as the next turn's prompt;
+- when idle it takes a prompt typed into its window (Enter submits; a line feed is a newline
+  inside the prompt), which is how the daemon delivers to an idle session, as it does to
+  Claude Code's;
+- a resumed session's first prompt, and the first prompt after Codex compacted the
+  conversation, carry Legion's wake-up context (the SessionStart hook's text), and a
+  compaction is recorded on the bus (the PreCompact hook's event);
+- it records the mapping of Legion's session id to Codex's (a link to the rollout) as soon as
+  Codex names the session, and says in a state file whether a turn runs.
+
+What Codex does is shown in the window in a few lines per event, for `legion peek`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import termios
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from legion.runtime.codex import (
+    EXEC_FLAGS,
+    codex_home,
+    codex_session_id,
+    compactions,
+    find_rollout,
+    session_link,
+    turn_state_file,
+)
+
+PROMPT_MARK = ">"
+IDLE_POLL_S = 0.5  # how often an idle session looks at its inbox
+OUTPUT_LINES = 6  # of a command's output, shown in the window
+ENTER, NEWLINE, BACKSPACE, KILL_LINE = b"\r", b"\n", (b"\x7f", b"\x08"), b"\x15"
+
+
+class Terminal:
+    """The window's keyboard: no echo, no line editing by the kernel, and Enter (CR) kept apart
+    from a line feed, so a typed prompt may hold newlines."""
+
+    def __init__(self, stream: IO[str], out: IO[str]) -> None:
+        self.fd = stream.fileno()
+        self.out = out
+        self._saved: list[Any] | None = None
+        self._buffer = bytearray()
+        if os.isatty(self.fd):
+            self._saved = termios.tcgetattr(self.fd)
+            mode = termios.tcgetattr(self.fd)
+            mode[0] &= ~(termios.ICRNL | termios.INLCR | termios.IGNCR)
+            mode[3] &= ~(termios.ICANON | termios.ECHO)
+            mode[6][termios.VMIN] = 1
+            mode[6][termios.VTIME] = 0
+            termios.tcsetattr(self.fd, termios.TCSANOW, mode)
+
+    def restore(self) -> None:
+        if self._saved is not None:
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(self.fd, termios.TCSANOW, self._saved)
+
+    def read_prompt(self, poll: Callable[[], str | None]) -> str | None:
+        """The next prompt: typed and submitted with Enter, or what `poll` finds meanwhile.
+        None at the end of input."""
+        while True:
+            found = poll()
+            if found:
+                return found
+            ready, _, _ = select.select([self.fd], [], [], IDLE_POLL_S)
+            if not ready:
+                continue
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                return None
+            for byte in chunk:
+                key = bytes([byte])
+                if key == ENTER:
+                    text = self._buffer.decode("utf-8", errors="replace")
+                    self._buffer.clear()
+                    self.out.write("\n")
+                    if text.strip():
+                        return text
+                elif key in BACKSPACE:
+                    if self._buffer:
+                        del self._buffer[-1]
+                elif key == KILL_LINE:
+                    self._buffer.clear()
+                    self.out.write(f"\n{PROMPT_MARK} ")
+                else:
+                    self._buffer += key
+                    self.out.write(key.decode("utf-8", errors="ignore"))
+            self.out.flush()
+
+
+def _short(text: str, width: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def render_event(event: Mapping[str, Any]) -> list[str]:
+    """Pure: the window's lines for one `codex exec --json` event."""
+    kind = event.get("type")
+    item = event.get("item") if isinstance(event.get("item"), dict) else {}
+    if kind == "item.completed" and isinstance(item, dict):
+        if item.get("type") == "agent_message":
+            return [f"• {item.get('text', '')}"]
+        if item.get("type") == "command_execution":
+            lines = [f"$ {_short(str(item.get('command', '')))}  (exit {item.get('exit_code')})"]
+            output = str(item.get("aggregated_output") or "").rstrip().splitlines()
+            return lines + [f"  {line}" for line in output[-OUTPUT_LINES:]]
+        if item.get("type") == "error":
+            return [f"! {item.get('message', '')}"]
+        return []
+    if kind == "turn.completed":
+        usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
+        assert isinstance(usage, dict)
+        return [
+            f"─ turn done: {usage.get('input_tokens', 0)} in "
+            f"({usage.get('cached_input_tokens', 0)} cached), {usage.get('output_tokens', 0)} out"
+        ]
+    if kind in ("turn.failed", "error"):
+        error = event.get("error") if isinstance(event.get("error"), dict) else event
+        assert isinstance(error, dict)
+        return [f"! {error.get('message', 'the turn failed')}"]
+    return []
+
+
+class Session:
+    def __init__(
+        self,
+        *,
+        codex: str,
+        session_id: str,
+        inbox: Path | None,
+        context: Path | None,
+        extra_args: Sequence[str],
+        env: Mapping[str, str],
+        out: IO[str],
+    ) -> None:
+        self.codex = codex
+        self.session_id = session_id
+        self.inbox = inbox
+        self.context = context
+        self.extra_args = list(extra_args)
+        self.env = env
+        self.out = out
+        self.link = session_link(env, session_id)
+        self.home = codex_home(env)
+        self._codex_id = codex_session_id(self.link)
+
+    # -- the session's record ------------------------------------------------------------------
+
+    def _say(self, *lines: str) -> None:
+        for line in lines:
+            self.out.write(line + "\n")
+        self.out.flush()
+
+    def _state(self, state: str) -> None:
+        from legion.statefiles import write_private
+
+        with contextlib.suppress(OSError):
+            write_private(turn_state_file(self.link), state + "\n")
+
+    def _link(self, codex_id: str) -> None:
+        """Record which Codex session this is: the link to its rollout."""
+        self._codex_id = codex_id
+        if codex_session_id(self.link) == codex_id:
+            return
+        rollout = find_rollout(self.home, codex_id)
+        if rollout is None:
+            return  # not written yet: tried again at the next event
+        self.link.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.link.with_name(f".{self.link.name}.{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        temporary.symlink_to(rollout)
+        temporary.replace(self.link)
+
+    def _compactions(self) -> int:
+        try:
+            return compactions(self.link.read_text(encoding="utf-8", errors="replace").splitlines())
+        except OSError:
+            return 0
+
+    # -- what Claude Code's hooks would do -----------------------------------------------------
+
+    def _hook(self, event: str, **fields: Any) -> dict[str, Any] | None:
+        from legion.runtime.hook_entry import answer
+        from legion.runtime.hooks import HookEvent
+
+        hook_input = {"session_id": self.session_id, "cwd": os.getcwd(), **fields}
+        try:
+            return answer(
+                HookEvent(event), hook_input, inbox=self.inbox, context=self.context, env=self.env
+            )
+        except Exception as exc:  # as for a hook: a broken inbox never stops the session
+            self._say(f"! legion: {event}: {type(exc).__name__}: {exc}")
+            return None
+
+    def queued_messages(self) -> str | None:
+        """The messages waiting in the inbox, taken out of it (the Stop hook's answer)."""
+        if self.inbox is None or not self.inbox.exists():
+            return None
+        reply = self._hook("Stop", stop_hook_active=False)
+        if reply and reply.get("decision") == "block":
+            return str(reply.get("reason") or "") or None
+        return None
+
+    def wake_up_context(self, source: str) -> str | None:
+        """What a resumed (`resume`) or compacted (`compact`) session is given back."""
+        if source == "compact":
+            self._hook("PreCompact", trigger="auto")  # the event, and a snapshot
+        reply = self._hook("SessionStart", source=source)
+        output = (reply or {}).get("hookSpecificOutput") or {}
+        text = output.get("additionalContext") if isinstance(output, dict) else None
+        return str(text) if text else None
+
+    # -- turns ---------------------------------------------------------------------------------
+
+    def argv(self, prompt: str) -> list[str]:
+        argv = [self.codex, "exec", *EXEC_FLAGS, *self.extra_args]
+        if self._codex_id is not None:
+            argv += ["resume", self._codex_id]
+        return [*argv, "--", prompt]
+
+    def turn(self, prompt: str) -> int:
+        """Run one turn to its end; Codex's exit status."""
+        self._state("running")
+        self._say("", f"{PROMPT_MARK} {prompt.strip()}", "")
+        process = subprocess.Popen(
+            self.argv(prompt),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(self.env),
+        )
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    self._say(line.rstrip())
+                    continue
+                if not isinstance(event, dict):
+                    continue
+                if event.get("type") == "thread.started" and event.get("thread_id"):
+                    self._link(str(event["thread_id"]))
+                elif self._codex_id is not None and codex_session_id(self.link) is None:
+                    self._link(self._codex_id)
+                self._say(*render_event(event))
+            status = process.wait()
+        except KeyboardInterrupt:
+            process.terminate()
+            status = process.wait()
+            self._say("! interrupted")
+        if self._codex_id is not None:
+            self._link(self._codex_id)
+        if status != 0:
+            self._say(f"! codex exited with status {status}")
+        return status
+
+    def run(self, first_prompt: str, *, resumed: bool, terminal: Terminal | None) -> int:
+        prompt: str | None = first_prompt
+        if resumed:
+            context = self.wake_up_context("resume")
+            if context:
+                prompt = f"{context}\n\n{first_prompt}" if first_prompt.strip() else context
+        pending_context: str | None = None
+        while True:
+            if prompt:
+                if pending_context:
+                    prompt = f"{pending_context}\n\n{prompt}"
+                    pending_context = None
+                before = self._compactions()
+                self.turn(prompt)
+                if self._compactions() > before:
+                    pending_context = self.wake_up_context("compact")
+                prompt = self.queued_messages()
+                if prompt:
+                    continue
+            self._state("idle")
+            self._say("", f"{PROMPT_MARK} waiting for a message (type it and press Enter)")
+            if terminal is None:
+                return 0
+            prompt = terminal.read_prompt(self.queued_messages)
+            if prompt is None:
+                return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m legion.runtime.codex_session")
+    parser.add_argument("--codex", required=True, help="the Codex CLI to run")
+    parser.add_argument("--session", required=True, help="Legion's id of the session")
+    parser.add_argument("--resume", action="store_true", help="the session ran before")
+    parser.add_argument("--inbox", type=Path)
+    parser.add_argument("--context", type=Path)
+    parser.add_argument("--codex-arg", action="append", default=[], dest="codex_args")
+    parser.add_argument("prompt", nargs="?", default="")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    session = Session(
+        codex=args.codex,
+        session_id=args.session,
+        inbox=args.inbox,
+        context=args.context,
+        extra_args=args.codex_args,
+        env=dict(os.environ),
+        out=sys.stdout,
+    )
+    terminal = Terminal(sys.stdin, sys.stdout) if sys.stdin.isatty() else None
+    try:
+        return session.run(args.prompt, resumed=args.resume, terminal=terminal)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if terminal is not None:
+            terminal.restore()
+        with contextlib.suppress(OSError):
+            session._state("idle")  # no turn runs once this process is gone
+
+
+if __name__ == "__main__":
+    sys.exit(main())
