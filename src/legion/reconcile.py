@@ -586,7 +586,7 @@ class _Pass:
             else None
         )
         prompt = (
-            f"/legion-worker implement mode for {issue}\n\n"
+            f"{self.o.workers.worker_prompt(issue, Mode.IMPLEMENT)}\n\n"
             f"The reviewer requested changes on PR #{pr.number if pr else '?'}:\n\n"
             f"{review.body if review else '(see the PR reviews)'}\n\n"
             "Address every point in this workspace and commit. Then remove worker-active and "
@@ -632,7 +632,14 @@ class _Pass:
             if not view.state.is_live:
                 self.o.workers.retire(view)
         self.o.tracker.update_labels(issue, remove=[Label.WORKER_ACTIVE.value])
-        return self._start(issue, mode, _continue_prompt(issue, mode))
+        return self._start(issue, mode, self._continue_prompt(issue, mode))
+
+    def _continue_prompt(self, issue: str, mode: Mode) -> str:
+        return (
+            f"{self.o.workers.worker_prompt(issue, mode)}\n\n"
+            "Your previous session stopped before it finished. Check where the work stands "
+            "(issue comments, the workspace, the PR) and carry on."
+        )
 
     def relay_feedback(self, state: IssueState, decision: Decision) -> Step:
         issue = state.issue.identifier
@@ -656,7 +663,7 @@ class _Pass:
             mode = self._latest_mode(issue, decision.mode)
             assert mode is not None
             prompt = (
-                f"/legion-worker {mode.value} mode for {issue}\n\n"
+                f"{self.o.workers.worker_prompt(issue, mode)}\n\n"
                 f"A human answered your question:\n\n{answer}\n\n"
                 f"Continue the {mode.value} work with this answer."
             )
@@ -680,14 +687,6 @@ class _Pass:
                 kind = OutcomeKind.PLANNED if self.dry_run else OutcomeKind.DEFERRED
             self.record(result.issue, "sweep_workspace", kind, result.reason)
         return None
-
-
-def _continue_prompt(issue: str, mode: Mode) -> str:
-    return (
-        f"/legion-worker {mode.value} mode for {issue}\n\n"
-        "Your previous session stopped before it finished. Check where the work stands "
-        "(issue comments, the workspace, the PR) and carry on."
-    )
 
 
 def escalation_comment(

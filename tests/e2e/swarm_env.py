@@ -137,6 +137,62 @@ class Daemon:
         self.stop()
 
 
+FULL_CYCLE_ACTIONS = (
+    "dispatch_planner",
+    "transition_to_in_progress",
+    "transition_to_needs_review",
+    "resume_implementer_for_changes",
+    "dispatch_reviewer",
+    "transition_to_retro",
+    "dispatch_finisher",
+    "sweep_workspace",
+)
+
+
+def run_full_cycle(swarm: Swarm, timeout: float = 180) -> tuple[Daemon, set[tuple[str, bool]]]:
+    """Create LEG-1 and run the daemon until it is Done and its workspace swept; the daemon
+    (stopped) and the (status, workspace exists) pairs seen on the way."""
+    swarm.legion("issue", "create", "Feature one", "--body", "Add feature one.")
+    workspace = swarm.workspace_root / "leg-1"
+    seen: set[tuple[str, bool]] = set()
+
+    def done_and_watched() -> bool:
+        status = issue_status(swarm, "LEG-1")
+        seen.add((status, workspace.is_dir()))
+        return status == "Done"
+
+    with Daemon(swarm) as daemon:
+        wait_until("LEG-1 Done", done_and_watched, timeout=timeout)
+        wait_until("workspace swept", lambda: not workspace.exists(), timeout=30)
+    return daemon, seen
+
+
+def assert_full_cycle(swarm: Swarm, daemon: Daemon, seen: set[tuple[str, bool]]) -> None:
+    """What every full cycle of LEG-1 (`swarm_script(["LEG-1"])`) must have done, whatever
+    agent CLI ran it: `seen` holds the (status, workspace exists) pairs watched on the way."""
+    from tests.conftest import git
+
+    # the one workspace lived through implement, review and retro
+    for status in ("In Progress", "Needs Review", "Retro"):
+        assert (status, True) in seen and (status, False) not in seen, (status, seen)
+    issue = swarm.json("issue", "show", "LEG-1")
+    assert any(c["body"].startswith("## Plan") for c in issue["comments"])
+    pr = issue["pr"]
+    assert pr["state"] == "merged"
+    assert [r["outcome"] for r in pr["reviews"]] == ["changes_requested", "approved"]
+    # merged into main: the feature, the requested docstring, and the retro's learnings
+    assert (swarm.repo / "src" / "feature_1.py").read_text().startswith('"""Feature 1."""')
+    assert (swarm.repo / "docs" / "solutions" / "leg-1.md").exists()
+    assert git(swarm.repo, "log", "-1", "--format=%s").startswith("Merge PR #1")
+    actions = [e["action"] for e in swarm.json("log", "-n", "200")]
+    for action in FULL_CYCLE_ACTIONS:
+        assert action in actions, (action, daemon.output()[-2000:])
+    assert swarm.json("workers") == []
+    # stopped by SIGTERM: a clean exit that says so
+    assert swarm.json("status")["daemon"]["pid"] is None
+    assert swarm.json("log", "-n", "5")[-1]["action"] == "daemon_stop"
+
+
 def issue_status(swarm: Swarm, issue: str) -> str:
     return str(swarm.json("issue", "show", issue)["status"])
 

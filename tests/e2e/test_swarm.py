@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 
 from legion.demo.swarm_script import swarm_script
-from tests.conftest import git
-from tests.e2e.swarm_env import Daemon, Swarm, issue_status, wait_until
+from tests.e2e.swarm_env import (
+    Daemon,
+    Swarm,
+    assert_full_cycle,
+    issue_status,
+    run_full_cycle,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -23,31 +29,9 @@ def script(swarm: Swarm, issues: list[str], **options: object) -> None:
 
 
 def test_full_cycle_todo_to_done(swarm: Swarm) -> None:
-    swarm.legion("issue", "create", "Feature one", "--body", "Add feature one.")
     script(swarm, ["LEG-1"])
-    workspace = swarm.workspace_root / "leg-1"
-    seen: set[tuple[str, bool]] = set()
-
-    def done_and_watched() -> bool:
-        status = issue_status(swarm, "LEG-1")
-        seen.add((status, workspace.is_dir()))
-        return status == "Done"
-
-    with Daemon(swarm) as daemon:
-        wait_until("LEG-1 Done", done_and_watched, timeout=180)
-        wait_until("workspace swept", lambda: not workspace.exists(), timeout=30)
-    # the one workspace lived through implement, review and retro
-    for status in ("In Progress", "Needs Review", "Retro"):
-        assert (status, True) in seen and (status, False) not in seen, (status, seen)
-    issue = swarm.json("issue", "show", "LEG-1")
-    assert any(c["body"].startswith("## Plan") for c in issue["comments"])
-    pr = issue["pr"]
-    assert pr["state"] == "merged"
-    assert [r["outcome"] for r in pr["reviews"]] == ["changes_requested", "approved"]
-    # merged into main: the feature, the requested docstring, and the retro's learnings
-    assert (swarm.repo / "src" / "feature_1.py").read_text().startswith('"""Feature 1."""')
-    assert (swarm.repo / "docs" / "solutions" / "leg-1.md").exists()
-    assert git(swarm.repo, "log", "-1", "--format=%s").startswith("Merge PR #1")
+    daemon, seen = run_full_cycle(swarm)
+    assert_full_cycle(swarm, daemon, seen)
     # the implementer's one session was resumed for the changes and for the retro
     project_id = swarm.json("config")["settings"]["project_id"]["value"]
     implementer = str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:implement"))
@@ -60,22 +44,6 @@ def test_full_cycle_todo_to_done(swarm: Swarm) -> None:
     ]
     assert any("requested changes" in p for p in prompts)
     assert any("retro mode for LEG-1" in p for p in prompts)
-    actions = [e["action"] for e in swarm.json("log", "-n", "200")]
-    for action in (
-        "dispatch_planner",
-        "transition_to_in_progress",
-        "transition_to_needs_review",
-        "resume_implementer_for_changes",
-        "dispatch_reviewer",
-        "transition_to_retro",
-        "dispatch_finisher",
-        "sweep_workspace",
-    ):
-        assert action in actions, (action, daemon.output()[-2000:])
-    assert swarm.json("workers") == []
-    # stopped by SIGTERM: a clean exit that says so
-    assert swarm.json("status")["daemon"]["pid"] is None
-    assert swarm.json("log", "-n", "5")[-1]["action"] == "daemon_stop"
 
 
 def test_no_issues_the_llm_controller_iteration_is_a_no_op(swarm: Swarm) -> None:

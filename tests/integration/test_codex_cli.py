@@ -9,19 +9,16 @@ server too, so any attempt to reach another host is recorded (and refused) as ou
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from legion.demo.offline import base_environment
-from legion.errors import ToolMissingError
-from legion.runtime import codex_bin
+from tests.fakes.codex_env import find_codex
 from tests.fakes.responses_server import (
     API_KEY_ENV,
     SHELL_TOOL,
@@ -35,25 +32,10 @@ from tests.fakes.responses_server import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
-# Legion's cache as seen from the real HOME (tests/conftest.py gives every test its own HOME).
-_ENV_AT_IMPORT = dict(os.environ)
-
-
-@cache
-def _installed_codex() -> Path | str:
-    """The pinned Codex (installed into Legion's cache when missing), or why it cannot be."""
-    try:
-        return codex_bin.install(_ENV_AT_IMPORT, lambda _: None)
-    except ToolMissingError as error:
-        return str(error)
-
 
 @pytest.fixture(scope="session")
 def codex() -> Path:
-    found = _installed_codex()
-    if isinstance(found, str):
-        pytest.skip(f"Codex CLI {codex_bin.PINNED_VERSION} cannot be installed: {found}")
-    return found
+    return find_codex()
 
 
 @pytest.fixture

@@ -69,3 +69,170 @@ def test_dispatch_without_claude_fails_in_one_line_naming_the_fix(
     assert result.stderr.count("\n") == 1
     assert "Claude Code CLI not found" in result.stderr
     assert "legion doctor --install" in result.stderr
+
+
+def fake_codex(tmp_path: Path, version: str = "0.169.0") -> Path:
+    path = tmp_path / "fake" / "codex"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho 'codex-cli {version}'\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def codex_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """A machine with git, tmux, npm and a (fake) Claude Code, but no Codex on PATH or in
+    Legion's cache, a private CODEX_HOME and none of the caller's OpenAI variables."""
+    home = tmp_path / "codex-home"
+    home.mkdir(exist_ok=True)
+    return {
+        "PATH": no_claude_path(tmp_path),
+        "LEGION_CLAUDE_BIN": str(fake_claude(tmp_path, "2.0.0")),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "CODEX_HOME": str(home),
+        "OPENAI_API_KEY": "",
+        **extra,
+    }
+
+
+def checks_of(stdout: str) -> dict[str, dict[str, object]]:
+    return {check["name"]: check for check in json.loads(stdout)["checks"]}
+
+
+CUSTOM_PROVIDER = """\
+model = "gpt-5.5"
+model_provider = "corp"
+
+[model_providers.corp]
+name = "Corp gateway"
+base_url = "https://gw-user:gw-password@llm.example.invalid:8443/v1?api-key=in-the-query"
+env_key = "CORP_LLM_KEY"
+wire_api = "responses"
+"""
+
+
+def test_doctor_without_a_codex_role_reports_a_missing_codex_for_information(
+    tmp_path: Path,
+) -> None:
+    env = codex_env(tmp_path)
+    text = run_legion("doctor", cwd=tmp_path, env=env)
+    assert text.returncode == 0, text.stdout + text.stderr
+    line = next(line for line in text.stdout.splitlines() if " codex " in f"{line} ")
+    assert line.split()[:2] == ["info", "codex"]
+    assert "not used (no role runs on codex)" in line
+    result = run_legion("doctor", "--json", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = checks_of(result.stdout)
+    assert checks["codex"]["ok"] is False and checks["codex"]["required"] is False
+    assert "codex config" not in checks
+
+
+def test_doctor_with_a_role_on_codex_and_no_codex_fails_naming_the_fix(tmp_path: Path) -> None:
+    env = codex_env(tmp_path, LEGION_RUNTIME="codex")
+    text = run_legion("doctor", cwd=tmp_path, env=env)
+    assert text.returncode == 1
+    assert "MISSING  codex" in text.stdout
+    assert "legion doctor --install" in text.stdout
+    assert "Traceback" not in text.stderr
+    result = run_legion(
+        "doctor", "--json", cwd=tmp_path, env=codex_env(tmp_path, LEGION_RUNTIMES="review=codex")
+    )
+    assert result.returncode == 1
+    checks = checks_of(result.stdout)
+    assert checks["codex"]["required"] is True
+    assert checks["codex"]["detail"] == "not found (used by review)"
+    assert "legion doctor --install" in str(checks["codex"]["fix"])
+    assert checks["npm"]["required"] is True
+
+
+def test_doctor_reports_a_custom_codex_provider_without_showing_secrets(tmp_path: Path) -> None:
+    codex = fake_codex(tmp_path)
+    env = codex_env(tmp_path, LEGION_CODEX_BIN=str(codex), LEGION_RUNTIME="codex")
+    (Path(env["CODEX_HOME"]) / "config.toml").write_text(CUSTOM_PROVIDER, encoding="utf-8")
+    secret = "sk-very-secret-value-1234"
+    hidden = (secret, "gw-password", "gw-user", "in-the-query")
+
+    unset = run_legion("doctor", "--json", cwd=tmp_path, env={**env, "CORP_LLM_KEY": ""})
+    assert unset.returncode == 1
+    config = checks_of(unset.stdout)["codex config"]
+    assert config["ok"] is False and config["required"] is True
+    assert "key in $CORP_LLM_KEY (not set)" in str(config["detail"])
+    assert "CORP_LLM_KEY" in str(config["fix"])
+
+    env["CORP_LLM_KEY"] = secret
+    result = run_legion("doctor", "--json", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = checks_of(result.stdout)
+    assert checks["codex"]["ok"] is True
+    assert str(checks["codex"]["detail"]).startswith(
+        f"0.169.0 at {codex} (codex_bin (LEGION_CODEX_BIN)); used by controller"
+    )
+    assert "codex version" not in checks
+    detail = str(checks["codex config"]["detail"])
+    assert "model gpt-5.5, provider corp" in detail
+    assert "https://llm.example.invalid:8443/v1" in detail
+    assert "key in $CORP_LLM_KEY (set)" in detail
+    assert checks["codex skills"]["ok"] is False and checks["codex skills"]["required"] is False
+    assert "legion skills install --runtime codex" in str(checks["codex skills"]["fix"])
+    text = run_legion("doctor", cwd=tmp_path, env=env)
+    assert text.returncode == 0
+    assert "ok  codex config" in text.stdout and "warning  codex skills" in text.stdout
+    for shown in (result.stdout, result.stderr, text.stdout, text.stderr, unset.stdout):
+        for value in hidden:
+            assert value not in shown
+
+
+def test_doctor_reports_an_openai_login_without_showing_the_key(tmp_path: Path) -> None:
+    secret = "sk-openai-secret-5678"
+    env = codex_env(
+        tmp_path, LEGION_CODEX_BIN=str(fake_codex(tmp_path, "0.1.0")), OPENAI_API_KEY=secret
+    )
+    (Path(env["CODEX_HOME"]) / "config.toml").write_text('model = "gpt-5.5"\n', encoding="utf-8")
+    result = run_legion("doctor", "--json", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = checks_of(result.stdout)
+    assert checks["codex"]["ok"] is True and checks["codex"]["required"] is False
+    assert checks["codex version"]["ok"] is False and checks["codex version"]["required"] is False
+    assert "provider openai, OPENAI_API_KEY is set" in str(checks["codex config"]["detail"])
+    assert checks["codex config"]["required"] is False  # no role runs on codex
+    (Path(env["CODEX_HOME"]) / "auth.json").write_text("{}", encoding="utf-8")
+    text = run_legion("doctor", cwd=tmp_path, env=env)
+    assert "provider openai, logged in (auth.json)" in text.stdout
+    assert secret not in result.stdout + result.stderr + text.stdout + text.stderr
+
+
+def test_doctor_reports_a_broken_codex_config_in_one_line(tmp_path: Path) -> None:
+    env = codex_env(tmp_path, LEGION_CODEX_BIN=str(fake_codex(tmp_path)))
+    config = Path(env["CODEX_HOME"]) / "config.toml"
+    config.write_text('model = "gpt-5.5"\nmodel_provider = \n', encoding="utf-8")
+    result = run_legion("doctor", "--json", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr  # no role runs on codex
+    check = checks_of(result.stdout)["codex config"]
+    assert check["ok"] is False and check["required"] is False
+    assert str(check["detail"]).startswith(f"{config}: ") and "\n" not in str(check["detail"])
+    text = run_legion("doctor", cwd=tmp_path, env={**env, "LEGION_RUNTIMES": "implement=codex"})
+    assert text.returncode == 1
+    lines = [line for line in text.stdout.splitlines() if "codex config" in line]
+    assert len(lines) == 1 and lines[0].split()[0] == "MISSING"
+    assert "Traceback" not in text.stderr
+
+
+def test_doctor_requires_codex_when_the_project_puts_a_role_on_it(
+    project: Path, tmp_path: Path
+) -> None:
+    config = project / ".legion" / "config.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8") + '\n[runtimes]\nimplement = "codex"\n',
+        encoding="utf-8",
+    )
+    result = run_legion("doctor", "--json", cwd=project, env=codex_env(tmp_path))
+    checks = checks_of(result.stdout)
+    assert checks["codex"]["required"] is True
+    assert checks["codex"]["detail"] == "not found (used by implement)"
+    outside = run_legion("doctor", "--json", cwd=tmp_path, env=codex_env(tmp_path))
+    assert checks_of(outside.stdout)["codex"]["required"] is False
+
+
+def test_doctor_help_offers_installing_codex(tmp_path: Path) -> None:
+    result = run_legion("doctor", "--help", cwd=tmp_path, env={"COLUMNS": "200"})
+    assert result.returncode == 0
+    assert "--codex" in result.stdout and "Codex" in result.stdout

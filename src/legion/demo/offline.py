@@ -14,7 +14,17 @@ FAKE_API_KEY = "sk-ant-api03-legion-fake-test-key-not-a-secret-0123456789abcdef"
 
 # Environment variables that the CLI reads and that must not leak in from the developer's
 # shell or CI (they would redirect traffic, change auth or change behaviour).
-_LEAKY_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OTEL_", "AWS_", "GOOGLE_", "VERTEX_", "MCP_")
+_LEAKY_PREFIXES = (
+    "ANTHROPIC_",
+    "CLAUDE",
+    "OTEL_",
+    "AWS_",
+    "GOOGLE_",
+    "VERTEX_",
+    "MCP_",
+    "OPENAI_",
+    "CODEX_",
+)
 _LEAKY_NAMES = frozenset(
     {
         "HTTP_PROXY",
@@ -88,3 +98,15 @@ def offline_variables(
         # in a sandbox.
         variables["IS_SANDBOX"] = "1"
     return variables
+
+
+def codex_offline_home(codex_home: Path, base_url: str) -> dict[str, str]:
+    """Make `codex_home` a Codex home whose only model provider is the scripted Responses
+    server at `base_url` (analytics, plugins and update checks off: see docs/codex-cli.md);
+    the variables that point the Codex CLI at it. With `offline_variables`' proxy, any other
+    request Codex tried would be refused and recorded."""
+    from legion.demo.responses_server import API_KEY_ENV, codex_config_toml
+
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(codex_config_toml(base_url), encoding="utf-8")
+    return {"CODEX_HOME": str(codex_home), API_KEY_ENV: FAKE_API_KEY}

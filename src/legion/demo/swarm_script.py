@@ -7,6 +7,12 @@ verdict before `worker-done`, commit the retro under docs/solutions/, merge and 
 match the skill invocation's arguments exactly (`<command-args>implement mode for LEG-1…`), so
 the skill's own text never selects one by accident.
 
+The same script serves both agent CLIs: for Claude Code (`flavor="claude-code"`) its blocks are
+the Anthropic server's (`Bash` tool calls, prompts matched on the slash command's
+`<command-args>`), for Codex (`flavor="codex"`) the Responses server's (`exec_command` calls,
+prompts matched on the `$legion-worker …` skill mention). A mixed swarm runs both servers, each
+with its flavor of the one script.
+
 The controller plays its Oracle for a worker that asked a question: woken for `LEG-1:oracle`, it
 loads the `legion-oracle` skill (the Skill tool, as a real model would), then either comments its
 reasoning and answers (`legion answer`), or asks a human (`legion escalate`).
@@ -17,32 +23,45 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
 
-from legion.demo.model_server import (
-    Scenario,
-    Script,
-    Turn,
-    ask_user_question,
-    bash,
-    text,
-    tool_use,
-)
+from legion.demo import model_server, responses_server
+from legion.demo.model_server import ask_user_question, tool_use
+
+FLAVORS = ("claude-code", "codex")
 
 DONE = "--add worker-done --remove worker-active"
 
 
+def _server(flavor: str) -> ModuleType:
+    if flavor not in FLAVORS:
+        raise ValueError(f"unknown flavor {flavor!r} (known: {', '.join(FLAVORS)})")
+    return model_server if flavor == "claude-code" else responses_server
+
+
 def _args(mode: str, issue: str, then: str = "") -> str:
+    """The worker's skill invocation: Claude Code's expanded slash command, or Codex's `$`
+    mention; `then`: what the prompt says after it (a resumed worker's news)."""
     tail = f"[^<]*{then}" if then else ""
-    return rf"<command-args>{mode} mode for {re.escape(issue)}\b{tail}"
+    invocation = r"(?:<command-args>|\$legion-worker )"
+    return rf"{invocation}{mode} mode for {re.escape(issue)}\b{tail}"
 
 
-def _one(command: str, summary: str) -> list[Turn]:
-    return [[bash(command, summary)], [text(summary)]]
+def _one(command: str, summary: str, flavor: str = "claude-code") -> list[Any]:
+    server = _server(flavor)
+    return [[server.bash(command, summary)], [server.text(summary)]]
 
 
-def issue_scenarios(issue: str, *, review_rounds: int = 2, ask: bool = False) -> list[Scenario]:
+def issue_scenarios(
+    issue: str, *, review_rounds: int = 2, ask: bool = False, flavor: str = "claude-code"
+) -> list[Any]:
     """Every mode of one issue. With `review_rounds=2` the first review requests changes and
-    the second approves; with `ask`, the planner first asks a question with AskUserQuestion."""
+    the second approves; with `ask`, the planner first asks a question with AskUserQuestion
+    (Claude Code only: `codex exec` has no question tool)."""
+    if ask and flavor != "claude-code":
+        raise ValueError("only a Claude Code planner asks with AskUserQuestion")
+    server = _server(flavor)
     n = issue.split("-")[1]
     low = issue.lower()
     plan = (
@@ -86,28 +105,32 @@ def issue_scenarios(issue: str, *, review_rounds: int = 2, ask: bool = False) ->
         f'legion issue comment {issue} --body "## Design\n\nSmall enough for one change."'
         f" && legion issue label {issue} {DONE}"
     )
-    plan_turns = _one(plan, "Plan posted.")
+    plan_turns = _one(plan, "Plan posted.", flavor)
     if ask:
         question = ask_user_question("Which greeting should the feature use?", ["Hello", "Hi"])
-        plan_turns = [[question], [bash(plan, "Plan posted.")], [text("Plan posted.")]]
+        plan_turns = [
+            [question],
+            [server.bash(plan, "Plan posted.")],
+            [server.text("Plan posted.")],
+        ]
     plays = [
-        ("implement", "requested changes", "changes", _one(changes, "Changes made.")),
-        ("plan", "A human answered", "plan-answered", _one(plan, "Plan posted.")),
-        ("architect", "", "architect", _one(architect, "Design posted.")),
+        ("implement", "requested changes", "changes", _one(changes, "Changes made.", flavor)),
+        ("plan", "A human answered", "plan-answered", _one(plan, "Plan posted.", flavor)),
+        ("architect", "", "architect", _one(architect, "Design posted.", flavor)),
         ("plan", "", "plan", plan_turns),
-        ("implement", "", "implement", _one(implement, "PR opened.")),
-        ("review", "", "review", _one(review, "Review recorded.")),
-        ("retro", "", "retro", _one(retro, "Learnings committed.")),
-        ("finish", "", "finish", _one(finish, "Merged and closed.")),
+        ("implement", "", "implement", _one(implement, "PR opened.", flavor)),
+        ("review", "", "review", _one(review, "Review recorded.", flavor)),
+        ("retro", "", "retro", _one(retro, "Learnings committed.", flavor)),
+        ("finish", "", "finish", _one(finish, "Merged and closed.", flavor)),
     ]
     # More specific first: the first scenario that matches the prompt plays.
     return [
-        Scenario(_args(mode, issue, then), turns, name=f"{issue}:{name}", regex=True)
+        server.Scenario(_args(mode, issue, then), turns, name=f"{issue}:{name}", regex=True)
         for mode, then, name, turns in plays
     ]
 
 
-def oracle_scenarios(issue: str, answer: str | None) -> list[Scenario]:
+def oracle_scenarios(issue: str, answer: str | None) -> list[model_server.Scenario]:
     """The controller woken for `<issue>:oracle`: it loads the legion-oracle skill, then with an
     `answer` comments its reasoning and answers the worker's question; without one it hands the
     question to a human."""
@@ -129,24 +152,25 @@ def oracle_scenarios(issue: str, answer: str | None) -> list[Scenario]:
             f" && legion answer {issue} {shlex.quote(answer)}"
         )
         summary = f"{issue}: answered {answer}."
-    turns: list[Turn] = [
+    turns: list[model_server.Turn] = [
         [tool_use("Skill", {"skill": "legion-oracle", "args": issue})],
-        [bash(command, summary)],
-        [text(summary)],
+        [model_server.bash(command, summary)],
+        [model_server.text(summary)],
     ]
     match = rf"<command-args>[^<]*\b{re.escape(issue)}:oracle\b"
-    return [Scenario(match, turns, name=f"{issue}:oracle", regex=True)]
+    return [model_server.Scenario(match, turns, name=f"{issue}:oracle", regex=True)]
 
 
-def controller_scenarios(mode: str) -> list[Scenario]:
+def controller_scenarios(mode: str, flavor: str = "claude-code") -> list[Any]:
     """The controller: in `llm` mode it reconciles on every wake; in `auto` mode it only has
     judgment calls to make, and the demo poses none."""
-    match = r"<command-name>/legion-controller</command-name>"
+    server = _server(flavor)
+    match = r"<command-name>/legion-controller</command-name>|\$legion-controller\b"
     if mode == "llm":
-        turns = _one("legion state --json > /dev/null && legion reconcile", "Reconciled.")
+        turns = _one("legion state --json > /dev/null && legion reconcile", "Reconciled.", flavor)
     else:
-        turns = [[text("Nothing needs my judgment.")]]
-    return [Scenario(match, turns, name="controller", regex=True)]
+        turns = [[server.text("Nothing needs my judgment.")]]
+    return [server.Scenario(match, turns, name="controller", regex=True)]
 
 
 def swarm_script(
@@ -156,15 +180,19 @@ def swarm_script(
     review_rounds: int = 2,
     ask: tuple[str, ...] = (),
     oracle: Mapping[str, str] | None = None,
-) -> Script:
-    """The whole swarm. The planners of the issues in `ask` ask a question first; the
-    controller's Oracle answers it with `oracle[issue]`, or asks a human when the issue has no
-    answer there."""
+    flavor: str = "claude-code",
+) -> Any:
+    """The whole swarm, as a `flavor` server's script. The planners of the issues in `ask` ask
+    a question first; the controller's Oracle answers it with `oracle[issue]`, or asks a human
+    when the issue has no answer there."""
     answers = dict(oracle or {})
-    scenarios: list[Scenario] = []
-    for issue in ask:
-        scenarios += oracle_scenarios(issue, answers.get(issue))
-    scenarios += controller_scenarios(mode)
+    scenarios: list[Any] = []
+    if flavor == "claude-code":
+        for issue in ask:
+            scenarios += oracle_scenarios(issue, answers.get(issue))
+    scenarios += controller_scenarios(mode, flavor)
     for issue in issues:
-        scenarios += issue_scenarios(issue, review_rounds=review_rounds, ask=issue in ask)
-    return Script(scenarios)
+        scenarios += issue_scenarios(
+            issue, review_rounds=review_rounds, ask=issue in ask, flavor=flavor
+        )
+    return _server(flavor).Script(scenarios)

@@ -35,7 +35,14 @@ ROLLOUT_ID = re.compile(
 )
 # Codex's flags for an unattended turn: the worker's workspace is its sandbox (as Claude Code's
 # bypass mode), and a workspace outside a git repository is fine.
-EXEC_FLAGS = ("--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox")
+EXEC_FLAGS = (
+    "--json",
+    "--skip-git-repo-check",
+    "--dangerously-bypass-approvals-and-sandbox",
+    # A login shell would rebuild PATH from /etc/profile and lose the `legion` Legion put first.
+    "--config",
+    "allow_login_shell=false",
+)
 
 
 def codex_home(env: Mapping[str, str]) -> Path:

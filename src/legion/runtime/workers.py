@@ -342,8 +342,13 @@ class WorkerManager:
                     f"({live[0].state.value}); see `legion workers`"
                 )
             workspace = self.workspaces.ensure(identifier)
-            prompt = self._session_runtime(identifier, mode).worker_prompt(identifier, mode)
+            prompt = self.worker_prompt(identifier, mode)
             return self._start(identifier, mode, workspace.path, prompt, wait)
+
+    def worker_prompt(self, issue: str, mode: Mode) -> str:
+        """How `mode`'s worker on `issue` is told to use its skill, on the CLI it runs on."""
+        identifier = normalize_identifier(issue)
+        return self._session_runtime(identifier, mode).worker_prompt(identifier, mode)
 
     def _session_runtime(self, issue: str, mode: Mode) -> AgentRuntime:
         """The CLI for `mode`'s session of `issue`: the one it already ran on, when it did (a
