@@ -501,6 +501,12 @@ def toml_value(value: Any) -> str:
         return f'"{escaped}"'
     if isinstance(value, list | tuple):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):  # an inline table; its keys are quoted, whatever they are
+        return (
+            "{"
+            + ", ".join(f"{toml_value(str(k))} = {toml_value(v)}" for k, v in value.items())
+            + "}"
+        )
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
 
 

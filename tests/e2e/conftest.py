@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from legion.demo.offline import codex_offline_home
 from tests.e2e.swarm_env import Swarm, open_swarm
+from tests.fakes.codex_env import find_codex
+from tests.fakes.responses_server import FakeResponsesServer
 
 
 @pytest.fixture
@@ -16,3 +19,15 @@ def swarm(tmp_path: Path, project: Path, isolated_env: Path) -> Iterator[Swarm]:
     model server (see `open_swarm`)."""
     with open_swarm(tmp_path, project, isolated_env) as made:
         yield made
+
+
+@pytest.fixture
+def codex_server(swarm: Swarm, tmp_path: Path) -> Iterator[FakeResponsesServer]:
+    """The swarm's environment with Codex set up too: its home's only model provider is this
+    scripted server; any other request it tried goes to the swarm's proxy (and fails the test)."""
+    with FakeResponsesServer() as server:
+        swarm.env |= codex_offline_home(tmp_path / "codex-home", server.base_url)
+        swarm.env["LEGION_CODEX_BIN"] = str(find_codex())
+        yield server
+    assert server.outbound_attempts() == [], [r.path for r in server.outbound_attempts()]
+    assert server.unknown_requests() == [], [r.path for r in server.unknown_requests()]

@@ -7,32 +7,17 @@ retro."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from legion.demo.offline import codex_offline_home
 from legion.demo.swarm_script import swarm_script
 from legion.runtime.codex import codex_session_id, session_link
 from tests.e2e.swarm_env import Swarm, assert_full_cycle, run_full_cycle
-from tests.fakes.codex_env import find_codex
 from tests.fakes.responses_server import FakeResponsesServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def codex_server(swarm: Swarm, tmp_path: Path) -> Iterator[FakeResponsesServer]:
-    """The swarm's environment with Codex set up too: its home's only model provider is this
-    scripted server; any other request it tried goes to the swarm's proxy (and fails the test)."""
-    with FakeResponsesServer() as server:
-        swarm.env |= codex_offline_home(tmp_path / "codex-home", server.base_url)
-        swarm.env["LEGION_CODEX_BIN"] = str(find_codex())
-        yield server
-    assert server.outbound_attempts() == [], [r.path for r in server.outbound_attempts()]
-    assert server.unknown_requests() == [], [r.path for r in server.unknown_requests()]
 
 
 def _script(server: Any, flavor: str) -> None:

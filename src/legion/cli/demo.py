@@ -25,16 +25,29 @@ def demo(
     real: Annotated[
         bool,
         typer.Option(
-            "--real", help="Use Anthropic's API (ANTHROPIC_API_KEY) instead of the scripted model."
+            "--real",
+            help="Use Anthropic's API (ANTHROPIC_API_KEY), and OpenAI's (OPENAI_API_KEY) for "
+            "Codex, instead of the scripted model.",
         ),
     ] = False,
+    runtime: Annotated[
+        str,
+        typer.Option(
+            help="The agent CLI: claude-code, codex (every session) or mixed (Codex "
+            "implementers, Claude Code for the other roles)."
+        ),
+    ] = "claude-code",
     timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 600.0,
 ) -> None:
     """Run the whole swarm on a throwaway repository: every issue from Todo to Done."""
-    from legion.demo.run import run_demo
+    from legion.demo.run import RUNTIME_CHOICES, run_demo
 
     if mode not in ("auto", "llm"):
         raise InputError(f"unknown controller mode {mode!r} (known: auto, llm)")
+    runtime = "claude-code" if runtime == "claude" else runtime
+    if runtime not in RUNTIME_CHOICES:
+        known = ", ".join(RUNTIME_CHOICES)
+        raise InputError(f"unknown runtime {runtime!r} (known: {known})")
     if directory is None:
         folder = Path(tempfile.mkdtemp(prefix="legion-demo-"))
     else:
@@ -42,12 +55,20 @@ def demo(
         if folder.exists() and any(folder.iterdir()):
             raise InputError(f"{folder} is not empty: choose a new folder for the demo")
         folder.mkdir(parents=True, exist_ok=True)
-    result = run_demo(folder, issues=issues, mode=mode, real=real, timeout=timeout, say=typer.echo)
+    result = run_demo(
+        folder,
+        issues=issues,
+        mode=mode,
+        real=real,
+        timeout=timeout,
+        say=typer.echo,
+        runtime=runtime,
+    )
     done = [issue for issue, status in result.statuses.items() if status == "Done"]
     typer.echo("")
     typer.echo(
         f"{len(done)} of {len(result.statuses)} issues Done in {result.seconds:.0f} s "
-        f"({mode} mode)."
+        f"({mode} mode, {runtime})."
     )
     typer.echo("")
     for line in summary_table(result.issues):
@@ -64,7 +85,10 @@ def demo(
     typer.echo(f"Files: {folder}")
     typer.echo(f"  repo:        {repo}   (cd there, then: legion issue list; legion log)")
     typer.echo(f"  state:       {repo / '.legion' / 'state'}   (database, daemon log)")
-    typer.echo(f"  transcripts: {folder / 'claude-config' / 'projects'}")
+    if runtime != "codex":
+        typer.echo(f"  transcripts: {folder / 'claude-config' / 'projects'}")
+    if runtime != "claude-code":
+        typer.echo(f"  rollouts:    {folder / 'codex-home' / 'sessions'}   (Codex's transcripts)")
     typer.echo(f"Remove them all with: rm -rf {folder}")
     if result.paused:
         raise LegionError(f"the demo stopped: {result.paused}")

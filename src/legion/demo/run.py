@@ -1,10 +1,12 @@
 """`legion demo`: the whole swarm on a throwaway repository.
 
 It creates a git repository with a few issues, starts a scripted model server on 127.0.0.1
-(or, with `--real`, uses Anthropic's API with your key), and runs the daemon until every issue
-went Todo -> Done through plan, implement, review (with one round of changes), retro and finish.
-Everything it makes lives in the demo folder: the repository, Legion's state, a private Claude
-Code config and a private tmux server.
+(or, with `--real`, uses Anthropic's or OpenAI's API with your key), and runs the daemon until
+every issue went Todo -> Done through plan, implement, review (with one round of changes), retro
+and finish. `--runtime` chooses the agent CLI: Claude Code (the default), Codex for every session,
+or mixed (Codex implementers, Claude Code for every other role); Codex sessions get their own
+scripted Responses-API server. Everything it makes lives in the demo folder: the repository,
+Legion's state, a private Claude Code config, a private Codex home and a private tmux server.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from legion.backends import Backends, open_backends
 from legion.config import Project, machine_settings
@@ -26,11 +28,21 @@ from legion.core.model import Label, Status
 from legion.errors import LegionError, ToolMissingError
 from legion.git import run_git
 from legion.projects import init_project
-from legion.runtime import claude_bin
+from legion.runtime import claude_bin, codex_bin
 from legion.runtime.claude_bin import ClaudeBinary
+from legion.runtime.npm_pin import Binary
 
 if TYPE_CHECKING:
     from legion.demo.model_server import FakeModelServer, RecordedRequest
+    from legion.demo.responses_server import FakeResponsesServer
+
+# `--runtime`: the settings each choice writes into the demo project.
+RUNTIME_CHOICES: dict[str, dict[str, object]] = {
+    "claude-code": {},
+    "codex": {"runtime": "codex"},
+    "mixed": {"runtimes": {"implement": "codex"}},
+}
+MODEL_PATHS = ("/v1/messages", "/v1/responses")  # a model turn, on either scripted server
 
 DEMO_ISSUES = (
     ("Add a greet() function", "greet(name) returns 'Hello, <name>!'. With a test."),
@@ -51,7 +63,18 @@ def demo_claude(env: Mapping[str, str], say: Callable[[str], None]) -> ClaudeBin
     return claude_bin.resolve_configured(settings, env)
 
 
-def make_repository(repo: Path, issues: int) -> tuple[Project, Backends]:
+def demo_codex(env: Mapping[str, str], say: Callable[[str], None]) -> Binary:
+    """The Codex CLI the demo runs: the one configured (codex_bin), else the pinned version in
+    Legion's cache, installed there first if it is missing."""
+    settings = machine_settings(env)
+    if settings.codex_bin is None:
+        codex_bin.install(env, say)
+    return codex_bin.resolve(settings.codex_bin, env)
+
+
+def make_repository(
+    repo: Path, issues: int, settings: Mapping[str, object] | None = None
+) -> tuple[Project, Backends]:
     repo.mkdir(parents=True, exist_ok=True)
     run_git(repo, "init", "--quiet", "--initial-branch=main")
     run_git(repo, "config", "user.name", "Legion Demo")
@@ -67,6 +90,7 @@ def make_repository(repo: Path, issues: int) -> tuple[Project, Backends]:
         "tmux_config": "/dev/null",
         "tick": 2,
         "restart_cooldown": 5,
+        **(settings or {}),
     }
     project, _ = init_project(repo, extra=extra)
     backends = open_backends(project)
@@ -104,41 +128,35 @@ def run_demo(
     real: bool,
     timeout: float,
     say: Callable[[str], None],
+    runtime: str = "claude-code",
 ) -> DemoResult:
     from legion.daemon import Daemon, DaemonConfig
-    from legion.demo.model_server import FakeModelServer
-    from legion.demo.offline import base_environment, offline_variables
-    from legion.demo.swarm_script import swarm_script
 
+    if runtime not in RUNTIME_CHOICES:
+        raise LegionError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIME_CHOICES)})")
+    uses_claude, uses_codex = runtime != "codex", runtime != "claude-code"
     if shutil.which("tmux") is None:
         raise ToolMissingError("the demo needs tmux: install it (e.g. apt-get install tmux)")
-    if real and not os.environ.get("ANTHROPIC_API_KEY"):
+    if real and uses_claude and not os.environ.get("ANTHROPIC_API_KEY"):
         raise LegionError("--real needs ANTHROPIC_API_KEY set to your Anthropic API key")
-    claude = demo_claude(os.environ, say)
+    if real and uses_codex and not os.environ.get("OPENAI_API_KEY"):
+        raise LegionError(f"--real --runtime {runtime} needs OPENAI_API_KEY set to your OpenAI key")
+    claude = demo_claude(os.environ, say) if uses_claude else None
+    codex = demo_codex(os.environ, say) if uses_codex else None
     repo = folder / "repo"
-    project, backends = make_repository(repo, issues)
+    project, backends = make_repository(repo, issues, RUNTIME_CHOICES[runtime])
     identifiers = [issue.identifier for issue in backends.tracker.list_issues()]
-    config_dir = folder / "claude-config"
-    config_dir.mkdir()
-    # A private config the demo owns, past the CLI's one-time onboarding screen.
-    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
-    server = None
+    env, servers = _environment(folder, identifiers, mode, real, uses_codex)
+    model = "a SCRIPTED model on 127.0.0.1 (no AI involved)"
     if real:
-        env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config_dir))
-    else:
-        server = FakeModelServer(swarm_script(identifiers, mode=mode)).start()
-        env = base_environment() | offline_variables(
-            server.base_url, home=Path(os.environ.get("HOME") or Path.home()),
-            config_dir=config_dir, proxy_url=server.base_url,
-        )  # fmt: skip
-    from legion import skills
-
-    skills.install(config_dir / "skills")
-    model = (
-        "Anthropic's API (your key)" if real else "a SCRIPTED model on 127.0.0.1 (no AI involved)"
-    )
+        apis = [name for name, on in (("Anthropic's", uses_claude), ("OpenAI's", uses_codex)) if on]
+        model = f"{' and '.join(apis)} API (your key)"
     say(f"Legion demo: {len(identifiers)} issues, {mode} mode, driven by {model}.")
-    say(f"  Claude Code: {claude.path} ({claude.source})")
+    if claude is not None:
+        say(f"  Claude Code: {claude.path} ({claude.source})")
+    if codex is not None:
+        roles = "every session" if runtime == "codex" else "the implementers"
+        say(f"  Codex:       {codex.path} ({codex.source}), for {roles}")
     say(f"  files:       {folder}")
     say(f"  watch live:  tmux -S {project.settings.tmux_socket} attach")
     say("")
@@ -163,7 +181,7 @@ def run_demo(
         say_pause=False,
     )
     daemon = Daemon(project, config, env)
-    progress = _Progress(project, server, say, started)
+    progress = _Progress(project, servers, say, started)
     try:
         with progress:
             daemon.run()
@@ -172,14 +190,13 @@ def run_demo(
             ["tmux", "-S", str(project.settings.tmux_socket), "kill-server"],
             capture_output=True, check=False,
         )  # fmt: skip
-        if server is not None:
-            server.stop()
+        for running in servers:
+            running.stop()
     seconds = time.monotonic() - started
     kept = _clean_up(project, backends, env)
     progress.poll()  # the workers the clean-up retired
     statuses = {i.identifier: i.status.value for i in backends.tracker.list_issues()}
-    requests = server.snapshot() if server is not None else []
-    scripted = [r for r in requests if r.path.startswith("/v1/messages")]
+    scripted = _model_requests(servers)
     controller = [r for r in scripted if r.scenario == "controller"]
     summaries = progress.summaries(backends, None if real else scripted)
     return DemoResult(
@@ -218,6 +235,49 @@ def _clock(seconds: float) -> str:
 QUIET_REPORT_S = 10.0  # with nothing else to say, report what is running this often
 
 
+def _environment(
+    folder: Path, identifiers: list[str], mode: str, real: bool, uses_codex: bool
+) -> tuple[dict[str, str], list[FakeModelServer | FakeResponsesServer]]:
+    """The demo's private Claude Code config and Codex home, with Legion's skills, and the
+    environment that points the CLIs at them; unless `real`, the scripted servers too (started)."""
+    from legion import skills
+    from legion.demo.model_server import FakeModelServer
+    from legion.demo.offline import base_environment, codex_offline_home, offline_variables
+    from legion.demo.responses_server import FakeResponsesServer
+    from legion.demo.swarm_script import swarm_script
+
+    config_dir = folder / "claude-config"
+    config_dir.mkdir()
+    # A private config the demo owns, past the CLI's one-time onboarding screen.
+    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
+    codex_home = folder / "codex-home"
+    codex_home.mkdir()
+    skills.install(config_dir / "skills")
+    skills.install(codex_home / "skills")
+    if real:
+        env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config_dir), CODEX_HOME=str(codex_home))
+        return env, []
+    # The Anthropic server always runs: it is also the proxy that catches (and refuses) any
+    # request a CLI tried to send elsewhere.
+    server = FakeModelServer(swarm_script(identifiers, mode=mode)).start()
+    servers: list[FakeModelServer | FakeResponsesServer] = [server]
+    env = base_environment() | offline_variables(
+        server.base_url, home=Path(os.environ.get("HOME") or Path.home()),
+        config_dir=config_dir, proxy_url=server.base_url,
+    )  # fmt: skip
+    if uses_codex:
+        codex_script = swarm_script(identifiers, mode=mode, flavor="codex")
+        codex_server = FakeResponsesServer(codex_script).start()
+        servers.append(codex_server)
+        env |= codex_offline_home(codex_home, codex_server.base_url)
+    return env, servers
+
+
+def _model_requests(servers: Sequence[FakeModelServer | FakeResponsesServer]) -> list[Any]:
+    """Every model turn the scripted servers answered."""
+    return [r for s in servers for r in s.snapshot() if r.path.startswith(MODEL_PATHS)]
+
+
 class _Progress:
     """Prints, as the swarm goes: each issue's status changes, each worker started and
     finished (with its time), and how many model requests were made so far."""
@@ -225,12 +285,12 @@ class _Progress:
     def __init__(
         self,
         project: Project,
-        server: FakeModelServer | None,
+        servers: Sequence[FakeModelServer | FakeResponsesServer],
         say: Callable[[str], None],
         started: float,
     ) -> None:
         self.project = project
-        self.server = server
+        self.servers = list(servers)
         self.say = say
         self.started = started
         self.statuses: dict[str, str] = {}
@@ -244,9 +304,9 @@ class _Progress:
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
     def _requests(self) -> int | None:
-        if self.server is None:
+        if not self.servers:
             return None
-        return sum(1 for r in self.server.snapshot() if r.path.startswith("/v1/messages"))
+        return len(_model_requests(self.servers))
 
     def _line(self, issue: str, text: str) -> None:
         now = time.monotonic()
@@ -294,7 +354,7 @@ class _Progress:
             self._line("", f"working: {running} worker(s) running{count}")
 
     def summaries(
-        self, backends: Backends, requests: list[RecordedRequest] | None
+        self, backends: Backends, requests: Sequence[RecordedRequest] | None
     ) -> list[IssueSummary]:
         issues = backends.tracker.list_issues()
         prs = backends.forge.prs_by_issue([issue.identifier for issue in issues])

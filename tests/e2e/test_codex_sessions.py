@@ -1,0 +1,179 @@
+"""A Codex worker's session, with the real Codex CLI, real tmux, a real daemon and the scripted
+Responses-API server: a prompt typed into its window is its next turn (newlines kept); the
+daemon types a bus message into the idle session, queues one for the busy session's turn
+boundary, and resumes the dead session (the same Codex session) with one; after Codex compacts
+the conversation, the next turn brings back the session's wake-up context."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from legion.bus.model import DeliveryState
+from legion.bus.store import SqliteBus, bus_path
+from legion.runtime.codex import codex_session_id, session_link
+from tests.e2e.swarm_env import Daemon, Swarm, wait_until
+from tests.fakes.responses_server import (
+    FakeResponsesServer,
+    RecordedRequest,
+    codex_config_toml,
+    pause,
+    text,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+
+WAITING = "waiting for a message"
+# No reconciler: it would recover the worker these tests stop on purpose.
+LLM_MODE = {"LEGION_CONTROLLER_MODE": "llm", "LEGION_RUNTIMES": "plan=codex"}
+
+
+def _dispatch(swarm: Swarm, server: FakeResponsesServer, turns: list[list[Any]]) -> dict[str, Any]:
+    swarm.env |= LLM_MODE
+    swarm.legion("issue", "create", "Talkative")
+    server.add_scenario("$legion-worker plan mode for LEG-1", turns, name="plan")
+    swarm.legion("dispatch", "LEG-1", "plan")
+    worker = wait_until("idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle" and w)
+    assert isinstance(worker, dict)
+    return worker
+
+
+def _window_id(swarm: Swarm, name: str) -> str:
+    out = swarm.tmux("list-windows", "-a", "-F", "#{window_id}\t#{window_name}\t#{pane_dead}")
+    ids = [line.split("\t")[0] for line in out.splitlines() if line.split("\t")[1:] == [name, "0"]]
+    assert len(ids) == 1, out
+    return ids[0]
+
+
+def _screen(swarm: Swarm, window: str) -> str:
+    return swarm.tmux("capture-pane", "-p", "-t", window)
+
+
+def _type(swarm: Swarm, window: str, prompt: str) -> None:
+    """As the daemon types: the text literally, then Enter."""
+    wait_until("the idle line", lambda: WAITING in _screen(swarm, window).split("\n> ")[-1])
+    swarm.tmux("send-keys", "-t", window, "-l", prompt)
+    swarm.tmux("send-keys", "-t", window, "Enter")
+
+
+def _firsts(server: FakeResponsesServer, scenario: str) -> list[RecordedRequest]:
+    return [r for r in server.requests_for_scenario(scenario) if r.turn == 0]
+
+
+def _codex_id(swarm: Swarm, worker: dict[str, Any]) -> str:
+    found = codex_session_id(session_link(swarm.env, worker["session_id"]))
+    assert found is not None
+    return found
+
+
+def _agent_of(swarm: Swarm, session_id: str) -> dict[str, Any]:
+    (agent,) = [a for a in swarm.json("agents", "--all") if a["session_id"] == session_id]
+    return agent
+
+
+def _delivered(swarm: Swarm, message_id: str, agent_id: int) -> bool:
+    bus = SqliteBus(bus_path(swarm.env))
+    try:
+        (found,) = [d for d in bus.deliveries(message_id) if d.recipient_id == agent_id]
+        return found.state is DeliveryState.DELIVERED
+    finally:
+        bus.close()
+
+
+def test_a_typed_prompt_is_the_next_turn_of_the_same_codex_session(
+    swarm: Swarm, codex_server: FakeResponsesServer
+) -> None:
+    worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
+    codex_server.add_scenario("two lines", [[text("Both read.")]], name="typed")
+    _type(swarm, _window_id(swarm, worker["window"]), "two lines\nand the second")
+
+    wait_until("the typed turn", lambda: _firsts(codex_server, "typed"), timeout=30)
+    [request] = _firsts(codex_server, "typed")
+    assert request.prompt == "two lines\nand the second"  # one prompt, its newline kept
+    assert request.session_id == _codex_id(swarm, worker)
+    wait_until("idle again", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
+
+
+def test_the_daemon_delivers_to_an_idle_a_busy_and_a_dead_codex_session(
+    swarm: Swarm, codex_server: FakeResponsesServer
+) -> None:
+    worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
+    agent = _agent_of(swarm, worker["session_id"])
+    codex_id = _codex_id(swarm, worker)
+    # The last first: a resumed session's prompt starts with its context, which quotes the
+    # channel's earlier messages, and the first scenario that matches plays.
+    codex_server.add_scenario("dead hello", [[text("Back again.")]], name="dead")
+    codex_server.add_scenario("busy hello", [[text("Got it after my turn.")]], name="busy")
+    codex_server.add_scenario("idle hello", [[pause(4), text("Working on it.")]], name="idle")
+    say = ["say", "--channel", f"{agent['project']}/{agent['branch']}"]
+
+    with Daemon(swarm, tick=0.5):
+        # idle: typed in as the next prompt
+        first = swarm.json(*say, f"@{agent['address']} idle hello")["message"]["id"]
+        wait_until("typed", lambda: _firsts(codex_server, "idle"), timeout=30)
+        wait_until("marked", lambda: _delivered(swarm, first, agent["id"]), timeout=30)
+        # busy (the turn above pauses): queued, and handed over at the turn boundary
+        second = swarm.json(*say, f"@{agent['address']} busy hello")["message"]["id"]
+        wait_until("handed over", lambda: _firsts(codex_server, "busy"), timeout=30)
+        wait_until("marked", lambda: _delivered(swarm, second, agent["id"]), timeout=30)
+        [busy] = _firsts(codex_server, "busy")
+        [idle] = _firsts(codex_server, "idle")
+        assert busy.seq > idle.seq
+        # dead: its window closed, the session is resumed with the message
+        wait_until("idle", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
+        swarm.tmux("kill-window", "-t", _window_id(swarm, worker["window"]))
+        third = swarm.json(*say, f"@{agent['address']} dead hello")["message"]["id"]
+        wait_until("resumed", lambda: _firsts(codex_server, "dead"), timeout=45)
+        wait_until("marked", lambda: _delivered(swarm, third, agent["id"]), timeout=30)
+
+    sessions = {r.session_id for r in codex_server.response_requests()}
+    assert sessions == {codex_id}  # one Codex session throughout
+    for request in (idle, busy):
+        assert request.prompt is not None and request.prompt.count("hello") == 1
+    [dead] = _firsts(codex_server, "dead")
+    assert dead.prompt is not None and dead.prompt.endswith("dead hello")
+    assert f"You are @{agent['address']}, the plan worker" in dead.prompt  # resumed: context
+
+
+def test_after_codex_compacts_the_next_turn_brings_back_the_wake_up_context(
+    swarm: Swarm, codex_server: FakeResponsesServer
+) -> None:
+    # Codex compacts before a turn when the last response used more tokens than the limit:
+    # with a limit of 1, before every resumed turn (docs/codex-cli.md, "Compaction").
+    home = Path(swarm.env["CODEX_HOME"])
+    config = codex_config_toml(codex_server.base_url, extra="model_auto_compact_token_limit = 1")
+    (home / "config.toml").write_text(config)
+    worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
+    agent = _agent_of(swarm, worker["session_id"])
+    plans = Path(worker["workspace"]) / "docs" / "plans"
+    plans.mkdir(parents=True)
+    (plans / "parser.md").write_text("# Parser plan\n1. Tokens\n", encoding="utf-8")
+    codex_server.add_scenario("first note", [[text("Noted.")]], name="first")
+    codex_server.add_scenario("second note", [[text("Noted again.")]], name="second")
+    window = _window_id(swarm, worker["window"])
+
+    _type(swarm, window, "first note")
+    wait_until("the first note", lambda: _firsts(codex_server, "first"), timeout=30)
+    compactions = [r for r in codex_server.response_requests() if r.side_reason == "compaction"]
+    assert compactions, [r.side_reason for r in codex_server.response_requests()]
+    _type(swarm, window, "second note")
+    wait_until("the second note", lambda: _firsts(codex_server, "second"), timeout=30)
+
+    [request] = _firsts(codex_server, "second")
+    prompt = request.prompt or ""
+    assert prompt.endswith("second note")
+    assert f"You are @{agent['address']}, the plan worker" in prompt
+    assert "docs/plans/parser.md:\n# Parser plan\n1. Tokens" in prompt
+    assert "You are using `legion-worker` in plan mode for LEG-1" in prompt
+    [first] = _firsts(codex_server, "first")
+    assert "You are @" not in (first.prompt or "")  # once, after the compaction
+    rollout = session_link(swarm.env, worker["session_id"]).read_text()
+    assert '"type":"compacted"' in rollout
+    bus = SqliteBus(bus_path(swarm.env))
+    try:
+        kinds = [e.kind.value for e in bus.events() if e.agent_id == agent["id"]]
+    finally:
+        bus.close()
+    assert "compaction_start" in kinds
