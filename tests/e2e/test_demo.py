@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import run_legion
 from tests.fakes.claude_env import find_claude
+from tests.fakes.codex_env import find_codex
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -33,6 +34,36 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
     ).exists()
     log = run_legion("log", "-n", "500", cwd=repo, env=env)
     assert "dispatch_finisher" in log.stdout
+
+
+@pytest.mark.parametrize("runtime", ["codex", "mixed"])
+def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str) -> None:
+    env = {"LEGION_CLAUDE_BIN": str(find_claude()), "LEGION_CODEX_BIN": str(find_codex())}
+    demo = tmp_path / "demo"
+    result = run_legion(
+        "demo", "--runtime", runtime, "--dir", str(demo), "--issues", "1", cwd=tmp_path, env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 of 1 issues Done" in result.stdout and f"(auto mode, {runtime})." in result.stdout
+    assert "(codex_bin (LEGION_CODEX_BIN))" in result.stdout
+    assert ("Claude Code:" in result.stdout) is (runtime == "mixed")
+    rollouts = list((demo / "codex-home" / "sessions").rglob("rollout-*.jsonl"))
+    # codex: a session per role (the controller's too); mixed: the implementer's only
+    assert len(rollouts) == (5 if runtime == "codex" else 1), rollouts
+    transcripts = list((demo / "claude-config" / "projects").rglob("*.jsonl"))
+    assert (transcripts == []) is (runtime == "codex")
+    config = (demo / "repo" / ".legion" / "config.toml").read_text()
+    assert ('runtime = "codex"' in config) is (runtime == "codex")
+    assert ('runtimes = {"implement" = "codex"}' in config) is (runtime == "mixed")
+
+
+def test_demo_refuses_an_unknown_runtime(tmp_path: Path) -> None:
+    result = run_legion("demo", "--runtime", "gpt", "--dir", str(tmp_path / "d"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "legion: error: unknown runtime 'gpt' (known: claude-code, codex, mixed)"
+    )
+    assert not (tmp_path / "d").exists()
 
 
 def test_demo_real_needs_a_key(tmp_path: Path) -> None:

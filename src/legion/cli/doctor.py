@@ -220,14 +220,9 @@ def _codex_checks(settings: Settings | None, roles: list[str]) -> list[Check]:
         "`legion skills install --runtime codex` (or `legion start` installs them)",
         required=False,
     )
-    if settings is None:  # the settings are broken: the error says so where they are used
-        configured, source = None, "setting"
-    else:
-        configured = settings.codex_bin
-        source = settings.sources.get("codex_bin", "setting")
-        source = {"env": "LEGION_CODEX_BIN", "flag": "the command line"}.get(source, source)
     try:
-        binary = codex_bin.resolve(configured, env, configured_source=source)
+        # None: the settings are broken, and the error says so where they are used
+        binary = codex_bin.resolve_configured(settings, env)
     except LegionError as exc:
         if not needed:
             return [Check("codex", False, "not found; not used (no role runs on codex)", "", False)]

@@ -69,7 +69,7 @@ def demo_codex(env: Mapping[str, str], say: Callable[[str], None]) -> Binary:
     settings = machine_settings(env)
     if settings.codex_bin is None:
         codex_bin.install(env, say)
-    return codex_bin.resolve(settings.codex_bin, env)
+    return codex_bin.resolve_configured(settings, env)
 
 
 def make_repository(

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary
+from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary, setting_source
 
 if TYPE_CHECKING:
     from legion.config import Settings
@@ -68,8 +68,7 @@ def resolve(
 
 def resolve_configured(settings: Settings, env: Mapping[str, str]) -> ClaudeBinary:
     """`resolve` with the claude_bin setting and where it came from."""
-    source = settings.sources.get("claude_bin", "setting")
-    named = {"env": "LEGION_CLAUDE_BIN", "flag": "the command line"}.get(source, source)
+    named = setting_source(settings.sources, "claude_bin")
     return resolve(settings.claude_bin, env, configured_source=named)
 
 

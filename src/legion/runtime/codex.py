@@ -184,11 +184,7 @@ class CodexRuntime:
         return NAME
 
     def resolve(self) -> npm_pin.Binary:
-        configured = None if self.settings is None else self.settings.codex_bin
-        source = "setting"
-        if self.settings is not None:
-            source = self.settings.sources.get("codex_bin", "setting")
-        return codex_bin.resolve(configured, self.lookup_env, configured_source=source)
+        return codex_bin.resolve_configured(self.settings, self.lookup_env)
 
     def executable(self) -> str:
         return str(self.resolve().path)

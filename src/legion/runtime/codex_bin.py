@@ -21,8 +21,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary
+from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary, setting_source
+
+if TYPE_CHECKING:
+    from legion.config import Settings
 
 PINNED_VERSION = "0.169.0"
 NPM_PACKAGE = "@openai/codex"
@@ -84,6 +88,14 @@ def resolve(
         fix=fix_hint(env),
         configured_source=configured_source,
     )
+
+
+def resolve_configured(settings: Settings | None, env: Mapping[str, str]) -> Binary:
+    """`resolve` with the codex_bin setting and where it came from (None: no settings)."""
+    if settings is None:
+        return resolve(None, env)
+    named = setting_source(settings.sources, "codex_bin")
+    return resolve(settings.codex_bin, env, configured_source=named)
 
 
 def version_of(binary: Path) -> str | None:

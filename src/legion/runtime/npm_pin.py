@@ -119,3 +119,9 @@ def install_pinned(
             )
         say(f"Installed {pin.product} {pin.version}: {binary}")
         return binary
+
+
+def setting_source(sources: Mapping[str, str], setting: str) -> str:
+    """How to name where a path setting came from (`codex_bin (LEGION_CODEX_BIN)`)."""
+    source = sources.get(setting, "setting")
+    return {"env": f"LEGION_{setting.upper()}", "flag": "the command line"}.get(source, source)
