@@ -103,7 +103,7 @@ for command in (
     app.command(epilog=_example(command.__name__))(command)
 app.add_typer(bus.task_app, name="task")
 skills_app = typer.Typer(
-    help="Legion's Claude Code skills.",
+    help="Legion's skills (for Claude Code and Codex).",
     no_args_is_help=True,
     epilog=common.example("legion skills install"),
 )

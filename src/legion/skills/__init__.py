@@ -1,4 +1,4 @@
-"""Legion's Claude Code skills, packaged with Legion and installed where Claude Code finds them.
+"""Legion's skills, packaged with Legion and installed where Claude Code (or Codex) finds them.
 
 Each skill is a folder holding a `SKILL.md` (YAML front matter with `name` and `description`)
 and the Markdown files it refers to. The files ship as package data, so they are read with
