@@ -86,6 +86,7 @@ def test_a_typed_prompt_is_the_next_turn_of_the_same_codex_session(
     swarm: Swarm, codex_server: FakeResponsesServer
 ) -> None:
     worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
+    assert worker["runtime"] == "codex"
     codex_server.add_scenario("two lines", [[text("Both read.")]], name="typed")
     _type(swarm, _window_id(swarm, worker["window"]), "two lines\nand the second")
 

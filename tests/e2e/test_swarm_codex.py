@@ -93,7 +93,7 @@ def test_full_cycle_mixed_codex_implementer_claude_reviewer(
     _assert_implementer_resumed_on_codex(swarm, codex_server)
     assert _modes(codex_server.response_requests()) == {"implement", "changes", "retro"}
     assert _modes(swarm.server.message_requests()) == {"controller", "plan", "review", "finish"}
-    # the bus knows which CLI each agent runs on
+    # the bus, and `legion workers`, know which CLI each session runs on
     runtimes = {a["name"]: a["runtime"] for a in swarm.json("agents", "--all")}
     assert sorted(runtimes.values()).count("codex") == 1, runtimes
 

@@ -181,6 +181,37 @@ def test_a_transcript_tail_is_what_was_said_and_the_tools_used() -> None:
     assert transcript_lines(lines, 1) == ["assistant: (Bash)"]
 
 
+def test_a_codex_rollout_tail_shows_what_was_said_and_run() -> None:
+    def item(payload: dict[str, object]) -> str:
+        return json.dumps({"timestamp": "t", "type": "response_item", "payload": payload})
+
+    def message(role: str, text: str) -> str:
+        kind = "input_text" if role != "assistant" else "output_text"
+        return item({"type": "message", "role": role, "content": [{"type": kind, "text": text}]})
+
+    lines = [
+        json.dumps({"timestamp": "t", "type": "session_meta", "payload": {"id": "x"}}),
+        message("developer", "<skills_instructions>…"),
+        message("user", "<environment_context>\n  <cwd>/w</cwd>"),
+        message("user", "$legion-worker plan mode for LEG-1"),
+        message("user", "<skill>\n<name>legion-worker</name>"),
+        item(
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": "ls\n -a"}),
+            }
+        ),
+        item({"type": "function_call_output", "call_id": "c", "output": "..."}),
+        message("assistant", "Plan\n posted."),
+    ]
+    assert transcript_lines(lines, 10) == [
+        "user: $legion-worker plan mode for LEG-1",
+        "assistant: (exec_command) ls -a",
+        "assistant: Plan posted.",
+    ]
+
+
 def test_a_screen_drops_the_blank_rows_under_the_cursor() -> None:
     assert last_screen_lines("a\nb\nc\n\n   \n", 2) == "b\nc"
 

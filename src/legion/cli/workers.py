@@ -106,7 +106,7 @@ def workers(
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("Issue", "Mode", "State", "Window", "Active", "Question"):
+    for column in ("Issue", "Mode", "State", "Runtime", "Window", "Active", "Question"):
         table.add_column(column, overflow="fold")
     for view in views:
         data = view.to_json(now)
@@ -115,6 +115,7 @@ def workers(
             view.record.issue,
             view.record.mode.value,
             view.state.value,
+            view.record.runtime,
             view.record.window,
             "-" if age is None else f"{age:.0f}s ago",
             view.question.text if view.question else "",

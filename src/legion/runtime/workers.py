@@ -154,6 +154,7 @@ class WorkerView:
             "issue": self.record.issue,
             "mode": self.record.mode.value,
             "session_id": self.record.session_id,
+            "runtime": self.record.runtime,
             "window": self.record.window,
             "state": self.state.value,
             "workspace": str(self.record.workspace),

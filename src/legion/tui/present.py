@@ -446,20 +446,49 @@ def last_screen_lines(captured: str, count: int) -> str:
 
 
 def transcript_lines(raw_lines: Iterable[str], count: int) -> list[str]:
-    """The last `count` things said in a Claude Code transcript (JSON lines): the user's and
-    the assistant's text, and each tool the assistant called, one line each. Lines that are
-    not JSON, or of types this does not know, are skipped (the format changes between
-    versions)."""
+    """The last `count` things said in a Claude Code transcript or a Codex rollout (JSON
+    lines): the user's and the assistant's text, and each tool the assistant called, one line
+    each. Lines that are not JSON, or of types this does not know, are skipped (the formats
+    change between versions)."""
     said: list[str] = []
     for line in raw_lines:
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
+        if not isinstance(entry, dict):
             continue
-        said += _entry_lines(entry)
+        if entry.get("type") in ("user", "assistant"):
+            said += _entry_lines(entry)
+        elif entry.get("type") == "response_item" and isinstance(entry.get("payload"), dict):
+            said += _rollout_item_lines(entry["payload"])
     return said[-count:]
+
+
+# What Codex adds to the conversation itself, before the prompt: not something anybody said.
+_CODEX_CONTEXT = ("<environment_context>", "# AGENTS.md instructions", "<skill>", "<permissions")
+
+
+def _rollout_item_lines(item: dict[str, object]) -> list[str]:
+    """One line per text of a Codex rollout's message, or per function call."""
+    if item.get("type") == "function_call":
+        try:
+            arguments = json.loads(str(item.get("arguments") or "{}"))
+        except ValueError:
+            arguments = {}
+        command = arguments.get("cmd") if isinstance(arguments, dict) else None
+        detail = f" {for_display(' '.join(str(command).split()))[:200]}" if command else ""
+        return [f"assistant: ({item.get('name', 'tool')}){detail}"]
+    role = item.get("role")
+    if item.get("type") != "message" or role not in ("user", "assistant"):
+        return []
+    found = []
+    content = item.get("content")
+    for block in content if isinstance(content, list) else []:
+        text = str(block.get("text", "")) if isinstance(block, dict) else ""
+        if text.strip() and not text.lstrip().startswith(_CODEX_CONTEXT):
+            found.append(f"{role}: {for_display(' '.join(text.split()))[:500]}")
+    return found
 
 
 def _entry_lines(entry: dict[str, object]) -> list[str]:
