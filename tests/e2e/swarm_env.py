@@ -193,6 +193,24 @@ def assert_full_cycle(swarm: Swarm, daemon: Daemon, seen: set[tuple[str, bool]])
     assert swarm.json("log", "-n", "5")[-1]["action"] == "daemon_stop"
 
 
+def window_id(swarm: Swarm, name: str) -> str:
+    """The id of the one live window named `name`."""
+    out = swarm.tmux("list-windows", "-a", "-F", "#{window_id}\t#{window_name}\t#{pane_dead}")
+    ids = [line.split("\t")[0] for line in out.splitlines() if line.split("\t")[1:] == [name, "0"]]
+    assert len(ids) == 1, out
+    return ids[0]
+
+
+def screen(swarm: Swarm, window: str) -> str:
+    return swarm.tmux("capture-pane", "-p", "-t", window)
+
+
+def agent_of(swarm: Swarm, session_id: str) -> dict[str, Any]:
+    """The bus agent of session `session_id` (`legion agents --all`)."""
+    (agent,) = [a for a in swarm.json("agents", "--all") if a["session_id"] == session_id]
+    return agent
+
+
 def issue_status(swarm: Swarm, issue: str) -> str:
     return str(swarm.json("issue", "show", issue)["status"])
 

@@ -16,7 +16,7 @@ import pytest
 
 from legion.bus.model import AgentStatus, DeliveryState
 from legion.bus.store import SqliteBus, bus_path
-from tests.e2e.swarm_env import Daemon, Swarm, session_uuid, wait_until
+from tests.e2e.swarm_env import Daemon, Swarm, agent_of, screen, session_uuid, wait_until, window_id
 from tests.fakes.claude_env import IDLE_FOOTER
 from tests.fakes.model_server import RecordedRequest, bash, text
 
@@ -32,11 +32,6 @@ def _bus(swarm: Swarm) -> SqliteBus:
     return SqliteBus(bus_path(swarm.env))
 
 
-def _agent_of(swarm: Swarm, session_id: str) -> dict[str, Any]:
-    (agent,) = [a for a in swarm.json("agents", "--all") if a["session_id"] == session_id]
-    return agent
-
-
 def _dispatch(swarm: Swarm, turns: list[list[Any]], *, idle: bool = True) -> dict[str, Any]:
     swarm.legion("issue", "create", "Talkative")
     swarm.server.add_scenario("plan mode for LEG-1", turns, name="plan")
@@ -50,21 +45,10 @@ def _dispatch(swarm: Swarm, turns: list[list[Any]], *, idle: bool = True) -> dic
     return worker
 
 
-def _window_id(swarm: Swarm, name: str) -> str:
-    out = swarm.tmux("list-windows", "-a", "-F", "#{window_id}\t#{window_name}\t#{pane_dead}")
-    ids = [line.split("\t")[0] for line in out.splitlines() if line.split("\t")[1:] == [name, "0"]]
-    assert len(ids) == 1, out
-    return ids[0]
-
-
-def _screen(swarm: Swarm, window: str) -> str:
-    return swarm.tmux("capture-pane", "-p", "-t", window)
-
-
 def _type(swarm: Swarm, window: str, line: str) -> None:
-    wait_until("the prompt", lambda: IDLE_FOOTER in _screen(swarm, window), timeout=20)
+    wait_until("the prompt", lambda: IDLE_FOOTER in screen(swarm, window), timeout=20)
     swarm.tmux("send-keys", "-t", window, "-l", line)
-    wait_until("the text typed", lambda: line in _screen(swarm, window), timeout=10)
+    wait_until("the text typed", lambda: line in screen(swarm, window), timeout=10)
     swarm.tmux("send-keys", "-t", window, "Enter")
 
 
@@ -93,7 +77,7 @@ def test_a_busy_agent_gets_a_message_at_its_turn_boundary_and_its_tool_runs_to_t
     swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")
     with Daemon(swarm, extra_env=LLM_MODE):
         wait_until("the tool call", lambda: swarm.server.requests_for_scenario("plan"))
-        agent = _agent_of(swarm, worker["session_id"])
+        agent = agent_of(swarm, worker["session_id"])
         message_id = _say(swarm, agent["address"], "zebra-busy: also cover the empty case")
         wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
         wait_until(
@@ -126,7 +110,7 @@ def test_ask_blocks_the_asker_and_the_answer_continues_its_session(swarm: Swarm)
             swarm,
             [[bash('legion ask "Which format, JSON or YAML?"')], [text("Asked; waiting.")]],
         )
-        agent = _agent_of(swarm, worker["session_id"])
+        agent = agent_of(swarm, worker["session_id"])
         assert agent["status"] == "blocked"
         channel = f"{agent['project']}/{agent['branch']}"
         (question,) = [
@@ -154,7 +138,7 @@ def test_ask_blocks_the_asker_and_the_answer_continues_its_session(swarm: Swarm)
         wait_until("the answer reached the model", lambda: _firsts(swarm, "answer"))
         wait_until(
             "the asker no longer blocked",
-            lambda: _agent_of(swarm, worker["session_id"])["status"] in ("busy", "idle"),
+            lambda: agent_of(swarm, worker["session_id"])["status"] in ("busy", "idle"),
             timeout=15,
         )
     [request] = _firsts(swarm, "answer")
@@ -173,8 +157,8 @@ def test_a_dead_agent_is_resumed_for_a_message_once_and_a_stale_completion_is_ig
     swarm: Swarm,
 ) -> None:
     worker = _dispatch(swarm, [[text("Planned.")]])
-    agent = _agent_of(swarm, worker["session_id"])
-    swarm.tmux("kill-window", "-t", _window_id(swarm, worker["window"]))
+    agent = agent_of(swarm, worker["session_id"])
+    swarm.tmux("kill-window", "-t", window_id(swarm, worker["window"]))
     wait_until("the worker dead", lambda: swarm.json("workers")[-1]["state"] == "dead")
     swarm.server.add_scenario("zebra-dead", [[text("Back, and noted.")]], name="message")
     with Daemon(swarm, extra_env=LLM_MODE):
@@ -189,7 +173,7 @@ def test_a_dead_agent_is_resumed_for_a_message_once_and_a_stale_completion_is_ig
     [request] = _firsts(swarm, "message")
     assert message_id in (request.prompt or "")
     assert any("Planned." in json.dumps(m) for m in request.messages)  # the same session
-    resumed = _agent_of(swarm, worker["session_id"])
+    resumed = agent_of(swarm, worker["session_id"])
     assert resumed["spawn_instance"] == agent["spawn_instance"] + 1
 
     # The first spawn's late "done" must not act on the session that replaced it.
@@ -204,14 +188,14 @@ def test_a_dead_agent_is_resumed_for_a_message_once_and_a_stale_completion_is_ig
     assert proc.returncode != 0 and "ignored" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert swarm.json("issue", "show", "LEG-1")["labels"] == labels
-    assert _agent_of(swarm, worker["session_id"])["status"] != "complete"
+    assert agent_of(swarm, worker["session_id"])["status"] != "complete"
 
 
 def test_a_daemon_killed_after_typing_a_message_never_types_it_again(
     swarm: Swarm, tmp_path: Path
 ) -> None:
     worker = _dispatch(swarm, [[text("Planned.")]])
-    agent = _agent_of(swarm, worker["session_id"])
+    agent = agent_of(swarm, worker["session_id"])
     swarm.server.add_scenario("zebra-once", [[text("Noted once.")]], name="message")
     kill_log = tmp_path / "kills.log"
     armed = dict(
@@ -240,7 +224,7 @@ def test_a_daemon_killed_after_typing_a_message_never_types_it_again(
 
 def test_compact_in_a_legion_session_brings_back_its_plan_tasks_and_skill(swarm: Swarm) -> None:
     worker = _dispatch(swarm, [[text("Planned.")]])
-    agent = _agent_of(swarm, worker["session_id"])
+    agent = agent_of(swarm, worker["session_id"])
     channel = f"{agent['project']}/{agent['branch']}"
     swarm.legion(
         "task", "add", "Write the parser", "--channel", channel, "--assign", agent["address"]
@@ -255,7 +239,7 @@ def test_compact_in_a_legion_session_brings_back_its_plan_tasks_and_skill(swarm:
         name="summary",
     )
     swarm.server.add_scenario("next step", [[text("Next step done.")]], name="next")
-    window = _window_id(swarm, worker["window"])
+    window = window_id(swarm, worker["window"])
     _type(swarm, window, "/compact")
     wait_until("compacted", lambda: swarm.server.requests_for_scenario("summary"), timeout=30)
     _type(swarm, window, "next step")

@@ -14,7 +14,7 @@ import pytest
 from legion.bus.model import DeliveryState
 from legion.bus.store import SqliteBus, bus_path
 from legion.runtime.codex import codex_session_id, session_link
-from tests.e2e.swarm_env import Daemon, Swarm, wait_until
+from tests.e2e.swarm_env import Daemon, Swarm, agent_of, screen, wait_until, window_id
 from tests.fakes.responses_server import (
     FakeResponsesServer,
     RecordedRequest,
@@ -40,20 +40,9 @@ def _dispatch(swarm: Swarm, server: FakeResponsesServer, turns: list[list[Any]])
     return worker
 
 
-def _window_id(swarm: Swarm, name: str) -> str:
-    out = swarm.tmux("list-windows", "-a", "-F", "#{window_id}\t#{window_name}\t#{pane_dead}")
-    ids = [line.split("\t")[0] for line in out.splitlines() if line.split("\t")[1:] == [name, "0"]]
-    assert len(ids) == 1, out
-    return ids[0]
-
-
-def _screen(swarm: Swarm, window: str) -> str:
-    return swarm.tmux("capture-pane", "-p", "-t", window)
-
-
 def _type(swarm: Swarm, window: str, prompt: str) -> None:
     """As the daemon types: the text literally, then Enter."""
-    wait_until("the idle line", lambda: WAITING in _screen(swarm, window).split("\n> ")[-1])
+    wait_until("the idle line", lambda: WAITING in screen(swarm, window).split("\n> ")[-1])
     swarm.tmux("send-keys", "-t", window, "-l", prompt)
     swarm.tmux("send-keys", "-t", window, "Enter")
 
@@ -66,11 +55,6 @@ def _codex_id(swarm: Swarm, worker: dict[str, Any]) -> str:
     found = codex_session_id(session_link(swarm.env, worker["session_id"]))
     assert found is not None
     return found
-
-
-def _agent_of(swarm: Swarm, session_id: str) -> dict[str, Any]:
-    (agent,) = [a for a in swarm.json("agents", "--all") if a["session_id"] == session_id]
-    return agent
 
 
 def _delivered(swarm: Swarm, message_id: str, agent_id: int) -> bool:
@@ -88,7 +72,7 @@ def test_a_typed_prompt_is_the_next_turn_of_the_same_codex_session(
     worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
     assert worker["runtime"] == "codex"
     codex_server.add_scenario("two lines", [[text("Both read.")]], name="typed")
-    _type(swarm, _window_id(swarm, worker["window"]), "two lines\nand the second")
+    _type(swarm, window_id(swarm, worker["window"]), "two lines\nand the second")
 
     wait_until("the typed turn", lambda: _firsts(codex_server, "typed"), timeout=30)
     [request] = _firsts(codex_server, "typed")
@@ -101,7 +85,7 @@ def test_the_daemon_delivers_to_an_idle_a_busy_and_a_dead_codex_session(
     swarm: Swarm, codex_server: FakeResponsesServer
 ) -> None:
     worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
-    agent = _agent_of(swarm, worker["session_id"])
+    agent = agent_of(swarm, worker["session_id"])
     codex_id = _codex_id(swarm, worker)
     # The last first: a resumed session's prompt starts with its context, which quotes the
     # channel's earlier messages, and the first scenario that matches plays.
@@ -124,7 +108,7 @@ def test_the_daemon_delivers_to_an_idle_a_busy_and_a_dead_codex_session(
         assert busy.seq > idle.seq
         # dead: its window closed, the session is resumed with the message
         wait_until("idle", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
-        swarm.tmux("kill-window", "-t", _window_id(swarm, worker["window"]))
+        swarm.tmux("kill-window", "-t", window_id(swarm, worker["window"]))
         third = swarm.json(*say, f"@{agent['address']} dead hello")["message"]["id"]
         wait_until("resumed", lambda: _firsts(codex_server, "dead"), timeout=45)
         wait_until("marked", lambda: _delivered(swarm, third, agent["id"]), timeout=30)
@@ -147,13 +131,13 @@ def test_after_codex_compacts_the_next_turn_brings_back_the_wake_up_context(
     config = codex_config_toml(codex_server.base_url, extra="model_auto_compact_token_limit = 1")
     (home / "config.toml").write_text(config)
     worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
-    agent = _agent_of(swarm, worker["session_id"])
+    agent = agent_of(swarm, worker["session_id"])
     plans = Path(worker["workspace"]) / "docs" / "plans"
     plans.mkdir(parents=True)
     (plans / "parser.md").write_text("# Parser plan\n1. Tokens\n", encoding="utf-8")
     codex_server.add_scenario("first note", [[text("Noted.")]], name="first")
     codex_server.add_scenario("second note", [[text("Noted again.")]], name="second")
-    window = _window_id(swarm, worker["window"])
+    window = window_id(swarm, worker["window"])
 
     _type(swarm, window, "first note")
     wait_until("the first note", lambda: _firsts(codex_server, "first"), timeout=30)
