@@ -16,9 +16,11 @@ from legion.bus.store import SqliteBus, bus_path
 from legion.runtime.codex import codex_session_id, session_link
 from tests.e2e.swarm_env import Daemon, Swarm, agent_of, screen, wait_until, window_id
 from tests.fakes.responses_server import (
+    API_KEY_ENV,
     FakeResponsesServer,
     RecordedRequest,
     codex_config_toml,
+    exec_command,
     pause,
     text,
 )
@@ -69,8 +71,12 @@ def _delivered(swarm: Swarm, message_id: str, agent_id: int) -> bool:
 def test_a_typed_prompt_is_the_next_turn_of_the_same_codex_session(
     swarm: Swarm, codex_server: FakeResponsesServer
 ) -> None:
-    worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
+    worker = _dispatch(swarm, codex_server, [[exec_command("env > env.txt")], [text("Planned.")]])
     assert worker["runtime"] == "codex"
+    # the model's commands see Legion's variables, and no credential: not even the model key
+    seen = (Path(worker["workspace"]) / "env.txt").read_text()
+    assert f"LEGION_SESSION_ID={worker['session_id']}" in seen
+    assert API_KEY_ENV in swarm.env and API_KEY_ENV not in seen
     codex_server.add_scenario("two lines", [[text("Both read.")]], name="typed")
     _type(swarm, window_id(swarm, worker["window"]), "two lines\nand the second")
 

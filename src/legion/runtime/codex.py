@@ -42,6 +42,10 @@ EXEC_FLAGS = (
     # A login shell would rebuild PATH from /etc/profile and lose the `legion` Legion put first.
     "--config",
     "allow_login_shell=false",
+    # The model's commands do not see variables named like credentials (*KEY*, *SECRET*,
+    # *TOKEN*): Codex holds the model key, and the commands it runs never get it.
+    "--config",
+    "shell_environment_policy.ignore_default_excludes=false",
 )
 
 
