@@ -63,6 +63,7 @@ def test_full_cycle_with_every_session_on_codex(
     assert_full_cycle(swarm, daemon, seen)
     _assert_implementer_resumed_on_codex(swarm, codex_server)
     assert swarm.server.message_requests() == []  # no Claude Code session ran
+    assert swarm.json("status")["controller"]["runtime"] == "codex"
     # each role had its own Codex session, the controller included
     sessions = _codex_prompts_by_session(codex_server)
     firsts = sorted(prompts[0].split(" mode for")[0] for prompts in sessions.values())

@@ -308,6 +308,7 @@ def status(
         "daemon": {"pid": running_pid(project), "heartbeat_age_s": beat},
         "controller": {
             "window": CONTROLLER_WINDOW,
+            "runtime": workers.controller_runtime.name,
             "state": state,
             "transcript_age_s": None if activity is None else round(now - activity, 1),
         },
@@ -334,7 +335,7 @@ def _print_status(data: dict[str, Any], views: Any, judgments: Any, pause: Any) 
         f"daemon:     {'running (pid ' + str(pid) + ')' if pid else 'not running'}"
         + (f", heartbeat {beat:.0f}s ago" if beat is not None else "")
     )
-    typer.echo(f"controller: {data['controller']['state']}")
+    typer.echo(f"controller: {data['controller']['state']} ({data['controller']['runtime']})")
     if pause.reason is not None:
         typer.echo(f"dispatch:   PAUSED since {pause.paused_at}: {pause.reason}")
     if "unknown" in data:
@@ -349,7 +350,7 @@ def _print_status(data: dict[str, Any], views: Any, judgments: Any, pause: Any) 
         tokens = "" if not used else f"  {used['total']:,} tokens on the issue"
         typer.echo(
             f"  {view.record.issue:8} {view.record.mode.value:10} "
-            f"{view.state.value:8} {view.record.window}{tokens}"
+            f"{view.state.value:8} {view.record.runtime:11} {view.record.window}{tokens}"
         )
     if judgments:
         typer.echo("judgment queue:")
