@@ -1,11 +1,15 @@
 """What Legion needs from an agent runtime (a coding agent's CLI it runs in tmux): the
-protocol the worker manager, the daemon and the TUI use, so that Claude Code is one
-implementation (`legion.runtime.claude.ClaudeRuntime`) and another CLI can be a second.
+protocol the worker manager, the daemon and the TUI use. Claude Code
+(`legion.runtime.claude.ClaudeRuntime`) and Codex (`legion.runtime.codex.CodexRuntime`) are its
+two implementations; `docs/architecture.md` ("Agent runtimes") sets them side by side.
 
 A session is known by the deterministic id Legion gives it; the runtime says how to start or
 resume it in a workspace with a prompt, where its own record of the conversation lives (the
 transcript), and how to read that record: the turn's state and any pending question, the time
-of its last activity, and the tokens it used.
+of its last activity, and the tokens it used. Delivery at a turn boundary and the context
+given back after a resume or a compaction are the runtime's too: `command` is handed the
+session's inbox and context files, which Claude Code's hooks read, and Codex's turn loop reads
+the same way. Skills are invoked through `skill_prompt` and installed in `skills_dir`.
 """
 
 from __future__ import annotations
