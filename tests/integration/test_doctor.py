@@ -236,3 +236,23 @@ def test_doctor_help_offers_installing_codex(tmp_path: Path) -> None:
     result = run_legion("doctor", "--help", cwd=tmp_path, env={"COLUMNS": "200"})
     assert result.returncode == 0
     assert "--codex" in result.stdout and "Codex" in result.stdout
+
+
+def test_doctor_does_not_require_claude_code_when_every_role_runs_on_codex(
+    tmp_path: Path,
+) -> None:
+    codex = fake_codex(tmp_path)
+    env = codex_env(tmp_path, LEGION_CODEX_BIN=str(codex), LEGION_RUNTIME="codex")
+    del env["LEGION_CLAUDE_BIN"]
+    env["CORP_LLM_KEY"] = "set"
+    (Path(env["CODEX_HOME"]) / "config.toml").write_text(CUSTOM_PROVIDER, encoding="utf-8")
+    result = run_legion("doctor", "--json", cwd=tmp_path, env=env)
+    checks = checks_of(result.stdout)
+    assert checks["claude"]["ok"] is False and checks["claude"]["required"] is False
+    assert result.returncode == 0, result.stdout
+    # one role back on Claude Code, and it is required again
+    result = run_legion(
+        "doctor", "--json", cwd=tmp_path, env=env | {"LEGION_RUNTIMES": "review=claude-code"}
+    )
+    assert result.returncode == 1
+    assert checks_of(result.stdout)["claude"]["required"] is True

@@ -46,7 +46,8 @@ def _tool(name: str, argv: list[str], fix: str) -> Check:
     return Check(name, True, version)
 
 
-def _claude_checks() -> list[Check]:
+def _claude_checks(required: bool = True) -> list[Check]:
+    """Claude Code: found (required when a role runs on it), its version, its set-up."""
     from legion.config import machine_settings
     from legion.runtime import claude_bin
     from legion.runtime.claude_paths import global_config_file
@@ -54,13 +55,21 @@ def _claude_checks() -> list[Check]:
     try:
         binary = claude_bin.resolve_configured(machine_settings(os.environ), os.environ)
     except LegionError as exc:
-        return [Check("claude", False, "not found", str(exc))]
+        return [Check("claude", False, "not found", str(exc), required=required)]
     version = claude_bin.version_of(binary.path)
     if version is None:
         return [
-            Check("claude", False, f"{binary.path} ({binary.source}) does not run", "reinstall it")
+            Check(
+                "claude",
+                False,
+                f"{binary.path} ({binary.source}) does not run",
+                "reinstall it",
+                required=required,
+            )
         ]
-    checks = [Check("claude", True, f"{version} at {binary.path} ({binary.source})")]
+    checks = [
+        Check("claude", True, f"{version} at {binary.path} ({binary.source})", required=required)
+    ]
     if version != claude_bin.PINNED_VERSION:
         checks.append(
             Check(
@@ -277,9 +286,15 @@ def run_checks(project: Project | None = None) -> list[Check]:
         _tool("git", ["git", "--version"], "install git (e.g. apt-get install git)"),
         _tool("tmux", ["tmux", "-V"], "install tmux (e.g. apt-get install tmux)"),
     ]
-    claude = _claude_checks()
-    checks += claude
     settings, every = _settings(project)
+    # Claude Code is needed unless every role runs on Codex (and for `legion demo`'s default).
+    from legion.config import RUNTIME_ROLES
+
+    claude_needed = settings is None or any(
+        settings.runtime_for(role) == "claude-code" for role in RUNTIME_ROLES
+    )
+    claude = _claude_checks(claude_needed)
+    checks += claude
     roles = codex_roles(every)
     codex = _codex_checks(settings, roles)
     checks += codex
