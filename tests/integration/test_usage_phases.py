@@ -92,3 +92,57 @@ def test_a_spent_budget_starts_no_worker_and_asks_a_human_whose_answer_allows_on
 
     backends.tracker.add_comment("LEG-1", "go on", author="sami")
     assert budget_allowed(backends.tracker.list_comments("LEG-1"), 2000) == 4500
+
+
+def test_a_codex_sessions_tokens_come_from_its_rollout(
+    legion: LegionRunner, project: Path, tmp_path: Path
+) -> None:
+    """Per phase, as for Claude Code: from the `token_count` events of the rollout Legion's
+    session id links to, with cached input apart."""
+    legion("issue", "create", "Counted on Codex")
+    codex_home = tmp_path / "codex-home"
+    env = dict(os.environ, CODEX_HOME=str(codex_home))
+    loaded = load_project(project, env)
+    backends = open_backends(loaded)
+    workers = open_workers(loaded, backends, env)
+    implement = session_id(loaded.settings.project_id, "LEG-1", Mode.IMPLEMENT)
+    with backends.db.write() as conn:
+        for mode, started, ended in (
+            ("implement", "2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z"),
+            ("retro", "2026-01-01T12:00:00Z", None),
+        ):
+            conn.execute(
+                "INSERT INTO workers (issue, mode, session_id, window, workspace, started_at, "
+                "ended_at, runtime) VALUES ('LEG-1', ?, ?, 'w', ?, ?, ?, 'codex')",
+                (mode, implement, str(project), started, ended),
+            )
+    rollout = (
+        codex_home
+        / "sessions"
+        / "2026"
+        / "01"
+        / "01"
+        / ("rollout-2026-01-01T10-00-00-01a208cc-6f6d-75b2-a519-a8de2a4bcf78.jsonl")
+    )
+    rollout.parent.mkdir(parents=True)
+    lines, total = [], 0
+    for when, fresh, cached, out in (
+        ("2026-01-01T10:05:00.000Z", 1000, 400, 100),
+        ("2026-01-01T12:01:00.000Z", 500, 0, 7),
+    ):
+        total += fresh + cached
+        last = {"input_tokens": fresh + cached, "cached_input_tokens": cached, "output_tokens": out}
+        info = {"last_token_usage": last, "total_token_usage": {"input_tokens": total}}
+        event = {"type": "token_count", "info": info}
+        lines.append(json.dumps({"timestamp": when, "type": "event_msg", "payload": event}))
+    rollout.write_text("\n".join(lines) + "\n")
+    link = workers.runtime_named("codex").transcript(env, project, implement)
+    link.parent.mkdir(parents=True)
+    link.symlink_to(rollout)
+    shown = json.loads(
+        legion("issue", "show", "LEG-1", "--json", env={"CODEX_HOME": str(codex_home)}).stdout
+    )["usage"]
+    assert shown["phases"]["implement"] == {
+        "input": 1000, "output": 100, "cache_read": 400, "cache_write": 0, "total": 1500,
+    }  # fmt: skip
+    assert shown["phases"]["retro"]["output"] == 7
