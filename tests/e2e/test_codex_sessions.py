@@ -168,3 +168,17 @@ def test_after_codex_compacts_the_next_turn_brings_back_the_wake_up_context(
     finally:
         bus.close()
     assert "compaction_start" in kinds
+
+
+def test_a_codex_session_that_cannot_start_fails_its_dispatch_with_codexs_reason(
+    swarm: Swarm, codex_server: FakeResponsesServer
+) -> None:
+    swarm.env |= LLM_MODE
+    del swarm.env[API_KEY_ENV]  # the provider's key is missing: Codex's first request fails
+    swarm.legion("issue", "create", "Doomed")
+    result = swarm.legion("dispatch", "LEG-1", "plan", check=False)
+    assert result.returncode != 0
+    [line] = result.stderr.strip().splitlines()
+    assert "codex could not start the session" in line and API_KEY_ENV in line, line
+    assert "Traceback" not in result.stderr
+    assert codex_server.response_requests() == []

@@ -158,6 +158,7 @@ class Session:
         self.link = session_link(env, session_id)
         self.home = codex_home(env)
         self._codex_id = codex_session_id(self.link)
+        self.last_error: str | None = None
 
     # -- the session's record ------------------------------------------------------------------
 
@@ -255,21 +256,31 @@ class Session:
                     continue
                 if not isinstance(event, dict):
                     continue
-                if event.get("type") == "thread.started" and event.get("thread_id"):
-                    self._link(str(event["thread_id"]))
-                elif self._codex_id is not None and codex_session_id(self.link) is None:
+                kind = str(event.get("type", ""))
+                if kind == "thread.started" and event.get("thread_id"):
+                    self._codex_id = str(event["thread_id"])
+                elif kind.startswith(("item.", "turn.completed")) and self._codex_id:
+                    # Linked once the model has answered: a session whose first request
+                    # fails (no key, no provider) is no session, and its window says why.
                     self._link(self._codex_id)
+                if kind in ("turn.failed", "error") or (
+                    kind == "item.completed" and event.get("item", {}).get("type") == "error"
+                ):
+                    self.last_error = render_event(event)[-1].removeprefix("! ")
                 self._say(*render_event(event))
             status = process.wait()
         except KeyboardInterrupt:
             process.terminate()
             status = process.wait()
             self._say("! interrupted")
-        if self._codex_id is not None:
-            self._link(self._codex_id)
         if status != 0:
             self._say(f"! codex exited with status {status}")
         return status
+
+    @property
+    def started(self) -> bool:
+        """Whether the session exists: Codex answered at least once (it is linked)."""
+        return codex_session_id(self.link) is not None
 
     def run(self, first_prompt: str, *, resumed: bool, terminal: Terminal | None) -> int:
         prompt: str | None = first_prompt
@@ -284,7 +295,11 @@ class Session:
                     prompt = f"{pending_context}\n\n{prompt}"
                     pending_context = None
                 before = self._compactions()
-                self.turn(prompt)
+                status = self.turn(prompt)
+                if status != 0 and not self.started:
+                    # Nothing to resume: end here, so that the start fails with the reason.
+                    self._say(f"codex could not start the session: {self.last_error or status}")
+                    return 1
                 if self._compactions() > before:
                     pending_context = self.wake_up_context("compact")
                 prompt = self.queued_messages()
