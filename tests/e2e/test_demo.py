@@ -36,15 +36,18 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
     assert "dispatch_finisher" in log.stdout
 
 
-@pytest.mark.parametrize("runtime", ["codex", "mixed"])
-def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str) -> None:
+@pytest.mark.parametrize(
+    ("runtime", "mode"), [("codex", "auto"), ("mixed", "auto"), ("codex", "llm")]
+)
+def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -> None:
     env = {"LEGION_CLAUDE_BIN": str(find_claude()), "LEGION_CODEX_BIN": str(find_codex())}
     demo = tmp_path / "demo"
     result = run_legion(
-        "demo", "--runtime", runtime, "--dir", str(demo), "--issues", "1", cwd=tmp_path, env=env
-    )
+        "demo", "--runtime", runtime, "--mode", mode, "--dir", str(demo), "--issues", "1",
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 of 1 issues Done" in result.stdout and f"(auto mode, {runtime})." in result.stdout
+    assert "1 of 1 issues Done" in result.stdout and f"({mode} mode, {runtime})." in result.stdout
     assert "(codex_bin (LEGION_CODEX_BIN))" in result.stdout
     assert ("Claude Code:" in result.stdout) is (runtime == "mixed")
     rollouts = list((demo / "codex-home" / "sessions").rglob("rollout-*.jsonl"))

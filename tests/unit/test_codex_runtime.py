@@ -130,10 +130,13 @@ def test_the_turn_loop_resumes_codex_by_its_own_id(tmp_path: Path) -> None:
     argv = session.argv("-starts with a dash")
     assert argv[:2] == ["/bin/codex", "exec"] and "--json" in argv
     assert "allow_login_shell=false" in argv  # a login shell would lose Legion's PATH
-    assert "shell_environment_policy.ignore_default_excludes=false" in argv  # no keys
+    assert "shell_environment_policy.ignore_default_excludes=false" in argv  # a worker: no keys
     assert argv[-4:] == ["--model", "m", "--", "-starts with a dash"]
     session._codex_id = CODEX_ID
     assert session.argv("p")[-4:] == ["resume", CODEX_ID, "--", "p"]
+    # the controller's commands keep the keys: the sessions it starts inherit them
+    session.env = {**env, "LEGION_MODE": "controller"}
+    assert "shell_environment_policy.ignore_default_excludes=false" not in session.argv("p")
 
 
 def test_the_runtimes_command_runs_the_turn_loop(tmp_path: Path) -> None:

@@ -42,11 +42,12 @@ EXEC_FLAGS = (
     # A login shell would rebuild PATH from /etc/profile and lose the `legion` Legion put first.
     "--config",
     "allow_login_shell=false",
-    # The model's commands do not see variables named like credentials (*KEY*, *SECRET*,
-    # *TOKEN*): Codex holds the model key, and the commands it runs never get it.
-    "--config",
-    "shell_environment_policy.ignore_default_excludes=false",
 )
+# A worker's commands do not see variables named like credentials (*KEY*, *SECRET*, *TOKEN*):
+# Codex holds the model key, and the commands it runs never get it. Not the controller's: the
+# sessions it starts (`legion reconcile` in llm mode) inherit its commands' environment, and
+# need the key.
+NO_CREDENTIALS = ("--config", "shell_environment_policy.ignore_default_excludes=false")
 
 
 def codex_home(env: Mapping[str, str]) -> Path:

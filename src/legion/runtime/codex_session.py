@@ -33,6 +33,7 @@ from typing import IO, Any
 
 from legion.runtime.codex import (
     EXEC_FLAGS,
+    NO_CREDENTIALS,
     codex_home,
     codex_session_id,
     compactions,
@@ -230,7 +231,8 @@ class Session:
     # -- turns ---------------------------------------------------------------------------------
 
     def argv(self, prompt: str) -> list[str]:
-        argv = [self.codex, "exec", *EXEC_FLAGS, *self.extra_args]
+        hidden = NO_CREDENTIALS if self.env.get("LEGION_MODE") != "controller" else ()
+        argv = [self.codex, "exec", *EXEC_FLAGS, *hidden, *self.extra_args]
         if self._codex_id is not None:
             argv += ["resume", self._codex_id]
         return [*argv, "--", prompt]
