@@ -20,6 +20,7 @@ from tests.e2e.swarm_env import (
     run_full_cycle,
     wait_until,
 )
+from tests.fakes.responses_server import FakeResponsesServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -93,12 +94,18 @@ def test_blocked_worker_is_escalated_and_the_answer_relayed(swarm: Swarm) -> Non
     assert results and '"Hello"' in json.dumps(results[-1]["toolUseResult"])
 
 
-def test_wip_limit_one_runs_one_code_worker_at_a_time(swarm: Swarm) -> None:
+def test_wip_limit_one_runs_one_code_worker_at_a_time(
+    swarm: Swarm, codex_server: FakeResponsesServer
+) -> None:
+    """On Codex workers (a turn costs a third of Claude Code's: see bench/runtimes.py), since
+    what runs is the reconciler's to decide, whatever the CLI."""
     import threading
 
     for title in ("One", "Two", "Three"):
         swarm.legion("issue", "create", title)
-    script(swarm, ["LEG-1", "LEG-2", "LEG-3"], review_rounds=1)
+    swarm.env["LEGION_RUNTIME"] = "codex"
+    codex_script = swarm_script(["LEG-1", "LEG-2", "LEG-3"], review_rounds=1, flavor="codex")
+    codex_server.script.scenarios.extend(codex_script.scenarios)
     most = 0
     stop = threading.Event()
 
