@@ -107,7 +107,9 @@ def _workspaces(project: Project, base: str) -> Workspaces:
     keep = project.settings.regenerable
     if vcs == "jj":
         return JjWorkspaces(project.root, project.workspace_root, base, regenerable=keep)
-    return GitWorktrees(project.root, project.workspace_root, base, regenerable=keep)
+    hosted = project.settings.forge != "embedded"
+    remote = project.settings.remote if hosted else None
+    return GitWorktrees(project.root, project.workspace_root, base, regenerable=keep, remote=remote)
 
 
 def open_workers(

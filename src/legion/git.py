@@ -212,3 +212,35 @@ def worktree_for_branch(repo: Path, branch: str) -> Path | None:
         elif line == f"branch refs/heads/{branch}" and path is not None:
             return path
     return None
+
+
+def fast_forward(repo: Path, branch: str, target: str) -> str | None:
+    """Move the local `branch` up to the commit `target` where that is safe: only forward (the
+    branch strictly behind), and where it is checked out, only in a working tree without
+    local changes (by `merge --ff-only` there, so the files follow). None when the branch is
+    at `target` now (or does not exist); else why it was left where it is."""
+    local = rev_parse(repo, f"refs/heads/{branch}")
+    if local is None or local == target:
+        return None
+    if run_git(repo, "merge-base", "--is-ancestor", local, target, check=False).returncode != 0:
+        return f"{branch} has commits the merged base lacks"
+    checked_out = worktree_for_branch(repo, branch)
+    if checked_out is None:
+        moved = run_git(
+            repo,
+            "update-ref",
+            "-m",
+            "legion: fast-forward to the merged base",
+            f"refs/heads/{branch}",
+            target,
+            local,
+            check=False,
+        )
+        return None if moved.returncode == 0 else f"git refused: {last_line(moved.stderr)}"
+    changes = run_git(checked_out, "status", "--porcelain", "--untracked-files=no", check=False)
+    if changes.returncode != 0 or changes.stdout.strip():
+        return f"{branch} is checked out in {checked_out} with local changes"
+    forward = run_git(checked_out, "merge", "--ff-only", "--quiet", target, check=False)
+    if forward.returncode != 0:
+        return f"git refused in {checked_out}: {last_line(forward.stderr or forward.stdout)}"
+    return None
