@@ -80,7 +80,7 @@ _REPOSITORY_SCOPES = ("local", "worktree")
 # proxies and certificates. Nothing else: the daemon holds API keys git never needs.
 _ENV_NAMES = frozenset(
     {
-        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+        "PATH", "HOME", "USER", "LOGNAME", "EMAIL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
         "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK", "SSH_ASKPASS", "DISPLAY",
         "WAYLAND_DISPLAY", "GNUPGHOME", "GPG_TTY", "SSL_CERT_FILE", "SSL_CERT_DIR",
         "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
