@@ -46,26 +46,23 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
     first = bus()
     try:
         newest = first.messages(last=1)
-        channel = _channel_here(first, env, here)
     finally:
         first.close()
+    channel = channel_here(env, here)
     marks = ReadMarks.load(marks_path(env), newest[-1].seq if newest else 0)
     app = LegionApp(bus, ProjectSources(env, here, known_projects), marks=marks, channel=channel)
     app.run()
     return 0 if app.return_code is None else app.return_code
 
 
-def _channel_here(bus: Bus, env: Mapping[str, str], cwd: Path) -> Channel | None:
-    """The channel the human speaks in from `cwd` (as `legion say` would), if it has
-    agents or messages; None outside a project or in a quiet channel."""
+def channel_here(env: Mapping[str, str], cwd: Path) -> Channel | None:
+    """The channel the human speaks in from `cwd` (as `legion say` would), listed and open
+    from the start even before anybody spoke there; None outside a project."""
     from legion.bus.sessions import human_channel
     from legion.config import load_project
     from legion.errors import LegionError
 
     try:
-        channel = human_channel(load_project(cwd, env), cwd)
+        return human_channel(load_project(cwd, env), cwd)
     except LegionError:
         return None
-    if any(agent.channel == channel for agent in bus.agents(include_archived=True)):
-        return channel
-    return channel if bus.messages(channel=channel, last=1) else None
