@@ -132,9 +132,8 @@ class TextLine(Input):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(select_on_focus=False, **kwargs)  # type: ignore[arg-type]
 
-    def _on_focus(self, event: Focus) -> None:
+    def on_focus(self, event: Focus) -> None:
         self.selection = Selection.cursor(len(self.value))
-        super()._on_focus(event)
 
 
 class ChatInput(TextLine):
