@@ -1036,3 +1036,30 @@ def test_the_inbox_renders_a_questions_markdown_escaped(world: World) -> None:
             assert "<div>kept as text</div>" in text
 
     run(scenario)
+
+
+def test_a_resize_while_another_view_is_shown_rewraps_the_messages_when_shown(
+    world: World,
+) -> None:
+    world.bus.post(world.implement.id, LEG7, LONG)
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            narrow = [
+                line for line in screen_text(app).splitlines() if "12:00 @implement The" in line
+            ]
+            await pilot.press("f4")
+            await settle(pilot)
+            await pilot.resize_terminal(140, 30)
+            await settle(pilot)
+            await pilot.press("f2")
+            await settle(pilot)
+            wide = [
+                line for line in screen_text(app).splitlines() if "12:00 @implement The" in line
+            ]
+            assert len(wide) == 1 and len(narrow) == 1
+            assert len(wide[0].rstrip()) > len(narrow[0].rstrip()) + 40, (narrow, wide)
+
+    run(scenario)

@@ -308,10 +308,8 @@ class MessageLog(RichLog):
             self._rerender(at_end=self.is_vertical_scroll_end or self.max_scroll_y == 0)
 
     def on_resize(self, event: Resize) -> None:
-        # (RichLog's own handler runs too: Textual calls each class's.)
-        self._rewrap()
-
-    def on_show(self) -> None:
+        # Also sent when a hidden view is shown again at another size. (RichLog's own
+        # handler runs too: Textual calls each class's.)
         self._rewrap()
 
     # One more step up at the top (key or wheel) loads the page before. Not on reaching the
