@@ -147,3 +147,50 @@ def test_the_board_dispatch_goes_through_open_workers(
 
     run(scenario)
     assert calls == [("LEG-1", Mode.PLAN)]
+
+
+def test_the_project_here_is_in_the_inbox_before_the_bus_has_seen_it(
+    project: Path, legion: LegionRunner, tmp_path: Path
+) -> None:
+    """A question escalated on the tracker of the project the TUI was opened in, with no
+    session of it ever started (the bus does not know the project): it is in the inbox, and
+    answered there."""
+    ask_on_the_tracker(legion)
+    bus_path = tmp_path / "bus.db"
+    SqliteBus(bus_path).close()
+    here = sources(project, bus_path)
+
+    async def scenario() -> None:
+        app = RecordingApp(lambda: SqliteBus(bus_path), here, format_time=lambda _: "12:00")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            await pilot.press("f3")
+            text = await until_shown(pilot, app, "Should the flag be --verbose or -v?")
+            assert "F3 Inbox 1" in text and "repo LEG-1 Add a flag asks:" in text
+            await pilot.press(*"--verbose", "enter")
+            await until_said(pilot, app, "answered repo LEG-1")
+
+    run(scenario)
+    issue = json.loads(legion("issue", "show", "LEG-1", "--json").stdout)
+    assert issue["comments"][-1]["body"] == "--verbose"
+    # Once the bus knows the project (a session started there), it is listed once.
+    bus = SqliteBus(bus_path)
+    bus.record_project("repo", project)
+    bus.close()
+    ask_again = legion("issue", "label", "LEG-1", "--remove", "user-feedback-given")
+    assert ask_again.returncode == 0, ask_again.stderr
+    assert [q.identifier for q in here.tracker_questions().questions] == ["LEG-1"]
+
+
+def test_the_tui_opens_on_the_channel_of_the_project_here(project: Path, tmp_path: Path) -> None:
+    """`legion tui` in a project nobody has spoken in yet opens its channel (as `legion say`
+    would post there); outside a project, none."""
+    from legion.bus.model import Channel
+    from legion.tui import channel_here
+
+    assert channel_here(os.environ, project) == Channel("repo", "main")
+    (project / "src").mkdir()
+    assert channel_here(os.environ, project / "src") == Channel("repo", "main")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    assert channel_here(os.environ, outside) is None

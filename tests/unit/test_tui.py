@@ -29,7 +29,7 @@ from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import ConflictError
 from legion.tui.app import ChatInput, LegionApp, MessageLog, Sidebar
-from legion.tui.present import AgentRow, ArchivedHeader, ChannelRow
+from legion.tui.present import KEYS, AgentRow, ArchivedHeader, ChannelRow
 from legion.tui.readmarks import ReadMarks
 from legion.tui.sources import (
     Board,
@@ -452,7 +452,10 @@ def test_tracker_questions_join_the_inbox_oldest_first_and_are_answered_in_place
             # The highlight stayed on the question it was on; the oldest is one up.
             assert table.cursor_row == 1
             await pilot.press("shift+tab", "up", "tab")
-            text = await until_shown(pilot, app, "app LEG-7 Add the parser asks: Which grammar?")
+            text = await until_shown(pilot, app, "app LEG-7 Add the parser asks:")
+            lines = text.splitlines()
+            asks = next(n for n, line in enumerate(lines) if "Add the parser asks:" in line)
+            assert "Which grammar?" in lines[asks + 1]  # rendered, its heading gone
             assert app.focused is not None and app.focused.id == "answer-input"
             await pilot.press(*"LALR")
             await pilot.press("enter")
@@ -519,6 +522,8 @@ def test_archiving_the_highlighted_agent(world: World) -> None:
             sidebar.focus()
             sidebar.highlighted = sidebar_index(app, f"a:{world.review.id}")
             await pilot.press("a")
+            await until_shown(pilot, app, "Archive @app/legion/LEG-7/review? y/n")
+            await pilot.press("y")
             await settle(pilot)
             assert world.agent(world.review).status is AgentStatus.ARCHIVED
             header = next(r for r in app.rows if isinstance(r, ArchivedHeader))
@@ -528,7 +533,7 @@ def test_archiving_the_highlighted_agent(world: World) -> None:
             assert any(isinstance(r, AgentRow) and r.archived for r in app.rows)
             text = screen_text(app)
             assert "v Archived (1)" in text
-            assert "▊   app/legion/LEG-7" in text and "▊     . @review" in text
+            assert "║   app/legion/LEG-7" in text and "║     . @review" in text  # focused: ║
             assert ". @review" in text
 
     run(scenario)
@@ -557,11 +562,11 @@ def test_kill_needs_force_for_a_busy_agent(world: World) -> None:
             sidebar = app.query_one(Sidebar)
             sidebar.focus()
             sidebar.highlighted = sidebar_index(app, f"a:{world.implement.id}")
-            await pilot.press("k")
+            await pilot.press("k", "y")
             await until_said(pilot, app, "busy")
             assert "busy" in app.said[-1] and "K kills it anyway" in app.said[-1]
             assert world.agent(world.implement).status is AgentStatus.BUSY
-            await pilot.press("K")
+            await pilot.press("K", "y")
             await until_said(pilot, app, "killed @")
             assert world.agent(world.implement).status is AgentStatus.FAILED
             assert world.sources.stopped == ["app/legion/LEG-7/implement"]
@@ -781,5 +786,280 @@ def test_no_channels_yet_says_so(tmp_path: Path) -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             assert "No channels yet" in screen_text(app)
+
+    run(scenario)
+
+
+# -- the first screen, focus and keys that act -----------------------------------------------------
+
+
+def test_the_project_here_is_listed_from_the_start_and_the_chat_line_posts_there(
+    tmp_path: Path,
+) -> None:
+    """A project with no agent and no message yet: its channel is listed and open, the chat
+    line has the focus, and what is typed and sent lands in that channel."""
+    path = tmp_path / "bus.db"
+    SqliteBus(path).close()
+    here = Channel("repo", "main")
+
+    async def scenario() -> None:
+        app = RecordingApp(lambda: SqliteBus(path), FakeSources(), channel=here)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            assert [row.key for row in app.rows] == [f"c:{here}"]
+            text = screen_text(app)
+            assert "No channels yet" not in text
+            assert "repo/main" in text.splitlines()[1]  # listed in the sidebar
+            assert isinstance(app.focused, ChatInput)
+            await pilot.press(*"hello from the first screen", "enter")
+            await settle(pilot)
+            assert app.said == []
+            assert "@human hello from the first screen" in screen_text(app)
+
+    run(scenario)
+    bus = SqliteBus(path)
+    try:
+        assert [(m.sender, m.body) for m in bus.messages(channel=here)] == [
+            ("human", "hello from the first screen")
+        ]
+    finally:
+        bus.close()
+
+
+def test_tab_without_a_completion_stays_in_the_chat_line_so_letters_never_act(
+    world: World,
+) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        before = {a.id: a.status for a in world.bus.agents(include_archived=True)}
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            chat = app.query_one(ChatInput)
+            # The sidebar's highlight on a live agent: `a` there would archive it, `k` kill it.
+            app.query_one(Sidebar).highlighted = sidebar_index(app, f"a:{world.implement.id}")
+            assert app.focused is chat
+            await pilot.press("tab")
+            await pilot.press(*"please also add a test")
+            await settle(pilot)
+            assert app.focused is chat
+            assert chat.value == "please also add a test"
+            assert world.sources.stopped == []
+            assert app.said == []
+        assert {a.id: a.status for a in world.bus.agents(include_archived=True)} == before
+
+    run(scenario)
+
+
+def test_f2_focuses_the_chat_line_and_reentering_keeps_the_draft(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            chat = app.query_one(ChatInput)
+            await pilot.press(*"a draft")
+            await pilot.press("escape")
+            assert isinstance(app.focused, Sidebar)
+            await pilot.press("f2")
+            await pilot.pause()
+            assert app.focused is chat
+            assert chat.selection.is_empty and chat.cursor_position == len("a draft")
+            await pilot.press(*" kept")
+            assert chat.value == "a draft kept"
+            # From another view too.
+            await pilot.press("f4")
+            await settle(pilot)
+            await pilot.press("f2")
+            await settle(pilot)
+            assert app.focused is chat
+            assert chat.selection.is_empty and chat.cursor_position == len("a draft kept")
+
+    run(scenario)
+
+
+def test_the_focused_area_is_marked_in_the_text(world: World) -> None:
+    """Focus shows without colour: the focused area's border is drawn double."""
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            lines = screen_text(app).splitlines()
+            assert "╔" in lines[-4] and "║" in lines[-3]  # the chat line
+            assert "╔" not in lines[0]
+            await pilot.press("escape")
+            await pilot.pause()
+            lines = screen_text(app).splitlines()
+            assert lines[0].startswith("╔") and lines[1].startswith("║")  # the sidebar
+            assert "╔" not in lines[-4]
+
+    run(scenario)
+
+
+def test_human_is_offered_by_completion(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            chat = app.query_one(ChatInput)
+            await pilot.press("@", "h", "u")
+            await settle(pilot)
+            await pilot.press("tab")
+            assert chat.value == "@human "
+
+    run(scenario)
+
+
+async def highlight_agent(pilot: Pilot[Any], app: LegionApp, agent: Agent) -> None:
+    sidebar = app.query_one(Sidebar)
+    sidebar.focus()
+    sidebar.highlighted = sidebar_index(app, f"a:{agent.id}")
+    await pilot.pause()
+
+
+def test_archive_and_kill_ask_first_naming_the_agent(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await highlight_agent(pilot, app, world.review)
+            for key, question in (
+                ("a", "Archive @app/legion/LEG-7/review? y/n"),
+                ("k", "Kill @app/legion/LEG-7/review? y/n"),
+                ("K", "Force-kill @app/legion/LEG-7/review"),
+            ):
+                await pilot.press(key)
+                await until_shown(pilot, app, question)
+                await pilot.press("n")
+                await settle(pilot)
+                assert question not in screen_text(app)
+            await pilot.press("a")
+            await until_shown(pilot, app, "Archive @app/legion/LEG-7/review?")
+            await pilot.press("escape")
+            await settle(pilot)
+            await pilot.press("k", "x")  # any key but y declines
+            await settle(pilot)
+            assert world.agent(world.review).status is AgentStatus.IDLE
+            assert world.sources.stopped == []
+            assert isinstance(app.focused, Sidebar)
+            await pilot.press("a")
+            await until_shown(pilot, app, "Archive @app/legion/LEG-7/review?")
+            await pilot.press("y")
+            await until_said(pilot, app, "archived @app/legion/LEG-7/review")
+            assert world.agent(world.review).status is AgentStatus.ARCHIVED
+
+    run(scenario)
+
+
+def test_question_mark_opens_the_help_listing_every_key(world: World) -> None:
+    docs = Path(__file__).parents[2] / "docs" / "tui.md"
+    keys = docs.read_text(encoding="utf-8").split("\n## Keys\n", 1)[1].split("\n## ", 1)[0]
+    documented = [
+        line.split("|")[1].strip()
+        for line in keys.splitlines()
+        if line.startswith("| ") and not line.startswith("| key")
+    ]
+    assert documented == [key for key, _, _ in KEYS]  # docs/tui.md lists what the help does
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(100, 50)) as pilot:
+            await settle(pilot)
+            await pilot.press("escape", "question_mark")
+            text = await until_shown(pilot, app, "Keys")
+            for key in documented:
+                assert key in text, key
+            await pilot.press("escape")
+            await settle(pilot)
+            assert "Keys" not in screen_text(app)
+            await pilot.press("f2", "f1")  # F1 in the chat line, where ? is typed
+            await until_shown(pilot, app, "Keys")
+            await pilot.press("escape")
+            await settle(pilot)
+            await pilot.press("question_mark")
+            assert app.query_one(ChatInput).value == "?"
+
+    run(scenario)
+
+
+# -- messages that arrive out of view, and the inbox ---------------------------------------------
+
+LONG = (
+    "The parser now reads every statement of the grammar, and the tests cover "
+    "each error message the reviewer asked about, including the unterminated string"
+)
+
+
+def test_a_message_arriving_while_another_view_is_shown_fills_the_width(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f4")
+            await settle(pilot)
+            world.bus.post(world.implement.id, LEG7, LONG)
+            await settle(pilot, 0.3)
+            await pilot.press("f2")
+            await settle(pilot)
+            lines = [line.rstrip() for line in screen_text(app).splitlines()]
+            first = next((n for n, line in enumerate(lines) if "The parser" in line), None)
+            assert first is not None, screen_text(app)
+            column = lines[first].index("12:00 @implement")  # where the messages begin
+            lines = [line[column:] for line in lines]
+            said = lines[first : first + 4]
+            said = said[: next((n for n, line in enumerate(said) if not line.strip()), 4)]
+            width = app.query_one(MessageLog).scrollable_content_region.width
+            assert said[0].startswith("12:00 @implement The parser now reads every")
+            # Continuation lines under the sender, and the width used, not a few columns.
+            assert all(line.startswith("      ") and line[6] != " " for line in said[1:]), said
+            assert all(len(line) > width - 12 for line in said[:-1]), said
+            assert " ".join(line.strip() for line in said) == f"12:00 @implement {LONG}"
+
+    run(scenario)
+
+
+def test_the_inbox_renders_a_questions_markdown_escaped(world: World) -> None:
+    body = (
+        "Which **format** for `--since`?\n\n- ISO dates\n- relative, like `3d`\n\n"
+        "<div>kept as text</div>"
+    )
+    actions.ask(world.bus, world.legion, body)
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await settle(pilot)
+            await pilot.press("f3")
+            text = await until_shown(pilot, app, "ISO dates")
+            assert "Which format for --since?" in text
+            assert "• ISO dates" in text and "• relative, like 3d" in text
+            assert "**" not in text and "`" not in text
+            assert "<div>kept as text</div>" in text
+
+    run(scenario)
+
+
+def test_a_resize_while_another_view_is_shown_rewraps_the_messages_when_shown(
+    world: World,
+) -> None:
+    world.bus.post(world.implement.id, LEG7, LONG)
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            narrow = [
+                line for line in screen_text(app).splitlines() if "12:00 @implement The" in line
+            ]
+            await pilot.press("f4")
+            await settle(pilot)
+            await pilot.resize_terminal(140, 30)
+            await settle(pilot)
+            await pilot.press("f2")
+            await settle(pilot)
+            wide = [
+                line for line in screen_text(app).splitlines() if "12:00 @implement The" in line
+            ]
+            assert len(wide) == 1 and len(narrow) == 1
+            assert len(wide[0].rstrip()) > len(narrow[0].rstrip()) + 40, (narrow, wide)
 
     run(scenario)

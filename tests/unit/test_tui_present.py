@@ -3,9 +3,13 @@ transcript lines."""
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
 
 from legion.bus.model import Agent, AgentRole, AgentStatus, Channel, Message, MessageKind
 from legion.core.decide import Action
@@ -22,11 +26,15 @@ from legion.tui.present import (
     complete_mention,
     dispatch_choice,
     dispatch_hint,
+    hanging_lines,
     inbox_order,
     last_screen_lines,
+    markdown_line,
     mention_candidates,
+    message_indent,
     message_text,
     one_line,
+    question_markdown,
     question_text,
     row_text,
     short_address,
@@ -127,9 +135,10 @@ def test_addresses_are_short_in_their_channel() -> None:
 def test_mentions_complete_from_the_channel_then_the_project() -> None:
     agents = [agent(1, MAIN, "legion"), agent(2, LEG7, "implement"), agent(3, LEG7, "review")]
     candidates = mention_candidates(LEG7, agents)
-    assert candidates == ["legion", "implement", "review"]
+    assert candidates == ["legion", "implement", "review", "human"]
     assert mention_candidates(MAIN, agents) == [
         "legion",
+        "human",
         "legion/LEG-7/implement",
         "legion/LEG-7/review",
     ]
@@ -139,6 +148,7 @@ def test_mentions_complete_from_the_channel_then_the_project() -> None:
     assert complete_mention("mail@imp", candidates) is None  # not a mention
     assert complete_mention("@imp now", candidates) is None  # not the last word
     assert complete_mention("@", candidates) == "@legion "
+    assert complete_mention("@h", candidates) == "@human "
 
 
 def test_read_marks_start_at_the_baseline_and_never_go_back(tmp_path: Path) -> None:
@@ -314,3 +324,39 @@ def test_the_inbox_merges_bus_and_tracker_questions_oldest_first() -> None:
     assert question_text(between.question) == "Which grammar?"
     assert question_text("Which grammar?") == "Which grammar?"
     assert one_line("refused:\n  because") == "refused: because"
+
+
+def test_a_long_message_hangs_under_its_sender() -> None:
+    console = Console(width=200, file=io.StringIO())
+    text = message_text(
+        message("one two three four five six seven eight nine ten\nsecond paragraph"), "12:00"
+    )
+    indent = message_indent("12:00")
+    assert indent == 6 and message_indent("", for_you=True) == 2 and message_indent("") == 2
+    lines = hanging_lines(text, 30, indent, console).plain.split("\n")
+    assert lines == [
+        "12:00 @legion one two three",
+        "      four five six seven",
+        "      eight nine ten",
+        "      second paragraph",
+    ]
+    # Styles survive the cut: the sender stays bold.
+    styled = hanging_lines(text, 30, indent, console)
+    assert any(span.style == "bold" for span in styled.spans)
+    # A line that fits is left alone; an indent wider than half the width is halved.
+    assert hanging_lines(Text("short"), 30, 6, console).plain == "short"
+    narrow = hanging_lines(Text("aaaa bbbb cccc dddd"), 8, 20, console).plain.split("\n")
+    assert narrow[0] == "aaaa" and all(line.startswith("    ") for line in narrow[1:])
+
+
+def test_markdown_is_rendered_and_still_escaped() -> None:
+    line = markdown_line("## Use **UTC** or `local`? See [docs](https://x.test) <b>x</b>")
+    assert line.plain == "Use UTC or local? See docs (https://x.test) <b>x</b>"
+    styled = {line.plain[s.start : s.end]: str(s.style) for s in line.spans}
+    assert styled["UTC"] == "bold" and "bold" in styled["local"]
+    assert markdown_line("a\x1b[2Jb").plain == "a\\x1b[2Jb"
+    console = Console(width=60, file=io.StringIO(), force_terminal=False)
+    console.print(question_markdown("Which?\n\n- one\n- *two*\n\n<div>hidden?</div>\x1b]0;t\x07"))
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "• one" in shown and "• two" in shown and "*" not in shown
+    assert "<div>hidden?</div>\\x1b]0;t\\x07" in shown and "\x1b" not in shown

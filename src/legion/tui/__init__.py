@@ -46,7 +46,7 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
     first = bus()
     try:
         newest = first.messages(last=1)
-        channel = _channel_here(first, env, here)
+        channel = channel_here(env, here, first)
     finally:
         first.close()
     marks = ReadMarks.load(marks_path(env), newest[-1].seq if newest else 0)
@@ -55,17 +55,15 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
     return 0 if app.return_code is None else app.return_code
 
 
-def _channel_here(bus: Bus, env: Mapping[str, str], cwd: Path) -> Channel | None:
-    """The channel the human speaks in from `cwd` (as `legion say` would), if it has
-    agents or messages; None outside a project or in a quiet channel."""
+def channel_here(env: Mapping[str, str], cwd: Path, bus: Bus | None = None) -> Channel | None:
+    """The channel the human speaks in from `cwd` (as `legion say` would), listed and open
+    from the start even before anybody spoke there; None outside a project. With `bus`, the
+    project is claimed on it (its name there, `app-2` where another `app` came first)."""
     from legion.bus.sessions import human_channel
     from legion.config import load_project
     from legion.errors import LegionError
 
     try:
-        channel = human_channel(load_project(cwd, env), cwd, bus)
+        return human_channel(load_project(cwd, env), cwd, bus)
     except LegionError:
         return None
-    if any(agent.channel == channel for agent in bus.agents(include_archived=True)):
-        return channel
-    return channel if bus.messages(channel=channel, last=1) else None

@@ -17,14 +17,16 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar, ParamSpec, TypeVar
 
+from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
-from textual.events import Click, MouseScrollUp, Resize
+from textual.events import Click, Focus, Key, MouseScrollUp, Resize
 from textual.message import Message as TextualMessage
+from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import (
     DataTable,
@@ -36,6 +38,7 @@ from textual.widgets import (
     TabbedContent,
     TabPane,
 )
+from textual.widgets.input import Selection
 from textual.widgets.option_list import Option
 
 from legion.bus import actions
@@ -59,10 +62,15 @@ from legion.tui.present import (
     count_text,
     dispatch_choice,
     dispatch_hint,
+    hanging_lines,
     inbox_order,
+    keys_table,
+    markdown_line,
     mention_candidates,
+    message_indent,
     message_text,
     one_line,
+    question_markdown,
     question_text,
     row_text,
     sidebar_rows,
@@ -117,8 +125,21 @@ class MentionSuggester(Suggester):
         return complete_mention(value, self.candidates)
 
 
-class ChatInput(Input):
-    """The chat line: Tab takes the suggested completion (else moves on, as Tab does)."""
+class TextLine(Input):
+    """A line the human types in (the chat line, the answer line). Coming back to it keeps
+    the draft as it was, the cursor at its end: nothing selected for the next key to wipe."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(select_on_focus=False, **kwargs)  # type: ignore[arg-type]
+
+    def on_focus(self, event: Focus) -> None:
+        self.selection = Selection.cursor(len(self.value))
+
+
+class ChatInput(TextLine):
+    """The chat line: Tab takes the suggested completion, and only that. It never moves the
+    focus: a Tab that found nothing to complete would otherwise send the rest of the
+    sentence to the sidebar, where plain letters act on agents."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("tab", "complete", "Complete @", show=False, priority=True),
@@ -127,8 +148,62 @@ class ChatInput(Input):
     def action_complete(self) -> None:
         if self.cursor_at_end and self._suggestion:
             self.action_cursor_right()  # takes the suggestion
-        else:
-            self.screen.focus_next()
+
+
+class Confirm(ModalScreen[bool]):
+    """A yes/no question before something that cannot be undone: `y` says yes; `n`,
+    Escape and any other key say no (a stray letter never confirms)."""
+
+    DEFAULT_CSS = """
+    Confirm { align: center middle; }
+    Confirm > Static {
+        width: auto; max-width: 90%; height: auto;
+        border: double $error; padding: 1 2; background: $panel;
+    }
+    """
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(self.question))
+
+    def on_key(self, event: Key) -> None:
+        event.stop()
+        event.prevent_default()
+        self.dismiss(event.key == "y")
+
+
+class Help(ModalScreen[None]):
+    """Every key (`?`, F1). Arrows and pages scroll; any other key closes it."""
+
+    DEFAULT_CSS = """
+    Help { align: center middle; }
+    Help > Vertical {
+        width: 90%; max-width: 110; height: 90%; max-height: 34;
+        border: double $accent; background: $panel; padding: 0 1;
+    }
+    Help #help-title { height: 1; text-style: bold; }
+    Help VerticalScroll { height: 1fr; }
+    """
+    SCROLL_KEYS = frozenset({"up", "down", "pageup", "pagedown", "home", "end"})
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Keys (↑ ↓ PgUp PgDn scroll; any other key closes this)", id="help-title")
+            with VerticalScroll():
+                yield Static(keys_table(), id="help-keys")
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).focus()
+
+    def on_key(self, event: Key) -> None:
+        if event.key in self.SCROLL_KEYS:
+            return
+        event.stop()
+        event.prevent_default()
+        self.dismiss(None)
 
 
 class Sidebar(OptionList):
@@ -138,7 +213,7 @@ class Sidebar(OptionList):
         Binding("a", "app.archive", "Archive"),
         Binding("k", "app.kill(False)", "Kill"),
         Binding("K", "app.kill(True)", "Kill -f", show=False),
-    ]
+    ]  # each asks first (`Confirm`)
 
 
 class BoardScroll(VerticalScroll):
@@ -171,13 +246,30 @@ class MessageLog(RichLog):
     above the first. Only what is loaded is rendered (RichLog keeps rendered lines and
     paints only those in view), so a channel of 10,000 messages opens as fast as one of 200."""
 
-    def __init__(self, render: Callable[[Message], Text], **kwargs: object) -> None:
+    def __init__(self, render: Callable[[Message, int], Text], **kwargs: object) -> None:
         super().__init__(wrap=True, min_width=20, auto_scroll=False, **kwargs)  # type: ignore[arg-type]
-        self.render_message = render
+        self.render_message = render  # a message as lines of at most the width given
         self.shown: list[Message] = []
         self.complete = True  # whether the first shown message is the channel's first
         self.on_top: Callable[[], None] = lambda: None
-        self._width = 0
+        self._width = 0  # the last width the log had on screen
+        self._wrapped_at = 0  # the width its lines were last wrapped to
+
+    def _line_width(self) -> int:
+        """The width to wrap to: 0 before the log was ever on screen. A log in a hidden view
+        has no width: its messages are wrapped to the width it had on screen (not to a few
+        columns), and again if it is shown at another."""
+        width = self.scrollable_content_region.width
+        if width > 0:
+            self._width = width
+        return self._width
+
+    def _write(self, message: Message, *, scroll_end: bool) -> None:
+        width = self._line_width()
+        if not width:
+            return  # kept in `shown`: written when the log first has a width (`_rewrap`)
+        self._wrapped_at = width
+        self.write(self.render_message(message, width), width=width, scroll_end=scroll_end)
 
     def show(self, messages: Sequence[Message], *, complete: bool) -> None:
         """Replace what is shown, and stay at the newest message."""
@@ -191,7 +283,7 @@ class MessageLog(RichLog):
         follow = self.is_vertical_scroll_end or self.max_scroll_y == 0
         for message in messages:
             self.shown.append(message)
-            self.write(self.render_message(message), scroll_end=follow)
+            self._write(message, scroll_end=follow)
 
     def prepend(self, older: Sequence[Message], *, complete: bool) -> None:
         """Older messages above, keeping the ones in view where they are."""
@@ -207,15 +299,18 @@ class MessageLog(RichLog):
         last = len(self.shown) - 1
         for n, message in enumerate(self.shown):
             # Scrolled with the last write: writes wait until the widget has a size.
-            self.write(self.render_message(message), scroll_end=at_end and n == last)
+            self._write(message, scroll_end=at_end and n == last)
+
+    def _rewrap(self) -> None:
+        # Lines are wrapped when written: a new width needs them written again.
+        width = self.scrollable_content_region.width
+        if width > 0 and width != self._wrapped_at and self.shown:
+            self._rerender(at_end=self.is_vertical_scroll_end or self.max_scroll_y == 0)
 
     def on_resize(self, event: Resize) -> None:
-        # Lines are wrapped when written: a new width needs them written again. (RichLog's
-        # own handler runs too: Textual calls each class's.)
-        width = self.scrollable_content_region.width
-        if self._width and width != self._width and self.shown:
-            self._rerender(at_end=self.is_vertical_scroll_end)
-        self._width = width
+        # Also sent when a hidden view is shown again at another size. (RichLog's own
+        # handler runs too: Textual calls each class's.)
+        self._rewrap()
 
     # One more step up at the top (key or wheel) loads the page before. Not on reaching the
     # top: a scroll animation passes through it, and the reader may only be looking there.
@@ -253,7 +348,8 @@ class LegionApp(App[int]):
     #body { height: 1fr; }
     Sidebar { width: 26; height: 1fr; }
     #views { width: 1fr; height: 1fr; }
-    #chat-title, #inbox-detail, .view-title { height: auto; max-height: 4; padding: 0 1; }
+    #chat-title, .view-title { height: auto; max-height: 4; padding: 0 1; }
+    #inbox-detail { height: auto; max-height: 40%; padding: 0 1; }
     #chat-title { text-style: bold; }
     MessageLog { height: 1fr; padding: 0 1; }
     #inbox-table, #log-table { height: 1fr; }
@@ -265,6 +361,12 @@ class LegionApp(App[int]):
     #board-lines { width: 100%; text-wrap: nowrap; text-overflow: ellipsis; }
     #peek-scroll { height: 1fr; padding: 0 1; }
     TabPane { padding: 0; }
+    /* Focus shows in the text too (NO_COLOR, a screen reader's dump): a double line. */
+    Input:focus, Sidebar:focus { border: double $accent; }
+    MessageLog, DataTable, #board-scroll, #peek-scroll { border-left: blank; }
+    MessageLog:focus, DataTable:focus, #board-scroll:focus, #peek-scroll:focus {
+        border-left: double $accent;
+    }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -275,6 +377,8 @@ class LegionApp(App[int]):
         Binding("f6", "view('log')", "Log", show=False),
         Binding("escape", "focus_sidebar", "Sidebar", show=False),
         Binding("ctrl+r", "refresh_view", "Refresh"),
+        Binding("f1", "help", "Help"),
+        Binding("question_mark", "help", "Help", show=False),  # a text line types it
     ]
 
     def __init__(
@@ -328,6 +432,11 @@ class LegionApp(App[int]):
         self.peek_agent: Agent | None = None
         self.ticks = 0
         self.suggester = MentionSuggester()
+        if channel is not None:
+            # The channel the human stands in is listed from the start, though nobody has
+            # spoken there yet: it is where the chat line posts.
+            self.channels.add(channel)
+            self.unread.setdefault(channel, self._count_unread(channel))
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -347,7 +456,7 @@ class LegionApp(App[int]):
                     yield Static("", id="inbox-troubles")
                     yield DataTable(id="inbox-table", cursor_type="row", zebra_stripes=True)
                     yield Static("", id="inbox-detail")
-                    yield Input(placeholder="Answer (Enter sends)", id="answer-input")
+                    yield TextLine(placeholder="Answer (Enter sends)", id="answer-input")
                 with TabPane("F4 Board", id="board"):
                     yield Static("", id="board-title", classes="view-title")
                     with BoardScroll(id="board-scroll"):
@@ -394,9 +503,11 @@ class LegionApp(App[int]):
 
     # -- rendering ----------------------------------------------------------------------------
 
-    def _render_message(self, message: Message) -> Text:
+    def _render_message(self, message: Message, width: int) -> Text:
         for_you = addresses_human(message) or message.id in self.inbox_ids
-        return message_text(message, self.format_time(message.created_at), for_you=for_you)
+        when = self.format_time(message.created_at)
+        text = message_text(message, when, for_you=for_you)
+        return hanging_lines(text, width, message_indent(when, for_you=for_you), self.console)
 
     def _set_title(self) -> None:
         title = self.query_one("#chat-title", Static)
@@ -621,7 +732,8 @@ class LegionApp(App[int]):
                     key=item.key,
                 )
                 continue
-            first_line = item.body.strip().splitlines()[0] if item.body.strip() else ""
+            body = item.body.strip()
+            first_line = markdown_line(body.splitlines()[0] if body else "")
             table.add_row(
                 self.format_time(item.created_at),
                 str(item.channel),
@@ -654,21 +766,18 @@ class LegionApp(App[int]):
         if question is None:
             detail.update("No open questions for you.")
         elif isinstance(question, TrackerAsk):
+            asker = f"{question.project} {question.identifier} {for_display(question.title)}"
             detail.update(
-                Text.assemble(
-                    (
-                        f"{question.project} {question.identifier} "
-                        f"{for_display(question.title)} asks: ",
-                        "bold",
-                    ),
-                    question_text(question.question),
+                Group(
+                    Text(f"{asker} asks:", style="bold"),
+                    question_markdown(question_text(question.question)),
                 )
             )
         else:
             detail.update(
-                Text.assemble(
-                    (f"@{question.sender} asks in {question.channel}: ", "bold"),
-                    question.body.strip(),
+                Group(
+                    Text(f"@{question.sender} asks in {question.channel}:", style="bold"),
+                    question_markdown(question.body.strip()),
                 )
             )
 
@@ -753,17 +862,37 @@ class LegionApp(App[int]):
         if target is None:
             self.notify("highlight an agent in the sidebar first", severity="warning")
             return
-        done = self._attempt(lambda: actions.archive(self.bus, self.human, target))
-        if done is not None:
-            self.notify(f"archived @{done.address}")
-            self._refresh_tick()
+
+        def archive(yes: bool | None) -> None:
+            if not yes:
+                return
+            done = self._attempt(lambda: actions.archive(self.bus, self.human, target))
+            if done is not None:
+                self.notify(f"archived @{done.address}")
+                self._refresh_tick()
+
+        self.push_screen(Confirm(f"Archive @{target.address}? y/n"), archive)
 
     def action_kill(self, force: bool) -> None:
         target = self.highlighted_agent()
         if target is None:
             self.notify("highlight an agent in the sidebar first", severity="warning")
             return
-        self._kill(target, force)
+        question = (
+            f"Force-kill @{target.address}, even in the middle of a turn (SIGKILL)? y/n"
+            if force
+            else f"Kill @{target.address}? y/n"
+        )
+
+        def kill(yes: bool | None) -> None:
+            if yes:
+                self._kill(target, force)
+
+        self.push_screen(Confirm(question), kill)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, Help):
+            self.push_screen(Help())
 
     @work(thread=True, group="kill")
     def _kill(self, target: Agent, force: bool) -> None:
@@ -791,14 +920,21 @@ class LegionApp(App[int]):
         return self.query_one(TabbedContent).active
 
     def action_view(self, view: str) -> None:
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == view:  # shown already (no TabActivated): its line takes the focus
+            self._focus_view()
+            return
         # Focus leaves the pane first: Textual moves the focus of a widget being hidden to a
         # sibling, whose pane would then take the screen back.
         self.screen.set_focus(None)
-        self.query_one(TabbedContent).active = view
+        tabs.active = view
 
     @on(TabbedContent.TabActivated)
     def _view_shown(self, event: TabbedContent.TabActivated) -> None:
         self._reload_view()
+        self._focus_view()
+
+    def _focus_view(self) -> None:
         focus = {
             "chat": "#chat-input",
             "inbox": "#answer-input",

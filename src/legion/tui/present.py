@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
+from markdown_it import MarkdownIt
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
 from rich.text import Text
 
 from legion.bus.model import (
@@ -241,12 +245,43 @@ def message_text(message: Message, when: str, *, for_you: bool = False) -> Text:
     return text
 
 
+def message_indent(when: str, *, for_you: bool = False) -> int:
+    """How far a message's continuation lines are indented: under its sender, past the mark
+    and the time (2 at least, so a continuation never reads as a message of its own)."""
+    return max(2, (2 if for_you else 0) + (len(when) + 1 if when else 0))
+
+
+def hanging_lines(text: Text, width: int, indent: int, console: Console) -> Text:
+    """`text` wrapped to `width` columns, its continuation lines (and the lines of each
+    further paragraph) indented by `indent`: a message's body reads as one block beside its
+    time. `console` only measures (wrapping needs one); nothing is printed."""
+    width = max(1, width)
+    indent = max(0, min(indent, width // 2))
+    lines: list[Text] = []
+    for n, paragraph in enumerate(text.split("\n", allow_blank=True)):
+        rest = paragraph
+        if n == 0:
+            wrapped = paragraph.wrap(console, width)
+            head = wrapped[0] if wrapped else Text()
+            lines.append(head.copy())
+            rest = paragraph[len(head.plain) :]
+            rest = rest[len(rest.plain) - len(rest.plain.lstrip(" ")) :]
+            if not rest.plain:
+                continue
+        for line in rest.wrap(console, width - indent):
+            lines.append(Text(" " * indent) + line)
+    for line in lines:
+        line.rstrip()
+    return Text("\n").join(lines)
+
+
 # -- completion -----------------------------------------------------------------------------------
 
 
 def mention_candidates(channel: Channel, agents: Iterable[Agent]) -> list[str]:
-    """What `@` can complete to in `channel`: its agents by name, then the project's agents on
-    other branches as branch/name; `legion` (the orchestrator) whichever branch it is on."""
+    """What `@` can complete to in `channel`: its agents by name, `human` (on every channel),
+    then the project's agents on other branches as branch/name; `legion` (the orchestrator)
+    whichever branch it is on."""
     here: list[str] = []
     elsewhere: list[str] = []
     for agent in sorted(agents, key=_agent_order):
@@ -256,7 +291,7 @@ def mention_candidates(channel: Channel, agents: Iterable[Agent]) -> list[str]:
             here.append(agent.name)
         else:
             elsewhere.append(f"{agent.branch}/{agent.name}")
-    return list(dict.fromkeys(here + elsewhere))
+    return list(dict.fromkeys([*here, HUMAN_NAME, *elsewhere]))
 
 
 def complete_mention(value: str, candidates: Sequence[str]) -> str | None:
@@ -272,6 +307,42 @@ def complete_mention(value: str, candidates: Sequence[str]) -> str | None:
         if candidate.lower().startswith(typed.lower()) and len(candidate) > len(typed):
             return f"{value[:start]}@{candidate} "
     return None
+
+
+# -- keys ---------------------------------------------------------------------------------------
+
+# Every key, as the help screen (`?`, F1) lists it and docs/tui.md's table says it.
+KEYS: tuple[tuple[str, str, str], ...] = (
+    ("F2 … F6", "anywhere", "Chat, Inbox, Board, Peek, Log (F2: to the chat line)"),
+    ("?", "anywhere but a text line", "this help"),
+    ("F1", "anywhere", "this help"),
+    ("Tab / Shift+Tab", "anywhere", "next / previous area (in the chat line Tab only completes)"),
+    ("Escape", "anywhere", "to the sidebar"),
+    ("↑ ↓, Enter", "sidebar", "move; open the channel (an agent's: its channel), or Archived"),
+    ("a", "sidebar", "archive the highlighted agent (asks first: y/n)"),
+    ("k / K", "sidebar", "kill the highlighted agent (K: even mid-turn); asks first: y/n"),
+    ("Enter", "chat line", "post into the channel"),
+    ("Tab or →", "chat line", "take the suggested @agent (or @human)"),
+    ("↑ PgUp Home, wheel", "messages, at the top", "load the page of older messages"),
+    ("Enter", "answer line", "answer the highlighted question"),
+    ("↑ ↓, click", "board", "move the highlighted issue"),
+    ("d", "board", "dispatch the worker the decision table suggests"),
+    ("y / n, Escape", "a y/n question", "yes / no (any other key: no)"),
+    ("Ctrl+R", "anywhere", "read the shown view again now (the inbox: the trackers too)"),
+    ("Ctrl+Q", "anywhere", "quit"),
+    ("Ctrl+P", "anywhere", "Textual's command palette (themes, keys)"),
+)
+
+
+def keys_table() -> Table:
+    """The help screen: every key, where it works, what it does."""
+    table = Table(box=None, show_edge=False, pad_edge=False, expand=True)
+    table.add_column("key", style="bold", no_wrap=True)
+    table.add_column("where", style="dim", ratio=1)
+    table.add_column("does", ratio=2)
+    for row in KEYS:
+        table.add_row(*row)
+    return table
 
 
 # -- the board ----------------------------------------------------------------------------------
@@ -426,6 +497,60 @@ def question_text(comment: str) -> str:
     if lines and lines[0].strip().lower().lstrip("#").strip() == "question":
         lines = lines[1:]
     return for_display("\n".join(lines).strip())
+
+
+_INLINE = MarkdownIt("commonmark", {"html": False}).enable("strikethrough")
+
+
+class _SafeMarkdown(Markdown):
+    """Rich's Markdown with HTML read as text (a tracker's `<div>` would otherwise vanish)
+    and links shown with their address (no terminal hyperlink to a place nobody checked)."""
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(markup, hyperlinks=False)
+        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+        self.parsed = parser.parse(markup)
+
+
+def question_markdown(text: str) -> Markdown:
+    """A question's text rendered as Markdown (headings, emphasis, lists, code), its
+    untrusted characters escaped first (`for_display`)."""
+    return _SafeMarkdown(for_display(text))
+
+
+_INLINE_STYLES = {"strong": "bold", "em": "italic", "s": "strike"}
+_HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s+|$)")
+
+
+def markdown_line(line: str) -> Text:
+    """One line of Markdown as styled text (emphasis, code, links with their address), for a
+    list's cell; escaped first (`for_display`). A heading's marks are dropped."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    parsed = _INLINE.parseInline(_HEADING.sub("", for_display(line)))
+    tokens = (parsed[0].children or []) if parsed else []
+    styles: list[str] = []
+    href: list[str] = []
+    for token in tokens:
+        kind = token.type
+        if kind.endswith("_open") and kind[: -len("_open")] in _INLINE_STYLES:
+            styles.append(_INLINE_STYLES[kind[: -len("_open")]])
+        elif kind.endswith("_close") and kind[: -len("_close")] in _INLINE_STYLES and styles:
+            styles.pop()
+        elif kind == "link_open":
+            href.append(str(token.attrs.get("href", "")))
+            styles.append("underline")
+        elif kind == "link_close":
+            if styles:
+                styles.pop()
+            if href:
+                text.append(f" ({href.pop()})")
+        elif kind == "code_inline":
+            text.append(token.content, style=" ".join([*styles, "bold"]))
+        elif kind in ("softbreak", "hardbreak"):
+            text.append(" ")
+        else:  # text, an image's alt text
+            text.append(token.content, style=" ".join(styles))
+    return text
 
 
 def one_line(text: str) -> str:

@@ -338,10 +338,16 @@ class ProjectSources:
         from legion.feedback import waiting_for_human
 
         try:
-            known = self.known_projects()
+            known = dict(self.known_projects())
         except LegionError as exc:
             reason = one_line(str(exc))
             return TrackerInbox((), (f"the projects on the bus cannot be listed: {reason}",))
+        # The project the TUI was opened in, though no session of it has run yet (the bus
+        # learns a project when Legion starts one there): its questions are the human's too.
+        here = self.project(None)
+        roots = {root.resolve() for root in known.values()}
+        if not isinstance(here, Unavailable) and here.root.resolve() not in roots:
+            known.setdefault(_name(here), here.root)
         asks: list[TrackerAsk] = []
         troubles: list[str] = []
         for name, root in sorted(known.items()):
