@@ -175,7 +175,7 @@ def test_the_project_here_is_in_the_inbox_before_the_bus_has_seen_it(
     assert issue["comments"][-1]["body"] == "--verbose"
     # Once the bus knows the project (a session started there), it is listed once.
     bus = SqliteBus(bus_path)
-    bus.record_project("repo", project)
+    bus.claim_project(load_project(project).settings.project_id, "repo", project)
     bus.close()
     ask_again = legion("issue", "label", "LEG-1", "--remove", "user-feedback-given")
     assert ask_again.returncode == 0, ask_again.stderr
