@@ -321,6 +321,9 @@ class WorkerManager:
     def live_issues(self) -> set[str]:
         return {view.record.issue for view in self.views() if view.state.is_live}
 
+    def latest_modes(self) -> dict[str, Mode]:
+        return self.registry.latest_modes()
+
     def _views_for(self, issue: str) -> list[WorkerView]:
         return [view for view in self.views() if view.record.issue == issue]
 
