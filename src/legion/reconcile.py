@@ -25,7 +25,7 @@ from typing import Any
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import Project
 from legion.core import backoff
-from legion.core.decide import Action, Decision
+from legion.core.decide import Action, Decision, due_after_answer
 from legion.core.model import Label, Mode, Status
 from legion.core.usage import total
 from legion.errors import (
@@ -60,6 +60,7 @@ PRIORITY: tuple[Action, ...] = (
     Action.TRANSITION_TO_NEEDS_REVIEW,
     Action.DISPATCH_REVIEWER,
     Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH,
+    Action.REMOVE_STALE_WORKER_DONE,
     Action.TRANSITION_TO_IN_PROGRESS,
     Action.DISPATCH_IMPLEMENTER,
     Action.TRANSITION_TO_TODO,
@@ -70,6 +71,8 @@ PRIORITY: tuple[Action, ...] = (
 REDISPATCH_LIMIT = 3
 REDISPATCH_WINDOW_S = 15 * 60
 ASKED_A_HUMAN = "worker keeps dying: asked a human"
+# How the question Legion asks about a worker that keeps dying begins (see `legion_asked`).
+RESTARTS_QUESTION = "Legion restarted this issue's worker"
 # What a session that cannot start raises (the CLI missing, Claude Code not set up, the process
 # gone at once), as opposed to the tracker, a conflict, or tmux not answering (unknown): these
 # count toward the dispatch pause.
@@ -198,6 +201,9 @@ class _Pass:
         self.code_workers = 0
         self.paused: str | None = None
         self.started: list[str] = []
+        # A human's answer to a question Legion asked itself, for the prompt of the worker that
+        # is due (by issue); taken by the start it is for.
+        self.notes: dict[str, str] = {}
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -366,7 +372,7 @@ class _Pass:
                 self.o.project.settings.project_id,
                 self.o.tracker,
                 self.o.forge,
-                KnownLiveWorkers(live),
+                KnownLiveWorkers(live, self.o.workers.latest_modes()),
                 issues=fresh,
             ),
         )
@@ -495,10 +501,20 @@ class _Pass:
             return deferred(f"WIP limit {self.o.wip_limit} reached")
         return None
 
+    def blocked(self, issue: str, mode: Mode) -> Step | None:
+        """Why no worker in `mode` may start on `issue` now (WIP limit, pause, or its token
+        budget: a human is then asked), or None. Actions that clear labels before a start
+        ask this first: the labels say which worker is due, for when it can start, and for
+        whoever answers a budget question."""
+        return self.cannot_start(mode) or self.over_budget(issue)
+
     def _start(self, issue: str, mode: Mode, prompt: str | None = None) -> Step:
-        blocked = self.cannot_start(mode) or self.over_budget(issue)
+        blocked = self.blocked(issue, mode)
         if blocked is not None:
             return blocked
+        note = self.notes.pop(issue, None)
+        if note is not None:
+            prompt = f"{prompt or self.o.workers.worker_prompt(issue, mode)}\n\n{note}"
         # Started without waiting: the pass collects every start at its end, in parallel.
         try:
             if prompt is None:
@@ -570,6 +586,15 @@ class _Pass:
     def execute(self, state: IssueState) -> None:
         decision = state.decision
         issue = state.issue.identifier
+        handler = self.handler(decision.action)
+        self.guarded(
+            issue,
+            decision.action.value,
+            lambda: handler(state, decision),
+            state=observed_state(state.issue, state.pr, decision.action.value),
+        )
+
+    def handler(self, action: Action) -> Callable[[IssueState, Decision], Step]:
         handlers: dict[Action, Callable[[IssueState, Decision], Step]] = {
             Action.TRANSITION_TO_TODO: self.transition,
             Action.TRANSITION_TO_IN_PROGRESS: self.transition,
@@ -579,14 +604,9 @@ class _Pass:
             Action.RESUME_IMPLEMENTER_FOR_CHANGES: self.resume_for_changes,
             Action.RELAY_USER_FEEDBACK: self.relay_feedback,
             Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH: self.redispatch,
+            Action.REMOVE_STALE_WORKER_DONE: self.remove_stale_done,
         }
-        handler = handlers.get(decision.action, self.dispatch)
-        self.guarded(
-            issue,
-            decision.action.value,
-            lambda: handler(state, decision),
-            state=observed_state(state.issue, state.pr, decision.action.value),
-        )
+        return handlers.get(action, self.dispatch)
 
     def _clear_finished_workers(self, issue: str) -> Step | None:
         """Close the issue's live workers before the next mode starts; None when done, else why
@@ -617,7 +637,7 @@ class _Pass:
         if target is None:
             # The finisher: nothing but its start follows from Retro + worker-done, so change
             # nothing until it can start (clearing worker-done would send Retro back to retro).
-            blocked = self.cannot_start(decision.mode)
+            blocked = self.blocked(issue, decision.mode)
             if blocked is not None:
                 return blocked
         # `worker-done` goes before the status moves: a crash between the two then runs the
@@ -652,7 +672,7 @@ class _Pass:
         waiting = self._clear_finished_workers(issue)
         if waiting is not None:
             return waiting
-        blocked = self.cannot_start(Mode.IMPLEMENT)
+        blocked = self.blocked(issue, Mode.IMPLEMENT)
         if blocked is not None:
             return blocked
         pr = state.pr
@@ -688,7 +708,7 @@ class _Pass:
         if restarts >= REDISPATCH_LIMIT:
             self.o.tracker.add_comment(
                 issue,
-                f"Legion restarted this issue's worker {REDISPATCH_LIMIT} times in "
+                f"{RESTARTS_QUESTION} {REDISPATCH_LIMIT} times in "
                 f"{REDISPATCH_WINDOW_S // 60} minutes and it keeps stopping. "
                 f"See `legion peek {issue}`; fix the cause, then remove "
                 f"`{Label.USER_INPUT_NEEDED.value}`.",
@@ -701,7 +721,7 @@ class _Pass:
         assert mode is not None
         # Nothing changes until the worker can start: `worker-active` is what says which mode
         # to restart (without it the status's own mode would start).
-        blocked = self.cannot_start(mode)
+        blocked = self.blocked(issue, mode)
         if blocked is not None:
             return blocked
         for view in self.views_of(issue):
@@ -717,9 +737,30 @@ class _Pass:
             "(issue comments, the workspace, the PR) and carry on."
         )
 
+    def remove_stale_done(self, state: IssueState, decision: Decision) -> Step:
+        """`worker-done` from a worker of another mode than the phase's: close that worker,
+        clear the label (and its `worker-active`), and start the phase's worker."""
+        issue = state.issue.identifier
+        assert decision.mode is not None
+        waiting = self._clear_finished_workers(issue)
+        if waiting is not None:
+            return waiting
+        latest = state.observation.latest_mode if state.observation is not None else None
+        whose = f"the {latest.value} worker's" if latest is not None else "another mode's"
+        self.o.tracker.update_labels(
+            issue, remove=[Label.WORKER_DONE.value, Label.WORKER_ACTIVE.value]
+        )
+        started = self._start(issue, decision.mode)
+        later = "deferred: " if started.kind is OutcomeKind.DEFERRED else ""
+        return done(
+            f"worker-done was {whose}, not the {decision.mode.value} worker's: cleared; "
+            f"{later}{started.detail}"
+        )
+
     def relay_feedback(self, state: IssueState, decision: Decision) -> Step:
         issue = state.issue.identifier
-        answer = human_answer(self.o.tracker, issue)
+        comments = self.o.tracker.list_comments(issue)
+        answer = answer_in(comments)
         if answer is None:
             self.o.tracker.add_comment(
                 issue,
@@ -735,6 +776,8 @@ class _Pass:
             parts = len(blocked[0].question.items)
             self.o.workers.answer(issue, [answer] * parts)
             result = done(f"answered the question in {blocked[0].record.window}")
+        elif legion_asked(comments):
+            return self._answer_legion(state, answer)
         else:
             mode = self._latest_mode(issue, decision.mode)
             assert mode is not None
@@ -750,6 +793,25 @@ class _Pass:
             issue, remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value]
         )
         return result
+
+    def _answer_legion(self, state: IssueState, answer: str) -> Step:
+        """A human answered a question Legion asked itself (its budget, a worker that keeps
+        dying): no worker asked it, so no session is waiting for it. The labels go, and the
+        worker that is due (the table's decision without them) starts with the answer in its
+        prompt; deferred, the table starts it on a later pass."""
+        issue = state.issue.identifier
+        self.o.tracker.update_labels(
+            issue, remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value]
+        )
+        due = due_after_answer(state.observation) if state.observation is not None else None
+        if due is None or not due.action.is_mechanical:
+            return done("answer to Legion's question taken; nothing is due")
+        self.notes[issue] = f"A human answered Legion's question on this issue:\n\n{answer}"
+        try:
+            step = self.handler(due.action)(state, due)
+        finally:
+            self.notes.pop(issue, None)
+        return Step(step.kind, f"answer to Legion's question: {due.action.value}: {step.detail}")
 
     def sweep(self, done: set[str]) -> Step | None:
         live = {view.record.issue for view in self.views if view.state.is_live}
@@ -818,10 +880,24 @@ def budget_allowed(comments: Sequence[Comment], budget: int) -> int:
     return allowed
 
 
+def legion_asked(comments: Sequence[Comment]) -> bool:
+    """Whether the question being answered (the last comment Legion wrote) is one Legion asked
+    itself, about its token budget or a worker that keeps dying, rather than a worker's."""
+    asked = [comment for comment in comments if comment.by_legion]
+    if not asked:
+        return False
+    body = asked[-1].body.lstrip()
+    return body.startswith((BUDGET_HEADING, RESTARTS_QUESTION))
+
+
 def human_answer(tracker: Tracker, issue: str) -> str | None:
     """The human's words after the last comment Legion or a worker wrote, oldest first (a
     bot's comments are nobody's answer)."""
-    comments = tracker.list_comments(issue)
+    return answer_in(tracker.list_comments(issue))
+
+
+def answer_in(comments: Sequence[Comment]) -> str | None:
+    """`human_answer` over comments already read."""
     answer: list[str] = []
     for comment in comments:
         if comment.by_legion:

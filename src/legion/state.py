@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from legion.core.decide import PR_PHASES, Decision, Observation, decide
 from legion.core.ids import session_id
-from legion.core.model import ReviewOutcome
+from legion.core.model import Mode, ReviewOutcome
 from legion.errors import LegionError
 from legion.forges.base import Forge, PrState, PullRequest
 from legion.trackers.base import Issue, Tracker
@@ -18,15 +19,25 @@ class LiveWorkers(Protocol):
         """Identifiers of the issues that have a live worker right now."""
         ...
 
+    def latest_modes(self) -> Mapping[str, Mode]:
+        """The mode of each issue's most recently started worker (whose `worker-done` the
+        label can be)."""
+        ...
+
 
 class KnownLiveWorkers:
-    """Live workers already observed by the caller (a reconcile pass looks only once)."""
+    """Live workers already observed by the caller (a reconcile pass looks only once), and,
+    when the caller knows them, the issues' latest workers' modes."""
 
-    def __init__(self, issues: set[str]) -> None:
+    def __init__(self, issues: set[str], latest: Mapping[str, Mode] | None = None) -> None:
         self._issues = issues
+        self._latest = dict(latest or {})
 
     def live_issues(self) -> set[str]:
         return self._issues
+
+    def latest_modes(self) -> Mapping[str, Mode]:
+        return self._latest
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,7 @@ class IssueState:
     has_live_worker: bool
     decision: Decision
     session_id: str | None
+    observation: Observation | None = None  # what the table was given
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,23 +115,26 @@ def observe(
         warnings.append(f"pull requests could not be read: {exc}")
         errors.append(exc)
     live = workers.live_issues()
+    latest = workers.latest_modes()
     states = []
     for issue in issues:
         pr = None if prs is None else prs.get(issue.identifier)
         if pr is not None and pr.state is PrState.CLOSED:
             pr = None  # a closed PR is no PR: the work needs a new one
         review = ReviewOutcome.UNKNOWN if prs is None else (pr.review if pr else ReviewOutcome.NONE)
-        decision = decide(
-            Observation(
-                status=issue.status,
-                labels=issue.workflow_labels,
-                has_live_worker=issue.identifier in live,
-                has_pr=pr is not None,
-                pr_review=review,
-            )
+        observation = Observation(
+            status=issue.status,
+            labels=issue.workflow_labels,
+            has_live_worker=issue.identifier in live,
+            has_pr=pr is not None,
+            pr_review=review,
+            latest_mode=latest.get(issue.identifier),
         )
+        decision = decide(observation)
         sid = None
         if decision.session_mode is not None:
             sid = session_id(project_id, issue.identifier, decision.session_mode)
-        states.append(IssueState(issue, pr, review, issue.identifier in live, decision, sid))
+        states.append(
+            IssueState(issue, pr, review, issue.identifier in live, decision, sid, observation)
+        )
     return Snapshot(states, warnings, errors)

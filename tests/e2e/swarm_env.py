@@ -323,6 +323,8 @@ class SessionWatch:
         self.session_ids = session_ids
         self.interval = interval
         self.overlaps: list[dict[str, list[int]]] = []
+        # For each overlap: every process seen on the session then (pid, ppid, state, argv head).
+        self.details: list[list[tuple[int, int, str, str]]] = []
         self.seen: dict[str, set[int]] = {}
         self.first_seen: dict[int, float] = {}  # pid: when it was first seen (monotonic)
         # pid: when it started (seconds since boot, from /proc: its window's creation, since
@@ -343,6 +345,14 @@ class SessionWatch:
             both = {sid: pids for sid, pids in found.items() if len(pids) > 1}
             if both:
                 self.overlaps.append(both)
+                self.details.append(
+                    [
+                        (pid, int(stat[1]) if (stat := _stat(str(pid))) else 0, stat[0] if stat
+                         else "?", " ".join(cmdline(pid)[:3]))
+                        for pids in both.values()
+                        for pid in pids
+                    ]
+                )  # fmt: skip
             self._stop.wait(self.interval)
 
     def __enter__(self) -> SessionWatch:

@@ -553,3 +553,48 @@ def test_answer_waits_for_the_workers_lock(swarm: Swarm) -> None:
         holder.join()
     assert waited >= 1.4, f"legion answer did not wait for the lock ({waited:.2f} s)"
     assert result.returncode != 0 and "no worker waiting" in result.stderr
+
+
+# -- a process on the session outside every window Legion knows ------------------------------------
+
+
+def test_a_session_still_running_outside_its_window_is_ended_before_it_starts_again(
+    swarm: Swarm, tmp_path: Path
+) -> None:
+    """Issue 24, item 4: two Claude Code processes on one session id, once, while the daemon
+    was SIGKILLed and started again. A process can outlive the window Legion knows it by (a
+    Legion process killed while it waited for it to exit after closing its window; a fork the
+    CLI made for a tool, orphaned). Here: the real CLI on the worker's session, in a tmux
+    server of its own, so neither Legion's windows nor its pid file name it. Starting the
+    session again ends it first: never two processes on the session."""
+    import shutil
+    import tempfile
+
+    from tests.e2e.swarm_env import session_processes
+
+    def on_session() -> list[int]:
+        return session_processes({sid}).get(sid, [])
+
+    swarm.legion("issue", "create", "Once only", "--status", "In Progress")
+    swarm.server.add_scenario("implement mode for LEG-1", [[text("Working on it.")]], name="work")
+    sid = session_uuid(swarm, "LEG-1:implement")
+    folder = Path(tempfile.mkdtemp(prefix="lgo-"))
+    other = ["tmux", "-S", str(folder / "sock"), "-f", "/dev/null"]
+    claude = swarm.env["LEGION_CLAUDE_BIN"]
+    subprocess.run(
+        [*other, "new-session", "-d", "-x", "120", "-y", "40", "--", claude, "--session-id", sid],
+        env=swarm.env,
+        cwd=tmp_path,
+        check=True,
+    )
+    try:
+        (leftover,) = wait_until("the leftover running", on_session)
+        with SessionWatch({sid}, interval=0.05) as watch:
+            swarm.legion("dispatch", "LEG-1", "implement")
+            swarm.server.wait_for_turn("work", 0)
+            wait_until("the new process seen", lambda: watch.seen.get(sid, set()) - {leftover})
+        no_overlap(watch)
+        assert on_session() == [live_pid(swarm, "leg-1-implement")] != [leftover]
+    finally:
+        subprocess.run([*other, "kill-server"], check=False, capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)

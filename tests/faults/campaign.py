@@ -8,7 +8,9 @@ When the armed point has killed its process (the daemon, or for the merge points
 `legion pr merge`), the daemon is started again without the fault, and the swarm must finish:
 
 - every issue Done, none lost;
-- never two live processes on one Claude session id (`SessionWatch`);
+- never two live processes on one Claude session id: any session of the project (the
+  controller's, every mode of every issue), sampled from /proc all through the run
+  (`SessionWatch`), not only looked at in the end;
 - no work lost: every commit ever at the tip of a `legion/*` branch ends up on main;
 - no duplicate commits on main (each subject once, one merge per PR).
 
@@ -232,8 +234,7 @@ def run_point(spec: str, root: Path, home: Path, *, timeout: float = 120.0) -> R
     root.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
     with campaign_swarm(root, home) as swarm:
-        keys = ["controller", *(f"LEG-1:{mode}" for mode in ("implement", "review", "finish"))]
-        sids = {session_uuid(swarm, key) for key in keys}
+        sids = project_sessions(swarm)
         daemon_log = root / "daemon-output.log"
         base = swarm.env | ENV
         armed = base | {KILL_AT_VARIABLE: spec, KILL_LOG_VARIABLE: str(kill_log)}
@@ -272,10 +273,68 @@ def run_point(spec: str, root: Path, home: Path, *, timeout: float = 120.0) -> R
     return RunResult(spec, killed(), time.monotonic() - started, problems)
 
 
+SESSION_MODES = ("architect", "plan", "implement", "review", "finish")  # retro: implement's
+
+
+def project_sessions(swarm: Swarm, issues: tuple[str, ...] = ("LEG-1", "LEG-2")) -> set[str]:
+    """Every Claude session id the project can run: the controller's, and each issue's in every
+    mode."""
+    keys = ["controller", *(f"{issue}:{mode}" for issue in issues for mode in SESSION_MODES)]
+    return {session_uuid(swarm, key) for key in keys}
+
+
+# The prober's way (issue 24, item 4): the daemon SIGKILLed at moments nobody chose, here this
+# many seconds after each (re)start, when it is starting the controller and the workers.
+DAEMON_KILLS: tuple[float, ...] = (1.5, 2.5, 3.5)
+
+
+def run_daemon_kills(
+    root: Path, home: Path, kills: tuple[float, ...] = DAEMON_KILLS, *, timeout: float = 120.0
+) -> RunResult:
+    """Start the daemon, SIGKILL it `len(kills)` times (each `kills[i]` seconds after it was
+    started), starting it again each time, then let it finish; the same checks as
+    `run_point`."""
+    started = time.monotonic()
+    root.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
+    done: list[str] = []
+    with campaign_swarm(root, home) as swarm:
+        daemon_log = root / "daemon-output.log"
+        env = swarm.env | ENV
+        workspace = swarm.workspace_root / "leg-1"
+
+        def finished() -> bool:
+            closed = all(issue_status(swarm, i) == "Done" for i in ("LEG-1", "LEG-2"))
+            return closed and not workspace.exists()
+
+        with SessionWatch(project_sessions(swarm)) as watch, _BranchWatch(swarm.repo) as branches:
+            for delay in kills:
+                daemon = _Daemon(swarm, env, daemon_log)
+                try:
+                    time.sleep(delay)
+                    if daemon.proc.poll() is None:
+                        daemon.proc.kill()
+                        daemon.proc.wait(10)
+                        done.append(f"daemon {daemon.proc.pid} after {delay:g} s")
+                finally:
+                    daemon.stop()
+            last = _Daemon(swarm, env, daemon_log)
+            try:
+                if not _wait(finished, timeout):
+                    states = {i: issue_status(swarm, i) for i in ("LEG-1", "LEG-2")}
+                    problems.append(f"not finished within {timeout:g} s: {states}")
+            finally:
+                last.stop()
+        problems += _check(swarm, watch, branches)
+    return RunResult("daemon killed", done, time.monotonic() - started, problems)
+
+
 def _check(swarm: Swarm, watch: SessionWatch, branches: _BranchWatch) -> list[str]:
     problems = []
     if watch.overlaps:
-        problems.append(f"two processes ran one session at once: {watch.overlaps[:2]}")
+        problems.append(
+            f"two processes ran one session at once: {watch.overlaps[:2]} {watch.details[:2]}"
+        )
     issues = swarm.json("issue", "list")
     if sorted(i["identifier"] for i in issues) != ["LEG-1", "LEG-2"]:
         problems.append(f"issues lost or added: {[i['identifier'] for i in issues]}")

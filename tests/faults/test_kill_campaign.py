@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.campaign import CAMPAIGN, QUICK, run_point
+from tests.faults.campaign import CAMPAIGN, DAEMON_KILLS, QUICK, run_daemon_kills, run_point
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -22,4 +22,14 @@ def test_the_swarm_survives_a_kill_at(spec: str, tmp_path: Path, isolated_env: P
     result = run_point(spec, tmp_path, isolated_env)
     assert result.killed, f"{spec}: nothing was killed"
     assert [line.split()[0] for line in result.killed] == [spec.split(":", maxsplit=1)[0]]
+    assert result.problems == [], "\n".join(result.problems)
+
+
+def test_the_swarm_survives_the_daemon_killed_three_times(
+    tmp_path: Path, isolated_env: Path
+) -> None:
+    """Issue 24, item 4: the daemon SIGKILLed three times as it starts sessions, started again
+    each time; never two processes on one session (watched all along), nothing lost."""
+    result = run_daemon_kills(tmp_path, isolated_env)
+    assert len(result.killed) == len(DAEMON_KILLS), result.killed
     assert result.problems == [], "\n".join(result.problems)

@@ -195,3 +195,44 @@ def test_a_transient_failure_only_fails_this_pass(refusing: Reconciler) -> None:
     RefusingTracker.error = BackendError("linear", BackendErrorKind.TRANSIENT, "server error")
     assert [o.kind for o in refusing.run()] == [OutcomeKind.FAILED]
     assert refusing.quiet_for() == 0 and refusing.pause.reason() is None
+
+
+def _worker_record(reconciler: Reconciler, issue: str, mode: str) -> None:
+    """A retired worker of `mode` in the registry, as Legion leaves one that finished."""
+    with reconciler.log.db.write() as conn:
+        conn.execute(
+            "INSERT INTO workers (issue, mode, session_id, window, workspace, started_at, "
+            "ended_at) VALUES (?, ?, ?, 'w', '/nowhere', '2026-01-01T10:00:00Z', "
+            "'2026-01-01T11:00:00Z')",
+            (issue, mode, f"session-{mode}"),
+        )
+
+
+def test_another_modes_worker_done_never_moves_the_issue_on(reconciler: Reconciler) -> None:
+    """Issue 24, item 20: a finished planner's `worker-done` on an issue in In Progress is not
+    the implementer's: cleared, and the implementer is due (here deferred: WIP limit 0)."""
+    tracker = reconciler.tracker
+    tracker.create_issue("Planned", status=Status.IN_PROGRESS, labels=["worker-done"])
+    _worker_record(reconciler, "LEG-1", "plan")
+    [outcome] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert outcome.action == "remove_stale_worker_done", outcome
+    assert outcome.detail == (
+        "worker-done was the plan worker's, not the implement worker's: cleared; "
+        "deferred: WIP limit 0 reached"
+    )
+    issue = tracker.get_issue("LEG-1")
+    assert issue.status is Status.IN_PROGRESS and issue.labels == frozenset()
+    [again] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert (again.action, again.kind) == ("dispatch_implementer", OutcomeKind.DEFERRED)
+    # The implementer's own `worker-done` counts.
+    _worker_record(reconciler, "LEG-1", "implement")
+    tracker.update_labels("LEG-1", add=["worker-done"])
+    [moved] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert moved.action == "transition_to_needs_review"
+    assert tracker.get_issue("LEG-1").status is Status.NEEDS_REVIEW
+
+
+def test_a_worker_done_no_worker_of_legions_set_still_counts(reconciler: Reconciler) -> None:
+    reconciler.tracker.create_issue("By hand", status=Status.IN_PROGRESS, labels=["worker-done"])
+    [outcome] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert outcome.action == "transition_to_needs_review"

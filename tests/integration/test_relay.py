@@ -690,3 +690,101 @@ def test_a_worker_on_linear_and_github_holds_no_credential_and_still_works(
     assert denied.returncode == 1
     assert "legion doctor" in one_line_error(denied) and "wrongwrong" not in denied.stderr
     backends.db.close()
+
+
+# -- slow clients ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def quick_relay(relay: Relay) -> Iterator[tuple[Relay, Path, RelayServer]]:
+    """A second server on the same project, with a 3 s request deadline and two slots."""
+    folder = Path(tempfile.mkdtemp(prefix="lgs-", dir="/tmp"))
+    path = folder / "s.sock"
+    server = RelayServer(
+        path,
+        lambda: open_backends(relay.project, direct=True),
+        request_deadline=3.0,
+        max_connections=2,
+    )
+    server.start()
+    try:
+        yield relay, path, server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class SlowLoris:
+    """A client on a real socket that sends its request one byte every `every` seconds and
+    never finishes it; `cut_after` is when the server closed on it (seconds after connecting)."""
+
+    def __init__(self, path: Path, every: float = 0.4) -> None:
+        import threading
+
+        self.connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.connection.connect(str(path))
+        self.every = every
+        self.started = time.monotonic()
+        self.cut_after: float | None = None
+        self.thread = threading.Thread(target=self._trickle, daemon=True)
+        self.thread.start()
+
+    def _trickle(self) -> None:
+        request = b'{"capability": "' + b"x" * 200
+        for byte in request:
+            try:
+                self.connection.sendall(bytes([byte]))
+                self.connection.settimeout(self.every)
+                if self.connection.recv(1) == b"":
+                    break  # closed by the server
+            except TimeoutError:
+                continue  # still open: on with the next byte
+            except OSError:
+                break
+        self.cut_after = time.monotonic() - self.started
+
+    def close(self) -> None:
+        self.connection.close()
+        self.thread.join(5)
+
+
+def test_a_slow_client_holds_up_no_other_and_is_cut_at_the_deadline(
+    quick_relay: tuple[Relay, Path, RelayServer],
+) -> None:
+    """Issue 24, item 22: a client trickling its request one byte at a time made another
+    session's `get_issue` wait 38 s; connections are now served at once, each with a deadline
+    for its whole request."""
+    relay, path, _ = quick_relay
+    token = relay.capability("LEG-2")
+    slow = SlowLoris(path)
+    try:
+        time.sleep(0.5)  # it is trickling
+        asked = time.monotonic()
+        title = RelayTracker(RelayClient(path, token, wait=5)).get_issue("LEG-2").title
+        took = time.monotonic() - asked
+        assert title == "The worker's issue"
+        assert took < 2.0, took
+        assert slow.cut_after is None  # still trickling meanwhile
+        wait_until("the slow client cut", lambda: slow.cut_after is not None, timeout=10)
+        assert slow.cut_after is not None and 2.5 <= slow.cut_after <= 5.0, slow.cut_after
+    finally:
+        slow.close()
+
+
+def test_connections_beyond_the_bound_wait_for_a_slot_and_are_then_answered(
+    quick_relay: tuple[Relay, Path, RelayServer],
+) -> None:
+    relay, path, _ = quick_relay
+    token = relay.capability("LEG-2")
+    slow = [SlowLoris(path), SlowLoris(path)]  # both slots taken
+    try:
+        time.sleep(0.3)
+        asked = time.monotonic()
+        title = RelayTracker(RelayClient(path, token, wait=5)).get_issue("LEG-2").title
+        took = time.monotonic() - asked
+        assert title == "The worker's issue"
+        # Answered once a slot freed: when the first slow client was cut at its deadline.
+        assert 2.0 <= took <= 6.0, took
+    finally:
+        for client in slow:
+            client.close()

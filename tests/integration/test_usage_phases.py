@@ -146,3 +146,45 @@ def test_a_codex_sessions_tokens_come_from_its_rollout(
         "input": 1000, "output": 100, "cache_read": 400, "cache_write": 0, "total": 1500,
     }  # fmt: skip
     assert shown["phases"]["retro"]["output"] == 7
+
+
+def test_a_spent_budget_keeps_the_labels_that_say_which_worker_is_due(
+    legion: LegionRunner, project: Path
+) -> None:
+    """Retro + worker-done with the budget spent: the finisher is due. Legion asks before it
+    clears anything, so the answer starts the finisher, not the retro again (issue 24, 20)."""
+    from legion.actionlog import ActionLog
+    from legion.core.decide import Observation, due_after_answer
+    from legion.core.model import Label, Status
+    from legion.reconcile import BUDGET_HEADING, Reconciler, legion_asked
+
+    legion("issue", "create", "Finishing", "--status", "Retro", "--label", "worker-done")
+    loaded = load_project(project, flags={"token_budget": 2000})
+    backends = open_backends(loaded)
+    workers = open_workers(loaded, backends, dict(os.environ))
+    implement = session_id(loaded.settings.project_id, "LEG-1", Mode.IMPLEMENT)
+    with backends.db.write() as conn:
+        conn.execute(
+            "INSERT INTO workers (issue, mode, session_id, window, workspace, started_at, "
+            "ended_at) VALUES ('LEG-1', 'retro', ?, 'w', ?, '2026-01-01T10:00:00Z', "
+            "'2026-01-01T11:00:00Z')",
+            (implement, str(project)),
+        )
+    transcript = workers.runtime.transcript(workers.env, project, implement)
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    transcript.write_text(_response("a", "2026-01-01T10:05:00.000Z", 1500))
+    reconciler = Reconciler(
+        loaded, backends.tracker, backends.forge, workers, ActionLog(backends.db)
+    )
+    [outcome] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert outcome.action == "dispatch_finisher", outcome
+    assert "asked a human" in outcome.detail
+    issue = backends.tracker.get_issue("LEG-1")
+    assert issue.labels == {"worker-done", "user-input-needed"}
+    comments = backends.tracker.list_comments("LEG-1")
+    assert comments[-1].body.startswith(BUDGET_HEADING) and legion_asked(comments)
+    labels = frozenset(filter(None, map(Label.from_name, issue.labels))) | {
+        Label.USER_FEEDBACK_GIVEN
+    }
+    due = due_after_answer(Observation(Status.RETRO, labels, latest_mode=Mode.RETRO))
+    assert (due.action.value, due.mode) == ("dispatch_finisher", Mode.FINISH)

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legion.core.decide import PHASE_MODE, Action, Decision, Observation, decide
+from legion.core.decide import (
+    PHASE_MODE,
+    Action,
+    Decision,
+    Observation,
+    completion_labels,
+    decide,
+    due_after_answer,
+)
 from legion.core.model import Label, Mode, ReviewOutcome, Status
 
 A = Action
@@ -124,6 +133,12 @@ ROWS: list[tuple[str, Observation, Action, Mode | None]] = [
         A.TRANSITION_TO_IN_PROGRESS,
         Mode.IMPLEMENT,
     ),
+    (
+        "a finished planner's worker-done in In Progress is not the implementer's",
+        replace(obs(S.IN_PROGRESS, DONE), latest_mode=Mode.PLAN),
+        A.REMOVE_STALE_WORKER_DONE,
+        Mode.IMPLEMENT,
+    ),
 ]
 
 
@@ -150,6 +165,7 @@ observations = st.builds(
     has_live_worker=st.booleans(),
     has_pr=st.booleans(),
     pr_review=st.sampled_from(ReviewOutcome),
+    latest_mode=st.none() | st.sampled_from(Mode),
 )
 
 
@@ -206,3 +222,97 @@ def test_table_is_total_over_the_whole_input_space() -> None:
 
 def test_phase_modes_cover_active_statuses() -> None:
     assert set(PHASE_MODE) == set(ACTIVE_STATUSES)
+
+
+def _latest(observation: Observation, mode: Mode | None) -> Observation:
+    return replace(observation, latest_mode=mode)
+
+
+@pytest.mark.parametrize("status", ACTIVE_STATUSES)
+def test_worker_done_counts_only_for_the_phases_own_worker(status: Status) -> None:
+    """Issue 24, item 20: a mode's `worker-done` never counts for another mode."""
+    phase = PHASE_MODE[status]
+    done = obs(status, DONE, pr=R.APPROVED if status is S.NEEDS_REVIEW else None)
+    # The phase's own worker, or no Legion worker at all (a person added it): it counts.
+    assert decide(_latest(done, phase)) == decide(done)
+    assert decide(done).action is not A.REMOVE_STALE_WORKER_DONE
+    for other in set(Mode) - {phase}:
+        for labels in (done.labels, done.labels | {ACTIVE}):
+            stale = _latest(replace(done, labels=labels), other)
+            assert decide(stale) == Decision(A.REMOVE_STALE_WORKER_DONE, phase), other
+            # ... even beside a live worker (the other mode's, still finishing)
+            assert decide(replace(stale, has_live_worker=True)).action is (
+                A.REMOVE_STALE_WORKER_DONE
+            )
+
+
+def test_the_latest_worker_never_matters_without_worker_done() -> None:
+    for status, labels, live, mode in itertools.product(
+        Status,
+        [frozenset(), frozenset({ACTIVE}), frozenset({INPUT}), frozenset({INPUT, FEEDBACK})],
+        [False, True],
+        [None, *Mode],
+    ):
+        plain = Observation(status, labels, live)
+        assert decide(_latest(plain, mode)) == decide(plain)
+
+
+def test_a_human_answer_and_input_needed_come_before_attribution() -> None:
+    waiting = _latest(obs(S.IN_PROGRESS, DONE, INPUT), Mode.PLAN)
+    assert decide(waiting).action is A.SKIP
+    answered = _latest(obs(S.IN_PROGRESS, DONE, INPUT, FEEDBACK), Mode.PLAN)
+    assert decide(answered) == Decision(A.RELAY_USER_FEEDBACK, Mode.IMPLEMENT)
+
+
+def test_completion_labels_are_what_the_table_then_acts_on() -> None:
+    """The phase's own worker adds `worker-done`, and the table acts on it."""
+    for status, mode in PHASE_MODE.items():
+        added, _ = completion_labels(mode, status)
+        if Label.WORKER_DONE not in added:
+            continue
+        action = decide(_latest(obs(status, *added, pr=R.APPROVED), mode)).action
+        assert action is not A.REMOVE_STALE_WORKER_DONE, (status, mode)
+
+
+# A human's answer to a question Legion asked itself goes to the worker that is due.
+DUE: list[tuple[str, Observation, Decision]] = [
+    (
+        "budget spent when the implementer was due (the planner finished)",
+        _latest(obs(S.IN_PROGRESS, INPUT, FEEDBACK), Mode.PLAN),
+        Decision(A.DISPATCH_IMPLEMENTER, Mode.IMPLEMENT),
+    ),
+    (
+        "budget spent when the finisher was due",
+        _latest(obs(S.RETRO, DONE, INPUT, FEEDBACK), Mode.RETRO),
+        Decision(A.DISPATCH_FINISHER, Mode.FINISH),
+    ),
+    (
+        "budget spent when the implementer was due for requested changes",
+        _latest(obs(S.NEEDS_REVIEW, DONE, INPUT, FEEDBACK, pr=R.CHANGES_REQUESTED), Mode.REVIEW),
+        Decision(A.RESUME_IMPLEMENTER_FOR_CHANGES, Mode.IMPLEMENT),
+    ),
+    (
+        "a worker that keeps dying: restarted",
+        _latest(obs(S.RETRO, ACTIVE, INPUT, FEEDBACK), Mode.FINISH),
+        Decision(A.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, Mode.RETRO),
+    ),
+    (
+        "nothing due while a worker runs",
+        _latest(obs(S.TODO, INPUT, FEEDBACK, live=True), Mode.PLAN),
+        Decision(A.SKIP),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "observation", "due"), DUE, ids=[d[0] for d in DUE])
+def test_due_after_answer(name: str, observation: Observation, due: Decision) -> None:
+    assert decide(observation).action is A.RELAY_USER_FEEDBACK
+    assert due_after_answer(observation) == due
+
+
+@given(observations)
+def test_the_answer_never_goes_back_to_waiting(observation: Observation) -> None:
+    """Once answered, the due decision never waits for a human again nor relays again."""
+    due = due_after_answer(observation)
+    assert due.action is not A.RELAY_USER_FEEDBACK
+    assert due == decide(replace(observation, labels=observation.labels - {INPUT, FEEDBACK}))

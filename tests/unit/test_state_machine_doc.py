@@ -48,6 +48,16 @@ def _live(cell: str) -> list[bool]:
     return {"yes": [True], "no": [False], "any": [False, True]}[cell]
 
 
+LATEST: list[Mode | None] = [None, *Mode]
+
+
+def _latest(cell: str, status: Status) -> list[Mode | None]:
+    if cell == "any":
+        return LATEST
+    assert cell == "another mode", cell
+    return [mode for mode in Mode if mode is not PHASE_MODE.get(status)]
+
+
 def _rows() -> list[list[str]]:
     rows = []
     for line in DOC.read_text(encoding="utf-8").splitlines():
@@ -59,30 +69,40 @@ def _rows() -> list[list[str]]:
 
 def test_documented_table_matches_decide() -> None:
     rows = _rows()
-    assert len(rows) >= 19
+    assert len(rows) >= 20
     covered: set[Observation] = set()
     checked = 0
-    for number, status_cell, labels_cell, live_cell, pr_cell, action, mode_cell in rows:
+    for (
+        number,
+        status_cell,
+        labels_cell,
+        live_cell,
+        pr_cell,
+        latest_cell,
+        action,
+        mode_cell,
+    ) in rows:
         for status, labels, live, (has_pr, review) in itertools.product(
             _statuses(status_cell), _label_sets(labels_cell), _live(live_cell), PR_CELLS[pr_cell]
         ):
-            observation = Observation(status, labels, live, has_pr, review)
-            if observation in covered:
-                continue  # an earlier row decides it
-            covered.add(observation)
-            decision = decide(observation)
-            assert decision.action.value == action, f"row {number}: {observation}"
-            expected_mode = None
-            if mode_cell == "the phase's":
-                expected_mode = PHASE_MODE[status]
-            elif mode_cell:
-                expected_mode = Mode(mode_cell)
-            assert decision.mode == expected_mode, f"row {number}: {observation}"
-            checked += 1
+            for latest in _latest(latest_cell, status):
+                observation = Observation(status, labels, live, has_pr, review, latest)
+                if observation in covered:
+                    continue  # an earlier row decides it
+                covered.add(observation)
+                decision = decide(observation)
+                assert decision.action.value == action, f"row {number}: {observation}"
+                expected_mode = None
+                if mode_cell == "the phase's":
+                    expected_mode = PHASE_MODE[status]
+                elif mode_cell:
+                    expected_mode = Mode(mode_cell)
+                assert decision.mode == expected_mode, f"row {number}: {observation}"
+                checked += 1
     everything = {
-        Observation(status, labels, live, has_pr, review)
-        for status, labels, live, (has_pr, review) in itertools.product(
-            Status, ALL_LABEL_SETS, [False, True], PR_CELLS["any"]
+        Observation(status, labels, live, has_pr, review, latest)
+        for status, labels, live, (has_pr, review), latest in itertools.product(
+            Status, ALL_LABEL_SETS, [False, True], PR_CELLS["any"], LATEST
         )
     }
     assert covered == everything, "the documented table leaves some inputs out"
@@ -92,6 +112,6 @@ def test_documented_table_matches_decide() -> None:
 def test_documented_actions_are_all_the_actions() -> None:
     from legion.core.decide import Action
 
-    documented = {row[5] for row in _rows()}
+    documented = {row[6] for row in _rows()}
     assert documented == {action.value for action in Action}
     assert re.search(r"uuid5\(UUID\(project_id\), \"<ISSUE>:<mode>\"\)", DOC.read_text())

@@ -6,15 +6,17 @@ in agreement. Rules are tried in order; the first that matches decides:
 1. Triage, Icebox and Done are left to the controller's judgment: skip.
 2. A human answered (`user-feedback-given`): relay the answer into the waiting session.
 3. Still waiting for a human (`user-input-needed`): skip.
-4. A worker finished (`worker-done`): the status-specific transition.
-5. `worker-active` but no live worker: the worker died; clear the label and dispatch again.
+4. `worker-done` set by a worker of another mode than the phase's (the issue's latest worker, from
+   the registry): not this phase's; clear it and start the phase's worker.
+5. A worker finished (`worker-done`): the status-specific transition.
 6. A live worker: let it work.
-7. Otherwise: dispatch the worker this status calls for.
+7. `worker-active` but no live worker: the worker died; clear the label and dispatch again.
+8. Otherwise: dispatch the worker this status calls for.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from legion.core.model import Label, Mode, ReviewOutcome, Status
@@ -31,6 +33,7 @@ class Action(Enum):
     RESUME_IMPLEMENTER_FOR_RETRO = "resume_implementer_for_retro"
     RELAY_USER_FEEDBACK = "relay_user_feedback"
     REMOVE_WORKER_ACTIVE_AND_REDISPATCH = "remove_worker_active_and_redispatch"
+    REMOVE_STALE_WORKER_DONE = "remove_stale_worker_done"
     INVESTIGATE_NO_PR = "investigate_no_pr"
     TRANSITION_TO_TODO = "transition_to_todo"
     TRANSITION_TO_IN_PROGRESS = "transition_to_in_progress"
@@ -107,6 +110,9 @@ class Observation:
     has_live_worker: bool = False
     has_pr: bool = False
     pr_review: ReviewOutcome = ReviewOutcome.NONE
+    # The mode of the issue's most recently started worker (the registry's, retired or not);
+    # None when Legion started none. It says whose `worker-done` the label can be.
+    latest_mode: Mode | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +178,10 @@ def decide(obs: Observation) -> Decision:
     if Label.USER_INPUT_NEEDED in obs.labels:
         return _SKIP
     if Label.WORKER_DONE in obs.labels:
+        if obs.latest_mode is not None and obs.latest_mode is not phase_mode:
+            # Set by a worker of another phase (a finished planner resumed in In Progress):
+            # never this phase's completion, whatever it says.
+            return Decision(Action.REMOVE_STALE_WORKER_DONE, phase_mode)
         if obs.status is Status.NEEDS_REVIEW:
             return _after_review(obs)
         return _fixed(_DONE_TRANSITION[obs.status])
@@ -180,3 +190,13 @@ def decide(obs: Observation) -> Decision:
     if Label.WORKER_ACTIVE in obs.labels:
         return Decision(Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, phase_mode)
     return _fixed(_DISPATCH_FOR[obs.status])
+
+
+_HUMAN_LABELS = frozenset({Label.USER_INPUT_NEEDED, Label.USER_FEEDBACK_GIVEN})
+
+
+def due_after_answer(obs: Observation) -> Decision:
+    """What a human's answer to a question Legion asked itself (the token budget, a worker
+    that keeps dying) lets happen: the decision the table makes once the question's labels are
+    gone, so the answer goes to the worker that is due, never to one whose mode is over."""
+    return decide(replace(obs, labels=obs.labels - _HUMAN_LABELS))

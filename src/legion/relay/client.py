@@ -8,9 +8,10 @@ socket: one request, one answer, its error re-raised here as the same `LegionErr
 When the daemon is not answering (no socket, or nobody listening: it is starting, restarting,
 or stopped), a call waits for it up to `WAIT_S` seconds, saying so once on stderr, then fails
 with one line that says to start it. Once sent, a request gets `REQUEST_TIMEOUT_S` for its
-answer: the daemon makes the API call (which may wait out a rate limit) and serves one request
-at a time. A request that got no answer may still have been carried out: the error says so,
-and is transient (a reconciler retries it).
+answer: the daemon makes the API call (which may wait out a rate limit) and runs one request
+at a time (it reads them all at once: a slow client holds up nobody else). A request that got
+no answer may still have been carried out: the error says so, and is transient (a reconciler
+retries it).
 """
 
 from __future__ import annotations

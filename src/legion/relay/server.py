@@ -6,11 +6,13 @@ this user's, and each connection's peer is checked to be this user too (where th
 says): only this user's processes can ask. A socket file left by a killed daemon is replaced;
 the daemon holds the project's lock, so the socket is its alone.
 
-One thread serves the socket, one connection at a time: each is one request and one answer, and
-the request is run on the server's own `Backends`, opened (with the real openers, which read the
-daemon's credentials) in that thread, beside the daemon's own. The sessions' calls are so made
-one at a time; other connections queue meanwhile, and a client that connects and sends nothing
-is dropped after `READ_TIMEOUT_S`.
+Connections are served concurrently, each in a thread of its own (at most `MAX_CONNECTIONS` at
+once; more wait in the socket's backlog until one ends): each is one request and one answer,
+and a client has `REQUEST_DEADLINE_S` in all to send its whole request, however it trickles it,
+then it is dropped; so one slow or stuck client never holds up another session. The requests
+themselves are run one at a time by one executor thread, on the server's own `Backends`, opened
+(with the real openers, which read the daemon's credentials) in that thread, beside the
+daemon's own (a SQLite connection stays in its thread).
 
 Every request carries a capability (`legion.relay.capabilities`). A `project` capability (the
 controller, its Oracle) may make any call. An `issue` capability for issue X (a worker) may:
@@ -33,13 +35,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import socket
 import socketserver
 import stat
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import CancelledError, Future
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +67,11 @@ from legion.relay.protocol import (
 from legion.statefiles import private_folder
 from legion.trackers.base import Issue
 
-# A client has this long to send its request once connected (and to read the answer).
-READ_TIMEOUT_S = 10.0
+# A client has this long in all to send its whole request once connected (and as long to read
+# the answer): a client that trickles its bytes is cut then, whatever its pace.
+REQUEST_DEADLINE_S = 10.0
+# Connections served at once; more wait in the backlog until one ends.
+MAX_CONNECTIONS = 32
 # How long `stop` waits for a request in progress to finish before it goes anyway.
 STOP_WAIT_S = 5.0
 
@@ -461,45 +469,145 @@ def _peer_uid(connection: socket.socket) -> int | None:
     return int(uid)
 
 
-class _Handler(socketserver.StreamRequestHandler):
-    timeout = READ_TIMEOUT_S
+def read_request(connection: socket.socket, deadline: float) -> bytes | None:
+    """One request line (up to its newline, or `MAX_LINE_BYTES + 1` bytes, or the end of the
+    stream), read by `deadline` (a `time.monotonic()` instant); None when the client went or
+    did not finish in time."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        connection.settimeout(left)
+        try:
+            chunk = connection.recv(min(65536, MAX_LINE_BYTES + 1 - size))
+        except OSError:  # including the timeout
+            return None
+        if not chunk:
+            return b"".join(chunks)
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            chunks.append(chunk[: newline + 1])
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_LINE_BYTES:
+            return b"".join(chunks)  # too long: the protocol says so
+
+
+class _Handler(socketserver.BaseRequestHandler):
     server: _UnixServer
+    request: socket.socket
 
     def handle(self) -> None:
-        uid = _peer_uid(self.connection)
+        connection = self.request
+        uid = _peer_uid(connection)
         if uid is not None and uid != os.getuid():
             return  # not this user's process: no answer at all
-        try:
-            line = self.rfile.readline(MAX_LINE_BYTES + 1)
-        except OSError:
-            return  # the client went, or sent nothing in time
-        answer = self.server.executor.answer(line)
+        line = read_request(connection, time.monotonic() + self.server.deadline)
+        if line is None:
+            return  # the client went, or did not send its request in time
+        answer = self.server.run(line)
+        if answer is None:
+            return  # the server is stopping
         with contextlib.suppress(OSError):
-            self.wfile.write(dump_line(answer))
-            self.wfile.flush()
+            connection.settimeout(self.server.deadline)
+            connection.sendall(dump_line(answer))
 
 
-class _UnixServer(socketserver.UnixStreamServer):
-    executor: RelayExecutor
-    # Connections wait here while one request is served: every session may ask at once.
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """One thread per connection, at most `slots` at once."""
+
+    daemon_threads = True
+    block_on_close = False
+    # Connections wait here while every slot is taken: every session may ask at once.
     request_queue_size = 128
+    deadline: float
+    slots: threading.BoundedSemaphore
+    run: Callable[[bytes], dict[str, Any] | None]
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # Waiting for a slot here keeps further connections in the backlog (not refused);
+        # every connection ends within its deadline, so the wait is bounded.
+        self.slots.acquire()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+_Job = tuple[bytes, "Future[dict[str, Any]]"]
 
 
 class RelayServer:
-    """The daemon's relay socket, served by one thread from `start` to `stop`."""
+    """The daemon's relay socket, from `start` to `stop`: one thread accepts, one thread per
+    connection reads and answers, and one executor thread runs the requests in turn."""
 
-    def __init__(self, path: Path, open_backends: Callable[[], Backends]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        open_backends: Callable[[], Backends],
+        *,
+        request_deadline: float = REQUEST_DEADLINE_S,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
         self.path = path
+        self.request_deadline = request_deadline
+        self.max_connections = max_connections
         self._executor = RelayExecutor(open_backends)
         self._server: _UnixServer | None = None
         self._thread: threading.Thread | None = None
+        self._runner: threading.Thread | None = None
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._stopping = threading.Event()
         self._inode: int | None = None
+
+    def _run(self, line: bytes) -> dict[str, Any] | None:
+        """The answer to one request, from the executor thread; None once stopping."""
+        if self._stopping.is_set():
+            return None
+        job: Future[dict[str, Any]] = Future()
+        self._jobs.put((line, job))
+        while True:
+            try:
+                return job.result(timeout=0.2)
+            except TimeoutError:
+                # Stopping: a request being run is waited for (the runner has STOP_WAIT_S to
+                # finish it), one not yet started gets no answer.
+                if self._stopping.is_set() and not job.running():
+                    return None
+            except CancelledError:
+                return None
+
+    def _execute(self) -> None:
+        try:
+            while True:
+                item = self._jobs.get()
+                if item is None:
+                    return
+                line, job = item
+                if self._stopping.is_set():
+                    job.cancel()
+                elif job.set_running_or_notify_cancel():
+                    job.set_result(self._executor.answer(line))
+        finally:
+            self._executor.close()
 
     def start(self) -> None:
         prepare_folder(self.path)
         _remove_stale(self.path)
         server = _UnixServer(str(self.path), _Handler, bind_and_activate=False)
-        server.executor = self._executor
+        server.deadline = self.request_deadline
+        server.slots = threading.BoundedSemaphore(self.max_connections)
+        server.run = self._run
         try:
             server.server_bind()
             # The folder is 0700, so the socket's mode before this chmod is no opening.
@@ -510,15 +618,17 @@ class RelayServer:
             server.server_close()
             raise ConfigError(f"{self.path}: cannot open the relay socket ({exc})") from None
         self._server = server
+        self._stopping.clear()
+        self._runner = threading.Thread(
+            target=self._execute, name="legion-relay-executor", daemon=True
+        )
+        self._runner.start()
         self._thread = threading.Thread(target=self._serve, name="legion-relay", daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
         assert self._server is not None
-        try:
-            self._server.serve_forever(poll_interval=0.2)
-        finally:
-            self._executor.close()
+        self._server.serve_forever(poll_interval=0.2)
 
     def stop(self) -> None:
         """Stop serving and remove the socket. A request in progress (a slow API call) gets
@@ -531,6 +641,11 @@ class RelayServer:
         stopper.join(STOP_WAIT_S)
         if self._thread is not None:
             self._thread.join(0 if stopper.is_alive() else STOP_WAIT_S)
+        # The request being run finishes (within STOP_WAIT_S); those waiting get no answer.
+        self._stopping.set()
+        self._jobs.put(None)
+        if self._runner is not None:
+            self._runner.join(STOP_WAIT_S)
         server.server_close()
         with contextlib.suppress(OSError):
             if os.lstat(self.path).st_ino == self._inode:

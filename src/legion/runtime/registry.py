@@ -77,6 +77,15 @@ class Registry:
             ).fetchone()
         return None if row is None else _record(row)
 
+    def latest_modes(self) -> dict[str, Mode]:
+        """Each issue's most recently started worker's mode, retired or not (one query)."""
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT issue, mode FROM workers WHERE id IN "
+                "(SELECT MAX(id) FROM workers GROUP BY issue)"
+            ).fetchall()
+        return {row["issue"]: Mode(row["mode"]) for row in rows}
+
     def by_session(self, session_id: str) -> WorkerRecord | None:
         """The latest worker that ran session `session_id`, retired or not."""
         with self._db.read() as conn:

@@ -12,6 +12,7 @@ dead" would start a second worker beside each live one.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -118,6 +119,40 @@ def _alive(pid: int) -> bool:
         return True
     # "pid (comm) STATE ...": comm may hold spaces and parentheses; the state follows the last ")".
     return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+# The flags that name the session an agent process runs: Claude Code's, and the Codex turn loop's.
+SESSION_FLAGS = ("--session-id", "--resume", "--session")
+
+
+def session_processes(session_id: str) -> list[int]:
+    """Every live process started on session `session_id` (an argument of one of
+    `SESSION_FLAGS`, before any `--`), from /proc: whatever its window, its parent, or whether
+    tmux still shows it. [] where there is no /proc (elsewhere a session's pid file is all
+    Legion has)."""
+    proc = Path("/proc")
+    try:
+        entries = [entry for entry in os.listdir(proc) if entry.isdigit()]
+    except OSError:
+        return []
+    me = os.getpid()
+    found = []
+    for entry in entries:
+        pid = int(entry)
+        if pid == me:
+            continue
+        try:
+            args = (proc / entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        head = args[: args.index("--")] if "--" in args else args
+        named = any(
+            flag in SESSION_FLAGS and value == session_id
+            for flag, value in itertools.pairwise(head)
+        )
+        if named and _alive(pid):
+            found.append(pid)
+    return found
 
 
 def process_args(pid: int) -> str | None:

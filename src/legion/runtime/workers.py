@@ -44,6 +44,7 @@ from legion.runtime.tmux import (
     TmuxUnavailable,
     Window,
     process_args,
+    session_processes,
     wait_for_exit,
 )
 from legion.runtime.transcript import (
@@ -321,6 +322,9 @@ class WorkerManager:
     def live_issues(self) -> set[str]:
         return {view.record.issue for view in self.views() if view.state.is_live}
 
+    def latest_modes(self) -> dict[str, Mode]:
+        return self.registry.latest_modes()
+
     def _views_for(self, issue: str) -> list[WorkerView]:
         return [view for view in self.views() if view.record.issue == issue]
 
@@ -578,19 +582,29 @@ class WorkerManager:
             return None
 
     def _stop_stray(self, sid: str) -> None:
-        """End the process last started on session `sid` if it still runs outside any window
-        tmux shows: its tmux server died (killed, crashed) and took the window, not always the
-        process at once. Whose it is is checked on its command line, so a reused pid is safe."""
+        """End every process still running session `sid` outside the windows tmux shows, and
+        wait for each: one session never runs in two processes, even for a moment. Such a
+        process is one whose window is gone while it lives on: its tmux server died (killed,
+        crashed) and took the window, not always the process at once; a Legion process was
+        killed while it waited for one to exit after closing its window; a process the CLI
+        forked for a tool outlived its parent. Found on their command lines (`/proc`), and
+        the one last started on the session (its pid file: a launcher not yet the CLI, or
+        where there is no /proc). Whose each is is checked on its command line, so a reused pid
+        is safe."""
+        pids = set(session_processes(sid))
         try:
             pid = int(self._pid_file(sid).read_text().strip())
         except (OSError, ValueError):
-            return
-        args = process_args(pid)
-        if args is None or (sid not in args and "legion.runtime.launch" not in args):
-            return
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGHUP)  # what tmux sends when it closes a window
-        wait_for_exit(pid)
+            pid = None
+        if pid is not None:
+            args = process_args(pid)
+            if args is not None and (sid in args or "legion.runtime.launch" in args):
+                pids.add(pid)
+        for stray in pids:
+            with contextlib.suppress(OSError):
+                os.kill(stray, signal.SIGHUP)  # what tmux sends when it closes a window
+        for stray in sorted(pids):
+            wait_for_exit(stray)
 
     def await_starts(self) -> list[tuple[str, str]]:
         """Wait until every worker started without waiting has recorded its first prompt,

@@ -221,10 +221,13 @@ class ProjectSources:
         with self._backends(project) as backends:
             warnings: list[str] = []
             workers: dict[str, str] = {}
+            latest: dict[str, Mode] | None = None
             try:
-                for view in self._workers(project, backends).views():
+                manager = self._workers(project, backends)
+                for view in manager.views():
                     workers[view.record.issue] = f"{view.record.mode.value} {view.state.value}"
                 live = {issue for issue, what in workers.items() if not what.endswith(" dead")}
+                latest = manager.latest_modes()
             except LegionError as exc:  # tmux did not answer: who works is unknown
                 warnings.append(f"workers unknown: {exc}")
                 live = set()
@@ -232,7 +235,7 @@ class ProjectSources:
                 project.settings.project_id,
                 backends.tracker,
                 backends.forge,
-                KnownLiveWorkers(live),
+                KnownLiveWorkers(live, latest),
             )
         order = {phase: n for n, phase in enumerate(PHASES)}
         issues = sorted(
