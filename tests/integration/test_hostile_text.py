@@ -139,6 +139,7 @@ def blocked_worker(project: Path) -> None:
         "message": {
             "role": "assistant",
             "content": [
+                {"type": "text", "text": HOSTILE},
                 {
                     "type": "tool_use",
                     "id": "toolu_1",
@@ -153,7 +154,7 @@ def blocked_worker(project: Path) -> None:
                             }
                         ]
                     },
-                }
+                },
             ],
         },
     }
