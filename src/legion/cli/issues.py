@@ -50,7 +50,7 @@ def create(
     if as_json:
         common.print_json(render.issue_json(issue))
     else:
-        typer.echo(issue.identifier)
+        common.echo(issue.identifier)
 
 
 @app.command(

@@ -112,7 +112,7 @@ def feedback(
         data["comment"] = render.comment_json(comment)
         common.print_json(data)
         return
-    typer.echo(f"{updated.identifier}: answer recorded; Legion relays it to the worker")
+    common.echo(f"{updated.identifier}: answer recorded; Legion relays it to the worker")
 
 
 def _preflight(project: Project) -> list[str]:
