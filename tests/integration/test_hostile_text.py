@@ -210,7 +210,7 @@ def tampered_storage(project: Path) -> None:
 
 
 def on_the_bus(project: Path) -> None:
-    """A message and a task in the project's channel, in the corpus' words."""
+    """A message, a task and an agent's name in the project's channel, in the corpus' words."""
     from legion.bus.model import AgentRole, Channel
     from legion.bus.sessions import project_channel_name
     from legion.bus.store import bus_path, open_bus
@@ -231,6 +231,7 @@ def on_the_bus(project: Path) -> None:
     with sqlite3.connect(bus_path(os.environ)) as db:
         db.execute("UPDATE messages SET body = ? WHERE id = ?", (HOSTILE, message.message.id))
         db.execute("UPDATE tasks SET title = ? WHERE id = ?", (HOSTILE, task.id))
+        db.execute("UPDATE agents SET name = ? WHERE id = ?", (HOSTILE, agent.id))
     db.close()
 
 
@@ -273,6 +274,7 @@ def test_every_surface_escapes_the_same_corpus(embedded: LegionRunner) -> None:
         ("peek", "LEG-1"),
         ("messages",),
         ("task", "list"),
+        ("agents",),
     ):
         out = ok(embedded(*args), args)
         whole = args not in partly
