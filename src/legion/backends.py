@@ -97,19 +97,19 @@ def open_backends(project: Project, *, create: bool = False, direct: bool = Fals
 
 
 def _workspaces(project: Project, base: str) -> Workspaces:
-    import shutil
-
     from legion.workspaces.git_worktree import GitWorktrees
-    from legion.workspaces.jj import JjWorkspaces
+    from legion.workspaces.jj import JjWorkspaces, refuse_jj_only
 
+    refuse_jj_only(project.root)
+    # `auto` is git worktrees, in a colocated jj repository too: the jj adapter has never run
+    # against a real jj, and the skills and forges work with git branches.
     vcs = project.settings.workspace_vcs
-    if vcs == "auto":
-        jj_repo = (project.root / ".jj").is_dir() and shutil.which("jj") is not None
-        vcs = "jj" if jj_repo else "git"
     keep = project.settings.regenerable
     if vcs == "jj":
         return JjWorkspaces(project.root, project.workspace_root, base, regenerable=keep)
-    return GitWorktrees(project.root, project.workspace_root, base, regenerable=keep)
+    hosted = project.settings.forge != "embedded"
+    remote = project.settings.remote if hosted else None
+    return GitWorktrees(project.root, project.workspace_root, base, regenerable=keep, remote=remote)
 
 
 def open_workers(

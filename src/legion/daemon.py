@@ -39,11 +39,11 @@ from legion.backends import Backends, open_backends, open_workers
 from legion.bus.delivery import TYPED, delivery_text
 from legion.bus.model import Agent, AgentStatus, PendingDelivery
 from legion.bus.sessions import project_channel_name
-from legion.bus.store import Bus, open_bus
+from legion.bus.store import Bus, bus_path, open_bus
 from legion.config import Project
 from legion.core.ids import controller_session_id
 from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
-from legion.errors import ConflictError, LegionError, NotFoundError
+from legion.errors import ConflictError, LegionError, NotFoundError, StoreError
 from legion.faults import fault_point
 from legion.judgments import Judgment, JudgmentQueue, wake_reason
 from legion.pause import DispatchPause
@@ -116,6 +116,8 @@ class _Memory:
     # window id -> (hash of its screen, when the screen last changed: monotonic seconds)
     pane_hashes: dict[str, tuple[str, float]] = field(default_factory=dict)
     pause_reported: str | None = None
+    # What is wrong with the bus's database, once said; None while it works.
+    bus_trouble: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,7 @@ class Daemon:
         self._stopping = False
         self._next_wait = config.tick
         self._sessions_seen: dict[str, SessionTarget] | None = None
+        self._bus_failed_now = False  # a bus step failed on the bus's database this tick
 
     @property
     def paused_reason(self) -> str | None:
@@ -283,8 +286,10 @@ class Daemon:
         # a quiet moment that never comes. Statuses before delivery: both steps share one look
         # at the sessions, and a delivery's "busy" must not be undone by a look taken before it.
         self._sessions_seen = None
+        self._check_bus()
         self._step("agent_status", self.sync_agent_statuses)
         self._step("deliver_messages", self.deliver_messages)
+        self._bus_works()
         if self.config.mode == "auto":
             self._step("reconcile", self._reconcile)
             self._step("wake_controller", self.deliver_judgments)
@@ -297,6 +302,9 @@ class Daemon:
         thing that must not stop."""
         try:
             step()
+        except StoreError as exc:
+            if not self._bus_failed(name, exc):
+                self._log_failure(name, str(exc))
         except LegionError as exc:
             self._log_failure(name, str(exc))
         except Exception as exc:
@@ -508,6 +516,42 @@ class Daemon:
             self._bus = open_bus(self.env)
         return self._bus
 
+    def _drop_bus(self) -> None:
+        """Close the bus's connection: the next use opens the file afresh."""
+        bus, self._bus = self._bus, None
+        if bus is not None:
+            with contextlib.suppress(Exception):  # a broken connection is dropped all the same
+                bus.close()
+
+    def _check_bus(self) -> None:
+        """A bus file put back from a copy (or moved aside) while the daemon runs: the open
+        connection would go on reading the old file, and nothing would be delivered."""
+        if self._bus is not None and self._bus.replaced():
+            self._drop_bus()
+            self.log.append(
+                "-", "bus", OutcomeKind.DONE, f"{bus_path(self.env)} was replaced: reopened"
+            )
+
+    def _bus_failed(self, name: str, exc: StoreError) -> bool:
+        """Whether `exc` is the bus's database failing (corrupt, unreadable, locked too long):
+        then its connection is dropped, so each tick opens it afresh until it works again, and
+        the failure is logged once, not at every tick."""
+        if not str(exc).startswith(f"{bus_path(self.env)}:"):
+            return False  # the project's own database: the step's failure, logged as usual
+        self._drop_bus()
+        if self.memory.bus_trouble is None:
+            self._log_failure(name, f"{exc} (the bus is opened afresh at each tick until it works)")
+        self.memory.bus_trouble = str(exc)
+        self._bus_failed_now = True
+        return True
+
+    def _bus_works(self) -> None:
+        """After a tick's bus steps: say once that a bus which failed works again."""
+        failed, self._bus_failed_now = self._bus_failed_now, False
+        if not failed and self.memory.bus_trouble is not None:
+            self.memory.bus_trouble = None
+            self.log.append("-", "bus", OutcomeKind.DONE, "the bus works again")
+
     def _sessions(self) -> dict[str, SessionTarget]:
         """Every session of this project, by session id: the workers and the controller.
         Looked at once per tick (tmux and every transcript are read)."""
@@ -540,7 +584,7 @@ class Daemon:
         pending and is tried again, and a retry first looks for it in the transcript, so a
         daemon killed half-way never hands a message over twice."""
         bus = self.bus
-        project = project_channel_name(self.project)
+        project = project_channel_name(self.project, bus)
         agents = [a for a in bus.agents(include_archived=True) if a.project == project]
         agents = [a for a in agents if a.session_id]
         pending = {a.id: bus.pending_deliveries(recipient_id=a.id) for a in agents}
@@ -706,7 +750,7 @@ class Daemon:
         question, failed when its process died); what an agent said of itself (complete,
         archived, blocked by `legion ask`) stands until it is prompted again."""
         bus = self.bus
-        project = project_channel_name(self.project)
+        project = project_channel_name(self.project, bus)
         # Complete and archived agents keep their status whatever their session does.
         settled = (AgentStatus.COMPLETE, AgentStatus.ARCHIVED)
         agents = [

@@ -1,8 +1,20 @@
-"""git, driven through argv lists only: no user text ever reaches a shell."""
+"""git, driven through argv lists only: no user text ever reaches a shell.
+
+Workers write to the repository Legion runs git in: their worktrees share its git folder, so a
+worker can write `.git/hooks/*`, `.git/config` and `.git/info/attributes`. Every git command
+Legion runs therefore runs (1) with hooks off (`core.hooksPath=/dev/null`), (2) with the
+repository's own settings that make git run a program overridden (`safety_overrides`), and (3)
+with only the environment git needs (`git_env`: no API keys or tokens). The user's global and
+system settings (an ssh command, credential helpers, signing) still apply: only a worker cannot
+write those.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,14 +32,140 @@ class GitResult:
     stderr: str
 
 
+# Always: no hooks, no fsmonitor daemon, no `ext::` transport (a URL that is a command), and no
+# recursion into submodules (whose git folders a worker can write too).
+ALWAYS = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "protocol.ext.allow=never",
+    "submodule.recurse=false",
+    "fetch.recurseSubmodules=false",
+    "push.recurseSubmodules=no",
+)
+# Settings that name a program git runs, when the repository (not the user) sets them: git gets
+# the user's global/system value instead, else the default here (None: `cat` as the pager, `:`
+# as the editor; Legion's commands never page or edit anyway).
+_PROGRAM_SETTINGS: tuple[tuple[re.Pattern[str], str | None], ...] = (
+    (re.compile(r"core\.sshcommand"), "ssh"),
+    (re.compile(r"core\.askpass"), ""),
+    (re.compile(r"core\.gitproxy"), ""),
+    (re.compile(r"core\.alternaterefscommand"), ""),
+    (re.compile(r"core\.(?:editor|pager)"), None),
+    (re.compile(r"sequence\.editor"), None),
+    (re.compile(r"filter\..+\.(?:clean|smudge|process)"), ""),  # empty: no filter
+    (re.compile(r"filter\..+\.required"), "false"),
+    (re.compile(r"merge\..+\.driver"), "false"),  # a conflict, reported as one
+    (re.compile(r"diff\.external"), ""),
+    (re.compile(r"diff\..+\.(?:textconv|command)"), ""),
+    (re.compile(r"gpg\.program"), "gpg"),
+    (re.compile(r"gpg\.openpgp\.program"), "gpg"),
+    (re.compile(r"gpg\.x509\.program"), "gpgsm"),
+    (re.compile(r"gpg\.ssh\.program"), "ssh-keygen"),
+    (re.compile(r"gpg\.ssh\.defaultkeycommand"), ""),
+)
+# For these the first value git reads wins, so no `-c` can replace the repository's: the
+# command's own option does, on the commands that use them.
+_PACK_PROGRAMS = (
+    (re.compile(r"remote\..+\.receivepack"), ("push",), "--receive-pack=git-receive-pack"),
+    (
+        re.compile(r"remote\..+\.uploadpack"),
+        ("fetch", "pull", "ls-remote"),
+        "--upload-pack=git-upload-pack",
+    ),
+)
+_HELPER = re.compile(r"credential\.(?:.+\.)?helper")
+_REPOSITORY_SCOPES = ("local", "worktree")
+
+# The environment git gets: what finds programs, the user's config, identity, ssh agent,
+# proxies and certificates. Nothing else: the daemon holds API keys git never needs.
+_ENV_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "EMAIL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+        "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK", "SSH_ASKPASS", "DISPLAY",
+        "WAYLAND_DISPLAY", "GNUPGHOME", "GPG_TTY", "SSL_CERT_FILE", "SSL_CERT_DIR",
+        "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+        "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+    }
+)  # fmt: skip
+_CREDENTIAL_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.IGNORECASE)
+
+
+def git_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The part of `env` (default: this process's) git needs: never an API key or a token."""
+    source = os.environ if env is None else env
+    return {
+        name: value
+        for name, value in source.items()
+        if (name in _ENV_NAMES or name.startswith(("LC_", "GIT_")))
+        and not _CREDENTIAL_NAME.search(name)
+    }
+
+
+def safety_overrides(
+    repo: Path, env: Mapping[str, str], command: str = ""
+) -> tuple[list[str], list[str]]:
+    """Arguments that turn off every way the repository's own git folder could make git run a
+    program: `-c` settings (before the command) and the command's own options (after it).
+    Hooks always; program settings the repository (local or worktree scope) sets, replaced by
+    the user's global one or git's default; its credential helpers dropped (the user's own are
+    kept)."""
+    args = [arg for setting in ALWAYS for arg in ("-c", setting)]
+    options: list[str] = []
+    listing = subprocess.run(
+        ["git", "config", "--list", "--show-scope", "-z"],
+        cwd=repo,
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    outer: dict[str, str] = {}  # global/system values, last one wins as in git
+    helpers: list[tuple[str, str]] = []  # the user's credential helpers, in order
+    repository_keys: set[str] = set()
+    fields = listing.stdout.decode("utf-8", "replace").split("\0")
+    for scope, entry in zip(fields[0::2], fields[1::2], strict=False):
+        key, _, value = entry.partition("\n")
+        if _HELPER.fullmatch(key):
+            if scope in _REPOSITORY_SCOPES:
+                repository_keys.add("credential.helper")
+            else:
+                helpers.append((key, value))
+        elif scope in _REPOSITORY_SCOPES:
+            repository_keys.add(key)
+        elif scope in ("system", "global", "command"):
+            outer[key] = value
+    for key in sorted(repository_keys):
+        for pattern, commands, option in _PACK_PROGRAMS:
+            if pattern.fullmatch(key) and key not in outer and command in commands:
+                options.append(option)
+        if key == "credential.helper":
+            # An empty helper empties the list so far; then the user's own again.
+            args += ["-c", "credential.helper="]
+            args += [arg for name, value in helpers for arg in ("-c", f"{name}={value}")]
+            continue
+        for pattern, default in _PROGRAM_SETTINGS:
+            if pattern.fullmatch(key):
+                chosen = outer.get(key, default)
+                if chosen is None:
+                    chosen = "cat" if key == "core.pager" else ":"  # no pager, no editor
+                args += ["-c", f"{key}={chosen}"]
+                if key == "gpg.ssh.defaultkeycommand" and key not in outer:
+                    # No key to sign with but the one a command would name: do not sign.
+                    args += ["-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false"]
+                break
+    return args, sorted(set(options))
+
+
 def run_git(repo: Path, *args: str, check: bool = True, input_text: str | None = None) -> GitResult:
+    env = git_env()
     try:
+        settings, options = safety_overrides(repo, env, args[0] if args else "")
         proc = subprocess.run(
-            ["git", *args],
+            ["git", *settings, *args[:1], *options, *args[1:]],
             cwd=repo,
             capture_output=True,
             text=True,
             input=input_text,
+            env=env,
             check=False,
         )
     except FileNotFoundError:
@@ -73,4 +211,36 @@ def worktree_for_branch(repo: Path, branch: str) -> Path | None:
             path = Path(line.removeprefix("worktree "))
         elif line == f"branch refs/heads/{branch}" and path is not None:
             return path
+    return None
+
+
+def fast_forward(repo: Path, branch: str, target: str) -> str | None:
+    """Move the local `branch` up to the commit `target` where that is safe: only forward (the
+    branch strictly behind), and where it is checked out, only in a working tree without
+    local changes (by `merge --ff-only` there, so the files follow). None when the branch is
+    at `target` now (or does not exist); else why it was left where it is."""
+    local = rev_parse(repo, f"refs/heads/{branch}")
+    if local is None or local == target:
+        return None
+    if run_git(repo, "merge-base", "--is-ancestor", local, target, check=False).returncode != 0:
+        return f"{branch} has commits the merged base lacks"
+    checked_out = worktree_for_branch(repo, branch)
+    if checked_out is None:
+        moved = run_git(
+            repo,
+            "update-ref",
+            "-m",
+            "legion: fast-forward to the merged base",
+            f"refs/heads/{branch}",
+            target,
+            local,
+            check=False,
+        )
+        return None if moved.returncode == 0 else f"git refused: {last_line(moved.stderr)}"
+    changes = run_git(checked_out, "status", "--porcelain", "--untracked-files=no", check=False)
+    if changes.returncode != 0 or changes.stdout.strip():
+        return f"{branch} is checked out in {checked_out} with local changes"
+    forward = run_git(checked_out, "merge", "--ff-only", "--quiet", target, check=False)
+    if forward.returncode != 0:
+        return f"git refused in {checked_out}: {last_line(forward.stderr or forward.stdout)}"
     return None

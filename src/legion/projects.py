@@ -21,6 +21,7 @@ from legion.config import (
 )
 from legion.errors import ConfigError
 from legion.git import current_branch, run_git
+from legion.workspaces.jj import refuse_jj_only
 
 
 def init_project(
@@ -40,6 +41,8 @@ def init_project(
     start = start.resolve()
     root = git_toplevel(start) if start.is_dir() else None
     if root is None:
+        if start.is_dir():
+            refuse_jj_only(start)
         raise ConfigError(f"{start} is not inside a git repository: run `git init` there first")
     config_path = root / CONFIG_DIR_NAME / CONFIG_FILE_NAME
     if config_path.exists():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
@@ -24,6 +24,7 @@ from typing import Any
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import Project
+from legion.core import backoff
 from legion.core.decide import Action, Decision
 from legion.core.model import Label, Mode, Status
 from legion.core.usage import total
@@ -35,7 +36,7 @@ from legion.errors import (
     ToolMissingError,
 )
 from legion.faults import fault_point
-from legion.forges.base import Forge
+from legion.forges.base import Forge, PullRequest
 from legion.judgments import JudgmentKind, JudgmentQueue, judgment_needs
 from legion.locking import LOCK_TIMEOUT_S, exclusive
 from legion.pause import DispatchPause
@@ -111,6 +112,13 @@ class Outcome:
         }
 
 
+def observed_state(issue: Issue, pr: PullRequest | None, action: str) -> Hashable:
+    """What a change of ends an issue's backoff: its status, labels, pull request and what is
+    due. Not `updated_at`: Legion's own writes (a label put back after a failed move) move it."""
+    review = None if pr is None else (pr.number, pr.state, pr.is_draft, pr.review)
+    return (issue.status, issue.labels, review, action)
+
+
 def counts_toward_wip(mode: Mode) -> bool:
     """Reviewers are short-lived and exempt; every other worker writes code or plans."""
     return mode is not Mode.REVIEW
@@ -136,6 +144,7 @@ class Reconciler:
         *,
         oracle: bool = False,
         oracle_timeout: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.project = project
         self.tracker = tracker
@@ -150,8 +159,11 @@ class Reconciler:
         self.oracle_timeout = (
             project.settings.stale_after if oracle_timeout is None else oracle_timeout
         )
-        # A tracker or forge that said "rate limited, until ...": no pass before then.
+        # A tracker or forge that said "rate limited, until ..." to the pass's reads: no pass
+        # before then. A step of one issue that failed holds back only that issue (`held`).
         self.quiet_until = 0.0
+        self.clock = clock
+        self.held: dict[str, backoff.Held] = {}
 
     def quiet_for(self) -> float:
         """Seconds until a rate-limited backend may be asked again (0 when it may now)."""
@@ -201,12 +213,28 @@ class _Pass:
         if not self.dry_run:
             self.o.log.append(issue, action, kind, detail)
 
-    def failed(self, issue: str, action: str, exc: LegionError, prefix: str = "") -> None:
+    def failed(
+        self,
+        issue: str,
+        action: str,
+        exc: LegionError,
+        prefix: str = "",
+        *,
+        state: Hashable | None = None,
+    ) -> None:
         """Record a failure, and act on a backend's by its kind: a refused credential stops
-        dispatching (said once, as the dispatch pause, until the next `legion start`); a rate
-        limit keeps every pass away until the reset the server gave. A transient failure, an
-        item not found or an invalid request (a bug, named by its operation) only fail this
-        step: the next pass tries again."""
+        dispatching (said once, as the dispatch pause, until the next `legion start`). An
+        issue's step (`state`: the issue as observed) backs off that issue alone
+        (`legion.core.backoff`): a transient failure or a rate limit for longer each time, an
+        invalid request or an item not found until the issue changes. A rate limit on the
+        pass's own reads keeps every pass away until the reset the server gave."""
+        if (
+            isinstance(exc, BackendError)
+            and state is not None
+            and exc.kind is not BackendErrorKind.AUTH
+        ):
+            self.back_off(issue, action, exc, state, prefix)
+            return
         if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED:
             wait = exc.retry_after if exc.retry_after is not None else self.o.project.settings.tick
             if not self.dry_run:
@@ -224,6 +252,42 @@ class _Pass:
             if reason is not None:
                 self.paused = reason
                 self.record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
+
+    def back_off(
+        self, issue: str, action: str, exc: BackendError, state: Hashable, prefix: str
+    ) -> None:
+        now = self.o.clock()
+        held = backoff.after_failure(
+            self.o.held.get(issue),
+            state,
+            now,
+            retryable=exc.retryable,
+            retry_after=exc.retry_after,
+        )
+        if not self.dry_run:
+            self.o.held[issue] = held
+        wait = held.until - now
+        if held.permanent:
+            detail = f"{exc}; not tried again until {issue} changes (or in {wait / 60:.0f} min)"
+        else:
+            detail = f"{exc}; next try for {issue} in {wait:.0f} s"
+        limited = exc.kind is BackendErrorKind.RATE_LIMITED
+        self.record(
+            issue, action, OutcomeKind.DEFERRED if limited else OutcomeKind.FAILED, prefix + detail
+        )
+
+    def holding(self, issue: str, action: str, state: Hashable) -> bool:
+        """Whether the issue's steps still back off; said in the pass's outcomes only (the
+        failure that started it was logged once)."""
+        held = self.o.held.get(issue)
+        wait = backoff.waiting(held, state, self.o.clock())
+        if held is None or wait <= 0:
+            return False
+        why = f"not tried again until {issue} changes" if held.permanent else "backing off"
+        self.outcomes.append(
+            Outcome(issue, action, OutcomeKind.DEFERRED, f"{why}; next try in {wait:.0f} s")
+        )
+        return True
 
     def observed(self, what: str, read: Callable[[], Any]) -> Any:
         """Read part of the world; a failure makes it unknown, and the pass stops."""
@@ -254,19 +318,25 @@ class _Pass:
         *,
         plan: bool = True,
         detail: str = "",
+        state: Hashable | None = None,
     ) -> None:
         """Run one state-changing step; a failure is recorded and leaves the issue for the
         next pass. In a dry run the step is only planned, unless `plan` is False: then it runs
         and must itself change nothing when `self.dry_run`. A step returning None records
-        nothing (it had nothing to do, or recorded its own outcomes)."""
+        nothing (it had nothing to do, or recorded its own outcomes). With `state` (the issue
+        as observed) a backend's failure backs off the issue, and success forgets it."""
+        if state is not None and self.holding(issue, action, state):
+            return
         if self.dry_run and plan:
             self.record(issue, action, OutcomeKind.PLANNED, detail)
             return
         try:
             result = step()
         except LegionError as exc:
-            self.failed(issue, action, exc)
+            self.failed(issue, action, exc, state=state)
             return
+        if state is not None and not self.dry_run:
+            self.o.held.pop(issue, None)
         if result is not None:
             self.record(issue, action, result.kind, result.detail, result.retry_after)
 
@@ -352,6 +422,7 @@ class _Pass:
                 "escalate_question",
                 partial(self._route, view, issue.identifier),
                 plan=False,
+                state=observed_state(issue, None, "escalate_question"),
             )
 
     def _route(self, view: WorkerView, issue: str) -> Step | None:
@@ -510,7 +581,12 @@ class _Pass:
             Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH: self.redispatch,
         }
         handler = handlers.get(decision.action, self.dispatch)
-        self.guarded(issue, decision.action.value, lambda: handler(state, decision))
+        self.guarded(
+            issue,
+            decision.action.value,
+            lambda: handler(state, decision),
+            state=observed_state(state.issue, state.pr, decision.action.value),
+        )
 
     def _clear_finished_workers(self, issue: str) -> Step | None:
         """Close the issue's live workers before the next mode starts; None when done, else why

@@ -385,6 +385,31 @@ class FakeGitHub(GraphQLFake):
         )
         return result.stdout.strip() if result.returncode == 0 else None
 
+    def merge_in_remote(self, pr: Node, method: str) -> str | None:
+        """Merge the PR's branch into its base in the remote, as GitHub does (one commit on the
+        base: a squash, or a merge commit with both parents); its sha, or None without a
+        remote or when either branch is not there."""
+        base, head = self.remote_head(pr["baseRefName"]), self.remote_head(pr["headRefName"])
+        if self.remote is None or base is None or head is None:
+            return None
+
+        def git(*args: str) -> str:
+            return subprocess.run(
+                ["git", "--git-dir", str(self.remote), *args],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+
+        tree = git("merge-tree", "--write-tree", base, head).splitlines()[0]
+        parents = ["-p", base] + (["-p", head] if method == "MERGE" else [])
+        identity = ("-c", "user.name=GitHub", "-c", "user.email=noreply@github.invalid")
+        commit = git(
+            *identity, "commit-tree", tree, *parents, "-m", f"{pr['title']} (#{pr['number']})"
+        )
+        git("update-ref", f"refs/heads/{pr['baseRefName']}", commit, base)
+        return commit
+
     def head_oid(self, pr: Node) -> str:
         if pr["_head_oid"] is not None:
             return str(pr["_head_oid"])
@@ -668,7 +693,7 @@ def _merge(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
     method = input.get("mergeMethod") or "MERGE"  # GitHub's default
     fake.merges.append((pr["number"], method))
     pr["state"] = "MERGED"
-    pr["_merge_commit"] = _sha(f"merge {pr['number']} {method}")
+    pr["_merge_commit"] = fake.merge_in_remote(pr, method) or _sha(f"merge {pr['number']} {method}")
     fake.touch(pr)
     return {"pullRequest": pr, "actor": _user(fake.viewer), "clientMutationId": None}
 

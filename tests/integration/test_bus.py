@@ -342,11 +342,13 @@ def test_register_session_names_agents_by_their_session(git_repo: Path) -> None:
     assert run_legion("init", cwd=git_repo).returncode == 0
     project = load_project(git_repo)
     bus = SqliteBus(bus_path(os.environ))
-    legion = register_session(bus, project, mode="controller", session_id="c", workspace=git_repo)
+    legion = register_session(
+        bus, project, mode="controller", session_id="c", workspace=git_repo, runtime="t"
+    )
     assert (legion.address, legion.role) == ("repo/main/legion", AgentRole.CONTROLLER)
     git(git_repo, "worktree", "add", "-q", "-b", "legion/LEG-1", str(git_repo.parent / "wt"))
     retro = register_session(
-        bus, project, mode="retro", session_id="i", workspace=git_repo.parent / "wt"
+        bus, project, mode="retro", session_id="i", workspace=git_repo.parent / "wt", runtime="t"
     )
     assert (retro.address, retro.role) == ("repo/legion/LEG-1/implement", AgentRole.RETRO)
     bus.close()

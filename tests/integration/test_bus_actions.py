@@ -446,6 +446,7 @@ def start_orchestrator(bus: SqliteBus, project: Path) -> Agent:
         mode="controller",
         session_id=CONTROLLER["LEGION_SESSION_ID"],
         workspace=project,
+        runtime="claude-code",
     )
 
 
@@ -604,10 +605,15 @@ def test_kill_and_archive_from_the_command_line(
     worktree = worktree_of(cli_project, "legion/LEG-1")
     project = load_project(cli_project)
     implement = register_session(
-        cli_bus, project, mode="implement", session_id="sid-implement", workspace=worktree
+        cli_bus,
+        project,
+        mode="implement",
+        session_id="sid-implement",
+        workspace=worktree,
+        runtime="t",
     )
     review = register_session(
-        cli_bus, project, mode="review", session_id="sid-review", workspace=worktree
+        cli_bus, project, mode="review", session_id="sid-review", workspace=worktree, runtime="t"
     )
     assert cli_bus.projects() == {"repo": cli_project}
 
@@ -648,15 +654,21 @@ def test_kill_and_archive_from_the_command_line(
 def test_kill_needs_to_know_where_the_agents_project_lives(
     legion: LegionRunner, cli_project: Path, cli_bus: SqliteBus
 ) -> None:
-    # Registered without `register_session`: the bus never learnt where project 'repo' is.
+    # Registered without `register_session`: the bus never learnt where project 'elsewhere' is.
     stray = cli_bus.register_agent(
-        Channel("repo", "main"), "plan", role=AgentRole.PLAN, runtime="t", session_id="sid-plan"
+        Channel("elsewhere", "main"), "plan", role=AgentRole.PLAN, runtime="t", session_id="s-1"
     )
     cli_bus.update_agent(stray.id, status=AgentStatus.IDLE)
-    one_line_error(legion("kill", "plan"), "does not know where project 'repo' lives")
+    one_line_error(
+        legion("kill", "elsewhere/main/plan"), "does not know where project 'elsewhere' lives"
+    )
     assert cli_bus.agent(stray.id).status is AgentStatus.IDLE
 
-    cli_bus.record_project("repo", cli_project)
+    # The project the human speaks from is on the bus as soon as they do.
+    here = cli_bus.register_agent(
+        Channel("repo", "main"), "plan", role=AgentRole.PLAN, runtime="t", session_id="sid-plan"
+    )
+    cli_bus.update_agent(here.id, status=AgentStatus.IDLE)
     assert ok_json(legion("kill", "plan", "--json"))["status"] == "failed"
 
 

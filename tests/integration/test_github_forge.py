@@ -34,6 +34,7 @@ from legion.forges.github.adapter import (
 from legion.forges.github.client import api_base, classify, find_token, graphql_url
 from legion.forges.github.documents import BATCH_OPERATION, BATCH_SIZE
 from legion.trackers.base import unmark
+from legion.workspaces.git_worktree import GitWorktrees
 from tests.conftest import git
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.graphql_server import Fault
@@ -698,3 +699,74 @@ def test_review_labels_made_or_deleted_meanwhile_are_found_again(
 )
 def test_github_errors_are_classified(error: dict[str, str], kind: BackendErrorKind | None) -> None:
     assert classify(error) is kind
+
+
+# -- after a merge: the base comes home ------------------------------------------------------
+
+
+def merged_forge(repo: Path, github: FakeGitHub, warnings: list[str]) -> GitHubForge:
+    return GitHubForge(
+        make_project(repo, github), timeout=2.0, sleep=lambda _s: None, warn=warnings.append
+    )
+
+
+def test_a_merge_fast_forwards_the_local_base_and_new_workspaces_start_from_it(
+    repo: Path, github: FakeGitHub, remote: Path, tmp_path: Path
+) -> None:
+    warnings: list[str] = []
+    forge = merged_forge(repo, github, warnings)
+    commit_on_branch(repo, "legion/eng-30", "thirty.txt", "30\n")
+    forge.create_pr("ENG-30", "legion/eng-30")
+
+    merged = forge.merge("ENG-30")
+
+    remote_main = remote_sha(remote, "main")
+    assert merged.merge_commit == remote_main  # GitHub's (the fake's) squash commit
+    assert git(repo, "rev-parse", "refs/heads/main").strip() == remote_main
+    assert (repo / "thirty.txt").read_text() == "30\n"  # the user's checkout has the work
+    assert warnings == []
+    workspace = GitWorktrees(repo, tmp_path / "ws", "main", remote="origin").ensure("ENG-31")
+    assert git(workspace.path, "rev-parse", "HEAD").strip() == remote_main
+
+
+def test_a_base_not_checked_out_moves_too(repo: Path, github: FakeGitHub, remote: Path) -> None:
+    warnings: list[str] = []
+    forge = merged_forge(repo, github, warnings)
+    commit_on_branch(repo, "legion/eng-32", "x.txt", "x\n")
+    forge.create_pr("ENG-32", "legion/eng-32")
+    git(repo, "switch", "--quiet", "--detach")
+    forge.merge("ENG-32")
+    assert git(repo, "rev-parse", "refs/heads/main").strip() == remote_sha(remote, "main")
+    assert warnings == []
+
+
+def test_a_local_base_with_changes_or_its_own_commits_is_left_as_it_is_and_said(
+    repo: Path, github: FakeGitHub, remote: Path, tmp_path: Path
+) -> None:
+    warnings: list[str] = []
+    forge = merged_forge(repo, github, warnings)
+    commit_on_branch(repo, "legion/eng-33", "a.txt", "a\n")
+    commit_on_branch(repo, "legion/eng-34", "b.txt", "b\n")
+    forge.create_pr("ENG-33", "legion/eng-33")
+    forge.create_pr("ENG-34", "legion/eng-34")
+    before = git(repo, "rev-parse", "refs/heads/main").strip()
+    (repo / "README.md").write_text("my edit, not committed\n", encoding="utf-8")
+
+    forge.merge("ENG-33")
+
+    assert git(repo, "rev-parse", "refs/heads/main").strip() == before
+    assert (repo / "README.md").read_text() == "my edit, not committed\n"
+    assert len(warnings) == 1 and "local main was left as it is" in warnings[0]
+    assert "with local changes" in warnings[0] and "git merge --ff-only origin/main" in warnings[0]
+    # New workspaces start from the merged base all the same.
+    workspace = GitWorktrees(repo, tmp_path / "ws", "main", remote="origin").ensure("ENG-35")
+    assert (workspace.path / "a.txt").exists()
+
+    git(repo, "checkout", "--quiet", "--", "README.md")
+    (repo / "mine.txt").write_text("mine\n", encoding="utf-8")
+    git(repo, "add", "mine.txt")
+    git(repo, "commit", "--quiet", "-m", "a local commit")
+    mine = git(repo, "rev-parse", "HEAD").strip()
+    forge.merge("ENG-34")
+    assert git(repo, "rev-parse", "refs/heads/main").strip() == mine
+    assert "main has commits the merged base lacks" in warnings[-1]

@@ -26,6 +26,7 @@ from tests.fakes.linear_server import FakeLinear
 
 TIMEOUT = 0.5
 BATCH = "PullRequestsForBranches"
+UPDATE = "LinearIssueUpdate"
 
 
 @pytest.fixture(scope="module")
@@ -196,3 +197,109 @@ def test_a_pull_request_linear_attached_is_the_issues_on_any_branch(
     assert linear.state_name(unlinked) == "In Review"
     # The linked PR came in the same request as the branches' PRs.
     assert [r.operation for r in github.requests].count(BATCH) == 1
+
+
+class Clock:
+    """The reconciler's clock, moved by the test (backoffs are minutes long)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_one_issues_refused_step_backs_off_that_issue_alone(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub],
+) -> None:
+    """An invalid request is reported once and not sent again until the issue changes; a
+    transient failure is tried again after a backoff that doubles; neither holds back another
+    issue, and neither makes a pass wait."""
+    reconciler, linear, github = world
+    clock = Clock()
+    reconciler.clock = clock
+    # No fault here is a timeout: a loaded machine must not add one.
+    env = reconciler.project.env
+    client = linear_client(env, timeout=10.0, sleep=lambda _s: None)
+    reconciler.tracker = open_tracker(reconciler.project, None, client=client)
+    # ENG-3 is due to move to Retro too, like ENG-1.
+    three = linear.add_issue("Reviewed too", state="In Review", labels=["worker-done"])
+    github.add_pr(f"legion/{three.lower()}", labels=("worker-approved",))
+    invalid = Fault(
+        errors=[{"message": "Argument Validation Error", "extensions": {"code": "INVALID_INPUT"}}],
+        operation=UPDATE,
+    )
+    down = Fault(status=500, body=b"oops", operation=UPDATE)
+    # The moves run in identifier order: ENG-1's first update is refused as invalid, ENG-3's
+    # fails as a server error (a mutation is not retried by the client: it may have landed).
+    linear.fail_next(invalid, down)
+
+    first = reconciler.run()
+
+    eng1 = next(o for o in first if o.issue == "ENG-1")
+    eng3 = next(o for o in first if o.issue == three)
+    assert eng1.kind is OutcomeKind.FAILED and "not tried again until ENG-1 changes" in eng1.detail
+    assert eng3.kind is OutcomeKind.FAILED and f"next try for {three} in 30 s" in eng3.detail
+    assert HANDLED_ENG2 in summary(first)
+    assert reconciler.quiet_for() == 0  # no pass waits for either
+    assert {linear.state_name("ENG-1"), linear.state_name(three)} == {"In Review"}
+
+    linear.requests.clear()
+    second = reconciler.run()  # backing off: neither update is sent, nothing logged again
+    assert linear.operations().count(UPDATE) == 0, summary(second)
+    assert ("ENG-1", "transition_to_retro", "deferred") in summary(second)
+    assert (three, "transition_to_retro", "deferred") in summary(second)
+    assert HANDLED_ENG2 in summary(second)
+    logged = [e.outcome for e in reconciler.log.tail(50, issue="ENG-1")]
+    assert logged == [OutcomeKind.FAILED]  # said once
+
+    # ENG-3 fails again after its backoff: the next one is twice as long.
+    clock.now += 31
+    linear.fail_next(down)
+    third = reconciler.run()
+    assert f"next try for {three} in 60 s" in next(o.detail for o in third if o.issue == three)
+    assert ("ENG-1", "transition_to_retro", "deferred") in summary(third)
+
+    # The server is back: ENG-3 moves once its backoff is over; ENG-1 still waits.
+    clock.now += 61
+    linear.requests.clear()
+    fourth = reconciler.run()
+    assert (three, "transition_to_retro", "done") in summary(fourth)
+    assert linear.state_name(three) == "Retro"
+    assert ("ENG-1", "transition_to_retro", "deferred") in summary(fourth)
+    assert linear.state_name("ENG-1") == "In Review"
+
+    # A person changes ENG-1 (a label): its step is tried again at once, and goes through.
+    linear.add_label("needs-docs")
+    with linear.lock:
+        linear.issue("ENG-1")["label_ids"].append(linear.label("needs-docs")["id"])
+    fifth = reconciler.run()
+    assert ("ENG-1", "transition_to_retro", "done") in summary(fifth)
+    assert linear.state_name("ENG-1") == "Retro"
+
+
+def test_a_rate_limit_on_one_issues_step_holds_back_that_issue_alone(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub],
+) -> None:
+    reconciler, linear, github = world
+    env = reconciler.project.env
+    client = linear_client(env, timeout=10.0, sleep=lambda _s: None)
+    reconciler.tracker = open_tracker(reconciler.project, None, client=client)
+    three = linear.add_issue("Reviewed too", state="In Review", labels=["worker-done"])
+    github.add_pr(f"legion/{three.lower()}", labels=("worker-approved",))
+    limited = Fault(
+        status=400,
+        headers={"Retry-After": "600"},
+        errors=[{"message": "Rate limit exceeded", "extensions": {"code": "RATELIMITED"}}],
+        operation=UPDATE,
+    )
+    linear.fail_next(limited)
+
+    outcomes = reconciler.run()
+
+    eng1 = next(o for o in outcomes if o.issue == "ENG-1")
+    assert eng1.kind is OutcomeKind.DEFERRED and "next try for ENG-1 in 600 s" in eng1.detail
+    assert (three, "transition_to_retro", "done") in summary(outcomes)  # not held back
+    assert reconciler.quiet_for() == 0  # and no pass waits
+    assert ("ENG-1", "transition_to_retro", "deferred") in summary(reconciler.run())
+    assert linear.state_name("ENG-1") == "In Review"

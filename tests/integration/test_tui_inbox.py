@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,10 +17,16 @@ import pytest
 from textual.widgets import DataTable
 
 from legion.bus.store import SqliteBus
+from legion.config import load_project
 from legion.core.model import Mode
 from legion.tui.sources import Board, ProjectSources, TrackerInbox
 from tests.conftest import LegionRunner
 from tests.unit.test_tui import RecordingApp, run, settle, until_said, until_shown
+
+
+def claim(bus: SqliteBus, project: Path) -> None:
+    """The bus learns where the project lives (as when it starts a session there)."""
+    assert bus.claim_project(load_project(project).settings.project_id, "repo", project) == "repo"
 
 
 def sources(project: Path, bus_path: Path) -> ProjectSources:
@@ -50,8 +57,8 @@ def test_a_tracker_question_is_answered_from_the_inbox(
     ask_on_the_tracker(legion)
     bus_path = tmp_path / "bus.db"
     bus = SqliteBus(bus_path)
-    bus.record_project("repo", project)
-    bus.record_project("ghost", tmp_path / "gone")  # a project whose folder is gone
+    claim(bus, project)
+    bus.claim_project(str(uuid.uuid4()), "ghost", tmp_path / "gone")  # its folder is gone
     bus.close()
     here = sources(project, bus_path)
 
@@ -88,7 +95,7 @@ def test_feedback_is_refused_for_an_issue_not_waiting(
 ) -> None:
     assert legion("issue", "create", "Add a flag").returncode == 0
     bus_path = tmp_path / "bus.db"
-    SqliteBus(bus_path).record_project("repo", project)
+    claim(SqliteBus(bus_path), project)
     from legion.errors import ConflictError
 
     with pytest.raises(ConflictError, match="not waiting for an answer"):
@@ -121,7 +128,7 @@ def test_the_board_dispatch_goes_through_open_workers(
 
     monkeypatch.setattr("legion.backends.open_workers", open_workers)
     bus_path = tmp_path / "bus.db"
-    SqliteBus(bus_path).record_project("repo", project)
+    claim(SqliteBus(bus_path), project)
     here = sources(project, bus_path)
     board = here.board(None)
     assert isinstance(board, Board), board

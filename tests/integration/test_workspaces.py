@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
 
 import pytest
 
+from legion.backends import open_backends, open_workers
+from legion.config import load_project
 from legion.core.model import Status
 from legion.embedded.db import Database
 from legion.errors import ConflictError
@@ -17,7 +20,7 @@ from legion.trackers.local import LocalTracker
 from legion.workspaces.git_worktree import GitWorktrees
 from legion.workspaces.jj import JjWorkspaces
 from legion.workspaces.sweep import sweep_done
-from tests.conftest import git
+from tests.conftest import git, run_legion
 
 
 @pytest.fixture
@@ -237,3 +240,46 @@ def test_git_status_parsing_keeps_renames_apart() -> None:
 
     listing = "R  new.txt\0old.txt\0 M a.txt\0!! .env\0!! build/\0?? b.txt\0"
     assert parse_status(listing) == (["new.txt", "a.txt", "b.txt"], [".env", "build/"])
+
+
+def test_auto_uses_git_worktrees_in_a_colocated_jj_repository(
+    git_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`workspace_vcs = auto` never picks the jj adapter, which has not run against a real jj:
+    in a colocated repository (`.jj` and `.git`) with jj installed, workers get git worktrees."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "jj"
+    stand_in.write_text(FAKE_JJ.format(python=sys.executable))
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
+    state = tmp_path / "jj-state.json"
+    monkeypatch.setenv("FAKE_JJ_STATE", str(state))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    (git_repo / ".jj").mkdir()
+    assert run_legion("init", cwd=git_repo).returncode == 0
+
+    project = load_project(git_repo)
+    workers = open_workers(project, open_backends(project))
+    workspace = workers.workspaces.ensure("LEG-1")
+
+    assert workspace.kind == "git" and workspace.branch == "legion/leg-1"
+    assert git(workspace.path, "branch", "--show-current").strip() == "legion/leg-1"
+    assert not state.exists()  # jj never ran
+
+
+def test_a_jj_repository_git_cannot_see_is_refused_in_one_line(git_repo: Path) -> None:
+    jj_only = git_repo.parent / "jj-only"
+    (jj_only / ".jj" / "repo").mkdir(parents=True)
+    init = run_legion("init", cwd=jj_only)
+    assert init.returncode == 2 and init.stderr.count("\n") == 1, init.stderr
+    assert "jj repository without git" in init.stderr and "--colocate" in init.stderr
+    assert not (jj_only / ".legion").exists()
+
+    # A project that was colocated, and is not any more: dispatch refuses the same way.
+    (git_repo / ".jj").mkdir()
+    assert run_legion("init", cwd=git_repo).returncode == 0
+    assert run_legion("issue", "create", "Something", cwd=git_repo).returncode == 0
+    shutil.rmtree(git_repo / ".git")
+    dispatch = run_legion("dispatch", "LEG-1", "plan", cwd=git_repo)
+    assert dispatch.returncode == 2 and "jj repository without git" in dispatch.stderr
+    assert "Traceback" not in dispatch.stderr

@@ -3,7 +3,8 @@ start; anybody else running `legion` is the human.
 
 A session Legion started has `LEGION_SESSION_ID` and `LEGION_MODE` in its environment (the
 worker manager sets them), so a `legion say` from it is found as its agent. Its channel is its
-project (the repository folder's name) and the git branch it works on: an issue's workers
+project (its name on the bus: the repository folder's name, made unique among the projects on
+the machine, see `SqliteBus.claim_project`) and the git branch it works on: an issue's workers
 share the issue's branch (`legion/LEG-7`), the orchestrator is on the base branch.
 """
 
@@ -23,12 +24,24 @@ from legion.errors import ConfigError, InputError
 from legion.git import current_branch
 
 CONTROLLER_MODE = "controller"  # LEGION_MODE of the orchestrator's session
-RUNTIME = "claude-code"
 
 
-def project_channel_name(project: Project) -> str:
-    """The project's name on the bus: its repository folder's name, made addressable."""
-    return project_name_for_folder(project.root.name)
+def project_channel_name(project: Project, bus: Bus | None = None) -> str:
+    """The project's name on the bus: given to its project id the first time the bus sees it
+    (its repository folder's name, made addressable, with a suffix when another project has
+    that name), the same ever after. `bus`: the bus to ask (default: the machine's, opened
+    for the call)."""
+    if bus is not None:
+        return bus.claim_project(
+            project.settings.project_id, project_name_for_folder(project.root.name), project.root
+        )
+    from legion.bus.store import open_bus
+
+    opened = open_bus(project.env)
+    try:
+        return project_channel_name(project, opened)
+    finally:
+        opened.close()
 
 
 def agent_name_for_mode(mode: str) -> str:
@@ -68,13 +81,12 @@ def register_session(
     mode: str,
     session_id: str,
     workspace: Path,
-    runtime: str = RUNTIME,
+    runtime: str,
 ) -> Agent:
     """Record that Legion started (or resumed) session `session_id` in `mode` ("controller" or
     a worker mode) in `workspace`: its agent is busy, with a new spawn instance. Call it each
     time the session's process starts, before the process can post."""
-    channel = Channel(project_channel_name(project), branch_of(workspace))
-    bus.record_project(channel.project, project.root)
+    channel = Channel(project_channel_name(project, bus), branch_of(workspace))
     return bus.register_agent(
         channel,
         agent_name_for_mode(mode),
@@ -100,7 +112,7 @@ def identify(
     before it could be), else the human."""
     session_id = env.get("LEGION_SESSION_ID", "").strip()
     if not session_id:
-        return Speaker(bus.human(), lambda: human_channel(project(), cwd))
+        return Speaker(bus.human(), lambda: human_channel(project(), cwd, bus))
     agent = bus.agent_by_session(session_id)
     if agent is None:
         mode = env.get("LEGION_MODE", "").strip()
@@ -111,14 +123,46 @@ def identify(
             )
         workspace = cwd if current_branch(cwd) is not None else project().root
         agent = register_session(
-            bus, project(), mode=mode, session_id=session_id, workspace=workspace
+            bus,
+            project(),
+            mode=mode,
+            session_id=session_id,
+            workspace=workspace,
+            runtime=session_runtime(project(), mode, session_id),
         )
     found = agent
     return Speaker(found, lambda: found.channel)
 
 
-def human_channel(project: Project, cwd: Path) -> Channel:
+def session_runtime(project: Project, mode: str, session_id: str) -> str:
+    """The agent CLI session `session_id` runs on: as the worker registry recorded it when
+    Legion started it, else (the controller, or a session the registry never saw) the CLI the
+    project's settings give its role."""
+    from legion.embedded.db import Database
+    from legion.errors import StoreError
+    from legion.runtime.registry import Registry
+
+    record = None
+    if project.db_path.exists():
+        try:
+            db = Database(project.db_path, create=False)
+        except StoreError:
+            pass  # the settings still say which CLI the role runs on
+        else:
+            try:
+                record = Registry(db).by_session(session_id)
+            except StoreError:
+                pass
+            finally:
+                db.close()
+    if record is not None:
+        return record.runtime
+    role = CONTROLLER_MODE if mode == CONTROLLER_MODE else session_mode(_mode(mode)).value
+    return project.settings.runtime_for(role)
+
+
+def human_channel(project: Project, cwd: Path, bus: Bus | None = None) -> Channel:
     """The human speaks in the project's channel of the branch checked out where they are (a
     worktree of the project counts), else of the project's main working tree."""
     here = cwd if git_toplevel(cwd) == project.root else project.root
-    return Channel(project_channel_name(project), branch_of(here))
+    return Channel(project_channel_name(project, bus), branch_of(here))

@@ -9,6 +9,7 @@ writes, so a poster waits instead of failing half-way; numbered migrations of it
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -135,6 +136,23 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at TEXT NOT NULL
     );
     """,
+    # 3: a project is its project id (two repositories in folders of the same name are two
+    # projects); its name on the bus is unique and, once given, never changes. The projects an
+    # older Legion recorded keep their names, unclaimed until the project at their root claims
+    # them (`SqliteBus.claim_project`): their messages stay theirs.
+    """
+    CREATE TABLE projects_by_id (
+        name TEXT PRIMARY KEY,
+        project_id TEXT UNIQUE,
+        root TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    INSERT INTO projects_by_id (name, project_id, root, updated_at)
+    SELECT name, NULL, root, updated_at FROM projects;
+    DROP TABLE projects;
+    ALTER TABLE projects_by_id RENAME TO projects;
+    CREATE INDEX projects_root ON projects(root) WHERE project_id IS NULL;
+    """,
 )
 
 # Client-chosen message ids: a UUID, or any short token a client can make unique.
@@ -200,12 +218,19 @@ class Bus(Protocol):
         """The agent `address` names when written in `here` (see `legion.bus.address`)."""
         ...
 
-    def record_project(self, name: str, root: Path) -> None:
-        """Project `name` (its name on the bus) lives at `root`."""
+    def claim_project(self, project_id: str, name: str, root: Path) -> str:
+        """The name on the bus of the project `project_id`, which lives at `root`: the one it
+        was given, else `name` (its folder's), with a suffix (`app-2`) when another project
+        has it; a project an older Legion recorded at `root` is claimed with its name."""
         ...
 
     def projects(self) -> dict[str, Path]:
-        """Every project Legion has started a session in, by name: where it lives."""
+        """Every project the bus has seen, by name: where it lives."""
+        ...
+
+    def replaced(self) -> bool:
+        """Whether the database file on disk is no longer the one this bus has open (restored
+        from a copy, moved aside): a long-lived holder reopens it."""
         ...
 
     # -- messages and deliveries
@@ -579,20 +604,50 @@ class SqliteBus:
             by_key = _by_key(self._all_agents(conn))
         return by_key[resolve(address, here, by_key.keys())]
 
-    def record_project(self, name: str, root: Path) -> None:
+    def claim_project(self, project_id: str, name: str, root: Path) -> str:
         name = clean_project_name(name)
+        where = str(root)
+        with self._db.read() as conn:  # the common case: known, where it was
+            row = conn.execute(
+                "SELECT name, root FROM projects WHERE project_id = ?", (project_id,)
+            ).fetchone()
+        if row is not None and row["root"] == where:
+            return str(row["name"])
         with self._db.write() as conn:
+            row = conn.execute(
+                "SELECT name FROM projects WHERE project_id = ?", (project_id,)
+            ).fetchone()
+            if row is not None:  # the project moved: same project, same name
+                conn.execute(
+                    "UPDATE projects SET root = ?, updated_at = ? WHERE project_id = ?",
+                    (where, stamp(), project_id),
+                )
+                return str(row["name"])
+            row = conn.execute(
+                "SELECT name FROM projects WHERE project_id IS NULL AND root = ? "
+                "ORDER BY updated_at DESC LIMIT 1",
+                (where,),
+            ).fetchone()
+            if row is not None:  # recorded here by an older Legion: its messages are ours
+                conn.execute(
+                    "UPDATE projects SET project_id = ?, updated_at = ? WHERE name = ?",
+                    (project_id, stamp(), row["name"]),
+                )
+                return str(row["name"])
+            chosen = _free_project_name(conn, name)
             conn.execute(
-                "INSERT INTO projects (name, root, updated_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET root = excluded.root, "
-                "updated_at = excluded.updated_at WHERE root != excluded.root",
-                (name, str(root), stamp()),
+                "INSERT INTO projects (name, project_id, root, updated_at) VALUES (?, ?, ?, ?)",
+                (chosen, project_id, where, stamp()),
             )
+            return chosen
 
     def projects(self) -> dict[str, Path]:
         with self._db.read() as conn:
             rows = conn.execute("SELECT name, root FROM projects ORDER BY name").fetchall()
         return {name: Path(root) for name, root in rows}
+
+    def replaced(self) -> bool:
+        return self._db.replaced()
 
     @staticmethod
     def _agent_in(conn: sqlite3.Connection, agent_id: int) -> Agent:
@@ -1060,6 +1115,24 @@ class SqliteBus:
     def _task_in(conn: sqlite3.Connection, task_id: int) -> Task | None:
         row = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
         return None if row is None else _task(row)
+
+
+def _free_project_name(conn: sqlite3.Connection, name: str) -> str:
+    """`name`, or `name-2`, `name-3`, …: the first no project has, and no agent, message or
+    task of the bus uses (an older Legion wrote some without recording their project)."""
+    for n in itertools.count(1):
+        suffix = "" if n == 1 else f"-{n}"
+        candidate = name[: 100 - len(suffix)].rstrip("._-") + suffix
+        taken = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM projects WHERE name = ?1) "
+            "OR EXISTS (SELECT 1 FROM agents WHERE project = ?1) "
+            "OR EXISTS (SELECT 1 FROM messages WHERE project = ?1) "
+            "OR EXISTS (SELECT 1 FROM tasks WHERE project = ?1)",
+            (candidate,),
+        ).fetchone()[0]
+        if not taken:
+            return candidate
+    raise AssertionError("unreachable")  # itertools.count never ends
 
 
 def _by_key(agents: Iterable[Agent]) -> dict[AgentKey, Agent]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -64,6 +65,27 @@ def _parse_channel(given: str | None) -> Channel | None:
     from legion.bus.address import parse_channel
 
     return None if given is None else parse_channel(given)
+
+
+def _known(ctx: typer.Context, bus: Bus, channel: Channel | None) -> Channel | None:
+    """A channel given with --channel, if its project is one the bus knows: a name that is
+    none would post where nobody reads, or read nothing as if all were quiet."""
+    from legion.bus.sessions import project_channel_name
+    from legion.errors import LegionError
+
+    if channel is None:
+        return None
+    known = bus.projects()
+    if channel.project not in known:
+        with contextlib.suppress(LegionError):  # the project here, on the bus from now on
+            known[project_channel_name(common.project(ctx), bus)] = Path()
+    if channel.project not in known:
+        names = ", ".join(sorted(known)) or "none yet"
+        raise InputError(
+            f"no project {channel.project!r} on the bus (its projects: {names}); "
+            "write the channel as PROJECT/BRANCH with one of them"
+        )
+    return channel
 
 
 def _read_text(text: str) -> str:
@@ -168,6 +190,7 @@ def say(
     from legion.bus import actions
 
     bus = _open_bus()
+    wanted = _known(ctx, bus, wanted)
     speaker = _speaker(ctx, bus)
     posted = actions.say(
         bus, speaker.agent, wanted or speaker.channel(), body, message_id=chosen_id
@@ -342,6 +365,7 @@ def messages(
     object per line."""
     wanted = _parse_channel(channel)
     bus = _open_bus()
+    wanted = _known(ctx, bus, wanted)
     speaker = _speaker(ctx, bus)
     me = speaker.agent.id
     where = wanted if unread else wanted or speaker.channel()
@@ -466,7 +490,7 @@ def task_add(
     parent_id = _task_id(parent) if parent is not None else None
     wanted = _parse_channel(channel)
     bus = _open_bus()
-    where = wanted or _speaker(ctx, bus).channel()
+    where = _known(ctx, bus, wanted) or _speaker(ctx, bus).channel()
     assignee = bus.resolve_agent(assign, where) if assign is not None else None
     task = bus.add_task(
         where,
@@ -491,7 +515,7 @@ def task_list(
     """The channel's tasks as a tree: [x] done, [>] assigned, [ ] pending."""
     wanted = _parse_channel(channel)
     bus = _open_bus()
-    where = wanted or _speaker(ctx, bus).channel()
+    where = _known(ctx, bus, wanted) or _speaker(ctx, bus).channel()
     found = bus.tasks(where)
     addresses = _addresses(bus) if found else {}
     if as_json:
@@ -582,12 +606,18 @@ def kill(
 def _workers_of(bus: Bus, agent: Agent) -> Any:
     """The worker manager of the agent's project, found where the bus says it lives."""
     from legion.backends import open_backends, open_workers
+    from legion.bus.sessions import project_channel_name
     from legion.config import load_project
 
     root = bus.projects().get(agent.project)
     if root is None:
         raise InputError(f"the bus does not know where project {agent.project!r} lives")
     project = load_project(root)
+    there = project_channel_name(project, bus)
+    if there != agent.project:  # another project took its folder: its sessions are not ours
+        raise InputError(
+            f"project {agent.project!r} no longer lives at {root} (project {there!r} does)"
+        )
     return open_workers(project, open_backends(project))
 
 

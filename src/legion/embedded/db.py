@@ -236,6 +236,7 @@ class Database:
         try:
             # isolation_level=None: we issue BEGIN ourselves, so every write is explicit.
             self._conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            self._identity = _identity(path)
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -307,8 +308,21 @@ class Database:
         except sqlite3.Error as exc:
             raise _describe(self.path, exc) from None
 
+    def replaced(self) -> bool:
+        """Whether the file at `path` is no longer the one this connection has open (put back
+        from a copy, moved aside): the connection would go on reading the old one."""
+        return _identity(self.path) != self._identity
+
     def close(self) -> None:
         self._conn.close()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
 
 
 def migration_script(version: int, migrations: Sequence[str] | None = None) -> str:

@@ -63,7 +63,7 @@ def _channel_here(bus: Bus, env: Mapping[str, str], cwd: Path) -> Channel | None
     from legion.errors import LegionError
 
     try:
-        channel = human_channel(load_project(cwd, env), cwd)
+        channel = human_channel(load_project(cwd, env), cwd, bus)
     except LegionError:
         return None
     if any(agent.channel == channel for agent in bus.agents(include_archived=True)):

@@ -51,11 +51,24 @@ class GitWorktrees:
         root: Path,
         base_branch: str,
         regenerable: Sequence[str] = DEFAULT_REGENERABLE,
+        *,
+        remote: str | None = None,
     ) -> None:
         self.repo = repo
         self.root = root
         self.base_branch = base_branch
         self.regenerable = tuple(regenerable)
+        # With a hosted forge the base that counts is the remote's (its pull requests merge
+        # there): new branches start from `<remote>/<base>` as last fetched, when there is one.
+        self.remote = remote
+
+    def start_point(self) -> str:
+        """Where a new issue branch starts."""
+        if self.remote is not None:
+            tracking = f"refs/remotes/{self.remote}/{self.base_branch}"
+            if rev_parse(self.repo, tracking) is not None:
+                return tracking
+        return self.base_branch
 
     def path_for(self, issue: str) -> Path:
         return self.root / normalize_identifier(issue).lower()
@@ -93,8 +106,9 @@ class GitWorktrees:
             run_git(self.repo, "worktree", "add", "--quiet", str(path), branch)
         else:
             run_git(
-                self.repo, "worktree", "add", "--quiet", "-b", branch, str(path), self.base_branch
-            )
+                self.repo, "worktree", "add", "--quiet", "--no-track",
+                "-b", branch, str(path), self.start_point(),
+            )  # fmt: skip
         return Workspace(normalize_identifier(issue), path, branch, self.kind)
 
     def check(self, issue: str) -> WorkspaceCheck:

@@ -1,7 +1,8 @@
 """Workspaces as jj (Jujutsu) workspaces, for repositories managed with jj.
 
-Used when `jj` is installed and the repository has a `.jj` folder (or when configured with
-`workspace_vcs = "jj"`). Each issue gets `jj workspace add --name <issue> -r <base>`; removal is
+Used only when configured with `workspace_vcs = "jj"` (in a colocated repository: `.jj` and
+`.git`); `auto` picks git worktrees, also in a jj repository, until this adapter has run against
+a real jj. Each issue gets `jj workspace add --name <issue> -r <base>`; removal is
 `jj workspace forget` plus deleting the folder, under the same never-lose-work rule as git.
 
 Not yet verified against a real jj binary: none can be installed on the machines this project
@@ -31,6 +32,29 @@ from legion.workspaces.base import (
 
 class JjError(LegionError):
     """A jj command failed."""
+
+
+def jj_only(folder: Path) -> Path | None:
+    """The jj repository `folder` is in when git cannot see it (a `.jj` with no `.git` beside
+    it, not colocated), else None."""
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return None
+        if (candidate / ".jj").is_dir():
+            return candidate
+    return None
+
+
+def refuse_jj_only(folder: Path) -> None:
+    """Legion's workers, skills and forges work with git branches (`legion/<issue>`): a jj
+    repository git cannot see is refused, in one line, with what to do."""
+    root = jj_only(folder.resolve())
+    if root is not None:
+        raise InputError(
+            f"{root} is a jj repository without git (no .git beside .jj): Legion works with "
+            "git branches, so use a colocated jj repository (`jj git init --colocate`, or "
+            "clone with `jj git clone --colocate`)"
+        )
 
 
 def workspace_name(issue: str) -> str:

@@ -14,6 +14,7 @@ person's native review (APPROVED, CHANGES_REQUESTED) does.
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -22,7 +23,13 @@ from urllib.parse import urlsplit
 
 from legion.config import Project
 from legion.core.model import normalize_identifier
-from legion.core.text import MAX_TITLE_CHARS, clean_body, clean_branch, clean_title
+from legion.core.text import (
+    MAX_TITLE_CHARS,
+    clean_body,
+    clean_branch,
+    clean_title,
+    for_display,
+)
 from legion.errors import (
     BackendError,
     BackendErrorKind,
@@ -41,7 +48,7 @@ from legion.forges.github.client import (
     find_token,
     github_client,
 )
-from legion.git import last_line, rev_parse, run_git
+from legion.git import fast_forward, last_line, rev_parse, run_git
 from legion.graphql_client import DEFAULT_TIMEOUT_S, Document, GraphQLClient
 from legion.trackers.base import PULL_REQUEST_PATH, mark, unmark
 from legion.workspaces.git_worktree import branch_for
@@ -164,8 +171,12 @@ class GitHubForge:
         client: GraphQLClient | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         sleep: Callable[[float], None] = time.sleep,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.project = project
+        # What went right but not all the way (the local base not updated): on stderr, which
+        # is the user's terminal for `legion pr merge` and the daemon's log for a worker's.
+        self.warn = warn or _warn_on_stderr
         self._client = client
         self._timeout = timeout
         self._sleep = sleep
@@ -600,9 +611,33 @@ class GitHubForge:
         )
 
     def _fetch_base(self, base: str) -> None:
-        # So local state (worktrees, the next branch) can see the merge; not fatal if offline.
+        """Bring the merge home: fetch the base (new workspaces start from `<remote>/<base>`),
+        then fast-forward the local base where that is safe. Where it is not (offline, local
+        commits, a checkout with local changes) nothing is touched, and a warning says so."""
         remote = self.project.settings.remote
-        run_git(self.project.root, "fetch", "--quiet", remote, base, check=False)
+        tracking = f"refs/remotes/{remote}/{base}"
+        fetched = run_git(
+            self.project.root,
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            remote,
+            f"+refs/heads/{base}:{tracking}",
+            check=False,
+        )
+        if fetched.returncode != 0:
+            self.warn(
+                f"merged, but cannot fetch {base} from {remote} "
+                f"({last_line(fetched.stderr or fetched.stdout)}): local {base} not updated"
+            )
+            return
+        merged = rev_parse(self.project.root, tracking)
+        why = fast_forward(self.project.root, base, merged) if merged else "nothing fetched"
+        if why is not None:
+            self.warn(
+                f"merged on {remote}, but local {base} was left as it is: {why}; "
+                f"update it with `git merge --ff-only {remote}/{base}`"
+            )
 
     def _default_title(self, identifier: str, branch: str) -> str:
         """The branch's last commit subject, after the issue unless it names the issue."""
@@ -648,6 +683,10 @@ class GitHubForge:
             mergeable=node.get("mergeable") or "UNKNOWN",
             checks=rollup.get("state") if isinstance(rollup, dict) else None,
         )
+
+
+def _warn_on_stderr(line: str) -> None:
+    print(f"legion: warning: {for_display(line)}", file=sys.stderr, flush=True)
 
 
 def _current(records: Sequence[GitHubPullRequest]) -> GitHubPullRequest | None:
