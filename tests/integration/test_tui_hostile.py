@@ -71,11 +71,10 @@ def test_no_view_shows_the_corpus_raw(
     blocked_worker(project)
     refused_by_the_relay(project)
 
-    name = project_channel_name(loaded)
-    main = Channel(name, "main")
     bus = open_bus(os.environ)
     try:
-        bus.record_project(name, project)
+        name = project_channel_name(loaded, bus)  # the bus knows the project from now on
+        main = Channel(name, "main")
         worker = bus.register_agent(
             Channel(name, "legion/leg-1"),
             "implement",
