@@ -26,3 +26,43 @@ def test_undecodable_arguments_are_bad_input_not_a_crash() -> None:
 def test_display_escapes_what_would_break_a_line() -> None:
     assert for_display("a\u202eb\u2028c\x1bd") == "a\\u202eb\\u2028c\\x1bd"
     assert for_display("plain — text") == "plain — text"
+
+
+def test_for_display_escapes_the_hostile_corpus_and_keeps_lines() -> None:
+    from tests.hostile import HOSTILE, assert_inert
+
+    shown = for_display(HOSTILE + "\n\tnext line\udcff")
+    assert_inert(shown, where="for_display")
+    assert shown.endswith("\n\tnext line\\udcff")  # newline and tab kept; a lone surrogate not
+    assert for_display(shown) == shown  # escaping twice changes nothing
+
+
+def test_for_json_escapes_what_json_leaves_raw_and_reads_back_the_same() -> None:
+    import json
+
+    from legion.core.text import for_json
+    from tests.hostile import HOSTILE, assert_json_inert
+
+    data = {"body": HOSTILE + "\u2028\x7f", "note": "→ ü 漢"}
+    encoded = for_json(json.dumps(data, ensure_ascii=False))
+    assert_json_inert(encoded, where="for_json")
+    assert json.loads(encoded) == data
+    assert "→ ü 漢" in encoded  # readable UTF-8 stays
+
+
+def test_errors_and_the_daemons_output_are_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from legion.cli import _say_error
+    from legion.cli.common import escaped_output
+    from tests.hostile import HOSTILE, assert_inert
+
+    _say_error(f"the tracker said: {HOSTILE}")
+    with escaped_output():
+        print(f"legion daemon: tick failed: {HOSTILE}", file=sys.stderr)
+        print(HOSTILE)
+    out, err = capsys.readouterr()
+    assert_inert(out, where="daemon stdout")
+    assert_inert(err, where="stderr", shown=False)
+    assert err.startswith("legion: error: the tracker said: x \\x1b[2J")
+    assert len(err.splitlines()) == 2  # the error stays one line

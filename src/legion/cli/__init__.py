@@ -12,9 +12,11 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE
 
 
 def _say_error(message: str) -> None:
-    line = f"legion: error: {' '.join(message.split())}"
-    # Bytes that were not UTF-8 in an argument come back as lone surrogates: show them escaped.
-    print(line.encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
+    from legion.core.text import for_display
+
+    # An error can quote a tracker's or a forge's text: escaped like any text Legion did not
+    # write (and bytes that were not UTF-8 in an argument, lone surrogates, shown escaped).
+    print(f"legion: error: {for_display(' '.join(message.split()))}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

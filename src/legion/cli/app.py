@@ -261,7 +261,10 @@ def state(
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Every issue's observed state and the action the decision table suggests."""
+    from rich.text import Text
+
     from legion.backends import open_workers
+    from legion.core.text import for_display
     from legion.state import observe
 
     project, backends = common.backends(ctx)
@@ -274,7 +277,6 @@ def state(
     if as_json:
         common.print_json(render.state_json(snapshot))
         return
-    from rich.markup import escape
 
     out = common.console()
     if not snapshot.issues:
@@ -282,7 +284,7 @@ def state(
     else:
         out.print(render.state_table(snapshot, out.width))
     for warning in snapshot.warnings:
-        out.print(f"[yellow]warning:[/] {escape(warning)}")
+        out.print(Text.assemble(("warning:", "yellow"), " ", for_display(warning)))
 
 
 @app.command("config", epilog=common.example("legion config", "legion config --json"))
@@ -327,4 +329,4 @@ def show_config(
     )
     if os.environ.get("LEGION_REPO"):
         lines.insert(1, "# (the repository comes from LEGION_REPO)")
-    typer.echo("\n".join(lines))
+    common.echo("\n".join(lines))

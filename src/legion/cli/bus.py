@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import time
@@ -156,9 +155,9 @@ def _short(address: str, channel: Channel) -> str:
 def message_lines(message: Message) -> str:
     when = message.created_at[:19].replace("T", " ")
     sender = _short(message.sender, message.channel)
-    first, *rest = for_display(message.body).split("\n")
+    first, *rest = message.body.split("\n")
     head = f"#{message.seq} {when} {message.channel} @{sender}: {first}"
-    return "\n".join([head, *(f"    {line}" for line in rest)])
+    return for_display("\n".join([head, *(f"    {line}" for line in rest)]))
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -211,7 +210,7 @@ def _report_posted(ctx: typer.Context, posted: Posted, as_json: bool, verb: str 
         return
     verb = verb if posted.created else f"already {verb}"
     woken = ", ".join(f"@{_short(a, message.channel)}" for a in wakes) or "nobody"
-    typer.echo(f"{verb} #{message.seq} in {message.channel} (id {message.id}); wakes {woken}")
+    common.echo(f"{verb} #{message.seq} in {message.channel} (id {message.id}); wakes {woken}")
 
 
 def _spawn_instance() -> int | None:
@@ -336,7 +335,7 @@ def complete(
         [*(f"+{name}" for name in labels["added"]), *(f"-{name}" for name in labels["removed"])]
     )
     on_issue = f"; {issue}: {change}" if issue and change else ""
-    typer.echo(f"@{agent.address} complete (#{posted.message.seq}){on_issue}")
+    common.echo(f"@{agent.address} complete (#{posted.message.seq}){on_issue}")
 
 
 def messages(
@@ -384,7 +383,7 @@ def messages(
     bus.mark_read(me, (m.id for m in shown))
     if not follow:
         if not shown and not as_json:
-            typer.echo(f"No {'unread ' if unread else ''}messages{_in(where)}.")
+            common.echo(f"No {'unread ' if unread else ''}messages{_in(where)}.")
         return
     _follow(bus, fetch, shown[-1].seq if shown else 0, me, as_json)
 
@@ -395,10 +394,7 @@ def _in(channel: Channel | None) -> str:
 
 def _show(found: Iterable[Message], as_json: bool) -> None:
     for message in found:
-        if as_json:
-            line = json.dumps(message_json(message), ensure_ascii=False)
-        else:
-            line = message_lines(message)
+        line = common.json_text(message_json(message)) if as_json else message_lines(message)
         sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
@@ -443,12 +439,12 @@ def agents(
         table.add_column(column, overflow="fold")
     for agent in found:
         table.add_row(
-            f"@{agent.address}",
+            for_display(f"@{agent.address}"),
             agent.role.value,
             agent.status.value,
             str(agent.spawn_instance),
-            agent.session_id or "-",
-            agent.updated_at[:19].replace("T", " "),
+            for_display(agent.session_id or "-"),
+            for_display(agent.updated_at[:19].replace("T", " ")),
         )
     common.console().print(table)
 
@@ -507,7 +503,7 @@ def task_add(
         common.print_json(task_json(task, addresses))
         return
     to = "" if assignee is None else f", assigned to @{_short(assignee.address, where)}"
-    typer.echo(f"task {task.id} added in {where}{to}")
+    common.echo(f"task {task.id} added in {where}{to}")
 
 
 @task_app.command("list", epilog=common.example("legion task list", "legion task list --json"))
@@ -526,13 +522,13 @@ def task_list(
         common.print_json([task_json(task, addresses) for task in found])
         return
     if not found:
-        typer.echo(f"No tasks in {where}.")
+        common.echo(f"No tasks in {where}.")
         return
     for depth, task in _tree(found):
         mark = {"done": "[x]", "assigned": "[>]", "pending": "[ ]"}[task.state.value]
         who = task.assigned_agent_id
         suffix = "" if who is None else f" (@{_short(addresses.get(who, '?'), where)})"
-        typer.echo(f"{'    ' * depth}{mark} {task.id} {for_display(task.title)}{suffix}")
+        common.echo(f"{'    ' * depth}{mark} {task.id} {task.title}{suffix}")
 
 
 def _tree(tasks: list[Task]) -> list[tuple[int, Task]]:
@@ -564,7 +560,7 @@ def task_done(
     if as_json:
         common.print_json(task_json(task, _addresses(bus)))
         return
-    typer.echo(f"task {task.id} done ({for_display(task.title)})")
+    common.echo(f"task {task.id} done ({task.title})")
 
 
 # -- kill and archive -----------------------------------------------------------------------------
@@ -604,7 +600,7 @@ def kill(
     if as_json:
         common.print_json(agent_json(killed))
         return
-    typer.echo(f"@{killed.address}: {killed.status.value}")
+    common.echo(f"@{killed.address}: {killed.status.value}")
 
 
 def _workers_of(bus: Bus, agent: Agent) -> Any:
@@ -640,4 +636,4 @@ def archive(
     if as_json:
         common.print_json(agent_json(archived))
         return
-    typer.echo(f"@{archived.address}: archived")
+    common.echo(f"@{archived.address}: archived")

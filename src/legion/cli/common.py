@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import io
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import typer
 
@@ -58,8 +61,63 @@ def changed(project: Project) -> None:
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text(data, indent=2) + "\n")
     sys.stdout.flush()
+
+
+def json_text(data: Any, indent: int | None = None) -> str:
+    """`data` as JSON for a terminal or a pipe: readable UTF-8, with every character a
+    terminal acts on escaped (JSON escapes only U+0000-U+001F by itself)."""
+    from legion.core.text import for_json
+
+    return for_json(json.dumps(data, indent=indent, ensure_ascii=False))
+
+
+def echo(text: str, *, err: bool = False) -> None:
+    """Print a line that holds text Legion did not write (a tracker's, a forge's, the bus's, a
+    transcript's, a log's), through the one escaping (`for_display`)."""
+    from legion.core.text import for_display
+
+    typer.echo(for_display(text), err=err)
+
+
+class _Escaping(io.TextIOBase):
+    """A text stream that writes what it is given through `for_display`."""
+
+    def __init__(self, raw: TextIO) -> None:
+        super().__init__()
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        from legion.core.text import for_display
+
+        self._raw.write(for_display(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def isatty(self) -> bool:
+        return self._raw.isatty()
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._raw.encoding
+
+
+@contextlib.contextmanager
+def escaped_output() -> Iterator[None]:
+    """Everything printed on stdout and stderr meanwhile goes through `for_display`: for a
+    process whose output is a log of other people's text (the daemon's)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Escaping(saved[0]), _Escaping(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def attach_command(socket: Path | None, session: str) -> str:
@@ -76,7 +134,9 @@ def console() -> Any:
 
     # A pipe gets whole lines (for grep and less) rather than rich's 80-column default.
     width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
-    return Console(highlight=False, soft_wrap=False, width=width)
+    # No markup and no emoji codes: a `[link=…]` or `:smile:` in a title or a comment is text.
+    # What is printed through it is escaped by its renderer (`legion.cli.render.shown`).
+    return Console(highlight=False, soft_wrap=False, width=width, markup=False, emoji=False)
 
 
 def default_author() -> str:

@@ -387,9 +387,9 @@ def doctor(
             mark = "ok" if check.ok else ("MISSING" if check.required else "warning")
             if not check.ok and not check.required and not check.fix:
                 mark = "info"  # nothing to fix: e.g. Codex, missing, when no role runs on it
-            typer.echo(f"{mark:>8}  {check.name:<15} {check.detail}")
+            common.echo(f"{mark:>8}  {check.name:<15} {check.detail}")
             if not check.ok and check.fix:
-                typer.echo(f"{'':>8}  {'':<15} fix: {check.fix}")
+                common.echo(f"{'':>8}  {'':<15} fix: {check.fix}")
         if project is not None:
             typer.echo(
                 f"{'project':>8}  {project['root']} (tracker {project['tracker']}, forge "

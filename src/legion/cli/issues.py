@@ -50,7 +50,7 @@ def create(
     if as_json:
         common.print_json(render.issue_json(issue))
     else:
-        typer.echo(issue.identifier)
+        common.echo(issue.identifier)
 
 
 @app.command(
@@ -124,7 +124,7 @@ def move(
     if as_json:
         common.print_json(render.issue_json(issue))
     else:
-        typer.echo(f"{issue.identifier}: {before.status.value} -> {issue.status.value}")
+        common.echo(f"{issue.identifier}: {before.status.value} -> {issue.status.value}")
 
 
 @app.command(
@@ -150,7 +150,7 @@ def label(
     if as_json:
         common.print_json(render.issue_json(issue))
     else:
-        typer.echo(f"{issue.identifier}: {', '.join(sorted(issue.labels)) or '(no labels)'}")
+        common.echo(f"{issue.identifier}: {', '.join(sorted(issue.labels)) or '(no labels)'}")
 
 
 @app.command(
@@ -184,7 +184,7 @@ def comment(
     if as_json:
         common.print_json(render.comment_json(added))
     else:
-        typer.echo(f"{added.issue}: comment {added.id} added")
+        common.echo(f"{added.issue}: comment {added.id} added")
 
 
 @app.command(epilog=common.example("legion issue comments LEG-3 --json"))
@@ -200,5 +200,5 @@ def comments(
         common.print_json([render.comment_json(c) for c in found])
         return
     for item in found:
-        typer.echo(f"--- {item.author} at {item.created_at} (comment {item.id})")
-        typer.echo(item.body)
+        common.echo(f"--- {item.author} at {item.created_at} (comment {item.id})")
+        common.echo(item.body)

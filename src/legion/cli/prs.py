@@ -173,6 +173,6 @@ def merge(
     if as_json:
         common.print_json(render.pr_json(pr))
     else:
-        typer.echo(
+        common.echo(
             f"#{pr.number}: merged {pr.branch} into {pr.base} ({(pr.merge_commit or '')[:12]})"
         )

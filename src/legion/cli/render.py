@@ -12,6 +12,10 @@ from legion.forges.base import PullRequest, Review
 from legion.state import Snapshot
 from legion.trackers.base import Comment, Issue
 
+# Everything a tracker or a forge wrote (titles, bodies, comments, authors, labels, branch
+# names, identifiers) is printed through `for_display`, here, and as rich `Text` or through
+# `common.console()`, which reads no markup: `[red]` in a comment is text.
+
 
 def issue_json(issue: Issue) -> dict[str, Any]:
     return {
@@ -74,10 +78,10 @@ def issues_table(issues: list[Issue]) -> Any:
         table.add_column(column, overflow="fold")
     for issue in issues:
         table.add_row(
-            issue.identifier,
+            for_display(issue.identifier),
             issue.status.value,
             for_display(issue.title),
-            ", ".join(sorted(issue.labels)),
+            for_display(", ".join(sorted(issue.labels))),
         )
     return table
 
@@ -111,23 +115,22 @@ def issue_detail(
     usage: Mapping[str, Usage] | None = None,
 ) -> Any:
     from rich.console import Group
-    from rich.markup import escape
     from rich.text import Text
 
     parts: list[Any] = [
-        Text.assemble((issue.identifier, "bold"), "  ", for_display(issue.title)),
+        Text.assemble((for_display(issue.identifier), "bold"), "  ", for_display(issue.title)),
         Text(f"Status: {issue.status.value}"),
     ]
     if issue.labels:
-        parts.append(Text(f"Labels: {', '.join(sorted(issue.labels))}"))
+        parts.append(shown(f"Labels: {', '.join(sorted(issue.labels))}"))
     if issue.parent:
-        parts.append(Text(f"Parent: {issue.parent}"))
+        parts.append(shown(f"Parent: {issue.parent}"))
     if issue.children:
-        parts.append(Text(f"Children: {', '.join(issue.children)}"))
+        parts.append(shown(f"Children: {', '.join(issue.children)}"))
     if pr is not None:
         draft = ", draft" if pr.is_draft else ""
         parts.append(
-            Text(
+            shown(
                 f"PR: #{pr.number} {pr.branch} → {pr.base} "
                 f"({pr.state.value}{draft}, review {pr.review.value})"
             )
@@ -135,14 +138,24 @@ def issue_detail(
     if usage:
         parts.append(Text(usage_line(usage)))
     if issue.body:
-        parts += [Text(""), Text(issue.body)]
+        parts += [Text(""), shown(issue.body)]
     for comment in comments:
         parts += [
             Text(""),
-            Text.from_markup(f"[bold]{escape(comment.author)}[/] [dim]{comment.created_at}[/]"),
-            Text(comment.body),
+            Text.assemble(
+                (for_display(comment.author), "bold"), " ", (for_display(comment.created_at), "dim")
+            ),
+            shown(comment.body),
         ]
     return Group(*parts)
+
+
+def shown(text: str) -> Any:
+    """Text a tracker, a forge or a worker wrote, as rich prints it: escaped (`for_display`;
+    newlines and tabs kept), and never read as markup."""
+    from rich.text import Text
+
+    return Text(for_display(text))
 
 
 def pr_detail(pr: PullRequest) -> Any:
@@ -152,18 +165,18 @@ def pr_detail(pr: PullRequest) -> Any:
     draft = " (draft)" if pr.is_draft else ""
     parts: list[Any] = [
         Text.assemble((f"PR #{pr.number}", "bold"), "  ", for_display(pr.title), draft),
-        Text(f"Issue: {pr.issue}   Branch: {pr.branch} → {pr.base}   State: {pr.state.value}"),
+        shown(f"Issue: {pr.issue}   Branch: {pr.branch} → {pr.base}   State: {pr.state.value}"),
         Text(f"Review: {pr.review.value}"),
     ]
     if pr.merge_commit:
-        parts.append(Text(f"Merge commit: {pr.merge_commit}"))
+        parts.append(shown(f"Merge commit: {pr.merge_commit}"))
     if pr.body:
-        parts += [Text(""), Text(pr.body)]
+        parts += [Text(""), shown(pr.body)]
     for review in pr.reviews:
         parts += [
             Text(""),
-            Text(f"{review.author} {review.outcome} at {review.created_at}"),
-            Text(review.body),
+            shown(f"{review.author} {review.outcome} at {review.created_at}"),
+            shown(review.body),
         ]
     return Group(*parts)
 
@@ -177,7 +190,12 @@ def prs_table(prs: list[PullRequest]) -> Any:
     for pr in prs:
         state = pr.state.value + (" (draft)" if pr.is_draft else "")
         table.add_row(
-            f"#{pr.number}", pr.issue, state, pr.review.value, pr.branch, for_display(pr.title)
+            f"#{pr.number}",
+            for_display(pr.issue),
+            state,
+            pr.review.value,
+            for_display(pr.branch),
+            for_display(pr.title),
         )
     return table
 
@@ -278,7 +296,7 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
     issues = [state.issue for state, _, _ in rows]
     id_w, status_w, title_w, pr_w, next_w = _state_widths(
         (
-            natural("ID", [issue.identifier for issue in issues]),
+            natural("ID", [for_display(issue.identifier) for issue in issues]),
             natural(
                 "Status",
                 [issue.status.value for issue in issues]
@@ -287,7 +305,7 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
             natural(
                 "Title",
                 [for_display(issue.title) for issue in issues]
-                + [", ".join(sorted(issue.labels)) for issue in issues],
+                + [for_display(", ".join(sorted(issue.labels))) for issue in issues],
             ),
             natural("PR", [pr for _, pr, _ in rows]),
             natural("Next action", [action for _, _, action in rows]),
@@ -306,9 +324,11 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
             status.append(Text("live worker", style="dim"))
         title: list[Any] = [Text(for_display(state.issue.title), no_wrap=True, overflow="ellipsis")]
         if state.issue.labels:
-            labels = _pack(sorted(state.issue.labels), title_w)
+            labels = _pack([for_display(label) for label in sorted(state.issue.labels)], title_w)
             title.append(Text(labels, style="dim", overflow="fold"))
-        table.add_row(state.issue.identifier, Group(*status), Group(*title), pr, action)
+        table.add_row(
+            for_display(state.issue.identifier), Group(*status), Group(*title), pr, action
+        )
     return table
 
 

@@ -56,14 +56,14 @@ def reconcile(
     )
     paused = DispatchPause(backends.db).reason()
     if paused is not None:
-        typer.echo(f"legion: {paused}", err=True)
+        common.echo(f"legion: {paused}", err=True)
     if as_json:
         common.print_json([o.to_json() for o in outcomes])
         return
     if not outcomes:
         typer.echo("Nothing to do.")
     for o in outcomes:
-        typer.echo(f"{o.issue}: {o.action}: {o.kind}" + (f" ({o.detail})" if o.detail else ""))
+        common.echo(f"{o.issue}: {o.action}: {o.kind}" + (f" ({o.detail})" if o.detail else ""))
 
 
 def log(
@@ -87,7 +87,7 @@ def log(
         return
     for entry in entries:
         detail = f"  {entry.detail}" if entry.detail else ""
-        typer.echo(f"{entry.at}  {entry.issue:8}  {entry.action}: {entry.outcome}{detail}")
+        common.echo(f"{entry.at}  {entry.issue:8}  {entry.action}: {entry.outcome}{detail}")
 
 
 def feedback(
@@ -112,7 +112,7 @@ def feedback(
         data["comment"] = render.comment_json(comment)
         common.print_json(data)
         return
-    typer.echo(f"{updated.identifier}: answer recorded; Legion relays it to the worker")
+    common.echo(f"{updated.identifier}: answer recorded; Legion relays it to the worker")
 
 
 def _preflight(project: Project) -> list[str]:
@@ -200,7 +200,10 @@ def start(
                 typer.echo(note)
             typer.echo(f"Legion running for {project.root} ({config.mode} mode); Ctrl-C stops it")
             typer.echo(f"  watch: {info['attach']}")
-        Daemon(project, config, os.environ).run()
+        # What the daemon prints is its log (daemon.log when started in the background): it
+        # quotes trackers, forges and workers, so it is escaped like any output.
+        with common.escaped_output():
+            Daemon(project, config, os.environ).run()
         return
     log_path = project.state_dir / "daemon.log"
     argv = [sys.executable, "-m", "legion", "--repo", str(project.root), "start", "--foreground"]
@@ -337,9 +340,9 @@ def _print_status(data: dict[str, Any], views: Any, judgments: Any, pause: Any) 
     )
     typer.echo(f"controller: {data['controller']['state']} ({data['controller']['runtime']})")
     if pause.reason is not None:
-        typer.echo(f"dispatch:   PAUSED since {pause.paused_at}: {pause.reason}")
+        common.echo(f"dispatch:   PAUSED since {pause.paused_at}: {pause.reason}")
     if "unknown" in data:
-        typer.echo(f"workers:    unknown ({data['unknown']})")
+        common.echo(f"workers:    unknown ({data['unknown']})")
     code, limit = data["wip"]["code_workers"], data["wip"]["limit"]
     if code is not None:
         typer.echo(
@@ -348,7 +351,7 @@ def _print_status(data: dict[str, Any], views: Any, judgments: Any, pause: Any) 
     for view in views or []:
         used = data["usage"].get(view.record.issue, {}).get("total")
         tokens = "" if not used else f"  {used['total']:,} tokens on the issue"
-        typer.echo(
+        common.echo(
             f"  {view.record.issue:8} {view.record.mode.value:10} "
             f"{view.state.value:8} {view.record.runtime:11} {view.record.window}{tokens}"
         )
@@ -356,18 +359,20 @@ def _print_status(data: dict[str, Any], views: Any, judgments: Any, pause: Any) 
         typer.echo("judgment queue:")
         for item in judgments:
             tries = f"{item.attempts} attempt{'' if item.attempts == 1 else 's'}"
-            typer.echo(
+            common.echo(
                 f"  {item.issue:8} {item.kind.value:18} {item.state.value:9} "
                 f"since {item.created_at} ({tries}): {item.reason}"
             )
     if data["kept_workspaces"]:
         typer.echo("kept workspaces of Done issues (`legion workspace clean --rescue`):")
         for row in data["kept_workspaces"]:
-            typer.echo(f"  {row['issue']:8} {row['reason']}")
+            common.echo(f"  {row['issue']:8} {row['reason']}")
     if data["last_actions"]:
         typer.echo("last actions:")
         for entry in data["last_actions"]:
-            typer.echo(f"  {entry['at']}  {entry['issue']:8} {entry['action']}: {entry['outcome']}")
+            common.echo(
+                f"  {entry['at']}  {entry['issue']:8} {entry['action']}: {entry['outcome']}"
+            )
 
 
 def _kept_workspaces(backends: Any, workers: Any, views: list[Any] | None) -> list[dict[str, str]]:

@@ -11,6 +11,7 @@ import typer
 from legion.backends import open_workers
 from legion.cli import common
 from legion.core.model import Mode
+from legion.core.text import for_display
 from legion.errors import InputError
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def _show(view: WorkerView, as_json: bool, what: str) -> None:
     if as_json:
         common.print_json(view.to_json(time.time()))
     else:
-        typer.echo(f"{view.record.issue}: {what}")
+        common.echo(f"{view.record.issue}: {what}")
 
 
 def resume(
@@ -112,13 +113,14 @@ def workers(
         data = view.to_json(now)
         age = data["transcript_age_s"]
         table.add_row(
-            view.record.issue,
+            for_display(view.record.issue),
             view.record.mode.value,
             view.state.value,
-            view.record.runtime,
-            view.record.window,
+            for_display(view.record.runtime),
+            for_display(view.record.window),
             "-" if age is None else f"{age:.0f}s ago",
-            view.question.text if view.question else "",
+            # The worker's (its model's) words: escaped like a tracker's.
+            for_display(view.question.text) if view.question else "",
         )
     common.console().print(table)
 
@@ -142,9 +144,11 @@ def peek(
         data["screen"] = screen
         common.print_json(data)
         return
-    typer.echo(f"--- {view.record.window} ({view.state.value})")
+    common.echo(f"--- {view.record.window} ({view.state.value})")
     if screen:
-        typer.echo(screen)
+        # tmux's capture (without -e) holds no escape sequences, but the characters on the
+        # screen are the worker's: a bidirectional override or a stray control is escaped.
+        common.echo(screen)
 
 
 def last_lines(captured: str, count: int) -> str:

@@ -45,7 +45,7 @@ def list_workspaces(
         typer.echo("No workspaces.")
     for row in rows:
         note = f"  ({row['detail']})" if row["detail"] else ""
-        typer.echo(f"{row['issue']}  {row['path']}  [{row['branch']}]{note}")
+        common.echo(f"{row['issue']}  {row['path']}  [{row['branch']}]{note}")
 
 
 @app.command(
@@ -98,8 +98,8 @@ def clean(
         typer.echo("No workspaces of Done issues.")
     for row in rows:
         if row["outcome"] == "would_remove":
-            typer.echo(f"{row['issue']}: {row['reason']}")
+            common.echo(f"{row['issue']}: {row['reason']}")
         elif row["outcome"] == "removed":
-            typer.echo(f"{row['issue']}: {row['reason']}")  # "removed <path>"
+            common.echo(f"{row['issue']}: {row['reason']}")  # "removed <path>"
         else:
-            typer.echo(f"{row['issue']}: kept: {row['reason']}")
+            common.echo(f"{row['issue']}: kept: {row['reason']}")

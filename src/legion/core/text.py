@@ -41,12 +41,33 @@ def _reject_invisible_format(what: str, text: str) -> None:
 
 
 def for_display(text: str) -> str:
-    """`text` with every character that could reorder or break a terminal line shown as an
-    escape (`\\u202e`), for output that must stay one item per line."""
-    return _INVISIBLE_FORMAT.sub(
+    """`text` as it may reach a terminal: every control character but newline and tab (ESC,
+    BEL, CR, NUL, the C1 controls such as CSI U+009B), every bidirectional override and line
+    separator, and every lone surrogate shown as an escape (`\\x1b`, `\\u202e`, `\\udc80`).
+
+    The one escaping of text Legion did not write (a tracker's, a forge's, the bus's, a
+    transcript's, a log's) wherever it is printed: such text can hold `ESC[2J`, an OSC title
+    or clipboard write, or a reordering of what follows. Idempotent: what it returns holds
+    none of those characters, so escaping twice changes nothing."""
+    return _UNDECODABLE.sub(
         lambda m: f"\\u{ord(m.group()):04x}",
-        _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text),
+        _INVISIBLE_FORMAT.sub(
+            lambda m: f"\\u{ord(m.group()):04x}",
+            _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text),
+        ),
     )
+
+
+# What `json.dumps(..., ensure_ascii=False)` leaves raw that a terminal acts on: it escapes
+# only U+0000-U+001F. Inside JSON these characters can only be in strings, where `\\uXXXX`
+# means the same character.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
+
+
+def for_json(encoded: str) -> str:
+    """JSON text (from `json.dumps(..., ensure_ascii=False)`) with every character a terminal
+    would act on written as a `\\uXXXX` escape: the same JSON, safe to print."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", encoded)
 
 
 def clean_title(text: str) -> str:

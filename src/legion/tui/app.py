@@ -26,6 +26,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.events import Click, Focus, Key, MouseScrollUp, Resize
 from textual.message import Message as TextualMessage
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import (
@@ -73,6 +74,7 @@ from legion.tui.present import (
     question_markdown,
     question_text,
     row_text,
+    shown,
     sidebar_rows,
 )
 from legion.tui.readmarks import ReadMarks
@@ -519,7 +521,7 @@ class LegionApp(App[int]):
             for a in self.agents
             if a.channel == self.selected and a.status is not AgentStatus.ARCHIVED
         ]
-        title.update(f"{self.selected}  ({len(here)} agent{'' if len(here) == 1 else 's'})")
+        title.update(shown(f"{self.selected}  ({len(here)} agent{'' if len(here) == 1 else 's'})"))
 
     def _live_agents(self) -> list[Agent]:
         return [a for a in self.agents if a.status is not AgentStatus.ARCHIVED]
@@ -726,9 +728,9 @@ class LegionApp(App[int]):
             if isinstance(item, TrackerAsk):
                 table.add_row(
                     self.format_time(item.asked_at),
-                    item.project,
-                    item.identifier,
-                    for_display(item.title),
+                    shown(item.project),
+                    shown(item.identifier),
+                    shown(item.title),
                     key=item.key,
                 )
                 continue
@@ -736,8 +738,8 @@ class LegionApp(App[int]):
             first_line = markdown_line(body.splitlines()[0] if body else "")
             table.add_row(
                 self.format_time(item.created_at),
-                str(item.channel),
-                f"@{item.sender.rpartition('/')[2]}",
+                shown(str(item.channel)),
+                shown(f"@{item.sender.rpartition('/')[2]}"),
                 first_line,
                 key=item.id,
             )
@@ -748,7 +750,7 @@ class LegionApp(App[int]):
         label = "F3 Inbox" + (f" {count_text(count)}" if count else "")
         self.query_one(TabbedContent).get_tab("inbox").label = label
         troubles = self.query_one("#inbox-troubles", Static)
-        troubles.update(Text("\n".join(self.ask_troubles), style="bold"))
+        troubles.update(shown("\n".join(self.ask_troubles), style="bold"))
         troubles.display = bool(self.ask_troubles)
         self._show_question()
 
@@ -766,17 +768,17 @@ class LegionApp(App[int]):
         if question is None:
             detail.update("No open questions for you.")
         elif isinstance(question, TrackerAsk):
-            asker = f"{question.project} {question.identifier} {for_display(question.title)}"
+            asker = f"{question.project} {question.identifier} {question.title}"
             detail.update(
                 Group(
-                    Text(f"{asker} asks:", style="bold"),
+                    shown(f"{asker} asks:", style="bold"),
                     question_markdown(question_text(question.question)),
                 )
             )
         else:
             detail.update(
                 Group(
-                    Text(f"@{question.sender} asks in {question.channel}:", style="bold"),
+                    shown(f"@{question.sender} asks in {question.channel}:", style="bold"),
                     question_markdown(question.body.strip()),
                 )
             )
@@ -979,7 +981,7 @@ class LegionApp(App[int]):
         lines = self.query_one("#board-lines", Static)
         if isinstance(board, Unavailable):
             self.board = None
-            title.update(board.reason)
+            title.update(shown(board.reason))
             lines.update("")
             return
         # The highlight stays on its issue, wherever the issue moved.
@@ -1000,7 +1002,7 @@ class LegionApp(App[int]):
         current = self._board_issue()
         hint = [dispatch_hint(current)] if current is not None else []
         title = self.query_one("#board-title", Static)
-        title.update(Text("\n".join([f"{board.project}: {counts}", *hint, *board.warnings])))
+        title.update(shown("\n".join([f"{board.project}: {counts}", *hint, *board.warnings])))
         cursor = self.board_cursor if issues else None
         self.query_one("#board-lines", Static).update(board_text(issues, cursor))
         self.call_after_refresh(self._board_cursor_in_view)
@@ -1094,16 +1096,18 @@ class LegionApp(App[int]):
         title = self.query_one("#peek-title", Static)
         screen = self.query_one("#peek-screen", Static)
         if isinstance(peek, Unavailable):
-            title.update(peek.reason)
+            title.update(shown(peek.reason))
             screen.update("")
             return
-        title.update(f"@{peek.agent} ({peek.state})\nin tmux window {peek.window}")
+        title.update(shown(f"@{peek.agent} ({peek.state})\nin tmux window {peek.window}"))
         said = "\n".join(peek.transcript) or "(nothing yet)"
         screen.update(
             Text.assemble(
-                Text(peek.screen or "(blank screen)"),
+                # The agent's own terminal, captured without escape sequences; what is left
+                # that a terminal acts on (a bidi override) is escaped like any outside text.
+                shown(peek.screen or "(blank screen)"),
                 ("\n\n-- transcript --\n", "bold"),
-                Text(said),
+                shown(said),
             )
         )
 
@@ -1117,16 +1121,36 @@ class LegionApp(App[int]):
         table = self.query_one("#log-table", DataTable)
         table.clear()
         if isinstance(log, Unavailable):
-            title.update(log.reason)
+            title.update(shown(log.reason))
             return
-        title.update(f"{log.project}: the last {len(log.lines)} actions")
+        title.update(shown(f"{log.project}: the last {len(log.lines)} actions"))
         for line in log.lines:
             table.add_row(
-                self.format_time(line.at), line.issue, line.action, line.outcome, line.detail
+                self.format_time(line.at),
+                *(shown(cell) for cell in (line.issue, line.action, line.outcome, line.detail)),
             )
         table.move_cursor(row=max(0, table.row_count - 1))
 
     # -- errors -------------------------------------------------------------------------------
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A notification: it quotes outside text (an error from a tracker, an address, an
+        identifier), so it is escaped and never read as markup."""
+        super().notify(
+            for_display(message),
+            title=for_display(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     def _attempt(self, call: Callable[[], T]) -> T | None:
         """`call()`, or None after showing its error in one line (bad input, a locked bus)."""

@@ -4,6 +4,10 @@ text, `@agent` completion. Pure (no I/O, no clock), so it is tested without a te
 Styles are rich style strings; every distinction that colour makes is also made in text (a
 glyph, a `[ask]` label, reverse video for what is addressed to the human), so the screen
 still says everything under NO_COLOR.
+
+Text Legion did not write (the bus's bodies and names, a tracker's titles and questions, a
+transcript, a screen, a log) is shown through `for_display`, as a rich `Text` (`shown`), never
+as a string a widget would read as markup.
 """
 
 from __future__ import annotations
@@ -164,6 +168,12 @@ def sidebar_rows(
     return rows
 
 
+def shown(text: str, style: str = "") -> Text:
+    """Text Legion did not write, for any widget: escaped (`for_display`: newlines and tabs
+    kept), and a `Text`, so `[red]` or `[link=…]` in it is shown, not obeyed."""
+    return Text(for_display(text), style=style)
+
+
 def count_text(count: int) -> str:
     return f"{UNREAD_CAP}+" if count > UNREAD_CAP else str(count)
 
@@ -172,7 +182,7 @@ def row_text(row: Row) -> Text:
     """The sidebar's line for a row (one line: a long name is cut with an ellipsis)."""
     text = Text(no_wrap=True, overflow="ellipsis")
     if isinstance(row, ChannelRow):
-        text.append(str(row.channel), style="bold")
+        text.append(for_display(str(row.channel)), style="bold")
         if row.unread:
             text.append(f" {count_text(row.unread)}", style="bold cyan")
         if row.for_you:
@@ -181,9 +191,9 @@ def row_text(row: Row) -> Text:
         agent = row.agent
         text.append("    " if row.archived else "  ")
         text.append(GLYPHS[agent.status], style=GLYPH_STYLES[agent.status])
-        text.append(f" @{agent.name}")
+        text.append(for_display(f" @{agent.name}"))
     elif isinstance(row, ArchivedChannelRow):
-        text.append(f"  {row.channel}", style="dim")
+        text.append(for_display(f"  {row.channel}"), style="dim")
     else:
         text.append(f"{'v' if row.expanded else '>'} Archived ({row.count})", style="dim bold")
     return text
@@ -234,7 +244,7 @@ def message_text(message: Message, when: str, *, for_you: bool = False) -> Text:
         text.append(f"{when} ", style="dim")
     sender = short_address(message.sender, message.channel)
     sender_style = HUMAN_MENTION_STYLE if message.sender == HUMAN_NAME else "bold"
-    text.append(f"@{sender}", style=sender_style)
+    text.append(for_display(f"@{sender}"), style=sender_style)
     label = KIND_LABELS.get(message.kind)
     if label is not None:
         text.append(f" {label[0]}", style=label[1])
@@ -379,8 +389,9 @@ def board_text(issues: Sequence[BoardLine], cursor: int | None = None) -> Text:
     reverse video)."""
     if not issues:
         return Text('No issues yet: `legion issue create "Title"` adds one.')
-    widths = [max(len(getattr(i, name)) for i in issues) for name in ("identifier", "worker")]
-    review_width = max(len(i.review) for i in issues)
+    shown_ids = [for_display(i.identifier) for i in issues]
+    widths = [max(len(i) for i in shown_ids), max(len(i.worker) for i in issues)]
+    review_width = max(len(for_display(i.review)) for i in issues)
     lines: list[Text] = []
     previous: Status | None = None
     for index, issue in enumerate(issues):
@@ -390,9 +401,9 @@ def board_text(issues: Sequence[BoardLine], cursor: int | None = None) -> Text:
             previous = issue.phase
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append("> " if index == cursor else "  ", style="bold")
-        line.append(f"{issue.identifier:<{widths[0]}}  ", style="bold")
+        line.append(f"{shown_ids[index]:<{widths[0]}}  ", style="bold")
         line.append(f"{issue.worker:<{widths[1]}}  ", style="dim" if issue.worker == "-" else "")
-        line.append(f"{issue.review:<{review_width}}  ")
+        line.append(f"{for_display(issue.review):<{review_width}}  ")
         line.append(for_display(issue.title))
         if index == cursor:
             line.stylize(CURSOR_STYLE)
