@@ -111,6 +111,9 @@ class FakeWorkers:
     def views(self) -> list[Any]:
         return []
 
+    def latest_modes(self) -> dict[str, Mode]:
+        return {}
+
     def dispatch(self, issue: str, mode: Mode) -> Any:
         self.calls.append((issue, mode))
         window = f"{issue.lower()}-{mode.value}"
