@@ -285,7 +285,7 @@ class ProjectSources:
     ) -> tuple[Window | None, Path, str]:
         """The agent's tmux window (None: not running), its transcript and its state."""
         if agent.name == ORCHESTRATOR_NAME:
-            from legion.daemon import CONTROLLER_WINDOW, controller_state_of
+            from legion.watch import CONTROLLER_WINDOW, controller_state_of
 
             window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
             state, _ = controller_state_of(project, workers)
