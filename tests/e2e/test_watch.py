@@ -2,7 +2,8 @@
 scripted model): `legion say` hands a message to an idle hand-dispatched worker itself, once,
 and says when it cannot (busy: at the turn's end; not running: at `legion start`); `legion
 agents` and `legion kill` read the sessions, not a stale row; `legion stop --all` marks what it
-stopped; a worker Legion retires after its mode is done is complete, never failed."""
+stopped; a worker Legion retires after its mode is done is complete, never failed; an open TUI
+delivers and keeps statuses true too."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from legion.bus.model import DeliveryState, EventKind
+from legion.bus.model import AgentStatus, Channel, DeliveryState, EventKind
 from legion.bus.store import SqliteBus, bus_path
+from tests.conftest import LEGION_BIN
 from tests.e2e.swarm_env import Daemon, Swarm, agent_of, wait_until, window_id
 from tests.fakes.model_server import RecordedRequest, bash, text
 
@@ -173,3 +175,49 @@ def test_a_worker_retired_after_its_mode_is_done_is_complete_never_failed(
         EventKind.AGENT_REGISTERED,
         EventKind.AGENT_COMPLETED,
     ]
+
+
+def _tui_screen(swarm: Swarm) -> str:
+    return swarm.tmux("capture-pane", "-p", "-t", "=tui:")
+
+
+def test_an_open_tui_with_no_daemon_delivers_to_an_idle_worker_and_shows_its_status(
+    swarm: Swarm,
+) -> None:
+    worker = _dispatch(swarm, [[text("Planned.")]])
+    agent = agent_of(swarm, worker["session_id"])
+    swarm.server.add_scenario("zebra-tui", [[text("Noted, from the TUI.")]], name="message")
+    variables = [arg for key, value in swarm.env.items() for arg in ("-e", f"{key}={value}")]
+    swarm.tmux(
+        "new-session", "-d", "-s", "tui", "-x", "120", "-y", "32", "-c", str(swarm.repo),
+        *variables, str(LEGION_BIN), "tui",
+    )  # fmt: skip
+    wait_until("the TUI", lambda: "F2 Chat" in _tui_screen(swarm), timeout=20)
+    # A message nobody delivered (posted on the bus, not by `legion say`): the TUI watches.
+    bus = _bus(swarm)
+    try:
+        channel = Channel(agent["project"], "main")
+        posted = bus.post(bus.human().id, channel, f"@{agent['address']} zebra-tui")
+    finally:
+        bus.close()
+    wait_until("the message reached the model", lambda: _firsts(swarm, "message"), timeout=20)
+    wait_until(
+        "delivered on the bus",
+        lambda: _delivery(swarm, posted.message.id, agent["id"])[0] is DeliveryState.DELIVERED,
+        timeout=10,
+    )
+    assert (_firsts(swarm, "message")[0].prompt or "").startswith(
+        f"Message {posted.message.id} from @human"
+    )
+    # The worker's status, as the TUI keeps it on the bus, follows its session: busy, then idle.
+    bus = _bus(swarm)
+    try:
+        wait_until(
+            "idle again on the bus",
+            lambda: bus.agent(agent["id"]).status is AgentStatus.IDLE,
+            timeout=20,
+        )
+    finally:
+        bus.close()
+    swarm.tmux("kill-session", "-t", "=tui")
+    assert len(_firsts(swarm, "message")) == 1
