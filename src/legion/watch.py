@@ -31,7 +31,7 @@ from legion.bus.store import Bus
 from legion.config import Project
 from legion.core.ids import controller_session_id
 from legion.daemon_link import running_pid
-from legion.errors import LegionError, NotFoundError
+from legion.errors import ConflictError, LegionError, NotFoundError
 from legion.faults import fault_point
 from legion.locking import exclusive
 from legion.runtime import hooks
@@ -436,7 +436,6 @@ def unwatched(
     None when a daemon runs for it (the daemon watches) or the lock is not had within
     `timeout` seconds (another watcher is at it)."""
     from legion.backends import open_backends, open_workers
-    from legion.errors import ConflictError
 
     if running_pid(project) is not None:
         yield None
