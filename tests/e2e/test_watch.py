@@ -100,7 +100,9 @@ def test_say_to_an_idle_worker_with_no_daemon_types_it_in_once(swarm: Swarm) -> 
 def test_say_says_when_a_message_waits_for_the_turns_end_or_for_legion_start(
     swarm: Swarm,
 ) -> None:
-    worker = _dispatch(swarm, [[bash("sleep 4; echo slept")], [text("Planned.")]], idle=False)
+    # A turn long enough to still run when `say` comes, however loaded the machine.
+    busy_turn = "python3 -c 'import time; time.sleep(15)'"
+    worker = _dispatch(swarm, [[bash(busy_turn)], [text("Planned.")]], idle=False)
     agent = agent_of(swarm, worker["session_id"])
     swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")
 
