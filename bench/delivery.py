@@ -22,7 +22,7 @@ with a private tmux server (`tmux -S <tmp>/sock -f /dev/null`).
    last activity) and its wake-up, which is measured on its own: `bus.post` + the FIFO write
    of `legion say` (`daemon_link.notify`) -> the daemon's wait (`Daemon._wait`) returning.
 2. Daemon CPU per tick with 50 agents of one project and an idle bus: `sync_agent_statuses()`
-   + `deliver_messages()` (the bus steps of `tick()`, `_sessions_seen` reset before them as
+   + `deliver_messages()` (the bus steps of `tick()`, the look reset before them as
    `tick()` does), CPU seconds of this process and of its children (tmux clients), wall time,
    and subprocesses spawned per tick; (a) 50 workers with live idle windows and ~200 KB
    transcripts, (b) 50 agents whose sessions are not in tmux (no worker records).
@@ -55,12 +55,13 @@ from legion.bus.model import AgentRole, AgentStatus, Channel
 from legion.bus.sessions import project_channel_name
 from legion.core.ids import session_id
 from legion.core.model import Mode
-from legion.daemon import SETTLE_S, Daemon, DaemonConfig
+from legion.daemon import Daemon, DaemonConfig
 from legion.daemon_link import notify, wake_fifo
 from legion.projects import init_project
 from legion.runtime.registry import Registry
 from legion.runtime.tmux import Tmux
 from legion.runtime.workers import window_name
+from legion.watch import SETTLE_S
 
 # The stand-in for an idle Claude Code session. Its terminal in raw mode, like the CLI's: a
 # newline typed (`send-keys -l` of a "\n") is part of the prompt, Enter ("\r") submits it. Each
@@ -235,7 +236,7 @@ def bench_delivery(root: Path, messages: int) -> dict[str, list[float]]:
         failed = 0
         for n in range(messages):
             size = transcript.stat().st_size
-            daemon._sessions_seen = None  # as `tick()` does
+            daemon._watcher = None  # as `tick()` does
             start = time.monotonic()
             posted = bus.post(human, channel, f"@{address} ping {n}")
             daemon.deliver_messages()
@@ -329,7 +330,7 @@ def bench_tick(root: Path, agents: int, ticks: int, live: bool) -> dict[str, flo
         bus = daemon.bus
 
         def steps() -> None:
-            daemon._sessions_seen = None
+            daemon._watcher = None
             daemon.sync_agent_statuses()
             daemon.deliver_messages()
 

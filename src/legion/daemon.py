@@ -36,34 +36,30 @@ from typing import Any
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import Backends, open_backends, open_workers
-from legion.bus.delivery import TYPED, delivery_text
-from legion.bus.model import Agent, AgentStatus, PendingDelivery
-from legion.bus.sessions import project_channel_name
 from legion.bus.store import Bus, bus_path, open_bus
 from legion.config import Project
 from legion.core.ids import controller_session_id
 from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
-from legion.errors import ConflictError, LegionError, NotFoundError, StoreError
+from legion.errors import ConflictError, LegionError, StoreError
 from legion.faults import fault_point
 from legion.judgments import Judgment, JudgmentQueue, wake_reason
 from legion.pause import DispatchPause
 from legion.reconcile import START_FAILURES, Reconciler
 from legion.relay import relay_needed
 from legion.relay.server import RelayServer, relay_server
-from legion.runtime import hooks
 from legion.runtime.base import AgentRuntime
-from legion.runtime.workers import WorkerManager, WorkerState, classify
+from legion.runtime.workers import WorkerManager, WorkerState
 from legion.statefiles import open_private, touch_private, write_private
+from legion.watch import (
+    ACCEPT_S,
+    CONTROLLER_WINDOW,
+    SETTLE_S,
+    Watcher,
+    controller_state_of,
+    watch_lock,
+)
 
-CONTROLLER_WINDOW = "main"
 MODES = ("auto", "llm")
-# How long a prompt typed into the idle controller may take to show in its transcript. The CLI
-# drops an Enter that comes while its input is not ready (just after a turn ended), leaving the
-# text in the input box: Enter is pressed once more, and if that is not taken either, the box is
-# cleared and the delivery tried again at the next tick.
-ACCEPT_S = 3.0
-# ... and so a wake-up waits until the controller has been idle this long (then comes soon).
-SETTLE_S = 1.0
 
 
 def controller_prompt(mode: str, reason: str, runtime: AgentRuntime | None = None) -> str:
@@ -78,19 +74,6 @@ def controller_prompt(mode: str, reason: str, runtime: AgentRuntime | None = Non
     if runtime is None:
         return f"/legion-controller {args}"
     return runtime.skill_prompt("legion-controller", args)
-
-
-def controller_state_of(
-    project: Project, workers: WorkerManager
-) -> tuple[WorkerState, float | None]:
-    """The controller's state (as a worker's) and its last transcript activity."""
-    window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
-    sid = controller_session_id(project.settings.project_id)
-    runtime = workers.controller_runtime
-    transcript = runtime.transcript(workers.env, project.root, sid)
-    alive = window is not None and not window.pane_dead
-    summary = runtime.summarize(transcript) if alive else None
-    return classify(alive, summary), runtime.last_activity(transcript)
 
 
 @dataclass
@@ -120,20 +103,6 @@ class _Memory:
     bus_trouble: str | None = None
 
 
-@dataclass(frozen=True)
-class SessionTarget:
-    """A running (or dead) session a message can be handed to, as observed this tick."""
-
-    state: WorkerState
-    window_id: str | None
-    transcript: Path
-    last_activity: float | None
-
-
-# Said in a delivery's last error while Legion cannot yet resume a session to deliver to it.
-NO_LIVE_SESSION = "the session is not running (delivery to a dead session waits for its resume)"
-
-
 class Daemon:
     def __init__(self, project: Project, config: DaemonConfig, env: Mapping[str, str]) -> None:
         if config.mode not in MODES:
@@ -161,7 +130,7 @@ class Daemon:
         self._bus: Bus | None = None  # opened at the first delivery: a broken bus stops nothing
         self._stopping = False
         self._next_wait = config.tick
-        self._sessions_seen: dict[str, SessionTarget] | None = None
+        self._watcher: Watcher | None = None
         self._bus_failed_now = False  # a bus step failed on the bus's database this tick
 
     @property
@@ -285,10 +254,9 @@ class Daemon:
         # an idle controller busy (or just active) at every tick, and a message would wait for
         # a quiet moment that never comes. Statuses before delivery: both steps share one look
         # at the sessions, and a delivery's "busy" must not be undone by a look taken before it.
-        self._sessions_seen = None
+        self._watcher = None  # a new look (on the bus as it is now)
         self._check_bus()
-        self._step("agent_status", self.sync_agent_statuses)
-        self._step("deliver_messages", self.deliver_messages)
+        self._step("deliver_messages", self._bus_steps)
         self._bus_works()
         if self.config.mode == "auto":
             self._step("reconcile", self._reconcile)
@@ -519,6 +487,7 @@ class Daemon:
     def _drop_bus(self) -> None:
         """Close the bus's connection: the next use opens the file afresh."""
         bus, self._bus = self._bus, None
+        self._watcher = None  # it holds the old connection
         if bus is not None:
             with contextlib.suppress(Exception):  # a broken connection is dropped all the same
                 bus.close()
@@ -552,230 +521,38 @@ class Daemon:
             self.memory.bus_trouble = None
             self.log.append("-", "bus", OutcomeKind.DONE, "the bus works again")
 
-    def _sessions(self) -> dict[str, SessionTarget]:
-        """Every session of this project, by session id: the workers and the controller.
-        Looked at once per tick (tmux and every transcript are read)."""
-        if self._sessions_seen is None:
-            self._sessions_seen = self._look_at_sessions()
-        return self._sessions_seen
-
-    def _look_at_sessions(self) -> dict[str, SessionTarget]:
-        found: dict[str, SessionTarget] = {}
-        for view in self.workers.views():
-            window = None if view.window is None else view.window.id
-            found[view.record.session_id] = SessionTarget(
-                view.state, window, view.transcript, view.last_activity
+    @property
+    def watcher(self) -> Watcher:
+        """The project's statuses and deliveries (`legion.watch`), on one look at the
+        sessions per tick, shared by both steps (a new one each tick)."""
+        if self._watcher is None:
+            self._watcher = Watcher(
+                self.project,
+                self.workers,
+                self.bus,
+                self.log,
+                resume=True,
+                paused=lambda: self.paused_reason,
             )
-        state, activity = self.controller_state()
-        controller = self.workers.tmux.find_window(self.workers.session, CONTROLLER_WINDOW)
-        found[self.controller_session] = SessionTarget(
-            state,
-            None if controller is None or controller.pane_dead else controller.id,
-            self.controller_transcript(),
-            activity,
-        )
-        return found
+        return self._watcher
+
+    def _bus_steps(self) -> None:
+        """Statuses, then deliveries, under the project's watch lock: a `legion say` or a TUI
+        delivering while no daemon ran finishes first, and this tick then finds it done."""
+        with watch_lock(self.project):
+            self._step("agent_status", self.sync_agent_statuses)
+            self._step("deliver_messages", self.deliver_messages)
 
     def deliver_messages(self) -> None:
-        """Hand each pending message to the agents of this project it addresses: queued for a
-        busy (or blocked) session's hooks, which give it at the turn boundary; typed into an
-        idle one as its next prompt; a dead worker's session is resumed with it. A delivery
-        counts once the hook took it or the prompt reached the transcript; until then it stays
-        pending and is tried again, and a retry first looks for it in the transcript, so a
-        daemon killed half-way never hands a message over twice."""
-        bus = self.bus
-        project = project_channel_name(self.project, bus)
-        agents = [a for a in bus.agents(include_archived=True) if a.project == project]
-        agents = [a for a in agents if a.session_id]
-        pending = {a.id: bus.pending_deliveries(recipient_id=a.id) for a in agents}
-        if not any(pending.values()):
-            return
-        sessions = self._sessions()
-        for agent in agents:
-            assert agent.session_id is not None
-            if pending[agent.id]:
-                self._deliver_to(agent, pending[agent.id], sessions.get(agent.session_id))
-
-    def _deliver_to(
-        self, agent: Agent, due: list[PendingDelivery], target: SessionTarget | None
-    ) -> None:
-        assert agent.session_id is not None
-        inbox = self.workers.inbox_file(agent.session_id)
-        idle = (
-            target is not None and target.state is WorkerState.IDLE and target.window_id is not None
-        )
-        if idle and target is not None:
-            quiet = time.time() - (target.last_activity or 0.0)
-            if quiet < SETTLE_S:  # its turn has only just ended: come back in a moment
-                self._next_wait = min(self._next_wait, SETTLE_S)
-                return
-            # Taken out of the hooks' reach first: the prompt typed below would otherwise have
-            # its UserPromptSubmit hook hand the same messages over a second time.
-            hooks.take_queued(inbox, TYPED, agent.session_id)
-        handed = self._note_hook_deliveries(agent, inbox)
-        due = [item for item in due if item.message.id not in handed]
-        transcript = target.transcript if target is not None else None
-        if transcript is None:
-            transcript = self.workers.runtime_of_session(agent.session_id).transcript(
-                self.env, self._workspace_of(agent), agent.session_id
-            )
-        # An earlier attempt may have got through just before the daemon died: the transcript
-        # says so (the message's id is in what was typed).
-        landed = [item for item in due if item.delivery.attempts and _mentions(transcript, item)]
-        if landed:
-            self._delivered(agent, [item.message.id for item in landed])
-        due = [item for item in due if item not in landed]
-        if not due:
-            return
-        texts = [(item.message.id, delivery_text(item.message, agent)) for item in due]
-        if target is None or target.state is WorkerState.DEAD or target.window_id is None:
-            self._resume_with(agent, texts)
-            return
-        if not idle:
-            # Busy, or waiting on a question (typing would answer it): the Stop hook hands the
-            # messages over at its turn boundary, never in the middle of a turn.
-            for message_id, text in texts:
-                hooks.enqueue(inbox, message_id, text)
-            return
-        self._type_messages(agent, target, texts)
-
-    def _workspace_of(self, agent: Agent) -> Path:
-        record = self.workers.registry.by_session(agent.session_id or "")
-        return record.workspace if record is not None else self.project.root
-
-    def _delivered(self, agent: Agent, message_ids: list[str]) -> None:
-        """Mark the deliveries made; the agent, prompted again, is busy (and so un-archived,
-        no longer complete, or no longer waiting for the answer it just got)."""
-        for message_id in message_ids:
-            with contextlib.suppress(NotFoundError):  # a message the bus does not know
-                self.bus.mark_delivered(message_id, agent.id)
-        current = self.bus.agent(agent.id)
-        if current.status is not AgentStatus.BUSY:
-            self.bus.update_agent(agent.id, status=AgentStatus.BUSY, detail="prompted")
-
-    def _attempting(self, agent: Agent, message_ids: list[str], how: str) -> None:
-        """Count the attempt before making it: if the daemon dies half-way, the next one
-        knows to look in the transcript before handing the message over again."""
-        for message_id in message_ids:
-            self.bus.record_failed_attempt(message_id, agent.id, f"{how}; not yet confirmed")
-
-    def _resume_with(self, agent: Agent, texts: list[tuple[str, str]]) -> None:
-        """A dead agent is resumed, same session, with its messages as the prompt. The
-        controller is restarted by its own health check, and gets them once it is idle."""
-        assert agent.session_id is not None
-        ids = [message_id for message_id, _ in texts]
-        record = self.workers.registry.by_session(agent.session_id)
-        why = None
-        if agent.session_id == self.controller_session:
-            why = "the controller is not running (it is restarted, then given the message)"
-        elif record is None:
-            why = NO_LIVE_SESSION
-        elif self.paused_reason is not None:
-            why = f"not resumed while dispatch is paused: {self.paused_reason}"
-        if why is not None or record is None:
-            for message_id in ids:
-                self.bus.record_failed_attempt(message_id, agent.id, why or NO_LIVE_SESSION)
-            return
-        prompt = "\n\n".join(text for _, text in texts)
-        self._attempting(agent, ids, "resuming the session with it")
-        try:
-            self.workers.resume(record.issue, record.mode, prompt, wait=True)
-        except LegionError as exc:
-            for message_id in ids:
-                self.bus.record_failed_attempt(message_id, agent.id, f"resume failed: {exc}")
-            return
-        self._delivered(agent, ids)
-        self.log.append(
-            record.issue,
-            "deliver_messages",
-            OutcomeKind.DONE,
-            f"resumed @{agent.address} with {len(ids)} message(s)",
-        )
-
-    def _note_hook_deliveries(self, agent: Agent, inbox: Path) -> set[str]:
-        """Mark delivered what the session's hooks handed to the model; their ids. Marked on
-        the bus before the inbox forgets them, so a crash in between loses nothing."""
-        if not inbox.exists():
-            return set()
-        entries = hooks.peek_delivered(inbox)
-        handed = {
-            str(entry.get("id"))
-            for entry in entries
-            if entry.get("via") != TYPED  # typed ones are marked when typed
-        }
-        if handed:
-            self._delivered(agent, sorted(handed))
-        if entries:
-            hooks.forget_delivered(inbox, {str(entry.get("id")) for entry in entries})
-        return handed
-
-    def _type_messages(
-        self, agent: Agent, target: SessionTarget, texts: list[tuple[str, str]]
-    ) -> None:
-        """Type the messages into the idle session as one prompt; delivered once its
-        transcript has recorded it."""
-        assert target.window_id is not None
-        ids = [message_id for message_id, _ in texts]
-        prompt = "\n\n".join(text for _, text in texts)
-        tmux = self.workers.tmux
-        mark = _file_size(target.transcript)
-        self._attempting(agent, ids, "typed into the idle session")
-        fault_point("after_delivery_attempt")
-        try:
-            tmux.send_text(target.window_id, prompt)
-            accepted = self._accepted_in(target.transcript, mark)
-            if not accepted:
-                tmux.send_keys(target.window_id, "Enter")
-                accepted = self._accepted_in(target.transcript, mark)
-            if not accepted:
-                tmux.send_keys(target.window_id, "C-u")  # never leave our text for the next prompt
-        except LegionError as exc:
-            for message_id in ids:
-                self.bus.record_failed_attempt(message_id, agent.id, f"typing failed: {exc}")
-            raise
-        if not accepted:
-            for message_id in ids:
-                self.bus.record_failed_attempt(
-                    message_id, agent.id, "typed into the idle session, but not taken"
-                )
-            return
-        fault_point("after_message_typed")
-        self._delivered(agent, ids)
-        self.log.append(
-            "-", "deliver_messages", OutcomeKind.DONE, f"{len(ids)} to @{agent.address}"
-        )
+        """Hand each pending message to the agents of this project it addresses
+        (`Watcher.deliver`); a session whose turn has only just ended is come back to soon."""
+        self.watcher.deliver()
+        if self.watcher.retry_in is not None:
+            self._next_wait = min(self._next_wait, self.watcher.retry_in)
 
     def sync_agent_statuses(self) -> None:
-        """Keep each agent's status on the bus true to its session (busy, idle, blocked on a
-        question, failed when its process died); what an agent said of itself (complete,
-        archived, blocked by `legion ask`) stands until it is prompted again."""
-        bus = self.bus
-        project = project_channel_name(self.project, bus)
-        # Complete and archived agents keep their status whatever their session does.
-        settled = (AgentStatus.COMPLETE, AgentStatus.ARCHIVED)
-        agents = [
-            a
-            for a in bus.agents()
-            if a.project == project and a.session_id and a.status not in settled
-        ]
-        if not agents:
-            return
-        sessions = self._sessions()
-        for agent in agents:
-            assert agent.session_id is not None
-            target = sessions.get(agent.session_id)
-            waiting = agent.status is AgentStatus.BLOCKED and bool(bus.unanswered_asks(agent.id))
-            status = observed_status(agent.status, target.state if target else None, waiting)
-            if status is not None and status is not agent.status:
-                bus.update_agent(agent.id, status=status, detail="observed")
-
-    def _accepted_in(self, transcript: Path, mark: int) -> bool:
-        deadline = time.monotonic() + ACCEPT_S
-        while time.monotonic() < deadline:
-            if _file_size(transcript) > mark:
-                return True
-            time.sleep(0.02)  # a stat: cheap, and every wait here delays the delivery
-        return _file_size(transcript) > mark
+        """Keep each agent's status on the bus true to its session (`Watcher.sync_statuses`)."""
+        self.watcher.sync_statuses()
 
     # -- workers -------------------------------------------------------------------------------
 
@@ -812,47 +589,6 @@ class Daemon:
                     "and no change on screen",
                 )
         self.memory.pane_hashes = seen
-
-
-_SESSION_STATUS = {
-    WorkerState.RUNNING: AgentStatus.BUSY,
-    WorkerState.IDLE: AgentStatus.IDLE,
-    WorkerState.BLOCKED: AgentStatus.BLOCKED,
-    WorkerState.DEAD: AgentStatus.FAILED,
-}
-
-
-def observed_status(
-    current: AgentStatus, session: WorkerState | None, waiting_for_answer: bool
-) -> AgentStatus | None:
-    """The status an agent's session shows, or None to keep the one it has: complete and
-    archived stand until the agent is prompted again, blocked while its question is open, and
-    failed until it runs again. A session Legion retired (no record) ended its mode."""
-    if current in (AgentStatus.COMPLETE, AgentStatus.ARCHIVED):
-        return None
-    if current is AgentStatus.BLOCKED and waiting_for_answer:
-        return None
-    if session is None:
-        return None if current is AgentStatus.FAILED else AgentStatus.COMPLETE
-    status = _SESSION_STATUS[session]
-    if current is AgentStatus.FAILED and status is AgentStatus.FAILED:
-        return None
-    return status
-
-
-def _mentions(transcript: Path, item: PendingDelivery) -> bool:
-    """Whether the session's transcript holds the message's id: a prompt with it was taken."""
-    try:
-        return item.message.id.encode() in transcript.read_bytes()
-    except OSError:
-        return False
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _timestamp(iso: str) -> float:

@@ -37,12 +37,15 @@ POINTS: tuple[str, ...] = (
     "controller_started",  # the controller's window runs; its start and items not recorded
     "judgment_typed",  # a wake-up taken by the controller; its delivery not recorded
 )
-# Points of the bus's delivery, armed by its own end-to-end tests (tests/e2e/test_bus_*.py)
-# rather than the swarm's kill campaign, which posts no messages.
+# Points of the bus's delivery and statuses, armed by their own end-to-end tests
+# (tests/e2e/test_bus_*.py, test_watch.py) rather than the swarm's kill campaign, which posts
+# no messages and reads no statuses.
 DELIVERY_POINTS: tuple[str, ...] = (
-    # daemon.py, handing a message to an idle session
+    # watch.py, handing a message to an idle session (the daemon, `legion say`, the TUI)
     "after_delivery_attempt",  # the attempt counted; nothing typed yet
     "after_message_typed",  # the session took the prompt; the delivery not yet marked
+    # runtime/workers.py, retiring a finished worker
+    "worker_window_closed",  # its window closed (its agent complete); its record not retired
 )
 
 

@@ -28,7 +28,7 @@ def test_a_dispatched_worker_is_an_agent_with_legions_hooks(swarm: Swarm) -> Non
     worker = _plan_worker_idle(swarm)
     (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
     assert agent["name"] == "plan" and agent["role"] == "plan"
-    assert agent["branch"] == "legion/leg-1" and agent["status"] == "busy"
+    assert agent["branch"] == "legion/leg-1" and agent["status"] == "idle"  # read from its session
     # The CLI runs with one --settings holding Legion's hooks for this session's inbox.
     pid = live_pid(swarm, "leg-1-plan")
     assert pid is not None

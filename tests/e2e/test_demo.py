@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from legion.bus.model import AgentRole, AgentStatus, EventKind
+from legion.bus.store import SqliteBus, bus_path
 from tests.conftest import run_legion
 from tests.fakes.claude_env import find_claude
 from tests.fakes.codex_env import find_codex
@@ -34,6 +36,20 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
     ).exists()
     log = run_legion("log", "-n", "500", cwd=repo, env=env)
     assert "dispatch_finisher" in log.stdout
+    # Stopping marks what it stopped: on the bus as the demo left it (nobody has looked since),
+    # every worker ended its mode, and the controller it stopped is not running; none is busy.
+    bus = SqliteBus(bus_path(os.environ))
+    try:
+        agents = bus.agents(include_archived=True)
+        stopped = [(e.agent_id, e.detail) for e in bus.events() if e.kind is EventKind.AGENT_FAILED]
+    finally:
+        bus.close()
+    workers = {(a.branch, a.name): a.status for a in agents if a.role is not AgentRole.CONTROLLER}
+    assert set(workers.values()) == {AgentStatus.COMPLETE}, workers
+    assert ("legion/leg-1", "finish") in workers and ("legion/leg-2", "finish") in workers
+    (controller,) = [a for a in agents if a.role is AgentRole.CONTROLLER]
+    assert controller.status is AgentStatus.FAILED
+    assert (controller.id, "the demo ended") in stopped
 
 
 @pytest.mark.parametrize(

@@ -401,7 +401,10 @@ def test_say_and_messages_between_agents_and_the_human(
     ask = legion("say", "@legion which format?", cwd=worktree, env=IMPLEMENTER)
     assert ask.returncode == 0, ask.stderr
     assert ask.stdout.startswith("posted #2 in repo/legion/LEG-7 (id ")
-    assert ask.stdout.rstrip().endswith("; wakes @main/legion")
+    posted, *delivery = ask.stdout.splitlines()
+    assert posted.endswith("; wakes @main/legion")
+    # No daemon, and no session of its to type into: it says where the message waits.
+    assert delivery == ["@main/legion is not running: the message waits for `legion start`"]
 
     inbox = legion("messages", "--unread", "--json", env=CONTROLLER)
     [message] = json.loads(inbox.stdout)
@@ -413,7 +416,7 @@ def test_say_and_messages_between_agents_and_the_human(
     assert json.loads(legion("messages", "--unread", "--json", env=CONTROLLER).stdout) == []
 
     reply = legion("say", "@legion/LEG-7/implement ISO 8601, and @human FYI", env=CONTROLLER)
-    assert reply.stdout.rstrip().endswith("; wakes @legion/LEG-7/implement, @human")
+    assert reply.stdout.splitlines()[0].endswith("; wakes @legion/LEG-7/implement, @human")
     shown = legion("messages", "--channel", "repo/legion/LEG-7")
     assert shown.returncode == 0 and "@implement: @legion which format?" in shown.stdout
     mine = legion("messages", "--unread")  # the human's

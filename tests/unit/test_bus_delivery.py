@@ -13,8 +13,8 @@ from legion.bus.delivery import address_from, delivery_text
 from legion.bus.model import Agent, AgentRole, AgentStatus, Message, MessageKind
 from legion.core.decide import completion_labels
 from legion.core.model import Label, Mode, Status
-from legion.daemon import observed_status
 from legion.runtime.workers import WorkerState
+from legion.watch import observed_status
 
 
 def _agent(name: str, role: AgentRole, branch: str = "legion/leg-1") -> Agent:

@@ -195,22 +195,84 @@ def say(
     posted = actions.say(
         bus, speaker.agent, wanted or speaker.channel(), body, message_id=chosen_id
     )
-    _report_posted(ctx, posted, as_json)
+    _report_posted(ctx, bus, posted, as_json)
 
 
-def _report_posted(ctx: typer.Context, posted: Posted, as_json: bool, verb: str = "posted") -> None:
+def _report_posted(
+    ctx: typer.Context, bus: Bus, posted: Posted, as_json: bool, verb: str = "posted"
+) -> None:
     message = posted.message
     wakes = [agent.address for agent in posted.recipients]
+    delivery: dict[str, str] = {}
     if posted.created and posted.recipients:
         _wake_daemon(ctx)
+        delivery = _deliver(bus, posted)
     if as_json:
         common.print_json(
-            {"message": message_json(message), "wakes": wakes, "created": posted.created}
+            {
+                "message": message_json(message),
+                "wakes": wakes,
+                "created": posted.created,
+                "delivery": delivery,
+            }
         )
         return
     verb = verb if posted.created else f"already {verb}"
     woken = ", ".join(f"@{_short(a, message.channel)}" for a in wakes) or "nobody"
     common.echo(f"{verb} #{message.seq} in {message.channel} (id {message.id}); wakes {woken}")
+    for address, how in delivery.items():
+        if how in _SAID:
+            common.echo(_SAID[how].format(agent=f"@{_short(address, message.channel)}"))
+
+
+# What `legion say` tells of a delivery, by its value in `--json`'s "delivery" ("daemon": the
+# project's daemon delivers it, as always: nothing to say).
+_SAID = {
+    "delivered": "delivered to {agent}",
+    "at_turn_end": "{agent} is busy: its session gets the message at the end of its turn",
+    "waits_for_start": "{agent} is not running: the message waits for `legion start`",
+    "pending": (
+        "{agent} has not taken the message yet: it waits for `legion start` "
+        "(or an open `legion tui`)"
+    ),
+}
+
+
+def _deliver(bus: Bus, posted: Posted) -> dict[str, str]:
+    """Whoever watches delivers: with no daemon for an addressee's project, hand the message
+    over now, as the daemon would (`legion.watch.deliver_now`). What became of it, by address
+    of each addressee with a session."""
+    from legion.bus.sessions import project_channel_name
+    from legion.errors import LegionError
+    from legion.watch import Handed, deliver_now, load
+
+    words = {
+        Handed.DELIVERED: "delivered",
+        Handed.AT_TURN_END: "at_turn_end",
+        Handed.NOT_RUNNING: "waits_for_start",
+    }
+    by_project: dict[str, list[Agent]] = {}
+    for agent in posted.recipients:
+        if agent.session_id:
+            by_project.setdefault(agent.project, []).append(agent)
+    found: dict[str, str] = {}
+    roots = bus.projects() if by_project else {}
+    for name, agents in by_project.items():
+        root = roots.get(name)
+        project = None if root is None else load(root, os.environ)
+        handed = None
+        if project is not None and project_channel_name(project, bus) == name:
+            try:
+                handed = deliver_now(project, bus, os.environ, [a.id for a in agents])
+            except LegionError:
+                handed = {}  # could not be had now (tmux did not answer): it stays pending
+        for agent in agents:
+            if handed is None:
+                found[agent.address] = "daemon" if project is not None else "waits_for_start"
+            else:
+                how = handed.get(agent.id, Handed.DELIVERED)  # nothing pending: delivered
+                found[agent.address] = words.get(how, "pending")
+    return found
 
 
 def _spawn_instance() -> int | None:
@@ -261,7 +323,7 @@ def ask(
         message_id=chosen_id,
         spawn_instance=_spawn_instance(),
     )
-    _report_posted(ctx, posted, as_json, "asked")
+    _report_posted(ctx, bus, posted, as_json, "asked")
 
 
 def reply(
@@ -283,7 +345,7 @@ def reply(
     bus = _open_bus()
     speaker = _speaker(ctx, bus)
     posted = actions.reply(bus, speaker.agent, original, body, reply_id=chosen_id)
-    _report_posted(ctx, posted, as_json, "replied")
+    _report_posted(ctx, bus, posted, as_json, "replied")
 
 
 def complete(
@@ -424,8 +486,15 @@ def agents(
     ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Every agent on the bus (all projects on this machine): its address, role and status."""
-    found = _open_bus().agents(include_archived=include_archived)
+    """Every agent on the bus (all projects on this machine): its address, role and status.
+
+    A project's daemon keeps its agents' statuses true; for a project no daemon runs for, the
+    sessions are looked at now (tmux and the transcripts)."""
+    from legion.watch import observe_all
+
+    bus = _open_bus()
+    observe_all(bus, os.environ)
+    found = bus.agents(include_archived=include_archived)
     if as_json:
         common.print_json([agent_json(agent) for agent in found])
         return
@@ -586,10 +655,13 @@ def kill(
     """End an agent's session (@legion and the human only). The swarm may start the issue's
     worker again: the tracker decides; move the issue to stop its work for good."""
     from legion.bus import actions
+    from legion.watch import observe_all
 
     bus = _open_bus()
     speaker = _speaker(ctx, bus)
     target = _target(bus, speaker, agent)
+    # "Busy" must be true now, not what was last seen: with no daemon, look at the session.
+    observe_all(bus, os.environ, [target.project])
 
     def stop(found: Agent) -> bool:
         if found.session_id is None:

@@ -260,6 +260,7 @@ def stop(
         if workers.tmux.has_session(session):
             workers.tmux.kill_session(session)
             closed = session
+        _mark_stopped(project)
     if as_json:
         common.print_json({"stopped": pid is not None, "pid": pid, "closed_session": closed})
         return
@@ -270,6 +271,22 @@ def stop(
         )
 
 
+def _mark_stopped(project: Project) -> None:
+    """Stopping marks what it stopped: the agents of the sessions just closed are read from
+    the sessions now (not running: failed, with who stopped them), not left busy."""
+    from legion.bus.store import open_bus
+    from legion.watch import observe
+
+    try:
+        bus = open_bus(os.environ)
+        try:
+            observe(project, bus, os.environ, detail="stopped by `legion stop --all`")
+        finally:
+            bus.close()
+    except LegionError as exc:  # the sessions are closed all the same
+        typer.echo(f"legion: the agents' statuses were not updated: {exc}", err=True)
+
+
 def status(
     ctx: typer.Context,
     as_json: Annotated[bool, common.JsonOption] = False,
@@ -278,10 +295,10 @@ def status(
     queue, and the last actions."""
     from legion.actionlog import ActionLog
     from legion.backends import open_workers
-    from legion.daemon import CONTROLLER_WINDOW, controller_state_of
     from legion.judgments import JudgmentQueue
     from legion.pause import DispatchPause
     from legion.reconcile import counts_toward_wip
+    from legion.watch import CONTROLLER_WINDOW, controller_state_of
 
     project, backends = common.backends(ctx)
     workers = open_workers(project, backends)

@@ -35,6 +35,7 @@ from legion.runtime.npm_pin import Binary
 if TYPE_CHECKING:
     from legion.demo.model_server import FakeModelServer, RecordedRequest
     from legion.demo.responses_server import FakeResponsesServer
+    from legion.runtime.workers import WorkerManager
 
 # `--runtime`: the settings each choice writes into the demo project.
 RUNTIME_CHOICES: dict[str, dict[str, object]] = {
@@ -218,13 +219,42 @@ def _clean_up(project: Project, backends: Backends, env: Mapping[str, str]) -> l
     from legion.workspaces.sweep import sweep_done
 
     workers = open_workers(project, backends, env)
-    for record in workers.registry.current():
-        workers.registry.retire(record.id)
+    _retire_stopped(project, backends, workers, env)
     try:
         results = sweep_done(backends.tracker, workers.workspaces, set())
     except LegionError as exc:
         return [f"workspaces: {exc}"]
     return [f"{r.issue}: {r.reason}" for r in results if not r.removed]
+
+
+def _retire_stopped(
+    project: Project, backends: Backends, workers: WorkerManager, env: Mapping[str, str]
+) -> None:
+    """Retire every worker record, and mark what the end of the demo stopped: the agent of a
+    worker whose issue is Done ended its mode (complete); one stopped mid-work, and the
+    controller, are not running (failed, "the demo ended"); none is left busy."""
+    from legion.bus.store import open_bus
+    from legion.watch import observe
+
+    try:
+        done = {i.identifier for i in backends.tracker.list_issues() if i.status is Status.DONE}
+    except LegionError:
+        done = set()
+    current = workers.registry.current()
+    for record in current:
+        if record.issue in done:  # retired first: a session Legion retired ended its mode
+            workers.registry.retire(record.id)
+    try:
+        bus = open_bus(env)
+        try:
+            observe(project, bus, env, detail="the demo ended")
+        finally:
+            bus.close()
+    except LegionError:
+        pass  # the statuses are a help to whoever looks later, never a reason to fail
+    for record in current:
+        if record.issue not in done:
+            workers.registry.retire(record.id)
 
 
 def _clock(seconds: float) -> str:

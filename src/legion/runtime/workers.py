@@ -23,7 +23,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from legion.bus.model import Agent
+from legion.bus.model import Agent, AgentStatus
 from legion.config import Project
 from legion.core.decide import session_mode
 from legion.core.ids import session_id, short_id
@@ -407,10 +407,18 @@ class WorkerManager:
             return self._start(identifier, mode, workspace.path, prompt, wait)
 
     def retire(self, view: WorkerView) -> None:
-        """Close a worker's window (its session stays resumable) and retire its record."""
+        """Close a worker's window (its session stays resumable) and retire its record.
+
+        Legion closes a live worker's window only when its mode is done: its agent is marked
+        complete first, so whoever looks while the window is gone and the record not yet
+        retired never takes it for a worker that died."""
+        if view.state.is_live:
+            detail = f"retired: {view.record.window}"
+            self._mark_on_bus(view.record.session_id, AgentStatus.COMPLETE, detail)
         if view.window is not None:
             pid = None if view.window.pane_dead else view.window.pane_pid
             self.tmux.kill_window(view.window.id, pane_pid=pid)
+        fault_point("worker_window_closed")
         if self.capabilities is not None:
             self.capabilities.revoke_session(view.record.session_id)
         self.registry.retire(view.record.id)
@@ -580,6 +588,27 @@ class WorkerManager:
                 flush=True,
             )
             return None
+
+    def _mark_on_bus(self, sid: str, status: AgentStatus, detail: str) -> None:
+        """Set the status of session `sid`'s agent (archived stands). Like the registration, a
+        help, never a condition: a failure is reported and the caller carries on."""
+        from legion.bus.store import open_bus
+
+        try:
+            bus = open_bus(self.env)
+            try:
+                agent = bus.agent_by_session(sid)
+                if agent is not None and agent.status not in (status, AgentStatus.ARCHIVED):
+                    bus.update_agent(agent.id, status=status, detail=detail)
+            finally:
+                bus.close()
+        except Exception as exc:  # whatever it is, the worker is retired all the same
+            print(
+                f"legion: session {sid}'s agent not marked {status.value}: "
+                f"{type(exc).__name__}: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _stop_stray(self, sid: str) -> None:
         """End every process still running session `sid` outside the windows tmux shows, and

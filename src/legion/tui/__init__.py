@@ -50,8 +50,10 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
     finally:
         first.close()
     marks = ReadMarks.load(marks_path(env), newest[-1].seq if newest else 0)
-    app = LegionApp(bus, ProjectSources(env, here, known_projects), marks=marks, channel=channel)
-    app.run()
+    sources = ProjectSources(env, here, known_projects)
+    app = LegionApp(bus, sources, marks=marks, channel=channel)
+    with sources.watching():  # the watcher of every project no daemon runs for
+        app.run()
     return 0 if app.return_code is None else app.return_code
 
 

@@ -13,6 +13,8 @@ one line, never an exception.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +45,10 @@ PHASES: tuple[Status, ...] = (
     Status.DONE,
 )
 NO_PROJECT = "no project here: run `legion tui` in a Legion project (`legion init` makes one)"
+# An open TUI watches the projects no daemon runs for (`legion.watch`): their messages to idle
+# agents delivered this often, and their sessions looked at for statuses every few times.
+WATCH_S = 0.5
+STATUSES_EVERY = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +139,7 @@ class Sources(Protocol):
         ...
 
     def wake(self, project: str) -> None:
-        """Have the project's daemon deliver now (nothing when none runs)."""
+        """Have the project's messages delivered now: by its daemon, or, when none runs, here."""
         ...
 
     def tracker_questions(self) -> TrackerInbox:
@@ -288,7 +294,7 @@ class ProjectSources:
     ) -> tuple[Window | None, Path, str]:
         """The agent's tmux window (None: not running), its transcript and its state."""
         if agent.name == ORCHESTRATOR_NAME:
-            from legion.daemon import CONTROLLER_WINDOW, controller_state_of
+            from legion.watch import CONTROLLER_WINDOW, controller_state_of
 
             window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
             state, _ = controller_state_of(project, workers)
@@ -328,11 +334,61 @@ class ProjectSources:
             return self._workers(found, backends).stop_session(agent.session_id, force=force)
 
     def wake(self, project: str) -> None:
+        from legion.bus.store import open_bus
         from legion.daemon_link import notify
+        from legion.watch import watch
 
         found = self.project(project)
         if not isinstance(found, Unavailable) and _name(found) == project:
             notify(found)
+            # With no daemon, the TUI delivers, as `legion say` does (nothing when one runs).
+            bus = open_bus(self.env)
+            try:
+                watch(found, bus, self.env, statuses=False)
+            finally:
+                bus.close()
+
+    # -- watching -----------------------------------------------------------------------------
+
+    def watch(self, *, statuses: bool = True) -> None:
+        """One pass as the watcher of every project on this machine that no daemon runs for
+        (`legion.watch`): idle agents handed their messages and, with `statuses`, every
+        agent's status read from its session. A project that cannot be had is skipped."""
+        from legion.bus.store import open_bus
+        from legion.watch import load, projects_to_watch, watch
+
+        bus = open_bus(self.env)
+        try:
+            for name, root in projects_to_watch(bus, statuses=statuses).items():
+                project = load(root, self.env)
+                if project is None or _name(project) != name:
+                    continue
+                with contextlib.suppress(LegionError):
+                    watch(project, bus, self.env, statuses=statuses)
+        finally:
+            bus.close()
+
+    @contextmanager
+    def watching(self, every: float = WATCH_S) -> Iterator[None]:
+        """Watch (`watch`) in a thread while the block runs: whoever watches delivers, and
+        an open TUI is the watcher of the projects no daemon runs for."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            passes = 0
+            while not stop.wait(every):
+                # A pass that failed (a project broken meanwhile) is tried again; the TUI stays.
+                with contextlib.suppress(Exception):
+                    self.watch(statuses=passes % STATUSES_EVERY == 0)
+                passes += 1
+
+        thread = threading.Thread(target=loop, name="legion-watch", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=15)
 
     # -- the trackers -------------------------------------------------------------------------
 

@@ -1,0 +1,566 @@
+"""Whoever watches a project keeps its agents' statuses true and hands them their messages.
+
+The daemon watches the project it runs for, every tick. With no daemon for a project, whoever
+reads or posts does it with the same code: `legion agents` and `legion kill` look at the
+sessions before they read a status, `legion say` (and `ask`, `reply`) hands its message to an
+idle addressee itself, `legion stop --all` marks what it stopped, and an open TUI watches
+every project no daemon runs for. A status is then true whenever it is read.
+
+Two watchers never act at once: a project's delivery and status steps run under its watch
+lock (`watch.lock` in its state folder), and a watcher that is not the daemon checks, holding
+the lock, that no daemon runs (a daemon that starts meanwhile waits for the lock, then finds
+the delivery made). A delivery is never made twice: each attempt is counted on the bus before
+it is made, and one with an earlier attempt first looks for its message id in the session's
+transcript.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from legion.actionlog import ActionLog, OutcomeKind
+from legion.bus.delivery import TYPED, delivery_text
+from legion.bus.model import Agent, AgentStatus, PendingDelivery
+from legion.bus.sessions import project_channel_name
+from legion.bus.store import Bus
+from legion.config import Project
+from legion.core.ids import controller_session_id
+from legion.daemon_link import running_pid
+from legion.errors import ConflictError, LegionError, NotFoundError
+from legion.faults import fault_point
+from legion.locking import exclusive
+from legion.runtime import hooks
+from legion.runtime.workers import WorkerManager, WorkerState, classify
+
+CONTROLLER_WINDOW = "main"
+# How long a prompt typed into an idle session may take to show in its transcript. The CLI
+# drops an Enter that comes while its input is not ready (just after a turn ended), leaving the
+# text in the input box: Enter is pressed once more, and if that is not taken either, the box is
+# cleared and the delivery tried again later.
+ACCEPT_S = 3.0
+# ... and so a delivery waits until the session has been idle this long (then comes soon).
+SETTLE_S = 1.0
+# Said in a delivery's last error while Legion cannot yet resume a session to deliver to it.
+NO_LIVE_SESSION = "the session is not running (delivery to a dead session waits for its resume)"
+WATCH_LOCK = "watch.lock"
+
+
+class Handed(Enum):
+    """What became of an agent's pending messages in one delivery pass."""
+
+    DELIVERED = "delivered"  # typed in and taken, found in its transcript, or resumed with
+    AT_TURN_END = "at_turn_end"  # queued for its hooks: busy, or waiting on a question
+    SETTLING = "settling"  # its turn has only just ended: try again in a moment
+    NOT_TAKEN = "not_taken"  # typed, not taken (or typing failed): pending, tried again
+    NOT_RUNNING = "not_running"  # its session is not running and is not resumed now
+
+
+@dataclass(frozen=True)
+class SessionTarget:
+    """A running (or dead) session a message can be handed to, as observed in one look."""
+
+    state: WorkerState
+    window_id: str | None
+    transcript: Path
+    last_activity: float | None
+
+
+def controller_state_of(
+    project: Project, workers: WorkerManager
+) -> tuple[WorkerState, float | None]:
+    """The controller's state (as a worker's) and its last transcript activity."""
+    window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
+    sid = controller_session_id(project.settings.project_id)
+    runtime = workers.controller_runtime
+    transcript = runtime.transcript(workers.env, project.root, sid)
+    alive = window is not None and not window.pane_dead
+    summary = runtime.summarize(transcript) if alive else None
+    return classify(alive, summary), runtime.last_activity(transcript)
+
+
+_SESSION_STATUS = {
+    WorkerState.RUNNING: AgentStatus.BUSY,
+    WorkerState.IDLE: AgentStatus.IDLE,
+    WorkerState.BLOCKED: AgentStatus.BLOCKED,
+    WorkerState.DEAD: AgentStatus.FAILED,
+}
+
+
+def observed_status(
+    current: AgentStatus, session: WorkerState | None, waiting_for_answer: bool
+) -> AgentStatus | None:
+    """The status an agent's session shows, or None to keep the one it has: complete and
+    archived stand until the agent is prompted again, blocked while its question is open, and
+    failed until it runs again. A session Legion retired (no record) ended its mode."""
+    if current in (AgentStatus.COMPLETE, AgentStatus.ARCHIVED):
+        return None
+    if current is AgentStatus.BLOCKED and waiting_for_answer:
+        return None
+    if session is None:
+        return None if current is AgentStatus.FAILED else AgentStatus.COMPLETE
+    status = _SESSION_STATUS[session]
+    if current is AgentStatus.FAILED and status is AgentStatus.FAILED:
+        return None
+    return status
+
+
+@contextlib.contextmanager
+def watch_lock(project: Project, timeout: float = 30.0) -> Iterator[None]:
+    """Hold the project's watch lock: one watcher at a time delivers and sets statuses."""
+    with exclusive(project.state_dir / WATCH_LOCK, timeout=timeout):
+        yield
+
+
+class Watcher:
+    """One project's statuses and deliveries, on one look at its sessions (tmux and every
+    transcript), taken at the first need and shared by both steps; `forget()` takes a new one.
+
+    `resume`: a dead worker is resumed with its messages (the daemon's; without a daemon a
+    dead session's messages wait for `legion start`). `paused`: why dispatch is paused, when
+    it is (nothing is resumed then)."""
+
+    def __init__(
+        self,
+        project: Project,
+        workers: WorkerManager,
+        bus: Bus,
+        log: ActionLog,
+        *,
+        resume: bool,
+        paused: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self.project = project
+        self.workers = workers
+        self.bus = bus
+        self.log = log
+        self.resume = resume
+        self.paused = paused
+        self.seen: dict[str, SessionTarget] | None = None
+        # When the last delivery pass wants to be run again soon (a turn that just ended).
+        self.retry_in: float | None = None
+
+    @property
+    def name(self) -> str:
+        return project_channel_name(self.project, self.bus)
+
+    @property
+    def controller_session(self) -> str:
+        return controller_session_id(self.project.settings.project_id)
+
+    def forget(self) -> None:
+        self.seen = None
+
+    def agents(self, *, include_archived: bool) -> list[Agent]:
+        """This project's agents that have a session."""
+        found = self.bus.agents(include_archived=include_archived)
+        return [a for a in found if a.project == self.name and a.session_id]
+
+    # -- the look ------------------------------------------------------------------------------
+
+    def sessions(self) -> dict[str, SessionTarget]:
+        """Every session of this project, by session id: the workers and the controller."""
+        if self.seen is None:
+            self.seen = self._look()
+        return self.seen
+
+    def _look(self) -> dict[str, SessionTarget]:
+        found: dict[str, SessionTarget] = {}
+        for view in self.workers.views():
+            window = None if view.window is None else view.window.id
+            found[view.record.session_id] = SessionTarget(
+                view.state, window, view.transcript, view.last_activity
+            )
+        state, activity = controller_state_of(self.project, self.workers)
+        controller = self.workers.tmux.find_window(self.workers.session, CONTROLLER_WINDOW)
+        runtime = self.workers.controller_runtime
+        found[self.controller_session] = SessionTarget(
+            state,
+            None if controller is None or controller.pane_dead else controller.id,
+            runtime.transcript(self.workers.env, self.project.root, self.controller_session),
+            activity,
+        )
+        return found
+
+    def _known(self, session_id: str) -> bool:
+        """Whether Legion started this session in this project (a worker it has a record of,
+        or the controller): an agent whose session it never started is nobody's to judge."""
+        if session_id == self.controller_session:
+            return True
+        return self.workers.registry.by_session(session_id) is not None
+
+    # -- statuses ------------------------------------------------------------------------------
+
+    def sync_statuses(self, detail: str = "observed") -> None:
+        """Keep each agent's status on the bus true to its session (busy, idle, blocked on a
+        question, failed when its process is not running); what an agent said of itself
+        (complete, archived, blocked by `legion ask`) stands until it is prompted again.
+        `detail`: why, in the status event (`observed`, or who stopped the sessions)."""
+        settled = (AgentStatus.COMPLETE, AgentStatus.ARCHIVED)
+        agents = [a for a in self.agents(include_archived=False) if a.status not in settled]
+        if not agents:
+            return
+        sessions = self.sessions()
+        for listed in agents:
+            assert listed.session_id is not None
+            if not self._known(listed.session_id):
+                continue
+            # Read again after the look: a worker Legion retires is marked complete before its
+            # window closes, so a look that saw the window gone sees the mark here.
+            agent = self.bus.agent(listed.id)
+            if agent.session_id != listed.session_id:
+                continue  # started again meanwhile: the next look judges the new session
+            target = sessions.get(listed.session_id)
+            waiting = agent.status is AgentStatus.BLOCKED and bool(
+                self.bus.unanswered_asks(agent.id)
+            )
+            status = observed_status(agent.status, target.state if target else None, waiting)
+            if status is not None and status is not agent.status:
+                self.bus.update_agent(agent.id, status=status, detail=detail)
+
+    # -- delivery ------------------------------------------------------------------------------
+
+    def deliver(self, only: Iterable[int] | None = None) -> dict[int, Handed]:
+        """Hand each pending message to the agents of this project it addresses (`only`: to
+        these agents' ids): queued for a busy (or blocked) session's hooks, which give it at
+        the turn boundary; typed into an idle one as its next prompt; a dead worker's session
+        resumed with it (when `resume`). A delivery counts once the hook took it or the prompt
+        reached the transcript; until then it stays pending and is tried again, and a retry
+        first looks for it in the transcript, so a watcher killed half-way never hands a
+        message over twice. What became of each agent's messages, by agent id."""
+        self.retry_in = None
+        wanted = None if only is None else set(only)
+        agents = [a for a in self.agents(include_archived=True) if wanted is None or a.id in wanted]
+        pending = {a.id: self.bus.pending_deliveries(recipient_id=a.id) for a in agents}
+        if not any(pending.values()):
+            return {}
+        sessions = self.sessions()
+        handed: dict[int, Handed] = {}
+        for agent in agents:
+            assert agent.session_id is not None
+            if pending[agent.id]:
+                target = sessions.get(agent.session_id)
+                handed[agent.id] = self._deliver_to(agent, pending[agent.id], target)
+        return handed
+
+    def _deliver_to(
+        self, agent: Agent, due: list[PendingDelivery], target: SessionTarget | None
+    ) -> Handed:
+        assert agent.session_id is not None
+        inbox = self.workers.inbox_file(agent.session_id)
+        idle = (
+            target is not None and target.state is WorkerState.IDLE and target.window_id is not None
+        )
+        if idle and target is not None:
+            quiet = time.time() - (target.last_activity or 0.0)
+            if quiet < SETTLE_S:  # its turn has only just ended: come back in a moment
+                self.retry_in = SETTLE_S
+                return Handed.SETTLING
+            # Taken out of the hooks' reach first: the prompt typed below would otherwise have
+            # its UserPromptSubmit hook hand the same messages over a second time.
+            hooks.take_queued(inbox, TYPED, agent.session_id)
+        handed = self._note_hook_deliveries(agent, inbox)
+        due = [item for item in due if item.message.id not in handed]
+        transcript = target.transcript if target is not None else None
+        if transcript is None:
+            transcript = self.workers.runtime_of_session(agent.session_id).transcript(
+                self.workers.env, self._workspace_of(agent), agent.session_id
+            )
+        # An earlier attempt may have got through just before its watcher died: the transcript
+        # says so (the message's id is in what was typed).
+        landed = [item for item in due if item.delivery.attempts and _mentions(transcript, item)]
+        if landed:
+            self._delivered(agent, [item.message.id for item in landed])
+        due = [item for item in due if item not in landed]
+        if not due:
+            return Handed.DELIVERED
+        texts = [(item.message.id, delivery_text(item.message, agent)) for item in due]
+        if target is None or target.state is WorkerState.DEAD or target.window_id is None:
+            if not self.resume:
+                return Handed.NOT_RUNNING
+            return self._resume_with(agent, texts)
+        if not idle:
+            # Busy, or waiting on a question (typing would answer it): the Stop hook hands the
+            # messages over at its turn boundary, never in the middle of a turn.
+            for message_id, text in texts:
+                hooks.enqueue(inbox, message_id, text)
+            return Handed.AT_TURN_END
+        return self._type_messages(agent, target, texts)
+
+    def _workspace_of(self, agent: Agent) -> Path:
+        record = self.workers.registry.by_session(agent.session_id or "")
+        return record.workspace if record is not None else self.project.root
+
+    def _delivered(self, agent: Agent, message_ids: list[str]) -> None:
+        """Mark the deliveries made; the agent, prompted again, is busy (and so un-archived,
+        no longer complete, or no longer waiting for the answer it just got)."""
+        for message_id in message_ids:
+            with contextlib.suppress(NotFoundError):  # a message the bus does not know
+                self.bus.mark_delivered(message_id, agent.id)
+        current = self.bus.agent(agent.id)
+        if current.status is not AgentStatus.BUSY:
+            self.bus.update_agent(agent.id, status=AgentStatus.BUSY, detail="prompted")
+
+    def _attempting(self, agent: Agent, message_ids: list[str], how: str) -> None:
+        """Count the attempt before making it: if the watcher dies half-way, the next one
+        knows to look in the transcript before handing the message over again."""
+        for message_id in message_ids:
+            self.bus.record_failed_attempt(message_id, agent.id, f"{how}; not yet confirmed")
+
+    def _resume_with(self, agent: Agent, texts: list[tuple[str, str]]) -> Handed:
+        """A dead agent is resumed, same session, with its messages as the prompt. The
+        controller is restarted by its own health check, and gets them once it is idle."""
+        assert agent.session_id is not None
+        ids = [message_id for message_id, _ in texts]
+        record = self.workers.registry.by_session(agent.session_id)
+        why = None
+        paused = self.paused()
+        if agent.session_id == self.controller_session:
+            why = "the controller is not running (it is restarted, then given the message)"
+        elif record is None:
+            why = NO_LIVE_SESSION
+        elif paused is not None:
+            why = f"not resumed while dispatch is paused: {paused}"
+        if why is not None or record is None:
+            for message_id in ids:
+                self.bus.record_failed_attempt(message_id, agent.id, why or NO_LIVE_SESSION)
+            return Handed.NOT_RUNNING
+        prompt = "\n\n".join(text for _, text in texts)
+        self._attempting(agent, ids, "resuming the session with it")
+        try:
+            self.workers.resume(record.issue, record.mode, prompt, wait=True)
+        except LegionError as exc:
+            for message_id in ids:
+                self.bus.record_failed_attempt(message_id, agent.id, f"resume failed: {exc}")
+            return Handed.NOT_RUNNING
+        self._delivered(agent, ids)
+        self.log.append(
+            record.issue,
+            "deliver_messages",
+            OutcomeKind.DONE,
+            f"resumed @{agent.address} with {len(ids)} message(s)",
+        )
+        return Handed.DELIVERED
+
+    def _note_hook_deliveries(self, agent: Agent, inbox: Path) -> set[str]:
+        """Mark delivered what the session's hooks handed to the model; their ids. Marked on
+        the bus before the inbox forgets them, so a crash in between loses nothing."""
+        if not inbox.exists():
+            return set()
+        entries = hooks.peek_delivered(inbox)
+        handed = {
+            str(entry.get("id"))
+            for entry in entries
+            if entry.get("via") != TYPED  # typed ones are marked when typed
+        }
+        if handed:
+            self._delivered(agent, sorted(handed))
+        if entries:
+            hooks.forget_delivered(inbox, {str(entry.get("id")) for entry in entries})
+        return handed
+
+    def _type_messages(
+        self, agent: Agent, target: SessionTarget, texts: list[tuple[str, str]]
+    ) -> Handed:
+        """Type the messages into the idle session as one prompt; delivered once its
+        transcript has recorded it."""
+        assert target.window_id is not None
+        ids = [message_id for message_id, _ in texts]
+        prompt = "\n\n".join(text for _, text in texts)
+        tmux = self.workers.tmux
+        mark = _file_size(target.transcript)
+        self._attempting(agent, ids, "typed into the idle session")
+        fault_point("after_delivery_attempt")
+        try:
+            tmux.send_text(target.window_id, prompt)
+            accepted = _accepted_in(target.transcript, mark)
+            if not accepted:
+                tmux.send_keys(target.window_id, "Enter")
+                accepted = _accepted_in(target.transcript, mark)
+            if not accepted:
+                tmux.send_keys(target.window_id, "C-u")  # never leave our text for the next prompt
+        except LegionError as exc:
+            for message_id in ids:
+                self.bus.record_failed_attempt(message_id, agent.id, f"typing failed: {exc}")
+            raise
+        if not accepted:
+            for message_id in ids:
+                self.bus.record_failed_attempt(
+                    message_id, agent.id, "typed into the idle session, but not taken"
+                )
+            return Handed.NOT_TAKEN
+        fault_point("after_message_typed")
+        self._delivered(agent, ids)
+        self.log.append(
+            "-", "deliver_messages", OutcomeKind.DONE, f"{len(ids)} to @{agent.address}"
+        )
+        return Handed.DELIVERED
+
+
+def _accepted_in(transcript: Path, mark: int) -> bool:
+    deadline = time.monotonic() + ACCEPT_S
+    while time.monotonic() < deadline:
+        if _file_size(transcript) > mark:
+            return True
+        time.sleep(0.02)  # a stat: cheap, and every wait here delays the delivery
+    return _file_size(transcript) > mark
+
+
+def _mentions(transcript: Path, item: PendingDelivery) -> bool:
+    """Whether the session's transcript holds the message's id: a prompt with it was taken."""
+    try:
+        return item.message.id.encode() in transcript.read_bytes()
+    except OSError:
+        return False
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+# -- watching without a daemon ---------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def unwatched(
+    project: Project, bus: Bus, env: Mapping[str, str], *, timeout: float
+) -> Iterator[Watcher | None]:
+    """A watcher of `project` for a process that is not its daemon, holding its watch lock;
+    None when a daemon runs for it (the daemon watches) or the lock is not had within
+    `timeout` seconds (another watcher is at it)."""
+    from legion.backends import open_backends, open_workers
+
+    if running_pid(project) is not None:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(watch_lock(project, timeout=timeout))
+        except ConflictError:
+            yield None
+            return
+        if running_pid(project) is not None:  # started while we waited: it watches
+            yield None
+            return
+        backends = open_backends(project)
+        stack.callback(backends.db.close)
+        workers = open_workers(project, backends, env)
+        yield Watcher(project, workers, bus, ActionLog(backends.db), resume=False)
+
+
+def deliver_now(
+    project: Project,
+    bus: Bus,
+    env: Mapping[str, str],
+    agent_ids: Iterable[int],
+    *,
+    within: float = 10.0,
+) -> dict[int, Handed] | None:
+    """Hand the pending messages of these agents of `project` over now, as its daemon would,
+    when no daemon runs for it: typed into an idle session, queued for a busy one's hooks; a
+    dead session's wait for `legion start`. Tries again while a session has only just ended
+    its turn or did not take the prompt, for up to `within` seconds. None when a daemon runs
+    (it delivers); else what became of each agent's messages (an agent with nothing pending
+    is not in it: its messages are delivered)."""
+    wanted = set(agent_ids)
+    deadline = time.monotonic() + within
+    outcome: dict[int, Handed] = {}
+    while True:
+        with unwatched(project, bus, env, timeout=max(0.0, deadline - time.monotonic())) as w:
+            if w is None:
+                if running_pid(project) is not None:
+                    return None
+                # Another watcher held the lock all along (an open TUI, delivering it).
+                return outcome | {agent_id: Handed.NOT_TAKEN for agent_id in wanted}
+            handed = w.deliver(wanted)
+        outcome |= handed
+        again = {
+            agent_id
+            for agent_id, how in handed.items()
+            if how in (Handed.SETTLING, Handed.NOT_TAKEN)
+        }
+        if not again or time.monotonic() + SETTLE_S >= deadline:
+            return outcome
+        wanted = again
+        time.sleep(SETTLE_S if Handed.SETTLING in handed.values() else 0.2)
+
+
+def observe(project: Project, bus: Bus, env: Mapping[str, str], detail: str = "observed") -> bool:
+    """Make the statuses of `project`'s agents true to their sessions now, when no daemon runs
+    for it (a running daemon does it every tick). False when it could not be done now."""
+    with unwatched(project, bus, env, timeout=5.0) as watcher:
+        if watcher is None:
+            return running_pid(project) is not None
+        watcher.sync_statuses(detail)
+        return True
+
+
+def watch(project: Project, bus: Bus, env: Mapping[str, str], *, statuses: bool = True) -> None:
+    """One pass of a watcher that is not the daemon (the TUI's): statuses (unless not
+    `statuses`), then deliveries, on one look; nothing when a daemon runs or another watcher
+    is at it."""
+    with unwatched(project, bus, env, timeout=0.0) as watcher:
+        if watcher is not None:
+            if statuses:
+                watcher.sync_statuses()
+            watcher.deliver()
+
+
+# Statuses a look can change (complete and archived stand; failed changes only when the
+# session runs again, and starting it registers it busy).
+_LIVE = (AgentStatus.BUSY, AgentStatus.IDLE, AgentStatus.BLOCKED)
+
+
+def projects_to_watch(
+    bus: Bus, names: Iterable[str] | None = None, *, statuses: bool = True
+) -> dict[str, Path]:
+    """Where each project lives that has a message pending for a running agent, or (with
+    `statuses`) an agent whose status a look could change or a message pending for any agent
+    with a session that has not failed (`names`: of these projects only)."""
+    wanted = None if names is None else set(names)
+    roots = bus.projects()
+    found: dict[str, Path] = {}
+    for agent in bus.agents(include_archived=True):
+        if not agent.session_id or agent.project in found:
+            continue
+        if wanted is not None and agent.project not in wanted:
+            continue
+        root = roots.get(agent.project)
+        if root is None:
+            continue
+        live = agent.status in _LIVE
+        reachable = live or (statuses and agent.status is not AgentStatus.FAILED)
+        if (statuses and live) or (
+            reachable and bus.pending_deliveries(recipient_id=agent.id, limit=1)
+        ):
+            found[agent.project] = root
+    return found
+
+
+def load(root: Path, env: Mapping[str, str]) -> Project | None:
+    """The project at `root`, or None when it cannot be opened (moved, deleted, broken)."""
+    from legion.config import load_project
+
+    try:
+        project = load_project(root, env)
+    except (LegionError, OSError):
+        return None
+    return project
+
+
+def observe_all(bus: Bus, env: Mapping[str, str], names: Iterable[str] | None = None) -> None:
+    """Make true the statuses of every project's agents (`names`: these projects') that no
+    daemon watches. A project that cannot be opened or looked at is left as it was."""
+    for name, root in projects_to_watch(bus, names).items():
+        project = load(root, env)
+        if project is None or project_channel_name(project, bus) != name:
+            continue
+        with contextlib.suppress(LegionError):
+            observe(project, bus, env)

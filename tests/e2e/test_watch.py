@@ -1,0 +1,225 @@
+"""With no daemon, whoever reads or posts watches (the real Claude Code CLI, real tmux, the
+scripted model): `legion say` hands a message to an idle hand-dispatched worker itself, once,
+and says when it cannot (busy: at the turn's end; not running: at `legion start`); `legion
+agents` and `legion kill` read the sessions, not a stale row; `legion stop --all` marks what it
+stopped; a worker Legion retires after its mode is done is complete, never failed; an open TUI
+delivers and keeps statuses true too."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from legion.bus.model import AgentStatus, Channel, DeliveryState, EventKind
+from legion.bus.store import SqliteBus, bus_path
+from tests.conftest import LEGION_BIN
+from tests.e2e.swarm_env import Daemon, Swarm, agent_of, wait_until, window_id
+from tests.fakes.model_server import RecordedRequest, bash, text
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+
+LLM_MODE = {"LEGION_CONTROLLER_MODE": "llm"}  # no reconciler: nothing restarts what we stop
+# A turn that lasts (Claude Code refuses a long `sleep`).
+LONG_JOB = "python3 -c 'import time; time.sleep(45)'"
+
+
+def _dispatch(swarm: Swarm, turns: list[list[Any]], *, idle: bool = True) -> dict[str, Any]:
+    swarm.legion("issue", "create", "Talkative")
+    swarm.server.add_scenario("plan mode for LEG-1", turns, name="plan")
+    swarm.legion("dispatch", "LEG-1", "plan")
+    if not idle:
+        wait_until("the first turn", lambda: swarm.server.requests_for_scenario("plan"))
+        found = swarm.worker("LEG-1")
+        assert found is not None
+        return found
+    worker = wait_until("idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle" and w)
+    assert isinstance(worker, dict)
+    return worker
+
+
+def _firsts(swarm: Swarm, scenario: str) -> list[RecordedRequest]:
+    return [r for r in swarm.server.requests_for_scenario(scenario) if r.turn == 0]
+
+
+def _bus(swarm: Swarm) -> SqliteBus:
+    return SqliteBus(bus_path(swarm.env))
+
+
+def _delivery(swarm: Swarm, message_id: str, agent_id: int) -> tuple[DeliveryState, int]:
+    bus = _bus(swarm)
+    try:
+        (found,) = [d for d in bus.deliveries(message_id) if d.recipient_id == agent_id]
+    finally:
+        bus.close()
+    return found.state, found.attempts
+
+
+def _status_events(swarm: Swarm, agent_id: int) -> list[tuple[EventKind, str]]:
+    bus = _bus(swarm)
+    try:
+        return [(e.kind, e.detail) for e in bus.events() if e.agent_id == agent_id]
+    finally:
+        bus.close()
+
+
+def test_say_to_an_idle_worker_with_no_daemon_types_it_in_once(swarm: Swarm) -> None:
+    worker = _dispatch(swarm, [[text("Planned.")]])
+    agent = agent_of(swarm, worker["session_id"])
+    swarm.server.add_scenario("PING-7", [[text("Pong.")]], name="message")
+    assert swarm.json("status")["daemon"]["pid"] is None
+
+    said = swarm.legion("say", "--json", f"@{agent['address']} PING-7")
+    data = json.loads(said.stdout)
+    assert data["delivery"] == {agent["address"]: "delivered"}, said.stderr
+    message_id = data["message"]["id"]
+    # Typed in and taken by the session before `say` returned: the model is asked at once.
+    wait_until("the message reached the model", lambda: _firsts(swarm, "message"), timeout=10)
+    assert _delivery(swarm, message_id, agent["id"])[0] is DeliveryState.DELIVERED
+    [request] = _firsts(swarm, "message")
+    assert (request.prompt or "").startswith(f"Message {message_id} from @human on ")
+    assert any("Planned." in json.dumps(m) for m in request.messages)  # the same session
+
+    # Nothing typed twice: a daemon's ticks find it done.
+    wait_until("idle again", lambda: agent_of(swarm, worker["session_id"])["status"] == "idle")
+    with Daemon(swarm, extra_env=LLM_MODE):
+        time.sleep(3)  # a second delivery, if any, would come within a tick or two
+    assert len(_firsts(swarm, "message")) == 1
+
+    # In words: said, on the line after what was posted.
+    swarm.server.add_scenario("PING-8", [[text("Pong again.")]], name="again")
+    wait_until("idle again", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
+    lines = swarm.legion("say", f"@{agent['address']} PING-8").stdout.splitlines()
+    assert lines[0].startswith("posted #") and lines[1:] == ["delivered to @legion/leg-1/plan"]
+    wait_until("the second message reached the model", lambda: _firsts(swarm, "again"))
+
+
+def test_say_says_when_a_message_waits_for_the_turns_end_or_for_legion_start(
+    swarm: Swarm,
+) -> None:
+    # A turn long enough to still run when `say` comes, however loaded the machine.
+    busy_turn = "python3 -c 'import time; time.sleep(15)'"
+    worker = _dispatch(swarm, [[bash(busy_turn)], [text("Planned.")]], idle=False)
+    agent = agent_of(swarm, worker["session_id"])
+    swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")
+
+    busy = swarm.legion("say", f"@{agent['address']} zebra-busy")
+    assert busy.stdout.splitlines()[1:] == [
+        "@legion/leg-1/plan is busy: its session gets the message at the end of its turn"
+    ], busy.stdout
+    # Its own hooks hand it over at the turn boundary: no daemon needed.
+    wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
+    assert (_firsts(swarm, "message")[0].prompt or "").startswith("Stop hook feedback:\nMessage ")
+
+    wait_until("idle", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
+    swarm.tmux("kill-window", "-t", window_id(swarm, worker["window"]))
+    dead = swarm.json("say", f"@{agent['address']} zebra-dead")
+    assert dead["delivery"] == {agent["address"]: "waits_for_start"}
+    words = swarm.legion("say", f"@{agent['address']} zebra-dead, again")
+    assert words.stdout.splitlines()[1:] == [
+        "@legion/leg-1/plan is not running: the message waits for `legion start`"
+    ]
+    assert _delivery(swarm, dead["message"]["id"], agent["id"]) == (DeliveryState.PENDING, 0)
+
+
+def test_statuses_are_read_from_the_sessions_and_stop_all_marks_what_it_stopped(
+    swarm: Swarm,
+) -> None:
+    worker = _dispatch(swarm, [[text("Planned.")]])
+    agent = agent_of(swarm, worker["session_id"])
+    # No daemon watches: `legion agents` looks at the session itself.
+    assert agent["status"] == "idle"
+
+    with Daemon(swarm, extra_env=LLM_MODE):
+        controller = wait_until(
+            "the orchestrator on the bus",
+            lambda: [a for a in swarm.json("agents") if a["name"] == "legion"],
+        )[0]
+    swarm.server.add_scenario("long job", [[bash(LONG_JOB)], [text("Done.")]], name="long")
+    swarm.tmux("send-keys", "-t", window_id(swarm, worker["window"]), "-l", "long job")
+    swarm.tmux("send-keys", "-t", window_id(swarm, worker["window"]), "Enter")
+    wait_until("the long turn", lambda: swarm.server.requests_for_scenario("long"))
+    assert agent_of(swarm, worker["session_id"])["status"] == "busy"
+
+    stopped = swarm.legion("stop", "--all")
+    assert "Closed tmux session" in stopped.stdout
+    for who in (agent, controller):
+        assert agent_of(swarm, who["session_id"])["status"] == "failed", who["address"]
+        assert (EventKind.AGENT_FAILED, "stopped by `legion stop --all`") in _status_events(
+            swarm, who["id"]
+        )
+    # It no longer runs, so it is not "busy (in the middle of a turn)": killed without -f.
+    killed = swarm.json("kill", agent["address"])
+    assert killed["status"] == "failed"
+
+
+def test_a_worker_retired_after_its_mode_is_done_is_complete_never_failed(
+    swarm: Swarm, tmp_path: Path
+) -> None:
+    worker = _dispatch(swarm, [[text("Planned.")]])
+    agent = agent_of(swarm, worker["session_id"])
+    assert agent["status"] == "idle"
+    # The worker is done (as a scripted worker says it: the labels), and the reconciler
+    # retires it; killed after closing its window, before its record is retired: the moment an
+    # observer saw "dead" and called a finished worker failed.
+    swarm.legion("issue", "label", "LEG-1", "--remove", "worker-active")
+    kill_log = tmp_path / "kills.log"
+    armed = {"LEGION_TEST_KILL_AT": "worker_window_closed", "LEGION_TEST_KILL_LOG": str(kill_log)}
+    swarm.legion("reconcile", env=armed, check=False)
+    assert kill_log.read_text().startswith("worker_window_closed ")
+    assert swarm.worker("LEG-1")["state"] == "dead"  # type: ignore[index]
+    done = agent_of(swarm, worker["session_id"])
+    assert done["status"] == "complete"
+    assert [kind for kind, _ in _status_events(swarm, agent["id"])] == [
+        EventKind.AGENT_REGISTERED,
+        EventKind.AGENT_COMPLETED,
+    ]
+
+
+def _tui_screen(swarm: Swarm) -> str:
+    return swarm.tmux("capture-pane", "-p", "-t", "=tui:")
+
+
+def test_an_open_tui_with_no_daemon_delivers_to_an_idle_worker_and_shows_its_status(
+    swarm: Swarm,
+) -> None:
+    worker = _dispatch(swarm, [[text("Planned.")]])
+    agent = agent_of(swarm, worker["session_id"])
+    swarm.server.add_scenario("zebra-tui", [[text("Noted, from the TUI.")]], name="message")
+    variables = [arg for key, value in swarm.env.items() for arg in ("-e", f"{key}={value}")]
+    swarm.tmux(
+        "new-session", "-d", "-s", "tui", "-x", "120", "-y", "32", "-c", str(swarm.repo),
+        *variables, str(LEGION_BIN), "tui",
+    )  # fmt: skip
+    wait_until("the TUI", lambda: "F2 Chat" in _tui_screen(swarm), timeout=20)
+    # A message nobody delivered (posted on the bus, not by `legion say`): the TUI watches.
+    bus = _bus(swarm)
+    try:
+        channel = Channel(agent["project"], "main")
+        posted = bus.post(bus.human().id, channel, f"@{agent['address']} zebra-tui")
+    finally:
+        bus.close()
+    wait_until("the message reached the model", lambda: _firsts(swarm, "message"), timeout=20)
+    wait_until(
+        "delivered on the bus",
+        lambda: _delivery(swarm, posted.message.id, agent["id"])[0] is DeliveryState.DELIVERED,
+        timeout=10,
+    )
+    assert (_firsts(swarm, "message")[0].prompt or "").startswith(
+        f"Message {posted.message.id} from @human"
+    )
+    # The worker's status, as the TUI keeps it on the bus, follows its session: busy, then idle.
+    bus = _bus(swarm)
+    try:
+        wait_until(
+            "idle again on the bus",
+            lambda: bus.agent(agent["id"]).status is AgentStatus.IDLE,
+            timeout=20,
+        )
+    finally:
+        bus.close()
+    swarm.tmux("kill-session", "-t", "=tui")
+    assert len(_firsts(swarm, "message")) == 1
