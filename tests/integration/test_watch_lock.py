@@ -24,10 +24,12 @@ def test_a_watcher_leaves_the_delivery_to_a_daemon_that_started_while_it_waited(
     env = dict(os.environ, LEGION_TMUX_SOCKET=str(tmp_path / "tmux.sock"))  # nothing runs there
     found = load_project(project, env)
     bus = SqliteBus(bus_path(env))
-    agent = register_session(bus, found, mode="plan", session_id="sid-plan", workspace=project)
+    agent = register_session(
+        bus, found, mode="plan", session_id="sid-plan", workspace=project, runtime="claude-code"
+    )
     channel = agent.channel
     posted = bus.post(bus.human().id, channel, f"@{agent.address} hello")
-    assert channel.project == project_channel_name(found)
+    assert channel.project == project_channel_name(found, bus)
 
     # Nobody else watching: the message is looked at, and waits for `legion start` (its
     # session is not running, and only a daemon resumes one).
