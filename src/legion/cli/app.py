@@ -59,6 +59,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "say": ('legion say "@implement the API spec is in docs/api.md"', 'legion say "@legion done?"'),
     "messages": ("legion messages --unread", "legion messages --channel app/main --follow"),
     "agents": ("legion agents --all --json",),
+    "events": ("legion events --agent legion/LEG-7/implement", "legion events --follow --json"),
     "ask": ('legion ask "Should the cache be per user or global?"',),
     "reply": ('legion reply 5f0c9e1a-… "Per user."',),
     "complete": ('legion complete "Plan posted: 4 steps"',),
@@ -97,6 +98,7 @@ for command in (
     bus.complete,
     bus.messages,
     bus.agents,
+    bus.events,
     bus.kill,
     bus.archive,
 ):

@@ -18,7 +18,7 @@ from legion.core.text import for_display
 from legion.errors import InputError
 
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
-    from legion.bus.model import Agent, Channel, Message, Posted, Task
+    from legion.bus.model import Agent, Channel, Event, EventKind, Message, Posted, Task
     from legion.bus.sessions import Speaker
     from legion.bus.store import Bus
 
@@ -451,6 +451,128 @@ def agents(
             agent.updated_at[:19].replace("T", " "),
         )
     common.console().print(table)
+
+
+# -- events ---------------------------------------------------------------------------------------
+
+
+def event_json(event: Event, addresses: Mapping[int, str]) -> dict[str, Any]:
+    agent = None if event.agent_id is None else addresses.get(event.agent_id)
+    return {
+        "id": event.id,
+        "kind": event.kind.value,
+        "agent": agent,
+        "message_id": event.message_id,
+        "detail": event.detail,
+        "created_at": event.created_at,
+    }
+
+
+def event_line(event: Event, addresses: Mapping[int, str]) -> str:
+    when = event.created_at[:19].replace("T", " ")
+    who = "-" if event.agent_id is None else f"@{addresses.get(event.agent_id, '?')}"
+    line = f"#{event.id} {when} {event.kind.value} {for_display(who)}"
+    if event.detail:
+        line += f": {for_display(event.detail)}"
+    if event.message_id is not None:
+        line += f" (message {for_display(event.message_id)})"
+    return line
+
+
+def _event_kinds(given: list[str]) -> set[EventKind]:
+    """The kinds asked for by name (`agent_blocked`, or `blocked`); none given: every kind
+    but `message_posted` (the messages themselves are `legion messages`')."""
+    from legion.bus.model import EventKind
+
+    known = {kind.value: kind for kind in EventKind}
+    short = {
+        name.removeprefix("agent_").removesuffix("_start"): kind for name, kind in known.items()
+    }
+    short["message"] = EventKind.MESSAGE_POSTED
+    if not given:
+        return set(EventKind) - {EventKind.MESSAGE_POSTED}
+    kinds = set()
+    for name in given:
+        kind = known.get(name.strip().lower()) or short.get(name.strip().lower())
+        if kind is None:
+            raise InputError(f"unknown event kind {name!r} (known: {', '.join(sorted(known))})")
+        kinds.add(kind)
+    return kinds
+
+
+def events(
+    ctx: typer.Context,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", help="Only this agent's events (an address, as in a mention)."),
+    ] = None,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            "-k",
+            help="Only events of this kind (repeatable): registered, blocked, completed, failed, "
+            "archived, compaction, message. Default: all but message.",
+        ),
+    ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f", help="Keep printing new events until Ctrl-C."),
+    ] = False,
+    last: Annotated[
+        int,
+        typer.Option("--last", "-n", min=1, max=100_000, help="How many recent events."),
+    ] = DEFAULT_LAST,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """The bus's event log, oldest first (with --follow, then each new one as it comes): agents
+    registered (a session started), blocked, completed, failed, archived, and compactions, for
+    every agent on the bus (all projects on this machine).
+
+    With --follow --json, one JSON object per line."""
+    kinds = _event_kinds(kind or [])
+    bus = _open_bus()
+    agent_id = None
+    if agent is not None:
+        agent_id = _target(bus, _speaker(ctx, bus), agent).id
+    addresses = _addresses(bus)
+
+    def fetch(since: int, newest: int | None) -> list[Event]:
+        found = bus.event_log(since=since, agent_id=agent_id, kinds=kinds, last=newest)
+        if any(e.agent_id is not None and e.agent_id not in addresses for e in found):
+            addresses.update(_addresses(bus))  # an agent registered since
+        return found
+
+    shown = fetch(0, last)
+    if as_json and not follow:
+        common.print_json([event_json(e, addresses) for e in shown])
+        return
+    _show_events(shown, addresses, as_json)
+    if not follow:
+        if not shown and not as_json:
+            typer.echo("No events.")
+        return
+    # Nothing shown: no event matches yet, so each that comes is newer than 0.
+    cursor = shown[-1].id if shown else 0
+    try:
+        while True:
+            time.sleep(FOLLOW_POLL_S)
+            found = fetch(cursor, None)
+            if found:
+                _show_events(found, addresses, as_json)
+                cursor = found[-1].id
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how one stops following: not an error
+
+
+def _show_events(found: Iterable[Event], addresses: Mapping[int, str], as_json: bool) -> None:
+    for event in found:
+        if as_json:
+            line = json.dumps(event_json(event, addresses), ensure_ascii=False)
+        else:
+            line = event_line(event, addresses)
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 # -- tasks ----------------------------------------------------------------------------------------
