@@ -65,6 +65,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "complete": ('legion complete "Plan posted: 4 steps"',),
     "kill": ("legion kill legion/LEG-7/implement", "legion kill implement -f"),
     "archive": ("legion archive legion/LEG-7/review",),
+    "attach": ("legion attach legion/LEG-7/implement", "legion attach legion"),
 }
 
 
@@ -101,6 +102,7 @@ for command in (
     bus.events,
     bus.kill,
     bus.archive,
+    bus.attach,
 ):
     app.command(epilog=_example(command.__name__))(command)
 app.add_typer(bus.task_app, name="task")

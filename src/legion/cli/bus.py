@@ -729,6 +729,67 @@ def kill(
     typer.echo(f"@{killed.address}: {killed.status.value}")
 
 
+def attach(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent, as in a mention.")],
+) -> None:
+    """Open the agent's live session in this terminal: its tmux window, read-write (what you
+    type goes to the agent). Detach with tmux's prefix key then d (C-b d by default); the
+    session runs on. Inside tmux on the same server, switches this client to it instead."""
+    bus = _open_bus()
+    target = _target(bus, _speaker(ctx, bus), agent)
+    if target.session_id is None:
+        raise InputError(f"@{for_display(target.address)} has no session to attach to")
+    workers = _workers_of(bus, target)
+    bus.close()
+    window = next(
+        (
+            w
+            for w in workers.tmux.list_windows(workers.session)
+            if w.tag == target.session_id and not w.pane_dead
+        ),
+        None,
+    )
+    if window is None:
+        from legion.errors import LegionError
+
+        raise LegionError(
+            f"@{for_display(target.address)} is not running (status {target.status.value}): "
+            "no live session to attach to"
+        )
+    argv, env = attach_command(workers.tmux, workers.session, window.id, os.environ)
+    sys.stdout.flush()
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        from legion.errors import LegionError
+
+        raise LegionError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+
+def attach_command(
+    tmux: Any, session: str, window_id: str, environ: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The tmux command (and its environment) that shows `window_id` in this terminal: inside
+    a tmux client of the same server, `switch-client`; anywhere else (another server too, so
+    nested), `attach-session`. Only the variables a tmux command may see are passed on."""
+    from legion.runtime.tmux import server_environment
+
+    target = f"={session}:{window_id}"
+    env = server_environment(environ)
+    inside = environ.get("TMUX", "")
+    if inside:
+        ours = tmux.run("display-message", "-p", "#{socket_path}", check=False).stdout.strip()
+        theirs = inside.split(",", 1)[0]
+        if ours and os.path.realpath(ours) == os.path.realpath(theirs):
+            env |= {
+                "TMUX": inside,
+                **({"TMUX_PANE": environ["TMUX_PANE"]} if "TMUX_PANE" in environ else {}),
+            }
+            return tmux.argv("switch-client", "-t", target), env
+    return tmux.argv("attach-session", "-t", target), env
+
+
 def _workers_of(bus: Bus, agent: Agent) -> Any:
     """The worker manager of the agent's project, found where the bus says it lives."""
     from legion.backends import open_backends, open_workers
