@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the bus is imported by its commands only: other commands st
     from legion.bus.model import Agent, Channel, Event, EventKind, Message, Posted, Task
     from legion.bus.sessions import Speaker
     from legion.bus.store import Bus
+    from legion.runtime.tmux import Tmux
 
 FOLLOW_POLL_S = 0.2  # how often `messages --follow` looks for new messages
 DEFAULT_LAST = 50
@@ -768,7 +769,7 @@ def attach(
 
 
 def attach_command(
-    tmux: Any, session: str, window_id: str, environ: Mapping[str, str]
+    tmux: Tmux, session: str, window_id: str, environ: Mapping[str, str]
 ) -> tuple[list[str], dict[str, str]]:
     """The tmux command (and its environment) that shows `window_id` in this terminal: inside
     a tmux client of the same server, `switch-client`; anywhere else (another server too, so
@@ -779,7 +780,8 @@ def attach_command(
     env = server_environment(environ)
     inside = environ.get("TMUX", "")
     if inside:
-        ours = tmux.run("display-message", "-p", "#{socket_path}", check=False).stdout.strip()
+        asked = tmux.run("display-message", "-p", "-t", target, "#{socket_path}", check=False)
+        ours = asked.stdout.strip()
         theirs = inside.split(",", 1)[0]
         if ours and os.path.realpath(ours) == os.path.realpath(theirs):
             env |= {
