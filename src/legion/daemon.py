@@ -1,11 +1,12 @@
 """The daemon: supervises the controller and the workers of one project in one tmux session.
 
 Every tick (and at once when a `legion` command changed something) it touches the heartbeat,
-keeps the controller alive (restarting it, with a cooldown, when its window is gone or its
-session has been stuck mid-turn for too long), kills a worker only when two signals agree it is
-stuck, and, in `auto` mode, runs the reconciler and delivers the judgment queue to the
-controller when it is idle. In `llm` mode the controller does the reconciling itself and is
-woken every tick instead, with the queue's new items named in the wake-up.
+keeps the controller alive (restarting it, with a cooldown, when its window is gone, its
+session has been stuck mid-turn for too long, or it has written no transcript that long), kills
+a worker only when two signals agree it is stuck, and, in `auto` mode, runs the reconciler and
+delivers the judgment queue to the controller when it is idle. In `llm` mode the controller
+does the reconciling itself and is woken every tick instead, with the queue's new items named
+in the wake-up.
 
 Liveness is read from the world, never from the daemon's memory, so a daemon that was killed
 and started again adopts the running tmux session and carries on where the last one stopped.
@@ -101,6 +102,9 @@ class _Memory:
     pause_reported: str | None = None
     # What is wrong with the bus's database, once said; None while it works.
     bus_trouble: str | None = None
+    # The controller's window while it has no transcript yet, the hash of what its screen
+    # shows, and since when (monotonic seconds) it has shown that.
+    controller_untranscribed: tuple[str, str, float] | None = None
 
 
 class Daemon:
@@ -341,12 +345,15 @@ class Daemon:
             and activity is not None
             and time.time() - activity > self.config.stale_after
         )
-        if state is not WorkerState.DEAD and not stale:
+        silent = self._stuck_before_transcript(state, activity)
+        if state is not WorkerState.DEAD and not stale and not silent:
             return
         since = time.monotonic() - self.memory.last_restart
         if self.memory.last_restart and since < self.config.restart_cooldown:
             return  # cooldown: try again on a later tick
         why = "stale" if stale else "not running"
+        if silent:
+            why = f"stale: no transcript, the same screen for {self.config.stale_after:g} s"
         # A (re)started controller is given every open item it has not handled yet: whatever
         # was typed into the previous one may have been lost with it.
         items = [item for item in self.judgments.open_items() if item.handled_at is None]
@@ -366,6 +373,25 @@ class Daemon:
         fault_point("controller_started")
         self.judgments.delivered([item.id for item in items], mark)
         self.log.append("-", "restart_controller", OutcomeKind.DONE, why)
+
+    def _stuck_before_transcript(self, state: WorkerState, activity: float | None) -> bool:
+        """Whether the live controller has written no transcript, and its screen has shown the
+        same thing, for `stale_after` seconds: a CLI stuck before its first turn (a first-run
+        screen, a prompt it never took) would otherwise read as running forever. A screen that
+        shows nothing yet is a CLI still loading (seconds on a busy machine), not one stuck."""
+        window = None
+        if state is WorkerState.RUNNING and activity is None:
+            window = self.workers.tmux.find_window(self.workers.session, CONTROLLER_WINDOW)
+        if window is None or window.pane_dead:
+            self.memory.controller_untranscribed = None
+            return False
+        screen = self.workers.tmux.capture(window.id, lines=60)
+        digest = hashlib.sha256(screen.encode()).hexdigest() if screen.strip() else ""
+        now = time.monotonic()
+        seen = self.memory.controller_untranscribed
+        if seen is None or seen[:2] != (window.id, digest) or not digest:
+            seen = self.memory.controller_untranscribed = (window.id, digest, now)
+        return bool(digest) and now - seen[2] > self.config.stale_after
 
     def start_controller(self, reason: str) -> None:
         self.workers.start_session_window(

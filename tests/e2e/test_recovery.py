@@ -236,12 +236,58 @@ def test_a_stale_controller_is_restarted_in_its_session_no_sooner_than_the_coold
     # the cooldown the gaps would be stale_after + a tick, about 2.5 s.
     assert min(gaps) >= cooldown - 0.5, f"restarted sooner than the cooldown: {gaps}"
     # Stale for longer than a tick without a restart: the cooldown held it back.
-    assert longest_quiet >= stale_after + 1.0
     restarts = actions(swarm, "restart_controller")
+    assert longest_quiet >= stale_after + 1.0, [(e["at"], e["detail"]) for e in restarts]
     assert len(restarts) == len(starts)
     assert all("stale" in e["detail"] for e in restarts[1:])
     assert len(transcripts_of(swarm, sid)) == 1
     assert pid is not None and "--resume" in cmdline(pid) and sid in cmdline(pid)
+
+
+# A claude whose controller never gets to its first turn (a first-run screen, say): it runs, and
+# writes no transcript. Each start is noted, with its time, in the file `starts`.
+SILENT_CLAUDE = """#!{python}
+import os, sys, time
+if os.environ.get("LEGION_MODE") != "controller" or "--version" in sys.argv:
+    os.execv({real!r}, [{real!r}, *sys.argv[1:]])
+with open({starts!r}, "a") as out:
+    out.write(f"{{time.time()}}\\n")
+print("Welcome to Claude Code! Choose a theme:")
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_controller_stuck_before_its_first_transcript_line_is_restarted_within_the_cooldown(
+    swarm: Swarm, tmp_path: Path
+) -> None:
+    stale_after, cooldown = 2.0, 5.0
+    starts = tmp_path / "starts"
+    wrapper = tmp_path / "bin" / "claude"
+    wrapper.parent.mkdir()
+    real = swarm.env["LEGION_CLAUDE_BIN"]
+    text = SILENT_CLAUDE.format(python=sys.executable, real=real, starts=str(starts))
+    wrapper.write_text(text)
+    wrapper.chmod(0o755)
+    env = {
+        "LEGION_CLAUDE_BIN": str(wrapper),
+        "LEGION_STALE_AFTER": f"{stale_after:g}",
+        "LEGION_RESTART_COOLDOWN": f"{cooldown:g}",
+    }
+
+    def started() -> list[float]:
+        return [float(line) for line in starts.read_text().split()] if starts.exists() else []
+
+    with Daemon(swarm, tick=0.5, extra_env=env):
+        wait_until("the controller started three times", lambda: len(started()) >= 3, timeout=40)
+    times = started()
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    # Never sooner than the cooldown (it is longer than stale_after here), nor much later.
+    assert min(gaps) >= cooldown - 0.5, f"restarted sooner than the cooldown: {gaps}"
+    restarts = actions(swarm, "restart_controller")
+    assert len(restarts) >= 3
+    assert all("no transcript" in e["detail"] for e in restarts[1:]), restarts
+    assert transcripts_of(swarm, session_uuid(swarm, "controller")) == []
 
 
 # -- 3. a worker that keeps dying ------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 from legion.bus.delivery import address_from
 from legion.bus.model import Agent, AgentRole, Message, Task, TaskState
 from legion.bus.store import Bus
+from legion.runtime.claude_tasks import TaskList, read_tasks
 
 PLAN_FOLDER = Path("docs") / "plans"
 PLAN_LIMIT = 4000  # characters of the plan shown; the rest is a `cat` away
@@ -40,6 +41,8 @@ class WakeUp:
     tasks: Sequence[Task]
     recent: Sequence[Message]
     why: str  # "compact", "resume", …
+    # The session's own task list in its CLI (Claude Code's TaskCreate), when it keeps one.
+    cli_tasks: TaskList | None = None
 
 
 def _one_line(text: str, limit: int = LINE_LIMIT) -> str:
@@ -124,7 +127,14 @@ def wake_up_context(wake: WakeUp, addresses: Mapping[int, str]) -> str:
         )
     else:
         parts.append(f"No plan file in {PLAN_FOLDER}/.")
-    parts += ["", "## Current Tasks", *_tasks_section(wake, addresses), "", "## Recent Activity"]
+    parts += ["", "## Current Tasks", *_tasks_section(wake, addresses)]
+    if wake.cli_tasks is not None:
+        doing = wake.cli_tasks.current
+        parts.append(
+            f"Your own task list (TaskList): {wake.cli_tasks.progress} done"
+            + (f"; in progress: {_one_line(doing)}" if doing else "")
+        )
+    parts += ["", "## Recent Activity"]
     if wake.recent:
         for message in wake.recent:
             sender = address_from(message.sender, agent)
@@ -169,8 +179,10 @@ def gather(
     mode: str | None,
     issue: str | None,
     why: str,
+    env: Mapping[str, str] | None = None,
 ) -> str:
-    """The agent's wake-up context, from the bus and its workspace."""
+    """The agent's wake-up context, from the bus and its workspace (and, given the session's
+    `env`, its Claude Code task list)."""
     tasks = bus.tasks(agent.channel)
     assignees = {t.assigned_agent_id for t in tasks if t.assigned_agent_id is not None}
     addresses = (
@@ -179,5 +191,9 @@ def gather(
         else {}
     )
     plan = newest_plan(workspace) if workspace is not None else None
-    wake = WakeUp(agent, mode, issue, plan, tasks, recent_activity(bus, agent), why)
+    cli_tasks = None
+    if env is not None and agent.session_id and agent.runtime == "claude-code":
+        cli_tasks = read_tasks(env, agent.session_id)
+    recent = recent_activity(bus, agent)
+    wake = WakeUp(agent, mode, issue, plan, tasks, recent, why, cli_tasks)
     return wake_up_context(wake, addresses)

@@ -316,6 +316,18 @@ class Bus(Protocol):
 
     def events(self, *, since: int = 0, limit: int | None = None) -> list[Event]: ...
 
+    def event_log(
+        self,
+        *,
+        since: int = 0,
+        agent_id: int | None = None,
+        kinds: Iterable[EventKind] | None = None,
+        last: int | None = None,
+    ) -> list[Event]:
+        """Events after `since`, oldest first: only `agent_id`'s, only of `kinds` (None: all),
+        only the newest `last`."""
+        ...
+
     # -- tasks
     def add_task(
         self,
@@ -1064,6 +1076,36 @@ class SqliteBus:
                 _EVENT_SELECT + "WHERE e.id > ? ORDER BY e.id LIMIT ?",
                 (since, -1 if limit is None else limit),
             ).fetchall()
+        return [_event(row) for row in rows]
+
+    def event_log(
+        self,
+        *,
+        since: int = 0,
+        agent_id: int | None = None,
+        kinds: Iterable[EventKind] | None = None,
+        last: int | None = None,
+    ) -> list[Event]:
+        where = ["e.id > ?"]
+        args: list[object] = [since]
+        if agent_id is not None:
+            where.append("e.agent_id = ?")
+            args.append(agent_id)
+        if kinds is not None:
+            names = sorted({kind.value for kind in kinds})
+            if not names:
+                return []
+            where.append(f"e.kind IN ({', '.join('?' * len(names))})")
+            args += names
+        query = _EVENT_SELECT + f"WHERE {' AND '.join(where)}"
+        if last is not None:
+            # The newest `last`, then back in order.
+            query = f"SELECT * FROM ({query} ORDER BY e.id DESC LIMIT ?) ORDER BY id"
+            args.append(max(last, 0))
+        else:
+            query += " ORDER BY e.id"
+        with self._db.read() as conn:
+            rows = conn.execute(query, args).fetchall()
         return [_event(row) for row in rows]
 
     # -- tasks ----------------------------------------------------------------------------------

@@ -59,11 +59,13 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "say": ('legion say "@implement the API spec is in docs/api.md"', 'legion say "@legion done?"'),
     "messages": ("legion messages --unread", "legion messages --channel app/main --follow"),
     "agents": ("legion agents --all --json",),
+    "events": ("legion events --agent legion/LEG-7/implement", "legion events --follow --json"),
     "ask": ('legion ask "Should the cache be per user or global?"',),
     "reply": ('legion reply 5f0c9e1a-… "Per user."',),
     "complete": ('legion complete "Plan posted: 4 steps"',),
     "kill": ("legion kill legion/LEG-7/implement", "legion kill implement -f"),
     "archive": ("legion archive legion/LEG-7/review",),
+    "attach": ("legion attach legion/LEG-7/implement", "legion attach legion"),
 }
 
 
@@ -97,8 +99,10 @@ for command in (
     bus.complete,
     bus.messages,
     bus.agents,
+    bus.events,
     bus.kill,
     bus.archive,
+    bus.attach,
 ):
     app.command(epilog=_example(command.__name__))(command)
 app.add_typer(bus.task_app, name="task")

@@ -17,9 +17,10 @@ from legion.core.text import for_display
 from legion.errors import InputError
 
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
-    from legion.bus.model import Agent, Channel, Message, Posted, Task
+    from legion.bus.model import Agent, Channel, Event, EventKind, Message, Posted, Task
     from legion.bus.sessions import Speaker
     from legion.bus.store import Bus
+    from legion.runtime.tmux import Tmux
 
 FOLLOW_POLL_S = 0.2  # how often `messages --follow` looks for new messages
 DEFAULT_LAST = 50
@@ -518,6 +519,128 @@ def agents(
     common.console().print(table)
 
 
+# -- events ---------------------------------------------------------------------------------------
+
+
+def event_json(event: Event, addresses: Mapping[int, str]) -> dict[str, Any]:
+    agent = None if event.agent_id is None else addresses.get(event.agent_id)
+    return {
+        "id": event.id,
+        "kind": event.kind.value,
+        "agent": agent,
+        "message_id": event.message_id,
+        "detail": event.detail,
+        "created_at": event.created_at,
+    }
+
+
+def event_line(event: Event, addresses: Mapping[int, str]) -> str:
+    when = event.created_at[:19].replace("T", " ")
+    who = "-" if event.agent_id is None else f"@{addresses.get(event.agent_id, '?')}"
+    line = f"#{event.id} {when} {event.kind.value} {for_display(who)}"
+    if event.detail:
+        line += f": {for_display(event.detail)}"
+    if event.message_id is not None:
+        line += f" (message {for_display(event.message_id)})"
+    return line
+
+
+def _event_kinds(given: list[str]) -> set[EventKind]:
+    """The kinds asked for by name (`agent_blocked`, or `blocked`); none given: every kind
+    but `message_posted` (the messages themselves are `legion messages`')."""
+    from legion.bus.model import EventKind
+
+    known = {kind.value: kind for kind in EventKind}
+    short = {
+        name.removeprefix("agent_").removesuffix("_start"): kind for name, kind in known.items()
+    }
+    short["message"] = EventKind.MESSAGE_POSTED
+    if not given:
+        return set(EventKind) - {EventKind.MESSAGE_POSTED}
+    kinds = set()
+    for name in given:
+        kind = known.get(name.strip().lower()) or short.get(name.strip().lower())
+        if kind is None:
+            raise InputError(f"unknown event kind {name!r} (known: {', '.join(sorted(known))})")
+        kinds.add(kind)
+    return kinds
+
+
+def events(
+    ctx: typer.Context,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", help="Only this agent's events (an address, as in a mention)."),
+    ] = None,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            "-k",
+            help="Only events of this kind (repeatable): registered, blocked, completed, failed, "
+            "archived, compaction, message. Default: all but message.",
+        ),
+    ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f", help="Keep printing new events until Ctrl-C."),
+    ] = False,
+    last: Annotated[
+        int,
+        typer.Option("--last", "-n", min=1, max=100_000, help="How many recent events."),
+    ] = DEFAULT_LAST,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """The bus's event log, oldest first (with --follow, then each new one as it comes): agents
+    registered (a session started), blocked, completed, failed, archived, and compactions, for
+    every agent on the bus (all projects on this machine).
+
+    With --follow --json, one JSON object per line."""
+    kinds = _event_kinds(kind or [])
+    bus = _open_bus()
+    agent_id = None
+    if agent is not None:
+        agent_id = _target(bus, _speaker(ctx, bus), agent).id
+    addresses = _addresses(bus)
+
+    def fetch(since: int, newest: int | None) -> list[Event]:
+        found = bus.event_log(since=since, agent_id=agent_id, kinds=kinds, last=newest)
+        if any(e.agent_id is not None and e.agent_id not in addresses for e in found):
+            addresses.update(_addresses(bus))  # an agent registered since
+        return found
+
+    shown = fetch(0, last)
+    if as_json and not follow:
+        common.print_json([event_json(e, addresses) for e in shown])
+        return
+    _show_events(shown, addresses, as_json)
+    if not follow:
+        if not shown and not as_json:
+            typer.echo("No events.")
+        return
+    # Nothing shown: no event matches yet, so each that comes is newer than 0.
+    cursor = shown[-1].id if shown else 0
+    try:
+        while True:
+            time.sleep(FOLLOW_POLL_S)
+            found = fetch(cursor, None)
+            if found:
+                _show_events(found, addresses, as_json)
+                cursor = found[-1].id
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how one stops following: not an error
+
+
+def _show_events(found: Iterable[Event], addresses: Mapping[int, str], as_json: bool) -> None:
+    for event in found:
+        if as_json:
+            line = common.json_text(event_json(event, addresses))
+        else:
+            line = event_line(event, addresses)
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 # -- tasks ----------------------------------------------------------------------------------------
 
 
@@ -673,6 +796,68 @@ def kill(
         common.print_json(agent_json(killed))
         return
     common.echo(f"@{killed.address}: {killed.status.value}")
+
+
+def attach(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent, as in a mention.")],
+) -> None:
+    """Open the agent's live session in this terminal: its tmux window, read-write (what you
+    type goes to the agent). Detach with tmux's prefix key then d (C-b d by default); the
+    session runs on. Inside tmux on the same server, switches this client to it instead."""
+    bus = _open_bus()
+    target = _target(bus, _speaker(ctx, bus), agent)
+    if target.session_id is None:
+        raise InputError(f"@{for_display(target.address)} has no session to attach to")
+    workers = _workers_of(bus, target)
+    bus.close()
+    window = next(
+        (
+            w
+            for w in workers.tmux.list_windows(workers.session)
+            if w.tag == target.session_id and not w.pane_dead
+        ),
+        None,
+    )
+    if window is None:
+        from legion.errors import LegionError
+
+        raise LegionError(
+            f"@{for_display(target.address)} is not running (status {target.status.value}): "
+            "no live session to attach to"
+        )
+    argv, env = attach_command(workers.tmux, workers.session, window.id, os.environ)
+    sys.stdout.flush()
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        from legion.errors import LegionError
+
+        raise LegionError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+
+def attach_command(
+    tmux: Tmux, session: str, window_id: str, environ: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The tmux command (and its environment) that shows `window_id` in this terminal: inside
+    a tmux client of the same server, `switch-client`; anywhere else (another server too, so
+    nested), `attach-session`. Only the variables a tmux command may see are passed on."""
+    from legion.runtime.tmux import server_environment
+
+    target = f"={session}:{window_id}"
+    env = server_environment(environ)
+    inside = environ.get("TMUX", "")
+    if inside:
+        asked = tmux.run("display-message", "-p", "-t", target, "#{socket_path}", check=False)
+        ours = asked.stdout.strip()
+        theirs = inside.split(",", 1)[0]
+        if ours and os.path.realpath(ours) == os.path.realpath(theirs):
+            env |= {
+                "TMUX": inside,
+                **({"TMUX_PANE": environ["TMUX_PANE"]} if "TMUX_PANE" in environ else {}),
+            }
+            return tmux.argv("switch-client", "-t", target), env
+    return tmux.argv("attach-session", "-t", target), env
 
 
 def _workers_of(bus: Bus, agent: Agent) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,6 +16,7 @@ from legion.core.text import for_display
 from legion.errors import InputError
 
 if TYPE_CHECKING:
+    from legion.runtime.claude_tasks import TaskList
     from legion.runtime.workers import WorkerView
 
 
@@ -98,8 +100,14 @@ def workers(
     project, backends = common.backends(ctx)
     views = open_workers(project, backends).views()
     now = time.time()
+    tasks = {view.record.session_id: _task_list(view) for view in views}
     if as_json:
-        common.print_json([view.to_json(now) for view in views])
+        common.print_json(
+            [
+                view.to_json(now) | {"tasks": _tasks_json(tasks[view.record.session_id])}
+                for view in views
+            ]
+        )
         return
     if not views:
         typer.echo("No workers.")
@@ -107,11 +115,13 @@ def workers(
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("Issue", "Mode", "State", "Runtime", "Window", "Active", "Question"):
+    columns = ("Issue", "Mode", "State", "Runtime", "Window", "Active", "Tasks", "Question")
+    for column in columns:
         table.add_column(column, overflow="fold")
     for view in views:
         data = view.to_json(now)
         age = data["transcript_age_s"]
+        task_list = tasks[view.record.session_id]
         table.add_row(
             for_display(view.record.issue),
             view.record.mode.value,
@@ -119,10 +129,24 @@ def workers(
             for_display(view.record.runtime),
             for_display(view.record.window),
             "-" if age is None else f"{age:.0f}s ago",
+            "-" if task_list is None else for_display(task_list.progress),
             # The worker's (its model's) words: escaped like a tracker's.
             for_display(view.question.text) if view.question else "",
         )
     common.console().print(table)
+
+
+def _task_list(view: WorkerView) -> TaskList | None:
+    """The worker's Claude Code task list (Codex keeps none)."""
+    if view.record.runtime != "claude-code":
+        return None
+    from legion.runtime.claude_tasks import read_tasks
+
+    return read_tasks(os.environ, view.record.session_id)
+
+
+def _tasks_json(task_list: TaskList | None) -> dict[str, object] | None:
+    return None if task_list is None else task_list.to_json()
 
 
 def peek(

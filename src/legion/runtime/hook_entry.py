@@ -92,6 +92,7 @@ def _wake_up_context(
             mode=None if mode == "controller" else mode,
             issue=env.get("LEGION_ISSUE_ID") or None,
             why=why,
+            env=env,
         )
     finally:
         bus.close()

@@ -1,0 +1,71 @@
+"""Claude Code's task list of a session, read from its files: what a worker is in the middle of.
+
+Claude Code (2.1.x) keeps a session's task list, written by its TaskCreate/TaskUpdate tools, as
+one JSON file per task in `$CLAUDE_CONFIG_DIR/tasks/<session id>/<n>.json` (beside a `.lock`
+and a high-water mark): `{"id", "subject", "description", "activeForm", "status", "blocks",
+"blockedBy"}`, status `pending`, `in_progress` or `completed`. It offers those tools only for
+some models unless `CLAUDE_CODE_ENABLE_TODO_TOOLS=1` is set; a session without them has no
+list, and Legion shows none. Files are read as the CLI writes them: one it is replacing, or
+one that is not a task, is skipped, never an error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from legion.runtime.claude_paths import config_dir
+
+
+@dataclass(frozen=True)
+class TaskList:
+    done: int
+    total: int
+    current: str | None  # what is in progress (its active form), if anything
+
+    @property
+    def progress(self) -> str:
+        return f"{self.done}/{self.total}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"done": self.done, "total": self.total, "current": self.current}
+
+
+def summarize_tasks(tasks: Iterable[Mapping[str, Any]]) -> TaskList | None:
+    """Pure: the list's progress from its tasks' documents; None when it has none."""
+    done = total = 0
+    current: str | None = None
+    for task in tasks:
+        status = task.get("status")
+        if status not in ("pending", "in_progress", "completed"):
+            continue  # deleted, or no task at all
+        total += 1
+        done += status == "completed"
+        if status == "in_progress" and current is None:
+            text = task.get("activeForm") or task.get("subject")
+            current = text if isinstance(text, str) and text else None
+    return TaskList(done, total, current) if total else None
+
+
+def task_dir(env: Mapping[str, str], session_id: str) -> Path:
+    return config_dir(env) / "tasks" / session_id
+
+
+def read_tasks(env: Mapping[str, str], session_id: str) -> TaskList | None:
+    """Session `session_id`'s task list, or None when it has none (or it cannot be read)."""
+    folder = task_dir(env, session_id)
+    try:
+        files = sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
+    except OSError:
+        return None
+    documents = []
+    for path in files:
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(document, dict):
+            documents.append(document)
+    return summarize_tasks(documents)
