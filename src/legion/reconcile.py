@@ -368,6 +368,7 @@ class _Pass:
                 self.o.forge,
                 KnownLiveWorkers(live),
                 issues=fresh,
+                opt_in=self.o.project.settings.backlog_opt_in_labels,
             ),
         )
         for error in snapshot.errors:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from legion.core.decide import PR_PHASES, Decision, Observation, decide
 from legion.core.ids import session_id
 from legion.core.model import ReviewOutcome
+from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, opted_in
 from legion.errors import LegionError
 from legion.forges.base import Forge, PrState, PullRequest
 from legion.trackers.base import Issue, Tracker
@@ -80,9 +82,10 @@ def observe(
     workers: LiveWorkers,
     *,
     issues: list[Issue] | None = None,
+    opt_in: Sequence[str] = DEFAULT_BACKLOG_OPT_IN,
 ) -> Snapshot:
     """One consistent pass over the tracker, the forge and the workers (`issues`: the tracker's
-    issues when the caller has just read them).
+    issues when the caller has just read them; `opt_in`: the `backlog_opt_in_labels` setting).
 
     A forge that cannot be read makes every review outcome `unknown` (so nothing transitions on
     a guess); a tracker that cannot be read fails the whole pass.
@@ -116,6 +119,7 @@ def observe(
                 has_live_worker=issue.identifier in live,
                 has_pr=pr is not None,
                 pr_review=review,
+                opted_in=opted_in(issue.labels, opt_in),
             )
         )
         sid = None

@@ -29,10 +29,20 @@ ALL_LABEL_SETS = [
 ]
 
 
-def _statuses(cell: str) -> list[Status]:
+NOT_OPTED_IN = " not opted in"
+
+
+def _statuses(cell: str) -> list[tuple[Status, bool]]:
+    """(status, opted in) pairs: a bare status covers both; "Backlog not opted in" one."""
     if cell == "active":
-        return ACTIVE
-    return [Status.parse(part) for part in cell.split(",")]
+        return [(status, opted) for status in ACTIVE for opted in (False, True)]
+    pairs = []
+    for part in cell.split(","):
+        if part.endswith(NOT_OPTED_IN):
+            pairs.append((Status.parse(part.removesuffix(NOT_OPTED_IN)), False))
+        else:
+            pairs += [(Status.parse(part), opted) for opted in (False, True)]
+    return pairs
 
 
 def _label_sets(cell: str) -> list[frozenset[Label]]:
@@ -63,10 +73,10 @@ def test_documented_table_matches_decide() -> None:
     covered: set[Observation] = set()
     checked = 0
     for number, status_cell, labels_cell, live_cell, pr_cell, action, mode_cell in rows:
-        for status, labels, live, (has_pr, review) in itertools.product(
+        for (status, opted), labels, live, (has_pr, review) in itertools.product(
             _statuses(status_cell), _label_sets(labels_cell), _live(live_cell), PR_CELLS[pr_cell]
         ):
-            observation = Observation(status, labels, live, has_pr, review)
+            observation = Observation(status, labels, live, has_pr, review, opted)
             if observation in covered:
                 continue  # an earlier row decides it
             covered.add(observation)
@@ -80,9 +90,9 @@ def test_documented_table_matches_decide() -> None:
             assert decision.mode == expected_mode, f"row {number}: {observation}"
             checked += 1
     everything = {
-        Observation(status, labels, live, has_pr, review)
-        for status, labels, live, (has_pr, review) in itertools.product(
-            Status, ALL_LABEL_SETS, [False, True], PR_CELLS["any"]
+        Observation(status, labels, live, has_pr, review, opted)
+        for status, labels, live, (has_pr, review), opted in itertools.product(
+            Status, ALL_LABEL_SETS, [False, True], PR_CELLS["any"], [False, True]
         )
     }
     assert covered == everything, "the documented table leaves some inputs out"
