@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from legion.core.decide import PR_PHASES, Decision, Observation, decide
 from legion.core.ids import session_id
-from legion.core.model import ReviewOutcome
+from legion.core.model import ReviewOutcome, Status
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, opted_in
 from legion.errors import LegionError
 from legion.forges.base import Forge, PrState, PullRequest
@@ -39,6 +39,12 @@ class IssueState:
     has_live_worker: bool
     decision: Decision
     session_id: str | None
+    opted_in: bool = False  # carries an opt-in label (`backlog_opt_in_labels`)
+
+    @property
+    def left_alone(self) -> bool:
+        """A Backlog issue nobody opted in: Legion does nothing with it."""
+        return self.issue.status is Status.BACKLOG and not self.opted_in
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +65,7 @@ class IssueState:
             "suggested_action": self.decision.action.value,
             "mode": None if self.decision.mode is None else self.decision.mode.value,
             "session_id": self.session_id,
+            "opted_in": self.opted_in,
         }
 
 
@@ -112,6 +119,7 @@ def observe(
         if pr is not None and pr.state is PrState.CLOSED:
             pr = None  # a closed PR is no PR: the work needs a new one
         review = ReviewOutcome.UNKNOWN if prs is None else (pr.review if pr else ReviewOutcome.NONE)
+        chosen = opted_in(issue.labels, opt_in)
         decision = decide(
             Observation(
                 status=issue.status,
@@ -119,11 +127,13 @@ def observe(
                 has_live_worker=issue.identifier in live,
                 has_pr=pr is not None,
                 pr_review=review,
-                opted_in=opted_in(issue.labels, opt_in),
+                opted_in=chosen,
             )
         )
         sid = None
         if decision.session_mode is not None:
             sid = session_id(project_id, issue.identifier, decision.session_mode)
-        states.append(IssueState(issue, pr, review, issue.identifier in live, decision, sid))
+        states.append(
+            IssueState(issue, pr, review, issue.identifier in live, decision, sid, chosen)
+        )
     return Snapshot(states, warnings, errors)

@@ -114,3 +114,6 @@ def test_a_pass_starts_no_worker_on_a_backlog_issue_nobody_opted_in(
     assert suggested.pop("ENG-41") == "dispatch_architect"
     assert suggested.pop("ENG-42") == "dispatch_planner"
     assert set(suggested.values()) == {"skip"} and len(suggested) == UNLABELLED + 1
+    assert state["ENG-41"]["opted_in"] and not state["ENG-1"]["opted_in"]
+    table = run_legion("state", cwd=git_repo, env=env | {"COLUMNS": "200"}).stdout
+    assert table.count("skip (no opt-in label)") == UNLABELLED, table
