@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from legion.core.model import Status, validate_issue_key, validate_label_name
+from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, EVERY_ISSUE
 from legion.core.statusmap import parse_status_table
 from legion.errors import ConfigError, InputError, ToolMissingError
 from legion.workspaces.base import DEFAULT_REGENERABLE
@@ -110,6 +111,17 @@ def _labels(value: Any) -> tuple[str, ...]:
         return tuple(validate_label_name(i) for i in items if i.strip())
     except InputError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _opt_in_labels(value: Any) -> tuple[str, ...]:
+    """Label names, or ["*"]: every Backlog issue."""
+    if isinstance(value, list | tuple) and [str(v).strip() for v in value] == [EVERY_ISSUE]:
+        return (EVERY_ISSUE,)
+    return _labels(value)
+
+
+def _opt_in_labels_from_env(value: Any) -> tuple[str, ...]:
+    return _opt_in_labels([part for part in str(value).split(",")])
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -253,6 +265,12 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("wip_limit", _wip_limit),
     SettingSpec("token_budget", _wip_limit),
     SettingSpec("labels", _labels, (), parse_env=_labels_from_env),
+    SettingSpec(
+        "backlog_opt_in_labels",
+        _opt_in_labels,
+        DEFAULT_BACKLOG_OPT_IN,
+        parse_env=_opt_in_labels_from_env,
+    ),
     SettingSpec("workspace_root", _path),
     SettingSpec("tmux_socket", _path),
     SettingSpec("tmux_config", _path),
@@ -290,6 +308,8 @@ class Settings:
     wip_limit: int | None = None
     token_budget: int | None = None  # tokens an issue's workers may use before a human is asked
     labels: tuple[str, ...] = ()
+    # A Backlog issue is worked on only with one of these labels (["*"]: every one).
+    backlog_opt_in_labels: tuple[str, ...] = DEFAULT_BACKLOG_OPT_IN
     workspace_root: Path | None = None
     tmux_socket: Path | None = None
     tmux_config: Path | None = None

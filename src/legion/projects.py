@@ -117,3 +117,18 @@ def _check_backends(project: Project, warn: Callable[[str], None]) -> None:
         if name.endswith(_ESSENTIAL_CHECKS):
             raise ConfigError(f"{name}: {detail}")
         warn(f"{name}: {detail} (`legion doctor` checks it again)")
+
+
+def pickup_line(project: Project) -> str:
+    """What Legion will work on among the tracker's issues right now, in one line (`legion
+    init` and `legion doctor` say it before anything starts). One read of the tracker; a
+    failure raises LegionError."""
+    from legion.core.pickup import pickup_summary
+
+    backends = open_backends(project)
+    try:
+        issues = backends.tracker.list_issues()
+    finally:
+        backends.db.close()
+    opt_in = project.settings.backlog_opt_in_labels
+    return pickup_summary(((issue.status, issue.labels) for issue in issues), opt_in)

@@ -374,6 +374,7 @@ class _Pass:
                 self.o.forge,
                 KnownLiveWorkers(live, self.o.workers.latest_modes()),
                 issues=fresh,
+                opt_in=self.o.project.settings.backlog_opt_in_labels,
             ),
         )
         for error in snapshot.errors:

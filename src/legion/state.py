@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from legion.core.decide import PR_PHASES, Decision, Observation, decide
 from legion.core.ids import session_id
-from legion.core.model import Mode, ReviewOutcome
+from legion.core.model import Mode, ReviewOutcome, Status
+from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, opted_in
 from legion.errors import LegionError
 from legion.forges.base import Forge, PrState, PullRequest
 from legion.trackers.base import Issue, Tracker
@@ -49,6 +50,12 @@ class IssueState:
     decision: Decision
     session_id: str | None
     observation: Observation | None = None  # what the table was given
+    opted_in: bool = False  # carries an opt-in label (`backlog_opt_in_labels`)
+
+    @property
+    def left_alone(self) -> bool:
+        """A Backlog issue nobody opted in: Legion does nothing with it."""
+        return self.issue.status is Status.BACKLOG and not self.opted_in
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +76,7 @@ class IssueState:
             "suggested_action": self.decision.action.value,
             "mode": None if self.decision.mode is None else self.decision.mode.value,
             "session_id": self.session_id,
+            "opted_in": self.opted_in,
         }
 
 
@@ -92,9 +100,10 @@ def observe(
     workers: LiveWorkers,
     *,
     issues: list[Issue] | None = None,
+    opt_in: Sequence[str] = DEFAULT_BACKLOG_OPT_IN,
 ) -> Snapshot:
     """One consistent pass over the tracker, the forge and the workers (`issues`: the tracker's
-    issues when the caller has just read them).
+    issues when the caller has just read them; `opt_in`: the `backlog_opt_in_labels` setting).
 
     A forge that cannot be read makes every review outcome `unknown` (so nothing transitions on
     a guess); a tracker that cannot be read fails the whole pass.
@@ -122,6 +131,7 @@ def observe(
         if pr is not None and pr.state is PrState.CLOSED:
             pr = None  # a closed PR is no PR: the work needs a new one
         review = ReviewOutcome.UNKNOWN if prs is None else (pr.review if pr else ReviewOutcome.NONE)
+        chosen = opted_in(issue.labels, opt_in)
         observation = Observation(
             status=issue.status,
             labels=issue.workflow_labels,
@@ -129,12 +139,15 @@ def observe(
             has_pr=pr is not None,
             pr_review=review,
             latest_mode=latest.get(issue.identifier),
+            opted_in=chosen,
         )
         decision = decide(observation)
         sid = None
         if decision.session_mode is not None:
             sid = session_id(project_id, issue.identifier, decision.session_mode)
         states.append(
-            IssueState(issue, pr, review, issue.identifier in live, decision, sid, observation)
+            IssueState(
+                issue, pr, review, issue.identifier in live, decision, sid, observation, chosen
+            )
         )
     return Snapshot(states, warnings, errors)

@@ -31,12 +31,19 @@ ACTIVE_STATUSES = (S.BACKLOG, S.TODO, S.IN_PROGRESS, S.NEEDS_REVIEW, S.RETRO)
 
 
 def obs(
-    status: Status, *labels: Label, live: bool = False, pr: ReviewOutcome | None = None
+    status: Status,
+    *labels: Label,
+    live: bool = False,
+    pr: ReviewOutcome | None = None,
+    opted: bool = True,
 ) -> Observation:
-    """pr=None: no pull request; otherwise a pull request with that review outcome."""
+    """pr=None: no pull request; otherwise a pull request with that review outcome. `opted`:
+    a person opted the issue in (`backlog_opt_in_labels`)."""
     if pr is R.UNKNOWN:
-        return Observation(status, frozenset(labels), live, False, R.UNKNOWN)
-    return Observation(status, frozenset(labels), live, pr is not None, pr or R.NONE)
+        return Observation(status, frozenset(labels), live, False, R.UNKNOWN, opted_in=opted)
+    return Observation(
+        status, frozenset(labels), live, pr is not None, pr or R.NONE, opted_in=opted
+    )
 
 
 # The seed's Status-Specific Logic table, then the additions the issue names.
@@ -83,6 +90,13 @@ ROWS: list[tuple[str, Observation, Action, Mode | None]] = [
     # additions
     ("backlog: architect", obs(S.BACKLOG), A.DISPATCH_ARCHITECT, Mode.ARCHITECT),
     ("backlog done: to todo", obs(S.BACKLOG, DONE), A.TRANSITION_TO_TODO, Mode.PLAN),
+    # issue 19 item 3: a Backlog issue nobody opted in costs nothing, whatever its labels
+    ("backlog, not opted in: left alone", obs(S.BACKLOG, opted=False), A.SKIP, None),
+    ("backlog, not opted in, done", obs(S.BACKLOG, DONE, opted=False), A.SKIP, None),
+    ("backlog, not opted in, active", obs(S.BACKLOG, ACTIVE, opted=False), A.SKIP, None),
+    ("backlog, not opted in, answer", obs(S.BACKLOG, FEEDBACK, opted=False), A.SKIP, None),
+    ("icebox, opted in: still left alone", obs(S.ICEBOX), A.SKIP, None),
+    ("todo needs no opt-in", obs(S.TODO, opted=False), A.DISPATCH_PLANNER, Mode.PLAN),
     (
         "feedback given: relay",
         obs(S.IN_PROGRESS, INPUT, FEEDBACK),
@@ -166,6 +180,7 @@ observations = st.builds(
     has_pr=st.booleans(),
     pr_review=st.sampled_from(ReviewOutcome),
     latest_mode=st.none() | st.sampled_from(Mode),
+    opted_in=st.booleans(),
 )
 
 
@@ -186,6 +201,21 @@ def test_never_dispatches_beside_a_live_worker(observation: Observation) -> None
         and action is not A.DISPATCH_FINISHER
     ):
         raise AssertionError(f"{action} despite a live worker")
+
+
+@given(observations)
+def test_backlog_and_icebox_cost_nothing_without_the_opt_in(observation: Observation) -> None:
+    """No Backlog or Icebox issue nobody opted in ever gets an action: no worker starts,
+    resumes or is restarted on it, and no status or label moves."""
+    if observation.status in (S.BACKLOG, S.ICEBOX) and not observation.opted_in:
+        assert decide(observation) == Decision(A.SKIP)
+
+
+@given(observations)
+def test_the_opt_in_matters_only_in_backlog(observation: Observation) -> None:
+    if observation.status is not S.BACKLOG:
+        flipped = replace(observation, opted_in=not observation.opted_in)
+        assert decide(flipped) == decide(observation)
 
 
 @given(observations)
@@ -210,14 +240,16 @@ def test_worker_actions_name_a_mode(observation: Observation) -> None:
 
 def test_table_is_total_over_the_whole_input_space() -> None:
     count = 0
-    for status, has_live, has_pr, review in itertools.product(
-        Status, [False, True], [False, True], ReviewOutcome
+    for status, has_live, has_pr, review, opted in itertools.product(
+        Status, [False, True], [False, True], ReviewOutcome, [False, True]
     ):
         for n in range(len(Label) + 1):
             for labels in itertools.combinations(Label, n):
-                decide(Observation(status, frozenset(labels), has_live, has_pr, review))
+                decide(
+                    Observation(status, frozenset(labels), has_live, has_pr, review, opted_in=opted)
+                )
                 count += 1
-    assert count == len(Status) * 2 * 2 * len(ReviewOutcome) * 2 ** len(Label)
+    assert count == len(Status) * 2 * 2 * len(ReviewOutcome) * 2 * 2 ** len(Label)
 
 
 def test_phase_modes_cover_active_statuses() -> None:

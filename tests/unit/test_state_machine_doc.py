@@ -29,10 +29,20 @@ ALL_LABEL_SETS = [
 ]
 
 
-def _statuses(cell: str) -> list[Status]:
+NOT_OPTED_IN = " not opted in"
+
+
+def _statuses(cell: str) -> list[tuple[Status, bool]]:
+    """(status, opted in) pairs: a bare status covers both; "Backlog not opted in" one."""
     if cell == "active":
-        return ACTIVE
-    return [Status.parse(part) for part in cell.split(",")]
+        return [(status, opted) for status in ACTIVE for opted in (False, True)]
+    pairs = []
+    for part in cell.split(","):
+        if part.endswith(NOT_OPTED_IN):
+            pairs.append((Status.parse(part.removesuffix(NOT_OPTED_IN)), False))
+        else:
+            pairs += [(Status.parse(part), opted) for opted in (False, True)]
+    return pairs
 
 
 def _label_sets(cell: str) -> list[frozenset[Label]]:
@@ -56,6 +66,26 @@ def _latest(cell: str, status: Status) -> list[Mode | None]:
         return LATEST
     assert cell == "another mode", cell
     return [mode for mode in Mode if mode is not PHASE_MODE.get(status)]
+
+
+def _observation(
+    status: Status,
+    labels: frozenset[Label],
+    live: bool,
+    has_pr: bool,
+    review: ReviewOutcome,
+    latest: Mode | None,
+    opted: bool,
+) -> Observation:
+    return Observation(
+        status=status,
+        labels=labels,
+        has_live_worker=live,
+        has_pr=has_pr,
+        pr_review=review,
+        latest_mode=latest,
+        opted_in=opted,
+    )
 
 
 def _rows() -> list[list[str]]:
@@ -82,11 +112,11 @@ def test_documented_table_matches_decide() -> None:
         action,
         mode_cell,
     ) in rows:
-        for status, labels, live, (has_pr, review) in itertools.product(
+        for (status, opted), labels, live, (has_pr, review) in itertools.product(
             _statuses(status_cell), _label_sets(labels_cell), _live(live_cell), PR_CELLS[pr_cell]
         ):
             for latest in _latest(latest_cell, status):
-                observation = Observation(status, labels, live, has_pr, review, latest)
+                observation = _observation(status, labels, live, has_pr, review, latest, opted)
                 if observation in covered:
                     continue  # an earlier row decides it
                 covered.add(observation)
@@ -100,9 +130,9 @@ def test_documented_table_matches_decide() -> None:
                 assert decision.mode == expected_mode, f"row {number}: {observation}"
                 checked += 1
     everything = {
-        Observation(status, labels, live, has_pr, review, latest)
-        for status, labels, live, (has_pr, review), latest in itertools.product(
-            Status, ALL_LABEL_SETS, [False, True], PR_CELLS["any"], LATEST
+        _observation(status, labels, live, has_pr, review, latest, opted)
+        for status, labels, live, (has_pr, review), latest, opted in itertools.product(
+            Status, ALL_LABEL_SETS, [False, True], PR_CELLS["any"], LATEST, [False, True]
         )
     }
     assert covered == everything, "the documented table leaves some inputs out"

@@ -23,9 +23,9 @@ from legion.cli import (
     workers,
     workspaces,
 )
-from legion.config import FORGES, SPECS, TRACKERS
-from legion.errors import InputError
-from legion.projects import github_repo_of_remote, init_project, issue_key_for_repo
+from legion.config import FORGES, SPECS, TRACKERS, Project
+from legion.errors import InputError, LegionError
+from legion.projects import github_repo_of_remote, init_project, issue_key_for_repo, pickup_line
 
 app = typer.Typer(
     name="legion",
@@ -233,6 +233,7 @@ def init(
         extra=extra,
         warn=lambda line: typer.echo(f"legion: warning: {line}", err=True),
     )
+    pickup = _pickup(project)
     if as_json:
         common.print_json(
             {
@@ -242,6 +243,7 @@ def init(
                 "issue_key": project.settings.issue_key,
                 "state_dir": str(project.state_dir),
                 "created": created,
+                "pickup": pickup,
             }
         )
         return
@@ -250,13 +252,30 @@ def init(
             f"Already a Legion project: {project.config_path} "
             f"(project id {project.settings.project_id})"
         )
+        if pickup is not None:
+            typer.echo(pickup)
         return
     root_dir, config_path = project.root, project.config_path
     typer.echo(f"Initialised Legion in {root_dir}")
     typer.echo(f"  config:     {config_path}")
     typer.echo(f"  project id: {project.settings.project_id}")
     typer.echo(f"  state:      {project.state_dir}")
+    if pickup is not None:
+        typer.echo(pickup)
     typer.echo('Next: `legion issue create "Your first issue"`, then `legion state`.')
+
+
+def _pickup(project: Project) -> str | None:
+    """On a tracker that already holds issues (not the embedded one, new at `init`): what
+    Legion will work on once started, before anything starts (the Backlog opt-in)."""
+    from legion.core.text import for_display
+
+    if project.settings.tracker == "embedded":
+        return None
+    try:
+        return pickup_line(project)
+    except LegionError as exc:
+        return for_display(f"What Legion will work on is unknown: {exc}")
 
 
 @app.command(epilog=common.example("legion state", "legion state --json"))
@@ -277,6 +296,7 @@ def state(
         backends.tracker,
         backends.forge,
         open_workers(project, backends),
+        opt_in=project.settings.backlog_opt_in_labels,
     )
     if as_json:
         common.print_json(render.state_json(snapshot))

@@ -333,11 +333,24 @@ def _project_lines(project: Project | None) -> tuple[dict[str, str] | None, list
         found = backend_checks(project)
     except LegionError as exc:
         found = [("backends", False, str(exc))]
+    lines["pickup"] = _pickup(project)
     checks = [
         Check(name, ok, detail if ok else "not ready", "" if ok else detail)
         for name, ok, detail in found
     ]
     return lines, checks
+
+
+def _pickup(project: Project) -> str:
+    """What Legion will work on among the tracker's issues (the Backlog opt-in), or why that
+    is unknown."""
+    from legion.core.text import for_display
+    from legion.projects import pickup_line
+
+    try:
+        return pickup_line(project)
+    except LegionError as exc:
+        return for_display(f"unknown: {exc}")
 
 
 def doctor(
@@ -395,5 +408,6 @@ def doctor(
                 f"{'project':>8}  {project['root']} (tracker {project['tracker']}, forge "
                 f"{project['forge']}, daemon {project['daemon']})"
             )
+            typer.echo(f"{'pickup':>8}  {project['pickup']}")
     if not ok:
         raise typer.Exit(1)

@@ -288,6 +288,8 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
             pr = "unknown"
         mode = state.decision.mode
         action = _words(state.decision.action.value) + ("" if mode is None else f" ({mode.value})")
+        if state.left_alone:
+            action += " (no opt-in label)"  # `backlog_opt_in_labels`
         rows.append((state, pr, action))
 
     def natural(header: str, cells: list[str]) -> int:

@@ -3,7 +3,9 @@
 Pure and total. `docs/state-machine.md` shows the same table for people, and a test keeps the two
 in agreement. Rules are tried in order; the first that matches decides:
 
-1. Triage, Icebox and Done are left to the controller's judgment: skip.
+1. Triage, Icebox and Done are left to the controller's judgment, and a Backlog issue nobody
+   opted in (`backlog_opt_in_labels`) is left alone: skip. A tracker's Backlog can hold hundreds
+   of someday-ideas; each would otherwise cost an architect session.
 2. A human answered (`user-feedback-given`): relay the answer into the waiting session.
 3. Still waiting for a human (`user-input-needed`): skip.
 4. `worker-done` set by a worker of another mode than the phase's (the issue's latest worker, from
@@ -113,6 +115,9 @@ class Observation:
     # The mode of the issue's most recently started worker (the registry's, retired or not);
     # None when Legion started none. It says whose `worker-done` the label can be.
     latest_mode: Mode | None = None
+    # A person opted the issue in to Legion's Backlog work (one of `backlog_opt_in_labels`);
+    # read only in Backlog.
+    opted_in: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +156,14 @@ _DONE_TRANSITION: dict[Status, Action] = {
 }
 
 
+def is_picked_up(status: Status, opted_in: bool) -> bool:
+    """Whether Legion works on an issue in this status at all: every active status, Backlog
+    only when a person opted the issue in (Triage, Icebox and Done are the controller's)."""
+    if status in _LEFT_TO_JUDGMENT:
+        return False
+    return status is not Status.BACKLOG or opted_in
+
+
 def _fixed(action: Action) -> Decision:
     return Decision(action, _FIXED_MODE.get(action))
 
@@ -170,7 +183,7 @@ def _after_review(obs: Observation) -> Decision:
 
 def decide(obs: Observation) -> Decision:
     """The one action for this observation. Total: every input has exactly one answer."""
-    if obs.status in _LEFT_TO_JUDGMENT:
+    if obs.status in _LEFT_TO_JUDGMENT or not is_picked_up(obs.status, obs.opted_in):
         return _SKIP
     phase_mode = PHASE_MODE[obs.status]
     if Label.USER_FEEDBACK_GIVEN in obs.labels:

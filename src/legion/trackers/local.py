@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from legion.config import Project
 from legion.core.model import Status, normalize_identifier
+from legion.core.pickup import EVERY_ISSUE
 from legion.core.text import clean_body, clean_comment, clean_title
 from legion.embedded.db import Database, now
 from legion.errors import InputError, NotFoundError
@@ -218,4 +219,6 @@ def _comment(row: sqlite3.Row) -> Comment:
 def open_tracker(project: Project, db: Database) -> LocalTracker:
     """The registry's opener (`legion.backends`)."""
     settings = project.settings
-    return LocalTracker(db, issue_key=settings.issue_key, extra_labels=settings.labels)
+    # The opt-in labels are a person's to add to Backlog issues, here as on any tracker.
+    opt_in = tuple(name for name in settings.backlog_opt_in_labels if name != EVERY_ISSUE)
+    return LocalTracker(db, issue_key=settings.issue_key, extra_labels=settings.labels + opt_in)

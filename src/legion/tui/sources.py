@@ -242,6 +242,7 @@ class ProjectSources:
                 backends.tracker,
                 backends.forge,
                 KnownLiveWorkers(live, latest),
+                opt_in=project.settings.backlog_opt_in_labels,
             )
         order = {phase: n for n, phase in enumerate(PHASES)}
         issues = sorted(
