@@ -19,8 +19,8 @@ from legion.config import (
     resolve_settings,
     write_repo_config,
 )
-from legion.errors import ConfigError
-from legion.git import current_branch, run_git
+from legion.errors import ConfigError, InputError
+from legion.git import current_branch, rev_parse, run_git
 
 
 def init_project(
@@ -41,6 +41,12 @@ def init_project(
     root = git_toplevel(start) if start.is_dir() else None
     if root is None:
         raise ConfigError(f"{start} is not inside a git repository: run `git init` there first")
+    if rev_parse(root, "HEAD") is None:
+        # Workers branch from the base branch's commit: with none, every dispatch would fail.
+        raise InputError(
+            f"{root} has no commit yet, and Legion's workers branch from one: make a first "
+            'commit (e.g. `git commit --allow-empty -m "Initial commit"`), then `legion init`'
+        )
     config_path = root / CONFIG_DIR_NAME / CONFIG_FILE_NAME
     if config_path.exists():
         project = load_project(root)

@@ -284,3 +284,17 @@ def test_init_for_real_backends_asks_for_what_it_needs(git_repo: Path) -> None:
         assert result.returncode == 2, (args, result.stderr)
         one_line_error(result, fragment)
     assert not (git_repo / ".legion").exists()  # nothing half-made
+
+
+def test_init_refuses_a_repository_with_no_commit(tmp_path: Path) -> None:
+    """Workers branch from the base branch's commit: with none, every dispatch would fail."""
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    git(repo, "init", "--quiet")
+    result = run_legion("init", cwd=repo)
+    assert result.returncode == 2, result
+    one_line_error(result, "has no commit yet")
+    assert "git commit" in result.stderr
+    assert not (repo / ".legion").exists()
+    git(repo, "commit", "--quiet", "--allow-empty", "-m", "first")
+    assert run_legion("init", cwd=repo).returncode == 0
