@@ -298,3 +298,23 @@ def test_init_refuses_a_repository_with_no_commit(tmp_path: Path) -> None:
     assert not (repo / ".legion").exists()
     git(repo, "commit", "--quiet", "--allow-empty", "-m", "first")
     assert run_legion("init", cwd=repo).returncode == 0
+
+
+def test_init_on_a_project_refuses_other_backends_and_accepts_its_own(project: Path) -> None:
+    """`init` never silently ignores an option: the same settings again are fine (exit 0), other
+    ones are refused with what to edit, and nothing changes."""
+    config = (project / ".legion" / "config.toml").read_text()
+    for args in (["--key", "LEG"], ["--tracker", "embedded", "--forge", "embedded"], []):
+        same = run_legion("init", *args, cwd=project)
+        assert same.returncode == 0 and "Already a Legion project" in same.stdout, (args, same)
+    for args, fragments in (
+        (["--tracker", "linear", "--team", "ENG"], ('tracker = "linear"', 'linear_team = "ENG"')),
+        (["--forge", "github", "--repo", "acme/widgets"], ('forge = "github"',)),
+        (["--key", "ENG"], ('issue_key = "ENG"',)),
+    ):
+        result = run_legion("init", *args, cwd=project)
+        assert result.returncode == 2, (args, result)
+        one_line_error(result, "already a Legion project")
+        for fragment in (*fragments, ".legion/config.toml", "legion doctor"):
+            assert fragment in result.stderr, (fragment, result.stderr)
+    assert (project / ".legion" / "config.toml").read_text() == config
