@@ -318,3 +318,37 @@ def test_init_on_a_project_refuses_other_backends_and_accepts_its_own(project: P
         for fragment in (*fragments, ".legion/config.toml", "legion doctor"):
             assert fragment in result.stderr, (fragment, result.stderr)
     assert (project / ".legion" / "config.toml").read_text() == config
+
+
+def test_escalate_credits_whoever_ran_it(legion: LegionRunner) -> None:
+    """A person escalating is named as the asker; only the controller's session is the Oracle."""
+    for n in (1, 2):
+        legion("issue", "create", f"Issue {n}")
+    by_person = legion(
+        "escalate",
+        "LEG-1",
+        "--question",
+        "Which format?",
+        "--reason",
+        "The plan leaves it open.",
+        env={"LEGION_AUTHOR": "alice"},
+    )
+    assert by_person.returncode == 0, by_person.stderr
+    (comment,) = json.loads(legion("issue", "comments", "LEG-1", "--json").stdout)
+    assert comment["author"] == "alice"
+    assert "Question from alice:" in comment["body"]
+    assert "**Why it needs a human** (alice):" in comment["body"]
+    assert "controller" not in comment["body"] and "Oracle" not in comment["body"]
+    by_controller = legion(
+        "escalate",
+        "LEG-2",
+        "--question",
+        "Which format?",
+        "--reason",
+        "Open.",
+        env={"LEGION_MODE": "controller"},
+    )
+    assert by_controller.returncode == 0, by_controller.stderr
+    (comment,) = json.loads(legion("issue", "comments", "LEG-2", "--json").stdout)
+    assert "Question from the controller:" in comment["body"]
+    assert "(Legion's Oracle)" in comment["body"]
