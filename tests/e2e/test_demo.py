@@ -47,7 +47,7 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
         cwd=tmp_path, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 of 1 issues Done" in result.stdout and f"({mode} mode, {runtime})." in result.stdout
+    assert "1 of 1 issue Done" in result.stdout and f"({mode} mode, {runtime})." in result.stdout
     assert "(codex_bin (LEGION_CODEX_BIN))" in result.stdout
     assert ("Claude Code:" in result.stdout) is (runtime == "mixed")
     rollouts = list((demo / "codex-home" / "sessions").rglob("rollout-*.jsonl"))

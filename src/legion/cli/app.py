@@ -294,7 +294,7 @@ def state(
     if not snapshot.issues:
         out.print('No issues yet: `legion issue create "Title"` adds one.')
     else:
-        out.print(render.state_table(snapshot, out.width))
+        common.print_table(render.state_table(snapshot, out.width))
     for warning in snapshot.warnings:
         out.print(f"[yellow]warning:[/] {escape(warning)}")
 

@@ -40,7 +40,7 @@ def demo(
     timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 600.0,
 ) -> None:
     """Run the whole swarm on a throwaway repository: every issue from Todo to Done."""
-    from legion.demo.run import RUNTIME_CHOICES, run_demo
+    from legion.demo.run import RUNTIME_CHOICES, issues_text, run_demo
 
     if mode not in ("auto", "llm"):
         raise InputError(f"unknown controller mode {mode!r} (known: auto, llm)")
@@ -67,7 +67,7 @@ def demo(
     done = [issue for issue, status in result.statuses.items() if status == "Done"]
     typer.echo("")
     typer.echo(
-        f"{len(done)} of {len(result.statuses)} issues Done in {result.seconds:.0f} s "
+        f"{len(done)} of {issues_text(len(result.statuses))} Done in {result.seconds:.0f} s "
         f"({mode} mode, {runtime})."
     )
     typer.echo("")
@@ -95,7 +95,7 @@ def demo(
     if len(done) != len(result.statuses):
         raise LegionError(
             f"the demo ran out of time after {timeout:g} s with "
-            f"{len(result.statuses) - len(done)} issue(s) not Done; see `legion log` in {repo}"
+            f"{issues_text(len(result.statuses) - len(done))} not Done; see `legion log` in {repo}"
         )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from legion.core.model import Mode
+from legion.core.stamps import utc_stamp
 from legion.core.text import for_display
 from legion.core.usage import Usage, total
 from legion.forges.base import PullRequest, Review
@@ -22,8 +23,8 @@ def issue_json(issue: Issue) -> dict[str, Any]:
         "labels": sorted(issue.labels),
         "parent": issue.parent,
         "children": list(issue.children),
-        "created_at": issue.created_at,
-        "updated_at": issue.updated_at,
+        "created_at": utc_stamp(issue.created_at),
+        "updated_at": utc_stamp(issue.updated_at),
     }
 
 
@@ -33,7 +34,7 @@ def comment_json(comment: Comment) -> dict[str, Any]:
         "issue": comment.issue,
         "author": comment.author,
         "body": comment.body,
-        "created_at": comment.created_at,
+        "created_at": utc_stamp(comment.created_at),
     }
 
 
@@ -50,8 +51,8 @@ def pr_json(pr: PullRequest) -> dict[str, Any]:
         "review": pr.review.value,
         "reviews": [review_json(review) for review in pr.reviews],
         "merge_commit": pr.merge_commit,
-        "created_at": pr.created_at,
-        "updated_at": pr.updated_at,
+        "created_at": utc_stamp(pr.created_at),
+        "updated_at": utc_stamp(pr.updated_at),
     }
 
 
@@ -62,16 +63,32 @@ def review_json(review: Review) -> dict[str, Any]:
         "outcome": review.outcome,
         "author": review.author,
         "body": review.body,
-        "created_at": review.created_at,
+        "created_at": utc_stamp(review.created_at),
     }
 
 
-def issues_table(issues: list[Issue]) -> Any:
+def issues_table(issues: list[Issue], width: int = 80) -> Any:
+    """`legion issue list`, fitted to `width` columns as `legion state` is: one line per issue
+    where the labels fit, a long title cut with an ellipsis (the whole of it is in `--json`)."""
+    from rich.cells import cell_len
     from rich.table import Table
 
+    def natural(header: str, cells: list[str]) -> int:
+        return max([cell_len(header), *(cell_len(cell) for cell in cells)])
+
+    id_w = natural("ID", [issue.identifier for issue in issues])
+    status_w = natural("Status", [issue.status.value for issue in issues])
+    title_w = natural("Title", [for_display(issue.title) for issue in issues])
+    labels_w = natural("Labels", [", ".join(sorted(issue.labels)) for issue in issues])
+    room = width - id_w - status_w - 3 * _GAP
+    if title_w + labels_w > room:  # the labels wrap in a moderate column; the title is cut
+        labels_w = min(labels_w, max(12, room // 3))
+        title_w = max(room - labels_w, 8)
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("ID", "Status", "Title", "Labels"):
-        table.add_column(column, overflow="fold")
+    table.add_column("ID", no_wrap=True, width=id_w)
+    table.add_column("Status", no_wrap=True, width=status_w)
+    table.add_column("Title", no_wrap=True, overflow="ellipsis", width=title_w)
+    table.add_column("Labels", overflow="fold", width=labels_w)
     for issue in issues:
         table.add_row(
             issue.identifier,
@@ -139,7 +156,9 @@ def issue_detail(
     for comment in comments:
         parts += [
             Text(""),
-            Text.from_markup(f"[bold]{escape(comment.author)}[/] [dim]{comment.created_at}[/]"),
+            Text.from_markup(
+                f"[bold]{escape(comment.author)}[/] [dim]{utc_stamp(comment.created_at)}[/]"
+            ),
             Text(comment.body),
         ]
     return Group(*parts)
@@ -162,7 +181,7 @@ def pr_detail(pr: PullRequest) -> Any:
     for review in pr.reviews:
         parts += [
             Text(""),
-            Text(f"{review.author} {review.outcome} at {review.created_at}"),
+            Text(f"{review.author} {review.outcome} at {utc_stamp(review.created_at)}"),
             Text(review.body),
         ]
     return Group(*parts)

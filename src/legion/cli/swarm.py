@@ -85,6 +85,8 @@ def log(
     if as_json:
         common.print_json([entry.to_json() for entry in entries])
         return
+    if not entries:
+        typer.echo(f"No actions logged{f' for {only}' if only else ''} yet.")
     for entry in entries:
         detail = f"  {entry.detail}" if entry.detail else ""
         typer.echo(f"{entry.at}  {entry.issue:8}  {entry.action}: {entry.outcome}{detail}")
@@ -288,6 +290,8 @@ def status(
         views: list[Any] | None = workers.views()
         controller, activity = controller_state_of(project, workers)
         state: str = controller.value
+        if state == "dead" and activity is None and running_pid(project) is None:
+            state = "not started"  # no window, no transcript, no daemon: never ran
     except LegionError as exc:  # tmux did not answer: what runs is unknown, not nothing
         unknown = str(exc)
         views, state, activity = None, "unknown", None
@@ -367,7 +371,9 @@ def _print_status(data: dict[str, Any], views: Any, judgments: Any, pause: Any) 
     if data["last_actions"]:
         typer.echo("last actions:")
         for entry in data["last_actions"]:
-            typer.echo(f"  {entry['at']}  {entry['issue']:8} {entry['action']}: {entry['outcome']}")
+            typer.echo(
+                f"  {entry['created_at']}  {entry['issue']:8} {entry['action']}: {entry['outcome']}"
+            )
 
 
 def _kept_workspaces(backends: Any, workers: Any, views: list[Any] | None) -> list[dict[str, str]]:

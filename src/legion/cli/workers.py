@@ -120,7 +120,7 @@ def workers(
             "-" if age is None else f"{age:.0f}s ago",
             view.question.text if view.question else "",
         )
-    common.console().print(table)
+    common.print_table(table)
 
 
 def peek(

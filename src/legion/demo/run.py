@@ -53,6 +53,11 @@ DEMO_ISSUES = (
 )
 
 
+def issues_text(count: int) -> str:
+    """`1 issue`, `3 issues`."""
+    return f"{count} issue{'' if count == 1 else 's'}"
+
+
 def demo_claude(env: Mapping[str, str], say: Callable[[str], None]) -> ClaudeBinary:
     """The Claude Code CLI the demo runs: the one configured (claude_bin), else the pinned
     version in Legion's cache, installed there first if it is missing. The same resolver then
@@ -151,7 +156,7 @@ def run_demo(
     if real:
         apis = [name for name, on in (("Anthropic's", uses_claude), ("OpenAI's", uses_codex)) if on]
         model = f"{' and '.join(apis)} API (your key)"
-    say(f"Legion demo: {len(identifiers)} issues, {mode} mode, driven by {model}.")
+    say(f"Legion demo: {issues_text(len(identifiers))}, {mode} mode, driven by {model}.")
     if claude is not None:
         say(f"  Claude Code: {claude.path} ({claude.source})")
     if codex is not None:
