@@ -112,3 +112,23 @@ def test_one_timestamp_format_and_one_key_name(legion: LegionRunner) -> None:
     # Text shows the same format as JSON.
     text = legion("messages").stdout
     assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text), text
+
+
+# -- item 14: the README's promises --------------------------------------------------------------
+
+
+def test_config_says_what_every_unset_setting_means(legion: LegionRunner) -> None:
+    lines = legion("config").stdout.splitlines()
+    unset = [line for line in lines if ": unset" in line]
+    assert unset, lines
+    bare = [line for line in unset if not re.match(r"^# \w+: unset \(.+\)", line)]
+    assert bare == [], bare
+
+
+def test_readme_names_every_exit_code_and_what_an_id_is() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    codes = readme.split("The exit code is", 1)[1].split("\n\n", 1)[0]
+    for code in ("**2", "**1", "**70", "**130"):
+        assert code in codes, code
+    assert "always the number of a record" not in readme
+    assert "a bus message's `id` is a UUID" in readme

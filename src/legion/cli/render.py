@@ -336,6 +336,11 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
 # What an unset setting means, in the words of the README's configuration table.
 UNSET_MEANING = {
     "base_branch": "the branch checked out in the repository",
+    "linear_team": "none: needed only with the Linear tracker",
+    "github_repo": "the `origin` remote's, when the tracker or forge is GitHub",
+    "github_project": "none: `status: …` labels hold a GitHub issue's phase",
+    "token_budget": "unlimited",
+    "codex_bin": "the Codex CLI Legion finds for you",
     "wip_limit": "unlimited",
     "tmux_socket": "tmux's default server",
     "tmux_config": "tmux's default configuration",
