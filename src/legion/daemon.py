@@ -158,6 +158,7 @@ class Daemon:
         self.memory = _Memory()
         self._bus: Bus | None = None  # opened at the first delivery: a broken bus stops nothing
         self._stopping = False
+        self.stopped_by: int | None = None  # the signal that stopped the run, if one did
         self._next_wait = config.tick
         self._sessions_seen: dict[str, SessionTarget] | None = None
 
@@ -189,6 +190,7 @@ class Daemon:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._stopping = True
+        self.stopped_by = signum  # the demo says it was interrupted, not out of time
 
     def run(self) -> None:
         with self._exclusive():

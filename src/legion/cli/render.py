@@ -345,6 +345,8 @@ UNSET_MEANING = {
     "tmux_socket": "tmux's default server",
     "tmux_config": "tmux's default configuration",
     "claude_bin": "the Claude Code CLI Legion finds for you",
+    "claude_config_dir": "$CLAUDE_CONFIG_DIR, else ~/.claude",
+    "codex_home": "$CODEX_HOME, else ~/.codex",
     "state_dir": "under $XDG_STATE_HOME/legion",
     "workspace_root": "beside the repository",
 }
