@@ -193,6 +193,7 @@ def start(
             tick=settings.tick,
             stale_after=settings.stale_after,
             restart_cooldown=settings.restart_cooldown,
+            say_stop=not as_json,
         )
         info = _started(project, os.getpid(), None, notes)
         if as_json:
@@ -203,6 +204,8 @@ def start(
             typer.echo(f"Legion running for {project.root} ({config.mode} mode); Ctrl-C stops it")
             typer.echo(f"  watch: {info['attach']}")
         Daemon(project, config, os.environ).run()
+        if not as_json:
+            typer.echo(f"Legion stopped (pid {os.getpid()}).")
         return
     log_path = project.state_dir / "daemon.log"
     argv = [sys.executable, "-m", "legion", "--repo", str(project.root), "start", "--foreground"]
