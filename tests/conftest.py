@@ -24,7 +24,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get(reaper.RUN_MARK) is None:
         os.environ[reaper.RUN_MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         config.stash[_SWEEPER] = os.environ[reaper.RUN_MARK]
-        atexit.register(reaper.reap, reaper.RUN_MARK, os.environ[reaper.RUN_MARK])
+        atexit.register(_sweep, config)
     # A SIGTERM (a CI's timeout, `scripts/test` stopped) ends the run as Ctrl-C does, fixtures'
     # clean-up included, instead of killing it mid-test.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -34,9 +34,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _sweep(config)
+
+
+def _sweep(config: pytest.Config) -> None:
+    """The run's leftovers: marked with its mark, or working in its temporary folders (xdist
+    workers' are inside the controller's)."""
     run = config.stash.get(_SWEEPER, None)
-    if run is not None:
-        reaper.reap(reaper.RUN_MARK, run)
+    if run is None:
+        return
+    factory = getattr(config, "_tmp_path_factory", None)
+    base = getattr(factory, "_basetemp", None)
+    reaper.reap((reaper.RUN_MARK, run), [str(base)] if base is not None else [])
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -48,12 +57,14 @@ _SWEEPER = pytest.StashKey[str]()
 
 
 @pytest.fixture(autouse=True)
-def reap_test_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def reap_test_processes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """Whatever this test started and its fixtures did not stop ends with it."""
     mark = uuid.uuid4().hex
     monkeypatch.setenv(reaper.TEST_MARK, mark)
     yield
-    reaper.reap(reaper.TEST_MARK, mark)
+    home = os.environ.get("HOME", "")
+    paths = [str(tmp_path)] + ([home] if "pytest-" in home else [])  # isolated_env's home
+    reaper.reap((reaper.TEST_MARK, mark), paths)
 
 
 @pytest.fixture(autouse=True)

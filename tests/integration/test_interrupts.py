@@ -77,20 +77,24 @@ def test_start_in_the_foreground_stops_at_once_and_says_what_it_stops(
 
 
 LEAKY_TEST = """
-import subprocess, sys, time
+import os, subprocess, time
 from pathlib import Path
 
-OUT = Path(sys.argv[0]).parent if False else Path(__file__).parent
+OUT = Path(__file__).parent
 
 
 def test_leaks_processes(tmp_path):
-    sock = OUT / "tmux.sock"
+    # As Legion starts them: a tmux server with an environment of its own (no test mark), in
+    # the test's folder; a process in a new session; one with no environment at all.
+    bare = {"PATH": os.environ["PATH"]}
+    sock = tmp_path / "tmux.sock"
     subprocess.run(["tmux", "-S", str(sock), "-f", "/dev/null", "new-session", "-d", "sleep 600"],
-                   check=True)
+                   check=True, env=bare)
     server = subprocess.run(["tmux", "-S", str(sock), "display", "-p", "#{pid}"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+                            capture_output=True, text=True, check=True, env=bare).stdout.strip()
     loose = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    (OUT / "pids").write_text(f"{server} {loose.pid}")
+    bare_one = subprocess.Popen(["sleep", "600"], cwd=tmp_path, env={}, start_new_session=True)
+    (OUT / "pids").write_text(f"{server} {loose.pid} {bare_one.pid}")
     if (OUT / "hang").exists():
         time.sleep(600)
 """
@@ -137,7 +141,7 @@ def test_a_tests_processes_end_with_it_however_the_run_ends(tmp_path: Path, endi
     left = [pid for pid in pids if alive(pid)]
     for pid in left:  # not to leave them to the next run when this fails
         os.kill(pid, signal.SIGKILL)
-    assert len(pids) == 2, out
+    assert len(pids) == 3, out
     assert left == [], out
 
 
