@@ -69,6 +69,9 @@ def demo(
             say=typer.echo,
             runtime=runtime,
         )
+    except _Terminated:
+        typer.echo("legion: the demo was interrupted (SIGTERM) before the swarm ran", err=True)
+        raise typer.Exit(128 + signal.SIGTERM) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
     _report(result, mode, runtime, real, timeout)
