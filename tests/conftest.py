@@ -2,16 +2,69 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests import reaper
+
 LEGION_BIN = Path(sys.executable).with_name("legion")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The run's mark; xdist workers inherit the controller's, and leave the sweep to it.
+    if os.environ.get(reaper.RUN_MARK) is None:
+        os.environ[reaper.RUN_MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        config.stash[_SWEEPER] = os.environ[reaper.RUN_MARK]
+        atexit.register(_sweep, config)
+    # A SIGTERM (a CI's timeout, `scripts/test` stopped) ends the run as Ctrl-C does, fixtures'
+    # clean-up included, instead of killing it mid-test.
+    signal.signal(signal.SIGTERM, _interrupt)
+    # Started in the background by a script, SIGINT is ignored: let it interrupt as Ctrl-C does.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _sweep(config)
+
+
+def _sweep(config: pytest.Config) -> None:
+    """The run's leftovers: marked with its mark, or working in its temporary folders (xdist
+    workers' are inside the controller's)."""
+    run = config.stash.get(_SWEEPER, None)
+    if run is None:
+        return
+    factory = getattr(config, "_tmp_path_factory", None)
+    base = getattr(factory, "_basetemp", None)
+    reaper.reap((reaper.RUN_MARK, run), [str(base)] if base is not None else [])
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends it outright
+    raise KeyboardInterrupt
+
+
+_SWEEPER = pytest.StashKey[str]()
+
+
+@pytest.fixture(autouse=True)
+def reap_test_processes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Whatever this test started and its fixtures did not stop ends with it."""
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(reaper.TEST_MARK, mark)
+    yield
+    home = os.environ.get("HOME", "")
+    paths = [str(tmp_path)] + ([home] if "pytest-" in home else [])  # isolated_env's home
+    reaper.reap((reaper.TEST_MARK, mark), paths)
 
 
 @pytest.fixture(autouse=True)

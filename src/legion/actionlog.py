@@ -30,7 +30,7 @@ class Entry:
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "at": self.at,
+            "created_at": self.at,
             "issue": self.issue,
             "action": self.action,
             "outcome": self.outcome.value,

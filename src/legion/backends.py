@@ -127,6 +127,12 @@ def open_workers(
     settings = project.settings
     base = settings.base_branch or current_branch(project.root) or "main"
     environment = dict(os.environ if env is None else env)
+    # A project that names its CLIs' homes (the demo's does) is read and run with them, so
+    # `legion issue show` finds its sessions' transcripts whoever runs it.
+    if settings.claude_config_dir is not None:
+        environment["CLAUDE_CONFIG_DIR"] = str(settings.claude_config_dir)
+    if settings.codex_home is not None:
+        environment["CODEX_HOME"] = str(settings.codex_home)
     claude = ClaudeRuntime(
         settings=settings,
         permission_mode=settings.permission_mode,

@@ -275,11 +275,13 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("tmux_socket", _path),
     SettingSpec("tmux_config", _path),
     SettingSpec("claude_bin", _path),
+    SettingSpec("claude_config_dir", _path),
     SettingSpec("claude_args", _strings, ()),
     SettingSpec("permission_mode", _choice_exact(PERMISSION_MODES), "bypass"),
     SettingSpec("runtime", _runtime, "claude-code"),
     SettingSpec("runtimes", _runtimes, {}, parse_env=_runtimes_from_env),
     SettingSpec("codex_bin", _path),
+    SettingSpec("codex_home", _path),
     SettingSpec("codex_args", _strings, ()),
     SettingSpec("stale_after", _seconds, 600.0),
     SettingSpec("workspace_vcs", _choice(("auto", "git", "jj")), "auto"),
@@ -314,11 +316,15 @@ class Settings:
     tmux_socket: Path | None = None
     tmux_config: Path | None = None
     claude_bin: Path | None = None
+    # Where this project's Claude Code sessions keep their config and transcripts
+    # (CLAUDE_CONFIG_DIR); None: the environment's, else ~/.claude.
+    claude_config_dir: Path | None = None
     claude_args: tuple[str, ...] = ()
     permission_mode: str = "bypass"
     runtime: str = "claude-code"  # the agent CLI of every role `runtimes` does not name
     runtimes: Mapping[str, str] = field(default_factory=dict)  # role: runtime
     codex_bin: Path | None = None
+    codex_home: Path | None = None  # CODEX_HOME of its Codex sessions; None: the environment's
     codex_args: tuple[str, ...] = ()
     stale_after: float = 600.0
     workspace_vcs: str = "auto"

@@ -87,6 +87,7 @@ class DaemonConfig:
     stop_when: Any = None  # callable(Backends) -> bool, checked each tick (the demo)
     stop_on_pause: bool = False  # stop as soon as dispatch is paused (the demo)
     say_pause: bool = True  # print the pause line on stderr (the demo says it its own way)
+    say_stop: bool = False  # say on stderr what a SIGINT/SIGTERM stops (`start --foreground`)
     # How long a blocked worker's question may wait for the controller's Oracle before it goes
     # to a human directly; None: `stale_after`.
     oracle_timeout: float | None = None
@@ -133,6 +134,8 @@ class Daemon:
         self.memory = _Memory()
         self._bus: Bus | None = None  # opened at the first delivery: a broken bus stops nothing
         self._stopping = False
+        self.stopped_by: int | None = None  # the signal that stopped the run, if one did
+        self.workers.should_stop = lambda: self._stopping  # no wait outlasts a stop
         self._next_wait = config.tick
         self._watcher: Watcher | None = None
         self._bus_failed_now = False  # a bus step failed on the bus's database this tick
@@ -164,7 +167,18 @@ class Daemon:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now, mid-pass
         self._stopping = True
+        self.stopped_by = signum  # the demo says it was interrupted, not out of time
+        if self.config.say_stop:
+            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            print(
+                f"legion: {name}: stopping the daemon (pid {os.getpid()}) once this pass ends; "
+                "the controller and workers keep running (`legion stop --all` closes them)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def run(self) -> None:
         with self._exclusive():

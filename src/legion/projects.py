@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
@@ -19,8 +20,8 @@ from legion.config import (
     resolve_settings,
     write_repo_config,
 )
-from legion.errors import ConfigError
-from legion.git import current_branch, run_git
+from legion.errors import ConfigError, InputError
+from legion.git import current_branch, rev_parse, run_git
 from legion.workspaces.jj import refuse_jj_only
 
 
@@ -31,22 +32,33 @@ def init_project(
     tracker: str = "embedded",
     forge: str = "embedded",
     extra: Mapping[str, Any] | None = None,
+    requested: Mapping[str, Any] | None = None,
     warn: Callable[[str], None] = lambda line: None,
 ) -> tuple[Project, bool]:
     """Write .legion/config.toml and create the database; (project, created). Idempotent.
 
     With a real tracker or forge, its credential, the team or the repository are checked
     first: a failure there is an error and nothing is written; what Legion can live with for
-    now (a status not mapped yet, a label it will create) is `warn`ed about."""
+    now (a status not mapped yet, a label it will create) is `warn`ed about.
+
+    `requested` holds the settings the user asked for explicitly: on an existing project they
+    must be the ones it has (then this is a no-op), else it is refused with what to edit."""
     start = start.resolve()
     root = git_toplevel(start) if start.is_dir() else None
     if root is None:
         if start.is_dir():
             refuse_jj_only(start)
         raise ConfigError(f"{start} is not inside a git repository: run `git init` there first")
+    if rev_parse(root, "HEAD") is None:
+        # Workers branch from the base branch's commit: with none, every dispatch would fail.
+        raise InputError(
+            f"{root} has no commit yet, and Legion's workers branch from one: make a first "
+            'commit (e.g. `git commit --allow-empty -m "Initial commit"`), then `legion init`'
+        )
     config_path = root / CONFIG_DIR_NAME / CONFIG_FILE_NAME
     if config_path.exists():
         project = load_project(root)
+        _refuse_other_settings(project, requested or {})
         if not project.db_path.exists():
             # A shared config on a new machine: this is where its database begins. (An empty
             # or damaged one is an error, never replaced here.)
@@ -132,3 +144,26 @@ def pickup_line(project: Project) -> str:
         backends.db.close()
     opt_in = project.settings.backlog_opt_in_labels
     return pickup_summary(((issue.status, issue.labels) for issue in issues), opt_in)
+
+
+def _refuse_other_settings(project: Project, requested: Mapping[str, Any]) -> None:
+    """`init` on an existing project changes nothing; options that ask for other settings than
+    the project's are refused rather than ignored, with the edit that would make them so."""
+    differ = {
+        name: value
+        for name, value in requested.items()
+        if getattr(project.settings, name, None) != value
+    }
+    if not differ:
+        return
+    current = {name: getattr(project.settings, name, None) for name in differ}
+    have = ", ".join(
+        f"{name} unset" if value is None else f"{name} = {json.dumps(value)}"
+        for name, value in current.items()
+    )
+    want = ", ".join(f"{name} = {json.dumps(value)}" for name, value in differ.items())
+    raise InputError(
+        f"already a Legion project ({have}), and `legion init` does not change one: to switch, "
+        f"set {want} in {project.config_path} (issues already filed stay where they are), "
+        "then run `legion doctor` to check the new settings"
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -50,6 +52,20 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
     (controller,) = [a for a in agents if a.role is AgentRole.CONTROLLER]
     assert controller.status is AgentStatus.FAILED
     assert (controller.id, "the demo ended") in stopped
+    # Every command the closing lines suggest works as printed, from the user's shell (where
+    # `legion` need not be on PATH), and shows the demo's figures: its tokens too.
+    advice = result.stdout.split("Look around", 1)[1].split("Remove them all", 1)[0]
+    commands = [line.split("   (")[0].strip() for line in advice.splitlines()[1:]]
+    assert commands[0] == f"cd {repo}", commands
+    shell_env = {**os.environ, **env, "PATH": "/usr/bin:/bin"}
+    for command in commands[1:]:
+        ran = subprocess.run(
+            ["bash", "-c", f"{commands[0]} && {command}"],
+            env=shell_env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        assert ran.returncode == 0 and ran.stdout.strip(), (command, ran.stderr)
+        if " issue show " in command:
+            assert re.search(r"^Tokens: [\d.]+k? in", ran.stdout, re.MULTILINE), ran.stdout
 
 
 @pytest.mark.parametrize(
@@ -63,7 +79,7 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
         cwd=tmp_path, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 of 1 issues Done" in result.stdout and f"({mode} mode, {runtime})." in result.stdout
+    assert "1 of 1 issue Done" in result.stdout and f"({mode} mode, {runtime})." in result.stdout
     assert "(codex_bin (LEGION_CODEX_BIN))" in result.stdout
     assert ("Claude Code:" in result.stdout) is (runtime == "mixed")
     rollouts = list((demo / "codex-home" / "sessions").rglob("rollout-*.jsonl"))
@@ -115,3 +131,81 @@ def test_demo_stops_at_once_when_workers_cannot_start(tmp_path: Path) -> None:
     assert len(errors) == 1, result.stderr
     assert errors[0].startswith("legion: error: the demo stopped: ")
     assert "this install is broken" in errors[0]
+    # Only advice that works once the demo is over: its tmux server is gone, so no `peek`;
+    # the worker's last screen is saved instead.
+    assert "legion peek" not in result.stdout + result.stderr
+    assert "legion start" not in errors[0] and "run the demo again" in errors[0]
+    screen = tmp_path / "demo" / "screens" / "LEG-1.txt"
+    assert f"last screen: {screen}" in errors[0]
+    assert "this install is broken" in screen.read_text()
+
+
+def test_demo_refuses_bad_options_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    for args, fragment in (
+        (["--dir", str(a_file)], "is not a folder"),
+        (["--timeout", "-1"], "--timeout must be"),
+        (["--timeout", "0"], "--timeout must be"),
+    ):
+        result = run_legion("demo", *args, cwd=tmp_path, env={"TMPDIR": str(temp)})
+        assert result.returncode == 2, (args, result)
+        errors = result.stderr.strip().splitlines()
+        assert len(errors) == 1 and errors[0].startswith("legion: error: "), result.stderr
+        assert fragment in errors[0], errors
+    # A failed pre-check (no key for --real) makes no folder, given or temporary.
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    for args in (["--dir", str(tmp_path / "new" / "demo")], []):
+        result = run_legion(
+            "demo", "--real", *args, cwd=tmp_path,
+            env={**env, "TMPDIR": str(temp), "LEGION_CLAUDE_BIN": str(find_claude())},
+        )  # fmt: skip
+        assert result.returncode == 1 and "ANTHROPIC_API_KEY" in result.stderr
+    assert not (tmp_path / "new").exists() and list(temp.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "name"), [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")]
+)
+def test_an_interrupted_demo_says_so_cleans_up_and_exits(
+    tmp_path: Path, sig: int, code: int, name: str
+) -> None:
+    from tests.conftest import LEGION_BIN
+
+    demo = tmp_path / "demo"
+    proc = subprocess.Popen(
+        [str(LEGION_BIN), "demo", "--dir", str(demo), "--issues", "1"],
+        cwd=tmp_path, env={**os.environ, "LEGION_CLAUDE_BIN": str(find_claude())},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            if "plan worker started" in line:
+                break
+        proc.send_signal(sig)
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    took = time.monotonic() - sent
+    assert proc.returncode == code, (proc.returncode, err)
+    assert took < 15, took
+    assert f"the demo was interrupted ({name})" in err and "ran out of time" not in err + out
+    assert "Traceback" not in err
+    alive = subprocess.run(
+        ["tmux", "-S", str(demo / "tmux.sock"), "list-sessions"], capture_output=True, check=False
+    )
+    assert alive.returncode != 0  # its tmux server is gone
+    deadline = time.monotonic() + 10  # the sessions end with their tmux server, at once
+    while True:
+        leftovers = subprocess.run(
+            ["pgrep", "-af", str(demo)], capture_output=True, text=True, check=False
+        ).stdout.splitlines()
+        if not leftovers or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert leftovers == [], leftovers

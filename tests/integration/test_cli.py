@@ -285,3 +285,71 @@ def test_init_for_real_backends_asks_for_what_it_needs(git_repo: Path) -> None:
         assert result.returncode == 2, (args, result.stderr)
         one_line_error(result, fragment)
     assert not (git_repo / ".legion").exists()  # nothing half-made
+
+
+def test_init_refuses_a_repository_with_no_commit(tmp_path: Path) -> None:
+    """Workers branch from the base branch's commit: with none, every dispatch would fail."""
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    git(repo, "init", "--quiet")
+    result = run_legion("init", cwd=repo)
+    assert result.returncode == 2, result
+    one_line_error(result, "has no commit yet")
+    assert "git commit" in result.stderr
+    assert not (repo / ".legion").exists()
+    git(repo, "commit", "--quiet", "--allow-empty", "-m", "first")
+    assert run_legion("init", cwd=repo).returncode == 0
+
+
+def test_init_on_a_project_refuses_other_backends_and_accepts_its_own(project: Path) -> None:
+    """`init` never silently ignores an option: the same settings again are fine (exit 0), other
+    ones are refused with what to edit, and nothing changes."""
+    config = (project / ".legion" / "config.toml").read_text()
+    for args in (["--key", "LEG"], ["--tracker", "embedded", "--forge", "embedded"], []):
+        same = run_legion("init", *args, cwd=project)
+        assert same.returncode == 0 and "Already a Legion project" in same.stdout, (args, same)
+    for args, fragments in (
+        (["--tracker", "linear", "--team", "ENG"], ('tracker = "linear"', 'linear_team = "ENG"')),
+        (["--forge", "github", "--repo", "acme/widgets"], ('forge = "github"',)),
+        (["--key", "ENG"], ('issue_key = "ENG"',)),
+    ):
+        result = run_legion("init", *args, cwd=project)
+        assert result.returncode == 2, (args, result)
+        one_line_error(result, "already a Legion project")
+        for fragment in (*fragments, ".legion/config.toml", "legion doctor"):
+            assert fragment in result.stderr, (fragment, result.stderr)
+    assert (project / ".legion" / "config.toml").read_text() == config
+
+
+def test_escalate_credits_whoever_ran_it(legion: LegionRunner) -> None:
+    """A person escalating is named as the asker; only the controller's session is the Oracle."""
+    for n in (1, 2):
+        legion("issue", "create", f"Issue {n}")
+    by_person = legion(
+        "escalate",
+        "LEG-1",
+        "--question",
+        "Which format?",
+        "--reason",
+        "The plan leaves it open.",
+        env={"LEGION_AUTHOR": "alice"},
+    )
+    assert by_person.returncode == 0, by_person.stderr
+    (comment,) = json.loads(legion("issue", "comments", "LEG-1", "--json").stdout)
+    assert comment["author"] == "alice"
+    assert "Question from alice:" in comment["body"]
+    assert "**Why it needs a human** (alice):" in comment["body"]
+    assert "controller" not in comment["body"] and "Oracle" not in comment["body"]
+    by_controller = legion(
+        "escalate",
+        "LEG-2",
+        "--question",
+        "Which format?",
+        "--reason",
+        "Open.",
+        env={"LEGION_MODE": "controller"},
+    )
+    assert by_controller.returncode == 0, by_controller.stderr
+    (comment,) = json.loads(legion("issue", "comments", "LEG-2", "--json").stdout)
+    assert "Question from the controller:" in comment["body"]
+    assert "(Legion's Oracle)" in comment["body"]

@@ -256,3 +256,19 @@ def test_doctor_does_not_require_claude_code_when_every_role_runs_on_codex(
     )
     assert result.returncode == 1
     assert checks_of(result.stdout)["claude"]["required"] is True
+
+
+def test_doctor_does_not_warn_about_codex_when_no_role_runs_on_it(tmp_path: Path) -> None:
+    """Codex found, but an old version, not logged in and no skills: with no role on Codex that
+    is information (`info`, no fix to act on), never a warning."""
+    env = codex_env(tmp_path, LEGION_CODEX_BIN=str(fake_codex(tmp_path, "0.1.0")))
+    text = run_legion("doctor", cwd=tmp_path, env=env).stdout
+    lines = text.splitlines()
+    codex = [n for n, line in enumerate(lines) if line.split()[1:2] == ["codex"]]
+    assert len(codex) == 4, text  # codex, codex version, codex config, codex skills
+    assert {lines[n].split()[0] for n in codex} == {"ok", "info"}, text
+    assert not any("fix:" in lines[n + 1] for n in codex if n + 1 < len(lines)), text
+    assert "not needed: no role runs on codex" in text
+    with_role = run_legion("doctor", cwd=tmp_path, env={**env, "LEGION_RUNTIME": "codex"})
+    assert "warning  codex version" in with_role.stdout
+    assert "MISSING  codex config" in with_role.stdout

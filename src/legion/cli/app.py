@@ -181,10 +181,14 @@ def init(
             "github the repository's name: issue #12 of acme/widgets is WIDGETS-12).",
         ),
     ] = None,
-    tracker: Annotated[
-        str, typer.Option(help=f"Issue tracker: {', '.join(TRACKERS)}.")
-    ] = "embedded",
-    forge: Annotated[str, typer.Option(help=f"Code forge: {', '.join(FORGES)}.")] = "embedded",
+    tracker_given: Annotated[
+        str | None,
+        typer.Option("--tracker", help=f"Issue tracker: {', '.join(TRACKERS)} (default embedded)."),
+    ] = None,
+    forge_given: Annotated[
+        str | None,
+        typer.Option("--forge", help=f"Code forge: {', '.join(FORGES)} (default embedded)."),
+    ] = None,
     team: Annotated[
         str | None, typer.Option(help="The Linear team's key (with --tracker linear), e.g. ENG.")
     ] = None,
@@ -203,8 +207,8 @@ def init(
     With a real tracker or forge, Legion checks the credentials and finds the team and the
     repository before it writes anything (LINEAR_API_KEY; GITHUB_TOKEN, GH_TOKEN or `gh`)."""
     key = common.checked_option("issue_key", key_given or "LEG", "option --key")
-    tracker = common.checked_option("tracker", tracker, "option --tracker")
-    forge = common.checked_option("forge", forge, "option --forge")
+    tracker = common.checked_option("tracker", tracker_given or "embedded", "option --tracker")
+    forge = common.checked_option("forge", forge_given or "embedded", "option --forge")
     extra: dict[str, Any] = {}
     if tracker == "linear":
         if team is None:
@@ -225,12 +229,22 @@ def init(
             key = issue_key_for_repo(extra["github_repo"])  # issue #12 is WIDGETS-12
     elif github_repo is not None:
         raise InputError("--repo is for --forge github or --tracker github")
+    # What the options given ask for: on an existing project it must be what it already has.
+    requested: dict[str, Any] = {}
+    if tracker_given is not None:
+        requested["tracker"] = tracker
+    if forge_given is not None:
+        requested["forge"] = forge
+    requested.update(extra)
+    if key_given is not None or tracker != "embedded":
+        requested["issue_key"] = key
     project, created = init_project(
         common.repo_path(ctx),
         key=key,
         tracker=tracker,
         forge=forge,
         extra=extra,
+        requested=requested,
         warn=lambda line: typer.echo(f"legion: warning: {line}", err=True),
     )
     pickup = _pickup(project)
@@ -306,7 +320,7 @@ def state(
     if not snapshot.issues:
         out.print('No issues yet: `legion issue create "Title"` adds one.')
     else:
-        out.print(render.state_table(snapshot, out.width))
+        common.print_table(render.state_table(snapshot, out.width))
     for warning in snapshot.warnings:
         out.print(Text.assemble(("warning:", "yellow"), " ", for_display(warning)))
 

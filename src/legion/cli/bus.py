@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from legion.cli import common
+from legion.core.stamps import utc_stamp
 from legion.core.text import for_display
 from legion.errors import InputError
 
@@ -110,7 +111,7 @@ def message_json(message: Message) -> dict[str, Any]:
         "kind": message.kind.value,
         "body": message.body,
         "mentions": list(message.mentions),
-        "created_at": message.created_at,
+        "created_at": utc_stamp(message.created_at),
     }
 
 
@@ -126,8 +127,8 @@ def agent_json(agent: Agent) -> dict[str, Any]:
         "session_id": agent.session_id,
         "status": agent.status.value,
         "spawn_instance": agent.spawn_instance,
-        "created_at": agent.created_at,
-        "updated_at": agent.updated_at,
+        "created_at": utc_stamp(agent.created_at),
+        "updated_at": utc_stamp(agent.updated_at),
     }
 
 
@@ -140,8 +141,8 @@ def task_json(task: Task, addresses: Mapping[int, str]) -> dict[str, Any]:
         "title": task.title,
         "assigned": None if assigned is None else addresses.get(assigned),
         "state": task.state.value,
-        "completed_at": task.completed_at,
-        "created_at": task.created_at,
+        "completed_at": utc_stamp(task.completed_at),
+        "created_at": utc_stamp(task.created_at),
     }
 
 
@@ -154,7 +155,7 @@ def _short(address: str, channel: Channel) -> str:
 
 
 def message_lines(message: Message) -> str:
-    when = message.created_at[:19].replace("T", " ")
+    when = utc_stamp(message.created_at)
     sender = _short(message.sender, message.channel)
     first, *rest = message.body.split("\n")
     head = f"#{message.seq} {when} {message.channel} @{sender}: {first}"
@@ -516,7 +517,7 @@ def agents(
             for_display(agent.session_id or "-"),
             for_display(agent.updated_at[:19].replace("T", " ")),
         )
-    common.console().print(table)
+    common.print_table(table)
 
 
 # -- events ---------------------------------------------------------------------------------------

@@ -184,3 +184,18 @@ def read_text_arg(text: str | None, file: Path | None, what: str) -> str | None:
         return file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {file}: {exc}") from None
+
+
+def print_table(renderable: Any) -> None:
+    """Print a table (or any renderable) without the spaces rich pads each line's last cell
+    with: trailing blanks are noise in a terminal and a trap for `grep` and diff."""
+    from rich.segment import Segment, Segments
+
+    out = console()
+    for line in out.render_lines(renderable, out.options, pad=False):
+        while line and not line[-1].control and not line[-1].text.rstrip():
+            line.pop()
+        if line:
+            last = line[-1]
+            line[-1] = Segment(last.text.rstrip(), last.style, last.control)
+        out.print(Segments([*line, Segment.line()]), end="")

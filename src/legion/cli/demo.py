@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-import tempfile
+import os
+import re
+import shlex
+import shutil
+import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -12,7 +17,7 @@ import typer
 from legion.errors import InputError, LegionError
 
 if TYPE_CHECKING:
-    from legion.demo.run import IssueSummary
+    from legion.demo.run import DemoResult, IssueSummary
 
 
 def demo(
@@ -39,7 +44,9 @@ def demo(
     ] = "claude-code",
     timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 600.0,
 ) -> None:
-    """Run the whole swarm on a throwaway repository: every issue from Todo to Done."""
+    """Run the whole swarm on a throwaway repository: every issue from Todo to Done.
+
+    Ctrl-C (or SIGTERM) stops it at once: it cleans up and exits 130 (143)."""
     from legion.demo.run import RUNTIME_CHOICES, run_demo
 
     if mode not in ("auto", "llm"):
@@ -48,26 +55,39 @@ def demo(
     if runtime not in RUNTIME_CHOICES:
         known = ", ".join(RUNTIME_CHOICES)
         raise InputError(f"unknown runtime {runtime!r} (known: {known})")
-    if directory is None:
-        folder = Path(tempfile.mkdtemp(prefix="legion-demo-"))
-    else:
-        folder = directory.expanduser().resolve()
-        if folder.exists() and any(folder.iterdir()):
-            raise InputError(f"{folder} is not empty: choose a new folder for the demo")
-        folder.mkdir(parents=True, exist_ok=True)
-    result = run_demo(
-        folder,
-        issues=issues,
-        mode=mode,
-        real=real,
-        timeout=timeout,
-        say=typer.echo,
-        runtime=runtime,
-    )
+    if not timeout > 0 or timeout == float("inf"):
+        raise InputError(f"--timeout must be a number of seconds above 0, not {timeout:g}")
+    folder = None if directory is None else _checked_folder(directory)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        result = run_demo(
+            folder,
+            issues=issues,
+            mode=mode,
+            real=real,
+            timeout=timeout,
+            say=typer.echo,
+            runtime=runtime,
+        )
+    except _Terminated:
+        typer.echo("legion: the demo was interrupted (SIGTERM) before the swarm ran", err=True)
+        raise typer.Exit(128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    _report(result, mode, runtime, real, timeout)
+
+
+def _report(result: DemoResult, mode: str, runtime: str, real: bool, timeout: float) -> None:
+    """The closing lines: the figures, where the files are, what to run next (as it runs from
+    the user's shell), and how it ended."""
+    from legion.demo.run import issues_text
+
+    folder = result.folder
+    legion = legion_command()
     done = [issue for issue, status in result.statuses.items() if status == "Done"]
     typer.echo("")
     typer.echo(
-        f"{len(done)} of {len(result.statuses)} issues Done in {result.seconds:.0f} s "
+        f"{len(done)} of {issues_text(len(result.statuses))} Done in {result.seconds:.0f} s "
         f"({mode} mode, {runtime})."
     )
     typer.echo("")
@@ -83,20 +103,87 @@ def demo(
         typer.echo(f"Kept a workspace: {kept}")
     repo = folder / "repo"
     typer.echo(f"Files: {folder}")
-    typer.echo(f"  repo:        {repo}   (cd there, then: legion issue list; legion log)")
+    typer.echo(f"  repo:        {repo}")
     typer.echo(f"  state:       {repo / '.legion' / 'state'}   (database, daemon log)")
     if runtime != "codex":
         typer.echo(f"  transcripts: {folder / 'claude-config' / 'projects'}")
     if runtime != "claude-code":
         typer.echo(f"  rollouts:    {folder / 'codex-home' / 'sessions'}   (Codex's transcripts)")
-    typer.echo(f"Remove them all with: rm -rf {folder}")
+    for issue, screen in result.screens.items():
+        typer.echo(f"  {issue}'s last screen: {screen}")
+    first = next(iter(result.statuses), None)
+    typer.echo("Look around (every command as it runs from here):")
+    typer.echo(f"  cd {shlex.quote(str(repo))}")
+    typer.echo(f"  {legion} issue list")
+    if first is not None:
+        typer.echo(f"  {legion} issue show {first}   (its comments, pull request and tokens)")
+    typer.echo(f"  {legion} log")
+    typer.echo(f"Remove them all with: rm -rf {shlex.quote(str(folder))}")
+    if result.interrupted is not None:
+        name = "Ctrl-C" if result.interrupted == signal.SIGINT else "SIGTERM"
+        typer.echo(
+            f"legion: the demo was interrupted ({name}) after {result.seconds:.0f} s; its "
+            "sessions, tmux server and model server are stopped",
+            err=True,
+        )
+        raise typer.Exit(128 + result.interrupted)
     if result.paused:
-        raise LegionError(f"the demo stopped: {result.paused}")
+        raise LegionError(f"the demo stopped: {_demo_advice(result.paused, result.screens)}")
     if len(done) != len(result.statuses):
         raise LegionError(
             f"the demo ran out of time after {timeout:g} s with "
-            f"{len(result.statuses) - len(done)} issue(s) not Done; see `legion log` in {repo}"
+            f"{issues_text(len(result.statuses) - len(done))} not Done; see `{legion} log` "
+            f"in {repo}"
         )
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM before the swarm runs (while Claude Code installs): stop as Ctrl-C would."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
+def _checked_folder(directory: Path) -> Path:
+    """`--dir`: a new or empty folder; anything else is bad input (exit 2), not a crash."""
+    folder = directory.expanduser().resolve()
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder} is not a folder: choose a new folder for the demo")
+    if folder.exists() and any(folder.iterdir()):
+        raise InputError(f"{folder} is not empty: choose a new folder for the demo")
+    parent = next((p for p in folder.parents if p.exists()), None)
+    if parent is not None and not (parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)):
+        raise InputError(f"cannot create {folder}: {parent} is not a writable folder")
+    return folder
+
+
+def legion_command() -> str:
+    """How the user runs this `legion` from their shell: `legion` when that is the one on
+    PATH, else the running script's absolute path (after the Quickstart `legion` is not on
+    PATH: `.venv/bin/legion` is)."""
+    script = Path(sys.argv[0])
+    if script.name == "__main__.py":  # `python -m legion`
+        return f"{shlex.quote(sys.executable)} -m legion"
+    on_path = shutil.which("legion")
+    resolved = shutil.which(str(script)) or str(script)
+    if on_path is not None and os.path.realpath(on_path) == os.path.realpath(resolved):
+        return "legion"
+    return shlex.quote(os.path.abspath(resolved))
+
+
+def _demo_advice(paused: str, screens: dict[str, Path]) -> str:
+    """The pause line, with the advice that works after the demo: its tmux server is gone (no
+    `legion peek`), and a new demo, not `legion start`, is the way to try again."""
+    cause = paused.split(". Fix that", 1)[0]
+    for issue, screen in screens.items():
+        cause = cause.replace(
+            f"`legion peek {issue}` shows its last screen", f"last screen: {screen}"
+        )
+    cause = re.sub(r" \(`legion peek [^`]*` shows its last screen\)", "", cause)
+    return (
+        f"{cause}. Fix that (`{legion_command()} doctor` checks the setup), then run the demo again"
+    )
 
 
 def summary_table(issues: Sequence[IssueSummary]) -> list[str]:

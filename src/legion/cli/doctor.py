@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -264,6 +264,13 @@ def _codex_checks(settings: Settings | None, roles: list[str]) -> list[Check]:
         )
     checks.append(_codex_config(env, needed))
     checks.append(skills)
+    if not needed:
+        # Nothing to act on while no role runs on Codex: information, not a warning.
+        unused = "(not needed: no role runs on codex)"
+        checks = [
+            check if check.ok else replace(check, detail=f"{check.detail} {unused}", fix="")
+            for check in checks
+        ]
     return checks
 
 

@@ -23,8 +23,10 @@ BodyFileOption = typer.Option("--body-file", help="Read the text from a file (- 
 
 @app.command(
     epilog=common.example(
-        'legion issue create "Add a --verbose flag" --body "Print each step." --label worker-done',
-        'legion issue create "Write the docs" --body-file notes.md --status Backlog --json',
+        # No workflow label here: a copied `--label worker-done` would tell Legion a worker
+        # finished.
+        'legion issue create "Add a --verbose flag" --body "Print each step." --status Backlog',
+        'legion issue create "Write the docs" --body-file notes.md --json',
     )
 )
 def create(
@@ -34,7 +36,13 @@ def create(
     body_file: Annotated[Path | None, BodyFileOption] = None,
     status: Annotated[str, typer.Option("--status", "-s", help="Initial status.")] = "Todo",
     label: Annotated[
-        list[str] | None, typer.Option("--label", "-l", help="A label (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--label",
+            "-l",
+            help="A label (repeatable): one of `labels` in .legion/config.toml, or a workflow "
+            "label (they drive Legion: worker-done tells it a worker finished).",
+        ),
     ] = None,
     parent: Annotated[str | None, typer.Option(help="Parent issue identifier.")] = None,
     as_json: Annotated[bool, common.JsonOption] = False,
@@ -73,7 +81,7 @@ def list_issues(
     elif not found:
         typer.echo("No issues.")
     else:
-        common.console().print(render.issues_table(found))
+        common.print_table(render.issues_table(found, common.console().width))
 
 
 @app.command(epilog=common.example("legion issue show LEG-3", "legion issue show LEG-3 --json"))

@@ -3,6 +3,7 @@ not settle it (its other way out is `legion answer`)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -71,12 +72,13 @@ def escalate(
         raise InputError(
             f"{identifier} has no worker waiting on a question: say what to ask with --question"
         )
-    asker = "the controller"
+    runner, judge = _who_runs_this()
+    asker = runner
     if blocked:
         asker = f"the {blocked[0].record.mode.value} worker ({blocked[0].record.window})"
     note = ""
     if why is not None and why.strip():
-        note = f"**Why it needs a human** (Legion's Oracle): {why.strip()}"
+        note = f"**Why it needs a human** ({judge}): {why.strip()}"
     body = escalation_comment(identifier, asker, items, note)
     comment = tracker.add_comment(identifier, body, author=common.default_author(), by_legion=True)
     updated = tracker.update_labels(identifier, add=[Label.USER_INPUT_NEEDED.value])
@@ -87,3 +89,17 @@ def escalate(
         common.print_json(data)
         return
     typer.echo(f"{identifier}: question posted for a human (user-input-needed)")
+
+
+def _who_runs_this() -> tuple[str, str]:
+    """(who asks, who judged it needs a human): the controller is Legion's Oracle; a worker's
+    session says its mode; anyone else is a person, named as their comments are."""
+    from legion.bus.sessions import CONTROLLER_MODE
+
+    mode = os.environ.get("LEGION_MODE", "").strip()
+    if mode == CONTROLLER_MODE:
+        return "the controller", "Legion's Oracle"
+    if mode:
+        return f"the {mode} worker", f"the {mode} worker"
+    person = common.default_author()
+    return person, person

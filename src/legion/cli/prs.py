@@ -54,7 +54,7 @@ def list_prs(ctx: typer.Context, as_json: Annotated[bool, common.JsonOption] = F
     elif not found:
         typer.echo("No pull requests.")
     else:
-        common.console().print(render.prs_table(found))
+        common.print_table(render.prs_table(found))
 
 
 @app.command(epilog=common.example("legion pr view 2", "legion pr view LEG-3 --json"))

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from legion.core.model import Mode
+from legion.core.stamps import utc_stamp
 from legion.core.text import for_display
 from legion.core.usage import Usage, total
 from legion.forges.base import PullRequest, Review
@@ -26,8 +27,8 @@ def issue_json(issue: Issue) -> dict[str, Any]:
         "labels": sorted(issue.labels),
         "parent": issue.parent,
         "children": list(issue.children),
-        "created_at": issue.created_at,
-        "updated_at": issue.updated_at,
+        "created_at": utc_stamp(issue.created_at),
+        "updated_at": utc_stamp(issue.updated_at),
     }
 
 
@@ -37,7 +38,7 @@ def comment_json(comment: Comment) -> dict[str, Any]:
         "issue": comment.issue,
         "author": comment.author,
         "body": comment.body,
-        "created_at": comment.created_at,
+        "created_at": utc_stamp(comment.created_at),
     }
 
 
@@ -54,8 +55,8 @@ def pr_json(pr: PullRequest) -> dict[str, Any]:
         "review": pr.review.value,
         "reviews": [review_json(review) for review in pr.reviews],
         "merge_commit": pr.merge_commit,
-        "created_at": pr.created_at,
-        "updated_at": pr.updated_at,
+        "created_at": utc_stamp(pr.created_at),
+        "updated_at": utc_stamp(pr.updated_at),
     }
 
 
@@ -66,16 +67,32 @@ def review_json(review: Review) -> dict[str, Any]:
         "outcome": review.outcome,
         "author": review.author,
         "body": review.body,
-        "created_at": review.created_at,
+        "created_at": utc_stamp(review.created_at),
     }
 
 
-def issues_table(issues: list[Issue]) -> Any:
+def issues_table(issues: list[Issue], width: int = 80) -> Any:
+    """`legion issue list`, fitted to `width` columns as `legion state` is: one line per issue
+    where the labels fit, a long title cut with an ellipsis (the whole of it is in `--json`)."""
+    from rich.cells import cell_len
     from rich.table import Table
 
+    def natural(header: str, cells: list[str]) -> int:
+        return max([cell_len(header), *(cell_len(cell) for cell in cells)])
+
+    id_w = natural("ID", [issue.identifier for issue in issues])
+    status_w = natural("Status", [issue.status.value for issue in issues])
+    title_w = natural("Title", [for_display(issue.title) for issue in issues])
+    labels_w = natural("Labels", [", ".join(sorted(issue.labels)) for issue in issues])
+    room = width - id_w - status_w - 3 * _GAP
+    if title_w + labels_w > room:  # the labels wrap in a moderate column; the title is cut
+        labels_w = min(labels_w, max(12, room // 3))
+        title_w = max(room - labels_w, 8)
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("ID", "Status", "Title", "Labels"):
-        table.add_column(column, overflow="fold")
+    table.add_column("ID", no_wrap=True, width=id_w)
+    table.add_column("Status", no_wrap=True, width=status_w)
+    table.add_column("Title", no_wrap=True, overflow="ellipsis", width=title_w)
+    table.add_column("Labels", overflow="fold", width=labels_w)
     for issue in issues:
         table.add_row(
             for_display(issue.identifier),
@@ -143,7 +160,9 @@ def issue_detail(
         parts += [
             Text(""),
             Text.assemble(
-                (for_display(comment.author), "bold"), " ", (for_display(comment.created_at), "dim")
+                (for_display(comment.author), "bold"),
+                " ",
+                (for_display(utc_stamp(comment.created_at)), "dim"),
             ),
             shown(comment.body),
         ]
@@ -175,7 +194,7 @@ def pr_detail(pr: PullRequest) -> Any:
     for review in pr.reviews:
         parts += [
             Text(""),
-            shown(f"{review.author} {review.outcome} at {review.created_at}"),
+            shown(f"{review.author} {review.outcome} at {utc_stamp(review.created_at)}"),
             shown(review.body),
         ]
     return Group(*parts)
@@ -339,10 +358,17 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
 # What an unset setting means, in the words of the README's configuration table.
 UNSET_MEANING = {
     "base_branch": "the branch checked out in the repository",
+    "linear_team": "none: needed only with the Linear tracker",
+    "github_repo": "the `origin` remote's, when the tracker or forge is GitHub",
+    "github_project": "none: `status: …` labels hold a GitHub issue's phase",
+    "token_budget": "unlimited",
+    "codex_bin": "the Codex CLI Legion finds for you",
     "wip_limit": "unlimited",
     "tmux_socket": "tmux's default server",
     "tmux_config": "tmux's default configuration",
     "claude_bin": "the Claude Code CLI Legion finds for you",
+    "claude_config_dir": "$CLAUDE_CONFIG_DIR, else ~/.claude",
+    "codex_home": "$CODEX_HOME, else ~/.codex",
     "state_dir": "under $XDG_STATE_HOME/legion",
     "workspace_root": "beside the repository",
 }

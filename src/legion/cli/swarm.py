@@ -85,6 +85,8 @@ def log(
     if as_json:
         common.print_json([entry.to_json() for entry in entries])
         return
+    if not entries:
+        typer.echo(f"No actions logged{f' for {only}' if only else ''} yet.")
     for entry in entries:
         detail = f"  {entry.detail}" if entry.detail else ""
         common.echo(f"{entry.at}  {entry.issue:8}  {entry.action}: {entry.outcome}{detail}")
@@ -191,6 +193,7 @@ def start(
             tick=settings.tick,
             stale_after=settings.stale_after,
             restart_cooldown=settings.restart_cooldown,
+            say_stop=not as_json,
         )
         info = _started(project, os.getpid(), None, notes)
         if as_json:
@@ -204,6 +207,8 @@ def start(
         # quotes trackers, forges and workers, so it is escaped like any output.
         with common.escaped_output():
             Daemon(project, config, os.environ).run()
+        if not as_json:
+            typer.echo(f"Legion stopped (pid {os.getpid()}).")
         return
     log_path = project.state_dir / "daemon.log"
     argv = [sys.executable, "-m", "legion", "--repo", str(project.root), "start", "--foreground"]
@@ -308,6 +313,8 @@ def status(
         views: list[Any] | None = workers.views()
         controller, activity = controller_state_of(project, workers)
         state: str = controller.value
+        if state == "dead" and activity is None and running_pid(project) is None:
+            state = "not started"  # no window, no transcript, no daemon: never ran
     except LegionError as exc:  # tmux did not answer: what runs is unknown, not nothing
         unknown = str(exc)
         views, state, activity = None, "unknown", None
@@ -388,7 +395,7 @@ def _print_status(data: dict[str, Any], views: Any, judgments: Any, pause: Any) 
         typer.echo("last actions:")
         for entry in data["last_actions"]:
             common.echo(
-                f"  {entry['at']}  {entry['issue']:8} {entry['action']}: {entry['outcome']}"
+                f"  {entry['created_at']}  {entry['issue']:8} {entry['action']}: {entry['outcome']}"
             )
 
 

@@ -133,7 +133,7 @@ def workers(
             # The worker's (its model's) words: escaped like a tracker's.
             for_display(view.question.text) if view.question else "",
         )
-    common.console().print(table)
+    common.print_table(table)
 
 
 def _task_list(view: WorkerView) -> TaskList | None:

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +53,11 @@ DEMO_ISSUES = (
     ("Add a whisper() helper", "whisper(text) returns the text lower-cased with '...'."),
     ("Add a count_words() helper", "count_words(text) returns the number of words."),
 )
+
+
+def issues_text(count: int) -> str:
+    """`1 issue`, `3 issues`."""
+    return f"{count} issue{'' if count == 1 else 's'}"
 
 
 def demo_claude(env: Mapping[str, str], say: Callable[[str], None]) -> ClaudeBinary:
@@ -112,6 +118,7 @@ class IssueSummary:
 
 @dataclass
 class DemoResult:
+    folder: Path
     seconds: float
     statuses: dict[str, str]
     requests: int
@@ -119,10 +126,12 @@ class DemoResult:
     issues: list[IssueSummary] = field(default_factory=list)
     paused: str | None = None  # why dispatch stopped, when a worker could not start
     kept_workspaces: list[str] = field(default_factory=list)
+    interrupted: int | None = None  # the signal (SIGINT, SIGTERM) that stopped the run
+    screens: dict[str, Path] = field(default_factory=dict)  # issue -> its failed worker's screen
 
 
 def run_demo(
-    folder: Path,
+    folder: Path | None,
     *,
     issues: int,
     mode: str,
@@ -131,28 +140,30 @@ def run_demo(
     say: Callable[[str], None],
     runtime: str = "claude-code",
 ) -> DemoResult:
+    """Check what the demo needs, then make `folder` (None: a new temporary one) and run it
+    there: a failed check leaves nothing behind."""
     from legion.daemon import Daemon, DaemonConfig
 
-    if runtime not in RUNTIME_CHOICES:
-        raise LegionError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIME_CHOICES)})")
+    _check_prerequisites(runtime, real)
     uses_claude, uses_codex = runtime != "codex", runtime != "claude-code"
-    if shutil.which("tmux") is None:
-        raise ToolMissingError("the demo needs tmux: install it (e.g. apt-get install tmux)")
-    if real and uses_claude and not os.environ.get("ANTHROPIC_API_KEY"):
-        raise LegionError("--real needs ANTHROPIC_API_KEY set to your Anthropic API key")
-    if real and uses_codex and not os.environ.get("OPENAI_API_KEY"):
-        raise LegionError(f"--real --runtime {runtime} needs OPENAI_API_KEY set to your OpenAI key")
     claude = demo_claude(os.environ, say) if uses_claude else None
     codex = demo_codex(os.environ, say) if uses_codex else None
+    folder = _make_folder(folder)
     repo = folder / "repo"
-    project, backends = make_repository(repo, issues, RUNTIME_CHOICES[runtime])
+    homes = {
+        # Recorded in the demo project's config: `legion issue show` and `legion workers`, run
+        # there afterwards by anyone, read the demo's transcripts, not the user's own.
+        "claude_config_dir": str(folder / "claude-config"),
+        "codex_home": str(folder / "codex-home"),
+    }
+    project, backends = make_repository(repo, issues, {**RUNTIME_CHOICES[runtime], **homes})
     identifiers = [issue.identifier for issue in backends.tracker.list_issues()]
     env, servers = _environment(folder, identifiers, mode, real, uses_codex)
     model = "a SCRIPTED model on 127.0.0.1 (no AI involved)"
     if real:
         apis = [name for name, on in (("Anthropic's", uses_claude), ("OpenAI's", uses_codex)) if on]
         model = f"{' and '.join(apis)} API (your key)"
-    say(f"Legion demo: {len(identifiers)} issues, {mode} mode, driven by {model}.")
+    say(f"Legion demo: {issues_text(len(identifiers))}, {mode} mode, driven by {model}.")
     if claude is not None:
         say(f"  Claude Code: {claude.path} ({claude.source})")
     if codex is not None:
@@ -183,10 +194,13 @@ def run_demo(
     )
     daemon = Daemon(project, config, env)
     progress = _Progress(project, servers, say, started)
+    screens: dict[str, Path] = {}
     try:
         with progress:
             daemon.run()
     finally:
+        if daemon.paused_reason is not None:
+            screens = _save_screens(project, backends, env, folder / "screens")
         subprocess.run(
             ["tmux", "-S", str(project.settings.tmux_socket), "kill-server"],
             capture_output=True, check=False,
@@ -201,6 +215,7 @@ def run_demo(
     controller = [r for r in scripted if r.scenario == "controller"]
     summaries = progress.summaries(backends, None if real else scripted)
     return DemoResult(
+        folder,
         seconds,
         statuses,
         len(scripted),
@@ -208,7 +223,55 @@ def run_demo(
         summaries,
         daemon.paused_reason,
         kept,
+        daemon.stopped_by,
+        screens,
     )
+
+
+def _check_prerequisites(runtime: str, real: bool) -> None:
+    if runtime not in RUNTIME_CHOICES:
+        raise LegionError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIME_CHOICES)})")
+    uses_claude, uses_codex = runtime != "codex", runtime != "claude-code"
+    if shutil.which("tmux") is None:
+        raise ToolMissingError("the demo needs tmux: install it (e.g. apt-get install tmux)")
+    if real and uses_claude and not os.environ.get("ANTHROPIC_API_KEY"):
+        raise LegionError("--real needs ANTHROPIC_API_KEY set to your Anthropic API key")
+    if real and uses_codex and not os.environ.get("OPENAI_API_KEY"):
+        raise LegionError(f"--real --runtime {runtime} needs OPENAI_API_KEY set to your OpenAI key")
+
+
+def _make_folder(folder: Path | None) -> Path:
+    if folder is None:
+        return Path(tempfile.mkdtemp(prefix="legion-demo-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _save_screens(
+    project: Project, backends: Backends, env: Mapping[str, str], into: Path
+) -> dict[str, Path]:
+    """The last screen of each worker that failed to start, saved before the demo's tmux server
+    goes (with it, `legion peek`): issue -> file."""
+    from legion.actionlog import ActionLog
+    from legion.backends import open_workers
+
+    workers = open_workers(project, backends, env)
+    failed = {
+        entry.issue
+        for entry in ActionLog(backends.db).tail(1000)
+        if entry.action == "worker_start" and entry.outcome.value == "failed"
+    }
+    saved = {}
+    for issue in sorted(failed):
+        try:
+            _, screen = workers.peek(issue, lines=200)
+        except LegionError:
+            continue
+        into.mkdir(parents=True, exist_ok=True)
+        path = into / f"{issue}.txt"
+        path.write_text(screen, encoding="utf-8")
+        saved[issue] = path
+    return saved
 
 
 def _clean_up(project: Project, backends: Backends, env: Mapping[str, str]) -> list[str]:

@@ -225,6 +225,8 @@ class WorkerManager:
         self.env = env
         self.capabilities = capabilities
         self._starting: list[_Starting] = []
+        # The daemon's "stop now": a wait for starts ends as soon as it says so.
+        self.should_stop: Callable[[], bool] = lambda: False
         self._handovers: dict[str, launch.Handover] = {}  # window id: its spec, on its way
 
     @property
@@ -643,7 +645,7 @@ class WorkerManager:
         deadline = time.monotonic() + START_TIMEOUT_S
         failures: list[tuple[str, str]] = []
         try:
-            while self._starting and time.monotonic() < deadline:
+            while self._starting and time.monotonic() < deadline and not self.should_stop():
                 try:
                     windows = {w.id: w for w in self.tmux.list_windows(self.session)}
                 except TmuxUnavailable:

@@ -1,0 +1,28 @@
+"""One timestamp format for everything Legion prints: RFC 3339 in UTC, to the second."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import overload
+
+
+@overload
+def utc_stamp(value: str) -> str: ...
+@overload
+def utc_stamp(value: None) -> None: ...
+@overload
+def utc_stamp(value: str | None) -> str | None: ...
+
+
+def utc_stamp(value: str | None) -> str | None:
+    """`2026-01-02T03:04:05Z` for any ISO 8601 time (the bus keeps milliseconds, Linear and
+    GitHub send their own); a value that is not one is returned as it is."""
+    if not value:
+        return value
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # Legion's own stamps are UTC
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

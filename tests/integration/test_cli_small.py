@@ -1,0 +1,134 @@
+"""Small things a new user noticed (issue 24, item 15), each pinned through the real `legion`
+console script."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import LegionRunner, git, run_legion
+
+STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+@pytest.fixture(autouse=True)
+def tmux_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private tmux server for the project (LEGION_TMUX_SOCKET), killed afterwards."""
+    socket = tmp_path / "tmux.sock"
+    monkeypatch.setenv("LEGION_TMUX_SOCKET", str(socket))
+    yield socket
+    subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
+
+
+def test_an_empty_log_says_so(legion: LegionRunner) -> None:
+    legion("issue", "create", "One")
+    result = legion("log")
+    assert (result.returncode, result.stdout.strip()) == (0, "No actions logged yet.")
+    only = legion("log", "--issue", "LEG-1")
+    assert only.stdout.strip() == "No actions logged for LEG-1 yet."
+    assert json.loads(legion("log", "--json").stdout) == []
+
+
+def test_status_of_a_project_never_started(legion: LegionRunner) -> None:
+    text = legion("status").stdout
+    assert "controller: not started" in text and "dead" not in text
+    assert json.loads(legion("status", "--json").stdout)["controller"]["state"] == "not started"
+
+
+def test_issue_create_help_example_is_harmless(tmp_path: Path) -> None:
+    text = run_legion("issue", "create", "--help", cwd=tmp_path).stdout
+    examples = text.split("Example:")[1]
+    assert "legion issue create" in examples and "--label worker-" not in examples
+
+
+def test_tables_have_no_trailing_spaces(legion: LegionRunner, project: Path) -> None:
+    legion("issue", "create", "A much longer title than the others", "--label", "worker-done")
+    legion("issue", "create", "Short")
+    git(project, "switch", "--quiet", "-c", "legion/leg-2")
+    (project / "x.txt").write_text("x\n")
+    git(project, "add", "x.txt")
+    git(project, "commit", "--quiet", "-m", "x")
+    git(project, "switch", "--quiet", "main")
+    legion("pr", "create", "--issue", "LEG-2", "--branch", "legion/leg-2")
+    for args in (["issue", "list"], ["state"], ["pr", "list"]):
+        result = legion(*args)
+        assert result.returncode == 0, (args, result.stderr)
+        lines = result.stdout.splitlines()
+        assert len(lines) >= 2, (args, result.stdout)
+        assert [line for line in lines if line != line.rstrip()] == [], (args, result.stdout)
+
+
+def test_issue_list_cuts_a_long_title_as_state_does(legion: LegionRunner) -> None:
+    title = "A title that is quite long indeed and goes on and on " * 3
+    legion("issue", "create", title.strip())
+    for args in (["issue", "list"], ["state"]):
+        lines = legion(*args, env={"COLUMNS": "60"}).stdout.splitlines()
+        rows = [line for line in lines if line.startswith("LEG-1")]
+        assert len(rows) == 1 and "…" in rows[0], (args, lines)
+        assert all(len(line) <= 60 for line in lines), (args, lines)
+        # The row is one line: the title did not wrap onto the next.
+        after = lines[lines.index(rows[0]) + 1 :]
+        assert not any("on and on" in line for line in after), (args, lines)
+
+
+def _stamps(value: Any, key: str = "") -> list[tuple[str, str]]:
+    if isinstance(value, dict):
+        return [pair for k, v in value.items() for pair in _stamps(v, k)]
+    if isinstance(value, list):
+        return [pair for item in value for pair in _stamps(item, key)]
+    if key.endswith("_at") and isinstance(value, str):
+        return [(key, value)]
+    return []
+
+
+def test_one_timestamp_format_and_one_key_name(legion: LegionRunner) -> None:
+    legion("issue", "create", "One")
+    legion("issue", "comment", "LEG-1", "--body", "hi")
+    legion("issue", "move", "LEG-1", "In Progress")
+    legion("say", "hello")
+    legion("reconcile")
+    outputs = [
+        json.loads(legion(*args, "--json").stdout)
+        for args in (
+            ["issue", "show", "LEG-1"],
+            ["issue", "comments", "LEG-1"],
+            ["messages"],
+            ["agents", "--all"],
+            ["log"],
+            ["status"],
+        )
+    ]
+    log = json.loads(legion("log", "--json").stdout)
+    assert log and all("at" not in entry and "created_at" in entry for entry in log)
+    stamps = [pair for output in outputs for pair in _stamps(output)]
+    assert {key for key, _ in stamps} >= {"created_at", "updated_at"}
+    assert [pair for pair in stamps if not STAMP.match(pair[1])] == []
+    # Text shows the same format as JSON.
+    text = legion("messages").stdout
+    assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text), text
+
+
+# -- item 14: the README's promises --------------------------------------------------------------
+
+
+def test_config_says_what_every_unset_setting_means(legion: LegionRunner) -> None:
+    lines = legion("config").stdout.splitlines()
+    unset = [line for line in lines if ": unset" in line]
+    assert unset, lines
+    bare = [line for line in unset if not re.match(r"^# \w+: unset \(.+\)", line)]
+    assert bare == [], bare
+
+
+def test_readme_names_every_exit_code_and_what_an_id_is() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    codes = readme.split("The exit code is", 1)[1].split("\n\n", 1)[0]
+    for code in ("**2", "**1", "**70", "**130"):
+        assert code in codes, code
+    assert "always the number of a record" not in readme
+    assert "a bus message's `id` is a UUID" in readme
