@@ -442,8 +442,10 @@ def test_every_command_help_has_an_example(tmp_path: Path) -> None:
         if not re.search(r"^\s*Example:", result.stdout, re.MULTILINE):
             missing.append(" ".join(["legion", *path]))
         leaf = "Commands:" not in result.stdout
-        # A screen (the TUI) and the demo's story print nothing a program would read.
-        if leaf and path not in (["demo"], ["tui"]) and "--json" not in result.stdout:
+        # A screen (the TUI, an attached session) and the demo's story print nothing a program
+        # would read.
+        screens = (["demo"], ["tui"], ["attach"])
+        if leaf and path not in screens and "--json" not in result.stdout:
             no_json.append(" ".join(["legion", *path]))
     assert not missing, f"no Example: in the --help of {missing}"
     assert not no_json, f"no --json on {no_json}"  # the README promises it on every command
