@@ -17,7 +17,7 @@ from typing import Any
 
 from tests.conftest import LEGION_BIN, Result
 from tests.fakes.claude_env import base_environment, find_claude, offline_variables
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import FakeModelServer, text
 
 TEST_SKILL = """---
 name: legion-worker
@@ -492,3 +492,13 @@ def controller_prompts(swarm: Swarm) -> list[str]:
 def judgments(swarm: Swarm) -> list[dict[str, Any]]:
     """The open judgment items, as `legion status --json` shows them."""
     return list(swarm.json("status")["judgments"])
+
+
+def plan_worker_idle(swarm: Swarm) -> dict[str, object]:
+    """LEG-1's planner dispatched by hand, its turn over, idle at its prompt."""
+    swarm.legion("issue", "create", "Talkative")
+    swarm.server.add_scenario("plan mode for LEG-1", [[text("Planned.")]])
+    swarm.legion("dispatch", "LEG-1", "plan")
+    worker = wait_until("idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle" and w)
+    assert isinstance(worker, dict)
+    return worker

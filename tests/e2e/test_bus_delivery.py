@@ -9,23 +9,22 @@ import time
 
 import pytest
 
-from tests.e2e.swarm_env import Daemon, Swarm, actions, cmdline, live_pid, wait_until
+from tests.e2e.swarm_env import (
+    Daemon,
+    Swarm,
+    actions,
+    cmdline,
+    live_pid,
+    plan_worker_idle,
+    wait_until,
+)
 from tests.fakes.model_server import text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 
-def _plan_worker_idle(swarm: Swarm) -> dict[str, object]:
-    swarm.legion("issue", "create", "Talkative")
-    swarm.server.add_scenario("plan mode for LEG-1", [[text("Planned.")]])
-    swarm.legion("dispatch", "LEG-1", "plan")
-    worker = wait_until("idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle" and w)
-    assert isinstance(worker, dict)
-    return worker
-
-
 def test_a_dispatched_worker_is_an_agent_with_legions_hooks(swarm: Swarm) -> None:
-    worker = _plan_worker_idle(swarm)
+    worker = plan_worker_idle(swarm)
     (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
     assert agent["name"] == "plan" and agent["role"] == "plan"
     assert agent["branch"] == "legion/leg-1" and agent["status"] == "idle"  # read from its session
@@ -45,7 +44,7 @@ def test_a_dispatched_worker_is_an_agent_with_legions_hooks(swarm: Swarm) -> Non
 
 
 def test_an_idle_worker_gets_a_message_as_its_next_prompt_once(swarm: Swarm) -> None:
-    worker = _plan_worker_idle(swarm)
+    worker = plan_worker_idle(swarm)
     swarm.server.add_scenario("zebra-42", [[text("Noted, zebra.")]], name="message")
     (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
     with Daemon(swarm, tick=30):  # a slow tick: `legion say` itself must wake the daemon

@@ -11,19 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.swarm_env import Daemon, Swarm, actions, wait_until
+from tests.e2e.swarm_env import Daemon, Swarm, actions, plan_worker_idle, wait_until
 from tests.fakes.model_server import text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
-
-
-def plan_worker_idle(swarm: Swarm) -> dict[str, object]:
-    swarm.legion("issue", "create", "Talkative")
-    swarm.server.add_scenario("plan mode for LEG-1", [[text("Planned.")]])
-    swarm.legion("dispatch", "LEG-1", "plan")
-    worker = wait_until("idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle" and w)
-    assert isinstance(worker, dict)
-    return worker
 
 
 def test_a_bus_restored_from_a_copy_under_a_running_daemon_delivers_again(swarm: Swarm) -> None:

@@ -492,6 +492,15 @@ def clean_message_body(text: str) -> str:
     return body
 
 
+def _in_order(query: str, table: str, column: str, last: int | None, args: list[object]) -> str:
+    """`query` ordered by `table.column`; with `last`, only the newest `last` rows, still
+    oldest first (`args` gains the limit)."""
+    if last is None:
+        return f"{query} ORDER BY {table}.{column}"
+    args.append(max(last, 0))
+    return f"SELECT * FROM ({query} ORDER BY {table}.{column} DESC LIMIT ?) ORDER BY {column}"
+
+
 class SqliteBus:
     """The bus in one SQLite file. One instance per thread (a connection is not shared)."""
 
@@ -884,12 +893,7 @@ class SqliteBus:
             )
             args.append(unread_for)
         query = f"SELECT {_MESSAGE_COLUMNS} FROM messages m WHERE {' AND '.join(where)}"
-        if last is not None:
-            # The newest `last`, then back in order.
-            query = f"SELECT * FROM ({query} ORDER BY m.seq DESC LIMIT ?) ORDER BY seq"
-            args.append(max(last, 0))
-        else:
-            query += " ORDER BY m.seq"
+        query = _in_order(query, "m", "seq", last, args)
         with self._db.read() as conn:
             rows = conn.execute(query, args).fetchall()
         return [_message(row) for row in rows]
@@ -1098,12 +1102,7 @@ class SqliteBus:
             where.append(f"e.kind IN ({', '.join('?' * len(names))})")
             args += names
         query = _EVENT_SELECT + f"WHERE {' AND '.join(where)}"
-        if last is not None:
-            # The newest `last`, then back in order.
-            query = f"SELECT * FROM ({query} ORDER BY e.id DESC LIMIT ?) ORDER BY id"
-            args.append(max(last, 0))
-        else:
-            query += " ORDER BY e.id"
+        query = _in_order(query, "e", "id", last, args)
         with self._db.read() as conn:
             rows = conn.execute(query, args).fetchall()
         return [_event(row) for row in rows]
