@@ -63,19 +63,37 @@ def find(mark: tuple[str, str], paths: Sequence[str] = ()) -> list[int]:
     return found
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` still runs: not gone and not a zombie. (A process on its way out may no
+    longer show its environment while it still runs, so `find` cannot tell this.)"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _wait_gone(pids: Sequence[int], seconds: float) -> list[int]:
+    """The pids still alive after waiting up to `seconds` for them to end."""
+    deadline = time.monotonic() + seconds
+    left = [pid for pid in pids if alive(pid)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [pid for pid in left if alive(pid)]
+    return left
+
+
 def reap(mark: tuple[str, str], paths: Sequence[str] = (), grace: float = 2.0) -> list[int]:
-    """SIGTERM every process `find` finds, then SIGKILL what is left after `grace` seconds.
-    Returns the pids it found."""
+    """SIGTERM every process `find` finds, then SIGKILL what still runs after `grace` seconds,
+    and wait until each has ended. Returns the pids it found."""
     pids = find(mark, paths)
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while pids and time.monotonic() < deadline:
-        if not [pid for pid in find(mark, paths) if pid in pids]:
-            return pids
-        time.sleep(0.05)
-    for pid in find(mark, paths):
+    left = _wait_gone(pids, grace)
+    left += [pid for pid in find(mark, paths) if pid not in pids]  # started meanwhile
+    for pid in left:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+    _wait_gone(left, grace)
     return pids

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LEGION_BIN, run_legion
+from tests.reaper import alive
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,14 +99,6 @@ def test_leaks_processes(tmp_path):
     if (OUT / "hang").exists():
         time.sleep(600)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.parametrize("ending", ["normal", "sigterm", "sigint"])
