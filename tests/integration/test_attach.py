@@ -171,3 +171,32 @@ def test_attach_to_an_unknown_or_stopped_agent_is_a_clear_error(
     )
     one_line_error(legion("attach", "human"), "no session to attach to", 2)
     assert setup["legion"].clients() == []
+
+
+def test_the_tuis_attach_opens_the_highlighted_agents_live_window(setup: dict[str, Any]) -> None:
+    """What the TUI's `o` runs (`ProjectSources.attach`): the same tmux command as
+    `legion attach`, for a live agent; why not, in a line, for one that is not running."""
+    from legion.bus.store import SqliteBus, bus_path
+    from legion.runtime.tmux import Attach
+    from legion.tui.sources import ProjectSources, Unavailable
+
+    project = setup["project"]
+    bus = SqliteBus(bus_path(os.environ))
+    agents = {a.name: a for a in bus.agents() if a.session_id}
+    bus.close()
+    here = ProjectSources(dict(os.environ), project, lambda: {})
+    outside = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    found = here.attach(agents["implement"], outside)
+    assert isinstance(found, Attach) and not found.switched
+    assert found.argv[-3:] == ["attach-session", "-t", f"={setup['session']}:{setup['window']}"]
+    refused = here.attach(agents["review"], outside)
+    assert isinstance(refused, Unavailable) and "not running" in refused.reason
+    # Run as the TUI runs it, in a terminal of the human's own tmux: a read-write client of
+    # Legion's server on the agent's window.
+    user = setup["user"]
+    user(
+        "new-session", "-d", "-s", "human", "-x", "120", "-y", "40", "--",
+        *found.argv,
+    )  # fmt: skip
+    clients = wait_for("a client on Legion's server", setup["legion"].clients)
+    assert clients == [[setup["session"], setup["window"], "0"]]

@@ -70,3 +70,81 @@ def test_the_action_log_and_a_peek_without_a_window(project: Path, legion: Legio
     peek = sources(project).peek(agent, 10)
     assert isinstance(peek, Unavailable)
     assert peek.reason == "@repo/main/legion has no window (its session is not running)"
+
+
+def test_the_log_holds_the_projects_agents_events_among_its_actions(
+    project: Path, legion: LegionRunner, tmp_path: Path
+) -> None:
+    from legion.actionlog import ActionLog, OutcomeKind
+    from legion.backends import open_backends
+    from legion.bus.model import EventKind
+    from legion.bus.sessions import register_session
+    from legion.bus.store import bus_path
+    from legion.config import load_project
+
+    assert legion("issue", "create", "Add a flag").returncode == 0
+    loaded = load_project(project)
+    bus = SqliteBus(bus_path(os.environ))
+    plan = register_session(
+        bus, loaded, mode="plan", session_id="sid-plan", workspace=project, runtime="t"
+    )
+    backends = open_backends(loaded)
+    ActionLog(backends.db).append("LEG-1", "dispatch_planner", OutcomeKind.DONE, "plan started")
+    backends.db.close()
+    bus.update_agent(plan.id, status=AgentStatus.BLOCKED, detail="which database?")
+    # Another project's agent: the bus holds every project's events, the log only this one's.
+    bus.register_agent(
+        Channel("elsewhere", "main"), "implement", role=AgentRole.IMPLEMENT, runtime="t",
+        session_id="sid-elsewhere",
+    )  # fmt: skip
+    bus.close()
+
+    log = sources(project).action_log(None, 10)
+    assert isinstance(log, ActionLogView), log
+    about = [(line.about, line.what, line.outcome) for line in log.lines]
+    assert sorted(about) == [
+        (f"@{plan.address}", "blocked", "event"),
+        (f"@{plan.address}", EventKind.AGENT_REGISTERED.short_name, "event"),
+        ("LEG-1", "dispatch_planner", "done"),
+    ]
+    # By time: the blocked event came after the pass (the registration's place beside the
+    # pass's is within the action log's second).
+    assert about[-1] == (f"@{plan.address}", "blocked", "event")
+    assert log.lines[-1].detail == "which database?"
+    assert not any("elsewhere" in line.about for line in log.lines)
+
+
+def test_a_workers_task_list_is_read_from_the_projects_claude_home(
+    project: Path, tmp_path: Path, legion: LegionRunner
+) -> None:
+    """A project that names its CLI's home (as the demo's does) shows its workers' task lists
+    in `legion workers` and the TUI's peek, whoever asks (the caller's own home has none)."""
+    import json
+
+    from legion.backends import open_backends, open_workers
+    from legion.config import load_project
+    from legion.core.model import Mode
+    from legion.runtime.registry import Registry
+
+    home = tmp_path / "claude-home"
+    config = project / ".legion" / "config.toml"
+    config.write_text(config.read_text() + f'claude_config_dir = "{home}"\n')
+    tasks = home / "tasks" / "sid-impl"
+    tasks.mkdir(parents=True)
+    for n, (status, form) in enumerate(
+        [("completed", "Reading"), ("in_progress", "Writing the parser"), ("pending", "Docs")], 1
+    ):
+        document = {"id": str(n), "subject": form, "activeForm": form, "status": status}
+        (tasks / f"{n}.json").write_text(json.dumps(document))
+    loaded = load_project(project)
+    backends = open_backends(loaded)
+    try:
+        record = Registry(backends.db).start(
+            "LEG-1", Mode.IMPLEMENT, "sid-impl", "leg-1-implement", project
+        )
+        found = open_workers(loaded, backends, dict(os.environ)).task_list(record)
+    finally:
+        backends.db.close()
+    assert found is not None and (found.progress, found.current) == ("1/3", "Writing the parser")
+    shown = json.loads(legion("workers", "--json").stdout)
+    assert shown[0]["tasks"] == {"done": 1, "total": 3, "current": "Writing the parser"}

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Awaitable, Callable, Iterator
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,15 @@ from legion.bus.store import SqliteBus
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import ConflictError
+from legion.runtime.tmux import Attach
 from legion.tui.app import ChatInput, LegionApp, MessageLog, Sidebar
 from legion.tui.present import KEYS, AgentRow, ArchivedHeader, ChannelRow
 from legion.tui.readmarks import ReadMarks
 from legion.tui.sources import (
+    ActionLogView,
     Board,
     BoardIssue,
+    LogLine,
     Peek,
     TrackerAsk,
     TrackerInbox,
@@ -60,6 +64,13 @@ class FakeSources:
     answered: list[tuple[str, str, str]] = field(default_factory=list)
     dispatched: list[tuple[str, str, Mode]] = field(default_factory=list)
     refuse: str | None = None  # what giving feedback or dispatching raises
+    log_view: ActionLogView | Unavailable = field(
+        default_factory=lambda: Unavailable("no project here")
+    )
+    attach_with: Attach | Unavailable = field(
+        default_factory=lambda: Unavailable("not running: no live session to attach to")
+    )
+    attached: list[str] = field(default_factory=list)
 
     def board(self, project: str | None) -> Board | Unavailable:
         self.boards_for.append(project)
@@ -68,8 +79,12 @@ class FakeSources:
     def peek(self, agent: Agent, lines: int) -> Peek | Unavailable:
         return self.peek_view
 
-    def action_log(self, project: str | None, limit: int) -> Unavailable:
-        return Unavailable("no project here")
+    def action_log(self, project: str | None, limit: int) -> ActionLogView | Unavailable:
+        return self.log_view
+
+    def attach(self, agent: Agent, environ: Mapping[str, str]) -> Attach | Unavailable:
+        self.attached.append(agent.address)
+        return self.attach_with
 
     def stop(self, agent: Agent, *, force: bool) -> bool:
         self.stopped.append(agent.address)
@@ -732,6 +747,97 @@ def test_peek_shows_the_highlighted_agents_screen_and_transcript(world: World) -
                 "3 passed",
                 "assistant: (Bash)",
             )
+
+    run(scenario)
+
+
+def test_peek_shows_the_agents_task_list(world: World) -> None:
+    world.sources.peek_view = Peek(
+        "app/legion/LEG-7/implement",
+        "leg-7-implement",
+        "running",
+        "$ pytest",
+        (),
+        "Tasks 2/5, now: Writing the parser",
+    )
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f5")
+            sidebar = app.query_one(Sidebar)
+            sidebar.highlighted = sidebar_index(app, f"a:{world.implement.id}")
+            await until_shown(pilot, app, "Tasks 2/5, now: Writing the parser")
+
+    run(scenario)
+
+
+def test_the_log_shows_actions_and_the_agents_events_by_time(world: World) -> None:
+    world.sources.log_view = ActionLogView(
+        "app",
+        (
+            LogLine("2026-11-26T10:00:00Z", "LEG-7", "dispatch_planner", "done", "plan started"),
+            LogLine(
+                "2026-11-26T10:00:05.250Z",
+                "@app/legion/LEG-7/plan",
+                "completed",
+                "event",
+                "plan posted",
+            ),
+        ),
+    )
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(120, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f6")
+            text = await until_shown(pilot, app, "dispatch_planner", "plan posted")
+            assert "Issue or agent" in text and "Action or event" in text
+            assert text.index("dispatch_planner") < text.index("@app/legion/LEG-7/plan")
+
+    run(scenario)
+
+
+def test_o_attaches_the_highlighted_agent_by_running_the_tmux_command(
+    world: World, tmp_path: Path
+) -> None:
+    ran = tmp_path / "ran"
+    # Inside Legion's own tmux server the command is a switch-client: the TUI runs it as it
+    # is (a real process here, standing in for tmux) and stays on screen.
+    world.sources.attach_with = Attach(
+        [sys.executable, "-c", f"open({str(ran)!r}, 'w').write('attached')"], {}, switched=True
+    )
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("escape")
+            app.query_one(Sidebar).highlighted = sidebar_index(app, f"a:{world.implement.id}")
+            await pilot.press("o")
+            await settle(pilot)
+            assert world.sources.attached == ["app/legion/LEG-7/implement"]
+            assert ran.read_text() == "attached"
+
+    run(scenario)
+
+
+def test_o_says_why_an_agent_cannot_be_attached(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("escape")
+            app.query_one(Sidebar).highlighted = sidebar_index(app, f"a:{world.review.id}")
+            await pilot.press("o")
+            await until_said(pilot, app, "no live session to attach to")
+            # A terminal the TUI cannot step aside from (here: the test's headless one) is
+            # told what to run instead.
+            world.sources.attach_with = Attach(["true"], {}, switched=False)
+            await pilot.press("o")
+            await until_said(pilot, app, "run `legion attach app/legion/LEG-7/review`")
 
     run(scenario)
 

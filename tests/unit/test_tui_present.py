@@ -360,3 +360,36 @@ def test_markdown_is_rendered_and_still_escaped() -> None:
     shown = console.file.getvalue()  # type: ignore[attr-defined]
     assert "• one" in shown and "• two" in shown and "*" not in shown
     assert "<div>hidden?</div>\\x1b]0;t\\x07" in shown and "\x1b" not in shown
+
+
+def test_log_lines_are_ordered_by_time_whatever_the_precision() -> None:
+    from legion.tui.present import by_time
+
+    stamps = [
+        "2026-11-26T10:00:01Z",
+        "2026-11-26T10:00:00.500Z",
+        "not a time",
+        "2026-11-26T09:59:59Z",
+    ]
+    assert by_time(stamps, key=lambda s: s) == [
+        "not a time",
+        "2026-11-26T09:59:59Z",
+        "2026-11-26T10:00:00.500Z",
+        "2026-11-26T10:00:01Z",
+    ]
+
+
+def test_a_task_list_in_a_line() -> None:
+    from legion.runtime.claude_tasks import TaskList
+    from legion.tui.present import task_line
+
+    assert task_line(TaskList(2, 5, "Writing the parser")) == "Tasks 2/5, now: Writing the parser"
+    assert task_line(TaskList(5, 5, None)) == "Tasks 5/5"
+
+
+def test_event_kinds_have_the_short_names_people_type() -> None:
+    from legion.bus.model import EventKind
+
+    assert [kind.short_name for kind in EventKind] == [
+        "message", "registered", "blocked", "completed", "failed", "archived", "compaction",
+    ]  # fmt: skip

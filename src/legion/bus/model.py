@@ -68,6 +68,14 @@ class EventKind(Enum):
     AGENT_ARCHIVED = "agent_archived"
     COMPACTION_START = "compaction_start"
 
+    @property
+    def short_name(self) -> str:
+        """The name people type and read: `blocked` for `agent_blocked`, `compaction`,
+        `message` for `message_posted`."""
+        if self is EventKind.MESSAGE_POSTED:
+            return "message"
+        return str(self.value).removeprefix("agent_").removesuffix("_start")
+
 
 # The event a change of status stands for; the other statuses change silently.
 STATUS_EVENTS: dict[AgentStatus, EventKind] = {

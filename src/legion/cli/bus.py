@@ -21,7 +21,6 @@ if TYPE_CHECKING:  # the bus is imported by its commands only: other commands st
     from legion.bus.model import Agent, Channel, Event, EventKind, Message, Posted, Task
     from legion.bus.sessions import Speaker
     from legion.bus.store import Bus
-    from legion.runtime.tmux import Tmux
 
 FOLLOW_POLL_S = 0.2  # how often `messages --follow` looks for new messages
 DEFAULT_LAST = 50
@@ -552,10 +551,7 @@ def _event_kinds(given: list[str]) -> set[EventKind]:
     from legion.bus.model import EventKind
 
     known = {kind.value: kind for kind in EventKind}
-    short = {
-        name.removeprefix("agent_").removesuffix("_start"): kind for name, kind in known.items()
-    }
-    short["message"] = EventKind.MESSAGE_POSTED
+    short = {kind.short_name: kind for kind in EventKind}
     if not given:
         return set(EventKind) - {EventKind.MESSAGE_POSTED}
     kinds = set()
@@ -812,14 +808,7 @@ def attach(
         raise InputError(f"@{for_display(target.address)} has no session to attach to")
     workers = _workers_of(bus, target)
     bus.close()
-    window = next(
-        (
-            w
-            for w in workers.tmux.list_windows(workers.session)
-            if w.tag == target.session_id and not w.pane_dead
-        ),
-        None,
-    )
+    window = workers.tmux.live_tagged(workers.session, target.session_id)
     if window is None:
         from legion.errors import LegionError
 
@@ -827,38 +816,15 @@ def attach(
             f"@{for_display(target.address)} is not running (status {target.status.value}): "
             "no live session to attach to"
         )
-    argv, env = attach_command(workers.tmux, workers.session, window.id, os.environ)
+    attach_with = workers.tmux.attach_command(workers.session, window.id, os.environ)
+    argv = attach_with.argv
     sys.stdout.flush()
     try:
-        os.execvpe(argv[0], argv, env)
+        os.execvpe(argv[0], argv, attach_with.env)
     except OSError as exc:
         from legion.errors import LegionError
 
         raise LegionError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-
-
-def attach_command(
-    tmux: Tmux, session: str, window_id: str, environ: Mapping[str, str]
-) -> tuple[list[str], dict[str, str]]:
-    """The tmux command (and its environment) that shows `window_id` in this terminal: inside
-    a tmux client of the same server, `switch-client`; anywhere else (another server too, so
-    nested), `attach-session`. Only the variables a tmux command may see are passed on."""
-    from legion.runtime.tmux import server_environment
-
-    target = f"={session}:{window_id}"
-    env = server_environment(environ)
-    inside = environ.get("TMUX", "")
-    if inside:
-        asked = tmux.run("display-message", "-p", "-t", target, "#{socket_path}", check=False)
-        ours = asked.stdout.strip()
-        theirs = inside.split(",", 1)[0]
-        if ours and os.path.realpath(ours) == os.path.realpath(theirs):
-            env |= {
-                "TMUX": inside,
-                **({"TMUX_PANE": environ["TMUX_PANE"]} if "TMUX_PANE" in environ else {}),
-            }
-            return tmux.argv("switch-client", "-t", target), env
-    return tmux.argv("attach-session", "-t", target), env
 
 
 def _workers_of(bus: Bus, agent: Agent) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -98,9 +97,10 @@ def workers(
 ) -> None:
     """Every worker Legion started and has not retired: running, idle, blocked or dead."""
     project, backends = common.backends(ctx)
-    views = open_workers(project, backends).views()
+    manager = open_workers(project, backends)
+    views = manager.views()
     now = time.time()
-    tasks = {view.record.session_id: _task_list(view) for view in views}
+    tasks = {view.record.session_id: manager.task_list(view.record) for view in views}
     if as_json:
         common.print_json(
             [
@@ -134,15 +134,6 @@ def workers(
             for_display(view.question.text) if view.question else "",
         )
     common.print_table(table)
-
-
-def _task_list(view: WorkerView) -> TaskList | None:
-    """The worker's Claude Code task list (Codex keeps none)."""
-    if view.record.runtime != "claude-code":
-        return None
-    from legion.runtime.claude_tasks import read_tasks
-
-    return read_tasks(os.environ, view.record.session_id)
 
 
 def _tasks_json(task_list: TaskList | None) -> dict[str, object] | None:

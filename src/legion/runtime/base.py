@@ -20,6 +20,7 @@ from typing import Protocol
 
 from legion.core.model import Mode, normalize_identifier
 from legion.core.usage import Usage
+from legion.runtime.claude_tasks import TaskList
 from legion.runtime.transcript import TranscriptSummary
 
 
@@ -87,6 +88,11 @@ class AgentRuntime(Protocol):
 
     def skills_dir(self, env: Mapping[str, str]) -> Path:
         """Where the CLI finds the user's skills (Legion's are installed there)."""
+        ...
+
+    def task_list(self, env: Mapping[str, str], session_id: str) -> TaskList | None:
+        """The session's own task list (what it is in the middle of); None when the CLI
+        keeps none, or the session has none."""
         ...
 
 

@@ -32,6 +32,7 @@ from legion.runtime.claude_paths import (
     newest_activity,
     transcript_path,
 )
+from legion.runtime.claude_tasks import TaskList, read_tasks
 from legion.runtime.transcript import TranscriptSummary, session_usage, summarize_file
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
@@ -190,6 +191,9 @@ class ClaudeRuntime:
 
     def skills_dir(self, env: Mapping[str, str]) -> Path:
         return config_dir(env) / "skills"
+
+    def task_list(self, env: Mapping[str, str], session_id: str) -> TaskList | None:
+        return read_tasks(env, session_id)
 
     def prepare(self, env: Mapping[str, str], workspace: Path) -> None:
         """Answer the CLI's first-run questions for this workspace the way the user's config

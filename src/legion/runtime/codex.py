@@ -27,6 +27,7 @@ from legion.config import Settings
 from legion.core.model import Mode
 from legion.core.usage import Usage
 from legion.runtime import codex_bin, npm_pin
+from legion.runtime.claude_tasks import TaskList
 from legion.runtime.transcript import TranscriptSummary, Turn, read_tail
 
 NAME = "codex"
@@ -274,3 +275,7 @@ class CodexRuntime:
     def skills_dir(self, env: Mapping[str, str]) -> Path:
         """Where Codex finds the user's skills."""
         return codex_home(env) / "skills"
+
+    def task_list(self, env: Mapping[str, str], session_id: str) -> TaskList | None:
+        """Codex keeps no task list a session's files show (its plan is in the rollout)."""
+        return None

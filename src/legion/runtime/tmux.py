@@ -200,6 +200,15 @@ def wait_for_exit(pid: int, grace: float | None = None) -> None:
         time.sleep(0.02)
 
 
+@dataclass(frozen=True, slots=True)
+class Attach:
+    """The tmux command that shows a window in a terminal, and its environment."""
+
+    argv: list[str]
+    env: dict[str, str]
+    switched: bool  # switch-client: the terminal is a client of the same server already
+
+
 @dataclass(frozen=True)
 class Tmux:
     """A tmux server: the default one, or a private one at `socket` (tests: `-f /dev/null`)."""
@@ -334,6 +343,33 @@ class Tmux:
 
     def _list(self, session: str) -> subprocess.CompletedProcess[str]:
         return self.run("list-windows", "-t", f"={session}", "-F", _LIST_FORMAT, check=False)
+
+    def live_tagged(self, session: str, tag: str) -> Window | None:
+        """The live window started with `tag` (Legion: a session id); None when none runs."""
+        return next(
+            (w for w in self.list_windows(session) if w.tag == tag and not w.pane_dead), None
+        )
+
+    def attach_command(self, session: str, window_id: str, environ: Mapping[str, str]) -> Attach:
+        """What shows `window_id` in the terminal whose environment is `environ`: inside a
+        tmux client of this same server, `switch-client` (it returns at once, the client
+        switched); anywhere else (another server too, so nested), `attach-session`, which
+        holds the terminal until the human detaches. Only the variables a tmux command may
+        see are passed on."""
+        target = f"={session}:{window_id}"
+        env = server_environment(environ)
+        inside = environ.get("TMUX", "")
+        if inside:
+            asked = self.run("display-message", "-p", "-t", target, "#{socket_path}", check=False)
+            ours = asked.stdout.strip()
+            theirs = inside.split(",", 1)[0]
+            if ours and os.path.realpath(ours) == os.path.realpath(theirs):
+                env |= {
+                    "TMUX": inside,
+                    **({"TMUX_PANE": environ["TMUX_PANE"]} if "TMUX_PANE" in environ else {}),
+                }
+                return Attach(self.argv("switch-client", "-t", target), env, switched=True)
+        return Attach(self.argv("attach-session", "-t", target), env, switched=False)
 
     def find_window(self, session: str, name: str) -> Window | None:
         """The window named `name`; None when there is none, `TmuxUnavailable` when tmux

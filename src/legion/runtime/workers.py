@@ -37,6 +37,7 @@ from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
 from legion.runtime.claude import CURSOR
+from legion.runtime.claude_tasks import TaskList
 from legion.runtime.registry import Registry, WorkerRecord
 from legion.runtime.tmux import (
     Tmux,
@@ -254,6 +255,12 @@ class WorkerManager:
     def runtime_of(self, record: WorkerRecord) -> AgentRuntime:
         """The CLI a worker's session runs on (as recorded when it started)."""
         return self.runtimes.get(record.runtime, self.runtime)
+
+    def task_list(self, record: WorkerRecord) -> TaskList | None:
+        """The worker's own task list, as its CLI keeps it (Claude Code's TaskCreate files);
+        None when it has none. Read with the sessions' environment, so a project that names
+        its CLI's home (the demo's) shows its workers' lists to whoever asks."""
+        return self.runtime_of(record).task_list(self.env, record.session_id)
 
     def runtime_of_session(self, sid: str) -> AgentRuntime:
         """The CLI session `sid` runs on: its worker's, else (the controller) the controller's."""

@@ -14,13 +14,15 @@ online) are read in a worker thread every `tracker_s`, and on Ctrl+R in the inbo
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar, ParamSpec, TypeVar
 
 from rich.console import Group
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
@@ -47,6 +49,7 @@ from legion.bus.model import HUMAN_NAME, Agent, AgentStatus, Channel, Message
 from legion.bus.store import Bus
 from legion.core.text import for_display
 from legion.errors import LegionError
+from legion.runtime.tmux import Attach
 from legion.tui.present import (
     AgentRow,
     ArchivedChannelRow,
@@ -212,6 +215,7 @@ class Sidebar(OptionList):
     """Channels, their agents, and the archived agents (a section that opens and closes)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("o", "app.attach", "Attach"),
         Binding("a", "app.archive", "Archive"),
         Binding("k", "app.kill(False)", "Kill"),
         Binding("K", "app.kill(True)", "Kill -f", show=False),
@@ -475,7 +479,7 @@ class LegionApp(App[int]):
     def on_mount(self) -> None:
         self.query_one("#inbox-table", DataTable).add_columns("When", "Channel", "From", "Question")
         self.query_one("#log-table", DataTable).add_columns(
-            "At", "Issue", "Action", "Outcome", "Detail"
+            "At", "Issue or agent", "Action or event", "Outcome", "Detail"
         )
         self.query_one(MessageLog).on_top = self._load_older
         self._show_inbox()
@@ -892,6 +896,38 @@ class LegionApp(App[int]):
 
         self.push_screen(Confirm(question), kill)
 
+    def action_attach(self) -> None:
+        """`o`: the highlighted agent's live session in this terminal, read-write, as
+        `legion attach` does. Outside Legion's tmux server the TUI steps aside until the
+        human detaches (C-b d); inside it, the tmux client switches to the agent's window and
+        the TUI runs on in its own."""
+        target = self.highlighted_agent()
+        if target is None:
+            self.notify("highlight an agent in the sidebar first", severity="warning")
+            return
+        found = self.sources.attach(target, os.environ)
+        if isinstance(found, Unavailable):
+            self.notify(found.reason, severity="error")
+            return
+        try:
+            if found.switched:
+                self._run_tmux(found)
+            else:
+                with self.suspend():
+                    self._run_tmux(found)
+        except SuspendNotSupported:
+            self.notify(
+                f"this terminal cannot hand over: run `legion attach {target.address}`",
+                severity="error",
+            )
+            return
+        self.refresh()
+
+    def _run_tmux(self, attach: Attach) -> None:
+        done = subprocess.run(attach.argv, env=attach.env, check=False)
+        if done.returncode != 0:
+            self.notify(f"tmux could not attach (exit {done.returncode})", severity="error")
+
     def action_help(self) -> None:
         if not isinstance(self.screen, Help):
             self.push_screen(Help())
@@ -1099,7 +1135,8 @@ class LegionApp(App[int]):
             title.update(shown(peek.reason))
             screen.update("")
             return
-        title.update(shown(f"@{peek.agent} ({peek.state})\nin tmux window {peek.window}"))
+        head = f"@{peek.agent} ({peek.state})\nin tmux window {peek.window}"
+        title.update(shown(f"{head}\n{peek.tasks}" if peek.tasks else head))
         said = "\n".join(peek.transcript) or "(nothing yet)"
         screen.update(
             Text.assemble(
@@ -1123,11 +1160,11 @@ class LegionApp(App[int]):
         if isinstance(log, Unavailable):
             title.update(shown(log.reason))
             return
-        title.update(shown(f"{log.project}: the last {len(log.lines)} actions"))
+        title.update(shown(f"{log.project}: the last actions and agents' events"))
         for line in log.lines:
             table.add_row(
                 self.format_time(line.at),
-                *(shown(cell) for cell in (line.issue, line.action, line.outcome, line.detail)),
+                *(shown(cell) for cell in (line.about, line.what, line.outcome, line.detail)),
             )
         table.move_cursor(row=max(0, table.row_count - 1))
 

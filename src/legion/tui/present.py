@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
@@ -37,6 +37,7 @@ from legion.bus.model import (
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.core.text import for_display
+from legion.runtime.claude_tasks import TaskList
 
 # The seed's glyphs, and "-" for an idle agent (waiting for a prompt: nothing to see).
 GLYPHS: dict[AgentStatus, str] = {
@@ -329,6 +330,7 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("Tab / Shift+Tab", "anywhere", "next / previous area (in the chat line Tab only completes)"),
     ("Escape", "anywhere", "to the sidebar"),
     ("↑ ↓, Enter", "sidebar", "move; open the channel (an agent's: its channel), or Archived"),
+    ("o", "sidebar", "attach: the highlighted agent's live session here, read-write (C-b d back)"),
     ("a", "sidebar", "archive the highlighted agent (asks first: y/n)"),
     ("k / K", "sidebar", "kill the highlighted agent (K: even mid-turn); asks first: y/n"),
     ("Enter", "chat line", "post into the channel"),
@@ -480,6 +482,7 @@ class TrackerLine(Protocol):
 
 
 Q = TypeVar("Q", bound=TrackerLine)
+T = TypeVar("T")
 _LONG_AGO = datetime.min.replace(tzinfo=UTC)
 
 
@@ -570,6 +573,27 @@ def one_line(text: str) -> str:
 
 
 # -- peeking --------------------------------------------------------------------------------------
+
+
+def task_line(tasks: TaskList) -> str:
+    """A session's task list in a line: `Tasks 2/5, now: Writing the parser`."""
+    line = f"Tasks {tasks.progress}"
+    return f"{line}, now: {tasks.current}" if tasks.current else line
+
+
+def by_time(items: Iterable[T], key: Callable[[T], str]) -> list[T]:
+    """`items` oldest first by their timestamp (`key`): RFC 3339 times of any precision (the
+    action log's seconds, the bus's milliseconds); the order given where two are the same,
+    and an unreadable one first."""
+
+    def when(item: T) -> datetime:
+        try:
+            found = datetime.fromisoformat(key(item).replace("Z", "+00:00"))
+        except ValueError:
+            return datetime.min.replace(tzinfo=UTC)
+        return found if found.tzinfo else found.replace(tzinfo=UTC)
+
+    return sorted(items, key=when)
 
 
 def last_screen_lines(captured: str, count: int) -> str:

@@ -25,11 +25,19 @@ from legion.bus.model import ORCHESTRATOR_NAME, Agent
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import ConflictError, LegionError
-from legion.tui.present import last_screen_lines, one_line, transcript_lines
+from legion.runtime.tmux import Attach
+from legion.tui.present import (
+    by_time,
+    last_screen_lines,
+    one_line,
+    task_line,
+    transcript_lines,
+)
 
 if TYPE_CHECKING:
     from legion.backends import Backends
     from legion.config import Project
+    from legion.runtime.claude_tasks import TaskList
     from legion.runtime.tmux import Window
     from legion.runtime.workers import WorkerManager
 
@@ -49,6 +57,9 @@ NO_PROJECT = "no project here: run `legion tui` in a Legion project (`legion ini
 # agents delivered this often, and their sessions looked at for statuses every few times.
 WATCH_S = 0.5
 STATUSES_EVERY = 4
+# The bus's newest events read for a project's log: the bus holds every project's, so a
+# project's last ones are looked for among this many.
+EVENTS_READ = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +95,17 @@ class Peek:
     state: str
     screen: str
     transcript: tuple[str, ...]
+    tasks: str = ""  # its task list's progress and what is in progress ("" when it keeps none)
 
 
 @dataclass(frozen=True, slots=True)
 class LogLine:
+    """A line of the Log view: a reconciler's action on an issue, or an event of an agent on
+    the bus (`about` is then its address: `@app/legion/LEG-1/plan`, `outcome` "event")."""
+
     at: str
-    issue: str
-    action: str
+    about: str
+    what: str
     outcome: str
     detail: str
 
@@ -131,7 +146,15 @@ class Sources(Protocol):
 
     def peek(self, agent: Agent, lines: int) -> Peek | Unavailable: ...
 
-    def action_log(self, project: str | None, limit: int) -> ActionLogView | Unavailable: ...
+    def action_log(self, project: str | None, limit: int) -> ActionLogView | Unavailable:
+        """The project's last `limit` actions and the last `limit` events of its agents on
+        the bus (registered, blocked, completed, failed, archived, compactions), by time."""
+        ...
+
+    def attach(self, agent: Agent, environ: Mapping[str, str]) -> Attach | Unavailable:
+        """The tmux command that opens the agent's live window in the terminal whose
+        environment is `environ` (as `legion attach` does)."""
+        ...
 
     def stop(self, agent: Agent, *, force: bool) -> bool:
         """Close the agent's session (its tmux window; `force`: SIGKILL at once); True if
@@ -277,7 +300,7 @@ class ProjectSources:
         try:
             with self._backends(found) as backends:
                 workers = self._workers(found, backends)
-                window, transcript, state = self._session_of(found, workers, agent)
+                window, transcript, state, tasks = self._session_of(found, workers, agent)
                 if window is None:
                     return Unavailable(
                         f"@{agent.address} has no window (its session is not running)"
@@ -288,23 +311,27 @@ class ProjectSources:
         from legion.runtime.transcript import read_tail
 
         said = transcript_lines(read_tail(transcript, 64 * 1024), 20)
-        return Peek(agent.address, window.name, state, screen, tuple(said))
+        progress = "" if tasks is None else task_line(tasks)
+        return Peek(agent.address, window.name, state, screen, tuple(said), progress)
 
     def _session_of(
         self, project: Project, workers: WorkerManager, agent: Agent
-    ) -> tuple[Window | None, Path, str]:
-        """The agent's tmux window (None: not running), its transcript and its state."""
+    ) -> tuple[Window | None, Path, str, TaskList | None]:
+        """The agent's tmux window (None: not running), its transcript, its state and its
+        task list."""
         if agent.name == ORCHESTRATOR_NAME:
             from legion.watch import CONTROLLER_WINDOW, controller_state_of
 
             window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
             state, _ = controller_state_of(project, workers)
             sid = agent.session_id or ""
-            transcript = workers.controller_runtime.transcript(workers.env, project.root, sid)
-            return window, transcript, state.value
+            runtime = workers.controller_runtime
+            transcript = runtime.transcript(workers.env, project.root, sid)
+            return window, transcript, state.value, runtime.task_list(workers.env, sid)
         for view in workers.views():
             if view.record.session_id == agent.session_id:
-                return view.window, view.transcript, view.state.value
+                tasks = workers.task_list(view.record)
+                return view.window, view.transcript, view.state.value, tasks
         raise _NoWorker(f"@{agent.address} is not one of the project's workers now")
 
     def action_log(self, project: str | None, limit: int) -> ActionLogView | Unavailable:
@@ -313,13 +340,44 @@ class ProjectSources:
         found = self.project(project)
         if isinstance(found, Unavailable):
             return found
+        name = _name(found)
         try:
             with self._backends(found) as backends:
                 entries = ActionLog(backends.db).tail(limit)
         except LegionError as exc:
-            return Unavailable(f"the action log of {_name(found)} cannot be read: {exc}")
-        lines = tuple(LogLine(e.at, e.issue, e.action, e.outcome.value, e.detail) for e in entries)
-        return ActionLogView(_name(found), lines)
+            return Unavailable(f"the action log of {name} cannot be read: {exc}")
+        lines = [LogLine(e.at, e.issue, e.action, e.outcome.value, e.detail) for e in entries]
+        try:
+            lines += self._agent_events(name, limit)
+        except LegionError as exc:
+            return Unavailable(f"the bus's events of {name} cannot be read: {exc}")
+        return ActionLogView(name, tuple(by_time(lines, key=lambda line: line.at)))
+
+    def _agent_events(self, project: str, limit: int) -> list[LogLine]:
+        """The last `limit` events of the project's agents (`legion events`', but for one
+        project: the bus holds every project's)."""
+        from legion.bus.model import EventKind
+        from legion.bus.store import open_bus
+
+        bus = open_bus(self.env)
+        try:
+            ours = {
+                agent.id: agent.address
+                for agent in bus.agents(include_archived=True)
+                if agent.project == project
+            }
+            if not ours:
+                return []
+            kinds = set(EventKind) - {EventKind.MESSAGE_POSTED}
+            found = bus.event_log(kinds=kinds, last=EVENTS_READ)
+        finally:
+            bus.close()
+        lines = [
+            LogLine(e.created_at, f"@{ours[e.agent_id]}", e.kind.short_name, "event", e.detail)
+            for e in found
+            if e.agent_id in ours
+        ]
+        return lines[-limit:]
 
     # -- deeds --------------------------------------------------------------------------------
 
@@ -333,6 +391,26 @@ class ProjectSources:
             return False
         with self._backends(found) as backends:
             return self._workers(found, backends).stop_session(agent.session_id, force=force)
+
+    def attach(self, agent: Agent, environ: Mapping[str, str]) -> Attach | Unavailable:
+        if not agent.session_id:
+            return Unavailable(f"@{agent.address} has no session to attach to")
+        found = self.project(agent.project)
+        if isinstance(found, Unavailable):
+            return found
+        if _name(found) != agent.project:
+            return Unavailable(f"@{agent.address} is in a project Legion cannot reach from here")
+        try:
+            with self._backends(found) as backends:
+                workers = self._workers(found, backends)
+                window = workers.tmux.live_tagged(workers.session, agent.session_id)
+                if window is None:
+                    return Unavailable(
+                        f"@{agent.address} is not running: no live session to attach to"
+                    )
+                return workers.tmux.attach_command(workers.session, window.id, environ)
+        except LegionError as exc:
+            return Unavailable(f"@{agent.address} cannot be attached to: {one_line(str(exc))}")
 
     def wake(self, project: str) -> None:
         from legion.bus.store import open_bus
