@@ -22,8 +22,7 @@ from legion.core.decide import session_mode
 from legion.core.model import Mode
 from legion.errors import ConfigError, InputError
 from legion.git import current_branch
-
-CONTROLLER_MODE = "controller"  # LEGION_MODE of the orchestrator's session
+from legion.identity import CONTROLLER_MODE
 
 
 def project_channel_name(project: Project, bus: Bus | None = None) -> str:

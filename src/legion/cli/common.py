@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import getpass
 import io
 import json
 import os
@@ -137,39 +136,6 @@ def console() -> Any:
     # No markup and no emoji codes: a `[link=…]` or `:smile:` in a title or a comment is text.
     # What is printed through it is escaped by its renderer (`legion.cli.render.shown`).
     return Console(highlight=False, soft_wrap=False, width=width, markup=False, emoji=False)
-
-
-def default_author() -> str:
-    """Who a comment or review is from: a worker says its issue and mode, a person their name."""
-    explicit = os.environ.get("LEGION_AUTHOR")
-    if explicit:
-        return explicit
-    mode = os.environ.get("LEGION_MODE")
-    if mode:
-        return f"legion-{mode}"
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "user"
-
-
-def require_spawner(what: str) -> None:
-    """Only the orchestrator (and the human) starts sessions: a worker asks `@legion` instead
-    (the seed's one privilege). A worker's session has its mode in `LEGION_MODE`."""
-    from legion.bus.sessions import CONTROLLER_MODE
-    from legion.errors import NotPermittedError
-
-    mode = os.environ.get("LEGION_MODE", "").strip()
-    if mode and mode != CONTROLLER_MODE:
-        raise NotPermittedError(
-            f"only @legion and the human {what}; a worker asks with `legion say @legion …`"
-        )
-
-
-def written_by_legion() -> bool:
-    """Whether this command runs inside a Legion session (a worker, the controller, the
-    Oracle), so what it writes is Legion's, not a person's."""
-    return bool(os.environ.get("LEGION_MODE"))
 
 
 def read_text_arg(text: str | None, file: Path | None, what: str) -> str | None:

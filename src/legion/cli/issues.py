@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from legion import identity
 from legion.cli import common, render
 from legion.core.model import Status
 from legion.errors import InputError, NotFoundError
@@ -185,8 +186,8 @@ def comment(
     added = backends.tracker.add_comment(
         identifier,
         text,
-        author=author or common.default_author(),
-        by_legion=common.written_by_legion(),
+        author=author or identity.default_author(),
+        by_legion=identity.written_by_legion(),
     )
     common.changed(project)
     if as_json:

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from legion import identity
 from legion.cli import common
 from legion.errors import InputError
 
@@ -80,7 +81,9 @@ def escalate(
     if why is not None and why.strip():
         note = f"**Why it needs a human** ({judge}): {why.strip()}"
     body = escalation_comment(identifier, asker, items, note)
-    comment = tracker.add_comment(identifier, body, author=common.default_author(), by_legion=True)
+    comment = tracker.add_comment(
+        identifier, body, author=identity.default_author(), by_legion=True
+    )
     updated = tracker.update_labels(identifier, add=[Label.USER_INPUT_NEEDED.value])
     common.changed(project)
     if as_json:
@@ -94,12 +97,12 @@ def escalate(
 def _who_runs_this() -> tuple[str, str]:
     """(who asks, who judged it needs a human): the controller is Legion's Oracle; a worker's
     session says its mode; anyone else is a person, named as their comments are."""
-    from legion.bus.sessions import CONTROLLER_MODE
+    from legion.identity import CONTROLLER_MODE
 
     mode = os.environ.get("LEGION_MODE", "").strip()
     if mode == CONTROLLER_MODE:
         return "the controller", "Legion's Oracle"
     if mode:
         return f"the {mode} worker", f"the {mode} worker"
-    person = common.default_author()
+    person = identity.default_author()
     return person, person

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from legion import identity
 from legion.cli import common, render
 from legion.errors import InputError
 
@@ -142,7 +143,7 @@ def review(
     text = common.read_text_arg(body, body_file, "the review") or ""
     project, backends = common.backends(ctx)
     pr = backends.forge.add_review(
-        ref, chosen[0], body=text, author=author or common.default_author()
+        ref, chosen[0], body=text, author=author or identity.default_author()
     )
     common.changed(project)
     outcome = chosen[0]

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from legion import identity
 from legion.cli import common, render
 from legion.config import Project
 from legion.daemon_link import heartbeat_file, running_pid
@@ -107,7 +108,9 @@ def feedback(
 
     clean_comment(text)
     project, backends = common.backends(ctx)
-    updated, comment = give_feedback(backends.tracker, issue, text, author=common.default_author())
+    updated, comment = give_feedback(
+        backends.tracker, issue, text, author=identity.default_author()
+    )
     common.changed(project)
     if as_json:
         data = render.issue_json(updated)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from legion import identity
 from legion.backends import open_workers
 from legion.cli import common
 from legion.core.model import Mode
@@ -28,7 +29,7 @@ def dispatch(
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Start a worker for an issue in its workspace (refused if one is already live)."""
-    common.require_spawner("start workers")
+    identity.require_spawner("start workers")
     parsed = Mode.parse(mode)
     project, backends = common.backends(ctx)
     view = open_workers(project, backends).dispatch(issue, parsed)
@@ -63,7 +64,7 @@ def resume(
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Give a worker's session a new prompt: typed in if it runs, else resumed in a new window."""
-    common.require_spawner("resume workers")
+    identity.require_spawner("resume workers")
     parsed = Mode.parse(mode)
     text = common.read_text_arg(prompt, prompt_file, "the prompt")
     if text is None:

@@ -509,10 +509,10 @@ class ProjectSources:
     def give_feedback(self, project: str, issue: str, text: str) -> str:
         # `legion feedback`'s steps: the same check of the text, the same function, the same
         # author, and the daemon told (`legion.cli.common.changed`).
-        from legion.cli.common import default_author
         from legion.core.text import clean_comment
         from legion.daemon_link import notify
         from legion.feedback import give_feedback
+        from legion.identity import default_author
 
         clean_comment(text)
         found = self._named(project)
@@ -524,7 +524,7 @@ class ProjectSources:
     def dispatch(self, project: str, issue: str, mode: Mode) -> str:
         # `legion dispatch`'s steps: who may start sessions, then the worker manager's
         # `dispatch` (which refuses an issue with a live worker).
-        from legion.cli.common import require_spawner
+        from legion.identity import require_spawner
 
         require_spawner("start workers")
         found = self._named(project)
