@@ -784,3 +784,66 @@ def test_cli_lists_github_issues(fake: FakeGitHub, legion: LegionRunner, project
     refused = legion("issue", "list", env=env_for(fake, secret))
     assert refused.returncode != 0
     assert secret not in refused.stderr and "legion doctor" in refused.stderr
+
+
+# -- blocked by ----------------------------------------------------------------------------------
+
+
+def test_blocked_by_lines_in_the_body_are_read_with_the_issues(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    for title in ("schema", "parser"):
+        fake.add_issue(title, labels=("status: Todo",))
+    fake.add_issue(
+        "wiring",
+        body="Wire it.\nblocked BY #1\n\nBlocked by WIDGETS-2",
+        labels=("status: Todo",),
+    )
+    fake.add_issue(
+        "says so in prose", body="This is blocked by #1, sadly.", labels=("status: Todo",)
+    )
+    tracker = make_tracker(fake, tmp_path)
+    tracker.info()
+    fake.requests.clear()
+    listed = {issue.identifier: issue for issue in tracker.list_issues()}
+    assert ops(fake) == ["IssuePage"]  # no request per issue
+    wiring = listed["WIDGETS-3"]
+    assert wiring.blocked_by == ("WIDGETS-1", "WIDGETS-2")
+    assert wiring.body == "Wire it.\nblocked BY #1"  # the closing run is Legion's, not text
+    assert listed["WIDGETS-4"].blocked_by == ()
+    assert tracker.get_issue("WIDGETS-3").blocked_by == ("WIDGETS-1", "WIDGETS-2")
+
+
+def test_setting_blockers_edits_the_body(fake: FakeGitHub, tmp_path: Path) -> None:
+    tracker = make_tracker(fake, tmp_path)
+    parent = tracker.create_issue("Epic", status=Status.BACKLOG)
+    first = tracker.create_issue("First", body="Do it.", parent=parent.identifier)
+    second = tracker.create_issue(
+        "Second", body="Then this.", parent=parent.identifier, blocked_by=[first.identifier]
+    )
+    assert second.blocked_by == ("WIDGETS-2",) and second.body == "Then this."
+    assert fake.issues[3]["body"] == "Then this.\n\nBlocked by #2\nParent: WIDGETS-1 (#1)"
+    assert tracker.get_issue("WIDGETS-3").parent == "WIDGETS-1"
+
+    epic = tracker.set_blocked_by("widgets-1", add=["WIDGETS-2", "WIDGETS-3"])
+    assert epic.blocked_by == ("WIDGETS-2", "WIDGETS-3")
+    assert epic.children == ("WIDGETS-2", "WIDGETS-3")
+    assert fake.issues[1]["body"] == "Blocked by #2\nBlocked by #3"
+    fake.requests.clear()
+    assert tracker.set_blocked_by("WIDGETS-1", add=["WIDGETS-2"]).blocked_by == (
+        "WIDGETS-2",
+        "WIDGETS-3",
+    )
+    assert "IssueUpdateBody" not in ops(fake)  # nothing to change
+    assert tracker.set_blocked_by("WIDGETS-3", remove=["WIDGETS-2"]).blocked_by == ()
+    assert fake.issues[3]["body"] == "Then this.\n\nParent: WIDGETS-1 (#1)"
+
+    with pytest.raises(InputError, match="blocked by itself"):
+        tracker.set_blocked_by("WIDGETS-2", add=["WIDGETS-2"])
+    with pytest.raises(InputError, match="would make a cycle"):
+        tracker.set_blocked_by("WIDGETS-2", add=["WIDGETS-1"])
+    with pytest.raises(InputError, match="no issue WIDGETS-99 in acme/widgets to block"):
+        tracker.set_blocked_by("WIDGETS-2", add=["WIDGETS-99"])
+    with pytest.raises(InputError, match="not an issue of this project"):
+        tracker.set_blocked_by("WIDGETS-2", add=["LEG-1"])
+    assert fake.issues[2]["body"] == "Do it.\n\nParent: WIDGETS-1 (#1)"
