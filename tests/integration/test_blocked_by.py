@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from pathlib import Path
 
 import pytest
 
+from legion.core.model import Status
 from legion.embedded import db as dbmod
 from legion.embedded.db import Database
 from legion.errors import InputError
+from legion.forges.local import LocalForge
+from legion.state import BLOCKER_LOOKUPS, KnownLiveWorkers, Snapshot, observe
+from legion.trackers.base import Issue
 from legion.trackers.local import LocalTracker
 from tests.conftest import LegionRunner, Result
 
@@ -141,3 +146,71 @@ def test_an_older_database_migrates(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert tracker.get_issue("LEG-1").blocked_by == ()
     tracker.create_issue("Made after", blocked_by=["LEG-1"])
     assert tracker.get_issue("LEG-2").blocked_by == ("LEG-1",)
+
+
+# -- `legion.state`: blockers outside the listing ------------------------------------------------
+
+
+class CountingTracker:
+    """The real embedded tracker, counting the issues read one by one."""
+
+    def __init__(self, tracker: LocalTracker) -> None:
+        self.tracker = tracker
+        self.reads: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.tracker, name)
+
+    def get_issue(self, identifier: str) -> Issue:
+        self.reads.append(identifier)
+        return self.tracker.get_issue(identifier)
+
+
+def observe_listed(tmp_path: Path, tracker: CountingTracker, listed: list[Issue]) -> Snapshot:
+    forge = LocalForge(tracker.tracker._db, tmp_path)  # the same database
+    return observe(
+        str(uuid.uuid4()),
+        tracker,  # type: ignore[arg-type]
+        forge,
+        KnownLiveWorkers(set()),
+        issues=listed,
+    )
+
+
+def test_a_blocker_outside_the_listing_is_looked_up_once(tmp_path: Path) -> None:
+    real = LocalTracker(Database(tmp_path / "legion.db"), issue_key="LEG")
+    real.create_issue("Done long ago", status=Status.DONE)  # LEG-1
+    real.create_issue("Still open")  # LEG-2
+    real.create_issue("Waits for both", blocked_by=["LEG-1", "LEG-2"])  # LEG-3
+    real.create_issue("Waits for the first", blocked_by=["LEG-1"])  # LEG-4
+    tracker = CountingTracker(real)
+    listed = [real.get_issue("LEG-3"), real.get_issue("LEG-4")]  # as if LEG-1, 2 fell off it
+    snapshot = observe_listed(tmp_path, tracker, listed)
+    states = {s.issue.identifier: s for s in snapshot.issues}
+    assert states["LEG-3"].open_blockers == ("LEG-2",)
+    assert states["LEG-3"].decision.action.value == "skip"
+    assert states["LEG-4"].open_blockers == ()
+    assert states["LEG-4"].decision.action.value == "dispatch_planner"
+    assert sorted(tracker.reads) == ["LEG-1", "LEG-2"]  # each once, for both issues
+    assert snapshot.warnings == []
+
+
+def test_lookups_outside_the_listing_are_bounded(tmp_path: Path) -> None:
+    real = LocalTracker(Database(tmp_path / "legion.db"), issue_key="LEG")
+    count = BLOCKER_LOOKUPS + 2
+    for n in range(count):
+        real.create_issue(f"blocker {n}", status=Status.DONE)
+    waiting = real.create_issue("waits", blocked_by=[f"LEG-{n + 1}" for n in range(count)])
+    tracker = CountingTracker(real)
+    snapshot = observe_listed(tmp_path, tracker, [waiting])
+    [state] = snapshot.issues
+    assert len(tracker.reads) == BLOCKER_LOOKUPS
+    # Past the bound a blocker counts as not Done (waiting a pass is cheap), with a warning.
+    assert state.open_blockers == (f"LEG-{count - 1}", f"LEG-{count}")
+    assert state.decision.action.value == "skip"
+    assert len(snapshot.warnings) == 2 and "not looked up this pass" in snapshot.warnings[0]
+    # Issues Legion leaves alone cost no lookup at all.
+    tracker.reads.clear()
+    idle = real.create_issue("someday", status=Status.ICEBOX, blocked_by=["LEG-1"])
+    assert observe_listed(tmp_path, tracker, [idle]).issues[0].open_blockers == ()
+    assert tracker.reads == []

@@ -847,3 +847,28 @@ def test_setting_blockers_edits_the_body(fake: FakeGitHub, tmp_path: Path) -> No
     with pytest.raises(InputError, match="not an issue of this project"):
         tracker.set_blocked_by("WIDGETS-2", add=["LEG-1"])
     assert fake.issues[2]["body"] == "Do it.\n\nParent: WIDGETS-1 (#1)"
+
+
+def test_state_reads_blockers_from_the_listing_and_a_missing_one_blocks_nothing(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    from legion.embedded.db import Database
+    from legion.forges.local import LocalForge
+    from legion.state import KnownLiveWorkers, observe
+
+    fake.add_issue("open blocker", labels=("status: Todo",))  # 1
+    fake.add_issue("closed blocker", state="CLOSED")  # 2
+    fake.add_issue("waits", body="Blocked by #1\nBlocked by #2", labels=("status: Todo",))  # 3
+    fake.add_issue("waits for a gone one", body="Blocked by #99", labels=("status: Todo",))  # 4
+    tracker = make_tracker(fake, tmp_path)
+    forge = LocalForge(Database(tmp_path / "forge.db"), tmp_path)
+    tracker.info()
+    fake.requests.clear()
+    snapshot = observe(str(uuid.uuid4()), tracker, forge, KnownLiveWorkers(set()))
+    states = {state.issue.identifier: state for state in snapshot.issues}
+    assert states["WIDGETS-3"].open_blockers == ("WIDGETS-1",)
+    assert states["WIDGETS-3"].decision.action.value == "skip"
+    # #99 is no issue: looked up once, it holds nothing up.
+    assert states["WIDGETS-4"].open_blockers == ()
+    assert states["WIDGETS-4"].decision.action.value == "dispatch_planner"
+    assert ops(fake) == ["IssuePage", "IssueByNumber"]
