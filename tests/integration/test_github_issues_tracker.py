@@ -872,3 +872,20 @@ def test_state_reads_blockers_from_the_listing_and_a_missing_one_blocks_nothing(
     assert states["WIDGETS-4"].open_blockers == ()
     assert states["WIDGETS-4"].decision.action.value == "dispatch_planner"
     assert ops(fake) == ["IssuePage", "IssueByNumber"]
+
+
+def test_blocked_by_lines_are_written_before_the_parent_line() -> None:
+    from legion.trackers.github_issues.adapter import blocker_numbers, with_blockers
+
+    assert with_blockers("", [2, 2, 3]) == "Blocked by #2\nBlocked by #3"
+    assert with_blockers("Text\n\nParent: W-5 (#5)", [3]) == (
+        "Text\n\nBlocked by #3\nParent: W-5 (#5)"
+    )
+    assert split_parent(with_blockers("Text\n\nParent: W-5 (#5)", [3]))[1] == 5
+    assert with_blockers("Text\n\nBlocked by #3\nParent: W-5 (#5)", [], [3]) == (
+        "Text\n\nParent: W-5 (#5)"
+    )
+    # A person's line within the text counts, and removing the blocker removes it.
+    assert blocker_numbers("Text\nBLOCKED BY: #7\nmore") == [7]
+    assert with_blockers("Text\nblocked by #7\nmore", [8], [7]) == "Text\nmore\n\nBlocked by #8"
+    assert blocker_numbers("This is blocked by #7, in prose.") == []

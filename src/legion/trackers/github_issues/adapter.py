@@ -154,7 +154,7 @@ def with_blockers(body: str, add: Sequence[int], remove: Iterable[int] = ()) -> 
     present = set(blocker_numbers(core))
     tail_text = split_blockers(core)
     tail_lines = [line.strip() for line in core[len(tail_text) :].split("\n") if line.strip()]
-    tail_lines += [f"Blocked by #{number}" for number in add if number not in present]
+    tail_lines += [f"Blocked by #{n}" for n in dict.fromkeys(add) if n not in present]
     parent_line = parent_tail.strip()
     if not tail_lines:
         if not parent_line:
