@@ -38,9 +38,9 @@ without that line and `Issue.parent` from it; `children` are, in a list, the lis
 naming the issue as parent, and for `get_issue` the issues that mention it (its timeline's
 cross-references, first 50) whose line names it.
 
-Blocked by: the schema in use (GitHub's published GraphQL schema as `@octokit/graphql-schema`
-15.26.1 has it) has no issue-dependency API (no `blockedBy` on `Issue`), so an issue's blockers
-are lines `Blocked by #N` in its body, one per blocker, anywhere in the body and in any case
+Blocked by: GitHub's published GraphQL schema Legion is tested against (`@octokit/graphql-schema`
+15.26.1) has no issue-dependency API (no `blockedBy` on `Issue`), so an issue's blockers are
+lines `Blocked by #N` in its body, one per blocker, anywhere in the body and in any case
 (`Blocked by WIDGETS-12` is read too): a person sets one by editing the body on GitHub.
 `Issue.blocked_by` comes from them, in order; `Issue.body` comes without the run of them that
 ends it (before the `Parent:` line), where Legion writes them. Setting blockers edits the body:
