@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from legion.core.decide import PR_PHASES, Decision, Observation, decide
+from legion.core.decide import PR_PHASES, Decision, Observation, decide, is_picked_up
 from legion.core.ids import session_id
 from legion.core.model import Mode, ReviewOutcome, Status
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, opted_in
-from legion.errors import LegionError
+from legion.errors import LegionError, NotFoundError
 from legion.forges.base import Forge, PrState, PullRequest
 from legion.trackers.base import Issue, Tracker
 
@@ -51,6 +51,7 @@ class IssueState:
     session_id: str | None
     observation: Observation | None = None  # what the table was given
     opted_in: bool = False  # carries an opt-in label (`backlog_opt_in_labels`)
+    open_blockers: tuple[str, ...] = ()  # the issues blocking it that are not Done
 
     @property
     def left_alone(self) -> bool:
@@ -77,6 +78,8 @@ class IssueState:
             "mode": None if self.decision.mode is None else self.decision.mode.value,
             "session_id": self.session_id,
             "opted_in": self.opted_in,
+            # The issues blocking it that are not Done (the table skips it while there are).
+            "blocked_by": list(self.open_blockers),
         }
 
 
@@ -93,6 +96,51 @@ class Snapshot:
         }
 
 
+# How many blockers absent from the listing one pass looks up by themselves (on GitHub, issues
+# closed before the listing's most recently closed ones): a bounded cost per pass.
+BLOCKER_LOOKUPS = 10
+
+
+class _Blockers:
+    """Which blockers are not Done: read from the listing; one absent from it is looked up
+    (at most `BLOCKER_LOOKUPS` per pass, each once). A blocker that does not exist or is not
+    Legion's blocks nothing; one that cannot be read, or is past the lookups, counts as open."""
+
+    def __init__(self, tracker: Tracker, issues: list[Issue], warnings: list[str]) -> None:
+        self._tracker = tracker
+        # blocker -> whether it holds nothing up (Done, or gone)
+        self._cleared: dict[str, bool] = {i.identifier: i.status is Status.DONE for i in issues}
+        self._warnings = warnings
+        self._lookups = 0
+
+    def open(self, issue: Issue) -> tuple[str, ...]:
+        return tuple(b for b in issue.blocked_by if not self._is_cleared(b, issue.identifier))
+
+    def _is_cleared(self, blocker: str, blocked: str) -> bool:
+        if blocker not in self._cleared:
+            self._cleared[blocker] = self._look_up(blocker, blocked)
+        return self._cleared[blocker]
+
+    def _look_up(self, blocker: str, blocked: str) -> bool:
+        if self._lookups >= BLOCKER_LOOKUPS:
+            self._warnings.append(
+                f"{blocked} waits for {blocker}, not looked up this pass (at most "
+                f"{BLOCKER_LOOKUPS} blockers outside the listing are): counted as not Done"
+            )
+            return False
+        self._lookups += 1
+        try:
+            return self._tracker.get_issue(blocker).status is Status.DONE
+        except NotFoundError:
+            return True  # deleted, Canceled, not Legion's: holds nothing up
+        except LegionError as exc:
+            self._warnings.append(
+                f"{blocked} waits for {blocker}, which could not be read ({exc}): counted as "
+                "not Done"
+            )
+            return False
+
+
 def observe(
     project_id: str,
     tracker: Tracker,
@@ -104,6 +152,7 @@ def observe(
 ) -> Snapshot:
     """One consistent pass over the tracker, the forge and the workers (`issues`: the tracker's
     issues when the caller has just read them; `opt_in`: the `backlog_opt_in_labels` setting).
+    An issue's open blockers come from the same listing (`_Blockers` for one outside it).
 
     A forge that cannot be read makes every review outcome `unknown` (so nothing transitions on
     a guess); a tracker that cannot be read fails the whole pass.
@@ -125,6 +174,7 @@ def observe(
         errors.append(exc)
     live = workers.live_issues()
     latest = workers.latest_modes()
+    blockers = _Blockers(tracker, issues, warnings)
     states = []
     for issue in issues:
         pr = None if prs is None else prs.get(issue.identifier)
@@ -132,6 +182,8 @@ def observe(
             pr = None  # a closed PR is no PR: the work needs a new one
         review = ReviewOutcome.UNKNOWN if prs is None else (pr.review if pr else ReviewOutcome.NONE)
         chosen = opted_in(issue.labels, opt_in)
+        # Only where the table reads them: an issue Legion leaves alone costs no lookup.
+        waiting = blockers.open(issue) if is_picked_up(issue.status, chosen) else ()
         observation = Observation(
             status=issue.status,
             labels=issue.workflow_labels,
@@ -140,6 +192,7 @@ def observe(
             pr_review=review,
             latest_mode=latest.get(issue.identifier),
             opted_in=chosen,
+            open_blockers=waiting,
         )
         decision = decide(observation)
         sid = None
@@ -147,7 +200,15 @@ def observe(
             sid = session_id(project_id, issue.identifier, decision.session_mode)
         states.append(
             IssueState(
-                issue, pr, review, issue.identifier in live, decision, sid, observation, chosen
+                issue,
+                pr,
+                review,
+                issue.identifier in live,
+                decision,
+                sid,
+                observation,
+                chosen,
+                waiting,
             )
         )
     return Snapshot(states, warnings, errors)

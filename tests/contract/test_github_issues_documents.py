@@ -20,6 +20,7 @@ EXPECTED_OPERATIONS = {
     "IssueCreate",
     "IssueClose",
     "IssueReopen",
+    "IssueUpdateBody",
     "IssueAddLabels",
     "IssueRemoveLabels",
     "IssueCreateLabel",

@@ -21,6 +21,8 @@ EXPECTED_OPERATIONS = {
     "LinearIssueUpdate",
     "LinearLabelCreate",
     "LinearCommentCreate",
+    "LinearIssueRelationCreate",
+    "LinearIssueRelationDelete",
 }
 
 

@@ -884,6 +884,20 @@ def _set_issue_state(fake: FakeGitHub, node_id: str, state: str, reason: str | N
     return {"issue": issue, "clientMutationId": None}
 
 
+def _update_issue(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
+    fake = _fake(info)
+    unknown = {key for key, value in input.items() if value is not None} - {"id", "body"}
+    if unknown:
+        raise FakeError(f"the fake GitHub does not implement updating {sorted(unknown)}")
+    issue = fake.labelable_by_node_id(input["id"])
+    if issue["__typename"] != "Issue":
+        raise _not_found(f"Could not resolve to an Issue with the global id of '{input['id']}'")
+    if input.get("body") is not None:
+        issue["body"] = input["body"]
+    fake.touch(issue)
+    return {"issue": issue, "clientMutationId": None}
+
+
 def _close_issue(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
     reason = input.get("stateReason") or "COMPLETED"
     return _set_issue_state(_fake(info), input["issueId"], "CLOSED", reason)
@@ -974,6 +988,7 @@ def _attach_resolvers() -> None:
             ("ProjectV2Item", "fieldValueByName", _item_field_value),
             ("Mutation", "createIssue", _create_issue),
             ("Mutation", "closeIssue", _close_issue),
+            ("Mutation", "updateIssue", _update_issue),
             ("Mutation", "reopenIssue", _reopen_issue),
             ("Mutation", "addProjectV2ItemById", _add_project_item),
             ("Mutation", "updateProjectV2ItemFieldValue", _update_item_field),

@@ -85,6 +85,7 @@ class FakeLinear(GraphQLFake):
             self.issues: dict[str, Record] = {}  # by id, in creation order
             self.comments: dict[str, Record] = {}
             self.attachments: dict[str, Record] = {}  # by id, in creation order
+            self.relations: dict[str, Record] = {}  # issue relations, by id
             self.viewer = self.add_user("Vera Viewer", "vera")
             self.human = self.add_user("Hank Human", "hank")
             self.bot = self.add_user("GitHub", "github", app=True)
@@ -228,6 +229,35 @@ class FakeLinear(GraphQLFake):
             }
             self.attachments[attachment["id"]] = attachment
             return attachment
+
+    def add_relation(self, blocker: str, blocked: str, *, kind: str = "blocks") -> Record:
+        """A relation as a person makes it in Linear: `blocker` blocks `blocked`."""
+        with self.lock:
+            return self._new_relation(self.issue(blocker), self.issue(blocked), kind)
+
+    def blockers(self, identifier: str) -> set[str]:
+        """The identifiers of the issues that block `identifier` ("blocks" relations)."""
+        issue_id = self.issue(identifier)["id"]
+        return {
+            self.issues[r["issue_id"]]["identifier"]
+            for r in self.relations.values()
+            if r["related_issue_id"] == issue_id and r["type"] == "blocks"
+        }
+
+    def _new_relation(
+        self, issue: Record, related: Record, kind: str, relation_id: str | None = None
+    ) -> Record:
+        stamp = self.now()
+        relation = {
+            "id": relation_id or str(uuid.uuid4()),
+            "type": kind,
+            "issue_id": issue["id"],
+            "related_issue_id": related["id"],
+            "createdAt": stamp,
+            "updatedAt": stamp,
+        }
+        self.relations[relation["id"]] = relation
+        return relation
 
     def set_state(self, identifier: str, state: str) -> None:
         with self.lock:
@@ -532,6 +562,52 @@ def _issue_attachments(issue: Record, info: Any, **args: Any) -> Record:
     return connection(attachments, args.get("first"), args.get("after"))
 
 
+def _issue_inverse_relations(issue: Record, info: Any, **args: Any) -> Record:
+    """The relations whose related issue is this one (of every type, as on Linear)."""
+    fake = _fake(info)
+    _no_unknown(args, {"first", "after"})
+    relations = [r for r in fake.relations.values() if r["related_issue_id"] == issue["id"]]
+    return connection(relations, args.get("first"), args.get("after"))
+
+
+def _relation_issue(relation: Record, info: Any) -> Record:
+    return _fake(info).issues[relation["issue_id"]]
+
+
+def _relation_related_issue(relation: Record, info: Any) -> Record:
+    return _fake(info).issues[relation["related_issue_id"]]
+
+
+def _relation_create(_: Any, info: Any, input: dict[str, Any], **args: Any) -> Record:
+    fake = _fake(info)
+    if input.get("id") and input["id"] in fake.relations:
+        raise _input_error("Entity with this id already exists")
+    try:
+        issue = fake.issue(input["issueId"])
+        related = fake.issue(input["relatedIssueId"])
+    except KeyError:
+        raise _not_found("Issue") from None
+    if issue["id"] == related["id"]:
+        raise _input_error("an issue cannot be related to itself")
+    kind = input["type"]
+    for relation in fake.relations.values():
+        if (relation["issue_id"], relation["related_issue_id"], relation["type"]) == (
+            issue["id"],
+            related["id"],
+            kind,
+        ):
+            raise _input_error("the relation already exists")
+    relation = fake._new_relation(issue, related, kind, input.get("id"))
+    return {"success": True, "lastSyncId": 1.0, "issueRelation": relation}
+
+
+def _relation_delete(_: Any, info: Any, id: str) -> Record:
+    fake = _fake(info)
+    if fake.relations.pop(id, None) is None:
+        raise _not_found("IssueRelation")
+    return {"success": True, "lastSyncId": 1.0, "entityId": id}
+
+
 def _issue_comments(issue: Record, info: Any, **args: Any) -> Record:
     fake = _fake(info)
     _no_unknown(args, {"first", "after"})
@@ -688,6 +764,9 @@ def _attach_once() -> None:
             ("Issue", "children", _issue_children),
             ("Issue", "comments", _issue_comments),
             ("Issue", "attachments", _issue_attachments),
+            ("Issue", "inverseRelations", _issue_inverse_relations),
+            ("IssueRelation", "issue", _relation_issue),
+            ("IssueRelation", "relatedIssue", _relation_related_issue),
             ("Comment", "user", _comment_user),
             ("Comment", "botActor", _comment_bot),
             ("Comment", "externalUser", _comment_external_user),
@@ -696,6 +775,8 @@ def _attach_once() -> None:
             ("Mutation", "issueUpdate", _issue_update),
             ("Mutation", "issueLabelCreate", _label_create),
             ("Mutation", "commentCreate", _comment_create),
+            ("Mutation", "issueRelationCreate", _relation_create),
+            ("Mutation", "issueRelationDelete", _relation_delete),
         ):
             attach(schema, type_name, field_name, resolver)
         _done.add(id(schema))

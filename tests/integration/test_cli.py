@@ -139,6 +139,7 @@ def test_state_json(legion: LegionRunner, project: Path) -> None:
         "mode": "plan",
         "session_id": str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:plan")),
         "opted_in": False,
+        "blocked_by": [],
     }
     assert state["LEG-2"]["suggested_action"] == "transition_to_retro"
     assert state["LEG-2"]["mode"] == "retro"

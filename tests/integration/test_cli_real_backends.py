@@ -211,3 +211,47 @@ def test_github_issues_as_the_tracker(
     cli("issue", "move", "WIDGETS-1", "Done")
     shown = cli.json("issue", "show", "WIDGETS-1")
     assert isinstance(shown, dict) and shown["status"] == "Done"
+
+
+def test_blocked_by_on_linear_through_the_cli(
+    cli: Cli, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    linear, _github, _remote = fakes
+    assert cli("issue", "create", "Schema").stdout.strip() == "ENG-1"
+    assert cli("issue", "create", "Wiring", "--blocked-by", "ENG-1").stdout.strip() == "ENG-2"
+    assert linear.blockers("ENG-2") == {"ENG-1"}
+    state = cli.json("state")
+    assert isinstance(state, dict)
+    assert state["issues"]["ENG-2"]["blocked_by"] == ["ENG-1"]
+    assert state["issues"]["ENG-2"]["suggested_action"] == "skip"
+    refused = cli("issue", "block", "ENG-1", "--by", "ENG-2", ok=False)
+    assert refused.returncode == 2 and "would make a cycle" in refused.stderr
+    cli("issue", "move", "ENG-1", "Done")
+    state = cli.json("state")
+    assert isinstance(state, dict)
+    assert state["issues"]["ENG-2"]["suggested_action"] == "dispatch_planner"
+    cli("issue", "block", "ENG-2", "--remove", "ENG-1")
+    assert linear.blockers("ENG-2") == set()
+
+
+def test_blocked_by_on_github_issues_through_the_cli(
+    git_repo: Path, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    _linear, github, _remote = fakes
+    git(git_repo, "remote", "add", "origin", "git@github.com:acme/widgets.git")
+    env = dict(os.environ) | {"GITHUB_API_URL": github.url, "GITHUB_TOKEN": github.token}
+    cli = Cli(git_repo, env)
+    cli("init", "--tracker", "github", "--forge", "github")
+    cli("issue", "create", "Schema")
+    created = cli.json("issue", "create", "Wiring", "--body", "Wire.", "--blocked-by", "widgets-1")
+    assert isinstance(created, dict) and created["blocked_by"] == ["WIDGETS-1"]
+    assert created["body"] == "Wire."
+    assert github.issues[2]["body"] == "Wire.\n\nBlocked by #1"
+    shown = cli("issue", "show", "WIDGETS-2").stdout
+    assert "Blocked by: WIDGETS-1 (Todo)" in shown
+    state = cli.json("state")
+    assert isinstance(state, dict) and state["issues"]["WIDGETS-2"]["blocked_by"] == ["WIDGETS-1"]
+    cli("issue", "move", "WIDGETS-1", "Done")
+    state = cli.json("state")
+    assert isinstance(state, dict)
+    assert state["issues"]["WIDGETS-2"]["suggested_action"] == "dispatch_planner"

@@ -784,3 +784,108 @@ def test_cli_lists_github_issues(fake: FakeGitHub, legion: LegionRunner, project
     refused = legion("issue", "list", env=env_for(fake, secret))
     assert refused.returncode != 0
     assert secret not in refused.stderr and "legion doctor" in refused.stderr
+
+
+# -- blocked by ----------------------------------------------------------------------------------
+
+
+def test_blocked_by_lines_in_the_body_are_read_with_the_issues(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    for title in ("schema", "parser"):
+        fake.add_issue(title, labels=("status: Todo",))
+    fake.add_issue(
+        "wiring",
+        body="Wire it.\nblocked BY #1\n\nBlocked by WIDGETS-2",
+        labels=("status: Todo",),
+    )
+    fake.add_issue(
+        "says so in prose", body="This is blocked by #1, sadly.", labels=("status: Todo",)
+    )
+    tracker = make_tracker(fake, tmp_path)
+    tracker.info()
+    fake.requests.clear()
+    listed = {issue.identifier: issue for issue in tracker.list_issues()}
+    assert ops(fake) == ["IssuePage"]  # no request per issue
+    wiring = listed["WIDGETS-3"]
+    assert wiring.blocked_by == ("WIDGETS-1", "WIDGETS-2")
+    assert wiring.body == "Wire it.\nblocked BY #1"  # the closing run is Legion's, not text
+    assert listed["WIDGETS-4"].blocked_by == ()
+    assert tracker.get_issue("WIDGETS-3").blocked_by == ("WIDGETS-1", "WIDGETS-2")
+
+
+def test_setting_blockers_edits_the_body(fake: FakeGitHub, tmp_path: Path) -> None:
+    tracker = make_tracker(fake, tmp_path)
+    parent = tracker.create_issue("Epic", status=Status.BACKLOG)
+    first = tracker.create_issue("First", body="Do it.", parent=parent.identifier)
+    second = tracker.create_issue(
+        "Second", body="Then this.", parent=parent.identifier, blocked_by=[first.identifier]
+    )
+    assert second.blocked_by == ("WIDGETS-2",) and second.body == "Then this."
+    assert fake.issues[3]["body"] == "Then this.\n\nBlocked by #2\nParent: WIDGETS-1 (#1)"
+    assert tracker.get_issue("WIDGETS-3").parent == "WIDGETS-1"
+
+    epic = tracker.set_blocked_by("widgets-1", add=["WIDGETS-2", "WIDGETS-3"])
+    assert epic.blocked_by == ("WIDGETS-2", "WIDGETS-3")
+    assert epic.children == ("WIDGETS-2", "WIDGETS-3")
+    assert fake.issues[1]["body"] == "Blocked by #2\nBlocked by #3"
+    fake.requests.clear()
+    assert tracker.set_blocked_by("WIDGETS-1", add=["WIDGETS-2"]).blocked_by == (
+        "WIDGETS-2",
+        "WIDGETS-3",
+    )
+    assert "IssueUpdateBody" not in ops(fake)  # nothing to change
+    assert tracker.set_blocked_by("WIDGETS-3", remove=["WIDGETS-2"]).blocked_by == ()
+    assert fake.issues[3]["body"] == "Then this.\n\nParent: WIDGETS-1 (#1)"
+
+    with pytest.raises(InputError, match="blocked by itself"):
+        tracker.set_blocked_by("WIDGETS-2", add=["WIDGETS-2"])
+    with pytest.raises(InputError, match="would make a cycle"):
+        tracker.set_blocked_by("WIDGETS-2", add=["WIDGETS-1"])
+    with pytest.raises(InputError, match="no issue WIDGETS-99 in acme/widgets to block"):
+        tracker.set_blocked_by("WIDGETS-2", add=["WIDGETS-99"])
+    with pytest.raises(InputError, match="not an issue of this project"):
+        tracker.set_blocked_by("WIDGETS-2", add=["LEG-1"])
+    assert fake.issues[2]["body"] == "Do it.\n\nParent: WIDGETS-1 (#1)"
+
+
+def test_state_reads_blockers_from_the_listing_and_a_missing_one_blocks_nothing(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    from legion.embedded.db import Database
+    from legion.forges.local import LocalForge
+    from legion.state import KnownLiveWorkers, observe
+
+    fake.add_issue("open blocker", labels=("status: Todo",))  # 1
+    fake.add_issue("closed blocker", state="CLOSED")  # 2
+    fake.add_issue("waits", body="Blocked by #1\nBlocked by #2", labels=("status: Todo",))  # 3
+    fake.add_issue("waits for a gone one", body="Blocked by #99", labels=("status: Todo",))  # 4
+    tracker = make_tracker(fake, tmp_path)
+    forge = LocalForge(Database(tmp_path / "forge.db"), tmp_path)
+    tracker.info()
+    fake.requests.clear()
+    snapshot = observe(str(uuid.uuid4()), tracker, forge, KnownLiveWorkers(set()))
+    states = {state.issue.identifier: state for state in snapshot.issues}
+    assert states["WIDGETS-3"].open_blockers == ("WIDGETS-1",)
+    assert states["WIDGETS-3"].decision.action.value == "skip"
+    # #99 is no issue: looked up once, it holds nothing up.
+    assert states["WIDGETS-4"].open_blockers == ()
+    assert states["WIDGETS-4"].decision.action.value == "dispatch_planner"
+    assert ops(fake) == ["IssuePage", "IssueByNumber"]
+
+
+def test_blocked_by_lines_are_written_before_the_parent_line() -> None:
+    from legion.trackers.github_issues.adapter import blocker_numbers, with_blockers
+
+    assert with_blockers("", [2, 2, 3]) == "Blocked by #2\nBlocked by #3"
+    assert with_blockers("Text\n\nParent: W-5 (#5)", [3]) == (
+        "Text\n\nBlocked by #3\nParent: W-5 (#5)"
+    )
+    assert split_parent(with_blockers("Text\n\nParent: W-5 (#5)", [3]))[1] == 5
+    assert with_blockers("Text\n\nBlocked by #3\nParent: W-5 (#5)", [], [3]) == (
+        "Text\n\nParent: W-5 (#5)"
+    )
+    # A person's line within the text counts, and removing the blocker removes it.
+    assert blocker_numbers("Text\nBLOCKED BY: #7\nmore") == [7]
+    assert with_blockers("Text\nblocked by #7\nmore", [8], [7]) == "Text\nmore\n\nBlocked by #8"
+    assert blocker_numbers("This is blocked by #7, in prose.") == []

@@ -595,3 +595,64 @@ def test_cli_lists_linear_issues(fake: FakeLinear, legion: LegionRunner, project
     refused = legion("issue", "list", env={**env_for(fake), "LINEAR_API_KEY": "lin_api_nope"})
     assert refused.returncode != 0
     assert "lin_api_nope" not in refused.stderr and "legion doctor" in refused.stderr
+
+
+# -- blocked by ----------------------------------------------------------------------------------
+
+
+def test_blockers_are_read_with_the_issues_in_the_same_requests(
+    fake: FakeLinear, tmp_path: Path
+) -> None:
+    schema = fake.add_issue("schema")
+    parser = fake.add_issue("parser")
+    wiring = fake.add_issue("wiring")
+    fake.add_relation(schema, wiring)  # schema blocks wiring
+    fake.add_relation(parser, wiring)
+    fake.add_relation(wiring, schema, kind="related")  # not a blocker
+    tracker = make_tracker(fake, tmp_path)
+    tracker.team()
+    fake.requests.clear()
+    issues = {issue.identifier: issue for issue in tracker.list_issues()}
+    assert ops(fake) == ["LinearIssues"]
+    assert issues[wiring].blocked_by == (schema, parser)
+    assert issues[schema].blocked_by == () and issues[parser].blocked_by == ()
+    assert tracker.get_issue(wiring).blocked_by == (schema, parser)
+
+
+def test_blockers_are_written_as_blocks_relations(fake: FakeLinear, tmp_path: Path) -> None:
+    one, two, three = (fake.add_issue(title) for title in ("one", "two", "three"))
+    tracker = make_tracker(fake, tmp_path)
+    assert tracker.set_blocked_by(three, add=[one, two.lower()]).blocked_by == (one, two)
+    assert fake.blockers(three) == {one, two}
+    [relation] = [r for r in fake.relations.values() if r["issue_id"] == fake.issue(one)["id"]]
+    assert (relation["type"], relation["related_issue_id"]) == ("blocks", fake.issue(three)["id"])
+    fake.requests.clear()
+    assert tracker.set_blocked_by(three, add=[one]).blocked_by == (one, two)  # a no-op
+    assert "LinearIssueRelationCreate" not in ops(fake)
+    assert tracker.set_blocked_by(three, remove=[one]).blocked_by == (two,)
+    assert fake.blockers(three) == {two}
+    assert "LinearIssueRelationDelete" in ops(fake)
+
+    created = tracker.create_issue("four", blocked_by=[three])
+    assert created.blocked_by == (three,)
+    assert fake.blockers(created.identifier) == {three}
+
+
+def test_bad_blockers_are_refused_before_anything_is_written(
+    fake: FakeLinear, tmp_path: Path
+) -> None:
+    one, two = fake.add_issue("one"), fake.add_issue("two")
+    other_team = fake.add_issue("ops", team="OPS")
+    tracker = make_tracker(fake, tmp_path)
+    tracker.set_blocked_by(two, add=[one])
+    with pytest.raises(InputError, match="blocked by itself"):
+        tracker.set_blocked_by(one, add=[one])
+    with pytest.raises(InputError, match="would make a cycle"):
+        tracker.set_blocked_by(one, add=[two])
+    with pytest.raises(InputError, match="no issue ENG-99 in team ENG to block"):
+        tracker.set_blocked_by(one, add=["ENG-99"])
+    with pytest.raises(InputError, match=f"no issue {other_team} in team ENG"):
+        tracker.set_blocked_by(one, add=[other_team])
+    with pytest.raises(InputError, match="no issue ENG-99"):
+        tracker.create_issue("never", blocked_by=["ENG-99"])
+    assert len(fake.relations) == 1 and len(fake.issues) == 3

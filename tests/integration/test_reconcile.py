@@ -236,3 +236,23 @@ def test_a_worker_done_no_worker_of_legions_set_still_counts(reconciler: Reconci
     reconciler.tracker.create_issue("By hand", status=Status.IN_PROGRESS, labels=["worker-done"])
     [outcome] = [o for o in reconciler.run() if o.issue == "LEG-1"]
     assert outcome.action == "transition_to_needs_review"
+
+
+def test_a_blocked_issue_is_neither_moved_nor_dispatched(reconciler: Reconciler) -> None:
+    tracker = reconciler.tracker
+    assert isinstance(tracker, FlakyTracker)
+    tracker.known_labels += ("epic",)  # an opt-in label (`backlog_opt_in_labels`)
+    epic = tracker.create_issue("Epic", status=Status.BACKLOG, labels=["epic", "worker-done"])
+    tracker.create_issue("First", parent=epic.identifier)  # LEG-2
+    tracker.create_issue("Second", parent=epic.identifier, blocked_by=["LEG-2"])  # LEG-3
+    # The architect finished: the epic waits for its children before it is planned.
+    tracker.set_blocked_by(epic.identifier, add=["LEG-2", "LEG-3"])
+    acted = {(o.issue, o.action) for o in reconciler.run()}
+    assert ("LEG-2", "dispatch_planner") in acted
+    assert not {issue for issue, _ in acted} & {"LEG-1", "LEG-3"}
+    assert tracker.get_issue("LEG-1").status is Status.BACKLOG
+    for child in ("LEG-2", "LEG-3"):
+        tracker.set_status(child, Status.DONE)
+    acted = {(o.issue, o.action) for o in reconciler.run()}
+    assert ("LEG-1", "transition_to_todo") in acted
+    assert tracker.get_issue("LEG-1").status is Status.TODO

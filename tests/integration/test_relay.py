@@ -178,6 +178,42 @@ def test_another_issue_is_refused_in_one_line_and_logged(relay: Relay) -> None:
     assert triage.returncode == 0, triage.stderr
 
 
+def test_a_worker_orders_its_children_and_waits_for_them(relay: Relay) -> None:
+    """An architect's "blocked by": on its issue and its children, with blockers it may read."""
+    token = relay.capability("LEG-2")
+    created = relay.worker(
+        token, "issue", "create", "Second step", "--parent", "LEG-2", "--blocked-by", "LEG-4"
+    )
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.strip() == "LEG-5"
+    tracker = relay.backends.tracker
+    assert tracker.get_issue("LEG-5").blocked_by == ("LEG-4",)
+    own = relay.worker(token, "issue", "block", "LEG-2", "--by", "LEG-4", "--by", "LEG-5")
+    assert own.returncode == 0, own.stderr
+    assert tracker.get_issue("LEG-2").blocked_by == ("LEG-4", "LEG-5")
+    child = relay.worker(token, "issue", "block", "LEG-5", "--remove", "LEG-4", "--by", "LEG-1")
+    assert child.returncode == 0, child.stderr
+    assert tracker.get_issue("LEG-5").blocked_by == ("LEG-1",)
+    shown = relay.worker(token, "issue", "show", "LEG-2")
+    assert "Blocked by: LEG-4 (Todo), LEG-5 (Todo)" in shown.stdout
+    for args in (
+        ("issue", "block", "LEG-3", "--by", "LEG-2"),  # another issue
+        ("issue", "block", "LEG-1", "--by", "LEG-2"),  # its parent: readable, not its to order
+        ("issue", "block", "LEG-2", "--by", "LEG-3"),  # a blocker it may not read
+        ("issue", "create", "Sneaky", "--parent", "LEG-2", "--blocked-by", "LEG-3"),
+    ):
+        refused = relay.worker(token, *args)
+        assert refused.returncode == 2, (args, refused.stderr)
+        assert "this worker may" in one_line_error(refused)
+    assert tracker.get_issue("LEG-3").blocked_by == () and len(tracker.list_issues()) == 5
+    missing = relay.worker(token, "issue", "block", "LEG-2", "--by", "LEG-99")
+    assert missing.returncode == 2
+    assert "no issue LEG-99 to block LEG-2" in one_line_error(missing)
+    cycle = relay.worker(token, "issue", "block", "LEG-4", "--by", "LEG-2")
+    assert cycle.returncode == 2
+    assert "would make a cycle" in one_line_error(cycle)
+
+
 def test_the_controller_capability_covers_the_project(relay: Relay) -> None:
     token = relay.capability(None)
     listed = relay.worker(token, "issue", "list", "--json")

@@ -181,6 +181,7 @@ observations = st.builds(
     pr_review=st.sampled_from(ReviewOutcome),
     latest_mode=st.none() | st.sampled_from(Mode),
     opted_in=st.booleans(),
+    open_blockers=st.sampled_from([(), ("LEG-1",), ("LEG-1", "LEG-2")]),
 )
 
 
@@ -229,6 +230,61 @@ def test_waiting_for_a_human_is_never_disturbed(observation: Observation) -> Non
     labels = observation.labels
     if INPUT in labels and FEEDBACK not in labels:
         assert decide(observation).action is A.SKIP
+
+
+def blocked(observation: Observation, *by: str) -> Observation:
+    return replace(observation, open_blockers=by or ("LEG-1",))
+
+
+BLOCKED_ROWS: list[tuple[str, Observation, Decision]] = [
+    ("todo blocked: no planner", blocked(obs(S.TODO)), Decision(A.SKIP)),
+    ("backlog blocked: no architect", blocked(obs(S.BACKLOG)), Decision(A.SKIP)),
+    (
+        "an architected parent blocked by its children does not move to Todo",
+        blocked(obs(S.BACKLOG, DONE), "LEG-2", "LEG-3"),
+        Decision(A.SKIP),
+    ),
+    ("worker-done in Todo waits too", blocked(obs(S.TODO, DONE)), Decision(A.SKIP)),
+    (
+        "a finished worker that is still live does not move it either",
+        blocked(obs(S.TODO, DONE, live=True)),
+        Decision(A.SKIP),
+    ),
+    ("a dead worker is not restarted", blocked(obs(S.IN_PROGRESS, ACTIVE)), Decision(A.SKIP)),
+    ("a live worker goes on (skip)", blocked(obs(S.IN_PROGRESS, live=True)), Decision(A.SKIP)),
+    (
+        "a human's answer is still relayed",
+        blocked(obs(S.TODO, INPUT, FEEDBACK)),
+        Decision(A.RELAY_USER_FEEDBACK, Mode.PLAN),
+    ),
+    ("still waiting for a human: skip", blocked(obs(S.TODO, INPUT)), Decision(A.SKIP)),
+    ("Done is the controller's", blocked(obs(S.DONE)), Decision(A.SKIP)),
+    (
+        "no open blocker: the table as before",
+        replace(obs(S.TODO), open_blockers=()),
+        Decision(A.DISPATCH_PLANNER, Mode.PLAN),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "observation", "decision"), BLOCKED_ROWS, ids=[r[0] for r in BLOCKED_ROWS]
+)
+def test_blocked_row(name: str, observation: Observation, decision: Decision) -> None:
+    assert decide(observation) == decision
+
+
+@given(observations)
+def test_a_blocked_issue_starts_nothing_and_does_not_move(observation: Observation) -> None:
+    """With an open blocker only a human's answer acts: no dispatch, no transition, no
+    label cleared; and without one the blockers field changes nothing."""
+    if observation.open_blockers:
+        decision = decide(observation)
+        if FEEDBACK in observation.labels and decision.action is A.RELAY_USER_FEEDBACK:
+            return
+        assert decision == Decision(A.SKIP)
+    else:
+        assert decide(replace(observation, open_blockers=())) == decide(observation)
 
 
 @given(observations)

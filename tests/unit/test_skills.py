@@ -32,7 +32,8 @@ COMMANDS: dict[str, set[str] | dict[str, set[str]]] = {
         "comment": {"--body", "--body-file"},
         "label": {"--add", "--remove"},
         "move": set(),
-        "create": {"--body", "--body-file", "--status", "--parent", "--label"},
+        "create": {"--body", "--body-file", "--status", "--parent", "--label", "--blocked-by"},
+        "block": {"--by", "--remove"},
     },
     "pr": {
         "create": {"--issue", "--branch", "--draft", "--title", "--body", "--body-file"},

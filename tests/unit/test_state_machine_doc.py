@@ -58,6 +58,11 @@ def _live(cell: str) -> list[bool]:
     return {"yes": [True], "no": [False], "any": [False, True]}[cell]
 
 
+# Open blockers column -> the observation's `open_blockers`.
+BLOCKERS: dict[str, list[tuple[str, ...]]] = {"yes": [("LEG-1",)], "no": [()]}
+BLOCKERS["any"] = BLOCKERS["no"] + BLOCKERS["yes"]
+
+
 LATEST: list[Mode | None] = [None, *Mode]
 
 
@@ -76,6 +81,7 @@ def _observation(
     review: ReviewOutcome,
     latest: Mode | None,
     opted: bool,
+    blockers: tuple[str, ...] = (),
 ) -> Observation:
     return Observation(
         status=status,
@@ -85,6 +91,7 @@ def _observation(
         pr_review=review,
         latest_mode=latest,
         opted_in=opted,
+        open_blockers=blockers,
     )
 
 
@@ -99,7 +106,7 @@ def _rows() -> list[list[str]]:
 
 def test_documented_table_matches_decide() -> None:
     rows = _rows()
-    assert len(rows) >= 20
+    assert len(rows) >= 21
     covered: set[Observation] = set()
     checked = 0
     for (
@@ -109,14 +116,21 @@ def test_documented_table_matches_decide() -> None:
         live_cell,
         pr_cell,
         latest_cell,
+        blockers_cell,
         action,
         mode_cell,
     ) in rows:
-        for (status, opted), labels, live, (has_pr, review) in itertools.product(
-            _statuses(status_cell), _label_sets(labels_cell), _live(live_cell), PR_CELLS[pr_cell]
+        for (status, opted), labels, live, (has_pr, review), blockers in itertools.product(
+            _statuses(status_cell),
+            _label_sets(labels_cell),
+            _live(live_cell),
+            PR_CELLS[pr_cell],
+            BLOCKERS[blockers_cell],
         ):
             for latest in _latest(latest_cell, status):
-                observation = _observation(status, labels, live, has_pr, review, latest, opted)
+                observation = _observation(
+                    status, labels, live, has_pr, review, latest, opted, blockers
+                )
                 if observation in covered:
                     continue  # an earlier row decides it
                 covered.add(observation)
@@ -130,9 +144,15 @@ def test_documented_table_matches_decide() -> None:
                 assert decision.mode == expected_mode, f"row {number}: {observation}"
                 checked += 1
     everything = {
-        _observation(status, labels, live, has_pr, review, latest, opted)
-        for status, labels, live, (has_pr, review), latest, opted in itertools.product(
-            Status, ALL_LABEL_SETS, [False, True], PR_CELLS["any"], LATEST, [False, True]
+        _observation(status, labels, live, has_pr, review, latest, opted, blockers)
+        for status, labels, live, (has_pr, review), latest, opted, blockers in itertools.product(
+            Status,
+            ALL_LABEL_SETS,
+            [False, True],
+            PR_CELLS["any"],
+            LATEST,
+            [False, True],
+            BLOCKERS["any"],
         )
     }
     assert covered == everything, "the documented table leaves some inputs out"
@@ -142,6 +162,6 @@ def test_documented_table_matches_decide() -> None:
 def test_documented_actions_are_all_the_actions() -> None:
     from legion.core.decide import Action
 
-    documented = {row[6] for row in _rows()}
+    documented = {row[7] for row in _rows()}
     assert documented == {action.value for action in Action}
     assert re.search(r"uuid5\(UUID\(project_id\), \"<ISSUE>:<mode>\"\)", DOC.read_text())

@@ -9,8 +9,9 @@ import typer
 
 from legion import identity
 from legion.cli import common, render
-from legion.core.model import Status
-from legion.errors import InputError, NotFoundError
+from legion.core.model import Status, normalize_identifier
+from legion.errors import InputError, LegionError, NotFoundError
+from legion.trackers.base import Issue
 
 app = typer.Typer(
     help="Create, read and update issues.",
@@ -46,14 +47,28 @@ def create(
         ),
     ] = None,
     parent: Annotated[str | None, typer.Option(help="Parent issue identifier.")] = None,
+    blocked_by: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--blocked-by",
+            help="An issue this one waits for (repeatable): Legion starts no worker on it "
+            "until each is Done.",
+        ),
+    ] = None,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Create an issue and print its identifier."""
     text = common.read_text_arg(body, body_file, "the body") or ""
     parsed_status = Status.parse(status)
+    blockers = [normalize_identifier(name) for name in blocked_by or ()]
     project, backends = common.backends(ctx)
     issue = backends.tracker.create_issue(
-        title, body=text, status=parsed_status, labels=label or (), parent=parent
+        title,
+        body=text,
+        status=parsed_status,
+        labels=label or (),
+        parent=parent,
+        blocked_by=blockers,
     )
     common.changed(project)
     if as_json:
@@ -100,14 +115,31 @@ def show(
     except NotFoundError:
         pr = None
     usage = _usage(project, backends, issue.identifier)
+    blockers = _blocker_statuses(backends.tracker, issue)
     if as_json:
         data = render.issue_json(issue)
+        data["blockers"] = [
+            {"identifier": name, "status": None if status is None else status.value}
+            for name, status in blockers
+        ]
         data["comments"] = [render.comment_json(c) for c in comments]
         data["pr"] = None if pr is None else render.pr_json(pr)
         data["usage"] = render.usage_json(usage)
         common.print_json(data)
     else:
-        common.console().print(render.issue_detail(issue, comments, pr, usage))
+        common.console().print(render.issue_detail(issue, comments, pr, usage, blockers))
+
+
+def _blocker_statuses(tracker: Any, issue: Issue) -> list[tuple[str, Status | None]]:
+    """Each blocker with its status; None when it cannot be read (gone, not Legion's, or out
+    of a worker's reach)."""
+    found: list[tuple[str, Status | None]] = []
+    for name in issue.blocked_by:
+        try:
+            found.append((name, tracker.get_issue(name).status))
+        except LegionError:
+            found.append((name, None))
+    return found
 
 
 def _usage(project: Any, backends: Any, identifier: str) -> dict[str, Any]:
@@ -160,6 +192,40 @@ def label(
         common.print_json(render.issue_json(issue))
     else:
         common.echo(f"{issue.identifier}: {', '.join(sorted(issue.labels)) or '(no labels)'}")
+
+
+@app.command(
+    epilog=common.example(
+        "legion issue block LEG-5 --by LEG-3 --by LEG-4", "legion issue block LEG-5 --remove LEG-3"
+    )
+)
+def block(
+    ctx: typer.Context,
+    identifier: str,
+    by: Annotated[
+        list[str] | None,
+        typer.Option("--by", help="An issue it waits for, to add (repeatable)."),
+    ] = None,
+    remove: Annotated[
+        list[str] | None,
+        typer.Option("--remove", "-r", help="A blocker to remove (repeatable)."),
+    ] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Say which issues an issue waits for: Legion starts no worker on it and does not move
+    it while one of them is not Done. Adding a present blocker or removing an absent one is a
+    no-op; a missing issue, the issue itself and a cycle are refused."""
+    if not by and not remove:
+        raise InputError("nothing to do: give --by ISSUE and/or --remove ISSUE")
+    added = [normalize_identifier(name) for name in by or ()]
+    removed = [normalize_identifier(name) for name in remove or ()]
+    project, backends = common.backends(ctx)
+    issue = backends.tracker.set_blocked_by(identifier, add=added, remove=removed)
+    common.changed(project)
+    if as_json:
+        common.print_json(render.issue_json(issue))
+    else:
+        common.echo(f"{issue.identifier}: blocked by {', '.join(issue.blocked_by) or '(nothing)'}")
 
 
 @app.command(

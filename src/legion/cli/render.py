@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from legion.core.model import Mode
+from legion.core.model import Mode, Status
 from legion.core.stamps import utc_stamp
 from legion.core.text import for_display
 from legion.core.usage import Usage, total
@@ -27,6 +27,7 @@ def issue_json(issue: Issue) -> dict[str, Any]:
         "labels": sorted(issue.labels),
         "parent": issue.parent,
         "children": list(issue.children),
+        "blocked_by": list(issue.blocked_by),
         "created_at": utc_stamp(issue.created_at),
         "updated_at": utc_stamp(issue.updated_at),
     }
@@ -130,6 +131,7 @@ def issue_detail(
     comments: list[Comment],
     pr: PullRequest | None,
     usage: Mapping[str, Usage] | None = None,
+    blockers: Sequence[tuple[str, Status | None]] = (),
 ) -> Any:
     from rich.console import Group
     from rich.text import Text
@@ -144,6 +146,11 @@ def issue_detail(
         parts.append(shown(f"Parent: {issue.parent}"))
     if issue.children:
         parts.append(shown(f"Children: {', '.join(issue.children)}"))
+    if blockers:
+        listed = ", ".join(
+            f"{name} ({'unknown' if status is None else status.value})" for name, status in blockers
+        )
+        parts.append(shown(f"Blocked by: {listed}"))
     if pr is not None:
         draft = ", draft" if pr.is_draft else ""
         parts.append(
@@ -309,6 +316,8 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
         action = _words(state.decision.action.value) + ("" if mode is None else f" ({mode.value})")
         if state.left_alone:
             action += " (no opt-in label)"  # `backlog_opt_in_labels`
+        elif state.open_blockers and state.decision.action.value == "skip":
+            action += f" (blocked by {for_display(', '.join(state.open_blockers))})"
         rows.append((state, pr, action))
 
     def natural(header: str, cells: list[str]) -> int:

@@ -11,13 +11,14 @@ import typer
 from legion import identity
 from legion.backends import open_workers
 from legion.cli import common
-from legion.core.model import Mode
+from legion.core.model import Mode, Status
 from legion.core.text import for_display
-from legion.errors import InputError
+from legion.errors import InputError, NotFoundError
 
 if TYPE_CHECKING:
     from legion.runtime.claude_tasks import TaskList
     from legion.runtime.workers import WorkerView
+    from legion.trackers.base import Tracker
 
 
 def dispatch(
@@ -26,12 +27,19 @@ def dispatch(
     mode: Annotated[
         str, typer.Argument(help="architect, plan, implement, review, retro or finish.")
     ],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Start it even though the issue waits for another."),
+    ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Start a worker for an issue in its workspace (refused if one is already live)."""
+    """Start a worker for an issue in its workspace (refused if one is already live, or if
+    the issue is blocked by one that is not Done, unless --force)."""
     identity.require_spawner("start workers")
     parsed = Mode.parse(mode)
     project, backends = common.backends(ctx)
+    if not force:
+        _refuse_blocked(backends.tracker, issue)
     view = open_workers(project, backends).dispatch(issue, parsed)
     _show(
         view,
@@ -39,6 +47,26 @@ def dispatch(
         f"{parsed.value} worker started in window {view.record.window} "
         f"(session {view.record.session_id}, workspace {view.record.workspace})",
     )
+
+
+def _refuse_blocked(tracker: Tracker, identifier: str) -> None:
+    """One line, exit 2, when the issue waits for an issue that is not Done (a blocker that
+    no longer exists holds nothing up, as in `legion state`)."""
+    issue = tracker.get_issue(identifier)
+    waiting = []
+    for name in issue.blocked_by:
+        try:
+            blocker = tracker.get_issue(name)
+        except NotFoundError:
+            continue
+        if blocker.status is not Status.DONE:
+            waiting.append(f"{name} ({blocker.status.value})")
+    if waiting:
+        raise InputError(
+            f"{issue.identifier} is blocked by {', '.join(waiting)}: Legion starts no worker on "
+            "it until they are Done (`legion issue block "
+            f"{issue.identifier} --remove ISSUE`, or --force to start one anyway)"
+        )
 
 
 def _show(view: WorkerView, as_json: bool, what: str) -> None:

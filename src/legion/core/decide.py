@@ -8,12 +8,15 @@ in agreement. Rules are tried in order; the first that matches decides:
    of someday-ideas; each would otherwise cost an architect session.
 2. A human answered (`user-feedback-given`): relay the answer into the waiting session.
 3. Still waiting for a human (`user-input-needed`): skip.
-4. `worker-done` set by a worker of another mode than the phase's (the issue's latest worker, from
+4. Blocked by an issue that is not Done (`open_blockers`): skip. Nothing starts and nothing
+   moves, not even on `worker-done` (a parent whose architect finished waits for its children);
+   a live worker is never stopped, it finishes its turn.
+5. `worker-done` set by a worker of another mode than the phase's (the issue's latest worker, from
    the registry): not this phase's; clear it and start the phase's worker.
-5. A worker finished (`worker-done`): the status-specific transition.
-6. A live worker: let it work.
-7. `worker-active` but no live worker: the worker died; clear the label and dispatch again.
-8. Otherwise: dispatch the worker this status calls for.
+6. A worker finished (`worker-done`): the status-specific transition.
+7. A live worker: let it work.
+8. `worker-active` but no live worker: the worker died; clear the label and dispatch again.
+9. Otherwise: dispatch the worker this status calls for.
 """
 
 from __future__ import annotations
@@ -118,6 +121,8 @@ class Observation:
     # A person opted the issue in to Legion's Backlog work (one of `backlog_opt_in_labels`);
     # read only in Backlog.
     opted_in: bool = False
+    # The issues blocking this one that are not Done (identifiers, in the tracker's order).
+    open_blockers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +194,10 @@ def decide(obs: Observation) -> Decision:
     if Label.USER_FEEDBACK_GIVEN in obs.labels:
         return Decision(Action.RELAY_USER_FEEDBACK, phase_mode)
     if Label.USER_INPUT_NEEDED in obs.labels:
+        return _SKIP
+    if obs.open_blockers:
+        # Waits for its blockers: no worker starts and the status does not move, whoever set
+        # `worker-done` (a live worker goes on with its turn: skip stops nothing).
         return _SKIP
     if Label.WORKER_DONE in obs.labels:
         if obs.latest_mode is not None and obs.latest_mode is not phase_mode:

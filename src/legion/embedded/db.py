@@ -147,6 +147,16 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE workers ADD COLUMN runtime TEXT NOT NULL DEFAULT 'claude-code';
     """,
+    # 7: "blocked by": an issue waits until each of its blockers is Done.
+    """
+    CREATE TABLE issue_blockers (
+        issue_id INTEGER NOT NULL REFERENCES issues(id) ON DELETE CASCADE,
+        blocker_id INTEGER NOT NULL REFERENCES issues(id) ON DELETE CASCADE,
+        PRIMARY KEY (issue_id, blocker_id),
+        CHECK (issue_id != blocker_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX issue_blockers_blocker ON issue_blockers(blocker_id);
+    """,
 )
 
 

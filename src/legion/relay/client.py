@@ -175,6 +175,7 @@ class RelayTracker:
         status: Status = Status.TODO,
         labels: Iterable[str] = (),
         parent: str | None = None,
+        blocked_by: Iterable[str] = (),
     ) -> Issue:
         answer = self._client.call(
             "tracker.create_issue",
@@ -183,6 +184,7 @@ class RelayTracker:
             status=status,
             labels=list(labels),
             parent=parent,
+            blocked_by=list(blocked_by),
         )
         return _one(answer, Issue)
 
@@ -195,6 +197,14 @@ class RelayTracker:
     ) -> Issue:
         answer = self._client.call(
             "tracker.update_labels", identifier=identifier, add=list(add), remove=list(remove)
+        )
+        return _one(answer, Issue)
+
+    def set_blocked_by(
+        self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Issue:
+        answer = self._client.call(
+            "tracker.set_blocked_by", identifier=identifier, add=list(add), remove=list(remove)
         )
         return _one(answer, Issue)
 

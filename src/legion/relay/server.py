@@ -23,6 +23,9 @@ controller, its Oracle) may make any call. An `issue` capability for issue X (a 
 - write X: `set_status`, `update_labels`, `add_comment`;
 - create an issue with `parent=X` (an architect's sub-issues), or one with no parent in Triage
   (the retro's "new issue for triage", which a human sorts before anything works on it);
+- set what blocks X or one of X's children (`set_blocked_by`, and `create_issue`'s
+  `blocked_by`), with blockers it may read (X, its parent, its children): an architect orders
+  its sub-issues and makes X wait for them;
 - open X's pull request (`create_pr(issue=X)`), and `set_draft`, `add_review` and `merge` only a
   pull request whose issue is X;
 - nothing else: listing every issue or pull request, or any call on another issue, is refused
@@ -51,7 +54,7 @@ from typing import Any
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import Backends
 from legion.core.model import Status, normalize_identifier
-from legion.errors import ConfigError, InputError, LegionError, NotPermittedError
+from legion.errors import ConfigError, InputError, LegionError, NotFoundError, NotPermittedError
 from legion.forges.base import PullRequest
 from legion.relay import fallback_folder, socket_path
 from legion.relay.capabilities import Capabilities, Scope
@@ -187,6 +190,30 @@ class _Call:
         if not self.related(self.tracker.get_issue(identifier)):
             raise self.refuse(identifier, reading=True)
 
+    def own_or_child(self, identifier: str) -> None:
+        """Unless the scope covers writing `identifier` or one of its children (whose order
+        the scope's issue sets), refuse."""
+        mine = self.scope.issue
+        if mine is None or _same(identifier, mine):
+            return
+        issue = self.tracker.get_issue(identifier)
+        if issue.parent is None or not _same(issue.parent, mine):
+            raise NotPermittedError(
+                f"this worker may set what blocks only {mine} and its children "
+                f"(asked: {identifier})"
+            )
+
+    def blockers(self, names: list[str], blocked: str) -> None:
+        """Unless the scope may read every one of `names` (as blockers of `blocked`), refuse;
+        one that does not exist is bad input."""
+        for name in names:
+            try:
+                self.readable(name)
+            except NotFoundError:
+                raise InputError(
+                    f"no issue {name} to block {blocked} (see `legion issue list`)"
+                ) from None
+
     def pr(self, ref: str, *, writing: bool) -> PullRequest | None:
         """Unless the scope covers the pull request `ref`, refuse. Returns it when it had to be
         fetched to tell (a number: which issue it is for is on the forge)."""
@@ -238,12 +265,15 @@ def _create_issue(call: _Call) -> Any:
             )
         if parent is not None:
             call.own(parent)
+    blocked_by = call.texts("blocked_by")
+    call.blockers(blocked_by, "the new issue")
     return call.tracker.create_issue(
         call.text("title"),
         body=call.text("body"),
         status=status,
         labels=call.texts("labels"),
         parent=parent,
+        blocked_by=blocked_by,
     )
 
 
@@ -259,6 +289,14 @@ def _update_labels(call: _Call) -> Any:
     return call.tracker.update_labels(
         identifier, add=call.texts("add"), remove=call.texts("remove")
     )
+
+
+def _set_blocked_by(call: _Call) -> Any:
+    identifier = call.text("identifier")
+    add, remove = call.texts("add"), call.texts("remove")
+    call.own_or_child(identifier)
+    call.blockers(add + remove, identifier)
+    return call.tracker.set_blocked_by(identifier, add=add, remove=remove)
 
 
 def _add_comment(call: _Call) -> Any:
@@ -340,6 +378,7 @@ OPS: dict[str, Callable[[_Call], Any]] = {
     "tracker.create_issue": _create_issue,
     "tracker.set_status": _set_status,
     "tracker.update_labels": _update_labels,
+    "tracker.set_blocked_by": _set_blocked_by,
     "tracker.add_comment": _add_comment,
     "tracker.list_comments": _list_comments,
     "forge.create_pr": _create_pr,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from legion.core.model import Label, Status
+from legion.core.model import Label, Status, normalize_identifier
 from legion.errors import InputError
 
 
@@ -29,6 +29,8 @@ class Issue:
     # URLs of the pull requests the tracker knows are this issue's (Linear's attachments,
     # GitHub's closing references): how the forge finds a PR on a branch not named for it.
     links: tuple[str, ...] = ()
+    # Identifiers of the issues that block this one (it waits until they are Done), in order.
+    blocked_by: tuple[str, ...] = ()
 
     @property
     def workflow_labels(self) -> frozenset[Label]:
@@ -124,6 +126,59 @@ def unmark(body: str) -> tuple[str, str | None]:
     return body[: match.start()], match.group(1)
 
 
+def blocker_change(
+    identifier: str,
+    add: Iterable[str],
+    remove: Iterable[str],
+    blocked_by: Mapping[str, Iterable[str]],
+) -> tuple[list[str], list[str]]:
+    """The blockers to add to and remove from `identifier` (normalized, each once, in order),
+    checked against the relation as it stands (`blocked_by`: issue -> its blockers, as far as
+    the tracker knows it). Refused with one line: an issue blocking itself, a blocker both added
+    and removed, and an addition that would close a cycle (the new blocker is already waiting,
+    through its own blockers, for `identifier`). Whether each blocker exists is the tracker's
+    to check."""
+    me = normalize_identifier(identifier)
+    to_add = list(dict.fromkeys(normalize_identifier(name) for name in add))
+    to_remove = list(dict.fromkeys(normalize_identifier(name) for name in remove))
+    if me in to_add:
+        raise InputError(f"{me} cannot be blocked by itself")
+    both = set(to_add) & set(to_remove)
+    if both:
+        raise InputError(f"blocker {sorted(both)[0]} is both added and removed")
+    edges = {
+        normalize_identifier(k): [normalize_identifier(v) for v in vs]
+        for k, vs in blocked_by.items()
+    }
+    for blocker in to_add:
+        path = _waits_for(blocker, me, edges)
+        if path is not None:
+            chain = " -> ".join([me, *path])
+            raise InputError(
+                f"{me} cannot be blocked by {blocker}: {blocker} already waits for {me} "
+                f"(blocked by: {chain}), which would make a cycle"
+            )
+    return to_add, to_remove
+
+
+def _waits_for(start: str, target: str, edges: Mapping[str, list[str]]) -> list[str] | None:
+    """The chain start -> ... -> target following blockers, or None when there is none."""
+    previous: dict[str, str | None] = {start: None}
+    queue = [start]
+    while queue:
+        current = queue.pop(0)
+        if current == target:
+            chain = [current]
+            while (before := previous[chain[-1]]) is not None:
+                chain.append(before)
+            return chain[::-1]
+        for blocker in edges.get(current, ()):
+            if blocker not in previous:
+                previous[blocker] = current
+                queue.append(blocker)
+    return None
+
+
 class Tracker(Protocol):
     """The single path through which Legion reads and writes issues."""
 
@@ -141,6 +196,7 @@ class Tracker(Protocol):
         status: Status = Status.TODO,
         labels: Iterable[str] = (),
         parent: str | None = None,
+        blocked_by: Iterable[str] = (),
     ) -> Issue: ...
 
     def set_status(self, identifier: str, status: Status) -> Issue: ...
@@ -148,6 +204,14 @@ class Tracker(Protocol):
     def update_labels(
         self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
     ) -> Issue: ...
+
+    def set_blocked_by(
+        self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Issue:
+        """Add and remove the issues blocking `identifier`. Adding a present blocker or
+        removing an absent one is a no-op; a blocker that does not exist, the issue itself and
+        a cycle are refused (InputError)."""
+        ...
 
     def add_comment(
         self, identifier: str, body: str, *, author: str, by_legion: bool = False

@@ -12,7 +12,15 @@ from legion.core.pickup import EVERY_ISSUE
 from legion.core.text import clean_body, clean_comment, clean_title
 from legion.embedded.db import Database, now
 from legion.errors import InputError, NotFoundError
-from legion.trackers.base import Comment, Issue, check_label, known_labels, mark, unmark
+from legion.trackers.base import (
+    Comment,
+    Issue,
+    blocker_change,
+    check_label,
+    known_labels,
+    mark,
+    unmark,
+)
 
 
 class LocalTracker:
@@ -31,7 +39,8 @@ class LocalTracker:
             ).fetchall()
             labels = _labels_by_issue(conn, None)
             children = _children_by_issue(conn)
-        issues = [_issue(row, labels, children) for row in rows]
+            blockers = _blockers_by_issue(conn)
+        issues = [_issue(row, labels, children, blockers) for row in rows]
         if status is not None:
             issues = [issue for issue in issues if issue.status is status]
         if label is not None:
@@ -63,12 +72,15 @@ class LocalTracker:
         status: Status = Status.TODO,
         labels: Iterable[str] = (),
         parent: str | None = None,
+        blocked_by: Iterable[str] = (),
     ) -> Issue:
         title = clean_title(title)
         body = clean_body(body)
         label_names = sorted({self._label(name) for name in labels})
+        blockers = list(blocked_by)
         with self._db.write() as conn:
             parent_id = self._row_id(conn, parent) if parent is not None else None
+            blocker_ids = [self._blocker_id(conn, name, "the new issue") for name in blockers]
             number = conn.execute("SELECT COALESCE(MAX(number), 0) + 1 FROM issues").fetchone()[0]
             stamp = now()
             cursor = conn.execute(
@@ -89,6 +101,10 @@ class LocalTracker:
             conn.executemany(
                 "INSERT INTO issue_labels (issue_id, label) VALUES (?, ?)",
                 [(issue_id, name) for name in label_names],
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO issue_blockers (issue_id, blocker_id) VALUES (?, ?)",
+                [(issue_id, blocker_id) for blocker_id in blocker_ids],
             )
             assert issue_id is not None
             return self._load(conn, issue_id)
@@ -119,6 +135,33 @@ class LocalTracker:
             changed += conn.executemany(
                 "DELETE FROM issue_labels WHERE issue_id = ? AND label = ?",
                 [(issue_id, name) for name in sorted(to_remove)],
+            ).rowcount
+            if changed > 0:
+                conn.execute("UPDATE issues SET updated_at = ? WHERE id = ?", (now(), issue_id))
+            return self._load(conn, issue_id)
+
+    def set_blocked_by(
+        self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Issue:
+        with self._db.write() as conn:
+            issue_id = self._row_id(conn, identifier)
+            me = normalize_identifier(identifier)
+            graph: dict[str, list[str]] = defaultdict(list)
+            for row in conn.execute(
+                "SELECT i.identifier, b.identifier FROM issue_blockers x "
+                "JOIN issues i ON i.id = x.issue_id JOIN issues b ON b.id = x.blocker_id"
+            ):
+                graph[row[0]].append(row[1])
+            to_add, to_remove = blocker_change(me, add, remove, graph)
+            added = [self._blocker_id(conn, name, me) for name in to_add]
+            removed = [self._blocker_id(conn, name, me) for name in to_remove]
+            changed = conn.executemany(
+                "INSERT OR IGNORE INTO issue_blockers (issue_id, blocker_id) VALUES (?, ?)",
+                [(issue_id, blocker_id) for blocker_id in added],
+            ).rowcount
+            changed += conn.executemany(
+                "DELETE FROM issue_blockers WHERE issue_id = ? AND blocker_id = ?",
+                [(issue_id, blocker_id) for blocker_id in removed],
             ).rowcount
             if changed > 0:
                 conn.execute("UPDATE issues SET updated_at = ? WHERE id = ?", (now(), issue_id))
@@ -156,6 +199,16 @@ class LocalTracker:
             raise NotFoundError(f"no issue {normalized} (see `legion issue list`)")
         return int(row[0])
 
+    def _blocker_id(self, conn: sqlite3.Connection, identifier: str, blocked: str) -> int:
+        """The row of a blocker; one that does not exist is bad input, not a missing issue."""
+        try:
+            return self._row_id(conn, identifier)
+        except NotFoundError:
+            raise InputError(
+                f"no issue {normalize_identifier(identifier)} to block {blocked} "
+                "(see `legion issue list`)"
+            ) from None
+
     def _load(self, conn: sqlite3.Connection, issue_id: int) -> Issue:
         row = conn.execute(
             "SELECT i.*, p.identifier AS parent_identifier FROM issues i "
@@ -165,7 +218,12 @@ class LocalTracker:
         children = conn.execute(
             "SELECT identifier FROM issues WHERE parent_id = ? ORDER BY number", (issue_id,)
         ).fetchall()
-        return _issue(row, _labels_by_issue(conn, issue_id), {issue_id: [c[0] for c in children]})
+        return _issue(
+            row,
+            _labels_by_issue(conn, issue_id),
+            {issue_id: [c[0] for c in children]},
+            _blockers_by_issue(conn, issue_id),
+        )
 
 
 def _labels_by_issue(conn: sqlite3.Connection, issue_id: int | None) -> dict[int, list[str]]:
@@ -190,7 +248,29 @@ def _children_by_issue(conn: sqlite3.Connection) -> dict[int, list[str]]:
     return result
 
 
-def _issue(row: sqlite3.Row, labels: dict[int, list[str]], children: dict[int, list[str]]) -> Issue:
+def _blockers_by_issue(
+    conn: sqlite3.Connection, issue_id: int | None = None
+) -> dict[int, list[str]]:
+    query = (
+        "SELECT x.issue_id, b.identifier FROM issue_blockers x JOIN issues b ON b.id = x.blocker_id"
+    )
+    rows = (
+        conn.execute(query + " ORDER BY b.number")
+        if issue_id is None
+        else conn.execute(query + " WHERE x.issue_id = ? ORDER BY b.number", (issue_id,))
+    )
+    result: dict[int, list[str]] = defaultdict(list)
+    for row in rows:
+        result[row[0]].append(row[1])
+    return result
+
+
+def _issue(
+    row: sqlite3.Row,
+    labels: dict[int, list[str]],
+    children: dict[int, list[str]],
+    blockers: dict[int, list[str]],
+) -> Issue:
     return Issue(
         identifier=row["identifier"],
         title=row["title"],
@@ -199,6 +279,7 @@ def _issue(row: sqlite3.Row, labels: dict[int, list[str]], children: dict[int, l
         labels=frozenset(labels.get(row["id"], ())),
         parent=row["parent_identifier"],
         children=tuple(children.get(row["id"], ())),
+        blocked_by=tuple(blockers.get(row["id"], ())),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )

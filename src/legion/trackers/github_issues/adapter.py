@@ -38,6 +38,14 @@ without that line and `Issue.parent` from it; `children` are, in a list, the lis
 naming the issue as parent, and for `get_issue` the issues that mention it (its timeline's
 cross-references, first 50) whose line names it.
 
+Blocked by: GitHub's published GraphQL schema Legion is tested against (`@octokit/graphql-schema`
+15.26.1) has no issue-dependency API (no `blockedBy` on `Issue`), so an issue's blockers are
+lines `Blocked by #N` in its body, one per blocker, anywhere in the body and in any case
+(`Blocked by WIDGETS-12` is read too): a person sets one by editing the body on GitHub.
+`Issue.blocked_by` comes from them, in order; `Issue.body` comes without the run of them that
+ends it (before the `Parent:` line), where Legion writes them. Setting blockers edits the body:
+a fresh read, then the whole body sent back, so an edit a person makes in between is lost.
+
 The repository's id, its labels and the project's field and options are cached in
 `github-issues-OWNER-NAME.json` in the project's state folder (0600) for ten minutes, and
 refetched sooner (at most once a minute) when a label or an option Legion needs is not in it.
@@ -80,6 +88,7 @@ from legion.trackers.base import (
     WORKFLOW_LABELS,
     Comment,
     Issue,
+    blocker_change,
     canonical_label,
     check_label,
     known_labels,
@@ -104,6 +113,55 @@ _PARENT_LINE = re.compile(
     r"^Parent:[ \t]*(?:[A-Za-z][A-Za-z0-9]{0,9}-([1-9][0-9]{0,8})|#([1-9][0-9]{0,8}))\b.*$",
     re.MULTILINE | re.IGNORECASE,
 )
+
+
+_BLOCKED_LINE = re.compile(
+    r"^[ \t]*Blocked[ \t]+by:?[ \t]*(?:[A-Za-z][A-Za-z0-9]{0,9}-([1-9][0-9]{0,8})"
+    r"(?:[ \t]*\(#[1-9][0-9]{0,8}\))?|#([1-9][0-9]{0,8}))[ \t]*$",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def blocker_numbers(body: str) -> list[int]:
+    """The issue numbers the body's `Blocked by #N` lines name, each once, in order."""
+    found = (int(m.group(1) or m.group(2)) for m in _BLOCKED_LINE.finditer(body))
+    return list(dict.fromkeys(found))
+
+
+def _blocker_line(line: str) -> int | None:
+    match = _BLOCKED_LINE.fullmatch(line)
+    return None if match is None else int(match.group(1) or match.group(2))
+
+
+def split_blockers(body: str) -> str:
+    """The body without the run of `Blocked by` lines that ends it (where Legion writes them);
+    such a line within a person's text stays."""
+    lines = body.rstrip().split("\n")
+    end = len(lines)
+    while end > 0 and _blocker_line(lines[end - 1]) is not None:
+        end -= 1
+    return body if end == len(lines) else "\n".join(lines[:end]).rstrip()
+
+
+def with_blockers(body: str, add: Sequence[int], remove: Iterable[int] = ()) -> str:
+    """`body` with a `Blocked by #N` line for each of `add` it lacks, before a final `Parent:`
+    line, and without any line naming one of `remove`."""
+    text = split_parent(body)[0]
+    parent_tail = body[len(text) :] if text != body else ""
+    dropped = set(remove)
+    kept = [line for line in text.split("\n") if _blocker_line(line) not in dropped]
+    core = "\n".join(kept)
+    present = set(blocker_numbers(core))
+    tail_text = split_blockers(core)
+    tail_lines = [line.strip() for line in core[len(tail_text) :].split("\n") if line.strip()]
+    tail_lines += [f"Blocked by #{n}" for n in dict.fromkeys(add) if n not in present]
+    parent_line = parent_tail.strip()
+    if not tail_lines:
+        if not parent_line:
+            return tail_text
+        return f"{tail_text.rstrip()}\n\n{parent_line}" if tail_text.strip() else parent_line
+    block = "\n".join(tail_lines) + (f"\n{parent_line}" if parent_line else "")
+    return f"{tail_text.rstrip()}\n\n{block}" if tail_text.strip() else block
 
 
 def status_label(name: str) -> str:
@@ -314,14 +372,19 @@ class GitHubIssuesTracker:
         status: Status = Status.TODO,
         labels: Iterable[str] = (),
         parent: str | None = None,
+        blocked_by: Iterable[str] = (),
     ) -> Issue:
         title = clean_title(title)
         body = clean_body(body)
         label_names = sorted({self._known_label(name) for name in labels})
+        blockers = [int(self._blocker(name, "the new issue")["number"]) for name in blocked_by]
         if parent is not None:
             parent_node = self._fetch(parent)
             body = with_parent(body, self.issue_key, int(parent_node["number"]))
-            clean_body(body)  # still within GitHub's limit with the line
+        if blockers:
+            body = with_blockers(body, blockers)
+        if parent is not None or blockers:
+            clean_body(body)  # still within GitHub's limit with the lines
         target = self._status_target(status)  # before anything is written: a missing option
         label_ids = [self._label_id(name) for name in label_names]
         if target is not None and not self.uses_project:
@@ -377,6 +440,36 @@ class GitHubIssuesTracker:
         if removed:
             node = self._remove_labels(node, removed)
         return self._mapped(node, children)
+
+    def set_blocked_by(
+        self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Issue:
+        node = self._fetch(identifier)
+        children = _children(node)
+        me = self._identifier(int(node["number"]))
+        raw = node.get("body") or ""
+        current = set(blocker_numbers(raw))
+        wanted = [self._blocker_number(name, me) for name in add]
+        graph: dict[str, tuple[str, ...]] = {}
+        if any(number not in current for number in wanted):
+            # The relation as it stands, for the cycle check: one listing.
+            graph = {issue.identifier: issue.blocked_by for issue in self.list_issues()}
+        to_add, to_remove = blocker_change(me, add, remove, graph)
+        added = [
+            int(self._blocker(name, me)["number"])
+            for name in to_add
+            if self._blocker_number(name, me) not in current
+        ]
+        removed = {self._blocker_number(name, me) for name in to_remove} & current
+        if not added and not removed:
+            return self._mapped(node, children)
+        body = clean_body(with_blockers(raw, added, removed))
+        data = self._execute_for(
+            me,
+            docs.UPDATE_ISSUE_BODY,
+            {"id": node["id"], "body": body, "withProject": self.uses_project},
+        )
+        return self._mapped(data["updateIssue"]["issue"], children)
 
     def add_comment(
         self, identifier: str, body: str, *, author: str, by_legion: bool = False
@@ -808,6 +901,22 @@ class GitHubIssuesTracker:
     def _identifier(self, number: int) -> str:
         return f"{self.issue_key}-{number}"
 
+    def _blocker_number(self, identifier: str, blocked: str) -> int:
+        try:
+            return self._number(identifier)[1]
+        except NotFoundError as exc:
+            raise InputError(f"{exc} (a blocker of {blocked})") from None
+
+    def _blocker(self, identifier: str, blocked: str) -> dict[str, Any]:
+        """The node of a blocker of `blocked`; one that is not an issue here is bad input."""
+        try:
+            return self._fetch(identifier)
+        except NotFoundError:
+            raise InputError(
+                f"no issue {identifier.strip().upper()} in {self.slug} to block {blocked} "
+                "(see `legion issue list`)"
+            ) from None
+
     def _fetch(self, identifier: str) -> dict[str, Any]:
         """The issue's node, with the issues that mention it."""
         normalized, number = self._number(identifier)
@@ -830,7 +939,9 @@ class GitHubIssuesTracker:
         status, backend_status = self._status_of(node)
         if status is None:
             return None
-        body, parent = split_parent(node.get("body") or "")
+        raw = node.get("body") or ""
+        body, parent = split_parent(raw)
+        body = split_blockers(body)
         labels = frozenset(
             self._canonical_label(label["name"])
             for label in _label_nodes(node)
@@ -850,6 +961,7 @@ class GitHubIssuesTracker:
             url=node.get("url") or "",
             backend_status=backend_status,
             links=pull_request_links(_closing_pr_urls(node)),
+            blocked_by=tuple(self._identifier(number) for number in blocker_numbers(raw)),
         )
 
     def _mapped(self, node: Mapping[str, Any], children: Iterable[int] = ()) -> Issue:

@@ -232,6 +232,20 @@ mutation IssueReopen($id: ID!, $withProject: Boolean!) {{
 """,
 )
 
+# The body: how "blocked by" is written (`Blocked by #N` lines; the schema has no dependency
+# API). The whole body is sent, as read just before.
+UPDATE_ISSUE_BODY = document(
+    BACKEND,
+    f"""
+mutation IssueUpdateBody($id: ID!, $body: String!, $withProject: Boolean!) {{
+  updateIssue(input: {{id: $id, body: $body}}) {{
+    issue {{ ...LegionIssue }}
+  }}
+}}
+{_ISSUE_FIELDS}
+""",
+)
+
 # Only the labels named change: a label a person set meanwhile is never clobbered.
 ADD_LABELS = document(
     BACKEND,

@@ -13,12 +13,17 @@ per request, following the cursor to the last page; an issue whose state maps to
 (Canceled, Duplicate) is not Legion's and is skipped, and `get_issue` reports it as not found.
 Each issue carries its first 25 labels and 25 sub-issues (Linear caps a query's complexity),
 and its first 10 attachments that are pull requests (`Issue.links`: Linear's GitHub
-integration attaches the PRs that mention the issue, by a closing keyword or its branch).
+integration attaches the PRs that mention the issue, by a closing keyword or its branch),
+and its first 10 relations pointing at it, of which those of type "blocks" are its blockers
+(`Issue.blocked_by`: the relation's `issue` blocks its `relatedIssue`). An issue with more
+than 10 relations pointing at it (blocks, related, duplicate) may show only some blockers.
 
-Writes: the status by the state's id; labels with `addedLabelIds`/`removedLabelIds`, so a
-label a person set is never clobbered; comments marked with Legion's marker. A create sends
-an id Legion chose, so when the answer is lost (a timeout, then a retry the server refuses as
-a duplicate) the issue or comment is found by that id instead of being written twice.
+Writes: "blocked by" with `issueRelationCreate` (type `blocks`, an id Legion chose) and
+`issueRelationDelete`; the status by the state's id; labels with
+`addedLabelIds`/`removedLabelIds`, so a label a person set is never clobbered; comments marked
+with Legion's marker. A create sends an id Legion chose, so when the answer is lost (a timeout,
+then a retry the server refuses as a duplicate) the issue or comment is found by that id
+instead of being written twice.
 
 A comment's author is the name in Legion's marker for the comments Legion wrote (every one is
 written with the same key, so Linear shows the key's owner), else the Linear user's display
@@ -45,6 +50,7 @@ from legion.statefiles import write_private
 from legion.trackers.base import (
     Comment,
     Issue,
+    blocker_change,
     canonical_label,
     check_label,
     known_labels,
@@ -185,11 +191,17 @@ class LinearTracker:
         status: Status = Status.TODO,
         labels: Iterable[str] = (),
         parent: str | None = None,
+        blocked_by: Iterable[str] = (),
     ) -> Issue:
         title = clean_title(title)
         body = clean_body(body)
         label_names = sorted({self._known_label(name) for name in labels})
         parent_node = self._fetch(parent) if parent is not None else None
+        # Every blocker is checked before anything is written.
+        blockers = [
+            self._blocker(name, "the new issue")
+            for name in dict.fromkeys(normalize_identifier(n) for n in blocked_by)
+        ]
         team = self.team()
         issue_id = str(uuid.uuid4())
         issue_input: dict[str, Any] = {
@@ -210,6 +222,10 @@ class LinearTracker:
             lookup=docs.ISSUE,
             client_id=issue_id,
         )
+        if blockers:
+            for blocker in blockers:
+                self._add_relation(blocker, node)
+            return self.get_issue(node["identifier"])
         return self._mapped(node)
 
     def set_status(self, identifier: str, status: Status) -> Issue:
@@ -244,6 +260,30 @@ class LinearTracker:
         if removed:
             change["removedLabelIds"] = removed
         return self._update(node, change)
+
+    def set_blocked_by(
+        self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Issue:
+        node = self._fetch(identifier)
+        me = node["identifier"]
+        wanted_add = list(dict.fromkeys(normalize_identifier(name) for name in add))
+        current = _blocking_relations(node)
+        # The relation as it stands, for the cycle check: the team's issues, one listing.
+        graph: dict[str, tuple[str, ...]] = {}
+        if any(name not in current for name in wanted_add):
+            graph = {issue.identifier: issue.blocked_by for issue in self.list_issues()}
+        to_add, to_remove = blocker_change(me, wanted_add, remove, graph)
+        added = [self._blocker(name, me) for name in to_add if name not in current]
+        changed = False
+        for blocker in added:
+            self._add_relation(blocker, node)
+            changed = True
+        for name in to_remove:
+            relation_id = current.get(name)
+            if relation_id is not None:
+                self._execute_for(me, docs.RELATION_DELETE, {"id": relation_id})
+                changed = True
+        return self.get_issue(me) if changed else self._mapped(node)
 
     def add_comment(
         self, identifier: str, body: str, *, author: str, by_legion: bool = False
@@ -395,6 +435,41 @@ class LinearTracker:
         self._check_team(normalized, node)
         return node
 
+    def _blocker(self, identifier: str, blocked: str) -> dict[str, Any]:
+        """The node of a blocker of `blocked`; one that is not there is bad input."""
+        try:
+            return self._fetch(identifier)
+        except NotFoundError:
+            raise InputError(
+                f"no issue {normalize_identifier(identifier)} in team {self.team_key} to block "
+                f"{blocked} (see `legion issue list`)"
+            ) from None
+
+    def _add_relation(self, blocker: Mapping[str, Any], blocked: Mapping[str, Any]) -> None:
+        """`blocker` blocks `blocked`. Sent with an id of Legion's: a retry after a lost
+        answer is refused as a duplicate, and the relation is then looked for on the issue."""
+        relation = {
+            "id": str(uuid.uuid4()),
+            "issueId": blocker["id"],
+            "relatedIssueId": blocked["id"],
+            "type": "blocks",
+        }
+        try:
+            data = self.client.execute(docs.RELATION_CREATE, {"input": relation}, idempotent=True)
+        except BackendError as exc:
+            if exc.kind not in (BackendErrorKind.TRANSIENT, BackendErrorKind.INVALID):
+                raise
+            if blocker["identifier"] in _blocking_relations(self._fetch(blocked["identifier"])):
+                return
+            raise
+        if not data["issueRelationCreate"].get("success"):
+            raise BackendError(
+                "linear",
+                BackendErrorKind.INVALID,
+                "the relation was not created",
+                operation=docs.RELATION_CREATE.name,
+            )
+
     def _check_team(self, identifier: str, node: Mapping[str, Any]) -> None:
         key = str(node["team"]["key"]).upper()
         if key != self.team_key:
@@ -486,6 +561,7 @@ class LinearTracker:
             links=pull_request_links(
                 attachment["url"] for attachment in node["attachments"]["nodes"]
             ),
+            blocked_by=tuple(sorted(_blocking_relations(node), key=_identifier_order)),
         )
 
     def _mapped(self, node: Mapping[str, Any]) -> Issue:
@@ -510,6 +586,15 @@ class LinearTracker:
             by_legion=marker is not None,
             by_bot=node.get("user") is None and node.get("botActor") is not None,
         )
+
+
+def _blocking_relations(node: Mapping[str, Any]) -> dict[str, str]:
+    """The issue's blockers read with it: blocker identifier -> the relation's id."""
+    found: dict[str, str] = {}
+    for relation in (node.get("inverseRelations") or {}).get("nodes") or []:
+        if relation and relation.get("type") == "blocks" and relation.get("issue"):
+            found.setdefault(relation["issue"]["identifier"], relation["id"])
+    return found
 
 
 def _find_label(team: Team, name: str) -> TeamLabel | None:

@@ -4,8 +4,8 @@ Registered with `legion.graphql_client.document`, so the contract test validates
 Linear's published schema (`tests/contract/schemas/linear.graphql`).
 
 Sizes: Linear rejects a query whose complexity passes 10,000 points (a connection multiplies
-its nodes' cost by `first`), so a page of 100 issues carries at most 25 labels, 25 sub-issues
-and 10 pull request attachments each (about 7,000 points).
+its nodes' cost by `first`), so a page of 100 issues carries at most 25 labels, 25 sub-issues,
+10 pull request attachments and 10 relations pointing at it each (about 9,000 points).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from legion.graphql_client import document
 ISSUE_PAGE_SIZE = 100
 NESTED_PAGE_SIZE = 25  # an issue's labels and sub-issues read with it
 ATTACHMENT_PAGE_SIZE = 10  # an issue's pull request attachments read with it
+RELATION_PAGE_SIZE = 10  # the relations pointing at an issue read with it ("blocks" among them)
 COMMENT_PAGE_SIZE = 100
 LABEL_PAGE_SIZE = 250  # Linear's largest page
 STATE_PAGE_SIZE = 250
@@ -39,6 +40,7 @@ fragment LegionIssue on Issue {{
   attachments(first: {ATTACHMENT_PAGE_SIZE}, filter: {{ url: {{ contains: "/pull/" }} }}) {{
     nodes {{ url }}
   }}
+  inverseRelations(first: {RELATION_PAGE_SIZE}) {{ nodes {{ id type issue {{ id identifier }} }} }}
 }}
 """
 
@@ -198,5 +200,29 @@ mutation LinearCommentCreate($input: CommentCreateInput!) {{
   }}
 }}
 {_COMMENT_FIELDS}
+""",
+)
+
+# "Blocked by": a relation of type `blocks` whose `issue` is the blocker and whose
+# `relatedIssue` the issue that waits (read from the waiting issue's `inverseRelations`).
+# The id is Legion's, so a create whose answer was lost is refused, not made twice.
+RELATION_CREATE = document(
+    "linear",
+    """
+mutation LinearIssueRelationCreate($input: IssueRelationCreateInput!) {
+  issueRelationCreate(input: $input) {
+    success
+    issueRelation { id type issue { identifier } relatedIssue { identifier } }
+  }
+}
+""",
+)
+
+RELATION_DELETE = document(
+    "linear",
+    """
+mutation LinearIssueRelationDelete($id: String!) {
+  issueRelationDelete(id: $id) { success }
+}
 """,
 )
