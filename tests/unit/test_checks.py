@@ -1,0 +1,107 @@
+"""CI checks: how GitHub's check runs and commit statuses read as Legion's `ChecksState`, and
+how a pull request's checks combine (issue 19 item 1)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from legion.core.model import ChecksState, combine_checks
+from legion.forges.base import Check, PrState, PullRequest
+from legion.forges.github.adapter import FAILED_CONCLUSIONS, check_of, checks_line, checks_of
+
+C = ChecksState
+
+
+def run(status: str = "COMPLETED", conclusion: str | None = "SUCCESS") -> dict[str, object]:
+    return {
+        "__typename": "CheckRun",
+        "name": "ci",
+        "status": status,
+        "conclusion": conclusion,
+        "detailsUrl": "https://ci.example/1",
+    }
+
+
+def status(state: str) -> dict[str, object]:
+    return {"__typename": "StatusContext", "context": "ci/x", "state": state, "targetUrl": None}
+
+
+@pytest.mark.parametrize(
+    ("node", "state"),
+    [
+        *((run(conclusion=c), C.FAILING) for c in sorted(FAILED_CONCLUSIONS)),
+        (run(conclusion="SUCCESS"), C.PASSING),
+        (run(conclusion="NEUTRAL"), C.PASSING),
+        (run(conclusion="SKIPPED"), C.PASSING),
+        *(
+            (run(status=s, conclusion=None), C.PENDING)
+            for s in ("QUEUED", "IN_PROGRESS", "PENDING", "REQUESTED", "WAITING")
+        ),
+        (run(conclusion=None), C.PENDING),  # completed, conclusion not written yet
+        (status("FAILURE"), C.FAILING),
+        (status("ERROR"), C.FAILING),
+        (status("PENDING"), C.PENDING),
+        (status("EXPECTED"), C.PENDING),
+        (status("SUCCESS"), C.PASSING),
+    ],
+)
+def test_a_check_run_or_a_status_reads_as_its_state(node: dict[str, object], state: C) -> None:
+    check = check_of(node)
+    assert check is not None and check.state is state
+
+
+def test_a_check_keeps_its_name_and_log_link() -> None:
+    assert check_of(run()) == Check("ci", C.PASSING, "https://ci.example/1")
+    assert check_of(status("SUCCESS")) == Check("ci/x", C.PASSING, "")
+    assert check_of(None) is None
+    assert check_of({"__typename": "SomethingNew"}) is None
+
+
+def test_a_rollup_that_is_null_is_no_checks() -> None:
+    assert checks_of(None) == ()
+    rollup = {"state": "SUCCESS", "contexts": {"totalCount": 0, "nodes": []}}
+    assert checks_of(rollup) == ()
+
+
+def test_checks_beyond_the_page_are_one_check_when_the_rollup_disagrees() -> None:
+    page = {"totalCount": 3, "nodes": [run()]}
+    assert checks_of({"state": "SUCCESS", "contexts": page}) == (check_of(run()),)
+    found = checks_of({"state": "PENDING", "contexts": page}, "https://gh/pull/2")
+    assert found[-1] == Check("2 more checks", C.PENDING, "https://gh/pull/2/checks")
+
+
+def test_combine_checks() -> None:
+    assert combine_checks([]) is C.NONE
+    assert combine_checks([C.PASSING]) is C.PASSING
+    assert combine_checks([C.PASSING, C.PENDING]) is C.PENDING
+    assert combine_checks([C.PENDING, C.FAILING, C.PASSING]) is C.FAILING
+
+
+@given(st.lists(st.sampled_from([C.PASSING, C.FAILING, C.PENDING])))
+def test_failing_wins_then_pending_then_passing(states: list[C]) -> None:
+    combined = combine_checks(states)
+    if C.FAILING in states:
+        assert combined is C.FAILING
+    elif C.PENDING in states:
+        assert combined is C.PENDING
+    else:
+        assert combined is (C.PASSING if states else C.NONE)
+
+
+def pr(*checks: Check) -> PullRequest:
+    return PullRequest(
+        1, "LEG-1", "t", "", "legion/leg-1", "main", PrState.OPEN, False, (), check_runs=checks
+    )
+
+
+def test_a_pull_request_says_its_checks_and_which_fail() -> None:
+    lint = Check("lint", C.FAILING, "https://ci.example/lint")
+    build = Check("build", C.PENDING)
+    assert pr().checks is C.NONE  # the embedded forge: no CI
+    assert pr(Check("ok", C.PASSING), build).checks is C.PENDING
+    assert pr(Check("ok", C.PASSING), build, lint).checks is C.FAILING
+    assert pr(lint, build).failing_checks == (lint,)
+    assert checks_line(pr(lint, build)) == "failing: lint <https://ci.example/lint>; pending: build"
+    assert checks_line(pr(Check("ok", C.PASSING))) == ""
