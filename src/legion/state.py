@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from legion.core.decide import PR_PHASES, Decision, Observation, decide
+from legion.core.decide import PR_PHASES, Decision, Observation, decide, why_waiting
 from legion.core.ids import session_id
-from legion.core.model import Mode, ReviewOutcome, Status
+from legion.core.model import ChecksState, Mode, ReviewOutcome, Status
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, opted_in
 from legion.errors import LegionError
 from legion.forges.base import Forge, PrState, PullRequest
@@ -51,6 +51,14 @@ class IssueState:
     session_id: str | None
     observation: Observation | None = None  # what the table was given
     opted_in: bool = False  # carries an opt-in label (`backlog_opt_in_labels`)
+    checks: ChecksState = ChecksState.NONE  # the PR's CI checks as the table saw them
+
+    @property
+    def waiting(self) -> str | None:
+        """Why the table waits on an issue whose worker finished (`checks pending`), or None."""
+        if self.observation is None:
+            return None
+        return why_waiting(self.observation, self.decision)
 
     @property
     def left_alone(self) -> bool:
@@ -65,6 +73,9 @@ class IssueState:
             # The review outcome as the table saw it (`unknown` when the forge did not answer),
             # and the pull request itself, in `legion pr view --json`'s words.
             "review": self.pr_review.value,
+            # The PR's CI checks as the table saw them: passing, failing, pending, none (no
+            # checks, or no PR) or unknown (the forge did not answer).
+            "checks": self.checks.value,
             "pr": None
             if self.pr is None
             else {
@@ -74,6 +85,7 @@ class IssueState:
             },
             "has_live_worker": self.has_live_worker,
             "suggested_action": self.decision.action.value,
+            "waiting": self.waiting,  # why a finished worker's issue waits, e.g. checks pending
             "mode": None if self.decision.mode is None else self.decision.mode.value,
             "session_id": self.session_id,
             "opted_in": self.opted_in,
@@ -105,8 +117,8 @@ def observe(
     """One consistent pass over the tracker, the forge and the workers (`issues`: the tracker's
     issues when the caller has just read them; `opt_in`: the `backlog_opt_in_labels` setting).
 
-    A forge that cannot be read makes every review outcome `unknown` (so nothing transitions on
-    a guess); a tracker that cannot be read fails the whole pass.
+    A forge that cannot be read makes every review outcome and checks state `unknown` (so
+    nothing transitions on a guess); a tracker that cannot be read fails the whole pass.
     """
     warnings: list[str] = []
     errors: list[LegionError] = []
@@ -131,6 +143,7 @@ def observe(
         if pr is not None and pr.state is PrState.CLOSED:
             pr = None  # a closed PR is no PR: the work needs a new one
         review = ReviewOutcome.UNKNOWN if prs is None else (pr.review if pr else ReviewOutcome.NONE)
+        checks = ChecksState.UNKNOWN if prs is None else (pr.checks if pr else ChecksState.NONE)
         chosen = opted_in(issue.labels, opt_in)
         observation = Observation(
             status=issue.status,
@@ -140,6 +153,7 @@ def observe(
             pr_review=review,
             latest_mode=latest.get(issue.identifier),
             opted_in=chosen,
+            checks=checks,
         )
         decision = decide(observation)
         sid = None
@@ -147,7 +161,15 @@ def observe(
             sid = session_id(project_id, issue.identifier, decision.session_mode)
         states.append(
             IssueState(
-                issue, pr, review, issue.identifier in live, decision, sid, observation, chosen
+                issue,
+                pr,
+                review,
+                issue.identifier in live,
+                decision,
+                sid,
+                observation,
+                chosen,
+                checks,
             )
         )
     return Snapshot(states, warnings, errors)
