@@ -3,15 +3,22 @@ how a pull request's checks combine (issue 19 item 1)."""
 
 from __future__ import annotations
 
+import io
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legion.core.model import ChecksState, combine_checks
-from legion.forges.base import Check, PrState, PullRequest
+from legion.core.decide import Observation, decide
+from legion.core.model import ChecksState, Label, ReviewOutcome, Status, combine_checks
+from legion.forges.base import Check, PrState, PullRequest, Review
 from legion.forges.github.adapter import FAILED_CONCLUSIONS, check_of, checks_line, checks_of
+from legion.state import IssueState, Snapshot
+from legion.trackers.base import Issue
 
 C = ChecksState
+R = ReviewOutcome
 
 
 def run(status: str = "COMPLETED", conclusion: str | None = "SUCCESS") -> dict[str, object]:
@@ -105,3 +112,73 @@ def test_a_pull_request_says_its_checks_and_which_fail() -> None:
     assert pr(lint, build).failing_checks == (lint,)
     assert checks_line(pr(lint, build)) == "failing: lint <https://ci.example/lint>; pending: build"
     assert checks_line(pr(Check("ok", C.PASSING))) == ""
+
+
+# -- what `legion pr view` and `legion state` print ---------------------------------------------
+
+
+def _printed(renderable: object, width: int = 160) -> str:
+    from rich.console import Console
+
+    console = Console(width=width, color_system=None, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+HOSTILE = "lint\x1b]52;c;aGk=\x07\u202e"  # an OSC clipboard write and a bidi override
+
+
+def test_pr_view_lists_the_checks_that_are_not_passing_escaped() -> None:
+    from legion.cli.render import pr_detail, pr_json
+
+    failing = Check(HOSTILE, C.FAILING, "https://ci.example/\x1b[2J")
+    text = _printed(pr_detail(pr(Check("ok", C.PASSING), failing, Check("build", C.PENDING))))
+    assert "Checks: failing" in text
+    assert "failing: lint\\x1b]52;c;aGk=\\x07\\u202e  https://ci.example/\\x1b[2J" in text
+    assert "pending: build" in text and "ok" not in text.split("Checks:")[1]
+    assert "\x1b" not in text and "\u202e" not in text
+    data = pr_json(pr(failing))
+    assert data["checks"] == "failing"
+    assert data["failing_checks"] == [
+        {"name": HOSTILE, "state": "failing", "url": "https://ci.example/\x1b[2J"}
+    ]
+    assert pr_json(pr())["checks"] == "none" and pr_json(pr())["failing_checks"] == []
+
+
+def _state(checks: C, *checks_found: Check, review: R = R.APPROVED) -> IssueState:
+    issue = Issue("LEG-1", "Parser", "", Status.NEEDS_REVIEW, frozenset({"worker-done"}))
+    observation = Observation(
+        Status.NEEDS_REVIEW,
+        frozenset({Label.WORKER_DONE}),
+        has_pr=True,
+        pr_review=review,
+        checks=checks,
+    )
+    found = replace(pr(*checks_found), reviews=(Review("approved", "r", "", ""),))
+    return IssueState(
+        issue, found, review, False, decide(observation), None, observation, False, checks
+    )
+
+
+def test_state_says_the_checks_and_why_it_waits() -> None:
+    from legion.cli.render import state_table
+
+    waiting = _state(C.PENDING, Check("build", C.PENDING))
+    assert waiting.to_json()["checks"] == "pending"
+    assert waiting.to_json()["waiting"] == "checks pending"
+    text = _printed(state_table(Snapshot([waiting], []), width=120))
+    assert "#1 approved, checks pending" in text
+    assert "skip (checks pending)" in text
+
+    failing = _state(C.FAILING, Check(HOSTILE, C.FAILING))
+    assert failing.to_json()["suggested_action"] == "resume_implementer_for_checks"
+    assert failing.to_json()["waiting"] is None
+    text = _printed(state_table(Snapshot([failing], []), width=120))
+    assert "checks failing" in text and "resume implementer for checks (implement)" in text
+
+    no_ci = _state(C.NONE)
+    text = _printed(state_table(Snapshot([no_ci], []), width=120))
+    assert "checks" not in text and "transition to retro (retro)" in text
+    unknown = _state(C.UNKNOWN, review=R.UNKNOWN)
+    assert unknown.to_json()["checks"] == "unknown"
+    assert unknown.waiting == "forge not read"
