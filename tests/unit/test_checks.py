@@ -182,3 +182,20 @@ def test_state_says_the_checks_and_why_it_waits() -> None:
     unknown = _state(C.UNKNOWN, review=R.UNKNOWN)
     assert unknown.to_json()["checks"] == "unknown"
     assert unknown.waiting == "forge not read"
+
+
+def test_a_workers_prompt_names_each_failing_check_and_its_log_escaped() -> None:
+    from legion.reconcile import failing_checks_text
+
+    text = failing_checks_text(
+        pr(
+            Check(HOSTILE, C.FAILING, "https://ci.example/1"),
+            Check("ci/lint", C.FAILING),
+            Check("build", C.PENDING),
+        )
+    )
+    assert text.splitlines() == [
+        "CI checks fail on PR #1:",
+        "- lint\\x1b]52;c;aGk=\\x07\\u202e: https://ci.example/1",
+        "- ci/lint (no log link; see the PR's checks)",
+    ]
