@@ -96,3 +96,40 @@ def test_a_failing_check_resumes_the_implementer_with_its_name_and_log(
     assert "- ci/lint (no log link" in prompt
     assert "docs" not in prompt.split("CI checks fail")[1].split("Read each log")[0]
     assert "without adding worker-done" in prompt
+
+
+@pytest.mark.parametrize(
+    ("state", "verdict", "action", "mode"),
+    [
+        ("Retro", "worker-approved", "dispatch_finisher", "finish"),
+        ("In Review", "worker-changes-requested", "resume_implementer_for_changes", "implement"),
+    ],
+    ids=["finisher", "changes"],
+)
+def test_the_finisher_and_requested_changes_hear_of_failing_checks_too(
+    swarm: Swarm,
+    fakes: tuple[FakeLinear, FakeGitHub, Path],
+    state: str,
+    verdict: str,
+    action: str,
+    mode: str,
+) -> None:
+    linear, github, _ = fakes
+    linear.add_label("worker-done")
+    issue = linear.add_issue("CI red", state=state, labels=["worker-done"])
+    pr = github.add_pr(f"legion/{issue.lower()}", labels=(verdict,), head_oid="f" * 40)
+    github.set_checks(pr["number"], check_run("e2e", conclusion="TIMED_OUT", url=LOG))
+    loaded = load_project(swarm.repo, swarm.env)
+    backends = open_backends(loaded)
+    workers = open_workers(loaded, backends, swarm.env)
+    reconciler = Reconciler(
+        loaded, backends.tracker, backends.forge, workers, ActionLog(backends.db)
+    )
+
+    outcomes = reconciler.run()
+
+    assert [o.kind for o in outcomes if o.action == action] == [OutcomeKind.DONE], outcomes
+    request = swarm.server.wait_for(
+        lambda r: f"{mode} mode for {issue}" in (r.prompt or ""), timeout=90
+    )
+    assert f"- e2e: {LOG}" in (request.prompt or "")
