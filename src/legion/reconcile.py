@@ -27,6 +27,7 @@ from legion.config import Project
 from legion.core import backoff
 from legion.core.decide import Action, Decision, due_after_answer
 from legion.core.model import Label, Mode, Status
+from legion.core.text import for_display
 from legion.core.usage import total
 from legion.errors import (
     BackendError,
@@ -57,6 +58,7 @@ PRIORITY: tuple[Action, ...] = (
     Action.TRANSITION_TO_RETRO,
     Action.RESUME_IMPLEMENTER_FOR_RETRO,
     Action.RESUME_IMPLEMENTER_FOR_CHANGES,
+    Action.RESUME_IMPLEMENTER_FOR_CHECKS,
     Action.TRANSITION_TO_NEEDS_REVIEW,
     Action.DISPATCH_REVIEWER,
     Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH,
@@ -118,7 +120,7 @@ class Outcome:
 def observed_state(issue: Issue, pr: PullRequest | None, action: str) -> Hashable:
     """What a change of ends an issue's backoff: its status, labels, pull request and what is
     due. Not `updated_at`: Legion's own writes (a label put back after a failed move) move it."""
-    review = None if pr is None else (pr.number, pr.state, pr.is_draft, pr.review)
+    review = None if pr is None else (pr.number, pr.state, pr.is_draft, pr.review, pr.checks)
     return (issue.status, issue.labels, review, action)
 
 
@@ -603,6 +605,7 @@ class _Pass:
             Action.TRANSITION_TO_RETRO: self.transition,
             Action.DISPATCH_FINISHER: self.transition,
             Action.RESUME_IMPLEMENTER_FOR_CHANGES: self.resume_for_changes,
+            Action.RESUME_IMPLEMENTER_FOR_CHECKS: self.resume_for_checks,
             Action.RELAY_USER_FEEDBACK: self.relay_feedback,
             Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH: self.redispatch,
             Action.REMOVE_STALE_WORKER_DONE: self.remove_stale_done,
@@ -657,7 +660,15 @@ class _Pass:
                     self.o.tracker.update_labels(issue, add=cleared)
                 raise
             fault_point("transition_status_moved")
-        started = self._start(issue, decision.mode)
+        prompt = None
+        if decision.action is Action.DISPATCH_FINISHER and state.pr and state.pr.failing_checks:
+            prompt = (
+                f"{self.o.workers.worker_prompt(issue, decision.mode)}\n\n"
+                f"{failing_checks_text(state.pr)}\n\n"
+                "Merge only once they pass: read each log, fix what fails on the PR's branch, "
+                "run the tests and push; if a failure is not this work's to fix, ask a human."
+            )
+        started = self._start(issue, decision.mode, prompt)
         if target is None:
             return started
         # The move is done; a deferred start is picked up by the new status's dispatch row.
@@ -682,15 +693,43 @@ class _Pass:
             if pr
             else None
         )
+        checks = f"{failing_checks_text(pr)}\n\n" if pr and pr.failing_checks else ""
         prompt = (
             f"{self.o.workers.worker_prompt(issue, Mode.IMPLEMENT)}\n\n"
             f"The reviewer requested changes on PR #{pr.number if pr else '?'}:\n\n"
             f"{review.body if review else '(see the PR reviews)'}\n\n"
+            f"{checks}"
             "Address every point in this workspace and commit. Then remove worker-active and "
             "stop, without adding worker-done: Legion sends the work back to review."
         )
         self.o.tracker.update_labels(issue, remove=[Label.WORKER_DONE.value])
         return self._start(issue, Mode.IMPLEMENT, prompt)
+
+    def resume_for_checks(self, state: IssueState, decision: Decision) -> Step:
+        """The reviewer approved but CI fails: resume the implementer's session with each
+        failing check and its log link. Like requested changes, it stops without
+        `worker-done`, and the next pass sends the work back to the reviewer."""
+        issue = state.issue.identifier
+        waiting = self._clear_finished_workers(issue)
+        if waiting is not None:
+            return waiting
+        blocked = self.blocked(issue, Mode.IMPLEMENT)
+        if blocked is not None:
+            return blocked
+        pr = state.pr
+        assert pr is not None  # the table decides this only for a PR with failing checks
+        prompt = (
+            f"{self.o.workers.worker_prompt(issue, Mode.IMPLEMENT)}\n\n"
+            f"{failing_checks_text(pr)}\n\n"
+            f"Read each log, fix the cause on {pr.branch} in this workspace, run the tests, "
+            "commit and push. Then remove worker-active and stop, without adding worker-done: "
+            "Legion sends the work back to review. If a failure is not this work's to fix "
+            "(a broken runner, a check of another change), ask a human instead."
+        )
+        self.o.tracker.update_labels(issue, remove=[Label.WORKER_DONE.value])
+        names = ", ".join(check.name for check in pr.failing_checks)
+        started = self._start(issue, Mode.IMPLEMENT, prompt)
+        return Step(started.kind, f"failing: {names}; {started.detail}", started.retry_after)
 
     def _latest_mode(self, issue: str, fallback: Mode | None) -> Mode | None:
         """The mode of the issue's last worker: in Retro that tells finish from retro, in
@@ -826,6 +865,16 @@ class _Pass:
                 kind = OutcomeKind.PLANNED if self.dry_run else OutcomeKind.DEFERRED
             self.record(result.issue, "sweep_workspace", kind, result.reason)
         return None
+
+
+def failing_checks_text(pr: PullRequest) -> str:
+    """The failing CI checks of `pr` for a worker's prompt: one line each, with its log link.
+    Names and links are the forge's text, escaped (`for_display`) like all of it."""
+    lines = [f"CI checks fail on PR #{pr.number}:"]
+    for check in pr.failing_checks:
+        where = f": {check.url}" if check.url else " (no log link; see the PR's checks)"
+        lines.append(f"- {for_display(check.name)}{for_display(where)}")
+    return "\n".join(lines)
 
 
 def escalation_comment(

@@ -6,9 +6,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from legion.core.decide import PR_PHASES, Decision, Observation, decide, is_picked_up
+from legion.core.decide import (
+    PR_PHASES,
+    Decision,
+    Observation,
+    decide,
+    is_picked_up,
+    why_waiting,
+)
 from legion.core.ids import session_id
-from legion.core.model import Mode, ReviewOutcome, Status
+from legion.core.model import ChecksState, Mode, ReviewOutcome, Status
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, opted_in
 from legion.errors import LegionError, NotFoundError
 from legion.forges.base import Forge, PrState, PullRequest
@@ -52,6 +59,14 @@ class IssueState:
     observation: Observation | None = None  # what the table was given
     opted_in: bool = False  # carries an opt-in label (`backlog_opt_in_labels`)
     open_blockers: tuple[str, ...] = ()  # the issues blocking it that are not Done
+    checks: ChecksState = ChecksState.NONE  # the PR's CI checks as the table saw them
+
+    @property
+    def waiting(self) -> str | None:
+        """Why the table waits on an issue whose worker finished (`checks pending`), or None."""
+        if self.observation is None:
+            return None
+        return why_waiting(self.observation, self.decision)
 
     @property
     def left_alone(self) -> bool:
@@ -66,6 +81,9 @@ class IssueState:
             # The review outcome as the table saw it (`unknown` when the forge did not answer),
             # and the pull request itself, in `legion pr view --json`'s words.
             "review": self.pr_review.value,
+            # The PR's CI checks as the table saw them: passing, failing, pending, none (no
+            # checks, or no PR) or unknown (the forge did not answer).
+            "checks": self.checks.value,
             "pr": None
             if self.pr is None
             else {
@@ -75,6 +93,7 @@ class IssueState:
             },
             "has_live_worker": self.has_live_worker,
             "suggested_action": self.decision.action.value,
+            "waiting": self.waiting,  # why a finished worker's issue waits, e.g. checks pending
             "mode": None if self.decision.mode is None else self.decision.mode.value,
             "session_id": self.session_id,
             "opted_in": self.opted_in,
@@ -154,8 +173,8 @@ def observe(
     issues when the caller has just read them; `opt_in`: the `backlog_opt_in_labels` setting).
     An issue's open blockers come from the same listing (`_Blockers` for one outside it).
 
-    A forge that cannot be read makes every review outcome `unknown` (so nothing transitions on
-    a guess); a tracker that cannot be read fails the whole pass.
+    A forge that cannot be read makes every review outcome and checks state `unknown` (so
+    nothing transitions on a guess); a tracker that cannot be read fails the whole pass.
     """
     warnings: list[str] = []
     errors: list[LegionError] = []
@@ -181,9 +200,10 @@ def observe(
         if pr is not None and pr.state is PrState.CLOSED:
             pr = None  # a closed PR is no PR: the work needs a new one
         review = ReviewOutcome.UNKNOWN if prs is None else (pr.review if pr else ReviewOutcome.NONE)
+        checks = ChecksState.UNKNOWN if prs is None else (pr.checks if pr else ChecksState.NONE)
         chosen = opted_in(issue.labels, opt_in)
         # Only where the table reads them: an issue Legion leaves alone costs no lookup.
-        waiting = blockers.open(issue) if is_picked_up(issue.status, chosen) else ()
+        blocked_by = blockers.open(issue) if is_picked_up(issue.status, chosen) else ()
         observation = Observation(
             status=issue.status,
             labels=issue.workflow_labels,
@@ -192,7 +212,8 @@ def observe(
             pr_review=review,
             latest_mode=latest.get(issue.identifier),
             opted_in=chosen,
-            open_blockers=waiting,
+            open_blockers=blocked_by,
+            checks=checks,
         )
         decision = decide(observation)
         sid = None
@@ -208,7 +229,8 @@ def observe(
                 sid,
                 observation,
                 chosen,
-                waiting,
+                blocked_by,
+                checks,
             )
         )
     return Snapshot(states, warnings, errors)

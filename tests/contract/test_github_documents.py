@@ -105,3 +105,62 @@ def test_an_invalid_document_is_rejected() -> None:
     assert validation_errors(github_schema(), broken_batch)
     by_string = documents.pr_batch_document(1, 1).text.replace("$n0: Int!", "$n0: String!")
     assert validation_errors(github_schema(), by_string)
+
+
+def _cost(text: str) -> tuple[int, int]:
+    """(nodes, connection pages) a query may make GitHub read: each `first:`/`last:` connection
+    returns up to that many nodes for every node above it, and is one page per such node."""
+    from graphql import parse
+    from graphql.language import (
+        FieldNode,
+        FragmentDefinitionNode,
+        FragmentSpreadNode,
+        InlineFragmentNode,
+        IntValueNode,
+        OperationDefinitionNode,
+        SelectionSetNode,
+    )
+
+    ast = parse(text)
+    fragments = {d.name.value: d for d in ast.definitions if isinstance(d, FragmentDefinitionNode)}
+
+    def walk(selections: SelectionSetNode | None, above: int) -> tuple[int, int]:
+        nodes = pages = 0
+        for item in selections.selections if selections else ():
+            if isinstance(item, FragmentSpreadNode):
+                found = walk(fragments[item.name.value].selection_set, above)
+            elif isinstance(item, InlineFragmentNode):
+                found = walk(item.selection_set, above)
+            else:
+                assert isinstance(item, FieldNode)
+                size = next(
+                    (
+                        int(arg.value.value)
+                        for arg in item.arguments or ()
+                        if arg.name.value in ("first", "last")
+                        and isinstance(arg.value, IntValueNode)
+                    ),
+                    None,
+                )
+                if size is None:
+                    found = walk(item.selection_set, above)
+                else:
+                    inner = walk(item.selection_set, above * size)
+                    found = (inner[0] + above * size, inner[1] + above)
+            nodes, pages = nodes + found[0], pages + found[1]
+        return nodes, pages
+
+    operation = next(d for d in ast.definitions if isinstance(d, OperationDefinitionNode))
+    return walk(operation.selection_set, 1)
+
+
+def test_the_size_of_a_full_batch_is_what_the_docstring_says() -> None:
+    """The checks come in the same request as the rest of each PR: the batch stays far below
+    GitHub's 500,000-node limit, and its cost is the one documented."""
+    nodes, pages = _cost(documents.pr_batch_document(documents.BATCH_SIZE).text)
+    assert nodes <= 500_000
+    assert documents.__doc__ is not None
+    said = " ".join(documents.__doc__.split())
+    assert f"= {nodes:,} nodes" in said
+    assert f"{pages:,} connection pages, {-(-pages // 100)} points" in said
+    assert "contexts(first:" in documents.pr_batch_document(1).text

@@ -10,7 +10,9 @@ first:, after:, orderBy:)` (really filtered, ordered and paged), `pullRequest(nu
 Like GitHub: GraphQL errors come with HTTP 200 and a top-level `type` (NOT_FOUND,
 UNPROCESSABLE), a bad token gets 401. With `remote` (a bare repository, the project's git
 remote) a PR's head commit is the remote branch's, and a PR cannot be opened for a branch that
-was not pushed.
+was not pushed. A commit can carry CI checks (`set_checks`: check runs and commit statuses, read
+through `statusCheckRollup`), and a check made required (branch protection) that fails or has
+not finished makes `mergePullRequest` refuse, with GitHub's words.
 
 Issues (for the GitHub Issues tracker): `repository.issues(states:, labels:, orderBy:, first:,
 after:)` (filtered, ordered, paged), `issue(number:)`, `issueOrPullRequest(number:)`, an
@@ -78,6 +80,8 @@ class FakeGitHub(GraphQLFake):
         self.project_items: list[Node] = []
         self.owner_type = "Organization"
         self.has_issues = True
+        self.commit_checks: dict[str, list[Node]] = {}  # by commit oid: its check contexts
+        self.required_checks: set[str] = set()  # names branch protection requires to pass
         self.reset(remote=remote, permission=permission)
 
     def reset(self, *, remote: Path | None = None, permission: str = "WRITE") -> None:
@@ -94,6 +98,8 @@ class FakeGitHub(GraphQLFake):
             self.project_items.clear()
             self.owner_type = "Organization"
             self.has_issues = True
+            self.commit_checks.clear()
+            self.required_checks.clear()
             self.remote = remote
             self.permission = permission
             self._clock = 0
@@ -316,6 +322,19 @@ class FakeGitHub(GraphQLFake):
             )
             pr["updatedAt"] = stamp
 
+    def set_checks(
+        self, number: int, *checks: Node, required: tuple[str, ...] | list[str] = ()
+    ) -> str:
+        """The CI checks on PR `number`'s head commit as it is now (`check_run`,
+        `status_context`), replacing any it had; `required`: check names the base branch's
+        protection requires (a required check missing from the commit is expected, as on
+        GitHub). A push moves the head to a commit without checks. The commit's oid."""
+        with self.lock:
+            oid = self.head_oid(self.pulls[number])
+            self.commit_checks[oid] = list(checks)
+            self.required_checks = set(required)
+            return oid
+
     def vanish(self, number: int) -> None:
         with self.lock:
             self.vanished.add(number)
@@ -417,6 +436,85 @@ class FakeGitHub(GraphQLFake):
 
     def touch(self, pr: Node) -> None:
         pr["updatedAt"] = self.now()
+
+
+def check_run(
+    name: str, status: str = "COMPLETED", conclusion: str | None = "SUCCESS", url: str = ""
+) -> Node:
+    """A check run (GitHub Actions, a CI app) as GitHub shows it in a commit's rollup."""
+    return {
+        "__typename": "CheckRun",
+        "id": f"CR_{_sha(name)[:8]}",
+        "name": name,
+        "status": status,
+        "conclusion": conclusion if status == "COMPLETED" else None,
+        "detailsUrl": url or None,
+    }
+
+
+def status_context(context: str, state: str = "SUCCESS", url: str = "") -> Node:
+    """A commit status (the older statuses API) as GitHub shows it in a commit's rollup."""
+    return {
+        "__typename": "StatusContext",
+        "id": f"SC_{_sha(context)[:8]}",
+        "context": context,
+        "state": state,
+        "targetUrl": url or None,
+    }
+
+
+_FAILED = {"FAILURE", "TIMED_OUT", "CANCELLED", "ACTION_REQUIRED", "STARTUP_FAILURE", "ERROR"}
+
+
+def _check_name(check: Node) -> str:
+    return str(check["name"] if check["__typename"] == "CheckRun" else check["context"])
+
+
+def _check_state(check: Node) -> str:
+    """SUCCESS, FAILURE or PENDING: one check as the rollup counts it."""
+    if check["__typename"] == "CheckRun":
+        if check["status"] != "COMPLETED":
+            return "PENDING"
+        return "FAILURE" if check["conclusion"] in _FAILED else "SUCCESS"
+    state = check["state"]
+    return (
+        "FAILURE"
+        if state in _FAILED
+        else "PENDING"
+        if state in ("PENDING", "EXPECTED")
+        else ("SUCCESS")
+    )
+
+
+def _rollup_state(checks: list[Node]) -> str:
+    states = {_check_state(check) for check in checks}
+    return next((s for s in ("FAILURE", "PENDING") if s in states), "SUCCESS")
+
+
+def _unmet_requirements(fake: FakeGitHub, pr: Node) -> str | None:
+    """Why branch protection refuses the merge (GitHub's words), or None: a required check
+    that failed, is still running, or has not reported at all (expected)."""
+    if not fake.required_checks:
+        return None
+    checks = {_check_name(c): c for c in fake.commit_checks.get(fake.head_oid(pr), [])}
+    unmet: list[tuple[str, str]] = []
+    for name in sorted(fake.required_checks):
+        check = checks.get(name)
+        state = "EXPECTED" if check is None else _check_state(check)
+        if state != "SUCCESS":
+            unmet.append((name, "failing" if state == "FAILURE" else "expected"))
+    if not unmet:
+        return None
+    if len(unmet) == 1:
+        name, how = unmet[0]
+        return f'Required status check "{name}" is {how}.'
+    counts = [
+        f"{n} {how}" for how in ("failing", "expected") if (n := sum(h == how for _, h in unmet))
+    ]
+    return (
+        f"{len(unmet)} of {len(fake.required_checks)} required status checks have not "
+        f"succeeded: {', '.join(counts)}."
+    )
 
 
 def _sha(text: str) -> str:
@@ -572,13 +670,34 @@ def _pr_comments(
 
 
 def _pr_commits(pr: Node, info: Any, **_: Any) -> Node:
-    rollup = (
-        None
-        if pr["_checks"] is None
-        else {"__typename": "StatusCheckRollup", "state": pr["_checks"]}
-    )
-    commit = {"__typename": "Commit", "oid": _fake(info).head_oid(pr), "statusCheckRollup": rollup}
+    fake = _fake(info)
+    oid = fake.head_oid(pr)
+    checks = fake.commit_checks.get(oid)
+    rollup: Node | None
+    if checks:
+        rollup = {"__typename": "StatusCheckRollup", "id": f"SCR_{oid[:8]}"}
+        rollup |= {"state": _rollup_state(checks), "_contexts": checks}
+    elif checks is None and pr["_checks"] is not None:  # a rollup state alone (`add_pr`)
+        rollup = {"__typename": "StatusCheckRollup", "id": f"SCR_{oid[:8]}"}
+        rollup |= {"state": pr["_checks"], "_contexts": []}
+    else:
+        rollup = None  # GitHub's answer for a commit without any check
+    commit = {"__typename": "Commit", "oid": oid, "statusCheckRollup": rollup}
     return _connection([{"__typename": "PullRequestCommit", "commit": commit}])
+
+
+def _rollup_contexts(
+    rollup: Node, _info: Any, first: int | None = None, after: str | None = None, **_: Any
+) -> Node:
+    contexts = rollup["_contexts"]
+    offset = int(after) if after else 0
+    size = first or 100
+    page = _connection(contexts[offset : offset + size], offset, offset + size < len(contexts))
+    page["totalCount"] = len(contexts)
+    runs = [c for c in contexts if c["__typename"] == "CheckRun"]
+    page["checkRunCount"] = len(runs)
+    page["statusContextCount"] = len(contexts) - len(runs)
+    return page
 
 
 # -- mutations -----------------------------------------------------------------------------------
@@ -690,6 +809,9 @@ def _merge(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
     expected = input.get("expectedHeadOid")
     if expected and expected != fake.head_oid(pr):
         raise _unprocessable("Head branch was modified. Review and try the merge again.")
+    unmet = _unmet_requirements(fake, pr)
+    if unmet is not None:
+        raise _unprocessable(unmet)
     method = input.get("mergeMethod") or "MERGE"  # GitHub's default
     fake.merges.append((pr["number"], method))
     pr["state"] = "MERGED"
@@ -965,6 +1087,7 @@ def _attach_resolvers() -> None:
             ("PullRequest", "reviewDecision", _pr_review_decision),
             ("PullRequest", "comments", _pr_comments),
             ("PullRequest", "commits", _pr_commits),
+            ("StatusCheckRollup", "contexts", _rollup_contexts),
             ("Mutation", "createPullRequest", _create_pull_request),
             ("Mutation", "markPullRequestReadyForReview", _ready),
             ("Mutation", "convertPullRequestToDraft", _to_draft),

@@ -133,9 +133,11 @@ def test_state_json(legion: LegionRunner, project: Path) -> None:
         "status": "Todo",
         "labels": [],
         "review": "none",
+        "checks": "none",
         "pr": None,
         "has_live_worker": False,
         "suggested_action": "dispatch_planner",
+        "waiting": None,
         "mode": "plan",
         "session_id": str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:plan")),
         "opted_in": False,
@@ -146,6 +148,7 @@ def test_state_json(legion: LegionRunner, project: Path) -> None:
     assert state["LEG-2"]["session_id"] == str(uuid.uuid5(uuid.UUID(project_id), "LEG-2:implement"))
     assert state["LEG-2"]["review"] == "approved"
     assert state["LEG-2"]["pr"] == {"number": 1, "is_draft": False, "review": "approved"}
+    assert state["LEG-2"]["checks"] == "none"  # the embedded forge has no CI
     table = legion("state")
     assert "transition to retro (retro)" in table.stdout and table.returncode == 0
 

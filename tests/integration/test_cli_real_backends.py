@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import Result, git, run_legion
 from tests.fakes.github_server import FakeGitHub
+from tests.fakes.graphql_server import Fault
 from tests.fakes.linear_server import FakeLinear
 
 
@@ -62,6 +63,8 @@ def cli(git_repo: Path, fakes: tuple[FakeLinear, FakeGitHub, Path]) -> Cli:
         "LINEAR_API_KEY": linear.token,
         "GITHUB_API_URL": github.url,
         "GITHUB_TOKEN": github.token,
+        # Tables as wide as a pipe gets them, whatever width the test run was given.
+        "COLUMNS": "200",
     }
     cli = Cli(git_repo, env)
     cli(
@@ -255,3 +258,106 @@ def test_blocked_by_on_github_issues_through_the_cli(
     state = cli.json("state")
     assert isinstance(state, dict)
     assert state["issues"]["WIDGETS-2"]["suggested_action"] == "dispatch_planner"
+
+
+# -- CI checks (issue 19 item 1) -----------------------------------------------------------------
+
+HOSTILE_NAME = "lint\x1b[2J\u202e"  # a check name that would clear the screen and reorder text
+
+
+def _pr_with_checks(
+    linear: FakeLinear, github: FakeGitHub, state: str = "In Review", **required: list[str]
+) -> str:
+    from tests.fakes.github_server import check_run, status_context
+
+    linear.add_label("worker-done")
+    issue = linear.add_issue("Checked", state=state, labels=["worker-done"])
+    pr = github.add_pr(f"legion/{issue.lower()}", labels=("worker-approved",), head_oid="c" * 40)
+    github.set_checks(
+        pr["number"],
+        check_run(HOSTILE_NAME, conclusion="FAILURE", url="https://ci.example/runs/7"),
+        check_run("build", status="IN_PROGRESS"),
+        status_context("ci/legacy", "SUCCESS", "https://legacy.example/1"),
+        required=required.get("required", []),
+    )
+    return issue
+
+
+def test_pr_view_shows_the_checks_and_the_failing_ones_with_their_links(
+    cli: Cli, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    linear, github, _ = fakes
+    issue = _pr_with_checks(linear, github)
+
+    data = cli.json("pr", "view", issue)
+    assert isinstance(data, dict)
+    assert data["checks"] == "failing"
+    assert data["failing_checks"] == [
+        {"name": HOSTILE_NAME, "state": "failing", "url": "https://ci.example/runs/7"}
+    ]
+    assert [c["state"] for c in data["check_runs"]] == ["failing", "pending", "passing"]
+    raw = cli("pr", "view", issue, "--json").stdout
+    assert "\x1b" not in raw and "\u202e" not in raw and "\\u202e" in raw
+
+    text = cli("pr", "view", issue).stdout
+    assert "Checks: failing" in text
+    assert "failing: lint\\x1b[2J\\u202e  https://ci.example/runs/7" in text
+    assert "pending: build" in text
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "ci/legacy" not in text  # a passing check is counted, not listed
+
+
+def test_state_shows_the_checks_and_why_it_waits(
+    cli: Cli, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    from tests.fakes.github_server import check_run
+
+    linear, github, _ = fakes
+    failing = _pr_with_checks(linear, github)
+    waiting = linear.add_issue("Waiting for CI", state="In Review", labels=["worker-done"])
+    pr = github.add_pr(f"legion/{waiting.lower()}", labels=("worker-approved",), head_oid="d" * 40)
+    github.set_checks(pr["number"], check_run("build", status="QUEUED"))
+    plain = linear.add_issue("No CI", state="In Review", labels=["worker-done"])
+    github.add_pr(f"legion/{plain.lower()}", labels=("worker-approved",), checks=None)
+
+    data = cli.json("state")
+    assert isinstance(data, dict)
+    issues = data["issues"]
+    assert issues[failing]["checks"] == "failing"
+    assert issues[failing]["suggested_action"] == "resume_implementer_for_checks"
+    assert issues[waiting]["checks"] == "pending"
+    assert issues[waiting]["suggested_action"] == "skip"
+    assert issues[waiting]["waiting"] == "checks pending"
+    assert issues[plain]["checks"] == "none"
+    assert issues[plain]["suggested_action"] == "transition_to_retro"
+
+    text = cli("state").stdout
+    assert "checks failing" in text and "checks pending" in text
+    row = next(line for line in text.splitlines() if line.startswith(waiting))
+    assert "skip (checks" in row  # the reason may wrap onto the next line of its column
+
+    # The forge cannot be read: the checks are unknown, and nothing moves.
+    github.fail_next(*[Fault(status=500, body=b"down", operation="PullRequestsForBranches")] * 3)
+    down = cli.json("state")
+    assert isinstance(down, dict)
+    assert down["issues"][plain]["checks"] == "unknown"
+    assert down["issues"][plain]["suggested_action"] == "skip"
+
+
+def test_a_merge_a_required_check_refuses_fails_with_one_line_naming_the_checks(
+    cli: Cli, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    linear, github, _ = fakes
+    issue = _pr_with_checks(linear, github, "Retro", required=[HOSTILE_NAME, "build"])
+
+    result = cli("pr", "merge", issue, ok=False)
+
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(
+        "legion: error: PR #1 cannot be merged until its checks pass: "
+        "failing: lint\\x1b[2J\\u202e <https://ci.example/runs/7>; pending: build"
+    )
+    assert "\x1b" not in result.stderr
+    assert github.merges == []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from legion.config import Project, Settings
-from legion.core.model import ReviewOutcome
+from legion.core.model import ChecksState, ReviewOutcome
 from legion.errors import (
     BackendError,
     BackendErrorKind,
@@ -23,7 +23,7 @@ from legion.errors import (
     InputError,
     NotFoundError,
 )
-from legion.forges.base import PrState
+from legion.forges.base import Check, PrState
 from legion.forges.github import GitHubForge, doctor_checks, open_forge
 from legion.forges.github.adapter import (
     APPROVED_LABEL,
@@ -36,7 +36,7 @@ from legion.forges.github.documents import BATCH_OPERATION, BATCH_SIZE
 from legion.trackers.base import unmark
 from legion.workspaces.git_worktree import GitWorktrees
 from tests.conftest import git
-from tests.fakes.github_server import FakeGitHub
+from tests.fakes.github_server import FakeGitHub, check_run, status_context
 from tests.fakes.graphql_server import Fault
 
 
@@ -491,6 +491,89 @@ def test_a_conflict_or_a_draft_is_refused_with_a_clear_line(
     with pytest.raises(ConflictError, match="Base branch was modified"):
         forge.merge("ENG-30")
     assert github.merges == []
+
+
+# -- checks (issue 19 item 1) --------------------------------------------------------------------
+
+
+def test_checks_come_with_the_pr_in_the_same_batched_request(
+    forge: GitHubForge, github: FakeGitHub
+) -> None:
+    github.add_pr("legion/eng-40", head_oid="6" * 40)
+    github.add_pr("legion/eng-41", head_oid="7" * 40)
+    github.add_pr("legion/eng-42", head_oid="8" * 40, checks=None)
+    github.set_checks(
+        1,
+        check_run("lint", url="https://ci.example/lint/1"),
+        check_run("test (3.12)", conclusion="TIMED_OUT", url="https://ci.example/test/1"),
+        status_context("deploy/preview", "ERROR", "https://deploy.example/1"),
+        check_run("docs", status="IN_PROGRESS"),
+    )
+    github.set_checks(2, check_run("lint"), status_context("ci/legacy", "PENDING"))
+    github.requests.clear()
+
+    prs = forge.prs_by_issue(["ENG-40", "ENG-41", "ENG-42"])
+
+    assert batch_requests(github) == 1 and len(github.requests) == 1
+    failing = prs["ENG-40"]
+    assert failing.checks is ChecksState.FAILING
+    assert failing.failing_checks == (
+        Check("test (3.12)", ChecksState.FAILING, "https://ci.example/test/1"),
+        Check("deploy/preview", ChecksState.FAILING, "https://deploy.example/1"),
+    )
+    assert [c.name for c in failing.pending_checks] == ["docs"]
+    assert prs["ENG-41"].checks is ChecksState.PENDING
+    assert prs["ENG-42"].checks is ChecksState.NONE and prs["ENG-42"].check_runs == ()
+    github.set_checks(2, check_run("lint"), status_context("ci/legacy", "SUCCESS"))
+    assert forge.get_pr("ENG-41").checks is ChecksState.PASSING
+
+
+def test_more_checks_than_a_page_still_read_as_github_rolls_them_up(
+    forge: GitHubForge, github: FakeGitHub
+) -> None:
+    from legion.forges.github.documents import CHECKS_PAGE_SIZE
+
+    github.add_pr("legion/eng-43", head_oid="9" * 40)
+    passing = [check_run(f"matrix {n}") for n in range(CHECKS_PAGE_SIZE)]
+    github.set_checks(1, *passing, check_run("slow", conclusion="FAILURE"))
+    pr = forge.get_pr("ENG-43")
+    assert pr.checks is ChecksState.FAILING
+    assert [c.name for c in pr.failing_checks] == ["1 more check"]
+    assert pr.failing_checks[0].url.endswith("/pull/1/checks")
+
+
+def test_a_required_check_that_fails_or_runs_refuses_the_merge_in_one_clear_line(
+    forge: GitHubForge, github: FakeGitHub
+) -> None:
+    github.add_pr("legion/eng-44", head_oid="a" * 40)
+    github.set_checks(
+        1,
+        check_run("lint", conclusion="FAILURE", url="https://ci.example/lint/9"),
+        check_run("build", status="QUEUED"),
+        check_run("optional"),
+        required=["lint", "build"],
+    )
+    with pytest.raises(ConflictError) as caught:
+        forge.merge("ENG-44")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "PR #1 cannot be merged until its checks pass: "
+        "failing: lint <https://ci.example/lint/9>; pending: build"
+    )
+    assert "2 of 2 required status checks have not succeeded" in message
+    assert github.merges == []
+    # Fixed and finished: the same merge goes through.
+    github.set_checks(1, check_run("lint"), check_run("build"), required=["lint", "build"])
+    assert forge.merge("ENG-44").state is PrState.MERGED
+
+
+def test_a_failing_check_that_is_not_required_does_not_stop_the_merge(
+    forge: GitHubForge, github: FakeGitHub
+) -> None:
+    github.add_pr("legion/eng-45", head_oid="b" * 40)
+    github.set_checks(1, check_run("flaky", conclusion="FAILURE"), required=[])
+    assert forge.merge("ENG-45").state is PrState.MERGED
 
 
 # -- failures ------------------------------------------------------------------------------------

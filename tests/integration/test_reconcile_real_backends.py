@@ -303,3 +303,36 @@ def test_a_rate_limit_on_one_issues_step_holds_back_that_issue_alone(
     assert reconciler.quiet_for() == 0  # and no pass waits
     assert ("ENG-1", "transition_to_retro", "deferred") in summary(reconciler.run())
     assert linear.state_name("ENG-1") == "In Review"
+
+
+def test_ci_checks_hold_the_move_to_retro_and_the_finisher(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub],
+) -> None:
+    """Issue 19 item 1: an approved PR moves to Retro only once its checks pass; failing, the
+    implementer is due (its start waits for a WIP slot here, so nothing is cleared); and the
+    finisher, who merges, does not start while a check is pending."""
+    from tests.fakes.github_server import check_run
+
+    reconciler, linear, github = world
+    github.set_checks(1, check_run("build", status="IN_PROGRESS"))
+    retro = linear.add_issue("Retro done", state="Retro", labels=["worker-done"])
+    github.add_pr(f"legion/{retro.lower()}", labels=("worker-approved",), head_oid="e" * 40)
+    github.set_checks(2, check_run("build", status="QUEUED"))
+
+    waiting = summary(reconciler.run())
+
+    assert not [o for o in waiting if o[0] in ("ENG-1", retro)], waiting
+    assert linear.state_name("ENG-1") == "In Review" and linear.state_name(retro) == "Retro"
+
+    github.set_checks(1, check_run("build", conclusion="FAILURE", url="https://ci.example/b/1"))
+    github.set_checks(2, check_run("build", conclusion="FAILURE", url="https://ci.example/b/2"))
+    failing = summary(reconciler.run())
+
+    assert ("ENG-1", "resume_implementer_for_checks", "deferred") in failing, failing
+    assert (retro, "dispatch_finisher", "deferred") in failing, failing
+    assert "worker-done" in linear.label_names("ENG-1")  # still says who is due
+    assert linear.state_name("ENG-1") == "In Review"
+
+    github.set_checks(1, check_run("build"))
+    assert ("ENG-1", "transition_to_retro", "done") in summary(reconciler.run())
+    assert linear.state_name("ENG-1") == "Retro"

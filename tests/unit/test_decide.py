@@ -18,11 +18,12 @@ from legion.core.decide import (
     decide,
     due_after_answer,
 )
-from legion.core.model import Label, Mode, ReviewOutcome, Status
+from legion.core.model import ChecksState, Label, Mode, ReviewOutcome, Status
 
 A = Action
 S = Status
 R = ReviewOutcome
+C = ChecksState
 DONE = Label.WORKER_DONE
 ACTIVE = Label.WORKER_ACTIVE
 INPUT = Label.USER_INPUT_NEEDED
@@ -147,6 +148,49 @@ ROWS: list[tuple[str, Observation, Action, Mode | None]] = [
         A.TRANSITION_TO_IN_PROGRESS,
         Mode.IMPLEMENT,
     ),
+    # issue 19 item 1: CI checks
+    (
+        "approved, checks failing: implementer fixes them",
+        replace(obs(S.NEEDS_REVIEW, DONE, pr=R.APPROVED), checks=C.FAILING),
+        A.RESUME_IMPLEMENTER_FOR_CHECKS,
+        Mode.IMPLEMENT,
+    ),
+    (
+        "approved, checks pending: wait",
+        replace(obs(S.NEEDS_REVIEW, DONE, pr=R.APPROVED), checks=C.PENDING),
+        A.SKIP,
+        None,
+    ),
+    (
+        "approved, checks unknown: wait",
+        replace(obs(S.NEEDS_REVIEW, DONE, pr=R.APPROVED), checks=C.UNKNOWN),
+        A.SKIP,
+        None,
+    ),
+    (
+        "approved, checks passing: retro",
+        replace(obs(S.NEEDS_REVIEW, DONE, pr=R.APPROVED), checks=C.PASSING),
+        A.TRANSITION_TO_RETRO,
+        Mode.RETRO,
+    ),
+    (
+        "changes requested, checks failing: the changes (the prompt names the checks)",
+        replace(obs(S.NEEDS_REVIEW, DONE, pr=R.CHANGES_REQUESTED), checks=C.FAILING),
+        A.RESUME_IMPLEMENTER_FOR_CHANGES,
+        Mode.IMPLEMENT,
+    ),
+    (
+        "retro done, checks pending: the finisher waits for CI",
+        replace(obs(S.RETRO, DONE, pr=R.APPROVED), checks=C.PENDING),
+        A.SKIP,
+        None,
+    ),
+    (
+        "retro done, checks failing: the finisher fixes or asks",
+        replace(obs(S.RETRO, DONE, pr=R.APPROVED), checks=C.FAILING),
+        A.DISPATCH_FINISHER,
+        Mode.FINISH,
+    ),
     (
         "a finished planner's worker-done in In Progress is not the implementer's",
         replace(obs(S.IN_PROGRESS, DONE), latest_mode=Mode.PLAN),
@@ -182,6 +226,7 @@ observations = st.builds(
     latest_mode=st.none() | st.sampled_from(Mode),
     opted_in=st.booleans(),
     open_blockers=st.sampled_from([(), ("LEG-1",), ("LEG-1", "LEG-2")]),
+    checks=st.sampled_from(ChecksState),
 )
 
 
@@ -223,6 +268,37 @@ def test_the_opt_in_matters_only_in_backlog(observation: Observation) -> None:
 def test_unknown_review_never_transitions(observation: Observation) -> None:
     if observation.pr_review is R.UNKNOWN and observation.status is S.NEEDS_REVIEW:
         assert decide(observation).action.target_status is None
+
+
+@given(observations)
+def test_unknown_checks_never_transition_nor_start_the_finisher(observation: Observation) -> None:
+    """Where checks are read (Needs Review, Retro), unknown ones never move the issue on."""
+    if observation.checks is C.UNKNOWN and observation.status in (S.NEEDS_REVIEW, S.RETRO):
+        action = decide(observation).action
+        assert action.target_status is None and action is not A.DISPATCH_FINISHER
+
+
+@given(observations)
+def test_nothing_moves_on_to_retro_or_the_merge_while_ci_runs(observation: Observation) -> None:
+    """Pending checks never move an issue to Retro nor start the finisher (who merges); failing
+    checks never move it to Retro."""
+    action = decide(observation).action
+    if observation.checks is C.PENDING:
+        assert action not in (A.TRANSITION_TO_RETRO, A.DISPATCH_FINISHER)
+    if observation.checks is C.FAILING:
+        assert action is not A.TRANSITION_TO_RETRO
+
+
+@given(observations)
+def test_checks_matter_only_after_an_approval_or_before_the_finisher(
+    observation: Observation,
+) -> None:
+    """Checks change the decision only for a finished review that approved, or a finished
+    retro: every other row reads as it did before checks were an input."""
+    approved_review = observation.status is S.NEEDS_REVIEW and observation.pr_review is R.APPROVED
+    if approved_review or observation.status is S.RETRO:
+        return
+    assert decide(observation) == decide(replace(observation, checks=C.NONE))
 
 
 @given(observations)
@@ -296,16 +372,26 @@ def test_worker_actions_name_a_mode(observation: Observation) -> None:
 
 def test_table_is_total_over_the_whole_input_space() -> None:
     count = 0
-    for status, has_live, has_pr, review, opted in itertools.product(
-        Status, [False, True], [False, True], ReviewOutcome, [False, True]
+    for status, has_live, has_pr, review, opted, checks in itertools.product(
+        Status, [False, True], [False, True], ReviewOutcome, [False, True], ChecksState
     ):
         for n in range(len(Label) + 1):
             for labels in itertools.combinations(Label, n):
                 decide(
-                    Observation(status, frozenset(labels), has_live, has_pr, review, opted_in=opted)
+                    Observation(
+                        status,
+                        frozenset(labels),
+                        has_live,
+                        has_pr,
+                        review,
+                        opted_in=opted,
+                        checks=checks,
+                    )
                 )
                 count += 1
-    assert count == len(Status) * 2 * 2 * len(ReviewOutcome) * 2 * 2 ** len(Label)
+    assert count == (
+        len(Status) * 2 * 2 * len(ReviewOutcome) * 2 * len(ChecksState) * 2 ** len(Label)
+    )
 
 
 def test_phase_modes_cover_active_statuses() -> None:

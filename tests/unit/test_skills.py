@@ -337,7 +337,7 @@ def test_every_mode_ends_by_the_protocol() -> None:
         assert "one line, stop" in text, mode
     finish = read(f"{WORKER}/workflows/finish.md")
     assert "--add worker-done" not in finish
-    close = section(finish, "## 4. Close")
+    close = section(finish, "## 5. Close")
     assert close.index("legion issue move ID Done") < close.index("--remove worker-active")
 
 
@@ -352,10 +352,32 @@ def test_retro_writes_a_solution_note_and_finish_resolves_conflicts() -> None:
     retro = read(f"{WORKER}/workflows/retro.md")
     assert "docs/solutions/" in retro and 'git commit -m "ID: retro notes"' in retro
     finish = read(f"{WORKER}/workflows/finish.md")
-    conflict = section(finish, "## 3. On a conflict")
+    conflict = section(finish, "## 4. On a conflict")
     steps = ["git merge BASE", "test suite", "git commit", "legion pr merge ID"]
     positions = [conflict.index(step) for step in steps]
     assert positions == sorted(positions)
+
+
+def test_finish_merges_only_after_ci_and_handles_failing_checks() -> None:
+    """Issue 19 item 1: the finisher reads the PR's checks before it merges; pending ones are
+    waited for (it is not brought back if it stops), failing ones fixed on the branch and
+    pushed, or a human asked."""
+    finish = read(f"{WORKER}/workflows/finish.md")
+    assert finish.index("`checks`") < finish.index("legion pr merge ID")
+    checks = flat(section(finish, "## 2. CI checks"))
+    for needle in (
+        "Merge only after CI passes",
+        "`pending`: wait here",
+        "Do not stop to wait",
+        "`failing`: for each failing check, read its log (`url`",
+        "fix the cause on `BRANCH`, run the full test suite, commit",
+        "and push",
+        "ask a human, naming the check and its link",
+        "`passing` or `none`: merge",
+    ):
+        assert needle in checks, needle
+    assert "failing checks" in flat(read(f"{WORKER}/workflows/implement.md"))
+    assert "`failing_checks`" in read(f"{WORKER}/workflows/review.md")
 
 
 def test_asking_a_human_protocol() -> None:

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from legion.core.decide import PHASE_MODE, Observation, decide
-from legion.core.model import Label, Mode, ReviewOutcome, Status
+from legion.core.model import ChecksState, Label, Mode, ReviewOutcome, Status
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "state-machine.md"
 ACTIVE = [Status.BACKLOG, Status.TODO, Status.IN_PROGRESS, Status.NEEDS_REVIEW, Status.RETRO]
@@ -24,6 +24,16 @@ PR_CELLS = {
     "lookup failed": [(False, ReviewOutcome.UNKNOWN), (True, ReviewOutcome.UNKNOWN)],
 }
 PR_CELLS["any"] = [combo for cells in PR_CELLS.values() for combo in cells]
+# Checks column -> the checks states it covers ("pending, unknown": either)
+CHECKS: list[ChecksState] = list(ChecksState)
+
+
+def _checks(cell: str) -> list[ChecksState]:
+    if cell == "any":
+        return CHECKS
+    return [ChecksState(part.strip()) for part in cell.split(",")]
+
+
 ALL_LABEL_SETS = [
     frozenset(c) for n in range(len(Label) + 1) for c in itertools.combinations(Label, n)
 ]
@@ -81,6 +91,7 @@ def _observation(
     review: ReviewOutcome,
     latest: Mode | None,
     opted: bool,
+    checks: ChecksState = ChecksState.NONE,
     blockers: tuple[str, ...] = (),
 ) -> Observation:
     return Observation(
@@ -91,6 +102,7 @@ def _observation(
         pr_review=review,
         latest_mode=latest,
         opted_in=opted,
+        checks=checks,
         open_blockers=blockers,
     )
 
@@ -115,21 +127,23 @@ def test_documented_table_matches_decide() -> None:
         labels_cell,
         live_cell,
         pr_cell,
+        checks_cell,
         latest_cell,
         blockers_cell,
         action,
         mode_cell,
     ) in rows:
-        for (status, opted), labels, live, (has_pr, review), blockers in itertools.product(
+        for (status, opted), labels, live, (has_pr, review), checks, blockers in itertools.product(
             _statuses(status_cell),
             _label_sets(labels_cell),
             _live(live_cell),
             PR_CELLS[pr_cell],
+            _checks(checks_cell),
             BLOCKERS[blockers_cell],
         ):
             for latest in _latest(latest_cell, status):
                 observation = _observation(
-                    status, labels, live, has_pr, review, latest, opted, blockers
+                    status, labels, live, has_pr, review, latest, opted, checks, blockers
                 )
                 if observation in covered:
                     continue  # an earlier row decides it
@@ -144,15 +158,18 @@ def test_documented_table_matches_decide() -> None:
                 assert decision.mode == expected_mode, f"row {number}: {observation}"
                 checked += 1
     everything = {
-        _observation(status, labels, live, has_pr, review, latest, opted, blockers)
-        for status, labels, live, (has_pr, review), latest, opted, blockers in itertools.product(
-            Status,
-            ALL_LABEL_SETS,
-            [False, True],
-            PR_CELLS["any"],
-            LATEST,
-            [False, True],
-            BLOCKERS["any"],
+        _observation(status, labels, live, has_pr, review, latest, opted, checks, blockers)
+        for status, labels, live, (has_pr, review), latest, opted, checks, blockers in (
+            itertools.product(
+                Status,
+                ALL_LABEL_SETS,
+                [False, True],
+                PR_CELLS["any"],
+                LATEST,
+                [False, True],
+                CHECKS,
+                BLOCKERS["any"],
+            )
         )
     }
     assert covered == everything, "the documented table leaves some inputs out"
@@ -162,6 +179,6 @@ def test_documented_table_matches_decide() -> None:
 def test_documented_actions_are_all_the_actions() -> None:
     from legion.core.decide import Action
 
-    documented = {row[7] for row in _rows()}
+    documented = {row[-2] for row in _rows()}  # the Action column
     assert documented == {action.value for action in Action}
     assert re.search(r"uuid5\(UUID\(project_id\), \"<ISSUE>:<mode>\"\)", DOC.read_text())

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from legion.core.model import Mode, Status
+from legion.core.model import ChecksState, Mode, Status
 from legion.core.stamps import utc_stamp
 from legion.core.text import for_display
 from legion.core.usage import Usage, total
-from legion.forges.base import PullRequest, Review
+from legion.forges.base import Check, PullRequest, Review
 from legion.state import Snapshot
 from legion.trackers.base import Comment, Issue
 
@@ -58,7 +58,16 @@ def pr_json(pr: PullRequest) -> dict[str, Any]:
         "merge_commit": pr.merge_commit,
         "created_at": utc_stamp(pr.created_at),
         "updated_at": utc_stamp(pr.updated_at),
+        # The CI checks on the head commit: passing, failing, pending or none; each check
+        # with its own state and log link, and the failing ones again for a quick look.
+        "checks": pr.checks.value,
+        "check_runs": [check_json(check) for check in pr.check_runs],
+        "failing_checks": [check_json(check) for check in pr.failing_checks],
     }
+
+
+def check_json(check: Check) -> dict[str, Any]:
+    return {"name": check.name, "state": check.state.value, "url": check.url}
 
 
 def review_json(review: Review) -> dict[str, Any]:
@@ -153,10 +162,11 @@ def issue_detail(
         parts.append(shown(f"Blocked by: {listed}"))
     if pr is not None:
         draft = ", draft" if pr.is_draft else ""
+        checks = "" if pr.checks is ChecksState.NONE else f", checks {pr.checks.value}"
         parts.append(
             shown(
                 f"PR: #{pr.number} {pr.branch} → {pr.base} "
-                f"({pr.state.value}{draft}, review {pr.review.value})"
+                f"({pr.state.value}{draft}, review {pr.review.value}{checks})"
             )
         )
     if usage:
@@ -193,7 +203,12 @@ def pr_detail(pr: PullRequest) -> Any:
         Text.assemble((f"PR #{pr.number}", "bold"), "  ", for_display(pr.title), draft),
         shown(f"Issue: {pr.issue}   Branch: {pr.branch} → {pr.base}   State: {pr.state.value}"),
         Text(f"Review: {pr.review.value}"),
+        Text(f"Checks: {pr.checks.value}"),
     ]
+    for check in pr.check_runs:
+        if check.state is not ChecksState.PASSING:
+            where = f"  {check.url}" if check.url else ""
+            parts.append(shown(f"  {check.state.value}: {check.name}{where}"))
     if pr.merge_commit:
         parts.append(shown(f"Merge commit: {pr.merge_commit}"))
     if pr.body:
@@ -237,6 +252,8 @@ def state_json(snapshot: Snapshot) -> dict[str, Any]:
 
 
 _GAP = 2  # rich's padding between two columns of a box-less table
+# The checks states `legion state` shows beside a PR (none is the absence of CI: not shown).
+_SHOWN_CHECKS = frozenset({ChecksState.PASSING, ChecksState.FAILING, ChecksState.PENDING})
 
 
 def _words(name: str) -> str:
@@ -310,6 +327,8 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
             pr = f"#{state.pr.number} {_words(state.pr_review.value)}" + (
                 " (draft)" if state.pr.is_draft else ""
             )
+            if state.checks in _SHOWN_CHECKS:
+                pr += f", checks {state.checks.value}"
         elif state.pr_review.value == "unknown":
             pr = "unknown"
         mode = state.decision.mode
@@ -318,6 +337,8 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
             action += " (no opt-in label)"  # `backlog_opt_in_labels`
         elif state.open_blockers and state.decision.action.value == "skip":
             action += f" (blocked by {for_display(', '.join(state.open_blockers))})"
+        elif state.waiting:
+            action += f" ({state.waiting})"  # e.g. checks pending
         rows.append((state, pr, action))
 
     def natural(header: str, cells: list[str]) -> int:

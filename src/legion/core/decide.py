@@ -13,7 +13,10 @@ in agreement. Rules are tried in order; the first that matches decides:
    a live worker is never stopped, it finishes its turn.
 5. `worker-done` set by a worker of another mode than the phase's (the issue's latest worker, from
    the registry): not this phase's; clear it and start the phase's worker.
-6. A worker finished (`worker-done`): the status-specific transition.
+6. A worker finished (`worker-done`): the status-specific transition. In Needs Review an
+   approved pull request moves on only once its CI checks pass (failing: the implementer is
+   resumed to fix them; pending: wait), and in Retro the finisher, which merges, starts only
+   once no check is pending.
 7. A live worker: let it work.
 8. `worker-active` but no live worker: the worker died; clear the label and dispatch again.
 9. Otherwise: dispatch the worker this status calls for.
@@ -24,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from legion.core.model import Label, Mode, ReviewOutcome, Status
+from legion.core.model import ChecksState, Label, Mode, ReviewOutcome, Status
 
 
 class Action(Enum):
@@ -35,6 +38,7 @@ class Action(Enum):
     DISPATCH_REVIEWER = "dispatch_reviewer"
     DISPATCH_FINISHER = "dispatch_finisher"
     RESUME_IMPLEMENTER_FOR_CHANGES = "resume_implementer_for_changes"
+    RESUME_IMPLEMENTER_FOR_CHECKS = "resume_implementer_for_checks"
     RESUME_IMPLEMENTER_FOR_RETRO = "resume_implementer_for_retro"
     RELAY_USER_FEEDBACK = "relay_user_feedback"
     REMOVE_WORKER_ACTIVE_AND_REDISPATCH = "remove_worker_active_and_redispatch"
@@ -81,6 +85,7 @@ _FIXED_MODE: dict[Action, Mode] = {
     Action.DISPATCH_REVIEWER: Mode.REVIEW,
     Action.DISPATCH_FINISHER: Mode.FINISH,
     Action.RESUME_IMPLEMENTER_FOR_CHANGES: Mode.IMPLEMENT,
+    Action.RESUME_IMPLEMENTER_FOR_CHECKS: Mode.IMPLEMENT,
     Action.RESUME_IMPLEMENTER_FOR_RETRO: Mode.RETRO,
     Action.TRANSITION_TO_TODO: Mode.PLAN,
     Action.TRANSITION_TO_IN_PROGRESS: Mode.IMPLEMENT,
@@ -98,8 +103,8 @@ def completion_labels(mode: Mode, status: Status) -> tuple[tuple[Label, ...], tu
     """The labels a worker's `legion complete` adds and removes (the skill's completion
     protocol, kept in one place). `worker-done` is what the table acts on, except where acting
     would be wrong: finish mode moved the issue to Done itself, and an implementer resumed for
-    requested changes (the issue in Needs Review) hands the PR back by stopping alone, since
-    `worker-done` there would re-read the old verdict."""
+    requested changes or failing checks (the issue in Needs Review) hands the PR back by
+    stopping alone, since `worker-done` there would re-read the old verdict."""
     changes = session_mode(mode) is Mode.IMPLEMENT and status is Status.NEEDS_REVIEW
     if mode is Mode.FINISH or changes:
         return (), (Label.WORKER_ACTIVE,)
@@ -123,6 +128,9 @@ class Observation:
     opted_in: bool = False
     # The issues blocking this one that are not Done (identifiers, in the tracker's order).
     open_blockers: tuple[str, ...] = ()
+    # The CI checks on the pull request's head commit (`unknown` when the forge could not be
+    # asked); read in Needs Review after an approval and in Retro before the finisher.
+    checks: ChecksState = ChecksState.NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +181,28 @@ def _fixed(action: Action) -> Decision:
     return Decision(action, _FIXED_MODE.get(action))
 
 
+# Checks the table waits on: still running, or not read (never act on a guess).
+_CHECKS_TO_WAIT_FOR = frozenset({ChecksState.PENDING, ChecksState.UNKNOWN})
+
+
+def why_waiting(obs: Observation, decision: Decision) -> str | None:
+    """Why the table skips an issue whose worker finished, in a few words for `legion state`
+    (`checks pending`), or None when it does not skip or a reason is shown elsewhere."""
+    if decision.action is not Action.SKIP or Label.WORKER_DONE not in obs.labels:
+        return None
+    if not is_picked_up(obs.status, obs.opted_in) or obs.labels & _HUMAN_LABELS:
+        return None
+    if obs.open_blockers:
+        return None  # `blocked by …` says it
+    if obs.pr_review is ReviewOutcome.UNKNOWN or obs.checks is ChecksState.UNKNOWN:
+        return "forge not read"
+    if obs.status is Status.NEEDS_REVIEW and obs.pr_review is ReviewOutcome.NONE:
+        return "no verdict on the PR yet"
+    if obs.checks is ChecksState.PENDING:
+        return "checks pending"
+    return None
+
+
 def _after_review(obs: Observation) -> Decision:
     """Needs Review + worker-done: the reviewer finished; its verdict is on the pull request."""
     if obs.pr_review is ReviewOutcome.UNKNOWN:
@@ -180,6 +210,10 @@ def _after_review(obs: Observation) -> Decision:
     if not obs.has_pr:
         return _fixed(Action.INVESTIGATE_NO_PR)
     if obs.pr_review is ReviewOutcome.APPROVED:
+        if obs.checks is ChecksState.FAILING:
+            return _fixed(Action.RESUME_IMPLEMENTER_FOR_CHECKS)
+        if obs.checks in _CHECKS_TO_WAIT_FOR:
+            return _SKIP  # CI still running (or not read): Retro is for work that passes
         return _fixed(Action.TRANSITION_TO_RETRO)
     if obs.pr_review is ReviewOutcome.CHANGES_REQUESTED:
         return _fixed(Action.RESUME_IMPLEMENTER_FOR_CHANGES)
@@ -206,6 +240,8 @@ def decide(obs: Observation) -> Decision:
             return Decision(Action.REMOVE_STALE_WORKER_DONE, phase_mode)
         if obs.status is Status.NEEDS_REVIEW:
             return _after_review(obs)
+        if obs.status is Status.RETRO and obs.checks in _CHECKS_TO_WAIT_FOR:
+            return _SKIP  # the finisher merges only after CI: it starts once checks finish
         return _fixed(_DONE_TRANSITION[obs.status])
     if obs.has_live_worker:
         return _SKIP

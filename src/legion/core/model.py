@@ -1,4 +1,4 @@
-"""The domain vocabulary: statuses, labels, worker modes, review outcomes, identifiers.
+"""The domain vocabulary: statuses, labels, worker modes, review outcomes, checks, identifiers.
 
 Pure: no I/O. Every backend maps its own names onto these.
 """
@@ -6,6 +6,7 @@ Pure: no I/O. Every backend maps its own names onto these.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from enum import Enum
 
 from legion.errors import InputError
@@ -113,6 +114,27 @@ class ReviewOutcome(Enum):
     CHANGES_REQUESTED = "changes_requested"
     NONE = "none"  # no review yet, or no pull request
     UNKNOWN = "unknown"  # the forge could not be asked: never act on a guess
+
+
+class ChecksState(Enum):
+    """The CI checks on a pull request's head commit, as the decision table sees them."""
+
+    PASSING = "passing"  # every check finished, none failed
+    FAILING = "failing"  # at least one check failed (whatever the others do)
+    PENDING = "pending"  # none failed, and at least one is queued or running
+    NONE = "none"  # no checks at all (no CI, or no pull request)
+    UNKNOWN = "unknown"  # the forge could not be asked: never act on a guess
+
+
+def combine_checks(states: Iterable[ChecksState]) -> ChecksState:
+    """The state of a pull request's checks from each check's own state (PASSING, FAILING or
+    PENDING): failing if any failed, else pending if any has not finished, else passing if
+    there is any, else none."""
+    seen = set(states)
+    for state in (ChecksState.FAILING, ChecksState.PENDING, ChecksState.PASSING):
+        if state in seen:
+            return state
+    return ChecksState.NONE
 
 
 _IDENTIFIER = re.compile(r"^([A-Za-z][A-Za-z0-9]{0,9})-([1-9][0-9]{0,8})$")

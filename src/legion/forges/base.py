@@ -1,4 +1,4 @@
-"""What Legion needs from a code forge: pull requests and their review outcome."""
+"""What Legion needs from a code forge: pull requests, their review outcome and their CI checks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from legion.core.model import ReviewOutcome
+from legion.core.model import ChecksState, ReviewOutcome, combine_checks
 
 
 class PrState(Enum):
@@ -25,6 +25,17 @@ class Review:
 
 
 @dataclass(frozen=True, slots=True)
+class Check:
+    """One CI check on a pull request's head commit (a GitHub check run or commit status):
+    its name, its own state (passing, failing or pending) and where its log is ("" if
+    nowhere). Name and URL are the forge's text: escape them where they are printed."""
+
+    name: str
+    state: ChecksState
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class PullRequest:
     number: int
     issue: str
@@ -39,6 +50,22 @@ class PullRequest:
     created_at: str = ""
     updated_at: str = ""
     url: str = ""  # where a person opens it; "" for the embedded forge
+    # The CI checks on the head commit; the embedded forge has no CI, so none.
+    check_runs: tuple[Check, ...] = ()
+
+    @property
+    def checks(self) -> ChecksState:
+        """Failing if any check failed, else pending if any has not finished, else passing
+        if there is any, else none."""
+        return combine_checks(check.state for check in self.check_runs)
+
+    @property
+    def failing_checks(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.check_runs if c.state is ChecksState.FAILING)
+
+    @property
+    def pending_checks(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.check_runs if c.state is ChecksState.PENDING)
 
     @property
     def review(self) -> ReviewOutcome:

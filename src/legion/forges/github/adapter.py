@@ -22,7 +22,7 @@ from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from legion.config import Project
-from legion.core.model import normalize_identifier
+from legion.core.model import ChecksState, normalize_identifier
 from legion.core.text import (
     MAX_TITLE_CHARS,
     clean_body,
@@ -39,7 +39,7 @@ from legion.errors import (
     LegionError,
     NotFoundError,
 )
-from legion.forges.base import PrState, PullRequest, Review
+from legion.forges.base import Check, PrState, PullRequest, Review
 from legion.forges.github import documents as docs
 from legion.forges.github.client import (
     DEFAULT_API_URL,
@@ -519,6 +519,12 @@ class GitHubForge:
             again = self._by_number(pr.number)
             if again.pr.state is PrState.MERGED:
                 return again.pr  # merged meanwhile, by someone else
+            unfinished = checks_line(again.pr)
+            if unfinished:
+                # Branch protection: a required check failed or has not finished. Say which.
+                raise ConflictError(
+                    f"PR #{pr.number} cannot be merged until its checks pass: {unfinished} ({exc})"
+                ) from None
             raise ConflictError(f"PR #{pr.number} cannot be merged: {exc}") from None
         merged = self._record(data["mergePullRequest"]["pullRequest"]).pr
         self._fetch_base(merged.base)
@@ -659,7 +665,8 @@ class GitHubForge:
         )
         issue = issue_for_branch(branch) or _issue_in_body(node.get("body") or "") or ""
         commits = (node.get("commits") or {}).get("nodes") or []
-        rollup = (commits[-1].get("commit") or {}).get("statusCheckRollup") if commits else None
+        last = commits[-1] if commits and isinstance(commits[-1], dict) else {}
+        rollup = (last.get("commit") or {}).get("statusCheckRollup")
         pr = PullRequest(
             number=node["number"],
             issue=issue,
@@ -674,6 +681,7 @@ class GitHubForge:
             created_at=node.get("createdAt") or "",
             updated_at=node.get("updatedAt") or "",
             url=node.get("url") or "",
+            check_runs=checks_of(rollup, node.get("url") or ""),
         )
         return GitHubPullRequest(
             pr=pr,
@@ -683,6 +691,77 @@ class GitHubForge:
             mergeable=node.get("mergeable") or "UNKNOWN",
             checks=rollup.get("state") if isinstance(rollup, dict) else None,
         )
+
+
+# How GitHub's check runs and commit statuses read as Legion's checks (`ChecksState`).
+FAILED_CONCLUSIONS = frozenset(
+    {"FAILURE", "TIMED_OUT", "CANCELLED", "ACTION_REQUIRED", "STARTUP_FAILURE"}
+)
+_STATUS_STATES = {
+    "SUCCESS": ChecksState.PASSING,
+    "FAILURE": ChecksState.FAILING,
+    "ERROR": ChecksState.FAILING,
+    "PENDING": ChecksState.PENDING,
+    "EXPECTED": ChecksState.PENDING,  # a required status nothing has reported yet
+}
+
+
+def check_of(node: Any) -> Check | None:
+    """One node of a `statusCheckRollup`'s contexts as a `Check`; None for a null node (one
+    GitHub could not resolve) or a kind Legion does not know.
+
+    A check run that has not completed (queued, in progress, waiting, ...) is pending; a
+    completed one failed if its conclusion is one of `FAILED_CONCLUSIONS`, else it passed
+    (success, neutral, skipped, stale). A commit status is failing on FAILURE or ERROR,
+    pending on PENDING or EXPECTED, else passing."""
+    if not isinstance(node, dict):
+        return None
+    kind = node.get("__typename")
+    if kind == "CheckRun":
+        if node.get("status") != "COMPLETED" or node.get("conclusion") is None:
+            state = ChecksState.PENDING
+        elif node.get("conclusion") in FAILED_CONCLUSIONS:
+            state = ChecksState.FAILING
+        else:
+            state = ChecksState.PASSING
+        return Check(str(node.get("name") or "check"), state, str(node.get("detailsUrl") or ""))
+    if kind == "StatusContext":
+        state = _STATUS_STATES.get(str(node.get("state")), ChecksState.PASSING)
+        return Check(str(node.get("context") or "status"), state, str(node.get("targetUrl") or ""))
+    return None
+
+
+def checks_of(rollup: Any, pr_url: str = "") -> tuple[Check, ...]:
+    """The checks of a head commit's `statusCheckRollup` (null: no checks). When there are more
+    than one page of them and the rollup's own state says failing or pending while the page
+    shows no such check, one more check stands for the rest (linking to the PR's checks tab),
+    so the state Legion reads agrees with GitHub's."""
+    if not isinstance(rollup, dict):
+        return ()
+    contexts = rollup.get("contexts") or {}
+    found = [c for node in contexts.get("nodes") or [] if (c := check_of(node)) is not None]
+    unseen = int(contexts.get("totalCount") or 0) - len(contexts.get("nodes") or [])
+    overall = _STATUS_STATES.get(str(rollup.get("state")))
+    if (
+        unseen > 0
+        and overall in (ChecksState.FAILING, ChecksState.PENDING)
+        and all(check.state is not overall for check in found)
+    ):
+        rest = f"{unseen} more check{'s' if unseen != 1 else ''}"
+        found.append(Check(rest, overall, f"{pr_url}/checks" if pr_url else ""))
+    return tuple(found)
+
+
+def checks_line(pr: PullRequest) -> str:
+    """The PR's failing and pending checks in one line, each failing one with its log link
+    ("failing: lint <url>, test <url>; pending: build"); "" when none is either."""
+    parts = []
+    if pr.failing_checks:
+        named = (f"{c.name} <{c.url}>" if c.url else c.name for c in pr.failing_checks)
+        parts.append(f"failing: {', '.join(named)}")
+    if pr.pending_checks:
+        parts.append(f"pending: {', '.join(c.name for c in pr.pending_checks)}")
+    return "; ".join(parts)
 
 
 def _warn_on_stderr(line: str) -> None:

@@ -7,8 +7,10 @@ the contract test validates a batch of 1 and of `BATCH_SIZE` against GitHub's pu
 
 Sizes: GitHub refuses a query that could return more than 500,000 nodes and charges a point
 per 100 connection pages it may have to read. A full batch asks for 50 branches x 5 PRs x (20
-labels + 20 reviews + 20 comments + 1 commit): about 15,500 nodes and 11 points; a PR number
-asks for one PR, so a batch that mixes them is smaller.
+labels + 20 reviews + 20 comments + 1 commit with 50 checks): 250 + 250 x (20 + 20 + 20 + 1 +
+50) = 28,000 nodes, and 50 + 250 x 5 = 1,300 connection pages, 13 points; a PR number asks for
+one PR, so a batch that mixes them is smaller. The checks (check runs and commit statuses of
+the head commit) come in the same request as the rest of the PR.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ BACKEND = "github"
 BATCH_SIZE = 50  # branches and PR numbers per batch request, each an alias of its own
 PRS_PER_BRANCH = 5  # an issue's newest PRs: enough to find its open one
 NESTED_PAGE_SIZE = 20  # a PR's labels, latest reviews and latest comments read with it
+CHECKS_PAGE_SIZE = 50  # the head commit's checks read with it (a CI matrix can have dozens)
 PAGE_SIZE = 50  # PRs per page when listing
 
 # What Legion reads of a pull request, everywhere it reads one.
@@ -46,7 +49,23 @@ fragment LegionPullRequest on PullRequest {{
   }}
   comments(last: {NESTED_PAGE_SIZE}) {{ nodes {{ author {{ login }} body createdAt }} }}
   mergeable
-  commits(last: 1) {{ nodes {{ commit {{ statusCheckRollup {{ state }} }} }} }}
+  commits(last: 1) {{
+    nodes {{
+      commit {{
+        statusCheckRollup {{
+          state
+          contexts(first: {CHECKS_PAGE_SIZE}) {{
+            totalCount
+            nodes {{
+              __typename
+              ... on CheckRun {{ name status conclusion detailsUrl }}
+              ... on StatusContext {{ context state targetUrl }}
+            }}
+          }}
+        }}
+      }}
+    }}
+  }}
   createdAt
   updatedAt
 }}

@@ -1,0 +1,135 @@
+"""A reconcile pass on Linear and GitHub (the fakes on 127.0.0.1) with a real worker (the Claude
+Code CLI against the scripted model, a private tmux server): a reviewer approved, but a CI check
+fails, so the implementer's session is resumed with each failing check and its log link
+(issue 19 item 1: "CI is invisible")."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from legion.actionlog import ActionLog, OutcomeKind
+from legion.backends import open_backends, open_workers
+from legion.config import load_project
+from legion.reconcile import Reconciler
+from tests.conftest import git, run_legion
+from tests.e2e.swarm_env import Swarm, open_swarm
+from tests.fakes.github_server import FakeGitHub, check_run, status_context
+from tests.fakes.linear_server import FakeLinear
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+LOG = "https://ci.example/runs/41"
+
+
+@pytest.fixture
+def fakes(tmp_path: Path) -> Iterator[tuple[FakeLinear, FakeGitHub, Path]]:
+    remote = tmp_path / "remote.git"
+    remote.mkdir()
+    git(remote, "init", "--quiet", "--bare")
+    linear, github = FakeLinear(retro_state=True), FakeGitHub(remote=remote)
+    with linear.running(), github.running():
+        yield linear, github, remote
+
+
+@pytest.fixture
+def swarm(
+    tmp_path: Path, git_repo: Path, isolated_env: Path, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> Iterator[Swarm]:
+    linear, github, remote = fakes
+    env = {
+        "LINEAR_API_URL": linear.api_url,
+        "LINEAR_API_KEY": linear.token,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": github.token,
+    }
+    git(git_repo, "remote", "add", "origin", str(remote))
+    git(git_repo, "push", "--quiet", "origin", "main")
+    init = run_legion(
+        *("init", "--tracker", "linear", "--team", "ENG", "--forge", "github"),
+        *("--repo", "acme/widgets"),
+        cwd=git_repo,
+        env=dict(os.environ) | env,
+    )
+    assert init.returncode == 0, init.stderr
+    with open_swarm(tmp_path, git_repo, isolated_env) as made:
+        made.env |= env
+        yield made
+
+
+def test_a_failing_check_resumes_the_implementer_with_its_name_and_log(
+    swarm: Swarm, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    linear, github, _ = fakes
+    linear.add_label("worker-done")
+    issue = linear.add_issue("Approved, CI red", state="In Review", labels=["worker-done"])
+    pr = github.add_pr(f"legion/{issue.lower()}", labels=("worker-approved",), head_oid="f" * 40)
+    github.set_checks(
+        pr["number"],
+        check_run("unit tests (3.12)", conclusion="FAILURE", url=LOG),
+        status_context("ci/lint", "ERROR"),
+        check_run("docs"),
+    )
+    loaded = load_project(swarm.repo, swarm.env)
+    backends = open_backends(loaded)
+    workers = open_workers(loaded, backends, swarm.env)
+    reconciler = Reconciler(
+        loaded, backends.tracker, backends.forge, workers, ActionLog(backends.db)
+    )
+
+    outcomes = reconciler.run()
+
+    resumed = [o for o in outcomes if o.action == "resume_implementer_for_checks"]
+    assert resumed and resumed[0].kind is OutcomeKind.DONE, outcomes
+    assert "failing: unit tests (3.12), ci/lint" in resumed[0].detail
+    assert "worker-done" not in linear.label_names(issue)  # the reviewer gets the fix next
+    assert linear.state_name(issue) == "In Review"
+    request = swarm.server.wait_for(
+        lambda r: bool(r.prompt) and f"implement mode for {issue}" in (r.prompt or ""), timeout=90
+    )
+    prompt = request.prompt or ""
+    assert f"CI checks fail on PR #{pr['number']}:" in prompt
+    assert f"- unit tests (3.12): {LOG}" in prompt
+    assert "- ci/lint (no log link" in prompt
+    assert "docs" not in prompt.split("CI checks fail")[1].split("Read each log")[0]
+    assert "without adding worker-done" in prompt
+
+
+@pytest.mark.parametrize(
+    ("state", "verdict", "action", "mode"),
+    [
+        ("Retro", "worker-approved", "dispatch_finisher", "finish"),
+        ("In Review", "worker-changes-requested", "resume_implementer_for_changes", "implement"),
+    ],
+    ids=["finisher", "changes"],
+)
+def test_the_finisher_and_requested_changes_hear_of_failing_checks_too(
+    swarm: Swarm,
+    fakes: tuple[FakeLinear, FakeGitHub, Path],
+    state: str,
+    verdict: str,
+    action: str,
+    mode: str,
+) -> None:
+    linear, github, _ = fakes
+    linear.add_label("worker-done")
+    issue = linear.add_issue("CI red", state=state, labels=["worker-done"])
+    pr = github.add_pr(f"legion/{issue.lower()}", labels=(verdict,), head_oid="f" * 40)
+    github.set_checks(pr["number"], check_run("e2e", conclusion="TIMED_OUT", url=LOG))
+    loaded = load_project(swarm.repo, swarm.env)
+    backends = open_backends(loaded)
+    workers = open_workers(loaded, backends, swarm.env)
+    reconciler = Reconciler(
+        loaded, backends.tracker, backends.forge, workers, ActionLog(backends.db)
+    )
+
+    outcomes = reconciler.run()
+
+    assert [o.kind for o in outcomes if o.action == action] == [OutcomeKind.DONE], outcomes
+    request = swarm.server.wait_for(
+        lambda r: f"{mode} mode for {issue}" in (r.prompt or ""), timeout=90
+    )
+    assert f"- e2e: {LOG}" in (request.prompt or "")
