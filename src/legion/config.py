@@ -20,7 +20,6 @@ from legion.core.model import Status, validate_issue_key, validate_label_name
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, EVERY_ISSUE
 from legion.core.statusmap import parse_status_table
 from legion.errors import ConfigError, InputError, ToolMissingError
-from legion.workspaces.base import DEFAULT_REGENERABLE
 
 CONFIG_DIR_NAME = ".legion"
 CONFIG_FILE_NAME = "config.toml"
@@ -36,6 +35,16 @@ RUNTIMES = ("claude-code", "codex")
 RUNTIME_ROLES = ("controller", "architect", "plan", "implement", "review", "finish")
 _RUNTIME_ALIASES = {"claude": "claude-code"}
 _BACKEND_ALIASES = {"local": "embedded"}  # the embedded backends' name before 0.2
+
+
+# Ignored files that a build or an install makes again, so a workspace may lose them. Each
+# pattern is matched against every part of an ignored path. Everything else that is ignored
+# (`.env`, local notes, keys) exists nowhere else and keeps the workspace.
+DEFAULT_REGENERABLE: tuple[str, ...] = (
+    "__pycache__", "*.pyc", "*.pyo", ".venv", "venv", "node_modules", "dist", "build",
+    "target", "*.egg-info", ".eggs", ".cache", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+    ".hypothesis", ".tox", ".nox", ".coverage", "htmlcov", ".next", ".gradle", ".DS_Store",
+)  # fmt: skip
 
 
 def _backend(options: tuple[str, ...]) -> Callable[[Any], str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from legion.config import Project, Settings
+from legion.core.marks import unmark
 from legion.core.model import ChecksState, ReviewOutcome
 from legion.errors import (
     BackendError,
@@ -33,7 +34,6 @@ from legion.forges.github.adapter import (
 )
 from legion.forges.github.client import api_base, classify, find_token, graphql_url
 from legion.forges.github.documents import BATCH_OPERATION, BATCH_SIZE
-from legion.trackers.base import unmark
 from legion.workspaces.git_worktree import GitWorktrees
 from tests.conftest import git
 from tests.fakes.github_server import FakeGitHub, check_run, status_context

@@ -17,10 +17,6 @@ KNOWN_LOOP_EDGES = {
     ("bus", "runtime"),
     ("runtime", "bus"),
     ("runtime", "relay"),
-    ("forges", "trackers"),
-    ("trackers", "forges"),
-    ("forges", "workspaces"),
-    ("workspaces", "trackers"),
 }
 
 

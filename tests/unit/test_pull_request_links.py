@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from legion.trackers.base import pull_request_links
+from legion.core.marks import pull_request_links
 
 
 def test_only_pull_request_pages_are_kept_each_once_in_order() -> None:

@@ -1,4 +1,5 @@
-"""Deterministic identifiers: any session can be found again from what the tracker knows."""
+"""Deterministic identifiers: any session (and any issue's branch) can be found again from what
+the tracker knows."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ def session_id(project_id: str, issue: str, mode: Mode) -> str:
 
 def controller_session_id(project_id: str) -> str:
     return str(uuid.uuid5(project_namespace(project_id), "controller"))
+
+
+BRANCH_PREFIX = "legion/"
+
+
+def branch_for(issue: str) -> str:
+    """The branch an issue's work is on (`legion/leg-12`): its workspace's, its pull
+    request's, whatever the workspace kind and the forge."""
+    return f"{BRANCH_PREFIX}{normalize_identifier(issue).lower()}"
 
 
 def short_id(project_id: str) -> str:

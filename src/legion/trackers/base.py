@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from legion.core.model import Label, Status, normalize_identifier
 from legion.errors import InputError
@@ -52,28 +50,6 @@ class Comment:
     by_bot: bool = False
 
 
-# How the path of a pull request's page ends: /OWNER/REPO/pull/N (a trailing slash allowed).
-PULL_REQUEST_PATH = re.compile(r"/([^/]+)/([^/]+)/pull/([1-9][0-9]{0,8})/?\Z")
-
-
-def pull_request_links(urls: Iterable[str]) -> tuple[str, ...]:
-    """The URLs among `urls` that look like a pull request's page
-    (`https://HOST/OWNER/REPO/pull/N`), each once, in their order."""
-    found: dict[str, None] = {}
-    for url in (url.strip() for url in urls):
-        try:
-            parts = urlsplit(url)
-        except ValueError:  # not a URL at all (an unclosed IPv6 host)
-            continue
-        if (
-            parts.scheme in ("http", "https")
-            and parts.hostname
-            and PULL_REQUEST_PATH.search(parts.path)
-        ):
-            found.setdefault(url)
-    return tuple(found)
-
-
 WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)
 
 
@@ -105,25 +81,6 @@ def canonical_label(name: str, known: Iterable[str]) -> str:
         return check_label(name, known)
     except InputError:
         return name
-
-
-# Every comment Legion writes carries this invisible marker (an HTML comment: Markdown renderers
-# on Linear and GitHub hide it), naming the writer.
-_MARKER = re.compile(r"\n*<!-- legion:([A-Za-z0-9_.:-]{1,64}) -->\s*$")
-
-
-def mark(body: str, author: str) -> str:
-    """`body` with Legion's marker for `author` appended."""
-    safe = re.sub(r"[^A-Za-z0-9_.:-]", "-", author)[:64] or "legion"
-    return f"{body.rstrip()}\n\n<!-- legion:{safe} -->"
-
-
-def unmark(body: str) -> tuple[str, str | None]:
-    """(the body without the marker, the author it names or None when there is none)."""
-    match = _MARKER.search(body)
-    if match is None:
-        return body, None
-    return body[: match.start()], match.group(1)
 
 
 def blocker_change(

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from legion.config import Project
+from legion.core.marks import mark, unmark
 from legion.core.model import Status, normalize_identifier
 from legion.core.pickup import EVERY_ISSUE
 from legion.core.text import clean_body, clean_comment, clean_title
@@ -18,8 +19,6 @@ from legion.trackers.base import (
     blocker_change,
     check_label,
     known_labels,
-    mark,
-    unmark,
 )
 
 

@@ -20,16 +20,6 @@ class Workspace:
     kind: str  # "git" (a worktree) or "jj" (a jj workspace)
 
 
-# Ignored files that a build or an install makes again, so a workspace may lose them. Each
-# pattern is matched against every part of an ignored path. Everything else that is ignored
-# (`.env`, local notes, keys) exists nowhere else and keeps the workspace.
-DEFAULT_REGENERABLE: tuple[str, ...] = (
-    "__pycache__", "*.pyc", "*.pyo", ".venv", "venv", "node_modules", "dist", "build",
-    "target", "*.egg-info", ".eggs", ".cache", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-    ".hypothesis", ".tox", ".nox", ".coverage", "htmlcov", ".next", ".gradle", ".DS_Store",
-)  # fmt: skip
-
-
 def is_regenerable(path: str, patterns: Sequence[str]) -> bool:
     """Pure: whether an ignored path (a file, or a folder ending in /) is build output."""
     parts = PurePosixPath(path.rstrip("/")).parts

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from legion.config import DEFAULT_REGENERABLE
+from legion.core.ids import BRANCH_PREFIX, branch_for
 from legion.core.model import normalize_identifier
 from legion.errors import InputError
 from legion.git import rev_parse, run_git
 from legion.workspaces.base import (
-    DEFAULT_REGENERABLE,
     Workspace,
     WorkspaceCheck,
     claim_folder,
@@ -17,10 +18,6 @@ from legion.workspaces.base import (
     precious,
     removable,
 )
-
-
-def branch_for(issue: str) -> str:
-    return f"legion/{normalize_identifier(issue).lower()}"
 
 
 def parse_status(listing: str) -> tuple[list[str], list[str]]:
@@ -151,7 +148,7 @@ class GitWorktrees:
         found = []
         root = self.root.resolve()
         for path, branch in sorted(self._registered().items()):
-            if path.parent != root or not branch.startswith("legion/"):
+            if path.parent != root or not branch.startswith(BRANCH_PREFIX):
                 continue
             try:
                 issue = normalize_identifier(path.name)

@@ -17,10 +17,11 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from legion.config import DEFAULT_REGENERABLE
+from legion.core.ids import branch_for
 from legion.core.model import normalize_identifier
 from legion.errors import InputError, LegionError, ToolMissingError
 from legion.workspaces.base import (
-    DEFAULT_REGENERABLE,
     Workspace,
     WorkspaceCheck,
     claim_folder,
@@ -123,7 +124,7 @@ class JjWorkspaces:
         path = self.path_for(issue)
         if not path.is_dir() or name not in self._names():
             return None
-        return Workspace(normalize_identifier(issue), path, f"legion/{name}", self.kind)
+        return Workspace(normalize_identifier(issue), path, branch_for(name), self.kind)
 
     def ensure(self, issue: str) -> Workspace:
         existing = self.get(issue)
@@ -133,7 +134,7 @@ class JjWorkspaces:
         claim_folder(path, f"a jj workspace of {self.repo}")
         name = workspace_name(issue)
         self._jj("workspace", "add", "--name", name, "-r", self.base, str(path))
-        return Workspace(normalize_identifier(issue), path, f"legion/{name}", self.kind)
+        return Workspace(normalize_identifier(issue), path, branch_for(name), self.kind)
 
     def check(self, issue: str) -> WorkspaceCheck:
         if self.get(issue) is None:
@@ -174,5 +175,5 @@ class JjWorkspaces:
             except InputError:
                 continue  # `default` and workspaces Legion did not make
             if self.path_for(issue).is_dir():
-                found.append(Workspace(issue, self.path_for(issue), f"legion/{name}", self.kind))
+                found.append(Workspace(issue, self.path_for(issue), branch_for(name), self.kind))
         return found

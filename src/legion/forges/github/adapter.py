@@ -22,6 +22,8 @@ from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from legion.config import Project
+from legion.core.ids import BRANCH_PREFIX, branch_for
+from legion.core.marks import PULL_REQUEST_PATH, mark, unmark
 from legion.core.model import ChecksState, normalize_identifier
 from legion.core.text import (
     MAX_TITLE_CHARS,
@@ -50,8 +52,6 @@ from legion.forges.github.client import (
 )
 from legion.git import fast_forward, last_line, rev_parse, run_git
 from legion.graphql_client import DEFAULT_TIMEOUT_S, Document, GraphQLClient
-from legion.trackers.base import PULL_REQUEST_PATH, mark, unmark
-from legion.workspaces.git_worktree import branch_for
 
 APPROVED_LABEL = "worker-approved"
 CHANGES_LABEL = "worker-changes-requested"
@@ -61,7 +61,6 @@ _LABEL_STYLE = {  # color, description: used when Legion creates the label
 }
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
 MERGE_METHODS = {"squash": "SQUASH", "merge": "MERGE", "rebase": "REBASE"}
-BRANCH_PREFIX = "legion/"
 OPEN_PAGES = 20  # at most 1,000 open PRs listed: more is not a repository Legion runs
 PUSH_SYNC_WAITS = (0.5, 1.0, 2.0, 4.0)  # GitHub sees a push within seconds
 

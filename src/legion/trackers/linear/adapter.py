@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from legion.config import Project
+from legion.core.marks import mark, pull_request_links, unmark
 from legion.core.model import Status, normalize_identifier, parse_identifier
 from legion.core.statusmap import StatusMap
 from legion.core.text import clean_body, clean_comment, clean_title
@@ -54,9 +55,6 @@ from legion.trackers.base import (
     canonical_label,
     check_label,
     known_labels,
-    mark,
-    pull_request_links,
-    unmark,
 )
 from legion.trackers.linear import documents as docs
 
