@@ -380,7 +380,7 @@ def test_log_lines_are_ordered_by_time_whatever_the_precision() -> None:
 
 
 def test_a_task_list_in_a_line() -> None:
-    from legion.runtime.claude_tasks import TaskList
+    from legion.core.task_list import TaskList
     from legion.tui.present import task_line
 
     assert task_line(TaskList(2, 5, "Writing the parser")) == "Tasks 2/5, now: Writing the parser"

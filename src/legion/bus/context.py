@@ -16,7 +16,7 @@ from pathlib import Path
 from legion.bus.delivery import address_from
 from legion.bus.model import Agent, AgentRole, Message, Task, TaskState
 from legion.bus.store import Bus
-from legion.runtime.claude_tasks import TaskList, read_tasks
+from legion.core.task_list import TaskList
 
 PLAN_FOLDER = Path("docs") / "plans"
 PLAN_LIMIT = 4000  # characters of the plan shown; the rest is a `cat` away
@@ -179,10 +179,10 @@ def gather(
     mode: str | None,
     issue: str | None,
     why: str,
-    env: Mapping[str, str] | None = None,
+    cli_tasks: TaskList | None = None,
 ) -> str:
-    """The agent's wake-up context, from the bus and its workspace (and, given the session's
-    `env`, its Claude Code task list)."""
+    """The agent's wake-up context, from the bus and its workspace (and `cli_tasks`, the
+    session's own task list, as its runtime read it)."""
     tasks = bus.tasks(agent.channel)
     assignees = {t.assigned_agent_id for t in tasks if t.assigned_agent_id is not None}
     addresses = (
@@ -191,9 +191,6 @@ def gather(
         else {}
     )
     plan = newest_plan(workspace) if workspace is not None else None
-    cli_tasks = None
-    if env is not None and agent.session_id and agent.runtime == "claude-code":
-        cli_tasks = read_tasks(env, agent.session_id)
     recent = recent_activity(bus, agent)
     wake = WakeUp(agent, mode, issue, plan, tasks, recent, why, cli_tasks)
     return wake_up_context(wake, addresses)

@@ -10,8 +10,6 @@ share the issue's branch (`legion/LEG-7`), the orchestrator is on the base branc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from legion.bus.address import project_name_for_folder
@@ -19,10 +17,9 @@ from legion.bus.model import ORCHESTRATOR_NAME, Agent, AgentRole, Channel
 from legion.bus.store import Bus
 from legion.config import Project, git_toplevel
 from legion.core.decide import session_mode
-from legion.core.model import Mode
+from legion.core.model import CONTROLLER_MODE, Mode
 from legion.errors import ConfigError, InputError
 from legion.git import current_branch
-from legion.identity import CONTROLLER_MODE
 
 
 def project_channel_name(project: Project, bus: Bus | None = None) -> str:
@@ -48,14 +45,19 @@ def agent_name_for_mode(mode: str) -> str:
     mode (a retro runs in the implementer's session, so it is `implement`)."""
     if mode == CONTROLLER_MODE:
         return ORCHESTRATOR_NAME
-    return session_mode(_mode(mode)).value
+    return session_mode(session_mode_named(mode)).value
 
 
 def role_for_mode(mode: str) -> AgentRole:
-    return AgentRole.CONTROLLER if mode == CONTROLLER_MODE else AgentRole(_mode(mode).value)
+    return (
+        AgentRole.CONTROLLER
+        if mode == CONTROLLER_MODE
+        else AgentRole(session_mode_named(mode).value)
+    )
 
 
-def _mode(mode: str) -> Mode:
+def session_mode_named(mode: str) -> Mode:
+    """The worker mode `LEGION_MODE` names; a one-line error for anything else."""
     try:
         return Mode(mode)
     except ValueError:
@@ -93,71 +95,6 @@ def register_session(
         runtime=runtime,
         session_id=session_id,
     )
-
-
-@dataclass(frozen=True)
-class Speaker:
-    """Who runs this command on the bus, and the channel it speaks in unless told otherwise
-    (`channel()` may need the project: only asked when no channel was given)."""
-
-    agent: Agent
-    channel: Callable[[], Channel]
-
-
-def identify(
-    bus: Bus, env: Mapping[str, str], cwd: Path, project: Callable[[], Project]
-) -> Speaker:
-    """The agent of the session this command runs in (registered now if the session started
-    before it could be), else the human."""
-    session_id = env.get("LEGION_SESSION_ID", "").strip()
-    if not session_id:
-        return Speaker(bus.human(), lambda: human_channel(project(), cwd, bus))
-    agent = bus.agent_by_session(session_id)
-    if agent is None:
-        mode = env.get("LEGION_MODE", "").strip()
-        if not mode:
-            raise ConfigError(
-                f"LEGION_SESSION_ID={session_id} is not on the bus and LEGION_MODE is unset, "
-                "so Legion cannot tell which agent this is"
-            )
-        workspace = cwd if current_branch(cwd) is not None else project().root
-        agent = register_session(
-            bus,
-            project(),
-            mode=mode,
-            session_id=session_id,
-            workspace=workspace,
-            runtime=session_runtime(project(), mode, session_id),
-        )
-    found = agent
-    return Speaker(found, lambda: found.channel)
-
-
-def session_runtime(project: Project, mode: str, session_id: str) -> str:
-    """The agent CLI session `session_id` runs on: as the worker registry recorded it when
-    Legion started it, else (the controller, or a session the registry never saw) the CLI the
-    project's settings give its role."""
-    from legion.embedded.db import Database
-    from legion.errors import StoreError
-    from legion.runtime.registry import Registry
-
-    record = None
-    if project.db_path.exists():
-        try:
-            db = Database(project.db_path, create=False)
-        except StoreError:
-            pass  # the settings still say which CLI the role runs on
-        else:
-            try:
-                record = Registry(db).by_session(session_id)
-            except StoreError:
-                pass
-            finally:
-                db.close()
-    if record is not None:
-        return record.runtime
-    role = CONTROLLER_MODE if mode == CONTROLLER_MODE else session_mode(_mode(mode)).value
-    return project.settings.runtime_for(role)
 
 
 def human_channel(project: Project, cwd: Path, bus: Bus | None = None) -> Channel:

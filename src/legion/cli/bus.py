@@ -19,8 +19,8 @@ from legion.errors import InputError
 
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
     from legion.bus.model import Agent, Channel, Event, EventKind, Message, Posted, Task
-    from legion.bus.sessions import Speaker
     from legion.bus.store import Bus
+    from legion.identity import Speaker
 
 FOLLOW_POLL_S = 0.2  # how often `messages --follow` looks for new messages
 DEFAULT_LAST = 50
@@ -45,7 +45,7 @@ def _open_bus() -> Bus:
 
 
 def _speaker(ctx: typer.Context, bus: Bus) -> Speaker:
-    from legion.bus.sessions import identify
+    from legion.identity import identify
 
     return identify(bus, os.environ, Path.cwd(), lambda: common.project(ctx))
 

@@ -97,7 +97,7 @@ def escalate(
 def _who_runs_this() -> tuple[str, str]:
     """(who asks, who judged it needs a human): the controller is Legion's Oracle; a worker's
     session says its mode; anyone else is a person, named as their comments are."""
-    from legion.identity import CONTROLLER_MODE
+    from legion.core.model import CONTROLLER_MODE
 
     mode = os.environ.get("LEGION_MODE", "").strip()
     if mode == CONTROLLER_MODE:

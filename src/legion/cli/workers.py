@@ -16,7 +16,7 @@ from legion.core.text import for_display
 from legion.errors import InputError, NotFoundError
 
 if TYPE_CHECKING:
-    from legion.runtime.claude_tasks import TaskList
+    from legion.core.task_list import TaskList
     from legion.runtime.workers import WorkerView
     from legion.trackers.base import Tracker
 

@@ -107,6 +107,11 @@ class Mode(Enum):
             raise InputError(f"unknown worker mode {text!r} (known: {known})") from None
 
 
+# The mode of the controller's session (its LEGION_MODE), beside the workers' modes above: it
+# is no worker mode, but sessions are named by it all the same.
+CONTROLLER_MODE = "controller"
+
+
 class ReviewOutcome(Enum):
     """The review state of an issue's pull request, as the decision table sees it."""
 

@@ -49,13 +49,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from legion.actionlog import ActionLog, OutcomeKind
-from legion.backends import Backends
 from legion.core.model import Status, normalize_identifier
+from legion.embedded.db import Database
 from legion.errors import ConfigError, InputError, LegionError, NotFoundError, NotPermittedError
-from legion.forges.base import PullRequest
+from legion.forges.base import Forge, PullRequest
 from legion.relay import fallback_folder, socket_path
 from legion.relay.capabilities import Capabilities, Scope
 from legion.relay.protocol import (
@@ -68,7 +68,21 @@ from legion.relay.protocol import (
     result_answer,
 )
 from legion.statefiles import private_folder
-from legion.trackers.base import Issue
+from legion.trackers.base import Issue, Tracker
+
+
+class Backends(Protocol):
+    """What the relay answers with: the project's tracker and forge (the real ones, which hold
+    the credentials) and its database (the capabilities, the action log). `legion.backends`
+    opens them; the relay takes whatever it is handed."""
+
+    @property
+    def tracker(self) -> Tracker: ...
+    @property
+    def forge(self) -> Forge: ...
+    @property
+    def db(self) -> Database: ...
+
 
 # A client has this long in all to send its whole request once connected (and as long to read
 # the answer): a client that trickles its bytes is cut then, whatever its pace.

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Protocol
 
 from legion.core.model import Mode, normalize_identifier
+from legion.core.task_list import TaskList
 from legion.core.usage import Usage
-from legion.runtime.claude_tasks import TaskList
 from legion.runtime.transcript import TranscriptSummary
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from legion.config import Settings
 from legion.core.model import Mode
+from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.errors import ConfigError
 from legion.runtime import claude_bin, hooks
@@ -32,7 +33,7 @@ from legion.runtime.claude_paths import (
     newest_activity,
     transcript_path,
 )
-from legion.runtime.claude_tasks import TaskList, read_tasks
+from legion.runtime.claude_tasks import read_tasks
 from legion.runtime.transcript import TranscriptSummary, session_usage, summarize_file
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").

@@ -11,42 +11,11 @@ one that is not a task, is skipped, never an error."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from legion.core.task_list import TaskList, summarize_tasks
 from legion.runtime.claude_paths import config_dir
-
-
-@dataclass(frozen=True)
-class TaskList:
-    done: int
-    total: int
-    current: str | None  # what is in progress (its active form), if anything
-
-    @property
-    def progress(self) -> str:
-        return f"{self.done}/{self.total}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"done": self.done, "total": self.total, "current": self.current}
-
-
-def summarize_tasks(tasks: Iterable[Mapping[str, Any]]) -> TaskList | None:
-    """Pure: the list's progress from its tasks' documents; None when it has none."""
-    done = total = 0
-    current: str | None = None
-    for task in tasks:
-        status = task.get("status")
-        if status not in ("pending", "in_progress", "completed"):
-            continue  # deleted, or no task at all
-        total += 1
-        done += status == "completed"
-        if status == "in_progress" and current is None:
-            text = task.get("activeForm") or task.get("subject")
-            current = text if isinstance(text, str) and text else None
-    return TaskList(done, total, current) if total else None
 
 
 def task_dir(env: Mapping[str, str], session_id: str) -> Path:

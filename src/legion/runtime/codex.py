@@ -25,9 +25,9 @@ from pathlib import Path
 
 from legion.config import Settings
 from legion.core.model import Mode
+from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.runtime import codex_bin, npm_pin
-from legion.runtime.claude_tasks import TaskList
 from legion.runtime.transcript import TranscriptSummary, Turn, read_tail
 
 NAME = "codex"

@@ -16,9 +16,12 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from legion.runtime import hooks
+
+if TYPE_CHECKING:
+    from legion.core.task_list import TaskList
 from legion.runtime.hooks import HookEvent, Inbox
 
 FAILED = 1  # never 2: see the module's docstring
@@ -92,10 +95,20 @@ def _wake_up_context(
             mode=None if mode == "controller" else mode,
             issue=env.get("LEGION_ISSUE_ID") or None,
             why=why,
-            env=env,
+            cli_tasks=_task_list(agent.runtime, env, session),
         )
     finally:
         bus.close()
+
+
+def _task_list(runtime: str, env: Mapping[str, str], session: str) -> TaskList | None:
+    """The session's own task list, for its wake-up context: Claude Code's (its hooks run
+    this; Codex's turn loop too, and Codex keeps none)."""
+    if runtime != "claude-code":
+        return None
+    from legion.runtime.claude_tasks import read_tasks
+
+    return read_tasks(env, session)
 
 
 def _snapshot(hook_input: Mapping[str, Any], env: Mapping[str, str], context: Path | None) -> None:

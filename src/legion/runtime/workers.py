@@ -28,6 +28,7 @@ from legion.config import Project
 from legion.core.decide import session_mode
 from legion.core.ids import session_id, short_id
 from legion.core.model import Label, Mode, normalize_identifier
+from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.errors import ConfigError, ConflictError, InputError, LegionError, NotFoundError
 from legion.faults import fault_point
@@ -37,7 +38,6 @@ from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
 from legion.runtime.claude import CURSOR
-from legion.runtime.claude_tasks import TaskList
 from legion.runtime.registry import Registry, WorkerRecord
 from legion.runtime.tmux import (
     Tmux,

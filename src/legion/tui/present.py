@@ -36,8 +36,8 @@ from legion.bus.model import (
 )
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
+from legion.core.task_list import TaskList
 from legion.core.text import for_display
-from legion.runtime.claude_tasks import TaskList
 
 # The seed's glyphs, and "-" for an idle agent (waiting for a prompt: nothing to see).
 GLYPHS: dict[AgentStatus, str] = {

@@ -37,7 +37,7 @@ from legion.tui.present import (
 if TYPE_CHECKING:
     from legion.backends import Backends
     from legion.config import Project
-    from legion.runtime.claude_tasks import TaskList
+    from legion.core.task_list import TaskList
     from legion.runtime.tmux import Window
     from legion.runtime.workers import WorkerManager
 
