@@ -34,6 +34,7 @@ from legion.errors import (
     BackendErrorKind,
     ConfigError,
     LegionError,
+    NotFoundError,
     ToolMissingError,
 )
 from legion.faults import fault_point
@@ -236,11 +237,12 @@ class _Pass:
         (`legion.core.backoff`): a transient failure or a rate limit for longer each time, an
         invalid request or an item not found until the issue changes. A rate limit on the
         pass's own reads keeps every pass away until the reset the server gave."""
-        if (
-            isinstance(exc, BackendError)
-            and state is not None
-            and exc.kind is not BackendErrorKind.AUTH
+        if state is not None and (
+            isinstance(exc, NotFoundError)
+            or (isinstance(exc, BackendError) and exc.kind is not BackendErrorKind.AUTH)
         ):
+            # A NotFoundError (an adapter's: the issue or its PR is gone) will not pass by
+            # itself, like a backend's own not-found: logged once, tried when the issue changes.
             self.back_off(issue, action, exc, state, prefix)
             return
         if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED:
@@ -262,15 +264,20 @@ class _Pass:
                 self.record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
 
     def back_off(
-        self, issue: str, action: str, exc: BackendError, state: Hashable, prefix: str
+        self,
+        issue: str,
+        action: str,
+        exc: BackendError | NotFoundError,
+        state: Hashable,
+        prefix: str,
     ) -> None:
         now = self.o.clock()
         held = backoff.after_failure(
             self.o.held.get(issue),
             state,
             now,
-            retryable=exc.retryable,
-            retry_after=exc.retry_after,
+            retryable=exc.retryable if isinstance(exc, BackendError) else False,
+            retry_after=exc.retry_after if isinstance(exc, BackendError) else None,
         )
         if not self.dry_run:
             self.o.held[issue] = held
@@ -279,7 +286,7 @@ class _Pass:
             detail = f"{exc}; not tried again until {issue} changes (or in {wait / 60:.0f} min)"
         else:
             detail = f"{exc}; next try for {issue} in {wait:.0f} s"
-        limited = exc.kind is BackendErrorKind.RATE_LIMITED
+        limited = isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED
         self.record(
             issue, action, OutcomeKind.DEFERRED if limited else OutcomeKind.FAILED, prefix + detail
         )

@@ -13,7 +13,7 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core.model import Status
-from legion.errors import BackendError, BackendErrorKind, StoreError
+from legion.errors import BackendError, BackendErrorKind, NotFoundError, StoreError
 from legion.reconcile import Reconciler, human_answer
 from legion.trackers.local import LocalTracker
 from tests.conftest import run_legion
@@ -23,10 +23,13 @@ class FlakyTracker(LocalTracker):
     """The embedded tracker, failing to move the issues named in `broken`."""
 
     broken: ClassVar[set[str]] = set()
+    gone: ClassVar[set[str]] = set()  # deleted between the pass's read and its write
 
     def set_status(self, identifier: str, status: Status):  # type: ignore[no-untyped-def]
         if identifier in self.broken:
             raise StoreError("the tracker is unreachable (simulated)")
+        if identifier in self.gone:
+            raise NotFoundError(f"no issue {identifier} (simulated)")
         return super().set_status(identifier, status)
 
 
@@ -67,6 +70,35 @@ def test_a_failing_call_is_logged_and_retried_without_harm(reconciler: Reconcile
         ("LEG-2", "done"),
         ("LEG-1", "done"),
     ]
+
+
+def test_an_issue_not_found_is_logged_once_and_waits_for_a_change(
+    reconciler: Reconciler,
+) -> None:
+    """A not-found will not pass by itself (README: "an item not found is logged once and not
+    tried again until the issue changes"), whichever layer said it."""
+    tracker = reconciler.tracker
+    assert isinstance(tracker, FlakyTracker)
+    tracker.create_issue("One", labels=["worker-done"])
+    FlakyTracker.gone = {"LEG-1"}
+    try:
+        (first,) = [o for o in reconciler.run() if o.issue == "LEG-1"]
+        assert first.kind is OutcomeKind.FAILED
+        assert "not tried again until LEG-1 changes" in first.detail
+        (second,) = [o for o in reconciler.run() if o.issue == "LEG-1"]
+        assert second.kind is OutcomeKind.DEFERRED
+        logged = [e.outcome for e in reconciler.log.tail(50, issue="LEG-1")]
+        assert logged == [OutcomeKind.FAILED]  # said once
+        # The issue changes (a person labels it): its step is tried again at once.
+        FlakyTracker.gone = set()
+        tracker.update_labels("LEG-1", add=["worker-active"])
+        outcomes = [o for o in reconciler.run() if o.issue == "LEG-1"]
+        assert next((o.action, o.kind) for o in outcomes) == (
+            "transition_to_in_progress",
+            OutcomeKind.DONE,
+        )
+    finally:
+        FlakyTracker.gone = set()
 
 
 def test_dry_run_changes_nothing(reconciler: Reconciler) -> None:
