@@ -7,15 +7,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from legion import identity
 from legion.cli import common, render
 from legion.config import Project
-from legion.daemon_link import heartbeat_file, running_pid
+from legion.core.usage import total
+from legion.daemon_link import running_pid
 from legion.errors import InputError, LegionError
+
+if TYPE_CHECKING:
+    from legion.status import StatusReport
 
 
 def reconcile(
@@ -301,119 +305,61 @@ def status(
 ) -> None:
     """The daemon, the controller, the workers, WIP, whether dispatch is paused, the judgment
     queue, and the last actions."""
-    from legion.actionlog import ActionLog
     from legion.backends import open_workers
-    from legion.judgments import JudgmentQueue
-    from legion.pause import DispatchPause
-    from legion.reconcile import counts_toward_wip
-    from legion.watch import CONTROLLER_WINDOW, controller_state_of
+    from legion.status import read_status
 
     project, backends = common.backends(ctx)
-    workers = open_workers(project, backends)
-    now = time.time()
-    unknown: str | None = None
-    try:
-        views: list[Any] | None = workers.views()
-        controller, activity = controller_state_of(project, workers)
-        state: str = controller.value
-        if state == "dead" and activity is None and running_pid(project) is None:
-            state = "not started"  # no window, no transcript, no daemon: never ran
-    except LegionError as exc:  # tmux did not answer: what runs is unknown, not nothing
-        unknown = str(exc)
-        views, state, activity = None, "unknown", None
-    try:
-        beat: float | None = round(now - heartbeat_file(project).stat().st_mtime, 1)
-    except OSError:
-        beat = None
-    code = None
-    if views is not None:
-        code = sum(1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode))
-    pause = DispatchPause(backends.db).state()
-    judgments = JudgmentQueue(backends.db).open_items()
-    kept = _kept_workspaces(backends, workers, views)
-    usage: dict[str, Any] = {}
-    for issue in sorted({view.record.issue for view in views or []}):
-        usage |= workers.usage(issue)
-    data: dict[str, Any] = {
-        "daemon": {"pid": running_pid(project), "heartbeat_age_s": beat},
-        "controller": {
-            "window": CONTROLLER_WINDOW,
-            "runtime": workers.controller_runtime.name,
-            "state": state,
-            "transcript_age_s": None if activity is None else round(now - activity, 1),
-        },
-        "workers": None if views is None else [view.to_json(now) for view in views],
-        "wip": {"code_workers": code, "limit": project.settings.wip_limit},
-        "dispatch_paused": None if pause.reason is None else pause.to_json(),
-        "judgments": [item.to_json() for item in judgments],
-        "kept_workspaces": kept,
-        # The tokens of each issue a worker is on, by phase (`legion issue show` for any).
-        "usage": {issue: render.usage_json(phases) for issue, phases in usage.items()},
-        "last_actions": [entry.to_json() for entry in ActionLog(backends.db).tail(10)],
-    }
-    if unknown is not None:
-        data["unknown"] = unknown
+    report = read_status(project, backends, open_workers(project, backends))
     if as_json:
-        common.print_json(data)
+        common.print_json(report.to_json(render.usage_json))
         return
-    _print_status(data, views, judgments, pause)
+    _print_status(report)
 
 
-def _print_status(data: dict[str, Any], views: Any, judgments: Any, pause: Any) -> None:
-    pid, beat = data["daemon"]["pid"], data["daemon"]["heartbeat_age_s"]
+def _print_status(report: StatusReport) -> None:
+    pid, beat = report.daemon_pid, report.heartbeat_age_s
     typer.echo(
         f"daemon:     {'running (pid ' + str(pid) + ')' if pid else 'not running'}"
         + (f", heartbeat {beat:.0f}s ago" if beat is not None else "")
     )
-    typer.echo(f"controller: {data['controller']['state']} ({data['controller']['runtime']})")
+    typer.echo(f"controller: {report.controller_state} ({report.controller_runtime})")
+    pause = report.pause
     if pause.reason is not None:
         common.echo(f"dispatch:   PAUSED since {pause.paused_at}: {pause.reason}")
-    if "unknown" in data:
-        common.echo(f"workers:    unknown ({data['unknown']})")
-    code, limit = data["wip"]["code_workers"], data["wip"]["limit"]
+    if report.unknown is not None:
+        common.echo(f"workers:    unknown ({report.unknown})")
+    code, limit = report.code_workers, report.wip_limit
     if code is not None:
         typer.echo(
             f"WIP:        {code} code worker(s) of {'unlimited' if limit is None else limit}"
         )
-    for view in views or []:
-        used = data["usage"].get(view.record.issue, {}).get("total")
-        tokens = "" if not used else f"  {used['total']:,} tokens on the issue"
+    for view in report.workers or []:
+        phases = report.usage.get(view.record.issue)
+        used = total(phases.values()).total if phases else 0
+        tokens = "" if not used else f"  {used:,} tokens on the issue"
         common.echo(
             f"  {view.record.issue:8} {view.record.mode.value:10} "
             f"{view.state.value:8} {view.record.runtime:11} {view.record.window}{tokens}"
         )
-    if judgments:
+    if report.judgments:
         typer.echo("judgment queue:")
-        for item in judgments:
+        for item in report.judgments:
             tries = f"{item.attempts} attempt{'' if item.attempts == 1 else 's'}"
             common.echo(
                 f"  {item.issue:8} {item.kind.value:18} {item.state.value:9} "
                 f"since {item.created_at} ({tries}): {item.reason}"
             )
-    if data["kept_workspaces"]:
+    if report.kept_workspaces:
         typer.echo("kept workspaces of Done issues (`legion workspace clean --rescue`):")
-        for row in data["kept_workspaces"]:
-            common.echo(f"  {row['issue']:8} {row['reason']}")
-    if data["last_actions"]:
+        for kept in report.kept_workspaces:
+            common.echo(f"  {kept.issue:8} {kept.reason}")
+    if report.last_actions:
         typer.echo("last actions:")
-        for entry in data["last_actions"]:
+        for entry in report.last_actions:
+            data = entry.to_json()
             common.echo(
-                f"  {entry['created_at']}  {entry['issue']:8} {entry['action']}: {entry['outcome']}"
+                f"  {data['created_at']}  {entry.issue:8} {entry.action}: {data['outcome']}"
             )
-
-
-def _kept_workspaces(backends: Any, workers: Any, views: list[Any] | None) -> list[dict[str, str]]:
-    """The workspaces of Done issues the sweep keeps (unsaved work, ignored files), and why."""
-    from legion.workspaces.sweep import sweep_done
-
-    if views is None:
-        return []  # tmux did not answer: which workers live is unknown
-    live = {view.record.issue for view in views if view.state.is_live}
-    try:
-        results = sweep_done(backends.tracker, workers.workspaces, live, dry_run=True)
-    except LegionError as exc:
-        return [{"issue": "-", "reason": str(exc)}]
-    return [{"issue": r.issue, "reason": r.reason} for r in results if not r.would_remove]
 
 
 def skills_install(

@@ -1,0 +1,147 @@
+"""The swarm's status, read once into a typed report: the daemon, the controller, the workers,
+WIP, the dispatch pause, the judgment queue, kept workspaces, tokens and the last actions.
+`legion status` renders it (text or JSON); anything else that shows the swarm reads the same
+report, so what counts as "not started" or "unknown" is decided here only."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from legion.config import Project
+from legion.core.usage import Usage
+from legion.daemon_link import heartbeat_file, running_pid
+from legion.errors import LegionError
+
+if TYPE_CHECKING:
+    from legion.actionlog import Entry
+    from legion.backends import Backends
+    from legion.judgments import Judgment
+    from legion.pause import PauseState
+    from legion.runtime.workers import WorkerManager, WorkerView
+
+
+@dataclass(frozen=True)
+class KeptWorkspace:
+    issue: str
+    reason: str  # why the sweep keeps it (unsaved work, ignored files), or why it could not look
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    daemon_pid: int | None
+    heartbeat_age_s: float | None
+    controller_window: str
+    controller_runtime: str
+    # running, idle, blocked, dead; "not started" (no window, transcript or daemon ever);
+    # "unknown" when tmux did not answer
+    controller_state: str
+    controller_transcript_age_s: float | None
+    workers: list[WorkerView] | None  # None: tmux did not answer, so which run is unknown
+    unknown: str | None  # why the workers are unknown
+    code_workers: int | None  # live workers that count against the WIP limit
+    wip_limit: int | None
+    pause: PauseState
+    judgments: list[Judgment]
+    kept_workspaces: list[KeptWorkspace]
+    usage: Mapping[str, Mapping[str, Usage]]  # by issue a worker is on, by phase
+    last_actions: list[Entry]
+    now: float  # when it was read (ages are relative to it)
+
+    def to_json(self, usage_json: Any) -> dict[str, Any]:
+        """What `legion status --json` prints; `usage_json` renders an issue's phases."""
+        data: dict[str, Any] = {
+            "daemon": {"pid": self.daemon_pid, "heartbeat_age_s": self.heartbeat_age_s},
+            "controller": {
+                "window": self.controller_window,
+                "runtime": self.controller_runtime,
+                "state": self.controller_state,
+                "transcript_age_s": self.controller_transcript_age_s,
+            },
+            "workers": None
+            if self.workers is None
+            else [view.to_json(self.now) for view in self.workers],
+            "wip": {"code_workers": self.code_workers, "limit": self.wip_limit},
+            "dispatch_paused": None if self.pause.reason is None else self.pause.to_json(),
+            "judgments": [item.to_json() for item in self.judgments],
+            "kept_workspaces": [
+                {"issue": kept.issue, "reason": kept.reason} for kept in self.kept_workspaces
+            ],
+            # The tokens of each issue a worker is on, by phase (`legion issue show` for any).
+            "usage": {issue: usage_json(phases) for issue, phases in self.usage.items()},
+            "last_actions": [entry.to_json() for entry in self.last_actions],
+        }
+        if self.unknown is not None:
+            data["unknown"] = self.unknown
+        return data
+
+
+def read_status(project: Project, backends: Backends, workers: WorkerManager) -> StatusReport:
+    """The project's status now. tmux that does not answer makes the workers unknown (and the
+    controller's state `unknown`), never "none running"."""
+    from legion.actionlog import ActionLog
+    from legion.judgments import JudgmentQueue
+    from legion.pause import DispatchPause
+    from legion.reconcile import counts_toward_wip
+    from legion.watch import CONTROLLER_WINDOW, controller_state_of
+
+    now = time.time()
+    daemon = running_pid(project)
+    unknown: str | None = None
+    views: list[WorkerView] | None
+    activity: float | None
+    try:
+        views = workers.views()
+        controller, activity = controller_state_of(project, workers)
+        state = controller.value
+        if state == "dead" and activity is None and daemon is None:
+            state = "not started"  # no window, no transcript, no daemon: never ran
+    except LegionError as exc:  # tmux did not answer: what runs is unknown, not nothing
+        unknown = str(exc)
+        views, state, activity = None, "unknown", None
+    try:
+        beat: float | None = round(now - heartbeat_file(project).stat().st_mtime, 1)
+    except OSError:
+        beat = None
+    code = None
+    if views is not None:
+        code = sum(1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode))
+    usage: dict[str, dict[str, Usage]] = {}
+    for issue in sorted({view.record.issue for view in views or []}):
+        usage |= workers.usage(issue)
+    return StatusReport(
+        daemon_pid=daemon,
+        heartbeat_age_s=beat,
+        controller_window=CONTROLLER_WINDOW,
+        controller_runtime=workers.controller_runtime.name,
+        controller_state=state,
+        controller_transcript_age_s=None if activity is None else round(now - activity, 1),
+        workers=views,
+        unknown=unknown,
+        code_workers=code,
+        wip_limit=project.settings.wip_limit,
+        pause=DispatchPause(backends.db).state(),
+        judgments=JudgmentQueue(backends.db).open_items(),
+        kept_workspaces=_kept_workspaces(backends, workers, views),
+        usage=usage,
+        last_actions=ActionLog(backends.db).tail(10),
+        now=now,
+    )
+
+
+def _kept_workspaces(
+    backends: Backends, workers: WorkerManager, views: list[WorkerView] | None
+) -> list[KeptWorkspace]:
+    """The workspaces of Done issues the sweep keeps (unsaved work, ignored files), and why."""
+    from legion.workspaces.sweep import sweep_done
+
+    if views is None:
+        return []  # tmux did not answer: which workers live is unknown
+    live = {view.record.issue for view in views if view.state.is_live}
+    try:
+        results = sweep_done(backends.tracker, workers.workspaces, live, dry_run=True)
+    except LegionError as exc:
+        return [KeptWorkspace("-", str(exc))]
+    return [KeptWorkspace(r.issue, r.reason) for r in results if not r.would_remove]
