@@ -1,8 +1,10 @@
-"""A human's answer to a question a worker escalated through the tracker (the issue labelled
-`user-input-needed`): the one way it is written, for `legion feedback` and the TUI's inbox."""
+"""Asking a human through the tracker, and their answer: the one way a question is handed to a
+human (a comment, then `user-input-needed`: `legion escalate`, the reconciler's questions) and
+the one way the answer is written (`legion feedback`, the TUI's inbox)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from legion.core.model import Label
@@ -17,6 +19,36 @@ class TrackerQuestion:
     issue: Issue
     question: str
     asked_at: str
+
+
+def ask_human(tracker: Tracker, issue: str, body: str, *, author: str) -> tuple[Comment, Issue]:
+    """Hand `issue` to a human: `body` as Legion's comment (marked as Legion's, so the answer
+    is what follows it), then `user-input-needed`, which the decision table waits on. The
+    comment comes first: a label without its question would ask nothing."""
+    comment = tracker.add_comment(issue, body, author=author, by_legion=True)
+    updated = tracker.update_labels(issue, add=[Label.USER_INPUT_NEEDED.value])
+    return comment, updated
+
+
+def escalation_comment(
+    issue: str, asker: str, items: Sequence[tuple[str, Sequence[str]]], note: str = ""
+) -> str:
+    """The comment that hands a question to a human: the question (each part with its options),
+    an optional note (why it comes to a human), and how to answer."""
+    lines = [f"**Question from {asker}:**", ""]
+    for question, options in items:
+        lines.append(f"> {question}")
+        if options:
+            lines.append(f"> Options: {', '.join(options)}")
+    if note:
+        lines += ["", note]
+    lines += [
+        "",
+        f'Answer with `legion feedback {issue} "your answer"` (or a comment here and the label '
+        f"`{Label.USER_FEEDBACK_GIVEN.value}`); Legion types it into the waiting session. Or "
+        f'answer it yourself: `legion answer {issue} "your answer"`.',
+    ]
+    return "\n".join(lines)
 
 
 def give_feedback(tracker: Tracker, issue: str, text: str, *, author: str) -> tuple[Issue, Comment]:

@@ -38,6 +38,7 @@ from legion.errors import (
     ToolMissingError,
 )
 from legion.faults import fault_point
+from legion.feedback import ask_human, escalation_comment
 from legion.forges.base import Forge, PullRequest
 from legion.judgments import JudgmentKind, JudgmentQueue, judgment_needs
 from legion.locking import LOCK_TIMEOUT_S, exclusive
@@ -469,8 +470,7 @@ class _Pass:
         items = [(item.question, item.options) for item in view.question.items]
         asker = f"the {view.record.mode.value} worker ({view.record.window})"
         body = escalation_comment(issue, asker, items, note)
-        self.o.tracker.add_comment(issue, body, author=LEGION_AUTHOR, by_legion=True)
-        self.o.tracker.update_labels(issue, add=[Label.USER_INPUT_NEEDED.value])
+        ask_human(self.o.tracker, issue, body, author=LEGION_AUTHOR)
         return done("question posted, user-input-needed added")
 
     def sync_judgments(self, snapshot: Snapshot) -> Step | None:
@@ -557,13 +557,8 @@ class _Pass:
         found = self.o.tracker.get_issue(issue)
         if Label.USER_INPUT_NEEDED.value in found.labels:
             return deferred(f"token budget spent ({used:,} of {allowed:,}); a human decides")
-        self.o.tracker.add_comment(
-            issue,
-            budget_question(issue, used, allowed, budget),
-            author=LEGION_AUTHOR,
-            by_legion=True,
-        )
-        self.o.tracker.update_labels(issue, add=[Label.USER_INPUT_NEEDED.value])
+        question = budget_question(issue, used, allowed, budget)
+        ask_human(self.o.tracker, issue, question, author=LEGION_AUTHOR)
         return done(f"token budget spent ({used:,} of {allowed:,}): asked a human")
 
     def collect_starts(self) -> Step | None:
@@ -753,16 +748,13 @@ class _Pass:
             issue, decision.action.value, since, reset_by=ASKED_A_HUMAN
         )
         if restarts >= REDISPATCH_LIMIT:
-            self.o.tracker.add_comment(
-                issue,
+            question = (
                 f"{RESTARTS_QUESTION} {REDISPATCH_LIMIT} times in "
                 f"{REDISPATCH_WINDOW_S // 60} minutes and it keeps stopping. "
                 f"See `legion peek {issue}`; fix the cause, then remove "
-                f"`{Label.USER_INPUT_NEEDED.value}`.",
-                author=LEGION_AUTHOR,
-                by_legion=True,
+                f"`{Label.USER_INPUT_NEEDED.value}`."
             )
-            self.o.tracker.update_labels(issue, add=[Label.USER_INPUT_NEEDED.value])
+            ask_human(self.o.tracker, issue, question, author=LEGION_AUTHOR)
             return done(ASKED_A_HUMAN)
         mode = self._latest_mode(issue, decision.mode)
         assert mode is not None
@@ -881,27 +873,6 @@ def failing_checks_text(pr: PullRequest) -> str:
     for check in pr.failing_checks:
         where = f": {check.url}" if check.url else " (no log link; see the PR's checks)"
         lines.append(f"- {for_display(check.name)}{for_display(where)}")
-    return "\n".join(lines)
-
-
-def escalation_comment(
-    issue: str, asker: str, items: Sequence[tuple[str, Sequence[str]]], note: str = ""
-) -> str:
-    """The comment that hands a question to a human: the question (each part with its options),
-    an optional note (why it comes to a human), and how to answer."""
-    lines = [f"**Question from {asker}:**", ""]
-    for question, options in items:
-        lines.append(f"> {question}")
-        if options:
-            lines.append(f"> Options: {', '.join(options)}")
-    if note:
-        lines += ["", note]
-    lines += [
-        "",
-        f'Answer with `legion feedback {issue} "your answer"` (or a comment here and the label '
-        f"`{Label.USER_FEEDBACK_GIVEN.value}`); Legion types it into the waiting session. Or "
-        f'answer it yourself: `legion answer {issue} "your answer"`.',
-    ]
     return "\n".join(lines)
 
 

@@ -42,7 +42,7 @@ def escalate(
     from legion.backends import open_workers
     from legion.cli import render
     from legion.core.model import Label
-    from legion.reconcile import escalation_comment
+    from legion.feedback import ask_human, escalation_comment
     from legion.runtime.workers import WorkerState
 
     why = common.read_text_arg(reason, reason_file, "the reason")
@@ -81,10 +81,7 @@ def escalate(
     if why is not None and why.strip():
         note = f"**Why it needs a human** ({judge}): {why.strip()}"
     body = escalation_comment(identifier, asker, items, note)
-    comment = tracker.add_comment(
-        identifier, body, author=identity.default_author(), by_legion=True
-    )
-    updated = tracker.update_labels(identifier, add=[Label.USER_INPUT_NEEDED.value])
+    comment, updated = ask_human(tracker, identifier, body, author=identity.default_author())
     common.changed(project)
     if as_json:
         data = render.issue_json(updated) | {"escalated": True}
