@@ -12,6 +12,11 @@ from legion.errors import ConflictError
 from legion.trackers.base import Comment, Issue, Tracker
 
 
+# How a question for a human begins, whoever asks it (a worker's own comment, per its skill, or
+# Legion's escalation): the inbox and `waiting_for_human` find the question by it.
+QUESTION_HEADING = "## Question"
+
+
 @dataclass(frozen=True)
 class TrackerQuestion:
     """An issue waiting for a human, and what it asks (its latest question comment)."""
@@ -35,7 +40,7 @@ def escalation_comment(
 ) -> str:
     """The comment that hands a question to a human: the question (each part with its options),
     an optional note (why it comes to a human), and how to answer."""
-    lines = [f"**Question from {asker}:**", ""]
+    lines = [f"{QUESTION_HEADING} from {asker}", ""]
     for question, options in items:
         lines.append(f"> {question}")
         if options:
@@ -74,7 +79,7 @@ def waiting_for_human(tracker: Tracker) -> list[TrackerQuestion]:
         if Label.USER_FEEDBACK_GIVEN.value in issue.labels:
             continue
         comments = tracker.list_comments(issue.identifier)
-        asked = [c for c in comments if c.body.lstrip().startswith("## Question")] or [
+        asked = [c for c in comments if c.body.lstrip().startswith(QUESTION_HEADING)] or [
             c for c in comments if c.by_legion
         ]
         last = asked[-1] if asked else None
