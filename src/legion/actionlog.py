@@ -73,8 +73,8 @@ class ActionLog:
     def count_since(
         self, issue: str, action: str, since: str, *, reset_by: str | None = None
     ) -> int:
-        """How many times `action` was done for `issue` since `since`; with `reset_by`, only
-        after the last entry of that action whose detail is `reset_by` (and not counting it)."""
+        """How many times `action` was done for `issue` since `since`; with `reset_by` (an
+        action's name), only after the issue's last entry of that action."""
         query = (
             "SELECT COUNT(*) FROM actions WHERE issue = ? AND action = ? AND at >= ? "
             "AND outcome = ?"
@@ -82,10 +82,10 @@ class ActionLog:
         params: tuple[Any, ...] = (issue, action, since, OutcomeKind.DONE.value)
         if reset_by is not None:
             query += (
-                " AND detail != ? AND id > COALESCE((SELECT MAX(id) FROM actions "
-                "WHERE issue = ? AND action = ? AND detail = ?), 0)"
+                " AND id > COALESCE((SELECT MAX(id) FROM actions "
+                "WHERE issue = ? AND action = ?), 0)"
             )
-            params += (reset_by, issue, action, reset_by)
+            params += (issue, reset_by)
         with self._db.read() as conn:
             row = conn.execute(query, params).fetchone()
         return int(row[0])

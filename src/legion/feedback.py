@@ -11,7 +11,6 @@ from legion.core.model import Label
 from legion.errors import ConflictError
 from legion.trackers.base import Comment, Issue, Tracker
 
-
 # How a question for a human begins, whoever asks it (a worker's own comment, per its skill, or
 # Legion's escalation): the inbox and `waiting_for_human` find the question by it.
 QUESTION_HEADING = "## Question"

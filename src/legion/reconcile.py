@@ -74,7 +74,9 @@ PRIORITY: tuple[Action, ...] = (
 # Too many redispatches of one issue in this window means its worker keeps dying: ask a human.
 REDISPATCH_LIMIT = 3
 REDISPATCH_WINDOW_S = 15 * 60
-ASKED_A_HUMAN = "worker keeps dying: asked a human"
+# The action logged when Legion asks a human about a worker that keeps dying: restarts before
+# it do not count toward the limit (an action's name, never a detail's text, is what counts).
+ASKED_ABOUT_RESTARTS = "ask_human_about_restarts"
 # How the question Legion asks about a worker that keeps dying begins (see `legion_asked`).
 RESTARTS_QUESTION = "Legion restarted this issue's worker"
 # What a session that cannot start raises (the CLI missing, Claude Code not set up, the process
@@ -745,7 +747,7 @@ class _Pass:
         # Restarts before the human was last asked do not count: clearing the flag (as the
         # comment asks) gives the worker a fresh start.
         restarts = self.o.log.count_since(
-            issue, decision.action.value, since, reset_by=ASKED_A_HUMAN
+            issue, decision.action.value, since, reset_by=ASKED_ABOUT_RESTARTS
         )
         if restarts >= REDISPATCH_LIMIT:
             question = (
@@ -755,7 +757,9 @@ class _Pass:
                 f"`{Label.USER_INPUT_NEEDED.value}`."
             )
             ask_human(self.o.tracker, issue, question, author=LEGION_AUTHOR)
-            return done(ASKED_A_HUMAN)
+            # An entry of its own, which the count above starts after.
+            self.record(issue, ASKED_ABOUT_RESTARTS, OutcomeKind.DONE, "posted for a human")
+            return deferred("worker keeps dying: asked a human; restarted once answered")
         mode = self._latest_mode(issue, decision.mode)
         assert mode is not None
         # Nothing changes until the worker can start: `worker-active` is what says which mode
