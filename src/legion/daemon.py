@@ -45,10 +45,10 @@ from legion.errors import ConflictError, LegionError, StoreError
 from legion.faults import fault_point
 from legion.judgments import Judgment, JudgmentQueue, wake_reason
 from legion.pause import DispatchPause
+from legion.prompts import controller_prompt
 from legion.reconcile import START_FAILURES, Reconciler
 from legion.relay import relay_needed
 from legion.relay.server import RelayServer, relay_server
-from legion.runtime.base import AgentRuntime
 from legion.runtime.workers import WorkerManager, WorkerState
 from legion.statefiles import open_private, touch_private, write_private
 from legion.watch import (
@@ -61,20 +61,6 @@ from legion.watch import (
 )
 
 MODES = ("auto", "llm")
-
-
-def controller_prompt(mode: str, reason: str, runtime: AgentRuntime | None = None) -> str:
-    """The controller's prompt: its skill, with why it is woken (`runtime`: its CLI, which says
-    how a skill is invoked; default Claude Code's slash command)."""
-    args = reason
-    if mode != "llm":
-        args += (
-            " (auto mode: the daemon carries out the mechanical actions; handle only what "
-            "needs judgment)"
-        )
-    if runtime is None:
-        return f"/legion-controller {args}"
-    return runtime.skill_prompt("legion-controller", args)
 
 
 @dataclass

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from legion import prompts
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import Project
 from legion.core import backoff
 from legion.core.decide import Action, Decision, due_after_answer
 from legion.core.model import Label, Mode, Status
-from legion.core.text import for_display
 from legion.core.usage import total
 from legion.errors import (
     BackendError,
@@ -526,7 +526,7 @@ class _Pass:
             return blocked
         note = self.notes.pop(issue, None)
         if note is not None:
-            prompt = f"{prompt or self.o.workers.worker_prompt(issue, mode)}\n\n{note}"
+            prompt = prompts.with_note(prompt or self.o.workers.worker_prompt(issue, mode), note)
         # Started without waiting: the pass collects every start at its end, in parallel.
         try:
             if prompt is None:
@@ -666,12 +666,8 @@ class _Pass:
             fault_point("transition_status_moved")
         prompt = None
         if decision.action is Action.DISPATCH_FINISHER and state.pr and state.pr.failing_checks:
-            prompt = (
-                f"{self.o.workers.worker_prompt(issue, decision.mode)}\n\n"
-                f"{failing_checks_text(state.pr)}\n\n"
-                "Merge only once they pass: read each log, fix what fails on the PR's branch, "
-                "run the tests and push; if a failure is not this work's to fix, ask a human."
-            )
+            first = self.o.workers.worker_prompt(issue, decision.mode)
+            prompt = prompts.finish_with_failing_checks(first, state.pr)
         started = self._start(issue, decision.mode, prompt)
         if target is None:
             return started
@@ -691,21 +687,8 @@ class _Pass:
         blocked = self.blocked(issue, Mode.IMPLEMENT)
         if blocked is not None:
             return blocked
-        pr = state.pr
-        review = (
-            next((r for r in reversed(pr.reviews) if r.outcome == "changes_requested"), None)
-            if pr
-            else None
-        )
-        checks = f"{failing_checks_text(pr)}\n\n" if pr and pr.failing_checks else ""
-        prompt = (
-            f"{self.o.workers.worker_prompt(issue, Mode.IMPLEMENT)}\n\n"
-            f"The reviewer requested changes on PR #{pr.number if pr else '?'}:\n\n"
-            f"{review.body if review else '(see the PR reviews)'}\n\n"
-            f"{checks}"
-            "Address every point in this workspace and commit. Then remove worker-active and "
-            "stop, without adding worker-done: Legion sends the work back to review."
-        )
+        first = self.o.workers.worker_prompt(issue, Mode.IMPLEMENT)
+        prompt = prompts.requested_changes(first, state.pr)
         self.o.tracker.update_labels(issue, remove=[Label.WORKER_DONE.value])
         return self._start(issue, Mode.IMPLEMENT, prompt)
 
@@ -722,14 +705,7 @@ class _Pass:
             return blocked
         pr = state.pr
         assert pr is not None  # the table decides this only for a PR with failing checks
-        prompt = (
-            f"{self.o.workers.worker_prompt(issue, Mode.IMPLEMENT)}\n\n"
-            f"{failing_checks_text(pr)}\n\n"
-            f"Read each log, fix the cause on {pr.branch} in this workspace, run the tests, "
-            "commit and push. Then remove worker-active and stop, without adding worker-done: "
-            "Legion sends the work back to review. If a failure is not this work's to fix "
-            "(a broken runner, a check of another change), ask a human instead."
-        )
+        prompt = prompts.fix_failing_checks(self.o.workers.worker_prompt(issue, Mode.IMPLEMENT), pr)
         self.o.tracker.update_labels(issue, remove=[Label.WORKER_DONE.value])
         names = ", ".join(check.name for check in pr.failing_checks)
         started = self._start(issue, Mode.IMPLEMENT, prompt)
@@ -771,14 +747,7 @@ class _Pass:
             if not view.state.is_live:
                 self.o.workers.retire(view)
         self.o.tracker.update_labels(issue, remove=[Label.WORKER_ACTIVE.value])
-        return self._start(issue, mode, self._continue_prompt(issue, mode))
-
-    def _continue_prompt(self, issue: str, mode: Mode) -> str:
-        return (
-            f"{self.o.workers.worker_prompt(issue, mode)}\n\n"
-            "Your previous session stopped before it finished. Check where the work stands "
-            "(issue comments, the workspace, the PR) and carry on."
-        )
+        return self._start(issue, mode, prompts.carry_on(self.o.workers.worker_prompt(issue, mode)))
 
     def remove_stale_done(self, state: IssueState, decision: Decision) -> Step:
         """`worker-done` from a worker of another mode than the phase's: close that worker,
@@ -824,11 +793,8 @@ class _Pass:
         else:
             mode = self._latest_mode(issue, decision.mode)
             assert mode is not None
-            prompt = (
-                f"{self.o.workers.worker_prompt(issue, mode)}\n\n"
-                f"A human answered your question:\n\n{answer}\n\n"
-                f"Continue the {mode.value} work with this answer."
-            )
+            first = self.o.workers.worker_prompt(issue, mode)
+            prompt = prompts.human_answered(first, answer, mode)
             result = self._start(issue, mode, prompt)
             if result.kind is OutcomeKind.DEFERRED:
                 return result
@@ -849,7 +815,7 @@ class _Pass:
         due = due_after_answer(state.observation) if state.observation is not None else None
         if due is None or not due.action.is_mechanical:
             return done("answer to Legion's question taken; nothing is due")
-        self.notes[issue] = f"A human answered Legion's question on this issue:\n\n{answer}"
+        self.notes[issue] = prompts.answer_to_legions_question(answer)
         try:
             step = self.handler(due.action)(state, due)
         finally:
@@ -868,16 +834,6 @@ class _Pass:
                 kind = OutcomeKind.PLANNED if self.dry_run else OutcomeKind.DEFERRED
             self.record(result.issue, "sweep_workspace", kind, result.reason)
         return None
-
-
-def failing_checks_text(pr: PullRequest) -> str:
-    """The failing CI checks of `pr` for a worker's prompt: one line each, with its log link.
-    Names and links are the forge's text, escaped (`for_display`) like all of it."""
-    lines = [f"CI checks fail on PR #{pr.number}:"]
-    for check in pr.failing_checks:
-        where = f": {check.url}" if check.url else " (no log link; see the PR's checks)"
-        lines.append(f"- {for_display(check.name)}{for_display(where)}")
-    return "\n".join(lines)
 
 
 BUDGET_HEADING = "## Token budget spent"

@@ -185,7 +185,7 @@ def test_state_says_the_checks_and_why_it_waits() -> None:
 
 
 def test_a_workers_prompt_names_each_failing_check_and_its_log_escaped() -> None:
-    from legion.reconcile import failing_checks_text
+    from legion.prompts import failing_checks_text
 
     text = failing_checks_text(
         pr(
