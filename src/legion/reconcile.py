@@ -680,36 +680,37 @@ class _Pass:
         return self._start(state.issue.identifier, decision.mode)
 
     def resume_for_changes(self, state: IssueState, decision: Decision) -> Step:
-        issue = state.issue.identifier
-        waiting = self._clear_finished_workers(issue)
-        if waiting is not None:
-            return waiting
-        blocked = self.blocked(issue, Mode.IMPLEMENT)
-        if blocked is not None:
-            return blocked
-        first = self.o.workers.worker_prompt(issue, Mode.IMPLEMENT)
-        prompt = prompts.requested_changes(first, state.pr)
-        self.o.tracker.update_labels(issue, remove=[Label.WORKER_DONE.value])
-        return self._start(issue, Mode.IMPLEMENT, prompt)
+        """The reviewer requested changes: resume the implementer's session with them."""
+        pr = state.pr
+        return self._resume_implementer(
+            state.issue.identifier, lambda first: prompts.requested_changes(first, pr)
+        )
 
     def resume_for_checks(self, state: IssueState, decision: Decision) -> Step:
         """The reviewer approved but CI fails: resume the implementer's session with each
-        failing check and its log link. Like requested changes, it stops without
-        `worker-done`, and the next pass sends the work back to the reviewer."""
-        issue = state.issue.identifier
+        failing check and its log link."""
+        pr = state.pr
+        assert pr is not None  # the table decides this only for a PR with failing checks
+        started = self._resume_implementer(
+            state.issue.identifier, lambda first: prompts.fix_failing_checks(first, pr)
+        )
+        names = ", ".join(check.name for check in pr.failing_checks)
+        return Step(started.kind, f"failing: {names}; {started.detail}", started.retry_after)
+
+    def _resume_implementer(self, issue: str, follow_up: Callable[[str], str]) -> Step:
+        """Resume the implementer's session with a follow-up to its first prompt. It stops
+        without `worker-done` (`completion_labels`), so the next pass sends the work back to
+        the reviewer; the finished worker's window goes first, and nothing is cleared while
+        no worker may start."""
         waiting = self._clear_finished_workers(issue)
         if waiting is not None:
             return waiting
         blocked = self.blocked(issue, Mode.IMPLEMENT)
         if blocked is not None:
             return blocked
-        pr = state.pr
-        assert pr is not None  # the table decides this only for a PR with failing checks
-        prompt = prompts.fix_failing_checks(self.o.workers.worker_prompt(issue, Mode.IMPLEMENT), pr)
+        prompt = follow_up(self.o.workers.worker_prompt(issue, Mode.IMPLEMENT))
         self.o.tracker.update_labels(issue, remove=[Label.WORKER_DONE.value])
-        names = ", ".join(check.name for check in pr.failing_checks)
-        started = self._start(issue, Mode.IMPLEMENT, prompt)
-        return Step(started.kind, f"failing: {names}; {started.detail}", started.retry_after)
+        return self._start(issue, Mode.IMPLEMENT, prompt)
 
     def _latest_mode(self, issue: str, fallback: Mode | None) -> Mode | None:
         """The mode of the issue's last worker: in Retro that tells finish from retro, in
