@@ -72,11 +72,19 @@ class Findings:
 
 
 def _files(root: Path) -> Iterator[Path]:
-    if not root.exists():
-        return
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink() and not path.is_socket():
-            yield path
+    """Every regular file under `root`, read while the swarm runs: a folder that vanishes
+    during the walk (Claude Code's `.claude.json.lock`, a lock made and removed in
+    milliseconds) is skipped, never an error. (`Path.rglob` raised FileNotFoundError for one
+    once in CI.)"""
+    found: list[Path] = []
+    for folder, _dirs, names in os.walk(root, onerror=lambda _error: None):
+        found += (Path(folder) / name for name in names)
+    for path in sorted(found):
+        try:
+            if path.is_file() and not path.is_symlink() and not path.is_socket():
+                yield path
+        except OSError:
+            continue  # gone meanwhile
 
 
 def scan(swarm: Swarm, findings: Findings, moment: str, extra_files: list[Path]) -> None:
