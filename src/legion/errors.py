@@ -1,4 +1,26 @@
-"""Errors a user can act on. Each renders as one line: what is wrong and what to do."""
+"""Errors a user can act on. Each renders as one line: what is wrong and what to do.
+
+The one tree of Legion's errors (code matches on the class, never on the text):
+
+    LegionError                 exit 1 (the CLI renders any as `legion: error: …`)
+    ├── InputError              exit 2: a value Legion cannot accept
+    ├── NotFoundError           an issue, pull request or project that does not exist
+    ├── ConfigError             a configuration file or setting is missing or malformed
+    ├── StoreError              the embedded database cannot be used
+    ├── ToolMissingError        git, tmux, claude or codex is not installed
+    ├── ConflictError           it would overwrite or lose something
+    │   └── StaleSignalError    a signal from a session that has since been replaced
+    ├── NotPermittedError       exit 2: outside the session's capability
+    ├── BackendError            a tracker's or forge's API failed, with its kind
+    │                           (transient, rate limited, auth, not found, invalid)
+    ├── GitError                a git command failed
+    ├── JjError                 a jj command failed
+    ├── TmuxError               a tmux command failed
+    │   └── TmuxUnavailable     tmux could not be asked: what runs is unknown
+    ├── WorkerStartError        a worker's process ended before its session began
+    ├── ProtocolError           a relay request or answer off the protocol
+    └── RelayUnavailableError   the daemon that makes a session's calls is not there
+"""
 
 from __future__ import annotations
 
@@ -43,6 +65,10 @@ class ToolMissingError(LegionError):
 
 class ConflictError(LegionError):
     """The operation would overwrite or lose something, so it was refused."""
+
+
+class StaleSignalError(ConflictError):
+    """A signal from a session that has since been replaced (an older spawn instance)."""
 
 
 class NotPermittedError(LegionError):
@@ -91,3 +117,33 @@ class BackendError(LegionError):
 
 
 _HINTS = {BackendErrorKind.AUTH: " (run `legion doctor` to check the credentials)"}
+
+
+class GitError(LegionError):
+    """A git command failed; the message carries git's own last words."""
+
+
+class JjError(LegionError):
+    """A jj command failed."""
+
+
+class TmuxError(LegionError):
+    """A tmux command failed."""
+
+
+class TmuxUnavailable(TmuxError):
+    """tmux could not be asked (it failed, hung or was killed): what runs in it is unknown.
+
+    Never read this as "nothing runs": skip the decision and look again later."""
+
+
+class WorkerStartError(LegionError):
+    """The worker's process ended before its session began."""
+
+
+class ProtocolError(LegionError):
+    """A relay request or answer that does not follow the protocol."""
+
+
+class RelayUnavailableError(LegionError):
+    """The Legion daemon, which makes this session's tracker and forge calls, is not there."""

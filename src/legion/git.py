@@ -18,11 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from legion.errors import LegionError, ToolMissingError
-
-
-class GitError(LegionError):
-    """A git command failed; the message carries git's own last words."""
+from legion.errors import GitError, ToolMissingError
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from legion.errors import (
     LegionError,
     NotFoundError,
     ToolMissingError,
+    WorkerStartError,
 )
 from legion.faults import fault_point
 from legion.feedback import ask_human, escalation_comment
@@ -43,7 +44,7 @@ from legion.forges.base import Forge, PullRequest
 from legion.judgments import JudgmentKind, JudgmentQueue, judgment_needs
 from legion.locking import LOCK_TIMEOUT_S, exclusive
 from legion.pause import DispatchPause
-from legion.runtime.workers import WorkerManager, WorkerStartError, WorkerState, WorkerView
+from legion.runtime.workers import WorkerManager, WorkerState, WorkerView
 from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
 from legion.trackers.base import Comment, Issue, Tracker
 from legion.workspaces.sweep import sweep_done

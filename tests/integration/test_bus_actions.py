@@ -11,12 +11,17 @@ from pathlib import Path
 import pytest
 
 from legion.bus import actions
-from legion.bus.actions import StaleSignalError
 from legion.bus.model import Agent, AgentRole, AgentStatus, Channel, EventKind, MessageKind
 from legion.bus.sessions import register_session
 from legion.bus.store import SqliteBus, bus_path
 from legion.config import load_project
-from legion.errors import ConflictError, InputError, NotFoundError, NotPermittedError
+from legion.errors import (
+    ConflictError,
+    InputError,
+    NotFoundError,
+    NotPermittedError,
+    StaleSignalError,
+)
 from tests.conftest import LegionRunner, Result, git
 
 MAIN = Channel("app", "main")

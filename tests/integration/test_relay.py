@@ -28,7 +28,7 @@ from legion.backends import TRACKER_OPENERS, Backends, open_backends, open_worke
 from legion.config import Project, load_project
 from legion.core.ids import session_id
 from legion.core.model import Label, Mode, Status
-from legion.errors import ConfigError, NotFoundError, NotPermittedError
+from legion.errors import ConfigError, NotFoundError, NotPermittedError, RelayUnavailableError
 from legion.forges.base import Forge, PullRequest
 from legion.relay import (
     CAPABILITY_ENV,
@@ -39,7 +39,7 @@ from legion.relay import (
     socket_path,
 )
 from legion.relay.capabilities import Capabilities
-from legion.relay.client import RelayClient, RelayForge, RelayTracker, RelayUnavailableError
+from legion.relay.client import RelayClient, RelayForge, RelayTracker
 from legion.relay.server import RelayServer
 from legion.trackers.base import Issue, Tracker
 from tests.conftest import LEGION_BIN, Result, git, run_legion

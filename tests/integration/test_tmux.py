@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from legion.errors import TmuxUnavailable
 from legion.runtime import tmux as tmux_module
-from legion.runtime.tmux import Tmux, TmuxUnavailable
+from legion.runtime.tmux import Tmux
 
 pytestmark = pytest.mark.timeout(60)
 

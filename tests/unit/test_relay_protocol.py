@@ -15,15 +15,15 @@ from legion.errors import (
     BackendError,
     BackendErrorKind,
     ConflictError,
+    GitError,
     InputError,
     LegionError,
     NotFoundError,
     NotPermittedError,
+    ProtocolError,
 )
 from legion.forges.base import PrState, PullRequest, Review
-from legion.git import GitError
 from legion.relay.protocol import (
-    ProtocolError,
     answer_value,
     decode,
     dump_line,

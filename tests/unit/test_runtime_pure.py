@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from legion.errors import TmuxUnavailable
 from legion.runtime.claude_paths import (
     base36,
     config_dir,
@@ -20,14 +21,7 @@ from legion.runtime.claude_paths import (
     newest_activity,
     transcript_path,
 )
-from legion.runtime.tmux import (
-    Tmux,
-    TmuxUnavailable,
-    Window,
-    _alive,
-    literal,
-    process_args,
-)
+from legion.runtime.tmux import Tmux, Window, _alive, literal, process_args
 from legion.runtime.transcript import Turn, read_tail, summarize
 from legion.runtime.workers import WorkerState, classify, start_failure
 

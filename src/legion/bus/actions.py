@@ -22,17 +22,19 @@ from legion.bus.model import (
     Posted,
 )
 from legion.bus.store import Bus
-from legion.errors import ConflictError, InputError, NotFoundError, NotPermittedError
+from legion.errors import (
+    ConflictError,
+    InputError,
+    NotFoundError,
+    NotPermittedError,
+    StaleSignalError,
+)
 
 # Who may spawn, kill and archive others, and address the human directly: the seed's one
 # privilege, the orchestrator's (and the human's, who is above it).
 _IN_CHARGE = frozenset({AgentRole.CONTROLLER, AgentRole.HUMAN})
 # What an agent may still be told after it ended: a message wakes it (the daemon resumes it).
 _ENDED = frozenset({AgentStatus.COMPLETE, AgentStatus.FAILED, AgentStatus.ARCHIVED})
-
-
-class StaleSignalError(ConflictError):
-    """A signal from a session that has since been replaced (an older spawn instance)."""
 
 
 def check_current(agent: Agent, spawn_instance: int | None) -> None:

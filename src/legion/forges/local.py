@@ -18,17 +18,10 @@ from legion.config import Project
 from legion.core.model import normalize_identifier
 from legion.core.text import clean_body, clean_branch, clean_title
 from legion.embedded.db import Database, now
-from legion.errors import ConflictError, InputError, NotFoundError
+from legion.errors import ConflictError, GitError, InputError, NotFoundError
 from legion.faults import fault_point
 from legion.forges.base import PrState, PullRequest, Review
-from legion.git import (
-    GitError,
-    current_branch,
-    last_line,
-    rev_parse,
-    run_git,
-    worktree_for_branch,
-)
+from legion.git import current_branch, last_line, rev_parse, run_git, worktree_for_branch
 from legion.locking import exclusive
 
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")

@@ -25,17 +25,16 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from legion.core.model import Status
-from legion.errors import BackendError, BackendErrorKind, LegionError
+from legion.errors import (
+    BackendError,
+    BackendErrorKind,
+    LegionError,
+    ProtocolError,
+    RelayUnavailableError,
+)
 from legion.forges.base import PullRequest
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
-from legion.relay.protocol import (
-    MAX_LINE_BYTES,
-    ProtocolError,
-    answer_value,
-    dump_line,
-    load_line,
-    request,
-)
+from legion.relay.protocol import MAX_LINE_BYTES, answer_value, dump_line, load_line, request
 from legion.trackers.base import Comment, Issue
 
 # How long a call waits for a daemon that is not answering; `LEGION_RELAY_WAIT` (seconds)
@@ -48,10 +47,6 @@ RETRY_EVERY_S = 0.2
 DAEMON = "the Legion daemon"
 
 T = TypeVar("T")
-
-
-class RelayUnavailableError(LegionError):
-    """The Legion daemon, which makes this session's tracker and forge calls, is not there."""
 
 
 class RelayClient:

@@ -35,7 +35,7 @@ from enum import Enum
 from typing import Any
 
 from legion.core.model import Status
-from legion.errors import BackendError, BackendErrorKind, LegionError
+from legion.errors import BackendError, BackendErrorKind, LegionError, ProtocolError
 from legion.forges.base import PrState, PullRequest, Review
 from legion.trackers.base import Comment, Issue
 
@@ -47,10 +47,6 @@ DATACLASSES: dict[str, type[Any]] = {
     cls.__name__: cls for cls in (Issue, Comment, PullRequest, Review)
 }
 ENUMS: dict[str, type[Enum]] = {cls.__name__: cls for cls in (Status, PrState)}
-
-
-class ProtocolError(LegionError):
-    """A request or answer that does not follow the protocol."""
 
 
 # -- values ----------------------------------------------------------------------------------------

@@ -54,13 +54,19 @@ from typing import Any, Protocol
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.model import Status, normalize_identifier
 from legion.embedded.db import Database
-from legion.errors import ConfigError, InputError, LegionError, NotFoundError, NotPermittedError
+from legion.errors import (
+    ConfigError,
+    InputError,
+    LegionError,
+    NotFoundError,
+    NotPermittedError,
+    ProtocolError,
+)
 from legion.forges.base import Forge, PullRequest
 from legion.relay import fallback_folder, socket_path
 from legion.relay.capabilities import Capabilities, Scope
 from legion.relay.protocol import (
     MAX_LINE_BYTES,
-    ProtocolError,
     dump_line,
     error_answer,
     load_line,

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from legion.errors import LegionError, ToolMissingError
+from legion.errors import TmuxError, TmuxUnavailable, ToolMissingError
 
 # Wide panes keep the CLI's layout stable and questions readable in `capture-pane`.
 PANE_WIDTH = 200
@@ -63,16 +63,6 @@ def server_environment(env: Mapping[str, str]) -> dict[str, str]:
         for name, value in env.items()
         if name in _SERVER_VARIABLES or name.startswith("LC_")
     }
-
-
-class TmuxError(LegionError):
-    """A tmux command failed."""
-
-
-class TmuxUnavailable(TmuxError):
-    """tmux could not be asked (it failed, hung or was killed): what runs in it is unknown.
-
-    Never read this as "nothing runs": skip the decision and look again later."""
 
 
 @dataclass(frozen=True, slots=True)

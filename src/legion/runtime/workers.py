@@ -30,7 +30,15 @@ from legion.core.ids import session_id, short_id
 from legion.core.model import Label, Mode, normalize_identifier
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
-from legion.errors import ConfigError, ConflictError, InputError, LegionError, NotFoundError
+from legion.errors import (
+    ConfigError,
+    ConflictError,
+    InputError,
+    NotFoundError,
+    TmuxError,
+    TmuxUnavailable,
+    WorkerStartError,
+)
 from legion.faults import fault_point
 from legion.locking import exclusive
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
@@ -39,15 +47,7 @@ from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
 from legion.runtime.claude import CURSOR
 from legion.runtime.registry import Registry, WorkerRecord
-from legion.runtime.tmux import (
-    Tmux,
-    TmuxError,
-    TmuxUnavailable,
-    Window,
-    process_args,
-    session_processes,
-    wait_for_exit,
-)
+from legion.runtime.tmux import Tmux, Window, process_args, session_processes, wait_for_exit
 from legion.runtime.transcript import (
     PendingQuestion,
     TranscriptSummary,
@@ -92,10 +92,6 @@ def inheritable(name: str) -> bool:
 
 START_TIMEOUT_S = 30.0
 ANCHOR_WINDOW = "legion"
-
-
-class WorkerStartError(LegionError):
-    """The worker's process ended before its session began."""
 
 
 def _size(path: Path) -> int:

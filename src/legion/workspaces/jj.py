@@ -20,7 +20,7 @@ from pathlib import Path
 from legion.config import DEFAULT_REGENERABLE
 from legion.core.ids import branch_for
 from legion.core.model import normalize_identifier
-from legion.errors import InputError, LegionError, ToolMissingError
+from legion.errors import InputError, JjError, ToolMissingError
 from legion.workspaces.base import (
     Workspace,
     WorkspaceCheck,
@@ -29,10 +29,6 @@ from legion.workspaces.base import (
     precious,
     removable,
 )
-
-
-class JjError(LegionError):
-    """A jj command failed."""
 
 
 def jj_only(folder: Path) -> Path | None:
