@@ -191,14 +191,19 @@ def test_init_checks_the_team_and_credentials_before_writing_anything(
     assert (git_repo / ".legion" / "config.toml").exists()
 
 
-def test_github_issues_as_the_tracker(
-    git_repo: Path, fakes: tuple[FakeLinear, FakeGitHub, Path]
-) -> None:
-    _linear, github, _remote = fakes
+def _github_issues_project(git_repo: Path, github: FakeGitHub) -> Cli:
+    """`legion init` with GitHub Issues and pull requests, the repository read from origin."""
     git(git_repo, "remote", "add", "origin", "git@github.com:acme/widgets.git")
     env = dict(os.environ) | {"GITHUB_API_URL": github.url, "GITHUB_TOKEN": github.token}
     cli = Cli(git_repo, env)
-    cli("init", "--tracker", "github", "--forge", "github")  # the repository from origin
+    cli("init", "--tracker", "github", "--forge", "github")
+    return cli
+
+
+def test_github_issues_as_the_tracker(
+    git_repo: Path, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    cli = _github_issues_project(git_repo, fakes[1])  # the repository from origin
     config = (git_repo / ".legion" / "config.toml").read_text()
     assert 'github_repo = "acme/widgets"' in config and 'issue_key = "WIDGETS"' in config
     created = cli.json("issue", "create", "Add a flag", "--body", "Print each step.")
@@ -241,10 +246,7 @@ def test_blocked_by_on_github_issues_through_the_cli(
     git_repo: Path, fakes: tuple[FakeLinear, FakeGitHub, Path]
 ) -> None:
     _linear, github, _remote = fakes
-    git(git_repo, "remote", "add", "origin", "git@github.com:acme/widgets.git")
-    env = dict(os.environ) | {"GITHUB_API_URL": github.url, "GITHUB_TOKEN": github.token}
-    cli = Cli(git_repo, env)
-    cli("init", "--tracker", "github", "--forge", "github")
+    cli = _github_issues_project(git_repo, github)
     cli("issue", "create", "Schema")
     created = cli.json("issue", "create", "Wiring", "--body", "Wire.", "--blocked-by", "widgets-1")
     assert isinstance(created, dict) and created["blocked_by"] == ["WIDGETS-1"]
