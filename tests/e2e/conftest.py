@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from legion.demo.offline import codex_offline_home
-from tests.e2e.swarm_env import Swarm, open_swarm
-from tests.fakes.codex_env import find_codex
 from tests.fakes.responses_server import FakeResponsesServer
+from tests.support.codex_env import find_codex
+from tests.support.swarm import Swarm, open_swarm
 
 
 @pytest.fixture

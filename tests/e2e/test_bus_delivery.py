@@ -9,16 +9,10 @@ import time
 
 import pytest
 
-from tests.e2e.swarm_env import (
-    Daemon,
-    Swarm,
-    actions,
-    cmdline,
-    live_pid,
-    plan_worker_idle,
-    wait_until,
-)
 from tests.fakes.model_server import text
+from tests.support.processes import cmdline
+from tests.support.swarm import Daemon, Swarm, actions, live_pid, plan_worker_idle
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.swarm_env import Daemon, Swarm, actions, plan_worker_idle, wait_until
 from tests.fakes.model_server import text
+from tests.support.swarm import Daemon, Swarm, actions, plan_worker_idle
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

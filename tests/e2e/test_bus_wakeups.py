@@ -16,9 +16,10 @@ import pytest
 
 from legion.bus.model import AgentStatus, DeliveryState
 from legion.bus.store import SqliteBus, bus_path
-from tests.e2e.swarm_env import Daemon, Swarm, agent_of, screen, session_uuid, wait_until, window_id
-from tests.fakes.claude_env import IDLE_FOOTER
 from tests.fakes.model_server import RecordedRequest, bash, text
+from tests.support.claude_env import IDLE_FOOTER
+from tests.support.swarm import Daemon, Swarm, agent_of, screen, session_uuid, window_id
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

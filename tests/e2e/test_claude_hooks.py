@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from legion.runtime import hooks
-from tests.fakes.claude_env import (
+from tests.fakes.model_server import FakeModelServer, RecordedRequest, bash, text
+from tests.support.claude_env import (
     IDLE_FOOTER,
     ClaudeEnv,
     PrivateTmux,
@@ -26,7 +27,6 @@ from tests.fakes.claude_env import (
     make_claude_env,
     new_session_id,
 )
-from tests.fakes.model_server import FakeModelServer, RecordedRequest, bash, text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 

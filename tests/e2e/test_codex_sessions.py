@@ -14,7 +14,6 @@ import pytest
 from legion.bus.model import DeliveryState
 from legion.bus.store import SqliteBus, bus_path
 from legion.runtime.codex import codex_session_id, session_link
-from tests.e2e.swarm_env import Daemon, Swarm, agent_of, screen, wait_until, window_id
 from tests.fakes.responses_server import (
     API_KEY_ENV,
     FakeResponsesServer,
@@ -24,6 +23,8 @@ from tests.fakes.responses_server import (
     pause,
     text,
 )
+from tests.support.swarm import Daemon, Swarm, agent_of, screen, window_id
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

@@ -18,8 +18,9 @@ from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.demo.swarm_script import swarm_script
 from legion.reconcile import Reconciler
-from tests.e2e.swarm_env import Daemon, Swarm, judgments, wait_until
 from tests.fakes.model_server import text
+from tests.support.swarm import Daemon, Swarm, judgments
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -23,23 +23,22 @@ import pytest
 
 from legion.demo.swarm_script import controller_scenarios
 from legion.locking import exclusive
-from tests.conftest import LEGION_BIN, Result, git
-from tests.e2e.swarm_env import (
+from tests.fakes.model_server import Scenario, bash, pause, text
+from tests.support.cli import LEGION_BIN, Result, git
+from tests.support.processes import SessionWatch, cmdline
+from tests.support.swarm import (
     Daemon,
-    SessionWatch,
     Swarm,
-    TmuxShim,
     actions,
-    cmdline,
     issue_status,
     live_pid,
     session_uuid,
     state_dir,
-    wait_until,
     wake,
     windows,
 )
-from tests.fakes.model_server import Scenario, bash, pause, text
+from tests.support.tmux import TmuxShim
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -445,7 +444,7 @@ def test_a_daemon_killed_mid_pass_loses_nothing_and_starts_nothing_twice(
     controller(swarm)
     sids = {session_uuid(swarm, f"LEG-{n}:implement") for n in (1, 2, 3)}
     sids.add(session_uuid(swarm, "controller"))
-    env = shim.env(swarm)
+    env = shim.env(swarm.env)
     with SessionWatch(sids) as watch:
         # Killed between recording LEG-1's worker and creating its window.
         shim.set("slow-before-leg-1-implement", "5")
@@ -545,7 +544,7 @@ def test_tmux_not_answering_is_unknown_not_dead_and_nothing_is_restarted(
     )
     worker_sid = session_uuid(swarm, "LEG-1:implement")
     controller_sid = session_uuid(swarm, "controller")
-    env = shim.env(swarm) | {"LEGION_RESTART_COOLDOWN": "1"}
+    env = shim.env(swarm.env) | {"LEGION_RESTART_COOLDOWN": "1"}
     watched = {worker_sid, controller_sid}
     with SessionWatch(watched) as watch, Daemon(swarm, tick=0.5, extra_env=env):
         swarm.server.wait_for_turn("work", 0)
@@ -616,7 +615,7 @@ def test_a_session_still_running_outside_its_window_is_ended_before_it_starts_ag
     import shutil
     import tempfile
 
-    from tests.e2e.swarm_env import session_processes
+    from tests.support.processes import session_processes
 
     def on_session() -> list[int]:
         return session_processes({sid}).get(sid, [])

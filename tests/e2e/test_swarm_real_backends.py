@@ -19,17 +19,12 @@ from pathlib import Path
 import pytest
 
 from legion.demo.swarm_script import swarm_script
-from tests.conftest import git, run_legion
-from tests.e2e.swarm_env import (
-    Daemon,
-    Swarm,
-    open_swarm,
-    session_processes,
-    session_uuid,
-    wait_until,
-)
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.linear_server import FakeLinear
+from tests.support.cli import git, run_legion
+from tests.support.processes import session_processes
+from tests.support.swarm import Daemon, Swarm, open_swarm, session_uuid
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -16,9 +16,10 @@ import pytest
 
 from legion.bus.model import AgentStatus, Channel, DeliveryState, EventKind
 from legion.bus.store import SqliteBus, bus_path
-from tests.conftest import LEGION_BIN
-from tests.e2e.swarm_env import Daemon, Swarm, agent_of, wait_until, window_id
 from tests.fakes.model_server import RecordedRequest, bash, text
+from tests.support.cli import LEGION_BIN
+from tests.support.swarm import Daemon, Swarm, agent_of, window_id
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

@@ -14,7 +14,7 @@ import pytest
 
 from legion.bus.model import EventKind
 from legion.bus.store import SqliteBus, bus_path
-from tests.conftest import LEGION_BIN, LegionRunner, Result, git
+from tests.support.cli import LEGION_BIN, LegionRunner, Result, git
 
 CONTROLLER = {"LEGION_SESSION_ID": "sid-controller", "LEGION_MODE": "controller"}
 IMPLEMENTER = {"LEGION_SESSION_ID": "sid-implement", "LEGION_MODE": "implement"}

@@ -16,15 +16,9 @@ from pathlib import Path
 import pytest
 
 from legion.demo.swarm_script import swarm_script
-from tests.e2e.swarm_env import (
-    Daemon,
-    Swarm,
-    controller_prompts,
-    judgments,
-    open_swarm,
-    wait_until,
-)
 from tests.fakes.model_server import pause, text
+from tests.support.swarm import Daemon, Swarm, controller_prompts, judgments, open_swarm
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 NO_PR = "the reviewer finished and no pull request was found"

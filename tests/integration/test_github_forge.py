@@ -35,9 +35,9 @@ from legion.forges.github.adapter import (
 from legion.forges.github.client import api_base, classify, find_token, graphql_url
 from legion.forges.github.documents import BATCH_OPERATION, BATCH_SIZE
 from legion.workspaces.git_worktree import GitWorktrees
-from tests.conftest import git
 from tests.fakes.github_server import FakeGitHub, check_run, status_context
 from tests.fakes.graphql_server import Fault
+from tests.support.cli import git
 
 
 @pytest.fixture

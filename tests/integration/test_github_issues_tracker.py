@@ -24,9 +24,9 @@ from legion.trackers.base import Issue
 from legion.trackers.github_issues import GitHubIssuesTracker, doctor_checks, open_tracker
 from legion.trackers.github_issues.adapter import CACHE_TTL_S, DONE_PAGES, split_parent
 from legion.trackers.github_issues.documents import COMMENT_PAGE_SIZE, ISSUE_PAGE_SIZE
-from tests.conftest import LegionRunner
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.graphql_server import Fault
+from tests.support.cli import LegionRunner
 
 
 @pytest.fixture(scope="module")

@@ -8,23 +8,14 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import LEGION_BIN, run_legion
-from tests.reaper import alive
+from tests.support.cli import LEGION_BIN, run_legion
+from tests.support.reaper import alive
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def tmux_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    socket = tmp_path / "tmux.sock"
-    monkeypatch.setenv("LEGION_TMUX_SOCKET", str(socket))
-    yield socket
-    subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
 
 
 def slow_claude(tmp_path: Path) -> Path:

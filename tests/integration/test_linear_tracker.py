@@ -22,9 +22,9 @@ from legion.trackers.linear import LinearTracker, doctor_checks, open_tracker
 from legion.trackers.linear.adapter import CACHE_TTL_S, RECHECK_S
 from legion.trackers.linear.client import classify, linear_client
 from legion.trackers.linear.documents import COMMENT_PAGE_SIZE, ISSUE_PAGE_SIZE
-from tests.conftest import LegionRunner
 from tests.fakes.graphql_server import Fault
 from tests.fakes.linear_server import TOKEN, FakeLinear
+from tests.support.cli import LegionRunner
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from legion.config import load_project
 from legion.core.model import Status
 from legion.demo.swarm_script import swarm_script
 from legion.reconcile import BUDGET_HEADING, Outcome, Reconciler
-from tests.e2e.swarm_env import Swarm, open_swarm
+from tests.support.swarm import Swarm, open_swarm
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

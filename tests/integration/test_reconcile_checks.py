@@ -15,10 +15,10 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.reconcile import Reconciler
-from tests.conftest import git, run_legion
-from tests.e2e.swarm_env import Swarm, open_swarm
 from tests.fakes.github_server import FakeGitHub, check_run, status_context
 from tests.fakes.linear_server import FakeLinear
+from tests.support.cli import git, run_legion
+from tests.support.swarm import Swarm, open_swarm
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

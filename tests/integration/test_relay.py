@@ -42,11 +42,13 @@ from legion.relay.capabilities import Capabilities
 from legion.relay.client import RelayClient, RelayForge, RelayTracker
 from legion.relay.server import RelayServer
 from legion.trackers.base import Issue, Tracker
-from tests.conftest import LEGION_BIN, Result, git, run_legion
+from tests.fakes.model_server import bash, text
+from tests.support.cli import LEGION_BIN, Result, git, run_legion
 
 # Imported here, not in the test: it finds the pinned Claude Code CLI under the real HOME.
-from tests.e2e.swarm_env import open_swarm, session_processes, wait_until
-from tests.fakes.model_server import bash, text
+from tests.support.processes import session_processes
+from tests.support.swarm import open_swarm
+from tests.support.waits import wait_until
 
 REMOTE = {"LEGION_TRACKER": "linear", "LEGION_LINEAR_TEAM": "ENG"}
 

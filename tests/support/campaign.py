@@ -33,16 +33,10 @@ from pathlib import Path
 
 from legion.demo.run import make_repository
 from legion.faults import KILL_AT_VARIABLE, KILL_LOG_VARIABLE, POINTS
-from tests.conftest import LEGION_BIN, git
-from tests.e2e.swarm_env import (
-    SessionWatch,
-    Swarm,
-    issue_status,
-    open_swarm,
-    session_uuid,
-    stop_process,
-)
 from tests.fakes.model_server import Scenario, bash, text
+from tests.support.cli import LEGION_BIN, git
+from tests.support.processes import SessionWatch
+from tests.support.swarm import Swarm, issue_status, open_swarm, session_uuid, stop_process
 
 # Which time each point is reached to kill at (`point:N`): the occurrence that is most
 # dangerous in this swarm. The 2nd worker start is the reviewer's, after a transition: a crash
