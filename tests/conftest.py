@@ -32,6 +32,19 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+E2E = Path(__file__).parent / "e2e"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers match folders: every test in tests/e2e is `e2e` (so `-m "not e2e"` is the fast
+    suite), and none elsewhere may be (an end-to-end test belongs there)."""
+    for item in items:
+        if item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.e2e)
+        elif item.get_closest_marker("e2e") is not None:
+            raise pytest.UsageError(f"{item.nodeid} is marked e2e: move it to tests/e2e")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     _sweep(config)
 

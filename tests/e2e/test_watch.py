@@ -8,7 +8,6 @@ delivers and keeps statuses true too."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +85,8 @@ def test_say_to_an_idle_worker_with_no_daemon_types_it_in_once(swarm: Swarm) -> 
 
     # Nothing typed twice: a daemon's ticks find it done.
     wait_until("idle again", lambda: agent_of(swarm, worker["session_id"])["status"] == "idle")
-    with Daemon(swarm, extra_env=LLM_MODE):
-        time.sleep(3)  # a second delivery, if any, would come within a tick or two
+    with Daemon(swarm, extra_env=LLM_MODE) as daemon:
+        daemon.ticks(3)  # a second delivery, if any, would come within a tick or two
     assert len(_firsts(swarm, "message")) == 1
 
     # In words: said, on the line after what was posted.

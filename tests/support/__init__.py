@@ -5,6 +5,7 @@
 - `tmux`: a private tmux server per test, and a `tmux` that misbehaves on cue
 - `claude_env`, `codex_env`: the real Claude Code and Codex CLIs wired to the scripted model
   servers (`tests/fakes/`), offline
+- `linear_github`: a project on Linear and GitHub (the fake servers)
 - `swarm`: a project wired to all of it (the `swarm` fixture's environment), its daemon, and
   the questions end-to-end tests ask of it
 - `processes`: which processes run a session, sampled while a test runs

@@ -16,7 +16,7 @@ When the armed point has killed its process (the daemon, or for the merge points
 
 The workers are scripted the way the worker skill asks a real model to work: idempotently
 (commit only what changed, open the PR only if there is none, merge only what is not merged),
-since a worker may be a re-run after a crash. Used by tests/faults/test_kill_campaign.py and
+since a worker may be a re-run after a crash. Used by tests/e2e/test_kill_campaign.py and
 bench/faults.py.
 """
 

@@ -7,6 +7,21 @@ import threading
 import time
 from pathlib import Path
 
+# select(2) and pselect6(2) on x86_64 and aarch64: the daemon calls select only to wait for its
+# next tick (`Daemon._wait`); everything a tick does blocks in other calls.
+_SELECT_CALLS = {"x86_64": {"23", "270"}, "aarch64": {"72"}}
+
+
+def waiting_in_select(pid: int) -> bool:
+    """Whether the main thread of `pid` is blocked in select now (/proc/PID/syscall)."""
+    try:
+        call = Path(f"/proc/{pid}/syscall").read_text().split(" ", 1)[0]
+    except OSError:
+        return False
+    machine = os.uname().machine
+    assert machine in _SELECT_CALLS, f"which system calls are select on {machine}?"
+    return call in _SELECT_CALLS[machine]
+
 
 def cmdline(pid: int) -> list[str]:
     try:

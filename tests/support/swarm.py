@@ -18,7 +18,8 @@ from typing import Any
 from tests.fakes.model_server import FakeModelServer, text
 from tests.support.claude_env import base_environment, find_claude, offline_variables
 from tests.support.cli import LEGION_BIN, Result, git
-from tests.support.waits import wait_until
+from tests.support.processes import waiting_in_select
+from tests.support.waits import heartbeat_stamp, wait_for_ticks, wait_until
 
 TEST_SKILL = """---
 name: legion-worker
@@ -107,6 +108,46 @@ class Daemon:
             )
         wait_until("the daemon's pid file", lambda: self.swarm.json("status")["daemon"]["pid"])
         return self
+
+    def passes(self, count: int = 1, *, timeout: float = 60.0) -> None:
+        """Make the daemon run `count` whole passes (ticks) now, one after another, and return
+        once they ran: what a test waits for where something would happen "within a tick or
+        two". Each pass is asked for through the wake-up pipe, as a `legion` command asks; it
+        has started when the heartbeat moves and ended when the daemon waits again. A pass
+        the pipe could not ask for still comes at the next tick, within `timeout`."""
+        assert self.proc is not None
+        state = state_dir(self.swarm)
+        heartbeat = state / "heartbeat"
+        for _ in range(count):
+            before = heartbeat_stamp(heartbeat)
+            wake(self.swarm, state)
+            wait_until(
+                "the daemon's next pass",
+                lambda before=before: heartbeat_stamp(heartbeat) != before,
+                timeout=timeout,
+                interval=0.02,
+            )
+            self.wait_between_ticks(timeout=timeout)
+
+    def ticks(self, count: int) -> None:
+        """Return once `count` whole ticks ran after the call, at the daemon's own pace (`tick`
+        seconds apart, sooner when a `legion` command wakes it), however loaded the machine
+        is: what a test waits for where something would happen within `count` ticks."""
+        wait_for_ticks(
+            state_dir(self.swarm) / "heartbeat", count, timeout=60 + 5 * count * self.tick
+        )
+
+    def wait_between_ticks(self, *, timeout: float = 60.0) -> None:
+        """Return once the daemon has ended its pass and waits for the next tick."""
+        assert self.proc is not None
+        pid = self.proc.pid
+        wait_until(
+            "the daemon between two ticks",
+            lambda: waiting_in_select(pid) or self.proc is None or self.proc.poll() is not None,
+            timeout=timeout,
+            interval=0.02,
+        )
+        assert self.proc.poll() is None, self.output()[-2000:]
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -260,9 +301,8 @@ def live_pid(swarm: Swarm, window: str) -> int | None:
 
 @contextmanager
 def open_swarm(tmp_path: Path, project: Path, home: Path) -> Iterator[Swarm]:
-    """The `swarm` fixture's environment, for tests outside tests/e2e (the same set-up as
-    tests/e2e/conftest.py): a project wired to the real CLI, a private tmux server and the
-    scripted model server."""
+    """A project wired to the real CLI, a private tmux server and the scripted model server:
+    what the `swarm` fixture (tests/e2e/conftest.py) yields, and the kill campaign's swarm."""
     claude = find_claude()
     server = FakeModelServer().start()
     config_dir = tmp_path / "claude-config"

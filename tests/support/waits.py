@@ -11,19 +11,23 @@ from pathlib import Path
 from typing import Any
 
 
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 45.0) -> Any:
-    """`check()`'s first true answer; fails, saying `what`, after `timeout` seconds."""
+def wait_until(
+    what: str, check: Callable[[], Any], timeout: float = 45.0, *, interval: float = 0.25
+) -> Any:
+    """`check()`'s first true answer, asked every `interval` seconds; fails, saying `what`,
+    after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
         last = check()
         if last:
             return last
-        time.sleep(0.25)
+        time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
-def _beat(heartbeat: Path) -> int | None:
+def heartbeat_stamp(heartbeat: Path) -> int | None:
+    """When the daemon last touched its heartbeat (ns), None before its first tick."""
     try:
         return os.stat(heartbeat).st_mtime_ns
     except FileNotFoundError:
@@ -36,13 +40,13 @@ def wait_for_ticks(heartbeat: Path, ticks: int, *, timeout: float = 60.0) -> Non
     `ticks` of them ran to their end. A touch missed between two looks only makes the wait
     longer, never shorter."""
     seen = 0
-    last = _beat(heartbeat)
+    last = heartbeat_stamp(heartbeat)
     deadline = time.monotonic() + timeout
     while seen < ticks + 1:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {ticks} ticks ({seen} touches seen)")
         time.sleep(0.01)
-        beat = _beat(heartbeat)
+        beat = heartbeat_stamp(heartbeat)
         if beat != last and beat is not None:
             seen += 1
         last = beat

@@ -9,25 +9,15 @@ outlives the daemon.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from legion.demo.swarm_script import swarm_script
 from tests.fakes.model_server import pause, text
-from tests.support.swarm import Daemon, Swarm, controller_prompts, judgments, open_swarm
+from tests.support.swarm import Daemon, Swarm, controller_prompts, judgments
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 NO_PR = "the reviewer finished and no pull request was found"
-
-
-@pytest.fixture
-def swarm(tmp_path: Path, project: Path, isolated_env: Path) -> Iterator[Swarm]:
-    with open_swarm(tmp_path, project, isolated_env) as env:
-        yield env
 
 
 def busy_controller_start(swarm: Swarm, seconds: float) -> None:
@@ -51,7 +41,7 @@ def controller_state(swarm: Swarm) -> str:
 
 def test_a_review_finished_without_a_pr_wakes_the_controller_once(swarm: Swarm) -> None:
     script(swarm)
-    with Daemon(swarm):
+    with Daemon(swarm) as daemon:
         wait_until("controller idle", lambda: controller_state(swarm) == "idle")
         swarm.legion(
             "issue", "create", "Lost PR", "--status", "Needs Review", "--label", "worker-done"
@@ -67,7 +57,7 @@ def test_a_review_finished_without_a_pr_wakes_the_controller_once(swarm: Swarm) 
         assert (item["issue"], item["kind"]) == ("LEG-1", "investigate_no_pr")
         # The condition still holds (the scripted controller did nothing about it), and yet it
         # is not delivered again: one wake-up per occurrence.
-        time.sleep(3)  # three ticks
+        daemon.ticks(3)
         assert len(wakes_for(swarm, "LEG-1:investigate_no_pr")) == 1
         # Once someone has dealt with it (here: put on ice), the need is gone, the item closed.
         swarm.legion("issue", "move", "LEG-1", "Icebox")
