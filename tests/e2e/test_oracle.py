@@ -174,7 +174,7 @@ def test_a_question_the_controller_does_not_take_in_time_goes_to_a_human(
     assert "user-input-needed" not in issue(swarm)["labels"]
     (item,) = judgments(swarm)
     assert (item["kind"], item["state"]) == ("oracle", "pending")
-    time.sleep(1.5)
+    time.sleep(1.5)  # longer than oracle_timeout: the time passing is what is waited for
     second = {(o.action, o.kind) for o in reconciler.run()}
     assert ("escalate_question", OutcomeKind.DONE) in second
     asked = issue(swarm)["comments"][-1]

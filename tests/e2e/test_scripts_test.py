@@ -28,7 +28,13 @@ OUT = Path(__file__).parent
 def test_hangs():
     loose = subprocess.Popen(["sleep", "600"], start_new_session=True)
     (OUT / "pids").write_text(str(loose.pid))
-    subprocess.run(["sleep", "600"])
+    with subprocess.Popen(["sleep", "600"]) as hanging:  # what subprocess.run does, and says so
+        (OUT / "hanging").write_text(str(hanging.pid))
+        try:
+            hanging.wait()
+        except BaseException:
+            hanging.kill()
+            raise
 """
 
 
@@ -45,11 +51,10 @@ def test_one_ctrl_c_stops_scripts_test(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 280
-        while not (inner / "pids").exists():
+        while not (inner / "hanging").exists():  # the test is in its endless wait
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.2)
-        time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGINT)  # what one Ctrl-C in a terminal does
         sent = time.monotonic()
         out, _ = proc.communicate(timeout=60)

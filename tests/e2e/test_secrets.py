@@ -29,9 +29,7 @@ from tests.support.cli import LEGION_BIN
 from tests.support.processes import session_processes
 from tests.support.swarm import Swarm, issue_status, session_uuid
 
-# One run of the swarm (the module's `findings`) serves every test here: keep them on one
-# xdist worker, or each worker would run it again.
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240), pytest.mark.xdist_group("secrets")]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 FINGERPRINT_CHARS = 20  # what Claude Code keeps of an approved key
 
