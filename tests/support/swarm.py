@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +17,7 @@ from tests.fakes.model_server import FakeModelServer, text
 from tests.support.claude_env import base_environment, find_claude, offline_variables
 from tests.support.cli import LEGION_BIN, Result, git
 from tests.support.processes import waiting_in_select
+from tests.support.tmux import private_tmux_socket
 from tests.support.waits import heartbeat_stamp, wait_for_ticks, wait_until
 
 TEST_SKILL = """---
@@ -304,32 +303,29 @@ def open_swarm(tmp_path: Path, project: Path, home: Path) -> Iterator[Swarm]:
     """A project wired to the real CLI, a private tmux server and the scripted model server:
     what the `swarm` fixture (tests/e2e/conftest.py) yields, and the kill campaign's swarm."""
     claude = find_claude()
-    server = FakeModelServer().start()
     config_dir = tmp_path / "claude-config"
     (config_dir / "skills" / "legion-worker").mkdir(parents=True)
     (config_dir / "skills" / "legion-worker" / "SKILL.md").write_text(TEST_SKILL)
     (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
-    socket_dir = Path(tempfile.mkdtemp(prefix="lgt-"))  # unix socket paths must stay short
     workspace_root = tmp_path / "work spaces"  # a space on purpose
-    env = base_environment() | offline_variables(
-        server.base_url, home=home, config_dir=config_dir, proxy_url=server.base_url
-    )
-    env |= {
-        "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"],
-        "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"],
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "LEGION_TMUX_SOCKET": str(socket_dir / "sock"),
-        "LEGION_TMUX_CONFIG": "/dev/null",
-        "LEGION_CLAUDE_BIN": str(claude),
-        "LEGION_WORKSPACE_ROOT": str(workspace_root),
-    }
-    swarm = Swarm(project, server, env, config_dir, socket_dir / "sock", workspace_root)
+    server = FakeModelServer().start()
     try:
-        yield swarm
+        with private_tmux_socket() as socket:  # killed before the model server stops
+            env = base_environment() | offline_variables(
+                server.base_url, home=home, config_dir=config_dir, proxy_url=server.base_url
+            )
+            env |= {
+                "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"],
+                "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"],
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "LEGION_TMUX_SOCKET": str(socket),
+                "LEGION_TMUX_CONFIG": "/dev/null",
+                "LEGION_CLAUDE_BIN": str(claude),
+                "LEGION_WORKSPACE_ROOT": str(workspace_root),
+            }
+            yield Swarm(project, server, env, config_dir, socket, workspace_root)
     finally:
-        swarm.tmux("kill-server")
         server.stop()
-        shutil.rmtree(socket_dir, ignore_errors=True)
     assert server.outbound_attempts() == []
 
 

@@ -7,20 +7,26 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 
 @contextmanager
-def private_tmux_socket(folder: Path) -> Iterator[Path]:
-    """The socket of a tmux server no one else uses (`LEGION_TMUX_SOCKET`), in `folder`; the
-    server, if anything started one, is killed afterwards."""
-    socket = folder / "tmux.sock"
+def private_tmux_socket(folder: Path | None = None) -> Iterator[Path]:
+    """The socket of a tmux server no one else uses (`LEGION_TMUX_SOCKET`): in `folder`, or in
+    a short-named temporary folder (a unix socket's path must stay short) removed afterwards.
+    The server, if anything started one, is killed afterwards."""
+    own = folder is None
+    where = Path(tempfile.mkdtemp(prefix="lgt-")) if folder is None else folder
+    socket = where / "tmux.sock"
     try:
         yield socket
     finally:
         subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
+        if own:
+            shutil.rmtree(where, ignore_errors=True)
 
 
 SHIM = '''#!{python}
