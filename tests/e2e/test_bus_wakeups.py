@@ -8,7 +8,6 @@ plan, tasks and skill."""
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,15 @@ from legion.bus.model import AgentStatus, DeliveryState
 from legion.bus.store import SqliteBus, bus_path
 from tests.fakes.model_server import RecordedRequest, bash, text
 from tests.support.claude_env import IDLE_FOOTER
-from tests.support.swarm import Daemon, Swarm, agent_of, screen, session_uuid, window_id
+from tests.support.swarm import (
+    Daemon,
+    Swarm,
+    agent_of,
+    runs_until,
+    screen,
+    session_uuid,
+    window_id,
+)
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
@@ -77,7 +84,7 @@ def test_a_busy_agent_gets_a_message_at_its_turn_boundary_and_its_tool_runs_to_t
     # The tool runs until the test lets it end: the message comes while it runs, however slow
     # the machine.
     release = swarm.repo.parent / "release-the-tool"
-    tool = f"while [ ! -e {shlex.quote(str(release))} ]; do sleep 0.1; done; echo slept-well"
+    tool = f"{runs_until(release)}; echo slept-well"
     worker = _dispatch(swarm, [[bash(tool)], [text("Planned.")]], idle=False)
     swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")
     with Daemon(swarm, extra_env=LLM_MODE) as daemon:

@@ -17,7 +17,7 @@ from legion.bus.model import AgentStatus, Channel, DeliveryState, EventKind
 from legion.bus.store import SqliteBus, bus_path
 from tests.fakes.model_server import RecordedRequest, bash, text
 from tests.support.cli import LEGION_BIN
-from tests.support.swarm import Daemon, Swarm, agent_of, window_id
+from tests.support.swarm import Daemon, Swarm, agent_of, runs_until, window_id
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
@@ -100,9 +100,9 @@ def test_say_to_an_idle_worker_with_no_daemon_types_it_in_once(swarm: Swarm) -> 
 def test_say_says_when_a_message_waits_for_the_turns_end_or_for_legion_start(
     swarm: Swarm,
 ) -> None:
-    # A turn long enough to still run when `say` comes, however loaded the machine.
-    busy_turn = "python3 -c 'import time; time.sleep(15)'"
-    worker = _dispatch(swarm, [[bash(busy_turn)], [text("Planned.")]], idle=False)
+    # A turn that runs until `say` has come, however loaded the machine.
+    release = swarm.repo.parent / "release-the-turn"
+    worker = _dispatch(swarm, [[bash(runs_until(release))], [text("Planned.")]], idle=False)
     agent = agent_of(swarm, worker["session_id"])
     swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")
 
@@ -110,6 +110,7 @@ def test_say_says_when_a_message_waits_for_the_turns_end_or_for_legion_start(
     assert busy.stdout.splitlines()[1:] == [
         "@legion/leg-1/plan is busy: its session gets the message at the end of its turn"
     ], busy.stdout
+    release.touch()
     # Its own hooks hand it over at the turn boundary: no daemon needed.
     wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
     assert (_firsts(swarm, "message")[0].prompt or "").startswith("Stop hook feedback:\nMessage ")

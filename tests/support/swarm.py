@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -327,6 +328,12 @@ def open_swarm(tmp_path: Path, project: Path, home: Path) -> Iterator[Swarm]:
     finally:
         server.stop()
     assert server.outbound_attempts() == []
+
+
+def runs_until(release: Path) -> str:
+    """A shell command (a tool call's) that runs until `release` exists: a turn as long as the
+    test needs, however loaded the machine, and no longer."""
+    return f"while [ ! -e {shlex.quote(str(release))} ]; do sleep 0.1; done"
 
 
 CONTROLLER_PROMPT = "<command-name>/legion-controller</command-name>"
