@@ -1,4 +1,5 @@
-"""Which processes run a session: read from /proc, or sampled in a thread while a test runs."""
+"""Processes seen from /proc: which run a session (read once, or sampled in a thread while a
+test runs), and whether one waits on its file descriptors."""
 
 from __future__ import annotations
 
@@ -7,20 +8,26 @@ import threading
 import time
 from pathlib import Path
 
-# select(2) and pselect6(2) on x86_64 and aarch64: the daemon calls select only to wait for its
-# next tick (`Daemon._wait`); everything a tick does blocks in other calls.
-_SELECT_CALLS = {"x86_64": {"23", "270"}, "aarch64": {"72"}}
+# The calls a process waits in for a file descriptor with a timeout: select, pselect6 and the
+# epoll waits (a selector's), by number on x86_64 and aarch64. The daemon waits in one only for
+# its next tick or a wake-up (`Daemon._wait`); what a tick does blocks in other calls (poll, for
+# a subprocess's output or a socket's).
+_WAIT_CALLS = {
+    "x86_64": {"23", "270", "232", "281", "441"},
+    "aarch64": {"72", "22", "441"},
+}
 
 
-def waiting_in_select(pid: int) -> bool:
-    """Whether the main thread of `pid` is blocked in select now (/proc/PID/syscall)."""
+def waiting_on_descriptors(pid: int) -> bool:
+    """Whether the main thread of `pid` is blocked in select or an epoll wait now
+    (/proc/PID/syscall)."""
     try:
         call = Path(f"/proc/{pid}/syscall").read_text().split(" ", 1)[0]
     except OSError:
         return False
     machine = os.uname().machine
-    assert machine in _SELECT_CALLS, f"which system calls are select on {machine}?"
-    return call in _SELECT_CALLS[machine]
+    assert machine in _WAIT_CALLS, f"which system calls are select and epoll on {machine}?"
+    return call in _WAIT_CALLS[machine]
 
 
 def cmdline(pid: int) -> list[str]:

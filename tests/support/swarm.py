@@ -17,7 +17,7 @@ from typing import Any
 from tests.fakes.model_server import FakeModelServer, text
 from tests.support.claude_env import base_environment, find_claude, offline_variables
 from tests.support.cli import LEGION_BIN, Result, git
-from tests.support.processes import waiting_in_select
+from tests.support.processes import waiting_on_descriptors
 from tests.support.tmux import private_tmux_socket
 from tests.support.waits import heartbeat_stamp, wait_for_ticks, wait_until
 
@@ -139,15 +139,15 @@ class Daemon:
 
     def wait_between_ticks(self, *, timeout: float = 60.0) -> None:
         """Return once the daemon has ended its pass and waits for the next tick."""
-        assert self.proc is not None
-        pid = self.proc.pid
+        proc = self.proc
+        assert proc is not None
         wait_until(
             "the daemon between two ticks",
-            lambda: waiting_in_select(pid) or self.proc is None or self.proc.poll() is not None,
+            lambda: waiting_on_descriptors(proc.pid) or proc.poll() is not None,
             timeout=timeout,
             interval=0.02,
         )
-        assert self.proc.poll() is None, self.output()[-2000:]
+        assert proc.poll() is None, self.output()[-2000:]
 
     def kill(self) -> None:
         assert self.proc is not None
