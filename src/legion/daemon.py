@@ -37,7 +37,7 @@ from typing import Any
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import Backends, open_backends, open_workers
-from legion.bus.store import Bus, bus_path, open_bus
+from legion.bus import Bus, bus_path, open_bus
 from legion.config import Project
 from legion.core.ids import controller_session_id
 from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo

@@ -24,10 +24,10 @@ from enum import Enum
 from pathlib import Path
 
 from legion.actionlog import ActionLog, OutcomeKind
+from legion.bus import Bus
 from legion.bus.delivery import TYPED, delivery_text
 from legion.bus.model import Agent, AgentStatus, PendingDelivery
 from legion.bus.sessions import project_channel_name
-from legion.bus.store import Bus
 from legion.config import Project
 from legion.core.ids import controller_session_id
 from legion.daemon_link import running_pid

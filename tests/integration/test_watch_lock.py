@@ -10,9 +10,10 @@ import threading
 import time
 from pathlib import Path
 
+from legion.bus import bus_path
 from legion.bus.model import DeliveryState
 from legion.bus.sessions import project_channel_name, register_session
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.daemon_link import pid_file, running_pid
 from legion.watch import Handed, deliver_now, watch_lock

@@ -72,9 +72,9 @@ def _wake_up_context(
     session = hook_input.get("session_id")
     if not isinstance(session, str) or not session:
         return None
+    from legion.bus import open_bus
     from legion.bus.context import gather
     from legion.bus.model import EventKind
-    from legion.bus.store import open_bus
 
     bus = open_bus(env)
     try:
