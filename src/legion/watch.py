@@ -25,7 +25,9 @@ from pathlib import Path
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus import Bus
-from legion.bus.delivery import TYPED, delivery_text
+from legion.bus import inbox as inbox_file
+from legion.bus.delivery import delivery_text
+from legion.bus.inbox import TYPED
 from legion.bus.model import Agent, AgentStatus, PendingDelivery
 from legion.bus.sessions import project_channel_name
 from legion.config import Project
@@ -34,7 +36,6 @@ from legion.daemon_link import running_pid
 from legion.errors import ConflictError, LegionError, NotFoundError
 from legion.faults import fault_point
 from legion.locking import exclusive
-from legion.runtime import hooks
 from legion.runtime.workers import WorkerManager, WorkerState, classify
 
 CONTROLLER_WINDOW = "main"
@@ -262,7 +263,7 @@ class Watcher:
                 return Handed.SETTLING
             # Taken out of the hooks' reach first: the prompt typed below would otherwise have
             # its UserPromptSubmit hook hand the same messages over a second time.
-            hooks.take_queued(inbox, TYPED, agent.session_id)
+            inbox_file.take_queued(inbox, TYPED, agent.session_id)
         handed = self._note_hook_deliveries(agent, inbox)
         due = [item for item in due if item.message.id not in handed]
         transcript = target.transcript if target is not None else None
@@ -287,7 +288,7 @@ class Watcher:
             # Busy, or waiting on a question (typing would answer it): the Stop hook hands the
             # messages over at its turn boundary, never in the middle of a turn.
             for message_id, text in texts:
-                hooks.enqueue(inbox, message_id, text)
+                inbox_file.enqueue(inbox, message_id, text)
             return Handed.AT_TURN_END
         return self._type_messages(agent, target, texts)
 
@@ -351,7 +352,7 @@ class Watcher:
         the bus before the inbox forgets them, so a crash in between loses nothing."""
         if not inbox.exists():
             return set()
-        entries = hooks.peek_delivered(inbox)
+        entries = inbox_file.peek_delivered(inbox)
         handed = {
             str(entry.get("id"))
             for entry in entries
@@ -360,7 +361,7 @@ class Watcher:
         if handed:
             self._delivered(agent, sorted(handed))
         if entries:
-            hooks.forget_delivered(inbox, {str(entry.get("id")) for entry in entries})
+            inbox_file.forget_delivered(inbox, {str(entry.get("id")) for entry in entries})
         return handed
 
     def _type_messages(

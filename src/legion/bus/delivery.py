@@ -8,10 +8,6 @@ from __future__ import annotations
 
 from legion.bus.model import HUMAN_NAME, ORCHESTRATOR_NAME, Agent, AgentRole, Message, MessageKind
 
-# How a message handed over by typing it into an idle session is recorded in its inbox (the
-# hooks record theirs by event name): the daemon marks those delivered itself.
-TYPED = "typed"
-
 
 def address_from(sender: str, recipient: Agent) -> str:
     """The sender's full address as the recipient writes it: the name alone on its branch,
