@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from legion.bus import Bus
-from legion.bus.delivery import address_from
+from legion.bus.delivery_text import address_from
 from legion.bus.model import Agent, AgentRole, Message, Task, TaskState
 from legion.core.task_list import TaskList
 

@@ -243,9 +243,10 @@ def _deliver(bus: Bus, posted: Posted) -> dict[str, str]:
     """Whoever watches delivers: with no daemon for an addressee's project, hand the message
     over now, as the daemon would (`legion.watch.deliver_now`). What became of it, by address
     of each addressee with a session."""
+    from legion.bus.delivery import Handed
     from legion.bus.sessions import project_channel_name
     from legion.errors import LegionError
-    from legion.watch import Handed, deliver_now, load
+    from legion.watch import deliver_now, load
 
     words = {
         Handed.DELIVERED: "delivered",
