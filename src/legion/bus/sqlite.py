@@ -22,7 +22,6 @@ from legion.bus import schema
 from legion.bus.address import (
     addressees,
     agents_by_key,
-    clean_agent_name,
     clean_project_name,
     lookup_for,
     may_reach_human,
@@ -30,7 +29,6 @@ from legion.bus.address import (
     resolve,
 )
 from legion.bus.model import (
-    HUMAN_NAME,
     ORCHESTRATOR_NAME,
     STATUS_EVENTS,
     Agent,
@@ -54,11 +52,12 @@ from legion.bus.validate import (
     clean_draft,
     clean_message_body,
     clean_message_id,
+    clean_registration,
     new_message_id,
 )
 from legion.core.text import clean_title
 from legion.embedded.db import Database
-from legion.errors import ConflictError, InputError, NotFoundError
+from legion.errors import ConflictError, NotFoundError
 
 
 def stamp() -> str:
@@ -189,15 +188,7 @@ class SqliteBus:
         runtime: str,
         session_id: str | None,
     ) -> Agent:
-        channel = clean_channel(channel)
-        name = clean_agent_name(name)
-        if role is AgentRole.HUMAN or name == HUMAN_NAME:
-            raise InputError(f"{HUMAN_NAME!r} is the human's name on the bus, not an agent's")
-        if (name == ORCHESTRATOR_NAME) != (role is AgentRole.CONTROLLER):
-            raise InputError(
-                f"the name {ORCHESTRATOR_NAME!r} is the orchestrator's (role controller), "
-                "and the orchestrator is called by it"
-            )
+        channel, name = clean_registration(channel, name, role)
         when = stamp()
         with self._db.write() as conn:
             row = conn.execute(

@@ -1,6 +1,6 @@
-"""What the bus accepts, checked the same by every implementation (pure): channels, message
-ids and bodies, and a draft made of them; and a fresh message id. Agent and project names are
-checked where addresses are read (`legion.bus.address`).
+"""What the bus accepts, checked the same by every implementation: channels, message ids and
+bodies, a draft made of them, and an agent's name for its role (all pure); and a fresh (random)
+message id. Agent and project names are read where addresses are (`legion.bus.address`).
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import re
 
-from legion.bus.address import clean_project_name
-from legion.bus.model import Channel, Draft
+from legion.bus.address import clean_agent_name, clean_project_name
+from legion.bus.model import HUMAN_NAME, ORCHESTRATOR_NAME, AgentRole, Channel, Draft
 from legion.core.text import clean_body, clean_branch
 from legion.errors import InputError
 
@@ -73,3 +73,18 @@ def clean_message_body(text: str) -> str:
     if not body:
         raise InputError("the message is empty")
     return body
+
+
+def clean_registration(channel: Channel, name: str, role: AgentRole) -> tuple[Channel, str]:
+    """The channel and name of an agent registering in `role`: the human is not registered
+    (it is one agent for the machine), and the orchestrator, only it, is called `legion`."""
+    channel = clean_channel(channel)
+    name = clean_agent_name(name)
+    if role is AgentRole.HUMAN or name == HUMAN_NAME:
+        raise InputError(f"{HUMAN_NAME!r} is the human's name on the bus, not an agent's")
+    if (name == ORCHESTRATOR_NAME) != (role is AgentRole.CONTROLLER):
+        raise InputError(
+            f"the name {ORCHESTRATOR_NAME!r} is the orchestrator's (role controller), "
+            "and the orchestrator is called by it"
+        )
+    return channel, name
