@@ -1,8 +1,15 @@
 """Message delivery's state machine: each pending delivery is handed to its addressee's session
 once, whoever watches the project (`legion.watch` wires it to the sessions).
 
-A delivery is pending until it is made, then delivered (a recipient's `legion messages` later
-marks it read). Making it takes one of three ways, by what the session is doing:
+A delivery's states, kept on the bus:
+
+    pending --attempt counted--> attempting --taken--> delivered (--shown--> read)
+                                     |
+                                     +--not taken / failed--> pending (the error kept)
+
+"Attempting" is a pending delivery whose attempt is counted and whose last error says "not yet
+confirmed"; `legion messages` marks a delivered one read. Making a delivery takes one of three
+ways, by what the session is doing:
 
 - idle (at its prompt): typed in as its next prompt, counted once the session took it;
 - busy (in a turn, or waiting on a question, which typing would answer): queued in the
