@@ -105,12 +105,12 @@ def answer(
         cap = hooks.stop_block_cap(env)
         messages = session_hooks.turn_ended(
             session,
-            via=HookEvent.STOP,
+            via=str(HookEvent.STOP),
             gate=lambda current: hooks.stop_gate(hook_input, current, cap=cap),
         )
         return hooks.stop_answer(messages)
     if event == HookEvent.USER_PROMPT_SUBMIT:
-        messages = session_hooks.prompt_submitted(session, via=HookEvent.USER_PROMPT_SUBMIT)
+        messages = session_hooks.prompt_submitted(session, via=str(HookEvent.USER_PROMPT_SUBMIT))
         return hooks.user_prompt_answer(messages)
     return None
 

@@ -187,10 +187,11 @@ def answer_stop(
     hook_input: Mapping[str, Any], inbox: Inbox, *, cap: int, now: float
 ) -> tuple[JSON | None, Inbox | None]:
     """The Stop hook's answer (None: let the session stop) and the inbox after it (None:
-    unchanged): the queued messages, unless `stop_gate` holds them."""
+    unchanged): the queued messages, unless `stop_gate` holds them. On an inbox in memory;
+    `hook_entry` gives the same answer on the file, through `session_hooks.turn_ended`."""
     messages, after = hand_over(
         inbox,
-        via=HookEvent.STOP,
+        via=str(HookEvent.STOP),
         session_id=session_of(hook_input),
         now=now,
         gate=lambda current: stop_gate(hook_input, current, cap=cap),
@@ -204,7 +205,7 @@ def answer_user_prompt(
     """UserPromptSubmit: the queued messages as context of the prompt, taken from the inbox
     (None, None when none are queued)."""
     messages, after = hand_over(
-        inbox, via=HookEvent.USER_PROMPT_SUBMIT, session_id=session_of(hook_input), now=now
+        inbox, via=str(HookEvent.USER_PROMPT_SUBMIT), session_id=session_of(hook_input), now=now
     )
     return user_prompt_answer(messages), after
 
