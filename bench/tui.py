@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from legion.bus.model import Agent, AgentRole, Channel, Draft
-from legion.bus.store import SqliteBus
+from legion.bus.sqlite import SqliteBus
 from legion.core.model import Mode
 from legion.errors import ConflictError
 from legion.tui.app import LegionApp, MessageLog

@@ -16,8 +16,8 @@ from legion.core.model import Mode
 from legion.errors import InputError
 
 if TYPE_CHECKING:
+    from legion.bus import Bus
     from legion.bus.model import Posted
-    from legion.bus.store import Bus
     from legion.identity import SessionVariables
     from legion.trackers.base import Tracker
 

@@ -16,8 +16,8 @@ from legion.core.model import CONTROLLER_MODE
 from legion.errors import ConfigError, NotPermittedError
 
 if TYPE_CHECKING:  # every command asks who runs it: what only the bus's commands need waits
+    from legion.bus import Bus
     from legion.bus.model import Agent, Channel
-    from legion.bus.store import Bus
     from legion.config import Project
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from rich.console import Console
 
+from legion.bus import bus_path, open_bus
 from legion.bus.model import AgentRole, Channel
 from legion.bus.sessions import project_channel_name
-from legion.bus.store import bus_path, open_bus
 from legion.config import load_project
 from legion.tui.sources import ProjectSources
 from tests.conftest import LegionRunner

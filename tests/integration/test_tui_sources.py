@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from legion.bus.model import AgentRole, AgentStatus, Channel
-from legion.bus.store import SqliteBus
+from legion.bus.sqlite import SqliteBus
 from legion.core.model import Status
 from legion.tui.sources import ActionLogView, Board, ProjectSources, Unavailable
 from tests.conftest import LegionRunner
@@ -77,9 +77,9 @@ def test_the_log_holds_the_projects_agents_events_among_its_actions(
 ) -> None:
     from legion.actionlog import ActionLog, OutcomeKind
     from legion.backends import open_backends
+    from legion.bus import bus_path
     from legion.bus.model import EventKind
     from legion.bus.sessions import register_session
-    from legion.bus.store import bus_path
     from legion.config import load_project
 
     assert legion("issue", "create", "Add a flag").returncode == 0

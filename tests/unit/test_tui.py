@@ -25,7 +25,7 @@ from legion.bus.model import (
     DeliveryState,
     MessageKind,
 )
-from legion.bus.store import SqliteBus
+from legion.bus.sqlite import SqliteBus
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import ConflictError

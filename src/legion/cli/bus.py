@@ -19,8 +19,8 @@ from legion.core.text import for_display
 from legion.errors import InputError
 
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
+    from legion.bus import Bus
     from legion.bus.model import Agent, Channel, Event, EventKind, Message, Posted, Task
-    from legion.bus.store import Bus
     from legion.config import Project
     from legion.identity import Speaker
     from legion.trackers.base import Tracker
@@ -42,7 +42,7 @@ task_app = typer.Typer(
 
 
 def _open_bus() -> Bus:
-    from legion.bus.store import open_bus
+    from legion.bus import open_bus
 
     return open_bus(os.environ)
 
@@ -186,7 +186,7 @@ def say(
     @agent is on your branch, @branch/agent in your project, @project/branch/agent anywhere;
     @legion is your project's orchestrator, and @human the human (agents ask @legion, which
     decides whether to). Mentions in `backticks` are code, not mentions."""
-    from legion.bus.store import clean_message_body, clean_message_id
+    from legion.bus.validate import clean_message_body, clean_message_id
 
     body = clean_message_body(_read_text(text))
     wanted = _parse_channel(channel)
@@ -246,9 +246,10 @@ def _deliver(bus: Bus, posted: Posted) -> dict[str, str]:
     """Whoever watches delivers: with no daemon for an addressee's project, hand the message
     over now, as the daemon would (`legion.watch.deliver_now`). What became of it, by address
     of each addressee with a session."""
+    from legion.bus.delivery import Handed
     from legion.bus.sessions import project_channel_name
     from legion.errors import LegionError
-    from legion.watch import Handed, deliver_now, load
+    from legion.watch import deliver_now, load
 
     words = {
         Handed.DELIVERED: "delivered",
@@ -305,7 +306,7 @@ def ask(
 
     @legion answers, asks the Oracle, or passes the question on to the human (`--about`)."""
     from legion.bus import actions
-    from legion.bus.store import clean_message_body, clean_message_id
+    from legion.bus.validate import clean_message_body, clean_message_id
 
     body = clean_message_body(_read_text(text))
     chosen_id = clean_message_id(message_id) if message_id is not None else None
@@ -334,7 +335,7 @@ def reply(
     is its answer: it goes back to the agent that asked (through every hand that passed the
     question on), in its same session."""
     from legion.bus import actions
-    from legion.bus.store import clean_message_body, clean_message_id
+    from legion.bus.validate import clean_message_body, clean_message_id
 
     original = clean_message_id(message)
     body = clean_message_body(_read_text(text))

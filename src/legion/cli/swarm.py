@@ -280,7 +280,7 @@ def stop(
 def _mark_stopped(project: Project) -> None:
     """Stopping marks what it stopped: the agents of the sessions just closed are read from
     the sessions now (not running: failed, with who stopped them), not left busy."""
-    from legion.bus.store import open_bus
+    from legion.bus import open_bus
     from legion.watch import observe
 
     try:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from legion.bus import Bus
     from legion.bus.model import Channel
-    from legion.bus.store import Bus
 
 
 def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
@@ -19,7 +19,7 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
     for the channel opened first and the board's project."""
     import sys
 
-    from legion.bus.store import open_bus
+    from legion.bus import open_bus
     from legion.errors import ConflictError
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):

@@ -44,9 +44,8 @@ from textual.widgets import (
 from textual.widgets.input import Selection
 from textual.widgets.option_list import Option
 
-from legion.bus import actions
+from legion.bus import Bus, actions
 from legion.bus.model import HUMAN_NAME, Agent, AgentStatus, Channel, Message
-from legion.bus.store import Bus
 from legion.core.text import for_display
 from legion.errors import LegionError
 from legion.runtime.tmux import Attach

@@ -356,8 +356,8 @@ class ProjectSources:
     def _agent_events(self, project: str, limit: int) -> list[LogLine]:
         """The last `limit` events of the project's agents (`legion events`', but for one
         project: the bus holds every project's)."""
+        from legion.bus import open_bus
         from legion.bus.model import EventKind
-        from legion.bus.store import open_bus
 
         bus = open_bus(self.env)
         try:
@@ -413,7 +413,7 @@ class ProjectSources:
             return Unavailable(f"@{agent.address} cannot be attached to: {one_line(str(exc))}")
 
     def wake(self, project: str) -> None:
-        from legion.bus.store import open_bus
+        from legion.bus import open_bus
         from legion.daemon_link import notify
         from legion.watch import watch
 
@@ -433,7 +433,7 @@ class ProjectSources:
         """One pass as the watcher of every project on this machine that no daemon runs for
         (`legion.watch`): idle agents handed their messages and, with `statuses`, every
         agent's status read from its session. A project that cannot be had is skipped."""
-        from legion.bus.store import open_bus
+        from legion.bus import open_bus
         from legion.watch import load, projects_to_watch, watch
 
         bus = open_bus(self.env)
