@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,8 +141,7 @@ class World:
 
     def app(self, **kwargs: Any) -> RecordingApp:
         kwargs.setdefault("format_time", lambda _: FIXED_TIME)
-        kwargs.setdefault("poll_s", 0.02)
-        kwargs.setdefault("refresh_s", 0.05)
+        kwargs.setdefault("bus_file", self.path)
         return RecordingApp(lambda: SqliteBus(self.path), self.sources, **kwargs)
 
     def agent(self, agent: Agent) -> Agent:
@@ -173,30 +173,37 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(scenario())  # type: ignore[arg-type]
 
 
-async def settle(pilot: Pilot[Any], seconds: float = 0.15) -> None:
-    """Long enough for a few polls, then until the app is idle."""
-    await pilot.pause(seconds)
+async def settle(pilot: Pilot[Any]) -> None:
+    """Until the app has handled everything there was to read and what the human started is
+    done (`LegionApp.settled`), then until it is idle (the screen redrawn)."""
+    assert isinstance(pilot.app, LegionApp)
+    await pilot.app.settled()
     await pilot.pause()
 
 
+async def until(pilot: Pilot[Any], shown: Callable[[], bool]) -> bool:
+    """Settle until `shown()` (a modal opens, a notification comes); False if it never is,
+    after 5 s."""
+    deadline = time.monotonic() + 5
+    while not shown():
+        if time.monotonic() > deadline:
+            return False
+        await settle(pilot)
+    return True
+
+
 async def until_shown(pilot: Pilot[Any], app: LegionApp, *texts: str) -> str:
-    """The screen once it shows every one of `texts` (a worker thread may still be reading);
-    fails after 5 s with the screen as it is."""
-    for _ in range(100):
-        text = screen_text(app)
-        if all(wanted in text for wanted in texts):
-            return text
-        await pilot.pause(0.05)
-    raise AssertionError(f"not shown: {texts}\n{screen_text(app)}")
+    """The screen once it shows every one of `texts`; fails after 5 s with the screen as it
+    is."""
+    if not await until(pilot, lambda: all(t in screen_text(app) for t in texts)):
+        raise AssertionError(f"not shown: {texts}\n{screen_text(app)}")
+    return screen_text(app)
 
 
 async def until_said(pilot: Pilot[Any], app: RecordingApp, wanted: str) -> None:
     """Until a notification holds `wanted` (a worker thread acts); fails after 5 s."""
-    for _ in range(100):
-        if any(wanted in said for said in app.said):
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"never said {wanted!r}: {app.said}")
+    if not await until(pilot, lambda: any(wanted in said for said in app.said)):
+        raise AssertionError(f"never said {wanted!r}: {app.said}")
 
 
 def screen_text(app: LegionApp) -> str:
@@ -514,7 +521,9 @@ def test_the_trackers_are_read_seldom_in_a_thread_and_on_ctrl_r(world: World) ->
     async def scenario() -> None:
         app = world.app(channel=LEG7)  # the trackers every 10 s, as in use
         async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, 0.5)
+            await settle(pilot)
+            await pilot.pause(0.5)  # a while, in which nothing reads the trackers again
+            await settle(pilot)
             assert world.sources.inbox_reads == 1  # at the start only
             await pilot.press("f3")
             await settle(pilot)
@@ -1107,7 +1116,7 @@ def test_a_message_arriving_while_another_view_is_shown_fills_the_width(world: W
             await pilot.press("f4")
             await settle(pilot)
             world.bus.post(world.implement.id, LEG7, LONG)
-            await settle(pilot, 0.3)
+            await settle(pilot)
             await pilot.press("f2")
             await settle(pilot)
             lines = [line.rstrip() for line in screen_text(app).splitlines()]

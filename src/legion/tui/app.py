@@ -4,19 +4,22 @@ Everything on screen is read from the bus and the projects' own read models (see
 `legion.tui.sources`); the TUI keeps no state of its own but how far the human has read each
 channel (`legion.tui.readmarks`). It owns no process: closing it stops nothing.
 
-Reading is polling, because the bus is a SQLite file shared by many processes: new messages
-every `poll_s` (one indexed query, `seq > cursor`, across all channels), agents, unread
-counts and the inbox every `refresh_s`, and the slow views (board, peek, action log) in worker
-threads while they are shown. The questions waiting on the projects' trackers (which may be
-online) are read in a worker thread every `tracker_s`, and on Ctrl+R in the inbox.
+Nothing here polls: one watcher (`legion.tui.watcher`) reads the bus, the shown view's read
+model and the trackers' questions in worker threads and posts what changed as messages
+(`MessagesArrived`, `AgentsChanged`, `InboxChanged`, `BoardChanged`, ...), which the app
+routes to its views. What the human does goes through `legion.bus.actions` and the sources,
+and the watcher is told to look again (`want`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import ClassVar, ParamSpec, TypeVar
 
 from rich.console import Group
@@ -82,24 +85,34 @@ from legion.tui.present import (
 )
 from legion.tui.readmarks import ReadMarks
 from legion.tui.sources import (
-    ActionLogView,
     Board,
     BoardIssue,
-    Peek,
     Sources,
     TrackerAsk,
-    TrackerInbox,
     Unavailable,
 )
+from legion.tui.watcher import (
+    LOOPS,
+    POLL_S,
+    TRACKER_S,
+    AgentsChanged,
+    AsksRead,
+    BoardChanged,
+    BusState,
+    InboxChanged,
+    LogChanged,
+    Loop,
+    MessagesArrived,
+    PeekChanged,
+    Synced,
+    Watcher,
+    file_signal,
+)
 
-POLL_S = 0.1  # new messages: one cheap query; keeps a post -> screen well under 250 ms
-REFRESH_S = 1.0  # agents, unread counts, the inbox, the view shown
 HISTORY = 200  # messages loaded when a channel opens, and each time one scrolls back
 DISCOVERY = 1000  # recent messages read at start to find channels with no agent left
-BOARD_EVERY = 5  # refreshes between two readings of the board (it may ask a tracker online)
-LOG_EVERY = 2
-TRACKER_S = 10.0  # the trackers' questions: they may be online, so seldom and off the UI thread
-PEEK_LINES = 60
+MARKS_SAVED_AFTER_S = 1.0  # read marks are written at most this often
+SETTLE_TIMEOUT_S = 10.0
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -347,7 +360,9 @@ class LegionApp(App[int]):
     `open_bus` opens a connection to the bus: one for the app's own thread, and one for each
     worker thread that needs the bus (SQLite connections are not shared between threads).
     `channel`: the channel to open first (default: the first listed). `format_time` turns a
-    message's `created_at` into what is shown (tests fix it for stable screenshots)."""
+    message's `created_at` into what is shown (tests fix it for stable screenshots).
+    `bus_file`: the bus's SQLite file, whose changes tell the watcher when to read (without
+    it, the watcher reads every `poll_s`)."""
 
     TITLE = "Legion"
     CSS = """
@@ -396,9 +411,9 @@ class LegionApp(App[int]):
         channel: Channel | None = None,
         format_time: Callable[[str], str] = clock_time,
         poll_s: float = POLL_S,
-        refresh_s: float = REFRESH_S,
         history: int = HISTORY,
         tracker_s: float = TRACKER_S,
+        bus_file: Path | None = None,
     ) -> None:
         super().__init__()
         self.open_bus = open_bus
@@ -406,10 +421,7 @@ class LegionApp(App[int]):
         self.bus = open_bus()
         self.human = self.bus.human()
         self.format_time = format_time
-        self.poll_s = poll_s
-        self.refresh_s = refresh_s
         self.history = history
-        self.tracker_s = tracker_s
         # What the sidebar is made of.
         recent = self.bus.messages(last=DISCOVERY)
         self.cursor = recent[-1].seq if recent else 0
@@ -420,13 +432,12 @@ class LegionApp(App[int]):
         self.for_you: dict[Channel, int] = {}
         self.inbox: list[Message] = actions.human_inbox(self.bus)
         self.inbox_ids = {m.id for m in self.inbox}
-        # The trackers' questions, read in a worker thread (`_load_asks`).
+        # The trackers' questions, as the watcher last read them (`AsksRead`).
         self.asks: tuple[TrackerAsk, ...] = ()
         self.ask_troubles: tuple[str, ...] = ()
         self.inbox_items: list[InboxItem] = []
-        self._asks_loading = False
-        self._answers_given = 0  # tracker answers so far: a reading begun before one is stale
-        self._answered: set[str] = set()  # ... and those it may still list
+        # Tracker answers given (monotonic clock): a reading begun before one may still list it.
+        self._answered: dict[str, float] = {}
         self._answering: set[str] = set()
         # The board: its issues, and the highlighted one.
         self.board: Board | None = None
@@ -436,13 +447,23 @@ class LegionApp(App[int]):
         self.rows: list[Row] = []
         self.selected: Channel | None = channel
         self.peek_agent: Agent | None = None
-        self.ticks = 0
         self.suggester = MentionSuggester()
         if channel is not None:
             # The channel the human stands in is listed from the start, though nobody has
             # spoken there yet: it is where the chat line posts.
             self.channels.add(channel)
             self.unread.setdefault(channel, self._count_unread(channel))
+        self.watcher = Watcher(
+            self,
+            open_bus,
+            sources,
+            BusState(self.cursor, tuple(self.agents), (), tuple(m.id for m in self.inbox)),
+            signal=file_signal(bus_file) if bus_file is not None else None,
+            poll_s=poll_s,
+            tracker_s=tracker_s,
+        )
+        self._sync_waiters: list[tuple[Loop, int, asyncio.Future[None]]] = []
+        self._marks_timer = False
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -491,12 +512,15 @@ class LegionApp(App[int]):
             self.open_channel(first)
         else:
             self._set_title()
-        self._refresh_counts()
+        self._read_counts()
         self._refresh_sidebar()  # with the counts: the first screen is already right
-        self.set_interval(self.poll_s, self._poll_messages)
-        self.set_interval(self.refresh_s, self._refresh_tick)
-        self._load_asks()
-        self.set_interval(self.tracker_s, self._load_asks)
+        for loop in LOOPS:
+            self.run_worker(
+                functools.partial(self.watcher.run, loop),
+                name=f"watch {loop}",
+                group="watcher",
+                thread=True,
+            )
         self.query_one(ChatInput).focus()
 
     def on_resize(self, event: Resize) -> None:
@@ -504,8 +528,35 @@ class LegionApp(App[int]):
         self.query_one(Sidebar).styles.width = 26 if event.size.width < 120 else 36
 
     def on_unmount(self) -> None:
+        self.watcher.stop()
         self.marks.save()
         self.bus.close()
+
+    # -- waiting for the watcher (tests) ------------------------------------------------------
+
+    async def settled(self) -> None:
+        """Until what the human started (a kill, a dispatch, an answer) is done, and each of
+        the watcher's loops has made a pass after this call and the app has handled what it
+        posted: then the screen shows everything there was to read. Tests wait on this
+        instead of sleeping."""
+        doing = [w for w in self.workers if w.group != "watcher" and w.is_running]
+        if doing:
+            await self.workers.wait_for_complete(doing)
+        for loop in LOOPS:  # in this order: what the bus changes, the views read
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._sync_waiters.append((loop, self.watcher.sync(loop), done))
+            await asyncio.wait_for(done, SETTLE_TIMEOUT_S)
+
+    @on(Synced)
+    def _loop_synced(self, event: Synced) -> None:
+        waiting = []
+        for loop, token, done in self._sync_waiters:
+            if loop == event.loop and token <= event.token:
+                if not done.done():
+                    done.set_result(None)
+            else:
+                waiting.append((loop, token, done))
+        self._sync_waiters = waiting
 
     # -- rendering ----------------------------------------------------------------------------
 
@@ -571,6 +622,7 @@ class LegionApp(App[int]):
             self.open_channel(row.channel)
         elif isinstance(row, AgentRow):
             self.peek_agent = row.agent
+            self.watcher.show(agent=row.agent)
             self.open_channel(row.agent.channel)
 
     @on(OptionList.OptionHighlighted, "#sidebar")
@@ -579,8 +631,7 @@ class LegionApp(App[int]):
         row = self._row(event.option.id)
         if isinstance(row, AgentRow):
             self.peek_agent = row.agent
-            if self._view() == "peek":
-                self._load_peek()
+            self.watcher.show(agent=row.agent)
 
     def highlighted_agent(self) -> Agent | None:
         option = self.query_one(Sidebar).highlighted_option
@@ -592,6 +643,7 @@ class LegionApp(App[int]):
     def open_channel(self, channel: Channel) -> None:
         """Show `channel`'s newest messages; it is then read up to the newest."""
         self.selected = channel
+        self.watcher.show(project=channel.project)
         found = self.bus.messages(channel=channel, last=self.history)
         self.query_one(MessageLog).show(found, complete=len(found) < self.history)
         self._seen(found)
@@ -617,6 +669,7 @@ class LegionApp(App[int]):
             return
         if shown:
             self.marks.mark(self.selected, shown[-1].seq)
+            self._save_marks_soon()
         self.unread[self.selected] = 0
         if self.for_you.get(self.selected):
             self._attempt(lambda: self.bus.mark_read(self.human.id, (m.id for m in shown)))
@@ -637,16 +690,23 @@ class LegionApp(App[int]):
         newer = self.bus.messages(channel=channel, since=self.marks.last_seen(channel), last=1000)
         return sum(1 for m in newer if m.sender != HUMAN_NAME)
 
-    # -- polling ------------------------------------------------------------------------------
+    def _save_marks_soon(self) -> None:
+        """The read marks on disk within a second: one write for a burst of messages."""
+        if not self._marks_timer:
+            self._marks_timer = True
+            self.set_timer(MARKS_SAVED_AFTER_S, self._save_marks)
 
+    def _save_marks(self) -> None:
+        self._marks_timer = False
+        self.marks.save()
+
+    # -- what the watcher posts ---------------------------------------------------------------
+
+    @on(MessagesArrived)
     @while_open
-    def _poll_messages(self) -> None:
-        found = self._attempt(lambda: self.bus.messages(since=self.cursor))
-        if not found:
-            return
-        self.cursor = found[-1].seq
+    def _messages_arrived(self, event: MessagesArrived) -> None:
         here: list[Message] = []
-        for message in found:
+        for message in event.messages:
             channel = message.channel
             self.channels.add(channel)
             if channel == self.selected:
@@ -658,31 +718,33 @@ class LegionApp(App[int]):
             self._seen(here)
         self._refresh_sidebar()
 
+    @on(AgentsChanged)
     @while_open
-    def _refresh_tick(self) -> None:
-        self.ticks += 1
-        agents = self._attempt(lambda: self.bus.agents(include_archived=True))
-        if agents is not None and agents != self.agents:
-            self.agents = agents
-            self.channels |= channels_of(agents, ())
-            if self.selected is not None:
-                live = self._live_agents()
-                self.suggester.candidates = mention_candidates(self.selected, live)
-            self._set_title()
-        self._refresh_counts()
+    def _agents_changed(self, event: AgentsChanged) -> None:
+        self.agents = event.agents
+        self.channels |= channels_of(event.agents, ())
+        if self.selected is not None:
+            live = self._live_agents()
+            self.suggester.candidates = mention_candidates(self.selected, live)
+        self._set_title()
         self._refresh_sidebar()
-        self.marks.save()
-        view = self._view()
-        if view == "board" and self.ticks % BOARD_EVERY == 0:
-            self._load_board()
-        elif view == "log" and self.ticks % LOG_EVERY == 0:
-            self._load_log()
-        elif view == "peek":
-            self._load_peek()
+        self.watcher.want("views")  # the peek and the board show agents' states
 
-    def _refresh_counts(self) -> None:
-        """What is addressed to the human and unread, by channel; and the inbox."""
+    @on(InboxChanged)
+    @while_open
+    def _inbox_changed(self, event: InboxChanged) -> None:
+        self._counted(event.unread, event.questions)
+        self._refresh_sidebar()
+
+    def _read_counts(self) -> None:
+        """What is addressed to the human and unread, and the inbox, read now (the first
+        screen; later the watcher posts them)."""
         unread = self._attempt(lambda: self.bus.messages(unread_for=self.human.id, last=1000))
+        inbox = self._attempt(lambda: actions.human_inbox(self.bus))
+        self._counted(unread, inbox)
+
+    def _counted(self, unread: Sequence[Message] | None, inbox: list[Message] | None) -> None:
+        """What is addressed to the human and unread, by channel; and the inbox."""
         if unread is not None:
             here = [m for m in unread if m.channel == self.selected]
             counts: dict[Channel, int] = {}
@@ -691,7 +753,6 @@ class LegionApp(App[int]):
             self.for_you = counts
             if here:  # shown already, so read
                 self._seen(here)
-        inbox = self._attempt(lambda: actions.human_inbox(self.bus))
         if inbox is not None and [m.id for m in inbox] != [m.id for m in self.inbox]:
             self.inbox = inbox
             self.inbox_ids = {m.id for m in inbox}
@@ -709,7 +770,7 @@ class LegionApp(App[int]):
         if posted is None:
             return
         event.input.value = ""
-        self._poll_messages()
+        self.watcher.want("bus")
         if posted.recipients:
             self._wake(channel.project)
 
@@ -807,8 +868,7 @@ class LegionApp(App[int]):
             return
         event.input.value = ""
         self.notify(f"answered @{question.sender}")
-        self._refresh_counts()
-        self._poll_messages()
+        self.watcher.want("bus")
         self._wake(question.channel.project)
 
     @work(thread=True, group="feedback")
@@ -819,7 +879,7 @@ class LegionApp(App[int]):
         except LegionError as exc:
             self.call_from_thread(self._ask_refused, ask, one_line(str(exc)))
             return
-        self.call_from_thread(self._ask_answered, ask, issue)
+        self.call_from_thread(self._ask_answered, ask, issue, time.monotonic())
 
     @while_open
     def _ask_refused(self, ask: TrackerAsk, reason: str) -> None:
@@ -827,33 +887,20 @@ class LegionApp(App[int]):
         self.notify(reason, severity="error", markup=False)
 
     @while_open
-    def _ask_answered(self, ask: TrackerAsk, issue: str) -> None:
+    def _ask_answered(self, ask: TrackerAsk, issue: str, at: float) -> None:
         self._answering.discard(ask.key)
-        self._answers_given += 1
-        self._answered.add(ask.key)
+        self._answered[ask.key] = at
         self.asks = tuple(a for a in self.asks if a.key != ask.key)
         self.query_one("#answer-input", Input).value = ""
         self.notify(f"answered {ask.project} {issue}: Legion relays it to the worker")
         self._show_inbox()
 
+    @on(AsksRead)
     @while_open
-    def _load_asks(self) -> None:
-        """Read the trackers' questions again, unless a reading is under way."""
-        if self._asks_loading:
-            return
-        self._asks_loading = True
-        self._read_asks(self._answers_given)
-
-    @work(thread=True, group="asks")
-    def _read_asks(self, answers_given: int) -> None:
-        found = self.sources.tracker_questions()
-        self.call_from_thread(self._show_asks, found, answers_given)
-
-    @while_open
-    def _show_asks(self, found: TrackerInbox, answers_given: int) -> None:
-        self._asks_loading = False
-        if answers_given == self._answers_given:
-            self._answered.clear()  # read after every answer given: it lists none of them
+    def _asks_read(self, event: AsksRead) -> None:
+        # A reading begun after an answer was given lists it no more, or lists it again.
+        self._answered = {k: at for k, at in self._answered.items() if at >= event.began}
+        found = event.found
         asks = tuple(a for a in found.questions if a.key not in self._answered)
         if asks == self.asks and found.troubles == self.ask_troubles:
             return
@@ -875,7 +922,7 @@ class LegionApp(App[int]):
             done = self._attempt(lambda: actions.archive(self.bus, self.human, target))
             if done is not None:
                 self.notify(f"archived @{done.address}")
-                self._refresh_tick()
+                self.watcher.want("bus")
 
         self.push_screen(Confirm(f"Archive @{target.address}? y/n"), archive)
 
@@ -969,7 +1016,9 @@ class LegionApp(App[int]):
 
     @on(TabbedContent.TabActivated)
     def _view_shown(self, event: TabbedContent.TabActivated) -> None:
-        self._reload_view()
+        self.watcher.show(view=self._view())
+        if self._view() == "inbox":
+            self.watcher.want("bus")
         self._focus_view()
 
     def _focus_view(self) -> None:
@@ -985,34 +1034,19 @@ class LegionApp(App[int]):
 
     def action_refresh_view(self) -> None:
         """Ctrl+R: the shown view read again now (in the inbox, the trackers too)."""
-        self._reload_view()
         if self._view() == "inbox":
-            self._load_asks()
-
-    def _reload_view(self) -> None:
-        view = self._view()
-        if view == "board":
-            self._load_board()
-        elif view == "peek":
-            self._load_peek()
-        elif view == "log":
-            self._load_log()
-        elif view == "inbox":
-            self._refresh_counts()
+            self.watcher.want("bus")
+            self.watcher.want("trackers")
+        else:
+            self.watcher.want("views")
 
     def action_focus_sidebar(self) -> None:
         self.query_one(Sidebar).focus()
 
-    def _project(self) -> str | None:
-        """The project the board and the log are about: the selected channel's."""
-        return self.selected.project if self.selected is not None else None
-
-    @work(thread=True, exclusive=True, group="board")
-    def _load_board(self) -> None:
-        self.call_from_thread(self._show_board, self.sources.board(self._project()))
-
+    @on(BoardChanged)
     @while_open
-    def _show_board(self, board: Board | Unavailable) -> None:
+    def _board_changed(self, event: BoardChanged) -> None:
+        board = event.board
         title = self.query_one("#board-title", Static)
         lines = self.query_one("#board-lines", Static)
         if isinstance(board, Unavailable):
@@ -1113,22 +1147,12 @@ class LegionApp(App[int]):
     def _dispatched(self, choice: DispatchChoice, said: str, started: bool) -> None:
         self._dispatching.discard(choice.identifier)
         self.notify(said, severity="information" if started else "error", markup=False)
-        if self._view() == "board":
-            self._load_board()
+        self.watcher.want("views")
 
-    @work(thread=True, exclusive=True, group="peek")
-    def _load_peek(self) -> None:
-        agent = self.peek_agent
-        if agent is None:
-            shown: Peek | Unavailable = Unavailable(
-                "highlight an agent in the sidebar to see its screen"
-            )
-        else:
-            shown = self.sources.peek(agent, PEEK_LINES)
-        self.call_from_thread(self._show_peek, shown)
-
+    @on(PeekChanged)
     @while_open
-    def _show_peek(self, peek: Peek | Unavailable) -> None:
+    def _peek_changed(self, event: PeekChanged) -> None:
+        peek = event.peek
         title = self.query_one("#peek-title", Static)
         screen = self.query_one("#peek-screen", Static)
         if isinstance(peek, Unavailable):
@@ -1148,12 +1172,10 @@ class LegionApp(App[int]):
             )
         )
 
-    @work(thread=True, exclusive=True, group="log")
-    def _load_log(self) -> None:
-        self.call_from_thread(self._show_log, self.sources.action_log(self._project(), 100))
-
+    @on(LogChanged)
     @while_open
-    def _show_log(self, log: ActionLogView | Unavailable) -> None:
+    def _log_changed(self, event: LogChanged) -> None:
+        log = event.log
         title = self.query_one("#log-title", Static)
         table = self.query_one("#log-table", DataTable)
         table.clear()
