@@ -30,7 +30,8 @@ from legion.bus.model import Agent, AgentRole, Channel, Draft
 from legion.bus.store import SqliteBus
 from legion.core.model import Mode
 from legion.errors import ConflictError
-from legion.tui.app import LegionApp, MessageLog
+from legion.tui.app import LegionApp
+from legion.tui.chat import MessageLog
 from legion.tui.sources import ActionLogView, Board, Peek, TrackerInbox, Unavailable
 
 AGENTS = 50

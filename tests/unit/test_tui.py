@@ -31,9 +31,11 @@ from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import ConflictError
 from legion.runtime.tmux import Attach
-from legion.tui.app import ChatInput, LegionApp, MessageLog, Sidebar
-from legion.tui.present import KEYS, AgentRow, ArchivedHeader, ChannelRow
+from legion.tui.app import LegionApp
+from legion.tui.chat import ChatInput, MessageLog
+from legion.tui.present import KEYS, AgentRow, ArchivedHeader, ChannelRow, Row
 from legion.tui.readmarks import ReadMarks
+from legion.tui.sidebar import Sidebar
 from legion.tui.sources import (
     ActionLogView,
     Board,
@@ -222,8 +224,13 @@ def screen_text(app: LegionApp) -> str:
     return console.export_text()
 
 
+def rows(app: LegionApp) -> list[Row]:
+    """The sidebar's rows."""
+    return app.query_one(Sidebar).rows
+
+
 def sidebar_index(app: LegionApp, key: str) -> int:
-    return [row.key for row in app.rows].index(key)
+    return [row.key for row in rows(app)].index(key)
 
 
 async def choose(pilot: Pilot[Any], app: LegionApp, key: str) -> None:
@@ -243,7 +250,7 @@ def test_the_sidebar_lists_channels_with_their_agents_and_glyphs(world: World) -
         app = world.app()
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
-            kinds = [type(row).__name__ for row in app.rows]
+            kinds = [type(row).__name__ for row in rows(app)]
             assert kinds == [
                 "ChannelRow",  # app/main first: the orchestrator's branch
                 "AgentRow",
@@ -379,12 +386,12 @@ def test_unread_counts_rise_in_other_channels_and_reset_when_read(
             world.bus.post(world.implement.id, LEG7, "one")
             world.bus.post(world.legion.id, LEG7, "two @human")
             await settle(pilot)
-            row = next(r for r in app.rows if isinstance(r, ChannelRow) and r.channel == LEG7)
+            row = next(r for r in rows(app) if isinstance(r, ChannelRow) and r.channel == LEG7)
             assert (row.unread, row.for_you) == (2, 1)
             assert "app/legion/LEG-7 2 @1" in screen_text(app)
             await choose(pilot, app, f"c:{LEG7}")
             await settle(pilot)
-            row = next(r for r in app.rows if isinstance(r, ChannelRow) and r.channel == LEG7)
+            row = next(r for r in rows(app) if isinstance(r, ChannelRow) and r.channel == LEG7)
             assert (row.unread, row.for_you) == (0, 0)
         # The human's delivery is read, and the marks are saved for next time.
         assert world.bus.messages(unread_for=world.bus.human().id) == []
@@ -554,11 +561,11 @@ def test_archiving_the_highlighted_agent(world: World) -> None:
             await pilot.press("y")
             await settle(pilot)
             assert world.agent(world.review).status is AgentStatus.ARCHIVED
-            header = next(r for r in app.rows if isinstance(r, ArchivedHeader))
+            header = next(r for r in rows(app) if isinstance(r, ArchivedHeader))
             assert (header.count, header.expanded) == (1, False)
             assert "> Archived (1)" in screen_text(app)
             await choose(pilot, app, "archived")  # Enter opens the section
-            assert any(isinstance(r, AgentRow) and r.archived for r in app.rows)
+            assert any(isinstance(r, AgentRow) and r.archived for r in rows(app))
             text = screen_text(app)
             assert "v Archived (1)" in text
             assert "║   app/legion/LEG-7" in text and "║     . @review" in text  # focused: ║
@@ -925,7 +932,7 @@ def test_the_project_here_is_listed_from_the_start_and_the_chat_line_posts_there
         app = RecordingApp(lambda: SqliteBus(path), FakeSources(), channel=here)
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
-            assert [row.key for row in app.rows] == [f"c:{here}"]
+            assert [row.key for row in rows(app)] == [f"c:{here}"]
             text = screen_text(app)
             assert "No channels yet" not in text
             assert "repo/main" in text.splitlines()[1]  # listed in the sidebar
