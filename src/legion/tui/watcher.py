@@ -24,11 +24,10 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from textual.message import Message as TextualMessage
-from textual.message_pump import MessagePump
-from textual.worker import get_current_worker
+from textual.worker import NoActiveWorker, get_current_worker
 
 from legion.bus import actions
 from legion.bus.model import Agent, Message
@@ -116,6 +115,13 @@ class Synced(TextualMessage):
 # -- what the views loop reads ------------------------------------------------------------------
 
 
+class Recipient(Protocol):
+    """Whom the watcher tells: the app (Textual's `post_message` may be called from any
+    thread)."""
+
+    def post_message(self, message: TextualMessage) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Shown:
     """The view on screen, the project it is about, and the agent highlighted (for peek)."""
@@ -195,7 +201,7 @@ class Watcher:
 
     def __init__(
         self,
-        app: MessagePump,
+        app: Recipient,
         open_bus: Callable[[], Bus],
         sources: Sources,
         start: BusState,
@@ -244,7 +250,12 @@ class Watcher:
             pace.wake.set()
 
     def _running(self) -> bool:
-        return not (self._stopped.is_set() or get_current_worker().is_cancelled)
+        if self._stopped.is_set():
+            return False
+        try:
+            return not get_current_worker().is_cancelled
+        except NoActiveWorker:
+            return True  # a plain thread (tests): `stop` ends it
 
     def _post(self, message: TextualMessage) -> None:
         self.app.post_message(message)
