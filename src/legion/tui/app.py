@@ -39,6 +39,7 @@ from legion.core.text import for_display
 from legion.errors import LegionError
 from legion.runtime.tmux import Attach
 from legion.tui.board import BoardView
+from legion.tui.channels import Channels
 from legion.tui.chat import HISTORY, ChatInput, ChatView, MessageLog
 from legion.tui.closing import while_open
 from legion.tui.inbox import InboxView
@@ -56,7 +57,6 @@ from legion.tui.present import (
     hanging_lines,
     message_indent,
     message_text,
-    sidebar_rows,
 )
 from legion.tui.readmarks import ReadMarks
 from legion.tui.sidebar import Sidebar
@@ -159,19 +159,12 @@ class LegionApp(App[int]):
         cursor = recent[-1].seq if recent else 0
         self.marks = marks if marks is not None else ReadMarks(None, cursor)
         self.agents: list[Agent] = self.bus.agents(include_archived=True)
-        self.channels: set[Channel] = channels_of(self.agents, recent)
-        self.unread: dict[Channel, int] = {c: self._count_unread(c) for c in self.channels}
-        self.for_you: dict[Channel, int] = {}
+        listed = channels_of(self.agents, recent) | ({channel} if channel is not None else set())
+        self.channels = Channels(
+            listed, {c: self._count_unread(c) for c in listed}, self.marks, channel
+        )
         self.inbox: list[Message] = actions.human_inbox(self.bus)
         self.inbox_ids = {m.id for m in self.inbox}
-        self.archived_expanded = False
-        self.selected: Channel | None = channel
-        self.peek_agent: Agent | None = None
-        if channel is not None:
-            # The channel the human stands in is listed from the start, though nobody has
-            # spoken there yet: it is where the chat line posts.
-            self.channels.add(channel)
-            self.unread.setdefault(channel, self._count_unread(channel))
         self.watcher = Watcher(
             self,
             open_bus,
@@ -207,7 +200,7 @@ class LegionApp(App[int]):
     def on_mount(self) -> None:
         self.query_one(MessageLog).on_top = self._load_older
         self._refresh_sidebar()
-        first = self.selected or next(
+        first = self.channels.selected or next(
             (row.channel for row in self.query_one(Sidebar).rows if isinstance(row, ChannelRow)),
             None,
         )
@@ -270,25 +263,18 @@ class LegionApp(App[int]):
         return hanging_lines(text, width, message_indent(when, for_you=for_you), self.console)
 
     def _refresh_sidebar(self) -> None:
-        rows = sidebar_rows(
-            self.channels,
-            self.agents,
-            self.unread,
-            self.for_you,
-            archived_expanded=self.archived_expanded,
-        )
-        self.query_one(Sidebar).show(rows, self.selected)
+        rows = self.channels.rows(self.agents)
+        self.query_one(Sidebar).show(rows, self.channels.selected)
 
     @on(OptionList.OptionSelected, "#sidebar")
     def _sidebar_selected(self, event: OptionList.OptionSelected) -> None:
         row = self.query_one(Sidebar).row(event.option.id)
         if isinstance(row, ArchivedHeader):
-            self.archived_expanded = not row.expanded
+            self.channels.archived_expanded = not row.expanded
             self._refresh_sidebar()
         elif isinstance(row, ChannelRow | ArchivedChannelRow):
             self.open_channel(row.channel)
         elif isinstance(row, AgentRow):
-            self.peek_agent = row.agent
             self.watcher.show(agent=row.agent)
             self.open_channel(row.agent.channel)
 
@@ -297,12 +283,11 @@ class LegionApp(App[int]):
     def _sidebar_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         row = self.query_one(Sidebar).row(event.option.id)
         if isinstance(row, AgentRow):
-            self.peek_agent = row.agent
             self.watcher.show(agent=row.agent)
 
     def open_channel(self, channel: Channel) -> None:
         """Show `channel`'s newest messages; it is then read up to the newest."""
-        self.selected = channel
+        self.channels.selected = channel
         self.watcher.show(project=channel.project)
         found = self.bus.messages(channel=channel, last=self.history)
         self.query_one(MessageLog).show(found, complete=len(found) < self.history)
@@ -311,17 +296,17 @@ class LegionApp(App[int]):
         self._refresh_sidebar()
         self.query_one(Sidebar).highlight(channel)
 
+    @property
+    def selected(self) -> Channel | None:
+        """The channel open in the chat."""
+        return self.channels.selected
+
     def _seen(self, shown: Sequence[Message]) -> None:
-        """The human has now seen `shown` in the selected channel."""
-        if self.selected is None:
-            return
-        if shown:
-            self.marks.mark(self.selected, shown[-1].seq)
-            self._save_marks_soon()
-        self.unread[self.selected] = 0
-        if self.for_you.get(self.selected):
+        """The human has now seen `shown` in the open channel."""
+        if self.channels.seen(shown):
             self._attempt(lambda: self.bus.mark_read(self.human.id, (m.id for m in shown)))
-            self.for_you[self.selected] = 0
+        if shown:
+            self._save_marks_soon()
 
     def _load_older(self) -> None:
         log = self.query_one(MessageLog)
@@ -353,14 +338,7 @@ class LegionApp(App[int]):
     @on(MessagesArrived)
     @while_open
     def _messages_arrived(self, event: MessagesArrived) -> None:
-        here: list[Message] = []
-        for message in event.messages:
-            channel = message.channel
-            self.channels.add(channel)
-            if channel == self.selected:
-                here.append(message)
-            elif message.sender != HUMAN_NAME:
-                self.unread[channel] = self.unread.get(channel, 0) + 1
+        here = self.channels.arrived(event.messages)
         if here:
             self.query_one(MessageLog).append(here)
             self._seen(here)
@@ -370,7 +348,7 @@ class LegionApp(App[int]):
     @while_open
     def _agents_changed(self, event: AgentsChanged) -> None:
         self.agents = event.agents
-        self.channels |= channels_of(event.agents, ())
+        self.channels.add(channels_of(event.agents, ()))
         if self.selected is not None:
             self.query_one(ChatView).show_channel(self.selected, self.agents)
         self._refresh_sidebar()
@@ -392,11 +370,7 @@ class LegionApp(App[int]):
     def _counted(self, unread: Sequence[Message] | None, inbox: list[Message] | None) -> None:
         """What is addressed to the human and unread, by channel; and the inbox."""
         if unread is not None:
-            here = [m for m in unread if m.channel == self.selected]
-            counts: dict[Channel, int] = {}
-            for message in unread:
-                counts[message.channel] = counts.get(message.channel, 0) + 1
-            self.for_you = counts
+            here = self.channels.waiting(unread)
             if here:  # shown already, so read
                 self._seen(here)
         if inbox is not None and [m.id for m in inbox] != [m.id for m in self.inbox]:
