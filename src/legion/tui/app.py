@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
-import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult, SuspendNotSupported
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
@@ -37,14 +35,14 @@ from legion.bus.model import HUMAN_NAME, Agent, Channel, Message
 from legion.bus.store import Bus
 from legion.core.text import for_display
 from legion.errors import LegionError
-from legion.runtime.tmux import Attach
+from legion.tui.agent_actions import AgentActions
 from legion.tui.board import BoardView
 from legion.tui.channels import Channels
 from legion.tui.chat import HISTORY, ChatInput, ChatView, MessageLog
 from legion.tui.closing import while_open
 from legion.tui.inbox import InboxView
 from legion.tui.log import LogView
-from legion.tui.modals import Confirm, Help
+from legion.tui.modals import Help
 from legion.tui.peek import PeekView
 from legion.tui.present import (
     AgentRow,
@@ -60,7 +58,7 @@ from legion.tui.present import (
 )
 from legion.tui.readmarks import ReadMarks
 from legion.tui.sidebar import Sidebar
-from legion.tui.sources import Sources, Unavailable
+from legion.tui.sources import Sources
 from legion.tui.watcher import (
     LOOPS,
     POLL_S,
@@ -173,6 +171,9 @@ class LegionApp(App[int]):
             signal=file_signal(bus_file) if bus_file is not None else None,
             poll_s=poll_s,
             tracker_s=tracker_s,
+        )
+        self.agent_actions = AgentActions(
+            self, self.bus, self.human, open_bus, sources, lambda: self.watcher.want("bus")
         )
         self._sync_waiters: list[tuple[Loop, int, asyncio.Future[None]]] = []
         self._marks_timer = False
@@ -435,96 +436,21 @@ class LegionApp(App[int]):
         except LegionError:
             return  # a daemon that is not told delivers at its next tick
 
-    # -- agents -------------------------------------------------------------------------------
+    # -- the sidebar's keys -----------------------------------------------------------------------
 
     def action_archive(self) -> None:
-        target = self.query_one(Sidebar).highlighted_agent()
-        if target is None:
-            self.notify("highlight an agent in the sidebar first", severity="warning")
-            return
-
-        def archive(yes: bool | None) -> None:
-            if not yes:
-                return
-            done = self._attempt(lambda: actions.archive(self.bus, self.human, target))
-            if done is not None:
-                self.notify(f"archived @{done.address}")
-                self.watcher.want("bus")
-
-        self.push_screen(Confirm(f"Archive @{target.address}? y/n"), archive)
+        self.agent_actions.archive(self.query_one(Sidebar).highlighted_agent())
 
     def action_kill(self, force: bool) -> None:
-        target = self.query_one(Sidebar).highlighted_agent()
-        if target is None:
-            self.notify("highlight an agent in the sidebar first", severity="warning")
-            return
-        question = (
-            f"Force-kill @{target.address}, even in the middle of a turn (SIGKILL)? y/n"
-            if force
-            else f"Kill @{target.address}? y/n"
-        )
-
-        def kill(yes: bool | None) -> None:
-            if yes:
-                self._kill(target, force)
-
-        self.push_screen(Confirm(question), kill)
+        self.agent_actions.kill(self.query_one(Sidebar).highlighted_agent(), force)
 
     def action_attach(self) -> None:
-        """`o`: the highlighted agent's live session in this terminal, read-write, as
-        `legion attach` does. Outside Legion's tmux server the TUI steps aside until the
-        human detaches (C-b d); inside it, the tmux client switches to the agent's window and
-        the TUI runs on in its own."""
-        target = self.query_one(Sidebar).highlighted_agent()
-        if target is None:
-            self.notify("highlight an agent in the sidebar first", severity="warning")
-            return
-        found = self.sources.attach(target, os.environ)
-        if isinstance(found, Unavailable):
-            self.notify(found.reason, severity="error")
-            return
-        try:
-            if found.switched:
-                self._run_tmux(found)
-            else:
-                with self.suspend():
-                    self._run_tmux(found)
-        except SuspendNotSupported:
-            self.notify(
-                f"this terminal cannot hand over: run `legion attach {target.address}`",
-                severity="error",
-            )
-            return
-        self.refresh()
-
-    def _run_tmux(self, attach: Attach) -> None:
-        done = subprocess.run(attach.argv, env=attach.env, check=False)
-        if done.returncode != 0:
-            self.notify(f"tmux could not attach (exit {done.returncode})", severity="error")
+        """`o`: the highlighted agent's live session in this terminal (`legion attach`)."""
+        self.agent_actions.attach(self.query_one(Sidebar).highlighted_agent())
 
     def action_help(self) -> None:
         if not isinstance(self.screen, Help):
             self.push_screen(Help())
-
-    @work(thread=True, group="kill")
-    def _kill(self, target: Agent, force: bool) -> None:
-        # Closing a window waits for its process: off the app's thread, with its own bus.
-        bus = self.open_bus()
-        try:
-            killed = actions.kill(
-                bus,
-                self.human,
-                target,
-                force=force,
-                stop=lambda agent: self.sources.stop(agent, force=force),
-            )
-        except LegionError as exc:
-            hint = " (K kills it anyway)" if "busy" in str(exc) and not force else ""
-            self.call_from_thread(self.notify, f"{exc}{hint}", severity="error")
-            return
-        finally:
-            bus.close()
-        self.call_from_thread(self.notify, f"killed @{killed.address}")
 
     # -- the views ------------------------------------------------------------------------------
 
