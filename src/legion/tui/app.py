@@ -5,8 +5,8 @@ Everything on screen is read from the bus and the projects' own read models (see
 channel (`legion.tui.readmarks`). It owns no process: closing it stops nothing.
 
 The app composes the views (`sidebar`, `chat`, `inbox`, `board`, `peek`, `log`, and the
-`modals`), keeps the channels (which there are, what is unread in each, which is open) and
-routes what the watcher (`legion.tui.watcher`) posts to the views it changes. Nothing here
+`modals`), opens channels (`legion.tui.channels` counts what is unread in each) and routes
+what the watcher (`legion.tui.watcher`) posts to the views it changes. Nothing here
 polls: the watcher reads the bus, the shown view's read model and the trackers' questions in
 worker threads and posts what changed as typed messages. What the human does goes through
 `legion.bus.actions` and the sources, and the watcher is told to look again (`want`).
@@ -152,7 +152,6 @@ class LegionApp(App[int]):
         self.human = self.bus.human()
         self.format_time = format_time
         self.history = history
-        # The channels: which there are, what is unread in each, which is open.
         recent = self.bus.messages(last=DISCOVERY)
         cursor = recent[-1].seq if recent else 0
         self.marks = marks if marks is not None else ReadMarks(None, cursor)
@@ -353,7 +352,6 @@ class LegionApp(App[int]):
         if self.selected is not None:
             self.query_one(ChatView).show_channel(self.selected, self.agents)
         self._refresh_sidebar()
-        self.watcher.want("views")  # the peek and the board show agents' states
 
     @on(InboxChanged)
     @while_open
