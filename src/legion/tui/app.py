@@ -95,22 +95,12 @@ class LegionApp(App[int]):
     it, the watcher reads every `poll_s`)."""
 
     TITLE = "Legion"
+    # The layout, and what every view shares; each view's own is in its module.
     CSS = """
     #body { height: 1fr; }
     Sidebar { width: 26; height: 1fr; }
     #views { width: 1fr; height: 1fr; }
-    #chat-title, .view-title { height: auto; max-height: 4; padding: 0 1; }
-    #inbox-detail { height: auto; max-height: 40%; padding: 0 1; }
-    #chat-title { text-style: bold; }
-    MessageLog { height: 1fr; padding: 0 1; }
-    #inbox-table, #log-table { height: 1fr; }
-    #inbox-troubles {
-        height: auto; max-height: 4; padding: 0 1; display: none;
-        text-wrap: nowrap; text-overflow: ellipsis;
-    }
-    #board-scroll { height: 1fr; padding: 0 1; }
-    #board-lines { width: 100%; text-wrap: nowrap; text-overflow: ellipsis; }
-    #peek-scroll { height: 1fr; padding: 0 1; }
+    .view-title { height: auto; max-height: 4; padding: 0 1; }
     TabPane { padding: 0; }
     /* Focus shows in the text too (NO_COLOR, a screen reader's dump): a double line. */
     Input:focus, Sidebar:focus { border: double $accent; }

@@ -61,6 +61,11 @@ class BoardView(TabPane):
     """The board as last read (`show`), and the highlighted issue, which stays on its issue
     wherever the issue moves."""
 
+    DEFAULT_CSS = """
+    #board-scroll { height: 1fr; padding: 0 1; }
+    #board-lines { width: 100%; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
     class Dispatched(TextualMessage):
         """A dispatch ended (started or refused): the board is worth reading again."""
 

@@ -143,6 +143,11 @@ class ChatView(TabPane):
     """The channel's title, its messages and the chat line. What the chat line sends, and
     which messages are shown, the app decides (it keeps the channels)."""
 
+    DEFAULT_CSS = """
+    #chat-title { height: auto; max-height: 4; padding: 0 1; text-style: bold; }
+    MessageLog { height: 1fr; padding: 0 1; }
+    """
+
     def __init__(
         self, title: str, render: Callable[[Message, int], Text], *, id: str | None = None
     ) -> None:

@@ -39,6 +39,15 @@ class InboxView(TabPane):
     answered with `reply` (the app's: `actions.reply`, then the asker's daemon woken); a
     tracker's as `legion feedback` does (`Sources.give_feedback`), in a worker thread."""
 
+    DEFAULT_CSS = """
+    #inbox-detail { height: auto; max-height: 40%; padding: 0 1; }
+    #inbox-table { height: 1fr; }
+    #inbox-troubles {
+        height: auto; max-height: 4; padding: 0 1; display: none;
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    """
+
     def __init__(
         self,
         title: str,

@@ -13,6 +13,10 @@ from legion.tui.sources import ActionLogView, Unavailable
 
 
 class LogView(TabPane):
+    DEFAULT_CSS = """
+    #log-table { height: 1fr; }
+    """
+
     def __init__(
         self, title: str, format_time: Callable[[str], str], *, id: str | None = None
     ) -> None:

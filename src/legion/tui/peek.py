@@ -13,6 +13,10 @@ from legion.tui.sources import Peek, Unavailable
 
 
 class PeekView(TabPane):
+    DEFAULT_CSS = """
+    #peek-scroll { height: 1fr; padding: 0 1; }
+    """
+
     def compose(self) -> ComposeResult:
         yield Static("", id="peek-title", classes="view-title")
         with VerticalScroll(id="peek-scroll"):
