@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -226,11 +226,17 @@ class Watcher:
 
     # -- what the app says ------------------------------------------------------------------------
 
-    def show(self, **changes: object) -> None:
-        """What the views loop reads from now on (`Shown`'s fields); read at once if it
-        changed."""
+    def show(
+        self, *, view: str | None = None, project: str | None = None, agent: Agent | None = None
+    ) -> None:
+        """What the views loop reads from now on: the view shown, the open channel's project,
+        the agent highlighted (each None: as it was); read at once if it changed."""
         with self._shown_lock:
-            shown = replace(self._shown, **changes)  # type: ignore[arg-type]
+            shown = Shown(
+                view or self._shown.view,
+                project if project is not None else self._shown.project,
+                agent if agent is not None else self._shown.agent,
+            )
             if shown == self._shown:
                 return
             self._shown = shown
