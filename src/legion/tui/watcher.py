@@ -2,7 +2,8 @@
 read model, the trackers' questions) in worker threads and posts what it found to the app as
 typed messages; no widget polls (Textual's model: workers post messages, widgets react).
 
-Three loops, one per pace, each a Textual thread worker with its own bus connection:
+Three loops, one per pace, each a Textual thread worker (the bus's with a connection of its
+own; the others read through `Sources`, which opens what it needs):
 
 - **bus**: the bus is a SQLite file many processes write to, and every commit to it changes
   the file or its write-ahead log (size, modification time). The loop looks at those every
