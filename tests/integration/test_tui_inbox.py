@@ -76,7 +76,7 @@ def test_a_tracker_question_is_answered_from_the_inbox(
             await until_shown(pilot, app, "No open questions for you.")
             assert app.query_one("#inbox-table", DataTable).row_count == 0
             await pilot.press("ctrl+r")  # read again: the tracker no longer lists it
-            await settle(pilot, 0.5)
+            await settle(pilot)
             assert app.query_one("#inbox-table", DataTable).row_count == 0
             assert "F3 Inbox 1" not in await until_shown(pilot, app, "F3 Inbox")
 
