@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from legion.bus import bus_path
 from legion.bus.model import AgentStatus, Channel, DeliveryState, EventKind
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from tests.fakes.model_server import RecordedRequest, bash, text
 from tests.support.cli import LEGION_BIN
 from tests.support.swarm import Daemon, Swarm, agent_of, runs_until, window_id
