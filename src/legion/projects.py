@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -21,7 +20,7 @@ from legion.config import (
     write_repo_config,
 )
 from legion.errors import ConfigError, InputError
-from legion.git import current_branch, rev_parse, run_git
+from legion.git import current_branch, rev_parse
 from legion.workspaces.jj import refuse_jj_only
 
 
@@ -80,37 +79,6 @@ def init_project(
     open_backends(project, create=True)
     write_repo_config(root, values)
     return load_project(root), True
-
-
-_GITHUB_REMOTE = re.compile(
-    r"^(?:https://(?:[^@/]+@)?github\.com/|git@github\.com:|ssh://git@github\.com/)"
-    r"([A-Za-z0-9-]+/[A-Za-z0-9._-]+?)(?:\.git)?/?$"
-)
-
-
-def github_repo_of_remote(start: Path, remote: str = "origin") -> str | None:
-    """OWNER/NAME of the GitHub repository `remote` points at, or None."""
-    root = git_toplevel(start.resolve()) if start.is_dir() else None
-    if root is None:
-        return None
-    result = run_git(root, "remote", "get-url", remote, check=False)
-    if result.returncode != 0:
-        return None
-    return github_repo_of_url(result.stdout.strip())
-
-
-def github_repo_of_url(url: str) -> str | None:
-    """OWNER/NAME from a github.com remote URL (https, ssh or scp-like), else None."""
-    match = _GITHUB_REMOTE.match(url.strip())
-    return match.group(1) if match else None
-
-
-def issue_key_for_repo(github_repo: str) -> str:
-    """The issue key of a GitHub Issues project: its repository's name in capitals, letters and
-    digits only, at most 10, starting with a letter (`acme/widgets` -> WIDGETS)."""
-    name = re.sub(r"[^A-Z0-9]", "", github_repo.partition("/")[2].upper())
-    name = name.lstrip("0123456789")[:10]
-    return name or "GH"
 
 
 # The checks without which a project cannot work at all: `legion init` refuses on them.

@@ -30,10 +30,10 @@ from legion.forges.github.adapter import (
     APPROVED_LABEL,
     CHANGES_LABEL,
     linked_body,
-    repository_name,
 )
-from legion.forges.github.client import api_base, classify, find_token, graphql_url
 from legion.forges.github.documents import BATCH_OPERATION, BATCH_SIZE
+from legion.github.client import api_base, classify, find_token, graphql_url
+from legion.github.repository import repository_name
 from legion.workspaces.git_worktree import GitWorktrees
 from tests.conftest import git
 from tests.fakes.github_server import FakeGitHub, check_run, status_context

@@ -18,7 +18,7 @@ from legion.backends import TRACKER_OPENERS
 from legion.config import Project, Settings, resolve_settings
 from legion.core.model import Status
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
-from legion.forges.github.client import github_client
+from legion.github.client import github_client
 from legion.reconcile import human_answer
 from legion.trackers.base import Issue
 from legion.trackers.github_issues import GitHubIssuesTracker, doctor_checks, open_tracker

@@ -136,7 +136,7 @@ def test_a_variable_lists_labels_with_commas(repo_config: Path, tmp_path: Path) 
     ],
 )
 def test_the_github_repository_is_read_from_the_remote_url(url: str, repo: str | None) -> None:
-    from legion.projects import github_repo_of_url
+    from legion.github.repository import github_repo_of_url
 
     assert github_repo_of_url(url) == repo
 
@@ -175,7 +175,7 @@ def test_backend_names_and_their_settings_are_checked(tmp_path: Path) -> None:
 )
 def test_a_github_issues_project_takes_its_key_from_the_repository(repo: str, key: str) -> None:
     from legion.core.model import validate_issue_key
-    from legion.projects import issue_key_for_repo
+    from legion.github.repository import issue_key_for_repo
 
     assert issue_key_for_repo(repo) == key
     assert validate_issue_key(key) == key

@@ -25,7 +25,8 @@ from legion.cli import (
 )
 from legion.config import FORGES, SPECS, TRACKERS, Project
 from legion.errors import InputError, LegionError
-from legion.projects import github_repo_of_remote, init_project, issue_key_for_repo, pickup_line
+from legion.github.repository import github_repo_of_remote, issue_key_for_repo
+from legion.projects import init_project, pickup_line
 
 app = typer.Typer(
     name="legion",

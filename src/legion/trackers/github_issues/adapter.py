@@ -1034,8 +1034,8 @@ def open_tracker(
 ) -> GitHubIssuesTracker:
     """The registry's opener (`legion.backends`). `db` is not used: GitHub holds the issues.
     The token is looked up at the first request."""
-    from legion.forges.github.adapter import repository_name
-    from legion.forges.github.client import github_client
+    from legion.github.client import github_client
+    from legion.github.repository import repository_name
 
     settings = project.settings
     owner, name = repository_name(project)
@@ -1061,7 +1061,7 @@ DoctorCheck = tuple[str, bool, str]
 def doctor_checks(project: Project, *, client: GraphQLClient | None = None) -> list[DoctorCheck]:
     """What `legion doctor` reports about GitHub Issues: (name, ok, what is there or how to fix
     it). The token's source is named, never its value."""
-    from legion.forges.github.client import find_token, github_client
+    from legion.github.client import find_token, github_client
 
     source = ""
     if client is None:
