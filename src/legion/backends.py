@@ -1,8 +1,8 @@
-"""Opens what a project is configured for: tracker, forge, and the worker runtime.
+"""Opens what a project is configured for: tracker, forge, and the worker runtimes.
 
-The one registry of backends: `tracker = "embedded" | "linear"` and `forge = "embedded" |
-"github"` are looked up here and nowhere else, and each integration's module is imported only
-when a project uses it (so `legion --version` never pays for an HTTP client).
+The integrations and runtimes are the plugins of `legion.plugins`, the one registry that names
+them; each one's module is imported only when a project uses it (so `legion --version` never
+pays for an HTTP client).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from legion import plugins
 from legion.config import Project
 from legion.embedded.db import Database
 from legion.errors import ConfigError
@@ -31,16 +32,10 @@ class Backends:
     db: Database
 
 
-# name: "module:function"; the function takes (project, database) and returns the backend.
-TRACKER_OPENERS: dict[str, str] = {
-    "embedded": "legion.trackers.local:open_tracker",
-    "linear": "legion.trackers.linear:open_tracker",
-    "github": "legion.trackers.github_issues:open_tracker",
-}
-FORGE_OPENERS: dict[str, str] = {
-    "embedded": "legion.forges.local:open_forge",
-    "github": "legion.forges.github:open_forge",
-}
+# name: "module:function", from the registry; the function takes (project, database) and
+# returns the backend. (Tests swap an opener here.)
+TRACKER_OPENERS: dict[str, str] = {p.name: p.tracker for p in plugins.BACKENDS if p.tracker}
+FORGE_OPENERS: dict[str, str] = {p.name: p.forge for p in plugins.BACKENDS if p.forge}
 
 
 def _opener(
@@ -107,7 +102,7 @@ def _workspaces(project: Project, base: str) -> Workspaces:
     keep = project.settings.regenerable
     if vcs == "jj":
         return JjWorkspaces(project.root, project.workspace_root, base, regenerable=keep)
-    hosted = project.settings.forge != "embedded"
+    hosted = plugins.backend(project.settings.forge).remote
     remote = project.settings.remote if hosted else None
     return GitWorktrees(project.root, project.workspace_root, base, regenerable=keep, remote=remote)
 
@@ -118,8 +113,6 @@ def open_workers(
     from legion.git import current_branch
     from legion.relay import relay_needed
     from legion.relay.capabilities import Capabilities
-    from legion.runtime.claude import ClaudeRuntime
-    from legion.runtime.codex import CodexRuntime
     from legion.runtime.registry import Registry
     from legion.runtime.tmux import Tmux
     from legion.runtime.workers import WorkerManager
@@ -129,25 +122,20 @@ def open_workers(
     environment = dict(os.environ if env is None else env)
     # A project that names its CLIs' homes (the demo's does) is read and run with them, so
     # `legion issue show` finds its sessions' transcripts whoever runs it.
-    if settings.claude_config_dir is not None:
-        environment["CLAUDE_CONFIG_DIR"] = str(settings.claude_config_dir)
-    if settings.codex_home is not None:
-        environment["CODEX_HOME"] = str(settings.codex_home)
-    claude = ClaudeRuntime(
-        settings=settings,
-        permission_mode=settings.permission_mode,
-        extra_args=settings.claude_args,
-        lookup_env=environment,
-    )
-    codex = CodexRuntime(settings=settings, lookup_env=environment)
+    for plugin in plugins.RUNTIMES:
+        environment.update(plugins.load(plugin.environment)(settings))
+    runtimes = {
+        plugin.name: plugins.load(plugin.runtime)(settings, environment)
+        for plugin in plugins.RUNTIMES
+    }
     return WorkerManager(
         project=project,
         tracker=backends.tracker,
         registry=Registry(backends.db),
         tmux=Tmux(socket=settings.tmux_socket, config=settings.tmux_config),
         workspaces=_workspaces(project, base),
-        runtime=claude,
-        runtimes={claude.name: claude, codex.name: codex},
+        runtime=runtimes[plugins.DEFAULT_RUNTIME],
+        runtimes=runtimes,
         env=environment,
         # Sessions get a capability for the relay only where there is a credential to keep.
         capabilities=Capabilities(backends.db) if relay_needed(settings) else None,

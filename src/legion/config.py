@@ -11,11 +11,12 @@ import os
 import subprocess
 import tomllib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from legion import plugins
 from legion.core.model import Status, validate_issue_key, validate_label_name
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, EVERY_ISSUE
 from legion.core.statusmap import parse_status_table
@@ -24,17 +25,17 @@ from legion.errors import ConfigError, InputError, ToolMissingError
 CONFIG_DIR_NAME = ".legion"
 CONFIG_FILE_NAME = "config.toml"
 
-# The backends' names; `legion.backends` is the one registry that maps them to code.
-TRACKERS = ("embedded", "linear", "github")
-FORGES = ("embedded", "github")
+# The plugins' names come from their one registry (`legion.plugins`).
+TRACKERS = plugins.tracker_names()
+FORGES = plugins.forge_names()
 PERMISSION_MODES = ("bypass", "acceptEdits", "auto", "default", "plan")
 MERGE_METHODS = ("squash", "merge", "rebase")
-# The agent CLIs a session can run on (`legion.runtime.choose` maps them to code), and the roles
-# each can be chosen for. A retro resumes the implementer's session, so it runs where that did.
-RUNTIMES = ("claude-code", "codex")
+# The agent CLIs a session can run on, and the roles each can be chosen for. A retro resumes
+# the implementer's session, so it runs where that did.
+RUNTIMES = plugins.runtime_names()
 RUNTIME_ROLES = ("controller", "architect", "plan", "implement", "review", "finish")
-_RUNTIME_ALIASES = {"claude": "claude-code"}
-_BACKEND_ALIASES = {"local": "embedded"}  # the embedded backends' name before 0.2
+_RUNTIME_ALIASES = plugins.runtime_aliases()
+_BACKEND_ALIASES = plugins.backend_aliases()
 
 
 # Ignored files that a build or an install makes again, so a workspace may lose them. Each
@@ -176,7 +177,7 @@ def _runtime(value: Any) -> str:
 
 
 def _runtimes(value: Any) -> dict[str, str]:
-    """A table of role = runtime (`implement = "codex"`); roles not named use `runtime`."""
+    """A table of role = runtime (`implement = "<runtime>"`); roles not named use `runtime`."""
     if not isinstance(value, Mapping):
         raise ValueError(f"must be a table of role = runtime, got {value!r}")
     chosen: dict[str, str] = {}
@@ -261,8 +262,8 @@ class SettingSpec:
 SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("project_id", _uuid, repo_only=True),
     SettingSpec("issue_key", _issue_key, "LEG", repo_only=True),
-    SettingSpec("tracker", _backend(TRACKERS), "embedded"),
-    SettingSpec("forge", _backend(FORGES), "embedded"),
+    SettingSpec("tracker", _backend(TRACKERS), plugins.DEFAULT_BACKEND),
+    SettingSpec("forge", _backend(FORGES), plugins.DEFAULT_BACKEND),
     SettingSpec("linear_team", _team_key),
     SettingSpec("github_repo", _github_repo),
     SettingSpec("github_project", _project_number),
@@ -287,7 +288,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("claude_config_dir", _path),
     SettingSpec("claude_args", _strings, ()),
     SettingSpec("permission_mode", _choice_exact(PERMISSION_MODES), "bypass"),
-    SettingSpec("runtime", _runtime, "claude-code"),
+    SettingSpec("runtime", _runtime, plugins.DEFAULT_RUNTIME),
     SettingSpec("runtimes", _runtimes, {}, parse_env=_runtimes_from_env),
     SettingSpec("codex_bin", _path),
     SettingSpec("codex_home", _path),
@@ -306,8 +307,8 @@ SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 class Settings:
     project_id: str
     issue_key: str = "LEG"
-    tracker: str = "embedded"
-    forge: str = "embedded"
+    tracker: str = plugins.DEFAULT_BACKEND
+    forge: str = plugins.DEFAULT_BACKEND
     linear_team: str | None = None
     github_repo: str | None = None
     github_project: int | None = None  # the Projects (v2) board whose Status field is the status
@@ -330,7 +331,7 @@ class Settings:
     claude_config_dir: Path | None = None
     claude_args: tuple[str, ...] = ()
     permission_mode: str = "bypass"
-    runtime: str = "claude-code"  # the agent CLI of every role `runtimes` does not name
+    runtime: str = plugins.DEFAULT_RUNTIME  # the agent CLI of every role `runtimes` does not name
     runtimes: Mapping[str, str] = field(default_factory=dict)  # role: runtime
     codex_bin: Path | None = None
     codex_home: Path | None = None  # CODEX_HOME of its Codex sessions; None: the environment's
@@ -346,6 +347,12 @@ class Settings:
     def runtime_for(self, role: str) -> str:
         """The agent CLI that runs `role` (a mode's session mode, or `controller`)."""
         return self.runtimes.get(role, self.runtime)
+
+
+def roles_on(runtime: str, settings: Iterable[Settings]) -> list[str]:
+    """The roles that run on `runtime` under any of `settings`, in `RUNTIME_ROLES` order."""
+    every = list(settings)
+    return [role for role in RUNTIME_ROLES if any(s.runtime_for(role) == runtime for s in every)]
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from legion import plugins
 from legion.backends import open_backends
 from legion.config import (
     CONFIG_DIR_NAME,
@@ -28,8 +29,8 @@ def init_project(
     start: Path,
     *,
     key: str = "LEG",
-    tracker: str = "embedded",
-    forge: str = "embedded",
+    tracker: str = plugins.DEFAULT_BACKEND,
+    forge: str = plugins.DEFAULT_BACKEND,
     extra: Mapping[str, Any] | None = None,
     requested: Mapping[str, Any] | None = None,
     warn: Callable[[str], None] = lambda line: None,
@@ -89,7 +90,7 @@ def _check_backends(project: Project, warn: Callable[[str], None]) -> None:
     from legion.backends import backend_checks
 
     settings = project.settings
-    if settings.tracker == "embedded" and settings.forge == "embedded":
+    if not plugins.is_remote((settings.tracker, settings.forge)):
         return
     for name, ok, detail in backend_checks(project):
         if ok:

@@ -104,7 +104,9 @@ def _wake_up_context(
 def _task_list(runtime: str, env: Mapping[str, str], session: str) -> TaskList | None:
     """The session's own task list, for its wake-up context: Claude Code's (its hooks run
     this; Codex's turn loop too, and Codex keeps none)."""
-    if runtime != "claude-code":
+    from legion.plugins import CLAUDE_CODE
+
+    if runtime != CLAUDE_CODE:
         return None
     from legion.runtime.claude_tasks import read_tasks
 
