@@ -22,7 +22,8 @@ from legion.github.client import github_client
 from legion.reconcile import human_answer
 from legion.trackers.base import Issue
 from legion.trackers.github_issues import GitHubIssuesTracker, doctor_checks, open_tracker
-from legion.trackers.github_issues.adapter import CACHE_TTL_S, DONE_PAGES, split_parent
+from legion.trackers.github_issues.adapter import CACHE_TTL_S, DONE_PAGES
+from legion.trackers.github_issues.body import split_parent
 from legion.trackers.github_issues.documents import COMMENT_PAGE_SIZE, ISSUE_PAGE_SIZE
 from tests.conftest import LegionRunner
 from tests.fakes.github_server import FakeGitHub
@@ -875,7 +876,7 @@ def test_state_reads_blockers_from_the_listing_and_a_missing_one_blocks_nothing(
 
 
 def test_blocked_by_lines_are_written_before_the_parent_line() -> None:
-    from legion.trackers.github_issues.adapter import blocker_numbers, with_blockers
+    from legion.trackers.github_issues.body import blocker_numbers, with_blockers
 
     assert with_blockers("", [2, 2, 3]) == "Blocked by #2\nBlocked by #3"
     assert with_blockers("Text\n\nParent: W-5 (#5)", [3]) == (

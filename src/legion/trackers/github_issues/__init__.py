@@ -7,6 +7,7 @@ the first request.
 
 from __future__ import annotations
 
-from legion.trackers.github_issues.adapter import GitHubIssuesTracker, doctor_checks, open_tracker
+from legion.trackers.github_issues.adapter import GitHubIssuesTracker, open_tracker
+from legion.trackers.github_issues.doctor import doctor_checks
 
 __all__ = ["GitHubIssuesTracker", "doctor_checks", "open_tracker"]

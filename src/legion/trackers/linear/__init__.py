@@ -6,6 +6,7 @@ at the first request.
 
 from __future__ import annotations
 
-from legion.trackers.linear.adapter import LinearTracker, doctor_checks, open_tracker
+from legion.trackers.linear.adapter import LinearTracker, open_tracker
+from legion.trackers.linear.doctor import doctor_checks
 
 __all__ = ["LinearTracker", "doctor_checks", "open_tracker"]
