@@ -7,7 +7,6 @@ pays for an HTTP client).
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -41,29 +40,23 @@ FORGE_OPENERS: dict[str, str] = {p.name: p.forge for p in plugins.BACKENDS if p.
 def _opener(
     table: Mapping[str, str], kind: str, name: str
 ) -> Callable[[Project, Database], object]:
-    try:
-        module_name, _, function = table[name].partition(":")
-    except KeyError:
-        raise ConfigError(f"unknown {kind} {name!r} (known: {', '.join(table)})") from None
-    opener: Callable[[Project, Database], object] = getattr(
-        importlib.import_module(module_name), function
-    )
+    if name not in table:
+        raise ConfigError(f"unknown {kind} {name!r} (known: {', '.join(table)})")
+    opener: Callable[[Project, Database], object] = plugins.load(table[name])
     return opener
 
 
 def backend_checks(project: Project) -> list[tuple[str, bool, str]]:
     """`legion doctor`'s checks of the configured tracker and forge: (name, ok, what is there
-    or how to fix it). A backend module offers them as `doctor_checks(project)`."""
+    or how to fix it), as each plugin declares them."""
     settings = project.settings
     results: list[tuple[str, bool, str]] = []
-    modules = {
-        TRACKER_OPENERS[settings.tracker].partition(":")[0],
-        FORGE_OPENERS[settings.forge].partition(":")[0],
+    checks = {
+        plugins.backend(settings.tracker).tracker_doctor,
+        plugins.backend(settings.forge).forge_doctor,
     }
-    for module_name in sorted(modules):
-        checks = getattr(importlib.import_module(module_name), "doctor_checks", None)
-        if checks is not None:
-            results += checks(project)
+    for path in sorted(check for check in checks if check is not None):
+        results += plugins.load(path)(project)
     return results
 
 

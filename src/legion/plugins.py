@@ -85,17 +85,18 @@ class BackendPlugin:
     # Remote: it holds the user's credential, so sessions reach it through the daemon's
     # relay, and workspaces push their branches to the project's remote.
     remote: bool = True
+    # "module:function" (project) -> [(name, ok, detail)]: `legion doctor`'s checks of it as
+    # the tracker, and as the forge
+    tracker_doctor: str | None = None
+    forge_doctor: str | None = None
     # Variables holding its credential: kept from every session Legion starts.
     secret_variables: tuple[str, ...] = ()
-    settings: tuple[str, ...] = ()  # the settings it owns (keys of .legion/config.toml)
+    # "module:Class": its own typed settings section (`legion.setting_spec.SettingsSection`)
+    settings: str | None = None
     # "module:function" (InitRequest) -> InitChoice: the settings its `legion init` options give
     init: str | None = None
     init_options: tuple[InitOption, ...] = ()
     aliases: tuple[str, ...] = ()  # earlier names a config may still hold
-
-    def doctor_modules(self) -> list[str]:
-        """The modules whose `doctor_checks(project)` check this integration."""
-        return sorted({path.partition(":")[0] for path in (self.tracker, self.forge) if path})
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class RuntimePlugin:
     # and it is never logged or shown. A provider's own variable (Codex's `env_key`) is read
     # from the CLI's config by its doctor check.
     secret_variables: tuple[str, ...] = ()
-    settings: tuple[str, ...] = ()
+    settings: str | None = None  # "module:Class", as a backend's
     aliases: tuple[str, ...] = ()
 
 
@@ -136,9 +137,10 @@ BACKENDS: tuple[BackendPlugin, ...] = (
     BackendPlugin(
         LINEAR,
         "Linear",
-        tracker="legion.trackers.linear:open_tracker",
+        tracker="legion.trackers.linear.adapter:open_tracker",
+        tracker_doctor="legion.trackers.linear.doctor:doctor_checks",
         secret_variables=("LINEAR_API_KEY",),
-        settings=("linear_team",),
+        settings="legion.trackers.linear.settings:LinearSettings",
         init="legion.trackers.linear.init:init_settings",
         init_options=(
             InitOption("team", "The Linear team's key (with --tracker linear), e.g. ENG."),
@@ -147,10 +149,12 @@ BACKENDS: tuple[BackendPlugin, ...] = (
     BackendPlugin(
         GITHUB,
         "GitHub Issues and pull requests",
-        tracker="legion.trackers.github_issues:open_tracker",
-        forge="legion.forges.github:open_forge",
+        tracker="legion.trackers.github_issues.adapter:open_tracker",
+        forge="legion.forges.github.adapter:open_forge",
+        tracker_doctor="legion.trackers.github_issues.doctor:doctor_checks",
+        forge_doctor="legion.forges.github.adapter:doctor_checks",
         secret_variables=("GITHUB_TOKEN", "GH_TOKEN"),
-        settings=("github_repo", "github_project", "merge_method"),
+        settings="legion.github.settings:GitHubSettings",
         init="legion.github.init:init_settings",
         init_options=(
             InitOption(
@@ -173,7 +177,7 @@ RUNTIMES: tuple[RuntimePlugin, ...] = (
         skills_dir="legion.runtime.claude_paths:skills_dir",
         project_skills=".claude/skills",
         secret_variables=("ANTHROPIC_API_KEY",),
-        settings=("claude_bin", "claude_config_dir", "claude_args", "permission_mode"),
+        settings="legion.runtime.claude_settings:ClaudeSettings",
         aliases=("claude",),
     ),
     RuntimePlugin(
@@ -185,7 +189,7 @@ RUNTIMES: tuple[RuntimePlugin, ...] = (
         install="legion.runtime.codex_bin:install",
         skills_dir="legion.runtime.codex:skills_dir",
         secret_variables=("OPENAI_API_KEY",),
-        settings=("codex_bin", "codex_home", "codex_args"),
+        settings="legion.runtime.codex_settings:CodexSettings",
     ),
 )
 

@@ -119,13 +119,11 @@ def _refuse_other_settings(project: Project, requested: Mapping[str, Any]) -> No
     """`init` on an existing project changes nothing; options that ask for other settings than
     the project's are refused rather than ignored, with the edit that would make them so."""
     differ = {
-        name: value
-        for name, value in requested.items()
-        if getattr(project.settings, name, None) != value
+        name: value for name, value in requested.items() if project.settings.value(name) != value
     }
     if not differ:
         return
-    current = {name: getattr(project.settings, name, None) for name in differ}
+    current = {name: project.settings.value(name) for name in differ}
     have = ", ".join(
         f"{name} unset" if value is None else f"{name} = {json.dumps(value)}"
         for name, value in current.items()

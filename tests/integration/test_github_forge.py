@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from legion.config import Project, Settings
+from legion.config import Project, settings_of
 from legion.core.marks import unmark
 from legion.core.model import ChecksState, ReviewOutcome
 from legion.errors import (
@@ -83,7 +83,7 @@ def make_project(repo: Path, fake: FakeGitHub, **settings: object) -> Project:
         "GITHUB_TOKEN": fake.token,
         "PATH": os.environ.get("PATH", ""),
     }
-    return Project(root=repo, settings=Settings(**values), env=env)  # type: ignore[arg-type]
+    return Project(root=repo, settings=settings_of(values), env=env)  # type: ignore[arg-type]
 
 
 class Sleeps(list[float]):

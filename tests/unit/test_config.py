@@ -9,6 +9,7 @@ import pytest
 from legion.config import resolve_settings, toml_value, write_repo_config
 from legion.core.model import Status
 from legion.errors import ConfigError
+from legion.github.settings import GitHubSettings
 
 PROJECT = "7b4f0862-b775-4cb0-9a67-85400c6f44a8"
 
@@ -150,7 +151,7 @@ def test_backend_names_and_their_settings_are_checked(tmp_path: Path) -> None:
     )
     settings = resolve_settings(path, env_for(tmp_path / "home"))
     assert (settings.tracker, settings.forge) == ("embedded", "github")  # "local": the old name
-    assert settings.github_repo == "acme/widgets"
+    assert settings.section(GitHubSettings).repo == "acme/widgets"
     assert dict(settings.statuses) == {"QA": Status.NEEDS_REVIEW}
     path.write_text(f'project_id = "{PROJECT}"\ngithub_repo = "acme"\n')
     with pytest.raises(ConfigError, match="must be OWNER/NAME"):

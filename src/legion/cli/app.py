@@ -338,7 +338,7 @@ def show_config(
     }
     rows = {}
     for spec in SPECS:
-        value = effective.get(spec.name, getattr(settings, spec.name))
+        value = effective.get(spec.name, settings.value(spec.name))
         if isinstance(value, Path):
             value = str(value)
         elif isinstance(value, tuple):

@@ -32,6 +32,8 @@ from legion.plugins import CLAUDE_CODE, CODEX
 from legion.projects import init_project
 from legion.runtime import claude_bin, codex_bin
 from legion.runtime.claude_bin import ClaudeBinary
+from legion.runtime.claude_settings import ClaudeSettings
+from legion.runtime.codex_settings import CodexSettings
 from legion.runtime.npm_pin import Binary
 
 if TYPE_CHECKING:
@@ -66,7 +68,7 @@ def demo_claude(env: Mapping[str, str], say: Callable[[str], None]) -> ClaudeBin
     version in Legion's cache, installed there first if it is missing. The same resolver then
     finds it for the daemon and every worker."""
     settings = machine_settings(env)
-    if settings.claude_bin is None:
+    if settings.section(ClaudeSettings).bin is None:
         claude_bin.install(env, say)
     return claude_bin.resolve_configured(settings, env)
 
@@ -75,7 +77,7 @@ def demo_codex(env: Mapping[str, str], say: Callable[[str], None]) -> Binary:
     """The Codex CLI the demo runs: the one configured (codex_bin), else the pinned version in
     Legion's cache, installed there first if it is missing."""
     settings = machine_settings(env)
-    if settings.codex_bin is None:
+    if settings.section(CodexSettings).bin is None:
         codex_bin.install(env, say)
     return codex_bin.resolve_configured(settings, env)
 

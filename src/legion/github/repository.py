@@ -12,6 +12,7 @@ from legion.config import Project, git_toplevel
 from legion.errors import ConfigError
 from legion.git import run_git
 from legion.github.client import DEFAULT_API_URL, api_base
+from legion.github.settings import GitHubSettings
 
 _REMOTE_URL = re.compile(
     r"^(?:[a-z][a-z0-9+.-]*://)?(?:[^@/]+@)?(?P<host>[^/:]+)[:/]"
@@ -21,7 +22,7 @@ _REMOTE_URL = re.compile(
 
 def repository_name(project: Project) -> tuple[str, str]:
     """OWNER and NAME: the `github_repo` setting, else the remote's URL when it is GitHub's."""
-    configured = project.settings.github_repo
+    configured = project.settings.section(GitHubSettings).repo
     if configured:
         owner, _, name = configured.partition("/")
         return owner, name

@@ -34,6 +34,7 @@ from legion.runtime.claude_paths import (
     skills_dir,
     transcript_path,
 )
+from legion.runtime.claude_settings import ClaudeSettings
 from legion.runtime.claude_tasks import read_tasks
 from legion.runtime.transcript import TranscriptSummary, session_usage, summarize_file
 
@@ -109,10 +110,11 @@ def _settings_object(value: str) -> dict[str, Any]:
 def open_runtime(settings: Settings, lookup_env: Mapping[str, str]) -> ClaudeRuntime:
     """The registry's opener (`legion.plugins`): Claude Code as the project's settings set it
     up."""
+    own = settings.section(ClaudeSettings)
     return ClaudeRuntime(
         settings=settings,
-        permission_mode=settings.permission_mode,
-        extra_args=settings.claude_args,
+        permission_mode=own.permission_mode,
+        extra_args=own.args,
         lookup_env=lookup_env,
     )
 
@@ -120,9 +122,8 @@ def open_runtime(settings: Settings, lookup_env: Mapping[str, str]) -> ClaudeRun
 def configured_environment(settings: Settings) -> dict[str, str]:
     """The variables the settings give Claude Code's sessions: the project's
     CLAUDE_CONFIG_DIR."""
-    if settings.claude_config_dir is None:
-        return {}
-    return {"CLAUDE_CONFIG_DIR": str(settings.claude_config_dir)}
+    folder = settings.section(ClaudeSettings).config_dir
+    return {} if folder is None else {"CLAUDE_CONFIG_DIR": str(folder)}
 
 
 @dataclass(frozen=True)

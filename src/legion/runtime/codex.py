@@ -29,6 +29,7 @@ from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.plugins import CODEX
 from legion.runtime import codex_bin, npm_pin
+from legion.runtime.codex_settings import CodexSettings
 from legion.runtime.transcript import TranscriptSummary, Turn, read_tail
 
 NAME = CODEX
@@ -191,7 +192,8 @@ def open_runtime(settings: Settings, lookup_env: Mapping[str, str]) -> CodexRunt
 
 def configured_environment(settings: Settings) -> dict[str, str]:
     """The variables the settings give Codex's sessions: the project's CODEX_HOME."""
-    return {} if settings.codex_home is None else {"CODEX_HOME": str(settings.codex_home)}
+    home = settings.section(CodexSettings).home
+    return {} if home is None else {"CODEX_HOME": str(home)}
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,7 @@ class CodexRuntime:
             argv += ["--inbox", str(inbox)]
         if context is not None:
             argv += ["--context", str(context)]
-        extra = () if self.settings is None else self.settings.codex_args
+        extra = () if self.settings is None else self.settings.section(CodexSettings).args
         for arg in extra:
             argv.append(f"--codex-arg={arg}")
         return [*argv, "--", prompt]

@@ -50,6 +50,7 @@ from legion.github.client import (
     github_client,
 )
 from legion.github.repository import repository_name, web_host
+from legion.github.settings import GitHubSettings
 from legion.graphql_client import DEFAULT_TIMEOUT_S, Document, GraphQLClient
 
 APPROVED_LABEL = "worker-approved"
@@ -477,7 +478,7 @@ class GitHubForge:
                 f"PR #{pr.number} cannot be merged: {pr.branch} conflicts with {pr.base}; "
                 f"merge {pr.base} into {pr.branch}, resolve the conflicts, and try again"
             )
-        method = MERGE_METHODS[self.project.settings.merge_method]
+        method = MERGE_METHODS[self.project.settings.section(GitHubSettings).merge_method]
         try:
             data = self.client.execute(
                 docs.MERGE_PULL_REQUEST,

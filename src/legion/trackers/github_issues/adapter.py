@@ -81,6 +81,7 @@ from legion.errors import (
     InputError,
     NotFoundError,
 )
+from legion.github.settings import GitHubSettings
 from legion.graphql_client import Document, GraphQLClient, next_cursor
 from legion.trackers.base import (
     WORKFLOW_LABELS,
@@ -866,6 +867,6 @@ def open_tracker(
         issue_key=settings.issue_key,
         statuses=StatusMap(settings.statuses),
         extra_labels=settings.labels,
-        project_number=settings.github_project,
+        project_number=settings.section(GitHubSettings).project,
         cache_path=project.state_dir / _cache_name(owner, name),
     )

@@ -62,6 +62,7 @@ from legion.trackers.graphql import (
     paged,
 )
 from legion.trackers.linear import documents as docs
+from legion.trackers.linear.settings import LinearSettings
 
 _CACHE_VERSION = 1
 
@@ -595,7 +596,7 @@ def open_tracker(
     from legion.trackers.linear.client import linear_client
 
     settings = project.settings
-    key = settings.linear_team
+    key = settings.section(LinearSettings).team
     if not key:
         raise ConfigError(
             'tracker = "linear" needs the key of your Linear team: add linear_team = "ENG" '
