@@ -84,7 +84,6 @@ from legion.errors import (
 from legion.github.settings import GitHubSettings
 from legion.graphql_client import Document, GraphQLClient, next_cursor
 from legion.trackers.base import (
-    WORKFLOW_LABELS,
     Comment,
     Issue,
     blocker_change,
@@ -97,8 +96,8 @@ from legion.trackers.github_issues.body import (
     with_blockers,
     with_parent,
 )
+from legion.trackers.github_issues.catalog import RepositoryCatalog
 from legion.trackers.github_issues.repository import (
-    ProjectBoard,
     RepositoryInfo,
     status_label,
     status_of_label,
@@ -107,19 +106,11 @@ from legion.trackers.graphql import (
     CACHE_TTL_S,
     RECHECK_S,
     GraphQLTracker,
-    WorkspaceCache,
     comment_text,
-    created_once,
-    found_or_refetched,
     paged,
 )
 
 DONE_PAGES = 5  # `list_issues(status=Done)`: the 500 most recently updated closed issues
-
-# Colours and descriptions of the labels Legion creates.
-_STATUS_LABEL_STYLE: tuple[str, str | None] = ("c5def5", "The issue's status in Legion's workflow")
-_WORKFLOW_LABEL_STYLE: tuple[str, str | None] = ("fbca04", "A label of Legion's workflow")
-_OTHER_LABEL_STYLE: tuple[str, str | None] = ("ededed", None)
 
 
 @dataclass
@@ -141,7 +132,14 @@ class GitHubIssuesTracker(GraphQLTracker):
     def __post_init__(self) -> None:
         self.issue_key = self.issue_key.strip().upper()
         self._accept_labels(self.extra_labels)
-        self._info = WorkspaceCache(self._fetch_info, self._info_of, self.cache_path, self._now)
+        self.catalog = RepositoryCatalog(
+            lambda: self.client,
+            self.owner,
+            self.name,
+            self.project_number,
+            self.cache_path,
+            self._now,
+        )
 
     def _now(self) -> float:
         # Asked each time: the clock may be replaced after the tracker is made (tests do).
@@ -171,7 +169,7 @@ class GitHubIssuesTracker(GraphQLTracker):
             self.info()  # the project's id and options first: a wrong setting fails here
         labels: list[str] | None = None
         if label is not None:
-            found = self._repository_label(self._known_label(label))
+            found = self.catalog.label(self._known_label(label))
             if found is None:
                 return []  # no such label in the repository: no issue carries it
             labels = [found]
@@ -239,9 +237,9 @@ class GitHubIssuesTracker(GraphQLTracker):
         if parent is not None or blockers:
             clean_body(body)  # still within GitHub's limit with the lines
         target = self._status_target(status)  # before anything is written: a missing option
-        label_ids = [self._label_id(name) for name in label_names]
+        label_ids = [self.catalog.label_id(name) for name in label_names]
         if target is not None and not self.uses_project:
-            label_ids.append(self._label_id(status_label(target)))
+            label_ids.append(self.catalog.label_id(status_label(target)))
         info = self.info()
         data = self.client.execute(
             docs.CREATE_ISSUE,
@@ -347,105 +345,7 @@ class GitHubIssuesTracker(GraphQLTracker):
     def info(self, *, max_age: float = CACHE_TTL_S) -> RepositoryInfo:
         """The repository, its labels and the project: from memory, the cache file, or GitHub.
         `max_age=0` always asks GitHub, even within the clock's resolution."""
-        return self._info.get(max_age)
-
-    def _fetch_info(self, now: float) -> RepositoryInfo:
-        data, _ = self.client.execute_partial(
-            docs.REPOSITORY,
-            {
-                **self._names(),
-                "project": self.project_number or 0,
-                "withProject": self.uses_project,
-            },
-        )
-        repo = data.get("repository")
-        if not isinstance(repo, dict):
-            raise self._missing_repository(docs.REPOSITORY)
-        first: Mapping[str, Any] = repo["labels"]
-
-        def label_page(after: str | None) -> Mapping[str, Any]:
-            if after is None:
-                return first  # came with the repository
-            page: Mapping[str, Any] = self._repository_data(docs.LABEL_PAGE, {"after": after})
-            return page["labels"]  # type: ignore[no-any-return]
-
-        labels = {node["name"]: node["id"] for node in paged(label_page)}
-        project = None
-        if self.project_number is not None:
-            project = self._project_board(repo.get("owner") or {})
-        return RepositoryInfo(
-            slug=self.slug,
-            id=repo["id"],
-            name_with_owner=repo.get("nameWithOwner") or self.slug,
-            viewer=(data.get("viewer") or {}).get("login") or "",
-            has_issues=bool(repo.get("hasIssuesEnabled", True)),
-            permission=repo.get("viewerPermission"),
-            labels=labels,
-            project_number=self.project_number,
-            project=project,
-            fetched_at=now,
-        )
-
-    def _project_board(self, owner: Mapping[str, Any]) -> ProjectBoard:
-        number = self.project_number
-        node = owner.get("projectV2")
-        if not isinstance(node, dict):
-            raise ConfigError(
-                f"no GitHub project {number} of {self.owner} is visible to this token: check "
-                "github_project in .legion/config.toml (the number in the project's URL) and "
-                "that the token has the `project` scope (`gh auth refresh -s project`)"
-            )
-        status_field = node.get("field")
-        if not isinstance(status_field, dict) or not status_field.get("options"):
-            raise ConfigError(
-                f"GitHub project {number} ({node.get('title')}) has no single-select field "
-                f"named {docs.STATUS_FIELD!r}: add one, with an option per status Legion uses"
-            )
-        return ProjectBoard(
-            id=node["id"],
-            number=int(node["number"]),
-            title=node.get("title") or "",
-            closed=bool(node.get("closed")),
-            field_id=status_field["id"],
-            options=tuple((o["id"], o["name"]) for o in status_field["options"]),
-        )
-
-    def _info_of(self, data: Mapping[str, Any]) -> RepositoryInfo | None:
-        info = RepositoryInfo.from_json(data)
-        if info.slug != self.slug or info.project_number != self.project_number:
-            return None  # the settings changed since
-        return info
-
-    def _repository_label(self, name: str) -> str | None:
-        """The repository's spelling of label `name`, or None when it has no such label."""
-        found = found_or_refetched(self._info, lambda info: info.find_label(name))
-        return found[0] if found is not None else None
-
-    def _label_id(self, name: str) -> str:
-        """The id of label `name`, created in the repository when it has none yet."""
-        found = found_or_refetched(self._info, lambda info: info.find_label(name))
-        if found is None:
-            found = created_once(
-                lambda: self._create_label(name), self._info, lambda info: info.find_label(name)
-            )
-        return found[1]
-
-    def _create_label(self, name: str) -> tuple[str, str]:
-        info = self.info()
-        if status_of_label(name) is not None:
-            color, description = _STATUS_LABEL_STYLE
-        elif name in WORKFLOW_LABELS:
-            color, description = _WORKFLOW_LABEL_STYLE
-        else:
-            color, description = _OTHER_LABEL_STYLE
-        data = self.client.execute(
-            docs.CREATE_LABEL,
-            {"repositoryId": info.id, "name": name, "color": color, "description": description},
-        )
-        label = data["createLabel"]["label"]
-        info.labels[label["name"]] = label["id"]
-        self._info.save(info)
-        return label["name"], str(label["id"])
+        return self.catalog.info(max_age)
 
     # -- status --------------------------------------------------------------------------------
 
@@ -612,13 +512,13 @@ class GitHubIssuesTracker(GraphQLTracker):
     # -- labels --------------------------------------------------------------------------------
 
     def _add_labels(self, node: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
-        ids = [self._label_id(name) for name in names]
+        ids = [self.catalog.label_id(name) for name in names]
         try:
             return self._labels_mutation(docs.ADD_LABELS, "addLabelsToLabelable", node, ids)
         except NotFoundError:
             # A label deleted since it was cached: look the ids up (or create them) once more.
             self.info(max_age=0)
-            ids = [self._label_id(name) for name in names]
+            ids = [self.catalog.label_id(name) for name in names]
             return self._labels_mutation(docs.ADD_LABELS, "addLabelsToLabelable", node, ids)
 
     def _remove_labels(self, node: dict[str, Any], label_ids: list[str]) -> dict[str, Any]:
@@ -647,28 +547,11 @@ class GitHubIssuesTracker(GraphQLTracker):
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _names(self) -> dict[str, str]:
-        return {"owner": self.owner, "name": self.name}
-
-    def _missing_repository(self, doc: Document) -> BackendError:
-        # A repository the token cannot see reads as missing: a setting or credential to fix.
-        return BackendError(
-            "github",
-            BackendErrorKind.AUTH,
-            f"repository {self.slug} not found, or the token cannot see it",
-            operation=doc.name,
-        )
-
     def _not_found(self, identifier: str) -> NotFoundError:
         return NotFoundError(f"no issue {identifier} in {self.slug} (see `legion issue list`)")
 
     def _repository_data(self, doc: Document, variables: Mapping[str, Any]) -> dict[str, Any]:
-        """The `repository` of a read; an item missing in it (NOT_FOUND) comes back null."""
-        data, _ = self.client.execute_partial(doc, {**self._names(), **variables})
-        repo = data.get("repository")
-        if not isinstance(repo, dict):
-            raise self._missing_repository(doc)
-        return repo
+        return self.catalog.repository_data(doc, variables)
 
     def _issue_nodes(
         self, status: Status | None, labels: list[str] | None
