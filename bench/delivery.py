@@ -51,6 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import make_repo
+from legion.bus.delivery import SETTLE_S
 from legion.bus.model import AgentRole, AgentStatus, Channel
 from legion.bus.sessions import project_channel_name
 from legion.core.ids import session_id
@@ -61,7 +62,6 @@ from legion.projects import init_project
 from legion.runtime.registry import Registry
 from legion.runtime.tmux import Tmux
 from legion.runtime.workers import window_name
-from legion.watch import SETTLE_S
 
 # The stand-in for an idle Claude Code session. Its terminal in raw mode, like the CLI's: a
 # newline typed (`send-keys -l` of a "\n") is part of the prompt, Enter ("\r") submits it. Each

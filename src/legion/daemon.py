@@ -37,7 +37,8 @@ from typing import Any
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import Backends, open_backends, open_workers
-from legion.bus.store import Bus, bus_path, open_bus
+from legion.bus import Bus, bus_path, open_bus
+from legion.bus.delivery import ACCEPT_S, SETTLE_S
 from legion.config import Project
 from legion.core.ids import controller_session_id
 from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
@@ -52,9 +53,7 @@ from legion.relay.server import RelayServer, relay_server
 from legion.runtime.workers import WorkerManager, WorkerState
 from legion.statefiles import open_private, touch_private, write_private
 from legion.watch import (
-    ACCEPT_S,
     CONTROLLER_WINDOW,
-    SETTLE_S,
     Watcher,
     controller_state_of,
     watch_lock,

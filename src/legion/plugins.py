@@ -109,7 +109,8 @@ class RuntimePlugin:
     runtime: str
     # "module:function" (settings) -> the variables its sessions get from the settings
     environment: str
-    # "module:function" (chosen settings, every settings, environment) -> DoctorReport
+    # "module:function" (chosen settings, every settings, environment, whether Legion's skills
+    # are installed in a folder) -> DoctorReport
     doctor: str
     # "module:function" (environment, say): installs the version Legion is tested with
     install: str

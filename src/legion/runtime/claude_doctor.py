@@ -4,7 +4,8 @@ its version against the one Legion is tested with, its first-run set-up."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from legion.config import RUNTIME_ROLES, Settings
 from legion.errors import LegionError
@@ -17,7 +18,10 @@ CLAUDE_NAME = "claude"  # the command, as doctor lists it
 
 
 def doctor_report(
-    chosen: Settings | None, every: Sequence[Settings], env: Mapping[str, str]
+    chosen: Settings | None,
+    every: Sequence[Settings],
+    env: Mapping[str, str],
+    skills_installed: Callable[[Path], bool],
 ) -> DoctorReport:
     """Needed unless every role of `chosen` (the project's settings, else the machine's) runs
     elsewhere; with no settings, `legion demo`'s default needs it."""

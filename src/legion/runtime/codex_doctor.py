@@ -3,8 +3,9 @@ version, what its config.toml says about the model's provider and key, Legion's 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from legion.config import Settings, roles_on
@@ -15,12 +16,15 @@ Check = DoctorCheck
 
 
 def doctor_report(
-    chosen: Settings | None, every: Sequence[Settings], env: Mapping[str, str]
+    chosen: Settings | None,
+    every: Sequence[Settings],
+    env: Mapping[str, str],
+    skills_installed: Callable[[Path], bool],
 ) -> DoctorReport:
     """Needed when a role runs on Codex under the machine's or the project's settings; the
     binary is the one `chosen` (the project's, else the machine's) names."""
     roles = roles_on(CODEX, every)
-    checks = _codex_checks(chosen, roles, env)
+    checks = _codex_checks(chosen, roles, env, skills_installed)
     return DoctorReport(checks, needs_install=bool(roles) and not checks[0].ok)
 
 
@@ -130,12 +134,14 @@ def _codex_config(env: Mapping[str, str], required: bool) -> Check:
 
 
 def _codex_checks(
-    settings: Settings | None, roles: list[str], env: Mapping[str, str]
+    settings: Settings | None,
+    roles: list[str],
+    env: Mapping[str, str],
+    installed: Callable[[Path], bool],
 ) -> list[Check]:
     """Codex: found (required when a role runs on it), its version, its config, the skills."""
     from legion.runtime import codex_bin
     from legion.runtime.codex import codex_home
-    from legion.skills import installed
 
     needed = bool(roles)
     skills_dir = codex_home(env) / "skills"
