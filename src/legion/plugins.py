@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from legion.errors import ConfigError
+
+# Records are NamedTuples, not dataclasses: this module is imported by every command, and a
+# dataclass costs a millisecond or more to make.
 
 # The names, as settings and the bus write them.
 EMBEDDED = "embedded"
@@ -26,8 +28,7 @@ CLAUDE_CODE = "claude-code"
 CODEX = "codex"
 
 
-@dataclass(frozen=True)
-class DoctorCheck:
+class DoctorCheck(NamedTuple):
     """One line of `legion doctor`: what is there, or what is wrong and how to fix it."""
 
     name: str
@@ -37,8 +38,7 @@ class DoctorCheck:
     required: bool = True  # a failed optional check is a warning
 
 
-@dataclass(frozen=True)
-class DoctorReport:
+class DoctorReport(NamedTuple):
     """A runtime's checks, and whether its CLI is missing where it should be installed (then
     npm, which installs it, is required)."""
 
@@ -46,16 +46,14 @@ class DoctorReport:
     needs_install: bool
 
 
-@dataclass(frozen=True)
-class InitOption:
+class InitOption(NamedTuple):
     """An option of `legion init` that an integration reads (`--team` for Linear)."""
 
     name: str  # the option's name without dashes; the CLI declares it with this help
     help: str
 
 
-@dataclass(frozen=True)
-class InitRequest:
+class InitRequest(NamedTuple):
     """What `legion init` was asked for, as an integration's init function sees it."""
 
     tracker: str
@@ -68,14 +66,12 @@ class InitRequest:
     check: Callable[[str, Any, str], Any]
 
 
-@dataclass(frozen=True)
-class InitChoice:
+class InitChoice(NamedTuple):
     settings: Mapping[str, Any]  # settings to write
     key: str | None = None  # the issue key this integration gives the project
 
 
-@dataclass(frozen=True)
-class BackendPlugin:
+class BackendPlugin(NamedTuple):
     """An integration: a tracker, a forge, or both (GitHub)."""
 
     name: str
@@ -99,8 +95,7 @@ class BackendPlugin:
     aliases: tuple[str, ...] = ()  # earlier names a config may still hold
 
 
-@dataclass(frozen=True)
-class RuntimePlugin:
+class RuntimePlugin(NamedTuple):
     """An agent CLI a session can run on."""
 
     name: str

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -166,7 +165,7 @@ def doctor(
     ok = all(check.ok for check in checks if check.required)
     if as_json:
         common.print_json(
-            {"ok": ok, "checks": [asdict(check) for check in checks], "project": project}
+            {"ok": ok, "checks": [check._asdict() for check in checks], "project": project}
         )
     else:
         for check in checks:

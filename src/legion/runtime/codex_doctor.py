@@ -4,7 +4,6 @@ version, what its config.toml says about the model's provider and key, Legion's 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +191,7 @@ def _codex_checks(
         # Nothing to act on while no role runs on Codex: information, not a warning.
         unused = "(not needed: no role runs on codex)"
         checks = [
-            check if check.ok else replace(check, detail=f"{check.detail} {unused}", fix="")
+            check if check.ok else check._replace(detail=f"{check.detail} {unused}", fix="")
             for check in checks
         ]
     return checks
