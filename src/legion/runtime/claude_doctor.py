@@ -24,7 +24,8 @@ def doctor_report(
     skills_installed: Callable[[Path], bool],
 ) -> DoctorReport:
     """Needed unless every role of `chosen` (the project's settings, else the machine's) runs
-    elsewhere; with no settings, `legion demo`'s default needs it."""
+    elsewhere; with no settings, `legion demo`'s default needs it. (Its skills are not checked,
+    as before: `legion start` installs them.)"""
     needed = chosen is None or any(
         chosen.runtime_for(role) == CLAUDE_CODE for role in RUNTIME_ROLES
     )
