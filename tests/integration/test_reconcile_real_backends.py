@@ -17,7 +17,7 @@ from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.forges.github import GitHubForge
 from legion.reconcile import Outcome, Reconciler
-from legion.trackers.linear import open_tracker
+from legion.trackers.linear.adapter import open_tracker
 from legion.trackers.linear.client import linear_client
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.graphql_server import Fault

@@ -41,6 +41,7 @@ from legion.errors import (
 )
 from legion.faults import fault_point
 from legion.locking import exclusive
+from legion.plugins import backend_secret_variables
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
@@ -71,9 +72,7 @@ _DROP_FROM_ENV = (
     "CLAUDECODE",
     "CLAUDE_PID",
     "CLAUDE_EFFORT",
-    "GITHUB_TOKEN",
-    "GH_TOKEN",
-    "LINEAR_API_KEY",
+    *backend_secret_variables(),
     CAPABILITY_ENV,
     SOCKET_ENV,
 )
