@@ -28,8 +28,6 @@ from tests.unit.test_tui import (
     FakeSources,
     RecordingApp,
     register,
-    screen_text,
-    settle,
     sidebar_index,
     until_shown,
 )
@@ -117,6 +115,9 @@ def sources() -> FakeSources:
     )
 
 
+FOOTER = "^q Quit"
+
+
 async def screens(path: Path, size: tuple[int, int]) -> dict[str, str]:
     """Each main screen, as text."""
     found: dict[str, str] = {}
@@ -125,21 +126,20 @@ async def screens(path: Path, size: tuple[int, int]) -> dict[str, str]:
     )
     implement_key = f"a:{app.bus.resolve_agent('implement', LEG7).id}"
     async with app.run_test(size=size) as pilot:
-        await settle(pilot)
-        found["chat"] = screen_text(app)
+        # Each screen once what it shows and the footer (drawn on its own, last) are there.
+        found["chat"] = await until_shown(pilot, app, "daemon restarted", FOOTER)
         await pilot.press("escape")  # to the sidebar
         app.query_one(Sidebar).highlighted = sidebar_index(app, "archived")
         await pilot.press("enter")  # the Archived section opens
-        await settle(pilot)
-        found["sidebar"] = screen_text(app)
+        found["sidebar"] = await until_shown(pilot, app, "v Archived (1)", "@retro", FOOTER)
         await pilot.press("f3")
-        found["inbox"] = await until_shown(pilot, app, "UTC or local time?")
+        found["inbox"] = await until_shown(pilot, app, "UTC or local time?", FOOTER)
         await pilot.press("f4")
-        found["board"] = await until_shown(pilot, app, "app: 6 issues")
+        found["board"] = await until_shown(pilot, app, "app: 6 issues", FOOTER)
         await pilot.press("escape")
         app.query_one(Sidebar).highlighted = sidebar_index(app, implement_key)
         await pilot.press("f5")
-        found["peek"] = await until_shown(pilot, app, "12 passed, 1 failed")
+        found["peek"] = await until_shown(pilot, app, "12 passed, 1 failed", FOOTER)
     return found
 
 
