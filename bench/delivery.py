@@ -58,9 +58,9 @@ from legion.core.model import Mode
 from legion.daemon import Daemon, DaemonConfig
 from legion.daemon_link import notify, wake_fifo
 from legion.projects import init_project
-from legion.runtime.registry import Registry
 from legion.runtime.tmux import Tmux
-from legion.runtime.workers import window_name
+from legion.sessions.registry import Registry
+from legion.sessions.workers import window_name
 from legion.watch import SETTLE_S
 
 # The stand-in for an idle Claude Code session. Its terminal in raw mode, like the CLI's: a

@@ -20,7 +20,7 @@ from legion.forges.base import Forge
 from legion.trackers.base import Tracker
 
 if TYPE_CHECKING:
-    from legion.runtime.workers import WorkerManager
+    from legion.sessions.workers import WorkerManager
     from legion.workspaces.base import Workspaces
 
 
@@ -120,9 +120,9 @@ def open_workers(
     from legion.relay.capabilities import Capabilities
     from legion.runtime.claude import ClaudeRuntime
     from legion.runtime.codex import CodexRuntime
-    from legion.runtime.registry import Registry
     from legion.runtime.tmux import Tmux
-    from legion.runtime.workers import WorkerManager
+    from legion.sessions.registry import Registry
+    from legion.sessions.workers import WorkerManager
 
     settings = project.settings
     base = settings.base_branch or current_branch(project.root) or "main"

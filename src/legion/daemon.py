@@ -40,6 +40,17 @@ from legion.backends import Backends, open_backends, open_workers
 from legion.bus.store import Bus, bus_path, open_bus
 from legion.config import Project
 from legion.core.ids import controller_session_id
+from legion.core.liveness import (
+    SETTLE_S,
+    ScreenSeen,
+    SessionState,
+    screen_seen,
+    screen_stuck,
+    settling,
+    stale_mid_turn,
+    transcript_grew,
+    worker_stuck,
+)
 from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
 from legion.errors import ConflictError, LegionError, StoreError
 from legion.faults import fault_point
@@ -49,16 +60,11 @@ from legion.prompts import controller_prompt
 from legion.reconcile import START_FAILURES, Reconciler
 from legion.relay import relay_needed
 from legion.relay.server import RelayServer, relay_server
-from legion.runtime.workers import WorkerManager, WorkerState
+from legion.sessions.observer import CONTROLLER_WINDOW, controller_state_of
+from legion.sessions.prompting import transcript_size, type_prompt
+from legion.sessions.workers import WorkerManager
 from legion.statefiles import open_private, touch_private, write_private
-from legion.watch import (
-    ACCEPT_S,
-    CONTROLLER_WINDOW,
-    SETTLE_S,
-    Watcher,
-    controller_state_of,
-    watch_lock,
-)
+from legion.watch import Watcher, watch_lock
 
 MODES = ("auto", "llm")
 
@@ -84,14 +90,13 @@ class _Memory:
     """What the daemon remembers between ticks; nothing it could not rebuild after a crash."""
 
     last_restart: float = 0.0
-    # window id -> (hash of its screen, when the screen last changed: monotonic seconds)
-    pane_hashes: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # window id -> what its screen shows, and since when
+    pane_hashes: dict[str, ScreenSeen] = field(default_factory=dict)
     pause_reported: str | None = None
     # What is wrong with the bus's database, once said; None while it works.
     bus_trouble: str | None = None
-    # The controller's window while it has no transcript yet, the hash of what its screen
-    # shows, and since when (monotonic seconds) it has shown that.
-    controller_untranscribed: tuple[str, str, float] | None = None
+    # The controller's screen while it has no transcript yet, and since when it shows that.
+    controller_untranscribed: ScreenSeen | None = None
 
 
 class Daemon:
@@ -324,14 +329,11 @@ class Daemon:
         runtime = self.workers.controller_runtime
         return runtime.transcript(self.env, self.project.root, self.controller_session)
 
-    def controller_state(self) -> tuple[WorkerState, float | None]:
+    def controller_state(self) -> tuple[SessionState, float | None]:
         return controller_state_of(self.project, self.workers)
 
     def _transcript_size(self) -> int:
-        try:
-            return self.controller_transcript().stat().st_size
-        except OSError:
-            return 0
+        return transcript_size(self.controller_transcript())
 
     def ensure_controller(self) -> None:
         try:
@@ -340,13 +342,9 @@ class Daemon:
             # tmux did not answer: the controller may well be running. Unknown is not dead.
             self._log_failure("controller_health", f"controller state unknown, left alone: {exc}")
             return
-        stale = (
-            state is WorkerState.RUNNING
-            and activity is not None
-            and time.time() - activity > self.config.stale_after
-        )
+        stale = stale_mid_turn(state, activity, time.time(), self.config.stale_after)
         silent = self._stuck_before_transcript(state, activity)
-        if state is not WorkerState.DEAD and not stale and not silent:
+        if state is not SessionState.DEAD and not stale and not silent:
             return
         since = time.monotonic() - self.memory.last_restart
         if self.memory.last_restart and since < self.config.restart_cooldown:
@@ -374,13 +372,13 @@ class Daemon:
         self.judgments.delivered([item.id for item in items], mark)
         self.log.append("-", "restart_controller", OutcomeKind.DONE, why)
 
-    def _stuck_before_transcript(self, state: WorkerState, activity: float | None) -> bool:
+    def _stuck_before_transcript(self, state: SessionState, activity: float | None) -> bool:
         """Whether the live controller has written no transcript, and its screen has shown the
         same thing, for `stale_after` seconds: a CLI stuck before its first turn (a first-run
         screen, a prompt it never took) would otherwise read as running forever. A screen that
         shows nothing yet is a CLI still loading (seconds on a busy machine), not one stuck."""
         window = None
-        if state is WorkerState.RUNNING and activity is None:
+        if state is SessionState.RUNNING and activity is None:
             window = self.workers.tmux.find_window(self.workers.session, CONTROLLER_WINDOW)
         if window is None or window.pane_dead:
             self.memory.controller_untranscribed = None
@@ -388,10 +386,9 @@ class Daemon:
         screen = self.workers.tmux.capture(window.id, lines=60)
         digest = hashlib.sha256(screen.encode()).hexdigest() if screen.strip() else ""
         now = time.monotonic()
-        seen = self.memory.controller_untranscribed
-        if seen is None or seen[:2] != (window.id, digest) or not digest:
-            seen = self.memory.controller_untranscribed = (window.id, digest, now)
-        return bool(digest) and now - seen[2] > self.config.stale_after
+        seen = screen_seen(self.memory.controller_untranscribed, window.id, digest, now)
+        self.memory.controller_untranscribed = seen
+        return screen_stuck(seen, now, self.config.stale_after)
 
     def start_controller(self, reason: str) -> None:
         self.workers.start_session_window(
@@ -408,10 +405,9 @@ class Daemon:
         None when it is busy, blocked, dead or cannot be observed, or has only just ended its
         turn (then the next tick comes soon)."""
         state, activity = self.controller_state()
-        if state is not WorkerState.IDLE:
+        if state is not SessionState.IDLE:
             return None  # busy, blocked or dead: a prompt now would be lost or queued twice
-        quiet = time.time() - activity if activity is not None else SETTLE_S
-        if quiet < SETTLE_S:
+        if settling(activity, time.time()):
             self._next_wait = min(self._next_wait, SETTLE_S)
             return None
         window = self.workers.tmux.find_window(self.workers.session, CONTROLLER_WINDOW)
@@ -421,17 +417,11 @@ class Daemon:
         """Type a wake-up into the idle controller. Its items count as delivered only once the
         controller's transcript has recorded the prompt."""
         ids = [item.id for item in items]
-        mark = self._transcript_size()
-        tmux = self.workers.tmux
+        transcript = self.controller_transcript()
+        mark = transcript_size(transcript)
         try:
             prompt = controller_prompt(self.config.mode, reason, self.workers.controller_runtime)
-            tmux.send_text(window_id, prompt)
-            accepted = self._accepted(mark)
-            if not accepted:
-                tmux.send_keys(window_id, "Enter")
-                accepted = self._accepted(mark)
-            if not accepted:
-                tmux.send_keys(window_id, "C-u")  # never leave our text for the next prompt
+            accepted = type_prompt(self.workers.tmux, window_id, prompt, transcript, mark)
         except LegionError:
             self.judgments.attempted(ids)
             raise
@@ -442,14 +432,6 @@ class Daemon:
         fault_point("judgment_typed")
         self.judgments.delivered(ids, mark)
         self.log.append("-", "wake_controller", OutcomeKind.DONE, reason)
-
-    def _accepted(self, mark: int) -> bool:
-        deadline = time.monotonic() + ACCEPT_S
-        while time.monotonic() < deadline:
-            if self._transcript_size() > mark:
-                return True
-            time.sleep(0.1)
-        return self._transcript_size() > mark
 
     def due_judgments(self) -> list[Judgment]:
         """Open items not delivered yet (a handled item is never delivered again)."""
@@ -493,13 +475,13 @@ class Daemon:
         if not delivered:
             return
         state, _ = self.controller_state()
-        if state is not WorkerState.IDLE:
+        if state is not SessionState.IDLE:
             return
         size = self._transcript_size()
         self.judgments.handled(
             item.id
             for item in delivered
-            if item.delivered_mark is not None and size > item.delivered_mark
+            if item.delivered_mark is not None and transcript_grew(item.delivered_mark, size)
         )
 
     # -- the bus -------------------------------------------------------------------------------
@@ -587,24 +569,21 @@ class Daemon:
         seconds, and a screen that has not changed for as long. (Comparing with the last tick
         alone is not enough: ticks can come a moment apart, and a thinking CLI's spinner shows
         the same frame again within seconds.)"""
-        seen: dict[str, tuple[str, float]] = {}
+        seen: dict[str, ScreenSeen] = {}
         now = time.monotonic()
         # tmux not answering raises here: nothing is killed on what cannot be seen.
         for view in self.workers.views():
             # Idle counts too: a worker that ended its turn without finishing its mode (it still
             # holds worker-active, or the reconciler would have retired it) is as stuck.
-            if view.state not in (WorkerState.RUNNING, WorkerState.IDLE) or view.window is None:
+            if view.state not in (SessionState.RUNNING, SessionState.IDLE) or view.window is None:
                 continue
             screen = self.workers.tmux.capture(view.window.id, lines=60)
             digest = hashlib.sha256(screen.encode()).hexdigest()
-            before, since = self.memory.pane_hashes.get(view.window.id, ("", now))
-            since = since if before == digest else now
-            seen[view.window.id] = (digest, since)
+            before = self.memory.pane_hashes.get(view.window.id)
+            screen_now = seen[view.window.id] = screen_seen(before, view.window.id, digest, now)
             # A worker with no transcript yet is starting: its age counts from its start.
             last = view.last_activity or _timestamp(view.record.started_at)
-            quiet = time.time() - last > self.config.stale_after
-            unchanged = now - since >= self.config.stale_after
-            if quiet and unchanged:
+            if worker_stuck(last, time.time(), screen_now, now, self.config.stale_after):
                 self.workers.tmux.kill_window(view.window.id)
                 quiet_for = f"{self.config.stale_after:g} s"
                 self.log.append(

@@ -20,7 +20,7 @@ KILL_AT_VARIABLE = "LEGION_TEST_KILL_AT"
 KILL_LOG_VARIABLE = "LEGION_TEST_KILL_LOG"
 
 POINTS: tuple[str, ...] = (
-    # runtime/workers.py, starting a worker
+    # sessions/workers.py, starting a worker
     "after_registry_start",  # the registry names the worker; no worker-active, no window
     "after_worker_active",  # worker-active is on; the worker's window does not exist yet
     "after_window_started",  # the window runs; its start not yet confirmed by the transcript
@@ -44,7 +44,7 @@ DELIVERY_POINTS: tuple[str, ...] = (
     # watch.py, handing a message to an idle session (the daemon, `legion say`, the TUI)
     "after_delivery_attempt",  # the attempt counted; nothing typed yet
     "after_message_typed",  # the session took the prompt; the delivery not yet marked
-    # runtime/workers.py, retiring a finished worker
+    # sessions/workers.py, retiring a finished worker
     "worker_window_closed",  # its window closed (its agent complete); its record not retired
 )
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Hashable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -27,6 +27,7 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import Project
 from legion.core import backoff
 from legion.core.decide import Action, Decision, due_after_answer
+from legion.core.liveness import SessionState, finishing
 from legion.core.model import Label, Mode, Status
 from legion.core.usage import total
 from legion.errors import (
@@ -44,15 +45,68 @@ from legion.forges.base import Forge, PullRequest
 from legion.judgments import JudgmentKind, JudgmentQueue, judgment_needs
 from legion.locking import LOCK_TIMEOUT_S, exclusive
 from legion.pause import DispatchPause
-from legion.runtime.workers import WorkerManager, WorkerState, WorkerView
+from legion.sessions.workers import WorkerManager, WorkerView
 from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
 from legion.trackers.base import Comment, Issue, Tracker
 from legion.workspaces.sweep import sweep_done
 
 LEGION_AUTHOR = "legion"
-# A worker that said it is done but is still mid-turn gets this long to finish its sentence.
-FINISHING_GRACE_S = 30.0
-# ... and is looked at again this soon.
+
+
+# -- the workflow labels a worker's start and an answer write --------------------------------------
+# The session layer writes no labels: whoever starts, resumes or answers a worker (this
+# reconciler, `legion dispatch`/`resume`/`answer`, the TUI, a watcher resuming a session with
+# its messages) goes through these, so `worker-active` and the answer's labels have one writer.
+
+
+@contextmanager
+def worker_active(tracker: Tracker, issue: str) -> Iterator[None]:
+    """`worker-active` goes on before the session starts (a fast worker may clear it in its
+    first turn), and comes off again if the start fails."""
+    tracker.update_labels(issue, add=[Label.WORKER_ACTIVE.value])
+    fault_point("after_worker_active")
+    try:
+        yield
+    except BaseException:
+        tracker.update_labels(issue, remove=[Label.WORKER_ACTIVE.value])
+        raise
+
+
+def start_worker(
+    workers: WorkerManager, tracker: Tracker, issue: str, mode: Mode, *, wait: bool = True
+) -> WorkerView:
+    """Start `mode`'s worker on `issue` (`WorkerManager.dispatch`), marked `worker-active`."""
+    return workers.dispatch(issue, mode, wait=wait, marked=partial(worker_active, tracker))
+
+
+def resume_worker(
+    workers: WorkerManager,
+    tracker: Tracker,
+    issue: str,
+    mode: Mode,
+    prompt: str,
+    *,
+    wait: bool = True,
+) -> WorkerView:
+    """Give `mode`'s session on `issue` a prompt (`WorkerManager.resume`), marked
+    `worker-active`."""
+    return workers.resume(issue, mode, prompt, wait=wait, marked=partial(worker_active, tracker))
+
+
+def answer_worker(
+    workers: WorkerManager, tracker: Tracker, issue: str, answers: Sequence[str]
+) -> WorkerView:
+    """Answer a blocked worker's question (`WorkerManager.answer`); once it has taken the
+    answer, the issue no longer waits for a human."""
+    view = workers.answer(issue, answers)
+    tracker.update_labels(
+        view.record.issue, remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value]
+    )
+    return view
+
+
+# A worker that said it is done but is still finishing its last message (`core.liveness`) is
+# looked at again this soon.
 FINISHING_RETRY_S = 0.5
 # Later phases first: finishing work in flight beats starting new work.
 PRIORITY: tuple[Action, ...] = (
@@ -409,8 +463,8 @@ class _Pass:
             issue = issues.get(view.record.issue)
             active = issue is not None and Label.WORKER_ACTIVE.value in issue.labels
             closed = issue is None or issue.status is Status.DONE
-            finished = view.state is WorkerState.IDLE and (not active or closed)
-            forgotten = view.state is WorkerState.DEAD and (not active or closed)
+            finished = view.state is SessionState.IDLE and (not active or closed)
+            forgotten = view.state is SessionState.DEAD and (not active or closed)
             if finished or forgotten:
                 what = f"{'finished' if finished else 'dead'}: {view.record.window}"
                 self.guarded(
@@ -430,7 +484,7 @@ class _Pass:
         """Workers waiting on a question they asked: the controller's Oracle takes them (see
         `sync_judgments`); a human gets them when no controller can, or it did not in time."""
         for view in self.views:
-            if view.state is not WorkerState.BLOCKED or view.question is None:
+            if view.state is not SessionState.BLOCKED or view.question is None:
                 continue
             issue = issues.get(view.record.issue)
             if issue is None:
@@ -531,9 +585,11 @@ class _Pass:
         # Started without waiting: the pass collects every start at its end, in parallel.
         try:
             if prompt is None:
-                view = self.o.workers.dispatch(issue, mode, wait=False)
+                view = start_worker(self.o.workers, self.o.tracker, issue, mode, wait=False)
             else:
-                view = self.o.workers.resume(issue, mode, prompt, wait=False)
+                view = resume_worker(
+                    self.o.workers, self.o.tracker, issue, mode, prompt, wait=False
+                )
         except START_FAILURES as exc:
             self.start_failed(str(exc))
             raise
@@ -623,11 +679,7 @@ class _Pass:
         for view in self.views_of(issue):
             if not view.state.is_live:
                 continue
-            recent = (
-                view.last_activity is not None
-                and time.time() - view.last_activity < FINISHING_GRACE_S
-            )
-            if view.state is WorkerState.RUNNING and recent:
+            if finishing(view.state, view.last_activity, time.time()):
                 return deferred(
                     f"{view.record.window} is finishing its turn", retry_after=FINISHING_RETRY_S
                 )
@@ -785,10 +837,12 @@ class _Pass:
             )
             self.o.tracker.update_labels(issue, remove=[Label.USER_FEEDBACK_GIVEN.value])
             return done("no answer found in the comments; asked again")
-        blocked = [v for v in self.views_of(issue) if v.state is WorkerState.BLOCKED and v.question]
+        blocked = [
+            v for v in self.views_of(issue) if v.state is SessionState.BLOCKED and v.question
+        ]
         if blocked and blocked[0].question is not None:
             parts = len(blocked[0].question.items)
-            self.o.workers.answer(issue, [answer] * parts)
+            answer_worker(self.o.workers, self.o.tracker, issue, [answer] * parts)
             result = done(f"answered the question in {blocked[0].record.window}")
         elif legion_asked(comments):
             return self._answer_legion(state, answer)

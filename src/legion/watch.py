@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
@@ -30,21 +29,20 @@ from legion.bus.sessions import project_channel_name
 from legion.bus.store import Bus
 from legion.config import Project
 from legion.core.ids import controller_session_id
+from legion.core.liveness import SETTLE_S, SessionState, settling
 from legion.daemon_link import running_pid
 from legion.errors import ConflictError, LegionError, NotFoundError
 from legion.faults import fault_point
 from legion.locking import exclusive
 from legion.runtime import hooks
-from legion.runtime.workers import WorkerManager, WorkerState, classify
+from legion.sessions.observer import (
+    ObservedSession,
+    observe_sessions,
+    observed_status,
+)
+from legion.sessions.prompting import transcript_size, type_prompt
+from legion.sessions.workers import WorkerManager
 
-CONTROLLER_WINDOW = "main"
-# How long a prompt typed into an idle session may take to show in its transcript. The CLI
-# drops an Enter that comes while its input is not ready (just after a turn ended), leaving the
-# text in the input box: Enter is pressed once more, and if that is not taken either, the box is
-# cleared and the delivery tried again later.
-ACCEPT_S = 3.0
-# ... and so a delivery waits until the session has been idle this long (then comes soon).
-SETTLE_S = 1.0
 # Said in a delivery's last error while Legion cannot yet resume a session to deliver to it.
 NO_LIVE_SESSION = "the session is not running (delivery to a dead session waits for its resume)"
 WATCH_LOCK = "watch.lock"
@@ -60,53 +58,8 @@ class Handed(Enum):
     NOT_RUNNING = "not_running"  # its session is not running and is not resumed now
 
 
-@dataclass(frozen=True)
-class SessionTarget:
-    """A running (or dead) session a message can be handed to, as observed in one look."""
-
-    state: WorkerState
-    window_id: str | None
-    transcript: Path
-    last_activity: float | None
-
-
-def controller_state_of(
-    project: Project, workers: WorkerManager
-) -> tuple[WorkerState, float | None]:
-    """The controller's state (as a worker's) and its last transcript activity."""
-    window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
-    sid = controller_session_id(project.settings.project_id)
-    runtime = workers.controller_runtime
-    transcript = runtime.transcript(workers.env, project.root, sid)
-    alive = window is not None and not window.pane_dead
-    summary = runtime.summarize(transcript) if alive else None
-    return classify(alive, summary), runtime.last_activity(transcript)
-
-
-_SESSION_STATUS = {
-    WorkerState.RUNNING: AgentStatus.BUSY,
-    WorkerState.IDLE: AgentStatus.IDLE,
-    WorkerState.BLOCKED: AgentStatus.BLOCKED,
-    WorkerState.DEAD: AgentStatus.FAILED,
-}
-
-
-def observed_status(
-    current: AgentStatus, session: WorkerState | None, waiting_for_answer: bool
-) -> AgentStatus | None:
-    """The status an agent's session shows, or None to keep the one it has: complete and
-    archived stand until the agent is prompted again, blocked while its question is open, and
-    failed until it runs again. A session Legion retired (no record) ended its mode."""
-    if current in (AgentStatus.COMPLETE, AgentStatus.ARCHIVED):
-        return None
-    if current is AgentStatus.BLOCKED and waiting_for_answer:
-        return None
-    if session is None:
-        return None if current is AgentStatus.FAILED else AgentStatus.COMPLETE
-    status = _SESSION_STATUS[session]
-    if current is AgentStatus.FAILED and status is AgentStatus.FAILED:
-        return None
-    return status
+# A running (or dead) session a message can be handed to, as observed in one look.
+SessionTarget = ObservedSession
 
 
 @contextlib.contextmanager
@@ -169,22 +122,7 @@ class Watcher:
         return self.seen
 
     def _look(self) -> dict[str, SessionTarget]:
-        found: dict[str, SessionTarget] = {}
-        for view in self.workers.views():
-            window = None if view.window is None else view.window.id
-            found[view.record.session_id] = SessionTarget(
-                view.state, window, view.transcript, view.last_activity
-            )
-        state, activity = controller_state_of(self.project, self.workers)
-        controller = self.workers.tmux.find_window(self.workers.session, CONTROLLER_WINDOW)
-        runtime = self.workers.controller_runtime
-        found[self.controller_session] = SessionTarget(
-            state,
-            None if controller is None or controller.pane_dead else controller.id,
-            runtime.transcript(self.workers.env, self.project.root, self.controller_session),
-            activity,
-        )
-        return found
+        return observe_sessions(self.project, self.workers)
 
     def _known(self, session_id: str) -> bool:
         """Whether Legion started this session in this project (a worker it has a record of,
@@ -253,11 +191,13 @@ class Watcher:
         assert agent.session_id is not None
         inbox = self.workers.inbox_file(agent.session_id)
         idle = (
-            target is not None and target.state is WorkerState.IDLE and target.window_id is not None
+            target is not None
+            and target.state is SessionState.IDLE
+            and target.window_id is not None
         )
         if idle and target is not None:
-            quiet = time.time() - (target.last_activity or 0.0)
-            if quiet < SETTLE_S:  # its turn has only just ended: come back in a moment
+            # Its turn has only just ended: come back in a moment.
+            if settling(target.last_activity, time.time()):
                 self.retry_in = SETTLE_S
                 return Handed.SETTLING
             # Taken out of the hooks' reach first: the prompt typed below would otherwise have
@@ -279,7 +219,7 @@ class Watcher:
         if not due:
             return Handed.DELIVERED
         texts = [(item.message.id, delivery_text(item.message, agent)) for item in due]
-        if target is None or target.state is WorkerState.DEAD or target.window_id is None:
+        if target is None or target.state is SessionState.DEAD or target.window_id is None:
             if not self.resume:
                 return Handed.NOT_RUNNING
             return self._resume_with(agent, texts)
@@ -332,7 +272,9 @@ class Watcher:
         prompt = "\n\n".join(text for _, text in texts)
         self._attempting(agent, ids, "resuming the session with it")
         try:
-            self.workers.resume(record.issue, record.mode, prompt, wait=True)
+            from legion.reconcile import resume_worker  # its `worker-active` is the reconciler's
+
+            resume_worker(self.workers, self.workers.tracker, record.issue, record.mode, prompt)
         except LegionError as exc:
             for message_id in ids:
                 self.bus.record_failed_attempt(message_id, agent.id, f"resume failed: {exc}")
@@ -372,17 +314,11 @@ class Watcher:
         ids = [message_id for message_id, _ in texts]
         prompt = "\n\n".join(text for _, text in texts)
         tmux = self.workers.tmux
-        mark = _file_size(target.transcript)
+        mark = transcript_size(target.transcript)
         self._attempting(agent, ids, "typed into the idle session")
         fault_point("after_delivery_attempt")
         try:
-            tmux.send_text(target.window_id, prompt)
-            accepted = _accepted_in(target.transcript, mark)
-            if not accepted:
-                tmux.send_keys(target.window_id, "Enter")
-                accepted = _accepted_in(target.transcript, mark)
-            if not accepted:
-                tmux.send_keys(target.window_id, "C-u")  # never leave our text for the next prompt
+            accepted = type_prompt(tmux, target.window_id, prompt, target.transcript, mark)
         except LegionError as exc:
             for message_id in ids:
                 self.bus.record_failed_attempt(message_id, agent.id, f"typing failed: {exc}")
@@ -401,28 +337,12 @@ class Watcher:
         return Handed.DELIVERED
 
 
-def _accepted_in(transcript: Path, mark: int) -> bool:
-    deadline = time.monotonic() + ACCEPT_S
-    while time.monotonic() < deadline:
-        if _file_size(transcript) > mark:
-            return True
-        time.sleep(0.02)  # a stat: cheap, and every wait here delays the delivery
-    return _file_size(transcript) > mark
-
-
 def _mentions(transcript: Path, item: PendingDelivery) -> bool:
     """Whether the session's transcript holds the message's id: a prompt with it was taken."""
     try:
         return item.message.id.encode() in transcript.read_bytes()
     except OSError:
         return False
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 # -- watching without a daemon ---------------------------------------------------------------------

@@ -30,6 +30,7 @@ from legion.core.ids import session_id
 from legion.core.model import Label, Mode, Status
 from legion.errors import ConfigError, NotFoundError, NotPermittedError, RelayUnavailableError
 from legion.forges.base import Forge, PullRequest
+from legion.reconcile import start_worker
 from legion.relay import (
     CAPABILITY_ENV,
     MAX_SOCKET_PATH,
@@ -569,7 +570,7 @@ def test_a_real_worker_holds_a_capability_and_no_credential(
         with RelayServer(path, lambda: open_backends(embedded, direct=True)):
             workers = open_workers(remote, backends, dispatcher_env)
             assert workers.capabilities is not None
-            view = workers.dispatch("LEG-1", Mode.IMPLEMENT)
+            view = start_worker(workers, backends.tracker, "LEG-1", Mode.IMPLEMENT)
             wait_until(
                 "worker-done through the relay",
                 lambda: "worker-done" in backends.tracker.get_issue("LEG-1").labels,

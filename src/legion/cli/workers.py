@@ -17,7 +17,7 @@ from legion.errors import InputError, NotFoundError
 
 if TYPE_CHECKING:
     from legion.core.task_list import TaskList
-    from legion.runtime.workers import WorkerView
+    from legion.sessions.workers import WorkerView
     from legion.trackers.base import Tracker
 
 
@@ -40,7 +40,9 @@ def dispatch(
     project, backends = common.backends(ctx)
     if not force:
         _refuse_blocked(backends.tracker, issue)
-    view = open_workers(project, backends).dispatch(issue, parsed)
+    from legion.reconcile import start_worker  # its `worker-active` is the reconciler's
+
+    view = start_worker(open_workers(project, backends), backends.tracker, issue, parsed)
     _show(
         view,
         as_json,
@@ -98,7 +100,10 @@ def resume(
     if text is None:
         raise InputError("give the prompt with --prompt TEXT or --prompt-file PATH")
     project, backends = common.backends(ctx)
-    view = open_workers(project, backends).resume(issue, parsed, text)
+    from legion.reconcile import resume_worker
+
+    workers = open_workers(project, backends)
+    view = resume_worker(workers, backends.tracker, issue, parsed, text)
     _show(view, as_json, f"prompt sent to {view.record.window} (session {view.record.session_id})")
 
 
@@ -116,7 +121,9 @@ def answer(
     """Answer the question a blocked worker is waiting on."""
     project, backends = common.backends(ctx)
     identifier = backends.tracker.get_issue(issue).identifier  # an unknown issue is bad input
-    view = open_workers(project, backends).answer(identifier, text)
+    from legion.reconcile import answer_worker
+
+    view = answer_worker(open_workers(project, backends), backends.tracker, identifier, text)
     _show(view, as_json, f"answered; {view.record.window} goes on")
 
 

@@ -36,7 +36,7 @@ from legion.runtime.npm_pin import Binary
 if TYPE_CHECKING:
     from legion.demo.model_server import FakeModelServer, RecordedRequest
     from legion.demo.responses_server import FakeResponsesServer
-    from legion.runtime.workers import WorkerManager
+    from legion.sessions.workers import WorkerManager
 
 # `--runtime`: the settings each choice writes into the demo project.
 RUNTIME_CHOICES: dict[str, dict[str, object]] = {
@@ -407,7 +407,7 @@ class _Progress:
         self.last_said = now
 
     def poll(self) -> None:
-        from legion.runtime.registry import Registry
+        from legion.sessions.registry import Registry
 
         try:
             # Its own connection each time: SQLite connections stay in their thread.

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from legion.config import Project
     from legion.core.task_list import TaskList
     from legion.runtime.tmux import Window
-    from legion.runtime.workers import WorkerManager
+    from legion.sessions.workers import WorkerManager
 
 # The board's columns, in the order work moves (Triage and Icebox first: not yet planned).
 PHASES: tuple[Status, ...] = (
@@ -320,7 +320,7 @@ class ProjectSources:
         """The agent's tmux window (None: not running), its transcript, its state and its
         task list."""
         if agent.name == ORCHESTRATOR_NAME:
-            from legion.watch import CONTROLLER_WINDOW, controller_state_of
+            from legion.sessions.observer import CONTROLLER_WINDOW, controller_state_of
 
             window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
             state, _ = controller_state_of(project, workers)
@@ -529,7 +529,9 @@ class ProjectSources:
         require_spawner("start workers")
         found = self._named(project)
         with self._backends(found) as backends:
-            view = self._workers(found, backends).dispatch(issue, mode)
+            from legion.reconcile import start_worker
+
+            view = start_worker(self._workers(found, backends), backends.tracker, issue, mode)
         record = view.record
         return (
             f"{record.issue}: {mode.value} worker started in window {record.window} "

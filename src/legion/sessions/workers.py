@@ -15,11 +15,10 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,8 @@ from legion.bus.model import Agent, AgentStatus
 from legion.config import Project
 from legion.core.decide import session_mode
 from legion.core.ids import session_id, short_id
-from legion.core.model import Label, Mode, normalize_identifier
+from legion.core.liveness import SessionState
+from legion.core.model import Mode, normalize_identifier
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.errors import (
@@ -45,14 +45,10 @@ from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
-from legion.runtime.claude import CURSOR
-from legion.runtime.registry import Registry, WorkerRecord
 from legion.runtime.tmux import Tmux, Window, process_args, session_processes, wait_for_exit
-from legion.runtime.transcript import (
-    PendingQuestion,
-    TranscriptSummary,
-    Turn,
-)
+from legion.runtime.transcript import PendingQuestion
+from legion.sessions.observer import classify
+from legion.sessions.registry import Registry, WorkerRecord
 from legion.statefiles import write_private
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
@@ -101,33 +97,11 @@ def _size(path: Path) -> int:
         return 0
 
 
-class WorkerState(Enum):
-    RUNNING = "running"  # mid-turn (or starting)
-    IDLE = "idle"  # finished its turn, waiting for input
-    BLOCKED = "blocked"  # asked a question (AskUserQuestion) nobody has answered
-    DEAD = "dead"  # its window is gone or its process exited
-
-    @property
-    def is_live(self) -> bool:
-        return self is not WorkerState.DEAD
-
-
-def classify(window_alive: bool, summary: TranscriptSummary | None) -> WorkerState:
-    """Pure: a worker's state from whether its process runs and what its transcript says."""
-    if not window_alive:
-        return WorkerState.DEAD
-    if summary is not None and summary.pending_question is not None:
-        return WorkerState.BLOCKED
-    if summary is not None and summary.turn is Turn.ENDED:
-        return WorkerState.IDLE
-    return WorkerState.RUNNING
-
-
 @dataclass(frozen=True)
 class WorkerView:
     record: WorkerRecord
     window: Window | None
-    state: WorkerState
+    state: SessionState
     transcript: Path
     last_activity: float | None
     question: PendingQuestion | None
@@ -188,6 +162,11 @@ def start_failure(screen: str) -> str:
         lines.pop()
     said = lines[-1] if lines else "(no output)"
     return f"the worker exited as it started{how}: {said}"
+
+
+# What a caller holds around a worker's start or prompt: the workflow's mark that a worker is
+# on the issue (`legion.reconcile.worker_active`); the session layer writes no labels.
+Marker = Callable[[str], AbstractContextManager[None]]
 
 
 def window_name(issue: str, mode: Mode) -> str:
@@ -338,8 +317,10 @@ class WorkerManager:
     def _lock(self) -> AbstractContextManager[None]:
         return exclusive(self.project.state_dir / "workers.lock")
 
-    def dispatch(self, issue: str, mode: Mode, *, wait: bool = True) -> WorkerView:
+    def dispatch(self, issue: str, mode: Mode, *, marked: Marker, wait: bool = True) -> WorkerView:
         """Start `mode`'s worker for `issue` in the issue's workspace; one live worker per issue.
+        `marked`: the workflow's mark that a worker is on the issue (the reconciler's
+        `worker_active`), held from after the worker is recorded until its window runs.
 
         With `wait`, return once its session has begun; without, the caller collects the start
         with `await_starts` (so that a reconcile pass starts several workers at once)."""
@@ -353,7 +334,7 @@ class WorkerManager:
                 )
             workspace = self.workspaces.ensure(identifier)
             prompt = self.worker_prompt(identifier, mode)
-            return self._start(identifier, mode, workspace.path, prompt, wait)
+            return self._start(identifier, mode, workspace.path, prompt, wait, marked)
 
     def worker_prompt(self, issue: str, mode: Mode) -> str:
         """How `mode`'s worker on `issue` is told to use its skill, on the CLI it runs on."""
@@ -369,21 +350,12 @@ class WorkerManager:
             return self.runtime_of(record)
         return self.runtime_for(session_mode(mode).value)
 
-    @contextmanager
-    def _marked_active(self, issue: str) -> Iterator[None]:
-        """`worker-active` goes on before the session starts (a fast worker may clear it in its
-        first turn), and comes off again if the start fails."""
-        self.tracker.update_labels(issue, add=[Label.WORKER_ACTIVE.value])
-        fault_point("after_worker_active")
-        try:
-            yield
-        except BaseException:
-            self.tracker.update_labels(issue, remove=[Label.WORKER_ACTIVE.value])
-            raise
-
-    def resume(self, issue: str, mode: Mode, prompt: str, *, wait: bool = True) -> WorkerView:
+    def resume(
+        self, issue: str, mode: Mode, prompt: str, *, marked: Marker, wait: bool = True
+    ) -> WorkerView:
         """Give the session of `issue` in `mode` a new prompt: typed into its window when it
-        runs, else by restarting it with `--resume` in a new window."""
+        runs, else by restarting it with `--resume` in a new window. `marked`: as `dispatch`'s,
+        held while the prompt is typed."""
         if not prompt.strip():
             raise InputError("the prompt is empty")
         identifier = self.tracker.get_issue(issue).identifier
@@ -395,12 +367,12 @@ class WorkerManager:
             window = running[0].window if running else None
             if running and window is not None:
                 view = running[0]
-                if view.state is WorkerState.BLOCKED:
+                if view.state is SessionState.BLOCKED:
                     raise ConflictError(
                         f"{identifier}'s worker is waiting for an answer to its question: "
                         "use `legion answer`"
                     )
-                with self._marked_active(identifier):
+                with marked(identifier):
                     self.tmux.send_text(window.id, prompt)
                 return view
             if live:
@@ -409,7 +381,7 @@ class WorkerManager:
                     "see `legion workers`"
                 )
             workspace = self.workspaces.get(identifier) or self.workspaces.ensure(identifier)
-            return self._start(identifier, mode, workspace.path, prompt, wait)
+            return self._start(identifier, mode, workspace.path, prompt, wait, marked)
 
     def retire(self, view: WorkerView) -> None:
         """Close a worker's window (its session stays resumable) and retire its record.
@@ -429,7 +401,7 @@ class WorkerManager:
         self.registry.retire(view.record.id)
 
     def _start(
-        self, issue: str, mode: Mode, workspace: Path, prompt: str, wait: bool
+        self, issue: str, mode: Mode, workspace: Path, prompt: str, wait: bool, marked: Marker
     ) -> WorkerView:
         sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
         runtime = self._session_runtime(issue, mode)
@@ -443,7 +415,7 @@ class WorkerManager:
         # which the next pass forgets.
         record = self.registry.start(issue, mode, sid, name, workspace, runtime.name)
         fault_point("after_registry_start")
-        with self._marked_active(issue):
+        with marked(issue):
             try:
                 window_id = self.start_session_window(
                     name,
@@ -464,7 +436,7 @@ class WorkerManager:
                 if failures:
                     raise WorkerStartError(failures[0][1])
         window = Window(window_id, name, False, None, "", sid)
-        return WorkerView(record, window, WorkerState.RUNNING, transcript, None, None)
+        return WorkerView(record, window, SessionState.RUNNING, transcript, None, None)
 
     def start_session_window(
         self,
@@ -705,70 +677,25 @@ class WorkerManager:
         blocked = [
             view
             for view in self._views_for(identifier)
-            if view.state is WorkerState.BLOCKED and view.window and view.question
+            if view.state is SessionState.BLOCKED and view.window and view.question
         ]
         if not blocked:
             raise ConflictError(f"{identifier} has no worker waiting for an answer")
         view = blocked[0]
         assert view.window is not None and view.question is not None
-        items = view.question.items
-        if len(answers) != len(items):
-            raise InputError(
-                f"the question has {len(items)} part(s): give {len(items)} answer(s), in order"
-            )
-        target = view.window.id
-        for item, answer in zip(items, answers, strict=True):
-            self._answer_item(target, item.options, item.multi_select, answer)
-        if len(items) > 1:
-            self._wait_for_screen(target, lambda screen: "Submit" in screen)
-            self.tmux.send_keys(target, "Tab")
-            self._wait_for_screen(target, lambda screen: "Submit answers" in screen)
-            self.tmux.send_keys(target, "1")
+        runtime = self.runtime_of(view.record)
+        runtime.answer_question(self.tmux, view.window.id, view.question, answers)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             summary = self.runtime_of(view.record).summarize(view.transcript)
             pending = summary.pending_question if summary else None
             if pending is None or pending.tool_use_id != view.question.tool_use_id:
-                # Answered: the issue no longer waits for a human.
-                self.tracker.update_labels(
-                    identifier,
-                    remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value],
-                )
                 return view
             time.sleep(0.1)
         raise ConflictError(
             f"the answer was typed into {view.record.window}, but the worker has not taken it yet; "
             "check with `legion peek`"
         )
-
-    def _answer_item(
-        self, target: str, options: tuple[str, ...], multi_select: bool, answer: str
-    ) -> None:
-        if not answer.strip():
-            raise InputError("the answer is empty")
-        chosen = _option_numbers(options, answer, multi_select)
-        if chosen:
-            for number in chosen:
-                self.tmux.send_keys(target, str(number))
-            if multi_select:
-                self.tmux.send_keys(target, "Tab")  # on to the next question or Submit
-            return
-        # Free text: move to "Type something.", then type. Text typed while the option list
-        # has focus would be dropped and the Enter would pick option 1.
-        other = len(options) + 1
-        self.tmux.send_keys(target, str(other))
-        row = re.compile(rf"{CURSOR}\s*{other}\.")
-        self._wait_for_screen(target, lambda screen: bool(row.search(screen)))
-        self.tmux.send_text(target, answer)
-
-    def _wait_for_screen(
-        self, target: str, ready: Callable[[str], bool], timeout: float = 5.0
-    ) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if ready(self.tmux.capture(target, lines=60)):
-                return
-            time.sleep(0.05)
 
     def peek(self, issue: str, lines: int = 40) -> tuple[WorkerView, str]:
         identifier = normalize_identifier(issue)
@@ -787,20 +714,3 @@ def _instant(iso: str) -> float:
         return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return 0.0
-
-
-def _option_numbers(options: tuple[str, ...], answer: str, multi_select: bool) -> list[int]:
-    """The option numbers `answer` names (by label, any case, or by number); [] for free text."""
-    parts = [part.strip() for part in answer.split(",")] if multi_select else [answer.strip()]
-    numbers = []
-    for part in parts:
-        lowered = part.lower()
-        match = next(
-            (index for index, label in enumerate(options, 1) if label.lower() == lowered), None
-        )
-        if match is None and part.isdigit() and 1 <= int(part) <= len(options):
-            match = int(part)
-        if match is None:
-            return []
-        numbers.append(match)
-    return numbers
