@@ -190,7 +190,7 @@ def add_worker(
         tmux(sock, "new-window", "-d", "-t", f"={daemon.workers.session}:", "-n", name, *argv)
         Registry(daemon.backends.db).start(issue, Mode.PLAN, sid, name, workspace)
     channel = Channel(project_channel_name(project), f"legion/{issue.lower()}")
-    agent = daemon.bus.register_agent(
+    agent = daemon.delivery.bus.register_agent(
         channel, "plan", role=AgentRole.PLAN, runtime="claude", session_id=sid
     )
     return agent.id, transcript, name
@@ -227,7 +227,7 @@ def bench_delivery(root: Path, messages: int) -> dict[str, list[float]]:
         command = [sys.executable, str(script), "{transcript}"]
         agent_id, transcript, _ = add_worker(daemon, sock, 1, command, "")
         project = daemon.project
-        bus = daemon.bus
+        bus = daemon.delivery.bus
         human = bus.human().id
         address = bus.agent(agent_id).address
         channel = Channel(project_channel_name(project), "main")
@@ -236,10 +236,10 @@ def bench_delivery(root: Path, messages: int) -> dict[str, list[float]]:
         failed = 0
         for n in range(messages):
             size = transcript.stat().st_size
-            daemon._watcher = None  # as `tick()` does
+            daemon.delivery.begin()  # as a tick does
             start = time.monotonic()
             posted = bus.post(human, channel, f"@{address} ping {n}")
-            daemon.deliver_messages()
+            daemon.delivery.deliver()
             done = time.monotonic()
             deliveries = bus.deliveries(posted.message.id)
             if not timed.sent_at or deliveries[0].state.value != "delivered":
@@ -280,7 +280,7 @@ def bench_wake(root: Path, samples: int) -> list[float]:
         fifo = wake_fifo(daemon.project)
         os.mkfifo(fifo, 0o600)
         fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-        bus = daemon.bus
+        bus = daemon.delivery.bus
         human = bus.human().id
         channel = Channel(project_channel_name(daemon.project), "main")
         seconds = []
@@ -327,12 +327,12 @@ def bench_tick(root: Path, agents: int, ticks: int, live: bool) -> dict[str, flo
         body = transcript_lines(500) if live else ""  # ~200 KB each
         for n in range(1, agents + 1):
             add_worker(daemon, sock, n, ["sleep", "3600"] if live else None, body)
-        bus = daemon.bus
+        bus = daemon.delivery.bus
 
         def steps() -> None:
-            daemon._watcher = None
+            daemon.delivery.begin()
             daemon.sync_agent_statuses()
-            daemon.deliver_messages()
+            daemon.delivery.deliver()
 
         steps()  # the first tick sets every status from what it sees
         statuses = {a.status for a in bus.agents()}

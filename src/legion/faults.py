@@ -33,7 +33,7 @@ POINTS: tuple[str, ...] = (
     # workspaces/sweep.py, the sweep of Done workspaces
     "sweep_before_remove",  # a workspace found safe to remove; not removed yet
     "sweep_after_remove",  # a workspace removed; the rest of the sweep not done
-    # daemon.py, the controller and the judgment queue
+    # daemon/controller.py, the controller and the judgment queue
     "controller_started",  # the controller's window runs; its start and items not recorded
     "judgment_typed",  # a wake-up taken by the controller; its delivery not recorded
 )

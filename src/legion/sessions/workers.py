@@ -26,7 +26,7 @@ from legion.bus.model import Agent, AgentStatus
 from legion.config import Project
 from legion.core.decide import session_mode
 from legion.core.ids import session_id, short_id
-from legion.core.liveness import SessionState
+from legion.core.liveness import SessionState, transcript_grew
 from legion.core.model import Mode, normalize_identifier
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
@@ -48,6 +48,7 @@ from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import Tmux, Window, process_args, session_processes, wait_for_exit
 from legion.runtime.transcript import PendingQuestion
 from legion.sessions.observer import classify
+from legion.sessions.prompting import transcript_size
 from legion.sessions.registry import Registry, WorkerRecord
 from legion.statefiles import write_private
 from legion.trackers.base import Tracker
@@ -88,13 +89,6 @@ def inheritable(name: str) -> bool:
 
 START_TIMEOUT_S = 30.0
 ANCHOR_WINDOW = "legion"
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 @dataclass(frozen=True)
@@ -406,7 +400,7 @@ class WorkerManager:
         sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
         runtime = self._session_runtime(issue, mode)
         transcript = runtime.transcript(self.env, workspace, sid)
-        size_before = _size(transcript)
+        size_before = transcript_size(transcript)
         name = window_name(issue, mode)
         # Recorded before `worker-active` goes on and before the window exists: a crash after
         # the label leaves a record of a dead worker, which the next pass restarts in the mode
@@ -627,7 +621,7 @@ class WorkerManager:
                     time.sleep(0.25)
                     continue
                 for item in list(self._starting):
-                    if _size(item.transcript) > item.size_before:
+                    if transcript_grew(item.size_before, transcript_size(item.transcript)):
                         self._starting.remove(item)
                         continue
                     window = windows.get(item.window_id)
