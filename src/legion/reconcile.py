@@ -768,7 +768,7 @@ class _Pass:
     def _latest_mode(self, issue: str, fallback: Mode | None) -> Mode | None:
         """The mode of the issue's last worker: in Retro that tells finish from retro, in
         Needs Review the implementer's changes from the reviewer."""
-        latest = self.o.workers.registry.latest(issue)
+        latest = self.o.workers.latest_record(issue)
         return latest.mode if latest is not None else fallback
 
     def redispatch(self, state: IssueState, decision: Decision) -> Step:

@@ -40,7 +40,7 @@ from legion.sessions.observer import (
     observe_sessions,
     observed_status,
 )
-from legion.sessions.prompting import transcript_size, type_prompt
+from legion.sessions.prompting import transcript_size
 from legion.sessions.workers import WorkerManager
 
 # Said in a delivery's last error while Legion cannot yet resume a session to deliver to it.
@@ -129,7 +129,7 @@ class Watcher:
         or the controller): an agent whose session it never started is nobody's to judge."""
         if session_id == self.controller_session:
             return True
-        return self.workers.registry.by_session(session_id) is not None
+        return self.workers.record_of(session_id) is not None
 
     # -- statuses ------------------------------------------------------------------------------
 
@@ -232,7 +232,7 @@ class Watcher:
         return self._type_messages(agent, target, texts)
 
     def _workspace_of(self, agent: Agent) -> Path:
-        record = self.workers.registry.by_session(agent.session_id or "")
+        record = self.workers.record_of(agent.session_id or "")
         return record.workspace if record is not None else self.project.root
 
     def _delivered(self, agent: Agent, message_ids: list[str]) -> None:
@@ -256,7 +256,7 @@ class Watcher:
         controller is restarted by its own health check, and gets them once it is idle."""
         assert agent.session_id is not None
         ids = [message_id for message_id, _ in texts]
-        record = self.workers.registry.by_session(agent.session_id)
+        record = self.workers.record_of(agent.session_id)
         why = None
         paused = self.paused()
         if agent.session_id == self.controller_session:
@@ -313,12 +313,11 @@ class Watcher:
         assert target.window_id is not None
         ids = [message_id for message_id, _ in texts]
         prompt = "\n\n".join(text for _, text in texts)
-        tmux = self.workers.tmux
         mark = transcript_size(target.transcript)
         self._attempting(agent, ids, "typed into the idle session")
         fault_point("after_delivery_attempt")
         try:
-            accepted = type_prompt(tmux, target.window_id, prompt, target.transcript, mark)
+            accepted = self.workers.type_prompt(target.window_id, prompt, target.transcript, mark)
         except LegionError as exc:
             for message_id in ids:
                 self.bus.record_failed_attempt(message_id, agent.id, f"typing failed: {exc}")

@@ -808,7 +808,7 @@ def attach(
         raise InputError(f"@{for_display(target.address)} has no session to attach to")
     workers = _workers_of(bus, target)
     bus.close()
-    window = workers.tmux.live_tagged(workers.session, target.session_id)
+    window = workers.live_window(target.session_id)
     if window is None:
         from legion.errors import LegionError
 
@@ -816,7 +816,7 @@ def attach(
             f"@{for_display(target.address)} is not running (status {target.status.value}): "
             "no live session to attach to"
         )
-    attach_with = workers.tmux.attach_command(workers.session, window.id, os.environ)
+    attach_with = workers.attach_command(window.id, os.environ)
     argv = attach_with.argv
     sys.stdout.flush()
     try:

@@ -130,7 +130,7 @@ def _preflight(project: Project) -> list[str]:
     from legion.backends import open_backends, open_workers
 
     workers = open_workers(project, open_backends(project))
-    workers.tmux.run("-V")
+    workers.check_tmux()
     runtimes = workers.in_use()
     for runtime in runtimes:
         runtime.executable()
@@ -269,8 +269,7 @@ def stop(
 
         workers = open_workers(project, open_backends(project))
         session = workers.session
-        if workers.tmux.has_session(session):
-            workers.tmux.kill_session(session)
+        if workers.close_all():
             closed = session
         _mark_stopped(project)
     if as_json:

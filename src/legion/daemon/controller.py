@@ -33,7 +33,7 @@ from legion.pause import DispatchPause
 from legion.prompts import controller_prompt
 from legion.reconcile import START_FAILURES
 from legion.sessions.observer import CONTROLLER_WINDOW, controller_state_of
-from legion.sessions.prompting import transcript_size, type_prompt
+from legion.sessions.prompting import transcript_size
 from legion.sessions.workers import WorkerManager
 
 from .steps import DONE, StepResult, log_failure
@@ -136,11 +136,11 @@ class ControllerSupervisor:
         workers = self.controller.workers
         window = None
         if state is SessionState.RUNNING and activity is None:
-            window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
+            window = workers.controller_window()
         if window is None or window.pane_dead:
             self.untranscribed = None
             return False
-        screen = workers.tmux.capture(window.id, lines=60)
+        screen = workers.screen(window.id)
         digest = hashlib.sha256(screen.encode()).hexdigest() if screen.strip() else ""
         now = time.monotonic()
         self.untranscribed = screen_seen(self.untranscribed, window.id, digest, now)
@@ -176,7 +176,7 @@ class ControllerWakeups:
         if settling(activity, time.time()):
             return None, StepResult(requeue_after=SETTLE_S)
         workers = self.controller.workers
-        window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
+        window = workers.controller_window()
         return (None if window is None else window.id), DONE
 
     def _type(self, window_id: str, reason: str, items: list[Judgment]) -> None:
@@ -185,10 +185,10 @@ class ControllerWakeups:
         ids = [item.id for item in items]
         transcript = self.controller.transcript()
         mark = transcript_size(transcript)
-        tmux = self.controller.workers.tmux
+        workers = self.controller.workers
         try:
-            accepted = type_prompt(
-                tmux, window_id, self.controller.prompt(reason), transcript, mark
+            accepted = workers.type_prompt(
+                window_id, self.controller.prompt(reason), transcript, mark
             )
         except LegionError:
             self.judgments.attempted(ids)

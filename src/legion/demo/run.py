@@ -303,10 +303,10 @@ def _retire_stopped(
         done = {i.identifier for i in backends.tracker.list_issues() if i.status is Status.DONE}
     except LegionError:
         done = set()
-    current = workers.registry.current()
+    current = workers.records()
     for record in current:
         if record.issue in done:  # retired first: a session Legion retired ended its mode
-            workers.registry.retire(record.id)
+            workers.forget(record)
     try:
         bus = open_bus(env)
         try:
@@ -317,7 +317,7 @@ def _retire_stopped(
         pass  # the statuses are a help to whoever looks later, never a reason to fail
     for record in current:
         if record.issue not in done:
-            workers.registry.retire(record.id)
+            workers.forget(record)
 
 
 def _clock(seconds: float) -> str:

@@ -45,9 +45,10 @@ from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
-from legion.runtime.tmux import Tmux, Window, process_args, session_processes, wait_for_exit
+from legion.runtime.tmux import Attach, Tmux, Window, process_args, session_processes, wait_for_exit
 from legion.runtime.transcript import PendingQuestion
-from legion.sessions.observer import classify
+from legion.sessions import prompting
+from legion.sessions.observer import CONTROLLER_WINDOW, classify
 from legion.sessions.prompting import transcript_size
 from legion.sessions.registry import Registry, WorkerRecord
 from legion.statefiles import write_private
@@ -690,6 +691,60 @@ class WorkerManager:
             f"the answer was typed into {view.record.window}, but the worker has not taken it yet; "
             "check with `legion peek`"
         )
+
+    # -- what callers need of the sessions' windows and records (none reaches for tmux) --------
+
+    def controller_window(self) -> Window | None:
+        """The controller's window (dead or alive), or None when there is none."""
+        return self.tmux.find_window(self.session, CONTROLLER_WINDOW)
+
+    def live_window(self, sid: str) -> Window | None:
+        """The live window running session `sid`, or None."""
+        return self.tmux.live_tagged(self.session, sid)
+
+    def screen(self, window_id: str, lines: int = 60) -> str:
+        """What the window shows (its last `lines`), as text: what the terminal has already
+        acted on."""
+        return self.tmux.capture(window_id, lines=lines)
+
+    def close_window(self, window_id: str) -> None:
+        """Close a window (a stuck worker's: the reconciler restarts its session)."""
+        self.tmux.kill_window(window_id)
+
+    def attach_command(self, window_id: str, environ: Mapping[str, str]) -> Attach:
+        """How this terminal opens the window read-write (`legion attach`, the TUI)."""
+        return self.tmux.attach_command(self.session, window_id, environ)
+
+    def type_prompt(self, window_id: str, text: str, transcript: Path, mark: int) -> bool:
+        """Type a prompt into an idle session, confirmed (`legion.sessions.prompting`)."""
+        return prompting.type_prompt(self.tmux, window_id, text, transcript, mark)
+
+    def check_tmux(self) -> None:
+        """Raise when tmux cannot be run."""
+        self.tmux.run("-V")
+
+    def close_all(self) -> bool:
+        """Close the project's tmux session, every window in it; False when there was none."""
+        if not self.tmux.has_session(self.session):
+            return False
+        self.tmux.kill_session(self.session)
+        return True
+
+    def record_of(self, sid: str) -> WorkerRecord | None:
+        """The current worker record of session `sid` (None: the controller, or retired)."""
+        return self.registry.by_session(sid)
+
+    def latest_record(self, issue: str) -> WorkerRecord | None:
+        """The issue's latest worker record, current or retired."""
+        return self.registry.latest(issue)
+
+    def records(self) -> list[WorkerRecord]:
+        """The current worker records."""
+        return self.registry.current()
+
+    def forget(self, record: WorkerRecord) -> None:
+        """Retire a worker's record without touching its window (the end of a demo)."""
+        self.registry.retire(record.id)
 
     def peek(self, issue: str, lines: int = 40) -> tuple[WorkerView, str]:
         identifier = normalize_identifier(issue)
