@@ -165,7 +165,17 @@ def make_daemon(root: Path, sock: Path) -> Daemon:
     repo = make_repo(root / "repo")
     project, _ = init_project(repo)
     daemon = Daemon(project, DaemonConfig(tick=60.0), os.environ)
-    tmux(sock, "new-session", "-d", "-s", daemon.workers.session, "-n", "idle", "sleep", "3600")
+    tmux(
+        sock,
+        "new-session",
+        "-d",
+        "-s",
+        daemon.workers.supervisor.session,
+        "-n",
+        "idle",
+        "sleep",
+        "3600",
+    )
     return daemon
 
 
@@ -187,7 +197,16 @@ def add_worker(
     backdate(transcript)
     if command is not None:  # "{transcript}" in it: the transcript's path
         argv = [arg.replace("{transcript}", str(transcript)) for arg in command]
-        tmux(sock, "new-window", "-d", "-t", f"={daemon.workers.session}:", "-n", name, *argv)
+        tmux(
+            sock,
+            "new-window",
+            "-d",
+            "-t",
+            f"={daemon.workers.supervisor.session}:",
+            "-n",
+            name,
+            *argv,
+        )
         Registry(daemon.backends.db).start(issue, Mode.PLAN, sid, name, workspace)
     channel = Channel(project_channel_name(project), f"legion/{issue.lower()}")
     agent = daemon.delivery.bus.register_agent(
@@ -221,7 +240,7 @@ def bench_delivery(root: Path, messages: int) -> dict[str, list[float]]:
         daemon = make_daemon(root, sock)
         timed = TimedTmux(socket=sock, config=Path("/dev/null"))
         timed.sent_at = []
-        daemon.workers.tmux = timed
+        daemon.workers.supervisor.tmux = timed
         script = root / "stand_in.py"
         script.write_text(STAND_IN, encoding="utf-8")
         command = [sys.executable, str(script), "{transcript}"]

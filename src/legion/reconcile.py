@@ -624,7 +624,7 @@ class _Pass:
         """Wait for the workers this pass started; count their starts toward the pause."""
         if not self.started:
             return None
-        failures = self.o.workers.await_starts()
+        failures = self.o.workers.supervisor.await_starts()
         failed = {issue for issue, _ in failures}
         if any(issue not in failed for issue in self.started):
             self.o.pause.start_succeeded()

@@ -189,7 +189,7 @@ class Watcher:
         self, agent: Agent, due: list[PendingDelivery], target: SessionTarget | None
     ) -> Handed:
         assert agent.session_id is not None
-        inbox = self.workers.inbox_file(agent.session_id)
+        inbox = self.workers.supervisor.inbox_file(agent.session_id)
         idle = (
             target is not None
             and target.state is SessionState.IDLE
@@ -317,7 +317,9 @@ class Watcher:
         self._attempting(agent, ids, "typed into the idle session")
         fault_point("after_delivery_attempt")
         try:
-            accepted = self.workers.type_prompt(target.window_id, prompt, target.transcript, mark)
+            accepted = self.workers.supervisor.type_prompt(
+                target.window_id, prompt, target.transcript, mark
+            )
         except LegionError as exc:
             for message_id in ids:
                 self.bus.record_failed_attempt(message_id, agent.id, f"typing failed: {exc}")

@@ -136,11 +136,11 @@ class ControllerSupervisor:
         workers = self.controller.workers
         window = None
         if state is SessionState.RUNNING and activity is None:
-            window = workers.controller_window()
+            window = workers.supervisor.controller_window()
         if window is None or window.pane_dead:
             self.untranscribed = None
             return False
-        screen = workers.screen(window.id)
+        screen = workers.supervisor.screen(window.id)
         digest = hashlib.sha256(screen.encode()).hexdigest() if screen.strip() else ""
         now = time.monotonic()
         self.untranscribed = screen_seen(self.untranscribed, window.id, digest, now)
@@ -148,13 +148,14 @@ class ControllerSupervisor:
 
     def start(self, reason: str) -> None:
         controller = self.controller
-        controller.workers.start_session_window(
+        controller.workers.supervisor.start_session_window(
             CONTROLLER_WINDOW,
             controller.id,
             controller.prompt(reason),
             controller.project.root,
             {"LEGION_MODE": "controller", "LEGION_SESSION_ID": controller.id},
             issue=None,  # its capability covers the project: it (and its Oracle) act on any issue
+            runtime=controller.workers.controller_runtime,
         )
 
 
@@ -176,7 +177,7 @@ class ControllerWakeups:
         if settling(activity, time.time()):
             return None, StepResult(requeue_after=SETTLE_S)
         workers = self.controller.workers
-        window = workers.controller_window()
+        window = workers.supervisor.controller_window()
         return (None if window is None else window.id), DONE
 
     def _type(self, window_id: str, reason: str, items: list[Judgment]) -> None:
@@ -187,7 +188,7 @@ class ControllerWakeups:
         mark = transcript_size(transcript)
         workers = self.controller.workers
         try:
-            accepted = workers.type_prompt(
+            accepted = workers.supervisor.type_prompt(
                 window_id, self.controller.prompt(reason), transcript, mark
             )
         except LegionError:

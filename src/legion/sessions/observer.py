@@ -43,7 +43,7 @@ class ControllerView:
 def observe_controller(project: Project, workers: WorkerManager) -> ControllerView:
     """The controller's state (as a worker's), window and last transcript activity. Raises
     `TmuxUnavailable` when tmux does not answer: unknown, never dead."""
-    window = workers.controller_window()
+    window = workers.supervisor.controller_window()
     sid = controller_session_id(project.settings.project_id)
     runtime = workers.controller_runtime
     transcript = runtime.transcript(workers.env, project.root, sid)

@@ -305,7 +305,7 @@ class ProjectSources:
                     return Unavailable(
                         f"@{agent.address} has no window (its session is not running)"
                     )
-                screen = last_screen_lines(workers.screen(window.id, lines=lines), lines)
+                screen = last_screen_lines(workers.supervisor.screen(window.id, lines=lines), lines)
         except LegionError as exc:
             return Unavailable(f"@{agent.address} cannot be seen: {exc}")
         from legion.runtime.transcript import read_tail
@@ -322,7 +322,7 @@ class ProjectSources:
         if agent.name == ORCHESTRATOR_NAME:
             from legion.sessions.observer import controller_state_of
 
-            window = workers.controller_window()
+            window = workers.supervisor.controller_window()
             state, _ = controller_state_of(project, workers)
             sid = agent.session_id or ""
             runtime = workers.controller_runtime
@@ -390,7 +390,9 @@ class ProjectSources:
         if not agent.session_id:
             return False
         with self._backends(found) as backends:
-            return self._workers(found, backends).stop_session(agent.session_id, force=force)
+            return self._workers(found, backends).supervisor.stop_session(
+                agent.session_id, force=force
+            )
 
     def attach(self, agent: Agent, environ: Mapping[str, str]) -> Attach | Unavailable:
         if not agent.session_id:
@@ -403,12 +405,12 @@ class ProjectSources:
         try:
             with self._backends(found) as backends:
                 workers = self._workers(found, backends)
-                window = workers.live_window(agent.session_id)
+                window = workers.supervisor.live_window(agent.session_id)
                 if window is None:
                     return Unavailable(
                         f"@{agent.address} is not running: no live session to attach to"
                     )
-                return workers.attach_command(window.id, environ)
+                return workers.supervisor.attach_command(window.id, environ)
         except LegionError as exc:
             return Unavailable(f"@{agent.address} cannot be attached to: {one_line(str(exc))}")
 
