@@ -110,10 +110,10 @@ def test_legion_complete_writes_the_completion_protocols_labels(
 def test_a_bus_that_cannot_be_opened_is_reported_and_the_start_goes_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from legion.sessions.workers import WorkerManager
+    from legion.sessions.supervisor import SessionSupervisor
 
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")  # the state home's parent is a file: the bus cannot be created
     manager = SimpleNamespace(env={"XDG_STATE_HOME": str(blocked)}, project=None)
-    WorkerManager._register_on_bus(manager, "sid-1", "plan", tmp_path, "claude-code")  # type: ignore[arg-type]
+    SessionSupervisor._register_on_bus(manager, "sid-1", "plan", tmp_path, "claude-code")  # type: ignore[arg-type]
     assert "session sid-1 not registered on the bus" in capsys.readouterr().err
