@@ -54,6 +54,7 @@ from common import make_repo
 from legion.bus.model import AgentRole, AgentStatus, Channel
 from legion.bus.sessions import project_channel_name
 from legion.core.ids import session_id
+from legion.core.liveness import SETTLE_S
 from legion.core.model import Mode
 from legion.daemon import Daemon, DaemonConfig
 from legion.daemon_link import notify, wake_fifo
@@ -61,7 +62,6 @@ from legion.projects import init_project
 from legion.runtime.tmux import Tmux
 from legion.sessions.registry import Registry
 from legion.sessions.workers import window_name
-from legion.watch import SETTLE_S
 
 # The stand-in for an idle Claude Code session. Its terminal in raw mode, like the CLI's: a
 # newline typed (`send-keys -l` of a "\n") is part of the prompt, Enter ("\r") submits it. Each

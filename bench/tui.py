@@ -27,10 +27,11 @@ import time
 from pathlib import Path
 
 from legion.bus.model import Agent, AgentRole, Channel, Draft
-from legion.bus.store import SqliteBus
+from legion.bus.sqlite import SqliteBus
 from legion.core.model import Mode
 from legion.errors import ConflictError
-from legion.tui.app import LegionApp, MessageLog
+from legion.tui.app import LegionApp
+from legion.tui.chat import MessageLog
 from legion.tui.sources import ActionLogView, Board, Peek, TrackerInbox, Unavailable
 
 AGENTS = 50
@@ -123,7 +124,7 @@ async def measure(path: Path, sender: int, samples: int) -> dict[str, float]:
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         pool.apply(time.sleep, (0,))  # the process is up
         start = time.perf_counter()
-        app = LegionApp(lambda: SqliteBus(path), NoSources(), channel=BUSY)
+        app = LegionApp(lambda: SqliteBus(path), NoSources(), channel=BUSY, bus_file=path)
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
             figures["first_paint"] = time.perf_counter() - start

@@ -1,15 +1,19 @@
 """Asking a human through the tracker, and their answer: the one way a question is handed to a
 human (a comment, then `user-input-needed`: `legion escalate`, the reconciler's questions) and
-the one way the answer is written (`legion feedback`, the TUI's inbox)."""
+the one way the answer is written (`legion feedback`, the TUI's inbox: `answer_from_person`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from legion.core.model import Label
 from legion.errors import ConflictError
 from legion.trackers.base import Comment, Issue, Tracker
+
+if TYPE_CHECKING:
+    from legion.config import Project
 
 # How a question for a human begins, whoever asks it (a worker's own comment, per its skill, or
 # Legion's escalation): the inbox and `waiting_for_human` find the question by it.
@@ -67,6 +71,21 @@ def give_feedback(tracker: Tracker, issue: str, text: str, *, author: str) -> tu
         )
     comment = tracker.add_comment(asked.identifier, text, author=author)
     updated = tracker.update_labels(asked.identifier, add=[Label.USER_FEEDBACK_GIVEN.value])
+    return updated, comment
+
+
+def answer_from_person(
+    project: Project, tracker: Tracker, issue: str, text: str
+) -> tuple[Issue, Comment]:
+    """A person's answer (`legion feedback`, the TUI's inbox): the text checked, written as
+    `give_feedback` writes it, from whoever runs this, and the daemon woken to relay it."""
+    from legion.core.text import clean_comment
+    from legion.daemon_link import notify
+    from legion.identity import default_author
+
+    clean_comment(text)
+    updated, comment = give_feedback(tracker, issue, text, author=default_author())
+    notify(project)
     return updated, comment
 
 

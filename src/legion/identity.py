@@ -1,6 +1,7 @@
 """Who runs this command: a person, a worker in some mode, or the controller, as the session's
-`LEGION_*` variables say (Legion sets them in every session it starts). The CLI and the TUI
-both ask here, so a rule about who may do what is written once."""
+`LEGION_*` variables say (Legion sets them in every session it starts). They are read here and
+only here (`SessionVariables`); the CLI and the TUI both ask, so a rule about who may do what
+is written once."""
 
 from __future__ import annotations
 
@@ -15,19 +16,59 @@ from legion.core.model import CONTROLLER_MODE
 from legion.errors import ConfigError, NotPermittedError
 
 if TYPE_CHECKING:  # every command asks who runs it: what only the bus's commands need waits
+    from legion.bus import Bus
     from legion.bus.model import Agent, Channel
-    from legion.bus.store import Bus
     from legion.config import Project
+
+
+@dataclass(frozen=True)
+class SessionVariables:
+    """The `LEGION_*` variables Legion sets in a session it starts, read once. Outside a
+    session (a person at a terminal) every field is empty."""
+
+    session_id: str | None = None
+    mode: str | None = None  # the mode a worker runs in, or the controller's
+    issue: str | None = None
+    spawn_instance: int | None = None  # tells a replaced session's late signal apart
+    author: str | None = None  # LEGION_AUTHOR: who comments are from, when set
+
+    @classmethod
+    def read(cls, env: Mapping[str, str]) -> SessionVariables:
+        def value(name: str) -> str | None:
+            return env.get(name, "").strip() or None
+
+        instance = value("LEGION_SPAWN_INSTANCE")
+        return cls(
+            session_id=value("LEGION_SESSION_ID"),
+            mode=value("LEGION_MODE"),
+            issue=value("LEGION_ISSUE_ID"),
+            spawn_instance=int(instance) if instance and instance.isdigit() else None,
+            author=value("LEGION_AUTHOR"),
+        )
+
+    @property
+    def in_session(self) -> bool:
+        """Whether this runs inside a Legion session (a worker, the controller, the Oracle),
+        so what it writes is Legion's, not a person's."""
+        return self.mode is not None
+
+    @property
+    def is_controller(self) -> bool:
+        return self.mode == CONTROLLER_MODE
+
+
+def current() -> SessionVariables:
+    """This process's session variables (a command runs in one session for its whole life)."""
+    return SessionVariables.read(os.environ)
 
 
 def default_author() -> str:
     """Who a comment or review is from: a worker says its issue and mode, a person their name."""
-    explicit = os.environ.get("LEGION_AUTHOR")
-    if explicit:
-        return explicit
-    mode = os.environ.get("LEGION_MODE")
-    if mode:
-        return f"legion-{mode}"
+    here = current()
+    if here.author:
+        return here.author
+    if here.mode:
+        return f"legion-{here.mode}"
     try:
         return getpass.getuser()
     except (KeyError, OSError):
@@ -37,17 +78,28 @@ def default_author() -> str:
 def require_spawner(what: str) -> None:
     """Only the orchestrator (and the human) starts sessions: a worker asks `@legion` instead
     (the seed's one privilege). A worker's session has its mode in `LEGION_MODE`."""
-    mode = os.environ.get("LEGION_MODE", "").strip()
-    if mode and mode != CONTROLLER_MODE:
+    here = current()
+    if here.in_session and not here.is_controller:
         raise NotPermittedError(
             f"only @legion and the human {what}; a worker asks with `legion say @legion …`"
         )
 
 
 def written_by_legion() -> bool:
-    """Whether this command runs inside a Legion session (a worker, the controller, the
-    Oracle), so what it writes is Legion's, not a person's."""
-    return bool(os.environ.get("LEGION_MODE"))
+    """Whether this command runs inside a Legion session, so what it writes is Legion's."""
+    return current().in_session
+
+
+def asker_and_judge() -> tuple[str, str]:
+    """(who asks, who judged it needs a human), as an escalation names them: the controller
+    is Legion's Oracle; a worker's session says its mode; anyone else is a person."""
+    here = current()
+    if here.is_controller:
+        return "the controller", "Legion's Oracle"
+    if here.mode:
+        return f"the {here.mode} worker", f"the {here.mode} worker"
+    person = default_author()
+    return person, person
 
 
 @dataclass(frozen=True)
@@ -67,12 +119,13 @@ def identify(
     from legion.bus.sessions import human_channel, register_session
     from legion.git import current_branch
 
-    session_id = env.get("LEGION_SESSION_ID", "").strip()
+    variables = SessionVariables.read(env)
+    session_id = variables.session_id
     if not session_id:
         return Speaker(bus.human(), lambda: human_channel(project(), cwd, bus))
     agent = bus.agent_by_session(session_id)
     if agent is None:
-        mode = env.get("LEGION_MODE", "").strip()
+        mode = variables.mode
         if not mode:
             raise ConfigError(
                 f"LEGION_SESSION_ID={session_id} is not on the bus and LEGION_MODE is unset, "

@@ -19,44 +19,31 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from enum import Enum
 from pathlib import Path
 
 from legion.actionlog import ActionLog, OutcomeKind
-from legion.bus.delivery import TYPED, delivery_text
-from legion.bus.model import Agent, AgentStatus, PendingDelivery
+from legion.bus import Bus
+from legion.bus.delivery import (
+    NO_LIVE_SESSION,
+    Delivery,
+    Handed,
+    Handover,
+    Reach,
+    SessionAt,
+)
+from legion.bus.model import Agent, AgentStatus
 from legion.bus.sessions import project_channel_name
-from legion.bus.store import Bus
 from legion.config import Project
 from legion.core.ids import controller_session_id
-from legion.core.liveness import SETTLE_S, SessionState, settling
+from legion.core.liveness import SETTLE_S, SessionState
 from legion.daemon_link import running_pid
 from legion.errors import ConflictError, LegionError, NotFoundError
-from legion.faults import fault_point
 from legion.locking import exclusive
-from legion.runtime import hooks
-from legion.sessions.observer import (
-    ObservedSession,
-    observe_sessions,
-    observed_status,
-)
+from legion.sessions.observer import ObservedSession, observe_sessions, observed_status
 from legion.sessions.prompting import transcript_size
 from legion.sessions.workers import WorkerManager
 
-# Said in a delivery's last error while Legion cannot yet resume a session to deliver to it.
-NO_LIVE_SESSION = "the session is not running (delivery to a dead session waits for its resume)"
 WATCH_LOCK = "watch.lock"
-
-
-class Handed(Enum):
-    """What became of an agent's pending messages in one delivery pass."""
-
-    DELIVERED = "delivered"  # typed in and taken, found in its transcript, or resumed with
-    AT_TURN_END = "at_turn_end"  # queued for its hooks: busy, or waiting on a question
-    SETTLING = "settling"  # its turn has only just ended: try again in a moment
-    NOT_TAKEN = "not_taken"  # typed, not taken (or typing failed): pending, tried again
-    NOT_RUNNING = "not_running"  # its session is not running and is not resumed now
-
 
 # A running (or dead) session a message can be handed to, as observed in one look.
 SessionTarget = ObservedSession
@@ -164,186 +151,94 @@ class Watcher:
 
     def deliver(self, only: Iterable[int] | None = None) -> dict[int, Handed]:
         """Hand each pending message to the agents of this project it addresses (`only`: to
-        these agents' ids): queued for a busy (or blocked) session's hooks, which give it at
-        the turn boundary; typed into an idle one as its next prompt; a dead worker's session
-        resumed with it (when `resume`). A delivery counts once the hook took it or the prompt
-        reached the transcript; until then it stays pending and is tried again, and a retry
-        first looks for it in the transcript, so a watcher killed half-way never hands a
-        message over twice. What became of each agent's messages, by agent id."""
-        self.retry_in = None
+        these agents' ids), as `legion.bus.delivery` says: queued for a busy (or blocked)
+        session's hooks, typed into an idle one, a dead worker's session resumed with it (when
+        `resume`). What became of each agent's messages, by agent id."""
         wanted = None if only is None else set(only)
         agents = [a for a in self.agents(include_archived=True) if wanted is None or a.id in wanted]
-        pending = {a.id: self.bus.pending_deliveries(recipient_id=a.id) for a in agents}
-        if not any(pending.values()):
-            return {}
-        sessions = self.sessions()
-        handed: dict[int, Handed] = {}
-        for agent in agents:
-            assert agent.session_id is not None
-            if pending[agent.id]:
-                target = sessions.get(agent.session_id)
-                handed[agent.id] = self._deliver_to(agent, pending[agent.id], target)
+        door = WatchedSessions(
+            self.project, self.workers, self.sessions, self.controller_session, self.paused
+        )
+        delivery = Delivery(self.bus, door, resume=self.resume, journal=self._journal)
+        handed = delivery.deliver(agents)
+        self.retry_in = delivery.retry_in
         return handed
 
-    def _deliver_to(
-        self, agent: Agent, due: list[PendingDelivery], target: SessionTarget | None
-    ) -> Handed:
-        assert agent.session_id is not None
-        inbox = self.workers.supervisor.inbox_file(agent.session_id)
-        idle = (
-            target is not None
-            and target.state is SessionState.IDLE
-            and target.window_id is not None
-        )
-        if idle and target is not None:
-            # Its turn has only just ended: come back in a moment.
-            if settling(target.last_activity, time.time()):
-                self.retry_in = SETTLE_S
-                return Handed.SETTLING
-            # Taken out of the hooks' reach first: the prompt typed below would otherwise have
-            # its UserPromptSubmit hook hand the same messages over a second time.
-            hooks.take_queued(inbox, TYPED, agent.session_id)
-        handed = self._note_hook_deliveries(agent, inbox)
-        due = [item for item in due if item.message.id not in handed]
-        transcript = target.transcript if target is not None else None
-        if transcript is None:
-            transcript = self.workers.runtime_of_session(agent.session_id).transcript(
-                self.workers.env, self._workspace_of(agent), agent.session_id
-            )
-        # An earlier attempt may have got through just before its watcher died: the transcript
-        # says so (the message's id is in what was typed).
-        landed = [item for item in due if item.delivery.attempts and _mentions(transcript, item)]
-        if landed:
-            self._delivered(agent, [item.message.id for item in landed])
-        due = [item for item in due if item not in landed]
-        if not due:
-            return Handed.DELIVERED
-        texts = [(item.message.id, delivery_text(item.message, agent)) for item in due]
-        if target is None or target.state is SessionState.DEAD or target.window_id is None:
-            if not self.resume:
-                return Handed.NOT_RUNNING
-            return self._resume_with(agent, texts)
-        if not idle:
-            # Busy, or waiting on a question (typing would answer it): the Stop hook hands the
-            # messages over at its turn boundary, never in the middle of a turn.
-            for message_id, text in texts:
-                hooks.enqueue(inbox, message_id, text)
-            return Handed.AT_TURN_END
-        return self._type_messages(agent, target, texts)
+    def _journal(self, handover: Handover) -> None:
+        """Typing and resuming are the watcher's actions, in the action log."""
+        agent, count = handover.agent, handover.count
+        if handover.resumed:
+            record = self.workers.record_of(agent.session_id or "")
+            issue = record.issue if record is not None else "-"
+            summary = f"resumed @{agent.address} with {count} message(s)"
+        else:
+            issue, summary = "-", f"{count} to @{agent.address}"
+        self.log.append(issue, "deliver_messages", OutcomeKind.DONE, summary)
 
-    def _workspace_of(self, agent: Agent) -> Path:
-        record = self.workers.record_of(agent.session_id or "")
+
+class WatchedSessions:
+    """The project's sessions as delivery reaches them (a `legion.bus.delivery.SessionDoor`):
+    the watcher's look, tmux to type into a window, the worker manager to resume a worker."""
+
+    def __init__(
+        self,
+        project: Project,
+        workers: WorkerManager,
+        sessions: Callable[[], dict[str, SessionTarget]],
+        controller_session: str,
+        paused: Callable[[], str | None],
+    ) -> None:
+        self.project = project
+        self.workers = workers
+        self.sessions = sessions
+        self.controller_session = controller_session
+        self.paused = paused
+
+    def look(self, agent: Agent) -> SessionAt:
+        assert agent.session_id is not None
+        target = self.sessions().get(agent.session_id)
+        inbox = self.workers.supervisor.inbox_file(agent.session_id)
+        if target is None:
+            transcript = self.workers.runtime_of_session(agent.session_id).transcript(
+                self.workers.env, self._workspace_of(agent.session_id), agent.session_id
+            )
+            return SessionAt(Reach.DOWN, transcript, inbox, None)
+        if target.state is SessionState.DEAD or target.window_id is None:
+            reach = Reach.DOWN
+        elif target.state is SessionState.IDLE:
+            reach = Reach.IDLE
+        else:
+            reach = Reach.BUSY  # running, or waiting on a question (typing would answer it)
+        return SessionAt(reach, target.transcript, inbox, target.last_activity)
+
+    def _workspace_of(self, session_id: str) -> Path:
+        record = self.workers.record_of(session_id)
         return record.workspace if record is not None else self.project.root
 
-    def _delivered(self, agent: Agent, message_ids: list[str]) -> None:
-        """Mark the deliveries made; the agent, prompted again, is busy (and so un-archived,
-        no longer complete, or no longer waiting for the answer it just got)."""
-        for message_id in message_ids:
-            with contextlib.suppress(NotFoundError):  # a message the bus does not know
-                self.bus.mark_delivered(message_id, agent.id)
-        current = self.bus.agent(agent.id)
-        if current.status is not AgentStatus.BUSY:
-            self.bus.update_agent(agent.id, status=AgentStatus.BUSY, detail="prompted")
-
-    def _attempting(self, agent: Agent, message_ids: list[str], how: str) -> None:
-        """Count the attempt before making it: if the watcher dies half-way, the next one
-        knows to look in the transcript before handing the message over again."""
-        for message_id in message_ids:
-            self.bus.record_failed_attempt(message_id, agent.id, f"{how}; not yet confirmed")
-
-    def _resume_with(self, agent: Agent, texts: list[tuple[str, str]]) -> Handed:
-        """A dead agent is resumed, same session, with its messages as the prompt. The
-        controller is restarted by its own health check, and gets them once it is idle."""
-        assert agent.session_id is not None
-        ids = [message_id for message_id, _ in texts]
-        record = self.workers.record_of(agent.session_id)
-        why = None
-        paused = self.paused()
-        if agent.session_id == self.controller_session:
-            why = "the controller is not running (it is restarted, then given the message)"
-        elif record is None:
-            why = NO_LIVE_SESSION
-        elif paused is not None:
-            why = f"not resumed while dispatch is paused: {paused}"
-        if why is not None or record is None:
-            for message_id in ids:
-                self.bus.record_failed_attempt(message_id, agent.id, why or NO_LIVE_SESSION)
-            return Handed.NOT_RUNNING
-        prompt = "\n\n".join(text for _, text in texts)
-        self._attempting(agent, ids, "resuming the session with it")
-        try:
-            from legion.reconcile import resume_worker  # its `worker-active` is the reconciler's
-
-            resume_worker(self.workers, self.workers.tracker, record.issue, record.mode, prompt)
-        except LegionError as exc:
-            for message_id in ids:
-                self.bus.record_failed_attempt(message_id, agent.id, f"resume failed: {exc}")
-            return Handed.NOT_RUNNING
-        self._delivered(agent, ids)
-        self.log.append(
-            record.issue,
-            "deliver_messages",
-            OutcomeKind.DONE,
-            f"resumed @{agent.address} with {len(ids)} message(s)",
-        )
-        return Handed.DELIVERED
-
-    def _note_hook_deliveries(self, agent: Agent, inbox: Path) -> set[str]:
-        """Mark delivered what the session's hooks handed to the model; their ids. Marked on
-        the bus before the inbox forgets them, so a crash in between loses nothing."""
-        if not inbox.exists():
-            return set()
-        entries = hooks.peek_delivered(inbox)
-        handed = {
-            str(entry.get("id"))
-            for entry in entries
-            if entry.get("via") != TYPED  # typed ones are marked when typed
-        }
-        if handed:
-            self._delivered(agent, sorted(handed))
-        if entries:
-            hooks.forget_delivered(inbox, {str(entry.get("id")) for entry in entries})
-        return handed
-
-    def _type_messages(
-        self, agent: Agent, target: SessionTarget, texts: list[tuple[str, str]]
-    ) -> Handed:
-        """Type the messages into the idle session as one prompt; delivered once its
-        transcript has recorded it."""
+    def type_confirmed(self, session_id: str, text: str) -> bool:
+        target = self.sessions()[session_id]
         assert target.window_id is not None
-        ids = [message_id for message_id, _ in texts]
-        prompt = "\n\n".join(text for _, text in texts)
         mark = transcript_size(target.transcript)
-        self._attempting(agent, ids, "typed into the idle session")
-        fault_point("after_delivery_attempt")
-        try:
-            accepted = self.workers.supervisor.type_prompt(
-                target.window_id, prompt, target.transcript, mark
-            )
-        except LegionError as exc:
-            for message_id in ids:
-                self.bus.record_failed_attempt(message_id, agent.id, f"typing failed: {exc}")
-            raise
-        if not accepted:
-            for message_id in ids:
-                self.bus.record_failed_attempt(
-                    message_id, agent.id, "typed into the idle session, but not taken"
-                )
-            return Handed.NOT_TAKEN
-        fault_point("after_message_typed")
-        self._delivered(agent, ids)
-        self.log.append(
-            "-", "deliver_messages", OutcomeKind.DONE, f"{len(ids)} to @{agent.address}"
-        )
-        return Handed.DELIVERED
+        sessions = self.workers.supervisor
+        return sessions.type_prompt(target.window_id, text, target.transcript, mark)
 
+    def why_not_resumed(self, session_id: str) -> str | None:
+        if session_id == self.controller_session:
+            return "the controller is not running (it is restarted, then given the message)"
+        if self.workers.record_of(session_id) is None:
+            return NO_LIVE_SESSION
+        paused = self.paused()
+        if paused is not None:
+            return f"not resumed while dispatch is paused: {paused}"
+        return None
 
-def _mentions(transcript: Path, item: PendingDelivery) -> bool:
-    """Whether the session's transcript holds the message's id: a prompt with it was taken."""
-    try:
-        return item.message.id.encode() in transcript.read_bytes()
-    except OSError:
-        return False
+    def resume_with(self, session_id: str, text: str) -> None:
+        record = self.workers.record_of(session_id)
+        if record is None:
+            raise NotFoundError(NO_LIVE_SESSION)
+        from legion.reconcile import resume_worker  # its `worker-active` is the reconciler's
+
+        resume_worker(self.workers, self.workers.tracker, record.issue, record.mode, text)
 
 
 # -- watching without a daemon ---------------------------------------------------------------------

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from legion.bus import bus_path
 from legion.bus.model import AgentStatus, DeliveryState
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from tests.e2e.swarm_env import Daemon, Swarm, agent_of, screen, session_uuid, wait_until, window_id
 from tests.fakes.claude_env import IDLE_FOOTER
 from tests.fakes.model_server import RecordedRequest, bash, text

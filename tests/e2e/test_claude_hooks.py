@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from legion.bus import inbox as inbox_file
 from legion.runtime import hooks
 from tests.fakes.claude_env import (
     IDLE_FOOTER,
@@ -87,7 +88,7 @@ def test_a_message_queued_during_a_turn_reaches_the_model_through_the_stop_hook(
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from legion.runtime.hooks import enqueue; "
+            "import sys; from pathlib import Path; from legion.bus.inbox import enqueue; "
             "enqueue(Path(sys.argv[1]), 'm-1', sys.argv[2])",
             str(inbox),
             MESSAGE,
@@ -123,7 +124,7 @@ def test_a_message_queued_during_a_turn_reaches_the_model_through_the_stop_hook(
     assert [role for role, _ in with_text(delivery, MESSAGE)] == ["user", "system"]
     queued = json.loads(inbox.read_text(encoding="utf-8"))
     assert queued["messages"] == []
-    [delivered] = hooks.take_delivered(inbox)
+    [delivered] = inbox_file.take_delivered(inbox)
     assert delivered["id"] == "m-1" and delivered["via"] == "Stop"
     assert delivered["session_id"] == session_id
     assert user_mark.exists()
@@ -144,7 +145,7 @@ def test_a_resumed_session_gets_its_context_and_queued_messages(
     [started] = server.requests_for_scenario("first")
     assert with_text(started, "Active plan") == []
 
-    hooks.enqueue(state / "inbox.json", "m-2", "From @legion: step 3 is approved.")
+    inbox_file.enqueue(state / "inbox.json", "m-2", "From @legion: step 3 is approved.")
     resumed = cenv.print_mode("carry on", "--settings", settings, resume=session_id)
 
     assert resumed.returncode == 0, resumed.stderr
@@ -155,7 +156,9 @@ def test_a_resumed_session_gets_its_context_and_queued_messages(
     assert role == "system" and request.messages[-1]["role"] == "system"
     assert "SessionStart hook additional context: ## Active plan\nplan.md, step 3" in found
     assert "UserPromptSubmit hook additional context: From @legion: step 3 is approved." in found
-    assert [d["via"] for d in hooks.take_delivered(state / "inbox.json")] == ["UserPromptSubmit"]
+    assert [d["via"] for d in inbox_file.take_delivered(state / "inbox.json")] == [
+        "UserPromptSubmit"
+    ]
 
 
 def test_compact_in_a_live_session_reinjects_the_context(

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from legion.bus import bus_path
 from legion.bus.model import DeliveryState
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from legion.runtime.codex import codex_session_id, session_link
 from tests.e2e.swarm_env import Daemon, Swarm, agent_of, screen, wait_until, window_id
 from tests.fakes.responses_server import (

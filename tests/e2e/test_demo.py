@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from legion.bus import bus_path
 from legion.bus.model import AgentRole, AgentStatus, EventKind
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from tests.conftest import run_legion
 from tests.fakes.claude_env import find_claude
 from tests.fakes.codex_env import find_codex

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from legion.bus import bus_path
 from legion.bus.model import AgentStatus, Channel, DeliveryState, EventKind
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from tests.conftest import LEGION_BIN
 from tests.e2e.swarm_env import Daemon, Swarm, agent_of, wait_until, window_id
 from tests.fakes.model_server import RecordedRequest, bash, text

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from legion.bus.store import SqliteBus
+from legion.bus.sqlite import SqliteBus
 
 
 @pytest.fixture

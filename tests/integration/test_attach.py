@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from legion.backends import open_backends, open_workers
+from legion.bus import bus_path
 from legion.bus.sessions import register_session
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.runtime.tmux import TAG_OPTION
 from tests.conftest import LEGION_BIN, LegionRunner, Result, git
@@ -183,7 +184,8 @@ def test_attach_to_an_unknown_or_stopped_agent_is_a_clear_error(
 def test_the_tuis_attach_opens_the_highlighted_agents_live_window(setup: dict[str, Any]) -> None:
     """What the TUI's `o` runs (`ProjectSources.attach`): the same tmux command as
     `legion attach`, for a live agent; why not, in a line, for one that is not running."""
-    from legion.bus.store import SqliteBus, bus_path
+    from legion.bus import bus_path
+    from legion.bus.sqlite import SqliteBus
     from legion.runtime.tmux import Attach
     from legion.tui.sources import ProjectSources, Unavailable
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from legion.bus import store as bus_store
+from legion.bus import bus_path
+from legion.bus import schema as bus_schema
 from legion.bus.model import (
     Agent,
     AgentRole,
@@ -26,7 +27,7 @@ from legion.bus.model import (
     TaskState,
 )
 from legion.bus.sessions import register_session
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.errors import ConflictError, InputError, NotFoundError, StoreError
 from tests.conftest import LEGION_BIN, LegionRunner, Result, git
@@ -58,7 +59,7 @@ def test_a_new_bus_is_private_and_knows_the_human(tmp_path: Path) -> None:
     assert bus.agents(include_archived=True) == []  # the human is not listed among agents
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(bus_store.MIGRATIONS)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(bus_schema.MIGRATIONS)
     bus.close()
 
 
@@ -302,8 +303,8 @@ def test_migrations_run_on_an_existing_bus_and_keep_its_messages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "bus.db"
-    every = bus_store.MIGRATIONS
-    monkeypatch.setattr(bus_store, "MIGRATIONS", every[:1])  # the first release's bus
+    every = bus_schema.MIGRATIONS
+    monkeypatch.setattr(bus_schema, "MIGRATIONS", every[:1])  # the first release's bus
     old = SqliteBus(path)
     legion = agent(old, MAIN, "legion")
     old.close()
@@ -314,7 +315,7 @@ def test_migrations_run_on_an_existing_bus_and_keep_its_messages(
             "'2026-01-01T00:00:00.000Z')",
             (legion.id,),
         )
-    monkeypatch.setattr(bus_store, "MIGRATIONS", every)
+    monkeypatch.setattr(bus_schema, "MIGRATIONS", every)
     upgraded = SqliteBus(path)
     [message] = upgraded.messages()
     assert (message.id, message.body, message.reply_to) == ("m-1", "before", None)
@@ -323,7 +324,7 @@ def test_migrations_run_on_an_existing_bus_and_keep_its_messages(
         assert conn.execute("PRAGMA user_version").fetchone()[0] == len(every)
         assert "reply_to" in {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
     upgraded.close()
-    monkeypatch.setattr(bus_store, "MIGRATIONS", every[:1])
+    monkeypatch.setattr(bus_schema, "MIGRATIONS", every[:1])
     with pytest.raises(StoreError, match="newer Legion"):
         SqliteBus(path)
 

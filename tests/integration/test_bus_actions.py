@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from legion.bus import actions
+from legion.bus import actions, bus_path
 from legion.bus.model import Agent, AgentRole, AgentStatus, Channel, EventKind, MessageKind
 from legion.bus.sessions import register_session
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.errors import (
     ConflictError,

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from legion.bus import bus_path
 from legion.bus.model import EventKind
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from tests.conftest import LEGION_BIN, LegionRunner, Result, git
 
 CONTROLLER = {"LEGION_SESSION_ID": "sid-controller", "LEGION_MODE": "controller"}

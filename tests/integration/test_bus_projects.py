@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from legion.bus import store as bus_store
+from legion.bus import bus_path
+from legion.bus import schema as bus_schema
 from legion.bus.model import AgentRole, AgentStatus, Channel
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.tui.sources import Board, ProjectSources, Unavailable
 from tests.conftest import Result, git, run_legion
@@ -136,8 +137,8 @@ def test_an_older_bus_keeps_its_messages_with_the_project_that_recorded_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "bus.db"
-    every = bus_store.MIGRATIONS
-    monkeypatch.setattr(bus_store, "MIGRATIONS", every[:2])  # the bus before project ids
+    every = bus_schema.MIGRATIONS
+    monkeypatch.setattr(bus_schema, "MIGRATIONS", every[:2])  # the bus before project ids
     with sqlite3.connect(path) as conn:
         conn.executescript("PRAGMA journal_mode = WAL;")
     SqliteBus(path).close()
@@ -156,7 +157,7 @@ def test_an_older_bus_keeps_its_messages_with_the_project_that_recorded_them(
             "created_at) VALUES ('m-2', 'repo', 'main', 1, 'human', 'say', 'orphan', "
             "'2026-01-01T00:00:00.000Z');"
         )
-    monkeypatch.setattr(bus_store, "MIGRATIONS", every)
+    monkeypatch.setattr(bus_schema, "MIGRATIONS", every)
     bus = SqliteBus(path)
     try:
         with sqlite3.connect(path) as conn:

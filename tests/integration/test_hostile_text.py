@@ -215,9 +215,9 @@ def tampered_storage(project: Path) -> None:
 
 def on_the_bus(project: Path) -> None:
     """A message, a task and an agent's name in the project's channel, in the corpus' words."""
+    from legion.bus import bus_path, open_bus
     from legion.bus.model import AgentRole, Channel
     from legion.bus.sessions import project_channel_name
-    from legion.bus.store import bus_path, open_bus
     from legion.config import load_project
 
     bus = open_bus(os.environ)

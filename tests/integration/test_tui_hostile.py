@@ -13,9 +13,9 @@ from typing import Any
 
 from rich.console import Console
 
+from legion.bus import bus_path, open_bus
 from legion.bus.model import AgentRole, Channel
 from legion.bus.sessions import project_channel_name
-from legion.bus.store import bus_path, open_bus
 from legion.config import load_project
 from legion.tui.sources import ProjectSources
 from tests.conftest import LegionRunner
@@ -26,7 +26,7 @@ from tests.integration.test_hostile_text import (
     tampered_storage,
     tmux_socket,  # noqa: F401  (a fixture)
 )
-from tests.unit.test_tui import RecordingApp, run, settle, sidebar_index
+from tests.unit.test_tui import RecordingApp, run, settle, sidebar_index, until
 
 SIZE = (250, 50)  # wide: the corpus is not cut where a view shows it whole
 
@@ -44,11 +44,13 @@ def screen_output(app: Any) -> str:
 
 async def until_inert(pilot: Any, app: Any, *texts: str) -> str:
     """The screen once it shows every one of `texts`, checked inert; fails after 5 s."""
-    for _ in range(100):
+
+    def done() -> bool:
         text = screen_output(app)
-        if all(wanted in text for wanted in texts) or RAW.search(text):
-            break
-        await pilot.pause(0.05)
+        return all(wanted in text for wanted in texts) or bool(RAW.search(text))
+
+    await until(pilot, done)
+    text = screen_output(app)
     assert_inert(text, where="screen", markup=False, shown=False)
     for wanted in texts:
         assert wanted in text, (wanted, text)

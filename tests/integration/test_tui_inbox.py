@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable
 
-from legion.bus.store import SqliteBus
+from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.core.model import Mode
 from legion.tui.sources import Board, ProjectSources, TrackerInbox
@@ -76,7 +76,7 @@ def test_a_tracker_question_is_answered_from_the_inbox(
             await until_shown(pilot, app, "No open questions for you.")
             assert app.query_one("#inbox-table", DataTable).row_count == 0
             await pilot.press("ctrl+r")  # read again: the tracker no longer lists it
-            await settle(pilot, 0.5)
+            await settle(pilot)
             assert app.query_one("#inbox-table", DataTable).row_count == 0
             assert "F3 Inbox 1" not in await until_shown(pilot, app, "F3 Inbox")
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from legion.bus.model import AgentRole, AgentStatus, Channel
-from legion.bus.store import SqliteBus
+from legion.bus.sqlite import SqliteBus
 from legion.core.model import Status
 from legion.tui.sources import ActionLogView, Board, ProjectSources, Unavailable
 from tests.conftest import LegionRunner
@@ -77,9 +77,9 @@ def test_the_log_holds_the_projects_agents_events_among_its_actions(
 ) -> None:
     from legion.actionlog import ActionLog, OutcomeKind
     from legion.backends import open_backends
+    from legion.bus import bus_path
     from legion.bus.model import EventKind
     from legion.bus.sessions import register_session
-    from legion.bus.store import bus_path
     from legion.config import load_project
 
     assert legion("issue", "create", "Add a flag").returncode == 0
@@ -148,3 +148,22 @@ def test_a_workers_task_list_is_read_from_the_projects_claude_home(
     assert found is not None and (found.progress, found.current) == ("1/3", "Writing the parser")
     shown = json.loads(legion("workers", "--json").stdout)
     assert shown[0]["tasks"] == {"done": 1, "total": 3, "current": "Writing the parser"}
+
+
+def test_the_tuis_dispatch_refuses_what_legion_dispatch_refuses(
+    project: Path, legion: LegionRunner
+) -> None:
+    """The TUI's `d` and `legion dispatch` are one function: a blocked issue is refused in the
+    same words, before any session is started."""
+    from legion.core.model import Mode
+    from legion.errors import InputError
+
+    assert legion("issue", "create", "First").returncode == 0
+    assert legion("issue", "create", "Second", "--blocked-by", "LEG-1").returncode == 0
+    cli = legion("dispatch", "LEG-2", "plan")
+    try:
+        sources(project).dispatch("repo", "LEG-2", Mode.PLAN)
+    except InputError as refused:
+        assert cli.stderr.strip() == f"legion: error: {refused}"
+    else:
+        raise AssertionError("the TUI started a worker on a blocked issue")

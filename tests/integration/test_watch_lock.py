@@ -10,12 +10,14 @@ import threading
 import time
 from pathlib import Path
 
+from legion.bus import bus_path
+from legion.bus.delivery import Handed
 from legion.bus.model import DeliveryState
 from legion.bus.sessions import project_channel_name, register_session
-from legion.bus.store import SqliteBus, bus_path
+from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.daemon_link import pid_file, running_pid
-from legion.watch import Handed, deliver_now, watch_lock
+from legion.watch import deliver_now, watch_lock
 
 
 def test_a_watcher_leaves_the_delivery_to_a_daemon_that_started_while_it_waited(

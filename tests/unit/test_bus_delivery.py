@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from legion.bus.delivery import address_from, delivery_text
+from legion.bus.delivery_text import address_from, delivery_text
 from legion.bus.model import Agent, AgentRole, AgentStatus, Message, MessageKind
 from legion.core.decide import completion_labels
 from legion.core.liveness import SessionState

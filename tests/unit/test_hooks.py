@@ -16,8 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from legion.bus import inbox as inbox_file
+from legion.bus.inbox import Inbox, InboxMessage
 from legion.runtime import hook_entry, hooks
-from legion.runtime.hooks import HookEvent, Inbox, InboxMessage
+from legion.runtime.hooks import HookEvent
 
 PY = "/opt/py thon's/bin/python3"
 
@@ -113,25 +115,25 @@ def test_inbox_round_trips_and_keeps_keys_it_does_not_know() -> None:
         stop_streak=2,
         extra={"version": 1},
     )
-    assert hooks.parse_inbox(hooks.dump_inbox(inbox)) == inbox
-    assert hooks.parse_inbox("") == Inbox()
-    assert hooks.parse_inbox('{"messages": [{"id": "x", "text": "t"}]}').messages == (
+    assert inbox_file.parse_inbox(inbox_file.dump_inbox(inbox)) == inbox
+    assert inbox_file.parse_inbox("") == Inbox()
+    assert inbox_file.parse_inbox('{"messages": [{"id": "x", "text": "t"}]}').messages == (
         InboxMessage("x", "t"),
     )
 
 
 @pytest.mark.parametrize("text", ["{", "[]", '{"messages": [{"id": "x"}]}', '{"messages": ["t"]}'])
 def test_a_malformed_inbox_is_an_error(text: str) -> None:
-    with pytest.raises(hooks.InboxError):
-        hooks.parse_inbox(text)
+    with pytest.raises(inbox_file.InboxError):
+        inbox_file.parse_inbox(text)
 
 
 def test_a_message_id_is_queued_once() -> None:
-    inbox = hooks.with_message(Inbox(), "m-1", "one")
+    inbox = inbox_file.with_message(Inbox(), "m-1", "one")
     assert inbox is not None
-    assert hooks.with_message(inbox, "m-1", "again") is None
+    assert inbox_file.with_message(inbox, "m-1", "again") is None
     delivered = Inbox(delivered=({"id": "m-1"},))
-    assert hooks.with_message(delivered, "m-1", "again") is None
+    assert inbox_file.with_message(delivered, "m-1", "again") is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,7 +256,7 @@ def test_every_message_reaches_the_model_exactly_once_or_stays_queued(
     shown: list[str] = []
     for kind, value in steps:
         if kind == "enqueue":
-            inbox = hooks.with_message(inbox, f"m-{value}", f"text {value}") or inbox
+            inbox = inbox_file.with_message(inbox, f"m-{value}", f"text {value}") or inbox
             continue
         if kind == "stop":
             answer, after = hooks.answer_stop(stop_input(value), inbox, cap=2, now=0)
@@ -281,35 +283,35 @@ def test_every_message_reaches_the_model_exactly_once_or_stays_queued(
 def test_enqueue_and_take_delivered_under_the_lock(tmp_path: Path) -> None:
     inbox = tmp_path / "state" / "inbox.json"
     threads = [
-        threading.Thread(target=hooks.enqueue, args=(inbox, f"m-{i}", f"text {i}"))
+        threading.Thread(target=inbox_file.enqueue, args=(inbox, f"m-{i}", f"text {i}"))
         for i in range(20)
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert hooks.enqueue(inbox, "m-3", "again") is False
-    queued = hooks.parse_inbox(inbox.read_text(encoding="utf-8"))
+    assert inbox_file.enqueue(inbox, "m-3", "again") is False
+    queued = inbox_file.parse_inbox(inbox.read_text(encoding="utf-8"))
     assert sorted(m.id for m in queued.messages) == sorted(f"m-{i}" for i in range(20))
     assert inbox.stat().st_mode & 0o777 == 0o600
-    assert hooks.take_delivered(inbox) == []
+    assert inbox_file.take_delivered(inbox) == []
 
 
 def test_take_queued_hands_messages_to_another_path_once(tmp_path: Path) -> None:
     inbox = tmp_path / "inbox.json"
-    assert hooks.take_queued(inbox, "typed") == []
+    assert inbox_file.take_queued(inbox, "typed") == []
     assert not inbox.exists()
-    hooks.enqueue(inbox, "m-1", "one")
-    hooks.enqueue(inbox, "m-2", "two")
+    inbox_file.enqueue(inbox, "m-1", "one")
+    inbox_file.enqueue(inbox, "m-2", "two")
 
-    assert hooks.take_queued(inbox, "typed", "s-1") == [
+    assert inbox_file.take_queued(inbox, "typed", "s-1") == [
         InboxMessage("m-1", "one"),
         InboxMessage("m-2", "two"),
     ]
-    assert hooks.take_queued(inbox, "typed") == []
+    assert inbox_file.take_queued(inbox, "typed") == []
     # The hooks have nothing left to hand over.
     assert run_entry(["Stop", "--inbox", str(inbox)], stop_input(False)) == (0, "", "")
-    assert [(d["id"], d["via"], d["session_id"]) for d in hooks.take_delivered(inbox)] == [
+    assert [(d["id"], d["via"], d["session_id"]) for d in inbox_file.take_delivered(inbox)] == [
         ("m-1", "typed", "s-1"),
         ("m-2", "typed", "s-1"),
     ]
@@ -336,19 +338,19 @@ def run_entry(
 
 def test_entry_stop_blocks_once_then_allows(tmp_path: Path) -> None:
     inbox = tmp_path / "inbox.json"
-    hooks.enqueue(inbox, "m-1", "hello")
+    inbox_file.enqueue(inbox, "m-1", "hello")
 
     code, out, err = run_entry(["Stop", "--inbox", str(inbox)], stop_input(False))
     assert (code, err) == (0, "")
     assert json.loads(out) == {"decision": "block", "reason": "hello"}
 
     assert run_entry(["Stop", "--inbox", str(inbox)], stop_input(True)) == (0, "", "")
-    assert [d["id"] for d in hooks.take_delivered(inbox)] == ["m-1"]
+    assert [d["id"] for d in inbox_file.take_delivered(inbox)] == ["m-1"]
 
 
 def test_entry_finds_its_files_in_the_environment(tmp_path: Path) -> None:
     inbox, context = tmp_path / "inbox.json", tmp_path / "context.md"
-    hooks.enqueue(inbox, "m-1", "queued")
+    inbox_file.enqueue(inbox, "m-1", "queued")
     context.write_text("the plan", encoding="utf-8")
     env = {hooks.INBOX_ENV: str(inbox), hooks.CONTEXT_ENV: str(context)}
 
@@ -393,7 +395,7 @@ def test_generated_command_runs_through_sh_from_a_workspace_that_shadows_legion(
     `legion` package in the workspace is not the one imported."""
     state = tmp_path / "st ate's $dir"
     inbox = state / "inbox.json"
-    hooks.enqueue(inbox, "m-1", "it's `here` $HOME")
+    inbox_file.enqueue(inbox, "m-1", "it's `here` $HOME")
     workspace = tmp_path / "ws"
     (workspace / "legion" / "runtime").mkdir(parents=True)
     for init in ("legion/__init__.py", "legion/runtime/__init__.py"):

@@ -76,3 +76,91 @@ def test_no_new_folder_level_import_loop() -> None:
 
 def test_the_tui_imports_no_cli_module() -> None:
     assert "cli" not in folder_imports()["tui"]
+
+
+# The layers, lowest first: a unit imports only from its own layer or a lower one (issue 20:
+# "no import from a lower layer to a higher one"). A new folder or top-level module must be
+# placed here, so where it sits is a decision, not an accident.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("errors", frozenset({"errors"})),  # the one error tree: every layer raises from it
+    ("pure policy", frozenset({"core"})),
+    (
+        "foundations",
+        frozenset(
+            {
+                "faults",
+                "statefiles",
+                "git",
+                "locking",
+                "config",
+                "embedded",
+                "graphql_client",
+                "daemon_link",
+            }
+        ),
+    ),
+    (
+        "adapters and stores",
+        frozenset(
+            {
+                "trackers",
+                "forges",
+                "workspaces",
+                "bus",
+                "relay",
+                "runtime",
+                "actionlog",
+                "pause",
+            }
+        ),
+    ),
+    (
+        "services",
+        frozenset(
+            {
+                "backends",
+                "identity",
+                "state",
+                "judgments",
+                "prompts",
+                "feedback",
+                "sessions",
+                "dispatch",
+                "completion",
+                "reconcile",
+                "watch",
+                "status",
+                "projects",
+            }
+        ),
+    ),
+    ("shells", frozenset({"daemon", "tui", "demo", "skills", "cli", "__main__"})),
+)
+
+
+def _layer_of() -> dict[str, int]:
+    return {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in units}
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {
+        p.stem if p.is_file() else p.name
+        for p in ROOT.iterdir()
+        if (p.is_file() and p.suffix == ".py" and p.stem != "__init__")
+        or (p.is_dir() and (p / "__init__.py").exists())
+    }
+    placed = _layer_of()
+    assert not units - placed.keys(), f"place these in LAYERS: {sorted(units - placed.keys())}"
+    assert not placed.keys() - units, f"gone, take out of LAYERS: {sorted(placed.keys() - units)}"
+
+
+def test_no_import_from_a_lower_layer_to_a_higher_one() -> None:
+    rank = _layer_of()
+    upward = [
+        f"{source} ({LAYERS[rank[source]][0]}) -> {target} ({LAYERS[rank[target]][0]}) "
+        f"in {', '.join(sorted(set(files))[:3])}"
+        for source, targets in folder_imports().items()
+        for target, files in targets.items()
+        if source in rank and target in rank and rank[target] > rank[source]
+    ]
+    assert not upward, "imports up the layers: " + "; ".join(sorted(upward))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,14 +26,16 @@ from legion.bus.model import (
     DeliveryState,
     MessageKind,
 )
-from legion.bus.store import SqliteBus
+from legion.bus.sqlite import SqliteBus
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import ConflictError
 from legion.runtime.tmux import Attach
-from legion.tui.app import ChatInput, LegionApp, MessageLog, Sidebar
-from legion.tui.present import KEYS, AgentRow, ArchivedHeader, ChannelRow
+from legion.tui.app import LegionApp
+from legion.tui.chat import ChatInput, MessageLog
+from legion.tui.present import KEYS, AgentRow, ArchivedHeader, ChannelRow, Row
 from legion.tui.readmarks import ReadMarks
+from legion.tui.sidebar import Sidebar
 from legion.tui.sources import (
     ActionLogView,
     Board,
@@ -140,8 +143,7 @@ class World:
 
     def app(self, **kwargs: Any) -> RecordingApp:
         kwargs.setdefault("format_time", lambda _: FIXED_TIME)
-        kwargs.setdefault("poll_s", 0.02)
-        kwargs.setdefault("refresh_s", 0.05)
+        kwargs.setdefault("bus_file", self.path)
         return RecordingApp(lambda: SqliteBus(self.path), self.sources, **kwargs)
 
     def agent(self, agent: Agent) -> Agent:
@@ -173,30 +175,37 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(scenario())  # type: ignore[arg-type]
 
 
-async def settle(pilot: Pilot[Any], seconds: float = 0.15) -> None:
-    """Long enough for a few polls, then until the app is idle."""
-    await pilot.pause(seconds)
+async def settle(pilot: Pilot[Any]) -> None:
+    """Until the app has handled everything there was to read and what the human started is
+    done (`LegionApp.settled`), then until it is idle (the screen redrawn)."""
+    assert isinstance(pilot.app, LegionApp)
+    await pilot.app.settled()
     await pilot.pause()
 
 
+async def until(pilot: Pilot[Any], shown: Callable[[], bool]) -> bool:
+    """Settle until `shown()` (a modal opens, a notification comes); False if it never is,
+    after 5 s."""
+    deadline = time.monotonic() + 5
+    while not shown():
+        if time.monotonic() > deadline:
+            return False
+        await settle(pilot)
+    return True
+
+
 async def until_shown(pilot: Pilot[Any], app: LegionApp, *texts: str) -> str:
-    """The screen once it shows every one of `texts` (a worker thread may still be reading);
-    fails after 5 s with the screen as it is."""
-    for _ in range(100):
-        text = screen_text(app)
-        if all(wanted in text for wanted in texts):
-            return text
-        await pilot.pause(0.05)
-    raise AssertionError(f"not shown: {texts}\n{screen_text(app)}")
+    """The screen once it shows every one of `texts`; fails after 5 s with the screen as it
+    is."""
+    if not await until(pilot, lambda: all(t in screen_text(app) for t in texts)):
+        raise AssertionError(f"not shown: {texts}\n{screen_text(app)}")
+    return screen_text(app)
 
 
 async def until_said(pilot: Pilot[Any], app: RecordingApp, wanted: str) -> None:
     """Until a notification holds `wanted` (a worker thread acts); fails after 5 s."""
-    for _ in range(100):
-        if any(wanted in said for said in app.said):
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"never said {wanted!r}: {app.said}")
+    if not await until(pilot, lambda: any(wanted in said for said in app.said)):
+        raise AssertionError(f"never said {wanted!r}: {app.said}")
 
 
 def screen_text(app: LegionApp) -> str:
@@ -215,8 +224,13 @@ def screen_text(app: LegionApp) -> str:
     return console.export_text()
 
 
+def rows(app: LegionApp) -> list[Row]:
+    """The sidebar's rows."""
+    return app.query_one(Sidebar).rows
+
+
 def sidebar_index(app: LegionApp, key: str) -> int:
-    return [row.key for row in app.rows].index(key)
+    return [row.key for row in rows(app)].index(key)
 
 
 async def choose(pilot: Pilot[Any], app: LegionApp, key: str) -> None:
@@ -236,7 +250,7 @@ def test_the_sidebar_lists_channels_with_their_agents_and_glyphs(world: World) -
         app = world.app()
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
-            kinds = [type(row).__name__ for row in app.rows]
+            kinds = [type(row).__name__ for row in rows(app)]
             assert kinds == [
                 "ChannelRow",  # app/main first: the orchestrator's branch
                 "AgentRow",
@@ -372,12 +386,12 @@ def test_unread_counts_rise_in_other_channels_and_reset_when_read(
             world.bus.post(world.implement.id, LEG7, "one")
             world.bus.post(world.legion.id, LEG7, "two @human")
             await settle(pilot)
-            row = next(r for r in app.rows if isinstance(r, ChannelRow) and r.channel == LEG7)
+            row = next(r for r in rows(app) if isinstance(r, ChannelRow) and r.channel == LEG7)
             assert (row.unread, row.for_you) == (2, 1)
             assert "app/legion/LEG-7 2 @1" in screen_text(app)
             await choose(pilot, app, f"c:{LEG7}")
             await settle(pilot)
-            row = next(r for r in app.rows if isinstance(r, ChannelRow) and r.channel == LEG7)
+            row = next(r for r in rows(app) if isinstance(r, ChannelRow) and r.channel == LEG7)
             assert (row.unread, row.for_you) == (0, 0)
         # The human's delivery is read, and the marks are saved for next time.
         assert world.bus.messages(unread_for=world.bus.human().id) == []
@@ -514,7 +528,9 @@ def test_the_trackers_are_read_seldom_in_a_thread_and_on_ctrl_r(world: World) ->
     async def scenario() -> None:
         app = world.app(channel=LEG7)  # the trackers every 10 s, as in use
         async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, 0.5)
+            await settle(pilot)
+            await pilot.pause(0.5)  # a while, in which nothing reads the trackers again
+            await settle(pilot)
             assert world.sources.inbox_reads == 1  # at the start only
             await pilot.press("f3")
             await settle(pilot)
@@ -545,11 +561,11 @@ def test_archiving_the_highlighted_agent(world: World) -> None:
             await pilot.press("y")
             await settle(pilot)
             assert world.agent(world.review).status is AgentStatus.ARCHIVED
-            header = next(r for r in app.rows if isinstance(r, ArchivedHeader))
+            header = next(r for r in rows(app) if isinstance(r, ArchivedHeader))
             assert (header.count, header.expanded) == (1, False)
             assert "> Archived (1)" in screen_text(app)
             await choose(pilot, app, "archived")  # Enter opens the section
-            assert any(isinstance(r, AgentRow) and r.archived for r in app.rows)
+            assert any(isinstance(r, AgentRow) and r.archived for r in rows(app))
             text = screen_text(app)
             assert "v Archived (1)" in text
             assert "║   app/legion/LEG-7" in text and "║     . @review" in text  # focused: ║
@@ -916,7 +932,7 @@ def test_the_project_here_is_listed_from_the_start_and_the_chat_line_posts_there
         app = RecordingApp(lambda: SqliteBus(path), FakeSources(), channel=here)
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
-            assert [row.key for row in app.rows] == [f"c:{here}"]
+            assert [row.key for row in rows(app)] == [f"c:{here}"]
             text = screen_text(app)
             assert "No channels yet" not in text
             assert "repo/main" in text.splitlines()[1]  # listed in the sidebar
@@ -1107,7 +1123,7 @@ def test_a_message_arriving_while_another_view_is_shown_fills_the_width(world: W
             await pilot.press("f4")
             await settle(pilot)
             world.bus.post(world.implement.id, LEG7, LONG)
-            await settle(pilot, 0.3)
+            await settle(pilot)
             await pilot.press("f2")
             await settle(pilot)
             lines = [line.rstrip() for line in screen_text(app).splitlines()]

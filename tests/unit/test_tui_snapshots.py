@@ -16,10 +16,10 @@ import pytest
 
 from legion.bus import actions
 from legion.bus.model import AgentRole, AgentStatus, MessageKind
-from legion.bus.store import SqliteBus
+from legion.bus.sqlite import SqliteBus
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
-from legion.tui.app import Sidebar
+from legion.tui.sidebar import Sidebar
 from legion.tui.sources import Board, BoardIssue, Peek
 from tests.unit.test_tui import (
     LEG7,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from legion.bus import Bus
 from legion.bus.model import (
     HUMAN_NAME,
     ORCHESTRATOR_NAME,
@@ -21,7 +22,6 @@ from legion.bus.model import (
     MessageKind,
     Posted,
 )
-from legion.bus.store import Bus
 from legion.errors import (
     ConflictError,
     InputError,

@@ -11,10 +11,10 @@ orchestrator of the channel's project (whichever branch it is on), `@human` the 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from legion.bus.model import HUMAN_NAME, ORCHESTRATOR_NAME, Channel
+from legion.bus.model import HUMAN_NAME, ORCHESTRATOR_NAME, Agent, AgentRole, Channel
 from legion.core.text import clean_branch
 from legion.errors import InputError
 
@@ -31,6 +31,8 @@ _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
 _MENTION = re.compile(r"(?<![A-Za-z0-9_.+@/-])@([A-Za-z0-9][A-Za-z0-9._/-]*)")
 _TRAILING = "._/-"
 _MAX_LISTED = 5
+# The roles that may address the human directly; everyone else goes through @legion.
+_REACH_HUMAN = frozenset({AgentRole.CONTROLLER, AgentRole.HUMAN})
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -183,3 +185,67 @@ def _listed(addresses: Iterable[str]) -> str:
     more = len(items) - _MAX_LISTED
     shown = ", ".join(items[:_MAX_LISTED])
     return f"{shown} and {more} more" if more > 0 else shown
+
+
+# -- who a message is addressed to -----------------------------------------------------------------
+
+
+def may_reach_human(role: AgentRole) -> bool:
+    """Whether an agent in `role` may address the human (`@human`) itself."""
+    return role in _REACH_HUMAN
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """The agents a message's mentions could name, which is all resolving them needs: these
+    keys, and the orchestrator of project `orchestrator_of` on whichever branch."""
+
+    keys: frozenset[AgentKey]
+    orchestrator_of: str | None
+
+
+def lookup_for(mentioned: Sequence[str], here: Channel) -> Lookup:
+    """What to read to resolve `mentioned` (addresses as `parse_mentions` gives them) written
+    in `here`: one agent per reading of each, so a post costs the same with 5 agents or 500."""
+    keys: set[AgentKey] = set()
+    for address in mentioned:
+        if address == HUMAN_NAME:
+            keys.add(HUMAN)
+        elif address != ORCHESTRATOR_NAME:
+            keys.update(readings(address, here))
+    orchestrator = here.project if ORCHESTRATOR_NAME in mentioned else None
+    return Lookup(frozenset(keys), orchestrator)
+
+
+def agents_by_key(agents: Iterable[Agent]) -> dict[AgentKey, Agent]:
+    """Agents by (project, branch, name); the human's row is ("", "", "human"), `HUMAN`."""
+    return {AgentKey(agent.project, agent.branch, agent.name): agent for agent in agents}
+
+
+def addressees(
+    mentioned: Sequence[str],
+    here: Channel,
+    known: Mapping[AgentKey, Agent],
+    *,
+    sender_id: int,
+    reach_human: bool,
+    everyone: Callable[[], Collection[AgentKey]],
+) -> list[Agent]:
+    """The agents the mentions name (never the sender), first mention first, each once.
+    `known`: the agents `lookup_for` asked for; `everyone`: every agent, read only to name the
+    candidates when an address names nobody (InputError)."""
+    recipients: list[Agent] = []
+    for address in mentioned:
+        try:
+            agent = known[resolve(address, here, known.keys(), may_reach_human=reach_human)]
+        except InputError:
+            # Said again against every agent, for the candidates the error names.
+            try:
+                resolve(address, here, everyone(), may_reach_human=reach_human)
+            except InputError as exc:
+                hint = "(text in `backticks` is not read as a mention)"
+                raise InputError(f"{exc} {hint}") from None
+            raise
+        if agent.id != sender_id and all(agent.id != other.id for other in recipients):
+            recipients.append(agent)
+    return recipients

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from legion.bus.delivery import address_from
+from legion.bus import Bus
+from legion.bus.delivery_text import address_from
 from legion.bus.model import Agent, AgentRole, Message, Task, TaskState
-from legion.bus.store import Bus
 from legion.core.task_list import TaskList
 
 PLAN_FOLDER = Path("docs") / "plans"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from legion.bus import Bus
 from legion.bus.address import project_name_for_folder
 from legion.bus.model import ORCHESTRATOR_NAME, Agent, AgentRole, Channel
-from legion.bus.store import Bus
 from legion.config import Project, git_toplevel
 from legion.core.decide import session_mode
 from legion.core.model import CONTROLLER_MODE, Mode
@@ -31,7 +31,7 @@ def project_channel_name(project: Project, bus: Bus | None = None) -> str:
         return bus.claim_project(
             project.settings.project_id, project_name_for_folder(project.root.name), project.root
         )
-    from legion.bus.store import open_bus
+    from legion.bus import open_bus
 
     opened = open_bus(project.env)
     try:

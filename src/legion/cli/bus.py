@@ -12,15 +12,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from legion import identity
 from legion.cli import common
 from legion.core.stamps import utc_stamp
 from legion.core.text import for_display
 from legion.errors import InputError
 
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
+    from legion.bus import Bus
     from legion.bus.model import Agent, Channel, Event, EventKind, Message, Posted, Task
-    from legion.bus.store import Bus
+    from legion.config import Project
     from legion.identity import Speaker
+    from legion.trackers.base import Tracker
 
 FOLLOW_POLL_S = 0.2  # how often `messages --follow` looks for new messages
 DEFAULT_LAST = 50
@@ -39,7 +42,7 @@ task_app = typer.Typer(
 
 
 def _open_bus() -> Bus:
-    from legion.bus.store import open_bus
+    from legion.bus import open_bus
 
     return open_bus(os.environ)
 
@@ -183,7 +186,7 @@ def say(
     @agent is on your branch, @branch/agent in your project, @project/branch/agent anywhere;
     @legion is your project's orchestrator, and @human the human (agents ask @legion, which
     decides whether to). Mentions in `backticks` are code, not mentions."""
-    from legion.bus.store import clean_message_body, clean_message_id
+    from legion.bus.validate import clean_message_body, clean_message_id
 
     body = clean_message_body(_read_text(text))
     wanted = _parse_channel(channel)
@@ -243,9 +246,10 @@ def _deliver(bus: Bus, posted: Posted) -> dict[str, str]:
     """Whoever watches delivers: with no daemon for an addressee's project, hand the message
     over now, as the daemon would (`legion.watch.deliver_now`). What became of it, by address
     of each addressee with a session."""
+    from legion.bus.delivery import Handed
     from legion.bus.sessions import project_channel_name
     from legion.errors import LegionError
-    from legion.watch import Handed, deliver_now, load
+    from legion.watch import deliver_now, load
 
     words = {
         Handed.DELIVERED: "delivered",
@@ -276,13 +280,6 @@ def _deliver(bus: Bus, posted: Posted) -> dict[str, str]:
     return found
 
 
-def _spawn_instance() -> int | None:
-    """The spawn instance of the session this command runs in, which Legion set at its start:
-    a signal from a replaced session is told apart by it."""
-    text = os.environ.get("LEGION_SPAWN_INSTANCE", "").strip()
-    return int(text) if text.isdigit() else None
-
-
 MessageIdOption = typer.Option(
     "--id",
     help="The message's id, chosen by you: the same command again with the same id posts "
@@ -309,7 +306,7 @@ def ask(
 
     @legion answers, asks the Oracle, or passes the question on to the human (`--about`)."""
     from legion.bus import actions
-    from legion.bus.store import clean_message_body, clean_message_id
+    from legion.bus.validate import clean_message_body, clean_message_id
 
     body = clean_message_body(_read_text(text))
     chosen_id = clean_message_id(message_id) if message_id is not None else None
@@ -322,7 +319,7 @@ def ask(
         body,
         about=about_id,
         message_id=chosen_id,
-        spawn_instance=_spawn_instance(),
+        spawn_instance=identity.current().spawn_instance,
     )
     _report_posted(ctx, bus, posted, as_json, "asked")
 
@@ -338,7 +335,7 @@ def reply(
     is its answer: it goes back to the agent that asked (through every hand that passed the
     question on), in its same session."""
     from legion.bus import actions
-    from legion.bus.store import clean_message_body, clean_message_id
+    from legion.bus.validate import clean_message_body, clean_message_id
 
     original = clean_message_id(message)
     body = clean_message_body(_read_text(text))
@@ -358,47 +355,36 @@ def complete(
 ) -> None:
     """Say your mode is done: a worker's issue gets `worker-done` (and loses `worker-active`),
     so Legion moves it on; the completion is posted in your channel. Your last command."""
-    from legion.bus import actions
-    from legion.bus.model import AgentRole
+    from legion.completion import complete as complete_mode
+    from legion.identity import current
 
     text = None if summary is None else _read_text(summary)
     bus = _open_bus()
     speaker = _speaker(ctx, bus)
-    agent = speaker.agent
-    if agent.role is AgentRole.HUMAN:
-        raise InputError("`legion complete` is an agent's: run it from a Legion session")
-    issue = os.environ.get("LEGION_ISSUE_ID", "").strip() or None
-    labels: dict[str, list[str]] = {"added": [], "removed": []}
+    opened: list[Project] = []
 
-    def signal(current: Agent) -> None:
-        if issue is None or current.role is AgentRole.CONTROLLER:
-            return  # the orchestrator has no issue: its completion is the message alone
-        from legion.core.decide import completion_labels
-        from legion.core.model import Mode
-
+    def tracker() -> Tracker:
         project, backends = common.backends(ctx)
-        status = backends.tracker.get_issue(issue).status
-        # The mode it runs in: the session's variable, else its role (a retro keeps its own).
-        mode = os.environ.get("LEGION_MODE", "").strip() or current.role.value
-        add, remove = completion_labels(Mode.parse(mode), status)
-        backends.tracker.update_labels(
-            issue, add=[a.value for a in add], remove=[r.value for r in remove]
-        )
-        labels["added"] = [a.value for a in add]
-        labels["removed"] = [r.value for r in remove]
-        common.changed(project)
+        opened.append(project)
+        return backends.tracker
 
-    posted = actions.complete(bus, agent, text, spawn_instance=_spawn_instance(), signal=signal)
+    done = complete_mode(bus, speaker.agent, current(), text, tracker)
+    for project in opened:
+        common.changed(project)
     if as_json:
         common.print_json(
-            {"message": message_json(posted.message), "issue": issue, "labels": labels}
+            {
+                "message": message_json(done.posted.message),
+                "issue": done.issue,
+                "labels": {"added": done.added, "removed": done.removed},
+            }
         )
         return
     change = ", ".join(
-        [*(f"+{name}" for name in labels["added"]), *(f"-{name}" for name in labels["removed"])]
+        [*(f"+{name}" for name in done.added), *(f"-{name}" for name in done.removed)]
     )
-    on_issue = f"; {issue}: {change}" if issue and change else ""
-    common.echo(f"@{agent.address} complete (#{posted.message.seq}){on_issue}")
+    on_issue = f"; {done.issue}: {change}" if done.issue and change else ""
+    common.echo(f"@{speaker.agent.address} complete (#{done.posted.message.seq}){on_issue}")
 
 
 def messages(

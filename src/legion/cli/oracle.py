@@ -3,7 +3,6 @@ not settle it (its other way out is `legion answer`)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -73,7 +72,7 @@ def escalate(
         raise InputError(
             f"{identifier} has no worker waiting on a question: say what to ask with --question"
         )
-    runner, judge = _who_runs_this()
+    runner, judge = identity.asker_and_judge()
     asker = runner
     if blocked:
         asker = f"the {blocked[0].record.mode.value} worker ({blocked[0].record.window})"
@@ -89,17 +88,3 @@ def escalate(
         common.print_json(data)
         return
     typer.echo(f"{identifier}: question posted for a human (user-input-needed)")
-
-
-def _who_runs_this() -> tuple[str, str]:
-    """(who asks, who judged it needs a human): the controller is Legion's Oracle; a worker's
-    session says its mode; anyone else is a person, named as their comments are."""
-    from legion.core.model import CONTROLLER_MODE
-
-    mode = os.environ.get("LEGION_MODE", "").strip()
-    if mode == CONTROLLER_MODE:
-        return "the controller", "Legion's Oracle"
-    if mode:
-        return f"the {mode} worker", f"the {mode} worker"
-    person = identity.default_author()
-    return person, person

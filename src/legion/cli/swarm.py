@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from legion import identity
 from legion.cli import common, render
 from legion.config import Project
 from legion.core.usage import total
@@ -107,15 +106,10 @@ def feedback(
 
     Only an issue labelled user-input-needed is waiting for an answer; any other is refused.
     """
-    from legion.core.text import clean_comment
-    from legion.feedback import give_feedback
+    from legion.feedback import answer_from_person
 
-    clean_comment(text)
     project, backends = common.backends(ctx)
-    updated, comment = give_feedback(
-        backends.tracker, issue, text, author=identity.default_author()
-    )
-    common.changed(project)
+    updated, comment = answer_from_person(project, backends.tracker, issue, text)
     if as_json:
         data = render.issue_json(updated)
         data["comment"] = render.comment_json(comment)
@@ -285,7 +279,7 @@ def stop(
 def _mark_stopped(project: Project) -> None:
     """Stopping marks what it stopped: the agents of the sessions just closed are read from
     the sessions now (not running: failed, with who stopped them), not left busy."""
-    from legion.bus.store import open_bus
+    from legion.bus import open_bus
     from legion.watch import observe
 
     try:

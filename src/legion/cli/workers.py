@@ -11,14 +11,13 @@ import typer
 from legion import identity
 from legion.backends import open_workers
 from legion.cli import common
-from legion.core.model import Mode, Status
+from legion.core.model import Mode
 from legion.core.text import for_display
-from legion.errors import InputError, NotFoundError
+from legion.errors import InputError
 
 if TYPE_CHECKING:
     from legion.core.task_list import TaskList
     from legion.sessions.workers import WorkerView
-    from legion.trackers.base import Tracker
 
 
 def dispatch(
@@ -35,40 +34,17 @@ def dispatch(
 ) -> None:
     """Start a worker for an issue in its workspace (refused if one is already live, or if
     the issue is blocked by one that is not Done, unless --force)."""
-    identity.require_spawner("start workers")
+    from legion.dispatch import start_worker
+
     parsed = Mode.parse(mode)
     project, backends = common.backends(ctx)
-    if not force:
-        _refuse_blocked(backends.tracker, issue)
-    from legion.reconcile import start_worker  # its `worker-active` is the reconciler's
-
-    view = start_worker(open_workers(project, backends), backends.tracker, issue, parsed)
+    view = start_worker(project, backends, issue, parsed, force=force)
     _show(
         view,
         as_json,
         f"{parsed.value} worker started in window {view.record.window} "
         f"(session {view.record.session_id}, workspace {view.record.workspace})",
     )
-
-
-def _refuse_blocked(tracker: Tracker, identifier: str) -> None:
-    """One line, exit 2, when the issue waits for an issue that is not Done (a blocker that
-    no longer exists holds nothing up, as in `legion state`)."""
-    issue = tracker.get_issue(identifier)
-    waiting = []
-    for name in issue.blocked_by:
-        try:
-            blocker = tracker.get_issue(name)
-        except NotFoundError:
-            continue
-        if blocker.status is not Status.DONE:
-            waiting.append(f"{name} ({blocker.status.value})")
-    if waiting:
-        raise InputError(
-            f"{issue.identifier} is blocked by {', '.join(waiting)}: Legion starts no worker on "
-            "it until they are Done (`legion issue block "
-            f"{issue.identifier} --remove ISSUE`, or --force to start one anyway)"
-        )
 
 
 def _show(view: WorkerView, as_json: bool, what: str) -> None:

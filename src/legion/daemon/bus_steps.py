@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable, Mapping
 
 from legion.actionlog import ActionLog, OutcomeKind
-from legion.bus.store import Bus, bus_path, open_bus
+from legion.bus import Bus, bus_path, open_bus
 from legion.config import Project
 from legion.errors import StoreError
 from legion.sessions.workers import WorkerManager

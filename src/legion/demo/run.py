@@ -296,7 +296,7 @@ def _retire_stopped(
     """Retire every worker record, and mark what the end of the demo stopped: the agent of a
     worker whose issue is Done ended its mode (complete); one stopped mid-work, and the
     controller, are not running (failed, "the demo ended"); none is left busy."""
-    from legion.bus.store import open_bus
+    from legion.bus import open_bus
     from legion.watch import observe
 
     try:

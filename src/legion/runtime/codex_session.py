@@ -1,16 +1,17 @@
 """A Codex session's process, in its tmux window: `python -m legion.runtime.codex_session`.
 
 It runs the session as a chain of `codex exec --json` turns (resumed by Codex's session id, so
-every turn continues one conversation) and does for Codex what Claude Code's hooks do for it:
+every turn continues one conversation) and calls, at its boundaries, the session-hooks API
+Claude Code's hooks call (`legion.bus.session_hooks`):
 
-- at each turn boundary it hands over the messages queued in the session's inbox (the Stop
-  hook's logic, `legion.runtime.hook_entry`), as the next turn's prompt;
+- at each turn boundary it hands over the messages queued in the session's inbox
+  (`turn_ended`), as the next turn's prompt;
 - when idle it takes a prompt typed into its window (Enter submits; a line feed is a newline
   inside the prompt), which is how the daemon delivers to an idle session, as it does to
   Claude Code's;
 - a resumed session's first prompt, and the first prompt after Codex compacted the
-  conversation, carry Legion's wake-up context (the SessionStart hook's text), and a
-  compaction is recorded on the bus (the PreCompact hook's event);
+  conversation, carry Legion's wake-up context (`session_started`), and a compaction is
+  recorded on the bus (`compacting`);
 - it records the mapping of Legion's session id to Codex's (a link to the rollout) as soon as
   Codex names the session, and says in a state file whether a turn runs.
 
@@ -29,8 +30,10 @@ import sys
 import termios
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
+from legion.bus import session_hooks
+from legion.bus.session_hooks import HookedSession
 from legion.runtime.codex import (
     EXEC_FLAGS,
     NO_CREDENTIALS,
@@ -42,7 +45,11 @@ from legion.runtime.codex import (
     turn_state_file,
 )
 
+T = TypeVar("T")
+
 PROMPT_MARK = ">"
+# How the messages the loop hands over between turns are recorded in the inbox.
+TURN_END = "turn_end"
 IDLE_POLL_S = 0.5  # how often an idle session looks at its inbox
 OUTPUT_LINES = 6  # of a command's output, shown in the window
 ENTER, NEWLINE, BACKSPACE, KILL_LINE = b"\r", b"\n", (b"\x7f", b"\x08"), b"\x15"
@@ -195,38 +202,43 @@ class Session:
         except OSError:
             return 0
 
-    # -- what Claude Code's hooks would do -----------------------------------------------------
+    # -- Legion's session hooks (`legion.bus.session_hooks`), called at the loop's boundaries --
 
-    def _hook(self, event: str, **fields: Any) -> dict[str, Any] | None:
-        from legion.runtime.hook_entry import answer
-        from legion.runtime.hooks import HookEvent
+    def _hooked(self) -> HookedSession:
+        return HookedSession(
+            session_id=self.session_id,
+            inbox=self.inbox,
+            context=self.context,
+            env=self.env,
+            workspace=Path(os.getcwd()),
+        )
 
-        hook_input = {"session_id": self.session_id, "cwd": os.getcwd(), **fields}
+    def _guarded(self, what: str, call: Callable[[], T]) -> T | None:
+        """`call`, or None when it fails: as for a hook, a broken inbox never stops the
+        session (the window says why)."""
         try:
-            return answer(
-                HookEvent(event), hook_input, inbox=self.inbox, context=self.context, env=self.env
-            )
-        except Exception as exc:  # as for a hook: a broken inbox never stops the session
-            self._say(f"! legion: {event}: {type(exc).__name__}: {exc}")
+            return call()
+        except Exception as exc:
+            self._say(f"! legion: {what}: {type(exc).__name__}: {exc}")
             return None
 
     def queued_messages(self) -> str | None:
-        """The messages waiting in the inbox, taken out of it (the Stop hook's answer)."""
+        """The messages waiting in the inbox, taken out of it (handed over at a turn's end)."""
         if self.inbox is None or not self.inbox.exists():
             return None
-        reply = self._hook("Stop", stop_hook_active=False)
-        if reply and reply.get("decision") == "block":
-            return str(reply.get("reason") or "") or None
-        return None
+        return self._guarded(
+            "turn end", lambda: session_hooks.turn_ended(self._hooked(), via=TURN_END)
+        )
 
     def wake_up_context(self, source: str) -> str | None:
         """What a resumed (`resume`) or compacted (`compact`) session is given back."""
-        if source == "compact":
-            self._hook("PreCompact", trigger="auto")  # the event, and a snapshot
-        reply = self._hook("SessionStart", source=source)
-        output = (reply or {}).get("hookSpecificOutput") or {}
-        text = output.get("additionalContext") if isinstance(output, dict) else None
-        return str(text) if text else None
+        if source == "compact":  # the event, and a snapshot
+            self._guarded(
+                "compaction", lambda: session_hooks.compacting(self._hooked(), trigger="auto")
+            )
+        return self._guarded(
+            "session start", lambda: session_hooks.session_started(self._hooked(), source)
+        )
 
     # -- turns ---------------------------------------------------------------------------------
 

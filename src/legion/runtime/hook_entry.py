@@ -13,16 +13,17 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from legion.bus import session_hooks
+from legion.bus.session_hooks import HookedSession
 from legion.runtime import hooks
+from legion.runtime.hooks import HookEvent
 
 if TYPE_CHECKING:
     from legion.core.task_list import TaskList
-from legion.runtime.hooks import HookEvent, Inbox
 
 FAILED = 1  # never 2: see the module's docstring
 
@@ -55,70 +56,30 @@ def _read_input(stdin: IO[str]) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _read_context(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+def _session(
+    hook_input: Mapping[str, Any], inbox: Path | None, context: Path | None, env: Mapping[str, str]
+) -> HookedSession:
+    """The session this hook runs for, from the hook's input."""
+    cwd = hook_input.get("cwd")
+    session = hooks.session_of(hook_input)
+    return HookedSession(
+        session_id=session,
+        inbox=inbox,
+        context=context,
+        env=env,
+        workspace=Path(cwd) if isinstance(cwd, str) and cwd else None,
+        task_list=lambda agent: _task_list(agent.runtime, env, session),
+    )
 
 
-def _wake_up_context(
-    hook_input: Mapping[str, Any], env: Mapping[str, str], *, why: str, event: bool = False
-) -> str | None:
-    """The session's wake-up context, assembled now from the bus (None: the session is not an
-    agent on the bus). `event`: record that the session is about to compact."""
-    session = hook_input.get("session_id")
-    if not isinstance(session, str) or not session:
-        return None
-    from legion.bus.context import gather
-    from legion.bus.model import EventKind
-    from legion.bus.store import open_bus
-
-    bus = open_bus(env)
-    try:
-        agent = bus.agent_by_session(session)
-        if agent is None:
-            return None
-        if event:
-            trigger = hook_input.get("trigger")
-            bus.record_event(
-                EventKind.COMPACTION_START, agent_id=agent.id, detail=str(trigger or "")
-            )
-        cwd = hook_input.get("cwd")
-        mode = env.get("LEGION_MODE") or None
-        return gather(
-            bus,
-            agent,
-            workspace=Path(cwd) if isinstance(cwd, str) and cwd else None,
-            mode=None if mode == "controller" else mode,
-            issue=env.get("LEGION_ISSUE_ID") or None,
-            why=why,
-            cli_tasks=_task_list(agent.runtime, env, session),
-        )
-    finally:
-        bus.close()
-
-
-def _task_list(runtime: str, env: Mapping[str, str], session: str) -> TaskList | None:
+def _task_list(runtime: str, env: Mapping[str, str], session: str | None) -> TaskList | None:
     """The session's own task list, for its wake-up context: Claude Code's (its hooks run
-    this; Codex's turn loop too, and Codex keeps none)."""
-    if runtime != "claude-code":
+    this)."""
+    if runtime != "claude-code" or session is None:
         return None
     from legion.runtime.claude_tasks import read_tasks
 
     return read_tasks(env, session)
-
-
-def _snapshot(hook_input: Mapping[str, Any], env: Mapping[str, str], context: Path | None) -> None:
-    """PreCompact: the state as it is before the compaction, kept in the context file for the
-    SessionStart that follows (used if the bus cannot be read then)."""
-    text = _wake_up_context(hook_input, env, why="compact", event=True)
-    if text is not None and context is not None:
-        from legion.statefiles import write_private
-
-        write_private(context, text)
 
 
 def answer(
@@ -129,28 +90,29 @@ def answer(
     context: Path | None,
     env: Mapping[str, str],
 ) -> dict[str, Any] | None:
-    """The answer to print for `event` (None: print nothing), after updating the inbox."""
+    """The answer to print for `event` (None: print nothing): what Legion's session-hooks API
+    gives the session, in Claude Code's wire format."""
+    session = _session(hook_input, inbox, context, env)
     if event == HookEvent.SESSION_START:
-        if hook_input.get("source") not in hooks.SESSION_START_SOURCES:
-            return None
-        fresh = _wake_up_context(hook_input, env, why=str(hook_input.get("source")))
-        return hooks.answer_session_start(hook_input, fresh or _read_context(context))
+        source = str(hook_input.get("source"))
+        return hooks.answer_session_start(
+            hook_input, session_hooks.session_started(session, source)
+        )
     if event == HookEvent.PRE_COMPACT:
-        _snapshot(hook_input, env, context)
+        session_hooks.compacting(session, trigger=str(hook_input.get("trigger") or ""))
         return None
-    if event not in (HookEvent.STOP, HookEvent.USER_PROMPT_SUBMIT):
-        return None
-    if inbox is None or not inbox.exists():
-        return None  # nothing was ever queued: no lock, no file
-    now = time.time()
-    cap = hooks.stop_block_cap(env)
-
-    def change(current: Inbox) -> tuple[dict[str, Any] | None, Inbox | None]:
-        if event == HookEvent.STOP:
-            return hooks.answer_stop(hook_input, current, cap=cap, now=now)
-        return hooks.answer_user_prompt(hook_input, current, now=now)
-
-    return hooks.update_inbox(inbox, change)
+    if event == HookEvent.STOP:
+        cap = hooks.stop_block_cap(env)
+        messages = session_hooks.turn_ended(
+            session,
+            via=str(HookEvent.STOP),
+            gate=lambda current: hooks.stop_gate(hook_input, current, cap=cap),
+        )
+        return hooks.stop_answer(messages)
+    if event == HookEvent.USER_PROMPT_SUBMIT:
+        messages = session_hooks.prompt_submitted(session, via=str(HookEvent.USER_PROMPT_SUBMIT))
+        return hooks.user_prompt_answer(messages)
+    return None
 
 
 def main(

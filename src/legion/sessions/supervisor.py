@@ -234,8 +234,8 @@ class SessionSupervisor:
         """Record the session as an agent on the bus, before its process can post. The bus is
         a help to the session, never a condition of it: a failure is reported and the session
         starts all the same."""
+        from legion.bus import open_bus
         from legion.bus.sessions import register_session
-        from legion.bus.store import open_bus
 
         try:
             bus = open_bus(self.env)
@@ -261,7 +261,7 @@ class SessionSupervisor:
     def mark_on_bus(self, sid: str, status: AgentStatus, detail: str) -> None:
         """Set the status of session `sid`'s agent (archived stands). Like the registration, a
         help, never a condition: a failure is reported and the caller carries on."""
-        from legion.bus.store import open_bus
+        from legion.bus import open_bus
 
         try:
             bus = open_bus(self.env)

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from legion.bus import Bus
     from legion.bus.model import Channel
-    from legion.bus.store import Bus
 
 
 def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
@@ -19,7 +19,7 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
     for the channel opened first and the board's project."""
     import sys
 
-    from legion.bus.store import open_bus
+    from legion.bus import bus_path, open_bus
     from legion.errors import ConflictError
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -51,7 +51,7 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
         first.close()
     marks = ReadMarks.load(marks_path(env), newest[-1].seq if newest else 0)
     sources = ProjectSources(env, here, known_projects)
-    app = LegionApp(bus, sources, marks=marks, channel=channel)
+    app = LegionApp(bus, sources, marks=marks, channel=channel, bus_file=bus_path(env))
     with sources.watching():  # the watcher of every project no daemon runs for
         app.run()
     return 0 if app.return_code is None else app.return_code

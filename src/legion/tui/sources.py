@@ -356,8 +356,8 @@ class ProjectSources:
     def _agent_events(self, project: str, limit: int) -> list[LogLine]:
         """The last `limit` events of the project's agents (`legion events`', but for one
         project: the bus holds every project's)."""
+        from legion.bus import open_bus
         from legion.bus.model import EventKind
-        from legion.bus.store import open_bus
 
         bus = open_bus(self.env)
         try:
@@ -415,7 +415,7 @@ class ProjectSources:
             return Unavailable(f"@{agent.address} cannot be attached to: {one_line(str(exc))}")
 
     def wake(self, project: str) -> None:
-        from legion.bus.store import open_bus
+        from legion.bus import open_bus
         from legion.daemon_link import notify
         from legion.watch import watch
 
@@ -435,7 +435,7 @@ class ProjectSources:
         """One pass as the watcher of every project on this machine that no daemon runs for
         (`legion.watch`): idle agents handed their messages and, with `statuses`, every
         agent's status read from its session. A project that cannot be had is skipped."""
-        from legion.bus.store import open_bus
+        from legion.bus import open_bus
         from legion.watch import load, projects_to_watch, watch
 
         bus = open_bus(self.env)
@@ -509,31 +509,22 @@ class ProjectSources:
         return TrackerInbox(tuple(asks), tuple(troubles))
 
     def give_feedback(self, project: str, issue: str, text: str) -> str:
-        # `legion feedback`'s steps: the same check of the text, the same function, the same
-        # author, and the daemon told (`legion.cli.common.changed`).
-        from legion.core.text import clean_comment
-        from legion.daemon_link import notify
-        from legion.feedback import give_feedback
-        from legion.identity import default_author
+        # `legion feedback`'s own function: the same check, author and wake-up.
+        from legion.feedback import answer_from_person
 
-        clean_comment(text)
         found = self._named(project)
         with self._backends(found) as backends:
-            updated, _ = give_feedback(backends.tracker, issue, text, author=default_author())
-        notify(found)
+            updated, _ = answer_from_person(found, backends.tracker, issue, text)
         return updated.identifier
 
     def dispatch(self, project: str, issue: str, mode: Mode) -> str:
-        # `legion dispatch`'s steps: who may start sessions, then the worker manager's
-        # `dispatch` (which refuses an issue with a live worker).
-        from legion.identity import require_spawner
+        # `legion dispatch`'s own function: the same refusals (a worker's session, a live
+        # worker, an issue blocked by one not Done).
+        from legion.dispatch import start_worker
 
-        require_spawner("start workers")
         found = self._named(project)
         with self._backends(found) as backends:
-            from legion.reconcile import start_worker
-
-            view = start_worker(self._workers(found, backends), backends.tracker, issue, mode)
+            view = start_worker(found, backends, issue, mode, env=self.env)
         record = view.record
         return (
             f"{record.issue}: {mode.value} worker started in window {record.window} "

@@ -1,35 +1,34 @@
-"""The event bus's store: the `Bus` protocol its callers use, and `SqliteBus`, which keeps it in
-one SQLite database for every project on the machine (`$XDG_STATE_HOME/legion/bus.db`).
+"""`SqliteBus`: the `Bus` protocol kept in one SQLite database for every project on the machine
+(`$XDG_STATE_HOME/legion/bus.db`).
 
-Callers import `Bus` and `open_bus` only, so a server-backed bus can replace SQLite without
-them changing. The database is opened like the project's (`legion.embedded.db.Database`): WAL
-and a busy timeout so the daemon, every agent and the human post at once; `BEGIN IMMEDIATE`
-writes, so a poster waits instead of failing half-way; numbered migrations of its own.
+The database is opened like the project's (`legion.embedded.db.Database`): WAL and a busy
+timeout so the daemon, every agent and the human post at once; `BEGIN IMMEDIATE` writes, so a
+poster waits instead of failing half-way; the migrations of `legion.bus.schema`. Who a message
+is addressed to is `legion.bus.address`'s to say; this module only reads the agents it asks
+for and writes what it decides.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
-import re
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from legion.bus import schema
 from legion.bus.address import (
-    HUMAN,
-    AgentKey,
-    clean_agent_name,
+    addressees,
+    agents_by_key,
     clean_project_name,
+    lookup_for,
+    may_reach_human,
     parse_mentions,
-    readings,
     resolve,
 )
 from legion.bus.model import (
-    HUMAN_NAME,
     ORCHESTRATOR_NAME,
     STATUS_EVENTS,
     Agent,
@@ -47,313 +46,23 @@ from legion.bus.model import (
     Posted,
     Task,
 )
-from legion.config import state_home
-from legion.core.text import clean_body, clean_branch, clean_title
-from legion.embedded.db import Database
-from legion.errors import ConflictError, InputError, NotFoundError
-
-BUS_FILE_NAME = "bus.db"
-
-MIGRATIONS: tuple[str, ...] = (
-    # 1: agents (the human is one, for the whole machine), messages, their deliveries, events
-    # and tasks.
-    """
-    CREATE TABLE agents (
-        id INTEGER PRIMARY KEY,
-        project TEXT NOT NULL,
-        branch TEXT NOT NULL,
-        name TEXT NOT NULL,
-        role TEXT NOT NULL,
-        runtime TEXT NOT NULL,
-        session_id TEXT,
-        status TEXT NOT NULL
-            CHECK (status IN ('busy', 'idle', 'blocked', 'complete', 'failed', 'archived')),
-        spawn_instance INTEGER NOT NULL DEFAULT 0,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        UNIQUE (project, branch, name)
-    );
-    CREATE INDEX agents_session ON agents(session_id);
-    INSERT INTO agents (project, branch, name, role, runtime, status, created_at, updated_at)
-    VALUES ('', '', 'human', 'human', 'human', 'idle',
-            strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
-    CREATE TABLE messages (
-        seq INTEGER PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        project TEXT NOT NULL,
-        branch TEXT NOT NULL,
-        sender_id INTEGER NOT NULL REFERENCES agents(id),
-        sender TEXT NOT NULL,
-        kind TEXT NOT NULL CHECK (kind IN ('say', 'ask', 'answer', 'complete', 'system')),
-        body TEXT NOT NULL,
-        mentions TEXT NOT NULL DEFAULT '[]',
-        created_at TEXT NOT NULL
-    );
-    CREATE INDEX messages_channel ON messages(project, branch, seq);
-    CREATE TABLE deliveries (
-        message_seq INTEGER NOT NULL REFERENCES messages(seq),
-        recipient_id INTEGER NOT NULL REFERENCES agents(id),
-        state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'read')),
-        attempts INTEGER NOT NULL DEFAULT 0,
-        last_error TEXT,
-        updated_at TEXT NOT NULL,
-        PRIMARY KEY (message_seq, recipient_id)
-    ) WITHOUT ROWID;
-    CREATE INDEX deliveries_pending ON deliveries(message_seq) WHERE state = 'pending';
-    CREATE INDEX deliveries_recipient ON deliveries(recipient_id, state, message_seq);
-    CREATE TABLE events (
-        id INTEGER PRIMARY KEY,
-        kind TEXT NOT NULL,
-        agent_id INTEGER REFERENCES agents(id),
-        message_seq INTEGER REFERENCES messages(seq),
-        detail TEXT NOT NULL DEFAULT '',
-        created_at TEXT NOT NULL
-    );
-    CREATE TRIGGER messages_posted AFTER INSERT ON messages BEGIN
-        INSERT INTO events (kind, agent_id, message_seq, created_at)
-        VALUES ('message_posted', new.sender_id, new.seq, new.created_at);
-    END;
-    CREATE TABLE tasks (
-        id INTEGER PRIMARY KEY,
-        project TEXT NOT NULL,
-        branch TEXT NOT NULL,
-        parent_id INTEGER REFERENCES tasks(id),
-        title TEXT NOT NULL,
-        assigned_agent_id INTEGER REFERENCES agents(id),
-        completed_at TEXT,
-        created_at TEXT NOT NULL
-    );
-    CREATE INDEX tasks_channel ON tasks(project, branch, id);
-    """,
-    # 2: replies (an answer names the question it answers; a question passed on to the human
-    # names the one it passes on), and where each project lives (the TUI opens its board).
-    """
-    ALTER TABLE messages ADD COLUMN reply_to TEXT;
-    CREATE INDEX messages_reply_to ON messages(reply_to) WHERE reply_to IS NOT NULL;
-    CREATE TABLE projects (
-        name TEXT PRIMARY KEY,
-        root TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    );
-    """,
-    # 3: a project is its project id (two repositories in folders of the same name are two
-    # projects); its name on the bus is unique and, once given, never changes. The projects an
-    # older Legion recorded keep their names, unclaimed until the project at their root claims
-    # them (`SqliteBus.claim_project`): their messages stay theirs.
-    """
-    CREATE TABLE projects_by_id (
-        name TEXT PRIMARY KEY,
-        project_id TEXT UNIQUE,
-        root TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    );
-    INSERT INTO projects_by_id (name, project_id, root, updated_at)
-    SELECT name, NULL, root, updated_at FROM projects;
-    DROP TABLE projects;
-    ALTER TABLE projects_by_id RENAME TO projects;
-    CREATE INDEX projects_root ON projects(root) WHERE project_id IS NULL;
-    """,
+from legion.bus.validate import (
+    clean_channel,
+    clean_channel_cached,
+    clean_draft,
+    clean_message_body,
+    clean_message_id,
+    clean_registration,
+    new_message_id,
 )
-
-# Client-chosen message ids: a UUID, or any short token a client can make unique.
-_MESSAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-# The roles that may address the human directly; everyone else goes through @legion.
-_REACH_HUMAN = frozenset({AgentRole.CONTROLLER, AgentRole.HUMAN})
+from legion.core.text import clean_title
+from legion.embedded.db import Database
+from legion.errors import ConflictError, NotFoundError
 
 
 def stamp() -> str:
     """Now, to the millisecond (message order is `seq`; this is for people and latency)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def new_message_id() -> str:
-    """A random (version 4) UUID, as `str(uuid.uuid4())` writes it, made without building a
-    `uuid.UUID` (a third of the Python time of a post without mentions)."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = raw[6] & 0x0F | 0x40  # version 4
-    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-class Bus(Protocol):
-    """What Legion's commands, the daemon and the hooks need from the event bus."""
-
-    # -- agents
-    def register_agent(
-        self,
-        channel: Channel,
-        name: str,
-        *,
-        role: AgentRole,
-        runtime: str,
-        session_id: str | None,
-    ) -> Agent:
-        """A session started: the agent (created on first sight), busy, with a new spawn
-        instance, un-archived."""
-        ...
-
-    def update_agent(
-        self,
-        agent_id: int,
-        *,
-        status: AgentStatus | None = None,
-        session_id: str | None = None,
-        detail: str = "",
-    ) -> Agent:
-        """Change what is given; a move to blocked, complete, failed or archived is an event."""
-        ...
-
-    def agent(self, agent_id: int) -> Agent: ...
-
-    def agent_by_session(self, session_id: str) -> Agent | None: ...
-
-    def human(self) -> Agent: ...
-
-    def agents(self, *, include_archived: bool = False) -> list[Agent]:
-        """Every agent but the human, by address."""
-        ...
-
-    def resolve_agent(self, address: str, here: Channel) -> Agent:
-        """The agent `address` names when written in `here` (see `legion.bus.address`)."""
-        ...
-
-    def claim_project(self, project_id: str, name: str, root: Path) -> str:
-        """The name on the bus of the project `project_id`, which lives at `root`: the one it
-        was given, else `name` (its folder's), with a suffix (`app-2`) when another project
-        has it; a project an older Legion recorded at `root` is claimed with its name."""
-        ...
-
-    def projects(self) -> dict[str, Path]:
-        """Every project the bus has seen, by name: where it lives."""
-        ...
-
-    def replaced(self) -> bool:
-        """Whether the database file on disk is no longer the one this bus has open (restored
-        from a copy, moved aside): a long-lived holder reopens it."""
-        ...
-
-    # -- messages and deliveries
-    def post(
-        self,
-        sender_id: int,
-        channel: Channel,
-        body: str,
-        *,
-        kind: MessageKind = MessageKind.SAY,
-        message_id: str | None = None,
-        reply_to: str | None = None,
-        to: Sequence[int] = (),
-    ) -> Posted:
-        """Post `body` in `channel`: its mentions resolved, one pending delivery per addressee
-        (the mentioned agents, then the agents `to` names, each once) and a `message_posted`
-        event, all or nothing. `reply_to`: the id of the message this answers (it must exist).
-        Posting an id again posts nothing and returns the first message (a different message
-        under a used id is refused)."""
-        ...
-
-    def post_many(self, drafts: Sequence[Draft]) -> list[Posted]:
-        """Post each draft as `post` does, all in one transaction: all of them, or none."""
-        ...
-
-    def message(self, message_id: str) -> Message: ...
-
-    def messages(
-        self,
-        *,
-        channel: Channel | None = None,
-        since: int = 0,
-        unread_for: int | None = None,
-        last: int | None = None,
-    ) -> list[Message]:
-        """Messages after `since` (a `seq`), oldest first: of one channel or all, only those
-        addressed to `unread_for` it has not read, only the `last` few."""
-        ...
-
-    def open_questions(self, recipient_id: int) -> list[Message]:
-        """The questions (`ask`) addressed to `recipient_id` that no answer replies to yet,
-        oldest first."""
-        ...
-
-    def replies(self, message_id: str) -> list[Message]:
-        """The messages that reply to `message_id`, oldest first."""
-        ...
-
-    def unanswered_asks(self, sender_id: int) -> list[Message]:
-        """The questions `sender_id` asked that no answer replies to yet, oldest first (an
-        answer to a question that passed one on counts for both)."""
-        ...
-
-    def deliveries(self, message_id: str) -> list[Delivery]: ...
-
-    def pending_deliveries(
-        self, *, recipient_id: int | None = None, limit: int = 100
-    ) -> list[PendingDelivery]:
-        """Deliveries not yet made, oldest message first (what the daemon hands over)."""
-        ...
-
-    def mark_delivered(self, message_id: str, recipient_id: int) -> Delivery:
-        """Counted as an attempt; a delivery already delivered or read stays as it is."""
-        ...
-
-    def mark_read(self, recipient_id: int, message_ids: Iterable[str]) -> int:
-        """The recipient saw these messages; returns how many deliveries changed."""
-        ...
-
-    def record_failed_attempt(self, message_id: str, recipient_id: int, error: str) -> Delivery:
-        """An attempt failed: counted, its error kept, the delivery still pending."""
-        ...
-
-    # -- events
-    def record_event(
-        self,
-        kind: EventKind,
-        *,
-        agent_id: int | None = None,
-        message_id: str | None = None,
-        detail: str = "",
-    ) -> Event: ...
-
-    def events(self, *, since: int = 0, limit: int | None = None) -> list[Event]: ...
-
-    def event_log(
-        self,
-        *,
-        since: int = 0,
-        agent_id: int | None = None,
-        kinds: Iterable[EventKind] | None = None,
-        last: int | None = None,
-    ) -> list[Event]:
-        """Events after `since`, oldest first: only `agent_id`'s, only of `kinds` (None: all),
-        only the newest `last`."""
-        ...
-
-    # -- tasks
-    def add_task(
-        self,
-        channel: Channel,
-        title: str,
-        *,
-        parent_id: int | None = None,
-        assigned_agent_id: int | None = None,
-    ) -> Task: ...
-
-    def tasks(self, channel: Channel) -> list[Task]: ...
-
-    def complete_task(self, task_id: int) -> Task:
-        """Done (idempotent: a done task keeps when it was completed)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-def bus_path(env: Mapping[str, str]) -> Path:
-    return state_home(env) / BUS_FILE_NAME
-
-
-def open_bus(env: Mapping[str, str]) -> Bus:
-    """The machine's bus."""
-    return SqliteBus(bus_path(env))
 
 
 _AGENT_COLUMNS = (
@@ -444,54 +153,6 @@ _EVENT_SELECT = (
 )
 
 
-def clean_channel(channel: Channel) -> Channel:
-    return Channel(clean_project_name(channel.project), clean_branch(channel.branch))
-
-
-# Channels already cleaned (a poster writes in a few): cleaning is pure, and only channels
-# that passed are kept, so a bad one is refused each time exactly as `clean_channel` does.
-_CLEAN_CHANNELS: dict[Channel, Channel] = {}
-_CLEAN_CHANNELS_MAX = 1024
-
-
-def _clean_channel_cached(channel: Channel) -> Channel:
-    cleaned = _CLEAN_CHANNELS.get(channel)
-    if cleaned is None:
-        cleaned = clean_channel(channel)
-        if len(_CLEAN_CHANNELS) >= _CLEAN_CHANNELS_MAX:
-            _CLEAN_CHANNELS.clear()
-        _CLEAN_CHANNELS[channel] = cleaned
-    return cleaned
-
-
-def _cleaned(draft: Draft) -> Draft:
-    """`draft` with its channel, body and ids checked and cleaned (InputError if bad)."""
-    return Draft(
-        draft.sender_id,
-        _clean_channel_cached(draft.channel),
-        clean_message_body(draft.body),
-        draft.kind,
-        None if draft.message_id is None else clean_message_id(draft.message_id),
-        None if draft.reply_to is None else clean_message_id(draft.reply_to),
-        draft.to,
-    )
-
-
-def clean_message_id(text: str) -> str:
-    if not _MESSAGE_ID.fullmatch(text):
-        raise InputError(
-            f"invalid message id {text!r}: up to 128 letters, digits, '.', '_', ':' and '-'"
-        )
-    return text
-
-
-def clean_message_body(text: str) -> str:
-    body = clean_body(text, "the message").strip()
-    if not body:
-        raise InputError("the message is empty")
-    return body
-
-
 def _in_order(query: str, table: str, column: str, last: int | None, args: list[object]) -> str:
     """`query` ordered by `table.column`; with `last`, only the newest `last` rows, still
     oldest first (`args` gains the limit)."""
@@ -507,7 +168,7 @@ class SqliteBus:
     def __init__(self, path: Path) -> None:
         self.path = path
         # A 0-byte file is what a crash between creating it and SQLite's first write leaves.
-        self._db = Database(path, create=True, migrations=MIGRATIONS, empty_ok=True)
+        self._db = Database(path, create=True, migrations=schema.MIGRATIONS, empty_ok=True)
         # Senders already seen: (address, may address the human). Neither can change: an
         # address is the agent's identity, and only the names `legion` and `human` reach the
         # human. Kept, a post without mentions reads nothing before it writes.
@@ -527,15 +188,7 @@ class SqliteBus:
         runtime: str,
         session_id: str | None,
     ) -> Agent:
-        channel = clean_channel(channel)
-        name = clean_agent_name(name)
-        if role is AgentRole.HUMAN or name == HUMAN_NAME:
-            raise InputError(f"{HUMAN_NAME!r} is the human's name on the bus, not an agent's")
-        if (name == ORCHESTRATOR_NAME) != (role is AgentRole.CONTROLLER):
-            raise InputError(
-                f"the name {ORCHESTRATOR_NAME!r} is the orchestrator's (role controller), "
-                "and the orchestrator is called by it"
-            )
+        channel, name = clean_registration(channel, name, role)
         when = stamp()
         with self._db.write() as conn:
             row = conn.execute(
@@ -622,7 +275,7 @@ class SqliteBus:
 
     def resolve_agent(self, address: str, here: Channel) -> Agent:
         with self._db.read() as conn:
-            by_key = _by_key(self._all_agents(conn))
+            by_key = agents_by_key(self._all_agents(conn))
         return by_key[resolve(address, here, by_key.keys())]
 
     def claim_project(self, project_id: str, name: str, root: Path) -> str:
@@ -699,7 +352,7 @@ class SqliteBus:
         # `post_many` for one draft, built clean at once (no `dataclasses.replace`).
         draft = Draft(
             sender_id,
-            _clean_channel_cached(channel),
+            clean_channel_cached(channel),
             clean_message_body(body),
             kind,
             None if message_id is None else clean_message_id(message_id),
@@ -711,7 +364,7 @@ class SqliteBus:
 
     def post_many(self, drafts: Sequence[Draft]) -> list[Posted]:
         # Checked before the write lock is taken: bad input never holds up other posters.
-        cleaned = [_cleaned(draft) for draft in drafts]
+        cleaned = [clean_draft(draft) for draft in drafts]
         with self._db.write() as conn:
             return [self._post_in(conn, draft) for draft in cleaned]
 
@@ -788,57 +441,38 @@ class SqliteBus:
         known = self._senders.get(sender_id)
         if known is None:
             agent = self._agent_in(conn, sender_id)
-            known = self._senders[sender_id] = (agent.address, agent.role in _REACH_HUMAN)
+            known = self._senders[sender_id] = (agent.address, may_reach_human(agent.role))
         return known
 
     def _addressees(
         self,
         conn: sqlite3.Connection,
         sender_id: int,
-        may_reach_human: bool,
+        reach_human: bool,
         channel: Channel,
         mentioned: Sequence[str],
     ) -> list[Agent]:
-        """The agents the mentions name (never the sender), each once.
-
-        Only the agents an address could name are read (one per reading of it, and for
-        `@legion` the project's orchestrators), which is all resolving needs; every agent is
-        read only to explain an address that names nobody."""
+        """The agents the mentions name (`legion.bus.address.addressees`), reading only those
+        an address could name (`lookup_for`)."""
         if not mentioned:
             return []
-        keys: set[AgentKey] = set()
-        for address in mentioned:
-            if address == HUMAN_NAME:
-                keys.add(HUMAN)
-            elif address != ORCHESTRATOR_NAME:
-                keys.update(readings(address, channel))
-        clauses = ["(project = ? AND branch = ? AND name = ?)"] * len(keys)
-        args = [part for key in sorted(keys) for part in (key.project, key.branch, key.name)]
-        if ORCHESTRATOR_NAME in mentioned:  # the project's orchestrator, on whichever branch
+        lookup = lookup_for(mentioned, channel)
+        clauses = ["(project = ? AND branch = ? AND name = ?)"] * len(lookup.keys)
+        args = [part for key in sorted(lookup.keys) for part in (key.project, key.branch, key.name)]
+        if lookup.orchestrator_of is not None:  # on whichever branch
             clauses.append("(project = ? AND name = ?)")
-            args += [channel.project, ORCHESTRATOR_NAME]
+            args += [lookup.orchestrator_of, ORCHESTRATOR_NAME]
         rows = conn.execute(
             f"SELECT {_AGENT_COLUMNS} FROM agents WHERE {' OR '.join(clauses)}", args
         ).fetchall()
-        by_key = _by_key(_agent(row) for row in rows)
-        recipients: list[Agent] = []
-        for address in mentioned:
-            try:
-                agent = by_key[
-                    resolve(address, channel, by_key.keys(), may_reach_human=may_reach_human)
-                ]
-            except InputError:
-                # Said again against every agent, for the candidates the error names.
-                everyone = _by_key(self._all_agents(conn)).keys()
-                try:
-                    resolve(address, channel, everyone, may_reach_human=may_reach_human)
-                except InputError as exc:
-                    hint = "(text in `backticks` is not read as a mention)"
-                    raise InputError(f"{exc} {hint}") from None
-                raise
-            if agent.id != sender_id and all(agent.id != other.id for other in recipients):
-                recipients.append(agent)
-        return recipients
+        return addressees(
+            mentioned,
+            channel,
+            agents_by_key(_agent(row) for row in rows),
+            sender_id=sender_id,
+            reach_human=reach_human,
+            everyone=lambda: agents_by_key(self._all_agents(conn)).keys(),
+        )
 
     def _posted_before(self, conn: sqlite3.Connection, row: sqlite3.Row, draft: Draft) -> Posted:
         message = _message(tuple(row)[:-1])
@@ -1174,8 +808,3 @@ def _free_project_name(conn: sqlite3.Connection, name: str) -> str:
         if not taken:
             return candidate
     raise AssertionError("unreachable")  # itertools.count never ends
-
-
-def _by_key(agents: Iterable[Agent]) -> dict[AgentKey, Agent]:
-    """Agents by (project, branch, name); the human's row is ("", "", "human"), `HUMAN`."""
-    return {AgentKey(agent.project, agent.branch, agent.name): agent for agent in agents}
