@@ -1,5 +1,5 @@
 """The kill campaign over every named fault point (`legion.faults.POINTS`): for each, a small
-swarm is SIGKILLed at the point and run again without the fault (tests/faults/campaign.py says
+swarm is SIGKILLed at the point and run again without the fault (tests/support/campaign.py says
 what is checked). Prints each point's result and how many kill points were survived.
 
 Run: .venv/bin/python bench/faults.py [POINT[:N] ...]   (needs the pinned Claude Code:
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.faults.campaign import CAMPAIGN, run_point
+from tests.support.campaign import CAMPAIGN, run_point
 
 
 def main(specs: list[str]) -> int:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fakes.claude_env import find_claude
-from tests.fakes.codex_env import find_codex
+from tests.support.claude_env import find_claude
+from tests.support.codex_env import find_codex
 
 from legion.demo.run import run_demo
 

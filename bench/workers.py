@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fakes.claude_env import find_claude
 from tests.fakes.model_server import FakeModelServer, Scenario, text
+from tests.support.claude_env import find_claude
 
 from common import make_repo, swarm_env
 from legion.backends import open_backends

@@ -1,22 +1,21 @@
-"""Shared fixtures: each test gets its own HOME, XDG dirs and git identity; no LEGION_* leaks in."""
+"""The fixtures every test may use: each test gets its own HOME, XDG dirs and git identity (no
+LEGION_* leaks in), and whatever it started ends with it. The helpers they stand on are in
+`tests/support/`."""
 
 from __future__ import annotations
 
 import atexit
 import os
 import signal
-import subprocess
-import sys
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests import reaper
-
-LEGION_BIN = Path(sys.executable).with_name("legion")
+from tests.support import reaper
+from tests.support.cli import LegionRunner, Result, git, run_legion
+from tests.support.tmux import private_tmux_socket
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -31,6 +30,19 @@ def pytest_configure(config: pytest.Config) -> None:
     # Started in the background by a script, SIGINT is ignored: let it interrupt as Ctrl-C does.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+E2E = Path(__file__).parent / "e2e"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers match folders: every test in tests/e2e is `e2e` (so `-m "not e2e"` is the fast
+    suite), and none elsewhere may be (an end-to-end test belongs there)."""
+    for item in items:
+        if item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.e2e)
+        elif item.get_closest_marker("e2e") is not None:
+            raise pytest.UsageError(f"{item.nodeid} is marked e2e: move it to tests/e2e")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -87,12 +99,6 @@ def isolated_env(
     yield home
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
-
-
 @pytest.fixture
 def git_repo(tmp_path: Path) -> Path:
     """A git repository with one commit on main."""
@@ -103,33 +109,6 @@ def git_repo(tmp_path: Path) -> Path:
     git(repo, "add", "README.md")
     git(repo, "commit", "--quiet", "-m", "initial")
     return repo
-
-
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-LegionRunner = Callable[..., Result]
-
-
-def run_legion(
-    *args: str, cwd: Path, input_text: str | None = None, env: dict[str, str] | None = None
-) -> Result:
-    """The real `legion` console script, as a user runs it."""
-    proc = subprocess.run(
-        [str(LEGION_BIN), *args],
-        check=False,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        input=input_text,
-        env={**os.environ, **(env or {})},
-        timeout=60,
-    )
-    return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
 @pytest.fixture
@@ -151,3 +130,11 @@ def legion(project: Path) -> LegionRunner:
         return run_legion(*args, cwd=cwd or project, input_text=input_text, env=env)
 
     return runner
+
+
+@pytest.fixture
+def tmux_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private tmux server for the project (LEGION_TMUX_SOCKET), killed afterwards."""
+    with private_tmux_socket(tmp_path) as socket:
+        monkeypatch.setenv("LEGION_TMUX_SOCKET", str(socket))
+        yield socket

@@ -1,18 +1,18 @@
-"""Opens what a project is configured for: tracker, forge, and the worker runtime.
+"""Opens what a project is configured for: tracker, forge, and the worker runtimes.
 
-The one registry of backends: `tracker = "embedded" | "linear"` and `forge = "embedded" |
-"github"` are looked up here and nowhere else, and each integration's module is imported only
-when a project uses it (so `legion --version` never pays for an HTTP client).
+The integrations and runtimes are the plugins of `legion.plugins`, the one registry that names
+them; each one's module is imported only when a project uses it (so `legion --version` never
+pays for an HTTP client).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from legion import plugins
 from legion.config import Project
 from legion.embedded.db import Database
 from legion.errors import ConfigError
@@ -31,44 +31,32 @@ class Backends:
     db: Database
 
 
-# name: "module:function"; the function takes (project, database) and returns the backend.
-TRACKER_OPENERS: dict[str, str] = {
-    "embedded": "legion.trackers.local:open_tracker",
-    "linear": "legion.trackers.linear:open_tracker",
-    "github": "legion.trackers.github_issues:open_tracker",
-}
-FORGE_OPENERS: dict[str, str] = {
-    "embedded": "legion.forges.local:open_forge",
-    "github": "legion.forges.github:open_forge",
-}
+# name: "module:function", from the registry; the function takes (project, database) and
+# returns the backend. (Tests swap an opener here.)
+TRACKER_OPENERS: dict[str, str] = {p.name: p.tracker for p in plugins.BACKENDS if p.tracker}
+FORGE_OPENERS: dict[str, str] = {p.name: p.forge for p in plugins.BACKENDS if p.forge}
 
 
 def _opener(
     table: Mapping[str, str], kind: str, name: str
 ) -> Callable[[Project, Database], object]:
-    try:
-        module_name, _, function = table[name].partition(":")
-    except KeyError:
-        raise ConfigError(f"unknown {kind} {name!r} (known: {', '.join(table)})") from None
-    opener: Callable[[Project, Database], object] = getattr(
-        importlib.import_module(module_name), function
-    )
+    if name not in table:
+        raise ConfigError(f"unknown {kind} {name!r} (known: {', '.join(table)})")
+    opener: Callable[[Project, Database], object] = plugins.load(table[name])
     return opener
 
 
 def backend_checks(project: Project) -> list[tuple[str, bool, str]]:
     """`legion doctor`'s checks of the configured tracker and forge: (name, ok, what is there
-    or how to fix it). A backend module offers them as `doctor_checks(project)`."""
+    or how to fix it), as each plugin declares them."""
     settings = project.settings
     results: list[tuple[str, bool, str]] = []
-    modules = {
-        TRACKER_OPENERS[settings.tracker].partition(":")[0],
-        FORGE_OPENERS[settings.forge].partition(":")[0],
+    checks = {
+        plugins.backend(settings.tracker).tracker_doctor,
+        plugins.backend(settings.forge).forge_doctor,
     }
-    for module_name in sorted(modules):
-        checks = getattr(importlib.import_module(module_name), "doctor_checks", None)
-        if checks is not None:
-            results += checks(project)
+    for path in sorted(check for check in checks if check is not None):
+        results += plugins.load(path)(project)
     return results
 
 
@@ -107,7 +95,7 @@ def _workspaces(project: Project, base: str) -> Workspaces:
     keep = project.settings.regenerable
     if vcs == "jj":
         return JjWorkspaces(project.root, project.workspace_root, base, regenerable=keep)
-    hosted = project.settings.forge != "embedded"
+    hosted = plugins.backend(project.settings.forge).remote
     remote = project.settings.remote if hosted else None
     return GitWorktrees(project.root, project.workspace_root, base, regenerable=keep, remote=remote)
 
@@ -118,8 +106,6 @@ def open_workers(
     from legion.git import current_branch
     from legion.relay import relay_needed
     from legion.relay.capabilities import Capabilities
-    from legion.runtime.claude import ClaudeRuntime
-    from legion.runtime.codex import CodexRuntime
     from legion.runtime.tmux import Tmux
     from legion.sessions.registry import Registry
     from legion.sessions.workers import WorkerManager
@@ -129,25 +115,20 @@ def open_workers(
     environment = dict(os.environ if env is None else env)
     # A project that names its CLIs' homes (the demo's does) is read and run with them, so
     # `legion issue show` finds its sessions' transcripts whoever runs it.
-    if settings.claude_config_dir is not None:
-        environment["CLAUDE_CONFIG_DIR"] = str(settings.claude_config_dir)
-    if settings.codex_home is not None:
-        environment["CODEX_HOME"] = str(settings.codex_home)
-    claude = ClaudeRuntime(
-        settings=settings,
-        permission_mode=settings.permission_mode,
-        extra_args=settings.claude_args,
-        lookup_env=environment,
-    )
-    codex = CodexRuntime(settings=settings, lookup_env=environment)
+    for plugin in plugins.RUNTIMES:
+        environment.update(plugins.load(plugin.environment)(settings))
+    runtimes = {
+        plugin.name: plugins.load(plugin.runtime)(settings, environment)
+        for plugin in plugins.RUNTIMES
+    }
     return WorkerManager(
         project=project,
         tracker=backends.tracker,
         registry=Registry(backends.db),
         tmux=Tmux(socket=settings.tmux_socket, config=settings.tmux_config),
         workspaces=_workspaces(project, base),
-        runtime=claude,
-        runtimes={claude.name: claude, codex.name: codex},
+        runtime=runtimes[plugins.DEFAULT_RUNTIME],
+        runtimes=runtimes,
         env=environment,
         # Sessions get a capability for the relay only where there is a credential to keep.
         capabilities=Capabilities(backends.db) if relay_needed(settings) else None,

@@ -11,30 +11,38 @@ import os
 import subprocess
 import tomllib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from legion import plugins
 from legion.core.model import Status, validate_issue_key, validate_label_name
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, EVERY_ISSUE
 from legion.core.statusmap import parse_status_table
 from legion.errors import ConfigError, InputError, ToolMissingError
+from legion.setting_spec import (
+    SettingSpec,
+    SettingsSection,
+    choice,
+    path,
+    section_of,
+    section_value,
+    strings,
+)
 
 CONFIG_DIR_NAME = ".legion"
 CONFIG_FILE_NAME = "config.toml"
 
-# The backends' names; `legion.backends` is the one registry that maps them to code.
-TRACKERS = ("embedded", "linear", "github")
-FORGES = ("embedded", "github")
-PERMISSION_MODES = ("bypass", "acceptEdits", "auto", "default", "plan")
-MERGE_METHODS = ("squash", "merge", "rebase")
-# The agent CLIs a session can run on (`legion.runtime.choose` maps them to code), and the roles
-# each can be chosen for. A retro resumes the implementer's session, so it runs where that did.
-RUNTIMES = ("claude-code", "codex")
+# The plugins' names come from their one registry (`legion.plugins`).
+TRACKERS = plugins.tracker_names()
+FORGES = plugins.forge_names()
+# The agent CLIs a session can run on, and the roles each can be chosen for. A retro resumes
+# the implementer's session, so it runs where that did.
+RUNTIMES = plugins.runtime_names()
 RUNTIME_ROLES = ("controller", "architect", "plan", "implement", "review", "finish")
-_RUNTIME_ALIASES = {"claude": "claude-code"}
-_BACKEND_ALIASES = {"local": "embedded"}  # the embedded backends' name before 0.2
+_RUNTIME_ALIASES = plugins.runtime_aliases()
+_BACKEND_ALIASES = plugins.backend_aliases()
 
 
 # Ignored files that a build or an install makes again, so a workspace may lose them. Each
@@ -48,30 +56,12 @@ DEFAULT_REGENERABLE: tuple[str, ...] = (
 
 
 def _backend(options: tuple[str, ...]) -> Callable[[Any], str]:
-    choose = _choice(options)
+    choose = choice(options)
 
     def parse(value: Any) -> str:
         if isinstance(value, str):
             value = _BACKEND_ALIASES.get(value.strip().lower(), value)
         return choose(value)
-
-    return parse
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
-        if not isinstance(value, str) or value.strip().lower() not in options:
-            raise ValueError(f"must be one of {', '.join(options)}, got {value!r}")
-        return value.strip().lower()
-
-    return parse
-
-
-def _choice_exact(options: tuple[str, ...]) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
-        if value not in options:
-            raise ValueError(f"must be one of {', '.join(options)}, got {value!r}")
-        return str(value)
 
     return parse
 
@@ -106,12 +96,6 @@ def _wip_limit(value: Any) -> int | None:
     return value
 
 
-def _path(value: Any) -> Path:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"must be a path, got {value!r}")
-    return Path(value).expanduser()
-
-
 def _labels(value: Any) -> tuple[str, ...]:
     items = value
     if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
@@ -131,19 +115,6 @@ def _opt_in_labels(value: Any) -> tuple[str, ...]:
 
 def _opt_in_labels_from_env(value: Any) -> tuple[str, ...]:
     return _opt_in_labels([part for part in str(value).split(",")])
-
-
-def _strings(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        import shlex
-
-        try:
-            return tuple(shlex.split(value))
-        except ValueError as exc:
-            raise ValueError(f"cannot split {value!r}: {exc}") from None
-    if not isinstance(value, list | tuple) or not all(isinstance(i, str) for i in value):
-        raise ValueError(f"must be a list of strings, got {value!r}")
-    return tuple(value)
 
 
 def _labels_from_env(value: Any) -> tuple[str, ...]:
@@ -172,11 +143,11 @@ def _seconds(value: Any) -> float:
 def _runtime(value: Any) -> str:
     if isinstance(value, str):
         value = _RUNTIME_ALIASES.get(value.strip().lower(), value.strip().lower())
-    return _choice(RUNTIMES)(value)
+    return choice(RUNTIMES)(value)
 
 
 def _runtimes(value: Any) -> dict[str, str]:
-    """A table of role = runtime (`implement = "codex"`); roles not named use `runtime`."""
+    """A table of role = runtime (`implement = "<runtime>"`); roles not named use `runtime`."""
     if not isinstance(value, Mapping):
         raise ValueError(f"must be a table of role = runtime, got {value!r}")
     chosen: dict[str, str] = {}
@@ -203,30 +174,6 @@ def _runtimes_from_env(value: Any) -> dict[str, str]:
     return _runtimes({role.strip(): runtime.strip() for role, _, runtime in pairs})
 
 
-def _github_repo(value: Any) -> str:
-    text = value.strip() if isinstance(value, str) else ""
-    owner, _, name = text.partition("/")
-    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
-    if not owner or not name or "/" in name or not set(owner + name) <= allowed:
-        raise ValueError(f"must be OWNER/NAME (e.g. acme/widgets), got {value!r}")
-    return text
-
-
-def _project_number(value: Any) -> int:
-    """A GitHub Projects (v2) number: the N of github.com/orgs/OWNER/projects/N."""
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"must be a project number (1 or more), got {value!r}")
-    return value
-
-
-def _team_key(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"must be a team key (e.g. ENG), got {value!r}")
-    return value.strip().upper()
-
-
 def _statuses(value: Any) -> dict[str, Status]:
     return parse_status_table(value)
 
@@ -245,32 +192,15 @@ def _branch(value: Any) -> str:
     return value.strip()
 
 
-@dataclass(frozen=True)
-class SettingSpec:
-    name: str
-    parse: Callable[[Any], Any]
-    default: Any = None
-    repo_only: bool = False  # meaningless outside one repository (the project's identity)
-    parse_env: Callable[[Any], Any] | None = None  # when a variable's text needs other parsing
-
-    @property
-    def env_var(self) -> str:
-        return f"LEGION_{self.name.upper()}"
-
-
-SPECS: tuple[SettingSpec, ...] = (
+CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("project_id", _uuid, repo_only=True),
     SettingSpec("issue_key", _issue_key, "LEG", repo_only=True),
-    SettingSpec("tracker", _backend(TRACKERS), "embedded"),
-    SettingSpec("forge", _backend(FORGES), "embedded"),
-    SettingSpec("linear_team", _team_key),
-    SettingSpec("github_repo", _github_repo),
-    SettingSpec("github_project", _project_number),
-    SettingSpec("merge_method", _choice(MERGE_METHODS), "squash"),
+    SettingSpec("tracker", _backend(TRACKERS), plugins.DEFAULT_BACKEND),
+    SettingSpec("forge", _backend(FORGES), plugins.DEFAULT_BACKEND),
     SettingSpec("remote", _branch, "origin"),
     SettingSpec("statuses", _statuses, {}, parse_env=_statuses_from_env),
     SettingSpec("base_branch", _branch),
-    SettingSpec("state_dir", _path),
+    SettingSpec("state_dir", path),
     SettingSpec("wip_limit", _wip_limit),
     SettingSpec("token_budget", _wip_limit),
     SettingSpec("labels", _labels, (), parse_env=_labels_from_env),
@@ -280,38 +210,39 @@ SPECS: tuple[SettingSpec, ...] = (
         DEFAULT_BACKLOG_OPT_IN,
         parse_env=_opt_in_labels_from_env,
     ),
-    SettingSpec("workspace_root", _path),
-    SettingSpec("tmux_socket", _path),
-    SettingSpec("tmux_config", _path),
-    SettingSpec("claude_bin", _path),
-    SettingSpec("claude_config_dir", _path),
-    SettingSpec("claude_args", _strings, ()),
-    SettingSpec("permission_mode", _choice_exact(PERMISSION_MODES), "bypass"),
-    SettingSpec("runtime", _runtime, "claude-code"),
+    SettingSpec("workspace_root", path),
+    SettingSpec("tmux_socket", path),
+    SettingSpec("tmux_config", path),
+    SettingSpec("runtime", _runtime, plugins.DEFAULT_RUNTIME),
     SettingSpec("runtimes", _runtimes, {}, parse_env=_runtimes_from_env),
-    SettingSpec("codex_bin", _path),
-    SettingSpec("codex_home", _path),
-    SettingSpec("codex_args", _strings, ()),
     SettingSpec("stale_after", _seconds, 600.0),
-    SettingSpec("workspace_vcs", _choice(("auto", "git", "jj")), "auto"),
-    SettingSpec("regenerable", _strings, DEFAULT_REGENERABLE),
-    SettingSpec("controller_mode", _choice(("auto", "llm")), "auto"),
+    SettingSpec("workspace_vcs", choice(("auto", "git", "jj")), "auto"),
+    SettingSpec("regenerable", strings, DEFAULT_REGENERABLE),
+    SettingSpec("controller_mode", choice(("auto", "llm")), "auto"),
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),
 )
+# Each plugin's own settings section (`legion.plugins`): its keys sit beside the project's in
+# the same files and variables, and are read by the same rules.
+SECTIONS: tuple[type[SettingsSection], ...] = tuple(
+    plugins.load(where)  # type: ignore[misc]
+    for where in [plugin.settings for plugin in plugins.BACKENDS]
+    + [plugin.settings for plugin in plugins.RUNTIMES]
+    if where is not None
+)
+SPECS: tuple[SettingSpec, ...] = CORE_SPECS + tuple(
+    spec for section in SECTIONS for spec in section.specs
+)
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
+Section = TypeVar("Section")  # a plugin's settings section
 
 
 @dataclass(frozen=True)
 class Settings:
     project_id: str
     issue_key: str = "LEG"
-    tracker: str = "embedded"
-    forge: str = "embedded"
-    linear_team: str | None = None
-    github_repo: str | None = None
-    github_project: int | None = None  # the Projects (v2) board whose Status field is the status
-    merge_method: str = "squash"
+    tracker: str = plugins.DEFAULT_BACKEND
+    forge: str = plugins.DEFAULT_BACKEND
     remote: str = "origin"
     statuses: Mapping[str, Status] = field(default_factory=dict)
     base_branch: str | None = None
@@ -324,28 +255,42 @@ class Settings:
     workspace_root: Path | None = None
     tmux_socket: Path | None = None
     tmux_config: Path | None = None
-    claude_bin: Path | None = None
-    # Where this project's Claude Code sessions keep their config and transcripts
-    # (CLAUDE_CONFIG_DIR); None: the environment's, else ~/.claude.
-    claude_config_dir: Path | None = None
-    claude_args: tuple[str, ...] = ()
-    permission_mode: str = "bypass"
-    runtime: str = "claude-code"  # the agent CLI of every role `runtimes` does not name
+    runtime: str = plugins.DEFAULT_RUNTIME  # the agent CLI of every role `runtimes` does not name
     runtimes: Mapping[str, str] = field(default_factory=dict)  # role: runtime
-    codex_bin: Path | None = None
-    codex_home: Path | None = None  # CODEX_HOME of its Codex sessions; None: the environment's
-    codex_args: tuple[str, ...] = ()
     stale_after: float = 600.0
     workspace_vcs: str = "auto"
     regenerable: tuple[str, ...] = DEFAULT_REGENERABLE
     controller_mode: str = "auto"
     tick: float = 60.0
     restart_cooldown: float = 60.0
+    # Each plugin's typed settings, by its section's class (`section`).
+    sections: Mapping[type, Any] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def section(self, kind: type[Section]) -> Section:
+        """A plugin's own settings (`settings.section(LinearSettings).team`); its defaults when
+        these settings were made without it."""
+        found = self.sections.get(kind)
+        return found if isinstance(found, kind) else kind()
+
+    def value(self, name: str) -> Any:
+        """The value of the setting `name` (a key of .legion/config.toml), wherever it lives."""
+        if name in _CORE_NAMES:
+            return getattr(self, name)
+        for kind in SECTIONS:
+            if any(spec.name == name for spec in kind.specs):
+                return section_value(self.section(kind), name)
+        raise KeyError(name)
 
     def runtime_for(self, role: str) -> str:
         """The agent CLI that runs `role` (a mode's session mode, or `controller`)."""
         return self.runtimes.get(role, self.runtime)
+
+
+def roles_on(runtime: str, settings: Iterable[Settings]) -> list[str]:
+    """The roles that run on `runtime` under any of `settings`, in `RUNTIME_ROLES` order."""
+    every = list(settings)
+    return [role for role in RUNTIME_ROLES if any(s.runtime_for(role) == runtime for s in every)]
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -434,7 +379,22 @@ def resolve_settings(
         raise ConfigError(
             f"{repo_config}: missing key 'project_id' (run `legion init` to create it)"
         )
-    return Settings(**values, sources=sources)
+    return settings_of(values, sources)
+
+
+_CORE_NAMES = frozenset(spec.name for spec in CORE_SPECS)
+
+
+def settings_of(values: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> Settings:
+    """Settings from values by key (a plugin's keys go to its section); a key not given has
+    its default."""
+    unknown = set(values) - set(SPEC_BY_NAME)
+    if unknown:
+        raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
+    full = {spec.name: spec.default for spec in SPECS} | dict(values)
+    core = {name: value for name, value in full.items() if name in _CORE_NAMES}
+    sections = {kind: section_of(kind, full) for kind in SECTIONS}
+    return Settings(**core, sections=sections, sources=dict(sources or {}))
 
 
 @dataclass(frozen=True)

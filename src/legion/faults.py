@@ -1,4 +1,5 @@
-"""Named fault points, for the fault-injection tests only (`tests/faults/`, `bench/faults.py`).
+"""Named fault points, for the fault-injection tests only (`tests/e2e/test_kill_campaign.py`,
+`bench/faults.py`).
 
 `fault_point("after_worker_active")` SIGKILLs the calling process when the environment variable
 `LEGION_TEST_KILL_AT` names that point (`after_worker_active`, or `after_worker_active:3` for the

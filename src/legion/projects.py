@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from legion import plugins
 from legion.backends import open_backends
 from legion.config import (
     CONFIG_DIR_NAME,
@@ -21,7 +21,7 @@ from legion.config import (
     write_repo_config,
 )
 from legion.errors import ConfigError, InputError
-from legion.git import current_branch, rev_parse, run_git
+from legion.git import current_branch, rev_parse
 from legion.workspaces.jj import refuse_jj_only
 
 
@@ -29,8 +29,8 @@ def init_project(
     start: Path,
     *,
     key: str = "LEG",
-    tracker: str = "embedded",
-    forge: str = "embedded",
+    tracker: str = plugins.DEFAULT_BACKEND,
+    forge: str = plugins.DEFAULT_BACKEND,
     extra: Mapping[str, Any] | None = None,
     requested: Mapping[str, Any] | None = None,
     warn: Callable[[str], None] = lambda line: None,
@@ -82,37 +82,6 @@ def init_project(
     return load_project(root), True
 
 
-_GITHUB_REMOTE = re.compile(
-    r"^(?:https://(?:[^@/]+@)?github\.com/|git@github\.com:|ssh://git@github\.com/)"
-    r"([A-Za-z0-9-]+/[A-Za-z0-9._-]+?)(?:\.git)?/?$"
-)
-
-
-def github_repo_of_remote(start: Path, remote: str = "origin") -> str | None:
-    """OWNER/NAME of the GitHub repository `remote` points at, or None."""
-    root = git_toplevel(start.resolve()) if start.is_dir() else None
-    if root is None:
-        return None
-    result = run_git(root, "remote", "get-url", remote, check=False)
-    if result.returncode != 0:
-        return None
-    return github_repo_of_url(result.stdout.strip())
-
-
-def github_repo_of_url(url: str) -> str | None:
-    """OWNER/NAME from a github.com remote URL (https, ssh or scp-like), else None."""
-    match = _GITHUB_REMOTE.match(url.strip())
-    return match.group(1) if match else None
-
-
-def issue_key_for_repo(github_repo: str) -> str:
-    """The issue key of a GitHub Issues project: its repository's name in capitals, letters and
-    digits only, at most 10, starting with a letter (`acme/widgets` -> WIDGETS)."""
-    name = re.sub(r"[^A-Z0-9]", "", github_repo.partition("/")[2].upper())
-    name = name.lstrip("0123456789")[:10]
-    return name or "GH"
-
-
 # The checks without which a project cannot work at all: `legion init` refuses on them.
 _ESSENTIAL_CHECKS = ("API key", "API", "team", "token", "authentication", "repository")
 
@@ -121,7 +90,7 @@ def _check_backends(project: Project, warn: Callable[[str], None]) -> None:
     from legion.backends import backend_checks
 
     settings = project.settings
-    if settings.tracker == "embedded" and settings.forge == "embedded":
+    if not plugins.is_remote((settings.tracker, settings.forge)):
         return
     for name, ok, detail in backend_checks(project):
         if ok:
@@ -150,13 +119,11 @@ def _refuse_other_settings(project: Project, requested: Mapping[str, Any]) -> No
     """`init` on an existing project changes nothing; options that ask for other settings than
     the project's are refused rather than ignored, with the edit that would make them so."""
     differ = {
-        name: value
-        for name, value in requested.items()
-        if getattr(project.settings, name, None) != value
+        name: value for name, value in requested.items() if project.settings.value(name) != value
     }
     if not differ:
         return
-    current = {name: getattr(project.settings, name, None) for name in differ}
+    current = {name: project.settings.value(name) for name in differ}
     have = ", ".join(
         f"{name} unset" if value is None else f"{name} = {json.dumps(value)}"
         for name, value in current.items()

@@ -1,4 +1,6 @@
-"""Fixtures of the end-to-end tests."""
+"""Fixtures of the end-to-end tests. Every test here is marked `e2e` (tests/conftest.py marks
+them by folder), and every one that runs workers or the daemon stands on the one `swarm`
+fixture."""
 
 from __future__ import annotations
 
@@ -8,17 +10,35 @@ from pathlib import Path
 import pytest
 
 from legion.demo.offline import codex_offline_home
-from tests.e2e.swarm_env import Swarm, open_swarm
-from tests.fakes.codex_env import find_codex
 from tests.fakes.responses_server import FakeResponsesServer
+from tests.support.codex_env import find_codex
+from tests.support.linear_github import LinearAndGitHub, running_linear_and_github
+from tests.support.swarm import Swarm, open_swarm
 
 
 @pytest.fixture
-def swarm(tmp_path: Path, project: Path, isolated_env: Path) -> Iterator[Swarm]:
-    """A project wired to the real Claude Code CLI, a private tmux server and the scripted
-    model server (see `open_swarm`)."""
+def swarm_variables() -> dict[str, str]:
+    """Variables added to the swarm's environment: none, unless a module overrides this (its
+    project on Linear and GitHub, say)."""
+    return {}
+
+
+@pytest.fixture
+def swarm(
+    tmp_path: Path, project: Path, isolated_env: Path, swarm_variables: dict[str, str]
+) -> Iterator[Swarm]:
+    """The `project` (an embedded one, unless a module overrides the fixture) wired to the real
+    Claude Code CLI, a private tmux server and the scripted model server (see `open_swarm`)."""
     with open_swarm(tmp_path, project, isolated_env) as made:
+        made.env |= swarm_variables
         yield made
+
+
+@pytest.fixture
+def linear_github(tmp_path: Path) -> Iterator[LinearAndGitHub]:
+    """The fake Linear and GitHub servers, running, and the GitHub remote (a bare repository)."""
+    with running_linear_and_github(tmp_path) as running:
+        yield running
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from tests.e2e.swarm_env import Swarm, wait_until
 from tests.fakes.model_server import pause, text
+from tests.support.swarm import Swarm
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -9,16 +9,10 @@ import time
 
 import pytest
 
-from tests.e2e.swarm_env import (
-    Daemon,
-    Swarm,
-    actions,
-    cmdline,
-    live_pid,
-    plan_worker_idle,
-    wait_until,
-)
 from tests.fakes.model_server import text
+from tests.support.processes import cmdline
+from tests.support.swarm import Daemon, Swarm, actions, live_pid, plan_worker_idle
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -47,8 +41,8 @@ def test_an_idle_worker_gets_a_message_as_its_next_prompt_once(swarm: Swarm) -> 
     worker = plan_worker_idle(swarm)
     swarm.server.add_scenario("zebra-42", [[text("Noted, zebra.")]], name="message")
     (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
-    with Daemon(swarm, tick=30):  # a slow tick: `legion say` itself must wake the daemon
-        time.sleep(1.5)  # past the daemon's first tick
+    with Daemon(swarm, tick=30) as daemon:  # a slow tick: `legion say` must wake the daemon
+        daemon.wait_between_ticks()  # past the daemon's first tick
         said = time.monotonic()
         swarm.legion("say", f"@{agent['address']} please look at zebra-42\nand the second line")
         wait_until(
@@ -60,7 +54,8 @@ def test_an_idle_worker_gets_a_message_as_its_next_prompt_once(swarm: Swarm) -> 
             lambda: actions(swarm, "deliver_messages"),
             timeout=10,
         )
-        time.sleep(3)  # a second delivery, if any, would come within a tick or two
+        wait_until("its turn over", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle")
+        daemon.passes(2)  # a second delivery, if any, would come within a pass or two
     firsts = [r for r in swarm.server.requests_for_scenario("message") if r.turn == 0]
     assert len(firsts) == 1, [r.prompt for r in firsts]
     prompt = firsts[0].prompt or ""

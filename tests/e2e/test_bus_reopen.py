@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.swarm_env import Daemon, Swarm, actions, plan_worker_idle, wait_until
 from tests.fakes.model_server import text
+from tests.support.swarm import Daemon, Swarm, actions, plan_worker_idle
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -26,7 +27,7 @@ def test_a_bus_restored_from_a_copy_under_a_running_daemon_delivers_again(swarm:
     with Daemon(swarm, tick=1) as daemon:
         # The daemon has the bus open once it has looked at the agents' statuses.
         wait_until("the daemon's first tick", lambda: actions(swarm, "daemon_start"))
-        time.sleep(1.5)
+        daemon.wait_between_ticks()
         with sqlite3.connect(bus) as source, sqlite3.connect(copy) as target:
             source.backup(target)
         # Corrupted: the file is replaced by garbage (a bad sync, a bad tool)...
@@ -35,7 +36,7 @@ def test_a_bus_restored_from_a_copy_under_a_running_daemon_delivers_again(swarm:
         garbage.replace(bus)
         broken = swarm.legion("say", "hello?", check=False)
         assert broken.returncode != 0 and "corrupt" in broken.stderr, broken
-        time.sleep(2.5)  # ticks pass with the bus broken
+        daemon.ticks(2)  # ticks pass with the bus broken
         # ...then put back from the copy.
         copy.replace(bus)
         said = time.monotonic()
@@ -46,7 +47,7 @@ def test_a_bus_restored_from_a_copy_under_a_running_daemon_delivers_again(swarm:
             timeout=30,
         )
         took = time.monotonic() - said
-        time.sleep(2.5)  # more ticks: a failure said again would be logged by now
+        daemon.ticks(2)  # more ticks: a failure said again would be logged by now
         output = daemon.output()
     log = actions(swarm)
     failures = [e for e in log if e["outcome"] == "failed" and "bus.db" in e["detail"]]

@@ -8,7 +8,6 @@ plan, tasks and skill."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,18 @@ import pytest
 from legion.bus import bus_path
 from legion.bus.model import AgentStatus, DeliveryState
 from legion.bus.sqlite import SqliteBus
-from tests.e2e.swarm_env import Daemon, Swarm, agent_of, screen, session_uuid, wait_until, window_id
-from tests.fakes.claude_env import IDLE_FOOTER
 from tests.fakes.model_server import RecordedRequest, bash, text
+from tests.support.claude_env import IDLE_FOOTER
+from tests.support.swarm import (
+    Daemon,
+    Swarm,
+    agent_of,
+    runs_until,
+    screen,
+    session_uuid,
+    window_id,
+)
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -74,19 +82,25 @@ def _say(swarm: Swarm, to: str, body: str) -> str:
 def test_a_busy_agent_gets_a_message_at_its_turn_boundary_and_its_tool_runs_to_the_end(
     swarm: Swarm,
 ) -> None:
-    worker = _dispatch(swarm, [[bash("sleep 5; echo slept-well")], [text("Planned.")]], idle=False)
+    # The tool runs until the test lets it end: the message comes while it runs, however slow
+    # the machine.
+    release = swarm.repo.parent / "release-the-tool"
+    tool = f"{runs_until(release)}; echo slept-well"
+    worker = _dispatch(swarm, [[bash(tool)], [text("Planned.")]], idle=False)
     swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")
-    with Daemon(swarm, extra_env=LLM_MODE):
+    with Daemon(swarm, extra_env=LLM_MODE) as daemon:
         wait_until("the tool call", lambda: swarm.server.requests_for_scenario("plan"))
         agent = agent_of(swarm, worker["session_id"])
         message_id = _say(swarm, agent["address"], "zebra-busy: also cover the empty case")
+        daemon.passes(1)  # the daemon sees the message while the agent is busy
+        release.touch()
         wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
         wait_until(
             "delivered on the bus",
             lambda: _delivery(swarm, message_id, agent["id"])[0] is DeliveryState.DELIVERED,
             timeout=15,
         )
-        time.sleep(2)  # a second delivery, if any, would come within a tick or two
+        daemon.ticks(2)  # a second delivery, if any, would come within a tick or two
     [request] = _firsts(swarm, "message")
     assert (request.prompt or "").startswith("Stop hook feedback:\nMessage ")
     assert message_id in (request.prompt or "")
@@ -162,7 +176,7 @@ def test_a_dead_agent_is_resumed_for_a_message_once_and_a_stale_completion_is_ig
     swarm.tmux("kill-window", "-t", window_id(swarm, worker["window"]))
     wait_until("the worker dead", lambda: swarm.json("workers")[-1]["state"] == "dead")
     swarm.server.add_scenario("zebra-dead", [[text("Back, and noted.")]], name="message")
-    with Daemon(swarm, extra_env=LLM_MODE):
+    with Daemon(swarm, extra_env=LLM_MODE) as daemon:
         message_id = _say(swarm, agent["address"], "zebra-dead: one more thing")
         wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
         wait_until(
@@ -170,7 +184,7 @@ def test_a_dead_agent_is_resumed_for_a_message_once_and_a_stale_completion_is_ig
             lambda: _delivery(swarm, message_id, agent["id"])[0] is DeliveryState.DELIVERED,
             timeout=15,
         )
-        time.sleep(2)
+        daemon.ticks(2)  # a second delivery, if any, would come within a tick or two
     [request] = _firsts(swarm, "message")
     assert message_id in (request.prompt or "")
     assert any("Planned." in json.dumps(m) for m in request.messages)  # the same session
@@ -213,13 +227,13 @@ def test_a_daemon_killed_after_typing_a_message_never_types_it_again(
     state, attempts = _delivery(swarm, message_id, agent["id"])
     assert (state, attempts) == (DeliveryState.PENDING, 1)  # typed, not yet marked
     wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
-    with Daemon(swarm, extra_env=LLM_MODE):
+    with Daemon(swarm, extra_env=LLM_MODE) as daemon:
         wait_until(
             "delivered on the bus",
             lambda: _delivery(swarm, message_id, agent["id"])[0] is DeliveryState.DELIVERED,
             timeout=20,
         )
-        time.sleep(3)  # a second typing, if any, would come within a tick or two
+        daemon.ticks(3)  # a second typing, if any, would come within a tick or two
     assert len(_firsts(swarm, "message")) == 1
 
 

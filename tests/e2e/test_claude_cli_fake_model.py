@@ -21,18 +21,6 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.claude_env import (
-    CURSOR,
-    IDLE_FOOTER,
-    QUESTION_FOOTER,
-    REPO_ROOT,
-    ClaudeEnv,
-    PrivateTmux,
-    encode_project_dir,
-    find_claude,
-    make_claude_env,
-    new_session_id,
-)
 from tests.fakes.model_server import (
     FakeModelServer,
     RecordedRequest,
@@ -44,6 +32,18 @@ from tests.fakes.model_server import (
     text,
     tool_result_text,
     tool_use,
+)
+from tests.support.claude_env import (
+    CURSOR,
+    IDLE_FOOTER,
+    QUESTION_FOOTER,
+    REPO_ROOT,
+    ClaudeEnv,
+    PrivateTmux,
+    encode_project_dir,
+    find_claude,
+    make_claude_env,
+    new_session_id,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]

@@ -19,7 +19,8 @@ import pytest
 
 from legion.bus import inbox as inbox_file
 from legion.runtime import hooks
-from tests.fakes.claude_env import (
+from tests.fakes.model_server import FakeModelServer, RecordedRequest, bash, text
+from tests.support.claude_env import (
     IDLE_FOOTER,
     ClaudeEnv,
     PrivateTmux,
@@ -27,7 +28,6 @@ from tests.fakes.claude_env import (
     make_claude_env,
     new_session_id,
 )
-from tests.fakes.model_server import FakeModelServer, RecordedRequest, bash, text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 

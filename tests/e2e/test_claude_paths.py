@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from legion.runtime.claude_paths import transcript_path
-from tests.fakes.claude_env import make_claude_env, new_session_id
 from tests.fakes.model_server import FakeModelServer, Scenario, text
+from tests.support.claude_env import make_claude_env, new_session_id
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from legion.demo.model_server import tool_use
-from tests.e2e.swarm_env import Swarm, screen, wait_until, window_id
 from tests.e2e.test_bus_wakeups import _texts, _type
 from tests.fakes.model_server import text
+from tests.support.swarm import Swarm, screen, window_id
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -15,7 +15,6 @@ from legion.bus import bus_path
 from legion.bus.model import DeliveryState
 from legion.bus.sqlite import SqliteBus
 from legion.runtime.codex import codex_session_id, session_link
-from tests.e2e.swarm_env import Daemon, Swarm, agent_of, screen, wait_until, window_id
 from tests.fakes.responses_server import (
     API_KEY_ENV,
     FakeResponsesServer,
@@ -25,6 +24,8 @@ from tests.fakes.responses_server import (
     pause,
     text,
 )
+from tests.support.swarm import Daemon, Swarm, agent_of, screen, window_id
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

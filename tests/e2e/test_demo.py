@@ -14,9 +14,9 @@ import pytest
 from legion.bus import bus_path
 from legion.bus.model import AgentRole, AgentStatus, EventKind
 from legion.bus.sqlite import SqliteBus
-from tests.conftest import run_legion
-from tests.fakes.claude_env import find_claude
-from tests.fakes.codex_env import find_codex
+from tests.support.claude_env import find_claude
+from tests.support.cli import run_legion
+from tests.support.codex_env import find_codex
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -173,7 +173,7 @@ def test_demo_refuses_bad_options_and_leaves_nothing_behind(tmp_path: Path) -> N
 def test_an_interrupted_demo_says_so_cleans_up_and_exits(
     tmp_path: Path, sig: int, code: int, name: str
 ) -> None:
-    from tests.conftest import LEGION_BIN
+    from tests.support.cli import LEGION_BIN
 
     demo = tmp_path / "demo"
     proc = subprocess.Popen(

@@ -18,8 +18,9 @@ from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.demo.swarm_script import swarm_script
 from legion.reconcile import Reconciler
-from tests.e2e.swarm_env import Daemon, Swarm, judgments, wait_until
 from tests.fakes.model_server import text
+from tests.support.swarm import Daemon, Swarm, judgments
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -173,7 +174,7 @@ def test_a_question_the_controller_does_not_take_in_time_goes_to_a_human(
     assert "user-input-needed" not in issue(swarm)["labels"]
     (item,) = judgments(swarm)
     assert (item["kind"], item["state"]) == ("oracle", "pending")
-    time.sleep(1.5)
+    time.sleep(1.5)  # longer than oracle_timeout: the time passing is what is waited for
     second = {(o.action, o.kind) for o in reconciler.run()}
     assert ("escalate_question", OutcomeKind.DONE) in second
     asked = issue(swarm)["comments"][-1]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.claude_env import REPO_ROOT
+from tests.support.claude_env import REPO_ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

@@ -23,23 +23,22 @@ import pytest
 
 from legion.demo.swarm_script import controller_scenarios
 from legion.locking import exclusive
-from tests.conftest import LEGION_BIN, Result, git
-from tests.e2e.swarm_env import (
+from tests.fakes.model_server import Scenario, bash, pause, text
+from tests.support.cli import LEGION_BIN, Result, git
+from tests.support.processes import SessionWatch, cmdline
+from tests.support.swarm import (
     Daemon,
-    SessionWatch,
     Swarm,
-    TmuxShim,
     actions,
-    cmdline,
     issue_status,
     live_pid,
     session_uuid,
     state_dir,
-    wait_until,
     wake,
     windows,
 )
-from tests.fakes.model_server import Scenario, bash, pause, text
+from tests.support.tmux import TmuxShim
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -184,7 +183,12 @@ def test_a_thinking_worker_is_not_killed_when_ticks_come_close_together(swarm: S
     with Daemon(swarm, tick=30, extra_env={"LEGION_STALE_AFTER": "1"}):
         swarm.server.wait_for_turn("think", 0)
         pid = wait_until("the worker runs", lambda: live_pid(swarm, "leg-1-implement"))
-        time.sleep(1.5)  # quiet for longer than stale_after
+        transcript = Path(swarm.worker("LEG-1")["transcript"])  # type: ignore[index]
+        wait_until(
+            "the transcript quiet for longer than stale_after",
+            lambda: time.time() - transcript.stat().st_mtime > 1.5,
+            interval=0.05,
+        )
         until = time.monotonic() + 6
         while time.monotonic() < until and not actions(swarm, "kill_stuck_worker"):
             for _ in range(8):  # ticks in quick succession, as a burst of `legion` writes makes
@@ -217,9 +221,9 @@ def test_a_stale_controller_is_restarted_in_its_session_no_sooner_than_the_coold
     with SessionWatch({sid}, interval=0.05) as watch, Daemon(swarm, tick=0.5, extra_env=env):
         started = time.monotonic()
         # Until the start and two restarts were seen (2.6 cooldowns apart at the least; a
-        # loaded machine makes each restart slower, never sooner), or 5 cooldowns passed.
+        # loaded machine makes each restart slower, never sooner), or 12 cooldowns passed.
         while time.monotonic() - started < 2.6 * cooldown or (
-            len(watch.seen.get(sid, set())) < 3 and time.monotonic() - started < 5 * cooldown
+            len(watch.seen.get(sid, set())) < 3 and time.monotonic() - started < 12 * cooldown
         ):
             (transcript,) = transcripts_of(swarm, sid) or [None]
             if transcript is not None:
@@ -321,9 +325,9 @@ def asked(swarm: Swarm) -> list[str]:
 
 def test_a_worker_that_keeps_dying_is_handed_to_a_human_exactly_once(swarm: Swarm) -> None:
     sid = crashing_worker(swarm)
-    with SessionWatch({sid}) as watch, Daemon(swarm, tick=0.5):
+    with SessionWatch({sid}) as watch, Daemon(swarm, tick=0.5) as daemon:
         wait_until("a human is asked", lambda: "user-input-needed" in labels(swarm, "LEG-1"))
-        time.sleep(2)  # four more ticks
+        daemon.ticks(4)
         assert live_pid(swarm, "leg-1-implement") is None
     no_overlap(watch)
     assert len(swarm.server.requests_for_scenario("work")) == 4  # crashed four times
@@ -391,14 +395,14 @@ def test_a_worker_that_cannot_start_is_reported_and_not_retried_in_a_loop(
     assert all(w["state"] == "dead" for w in swarm.json("workers"))
 
     # The daemon: reported, a few attempts at most, then a human is told; no loop.
-    with Daemon(swarm, tick=0.5, extra_env=env):
+    with Daemon(swarm, tick=0.5, extra_env=env) as daemon:
         wait_until(
             "the failure reported",
             lambda: [e for e in actions(swarm) if message in e["detail"]],
         )
-        time.sleep(5)  # ten ticks
+        daemon.ticks(10)
         attempts = len([e for e in actions(swarm) if message in e["detail"]])
-        time.sleep(2)
+        daemon.ticks(4)
         assert len([e for e in actions(swarm) if message in e["detail"]]) == attempts
     assert attempts <= 4, [e for e in actions(swarm) if message in e["detail"]]
     status = json.dumps(swarm.json("status"))
@@ -445,7 +449,7 @@ def test_a_daemon_killed_mid_pass_loses_nothing_and_starts_nothing_twice(
     controller(swarm)
     sids = {session_uuid(swarm, f"LEG-{n}:implement") for n in (1, 2, 3)}
     sids.add(session_uuid(swarm, "controller"))
-    env = shim.env(swarm)
+    env = shim.env(swarm.env)
     with SessionWatch(sids) as watch:
         # Killed between recording LEG-1's worker and creating its window.
         shim.set("slow-before-leg-1-implement", "5")
@@ -545,16 +549,16 @@ def test_tmux_not_answering_is_unknown_not_dead_and_nothing_is_restarted(
     )
     worker_sid = session_uuid(swarm, "LEG-1:implement")
     controller_sid = session_uuid(swarm, "controller")
-    env = shim.env(swarm) | {"LEGION_RESTART_COOLDOWN": "1"}
+    env = shim.env(swarm.env) | {"LEGION_RESTART_COOLDOWN": "1"}
     watched = {worker_sid, controller_sid}
-    with SessionWatch(watched) as watch, Daemon(swarm, tick=0.5, extra_env=env):
+    with SessionWatch(watched) as watch, Daemon(swarm, tick=0.5, extra_env=env) as daemon:
         swarm.server.wait_for_turn("work", 0)
         wait_until("controller idle", lambda: swarm.json("status")["controller"]["state"] == "idle")
         worker_pid = live_pid(swarm, "leg-1-implement")
         controller_pid = live_pid(swarm, "main")
         logged = len(actions(swarm))
         shim.set("fail-list-windows")
-        time.sleep(4)  # eight ticks that cannot see tmux
+        daemon.ticks(8)  # that cannot see tmux
         during = actions(swarm)[logged:]
         shim.clear("fail-list-windows")
         assert shim.events().count("failed list-windows") >= 4
@@ -616,7 +620,7 @@ def test_a_session_still_running_outside_its_window_is_ended_before_it_starts_ag
     import shutil
     import tempfile
 
-    from tests.e2e.swarm_env import session_processes
+    from tests.support.processes import session_processes
 
     def on_session() -> list[int]:
         return session_processes({sid}).get(sid, [])

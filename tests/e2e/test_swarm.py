@@ -12,15 +12,9 @@ from pathlib import Path
 import pytest
 
 from legion.demo.swarm_script import swarm_script
-from tests.e2e.swarm_env import (
-    Daemon,
-    Swarm,
-    assert_full_cycle,
-    issue_status,
-    run_full_cycle,
-    wait_until,
-)
 from tests.fakes.responses_server import FakeResponsesServer
+from tests.support.swarm import Daemon, Swarm, assert_full_cycle, issue_status, run_full_cycle
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -14,8 +14,8 @@ import pytest
 
 from legion.demo.swarm_script import swarm_script
 from legion.runtime.codex import codex_session_id, session_link
-from tests.e2e.swarm_env import Swarm, assert_full_cycle, run_full_cycle
 from tests.fakes.responses_server import FakeResponsesServer
+from tests.support.swarm import Swarm, assert_full_cycle, run_full_cycle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

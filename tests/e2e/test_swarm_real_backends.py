@@ -10,82 +10,35 @@ the state folder are searched: no token anywhere a worker could see it.
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from legion.demo.swarm_script import swarm_script
-from tests.conftest import git, run_legion
-from tests.e2e.swarm_env import (
-    Daemon,
-    Swarm,
-    open_swarm,
-    session_processes,
-    session_uuid,
-    wait_until,
+from tests.support.cli import git
+from tests.support.linear_github import (
+    SECRETS,
+    LinearAndGitHub,
+    init_on_linear_and_github,
 )
-from tests.fakes.github_server import FakeGitHub
-from tests.fakes.linear_server import FakeLinear
+from tests.support.processes import session_processes
+from tests.support.swarm import Daemon, Swarm, session_uuid
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
-# Tokens with a unique part, searched for everywhere a worker could see them.
-LINEAR_KEY = "lin_api_e2esentinel5f1c9a0b7d2e4f68"
-GITHUB_TOKEN = "ghp_e2esentinel8d3b1a6c4e2f0a97"
-SECRETS = (b"e2esentinel5f1c9a0b7d2e4f68", b"e2esentinel8d3b1a6c4e2f0a97")
 
-
-@dataclass
-class Fakes:
-    linear: FakeLinear
-    github: FakeGitHub
-    remote: Path
-
-    def env(self) -> dict[str, str]:
-        return {
-            "LINEAR_API_URL": self.linear.api_url,
-            "LINEAR_API_KEY": LINEAR_KEY,
-            "GITHUB_API_URL": self.github.url,
-            "GITHUB_TOKEN": GITHUB_TOKEN,
-        }
+@pytest.fixture
+def project(git_repo: Path, linear_github: LinearAndGitHub) -> Path:
+    """The project is on Linear and GitHub (the fakes)."""
+    return init_on_linear_and_github(git_repo, linear_github)
 
 
 @pytest.fixture
-def fakes(tmp_path: Path) -> Iterator[Fakes]:
-    remote = tmp_path / "remote.git"
-    remote.mkdir()
-    git(remote, "init", "--quiet", "--bare")
-    linear = FakeLinear(token=LINEAR_KEY, retro_state=True)
-    github = FakeGitHub(token=GITHUB_TOKEN, remote=remote)
-    with linear.running(), github.running():
-        yield Fakes(linear, github, remote)
-
-
-@pytest.fixture
-def swarm(tmp_path: Path, git_repo: Path, isolated_env: Path, fakes: Fakes) -> Iterator[Swarm]:
-    git(git_repo, "remote", "add", "origin", str(fakes.remote))
-    git(git_repo, "push", "--quiet", "origin", "main")
-    init = run_legion(
-        "init",
-        "--tracker",
-        "linear",
-        "--team",
-        "ENG",
-        "--forge",
-        "github",
-        "--repo",
-        "acme/widgets",
-        cwd=git_repo,
-        env=dict(os.environ) | fakes.env(),
-    )
-    assert init.returncode == 0, init.stderr
-    with open_swarm(tmp_path, git_repo, isolated_env) as made:
-        made.env |= fakes.env()
-        yield made
+def swarm_variables(linear_github: LinearAndGitHub) -> dict[str, str]:
+    return linear_github.env()
 
 
 @dataclass
@@ -140,8 +93,8 @@ def files_with_secrets(*roots: Path) -> list[str]:
     return found
 
 
-def test_full_cycle_on_linear_and_github(swarm: Swarm, fakes: Fakes) -> None:
-    linear, github = fakes.linear, fakes.github
+def test_full_cycle_on_linear_and_github(swarm: Swarm, linear_github: LinearAndGitHub) -> None:
+    linear, github = linear_github.linear, linear_github.github
     issue = linear.add_issue("Feature one", state="Todo", description="Add feature one.")
     assert issue == "ENG-1"
     swarm.server.script.scenarios.extend(swarm_script([issue]).scenarios)  # type: ignore[arg-type]
@@ -165,7 +118,7 @@ def test_full_cycle_on_linear_and_github(swarm: Swarm, fakes: Fakes) -> None:
     assert any("## Plan" in c["body"] and "<!-- legion:" in c["body"] for c in comments)
     assert linear.label_names(issue) & {"worker-done", "worker-active"} == set()
     # GitHub: the branch pushed, the PR reviewed twice through labels, merged by squash.
-    assert git(fakes.remote, "rev-parse", "--verify", "refs/heads/legion/eng-1").strip()
+    assert git(linear_github.remote, "rev-parse", "--verify", "refs/heads/legion/eng-1").strip()
     assert github.merges == [(1, "SQUASH")]
     assert github.label_names(1) == ["worker-approved"]
     reviews = [body for body in github.comments(1) if "Legion review" in body]

@@ -9,9 +9,10 @@ import re
 import pytest
 
 from legion.bus.address import project_name_for_folder
-from tests.conftest import LEGION_BIN
-from tests.e2e.swarm_env import Daemon, Swarm, wait_until
 from tests.fakes.model_server import bash, text
+from tests.support.cli import LEGION_BIN
+from tests.support.swarm import Daemon, Swarm
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

@@ -8,7 +8,6 @@ delivers and keeps statuses true too."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,10 @@ import pytest
 from legion.bus import bus_path
 from legion.bus.model import AgentStatus, Channel, DeliveryState, EventKind
 from legion.bus.sqlite import SqliteBus
-from tests.conftest import LEGION_BIN
-from tests.e2e.swarm_env import Daemon, Swarm, agent_of, wait_until, window_id
 from tests.fakes.model_server import RecordedRequest, bash, text
+from tests.support.cli import LEGION_BIN
+from tests.support.swarm import Daemon, Swarm, agent_of, runs_until, window_id
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
@@ -86,8 +86,8 @@ def test_say_to_an_idle_worker_with_no_daemon_types_it_in_once(swarm: Swarm) -> 
 
     # Nothing typed twice: a daemon's ticks find it done.
     wait_until("idle again", lambda: agent_of(swarm, worker["session_id"])["status"] == "idle")
-    with Daemon(swarm, extra_env=LLM_MODE):
-        time.sleep(3)  # a second delivery, if any, would come within a tick or two
+    with Daemon(swarm, extra_env=LLM_MODE) as daemon:
+        daemon.ticks(3)  # a second delivery, if any, would come within a tick or two
     assert len(_firsts(swarm, "message")) == 1
 
     # In words: said, on the line after what was posted.
@@ -101,9 +101,9 @@ def test_say_to_an_idle_worker_with_no_daemon_types_it_in_once(swarm: Swarm) -> 
 def test_say_says_when_a_message_waits_for_the_turns_end_or_for_legion_start(
     swarm: Swarm,
 ) -> None:
-    # A turn long enough to still run when `say` comes, however loaded the machine.
-    busy_turn = "python3 -c 'import time; time.sleep(15)'"
-    worker = _dispatch(swarm, [[bash(busy_turn)], [text("Planned.")]], idle=False)
+    # A turn that runs until `say` has come, however loaded the machine.
+    release = swarm.repo.parent / "release-the-turn"
+    worker = _dispatch(swarm, [[bash(runs_until(release))], [text("Planned.")]], idle=False)
     agent = agent_of(swarm, worker["session_id"])
     swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")
 
@@ -111,6 +111,7 @@ def test_say_says_when_a_message_waits_for_the_turns_end_or_for_legion_start(
     assert busy.stdout.splitlines()[1:] == [
         "@legion/leg-1/plan is busy: its session gets the message at the end of its turn"
     ], busy.stdout
+    release.touch()
     # Its own hooks hand it over at the turn boundary: no daemon needed.
     wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
     assert (_firsts(swarm, "message")[0].prompt or "").startswith("Stop hook feedback:\nMessage ")

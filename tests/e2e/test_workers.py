@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LEGION_BIN, git
-from tests.e2e.swarm_env import Swarm, wait_until
 from tests.fakes.model_server import ask_user_question, bash, text, tool_result_text
+from tests.support.cli import LEGION_BIN, git
+from tests.support.swarm import Swarm
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LEGION_BIN, Result, run_legion
+from tests.support.cli import LEGION_BIN, Result, run_legion
 
 ROOT = os.geteuid() == 0
 

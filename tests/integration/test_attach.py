@@ -22,7 +22,7 @@ from legion.bus.sessions import register_session
 from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.runtime.tmux import TAG_OPTION
-from tests.conftest import LEGION_BIN, LegionRunner, Result, git
+from tests.support.cli import LEGION_BIN, LegionRunner, Result, git
 
 # What the agent's window runs: it writes the first line typed into it to a file, then waits.
 AGENT = "import sys, time; open(sys.argv[1], 'w').write(sys.stdin.readline()); time.sleep(600)"

@@ -16,9 +16,9 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.reconcile import Reconciler
-from tests.conftest import git, run_legion
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.linear_server import FakeLinear
+from tests.support.cli import git, run_legion
 
 UNLABELLED = 40
 PICKUP = (

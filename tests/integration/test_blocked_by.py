@@ -18,7 +18,7 @@ from legion.forges.local import LocalForge
 from legion.state import BLOCKER_LOOKUPS, KnownLiveWorkers, Snapshot, observe
 from legion.trackers.base import Issue
 from legion.trackers.local import LocalTracker
-from tests.conftest import LegionRunner, Result
+from tests.support.cli import LegionRunner, Result
 
 
 def one_line_error(result: Result, fragment: str, code: int = 2) -> None:

@@ -30,7 +30,7 @@ from legion.bus.sessions import register_session
 from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.errors import ConflictError, InputError, NotFoundError, StoreError
-from tests.conftest import LEGION_BIN, LegionRunner, Result, git
+from tests.support.cli import LEGION_BIN, LegionRunner, Result, git
 
 MAIN = Channel("app", "main")
 LEG7 = Channel("app", "legion/LEG-7")
@@ -338,7 +338,7 @@ def test_an_empty_file_is_an_empty_bus(tmp_path: Path) -> None:
 
 
 def test_register_session_names_agents_by_their_session(git_repo: Path) -> None:
-    from tests.conftest import run_legion
+    from tests.support.cli import run_legion
 
     assert run_legion("init", cwd=git_repo).returncode == 0
     project = load_project(git_repo)

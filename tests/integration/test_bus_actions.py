@@ -22,7 +22,7 @@ from legion.errors import (
     NotPermittedError,
     StaleSignalError,
 )
-from tests.conftest import LegionRunner, Result, git
+from tests.support.cli import LegionRunner, Result, git
 
 MAIN = Channel("app", "main")
 LEG7 = Channel("app", "legion/LEG-7")

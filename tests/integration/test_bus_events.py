@@ -15,7 +15,7 @@ import pytest
 from legion.bus import bus_path
 from legion.bus.model import EventKind
 from legion.bus.sqlite import SqliteBus
-from tests.conftest import LEGION_BIN, LegionRunner, Result, git
+from tests.support.cli import LEGION_BIN, LegionRunner, Result, git
 
 CONTROLLER = {"LEGION_SESSION_ID": "sid-controller", "LEGION_MODE": "controller"}
 IMPLEMENTER = {"LEGION_SESSION_ID": "sid-implement", "LEGION_MODE": "implement"}

@@ -19,7 +19,7 @@ from legion.bus.model import AgentRole, AgentStatus, Channel
 from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.tui.sources import Board, ProjectSources, Unavailable
-from tests.conftest import Result, git, run_legion
+from tests.support.cli import Result, git, run_legion
 
 
 def one_line_error(result: Result, fragment: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LegionRunner, Result, git, run_legion
+from tests.support.cli import LegionRunner, Result, git, run_legion
 
 
 def one_line_error(result: Result, fragment: str) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, git, run_legion
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.graphql_server import Fault
 from tests.fakes.linear_server import FakeLinear
+from tests.support.cli import Result, git, run_legion
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 import tomllib
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import LegionRunner, Result, git, run_legion
+from tests.support.cli import LegionRunner, Result, git, run_legion
 
 IDENTIFIER = re.compile(r"^[A-Z][A-Z0-9]*-[1-9][0-9]*$")
 
@@ -73,15 +72,6 @@ def test_state_table_fits_80_columns(legion: LegionRunner, project: Path) -> Non
 
 
 # -- 2. `legion peek -n` -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def tmux_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private tmux server for the project (LEGION_TMUX_SOCKET), killed afterwards."""
-    socket = tmp_path / "tmux.sock"
-    monkeypatch.setenv("LEGION_TMUX_SOCKET", str(socket))
-    yield socket
-    subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
 
 
 def test_peek_honours_the_line_count(

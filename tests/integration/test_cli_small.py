@@ -5,25 +5,19 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import LegionRunner, git, run_legion
+from tests.support.cli import LegionRunner, git, run_legion
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
 @pytest.fixture(autouse=True)
-def tmux_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private tmux server for the project (LEGION_TMUX_SOCKET), killed afterwards."""
-    socket = tmp_path / "tmux.sock"
-    monkeypatch.setenv("LEGION_TMUX_SOCKET", str(socket))
-    yield socket
-    subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
+def _private_tmux(tmux_socket: Path) -> None:
+    """Every test here talks to a private tmux server (the shared `tmux_socket`)."""
 
 
 def test_an_empty_log_says_so(legion: LegionRunner) -> None:

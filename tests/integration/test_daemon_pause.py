@@ -23,7 +23,7 @@ from legion.backends import open_backends
 from legion.config import load_project
 from legion.core.model import Status
 from legion.daemon import Daemon, DaemonConfig
-from tests.conftest import Result, run_legion
+from tests.support.cli import Result, run_legion
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,7 +7,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from tests.conftest import run_legion
+from tests.support.cli import run_legion
 
 
 def no_claude_path(tmp_path: Path) -> str:

@@ -19,9 +19,9 @@ from legion.forges.local import LocalForge
 from legion.git import git_env, run_git, safety_overrides
 from legion.trackers.local import LocalTracker
 from legion.workspaces.git_worktree import GitWorktrees
-from tests.conftest import git
 from tests.fakes.github_server import FakeGitHub
 from tests.integration.test_github_forge import make_project
+from tests.support.cli import git
 
 HOOKS = (
     "pre-push",

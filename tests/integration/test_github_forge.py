@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from legion.config import Project, Settings
+from legion.config import Project, settings_of
 from legion.core.marks import unmark
 from legion.core.model import ChecksState, ReviewOutcome
 from legion.errors import (
@@ -30,14 +30,14 @@ from legion.forges.github.adapter import (
     APPROVED_LABEL,
     CHANGES_LABEL,
     linked_body,
-    repository_name,
 )
-from legion.forges.github.client import api_base, classify, find_token, graphql_url
 from legion.forges.github.documents import BATCH_OPERATION, BATCH_SIZE
+from legion.github.client import api_base, classify, find_token, graphql_url
+from legion.github.repository import repository_name
 from legion.workspaces.git_worktree import GitWorktrees
-from tests.conftest import git
 from tests.fakes.github_server import FakeGitHub, check_run, status_context
 from tests.fakes.graphql_server import Fault
+from tests.support.cli import git
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def make_project(repo: Path, fake: FakeGitHub, **settings: object) -> Project:
         "GITHUB_TOKEN": fake.token,
         "PATH": os.environ.get("PATH", ""),
     }
-    return Project(root=repo, settings=Settings(**values), env=env)  # type: ignore[arg-type]
+    return Project(root=repo, settings=settings_of(values), env=env)  # type: ignore[arg-type]
 
 
 class Sleeps(list[float]):

@@ -15,18 +15,25 @@ from typing import Any
 import pytest
 
 from legion.backends import TRACKER_OPENERS
-from legion.config import Project, Settings, resolve_settings
+from legion.config import Project, resolve_settings, settings_of
 from legion.core.model import Status
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
-from legion.forges.github.client import github_client
+from legion.github.client import github_client
+from legion.github.settings import GitHubSettings
 from legion.reconcile import human_answer
 from legion.trackers.base import Issue
-from legion.trackers.github_issues import GitHubIssuesTracker, doctor_checks, open_tracker
-from legion.trackers.github_issues.adapter import CACHE_TTL_S, DONE_PAGES, split_parent
+from legion.trackers.github_issues.adapter import (
+    CACHE_TTL_S,
+    DONE_PAGES,
+    GitHubIssuesTracker,
+    open_tracker,
+)
+from legion.trackers.github_issues.body import split_parent
+from legion.trackers.github_issues.doctor import doctor_checks
 from legion.trackers.github_issues.documents import COMMENT_PAGE_SIZE, ISSUE_PAGE_SIZE
-from tests.conftest import LegionRunner
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.graphql_server import Fault
+from tests.support.cli import LegionRunner
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +71,7 @@ def make_project(tmp_path: Path, env: Mapping[str, str], **settings: Any) -> Pro
         "state_dir": tmp_path / "state",
     }
     values.update(settings)
-    return Project(root=tmp_path, settings=Settings(**values), env=dict(env))
+    return Project(root=tmp_path, settings=settings_of(values), env=dict(env))
 
 
 def make_tracker(
@@ -687,7 +694,7 @@ def test_the_registry_opens_it_and_the_token_is_read_at_the_first_request(
     fake: FakeGitHub, tmp_path: Path
 ) -> None:
     module, _, function = TRACKER_OPENERS["github"].partition(":")
-    assert (module, function) == ("legion.trackers.github_issues", "open_tracker")
+    assert (module, function) == ("legion.trackers.github_issues.adapter", "open_tracker")
     fake.add_issue("x")
     tracker = open_tracker(make_project(tmp_path, env_for(fake)), None)
     assert fake.requests == []
@@ -704,10 +711,13 @@ def test_github_project_setting(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(f'project_id = "{uuid.uuid4()}"\ntracker = "github"\ngithub_project = 4\n')
     settings = resolve_settings(config, {})
-    assert (settings.tracker, settings.github_project) == ("github", 4)
-    assert resolve_settings(config, {"LEGION_GITHUB_PROJECT": "7"}).github_project == 7
+    assert (settings.tracker, settings.section(GitHubSettings).project) == ("github", 4)
+    assert (
+        resolve_settings(config, {"LEGION_GITHUB_PROJECT": "7"}).section(GitHubSettings).project
+        == 7
+    )
     config.write_text(f'project_id = "{uuid.uuid4()}"\n')
-    assert resolve_settings(config, {}).github_project is None
+    assert resolve_settings(config, {}).section(GitHubSettings).project is None
     for bad in ("0", "-1", '"x"', "true"):
         config.write_text(f'project_id = "{uuid.uuid4()}"\ngithub_project = {bad}\n')
         with pytest.raises(ConfigError, match="github_project"):
@@ -875,7 +885,7 @@ def test_state_reads_blockers_from_the_listing_and_a_missing_one_blocks_nothing(
 
 
 def test_blocked_by_lines_are_written_before_the_parent_line() -> None:
-    from legion.trackers.github_issues.adapter import blocker_numbers, with_blockers
+    from legion.trackers.github_issues.body import blocker_numbers, with_blockers
 
     assert with_blockers("", [2, 2, 3]) == "Blocked by #2\nBlocked by #3"
     assert with_blockers("Text\n\nParent: W-5 (#5)", [3]) == (

@@ -1,5 +1,5 @@
 """Text Legion did not write never reaches the terminal raw (issue 24, item 5): one hostile
-corpus (`tests.hostile`) put where an attacker can put it (a Linear description, comment and
+corpus (`tests.support.hostile`) put where an attacker can put it (a Linear description, comment and
 commenter's name; a GitHub pull request and review; a worker's AskUserQuestion and screen; an
 identifier a worker sent the relay; the bus), then every command that prints it, run as a user
 runs it (the real `legion` script). Text output shows it escaped, markup as text; `--json`
@@ -10,17 +10,16 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import LegionRunner, Result, git, run_legion
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.linear_server import FakeLinear
-from tests.hostile import HOSTILE, assert_inert, assert_json_inert
+from tests.support.cli import LegionRunner, Result, git, run_legion
+from tests.support.hostile import HOSTILE, assert_inert, assert_json_inert
 
 
 def ok(result: Result, args: tuple[str, ...]) -> str:
@@ -104,14 +103,6 @@ def test_issue_show_escapes_every_field_of_others(
 
 
 # -- an embedded project: workers, the relay, the bus ----------------------------------------------
-
-
-@pytest.fixture
-def tmux_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    socket = tmp_path / "tmux.sock"
-    monkeypatch.setenv("LEGION_TMUX_SOCKET", str(socket))
-    yield socket
-    subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
 
 
 def blocked_worker(project: Path) -> None:

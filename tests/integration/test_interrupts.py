@@ -8,23 +8,14 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import LEGION_BIN, run_legion
-from tests.reaper import alive
+from tests.support.cli import LEGION_BIN, run_legion
+from tests.support.reaper import alive
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def tmux_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    socket = tmp_path / "tmux.sock"
-    monkeypatch.setenv("LEGION_TMUX_SOCKET", str(socket))
-    yield socket
-    subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
 
 
 def slow_claude(tmp_path: Path) -> Path:
@@ -136,53 +127,3 @@ def test_a_tests_processes_end_with_it_however_the_run_ends(tmp_path: Path, endi
         os.kill(pid, signal.SIGKILL)
     assert len(pids) == 3, out
     assert left == [], out
-
-
-HANGING_TEST = """
-import subprocess
-from pathlib import Path
-
-OUT = Path(__file__).parent
-
-
-def test_hangs():
-    loose = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    (OUT / "pids").write_text(str(loose.pid))
-    subprocess.run(["sleep", "600"])
-"""
-
-
-@pytest.mark.e2e  # scripts/test checks the tools, ruff and mypy first: a minute or more
-def test_one_ctrl_c_stops_scripts_test(tmp_path: Path) -> None:
-    inner = tmp_path / "inner"
-    inner.mkdir()
-    (inner / "test_hanging.py").write_text(HANGING_TEST)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TEST_REAPER_")}
-    proc = subprocess.Popen(
-        [str(REPO_ROOT / "scripts" / "test"), "-q", "-p", "no:cacheprovider", "-p",
-         "tests.conftest", "--rootdir", str(inner), str(inner / "test_hanging.py")],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,  # its own process group, as a terminal's foreground job
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 280
-        while not (inner / "pids").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)  # what one Ctrl-C in a terminal does
-        sent = time.monotonic()
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    took = time.monotonic() - sent
-    loose = int((inner / "pids").read_text())
-    left = alive(loose)
-    if left:
-        os.kill(loose, signal.SIGKILL)
-    assert proc.returncode == 130, out[-3000:]
-    assert took < 25, took
-    assert "interrupted" in out
-    assert not left

@@ -13,18 +13,18 @@ from typing import Any
 
 import pytest
 
-from legion.config import Project, Settings
+from legion.config import Project, settings_of
 from legion.core.model import Status
 from legion.core.statusmap import StatusMap
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
 from legion.reconcile import human_answer
-from legion.trackers.linear import LinearTracker, doctor_checks, open_tracker
-from legion.trackers.linear.adapter import CACHE_TTL_S, RECHECK_S
+from legion.trackers.linear.adapter import CACHE_TTL_S, RECHECK_S, LinearTracker, open_tracker
 from legion.trackers.linear.client import classify, linear_client
+from legion.trackers.linear.doctor import doctor_checks
 from legion.trackers.linear.documents import COMMENT_PAGE_SIZE, ISSUE_PAGE_SIZE
-from tests.conftest import LegionRunner
 from tests.fakes.graphql_server import Fault
 from tests.fakes.linear_server import TOKEN, FakeLinear
+from tests.support.cli import LegionRunner
 
 
 @pytest.fixture(scope="module")
@@ -533,7 +533,7 @@ def linear_project(tmp_path: Path, env: Mapping[str, str], **settings: Any) -> P
         "state_dir": tmp_path / "state",
     }
     values.update(settings)
-    return Project(root=tmp_path, settings=Settings(**values), env=dict(env))
+    return Project(root=tmp_path, settings=settings_of(values), env=dict(env))
 
 
 def test_open_tracker_reads_the_project(fake: FakeLinear, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from legion.errors import ConflictError, InputError, NotFoundError
 from legion.forges.base import PrState
 from legion.forges.local import LocalForge
 from legion.trackers.local import LocalTracker
-from tests.conftest import git
+from tests.support.cli import git
 
 
 @pytest.fixture
@@ -146,7 +146,7 @@ def test_concurrent_merges_of_different_prs_both_land(project: Path) -> None:
     """Two finishers merging at once: one waits for the other, and both land."""
     import subprocess
 
-    from tests.conftest import LEGION_BIN, run_legion
+    from tests.support.cli import LEGION_BIN, run_legion
 
     for n in (1, 2, 3):
         assert run_legion("issue", "create", f"Feature {n}", cwd=project).returncode == 0

@@ -16,7 +16,7 @@ from legion.core.model import Status
 from legion.errors import BackendError, BackendErrorKind, NotFoundError, StoreError
 from legion.reconcile import Reconciler, human_answer
 from legion.trackers.local import LocalTracker
-from tests.conftest import run_legion
+from tests.support.cli import run_legion
 
 
 class FlakyTracker(LocalTracker):

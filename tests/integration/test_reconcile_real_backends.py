@@ -17,12 +17,12 @@ from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.forges.github import GitHubForge
 from legion.reconcile import Outcome, Reconciler
-from legion.trackers.linear import open_tracker
+from legion.trackers.linear.adapter import open_tracker
 from legion.trackers.linear.client import linear_client
-from tests.conftest import git, run_legion
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.graphql_server import Fault
 from tests.fakes.linear_server import FakeLinear
+from tests.support.cli import git, run_legion
 
 TIMEOUT = 0.5
 BATCH = "PullRequestsForBranches"

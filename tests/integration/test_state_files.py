@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from tests.conftest import run_legion
+from tests.support.cli import run_legion
 
 
 def state_dir(project: Path) -> Path:

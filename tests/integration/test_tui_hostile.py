@@ -1,5 +1,5 @@
 """The TUI shows text Legion did not write inert (issue 24, item 5): the hostile corpus of
-`tests.hostile`, put where an attacker can put it in a real project (the tracker, a worker's
+`tests.support.hostile`, put where an attacker can put it in a real project (the tracker, a worker's
 screen and transcript, a relay refusal in the action log, the bus), reaches no view raw, and
 its markup is shown as text: the chat and the sidebar, the inbox, the board, peek, the log."""
 
@@ -18,14 +18,13 @@ from legion.bus.model import AgentRole, Channel
 from legion.bus.sessions import project_channel_name
 from legion.config import load_project
 from legion.tui.sources import ProjectSources
-from tests.conftest import LegionRunner
-from tests.hostile import HOSTILE, MARKUP, RAW, assert_inert
 from tests.integration.test_hostile_text import (
     blocked_worker,
     refused_by_the_relay,
     tampered_storage,
-    tmux_socket,  # noqa: F401  (a fixture)
 )
+from tests.support.cli import LegionRunner
+from tests.support.hostile import HOSTILE, MARKUP, RAW, assert_inert
 from tests.unit.test_tui import RecordingApp, run, settle, sidebar_index, until
 
 SIZE = (250, 50)  # wide: the corpus is not cut where a view shows it whole
@@ -60,7 +59,7 @@ async def until_inert(pilot: Any, app: Any, *texts: str) -> str:
 def test_no_view_shows_the_corpus_raw(
     project: Path,
     legion: LegionRunner,
-    tmux_socket: Path,  # noqa: F811
+    tmux_socket: Path,
 ) -> None:
     assert legion("issue", "create", "Plain title", "--body", "plain").returncode == 0
     assert legion("issue", "comment", "LEG-1", "--body", "## Question\n\nplain?").returncode == 0

@@ -20,7 +20,7 @@ from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.core.model import Mode
 from legion.tui.sources import Board, ProjectSources, TrackerInbox
-from tests.conftest import LegionRunner
+from tests.support.cli import LegionRunner
 from tests.unit.test_tui import RecordingApp, run, settle, until_said, until_shown
 
 

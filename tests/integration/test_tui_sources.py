@@ -10,7 +10,7 @@ from legion.bus.model import AgentRole, AgentStatus, Channel
 from legion.bus.sqlite import SqliteBus
 from legion.core.model import Status
 from legion.tui.sources import ActionLogView, Board, ProjectSources, Unavailable
-from tests.conftest import LegionRunner
+from tests.support.cli import LegionRunner
 
 
 def sources(cwd: Path, known: dict[str, Path] | None = None) -> ProjectSources:

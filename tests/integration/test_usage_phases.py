@@ -11,7 +11,7 @@ from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core.ids import session_id
 from legion.core.model import Mode
-from tests.conftest import LegionRunner
+from tests.support.cli import LegionRunner
 
 
 def _response(message_id: str, when: str, out: int) -> str:

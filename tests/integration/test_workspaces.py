@@ -20,7 +20,7 @@ from legion.trackers.local import LocalTracker
 from legion.workspaces.git_worktree import GitWorktrees
 from legion.workspaces.jj import JjWorkspaces
 from legion.workspaces.sweep import sweep_done
-from tests.conftest import git, run_legion
+from tests.support.cli import git, run_legion
 
 
 @pytest.fixture
@@ -170,7 +170,7 @@ def test_jj_adapter_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def _done_workspace_with_ignored_files(project: Path) -> Path:
     """A Done issue whose workspace holds git-ignored files: one that exists nowhere else
     (`.env`, `notes.local`) and build output (`__pycache__`, `node_modules`)."""
-    from tests.conftest import run_legion
+    from tests.support.cli import run_legion
 
     (project / ".gitignore").write_text(".env\n*.local\n__pycache__/\nnode_modules/\n")
     git(project, "add", ".gitignore")
@@ -187,7 +187,7 @@ def _done_workspace_with_ignored_files(project: Path) -> Path:
 
 
 def test_cleanup_never_deletes_an_ignored_file_that_exists_nowhere_else(project: Path) -> None:
-    from tests.conftest import run_legion
+    from tests.support.cli import run_legion
 
     path = _done_workspace_with_ignored_files(project)
     listed = json.loads(run_legion("workspace", "list", "--json", cwd=project).stdout)
@@ -205,7 +205,7 @@ def test_cleanup_never_deletes_an_ignored_file_that_exists_nowhere_else(project:
 
 
 def test_rescue_moves_them_out_then_removes_the_workspace(project: Path) -> None:
-    from tests.conftest import run_legion
+    from tests.support.cli import run_legion
 
     path = _done_workspace_with_ignored_files(project)
     dry = run_legion("workspace", "clean", "--rescue", "--dry-run", cwd=project)
@@ -221,7 +221,7 @@ def test_rescue_moves_them_out_then_removes_the_workspace(project: Path) -> None
 
 
 def test_only_build_output_ignored_means_the_workspace_may_go(project: Path) -> None:
-    from tests.conftest import run_legion
+    from tests.support.cli import run_legion
 
     path = _done_workspace_with_ignored_files(project)
     (path / ".env").unlink()

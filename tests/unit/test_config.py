@@ -9,6 +9,7 @@ import pytest
 from legion.config import resolve_settings, toml_value, write_repo_config
 from legion.core.model import Status
 from legion.errors import ConfigError
+from legion.github.settings import GitHubSettings
 
 PROJECT = "7b4f0862-b775-4cb0-9a67-85400c6f44a8"
 
@@ -136,7 +137,7 @@ def test_a_variable_lists_labels_with_commas(repo_config: Path, tmp_path: Path) 
     ],
 )
 def test_the_github_repository_is_read_from_the_remote_url(url: str, repo: str | None) -> None:
-    from legion.projects import github_repo_of_url
+    from legion.github.repository import github_repo_of_url
 
     assert github_repo_of_url(url) == repo
 
@@ -150,7 +151,7 @@ def test_backend_names_and_their_settings_are_checked(tmp_path: Path) -> None:
     )
     settings = resolve_settings(path, env_for(tmp_path / "home"))
     assert (settings.tracker, settings.forge) == ("embedded", "github")  # "local": the old name
-    assert settings.github_repo == "acme/widgets"
+    assert settings.section(GitHubSettings).repo == "acme/widgets"
     assert dict(settings.statuses) == {"QA": Status.NEEDS_REVIEW}
     path.write_text(f'project_id = "{PROJECT}"\ngithub_repo = "acme"\n')
     with pytest.raises(ConfigError, match="must be OWNER/NAME"):
@@ -175,7 +176,7 @@ def test_backend_names_and_their_settings_are_checked(tmp_path: Path) -> None:
 )
 def test_a_github_issues_project_takes_its_key_from_the_repository(repo: str, key: str) -> None:
     from legion.core.model import validate_issue_key
-    from legion.projects import issue_key_for_repo
+    from legion.github.repository import issue_key_for_repo
 
     assert issue_key_for_repo(repo) == key
     assert validate_issue_key(key) == key

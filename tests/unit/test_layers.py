@@ -96,6 +96,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "embedded",
                 "graphql_client",
                 "daemon_link",
+                "plugins",
+                "setting_spec",
             }
         ),
     ),
@@ -105,6 +107,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {
                 "trackers",
                 "forges",
+                "github",
                 "workspaces",
                 "bus",
                 "relay",

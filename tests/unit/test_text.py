@@ -29,7 +29,7 @@ def test_display_escapes_what_would_break_a_line() -> None:
 
 
 def test_for_display_escapes_the_hostile_corpus_and_keeps_lines() -> None:
-    from tests.hostile import HOSTILE, assert_inert
+    from tests.support.hostile import HOSTILE, assert_inert
 
     shown = for_display(HOSTILE + "\n\tnext line\udcff")
     assert_inert(shown, where="for_display")
@@ -41,7 +41,7 @@ def test_for_json_escapes_what_json_leaves_raw_and_reads_back_the_same() -> None
     import json
 
     from legion.core.text import for_json
-    from tests.hostile import HOSTILE, assert_json_inert
+    from tests.support.hostile import HOSTILE, assert_json_inert
 
     data = {"body": HOSTILE + "\u2028\x7f", "note": "→ ü 漢"}
     encoded = for_json(json.dumps(data, ensure_ascii=False))
@@ -55,7 +55,7 @@ def test_errors_and_the_daemons_output_are_escaped(capsys: pytest.CaptureFixture
 
     from legion.cli import _say_error
     from legion.cli.common import escaped_output
-    from tests.hostile import HOSTILE, assert_inert
+    from tests.support.hostile import HOSTILE, assert_inert
 
     _say_error(f"the tracker said: {HOSTILE}")
     with escaped_output():

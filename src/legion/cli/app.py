@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from legion import __version__
+from legion import __version__, plugins
 from legion.cli import (
     bus,
     common,
@@ -23,9 +23,9 @@ from legion.cli import (
     workers,
     workspaces,
 )
-from legion.config import FORGES, SPECS, TRACKERS, Project
-from legion.errors import InputError, LegionError
-from legion.projects import github_repo_of_remote, init_project, issue_key_for_repo, pickup_line
+from legion.config import SPECS, Project
+from legion.errors import LegionError
+from legion.projects import init_project, pickup_line
 
 app = typer.Typer(
     name="legion",
@@ -183,22 +183,23 @@ def init(
     ] = None,
     tracker_given: Annotated[
         str | None,
-        typer.Option("--tracker", help=f"Issue tracker: {', '.join(TRACKERS)} (default embedded)."),
+        typer.Option(
+            "--tracker",
+            help=f"Issue tracker: {', '.join(plugins.tracker_names())} "
+            f"(default {plugins.DEFAULT_BACKEND}).",
+        ),
     ] = None,
     forge_given: Annotated[
         str | None,
-        typer.Option("--forge", help=f"Code forge: {', '.join(FORGES)} (default embedded)."),
-    ] = None,
-    team: Annotated[
-        str | None, typer.Option(help="The Linear team's key (with --tracker linear), e.g. ENG.")
-    ] = None,
-    github_repo: Annotated[
-        str | None,
         typer.Option(
-            "--repo",
-            help="The GitHub repository OWNER/NAME (with --forge github); default: the one "
-            "the `origin` remote points at.",
+            "--forge",
+            help=f"Code forge: {', '.join(plugins.forge_names())} "
+            f"(default {plugins.DEFAULT_BACKEND}).",
         ),
+    ] = None,
+    team: Annotated[str | None, typer.Option(help=plugins.init_option("team").help)] = None,
+    github_repo: Annotated[
+        str | None, typer.Option("--repo", help=plugins.init_option("repo").help)
     ] = None,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
@@ -207,28 +208,22 @@ def init(
     With a real tracker or forge, Legion checks the credentials and finds the team and the
     repository before it writes anything (LINEAR_API_KEY; GITHUB_TOKEN, GH_TOKEN or `gh`)."""
     key = common.checked_option("issue_key", key_given or "LEG", "option --key")
-    tracker = common.checked_option("tracker", tracker_given or "embedded", "option --tracker")
-    forge = common.checked_option("forge", forge_given or "embedded", "option --forge")
-    extra: dict[str, Any] = {}
-    if tracker == "linear":
-        if team is None:
-            raise InputError("--tracker linear needs the team: add --team KEY (e.g. --team ENG)")
-        extra["linear_team"] = common.checked_option("linear_team", team, "option --team")
-        key = extra["linear_team"]  # Linear's identifiers are the team's: ENG-12
-    elif team is not None:
-        raise InputError("--team is for --tracker linear")
-    if "github" in (tracker, forge):
-        github_repo = github_repo or github_repo_of_remote(common.repo_path(ctx))
-        if github_repo is None:
-            raise InputError(
-                f"--{'forge' if forge == 'github' else 'tracker'} github needs the repository: "
-                "add --repo OWNER/NAME (no `origin` remote on GitHub to take it from)"
-            )
-        extra["github_repo"] = common.checked_option("github_repo", github_repo, "option --repo")
-        if tracker == "github" and key_given is None:
-            key = issue_key_for_repo(extra["github_repo"])  # issue #12 is WIDGETS-12
-    elif github_repo is not None:
-        raise InputError("--repo is for --forge github or --tracker github")
+    default = plugins.DEFAULT_BACKEND
+    tracker = common.checked_option("tracker", tracker_given or default, "option --tracker")
+    forge = common.checked_option("forge", forge_given or default, "option --forge")
+    choice = plugins.init_settings(
+        plugins.InitRequest(
+            tracker=tracker,
+            forge=forge,
+            key=key,
+            key_given=key_given is not None,
+            options={"team": team, "repo": github_repo},
+            repo_path=common.repo_path(ctx),
+            check=common.checked_option,
+        )
+    )
+    extra: dict[str, Any] = dict(choice.settings)
+    key = choice.key or key
     # What the options given ask for: on an existing project it must be what it already has.
     requested: dict[str, Any] = {}
     if tracker_given is not None:
@@ -236,7 +231,7 @@ def init(
     if forge_given is not None:
         requested["forge"] = forge
     requested.update(extra)
-    if key_given is not None or tracker != "embedded":
+    if key_given is not None or choice.key is not None:
         requested["issue_key"] = key
     project, created = init_project(
         common.repo_path(ctx),
@@ -284,7 +279,7 @@ def _pickup(project: Project) -> str | None:
     Legion will work on once started, before anything starts (the Backlog opt-in)."""
     from legion.core.text import for_display
 
-    if project.settings.tracker == "embedded":
+    if not plugins.backend(project.settings.tracker).remote:
         return None
     try:
         return pickup_line(project)
@@ -343,7 +338,7 @@ def show_config(
     }
     rows = {}
     for spec in SPECS:
-        value = effective.get(spec.name, getattr(settings, spec.name))
+        value = effective.get(spec.name, settings.value(spec.name))
         if isinstance(value, Path):
             value = str(value)
         elif isinstance(value, tuple):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from legion.errors import InputError, LegionError
+from legion.plugins import CLAUDE_CODE, CODEX, runtime_aliases
 
 if TYPE_CHECKING:
     from legion.demo.run import DemoResult, IssueSummary
@@ -41,7 +42,7 @@ def demo(
             help="The agent CLI: claude-code, codex (every session) or mixed (Codex "
             "implementers, Claude Code for the other roles)."
         ),
-    ] = "claude-code",
+    ] = CLAUDE_CODE,
     timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 600.0,
 ) -> None:
     """Run the whole swarm on a throwaway repository: every issue from Todo to Done.
@@ -51,7 +52,7 @@ def demo(
 
     if mode not in ("auto", "llm"):
         raise InputError(f"unknown controller mode {mode!r} (known: auto, llm)")
-    runtime = "claude-code" if runtime == "claude" else runtime
+    runtime = runtime_aliases().get(runtime, runtime)
     if runtime not in RUNTIME_CHOICES:
         known = ", ".join(RUNTIME_CHOICES)
         raise InputError(f"unknown runtime {runtime!r} (known: {known})")
@@ -105,9 +106,9 @@ def _report(result: DemoResult, mode: str, runtime: str, real: bool, timeout: fl
     typer.echo(f"Files: {folder}")
     typer.echo(f"  repo:        {repo}")
     typer.echo(f"  state:       {repo / '.legion' / 'state'}   (database, daemon log)")
-    if runtime != "codex":
+    if runtime != CODEX:
         typer.echo(f"  transcripts: {folder / 'claude-config' / 'projects'}")
-    if runtime != "claude-code":
+    if runtime != CLAUDE_CODE:
         typer.echo(f"  rollouts:    {folder / 'codex-home' / 'sessions'}   (Codex's transcripts)")
     for issue, screen in result.screens.items():
         typer.echo(f"  {issue}'s last screen: {screen}")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from legion import plugins
 from legion.cli import common, render
 from legion.config import Project
 from legion.core.usage import total
@@ -361,27 +362,31 @@ def skills_install(
         str, typer.Option(help="user (the CLI's config dir) or project (this repository).")
     ] = "user",
     runtime: Annotated[
-        str, typer.Option(help="The agent CLI: claude-code or codex (user scope only).")
-    ] = "claude-code",
+        str,
+        typer.Option(
+            help=f"The agent CLI: {' or '.join(plugins.runtime_names())} (some: user scope only)."
+        ),
+    ] = plugins.DEFAULT_RUNTIME,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Put Legion's skills where Claude Code (or Codex) finds them."""
     from legion import skills
-    from legion.runtime.claude_paths import config_dir
-    from legion.runtime.codex import codex_home
 
     if scope not in ("user", "project"):
         raise InputError(f"unknown scope {scope!r} (known: user, project)")
-    if runtime not in ("claude-code", "claude", "codex"):
-        raise InputError(f"unknown runtime {runtime!r} (known: claude-code, codex)")
-    if runtime == "codex":
-        if scope != "user":
-            raise InputError("Codex reads skills from its own home only: use --scope user")
-        target = codex_home(os.environ) / "skills"
-    elif scope == "user":
-        target = config_dir(os.environ) / "skills"
+    name = plugins.runtime_aliases().get(runtime, runtime)
+    if name not in plugins.runtime_names():
+        known = ", ".join(plugins.runtime_names())
+        raise InputError(f"unknown runtime {runtime!r} (known: {known})")
+    plugin = plugins.runtime_plugin(name)
+    if scope == "user":
+        target = plugins.load(plugin.skills_dir)(os.environ)
+    elif plugin.project_skills is None:
+        raise InputError(
+            f"{plugin.description} reads skills from its own home only: use --scope user"
+        )
     else:
-        target = common.project(ctx).root / ".claude" / "skills"
+        target = common.project(ctx).root / plugin.project_skills
     written = skills.install(target)
     if as_json:
         common.print_json(

@@ -28,9 +28,12 @@ from legion.config import Project, machine_settings
 from legion.core.model import Label, Status
 from legion.errors import LegionError, ToolMissingError
 from legion.git import run_git
+from legion.plugins import CLAUDE_CODE, CODEX
 from legion.projects import init_project
 from legion.runtime import claude_bin, codex_bin
 from legion.runtime.claude_bin import ClaudeBinary
+from legion.runtime.claude_settings import ClaudeSettings
+from legion.runtime.codex_settings import CodexSettings
 from legion.runtime.npm_pin import Binary
 
 if TYPE_CHECKING:
@@ -40,9 +43,9 @@ if TYPE_CHECKING:
 
 # `--runtime`: the settings each choice writes into the demo project.
 RUNTIME_CHOICES: dict[str, dict[str, object]] = {
-    "claude-code": {},
-    "codex": {"runtime": "codex"},
-    "mixed": {"runtimes": {"implement": "codex"}},
+    CLAUDE_CODE: {},
+    CODEX: {"runtime": CODEX},
+    "mixed": {"runtimes": {"implement": CODEX}},
 }
 MODEL_PATHS = ("/v1/messages", "/v1/responses")  # a model turn, on either scripted server
 
@@ -65,7 +68,7 @@ def demo_claude(env: Mapping[str, str], say: Callable[[str], None]) -> ClaudeBin
     version in Legion's cache, installed there first if it is missing. The same resolver then
     finds it for the daemon and every worker."""
     settings = machine_settings(env)
-    if settings.claude_bin is None:
+    if settings.section(ClaudeSettings).bin is None:
         claude_bin.install(env, say)
     return claude_bin.resolve_configured(settings, env)
 
@@ -74,7 +77,7 @@ def demo_codex(env: Mapping[str, str], say: Callable[[str], None]) -> Binary:
     """The Codex CLI the demo runs: the one configured (codex_bin), else the pinned version in
     Legion's cache, installed there first if it is missing."""
     settings = machine_settings(env)
-    if settings.codex_bin is None:
+    if settings.section(CodexSettings).bin is None:
         codex_bin.install(env, say)
     return codex_bin.resolve_configured(settings, env)
 
@@ -138,14 +141,14 @@ def run_demo(
     real: bool,
     timeout: float,
     say: Callable[[str], None],
-    runtime: str = "claude-code",
+    runtime: str = CLAUDE_CODE,
 ) -> DemoResult:
     """Check what the demo needs, then make `folder` (None: a new temporary one) and run it
     there: a failed check leaves nothing behind."""
     from legion.daemon import Daemon, DaemonConfig
 
     _check_prerequisites(runtime, real)
-    uses_claude, uses_codex = runtime != "codex", runtime != "claude-code"
+    uses_claude, uses_codex = runtime != CODEX, runtime != CLAUDE_CODE
     claude = demo_claude(os.environ, say) if uses_claude else None
     codex = demo_codex(os.environ, say) if uses_codex else None
     folder = _make_folder(folder)
@@ -167,7 +170,7 @@ def run_demo(
     if claude is not None:
         say(f"  Claude Code: {claude.path} ({claude.source})")
     if codex is not None:
-        roles = "every session" if runtime == "codex" else "the implementers"
+        roles = "every session" if runtime == CODEX else "the implementers"
         say(f"  Codex:       {codex.path} ({codex.source}), for {roles}")
     say(f"  files:       {folder}")
     say(f"  watch live:  tmux -S {project.settings.tmux_socket} attach")
@@ -231,7 +234,7 @@ def run_demo(
 def _check_prerequisites(runtime: str, real: bool) -> None:
     if runtime not in RUNTIME_CHOICES:
         raise LegionError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIME_CHOICES)})")
-    uses_claude, uses_codex = runtime != "codex", runtime != "claude-code"
+    uses_claude, uses_codex = runtime != CODEX, runtime != CLAUDE_CODE
     if shutil.which("tmux") is None:
         raise ToolMissingError("the demo needs tmux: install it (e.g. apt-get install tmux)")
     if real and uses_claude and not os.environ.get("ANTHROPIC_API_KEY"):
@@ -359,7 +362,7 @@ def _environment(
         config_dir=config_dir, proxy_url=server.base_url,
     )  # fmt: skip
     if uses_codex:
-        codex_script = swarm_script(identifiers, mode=mode, flavor="codex")
+        codex_script = swarm_script(identifiers, mode=mode, flavor=CODEX)
         codex_server = FakeResponsesServer(codex_script).start()
         servers.append(codex_server)
         env |= codex_offline_home(codex_home, codex_server.base_url)

@@ -7,9 +7,9 @@ verdict before `worker-done`, commit the retro under docs/solutions/, merge and 
 match the skill invocation's arguments exactly (`<command-args>implement mode for LEG-1…`), so
 the skill's own text never selects one by accident.
 
-The same script serves both agent CLIs: for Claude Code (`flavor="claude-code"`) its blocks are
+The same script serves both agent CLIs: for Claude Code (`flavor=CLAUDE_CODE`) its blocks are
 the Anthropic server's (`Bash` tool calls, prompts matched on the slash command's
-`<command-args>`), for Codex (`flavor="codex"`) the Responses server's (`exec_command` calls,
+`<command-args>`), for Codex (`flavor=CODEX`) the Responses server's (`exec_command` calls,
 prompts matched on the `$legion-worker …` skill mention). A mixed swarm runs both servers, each
 with its flavor of the one script.
 
@@ -28,8 +28,9 @@ from typing import Any
 
 from legion.demo import model_server, responses_server
 from legion.demo.model_server import ask_user_question, tool_use
+from legion.plugins import CLAUDE_CODE, CODEX
 
-FLAVORS = ("claude-code", "codex")
+FLAVORS = (CLAUDE_CODE, CODEX)
 
 DONE = "--add worker-done --remove worker-active"
 
@@ -37,7 +38,7 @@ DONE = "--add worker-done --remove worker-active"
 def _server(flavor: str) -> ModuleType:
     if flavor not in FLAVORS:
         raise ValueError(f"unknown flavor {flavor!r} (known: {', '.join(FLAVORS)})")
-    return model_server if flavor == "claude-code" else responses_server
+    return model_server if flavor == CLAUDE_CODE else responses_server
 
 
 def _args(mode: str, issue: str, then: str = "") -> str:
@@ -48,18 +49,18 @@ def _args(mode: str, issue: str, then: str = "") -> str:
     return rf"{invocation}{mode} mode for {re.escape(issue)}\b{tail}"
 
 
-def _one(command: str, summary: str, flavor: str = "claude-code") -> list[Any]:
+def _one(command: str, summary: str, flavor: str = CLAUDE_CODE) -> list[Any]:
     server = _server(flavor)
     return [[server.bash(command, summary)], [server.text(summary)]]
 
 
 def issue_scenarios(
-    issue: str, *, review_rounds: int = 2, ask: bool = False, flavor: str = "claude-code"
+    issue: str, *, review_rounds: int = 2, ask: bool = False, flavor: str = CLAUDE_CODE
 ) -> list[Any]:
     """Every mode of one issue. With `review_rounds=2` the first review requests changes and
     the second approves; with `ask`, the planner first asks a question with AskUserQuestion
     (Claude Code only: `codex exec` has no question tool)."""
-    if ask and flavor != "claude-code":
+    if ask and flavor != CLAUDE_CODE:
         raise ValueError("only a Claude Code planner asks with AskUserQuestion")
     server = _server(flavor)
     n = issue.split("-")[1]
@@ -161,7 +162,7 @@ def oracle_scenarios(issue: str, answer: str | None) -> list[model_server.Scenar
     return [model_server.Scenario(match, turns, name=f"{issue}:oracle", regex=True)]
 
 
-def controller_scenarios(mode: str, flavor: str = "claude-code") -> list[Any]:
+def controller_scenarios(mode: str, flavor: str = CLAUDE_CODE) -> list[Any]:
     """The controller: in `llm` mode it reconciles on every wake; in `auto` mode it only has
     judgment calls to make, and the demo poses none."""
     server = _server(flavor)
@@ -180,14 +181,14 @@ def swarm_script(
     review_rounds: int = 2,
     ask: tuple[str, ...] = (),
     oracle: Mapping[str, str] | None = None,
-    flavor: str = "claude-code",
+    flavor: str = CLAUDE_CODE,
 ) -> Any:
     """The whole swarm, as a `flavor` server's script. The planners of the issues in `ask` ask
     a question first; the controller's Oracle answers it with `oracle[issue]`, or asks a human
     when the issue has no answer there."""
     answers = dict(oracle or {})
     scenarios: list[Any] = []
-    if flavor == "claude-code":
+    if flavor == CLAUDE_CODE:
         for issue in ask:
             scenarios += oracle_scenarios(issue, answers.get(issue))
     scenarios += controller_scenarios(mode, flavor)

@@ -41,7 +41,9 @@ MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
 def relay_needed(settings: Settings) -> bool:
     """Whether the project's sessions go through the daemon: when its tracker or its forge is a
     remote one, which needs a credential the sessions must not have."""
-    return settings.tracker != "embedded" or settings.forge != "embedded"
+    from legion import plugins
+
+    return plugins.is_remote((settings.tracker, settings.forge))
 
 
 def socket_path(state_dir: Path) -> Path:

@@ -25,14 +25,16 @@ from legion.core.model import Mode
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.errors import ConfigError
+from legion.plugins import CLAUDE_CODE, runtime_plugin
 from legion.runtime import claude_bin, hooks
 from legion.runtime.base import worker_skill_args
 from legion.runtime.claude_paths import (
-    config_dir,
     global_config_file,
     newest_activity,
+    skills_dir,
     transcript_path,
 )
+from legion.runtime.claude_settings import ClaudeSettings
 from legion.runtime.claude_tasks import read_tasks
 from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import (
@@ -43,7 +45,7 @@ from legion.runtime.transcript import (
 )
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
-_API_KEY_VARIABLES = ("ANTHROPIC_API_KEY",)
+_API_KEY_VARIABLES = runtime_plugin(CLAUDE_CODE).secret_variables
 
 
 def skill_prompt(skill: str, args: str) -> str:
@@ -111,6 +113,25 @@ def _settings_object(value: str) -> dict[str, Any]:
     return parsed
 
 
+def open_runtime(settings: Settings, lookup_env: Mapping[str, str]) -> ClaudeRuntime:
+    """The registry's opener (`legion.plugins`): Claude Code as the project's settings set it
+    up."""
+    own = settings.section(ClaudeSettings)
+    return ClaudeRuntime(
+        settings=settings,
+        permission_mode=own.permission_mode,
+        extra_args=own.args,
+        lookup_env=lookup_env,
+    )
+
+
+def configured_environment(settings: Settings) -> dict[str, str]:
+    """The variables the settings give Claude Code's sessions: the project's
+    CLAUDE_CONFIG_DIR."""
+    folder = settings.section(ClaudeSettings).config_dir
+    return {} if folder is None else {"CLAUDE_CONFIG_DIR": str(folder)}
+
+
 @dataclass(frozen=True)
 class ClaudeRuntime:
     """Claude Code, as an `AgentRuntime` (`legion.runtime.base`)."""
@@ -173,7 +194,7 @@ class ClaudeRuntime:
 
     @property
     def name(self) -> str:
-        return "claude-code"
+        return CLAUDE_CODE
 
     def transcript(self, env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
         return transcript_path(env, workspace, session_id)
@@ -204,7 +225,7 @@ class ClaudeRuntime:
         return worker_prompt(issue, mode)
 
     def skills_dir(self, env: Mapping[str, str]) -> Path:
-        return config_dir(env) / "skills"
+        return skills_dir(env)
 
     def task_list(self, env: Mapping[str, str], session_id: str) -> TaskList | None:
         return read_tasks(env, session_id)

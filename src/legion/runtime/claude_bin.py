@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from legion.runtime.claude_settings import ClaudeSettings
 from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary, setting_source
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def resolve(
 def resolve_configured(settings: Settings, env: Mapping[str, str]) -> ClaudeBinary:
     """`resolve` with the claude_bin setting and where it came from."""
     named = setting_source(settings.sources, "claude_bin")
-    return resolve(settings.claude_bin, env, configured_source=named)
+    return resolve(settings.section(ClaudeSettings).bin, env, configured_source=named)
 
 
 def version_of(binary: Path) -> str | None:

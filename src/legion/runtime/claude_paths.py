@@ -21,6 +21,11 @@ def config_dir(env: Mapping[str, str]) -> Path:
     return Path(env.get("HOME") or Path.home()) / ".claude"
 
 
+def skills_dir(env: Mapping[str, str]) -> Path:
+    """Where Claude Code finds the user's skills."""
+    return config_dir(env) / "skills"
+
+
 def global_config_file(env: Mapping[str, str]) -> Path:
     """The CLI's own state (onboarding, trusted folders): inside the config dir when it is set,
     else `~/.claude.json` beside it."""

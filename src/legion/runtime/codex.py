@@ -28,11 +28,13 @@ from legion.core.model import Mode
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.errors import ConflictError
+from legion.plugins import CODEX
 from legion.runtime import codex_bin, npm_pin
+from legion.runtime.codex_settings import CodexSettings
 from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import PendingQuestion, TranscriptSummary, Turn, read_tail
 
-NAME = "codex"
+NAME = CODEX
 ROLLOUT_ID = re.compile(
     r"rollout-.*?-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$"
 )
@@ -59,6 +61,11 @@ def codex_home(env: Mapping[str, str]) -> Path:
     if explicit:
         return Path(explicit).expanduser()
     return Path(env.get("HOME") or Path.home()) / ".codex"
+
+
+def skills_dir(env: Mapping[str, str]) -> Path:
+    """Where Codex finds the user's skills."""
+    return codex_home(env) / "skills"
 
 
 def session_link(env: Mapping[str, str], session_id: str) -> Path:
@@ -180,6 +187,17 @@ def skill_prompt(skill: str, args: str) -> str:
     return f"${skill} {args}".rstrip()
 
 
+def open_runtime(settings: Settings, lookup_env: Mapping[str, str]) -> CodexRuntime:
+    """The registry's opener (`legion.plugins`): Codex as the project's settings set it up."""
+    return CodexRuntime(settings=settings, lookup_env=lookup_env)
+
+
+def configured_environment(settings: Settings) -> dict[str, str]:
+    """The variables the settings give Codex's sessions: the project's CODEX_HOME."""
+    home = settings.section(CodexSettings).home
+    return {} if home is None else {"CODEX_HOME": str(home)}
+
+
 @dataclass(frozen=True)
 class CodexRuntime:
     """Codex, as an `AgentRuntime`: its sessions run in `legion.runtime.codex_session`."""
@@ -223,7 +241,7 @@ class CodexRuntime:
             argv += ["--inbox", str(inbox)]
         if context is not None:
             argv += ["--context", str(context)]
-        extra = () if self.settings is None else self.settings.codex_args
+        extra = () if self.settings is None else self.settings.section(CodexSettings).args
         for arg in extra:
             argv.append(f"--codex-arg={arg}")
         return [*argv, "--", prompt]
@@ -282,8 +300,7 @@ class CodexRuntime:
         return skill_prompt("legion-worker", worker_skill_args(issue, mode))
 
     def skills_dir(self, env: Mapping[str, str]) -> Path:
-        """Where Codex finds the user's skills."""
-        return codex_home(env) / "skills"
+        return skills_dir(env)
 
     def task_list(self, env: Mapping[str, str], session_id: str) -> TaskList | None:
         """Codex keeps no task list a session's files show (its plan is in the rollout)."""

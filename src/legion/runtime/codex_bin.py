@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from legion.runtime.codex_settings import CodexSettings
 from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary, setting_source
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def resolve_configured(settings: Settings | None, env: Mapping[str, str]) -> Bin
     if settings is None:
         return resolve(None, env)
     named = setting_source(settings.sources, "codex_bin")
-    return resolve(settings.codex_bin, env, configured_source=named)
+    return resolve(settings.section(CodexSettings).bin, env, configured_source=named)
 
 
 def version_of(binary: Path) -> str | None:

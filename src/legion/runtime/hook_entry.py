@@ -75,7 +75,9 @@ def _session(
 def _task_list(runtime: str, env: Mapping[str, str], session: str | None) -> TaskList | None:
     """The session's own task list, for its wake-up context: Claude Code's (its hooks run
     this)."""
-    if runtime != "claude-code" or session is None:
+    from legion.plugins import CLAUDE_CODE
+
+    if runtime != CLAUDE_CODE or session is None:
         return None
     from legion.runtime.claude_tasks import read_tasks
 

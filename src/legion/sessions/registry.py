@@ -12,6 +12,7 @@ from pathlib import Path
 
 from legion.core.model import Mode, normalize_identifier
 from legion.embedded.db import Database, now
+from legion.plugins import DEFAULT_RUNTIME
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +24,7 @@ class WorkerRecord:
     window: str
     workspace: Path
     started_at: str
-    runtime: str = "claude-code"  # the agent CLI its session runs on
+    runtime: str = DEFAULT_RUNTIME  # the agent CLI its session runs on
 
 
 class Registry:
@@ -49,7 +50,7 @@ class Registry:
         session_id: str,
         window: str,
         workspace: Path,
-        runtime: str = "claude-code",
+        runtime: str = DEFAULT_RUNTIME,
     ) -> WorkerRecord:
         """Record a new worker, retiring any earlier record for the same issue and mode."""
         identifier = normalize_identifier(issue)

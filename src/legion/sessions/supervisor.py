@@ -26,6 +26,7 @@ from legion.config import Project
 from legion.core.ids import short_id
 from legion.core.liveness import transcript_grew
 from legion.errors import TmuxError, TmuxUnavailable
+from legion.plugins import backend_secret_variables
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
@@ -57,9 +58,7 @@ _DROP_FROM_ENV = (
     "CLAUDECODE",
     "CLAUDE_PID",
     "CLAUDE_EFFORT",
-    "GITHUB_TOKEN",
-    "GH_TOKEN",
-    "LINEAR_API_KEY",
+    *backend_secret_variables(),
     CAPABILITY_ENV,
     SOCKET_ENV,
 )

@@ -43,14 +43,14 @@ from legion.errors import (
 )
 from legion.forges.base import Check, PrState, PullRequest, Review
 from legion.forges.github import documents as docs
-from legion.forges.github.client import (
-    DEFAULT_API_URL,
+from legion.git import fast_forward, last_line, rev_parse, run_git
+from legion.github.client import (
     Token,
-    api_base,
     find_token,
     github_client,
 )
-from legion.git import fast_forward, last_line, rev_parse, run_git
+from legion.github.repository import repository_name, web_host
+from legion.github.settings import GitHubSettings
 from legion.graphql_client import DEFAULT_TIMEOUT_S, Document, GraphQLClient
 
 APPROVED_LABEL = "worker-approved"
@@ -81,10 +81,6 @@ _PR_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
 _RESOLVES = re.compile(
     r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s+([A-Za-z][A-Za-z0-9]{0,9}-[1-9][0-9]{0,8})\b",
     re.IGNORECASE,
-)
-_REMOTE_URL = re.compile(
-    r"^(?:[a-z][a-z0-9+.-]*://)?(?:[^@/]+@)?(?P<host>[^/:]+)[:/]"
-    r"(?P<owner>[A-Za-z0-9_.-]+)/(?P<name>[A-Za-z0-9_.-]+?)(?:\.git)?/?$"
 )
 
 
@@ -120,30 +116,6 @@ def issue_for_branch(branch: str) -> str | None:
         return normalize_identifier(branch.removeprefix(BRANCH_PREFIX))
     except InputError:
         return None
-
-
-def repository_name(project: Project) -> tuple[str, str]:
-    """OWNER and NAME: the `github_repo` setting, else the remote's URL when it is GitHub's."""
-    configured = project.settings.github_repo
-    if configured:
-        owner, _, name = configured.partition("/")
-        return owner, name
-    remote = project.settings.remote
-    url = run_git(project.root, "remote", "get-url", "--", remote, check=False).stdout.strip()
-    match = _REMOTE_URL.fullmatch(url)
-    if match is not None and match.group("host").lower() == web_host(project.env):
-        return match.group("owner"), match.group("name")
-    raise ConfigError(
-        f"github_repo is not set and remote {remote!r} is not a GitHub repository: "
-        'add github_repo = "OWNER/NAME" to .legion/config.toml'
-    )
-
-
-def web_host(env: Mapping[str, str]) -> str:
-    """github.com for api.github.com; GitHub Enterprise's host for its API."""
-    base = api_base(env)
-    host = (urlsplit(base).hostname or "").lower()
-    return "github.com" if base == DEFAULT_API_URL else host
 
 
 def linked_body(identifier: str, body: str) -> str:
@@ -506,7 +478,7 @@ class GitHubForge:
                 f"PR #{pr.number} cannot be merged: {pr.branch} conflicts with {pr.base}; "
                 f"merge {pr.base} into {pr.branch}, resolve the conflicts, and try again"
             )
-        method = MERGE_METHODS[self.project.settings.merge_method]
+        method = MERGE_METHODS[self.project.settings.section(GitHubSettings).merge_method]
         try:
             data = self.client.execute(
                 docs.MERGE_PULL_REQUEST,

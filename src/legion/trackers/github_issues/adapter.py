@@ -62,7 +62,6 @@ be written twice.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -71,207 +70,51 @@ from pathlib import Path
 from typing import Any
 
 from legion.config import Project
-from legion.core.marks import mark, pull_request_links, unmark
+from legion.core.marks import pull_request_links, unmark
 from legion.core.model import Status, fold_name, parse_identifier
 from legion.core.statusmap import StatusMap
-from legion.core.text import clean_body, clean_comment, clean_title
+from legion.core.text import clean_body, clean_title
 from legion.errors import (
     BackendError,
     BackendErrorKind,
     ConfigError,
     InputError,
-    LegionError,
     NotFoundError,
 )
+from legion.github.settings import GitHubSettings
 from legion.graphql_client import Document, GraphQLClient, next_cursor
-from legion.statefiles import write_private
 from legion.trackers.base import (
-    WORKFLOW_LABELS,
     Comment,
     Issue,
     blocker_change,
-    canonical_label,
-    check_label,
-    known_labels,
 )
 from legion.trackers.github_issues import documents as docs
+from legion.trackers.github_issues.body import (
+    blocker_numbers,
+    split_blockers,
+    split_parent,
+    with_blockers,
+    with_parent,
+)
+from legion.trackers.github_issues.catalog import RepositoryCatalog
+from legion.trackers.github_issues.repository import (
+    RepositoryInfo,
+    status_label,
+    status_of_label,
+)
+from legion.trackers.graphql import (
+    CACHE_TTL_S,
+    RECHECK_S,
+    GraphQLTracker,
+    comment_text,
+    paged,
+)
 
-CACHE_TTL_S = 600.0  # the repository's labels and the project's options are refetched after
-RECHECK_S = 60.0  # a missing label or option refetches them, at most this often
 DONE_PAGES = 5  # `list_issues(status=Done)`: the 500 most recently updated closed issues
-_CACHE_VERSION = 1
-
-STATUS_PREFIX = "status:"
-# Colours and descriptions of the labels Legion creates.
-_STATUS_LABEL_STYLE: tuple[str, str | None] = ("c5def5", "The issue's status in Legion's workflow")
-_WORKFLOW_LABEL_STYLE: tuple[str, str | None] = ("fbca04", "A label of Legion's workflow")
-_OTHER_LABEL_STYLE: tuple[str, str | None] = ("ededed", None)
-
-_PARENT_LINE = re.compile(
-    r"^Parent:[ \t]*(?:[A-Za-z][A-Za-z0-9]{0,9}-([1-9][0-9]{0,8})|#([1-9][0-9]{0,8}))\b.*$",
-    re.MULTILINE | re.IGNORECASE,
-)
-
-
-_BLOCKED_LINE = re.compile(
-    r"^[ \t]*Blocked[ \t]+by:?[ \t]*(?:[A-Za-z][A-Za-z0-9]{0,9}-([1-9][0-9]{0,8})"
-    r"(?:[ \t]*\(#[1-9][0-9]{0,8}\))?|#([1-9][0-9]{0,8}))[ \t]*$",
-    re.MULTILINE | re.IGNORECASE,
-)
-
-
-def blocker_numbers(body: str) -> list[int]:
-    """The issue numbers the body's `Blocked by #N` lines name, each once, in order."""
-    found = (int(m.group(1) or m.group(2)) for m in _BLOCKED_LINE.finditer(body))
-    return list(dict.fromkeys(found))
-
-
-def _blocker_line(line: str) -> int | None:
-    match = _BLOCKED_LINE.fullmatch(line)
-    return None if match is None else int(match.group(1) or match.group(2))
-
-
-def split_blockers(body: str) -> str:
-    """The body without the run of `Blocked by` lines that ends it (where Legion writes them);
-    such a line within a person's text stays."""
-    lines = body.rstrip().split("\n")
-    end = len(lines)
-    while end > 0 and _blocker_line(lines[end - 1]) is not None:
-        end -= 1
-    return body if end == len(lines) else "\n".join(lines[:end]).rstrip()
-
-
-def with_blockers(body: str, add: Sequence[int], remove: Iterable[int] = ()) -> str:
-    """`body` with a `Blocked by #N` line for each of `add` it lacks, before a final `Parent:`
-    line, and without any line naming one of `remove`."""
-    text = split_parent(body)[0]
-    parent_tail = body[len(text) :] if text != body else ""
-    dropped = set(remove)
-    kept = [line for line in text.split("\n") if _blocker_line(line) not in dropped]
-    core = "\n".join(kept)
-    present = set(blocker_numbers(core))
-    tail_text = split_blockers(core)
-    tail_lines = [line.strip() for line in core[len(tail_text) :].split("\n") if line.strip()]
-    tail_lines += [f"Blocked by #{n}" for n in dict.fromkeys(add) if n not in present]
-    parent_line = parent_tail.strip()
-    if not tail_lines:
-        if not parent_line:
-            return tail_text
-        return f"{tail_text.rstrip()}\n\n{parent_line}" if tail_text.strip() else parent_line
-    block = "\n".join(tail_lines) + (f"\n{parent_line}" if parent_line else "")
-    return f"{tail_text.rstrip()}\n\n{block}" if tail_text.strip() else block
-
-
-def status_label(name: str) -> str:
-    """The label that says an issue has the status `name`."""
-    return f"status: {name}"
-
-
-def status_of_label(label: str) -> str | None:
-    """The status a `status: <name>` label names, or None for any other label."""
-    if not label.casefold().startswith(STATUS_PREFIX):
-        return None
-    name = label[len(STATUS_PREFIX) :].strip()
-    return name or None
-
-
-def split_parent(body: str) -> tuple[str, int | None]:
-    """(the body without a final "Parent:" line, the parent's number from the last such line)."""
-    matches = list(_PARENT_LINE.finditer(body))
-    if not matches:
-        return body, None
-    last = matches[-1]
-    number = int(last.group(1) or last.group(2))
-    if body[last.end() :].strip():
-        return body, number  # a person's line within the text: the text stays whole
-    return body[: last.start()].rstrip(), number
-
-
-def with_parent(body: str, key: str, number: int) -> str:
-    line = f"Parent: {key}-{number} (#{number})"
-    return f"{body.rstrip()}\n\n{line}" if body.strip() else line
-
-
-@dataclass(frozen=True)
-class ProjectBoard:
-    """The Projects (v2) board that holds the status: its Status field and the options."""
-
-    id: str
-    number: int
-    title: str
-    closed: bool
-    field_id: str
-    options: tuple[tuple[str, str], ...]  # (option id, name), in the field's order
-
-    def option_names(self) -> list[str]:
-        return [name for _, name in self.options]
-
-    def option_id(self, name: str) -> str:
-        return next(option_id for option_id, option in self.options if option == name)
 
 
 @dataclass
-class RepositoryInfo:
-    """What the tracker needs to know of the repository, cached between runs."""
-
-    slug: str  # OWNER/NAME as configured
-    id: str
-    name_with_owner: str
-    viewer: str
-    has_issues: bool
-    permission: str | None
-    labels: dict[str, str]  # name: id
-    project_number: int | None
-    project: ProjectBoard | None
-    fetched_at: float
-
-    def find_label(self, name: str) -> tuple[str, str] | None:
-        """(name as GitHub has it, id) of the label `name`, in any case."""
-        if name in self.labels:
-            return name, self.labels[name]
-        folded = name.casefold()
-        for existing, label_id in self.labels.items():
-            if existing.casefold() == folded:
-                return existing, label_id
-        return None
-
-    def status_label_names(self) -> list[str]:
-        """The statuses the repository's `status:` labels name."""
-        return [s for label in self.labels if (s := status_of_label(label)) is not None]
-
-    def to_json(self) -> dict[str, Any]:
-        data = {key: value for key, value in vars(self).items() if key != "project"}
-        project = None
-        if self.project is not None:
-            project = {**vars(self.project), "options": [list(o) for o in self.project.options]}
-        return {"version": _CACHE_VERSION, **data, "project": project}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RepositoryInfo:
-        if data.get("version") != _CACHE_VERSION:
-            raise ValueError("another version")
-        raw = data.get("project")
-        project = None
-        if raw is not None:
-            options = tuple((str(i), str(n)) for i, n in raw["options"])
-            project = ProjectBoard(**{**raw, "options": options})
-        number = data["project_number"]
-        return cls(
-            slug=str(data["slug"]),
-            id=str(data["id"]),
-            name_with_owner=str(data["name_with_owner"]),
-            viewer=str(data["viewer"]),
-            has_issues=bool(data["has_issues"]),
-            permission=data["permission"],
-            labels={str(k): str(v) for k, v in data["labels"].items()},
-            project_number=None if number is None else int(number),
-            project=project,
-            fetched_at=float(data["fetched_at"]),
-        )
-
-
-@dataclass
-class GitHubIssuesTracker:
+class GitHubIssuesTracker(GraphQLTracker):
     """The `Tracker` protocol over one GitHub repository's issues. The client is made at the
     first request (`connect`), so opening the tracker costs nothing."""
 
@@ -285,17 +128,31 @@ class GitHubIssuesTracker:
     cache_path: Path | None = None  # None: the repository is cached in memory only
     clock: Callable[[], float] = time.time
     _client: GraphQLClient | None = field(default=None, repr=False)
-    _info: RepositoryInfo | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.issue_key = self.issue_key.strip().upper()
-        self.known_labels: tuple[str, ...] = known_labels(self.extra_labels)
+        self._accept_labels(self.extra_labels)
+        self.catalog = RepositoryCatalog(
+            lambda: self.client,
+            self.owner,
+            self.name,
+            self.project_number,
+            self.cache_path,
+            self._now,
+        )
+
+    def _now(self) -> float:
+        # Asked each time: the clock may be replaced after the tracker is made (tests do).
+        return self.clock()
 
     @property
     def client(self) -> GraphQLClient:
         if self._client is None:
             self._client = self.connect()
         return self._client
+
+    def _api(self) -> GraphQLClient:
+        return self.client
 
     @property
     def slug(self) -> str:
@@ -312,7 +169,7 @@ class GitHubIssuesTracker:
             self.info()  # the project's id and options first: a wrong setting fails here
         labels: list[str] | None = None
         if label is not None:
-            found = self._repository_label(self._known_label(label))
+            found = self.catalog.label(self._known_label(label))
             if found is None:
                 return []  # no such label in the repository: no issue carries it
             labels = [found]
@@ -343,20 +200,16 @@ class GitHubIssuesTracker:
 
     def list_comments(self, identifier: str) -> list[Comment]:
         normalized, number = self._number(identifier)
-        comments: list[Comment] = []
-        after: str | None = None
-        while True:
+
+        def page(after: str | None) -> Mapping[str, Any]:
             repo = self._repository_data(docs.COMMENTS, {"number": number, "after": after})
             issue = repo.get("issue")
             if not isinstance(issue, dict):
                 raise self._not_found(normalized)
-            connection = issue["comments"]
-            comments.extend(
-                self._to_comment(node, normalized) for node in connection["nodes"] if node
-            )
-            after = next_cursor(connection)
-            if after is None:
-                break
+            connection: Mapping[str, Any] = issue["comments"]
+            return connection
+
+        comments = [self._to_comment(node, normalized) for node in paged(page)]
         comments.sort(key=lambda comment: comment.created_at)
         return comments
 
@@ -384,9 +237,9 @@ class GitHubIssuesTracker:
         if parent is not None or blockers:
             clean_body(body)  # still within GitHub's limit with the lines
         target = self._status_target(status)  # before anything is written: a missing option
-        label_ids = [self._label_id(name) for name in label_names]
+        label_ids = [self.catalog.label_id(name) for name in label_names]
         if target is not None and not self.uses_project:
-            label_ids.append(self._label_id(status_label(target)))
+            label_ids.append(self.catalog.label_id(status_label(target)))
         info = self.info()
         data = self.client.execute(
             docs.CREATE_ISSUE,
@@ -472,10 +325,7 @@ class GitHubIssuesTracker:
     def add_comment(
         self, identifier: str, body: str, *, author: str, by_legion: bool = False
     ) -> Comment:
-        body = clean_comment(body)
-        author = clean_title(author) if author.strip() else "unknown"
-        if by_legion:
-            body = mark(body, author)
+        body = comment_text(body, author, by_legion=by_legion)
         node = self._fetch(identifier)
         normalized = self._identifier(int(node["number"]))
         data = self._execute_for(normalized, docs.ADD_COMMENT, {"id": node["id"], "body": body})
@@ -493,125 +343,9 @@ class GitHubIssuesTracker:
     # -- the repository, its labels and the project ----------------------------------------------
 
     def info(self, *, max_age: float = CACHE_TTL_S) -> RepositoryInfo:
-        """The repository, its labels and the project: from memory, the cache file, or GitHub."""
-        now = self.clock()
-        if self._info is None:
-            self._info = self._read_cache()
-        cached = self._info
-        # `max_age=0` always asks GitHub, even within the clock's resolution.
-        if cached is not None and 0 <= now - cached.fetched_at < max_age:
-            return cached
-        self._info = self._fetch_info(now)
-        self._write_cache(self._info)
-        return self._info
-
-    def _fetch_info(self, now: float) -> RepositoryInfo:
-        data, _ = self.client.execute_partial(
-            docs.REPOSITORY,
-            {
-                **self._names(),
-                "project": self.project_number or 0,
-                "withProject": self.uses_project,
-            },
-        )
-        repo = data.get("repository")
-        if not isinstance(repo, dict):
-            raise self._missing_repository(docs.REPOSITORY)
-        labels = {node["name"]: node["id"] for node in repo["labels"]["nodes"] if node}
-        after = next_cursor(repo["labels"])
-        while after is not None:
-            page = self._repository_data(docs.LABEL_PAGE, {"after": after})["labels"]
-            labels.update({node["name"]: node["id"] for node in page["nodes"] if node})
-            after = next_cursor(page)
-        project = None
-        if self.project_number is not None:
-            project = self._project_board(repo.get("owner") or {})
-        return RepositoryInfo(
-            slug=self.slug,
-            id=repo["id"],
-            name_with_owner=repo.get("nameWithOwner") or self.slug,
-            viewer=(data.get("viewer") or {}).get("login") or "",
-            has_issues=bool(repo.get("hasIssuesEnabled", True)),
-            permission=repo.get("viewerPermission"),
-            labels=labels,
-            project_number=self.project_number,
-            project=project,
-            fetched_at=now,
-        )
-
-    def _project_board(self, owner: Mapping[str, Any]) -> ProjectBoard:
-        number = self.project_number
-        node = owner.get("projectV2")
-        if not isinstance(node, dict):
-            raise ConfigError(
-                f"no GitHub project {number} of {self.owner} is visible to this token: check "
-                "github_project in .legion/config.toml (the number in the project's URL) and "
-                "that the token has the `project` scope (`gh auth refresh -s project`)"
-            )
-        status_field = node.get("field")
-        if not isinstance(status_field, dict) or not status_field.get("options"):
-            raise ConfigError(
-                f"GitHub project {number} ({node.get('title')}) has no single-select field "
-                f"named {docs.STATUS_FIELD!r}: add one, with an option per status Legion uses"
-            )
-        return ProjectBoard(
-            id=node["id"],
-            number=int(node["number"]),
-            title=node.get("title") or "",
-            closed=bool(node.get("closed")),
-            field_id=status_field["id"],
-            options=tuple((o["id"], o["name"]) for o in status_field["options"]),
-        )
-
-    def _read_cache(self) -> RepositoryInfo | None:
-        if self.cache_path is None:
-            return None
-        try:
-            info = RepositoryInfo.from_json(json.loads(self.cache_path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # absent, from another version, or damaged: fetched again
-        if info.slug != self.slug or info.project_number != self.project_number:
-            return None  # the settings changed since
-        return info
-
-    def _write_cache(self, info: RepositoryInfo) -> None:
-        if self.cache_path is not None:
-            write_private(self.cache_path, json.dumps(info.to_json(), indent=1) + "\n")
-
-    def _repository_label(self, name: str) -> str | None:
-        """The repository's spelling of label `name`, or None when it has no such label."""
-        found = self.info().find_label(name) or self.info(max_age=RECHECK_S).find_label(name)
-        return found[0] if found is not None else None
-
-    def _label_id(self, name: str) -> str:
-        """The id of label `name`, created in the repository when it has none yet."""
-        found = self.info().find_label(name) or self.info(max_age=RECHECK_S).find_label(name)
-        if found is not None:
-            return found[1]
-        info = self.info()
-        if status_of_label(name) is not None:
-            color, description = _STATUS_LABEL_STYLE
-        elif name in WORKFLOW_LABELS:
-            color, description = _WORKFLOW_LABEL_STYLE
-        else:
-            color, description = _OTHER_LABEL_STYLE
-        try:
-            data = self.client.execute(
-                docs.CREATE_LABEL,
-                {"repositoryId": info.id, "name": name, "color": color, "description": description},
-            )
-        except BackendError as exc:
-            if exc.kind is not BackendErrorKind.INVALID:
-                raise
-            # Created meanwhile (another Legion, a person: "already taken"): use that one.
-            again = self.info(max_age=0).find_label(name)
-            if again is None:
-                raise
-            return again[1]
-        label = data["createLabel"]["label"]
-        info.labels[label["name"]] = label["id"]
-        self._write_cache(info)
-        return str(label["id"])
+        """The repository, its labels and the project: from memory, the cache file, or GitHub.
+        `max_age=0` always asks GitHub, even within the clock's resolution."""
+        return self.catalog.info(max_age)
 
     # -- status --------------------------------------------------------------------------------
 
@@ -778,13 +512,13 @@ class GitHubIssuesTracker:
     # -- labels --------------------------------------------------------------------------------
 
     def _add_labels(self, node: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
-        ids = [self._label_id(name) for name in names]
+        ids = [self.catalog.label_id(name) for name in names]
         try:
             return self._labels_mutation(docs.ADD_LABELS, "addLabelsToLabelable", node, ids)
         except NotFoundError:
             # A label deleted since it was cached: look the ids up (or create them) once more.
             self.info(max_age=0)
-            ids = [self._label_id(name) for name in names]
+            ids = [self.catalog.label_id(name) for name in names]
             return self._labels_mutation(docs.ADD_LABELS, "addLabelsToLabelable", node, ids)
 
     def _remove_labels(self, node: dict[str, Any], label_ids: list[str]) -> dict[str, Any]:
@@ -811,47 +545,13 @@ class GitHubIssuesTracker:
             )
         return issue
 
-    def _known_label(self, name: str) -> str:
-        return check_label(name, self.known_labels)
-
-    def _canonical_label(self, name: str) -> str:
-        return canonical_label(name, self.known_labels)
-
     # -- requests ------------------------------------------------------------------------------
-
-    def _names(self) -> dict[str, str]:
-        return {"owner": self.owner, "name": self.name}
-
-    def _missing_repository(self, doc: Document) -> BackendError:
-        # A repository the token cannot see reads as missing: a setting or credential to fix.
-        return BackendError(
-            "github",
-            BackendErrorKind.AUTH,
-            f"repository {self.slug} not found, or the token cannot see it",
-            operation=doc.name,
-        )
 
     def _not_found(self, identifier: str) -> NotFoundError:
         return NotFoundError(f"no issue {identifier} in {self.slug} (see `legion issue list`)")
 
     def _repository_data(self, doc: Document, variables: Mapping[str, Any]) -> dict[str, Any]:
-        """The `repository` of a read; an item missing in it (NOT_FOUND) comes back null."""
-        data, _ = self.client.execute_partial(doc, {**self._names(), **variables})
-        repo = data.get("repository")
-        if not isinstance(repo, dict):
-            raise self._missing_repository(doc)
-        return repo
-
-    def _execute_for(
-        self, identifier: str, doc: Document, variables: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """A mutation about one issue: an unknown issue is a NotFoundError."""
-        try:
-            return self.client.execute(doc, variables)
-        except BackendError as exc:
-            if exc.kind is BackendErrorKind.NOT_FOUND:
-                raise self._not_found(identifier) from None
-            raise
+        return self.catalog.repository_data(doc, variables)
 
     def _issue_nodes(
         self, status: Status | None, labels: list[str] | None
@@ -1034,8 +734,8 @@ def open_tracker(
 ) -> GitHubIssuesTracker:
     """The registry's opener (`legion.backends`). `db` is not used: GitHub holds the issues.
     The token is looked up at the first request."""
-    from legion.forges.github.adapter import repository_name
-    from legion.forges.github.client import github_client
+    from legion.github.client import github_client
+    from legion.github.repository import repository_name
 
     settings = project.settings
     owner, name = repository_name(project)
@@ -1050,112 +750,6 @@ def open_tracker(
         issue_key=settings.issue_key,
         statuses=StatusMap(settings.statuses),
         extra_labels=settings.labels,
-        project_number=settings.github_project,
+        project_number=settings.section(GitHubSettings).project,
         cache_path=project.state_dir / _cache_name(owner, name),
     )
-
-
-DoctorCheck = tuple[str, bool, str]
-
-
-def doctor_checks(project: Project, *, client: GraphQLClient | None = None) -> list[DoctorCheck]:
-    """What `legion doctor` reports about GitHub Issues: (name, ok, what is there or how to fix
-    it). The token's source is named, never its value."""
-    from legion.forges.github.client import find_token, github_client
-
-    source = ""
-    if client is None:
-        token = find_token(project.env)
-        if token is None:
-            return [
-                (
-                    "GitHub Issues",
-                    False,
-                    "no GitHub token: set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`",
-                )
-            ]
-        source = f" (token from {token.source})"
-        client = github_client(project.env, token=token, timeout=10.0)
-    try:
-        tracker = open_tracker(project, None, client=client)
-        info = tracker.info(max_age=0)
-    except LegionError as exc:
-        return [("GitHub Issues", False, str(exc))]
-    checks: list[DoctorCheck] = []
-    writable = info.permission in ("ADMIN", "MAINTAIN", "WRITE", "TRIAGE")
-    if not info.has_issues:
-        off = f"{info.name_with_owner} has issues turned off in its settings"
-        checks.append(("GitHub Issues", False, off))
-    elif not writable:
-        checks.append(
-            (
-                "GitHub Issues",
-                False,
-                f"{info.name_with_owner}: the token can only read (permission "
-                f"{info.permission or 'none'}); it needs triage or write access to label and "
-                "close issues",
-            )
-        )
-    else:
-        checks.append(
-            (
-                "GitHub Issues",
-                True,
-                f"{info.name_with_owner}, issues {tracker.issue_key}-N; authenticated as "
-                f"{info.viewer}{source}",
-            )
-        )
-    statuses = tracker.statuses
-    names = tracker.backend_status_names(info)
-    if info.project is not None:
-        board = info.project
-        closed = " (closed)" if board.closed else ""
-        checks.append(
-            (
-                "GitHub project",
-                True,
-                f"#{board.number} {board.title}{closed}: {docs.STATUS_FIELD} options "
-                f"{', '.join(board.option_names())}",
-            )
-        )
-        missing = statuses.missing(names)
-        unmapped = statuses.unmapped(names)
-        not_legions = f"; not Legion's: {', '.join(unmapped)}" if unmapped else ""
-        if missing:
-            example = unmapped[0] if unmapped else board.option_names()[0]
-            checks.append(
-                (
-                    "GitHub statuses",
-                    False,
-                    f"no option of the {docs.STATUS_FIELD} field maps to "
-                    f"{', '.join(s.value for s in missing)}: add the options to project "
-                    f"#{board.number}, or map one in the [statuses] table of "
-                    f'.legion/config.toml, e.g. "{example}" = "{missing[0].value}"{not_legions}',
-                )
-            )
-        else:
-            mapped = ", ".join(
-                f"{name} = {status.value}"
-                for name in names
-                if (status := statuses.to_legion(name)) is not None
-            )
-            checks.append(("GitHub statuses", True, f"{mapped}; no status = Triage{not_legions}"))
-    else:
-        existing = info.status_label_names()
-        detail = (
-            f"labels {STATUS_PREFIX} <status>; present: {', '.join(existing)}"
-            if existing
-            else f"labels {STATUS_PREFIX} <status>, created when first used"
-        )
-        checks.append(("GitHub statuses", True, f"{detail}; no status = Triage"))
-    absent = [name for name in tracker.known_labels if info.find_label(name) is None]
-    checks.append(
-        (
-            "GitHub issue labels",
-            True,
-            f"missing {', '.join(absent)}: Legion creates them when first used"
-            if absent
-            else f"all present: {', '.join(tracker.known_labels)}",
-        )
-    )
-    return checks

@@ -1,11 +1,6 @@
-"""The Linear tracker backend (`tracker = "linear"`, `linear_team = "ENG"`).
+"""The Linear tracker backend (`tracker = "linear"`, `linear_team = "ENG"`): adapter, client,
+documents, settings, init options and doctor checks (`legion.plugins` names each).
 
-Imported only when a project uses Linear (`legion.backends`); httpx is imported later still,
-at the first request.
+Nothing is imported here: the settings are read by every command, the adapter only when a
+project uses Linear (and httpx later still, at the first request).
 """
-
-from __future__ import annotations
-
-from legion.trackers.linear.adapter import LinearTracker, doctor_checks, open_tracker
-
-__all__ = ["LinearTracker", "doctor_checks", "open_tracker"]

@@ -32,7 +32,6 @@ name.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -41,25 +40,30 @@ from pathlib import Path
 from typing import Any
 
 from legion.config import Project
-from legion.core.marks import mark, pull_request_links, unmark
+from legion.core.marks import pull_request_links, unmark
 from legion.core.model import Status, normalize_identifier, parse_identifier
 from legion.core.statusmap import StatusMap
-from legion.core.text import clean_body, clean_comment, clean_title
+from legion.core.text import clean_body, clean_title
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
-from legion.graphql_client import Document, GraphQLClient, next_cursor
-from legion.statefiles import write_private
+from legion.graphql_client import Document, GraphQLClient
 from legion.trackers.base import (
     Comment,
     Issue,
     blocker_change,
-    canonical_label,
-    check_label,
-    known_labels,
+)
+from legion.trackers.graphql import (
+    CACHE_TTL_S,
+    RECHECK_S,
+    GraphQLTracker,
+    WorkspaceCache,
+    comment_text,
+    created_once,
+    found_or_refetched,
+    paged,
 )
 from legion.trackers.linear import documents as docs
+from legion.trackers.linear.settings import LinearSettings
 
-CACHE_TTL_S = 600.0  # the team's states and labels are refetched after this long
-RECHECK_S = 60.0  # a missing state or label refetches them, at most this often
 _CACHE_VERSION = 1
 
 
@@ -116,7 +120,7 @@ class Team:
 
 
 @dataclass
-class LinearTracker:
+class LinearTracker(GraphQLTracker):
     """The `Tracker` protocol over one Linear team."""
 
     client: GraphQLClient
@@ -125,12 +129,21 @@ class LinearTracker:
     extra_labels: tuple[str, ...] = ()
     cache_path: Path | None = None  # None: the team is cached in memory only
     clock: Callable[[], float] = time.time
-    _team_cache: Team | None = field(default=None, repr=False)
     _viewer: dict[str, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.team_key = self.team_key.strip().upper()
-        self.known_labels: tuple[str, ...] = known_labels(self.extra_labels)
+        self._accept_labels(self.extra_labels)
+        self._team = WorkspaceCache(
+            self._fetch_team, self._team_of, self.cache_path, self._now, inclusive=True
+        )
+
+    def _now(self) -> float:
+        # Asked each time: the clock may be replaced after the tracker is made (tests do).
+        return self.clock()
+
+    def _api(self) -> GraphQLClient:
+        return self.client
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -165,17 +178,18 @@ class LinearTracker:
 
     def list_comments(self, identifier: str) -> list[Comment]:
         normalized = normalize_identifier(identifier)
-        comments: list[Comment] = []
-        after: str | None = None
-        while True:
+        named = normalized  # as Linear names the issue (an identifier from before a move too)
+
+        def page(after: str | None) -> Mapping[str, Any]:
+            nonlocal named
             data = self._execute_for(normalized, docs.COMMENTS, {"id": normalized, "after": after})
             node = data["issue"]
             self._check_team(normalized, node)
-            connection = node["comments"]
-            comments.extend(self._to_comment(c, node["identifier"]) for c in connection["nodes"])
-            after = next_cursor(connection)
-            if after is None:
-                break
+            named = node["identifier"]
+            connection: Mapping[str, Any] = node["comments"]
+            return connection
+
+        comments = [self._to_comment(found, named) for found in paged(page)]
         comments.sort(key=lambda comment: comment.created_at)
         return comments
 
@@ -286,10 +300,7 @@ class LinearTracker:
     def add_comment(
         self, identifier: str, body: str, *, author: str, by_legion: bool = False
     ) -> Comment:
-        body = clean_comment(body)
-        author = clean_title(author) if author.strip() else "unknown"
-        if by_legion:
-            body = mark(body, author)
+        body = comment_text(body, author, by_legion=by_legion)
         node = self._fetch(identifier)
         comment_id = str(uuid.uuid4())
         comment_input = {"id": comment_id, "issueId": node["id"], "body": body}
@@ -307,15 +318,7 @@ class LinearTracker:
 
     def team(self, *, max_age: float = CACHE_TTL_S) -> Team:
         """The team, its states and labels: from memory, the cache file, or Linear."""
-        now = self.clock()
-        if self._team_cache is None:
-            self._team_cache = self._read_cache()
-        cached = self._team_cache
-        if cached is not None and 0 <= now - cached.fetched_at <= max_age:
-            return cached
-        self._team_cache = self._fetch_team(now)
-        self._write_cache(self._team_cache)
-        return self._team_cache
+        return self._team.get(max_age)
 
     @property
     def viewer_id(self) -> str:
@@ -353,18 +356,9 @@ class LinearTracker:
         ]
         return Team(node["id"], node["key"], node["name"], states, labels, fetched_at=now)
 
-    def _read_cache(self) -> Team | None:
-        if self.cache_path is None:
-            return None
-        try:
-            team = Team.from_json(json.loads(self.cache_path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # absent, from another version, or damaged: fetched again
+    def _team_of(self, data: Mapping[str, Any]) -> Team | None:
+        team = Team.from_json(data)
         return team if team.key == self.team_key else None
-
-    def _write_cache(self, team: Team) -> None:
-        if self.cache_path is not None:
-            write_private(self.cache_path, json.dumps(team.to_json(), indent=1) + "\n")
 
     def _state_for(self, status: Status) -> WorkflowState:
         team = self.team()
@@ -378,51 +372,26 @@ class LinearTracker:
 
     def _label_for(self, name: str) -> TeamLabel:
         """The label `name` on Linear, created on the team when it has none yet."""
-        label = _find_label(self.team(), name)
-        if label is None:
-            label = _find_label(self.team(max_age=RECHECK_S), name)
-        return label if label is not None else self._create_label(name)
+        label = found_or_refetched(self._team, lambda team: find_label(team, name))
+        if label is not None:
+            return label
+        return created_once(
+            lambda: self._create_label(name), self._team, lambda team: find_label(team, name)
+        )
 
     def _create_label(self, name: str) -> TeamLabel:
         team = self.team()
-        try:
-            data = self.client.execute(
-                docs.LABEL_CREATE, {"input": {"name": name, "teamId": team.id}}
-            )
-        except BackendError as exc:
-            if exc.kind is not BackendErrorKind.INVALID:
-                raise
-            # Created meanwhile (another Legion, a person): use that one.
-            found = _find_label(self.team(max_age=0), name)
-            if found is None:
-                raise
-            return found
+        data = self.client.execute(docs.LABEL_CREATE, {"input": {"name": name, "teamId": team.id}})
         node = data["issueLabelCreate"]["issueLabel"]
         label = TeamLabel(node["id"], node["name"], team.id)
         team.labels.append(label)
-        self._write_cache(team)
+        self._team.save(team)
         return label
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _known_label(self, name: str) -> str:
-        return check_label(name, self.known_labels)
-
-    def _canonical_label(self, name: str) -> str:
-        return canonical_label(name, self.known_labels)
-
-    def _execute_for(
-        self, identifier: str, doc: Document, variables: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """`doc` about one issue: an unknown issue is a NotFoundError."""
-        try:
-            return self.client.execute(doc, variables)
-        except BackendError as exc:
-            if exc.kind is BackendErrorKind.NOT_FOUND:
-                raise NotFoundError(
-                    f"no issue {identifier} in Linear (see `legion issue list`)"
-                ) from None
-            raise
+    def _not_found(self, identifier: str) -> NotFoundError:
+        return NotFoundError(f"no issue {identifier} in Linear (see `legion issue list`)")
 
     def _fetch(self, identifier: str) -> dict[str, Any]:
         """The issue's node, from this project's team."""
@@ -523,13 +492,9 @@ class LinearTracker:
     def _pages(
         self, doc: Document, variables: Mapping[str, Any], connection: str
     ) -> Iterator[dict[str, Any]]:
-        after: str | None = None
-        while True:
-            page = self.client.execute(doc, {**variables, "after": after})[connection]
-            yield from page["nodes"]
-            after = next_cursor(page)
-            if after is None:
-                return
+        return paged(
+            lambda after: self.client.execute(doc, {**variables, "after": after})[connection]
+        )
 
     def _to_issue(self, node: Mapping[str, Any]) -> Issue | None:
         """The issue, or None when its state maps to no Legion status (not Legion's)."""
@@ -595,7 +560,7 @@ def _blocking_relations(node: Mapping[str, Any]) -> dict[str, str]:
     return found
 
 
-def _find_label(team: Team, name: str) -> TeamLabel | None:
+def find_label(team: Team, name: str) -> TeamLabel | None:
     """The label named `name` (any case), the team's own before the workspace's."""
     folded = name.casefold()
     matching = [label for label in team.labels if label.name.casefold() == folded]
@@ -631,7 +596,7 @@ def open_tracker(
     from legion.trackers.linear.client import linear_client
 
     settings = project.settings
-    key = settings.linear_team
+    key = settings.section(LinearSettings).team
     if not key:
         raise ConfigError(
             'tracker = "linear" needs the key of your Linear team: add linear_team = "ENG" '
@@ -644,62 +609,3 @@ def open_tracker(
         extra_labels=settings.labels,
         cache_path=project.state_dir / f"linear-team-{key}.json",
     )
-
-
-DoctorCheck = tuple[str, bool, str]
-
-
-def doctor_checks(project: Project, *, client: GraphQLClient | None = None) -> list[DoctorCheck]:
-    """What `legion doctor` reports about Linear: (name, ok, what is there or how to fix it)."""
-    from legion.trackers.linear.client import API_KEY_VAR, linear_client
-
-    checks: list[DoctorCheck] = []
-    if client is None:
-        try:
-            client = linear_client(project.env, timeout=10.0)
-        except ConfigError as exc:
-            return [("Linear API key", False, str(exc))]
-    checks.append(("Linear API key", True, f"{API_KEY_VAR} is set"))
-    try:
-        viewer = client.execute(docs.VIEWER)["viewer"]
-    except BackendError as exc:
-        return [*checks, ("Linear API", False, str(exc))]
-    who = viewer.get("displayName") or viewer.get("name") or viewer.get("id")
-    checks.append(("Linear API", True, f"{client.url} answers; authenticated as {who}"))
-    try:
-        tracker = open_tracker(project, None, client=client)
-        team = tracker.team(max_age=0)
-    except (ConfigError, BackendError) as exc:
-        return [*checks, ("Linear team", False, str(exc))]
-    checks.append(("Linear team", True, f"{team.key} ({team.name})"))
-    names = team.state_names()
-    statuses = tracker.statuses
-    missing = statuses.missing(names)
-    unmapped = statuses.unmapped(names)
-    not_legions = f"; not Legion's: {', '.join(unmapped)}" if unmapped else ""
-    if missing:
-        example = unmapped[0] if unmapped else "Name"
-        checks.append(
-            (
-                "Linear statuses",
-                False,
-                f"no Linear state maps to {', '.join(s.value for s in missing)}: add the "
-                f"state to team {team.key} in Linear, or map one in the [statuses] table of "
-                f'.legion/config.toml, e.g. "{example}" = "{missing[0].value}"{not_legions}',
-            )
-        )
-    else:
-        mapped = ", ".join(
-            f"{name} = {status.value}"
-            for name in names
-            if (status := statuses.to_legion(name)) is not None
-        )
-        checks.append(("Linear statuses", True, f"{mapped}{not_legions}"))
-    absent = [name for name in tracker.known_labels if _find_label(team, name) is None]
-    detail = (
-        f"missing {', '.join(absent)}: Legion creates them on team {team.key} when first used"
-        if absent
-        else f"all present: {', '.join(tracker.known_labels)}"
-    )
-    checks.append(("Linear labels", True, detail))
-    return checks

@@ -16,7 +16,7 @@ When the armed point has killed its process (the daemon, or for the merge points
 
 The workers are scripted the way the worker skill asks a real model to work: idempotently
 (commit only what changed, open the PR only if there is none, merge only what is not merged),
-since a worker may be a re-run after a crash. Used by tests/faults/test_kill_campaign.py and
+since a worker may be a re-run after a crash. Used by tests/e2e/test_kill_campaign.py and
 bench/faults.py.
 """
 
@@ -33,16 +33,10 @@ from pathlib import Path
 
 from legion.demo.run import make_repository
 from legion.faults import KILL_AT_VARIABLE, KILL_LOG_VARIABLE, POINTS
-from tests.conftest import LEGION_BIN, git
-from tests.e2e.swarm_env import (
-    SessionWatch,
-    Swarm,
-    issue_status,
-    open_swarm,
-    session_uuid,
-    stop_process,
-)
 from tests.fakes.model_server import Scenario, bash, text
+from tests.support.cli import LEGION_BIN, git
+from tests.support.processes import SessionWatch
+from tests.support.swarm import Swarm, issue_status, open_swarm, session_uuid, stop_process
 
 # Which time each point is reached to kill at (`point:N`): the occurrence that is most
 # dangerous in this swarm. The 2nd worker start is the reviewer's, after a transition: a crash

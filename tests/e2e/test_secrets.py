@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LEGION_BIN
-from tests.e2e.swarm_env import Swarm, issue_status, session_processes, session_uuid
-from tests.faults.campaign import ENV, TICK, campaign_swarm
+from tests.support.campaign import ENV, TICK, campaign_swarm
+from tests.support.cli import LEGION_BIN
+from tests.support.processes import session_processes
+from tests.support.swarm import Swarm, issue_status, session_uuid
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.campaign import CAMPAIGN, DAEMON_KILLS, QUICK, run_daemon_kills, run_point
+from tests.support.campaign import CAMPAIGN, DAEMON_KILLS, QUICK, run_daemon_kills, run_point
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from legion.demo.offline import base_environment
-from tests.fakes.codex_env import find_codex
 from tests.fakes.responses_server import (
     API_KEY_ENV,
     SHELL_TOOL,
@@ -29,6 +28,7 @@ from tests.fakes.responses_server import (
     output_text,
     text,
 )
+from tests.support.codex_env import find_codex
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 

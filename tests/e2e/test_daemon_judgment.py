@@ -9,38 +9,30 @@ outlives the daemon.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from legion.demo.swarm_script import swarm_script
-from tests.e2e.swarm_env import (
-    Daemon,
-    Swarm,
-    controller_prompts,
-    judgments,
-    open_swarm,
-    wait_until,
-)
-from tests.fakes.model_server import pause, text
+from tests.fakes.model_server import bash, text
+from tests.support.swarm import Daemon, Swarm, controller_prompts, judgments, runs_until
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 NO_PR = "the reviewer finished and no pull request was found"
 
 
-@pytest.fixture
-def swarm(tmp_path: Path, project: Path, isolated_env: Path) -> Iterator[Swarm]:
-    with open_swarm(tmp_path, project, isolated_env) as env:
-        yield env
-
-
-def busy_controller_start(swarm: Swarm, seconds: float) -> None:
-    """The controller's start turn takes `seconds` (it is mid-turn, busy, all that time)."""
+def busy_controller_start(swarm: Swarm) -> Path:
+    """The controller's start turn runs a tool until the returned file exists (it is mid-turn,
+    busy, all that time, however loaded the machine)."""
+    release = swarm.repo.parent / "release-the-controller"
     swarm.server.add_scenario(
-        r"<command-args>start \(", [[pause(seconds), text("Started.")]], regex=True, name="start"
+        r"<command-args>start \(",
+        [[bash(runs_until(release))], [text("Started.")]],
+        regex=True,
+        name="start",
     )
+    return release
 
 
 def script(swarm: Swarm) -> None:
@@ -57,7 +49,7 @@ def controller_state(swarm: Swarm) -> str:
 
 def test_a_review_finished_without_a_pr_wakes_the_controller_once(swarm: Swarm) -> None:
     script(swarm)
-    with Daemon(swarm):
+    with Daemon(swarm) as daemon:
         wait_until("controller idle", lambda: controller_state(swarm) == "idle")
         swarm.legion(
             "issue", "create", "Lost PR", "--status", "Needs Review", "--label", "worker-done"
@@ -73,7 +65,7 @@ def test_a_review_finished_without_a_pr_wakes_the_controller_once(swarm: Swarm) 
         assert (item["issue"], item["kind"]) == ("LEG-1", "investigate_no_pr")
         # The condition still holds (the scripted controller did nothing about it), and yet it
         # is not delivered again: one wake-up per occurrence.
-        time.sleep(3)  # three ticks
+        daemon.ticks(3)
         assert len(wakes_for(swarm, "LEG-1:investigate_no_pr")) == 1
         # Once someone has dealt with it (here: put on ice), the need is gone, the item closed.
         swarm.legion("issue", "move", "LEG-1", "Icebox")
@@ -89,15 +81,16 @@ def test_a_review_finished_without_a_pr_wakes_the_controller_once(swarm: Swarm) 
 
 
 def test_a_wake_for_a_busy_controller_is_delivered_when_it_is_idle(swarm: Swarm) -> None:
-    busy_controller_start(swarm, 8)
+    release = busy_controller_start(swarm)
     script(swarm)
     with Daemon(swarm):
         wait_until("controller busy", lambda: controller_state(swarm) == "running")
         swarm.legion("issue", "create", "Route me", "--status", "Triage")
         (item,) = wait_until("LEG-1 queued", lambda: judgments(swarm))
         assert (item["issue"], item["kind"]) == ("LEG-1", "triage")
-        # Queued while the controller is busy (for 8 s, seconds more): it waits, undelivered.
+        # Queued while the controller is busy: it waits, undelivered, until its turn ends.
         assert item["state"] == "pending" and item["attempts"] == 0
+        release.touch()
         wait_until(
             "the controller woken for LEG-1:triage",
             lambda: wakes_for(swarm, "LEG-1:triage"),
@@ -114,7 +107,7 @@ def test_a_wake_for_a_busy_controller_is_delivered_when_it_is_idle(swarm: Swarm)
 
 
 def test_the_queue_outlives_a_killed_daemon(swarm: Swarm) -> None:
-    busy_controller_start(swarm, 10)
+    release = busy_controller_start(swarm)
     script(swarm)
     first = Daemon(swarm).start()
     try:
@@ -127,6 +120,7 @@ def test_the_queue_outlives_a_killed_daemon(swarm: Swarm) -> None:
     assert wakes_for(swarm, "LEG-1:triage") == []
     status = swarm.legion("status").stdout
     assert "judgment queue:" in status and "LEG-1" in status and "triage" in status
+    release.touch()  # the controller's turn ends
     with Daemon(swarm):
         wait_until(
             "the new daemon delivers LEG-1:triage",

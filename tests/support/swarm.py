@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import shlex
 import subprocess
-import tempfile
-import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import LEGION_BIN, Result
-from tests.fakes.claude_env import base_environment, find_claude, offline_variables
 from tests.fakes.model_server import FakeModelServer, text
+from tests.support.claude_env import base_environment, find_claude, offline_variables
+from tests.support.cli import LEGION_BIN, Result, git
+from tests.support.processes import waiting_on_descriptors
+from tests.support.tmux import private_tmux_socket
+from tests.support.waits import heartbeat_stamp, wait_for_ticks, wait_until
 
 TEST_SKILL = """---
 name: legion-worker
@@ -74,17 +76,6 @@ class Swarm:
         return Path(worker["transcript"]).read_text(encoding="utf-8").splitlines()
 
 
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 45.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM, as `legion stop` would; SIGKILL if it does not go within 20 s."""
     if proc.poll() is None:
@@ -117,6 +108,46 @@ class Daemon:
             )
         wait_until("the daemon's pid file", lambda: self.swarm.json("status")["daemon"]["pid"])
         return self
+
+    def passes(self, count: int = 1, *, timeout: float = 60.0) -> None:
+        """Make the daemon run `count` whole passes (ticks) now, one after another, and return
+        once they ran: what a test waits for where something would happen "within a tick or
+        two". Each pass is asked for through the wake-up pipe, as a `legion` command asks; it
+        has started when the heartbeat moves and ended when the daemon waits again. A pass
+        the pipe could not ask for still comes at the next tick, within `timeout`."""
+        assert self.proc is not None
+        state = state_dir(self.swarm)
+        heartbeat = state / "heartbeat"
+        for _ in range(count):
+            before = heartbeat_stamp(heartbeat)
+            wake(self.swarm, state)
+            wait_until(
+                "the daemon's next pass",
+                lambda before=before: heartbeat_stamp(heartbeat) != before,
+                timeout=timeout,
+                interval=0.02,
+            )
+            self.wait_between_ticks(timeout=timeout)
+
+    def ticks(self, count: int) -> None:
+        """Return once `count` whole ticks ran after the call, at the daemon's own pace (`tick`
+        seconds apart, sooner when a `legion` command wakes it), however loaded the machine
+        is: what a test waits for where something would happen within `count` ticks."""
+        wait_for_ticks(
+            state_dir(self.swarm) / "heartbeat", count, timeout=60 + 5 * count * self.tick
+        )
+
+    def wait_between_ticks(self, *, timeout: float = 60.0) -> None:
+        """Return once the daemon has ended its pass and waits for the next tick."""
+        proc = self.proc
+        assert proc is not None
+        wait_until(
+            "the daemon between two ticks",
+            lambda: waiting_on_descriptors(proc.pid) or proc.poll() is not None,
+            timeout=timeout,
+            interval=0.02,
+        )
+        assert proc.poll() is None, self.output()[-2000:]
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -170,8 +201,6 @@ def run_full_cycle(swarm: Swarm, timeout: float = 180) -> tuple[Daemon, set[tupl
 def assert_full_cycle(swarm: Swarm, daemon: Daemon, seen: set[tuple[str, bool]]) -> None:
     """What every full cycle of LEG-1 (`swarm_script(["LEG-1"])`) must have done, whatever
     agent CLI ran it: `seen` holds the (status, workspace exists) pairs watched on the way."""
-    from tests.conftest import git
-
     # the one workspace lived through implement, review and retro
     for status in ("In Progress", "Needs Review", "Retro"):
         assert (status, True) in seen and (status, False) not in seen, (status, seen)
@@ -226,8 +255,6 @@ def project_id(swarm: Swarm) -> str:
 
 def session_uuid(swarm: Swarm, key: str) -> str:
     """The deterministic Claude session id of `key` ("LEG-1:implement", "controller")."""
-    import uuid
-
     return str(uuid.uuid5(uuid.UUID(project_id(swarm)), key))
 
 
@@ -243,8 +270,6 @@ def actions(swarm: Swarm, action: str | None = None, issue: str | None = None) -
 
 def wake(swarm: Swarm, state: Path) -> None:
     """Poke the daemon through its FIFO, as a `legion` write command does, without starting one."""
-    import os
-
     try:
         fd = os.open(state / "daemon.wake", os.O_WRONLY | os.O_NONBLOCK)
     except OSError:
@@ -274,207 +299,41 @@ def live_pid(swarm: Swarm, window: str) -> int | None:
     return live[0] if live else None
 
 
-def cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return raw.decode(errors="replace").split("\0")
-
-
-def _stat(pid: str) -> list[str]:
-    """The fields of /proc/PID/stat after the command name: state, ppid, …; [] when gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
-    except OSError:
-        return []
-    return stat.rpartition(")")[2].split()
-
-
-def session_processes(session_ids: set[str]) -> dict[str, list[int]]:
-    """The running processes started on each of `session_ids` (`--session-id`/`--resume`).
-    A child that is the CLI's own fork (same command line, parent on the same session: it is
-    about to run a tool) is part of its parent, not a second process on the session."""
-    import os
-
-    found: dict[str, dict[int, int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        args = cmdline(int(entry))
-        for flag in ("--session-id", "--resume"):
-            if flag in args[:-1]:
-                sid = args[args.index(flag) + 1]
-                stat = _stat(entry)
-                if sid in session_ids and stat[:1] not in ([], ["Z"]):
-                    found.setdefault(sid, {})[int(entry)] = int(stat[1])
-    return {
-        sid: sorted(pid for pid, parent in pids.items() if parent not in pids)
-        for sid, pids in found.items()
-    }
-
-
-class SessionWatch:
-    """Samples, in a thread, which processes run each session; remembers every moment two did."""
-
-    def __init__(self, session_ids: set[str], interval: float = 0.1) -> None:
-        import threading
-
-        self.session_ids = session_ids
-        self.interval = interval
-        self.overlaps: list[dict[str, list[int]]] = []
-        # For each overlap: every process seen on the session then (pid, ppid, state, argv head).
-        self.details: list[list[tuple[int, int, str, str]]] = []
-        self.seen: dict[str, set[int]] = {}
-        self.first_seen: dict[int, float] = {}  # pid: when it was first seen (monotonic)
-        # pid: when it started (seconds since boot, from /proc: its window's creation, since
-        # the window's first process execs the CLI)
-        self.started: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            found = session_processes(self.session_ids)
-            for sid, pids in found.items():
-                self.seen.setdefault(sid, set()).update(pids)
-                for pid in pids:
-                    self.first_seen.setdefault(pid, time.monotonic())
-                    if pid not in self.started and (stat := _stat(str(pid))):
-                        self.started[pid] = int(stat[19]) / os.sysconf("SC_CLK_TCK")
-            both = {sid: pids for sid, pids in found.items() if len(pids) > 1}
-            if both:
-                self.overlaps.append(both)
-                self.details.append(
-                    [
-                        (pid, int(stat[1]) if (stat := _stat(str(pid))) else 0, stat[0] if stat
-                         else "?", " ".join(cmdline(pid)[:3]))
-                        for pids in both.values()
-                        for pid in pids
-                    ]
-                )  # fmt: skip
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> SessionWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-
-SHIM = '''#!{python}
-"""tmux, misbehaving on cue: files in {control} switch the faults on."""
-import os, subprocess, sys, time
-
-REAL = {real!r}
-CONTROL = {control!r}
-args = sys.argv[1:]
-
-
-def on(name):
-    return os.path.exists(os.path.join(CONTROL, name))
-
-
-def note(line):
-    with open(os.path.join(CONTROL, "events.log"), "a") as out:
-        out.write(line + "\\n")
-
-
-def window_name():
-    return args[args.index("-n") + 1] if "-n" in args[:-1] else ""
-
-
-if "list-windows" in args and on("fail-list-windows"):
-    note("failed list-windows")
-    sys.stderr.write("lost server\\n")
-    sys.exit(1)
-if "new-window" in args and on("slow-before-" + window_name()):
-    parent = os.getppid()
-    note("holding new-window " + window_name())
-    time.sleep(float(open(os.path.join(CONTROL, "slow-before-" + window_name())).read() or 4))
-    if os.getppid() != parent:
-        sys.exit(1)  # the caller died meanwhile: as if it had crashed before asking
-if "new-window" in args and on("slow-after-" + window_name()):
-    done = subprocess.run([REAL, *args], capture_output=True, text=True)
-    note("made " + window_name())
-    time.sleep(float(open(os.path.join(CONTROL, "slow-after-" + window_name())).read() or 4))
-    sys.stdout.write(done.stdout)
-    sys.stderr.write(done.stderr)
-    sys.exit(done.returncode)
-os.execv(REAL, [REAL, *args])
-'''
-
-
-class TmuxShim:
-    """A `tmux` first on PATH that passes every call to the real one, except the faults switched
-    on by `set(...)`: `fail-list-windows`, `slow-before-<window>` (hold a new-window before it
-    reaches tmux), `slow-after-<window>` (hold its answer after the window exists)."""
-
-    def __init__(self, folder: Path) -> None:
-        import os
-        import shutil
-        import sys
-
-        real = shutil.which("tmux")
-        assert real is not None
-        self.bin = folder / "bin"
-        self.control = folder / "control"
-        self.bin.mkdir(parents=True)
-        self.control.mkdir()
-        shim = self.bin / "tmux"
-        shim.write_text(SHIM.format(python=sys.executable, real=real, control=str(self.control)))
-        shim.chmod(0o755)
-        self.path_prefix = str(self.bin) + os.pathsep
-
-    def env(self, swarm: Swarm) -> dict[str, str]:
-        return {"PATH": self.path_prefix + swarm.env["PATH"]}
-
-    def set(self, fault: str, value: str = "") -> None:
-        (self.control / fault).write_text(value)
-
-    def clear(self, fault: str) -> None:
-        (self.control / fault).unlink(missing_ok=True)
-
-    def events(self) -> list[str]:
-        log = self.control / "events.log"
-        return log.read_text().splitlines() if log.exists() else []
-
-
 @contextmanager
 def open_swarm(tmp_path: Path, project: Path, home: Path) -> Iterator[Swarm]:
-    """The `swarm` fixture's environment, for tests outside tests/e2e (the same set-up as
-    tests/e2e/conftest.py): a project wired to the real CLI, a private tmux server and the
-    scripted model server."""
+    """A project wired to the real CLI, a private tmux server and the scripted model server:
+    what the `swarm` fixture (tests/e2e/conftest.py) yields, and the kill campaign's swarm."""
     claude = find_claude()
-    server = FakeModelServer().start()
     config_dir = tmp_path / "claude-config"
     (config_dir / "skills" / "legion-worker").mkdir(parents=True)
     (config_dir / "skills" / "legion-worker" / "SKILL.md").write_text(TEST_SKILL)
     (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
-    socket_dir = Path(tempfile.mkdtemp(prefix="lgt-"))  # unix socket paths must stay short
     workspace_root = tmp_path / "work spaces"  # a space on purpose
-    env = base_environment() | offline_variables(
-        server.base_url, home=home, config_dir=config_dir, proxy_url=server.base_url
-    )
-    env |= {
-        "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"],
-        "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"],
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "LEGION_TMUX_SOCKET": str(socket_dir / "sock"),
-        "LEGION_TMUX_CONFIG": "/dev/null",
-        "LEGION_CLAUDE_BIN": str(claude),
-        "LEGION_WORKSPACE_ROOT": str(workspace_root),
-    }
-    swarm = Swarm(project, server, env, config_dir, socket_dir / "sock", workspace_root)
+    server = FakeModelServer().start()
     try:
-        yield swarm
+        with private_tmux_socket() as socket:  # killed before the model server stops
+            env = base_environment() | offline_variables(
+                server.base_url, home=home, config_dir=config_dir, proxy_url=server.base_url
+            )
+            env |= {
+                "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"],
+                "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"],
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "LEGION_TMUX_SOCKET": str(socket),
+                "LEGION_TMUX_CONFIG": "/dev/null",
+                "LEGION_CLAUDE_BIN": str(claude),
+                "LEGION_WORKSPACE_ROOT": str(workspace_root),
+            }
+            yield Swarm(project, server, env, config_dir, socket, workspace_root)
     finally:
-        swarm.tmux("kill-server")
         server.stop()
-        shutil.rmtree(socket_dir, ignore_errors=True)
     assert server.outbound_attempts() == []
+
+
+def runs_until(release: Path) -> str:
+    """A shell command (a tool call's) that runs until `release` exists: a turn as long as the
+    test needs, however loaded the machine, and no longer."""
+    return f"while [ ! -e {shlex.quote(str(release))} ]; do sleep 0.1; done"
 
 
 CONTROLLER_PROMPT = "<command-name>/legion-controller</command-name>"

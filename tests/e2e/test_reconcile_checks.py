@@ -5,8 +5,6 @@ fails, so the implementer's session is resumed with each failing check and its l
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,10 +13,9 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.reconcile import Reconciler
-from tests.conftest import git, run_legion
-from tests.e2e.swarm_env import Swarm, open_swarm
-from tests.fakes.github_server import FakeGitHub, check_run, status_context
-from tests.fakes.linear_server import FakeLinear
+from tests.fakes.github_server import check_run, status_context
+from tests.support.linear_github import LinearAndGitHub, init_on_linear_and_github
+from tests.support.swarm import Swarm
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -26,44 +23,20 @@ LOG = "https://ci.example/runs/41"
 
 
 @pytest.fixture
-def fakes(tmp_path: Path) -> Iterator[tuple[FakeLinear, FakeGitHub, Path]]:
-    remote = tmp_path / "remote.git"
-    remote.mkdir()
-    git(remote, "init", "--quiet", "--bare")
-    linear, github = FakeLinear(retro_state=True), FakeGitHub(remote=remote)
-    with linear.running(), github.running():
-        yield linear, github, remote
+def project(git_repo: Path, linear_github: LinearAndGitHub) -> Path:
+    """The project is on Linear and GitHub (the fakes)."""
+    return init_on_linear_and_github(git_repo, linear_github)
 
 
 @pytest.fixture
-def swarm(
-    tmp_path: Path, git_repo: Path, isolated_env: Path, fakes: tuple[FakeLinear, FakeGitHub, Path]
-) -> Iterator[Swarm]:
-    linear, github, remote = fakes
-    env = {
-        "LINEAR_API_URL": linear.api_url,
-        "LINEAR_API_KEY": linear.token,
-        "GITHUB_API_URL": github.url,
-        "GITHUB_TOKEN": github.token,
-    }
-    git(git_repo, "remote", "add", "origin", str(remote))
-    git(git_repo, "push", "--quiet", "origin", "main")
-    init = run_legion(
-        *("init", "--tracker", "linear", "--team", "ENG", "--forge", "github"),
-        *("--repo", "acme/widgets"),
-        cwd=git_repo,
-        env=dict(os.environ) | env,
-    )
-    assert init.returncode == 0, init.stderr
-    with open_swarm(tmp_path, git_repo, isolated_env) as made:
-        made.env |= env
-        yield made
+def swarm_variables(linear_github: LinearAndGitHub) -> dict[str, str]:
+    return linear_github.env()
 
 
 def test_a_failing_check_resumes_the_implementer_with_its_name_and_log(
-    swarm: Swarm, fakes: tuple[FakeLinear, FakeGitHub, Path]
+    swarm: Swarm, linear_github: LinearAndGitHub
 ) -> None:
-    linear, github, _ = fakes
+    linear, github = linear_github.linear, linear_github.github
     linear.add_label("worker-done")
     issue = linear.add_issue("Approved, CI red", state="In Review", labels=["worker-done"])
     pr = github.add_pr(f"legion/{issue.lower()}", labels=("worker-approved",), head_oid="f" * 40)
@@ -108,13 +81,13 @@ def test_a_failing_check_resumes_the_implementer_with_its_name_and_log(
 )
 def test_the_finisher_and_requested_changes_hear_of_failing_checks_too(
     swarm: Swarm,
-    fakes: tuple[FakeLinear, FakeGitHub, Path],
+    linear_github: LinearAndGitHub,
     state: str,
     verdict: str,
     action: str,
     mode: str,
 ) -> None:
-    linear, github, _ = fakes
+    linear, github = linear_github.linear, linear_github.github
     linear.add_label("worker-done")
     issue = linear.add_issue("CI red", state=state, labels=["worker-done"])
     pr = github.add_pr(f"legion/{issue.lower()}", labels=(verdict,), head_oid="f" * 40)

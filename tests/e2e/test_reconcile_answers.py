@@ -11,8 +11,6 @@ with no implementation and no pull request.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -22,15 +20,9 @@ from legion.config import load_project
 from legion.core.model import Status
 from legion.demo.swarm_script import swarm_script
 from legion.reconcile import BUDGET_HEADING, Outcome, Reconciler
-from tests.e2e.swarm_env import Swarm, open_swarm
+from tests.support.swarm import Swarm
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
-
-
-@pytest.fixture
-def swarm(tmp_path: Path, project: Path, isolated_env: Path) -> Iterator[Swarm]:
-    with open_swarm(tmp_path, project, isolated_env) as env:
-        yield env
 
 
 def _reconciler(swarm: Swarm, **flags: object) -> tuple[Reconciler, Backends]:

@@ -1,0 +1,197 @@
+"""`legion doctor`'s checks of Codex (the registry's `doctor` of its plugin): found, its
+version, what its config.toml says about the model's provider and key, Legion's skills for it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from legion.config import Settings, roles_on
+from legion.errors import LegionError
+from legion.plugins import CODEX, DoctorCheck, DoctorReport
+
+Check = DoctorCheck
+
+
+def doctor_report(
+    chosen: Settings | None,
+    every: Sequence[Settings],
+    env: Mapping[str, str],
+    skills_installed: Callable[[Path], bool],
+) -> DoctorReport:
+    """Needed when a role runs on Codex under the machine's or the project's settings; the
+    binary is the one `chosen` (the project's, else the machine's) names."""
+    roles = roles_on(CODEX, every)
+    checks = _codex_checks(chosen, roles, env, skills_installed)
+    return DoctorReport(checks, needs_install=bool(roles) and not checks[0].ok)
+
+
+# Codex's providers that need no `[model_providers.X]` table (besides "openai").
+_BUILT_IN_PROVIDERS = ("ollama", "lmstudio", "oss")
+
+
+def _safe_url(url: str) -> str:
+    """`url` without what may hold a secret (`user:password@`, the query, the fragment)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "(not a valid URL)"
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _text(value: object, what: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"{what} is not a string")
+
+
+def _codex_config(env: Mapping[str, str], required: bool) -> Check:
+    """What `$CODEX_HOME/config.toml` says about the model, its provider and how Codex
+    authenticates to it; never the value of a key or token."""
+    import tomllib
+
+    from legion.runtime.codex import codex_home
+
+    def passed(detail: str) -> Check:
+        return Check("codex config", True, detail, required=required)
+
+    home = codex_home(env)
+    path = home / "config.toml"
+    fix_file = f"fix {path} (see docs/codex-cli.md)"
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        data = {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        reason = " ".join(str(exc).split())
+        return Check("codex config", False, f"{path}: {reason}", fix_file, required=required)
+    try:
+        settings = dict(data)
+        profile = _text(data.get("profile"), "profile")
+        if profile is not None:
+            profiles = data.get("profiles", {})
+            chosen = profiles.get(profile) if isinstance(profiles, dict) else None
+            if not isinstance(chosen, dict):
+                raise ValueError(f"profile {profile!r} has no [profiles.{profile}] table")
+            settings.update(chosen)
+        model = _text(settings.get("model"), "model") or "Codex's default"
+        provider = _text(settings.get("model_provider"), "model_provider") or "openai"
+        providers = data.get("model_providers", {})
+        if not isinstance(providers, dict):
+            raise ValueError("model_providers is not a table")
+        table = providers.get(provider)
+        if table is not None and not isinstance(table, dict):
+            raise ValueError(f"model_providers.{provider} is not a table")
+        base_url = _text((table or {}).get("base_url"), f"model_providers.{provider}.base_url")
+        env_key = _text((table or {}).get("env_key"), f"model_providers.{provider}.env_key")
+    except (ValueError, AttributeError) as exc:
+        return Check("codex config", False, f"{path}: {exc}", fix_file, required=required)
+
+    where = str(path) if path.is_file() else f"no {path}, Codex's defaults"
+    head = f"model {model}, provider {provider}"
+    if provider == "openai":  # built in: a [model_providers.openai] table does not replace it
+        if (home / "auth.json").is_file():
+            return passed(f"{head}, logged in (auth.json); {where}")
+        if env.get("OPENAI_API_KEY"):
+            return passed(f"{head}, OPENAI_API_KEY is set; {where}")
+        return Check(
+            "codex config",
+            False,
+            f"{head}, not logged in (no {home / 'auth.json'}) and OPENAI_API_KEY not set; {where}",
+            "run `codex login`, or set OPENAI_API_KEY, or configure a provider in config.toml",
+            required=required,
+        )
+    if provider in _BUILT_IN_PROVIDERS:
+        return passed(f"{head} (built in); {where}")
+    if table is None:
+        return Check(
+            "codex config",
+            False,
+            f"{head}, but config.toml has no [model_providers.{provider}]; {where}",
+            f"add [model_providers.{provider}] (base_url, env_key) to {path}, or change "
+            "model_provider",
+            required=required,
+        )
+    url = _safe_url(base_url) if base_url else "no base_url"
+    if not env_key:
+        return passed(f"{head} at {url}, no env_key (no API key); {where}")
+    if env.get(env_key):
+        return passed(f"{head} at {url}, key in ${env_key} (set); {where}")
+    return Check(
+        "codex config",
+        False,
+        f"{head} at {url}, key in ${env_key} (not set); {where}",
+        f"set {env_key} to the API key of provider {provider}",
+        required=required,
+    )
+
+
+def _codex_checks(
+    settings: Settings | None,
+    roles: list[str],
+    env: Mapping[str, str],
+    installed: Callable[[Path], bool],
+) -> list[Check]:
+    """Codex: found (required when a role runs on it), its version, its config, the skills."""
+    from legion.runtime import codex_bin
+    from legion.runtime.codex import codex_home
+
+    needed = bool(roles)
+    skills_dir = codex_home(env) / "skills"
+    have_skills = installed(skills_dir)
+    skills = Check(
+        "codex skills",
+        have_skills,
+        f"Legion's skills {'in' if have_skills else 'not installed in'} {skills_dir}",
+        "`legion skills install --runtime codex` (or `legion start` installs them)",
+        required=False,
+    )
+    try:
+        # None: the settings are broken, and the error says so where they are used
+        binary = codex_bin.resolve_configured(settings, env)
+    except LegionError as exc:
+        if not needed:
+            return [Check("codex", False, "not found; not used (no role runs on codex)", "", False)]
+        return [Check("codex", False, f"not found (used by {', '.join(roles)})", str(exc)), skills]
+    version = codex_bin.version_of(binary.path)
+    if version is None:
+        return [
+            Check(
+                "codex",
+                False,
+                f"{binary.path} ({binary.source}) does not run",
+                "reinstall it (`legion doctor --install --codex` puts the tested version in "
+                "Legion's cache)",
+                required=needed,
+            ),
+            skills,
+        ]
+    used = f"used by {', '.join(roles)}" if needed else "no role runs on codex"
+    found = f"{version} at {binary.path} ({binary.source}); {used}"
+    checks = [Check("codex", True, found, required=needed)]
+    if version != codex_bin.PINNED_VERSION:
+        checks.append(
+            Check(
+                "codex version",
+                False,
+                f"{version}; Legion is tested with {codex_bin.PINNED_VERSION}",
+                "`legion doctor --install --codex` puts the tested version in Legion's cache",
+                required=False,
+            )
+        )
+    checks.append(_codex_config(env, needed))
+    checks.append(skills)
+    if not needed:
+        # Nothing to act on while no role runs on Codex: information, not a warning.
+        unused = "(not needed: no role runs on codex)"
+        checks = [
+            check if check.ok else check._replace(detail=f"{check.detail} {unused}", fix="")
+            for check in checks
+        ]
+    return checks

@@ -1,0 +1,45 @@
+"""The real `legion` console script and `git`, run as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+LEGION_BIN = Path(sys.executable).with_name("legion")
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+LegionRunner = Callable[..., Result]
+
+
+def run_legion(
+    *args: str, cwd: Path, input_text: str | None = None, env: dict[str, str] | None = None
+) -> Result:
+    """The real `legion` console script, as a user runs it."""
+    proc = subprocess.run(
+        [str(LEGION_BIN), *args],
+        check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=input_text,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
