@@ -51,17 +51,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import make_repo
-from legion.bus.delivery import SETTLE_S
 from legion.bus.model import AgentRole, AgentStatus, Channel
 from legion.bus.sessions import project_channel_name
 from legion.core.ids import session_id
+from legion.core.liveness import SETTLE_S
 from legion.core.model import Mode
 from legion.daemon import Daemon, DaemonConfig
 from legion.daemon_link import notify, wake_fifo
 from legion.projects import init_project
-from legion.runtime.registry import Registry
 from legion.runtime.tmux import Tmux
-from legion.runtime.workers import window_name
+from legion.sessions.registry import Registry
+from legion.sessions.workers import window_name
 
 # The stand-in for an idle Claude Code session. Its terminal in raw mode, like the CLI's: a
 # newline typed (`send-keys -l` of a "\n") is part of the prompt, Enter ("\r") submits it. Each
@@ -165,7 +165,17 @@ def make_daemon(root: Path, sock: Path) -> Daemon:
     repo = make_repo(root / "repo")
     project, _ = init_project(repo)
     daemon = Daemon(project, DaemonConfig(tick=60.0), os.environ)
-    tmux(sock, "new-session", "-d", "-s", daemon.workers.session, "-n", "idle", "sleep", "3600")
+    tmux(
+        sock,
+        "new-session",
+        "-d",
+        "-s",
+        daemon.workers.supervisor.session,
+        "-n",
+        "idle",
+        "sleep",
+        "3600",
+    )
     return daemon
 
 
@@ -187,10 +197,19 @@ def add_worker(
     backdate(transcript)
     if command is not None:  # "{transcript}" in it: the transcript's path
         argv = [arg.replace("{transcript}", str(transcript)) for arg in command]
-        tmux(sock, "new-window", "-d", "-t", f"={daemon.workers.session}:", "-n", name, *argv)
+        tmux(
+            sock,
+            "new-window",
+            "-d",
+            "-t",
+            f"={daemon.workers.supervisor.session}:",
+            "-n",
+            name,
+            *argv,
+        )
         Registry(daemon.backends.db).start(issue, Mode.PLAN, sid, name, workspace)
     channel = Channel(project_channel_name(project), f"legion/{issue.lower()}")
-    agent = daemon.bus.register_agent(
+    agent = daemon.delivery.bus.register_agent(
         channel, "plan", role=AgentRole.PLAN, runtime="claude", session_id=sid
     )
     return agent.id, transcript, name
@@ -221,13 +240,13 @@ def bench_delivery(root: Path, messages: int) -> dict[str, list[float]]:
         daemon = make_daemon(root, sock)
         timed = TimedTmux(socket=sock, config=Path("/dev/null"))
         timed.sent_at = []
-        daemon.workers.tmux = timed
+        daemon.workers.supervisor.tmux = timed
         script = root / "stand_in.py"
         script.write_text(STAND_IN, encoding="utf-8")
         command = [sys.executable, str(script), "{transcript}"]
         agent_id, transcript, _ = add_worker(daemon, sock, 1, command, "")
         project = daemon.project
-        bus = daemon.bus
+        bus = daemon.delivery.bus
         human = bus.human().id
         address = bus.agent(agent_id).address
         channel = Channel(project_channel_name(project), "main")
@@ -236,10 +255,10 @@ def bench_delivery(root: Path, messages: int) -> dict[str, list[float]]:
         failed = 0
         for n in range(messages):
             size = transcript.stat().st_size
-            daemon._watcher = None  # as `tick()` does
+            daemon.delivery.begin()  # as a tick does
             start = time.monotonic()
             posted = bus.post(human, channel, f"@{address} ping {n}")
-            daemon.deliver_messages()
+            daemon.delivery.deliver()
             done = time.monotonic()
             deliveries = bus.deliveries(posted.message.id)
             if not timed.sent_at or deliveries[0].state.value != "delivered":
@@ -280,7 +299,7 @@ def bench_wake(root: Path, samples: int) -> list[float]:
         fifo = wake_fifo(daemon.project)
         os.mkfifo(fifo, 0o600)
         fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-        bus = daemon.bus
+        bus = daemon.delivery.bus
         human = bus.human().id
         channel = Channel(project_channel_name(daemon.project), "main")
         seconds = []
@@ -327,12 +346,12 @@ def bench_tick(root: Path, agents: int, ticks: int, live: bool) -> dict[str, flo
         body = transcript_lines(500) if live else ""  # ~200 KB each
         for n in range(1, agents + 1):
             add_worker(daemon, sock, n, ["sleep", "3600"] if live else None, body)
-        bus = daemon.bus
+        bus = daemon.delivery.bus
 
         def steps() -> None:
-            daemon._watcher = None
+            daemon.delivery.begin()
             daemon.sync_agent_statuses()
-            daemon.deliver_messages()
+            daemon.delivery.deliver()
 
         steps()  # the first tick sets every status from what it sees
         statuses = {a.status for a in bus.agents()}

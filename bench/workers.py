@@ -34,7 +34,7 @@ from legion.core.ids import session_id
 from legion.core.model import Mode
 from legion.projects import init_project
 from legion.runtime.claude_paths import transcript_path
-from legion.runtime.registry import Registry
+from legion.sessions.registry import Registry
 
 LEGION = Path(sys.executable).with_name("legion")
 

@@ -20,7 +20,7 @@ from legion.forges.base import Forge
 from legion.trackers.base import Tracker
 
 if TYPE_CHECKING:
-    from legion.runtime.workers import WorkerManager
+    from legion.sessions.workers import WorkerManager
     from legion.workspaces.base import Workspaces
 
 
@@ -106,9 +106,9 @@ def open_workers(
     from legion.git import current_branch
     from legion.relay import relay_needed
     from legion.relay.capabilities import Capabilities
-    from legion.runtime.registry import Registry
     from legion.runtime.tmux import Tmux
-    from legion.runtime.workers import WorkerManager
+    from legion.sessions.registry import Registry
+    from legion.sessions.workers import WorkerManager
 
     settings = project.settings
     base = settings.base_branch or current_branch(project.root) or "main"

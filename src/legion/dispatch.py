@@ -15,7 +15,7 @@ from legion.identity import require_spawner
 if TYPE_CHECKING:
     from legion.backends import Backends
     from legion.config import Project
-    from legion.runtime.workers import WorkerView
+    from legion.sessions.workers import WorkerView
     from legion.trackers.base import Tracker
 
 
@@ -55,4 +55,6 @@ def start_worker(
     require_spawner("start workers")
     if not force:
         refuse_blocked(backends.tracker, issue)
-    return open_workers(project, backends, env).dispatch(issue, mode)
+    from legion.reconcile import start_worker as start_marked  # `worker-active`'s one writer
+
+    return start_marked(open_workers(project, backends, env), backends.tracker, issue, mode)

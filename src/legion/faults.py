@@ -21,11 +21,11 @@ KILL_AT_VARIABLE = "LEGION_TEST_KILL_AT"
 KILL_LOG_VARIABLE = "LEGION_TEST_KILL_LOG"
 
 POINTS: tuple[str, ...] = (
-    # runtime/workers.py, starting a worker
+    # sessions/workers.py (and reconcile/labels.py, the label), starting a worker
     "after_registry_start",  # the registry names the worker; no worker-active, no window
     "after_worker_active",  # worker-active is on; the worker's window does not exist yet
     "after_window_started",  # the window runs; its start not yet confirmed by the transcript
-    # reconcile.py, a transition
+    # reconcile/passes.py, a transition
     "transition_labels_cleared",  # worker-done/-active cleared; the status not moved yet
     "transition_status_moved",  # the status moved; the next worker not started yet
     # forges/local.py, `legion pr merge` (run by the finisher worker)
@@ -34,7 +34,7 @@ POINTS: tuple[str, ...] = (
     # workspaces/sweep.py, the sweep of Done workspaces
     "sweep_before_remove",  # a workspace found safe to remove; not removed yet
     "sweep_after_remove",  # a workspace removed; the rest of the sweep not done
-    # daemon.py, the controller and the judgment queue
+    # daemon/controller.py, the controller and the judgment queue
     "controller_started",  # the controller's window runs; its start and items not recorded
     "judgment_typed",  # a wake-up taken by the controller; its delivery not recorded
 )
@@ -45,7 +45,7 @@ DELIVERY_POINTS: tuple[str, ...] = (
     # watch.py, handing a message to an idle session (the daemon, `legion say`, the TUI)
     "after_delivery_attempt",  # the attempt counted; nothing typed yet
     "after_message_typed",  # the session took the prompt; the delivery not yet marked
-    # runtime/workers.py, retiring a finished worker
+    # sessions/workers.py, retiring a finished worker
     "worker_window_closed",  # its window closed (its agent complete); its record not retired
 )
 

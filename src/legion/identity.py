@@ -152,7 +152,7 @@ def session_runtime(project: Project, mode: str, session_id: str) -> str:
     from legion.core.decide import session_mode
     from legion.embedded.db import Database
     from legion.errors import StoreError
-    from legion.runtime.registry import Registry
+    from legion.sessions.registry import Registry
 
     record = None
     if project.db_path.exists():

@@ -24,9 +24,10 @@ from enum import StrEnum
 from typing import Any
 
 from legion.core.decide import Action
+from legion.core.liveness import SessionState
 from legion.core.model import Label, Status
 from legion.embedded.db import Database, now
-from legion.runtime.workers import WorkerState, WorkerView
+from legion.sessions.workers import WorkerView
 from legion.state import IssueState
 
 REASON_CHARS = 200
@@ -148,7 +149,7 @@ def judgment_needs(states: Sequence[IssueState], views: Iterable[WorkerView]) ->
     for view in views:
         question = view.question
         labels_or_none = labels_of.get(view.record.issue)
-        if view.state is not WorkerState.BLOCKED or question is None or labels_or_none is None:
+        if view.state is not SessionState.BLOCKED or question is None or labels_or_none is None:
             continue
         if labels_or_none & _WAITING_FOR_HUMAN:
             continue  # a human owns the question already

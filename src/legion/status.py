@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from legion.backends import Backends
     from legion.judgments import Judgment
     from legion.pause import PauseState
-    from legion.runtime.workers import WorkerManager, WorkerView
+    from legion.sessions.workers import WorkerManager, WorkerView
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
     from legion.judgments import JudgmentQueue
     from legion.pause import DispatchPause
     from legion.reconcile import counts_toward_wip
-    from legion.watch import CONTROLLER_WINDOW, controller_state_of
+    from legion.sessions.observer import CONTROLLER_WINDOW, controller_state_of
 
     now = time.time()
     daemon = running_pid(project)

@@ -19,83 +19,34 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus import Bus
 from legion.bus.delivery import (
-    ACCEPT_S,
     NO_LIVE_SESSION,
-    SETTLE_S,
     Delivery,
     Handed,
     Handover,
     Reach,
     SessionAt,
-    file_size,
-    transcript_grew,
 )
 from legion.bus.model import Agent, AgentStatus
 from legion.bus.sessions import project_channel_name
 from legion.config import Project
 from legion.core.ids import controller_session_id
+from legion.core.liveness import SETTLE_S, SessionState
 from legion.daemon_link import running_pid
 from legion.errors import ConflictError, LegionError, NotFoundError
 from legion.locking import exclusive
-from legion.runtime.workers import WorkerManager, WorkerState, classify
+from legion.sessions.observer import ObservedSession, observe_sessions, observed_status
+from legion.sessions.prompting import transcript_size
+from legion.sessions.workers import WorkerManager
 
-CONTROLLER_WINDOW = "main"
 WATCH_LOCK = "watch.lock"
 
-
-@dataclass(frozen=True)
-class SessionTarget:
-    """A running (or dead) session a message can be handed to, as observed in one look."""
-
-    state: WorkerState
-    window_id: str | None
-    transcript: Path
-    last_activity: float | None
-
-
-def controller_state_of(
-    project: Project, workers: WorkerManager
-) -> tuple[WorkerState, float | None]:
-    """The controller's state (as a worker's) and its last transcript activity."""
-    window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
-    sid = controller_session_id(project.settings.project_id)
-    runtime = workers.controller_runtime
-    transcript = runtime.transcript(workers.env, project.root, sid)
-    alive = window is not None and not window.pane_dead
-    summary = runtime.summarize(transcript) if alive else None
-    return classify(alive, summary), runtime.last_activity(transcript)
-
-
-_SESSION_STATUS = {
-    WorkerState.RUNNING: AgentStatus.BUSY,
-    WorkerState.IDLE: AgentStatus.IDLE,
-    WorkerState.BLOCKED: AgentStatus.BLOCKED,
-    WorkerState.DEAD: AgentStatus.FAILED,
-}
-
-
-def observed_status(
-    current: AgentStatus, session: WorkerState | None, waiting_for_answer: bool
-) -> AgentStatus | None:
-    """The status an agent's session shows, or None to keep the one it has: complete and
-    archived stand until the agent is prompted again, blocked while its question is open, and
-    failed until it runs again. A session Legion retired (no record) ended its mode."""
-    if current in (AgentStatus.COMPLETE, AgentStatus.ARCHIVED):
-        return None
-    if current is AgentStatus.BLOCKED and waiting_for_answer:
-        return None
-    if session is None:
-        return None if current is AgentStatus.FAILED else AgentStatus.COMPLETE
-    status = _SESSION_STATUS[session]
-    if current is AgentStatus.FAILED and status is AgentStatus.FAILED:
-        return None
-    return status
+# A running (or dead) session a message can be handed to, as observed in one look.
+SessionTarget = ObservedSession
 
 
 @contextlib.contextmanager
@@ -158,29 +109,14 @@ class Watcher:
         return self.seen
 
     def _look(self) -> dict[str, SessionTarget]:
-        found: dict[str, SessionTarget] = {}
-        for view in self.workers.views():
-            window = None if view.window is None else view.window.id
-            found[view.record.session_id] = SessionTarget(
-                view.state, window, view.transcript, view.last_activity
-            )
-        state, activity = controller_state_of(self.project, self.workers)
-        controller = self.workers.tmux.find_window(self.workers.session, CONTROLLER_WINDOW)
-        runtime = self.workers.controller_runtime
-        found[self.controller_session] = SessionTarget(
-            state,
-            None if controller is None or controller.pane_dead else controller.id,
-            runtime.transcript(self.workers.env, self.project.root, self.controller_session),
-            activity,
-        )
-        return found
+        return observe_sessions(self.project, self.workers)
 
     def _known(self, session_id: str) -> bool:
         """Whether Legion started this session in this project (a worker it has a record of,
         or the controller): an agent whose session it never started is nobody's to judge."""
         if session_id == self.controller_session:
             return True
-        return self.workers.registry.by_session(session_id) is not None
+        return self.workers.record_of(session_id) is not None
 
     # -- statuses ------------------------------------------------------------------------------
 
@@ -232,7 +168,7 @@ class Watcher:
         """Typing and resuming are the watcher's actions, in the action log."""
         agent, count = handover.agent, handover.count
         if handover.resumed:
-            record = self.workers.registry.by_session(agent.session_id or "")
+            record = self.workers.record_of(agent.session_id or "")
             issue = record.issue if record is not None else "-"
             summary = f"resumed @{agent.address} with {count} message(s)"
         else:
@@ -261,42 +197,35 @@ class WatchedSessions:
     def look(self, agent: Agent) -> SessionAt:
         assert agent.session_id is not None
         target = self.sessions().get(agent.session_id)
-        inbox = self.workers.inbox_file(agent.session_id)
+        inbox = self.workers.supervisor.inbox_file(agent.session_id)
         if target is None:
             transcript = self.workers.runtime_of_session(agent.session_id).transcript(
                 self.workers.env, self._workspace_of(agent.session_id), agent.session_id
             )
             return SessionAt(Reach.DOWN, transcript, inbox, None)
-        if target.state is WorkerState.DEAD or target.window_id is None:
+        if target.state is SessionState.DEAD or target.window_id is None:
             reach = Reach.DOWN
-        elif target.state is WorkerState.IDLE:
+        elif target.state is SessionState.IDLE:
             reach = Reach.IDLE
         else:
             reach = Reach.BUSY  # running, or waiting on a question (typing would answer it)
         return SessionAt(reach, target.transcript, inbox, target.last_activity)
 
     def _workspace_of(self, session_id: str) -> Path:
-        record = self.workers.registry.by_session(session_id)
+        record = self.workers.record_of(session_id)
         return record.workspace if record is not None else self.project.root
 
     def type_confirmed(self, session_id: str, text: str) -> bool:
         target = self.sessions()[session_id]
         assert target.window_id is not None
-        tmux = self.workers.tmux
-        mark = file_size(target.transcript)
-        tmux.send_text(target.window_id, text)
-        accepted = transcript_grew(target.transcript, mark, within=ACCEPT_S)
-        if not accepted:
-            tmux.send_keys(target.window_id, "Enter")
-            accepted = transcript_grew(target.transcript, mark, within=ACCEPT_S)
-        if not accepted:
-            tmux.send_keys(target.window_id, "C-u")  # never leave our text for the next prompt
-        return accepted
+        mark = transcript_size(target.transcript)
+        sessions = self.workers.supervisor
+        return sessions.type_prompt(target.window_id, text, target.transcript, mark)
 
     def why_not_resumed(self, session_id: str) -> str | None:
         if session_id == self.controller_session:
             return "the controller is not running (it is restarted, then given the message)"
-        if self.workers.registry.by_session(session_id) is None:
+        if self.workers.record_of(session_id) is None:
             return NO_LIVE_SESSION
         paused = self.paused()
         if paused is not None:
@@ -304,10 +233,12 @@ class WatchedSessions:
         return None
 
     def resume_with(self, session_id: str, text: str) -> None:
-        record = self.workers.registry.by_session(session_id)
+        record = self.workers.record_of(session_id)
         if record is None:
             raise NotFoundError(NO_LIVE_SESSION)
-        self.workers.resume(record.issue, record.mode, text, wait=True)
+        from legion.reconcile import resume_worker  # its `worker-active` is the reconciler's
+
+        resume_worker(self.workers, self.workers.tracker, record.issue, record.mode, text)
 
 
 # -- watching without a daemon ---------------------------------------------------------------------

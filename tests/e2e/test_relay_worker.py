@@ -12,6 +12,7 @@ from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core.ids import session_id
 from legion.core.model import Mode, Status
+from legion.reconcile import start_worker
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, relay_needed, socket_path
 from legion.relay.server import RelayServer
 from tests.fakes.model_server import bash, text
@@ -53,7 +54,7 @@ def test_a_real_worker_holds_a_capability_and_no_credential(swarm: Swarm) -> Non
     with RelayServer(path, lambda: open_backends(embedded, direct=True)):
         workers = open_workers(remote, backends, dispatcher_env)
         assert workers.capabilities is not None
-        view = workers.dispatch("LEG-1", Mode.IMPLEMENT)
+        view = start_worker(workers, backends.tracker, "LEG-1", Mode.IMPLEMENT)
         wait_until(
             "worker-done through the relay",
             lambda: "worker-done" in backends.tracker.get_issue("LEG-1").labels,

@@ -90,9 +90,11 @@ def setup(project: Path, tmp_path: Path) -> Iterator[dict[str, Any]]:
     bus.close()
     workers = open_workers(loaded, open_backends(loaded), dict(os.environ))
     typed = tmp_path / "typed.txt"
-    workers.tmux.new_session(workers.session, "main", ["sleep", "600"], project)
-    window = workers.tmux.start_window(
-        workers.session,
+    workers.supervisor.tmux.new_session(
+        workers.supervisor.session, "main", ["sleep", "600"], project
+    )
+    window = workers.supervisor.tmux.start_window(
+        workers.supervisor.session,
         "leg-1-implement",
         [sys.executable, "-c", AGENT, str(typed)],
         worktree,
@@ -101,13 +103,18 @@ def setup(project: Path, tmp_path: Path) -> Iterator[dict[str, Any]]:
     legion_server, user = Server(socket), Server(tmp_path / "user.sock")
     # @legion's window, tagged with its session as Legion tags every window it starts.
     legion_server(
-        "set-option", "-w", "-t", f"={workers.session}:main", TAG_OPTION, "sid-controller"
+        "set-option",
+        "-w",
+        "-t",
+        f"={workers.supervisor.session}:main",
+        TAG_OPTION,
+        "sid-controller",
     )
     try:
         yield {
             "legion": legion_server,
             "user": user,
-            "session": workers.session,
+            "session": workers.supervisor.session,
             "window": window.id,
             "typed": typed,
             "project": project,

@@ -186,7 +186,7 @@ def test_an_older_bus_keeps_its_messages_with_the_project_that_recorded_them(
 def test_a_late_codex_session_is_registered_as_codex(tmp_path: Path) -> None:
     root = new_project(tmp_path / "app")
     from legion.embedded.db import Database
-    from legion.runtime.registry import Registry
+    from legion.sessions.registry import Registry
 
     project = load_project(root)
     worktree = tmp_path / "wt"

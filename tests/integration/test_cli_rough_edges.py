@@ -85,10 +85,14 @@ def test_peek_honours_the_line_count(
     loaded = load_project(project)
     workers = open_workers(loaded, open_backends(loaded))
     command = ["sh", "-c", "seq 1 100; exec sleep 600"]
-    workers.tmux.new_session(workers.session, "leg-1-implement", command, project)
+    workers.supervisor.tmux.new_session(
+        workers.supervisor.session, "leg-1-implement", command, project
+    )
     workers.registry.start("LEG-1", Mode.IMPLEMENT, "session", "leg-1-implement", project)
     deadline = time.monotonic() + 10
-    while "100" not in workers.tmux.capture(f"={workers.session}:leg-1-implement", lines=1):
+    while "100" not in workers.supervisor.tmux.capture(
+        f"={workers.supervisor.session}:leg-1-implement", lines=1
+    ):
         assert time.monotonic() < deadline, "the window never printed"
         time.sleep(0.05)
 

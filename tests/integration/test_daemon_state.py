@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 
 from legion.core.decide import Action, Decision
+from legion.core.liveness import SessionState
 from legion.core.model import Mode, ReviewOutcome, Status
 from legion.embedded import db as dbmod
 from legion.embedded.db import Database
 from legion.errors import StoreError
 from legion.judgments import JudgmentKind, JudgmentQueue, JudgmentState, Need, judgment_needs
 from legion.pause import PAUSE_AFTER, DispatchPause, normalize_cause
-from legion.runtime.registry import WorkerRecord
 from legion.runtime.transcript import PendingQuestion, QuestionItem
-from legion.runtime.workers import WorkerState, WorkerView
+from legion.sessions.registry import WorkerRecord
+from legion.sessions.workers import WorkerView
 from legion.state import IssueState
 from legion.trackers.base import Issue
 
@@ -185,7 +186,7 @@ def state(
     return IssueState(issue, None, ReviewOutcome.NONE, False, Decision(action), None)
 
 
-def blocked(identifier: str, *, state_: WorkerState = WorkerState.BLOCKED) -> WorkerView:
+def blocked(identifier: str, *, state_: SessionState = SessionState.BLOCKED) -> WorkerView:
     record = WorkerRecord(1, identifier, Mode.PLAN, "sid", "leg-x-plan", Path("/w"), "t")
     question = PendingQuestion("toolu_9", (QuestionItem("Which one?", "Q", ("A", "B"), False),))
     return WorkerView(record, None, state_, Path("/t"), None, question)
@@ -205,7 +206,7 @@ def test_judgment_needs() -> None:
         blocked("LEG-5"),
         blocked("LEG-6"),  # already asked a human
         blocked("LEG-8"),  # no such issue
-        blocked("LEG-1", state_=WorkerState.RUNNING),
+        blocked("LEG-1", state_=SessionState.RUNNING),
     ]
     needs = {need.key: need for need in judgment_needs(states, views)}
     assert set(needs) == {

@@ -121,7 +121,9 @@ def blocked_worker(project: Path) -> None:
     printed = project.parent / "screen.txt"
     printed.write_text(HOSTILE + "\nEND\n", encoding="utf-8")
     command = ["sh", "-c", f"cat '{printed}'; exec sleep 600"]
-    workers.tmux.new_session(workers.session, "leg-1-implement", command, project)
+    workers.supervisor.tmux.new_session(
+        workers.supervisor.session, "leg-1-implement", command, project
+    )
     record = workers.registry.start("LEG-1", Mode.IMPLEMENT, "sid-1", "leg-1-implement", project)
     transcript = workers.runtime_of(record).transcript(workers.env, project, "sid-1")
     transcript.parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +153,9 @@ def blocked_worker(project: Path) -> None:
     }
     transcript.write_text(json.dumps(ask) + "\n", encoding="utf-8")
     deadline = time.monotonic() + 10
-    while "END" not in workers.tmux.capture(f"={workers.session}:leg-1-implement", lines=5):
+    while "END" not in workers.supervisor.tmux.capture(
+        f"={workers.supervisor.session}:leg-1-implement", lines=5
+    ):
         assert time.monotonic() < deadline, "the window never printed"
         time.sleep(0.05)
     views = workers.views()

@@ -114,7 +114,7 @@ class FakeWorkers:
     def latest_modes(self) -> dict[str, Mode]:
         return {}
 
-    def dispatch(self, issue: str, mode: Mode) -> Any:
+    def dispatch(self, issue: str, mode: Mode, **_: Any) -> Any:
         self.calls.append((issue, mode))
         window = f"{issue.lower()}-{mode.value}"
         return SimpleNamespace(record=SimpleNamespace(issue=issue, window=window, session_id="s"))

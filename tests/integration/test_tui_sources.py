@@ -124,7 +124,7 @@ def test_a_workers_task_list_is_read_from_the_projects_claude_home(
     from legion.backends import open_backends, open_workers
     from legion.config import load_project
     from legion.core.model import Mode
-    from legion.runtime.registry import Registry
+    from legion.sessions.registry import Registry
 
     home = tmp_path / "claude-home"
     config = project / ".legion" / "config.toml"

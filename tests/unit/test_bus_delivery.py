@@ -12,9 +12,9 @@ import pytest
 from legion.bus.delivery_text import address_from, delivery_text
 from legion.bus.model import Agent, AgentRole, AgentStatus, Message, MessageKind
 from legion.core.decide import completion_labels
+from legion.core.liveness import SessionState
 from legion.core.model import Label, Mode, Status
-from legion.runtime.workers import WorkerState
-from legion.watch import observed_status
+from legion.sessions.observer import observed_status
 
 
 def _agent(name: str, role: AgentRole, branch: str = "legion/leg-1") -> Agent:
@@ -67,24 +67,24 @@ def test_only_the_orchestrator_is_told_to_talk_to_the_human_directly() -> None:
 @pytest.mark.parametrize(
     ("current", "session", "waiting", "expected"),
     [
-        (AgentStatus.BUSY, WorkerState.IDLE, False, AgentStatus.IDLE),
-        (AgentStatus.IDLE, WorkerState.RUNNING, False, AgentStatus.BUSY),
-        (AgentStatus.BUSY, WorkerState.BLOCKED, False, AgentStatus.BLOCKED),
-        (AgentStatus.BUSY, WorkerState.DEAD, False, AgentStatus.FAILED),
+        (AgentStatus.BUSY, SessionState.IDLE, False, AgentStatus.IDLE),
+        (AgentStatus.IDLE, SessionState.RUNNING, False, AgentStatus.BUSY),
+        (AgentStatus.BUSY, SessionState.BLOCKED, False, AgentStatus.BLOCKED),
+        (AgentStatus.BUSY, SessionState.DEAD, False, AgentStatus.FAILED),
         (AgentStatus.IDLE, None, False, AgentStatus.COMPLETE),  # retired by Legion
         (AgentStatus.FAILED, None, False, None),
-        (AgentStatus.FAILED, WorkerState.DEAD, False, None),
-        (AgentStatus.FAILED, WorkerState.RUNNING, False, AgentStatus.BUSY),
+        (AgentStatus.FAILED, SessionState.DEAD, False, None),
+        (AgentStatus.FAILED, SessionState.RUNNING, False, AgentStatus.BUSY),
         # What the agent said of itself stands until it is prompted again.
-        (AgentStatus.COMPLETE, WorkerState.RUNNING, False, None),
-        (AgentStatus.ARCHIVED, WorkerState.IDLE, False, None),
-        (AgentStatus.BLOCKED, WorkerState.IDLE, True, None),
-        (AgentStatus.BLOCKED, WorkerState.RUNNING, True, None),
-        (AgentStatus.BLOCKED, WorkerState.IDLE, False, AgentStatus.IDLE),
+        (AgentStatus.COMPLETE, SessionState.RUNNING, False, None),
+        (AgentStatus.ARCHIVED, SessionState.IDLE, False, None),
+        (AgentStatus.BLOCKED, SessionState.IDLE, True, None),
+        (AgentStatus.BLOCKED, SessionState.RUNNING, True, None),
+        (AgentStatus.BLOCKED, SessionState.IDLE, False, AgentStatus.IDLE),
     ],
 )
 def test_an_agents_status_follows_its_session_except_what_it_said_itself(
-    current: AgentStatus, session: WorkerState | None, waiting: bool, expected: AgentStatus | None
+    current: AgentStatus, session: SessionState | None, waiting: bool, expected: AgentStatus | None
 ) -> None:
     assert observed_status(current, session, waiting) is expected
 
@@ -110,10 +110,10 @@ def test_legion_complete_writes_the_completion_protocols_labels(
 def test_a_bus_that_cannot_be_opened_is_reported_and_the_start_goes_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from legion.runtime.workers import WorkerManager
+    from legion.sessions.supervisor import SessionSupervisor
 
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")  # the state home's parent is a file: the bus cannot be created
     manager = SimpleNamespace(env={"XDG_STATE_HOME": str(blocked)}, project=None)
-    WorkerManager._register_on_bus(manager, "sid-1", "plan", tmp_path, "claude-code")  # type: ignore[arg-type]
+    SessionSupervisor._register_on_bus(manager, "sid-1", "plan", tmp_path, "claude-code")  # type: ignore[arg-type]
     assert "session sid-1 not registered on the bus" in capsys.readouterr().err

@@ -127,6 +127,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "judgments",
                 "prompts",
                 "feedback",
+                "sessions",
                 "dispatch",
                 "completion",
                 "reconcile",

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from legion.core.liveness import SessionState
 from legion.errors import TmuxUnavailable
 from legion.runtime.claude_paths import (
     base36,
@@ -23,7 +24,8 @@ from legion.runtime.claude_paths import (
 )
 from legion.runtime.tmux import Tmux, Window, _alive, literal, process_args
 from legion.runtime.transcript import Turn, read_tail, summarize
-from legion.runtime.workers import WorkerState, classify, start_failure
+from legion.sessions.observer import classify
+from legion.sessions.supervisor import start_failure
 
 
 def test_java_string_hash_matches_known_values() -> None:
@@ -137,7 +139,7 @@ def test_summary_of_a_pending_question() -> None:
     assert summary.pending_question is not None
     assert summary.pending_question.text == "Which fruit?"
     assert summary.pending_question.items[0].options == ("Apple", "Pear")
-    assert classify(True, summary) is WorkerState.BLOCKED
+    assert classify(True, summary) is SessionState.BLOCKED
 
 
 def test_an_answered_question_is_not_pending() -> None:
@@ -152,14 +154,14 @@ def test_an_answered_question_is_not_pending() -> None:
     )
     assert summary.pending_question is None
     assert summary.turn is Turn.ENDED
-    assert classify(True, summary) is WorkerState.IDLE
+    assert classify(True, summary) is SessionState.IDLE
 
 
 def test_a_later_tool_use_supersedes_an_unanswered_question() -> None:
     other = {"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": {"command": "ls"}}
     summary = summarize([assistant(QUESTION), assistant(other)])
     assert summary.pending_question is None
-    assert classify(True, summary) is WorkerState.RUNNING
+    assert classify(True, summary) is SessionState.RUNNING
 
 
 def test_turn_states() -> None:
@@ -200,8 +202,8 @@ def test_read_tail_drops_the_cut_first_line(tmp_path: Path) -> None:
 
 
 def test_classify_dead_and_starting() -> None:
-    assert classify(False, None) is WorkerState.DEAD
-    assert classify(True, None) is WorkerState.RUNNING
+    assert classify(False, None) is SessionState.DEAD
+    assert classify(True, None) is SessionState.RUNNING
 
 
 TRUST_SCREEN = """ Accessing workspace:

@@ -40,16 +40,12 @@ from legion.bus.delivery_text import delivery_text
 from legion.bus.inbox import TYPED
 from legion.bus.model import Agent, AgentStatus, PendingDelivery
 from legion.bus.protocol import Bus
+from legion.core.liveness import SETTLE_S
 from legion.errors import LegionError, NotFoundError
 from legion.faults import fault_point
 
-# How long a prompt typed into an idle session may take to show in its transcript. The CLI
-# drops an Enter that comes while its input is not ready (just after a turn ended), leaving the
-# text in the input box: Enter is pressed once more, and if that is not taken either, the box is
-# cleared and the delivery tried again later.
-ACCEPT_S = 3.0
-# ... and so a delivery waits until the session has been idle this long (then comes soon).
-SETTLE_S = 1.0
+# How long a session must have been idle before a delivery types into it is a liveness rule
+# (`legion.core.liveness.SETTLE_S`); typing itself is the door's (the session supervisor's).
 # Said in a delivery's last error while Legion cannot yet resume a session to deliver to it.
 NO_LIVE_SESSION = "the session is not running (delivery to a dead session waits for its resume)"
 

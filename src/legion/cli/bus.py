@@ -772,7 +772,7 @@ def kill(
     def stop(found: Agent) -> bool:
         if found.session_id is None:
             return False
-        return bool(_workers_of(bus, found).stop_session(found.session_id, force=force))
+        return bool(_workers_of(bus, found).supervisor.stop_session(found.session_id, force=force))
 
     killed = actions.kill(bus, speaker.agent, target, force=force, stop=stop)
     if as_json:
@@ -794,7 +794,7 @@ def attach(
         raise InputError(f"@{for_display(target.address)} has no session to attach to")
     workers = _workers_of(bus, target)
     bus.close()
-    window = workers.tmux.live_tagged(workers.session, target.session_id)
+    window = workers.supervisor.live_window(target.session_id)
     if window is None:
         from legion.errors import LegionError
 
@@ -802,7 +802,7 @@ def attach(
             f"@{for_display(target.address)} is not running (status {target.status.value}): "
             "no live session to attach to"
         )
-    attach_with = workers.tmux.attach_command(workers.session, window.id, os.environ)
+    attach_with = workers.supervisor.attach_command(window.id, os.environ)
     argv = attach_with.argv
     sys.stdout.flush()
     try:

@@ -40,9 +40,9 @@ def escalate(
     Idempotent: an issue already waiting for a human is left as it is."""
     from legion.backends import open_workers
     from legion.cli import render
+    from legion.core.liveness import SessionState
     from legion.core.model import Label
     from legion.feedback import ask_human, escalation_comment
-    from legion.runtime.workers import WorkerState
 
     why = common.read_text_arg(reason, reason_file, "the reason")
     project, backends = common.backends(ctx)
@@ -59,7 +59,7 @@ def escalate(
         view
         for view in open_workers(project, backends).views()
         if view.record.issue == identifier
-        and view.state is WorkerState.BLOCKED
+        and view.state is SessionState.BLOCKED
         and view.question is not None
     ]
     if question is not None:

@@ -125,7 +125,7 @@ def _preflight(project: Project) -> list[str]:
     from legion.backends import open_backends, open_workers
 
     workers = open_workers(project, open_backends(project))
-    workers.tmux.run("-V")
+    workers.supervisor.check_tmux()
     runtimes = workers.in_use()
     for runtime in runtimes:
         runtime.executable()
@@ -148,7 +148,7 @@ def _started(project: Project, pid: int, log_path: Path | None, notes: list[str]
     """What `legion start --json` prints: the daemon, its log, and how to watch the swarm."""
     from legion.backends import open_backends, open_workers
 
-    session = open_workers(project, open_backends(project)).session
+    session = open_workers(project, open_backends(project)).supervisor.session
     return {
         "root": str(project.root),
         "pid": pid,
@@ -263,9 +263,8 @@ def stop(
         from legion.backends import open_backends, open_workers
 
         workers = open_workers(project, open_backends(project))
-        session = workers.session
-        if workers.tmux.has_session(session):
-            workers.tmux.kill_session(session)
+        session = workers.supervisor.session
+        if workers.supervisor.close_all():
             closed = session
         _mark_stopped(project)
     if as_json:

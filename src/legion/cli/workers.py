@@ -17,7 +17,7 @@ from legion.errors import InputError
 
 if TYPE_CHECKING:
     from legion.core.task_list import TaskList
-    from legion.runtime.workers import WorkerView
+    from legion.sessions.workers import WorkerView
 
 
 def dispatch(
@@ -76,7 +76,10 @@ def resume(
     if text is None:
         raise InputError("give the prompt with --prompt TEXT or --prompt-file PATH")
     project, backends = common.backends(ctx)
-    view = open_workers(project, backends).resume(issue, parsed, text)
+    from legion.reconcile import resume_worker
+
+    workers = open_workers(project, backends)
+    view = resume_worker(workers, backends.tracker, issue, parsed, text)
     _show(view, as_json, f"prompt sent to {view.record.window} (session {view.record.session_id})")
 
 
@@ -94,7 +97,9 @@ def answer(
     """Answer the question a blocked worker is waiting on."""
     project, backends = common.backends(ctx)
     identifier = backends.tracker.get_issue(issue).identifier  # an unknown issue is bad input
-    view = open_workers(project, backends).answer(identifier, text)
+    from legion.reconcile import answer_worker
+
+    view = answer_worker(open_workers(project, backends), backends.tracker, identifier, text)
     _show(view, as_json, f"answered; {view.record.window} goes on")
 
 

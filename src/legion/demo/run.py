@@ -39,7 +39,7 @@ from legion.runtime.npm_pin import Binary
 if TYPE_CHECKING:
     from legion.demo.model_server import FakeModelServer, RecordedRequest
     from legion.demo.responses_server import FakeResponsesServer
-    from legion.runtime.workers import WorkerManager
+    from legion.sessions.workers import WorkerManager
 
 # `--runtime`: the settings each choice writes into the demo project.
 RUNTIME_CHOICES: dict[str, dict[str, object]] = {
@@ -306,10 +306,10 @@ def _retire_stopped(
         done = {i.identifier for i in backends.tracker.list_issues() if i.status is Status.DONE}
     except LegionError:
         done = set()
-    current = workers.registry.current()
+    current = workers.records()
     for record in current:
         if record.issue in done:  # retired first: a session Legion retired ended its mode
-            workers.registry.retire(record.id)
+            workers.forget(record)
     try:
         bus = open_bus(env)
         try:
@@ -320,7 +320,7 @@ def _retire_stopped(
         pass  # the statuses are a help to whoever looks later, never a reason to fail
     for record in current:
         if record.issue not in done:
-            workers.registry.retire(record.id)
+            workers.forget(record)
 
 
 def _clock(seconds: float) -> str:
@@ -410,7 +410,7 @@ class _Progress:
         self.last_said = now
 
     def poll(self) -> None:
-        from legion.runtime.registry import Registry
+        from legion.sessions.registry import Registry
 
         try:
             # Its own connection each time: SQLite connections stay in their thread.

@@ -14,14 +14,15 @@ the same way. Skills are invoked through `skill_prompt` and installed in `skills
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from legion.core.model import Mode, normalize_identifier
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
-from legion.runtime.transcript import TranscriptSummary
+from legion.runtime.tmux import Tmux
+from legion.runtime.transcript import PendingQuestion, TranscriptSummary
 
 
 class AgentRuntime(Protocol):
@@ -76,6 +77,14 @@ class AgentRuntime(Protocol):
 
     def first_run_dialog(self, screen: str) -> tuple[str, list[str]] | None:
         """When `screen` shows one of the CLI's first-run dialogs: the choice and the keys."""
+        ...
+
+    def answer_question(
+        self, tmux: Tmux, window_id: str, question: PendingQuestion, answers: Sequence[str]
+    ) -> None:
+        """Type `answers` (one per part, in order) into the question screen of the session in
+        `window_id`, which shows `question` (its pending one). Raises `InputError` for answers
+        that do not fit it."""
         ...
 
     def skill_prompt(self, skill: str, args: str) -> str:

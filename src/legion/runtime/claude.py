@@ -14,7 +14,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +36,13 @@ from legion.runtime.claude_paths import (
 )
 from legion.runtime.claude_settings import ClaudeSettings
 from legion.runtime.claude_tasks import read_tasks
-from legion.runtime.transcript import TranscriptSummary, session_usage, summarize_file
+from legion.runtime.tmux import Tmux
+from legion.runtime.transcript import (
+    PendingQuestion,
+    TranscriptSummary,
+    session_usage,
+    summarize_file,
+)
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
 _API_KEY_VARIABLES = runtime_plugin(CLAUDE_CODE).secret_variables
@@ -204,6 +210,13 @@ class ClaudeRuntime:
 
     def first_run_dialog(self, screen: str) -> tuple[str, list[str]] | None:
         return first_run_dialog_keys(screen)
+
+    def answer_question(
+        self, tmux: Tmux, window_id: str, question: PendingQuestion, answers: Sequence[str]
+    ) -> None:
+        from legion.runtime.claude_question import answer_question  # it reads CURSOR here
+
+        answer_question(tmux, window_id, question, answers)
 
     def skill_prompt(self, skill: str, args: str) -> str:
         return skill_prompt(skill, args)

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,10 +27,12 @@ from legion.config import Settings
 from legion.core.model import Mode
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
+from legion.errors import ConflictError
 from legion.plugins import CODEX
 from legion.runtime import codex_bin, npm_pin
 from legion.runtime.codex_settings import CodexSettings
-from legion.runtime.transcript import TranscriptSummary, Turn, read_tail
+from legion.runtime.tmux import Tmux
+from legion.runtime.transcript import PendingQuestion, TranscriptSummary, Turn, read_tail
 
 NAME = CODEX
 ROLLOUT_ID = re.compile(
@@ -281,6 +283,13 @@ class CodexRuntime:
 
     def first_run_dialog(self, screen: str) -> tuple[str, list[str]] | None:
         return None
+
+    def answer_question(
+        self, tmux: Tmux, window_id: str, question: PendingQuestion, answers: Sequence[str]
+    ) -> None:
+        # `codex exec` has no question screen (its summaries never hold a pending question):
+        # a Codex session asks on the bus, with `legion ask`.
+        raise ConflictError("a Codex session has no question screen: reply on the bus")
 
     def skill_prompt(self, skill: str, args: str) -> str:
         return skill_prompt(skill, args)

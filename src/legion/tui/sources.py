@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from legion.config import Project
     from legion.core.task_list import TaskList
     from legion.runtime.tmux import Window
-    from legion.runtime.workers import WorkerManager
+    from legion.sessions.workers import WorkerManager
 
 # The board's columns, in the order work moves (Triage and Icebox first: not yet planned).
 PHASES: tuple[Status, ...] = (
@@ -305,7 +305,7 @@ class ProjectSources:
                     return Unavailable(
                         f"@{agent.address} has no window (its session is not running)"
                     )
-                screen = last_screen_lines(workers.tmux.capture(window.id, lines=lines), lines)
+                screen = last_screen_lines(workers.supervisor.screen(window.id, lines=lines), lines)
         except LegionError as exc:
             return Unavailable(f"@{agent.address} cannot be seen: {exc}")
         from legion.runtime.transcript import read_tail
@@ -320,9 +320,9 @@ class ProjectSources:
         """The agent's tmux window (None: not running), its transcript, its state and its
         task list."""
         if agent.name == ORCHESTRATOR_NAME:
-            from legion.watch import CONTROLLER_WINDOW, controller_state_of
+            from legion.sessions.observer import controller_state_of
 
-            window = workers.tmux.find_window(workers.session, CONTROLLER_WINDOW)
+            window = workers.supervisor.controller_window()
             state, _ = controller_state_of(project, workers)
             sid = agent.session_id or ""
             runtime = workers.controller_runtime
@@ -390,7 +390,9 @@ class ProjectSources:
         if not agent.session_id:
             return False
         with self._backends(found) as backends:
-            return self._workers(found, backends).stop_session(agent.session_id, force=force)
+            return self._workers(found, backends).supervisor.stop_session(
+                agent.session_id, force=force
+            )
 
     def attach(self, agent: Agent, environ: Mapping[str, str]) -> Attach | Unavailable:
         if not agent.session_id:
@@ -403,12 +405,12 @@ class ProjectSources:
         try:
             with self._backends(found) as backends:
                 workers = self._workers(found, backends)
-                window = workers.tmux.live_tagged(workers.session, agent.session_id)
+                window = workers.supervisor.live_window(agent.session_id)
                 if window is None:
                     return Unavailable(
                         f"@{agent.address} is not running: no live session to attach to"
                     )
-                return workers.tmux.attach_command(workers.session, window.id, environ)
+                return workers.supervisor.attach_command(window.id, environ)
         except LegionError as exc:
             return Unavailable(f"@{agent.address} cannot be attached to: {one_line(str(exc))}")
 

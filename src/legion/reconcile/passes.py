@@ -1,58 +1,53 @@
-"""The reconciler: observe, decide, and carry out every mechanical action, idempotently.
-
-One pass: retire workers that have finished, route workers blocked on a question (to the
-controller's Oracle, or straight to a human when no controller can take it), run the decision
-table over every issue and execute what it suggests (latest phases first, within the WIP limit,
-unless dispatch is paused), sync the judgment queue, and sweep the workspaces of Done issues.
-
-Every state-changing step runs under one guard (`_Pass.guarded`): a `LegionError` is recorded as
-a failed outcome and leaves the issue for the next pass; every step is safe to repeat, so a pass
-cut short is finished by the next one, and a lock keeps two passes from overlapping. What a pass
-cannot observe (tmux, the tracker) is unknown, and a pass that does not know does nothing.
-Every outcome is a typed value, appended to the action log.
-"""
+"""One reconcile pass (`_Pass`) and the reconciler that runs passes under its lock."""
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from legion import prompts
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import Project
 from legion.core import backoff
 from legion.core.decide import Action, Decision, due_after_answer
+from legion.core.liveness import SessionState, finishing
 from legion.core.model import Label, Mode, Status
 from legion.core.usage import total
 from legion.errors import (
-    BackendError,
-    BackendErrorKind,
     ConfigError,
     LegionError,
-    NotFoundError,
     ToolMissingError,
     WorkerStartError,
 )
 from legion.faults import fault_point
 from legion.feedback import ask_human, escalation_comment
-from legion.forges.base import Forge, PullRequest
+from legion.forges.base import Forge
 from legion.judgments import JudgmentKind, JudgmentQueue, judgment_needs
 from legion.locking import LOCK_TIMEOUT_S, exclusive
 from legion.pause import DispatchPause
-from legion.runtime.workers import WorkerManager, WorkerState, WorkerView
+from legion.sessions.workers import WorkerManager, WorkerView
 from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
-from legion.trackers.base import Comment, Issue, Tracker
+from legion.trackers.base import Issue, Tracker
 from legion.workspaces.sweep import sweep_done
 
+from .answers import (
+    RESTARTS_QUESTION,
+    answer_in,
+    budget_allowed,
+    budget_question,
+    legion_asked,
+)
+from .guard import PassGuard, Unknown
+from .labels import answer_worker, resume_worker, start_worker
+from .outcomes import Outcome, Step, deferred, done, observed_state
+
 LEGION_AUTHOR = "legion"
-# A worker that said it is done but is still mid-turn gets this long to finish its sentence.
-FINISHING_GRACE_S = 30.0
-# ... and is looked at again this soon.
+
+# A worker that said it is done but is still finishing its last message (`core.liveness`) is
+# looked at again this soon.
 FINISHING_RETRY_S = 0.5
 # Later phases first: finishing work in flight beats starting new work.
 PRIORITY: tuple[Action, ...] = (
@@ -78,55 +73,12 @@ REDISPATCH_WINDOW_S = 15 * 60
 # The action logged when Legion asks a human about a worker that keeps dying: restarts before
 # it do not count toward the limit (an action's name, never a detail's text, is what counts).
 ASKED_ABOUT_RESTARTS = "ask_human_about_restarts"
-# How the question Legion asks about a worker that keeps dying begins (see `legion_asked`).
-RESTARTS_QUESTION = "Legion restarted this issue's worker"
 # What a session that cannot start raises (the CLI missing, Claude Code not set up, the process
 # gone at once), as opposed to the tracker, a conflict, or tmux not answering (unknown): these
 # count toward the dispatch pause.
 START_FAILURES: tuple[type[LegionError], ...] = (ToolMissingError, ConfigError, WorkerStartError)
 # The line tmux adds under a dead pane it keeps (remain-on-exit); it holds the time of death.
 TMUX_DEAD_PANE = re.compile(r"^Pane is dead \(")
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """What one step of a pass did. A step that fails raises instead."""
-
-    kind: OutcomeKind
-    detail: str = ""
-    retry_after: float | None = None  # look again this soon (seconds), not a whole tick later
-
-
-def done(detail: str = "") -> Step:
-    return Step(OutcomeKind.DONE, detail)
-
-
-def deferred(detail: str, retry_after: float | None = None) -> Step:
-    return Step(OutcomeKind.DEFERRED, detail, retry_after)
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    issue: str
-    action: str
-    kind: OutcomeKind
-    detail: str = ""
-    retry_after: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "issue": self.issue,
-            "action": self.action,
-            "outcome": self.kind.value,
-            "detail": self.detail,
-        }
-
-
-def observed_state(issue: Issue, pr: PullRequest | None, action: str) -> Hashable:
-    """What a change of ends an issue's backoff: its status, labels, pull request and what is
-    due. Not `updated_at`: Legion's own writes (a label put back after a failed move) move it."""
-    review = None if pr is None else (pr.number, pr.state, pr.is_draft, pr.review, pr.checks)
-    return (issue.status, issue.labels, review, action)
 
 
 def counts_toward_wip(mode: Mode) -> bool:
@@ -193,131 +145,22 @@ class Reconciler:
             return _Pass(self, dry_run).run()
 
 
-class _Unknown(Exception):
-    """What the pass needs to know could not be observed."""
-
-
 class _Pass:
     """One reconcile pass; holds what it has observed and the WIP count as it changes."""
 
     def __init__(self, owner: Reconciler, dry_run: bool) -> None:
         self.o = owner
         self.dry_run = dry_run
-        self.outcomes: list[Outcome] = []
+        self.guard = PassGuard(owner, dry_run)
         self.views: list[WorkerView] = []
         self.code_workers = 0
-        self.paused: str | None = None
         self.started: list[str] = []
         # A human's answer to a question Legion asked itself, for the prompt of the worker that
         # is due (by issue); taken by the start it is for.
         self.notes: dict[str, str] = {}
 
-    # -- bookkeeping ---------------------------------------------------------------------------
-
-    def record(
-        self,
-        issue: str,
-        action: str,
-        kind: OutcomeKind,
-        detail: str = "",
-        retry_after: float | None = None,
-    ) -> None:
-        self.outcomes.append(Outcome(issue, action, kind, detail, retry_after))
-        if not self.dry_run:
-            self.o.log.append(issue, action, kind, detail)
-
-    def failed(
-        self,
-        issue: str,
-        action: str,
-        exc: LegionError,
-        prefix: str = "",
-        *,
-        state: Hashable | None = None,
-    ) -> None:
-        """Record a failure, and act on a backend's by its kind: a refused credential stops
-        dispatching (said once, as the dispatch pause, until the next `legion start`). An
-        issue's step (`state`: the issue as observed) backs off that issue alone
-        (`legion.core.backoff`): a transient failure or a rate limit for longer each time, an
-        invalid request or an item not found until the issue changes. A rate limit on the
-        pass's own reads keeps every pass away until the reset the server gave."""
-        if state is not None and (
-            isinstance(exc, NotFoundError)
-            or (isinstance(exc, BackendError) and exc.kind is not BackendErrorKind.AUTH)
-        ):
-            # A NotFoundError (an adapter's: the issue or its PR is gone) will not pass by
-            # itself, like a backend's own not-found: logged once, tried when the issue changes.
-            self.back_off(issue, action, exc, state, prefix)
-            return
-        if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED:
-            wait = exc.retry_after if exc.retry_after is not None else self.o.project.settings.tick
-            if not self.dry_run:
-                self.o.quiet_until = max(self.o.quiet_until, time.monotonic() + wait)
-            self.record(
-                issue, action, OutcomeKind.DEFERRED, f"{prefix}{exc}; next try in {wait:.0f} s"
-            )
-            return
-        self.record(issue, action, OutcomeKind.FAILED, f"{prefix}{exc}")
-        if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.AUTH and not self.dry_run:
-            reason = self.o.pause.hold(
-                f"dispatch paused: {exc}; once fixed, start Legion again (`legion stop`, "
-                "`legion start`)"
-            )
-            if reason is not None:
-                self.paused = reason
-                self.record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
-
-    def back_off(
-        self,
-        issue: str,
-        action: str,
-        exc: BackendError | NotFoundError,
-        state: Hashable,
-        prefix: str,
-    ) -> None:
-        now = self.o.clock()
-        held = backoff.after_failure(
-            self.o.held.get(issue),
-            state,
-            now,
-            retryable=exc.retryable if isinstance(exc, BackendError) else False,
-            retry_after=exc.retry_after if isinstance(exc, BackendError) else None,
-        )
-        if not self.dry_run:
-            self.o.held[issue] = held
-        wait = held.until - now
-        if held.permanent:
-            detail = f"{exc}; not tried again until {issue} changes (or in {wait / 60:.0f} min)"
-        else:
-            detail = f"{exc}; next try for {issue} in {wait:.0f} s"
-        limited = isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED
-        self.record(
-            issue, action, OutcomeKind.DEFERRED if limited else OutcomeKind.FAILED, prefix + detail
-        )
-
-    def holding(self, issue: str, action: str, state: Hashable) -> bool:
-        """Whether the issue's steps still back off; said in the pass's outcomes only (the
-        failure that started it was logged once)."""
-        held = self.o.held.get(issue)
-        wait = backoff.waiting(held, state, self.o.clock())
-        if held is None or wait <= 0:
-            return False
-        why = f"not tried again until {issue} changes" if held.permanent else "backing off"
-        self.outcomes.append(
-            Outcome(issue, action, OutcomeKind.DEFERRED, f"{why}; next try in {wait:.0f} s")
-        )
-        return True
-
-    def observed(self, what: str, read: Callable[[], Any]) -> Any:
-        """Read part of the world; a failure makes it unknown, and the pass stops."""
-        try:
-            return read()
-        except LegionError as exc:
-            self.failed("-", "observe", exc, f"{what} unknown, nothing done: ")
-            raise _Unknown from None
-
     def refresh(self) -> None:
-        self.views = self.observed("workers", self.o.workers.views)
+        self.views = self.guard.observed("workers", self.o.workers.views)
         self.code_workers = sum(
             1 for v in self.views if v.state.is_live and counts_toward_wip(v.record.mode)
         )
@@ -329,57 +172,27 @@ class _Pass:
         limit = self.o.wip_limit
         return limit is not None and counts_toward_wip(mode) and self.code_workers >= limit
 
-    def guarded(
-        self,
-        issue: str,
-        action: str,
-        step: Callable[[], Step | None],
-        *,
-        plan: bool = True,
-        detail: str = "",
-        state: Hashable | None = None,
-    ) -> None:
-        """Run one state-changing step; a failure is recorded and leaves the issue for the
-        next pass. In a dry run the step is only planned, unless `plan` is False: then it runs
-        and must itself change nothing when `self.dry_run`. A step returning None records
-        nothing (it had nothing to do, or recorded its own outcomes). With `state` (the issue
-        as observed) a backend's failure backs off the issue, and success forgets it."""
-        if state is not None and self.holding(issue, action, state):
-            return
-        if self.dry_run and plan:
-            self.record(issue, action, OutcomeKind.PLANNED, detail)
-            return
-        try:
-            result = step()
-        except LegionError as exc:
-            self.failed(issue, action, exc, state=state)
-            return
-        if state is not None and not self.dry_run:
-            self.o.held.pop(issue, None)
-        if result is not None:
-            self.record(issue, action, result.kind, result.detail, result.retry_after)
-
     # -- the pass ------------------------------------------------------------------------------
 
     def run(self) -> list[Outcome]:
-        with suppress(_Unknown):
+        with suppress(Unknown):
             self._run()
-        return self.outcomes
+        return self.guard.outcomes
 
     def _run(self) -> None:
-        self.paused = self.observed("the dispatch pause", self.o.pause.reason)
+        self.guard.paused = self.guard.observed("the dispatch pause", self.o.pause.reason)
         self.refresh()
-        listed = self.observed("issues", self.o.tracker.list_issues)
+        listed = self.guard.observed("issues", self.o.tracker.list_issues)
         issues = {issue.identifier: issue for issue in listed}
-        before = len(self.outcomes)
+        before = len(self.guard.outcomes)
         self.retire_finished(issues)
         self.route_blocked(issues)
         self.refresh()
         live = {view.record.issue for view in self.views if view.state.is_live}
         # The issues are read again only when retiring or routing wrote to some: on a real
         # tracker every read is a request against an hourly budget.
-        fresh = None if len(self.outcomes) > before else listed
-        snapshot: Snapshot = self.observed(
+        fresh = None if len(self.guard.outcomes) > before else listed
+        snapshot: Snapshot = self.guard.observed(
             "issues",
             lambda: observe(
                 self.o.project.settings.project_id,
@@ -391,16 +204,18 @@ class _Pass:
             ),
         )
         for error in snapshot.errors:
-            self.failed("-", "observe", error, "pull requests unknown: ")
+            self.guard.failed("-", "observe", error, "pull requests unknown: ")
         order = {action: index for index, action in enumerate(PRIORITY)}
         todo = [s for s in snapshot.issues if s.decision.action.is_mechanical]
         todo.sort(key=lambda s: (order.get(s.decision.action, len(order)), s.issue.identifier))
         for state in todo:
             self.execute(state)
-        self.guarded("-", "worker_start", self.collect_starts, plan=False)
-        self.guarded("-", "judgment_queue", partial(self.sync_judgments, snapshot), plan=False)
+        self.guard.guarded("-", "worker_start", self.collect_starts, plan=False)
+        self.guard.guarded(
+            "-", "judgment_queue", partial(self.sync_judgments, snapshot), plan=False
+        )
         done = {s.issue.identifier for s in snapshot.issues if s.issue.status is Status.DONE}
-        self.guarded("-", "sweep_workspaces", partial(self.sweep, done), plan=False)
+        self.guard.guarded("-", "sweep_workspaces", partial(self.sweep, done), plan=False)
 
     def retire_finished(self, issues: dict[str, Issue]) -> None:
         """Close the windows of workers that are done: idle with `worker-active` gone, or whose
@@ -409,11 +224,11 @@ class _Pass:
             issue = issues.get(view.record.issue)
             active = issue is not None and Label.WORKER_ACTIVE.value in issue.labels
             closed = issue is None or issue.status is Status.DONE
-            finished = view.state is WorkerState.IDLE and (not active or closed)
-            forgotten = view.state is WorkerState.DEAD and (not active or closed)
+            finished = view.state is SessionState.IDLE and (not active or closed)
+            forgotten = view.state is SessionState.DEAD and (not active or closed)
             if finished or forgotten:
                 what = f"{'finished' if finished else 'dead'}: {view.record.window}"
-                self.guarded(
+                self.guard.guarded(
                     view.record.issue,
                     "retire_worker",
                     partial(self._retire, view, what),
@@ -430,14 +245,14 @@ class _Pass:
         """Workers waiting on a question they asked: the controller's Oracle takes them (see
         `sync_judgments`); a human gets them when no controller can, or it did not in time."""
         for view in self.views:
-            if view.state is not WorkerState.BLOCKED or view.question is None:
+            if view.state is not SessionState.BLOCKED or view.question is None:
                 continue
             issue = issues.get(view.record.issue)
             if issue is None:
                 continue
             if {Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value} & issue.labels:
                 continue  # a human owns it already
-            self.guarded(
+            self.guard.guarded(
                 issue.identifier,
                 "escalate_question",
                 partial(self._route, view, issue.identifier),
@@ -463,7 +278,7 @@ class _Pass:
         result = self._escalate(view, issue, note)
         closed = f"escalated to a human: {why}"
         if not self.dry_run and self.o.judgments.close(item.id, closed):
-            self.record(issue, "close_judgment", OutcomeKind.DONE, f"{item.kind}: {closed}")
+            self.guard.record(issue, "close_judgment", OutcomeKind.DONE, f"{item.kind}: {closed}")
         return result
 
     def _escalate(self, view: WorkerView, issue: str, note: str) -> Step:
@@ -489,11 +304,11 @@ class _Pass:
             known.discard(JudgmentKind.INVESTIGATE_NO_PR)  # the forge did not answer
         result = self.o.judgments.sync(needs, known)
         for item in result.closed:
-            self.record(
+            self.guard.record(
                 item.issue, "close_judgment", OutcomeKind.DONE, f"{item.kind}: {item.closed_reason}"
             )
         for item in result.opened:
-            self.record(
+            self.guard.record(
                 item.issue, "queue_judgment", OutcomeKind.DONE, f"{item.kind}: {item.reason}"
             )
         return None
@@ -503,12 +318,12 @@ class _Pass:
     def start_failed(self, cause: str, hint: str = "") -> None:
         reason = self.o.pause.start_failed(cause, hint)
         if reason is not None:
-            self.paused = reason
-            self.record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
+            self.guard.paused = reason
+            self.guard.record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
 
     def cannot_start(self, mode: Mode) -> Step | None:
         """Why a worker in `mode` cannot start now (deferred), or None when it can."""
-        if self.paused is not None:
+        if self.guard.paused is not None:
             return deferred("dispatch paused (`legion status` says why)")
         if self.wip_full(mode):
             return deferred(f"WIP limit {self.o.wip_limit} reached")
@@ -531,9 +346,11 @@ class _Pass:
         # Started without waiting: the pass collects every start at its end, in parallel.
         try:
             if prompt is None:
-                view = self.o.workers.dispatch(issue, mode, wait=False)
+                view = start_worker(self.o.workers, self.o.tracker, issue, mode, wait=False)
             else:
-                view = self.o.workers.resume(issue, mode, prompt, wait=False)
+                view = resume_worker(
+                    self.o.workers, self.o.tracker, issue, mode, prompt, wait=False
+                )
         except START_FAILURES as exc:
             self.start_failed(str(exc))
             raise
@@ -568,13 +385,13 @@ class _Pass:
         """Wait for the workers this pass started; count their starts toward the pause."""
         if not self.started:
             return None
-        failures = self.o.workers.await_starts()
+        failures = self.o.workers.supervisor.await_starts()
         failed = {issue for issue, _ in failures}
         if any(issue not in failed for issue in self.started):
             self.o.pause.start_succeeded()
         for issue, reported in failures:
             why = self._exit_line(issue) or reported
-            self.record(issue, "worker_start", OutcomeKind.FAILED, why)
+            self.guard.record(issue, "worker_start", OutcomeKind.FAILED, why)
             self.start_failed(why, f" (`legion peek {issue}` shows its last screen)")
         return None
 
@@ -595,7 +412,7 @@ class _Pass:
         decision = state.decision
         issue = state.issue.identifier
         handler = self.handler(decision.action)
-        self.guarded(
+        self.guard.guarded(
             issue,
             decision.action.value,
             lambda: handler(state, decision),
@@ -623,11 +440,7 @@ class _Pass:
         for view in self.views_of(issue):
             if not view.state.is_live:
                 continue
-            recent = (
-                view.last_activity is not None
-                and time.time() - view.last_activity < FINISHING_GRACE_S
-            )
-            if view.state is WorkerState.RUNNING and recent:
+            if finishing(view.state, view.last_activity, time.time()):
                 return deferred(
                     f"{view.record.window} is finishing its turn", retry_after=FINISHING_RETRY_S
                 )
@@ -716,7 +529,7 @@ class _Pass:
     def _latest_mode(self, issue: str, fallback: Mode | None) -> Mode | None:
         """The mode of the issue's last worker: in Retro that tells finish from retro, in
         Needs Review the implementer's changes from the reviewer."""
-        latest = self.o.workers.registry.latest(issue)
+        latest = self.o.workers.latest_record(issue)
         return latest.mode if latest is not None else fallback
 
     def redispatch(self, state: IssueState, decision: Decision) -> Step:
@@ -736,7 +549,7 @@ class _Pass:
             )
             ask_human(self.o.tracker, issue, question, author=LEGION_AUTHOR)
             # An entry of its own, which the count above starts after.
-            self.record(issue, ASKED_ABOUT_RESTARTS, OutcomeKind.DONE, "posted for a human")
+            self.guard.record(issue, ASKED_ABOUT_RESTARTS, OutcomeKind.DONE, "posted for a human")
             return deferred("worker keeps dying: asked a human; restarted once answered")
         mode = self._latest_mode(issue, decision.mode)
         assert mode is not None
@@ -785,10 +598,12 @@ class _Pass:
             )
             self.o.tracker.update_labels(issue, remove=[Label.USER_FEEDBACK_GIVEN.value])
             return done("no answer found in the comments; asked again")
-        blocked = [v for v in self.views_of(issue) if v.state is WorkerState.BLOCKED and v.question]
+        blocked = [
+            v for v in self.views_of(issue) if v.state is SessionState.BLOCKED and v.question
+        ]
         if blocked and blocked[0].question is not None:
             parts = len(blocked[0].question.items)
-            self.o.workers.answer(issue, [answer] * parts)
+            answer_worker(self.o.workers, self.o.tracker, issue, [answer] * parts)
             result = done(f"answered the question in {blocked[0].record.window}")
         elif legion_asked(comments):
             return self._answer_legion(state, answer)
@@ -834,65 +649,5 @@ class _Pass:
                 kind = OutcomeKind.DONE
             else:
                 kind = OutcomeKind.PLANNED if self.dry_run else OutcomeKind.DEFERRED
-            self.record(result.issue, "sweep_workspace", kind, result.reason)
+            self.guard.record(result.issue, "sweep_workspace", kind, result.reason)
         return None
-
-
-BUDGET_HEADING = "## Token budget spent"
-
-
-def budget_question(issue: str, used: int, allowed: int, budget: int) -> str:
-    return (
-        f"{BUDGET_HEADING}\n\n{issue}'s workers have used {used:,} tokens (input, output and "
-        f"cached), past the {allowed:,} allowed (`token_budget` = {budget:,} per issue). Legion "
-        "starts no more workers on it until a human answers.\n\n"
-        f'Answer with `legion feedback {issue} "go on"` to allow {budget:,} more; or move the '
-        "issue out of the way, or raise `token_budget` in `.legion/config.toml`."
-    )
-
-
-_BUDGET_USED = re.compile(r"have used ([\d,]+) tokens")
-
-
-def budget_allowed(comments: Sequence[Comment], budget: int) -> int:
-    """The tokens an issue may use: its budget, or, once a human answered a budget question,
-    what was used when it was asked plus one budget more (the tracker keeps the count)."""
-    allowed = budget
-    asked: int | None = None
-    for comment in comments:
-        if comment.by_legion:
-            found = _BUDGET_USED.search(comment.body)
-            if comment.body.lstrip().startswith(BUDGET_HEADING) and found:
-                asked = int(found.group(1).replace(",", ""))
-        elif asked is not None and not comment.by_bot:
-            allowed = asked + budget
-            asked = None
-    return allowed
-
-
-def legion_asked(comments: Sequence[Comment]) -> bool:
-    """Whether the question being answered (the last comment Legion wrote) is one Legion asked
-    itself, about its token budget or a worker that keeps dying, rather than a worker's."""
-    asked = [comment for comment in comments if comment.by_legion]
-    if not asked:
-        return False
-    body = asked[-1].body.lstrip()
-    return body.startswith((BUDGET_HEADING, RESTARTS_QUESTION))
-
-
-def human_answer(tracker: Tracker, issue: str) -> str | None:
-    """The human's words after the last comment Legion or a worker wrote, oldest first (a
-    bot's comments are nobody's answer)."""
-    return answer_in(tracker.list_comments(issue))
-
-
-def answer_in(comments: Sequence[Comment]) -> str | None:
-    """`human_answer` over comments already read."""
-    answer: list[str] = []
-    for comment in comments:
-        if comment.by_legion:
-            answer = []
-        elif not comment.by_bot:
-            answer.append(comment.body.strip())
-    text = "\n\n".join(part for part in answer if part)
-    return text or None

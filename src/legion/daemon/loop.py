@@ -1,0 +1,286 @@
+"""The daemon's lifecycle: one process per project, holding its lock, its relay socket and its
+wake pipe, running a tick's steps (`legion.daemon.steps`) until it is stopped. Each step is one
+job in its own module; the daemon only runs them, in order, and waits for the soonest requeue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from legion.actionlog import ActionLog, OutcomeKind
+from legion.backends import Backends, open_backends, open_workers
+from legion.config import Project
+from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
+from legion.errors import ConflictError, LegionError, StoreError
+from legion.judgments import JudgmentQueue
+from legion.pause import DispatchPause
+from legion.reconcile import Reconciler
+from legion.relay import relay_needed
+from legion.relay.server import RelayServer, relay_server
+from legion.sessions.workers import WorkerManager
+from legion.statefiles import open_private, touch_private, write_private
+
+from .bus_steps import BusSteps
+from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
+from .reaper import StuckWorkerReaper
+from .reconcile_step import PauseReport, ReconcileStep
+from .steps import Step, StepResult, log_failure, soonest
+
+MODES = ("auto", "llm")
+
+
+@dataclass
+class DaemonConfig:
+    mode: str = "auto"
+    tick: float = 60.0
+    stale_after: float = 600.0
+    restart_cooldown: float = 60.0
+    run_for: float | None = None  # stop after this many seconds (tests, the demo)
+    stop_when: Any = None  # callable(Backends) -> bool, checked each tick (the demo)
+    stop_on_pause: bool = False  # stop as soon as dispatch is paused (the demo)
+    say_pause: bool = True  # print the pause line on stderr (the demo says it its own way)
+    say_stop: bool = False  # say on stderr what a SIGINT/SIGTERM stops (`start --foreground`)
+    # How long a blocked worker's question may wait for the controller's Oracle before it goes
+    # to a human directly; None: `stale_after`.
+    oracle_timeout: float | None = None
+
+
+class Daemon:
+    def __init__(self, project: Project, config: DaemonConfig, env: Mapping[str, str]) -> None:
+        if config.mode not in MODES:
+            raise LegionError(f"unknown controller mode {config.mode!r} (known: auto, llm)")
+        self.project = project
+        self.config = config
+        self.env = dict(env)
+        # Its own calls go straight to the backends: it holds the credentials.
+        self.backends: Backends = open_backends(project, direct=True)
+        self.workers: WorkerManager = open_workers(project, self.backends, self.env)
+        self.log = ActionLog(self.backends.db)
+        self.judgments = JudgmentQueue(self.backends.db)
+        self.pause = DispatchPause(self.backends.db)
+        oracle_timeout = config.oracle_timeout
+        self.reconciler = Reconciler(
+            project,
+            self.backends.tracker,
+            self.backends.forge,
+            self.workers,
+            self.log,
+            oracle=True,
+            oracle_timeout=config.stale_after if oracle_timeout is None else oracle_timeout,
+        )
+        controller = ControllerSession(project, self.workers, config.mode)
+        self.supervisor = ControllerSupervisor(
+            controller,
+            self.judgments,
+            self.pause,
+            self.log,
+            stale_after=config.stale_after,
+            restart_cooldown=config.restart_cooldown,
+        )
+        self.wakeups = ControllerWakeups(controller, self.judgments, self.log)
+        self.reaper = StuckWorkerReaper(self.workers, self.log, stale_after=config.stale_after)
+        self.delivery = BusSteps(project, self.workers, self.log, self.env, self.pause.reason)
+        self.pause_report = PauseReport(self.pause, say=config.say_pause)
+        self.steps = self._steps()
+        self._stopping = False
+        self.stopped_by: int | None = None  # the signal that stopped the run, if one did
+        self.workers.supervisor.should_stop = lambda: self._stopping  # no wait outlasts a stop
+        self._next_wait = config.tick
+
+    def _steps(self) -> list[Step]:
+        """A tick, in order. Bus messages before the controller's own wake-ups: a wake-up typed
+        first would keep an idle controller busy (or just active) at every tick, and a message
+        would wait for a quiet moment that never comes. Statuses before delivery: both share
+        one look at the sessions, and a delivery's "busy" must not be undone by a look taken
+        before it."""
+        steps = [
+            Step("controller_health", self.supervisor.run),
+            Step("worker_health", self.reaper.run),
+            Step("wake_controller", self.wakeups.note_handled),
+            Step("deliver_messages", self._bus_steps),
+        ]
+        if self.config.mode == "auto":
+            steps += [
+                Step("reconcile", ReconcileStep(self.reconciler).run),
+                Step("wake_controller", self.wakeups.deliver_judgments),
+            ]
+        else:
+            steps.append(Step("wake_controller", self.wakeups.wake_llm_controller))
+        steps.append(Step("pause_dispatch", self.pause_report.run))
+        return steps
+
+    @property
+    def paused_reason(self) -> str | None:
+        """Why dispatch is paused (one line: the cause and the fix), or None when it is not."""
+        return self.pause.reason()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        state = self.project.state_dir
+        with open_private(state / "daemon.lock") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                pid = running_pid(self.project)
+                raise ConflictError(
+                    f"Legion is already running for this project (pid {pid}); "
+                    "`legion stop` stops it"
+                ) from None
+            write_private(pid_file(self.project), f"{os.getpid()}\n")
+            try:
+                yield
+            finally:
+                pid_file(self.project).unlink(missing_ok=True)
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now, mid-pass
+        self._stopping = True
+        self.stopped_by = signum  # the demo says it was interrupted, not out of time
+        if self.config.say_stop:
+            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            print(
+                f"legion: {name}: stopping the daemon (pid {os.getpid()}) once this pass ends; "
+                "the controller and workers keep running (`legion stop --all` closes them)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def run(self) -> None:
+        with self._exclusive():
+            previous = {
+                sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
+            }
+            fifo = wake_fifo(self.project)
+            with contextlib.suppress(FileNotFoundError):
+                fifo.unlink()
+            os.mkfifo(fifo, 0o600)
+            relay: RelayServer | None = None
+            # Read-write, so the FIFO never reports end-of-file when a writer goes away.
+            fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+            started = time.monotonic()
+            self.log.append(
+                "-",
+                "daemon_start",
+                OutcomeKind.DONE,
+                f"pid {os.getpid()}, {self.config.mode} mode",
+            )
+            # A start is the user's word that the cause of a pause is fixed.
+            cleared = self.pause.clear()
+            if cleared is not None:
+                self.log.append("-", "resume_dispatch", OutcomeKind.DONE, f"was: {cleared}")
+            try:
+                relay = self._start_relay()  # before the first tick starts any session
+                while not self._stopping:
+                    self.tick()
+                    if self._finished(started):
+                        break
+                    self._wait(fd)
+            finally:
+                os.close(fd)
+                if relay is not None:
+                    relay.stop()
+                with contextlib.suppress(FileNotFoundError):
+                    fifo.unlink()
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+                self.delivery.close()
+                self.log.append("-", "daemon_stop", OutcomeKind.DONE, f"pid {os.getpid()}")
+
+    def _start_relay(self) -> RelayServer | None:
+        """The relay socket, when sessions need one; the daemon holds the project's lock, so a
+        socket left by a killed daemon is replaced."""
+        if not relay_needed(self.project.settings):
+            return None
+        project = self.project
+        server = relay_server(project.state_dir, lambda: open_backends(project, direct=True))
+        server.start()
+        return server
+
+    def _finished(self, started: float) -> bool:
+        if self.config.run_for is not None and time.monotonic() - started >= self.config.run_for:
+            return True
+        if self.config.stop_on_pause and self.pause_report.reported is not None:
+            return True
+        stop_when = self.config.stop_when
+        return bool(stop_when is not None and stop_when(self.backends))
+
+    def _wait(self, fd: int) -> None:
+        """Sleep until the next tick, or until a `legion` command signals a change."""
+        deadline = time.monotonic() + self._next_wait
+        while not self._stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
+            except InterruptedError:
+                continue
+            if ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(fd, 4096)
+                time.sleep(0.02)  # let a burst of changes settle into one pass
+                with contextlib.suppress(BlockingIOError):
+                    os.read(fd, 4096)
+                return
+
+    # -- one tick ------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        touch_private(heartbeat_file(self.project))
+        results = [self._run(step) for step in self.steps]
+        self._next_wait = soonest(self.config.tick, results)
+
+    def _run(self, step: Step) -> StepResult:
+        """One part of a tick. Whatever goes wrong is logged and the daemon carries on: it is the
+        thing that must not stop."""
+        try:
+            return step.run()
+        except StoreError as exc:
+            if not self.delivery.failed(step.name, exc):
+                log_failure(self.log, step.name, str(exc))
+        except LegionError as exc:
+            log_failure(self.log, step.name, str(exc))
+        except Exception as exc:
+            log_failure(self.log, step.name, f"internal error: {type(exc).__name__}: {exc}")
+        return StepResult()
+
+    def _bus_steps(self) -> StepResult:
+        """Statuses, then deliveries, under the project's watch lock."""
+        self.delivery.begin()
+        try:
+            with self.delivery.locked():
+                statuses = self._run(Step("agent_status", self.delivery.sync_statuses))
+                delivered = self._run(Step("deliver_messages", self.delivery.deliver))
+        finally:
+            self.delivery.end()
+        return StepResult(requeue_after=soonest(self.config.tick, [statuses, delivered], 0.0))
+
+
+def stop(project: Project, timeout: float = 20.0) -> int | None:
+    """SIGTERM the running daemon and wait for it to go; its pid, or None if none ran."""
+    pid = running_pid(project)
+    if pid is None:
+        return None
+    if pid > 0:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if running_pid(project) is None:
+            return pid
+        time.sleep(0.1)
+    raise LegionError(f"the daemon (pid {pid}) did not stop within {timeout:g} s")

@@ -1,0 +1,38 @@
+"""The reconciler: observe, decide, and carry out every mechanical action, idempotently.
+
+One pass: retire workers that have finished, route workers blocked on a question (to the
+controller's Oracle, or straight to a human when no controller can take it), run the decision
+table over every issue and execute what it suggests (latest phases first, within the WIP limit,
+unless dispatch is paused), sync the judgment queue, and sweep the workspaces of Done issues.
+
+Every state-changing step runs under one guard (`guard.PassGuard.guarded`): a `LegionError` is
+recorded as a failed outcome and leaves the issue for the next pass; every step is safe to
+repeat, so a pass cut short is finished by the next one, and a lock keeps two passes from
+overlapping. What a pass cannot observe (tmux, the tracker) is unknown, and a pass that does
+not know does nothing. Every outcome is a typed value, appended to the action log.
+
+Each job in its own module: `passes` (the pass and the `Reconciler` that runs passes under its
+lock), `guard` (the guard, the backoff and the outcomes of a pass), `labels` (the workflow labels
+a worker's start and an answer write: their one writer), `answers` (what a human answered, and
+Legion's own questions) and `outcomes`.
+"""
+
+from legion.reconcile.answers import BUDGET_HEADING, budget_allowed, human_answer, legion_asked
+from legion.reconcile.labels import answer_worker, resume_worker, start_worker, worker_active
+from legion.reconcile.outcomes import Outcome
+from legion.reconcile.passes import START_FAILURES, Reconciler, counts_toward_wip
+
+__all__ = [
+    "BUDGET_HEADING",
+    "START_FAILURES",
+    "Outcome",
+    "Reconciler",
+    "answer_worker",
+    "budget_allowed",
+    "counts_toward_wip",
+    "human_answer",
+    "legion_asked",
+    "resume_worker",
+    "start_worker",
+    "worker_active",
+]

@@ -1,0 +1,166 @@
+"""A pass's one guard: every state-changing step runs under it. A `LegionError` becomes a
+failed outcome and leaves the issue for the next pass; a backend's failure of one issue's step
+backs off that issue alone (`legion.core.backoff`: retryable kinds for longer each time, the
+others until the issue changes); a refused credential pauses dispatch; a rate limit on the
+pass's own reads keeps every pass away until the reset. Outcomes go to the action log."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from legion.actionlog import OutcomeKind
+from legion.core import backoff
+from legion.errors import BackendError, BackendErrorKind, LegionError, NotFoundError
+
+from .outcomes import Outcome, Step
+
+if TYPE_CHECKING:
+    from .passes import Reconciler
+
+
+class Unknown(Exception):
+    """What the pass needs to know could not be observed."""
+
+
+class PassGuard:
+    """One pass's outcomes, and the guard its steps run under."""
+
+    def __init__(self, owner: Reconciler, dry_run: bool) -> None:
+        self.o = owner
+        self.dry_run = dry_run
+        self.outcomes: list[Outcome] = []
+        self.paused: str | None = None  # why dispatch is paused, as this pass knows it
+
+    def record(
+        self,
+        issue: str,
+        action: str,
+        kind: OutcomeKind,
+        detail: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        self.outcomes.append(Outcome(issue, action, kind, detail, retry_after))
+        if not self.dry_run:
+            self.o.log.append(issue, action, kind, detail)
+
+    def failed(
+        self,
+        issue: str,
+        action: str,
+        exc: LegionError,
+        prefix: str = "",
+        *,
+        state: Hashable | None = None,
+    ) -> None:
+        """Record a failure, and act on a backend's by its kind: a refused credential stops
+        dispatching (said once, as the dispatch pause, until the next `legion start`). An
+        issue's step (`state`: the issue as observed) backs off that issue alone
+        (`legion.core.backoff`): a transient failure or a rate limit for longer each time, an
+        invalid request or an item not found until the issue changes. A rate limit on the
+        pass's own reads keeps every pass away until the reset the server gave."""
+        if state is not None and (
+            isinstance(exc, NotFoundError)
+            or (isinstance(exc, BackendError) and exc.kind is not BackendErrorKind.AUTH)
+        ):
+            # A NotFoundError (an adapter's: the issue or its PR is gone) will not pass by
+            # itself, like a backend's own not-found: logged once, tried when the issue changes.
+            self.back_off(issue, action, exc, state, prefix)
+            return
+        if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED:
+            wait = exc.retry_after if exc.retry_after is not None else self.o.project.settings.tick
+            if not self.dry_run:
+                self.o.quiet_until = max(self.o.quiet_until, time.monotonic() + wait)
+            self.record(
+                issue, action, OutcomeKind.DEFERRED, f"{prefix}{exc}; next try in {wait:.0f} s"
+            )
+            return
+        self.record(issue, action, OutcomeKind.FAILED, f"{prefix}{exc}")
+        if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.AUTH and not self.dry_run:
+            reason = self.o.pause.hold(
+                f"dispatch paused: {exc}; once fixed, start Legion again (`legion stop`, "
+                "`legion start`)"
+            )
+            if reason is not None:
+                self.paused = reason
+                self.record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
+
+    def back_off(
+        self,
+        issue: str,
+        action: str,
+        exc: BackendError | NotFoundError,
+        state: Hashable,
+        prefix: str,
+    ) -> None:
+        now = self.o.clock()
+        held = backoff.after_failure(
+            self.o.held.get(issue),
+            state,
+            now,
+            retryable=exc.retryable if isinstance(exc, BackendError) else False,
+            retry_after=exc.retry_after if isinstance(exc, BackendError) else None,
+        )
+        if not self.dry_run:
+            self.o.held[issue] = held
+        wait = held.until - now
+        if held.permanent:
+            detail = f"{exc}; not tried again until {issue} changes (or in {wait / 60:.0f} min)"
+        else:
+            detail = f"{exc}; next try for {issue} in {wait:.0f} s"
+        limited = isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED
+        self.record(
+            issue, action, OutcomeKind.DEFERRED if limited else OutcomeKind.FAILED, prefix + detail
+        )
+
+    def holding(self, issue: str, action: str, state: Hashable) -> bool:
+        """Whether the issue's steps still back off; said in the pass's outcomes only (the
+        failure that started it was logged once)."""
+        held = self.o.held.get(issue)
+        wait = backoff.waiting(held, state, self.o.clock())
+        if held is None or wait <= 0:
+            return False
+        why = f"not tried again until {issue} changes" if held.permanent else "backing off"
+        self.outcomes.append(
+            Outcome(issue, action, OutcomeKind.DEFERRED, f"{why}; next try in {wait:.0f} s")
+        )
+        return True
+
+    def observed(self, what: str, read: Callable[[], Any]) -> Any:
+        """Read part of the world; a failure makes it unknown, and the pass stops."""
+        try:
+            return read()
+        except LegionError as exc:
+            self.failed("-", "observe", exc, f"{what} unknown, nothing done: ")
+            raise Unknown from None
+
+    def guarded(
+        self,
+        issue: str,
+        action: str,
+        step: Callable[[], Step | None],
+        *,
+        plan: bool = True,
+        detail: str = "",
+        state: Hashable | None = None,
+    ) -> None:
+        """Run one state-changing step; a failure is recorded and leaves the issue for the
+        next pass. In a dry run the step is only planned, unless `plan` is False: then it runs
+        and must itself change nothing when `self.dry_run`. A step returning None records
+        nothing (it had nothing to do, or recorded its own outcomes). With `state` (the issue
+        as observed) a backend's failure backs off the issue, and success forgets it."""
+        if state is not None and self.holding(issue, action, state):
+            return
+        if self.dry_run and plan:
+            self.record(issue, action, OutcomeKind.PLANNED, detail)
+            return
+        try:
+            result = step()
+        except LegionError as exc:
+            self.failed(issue, action, exc, state=state)
+            return
+        if state is not None and not self.dry_run:
+            self.o.held.pop(issue, None)
+        if result is not None:
+            self.record(issue, action, result.kind, result.detail, result.retry_after)

@@ -1,0 +1,63 @@
+"""The workflow labels a worker's start and an answer write, with one writer: the reconciler's.
+
+The session layer writes no labels: whoever starts, resumes or answers a worker (a pass,
+`legion dispatch`/`resume`/`answer`, the TUI, a watcher resuming a session with its messages)
+goes through these, so `worker-active` and the answer's labels have one writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+
+from legion.core.model import Label, Mode
+from legion.faults import fault_point
+from legion.sessions.workers import WorkerManager, WorkerView
+from legion.trackers.base import Tracker
+
+
+@contextmanager
+def worker_active(tracker: Tracker, issue: str) -> Iterator[None]:
+    """`worker-active` goes on before the session starts (a fast worker may clear it in its
+    first turn), and comes off again if the start fails."""
+    tracker.update_labels(issue, add=[Label.WORKER_ACTIVE.value])
+    fault_point("after_worker_active")
+    try:
+        yield
+    except BaseException:
+        tracker.update_labels(issue, remove=[Label.WORKER_ACTIVE.value])
+        raise
+
+
+def start_worker(
+    workers: WorkerManager, tracker: Tracker, issue: str, mode: Mode, *, wait: bool = True
+) -> WorkerView:
+    """Start `mode`'s worker on `issue` (`WorkerManager.dispatch`), marked `worker-active`."""
+    return workers.dispatch(issue, mode, wait=wait, marked=partial(worker_active, tracker))
+
+
+def resume_worker(
+    workers: WorkerManager,
+    tracker: Tracker,
+    issue: str,
+    mode: Mode,
+    prompt: str,
+    *,
+    wait: bool = True,
+) -> WorkerView:
+    """Give `mode`'s session on `issue` a prompt (`WorkerManager.resume`), marked
+    `worker-active`."""
+    return workers.resume(issue, mode, prompt, wait=wait, marked=partial(worker_active, tracker))
+
+
+def answer_worker(
+    workers: WorkerManager, tracker: Tracker, issue: str, answers: Sequence[str]
+) -> WorkerView:
+    """Answer a blocked worker's question (`WorkerManager.answer`); once it has taken the
+    answer, the issue no longer waits for a human."""
+    view = workers.answer(issue, answers)
+    tracker.update_labels(
+        view.record.issue, remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value]
+    )
+    return view
