@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 # How the path of a pull request's page ends: /OWNER/REPO/pull/N (a trailing slash allowed).
@@ -41,9 +43,49 @@ def mark(body: str, author: str) -> str:
     return f"{body.rstrip()}\n\n<!-- legion:{safe} -->"
 
 
-def unmark(body: str) -> tuple[str, str | None]:
-    """(the body without the marker, the author it names or None when there is none)."""
+class Unmarked(NamedTuple):
+    """A comment's body as people read it, and what Legion's markers in it said."""
+
+    body: str  # without either marker
+    author: str | None  # who of Legion wrote it, None when Legion did not
+    asked: LegionQuestion | None  # the question Legion asked for itself in it, if any
+
+
+def unmark(body: str) -> Unmarked:
+    """`body` without Legion's markers, and what they say."""
     match = _MARKER.search(body)
     if match is None:
-        return body, None
-    return body[: match.start()], match.group(1)
+        return Unmarked(body, None, None)
+    text = body[: match.start()]
+    question = _QUESTION.search(text)
+    if question is None:
+        return Unmarked(text, match.group(1), None)
+    figures = (field.split("=", 1) for field in question.group(2).split())
+    asked = LegionQuestion(question.group(1), tuple((k, int(v)) for k, v in figures))
+    rest = (text[: question.start()].rstrip() + text[question.end() :]).rstrip()
+    return Unmarked(rest, match.group(1), asked)
+
+
+# A question Legion asks a human for itself (its token budget, a worker that keeps dying) says
+# so in a second invisible marker, with the figures it will need back, so that what the issue's
+# comments mean is read from data, never parsed back from the English around it. Only a comment
+# Legion marked as its own can carry one.
+_QUESTION = re.compile(r"\n*<!-- legion-asked:([a-z_]{1,32})((?: [a-z_]{1,32}=[0-9]{1,20})*) -->")
+
+
+@dataclass(frozen=True)
+class LegionQuestion:
+    """A question Legion asked for itself: its kind and the figures it carried."""
+
+    kind: str
+    figures: tuple[tuple[str, int], ...] = ()
+
+    def figure(self, name: str) -> int | None:
+        return dict(self.figures).get(name)
+
+
+def question_mark(kind: str, **figures: int) -> str:
+    """The marker for Legion's own question of `kind`, carrying `figures` (put at the end of
+    the body, before Legion's own marker)."""
+    fields = "".join(f" {name}={value}" for name, value in figures.items())
+    return f"<!-- legion-asked:{kind}{fields} -->"

@@ -6,9 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from legion.core.marks import question_mark
 from legion.trackers.base import Comment, Tracker
 
 BUDGET_HEADING = "## Token budget spent"
+# The kinds of question Legion asks for itself (their invisible marker, `core.marks`).
+BUDGET_ASKED = "budget"
+RESTARTS_ASKED = "restarts"
 
 
 # How the question Legion asks about a worker that keeps dying begins (see `legion_asked`).
@@ -21,11 +25,33 @@ def budget_question(issue: str, used: int, allowed: int, budget: int) -> str:
         f"cached), past the {allowed:,} allowed (`token_budget` = {budget:,} per issue). Legion "
         "starts no more workers on it until a human answers.\n\n"
         f'Answer with `legion feedback {issue} "go on"` to allow {budget:,} more; or move the '
-        "issue out of the way, or raise `token_budget` in `.legion/config.toml`."
+        "issue out of the way, or raise `token_budget` in `.legion/config.toml`.\n\n"
+        + question_mark(BUDGET_ASKED, used=used)
     )
 
 
-_BUDGET_USED = re.compile(r"have used ([\d,]+) tokens")
+def restarts_question(issue: str, limit: int, minutes: int, unblock_label: str) -> str:
+    return (
+        f"{RESTARTS_QUESTION} {limit} times in {minutes} minutes and it keeps stopping. "
+        f"See `legion peek {issue}`; fix the cause, then remove `{unblock_label}`.\n\n"
+        + question_mark(RESTARTS_ASKED)
+    )
+
+
+# How a budget question said what was used before it carried a marker (questions asked by an
+# earlier Legion still count).
+_BUDGET_USED_BEFORE_MARKERS = re.compile(r"have used ([\d,]+) tokens")
+
+
+def _budget_asked_at(comment: Comment) -> int | None:
+    """The tokens used when Legion asked about the budget in `comment`, or None when
+    `comment` is no budget question."""
+    if comment.asked is not None:
+        return comment.asked.figure("used") if comment.asked.kind == BUDGET_ASKED else None
+    found = _BUDGET_USED_BEFORE_MARKERS.search(comment.body)
+    if comment.body.lstrip().startswith(BUDGET_HEADING) and found:
+        return int(found.group(1).replace(",", ""))
+    return None
 
 
 def budget_allowed(comments: Sequence[Comment], budget: int) -> int:
@@ -35,9 +61,9 @@ def budget_allowed(comments: Sequence[Comment], budget: int) -> int:
     asked: int | None = None
     for comment in comments:
         if comment.by_legion:
-            found = _BUDGET_USED.search(comment.body)
-            if comment.body.lstrip().startswith(BUDGET_HEADING) and found:
-                asked = int(found.group(1).replace(",", ""))
+            used = _budget_asked_at(comment)
+            if used is not None:
+                asked = used
         elif asked is not None and not comment.by_bot:
             allowed = asked + budget
             asked = None
@@ -50,8 +76,10 @@ def legion_asked(comments: Sequence[Comment]) -> bool:
     asked = [comment for comment in comments if comment.by_legion]
     if not asked:
         return False
-    body = asked[-1].body.lstrip()
-    return body.startswith((BUDGET_HEADING, RESTARTS_QUESTION))
+    if asked[-1].asked is not None:
+        return asked[-1].asked.kind in (BUDGET_ASKED, RESTARTS_ASKED)
+    # Asked by an earlier Legion, before questions carried a marker.
+    return asked[-1].body.lstrip().startswith((BUDGET_HEADING, RESTARTS_QUESTION))
 
 
 def human_answer(tracker: Tracker, issue: str) -> str | None:

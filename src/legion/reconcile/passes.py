@@ -34,11 +34,11 @@ from legion.trackers.base import Issue, Tracker
 from legion.workspaces.sweep import sweep_done
 
 from .answers import (
-    RESTARTS_QUESTION,
     answer_in,
     budget_allowed,
     budget_question,
     legion_asked,
+    restarts_question,
 )
 from .guard import PassGuard, Unknown
 from .labels import answer_worker, resume_worker, start_worker
@@ -541,11 +541,8 @@ class _Pass:
             issue, decision.action.value, since, reset_by=ASKED_ABOUT_RESTARTS
         )
         if restarts >= REDISPATCH_LIMIT:
-            question = (
-                f"{RESTARTS_QUESTION} {REDISPATCH_LIMIT} times in "
-                f"{REDISPATCH_WINDOW_S // 60} minutes and it keeps stopping. "
-                f"See `legion peek {issue}`; fix the cause, then remove "
-                f"`{Label.USER_INPUT_NEEDED.value}`."
+            question = restarts_question(
+                issue, REDISPATCH_LIMIT, REDISPATCH_WINDOW_S // 60, Label.USER_INPUT_NEEDED.value
             )
             ask_human(self.o.tracker, issue, question, author=LEGION_AUTHOR)
             # An entry of its own, which the count above starts after.

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from legion.core.marks import LegionQuestion
 from legion.core.model import Label, Status, normalize_identifier
 from legion.errors import InputError
 
@@ -48,6 +49,8 @@ class Comment:
     by_legion: bool = False
     # Written by an integration (a Linear app, a GitHub bot): never a person's answer.
     by_bot: bool = False
+    # The question Legion asked for itself in it (its budget, a worker that keeps dying).
+    asked: LegionQuestion | None = None
 
 
 WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)

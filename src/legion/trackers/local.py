@@ -285,7 +285,7 @@ def _issue(
 
 
 def _comment(row: sqlite3.Row) -> Comment:
-    body, marker = unmark(row["body"])
+    body, marker, asked = unmark(row["body"])
     return Comment(
         id=row["id"],
         issue=row["identifier"],
@@ -293,6 +293,7 @@ def _comment(row: sqlite3.Row) -> Comment:
         body=body,
         created_at=row["created_at"],
         by_legion=marker is not None,
+        asked=asked,
     )
 
 

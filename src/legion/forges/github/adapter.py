@@ -801,7 +801,7 @@ def _reviews(node: Mapping[str, Any], labels: frozenset[str]) -> tuple[Review, .
     for comment in (node.get("comments") or {}).get("nodes") or []:
         if not comment:
             continue
-        text, author = unmark(comment.get("body") or "")
+        text, author, _ = unmark(comment.get("body") or "")
         match = _HEADING.match(text)
         if author is None or match is None or match.group(1) not in _OUTCOME_BY_HEADING:
             continue

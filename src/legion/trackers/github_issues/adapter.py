@@ -674,7 +674,7 @@ class GitHubIssuesTracker(GraphQLTracker):
         return issue
 
     def _to_comment(self, node: Mapping[str, Any], identifier: str) -> Comment:
-        body, marker = unmark(node.get("body") or "")
+        body, marker, asked = unmark(node.get("body") or "")
         author = node.get("author") or {}
         login = author.get("login") or "ghost"  # GitHub's deleted account
         return Comment(
@@ -684,6 +684,7 @@ class GitHubIssuesTracker(GraphQLTracker):
             body=body,
             created_at=node.get("createdAt") or "",
             by_legion=marker is not None,
+            asked=asked,
             by_bot=author.get("__typename") == "Bot",
         )
 

@@ -539,7 +539,7 @@ class LinearTracker(GraphQLTracker):
         return issue
 
     def _to_comment(self, node: Mapping[str, Any], identifier: str) -> Comment:
-        body, marker = unmark(node["body"])
+        body, marker, asked = unmark(node["body"])
         return Comment(
             id=node["id"],
             issue=identifier,
@@ -547,6 +547,7 @@ class LinearTracker(GraphQLTracker):
             body=body,
             created_at=node["createdAt"],
             by_legion=marker is not None,
+            asked=asked,
             by_bot=node.get("user") is None and node.get("botActor") is not None,
         )
 

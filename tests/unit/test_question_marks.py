@@ -1,0 +1,71 @@
+"""Legion's own questions (its token budget, a worker that keeps dying) carry their meaning in an
+invisible marker, read back as data: the wording around it can change freely."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from legion.core.marks import LegionQuestion, mark, question_mark, unmark
+from legion.reconcile.answers import (
+    budget_allowed,
+    budget_question,
+    legion_asked,
+    restarts_question,
+)
+from legion.trackers.base import Comment
+
+
+def comment(body: str, *, by_legion: bool = False) -> Comment:
+    """`body` as a tracker stores it (Legion's marker on Legion's comments) and reads it back."""
+    text, author, asked = unmark(mark(body, "legion") if by_legion else body)
+    return Comment(
+        1, "LEG-1", author or "x", text, "2026-01-01T00:00:00Z", author is not None, asked=asked
+    )
+
+
+@given(
+    kind=st.sampled_from(["budget", "restarts", "a_b"]),
+    figures=st.dictionaries(st.sampled_from(["used", "limit", "x_y"]), st.integers(0, 10**15)),
+    before=st.text(max_size=40),
+)
+def test_a_question_mark_reads_back_what_it_carries_and_is_not_shown(
+    kind: str, figures: dict[str, int], before: str
+) -> None:
+    read = unmark(mark(f"{before}\n\n{question_mark(kind, **figures)}", "legion"))
+    assert read.asked == LegionQuestion(kind, tuple(figures.items()))
+    assert read.body == before.rstrip() and "legion-asked" not in read.body
+
+
+def test_only_legions_own_comment_carries_a_question() -> None:
+    """A person who pastes the marker into a comment asks nothing on Legion's behalf."""
+    pasted = unmark(f"go on\n\n{question_mark('budget', used=1)}")
+    assert pasted.asked is None and pasted.author is None
+
+
+def test_the_budget_is_read_from_the_marker_not_the_words() -> None:
+    asked = budget_question("LEG-1", 12_345, 10_000, 10_000)
+    reworded = asked.replace("have used 12,345 tokens", "spent a great many tokens")
+    for body in (asked, reworded):
+        comments = [comment(body, by_legion=True), comment("go on")]
+        assert budget_allowed(comments, 10_000) == 22_345
+        assert legion_asked(comments[:1])
+    # Not yet answered: the budget stands.
+    assert budget_allowed([comment(asked, by_legion=True)], 10_000) == 10_000
+
+
+def test_a_budget_question_from_before_the_marker_still_counts() -> None:
+    old = (
+        "## Token budget spent\n\nLEG-1's workers have used 7,000 tokens (input, output and "
+        "cached), past the 5,000 allowed."
+    )
+    comments = [comment(old, by_legion=True), comment("go on")]
+    assert budget_allowed(comments, 5_000) == 12_000
+    assert legion_asked(comments[:1])
+
+
+def test_a_workers_question_is_not_legions_own() -> None:
+    assert legion_asked([comment(restarts_question("LEG-1", 3, 30, "x"), by_legion=True)])
+    workers = comment("## Question from the implement worker\n\n> UTC?", by_legion=True)
+    assert not legion_asked([workers])
+    assert budget_allowed([workers, comment("UTC")], 10) == 10
