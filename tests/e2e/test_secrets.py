@@ -192,7 +192,7 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Findings]:
                 workspace = swarm.workspace_root / "leg-1"
                 while time.monotonic() < deadline:
                     status = issue_status(swarm, "LEG-1")
-                    if not scanned_mid_run and status in ("Needs Review", "Retro"):
+                    if not scanned_mid_run and status in ("In Progress", "Needs Review", "Retro"):
                         scan(swarm, result, "mid-run", [log])
                         scanned_mid_run = True
                     if status == "Done" and not workspace.exists():
