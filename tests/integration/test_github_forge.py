@@ -378,7 +378,7 @@ def test_a_worker_review_is_a_label_and_a_marked_comment(
     assert approved.review is ReviewOutcome.APPROVED
     assert github.label_names(1) == [APPROVED_LABEL]
     assert APPROVED_LABEL in github.labels
-    text, author = unmark(github.comments(1)[-1])
+    text, author, _ = unmark(github.comments(1)[-1])
     assert author == "ENG-7:review"
     assert "Looks right." in text
     assert approved.reviews[-1].body == "Looks right."  # read back without the marker
