@@ -88,7 +88,16 @@ def _files(root: Path) -> Iterator[Path]:
             continue  # gone meanwhile
 
 
-def scan(swarm: Swarm, findings: Findings, moment: str, extra_files: list[Path]) -> None:
+def scan(
+    swarm: Swarm,
+    findings: Findings,
+    moment: str,
+    extra_files: list[Path],
+    *,
+    while_running: bool = False,
+) -> bool:
+    """Search every place for the sentinels; False when `while_running` and no tmux server ran
+    at that moment (between two workers there may be none): the caller looks again later."""
     state = swarm.repo / ".legion" / "state"
     for label, root in (
         ("state folder", state),
@@ -107,6 +116,8 @@ def scan(swarm: Swarm, findings: Findings, moment: str, extra_files: list[Path])
             findings.search(f"{moment}: {path}", "files", path.read_bytes())
     # tmux: the server's global environment, each session's, and every pane's whole scrollback.
     glob = swarm.tmux("show-environment", "-g")
+    if while_running and "PATH=" not in glob:
+        return False
     assert "PATH=" in glob, "tmux did not answer"
     findings.search(f"{moment}: tmux show-environment -g", "tmux environments", glob.encode())
     for session in swarm.tmux("list-sessions", "-F", "#{session_name}").split():
@@ -125,6 +136,7 @@ def scan(swarm: Swarm, findings: Findings, moment: str, extra_files: list[Path])
             except OSError:
                 continue
             findings.search(f"{moment}: command line of pid {entry}", "command lines", args)
+    return True
 
 
 def watch_worker_environments(
@@ -193,8 +205,7 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Findings]:
                 while time.monotonic() < deadline:
                     status = issue_status(swarm, "LEG-1")
                     if not scanned_mid_run and status in ("In Progress", "Needs Review", "Retro"):
-                        scan(swarm, result, "mid-run", [log])
-                        scanned_mid_run = True
+                        scanned_mid_run = scan(swarm, result, "mid-run", [log], while_running=True)
                     if status == "Done" and not workspace.exists():
                         break
                     time.sleep(0.3)
