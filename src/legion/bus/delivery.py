@@ -268,21 +268,3 @@ def seen_in(transcript: Path, item: PendingDelivery) -> bool:
         return item.message.id.encode() in transcript.read_bytes()
     except OSError:
         return False
-
-
-def file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def transcript_grew(transcript: Path, mark: int, *, within: float) -> bool:
-    """Whether the transcript grows past `mark` (its size before a prompt was typed) within
-    `within` seconds: the session took the prompt."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if file_size(transcript) > mark:
-            return True
-        time.sleep(0.02)  # a stat: cheap, and every wait here delays the delivery
-    return file_size(transcript) > mark
