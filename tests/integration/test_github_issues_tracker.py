@@ -24,13 +24,13 @@ from legion.reconcile import human_answer
 from legion.trackers.base import Issue
 from legion.trackers.github_issues.adapter import (
     CACHE_TTL_S,
-    DONE_PAGES,
     GitHubIssuesTracker,
     open_tracker,
 )
 from legion.trackers.github_issues.body import split_parent
 from legion.trackers.github_issues.doctor import doctor_checks
 from legion.trackers.github_issues.documents import COMMENT_PAGE_SIZE, ISSUE_PAGE_SIZE
+from legion.trackers.github_issues.queries import DONE_PAGES
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.graphql_server import Fault
 from tests.support.cli import LegionRunner

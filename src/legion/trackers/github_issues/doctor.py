@@ -61,7 +61,7 @@ def doctor_checks(project: Project, *, client: GraphQLClient | None = None) -> l
             )
         )
     statuses = tracker.statuses
-    names = tracker.backend_status_names(info)
+    names = tracker.status_store.names(info)
     if info.project is not None:
         board = info.project
         closed = " (closed)" if board.closed else ""
