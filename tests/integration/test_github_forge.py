@@ -26,12 +26,9 @@ from legion.errors import (
 )
 from legion.forges.base import Check, PrState
 from legion.forges.github import GitHubForge, doctor_checks, open_forge
-from legion.forges.github.adapter import (
-    APPROVED_LABEL,
-    CHANGES_LABEL,
-    linked_body,
-)
+from legion.forges.github.adapter import linked_body
 from legion.forges.github.documents import BATCH_OPERATION, BATCH_SIZE
+from legion.forges.github.reviews import APPROVED_LABEL, CHANGES_LABEL
 from legion.github.client import api_base, classify, find_token, graphql_url
 from legion.github.repository import repository_name
 from legion.workspaces.git_worktree import GitWorktrees

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from legion.core.decide import Observation, decide
 from legion.core.model import ChecksState, Label, ReviewOutcome, Status, combine_checks
 from legion.forges.base import Check, PrState, PullRequest, Review
-from legion.forges.github.adapter import FAILED_CONCLUSIONS, check_of, checks_line, checks_of
+from legion.forges.github.checks import FAILED_CONCLUSIONS, check_of, checks_line, checks_of
 from legion.state import IssueState, Snapshot
 from legion.trackers.base import Issue
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from legion.forges.github.adapter import GitHubForge, doctor_checks, open_forge
+from legion.forges.github.adapter import GitHubForge, open_forge
+from legion.forges.github.doctor import doctor_checks
 
 __all__ = ["GitHubForge", "doctor_checks", "open_forge"]
