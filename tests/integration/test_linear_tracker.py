@@ -18,7 +18,8 @@ from legion.core.model import Status
 from legion.core.statusmap import StatusMap
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
 from legion.reconcile import human_answer
-from legion.trackers.linear.adapter import CACHE_TTL_S, RECHECK_S, LinearTracker, open_tracker
+from legion.trackers.graphql import CACHE_TTL_S, RECHECK_S
+from legion.trackers.linear.adapter import LinearTracker, open_tracker
 from legion.trackers.linear.client import classify, linear_client
 from legion.trackers.linear.doctor import doctor_checks
 from legion.trackers.linear.documents import COMMENT_PAGE_SIZE, ISSUE_PAGE_SIZE

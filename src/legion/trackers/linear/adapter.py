@@ -1,11 +1,8 @@
 """Linear as Legion's tracker: one team's issues, over Linear's GraphQL API.
 
 The team (`linear_team`, its key) is resolved to its id once, and its workflow states and
-labels are cached in `linear-team-KEY.json` in the project's state folder (0600), so a CLI
-command costs only the requests its own work needs. The cache is refetched when it is older
-than ten minutes, and sooner (at most once a minute) when a state or a label Legion needs is
-not in it; a Legion label missing on Linear is created on the team, once. A new workflow state
-is seen by `list_issues` at the next refetch.
+labels are cached (`team.py`), so a CLI command costs only the requests its own work needs. A
+new workflow state is seen by `list_issues` at the next refetch.
 
 Reads: `list_issues` asks for the team's issues in the states that map to a Legion status
 (`[statuses]` table first, then Legion's names and aliases: "In Review" is Needs Review), 100
@@ -21,107 +18,46 @@ than 10 relations pointing at it (blocks, related, duplicate) may show only some
 Writes: "blocked by" with `issueRelationCreate` (type `blocks`, an id Legion chose) and
 `issueRelationDelete`; the status by the state's id; labels with
 `addedLabelIds`/`removedLabelIds`, so a label a person set is never clobbered; comments marked
-with Legion's marker. A create sends an id Legion chose, so when the answer is lost (a timeout,
-then a retry the server refuses as a duplicate) the issue or comment is found by that id
-instead of being written twice.
-
-A comment's author is the name in Legion's marker for the comments Legion wrote (every one is
-written with the same key, so Linear shows the key's owner), else the Linear user's display
-name.
+with Legion's marker. A create sends an id Legion chose, so when the answer is lost the issue,
+comment or relation is found instead of being written twice (`creates.py`). A comment's author
+is the name in Legion's marker for the comments Legion wrote, else the Linear user's
+(`nodes.py`).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from legion.config import Project
-from legion.core.marks import pull_request_links, unmark
-from legion.core.model import Status, normalize_identifier, parse_identifier
+from legion.core.model import Status, normalize_identifier
 from legion.core.statusmap import StatusMap
 from legion.core.text import clean_body, clean_title
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
-from legion.graphql_client import Document, GraphQLClient
-from legion.trackers.base import (
-    Comment,
-    Issue,
-    blocker_change,
-)
-from legion.trackers.graphql import (
-    CACHE_TTL_S,
-    RECHECK_S,
-    GraphQLTracker,
-    WorkspaceCache,
-    comment_text,
-    created_once,
-    found_or_refetched,
-    paged,
-)
+from legion.graphql_client import GraphQLClient
+from legion.trackers.base import Comment, Issue, blocker_change
+from legion.trackers.graphql import CACHE_TTL_S, GraphQLTracker, comment_text, paged
 from legion.trackers.linear import documents as docs
+from legion.trackers.linear.client import pages
+from legion.trackers.linear.creates import Creates
+from legion.trackers.linear.nodes import (
+    blocking_relations,
+    identifier_order,
+    to_comment,
+    to_issue,
+)
 from legion.trackers.linear.settings import LinearSettings
-
-_CACHE_VERSION = 1
-
-
-@dataclass(frozen=True)
-class WorkflowState:
-    id: str
-    name: str
-    type: str  # Linear's category: triage, backlog, unstarted, started, completed, canceled
-    position: float
-
-
-@dataclass(frozen=True)
-class TeamLabel:
-    id: str
-    name: str
-    team_id: str | None  # None: a workspace label, usable by every team
-
-
-@dataclass
-class Team:
-    id: str
-    key: str
-    name: str
-    states: list[WorkflowState]
-    labels: list[TeamLabel]
-    fetched_at: float
-
-    def state_names(self) -> list[str]:
-        return [state.name for state in self.states]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": _CACHE_VERSION,
-            "id": self.id,
-            "key": self.key,
-            "name": self.name,
-            "fetched_at": self.fetched_at,
-            "states": [vars(state) for state in self.states],
-            "labels": [vars(label) for label in self.labels],
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Team:
-        if data.get("version") != _CACHE_VERSION:
-            raise ValueError("another version")
-        return cls(
-            id=str(data["id"]),
-            key=str(data["key"]),
-            name=str(data["name"]),
-            states=[WorkflowState(**state) for state in data["states"]],
-            labels=[TeamLabel(**label) for label in data["labels"]],
-            fetched_at=float(data["fetched_at"]),
-        )
+from legion.trackers.linear.team import Team, TeamCatalog
 
 
 @dataclass
 class LinearTracker(GraphQLTracker):
-    """The `Tracker` protocol over one Linear team."""
+    """The `Tracker` protocol over one Linear team: the team as known (`catalog`: its states
+    and labels) and the creates sent with Legion's ids (`creates`) are parts of their own."""
 
     client: GraphQLClient
     team_key: str
@@ -134,9 +70,8 @@ class LinearTracker(GraphQLTracker):
     def __post_init__(self) -> None:
         self.team_key = self.team_key.strip().upper()
         self._accept_labels(self.extra_labels)
-        self._team = WorkspaceCache(
-            self._fetch_team, self._team_of, self.cache_path, self._now, inclusive=True
-        )
+        self.catalog = TeamCatalog(self.client, self.team_key, self.cache_path, self._now)
+        self.creates = Creates(self.client, self._fetch)
 
     def _now(self) -> float:
         # Asked each time: the clock may be replaced after the tracker is made (tests do).
@@ -144,6 +79,20 @@ class LinearTracker(GraphQLTracker):
 
     def _api(self) -> GraphQLClient:
         return self.client
+
+    def team(self, *, max_age: float = CACHE_TTL_S) -> Team:
+        """The team, its states and labels: from memory, the cache file, or Linear."""
+        return self.catalog.team(max_age)
+
+    @property
+    def viewer_id(self) -> str:
+        """The id of the Linear user whose key Legion uses (asked once)."""
+        return str(self.viewer()["id"])
+
+    def viewer(self) -> dict[str, Any]:
+        if self._viewer is None:
+            self._viewer = dict(self.client.execute(docs.VIEWER)["viewer"])
+        return self._viewer
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -164,12 +113,12 @@ class LinearTracker(GraphQLTracker):
         if label is not None:
             issue_filter["labels"] = {"some": {"name": {"eqIgnoreCase": self._known_label(label)}}}
         found: list[Issue] = []
-        for node in self._pages(docs.ISSUES, {"filter": issue_filter}, "issues"):
+        for node in pages(self.client, docs.ISSUES, {"filter": issue_filter}, "issues"):
             issue = self._to_issue(node)
             # The state may have changed between the pages: keep to what was asked.
             if issue is not None and (status is None or issue.status is status):
                 found.append(issue)
-        found.sort(key=lambda issue: _identifier_order(issue.identifier))
+        found.sort(key=lambda issue: identifier_order(issue.identifier))
         return found
 
     def get_issue(self, identifier: str) -> Issue:
@@ -189,7 +138,7 @@ class LinearTracker(GraphQLTracker):
             connection: Mapping[str, Any] = node["comments"]
             return connection
 
-        comments = [self._to_comment(found, named) for found in paged(page)]
+        comments = [to_comment(found, named) for found in paged(page)]
         comments.sort(key=lambda comment: comment.created_at)
         return comments
 
@@ -221,12 +170,12 @@ class LinearTracker(GraphQLTracker):
             "teamId": team.id,
             "title": title,
             "description": body,
-            "stateId": self._state_for(status).id,
-            "labelIds": [self._label_for(name).id for name in label_names],
+            "stateId": self.catalog.state_for(status, self.statuses).id,
+            "labelIds": [self.catalog.label_for(name).id for name in label_names],
         }
         if parent_node is not None:
             issue_input["parentId"] = parent_node["id"]
-        node = self._create(
+        node = self.creates.create(
             docs.ISSUE_CREATE,
             {"input": issue_input},
             "issueCreate",
@@ -236,7 +185,7 @@ class LinearTracker(GraphQLTracker):
         )
         if blockers:
             for blocker in blockers:
-                self._add_relation(blocker, node)
+                self.creates.relation(blocker, node)
             return self.get_issue(node["identifier"])
         return self._mapped(node)
 
@@ -244,7 +193,7 @@ class LinearTracker(GraphQLTracker):
         node = self._fetch(identifier)
         if self.statuses.to_legion(node["state"]["name"]) is status:
             return self._mapped(node)  # already there, under whichever name maps to it
-        state = self._state_for(status)
+        state = self.catalog.state_for(status, self.statuses)
         return self._update(node, {"stateId": state.id})
 
     def update_labels(
@@ -259,7 +208,9 @@ class LinearTracker(GraphQLTracker):
         node = self._fetch(identifier)
         current = {label["name"].casefold(): label["id"] for label in node["labels"]["nodes"]}
         added = [
-            self._label_for(name).id for name in sorted(to_add) if name.casefold() not in current
+            self.catalog.label_for(name).id
+            for name in sorted(to_add)
+            if name.casefold() not in current
         ]
         removed = [
             current[name.casefold()] for name in sorted(to_remove) if name.casefold() in current
@@ -279,7 +230,7 @@ class LinearTracker(GraphQLTracker):
         node = self._fetch(identifier)
         me = node["identifier"]
         wanted_add = list(dict.fromkeys(normalize_identifier(name) for name in add))
-        current = _blocking_relations(node)
+        current = blocking_relations(node)
         # The relation as it stands, for the cycle check: the team's issues, one listing.
         graph: dict[str, tuple[str, ...]] = {}
         if any(name not in current for name in wanted_add):
@@ -288,7 +239,7 @@ class LinearTracker(GraphQLTracker):
         added = [self._blocker(name, me) for name in to_add if name not in current]
         changed = False
         for blocker in added:
-            self._add_relation(blocker, node)
+            self.creates.relation(blocker, node)
             changed = True
         for name in to_remove:
             relation_id = current.get(name)
@@ -304,7 +255,7 @@ class LinearTracker(GraphQLTracker):
         node = self._fetch(identifier)
         comment_id = str(uuid.uuid4())
         comment_input = {"id": comment_id, "issueId": node["id"], "body": body}
-        created = self._create(
+        created = self.creates.create(
             docs.COMMENT_CREATE,
             {"input": comment_input},
             "commentCreate",
@@ -312,83 +263,9 @@ class LinearTracker(GraphQLTracker):
             lookup=docs.COMMENT,
             client_id=comment_id,
         )
-        return self._to_comment(created, node["identifier"])
+        return to_comment(created, node["identifier"])
 
-    # -- the team, its states and labels -------------------------------------------------------
-
-    def team(self, *, max_age: float = CACHE_TTL_S) -> Team:
-        """The team, its states and labels: from memory, the cache file, or Linear."""
-        return self._team.get(max_age)
-
-    @property
-    def viewer_id(self) -> str:
-        """The id of the Linear user whose key Legion uses (asked once)."""
-        return str(self.viewer()["id"])
-
-    def viewer(self) -> dict[str, Any]:
-        if self._viewer is None:
-            self._viewer = dict(self.client.execute(docs.VIEWER)["viewer"])
-        return self._viewer
-
-    def _fetch_team(self, now: float) -> Team:
-        data = self.client.execute(docs.TEAM, {"key": self.team_key})
-        nodes = [n for n in data["teams"]["nodes"] if str(n["key"]).upper() == self.team_key]
-        if not nodes:
-            raise ConfigError(
-                f"no Linear team with the key {self.team_key!r} is visible to this API key: "
-                "check linear_team in .legion/config.toml (a team's key is in its Linear "
-                "settings) and that the key's owner is a member"
-            )
-        node = nodes[0]
-        states = sorted(
-            (
-                WorkflowState(s["id"], s["name"], s["type"], float(s["position"]))
-                for s in node["states"]["nodes"]
-            ),
-            key=lambda state: state.position,
-        )
-        labels = [
-            TeamLabel(
-                label["id"], label["name"], label["team"]["id"] if label.get("team") else None
-            )
-            for label in self._pages(docs.LABELS, {"teamId": node["id"]}, "issueLabels")
-            if not label.get("isGroup")  # a group only holds labels; an issue cannot carry it
-        ]
-        return Team(node["id"], node["key"], node["name"], states, labels, fetched_at=now)
-
-    def _team_of(self, data: Mapping[str, Any]) -> Team | None:
-        team = Team.from_json(data)
-        return team if team.key == self.team_key else None
-
-    def _state_for(self, status: Status) -> WorkflowState:
-        team = self.team()
-        try:
-            name = self.statuses.to_backend(status, team.state_names())
-        except ConfigError:
-            refreshed = self.team(max_age=RECHECK_S)  # a state added since the cache
-            name = self.statuses.to_backend(status, refreshed.state_names())
-            team = refreshed
-        return next(state for state in team.states if state.name == name)
-
-    def _label_for(self, name: str) -> TeamLabel:
-        """The label `name` on Linear, created on the team when it has none yet."""
-        label = found_or_refetched(self._team, lambda team: find_label(team, name))
-        if label is not None:
-            return label
-        return created_once(
-            lambda: self._create_label(name), self._team, lambda team: find_label(team, name)
-        )
-
-    def _create_label(self, name: str) -> TeamLabel:
-        team = self.team()
-        data = self.client.execute(docs.LABEL_CREATE, {"input": {"name": name, "teamId": team.id}})
-        node = data["issueLabelCreate"]["issueLabel"]
-        label = TeamLabel(node["id"], node["name"], team.id)
-        team.labels.append(label)
-        self._team.save(team)
-        return label
-
-    # -- helpers -------------------------------------------------------------------------------
+    # -- requests and nodes --------------------------------------------------------------------
 
     def _not_found(self, identifier: str) -> NotFoundError:
         return NotFoundError(f"no issue {identifier} in Linear (see `legion issue list`)")
@@ -412,31 +289,6 @@ class LinearTracker(GraphQLTracker):
                 f"{blocked} (see `legion issue list`)"
             ) from None
 
-    def _add_relation(self, blocker: Mapping[str, Any], blocked: Mapping[str, Any]) -> None:
-        """`blocker` blocks `blocked`. Sent with an id of Legion's: a retry after a lost
-        answer is refused as a duplicate, and the relation is then looked for on the issue."""
-        relation = {
-            "id": str(uuid.uuid4()),
-            "issueId": blocker["id"],
-            "relatedIssueId": blocked["id"],
-            "type": "blocks",
-        }
-        try:
-            data = self.client.execute(docs.RELATION_CREATE, {"input": relation}, idempotent=True)
-        except BackendError as exc:
-            if exc.kind not in (BackendErrorKind.TRANSIENT, BackendErrorKind.INVALID):
-                raise
-            if blocker["identifier"] in _blocking_relations(self._fetch(blocked["identifier"])):
-                return
-            raise
-        if not data["issueRelationCreate"].get("success"):
-            raise BackendError(
-                "linear",
-                BackendErrorKind.INVALID,
-                "the relation was not created",
-                operation=docs.RELATION_CREATE.name,
-            )
-
     def _check_team(self, identifier: str, node: Mapping[str, Any]) -> None:
         key = str(node["team"]["key"]).upper()
         if key != self.team_key:
@@ -458,74 +310,10 @@ class LinearTracker(GraphQLTracker):
             )
         return self._mapped(payload["issue"])
 
-    def _create(
-        self,
-        doc: Document,
-        variables: Mapping[str, Any],
-        mutation: str,
-        entity: str,
-        *,
-        lookup: Document,
-        client_id: str,
-    ) -> dict[str, Any]:
-        """Run a create mutation; when it fails in a way that may hide a success (the answer
-        lost, then the retry refused as a duplicate), look the entity up by our id."""
-        try:
-            # Safe to send twice: the id is ours, and a duplicate is refused, then found below.
-            data = self.client.execute(doc, variables, idempotent=True)
-        except BackendError as exc:
-            if exc.kind not in (BackendErrorKind.TRANSIENT, BackendErrorKind.INVALID):
-                raise
-            try:
-                found: dict[str, Any] = self.client.execute(lookup, {"id": client_id})[entity]
-            except BackendError:
-                raise exc from None
-            return found
-        payload = data[mutation]
-        if not payload.get("success") or payload.get(entity) is None:
-            raise BackendError(
-                "linear", BackendErrorKind.INVALID, "nothing was created", operation=doc.name
-            )
-        created: dict[str, Any] = payload[entity]
-        return created
-
-    def _pages(
-        self, doc: Document, variables: Mapping[str, Any], connection: str
-    ) -> Iterator[dict[str, Any]]:
-        return paged(
-            lambda after: self.client.execute(doc, {**variables, "after": after})[connection]
-        )
-
     def _to_issue(self, node: Mapping[str, Any]) -> Issue | None:
         """The issue, or None when its state maps to no Legion status (not Legion's)."""
-        state = node["state"]
-        status = self.statuses.to_legion(state["name"])
-        if status is None:
-            return None
-        parent = node.get("parent")
-        children = sorted(
-            (child["identifier"] for child in node["children"]["nodes"]), key=_identifier_order
-        )
-        return Issue(
-            identifier=node["identifier"],
-            title=node["title"],
-            body=node.get("description") or "",
-            status=status,
-            labels=frozenset(
-                self._canonical_label(label["name"]) for label in node["labels"]["nodes"]
-            ),
-            parent=parent["identifier"] if parent else None,
-            children=tuple(children),
-            created_at=node["createdAt"],
-            updated_at=node["updatedAt"],
-            id=node["id"],
-            url=node["url"],
-            backend_status=state["name"],
-            links=pull_request_links(
-                attachment["url"] for attachment in node["attachments"]["nodes"]
-            ),
-            blocked_by=tuple(sorted(_blocking_relations(node), key=_identifier_order)),
-        )
+        status = self.statuses.to_legion(node["state"]["name"])
+        return None if status is None else to_issue(node, status, self._canonical_label)
 
     def _mapped(self, node: Mapping[str, Any]) -> Issue:
         issue = self._to_issue(node)
@@ -537,57 +325,6 @@ class LinearTracker(GraphQLTracker):
                 '"Backlog", to use it)'
             )
         return issue
-
-    def _to_comment(self, node: Mapping[str, Any], identifier: str) -> Comment:
-        body, marker, asked = unmark(node["body"])
-        return Comment(
-            id=node["id"],
-            issue=identifier,
-            author=marker if marker is not None else _display_name(node),
-            body=body,
-            created_at=node["createdAt"],
-            by_legion=marker is not None,
-            asked=asked,
-            by_bot=node.get("user") is None and node.get("botActor") is not None,
-        )
-
-
-def _blocking_relations(node: Mapping[str, Any]) -> dict[str, str]:
-    """The issue's blockers read with it: blocker identifier -> the relation's id."""
-    found: dict[str, str] = {}
-    for relation in (node.get("inverseRelations") or {}).get("nodes") or []:
-        if relation and relation.get("type") == "blocks" and relation.get("issue"):
-            found.setdefault(relation["issue"]["identifier"], relation["id"])
-    return found
-
-
-def find_label(team: Team, name: str) -> TeamLabel | None:
-    """The label named `name` (any case), the team's own before the workspace's."""
-    folded = name.casefold()
-    matching = [label for label in team.labels if label.name.casefold() == folded]
-    matching.sort(key=lambda label: (label.team_id is None, label.name != name))
-    return matching[0] if matching else None
-
-
-def _display_name(comment: Mapping[str, Any]) -> str:
-    for actor, keys in (
-        ("user", ("displayName", "name")),
-        ("botActor", ("name",)),
-        ("externalUser", ("name",)),
-    ):
-        found = comment.get(actor)
-        if isinstance(found, Mapping):
-            for key in keys:
-                if found.get(key):
-                    return str(found[key])
-    return "unknown"
-
-
-def _identifier_order(identifier: str) -> tuple[str, int]:
-    try:
-        return parse_identifier(identifier)
-    except InputError:
-        return identifier, 0
 
 
 def open_tracker(

@@ -1,4 +1,5 @@
-"""The Linear end of the shared GraphQL client: where to send, which key, how errors read.
+"""The Linear end of the shared GraphQL client: where to send, which key, how errors read,
+and how a connection is read page after page (`pages`).
 
 Linear answers a failed request with GraphQL errors whose `extensions` carry a `code`
 (`RATELIMITED`, `AUTHENTICATION_ERROR`, `FORBIDDEN`, `INPUT_ERROR` ...) and a `type`
@@ -10,11 +11,12 @@ unknown issue is "Entity not found". The personal API key goes in `Authorization
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from legion.errors import BackendErrorKind, ConfigError
-from legion.graphql_client import DEFAULT_TIMEOUT_S, GraphQLClient
+from legion.graphql_client import DEFAULT_TIMEOUT_S, Document, GraphQLClient
+from legion.trackers.graphql import paged
 
 DEFAULT_API_URL = "https://api.linear.app/graphql"
 API_URL_VAR = "LINEAR_API_URL"
@@ -96,3 +98,10 @@ def linear_client(
         timeout=timeout,
         sleep=sleep,
     )
+
+
+def pages(
+    client: GraphQLClient, doc: Document, variables: Mapping[str, Any], connection: str
+) -> Iterator[dict[str, Any]]:
+    """Every node of the connection `connection` a query returns, page after page."""
+    return paged(lambda after: client.execute(doc, {**variables, "after": after})[connection])

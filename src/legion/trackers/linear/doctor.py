@@ -7,7 +7,8 @@ from legion.config import Project
 from legion.errors import BackendError, ConfigError
 from legion.graphql_client import GraphQLClient
 from legion.trackers.linear import documents as docs
-from legion.trackers.linear.adapter import find_label, open_tracker
+from legion.trackers.linear.adapter import open_tracker
+from legion.trackers.linear.team import find_label
 
 DoctorCheck = tuple[str, bool, str]
 
