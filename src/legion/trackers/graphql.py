@@ -1,6 +1,7 @@
 """What the trackers over a GraphQL API (Linear, GitHub Issues) do the same way: the labels
-they accept, a write about one issue, a comment's text, cursor paging, the cached workspace
-(a team's states and labels, a repository's labels and project) and the label created once.
+they accept (and a change of an issue's labels, checked), a write about one issue, a
+comment's text, cursor paging, the cached workspace (a team's states and labels, a
+repository's labels and project) and the label created once.
 
 Each adapter keeps what is its own (documents, identifiers, how a status is stored); what is
 here was written twice before."""
@@ -8,14 +9,14 @@ here was written twice before."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from legion.core.marks import mark
 from legion.core.text import clean_comment, clean_title
-from legion.errors import BackendError, BackendErrorKind, NotFoundError
+from legion.errors import BackendError, BackendErrorKind, InputError, NotFoundError
 from legion.graphql_client import Document, GraphQLClient, next_cursor
 from legion.statefiles import write_private
 from legion.trackers.base import canonical_label, check_label, known_labels
@@ -144,6 +145,15 @@ class GraphQLTracker:
 
     def _canonical_label(self, name: str) -> str:
         return canonical_label(name, self.known_labels)
+
+    def _label_change(self, add: Iterable[str], remove: Iterable[str]) -> tuple[set[str], set[str]]:
+        """The known labels to add and to remove; one both added and removed is refused."""
+        to_add = {self._known_label(name) for name in add}
+        to_remove = {self._known_label(name) for name in remove}
+        both = to_add & to_remove
+        if both:
+            raise InputError(f"label {sorted(both)[0]!r} is both added and removed")
+        return to_add, to_remove
 
     def _execute_for(
         self, identifier: str, doc: Document, variables: Mapping[str, Any]

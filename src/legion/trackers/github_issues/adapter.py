@@ -18,8 +18,8 @@ Reads: `list_issues` reads every open issue (100 per request, each with its firs
 and, in the first request, the 100 most recently updated closed ones (Done: the workspace
 sweep needs them), so N open issues cost max(1, ceil(N / 100)) requests (with a project, one
 more for the project's options when the cache below is stale). With `status=Done` it reads
-closed issues only, most recently updated first, at most `queries.DONE_PAGES` pages. Comments are
-read on demand, every page. Each issue comes with the first 5 pull requests whose body closes
+closed issues only, most recently updated first, at most `queries.DONE_PAGES` pages. Comments
+are read on demand, every page. Each issue comes with the first 5 pull requests whose body closes
 it ("Fixes #12"): `Issue.links`, how the forge finds a PR on a branch not named for the issue.
 
 Sub-issues: GitHub's published schema has no sub-issue fields yet, so a sub-issue's body ends
@@ -64,7 +64,7 @@ from legion.core.marks import pull_request_links
 from legion.core.model import Status
 from legion.core.statusmap import StatusMap
 from legion.core.text import clean_body, clean_title
-from legion.errors import BackendError, BackendErrorKind, InputError, NotFoundError
+from legion.errors import BackendError, BackendErrorKind, NotFoundError
 from legion.github.settings import GitHubSettings
 from legion.graphql_client import Document, GraphQLClient
 from legion.trackers.base import Comment, Issue, blocker_change
@@ -249,11 +249,7 @@ class GitHubIssuesTracker(GraphQLTracker):
     def update_labels(
         self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
     ) -> Issue:
-        to_add = {self._known_label(name) for name in add}
-        to_remove = {self._known_label(name) for name in remove}
-        both = to_add & to_remove
-        if both:
-            raise InputError(f"label {sorted(both)[0]!r} is both added and removed")
+        to_add, to_remove = self._label_change(add, remove)
         # A fresh read: only what changes is sent, and removal uses the issue's own label ids.
         node = self.queries.fetch(identifier)
         sub_issues = children(node)

@@ -199,11 +199,7 @@ class LinearTracker(GraphQLTracker):
     def update_labels(
         self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
     ) -> Issue:
-        to_add = {self._known_label(name) for name in add}
-        to_remove = {self._known_label(name) for name in remove}
-        both = to_add & to_remove
-        if both:
-            raise InputError(f"label {sorted(both)[0]!r} is both added and removed")
+        to_add, to_remove = self._label_change(add, remove)
         # A fresh read: only what changes is sent, and removal uses the issue's own label ids.
         node = self._fetch(identifier)
         current = {label["name"].casefold(): label["id"] for label in node["labels"]["nodes"]}
