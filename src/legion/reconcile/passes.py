@@ -61,7 +61,8 @@ def in_priority_order(snapshot: Snapshot) -> list[IssueState]:
 
 
 class Reconciler:
-    """Runs passes for one project.
+    """Runs passes for one project, one at a time under its reconcile lock, and keeps what
+    lasts between them: each issue's backoff and a rate limit's quiet.
 
     `oracle`: whether a controller takes blocked workers' questions (the daemon runs one). With
     it, a blocked worker becomes an `oracle` item of the judgment queue, and only goes straight to
