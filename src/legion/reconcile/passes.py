@@ -13,7 +13,6 @@ from functools import partial
 
 from legion.actionlog import ActionLog
 from legion.config import Project
-from legion.core import backoff
 from legion.core.decide import Action
 from legion.core.model import Status
 from legion.forges.base import Forge
@@ -26,7 +25,7 @@ from legion.trackers.base import Tracker
 
 from .cleanup import retire_finished, sweep_workspaces
 from .context import PassContext
-from .guard import PassGuard, Unknown
+from .guard import Backoffs, PassGuard, Unknown
 from .outcomes import Outcome
 from .routing import JudgmentRouter
 from .starts import Starts
@@ -96,15 +95,20 @@ class Reconciler:
         self.oracle_timeout = (
             project.settings.stale_after if oracle_timeout is None else oracle_timeout
         )
-        # A tracker or forge that said "rate limited, until ..." to the pass's reads: no pass
-        # before then. A step of one issue that failed holds back only that issue (`held`).
-        self.quiet_until = 0.0
-        self.clock = clock
-        self.held: dict[str, backoff.Held] = {}
+        self.backoffs = Backoffs(clock)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """What each issue's backoff is timed on (`clock=`; a test sets its own)."""
+        return self.backoffs.clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], float]) -> None:
+        self.backoffs.clock = clock
 
     def quiet_for(self) -> float:
         """Seconds until a rate-limited backend may be asked again (0 when it may now)."""
-        return max(0.0, self.quiet_until - time.monotonic())
+        return self.backoffs.quiet_for()
 
     def run(
         self,
@@ -131,7 +135,13 @@ class _Pass:
             log=owner.log,
             judgments=owner.judgments,
             pause=owner.pause,
-            guard=PassGuard(owner, dry_run),
+            guard=PassGuard(
+                owner.log,
+                owner.pause,
+                owner.backoffs,
+                rate_limit_wait=owner.project.settings.tick,
+                dry_run=dry_run,
+            ),
             dry_run=dry_run,
         )
 
