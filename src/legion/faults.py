@@ -25,7 +25,7 @@ POINTS: tuple[str, ...] = (
     "after_registry_start",  # the registry names the worker; no worker-active, no window
     "after_worker_active",  # worker-active is on; the worker's window does not exist yet
     "after_window_started",  # the window runs; its start not yet confirmed by the transcript
-    # reconcile/passes.py, a transition
+    # reconcile/transitions.py, a transition
     "transition_labels_cleared",  # worker-done/-active cleared; the status not moved yet
     "transition_status_moved",  # the status moved; the next worker not started yet
     # forges/local.py, `legion pr merge` (run by the finisher worker)

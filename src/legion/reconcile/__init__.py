@@ -11,16 +11,20 @@ repeat, so a pass cut short is finished by the next one, and a lock keeps two pa
 overlapping. What a pass cannot observe (tmux, the tracker) is unknown, and a pass that does
 not know does nothing. Every outcome is a typed value, appended to the action log.
 
-Each job in its own module: `passes` (the pass and the `Reconciler` that runs passes under its
-lock), `guard` (the guard, the backoff and the outcomes of a pass), `labels` (the workflow labels
-a worker's start and an answer write: their one writer), `answers` (what a human answered, and
-Legion's own questions) and `outcomes`.
+Each job in its own module: `passes` (the pass's phases in order, and the `Reconciler` that runs
+passes under its lock), `context` (what every phase is handed), `guard` (the guard, the backoff
+and the outcomes of a pass), `cleanup` (retiring finished workers, sweeping Done workspaces),
+`routing` (questions to the Oracle or a human, the judgment queue), `transitions` (one handler
+per action of the table), `starts` (admission: pause, WIP, token budget; the pass's starts),
+`labels` (the workflow labels a worker's start and an answer write: their one writer),
+`answers` (what a human answered, and Legion's own questions) and `outcomes`.
 """
 
 from legion.reconcile.answers import BUDGET_HEADING, budget_allowed, human_answer, legion_asked
 from legion.reconcile.labels import answer_worker, resume_worker, start_worker, worker_active
 from legion.reconcile.outcomes import Outcome
-from legion.reconcile.passes import START_FAILURES, Reconciler, counts_toward_wip
+from legion.reconcile.passes import Reconciler
+from legion.reconcile.starts import START_FAILURES, counts_toward_wip
 
 __all__ = [
     "BUDGET_HEADING",

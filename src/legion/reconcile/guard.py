@@ -2,33 +2,61 @@
 failed outcome and leaves the issue for the next pass; a backend's failure of one issue's step
 backs off that issue alone (`legion.core.backoff`: retryable kinds for longer each time, the
 others until the issue changes); a refused credential pauses dispatch; a rate limit on the
-pass's own reads keeps every pass away until the reset. Outcomes go to the action log."""
+pass's own reads keeps every pass away until the reset. Outcomes go to the action log. What
+lasts from one pass to the next (each issue's backoff, a rate limit's quiet) is `Backoffs`,
+which the reconciler keeps."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-from legion.actionlog import OutcomeKind
+from legion.actionlog import ActionLog, OutcomeKind
 from legion.core import backoff
 from legion.errors import BackendError, BackendErrorKind, LegionError, NotFoundError
+from legion.pause import DispatchPause
 
 from .outcomes import Outcome, Step
-
-if TYPE_CHECKING:
-    from .passes import Reconciler
 
 
 class Unknown(Exception):
     """What the pass needs to know could not be observed."""
 
 
-class PassGuard:
-    """One pass's outcomes, and the guard its steps run under."""
+@dataclass(slots=True)
+class Backoffs:
+    """What the reconciler remembers between passes of the backends' refusals: each issue held
+    back by a failed step (`held`, on `clock`), and no pass before `quiet_until` (a rate limit
+    on the pass's own reads: "rate limited, until ...")."""
 
-    def __init__(self, owner: Reconciler, dry_run: bool) -> None:
-        self.o = owner
+    clock: Callable[[], float] = time.monotonic
+    held: dict[str, backoff.Held] = field(default_factory=dict)
+    quiet_until: float = 0.0
+
+    def quiet_for(self) -> float:
+        """Seconds until a rate-limited backend may be asked again (0 when it may now)."""
+        return max(0.0, self.quiet_until - time.monotonic())
+
+
+class PassGuard:
+    """One pass's outcomes, and the guard its steps run under. `rate_limit_wait`: how long a
+    rate limit that gave no reset keeps passes away (a tick)."""
+
+    def __init__(
+        self,
+        log: ActionLog,
+        pause: DispatchPause,
+        backoffs: Backoffs,
+        *,
+        rate_limit_wait: float,
+        dry_run: bool,
+    ) -> None:
+        self.log = log
+        self.pause = pause
+        self.backoffs = backoffs
+        self.rate_limit_wait = rate_limit_wait
         self.dry_run = dry_run
         self.outcomes: list[Outcome] = []
         self.paused: str | None = None  # why dispatch is paused, as this pass knows it
@@ -43,7 +71,7 @@ class PassGuard:
     ) -> None:
         self.outcomes.append(Outcome(issue, action, kind, detail, retry_after))
         if not self.dry_run:
-            self.o.log.append(issue, action, kind, detail)
+            self.log.append(issue, action, kind, detail)
 
     def failed(
         self,
@@ -69,16 +97,16 @@ class PassGuard:
             self.back_off(issue, action, exc, state, prefix)
             return
         if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED:
-            wait = exc.retry_after if exc.retry_after is not None else self.o.project.settings.tick
+            wait = exc.retry_after if exc.retry_after is not None else self.rate_limit_wait
             if not self.dry_run:
-                self.o.quiet_until = max(self.o.quiet_until, time.monotonic() + wait)
+                self.backoffs.quiet_until = max(self.backoffs.quiet_until, time.monotonic() + wait)
             self.record(
                 issue, action, OutcomeKind.DEFERRED, f"{prefix}{exc}; next try in {wait:.0f} s"
             )
             return
         self.record(issue, action, OutcomeKind.FAILED, f"{prefix}{exc}")
         if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.AUTH and not self.dry_run:
-            reason = self.o.pause.hold(
+            reason = self.pause.hold(
                 f"dispatch paused: {exc}; once fixed, start Legion again (`legion stop`, "
                 "`legion start`)"
             )
@@ -94,16 +122,16 @@ class PassGuard:
         state: Hashable,
         prefix: str,
     ) -> None:
-        now = self.o.clock()
+        now = self.backoffs.clock()
         held = backoff.after_failure(
-            self.o.held.get(issue),
+            self.backoffs.held.get(issue),
             state,
             now,
             retryable=exc.retryable if isinstance(exc, BackendError) else False,
             retry_after=exc.retry_after if isinstance(exc, BackendError) else None,
         )
         if not self.dry_run:
-            self.o.held[issue] = held
+            self.backoffs.held[issue] = held
         wait = held.until - now
         if held.permanent:
             detail = f"{exc}; not tried again until {issue} changes (or in {wait / 60:.0f} min)"
@@ -117,8 +145,8 @@ class PassGuard:
     def holding(self, issue: str, action: str, state: Hashable) -> bool:
         """Whether the issue's steps still back off; said in the pass's outcomes only (the
         failure that started it was logged once)."""
-        held = self.o.held.get(issue)
-        wait = backoff.waiting(held, state, self.o.clock())
+        held = self.backoffs.held.get(issue)
+        wait = backoff.waiting(held, state, self.backoffs.clock())
         if held is None or wait <= 0:
             return False
         why = f"not tried again until {issue} changes" if held.permanent else "backing off"
@@ -161,6 +189,6 @@ class PassGuard:
             self.failed(issue, action, exc, state=state)
             return
         if state is not None and not self.dry_run:
-            self.o.held.pop(issue, None)
+            self.backoffs.held.pop(issue, None)
         if result is not None:
             self.record(issue, action, result.kind, result.detail, result.retry_after)

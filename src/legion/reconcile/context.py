@@ -1,0 +1,26 @@
+"""What every part of one pass works with, handed to each explicitly: the project's tracker and
+workers, the stores a pass writes (the action log, the judgment queue, the dispatch pause), the
+guard its steps run under, and whether the pass only plans (a dry run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from legion.actionlog import ActionLog
+from legion.judgments import JudgmentQueue
+from legion.pause import DispatchPause
+from legion.sessions.workers import WorkerManager
+from legion.trackers.base import Tracker
+
+from .guard import PassGuard
+
+
+@dataclass(frozen=True, slots=True)
+class PassContext:
+    tracker: Tracker
+    workers: WorkerManager
+    log: ActionLog
+    judgments: JudgmentQueue
+    pause: DispatchPause
+    guard: PassGuard
+    dry_run: bool

@@ -1,0 +1,167 @@
+"""Admission to a pass's worker starts: whether a worker may start now (the dispatch pause, the
+WIP limit, the issue's token budget, a human asked once it is spent), its start without waiting,
+and, at the pass's end, every start collected at once, failed ones counted toward the pause."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from legion import prompts
+from legion.actionlog import OutcomeKind
+from legion.core.model import Label, Mode
+from legion.core.usage import total
+from legion.errors import ConfigError, LegionError, ToolMissingError, WorkerStartError
+from legion.feedback import ask_human
+from legion.sessions.workers import WorkerView
+
+from .answers import LEGION_AUTHOR, budget_allowed, budget_question
+from .context import PassContext
+from .labels import resume_worker, start_worker
+from .outcomes import Step, deferred, done
+
+# What a session that cannot start raises (the CLI missing, Claude Code not set up, the process
+# gone at once), as opposed to the tracker, a conflict, or tmux not answering (unknown): these
+# count toward the dispatch pause.
+START_FAILURES: tuple[type[LegionError], ...] = (ToolMissingError, ConfigError, WorkerStartError)
+# The line tmux adds under a dead pane it keeps (remain-on-exit); it holds the time of death.
+TMUX_DEAD_PANE = re.compile(r"^Pane is dead \(")
+
+
+def counts_toward_wip(mode: Mode) -> bool:
+    """Reviewers are short-lived and exempt; every other worker writes code or plans."""
+    return mode is not Mode.REVIEW
+
+
+class Starts:
+    """One pass's worker starts: the WIP count as workers start and close, the issues started,
+    and a note for a start that is due (a human's answer to a question Legion asked itself)."""
+
+    def __init__(
+        self,
+        ctx: PassContext,
+        views: Sequence[WorkerView],
+        *,
+        wip_limit: int | None,
+        token_budget: int | None,
+    ) -> None:
+        self.ctx = ctx
+        self.wip_limit = wip_limit
+        self.token_budget = token_budget
+        self.code_workers = sum(
+            1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode)
+        )
+        self.started: list[str] = []
+        self._notes: dict[str, str] = {}  # by issue; taken by the start it is for
+
+    def closed(self, mode: Mode) -> None:
+        """A live worker in `mode` was closed during the pass: its place counts no more."""
+        if counts_toward_wip(mode):
+            self.code_workers -= 1
+
+    @contextmanager
+    def noted(self, issue: str, note: str) -> Iterator[None]:
+        """Within, the issue's next start carries `note` in its prompt."""
+        self._notes[issue] = note
+        try:
+            yield
+        finally:
+            self._notes.pop(issue, None)
+
+    def wip_full(self, mode: Mode) -> bool:
+        limit = self.wip_limit
+        return limit is not None and counts_toward_wip(mode) and self.code_workers >= limit
+
+    def cannot_start(self, mode: Mode) -> Step | None:
+        """Why a worker in `mode` cannot start now (deferred), or None when it can."""
+        if self.ctx.guard.paused is not None:
+            return deferred("dispatch paused (`legion status` says why)")
+        if self.wip_full(mode):
+            return deferred(f"WIP limit {self.wip_limit} reached")
+        return None
+
+    def blocked(self, issue: str, mode: Mode) -> Step | None:
+        """Why no worker in `mode` may start on `issue` now (WIP limit, pause, or its token
+        budget: a human is then asked), or None. Actions that clear labels before a start
+        ask this first: the labels say which worker is due, for when it can start, and for
+        whoever answers a budget question."""
+        return self.cannot_start(mode) or self.over_budget(issue)
+
+    def start(self, issue: str, mode: Mode, prompt: str | None = None) -> Step:
+        """Start `mode`'s worker on `issue` (its session resumed with `prompt`, when given)
+        unless `blocked`; the pass collects it at its end (`collect`)."""
+        blocked = self.blocked(issue, mode)
+        if blocked is not None:
+            return blocked
+        workers, tracker = self.ctx.workers, self.ctx.tracker
+        note = self._notes.pop(issue, None)
+        if note is not None:
+            prompt = prompts.with_note(prompt or workers.worker_prompt(issue, mode), note)
+        # Started without waiting: the pass collects every start at its end, in parallel.
+        try:
+            if prompt is None:
+                view = start_worker(workers, tracker, issue, mode, wait=False)
+            else:
+                view = resume_worker(workers, tracker, issue, mode, prompt, wait=False)
+        except START_FAILURES as exc:
+            self._start_failed(str(exc))
+            raise
+        self.started.append(issue)
+        if counts_toward_wip(mode):
+            self.code_workers += 1
+        return done(f"{mode.value} worker in {view.record.window}")
+
+    def over_budget(self, issue: str) -> Step | None:
+        """None while the issue's workers have used less than its token budget (a human's
+        answer to a budget question allows one budget more than was used then); else no
+        worker starts, and a human is asked, once."""
+        budget = self.token_budget
+        if budget is None:
+            return None
+        tracker = self.ctx.tracker
+        used = total(self.ctx.workers.usage(issue).get(issue, {}).values()).total
+        if used < budget:
+            return None
+        allowed = budget_allowed(tracker.list_comments(issue), budget)
+        if used < allowed:
+            return None
+        if self.ctx.dry_run:
+            return Step(OutcomeKind.PLANNED, f"token budget spent ({used:,} of {allowed:,})")
+        found = tracker.get_issue(issue)
+        if Label.USER_INPUT_NEEDED.value in found.labels:
+            return deferred(f"token budget spent ({used:,} of {allowed:,}); a human decides")
+        question = budget_question(issue, used, allowed, budget)
+        ask_human(tracker, issue, question, author=LEGION_AUTHOR)
+        return done(f"token budget spent ({used:,} of {allowed:,}): asked a human")
+
+    def collect(self) -> Step | None:
+        """Wait for the workers this pass started; count their starts toward the pause."""
+        if not self.started:
+            return None
+        failures = self.ctx.workers.supervisor.await_starts()
+        failed = {issue for issue, _ in failures}
+        if any(issue not in failed for issue in self.started):
+            self.ctx.pause.start_succeeded()
+        for issue, reported in failures:
+            why = self._exit_line(issue) or reported
+            self.ctx.guard.record(issue, "worker_start", OutcomeKind.FAILED, why)
+            self._start_failed(why, f" (`legion peek {issue}` shows its last screen)")
+        return None
+
+    def _start_failed(self, cause: str, hint: str = "") -> None:
+        reason = self.ctx.pause.start_failed(cause, hint)
+        if reason is not None:
+            self.ctx.guard.paused = reason
+            self.ctx.guard.record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
+
+    def _exit_line(self, issue: str) -> str | None:
+        """What a worker that exited at once said last, from its dead pane (kept for `peek`),
+        passing over tmux's own "Pane is dead (status …, <time>)" line."""
+        try:
+            _, screen = self.ctx.workers.peek(issue, lines=60)
+        except LegionError:
+            return None
+        said = [line.strip() for line in screen.splitlines() if line.strip()]
+        said = [line for line in said if not TMUX_DEAD_PANE.match(line)]
+        return f"the worker exited as it started: {said[-1]}" if said else None

@@ -1,0 +1,284 @@
+"""What the pass does for each issue the decision table gives an action: one handler per
+action. Moves clear `worker-done` before the status moves; the implementer is resumed for
+requested changes or failing checks; a dead worker is restarted (a human asked once it keeps
+dying); a stale `worker-done` is cleared; a human's answer goes to whoever asked."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+
+from legion import prompts
+from legion.actionlog import OutcomeKind
+from legion.core.decide import Action, Decision, due_after_answer
+from legion.core.liveness import SessionState, finishing
+from legion.core.model import Label, Mode
+from legion.errors import LegionError
+from legion.faults import fault_point
+from legion.feedback import ask_human
+from legion.sessions.workers import WorkerView
+from legion.state import IssueState
+
+from .answers import LEGION_AUTHOR, answer_in, legion_asked, restarts_question
+from .context import PassContext
+from .labels import answer_worker
+from .outcomes import Step, deferred, done, observed_state
+from .starts import Starts
+
+# A worker that said it is done but is still finishing its last message (`core.liveness`) is
+# looked at again this soon.
+FINISHING_RETRY_S = 0.5
+# Too many redispatches of one issue in this window means its worker keeps dying: ask a human.
+REDISPATCH_LIMIT = 3
+REDISPATCH_WINDOW_S = 15 * 60
+# The action logged when Legion asks a human about a worker that keeps dying: restarts before
+# it do not count toward the limit (an action's name, never a detail's text, is what counts).
+ASKED_ABOUT_RESTARTS = "ask_human_about_restarts"
+
+Handler = Callable[[IssueState, Decision], Step]
+
+
+class Transitions:
+    """Carries out one pass's actions, issue by issue, on the workers it observed; every
+    worker starts through `starts` (admission, the WIP count)."""
+
+    def __init__(self, ctx: PassContext, views: Sequence[WorkerView], starts: Starts) -> None:
+        self.ctx = ctx
+        self.views = views
+        self.starts = starts
+
+    def execute(self, state: IssueState) -> None:
+        """The issue's action, under the pass's guard (backing off the issue on a failure)."""
+        decision = state.decision
+        handler = self.handler(decision.action)
+        self.ctx.guard.guarded(
+            state.issue.identifier,
+            decision.action.value,
+            lambda: handler(state, decision),
+            state=observed_state(state.issue, state.pr, decision.action.value),
+        )
+
+    def handler(self, action: Action) -> Handler:
+        handlers: dict[Action, Handler] = {
+            Action.TRANSITION_TO_TODO: self.transition,
+            Action.TRANSITION_TO_IN_PROGRESS: self.transition,
+            Action.TRANSITION_TO_NEEDS_REVIEW: self.transition,
+            Action.TRANSITION_TO_RETRO: self.transition,
+            Action.DISPATCH_FINISHER: self.transition,
+            Action.RESUME_IMPLEMENTER_FOR_CHANGES: self.resume_for_changes,
+            Action.RESUME_IMPLEMENTER_FOR_CHECKS: self.resume_for_checks,
+            Action.RELAY_USER_FEEDBACK: self.relay_feedback,
+            Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH: self.redispatch,
+            Action.REMOVE_STALE_WORKER_DONE: self.remove_stale_done,
+        }
+        return handlers.get(action, self.dispatch)
+
+    def _views_of(self, issue: str) -> list[WorkerView]:
+        return [view for view in self.views if view.record.issue == issue]
+
+    def _clear_finished_workers(self, issue: str) -> Step | None:
+        """Close the issue's live workers before the next mode starts; None when done, else why
+        not yet (a worker that said it is done may still be finishing its last message)."""
+        for view in self._views_of(issue):
+            if not view.state.is_live:
+                continue
+            if finishing(view.state, view.last_activity, time.time()):
+                return deferred(
+                    f"{view.record.window} is finishing its turn", retry_after=FINISHING_RETRY_S
+                )
+            self.ctx.workers.retire(view)
+            self.starts.closed(view.record.mode)
+        return None
+
+    def transition(self, state: IssueState, decision: Decision) -> Step:
+        issue = state.issue.identifier
+        tracker = self.ctx.tracker
+        assert decision.mode is not None
+        target = decision.action.target_status
+        waiting = self._clear_finished_workers(issue)
+        if waiting is not None:
+            return waiting
+        if target is None:
+            # The finisher: nothing but its start follows from Retro + worker-done, so change
+            # nothing until it can start (clearing worker-done would send Retro back to retro).
+            blocked = self.starts.blocked(issue, decision.mode)
+            if blocked is not None:
+                return blocked
+        # `worker-done` goes before the status moves: a crash between the two then runs the
+        # finished mode again (workers are idempotent), where the other order would read the
+        # old mode's `worker-done` as the new one's and skip a phase. A move that fails puts
+        # the labels back, leaving the issue as it was.
+        labels = [Label.WORKER_DONE.value, Label.WORKER_ACTIVE.value]
+        tracker.update_labels(issue, remove=labels)
+        fault_point("transition_labels_cleared")
+        if target is not None:
+            try:
+                tracker.set_status(issue, target)
+            except LegionError:
+                with suppress(LegionError):
+                    cleared = [label for label in labels if label in state.issue.labels]
+                    tracker.update_labels(issue, add=cleared)
+                raise
+            fault_point("transition_status_moved")
+        prompt = None
+        if decision.action is Action.DISPATCH_FINISHER and state.pr and state.pr.failing_checks:
+            first = self.ctx.workers.worker_prompt(issue, decision.mode)
+            prompt = prompts.finish_with_failing_checks(first, state.pr)
+        started = self.starts.start(issue, decision.mode, prompt)
+        if target is None:
+            return started
+        # The move is done; a deferred start is picked up by the new status's dispatch row.
+        later = "deferred: " if started.kind is OutcomeKind.DEFERRED else ""
+        return done(f"moved to {target.value}; {later}{started.detail}")
+
+    def dispatch(self, state: IssueState, decision: Decision) -> Step:
+        assert decision.mode is not None
+        return self.starts.start(state.issue.identifier, decision.mode)
+
+    def resume_for_changes(self, state: IssueState, decision: Decision) -> Step:
+        """The reviewer requested changes: resume the implementer's session with them."""
+        pr = state.pr
+        return self._resume_implementer(
+            state.issue.identifier, lambda first: prompts.requested_changes(first, pr)
+        )
+
+    def resume_for_checks(self, state: IssueState, decision: Decision) -> Step:
+        """The reviewer approved but CI fails: resume the implementer's session with each
+        failing check and its log link."""
+        pr = state.pr
+        assert pr is not None  # the table decides this only for a PR with failing checks
+        started = self._resume_implementer(
+            state.issue.identifier, lambda first: prompts.fix_failing_checks(first, pr)
+        )
+        names = ", ".join(check.name for check in pr.failing_checks)
+        return Step(started.kind, f"failing: {names}; {started.detail}", started.retry_after)
+
+    def _resume_implementer(self, issue: str, follow_up: Callable[[str], str]) -> Step:
+        """Resume the implementer's session with a follow-up to its first prompt. It stops
+        without `worker-done` (`completion_labels`), so the next pass sends the work back to
+        the reviewer; the finished worker's window goes first, and nothing is cleared while
+        no worker may start."""
+        waiting = self._clear_finished_workers(issue)
+        if waiting is not None:
+            return waiting
+        blocked = self.starts.blocked(issue, Mode.IMPLEMENT)
+        if blocked is not None:
+            return blocked
+        prompt = follow_up(self.ctx.workers.worker_prompt(issue, Mode.IMPLEMENT))
+        self.ctx.tracker.update_labels(issue, remove=[Label.WORKER_DONE.value])
+        return self.starts.start(issue, Mode.IMPLEMENT, prompt)
+
+    def _latest_mode(self, issue: str, fallback: Mode | None) -> Mode | None:
+        """The mode of the issue's last worker: in Retro that tells finish from retro, in
+        Needs Review the implementer's changes from the reviewer."""
+        latest = self.ctx.workers.latest_record(issue)
+        return latest.mode if latest is not None else fallback
+
+    def redispatch(self, state: IssueState, decision: Decision) -> Step:
+        issue = state.issue.identifier
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - REDISPATCH_WINDOW_S))
+        # Restarts before the human was last asked do not count: clearing the flag (as the
+        # comment asks) gives the worker a fresh start.
+        restarts = self.ctx.log.count_since(
+            issue, decision.action.value, since, reset_by=ASKED_ABOUT_RESTARTS
+        )
+        if restarts >= REDISPATCH_LIMIT:
+            question = restarts_question(
+                issue, REDISPATCH_LIMIT, REDISPATCH_WINDOW_S // 60, Label.USER_INPUT_NEEDED.value
+            )
+            ask_human(self.ctx.tracker, issue, question, author=LEGION_AUTHOR)
+            # An entry of its own, which the count above starts after.
+            self.ctx.guard.record(
+                issue, ASKED_ABOUT_RESTARTS, OutcomeKind.DONE, "posted for a human"
+            )
+            return deferred("worker keeps dying: asked a human; restarted once answered")
+        mode = self._latest_mode(issue, decision.mode)
+        assert mode is not None
+        # Nothing changes until the worker can start: `worker-active` is what says which mode
+        # to restart (without it the status's own mode would start).
+        blocked = self.starts.blocked(issue, mode)
+        if blocked is not None:
+            return blocked
+        for view in self._views_of(issue):
+            if not view.state.is_live:
+                self.ctx.workers.retire(view)
+        self.ctx.tracker.update_labels(issue, remove=[Label.WORKER_ACTIVE.value])
+        first = self.ctx.workers.worker_prompt(issue, mode)
+        return self.starts.start(issue, mode, prompts.carry_on(first))
+
+    def remove_stale_done(self, state: IssueState, decision: Decision) -> Step:
+        """`worker-done` from a worker of another mode than the phase's: close that worker,
+        clear the label (and its `worker-active`), and start the phase's worker."""
+        issue = state.issue.identifier
+        assert decision.mode is not None
+        waiting = self._clear_finished_workers(issue)
+        if waiting is not None:
+            return waiting
+        latest = state.observation.latest_mode if state.observation is not None else None
+        whose = f"the {latest.value} worker's" if latest is not None else "another mode's"
+        self.ctx.tracker.update_labels(
+            issue, remove=[Label.WORKER_DONE.value, Label.WORKER_ACTIVE.value]
+        )
+        started = self.starts.start(issue, decision.mode)
+        later = "deferred: " if started.kind is OutcomeKind.DEFERRED else ""
+        return done(
+            f"worker-done was {whose}, not the {decision.mode.value} worker's: cleared; "
+            f"{later}{started.detail}"
+        )
+
+    def relay_feedback(self, state: IssueState, decision: Decision) -> Step:
+        """A human answered: into the question of the worker still blocked on it, else to
+        the worker that asked and stopped (resumed with it), else to the worker due after a
+        question Legion asked itself."""
+        issue = state.issue.identifier
+        tracker = self.ctx.tracker
+        comments = tracker.list_comments(issue)
+        answer = answer_in(comments)
+        if answer is None:
+            tracker.add_comment(
+                issue,
+                "Legion found no answer after the question. Comment with the answer, then add "
+                f"`{Label.USER_FEEDBACK_GIVEN.value}` again.",
+                author=LEGION_AUTHOR,
+                by_legion=True,
+            )
+            tracker.update_labels(issue, remove=[Label.USER_FEEDBACK_GIVEN.value])
+            return done("no answer found in the comments; asked again")
+        blocked = [
+            v for v in self._views_of(issue) if v.state is SessionState.BLOCKED and v.question
+        ]
+        if blocked and blocked[0].question is not None:
+            parts = len(blocked[0].question.items)
+            answer_worker(self.ctx.workers, tracker, issue, [answer] * parts)
+            result = done(f"answered the question in {blocked[0].record.window}")
+        elif legion_asked(comments):
+            return self._answer_legion(state, answer)
+        else:
+            mode = self._latest_mode(issue, decision.mode)
+            assert mode is not None
+            first = self.ctx.workers.worker_prompt(issue, mode)
+            prompt = prompts.human_answered(first, answer, mode)
+            result = self.starts.start(issue, mode, prompt)
+            if result.kind is OutcomeKind.DEFERRED:
+                return result
+        tracker.update_labels(
+            issue, remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value]
+        )
+        return result
+
+    def _answer_legion(self, state: IssueState, answer: str) -> Step:
+        """A human answered a question Legion asked itself (its budget, a worker that keeps
+        dying): no worker asked it, so no session is waiting for it. The labels go, and the
+        worker that is due (the table's decision without them) starts with the answer in its
+        prompt; deferred, the table starts it on a later pass."""
+        issue = state.issue.identifier
+        self.ctx.tracker.update_labels(
+            issue, remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value]
+        )
+        due = due_after_answer(state.observation) if state.observation is not None else None
+        if due is None or not due.action.is_mechanical:
+            return done("answer to Legion's question taken; nothing is due")
+        with self.starts.noted(issue, prompts.answer_to_legions_question(answer)):
+            step = self.handler(due.action)(state, due)
+        return Step(step.kind, f"answer to Legion's question: {due.action.value}: {step.detail}")
