@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,9 +19,10 @@ from legion.errors import InputError
 
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
     from legion.bus import Bus
-    from legion.bus.model import Agent, Channel, Event, EventKind, Message, Posted, Task
+    from legion.bus.model import Agent, Channel, Event, Message, Posted, Task
     from legion.config import Project
     from legion.identity import Speaker
+    from legion.messaging import Reading
     from legion.trackers.base import Tracker
 
 FOLLOW_POLL_S = 0.2  # how often `messages --follow` looks for new messages
@@ -53,18 +53,6 @@ def _speaker(ctx: typer.Context, bus: Bus) -> Speaker:
     return identify(bus, os.environ, Path.cwd(), lambda: common.project(ctx))
 
 
-def _wake_daemon(ctx: typer.Context) -> None:
-    """Have this project's daemon deliver now rather than at its next tick. Only a help: outside
-    a project (or with no daemon) the message waits for a tick."""
-    from legion.errors import LegionError
-
-    try:
-        project = common.project(ctx)
-    except LegionError:
-        return
-    common.changed(project)
-
-
 def _parse_channel(given: str | None) -> Channel | None:
     from legion.bus.address import parse_channel
 
@@ -72,24 +60,9 @@ def _parse_channel(given: str | None) -> Channel | None:
 
 
 def _known(ctx: typer.Context, bus: Bus, channel: Channel | None) -> Channel | None:
-    """A channel given with --channel, if its project is one the bus knows: a name that is
-    none would post where nobody reads, or read nothing as if all were quiet."""
-    from legion.bus.sessions import project_channel_name
-    from legion.errors import LegionError
+    from legion.messaging import known_channel
 
-    if channel is None:
-        return None
-    known = bus.projects()
-    if channel.project not in known:
-        with contextlib.suppress(LegionError):  # the project here, on the bus from now on
-            known[project_channel_name(common.project(ctx), bus)] = Path()
-    if channel.project not in known:
-        names = ", ".join(sorted(known)) or "none yet"
-        raise InputError(
-            f"no project {channel.project!r} on the bus (its projects: {names}); "
-            "write the channel as PROJECT/BRANCH with one of them"
-        )
-    return channel
+    return known_channel(bus, channel, lambda: common.project(ctx))
 
 
 def _read_text(text: str) -> str:
@@ -205,19 +178,18 @@ def say(
 def _report_posted(
     ctx: typer.Context, bus: Bus, posted: Posted, as_json: bool, verb: str = "posted"
 ) -> None:
+    from legion.messaging import hand_over
+
     message = posted.message
     wakes = [agent.address for agent in posted.recipients]
-    delivery: dict[str, str] = {}
-    if posted.created and posted.recipients:
-        _wake_daemon(ctx)
-        delivery = _deliver(bus, posted)
+    delivery = hand_over(bus, posted, os.environ, lambda: common.project(ctx))
     if as_json:
         common.print_json(
             {
                 "message": message_json(message),
                 "wakes": wakes,
                 "created": posted.created,
-                "delivery": delivery,
+                "delivery": {address: how.value for address, how in delivery.items()},
             }
         )
         return
@@ -240,44 +212,6 @@ _SAID = {
         "(or an open `legion tui`)"
     ),
 }
-
-
-def _deliver(bus: Bus, posted: Posted) -> dict[str, str]:
-    """Whoever watches delivers: with no daemon for an addressee's project, hand the message
-    over now, as the daemon would (`legion.watch.deliver_now`). What became of it, by address
-    of each addressee with a session."""
-    from legion.bus.delivery import Handed
-    from legion.bus.sessions import project_channel_name
-    from legion.errors import LegionError
-    from legion.watch import deliver_now, load
-
-    words = {
-        Handed.DELIVERED: "delivered",
-        Handed.AT_TURN_END: "at_turn_end",
-        Handed.NOT_RUNNING: "waits_for_start",
-    }
-    by_project: dict[str, list[Agent]] = {}
-    for agent in posted.recipients:
-        if agent.session_id:
-            by_project.setdefault(agent.project, []).append(agent)
-    found: dict[str, str] = {}
-    roots = bus.projects() if by_project else {}
-    for name, agents in by_project.items():
-        root = roots.get(name)
-        project = None if root is None else load(root, os.environ)
-        handed = None
-        if project is not None and project_channel_name(project, bus) == name:
-            try:
-                handed = deliver_now(project, bus, os.environ, [a.id for a in agents])
-            except LegionError:
-                handed = {}  # could not be had now (tmux did not answer): it stays pending
-        for agent in agents:
-            if handed is None:
-                found[agent.address] = "daemon" if project is not None else "waits_for_start"
-            else:
-                how = handed.get(agent.id, Handed.DELIVERED)  # nothing pending: delivered
-                found[agent.address] = words.get(how, "pending")
-    return found
 
 
 MessageIdOption = typer.Option(
@@ -412,29 +346,23 @@ def messages(
 
     What is shown that was addressed to you counts as read. With --follow --json, one JSON
     object per line."""
+    from legion.messaging import reading
+
     wanted = _parse_channel(channel)
     bus = _open_bus()
     wanted = _known(ctx, bus, wanted)
-    speaker = _speaker(ctx, bus)
-    me = speaker.agent.id
-    where = wanted if unread else wanted or speaker.channel()
-
-    def fetch(since: int, newest: int | None) -> list[Message]:
-        return bus.messages(
-            channel=where, since=since, unread_for=me if unread else None, last=newest
-        )
-
-    shown = fetch(0, None if unread else last)
+    feed = reading(bus, _speaker(ctx, bus), wanted, unread=unread)
+    shown = feed.messages(last=None if unread else last)
     if as_json and not follow:
         common.print_json([message_json(m) for m in shown])
     else:
         _show(shown, as_json)
-    bus.mark_read(me, (m.id for m in shown))
+    feed.shown(shown)
     if not follow:
         if not shown and not as_json:
-            common.echo(f"No {'unread ' if unread else ''}messages{_in(where)}.")
+            common.echo(f"No {'unread ' if unread else ''}messages{_in(feed.channel)}.")
         return
-    _follow(bus, fetch, shown[-1].seq if shown else 0, me, as_json)
+    _follow(feed, shown[-1].seq if shown else 0, as_json)
 
 
 def _in(channel: Channel | None) -> str:
@@ -448,20 +376,14 @@ def _show(found: Iterable[Message], as_json: bool) -> None:
     sys.stdout.flush()
 
 
-def _follow(
-    bus: Bus,
-    fetch: Callable[[int, int | None], list[Message]],
-    cursor: int,
-    me: int,
-    as_json: bool,
-) -> None:
+def _follow(feed: Reading, cursor: int, as_json: bool) -> None:
     try:
         while True:
             time.sleep(FOLLOW_POLL_S)
-            found = fetch(cursor, None)
+            found = feed.messages(since=cursor)
             if found:
                 _show(found, as_json)
-                bus.mark_read(me, (m.id for m in found))
+                feed.shown(found)
                 cursor = found[-1].seq
     except KeyboardInterrupt:
         return  # Ctrl-C is how one stops following: not an error
@@ -531,24 +453,6 @@ def event_line(event: Event, addresses: Mapping[int, str]) -> str:
     return line
 
 
-def _event_kinds(given: list[str]) -> set[EventKind]:
-    """The kinds asked for by name (`agent_blocked`, or `blocked`); none given: every kind
-    but `message_posted` (the messages themselves are `legion messages`')."""
-    from legion.bus.model import EventKind
-
-    known = {kind.value: kind for kind in EventKind}
-    short = {kind.short_name: kind for kind in EventKind}
-    if not given:
-        return set(EventKind) - {EventKind.MESSAGE_POSTED}
-    kinds = set()
-    for name in given:
-        kind = known.get(name.strip().lower()) or short.get(name.strip().lower())
-        if kind is None:
-            raise InputError(f"unknown event kind {name!r} (known: {', '.join(sorted(known))})")
-        kinds.add(kind)
-    return kinds
-
-
 def events(
     ctx: typer.Context,
     agent: Annotated[
@@ -579,7 +483,9 @@ def events(
     every agent on the bus (all projects on this machine).
 
     With --follow --json, one JSON object per line."""
-    kinds = _event_kinds(kind or [])
+    from legion.messaging import events_asked_for
+
+    kinds = events_asked_for(kind or [])
     bus = _open_bus()
     agent_id = None
     if agent is not None:
@@ -760,21 +666,12 @@ def kill(
 ) -> None:
     """End an agent's session (@legion and the human only). The swarm may start the issue's
     worker again: the tracker decides; move the issue to stop its work for good."""
-    from legion.bus import actions
-    from legion.watch import observe_all
+    from legion.agent_control import kill as kill_agent
 
     bus = _open_bus()
     speaker = _speaker(ctx, bus)
     target = _target(bus, speaker, agent)
-    # "Busy" must be true now, not what was last seen: with no daemon, look at the session.
-    observe_all(bus, os.environ, [target.project])
-
-    def stop(found: Agent) -> bool:
-        if found.session_id is None:
-            return False
-        return bool(_workers_of(bus, found).supervisor.stop_session(found.session_id, force=force))
-
-    killed = actions.kill(bus, speaker.agent, target, force=force, stop=stop)
+    killed = kill_agent(bus, speaker.agent, target, force=force, env=os.environ)
     if as_json:
         common.print_json(agent_json(killed))
         return
@@ -788,21 +685,12 @@ def attach(
     """Open the agent's live session in this terminal: its tmux window, read-write (what you
     type goes to the agent). Detach with tmux's prefix key then d (C-b d by default); the
     session runs on. Inside tmux on the same server, switches this client to it instead."""
+    from legion.agent_control import attach_command
+
     bus = _open_bus()
     target = _target(bus, _speaker(ctx, bus), agent)
-    if target.session_id is None:
-        raise InputError(f"@{for_display(target.address)} has no session to attach to")
-    workers = _workers_of(bus, target)
+    attach_with = attach_command(bus, target, os.environ)
     bus.close()
-    window = workers.supervisor.live_window(target.session_id)
-    if window is None:
-        from legion.errors import LegionError
-
-        raise LegionError(
-            f"@{for_display(target.address)} is not running (status {target.status.value}): "
-            "no live session to attach to"
-        )
-    attach_with = workers.supervisor.attach_command(window.id, os.environ)
     argv = attach_with.argv
     sys.stdout.flush()
     try:
@@ -811,24 +699,6 @@ def attach(
         from legion.errors import LegionError
 
         raise LegionError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-
-
-def _workers_of(bus: Bus, agent: Agent) -> Any:
-    """The worker manager of the agent's project, found where the bus says it lives."""
-    from legion.backends import open_backends, open_workers
-    from legion.bus.sessions import project_channel_name
-    from legion.config import load_project
-
-    root = bus.projects().get(agent.project)
-    if root is None:
-        raise InputError(f"the bus does not know where project {agent.project!r} lives")
-    project = load_project(root)
-    there = project_channel_name(project, bus)
-    if there != agent.project:  # another project took its folder: its sessions are not ours
-        raise InputError(
-            f"project {agent.project!r} no longer lives at {root} (project {there!r} does)"
-        )
-    return open_workers(project, open_backends(project))
 
 
 def archive(
