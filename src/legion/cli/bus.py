@@ -103,8 +103,9 @@ def _report_posted(
     woken = ", ".join(f"@{bus_common.short(a, message.channel)}" for a in wakes) or "nobody"
     common.echo(f"{verb} #{message.seq} in {message.channel} (id {message.id}); wakes {woken}")
     for address, how in delivery.items():
-        if how in _SAID:
-            common.echo(_SAID[how].format(agent=f"@{bus_common.short(address, message.channel)}"))
+        said = _SAID.get(how.value)
+        if said is not None:
+            common.echo(said.format(agent=f"@{bus_common.short(address, message.channel)}"))
 
 
 # What `legion say` tells of a delivery, by its value in `--json`'s "delivery" ("daemon": the
