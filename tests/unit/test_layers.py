@@ -134,6 +134,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "watch",
                 "status",
                 "projects",
+                "messaging",
+                "agent_control",
             }
         ),
     ),

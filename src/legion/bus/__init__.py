@@ -2,12 +2,13 @@
 (a project and a branch); every message is delivered to each addressee at least once.
 
 Callers hold a `Bus` (the protocol, `legion.bus.protocol`) from `open_bus`, never an
-implementation: `legion.bus.sqlite` is the one there is, and another (server-backed) would be
-its sibling. The rest of the package: `model` (the records), `schema` (SQLite's migrations),
-`address` (who a message is addressed to), `validate` (what the bus accepts), `delivery` (the
-state machine that hands a message to a session) and `delivery_text` (what the session is
-shown), `inbox` (what a busy session's hooks hand over), `session_hooks` (what a session is
-given at its boundaries), `actions`, `sessions` and `context`.
+implementation: `legion.bus.sqlite` (a package, one piece per job) is the one there is, and
+another (server-backed) would be its sibling. The rest of the package: `model` (the records),
+`schema` (SQLite's migrations), `address` (who a message is addressed to), `validate` (what
+the bus accepts), `delivery` (the state machine that hands a message to a session) and
+`delivery_text` (what the session is shown), `inbox` (what a busy session's hooks hand over),
+`session_hooks` (what a session is given at its boundaries), `actions`, `sessions` and
+`context`.
 """
 
 from __future__ import annotations

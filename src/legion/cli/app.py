@@ -11,15 +11,18 @@ import typer
 
 from legion import __version__, plugins
 from legion.cli import (
+    agents,
     bus,
     common,
     demo,
     doctor,
+    events,
     issues,
     oracle,
     prs,
     render,
     swarm,
+    tasks,
     workers,
     workspaces,
 )
@@ -98,14 +101,14 @@ for command in (
     bus.reply,
     bus.complete,
     bus.messages,
-    bus.agents,
-    bus.events,
-    bus.kill,
-    bus.archive,
-    bus.attach,
+    agents.agents,
+    events.events,
+    agents.kill,
+    agents.archive,
+    agents.attach,
 ):
     app.command(epilog=_example(command.__name__))(command)
-app.add_typer(bus.task_app, name="task")
+app.add_typer(tasks.task_app, name="task")
 skills_app = typer.Typer(
     help="Legion's skills (for Claude Code and Codex).",
     no_args_is_help=True,

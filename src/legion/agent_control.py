@@ -1,0 +1,66 @@
+"""Reaching an agent's session from anywhere on the machine (`legion kill`, `legion attach`):
+through the worker manager of the project the bus says the agent belongs to, found where the
+bus says that project lives, and refused when another project now lives in that folder (its
+sessions are not the agent's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from legion.bus import Bus, actions
+from legion.bus.model import Agent
+from legion.errors import InputError, LegionError
+from legion.runtime.tmux import Attach
+from legion.sessions.workers import WorkerManager
+
+
+def workers_of(bus: Bus, agent: Agent) -> WorkerManager:
+    """The worker manager of the agent's project, found where the bus says it lives."""
+    from legion.backends import open_backends, open_workers
+    from legion.bus.sessions import project_channel_name
+    from legion.config import load_project
+
+    root = bus.projects().get(agent.project)
+    if root is None:
+        raise InputError(f"the bus does not know where project {agent.project!r} lives")
+    project = load_project(root)
+    there = project_channel_name(project, bus)
+    if there != agent.project:  # another project took its folder: its sessions are not ours
+        raise InputError(
+            f"project {agent.project!r} no longer lives at {root} (project {there!r} does)"
+        )
+    return open_workers(project, open_backends(project))
+
+
+def kill(bus: Bus, actor: Agent, target: Agent, *, force: bool, env: Mapping[str, str]) -> Agent:
+    """`actor` ends `target`'s session (`legion.bus.actions.kill` says who may and when),
+    its status looked at first: "busy" must be true now, not what was last seen, so with no
+    daemon the session is looked at."""
+    from legion.watch import observe_all
+
+    observe_all(bus, env, [target.project])
+
+    def stop(found: Agent) -> bool:
+        if found.session_id is None:
+            return False
+        return bool(workers_of(bus, found).supervisor.stop_session(found.session_id, force=force))
+
+    return actions.kill(bus, actor, target, force=force, stop=stop)
+
+
+def attach_command(bus: Bus, target: Agent, env: Mapping[str, str]) -> Attach:
+    """How to open `target`'s live session in this terminal (its tmux window, read-write);
+    refused when it has no session or its session is not running."""
+    from legion.core.text import for_display
+
+    if target.session_id is None:
+        raise InputError(f"@{for_display(target.address)} has no session to attach to")
+    supervisor = workers_of(bus, target).supervisor
+    window = supervisor.live_window(target.session_id)
+    if window is None:
+        raise LegionError(
+            f"@{for_display(target.address)} is not running (status {target.status.value}): "
+            "no live session to attach to"
+        )
+    return supervisor.attach_command(window.id, env)

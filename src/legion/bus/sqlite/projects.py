@@ -1,0 +1,83 @@
+"""The bus's projects in SQLite (`projects`): each project's name on the bus, given the first
+time the bus sees its id and kept when its folder moves, and where it lives.
+
+A name is free when no project has it and no agent, message or task uses it: an older Legion
+wrote some without recording their project, and those stay theirs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from pathlib import Path
+
+from legion.bus.address import clean_project_name
+from legion.bus.sqlite.rows import stamp
+from legion.embedded.db import Database
+
+
+class SqliteProjects:
+    """Projects by name on the bus: claimed, and where each lives."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def claim_project(self, project_id: str, name: str, root: Path) -> str:
+        name = clean_project_name(name)
+        where = str(root)
+        with self._db.read() as conn:  # the common case: known, where it was
+            row = conn.execute(
+                "SELECT name, root FROM projects WHERE project_id = ?", (project_id,)
+            ).fetchone()
+        if row is not None and row["root"] == where:
+            return str(row["name"])
+        with self._db.write() as conn:
+            row = conn.execute(
+                "SELECT name FROM projects WHERE project_id = ?", (project_id,)
+            ).fetchone()
+            if row is not None:  # the project moved: same project, same name
+                conn.execute(
+                    "UPDATE projects SET root = ?, updated_at = ? WHERE project_id = ?",
+                    (where, stamp(), project_id),
+                )
+                return str(row["name"])
+            row = conn.execute(
+                "SELECT name FROM projects WHERE project_id IS NULL AND root = ? "
+                "ORDER BY updated_at DESC LIMIT 1",
+                (where,),
+            ).fetchone()
+            if row is not None:  # recorded here by an older Legion: its messages are ours
+                conn.execute(
+                    "UPDATE projects SET project_id = ?, updated_at = ? WHERE name = ?",
+                    (project_id, stamp(), row["name"]),
+                )
+                return str(row["name"])
+            chosen = _free_project_name(conn, name)
+            conn.execute(
+                "INSERT INTO projects (name, project_id, root, updated_at) VALUES (?, ?, ?, ?)",
+                (chosen, project_id, where, stamp()),
+            )
+            return chosen
+
+    def projects(self) -> dict[str, Path]:
+        with self._db.read() as conn:
+            rows = conn.execute("SELECT name, root FROM projects ORDER BY name").fetchall()
+        return {name: Path(root) for name, root in rows}
+
+
+def _free_project_name(conn: sqlite3.Connection, name: str) -> str:
+    """`name`, or `name-2`, `name-3`, …: the first no project has, and no agent, message or
+    task of the bus uses (an older Legion wrote some without recording their project)."""
+    for n in itertools.count(1):
+        suffix = "" if n == 1 else f"-{n}"
+        candidate = name[: 100 - len(suffix)].rstrip("._-") + suffix
+        taken = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM projects WHERE name = ?1) "
+            "OR EXISTS (SELECT 1 FROM agents WHERE project = ?1) "
+            "OR EXISTS (SELECT 1 FROM messages WHERE project = ?1) "
+            "OR EXISTS (SELECT 1 FROM tasks WHERE project = ?1)",
+            (candidate,),
+        ).fetchone()[0]
+        if not taken:
+            return candidate
+    raise AssertionError("unreachable")  # itertools.count never ends
