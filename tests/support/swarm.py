@@ -18,6 +18,7 @@ from tests.fakes.model_server import FakeModelServer, text
 from tests.support.claude_env import base_environment, find_claude, offline_variables
 from tests.support.cli import LEGION_BIN, Result, git
 from tests.support.processes import waiting_on_descriptors
+from tests.support.reader import LegionReader
 from tests.support.tmux import private_tmux_socket
 from tests.support.waits import heartbeat_stamp, wait_for_ticks, wait_until
 
@@ -38,6 +39,7 @@ class Swarm:
     config_dir: Path
     socket: Path
     workspace_root: Path
+    reader: LegionReader | None = None
 
     def legion(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> Result:
         """Run `legion` in the project (`env`: variables added, as a session of Legion's has)."""
@@ -56,7 +58,21 @@ class Swarm:
         return result
 
     def json(self, *args: str) -> Any:
+        """`legion ARGS --json`, parsed. A read-only command (what polls ask) is answered by
+        the swarm's long-lived reader; any other runs as its own `legion` process."""
+        if LegionReader.serves(args):
+            if self.reader is None or self.reader.env != self.env:
+                self.close_reader()
+                self.reader = LegionReader(self.repo, dict(self.env))
+            result = self.reader.run(*args, "--json")
+            assert result.returncode == 0, f"legion {' '.join(args)}: {result.stderr}"
+            return json.loads(result.stdout)
         return json.loads(self.legion(*args, "--json").stdout)
+
+    def close_reader(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
 
     def tmux(self, *args: str) -> str:
         return subprocess.run(
@@ -324,7 +340,11 @@ def open_swarm(tmp_path: Path, project: Path, home: Path) -> Iterator[Swarm]:
                 "LEGION_CLAUDE_BIN": str(claude),
                 "LEGION_WORKSPACE_ROOT": str(workspace_root),
             }
-            yield Swarm(project, server, env, config_dir, socket, workspace_root)
+            made = Swarm(project, server, env, config_dir, socket, workspace_root)
+            try:
+                yield made
+            finally:
+                made.close_reader()
     finally:
         server.stop()
     assert server.outbound_attempts() == []

@@ -31,11 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from typer import Abort
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
-    from legion.cli.app import app
+    from legion.cli.app import app_for
     from legion.errors import LegionError, NotFoundError
 
     try:
-        result = app(args=args, prog_name="legion", standalone_mode=False)
+        result = app_for(args)(args=args, prog_name="legion", standalone_mode=False)
     except NoArgsIsHelpError as exc:
         print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
         return 0

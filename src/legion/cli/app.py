@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.main import get_command_name
+from typer.models import CommandInfo
 
 from legion import __version__, plugins
 from legion.cli import (
@@ -366,3 +369,33 @@ def show_config(
     if os.environ.get("LEGION_REPO"):
         lines.insert(1, "# (the repository comes from LEGION_REPO)")
     common.echo("\n".join(lines))
+
+
+def _command_name(info: CommandInfo) -> str | None:
+    if info.name:
+        return info.name
+    return get_command_name(info.callback.__name__) if info.callback else None
+
+
+def app_for(args: Sequence[str]) -> typer.Typer:
+    """The command tree with only the command `args` name, when they name one: turning a
+    command's signature into its options is most of a short command's start-up (about a
+    third of `legion issue show`), and workers, hooks and scripts run many short commands.
+    Anything else (`--help`, no command, a name that is not a command) gets the whole tree,
+    so its help, its suggestions and its errors are those of the whole tree."""
+    rest = list(args)
+    if rest[:1] in (["--repo"], ["-C"]):
+        rest = rest[2:]
+    elif rest and rest[0].startswith("--repo="):
+        rest = rest[1:]
+    if not rest or rest[0].startswith("-"):
+        return app
+    word = rest[0]
+    commands = [info for info in app.registered_commands if _command_name(info) == word]
+    groups = [info for info in app.registered_groups if info.name == word]
+    if not commands and not groups:
+        return app
+    pruned = copy.copy(app)
+    pruned.registered_commands = commands
+    pruned.registered_groups = groups
+    return pruned
