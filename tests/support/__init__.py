@@ -8,6 +8,9 @@
 - `linear_github`: a project on Linear and GitHub (the fake servers)
 - `swarm`: a project wired to all of it (the `swarm` fixture's environment), its daemon, and
   the questions end-to-end tests ask of it
+- `reader`, `legion_reader`: one long-lived `legion` process per swarm that answers the
+  read-only commands tests poll with (`legion workers --json`...), sparing a new interpreter
+  and Legion's imports each poll
 - `processes`: which processes run a session, sampled while a test runs
 - `campaign`: the kill campaign (tests/e2e/test_kill_campaign.py, bench/faults.py)
 - `reaper`: every process a test started ends with it
