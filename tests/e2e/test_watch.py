@@ -144,7 +144,11 @@ def test_statuses_are_read_from_the_sessions_and_stop_all_marks_what_it_stopped(
     swarm.tmux("send-keys", "-t", window_id(swarm, worker["window"]), "-l", "long job")
     swarm.tmux("send-keys", "-t", window_id(swarm, worker["window"]), "Enter")
     wait_until("the long turn", lambda: swarm.server.requests_for_scenario("long"))
-    assert agent_of(swarm, worker["session_id"])["status"] == "busy"
+    # The CLI records the turn in its transcript on its own schedule, which under load can
+    # come a moment after the request: busy once it is there (the job runs 45 s).
+    wait_until(
+        "busy", lambda: agent_of(swarm, worker["session_id"])["status"] == "busy", timeout=30
+    )
 
     stopped = swarm.legion("stop", "--all")
     assert "Closed tmux session" in stopped.stdout
