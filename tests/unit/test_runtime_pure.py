@@ -25,7 +25,7 @@ from legion.runtime.claude_paths import (
 from legion.runtime.tmux import Tmux, Window, _alive, literal, process_args
 from legion.runtime.transcript import Turn, read_tail, summarize
 from legion.sessions.observer import classify
-from legion.sessions.supervisor import start_failure
+from legion.sessions.starts import start_failure
 
 
 def test_java_string_hash_matches_known_values() -> None:

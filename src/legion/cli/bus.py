@@ -794,7 +794,7 @@ def attach(
         raise InputError(f"@{for_display(target.address)} has no session to attach to")
     workers = _workers_of(bus, target)
     bus.close()
-    window = workers.supervisor.live_window(target.session_id)
+    window = workers.windows.live_window(target.session_id)
     if window is None:
         from legion.errors import LegionError
 
@@ -802,7 +802,7 @@ def attach(
             f"@{for_display(target.address)} is not running (status {target.status.value}): "
             "no live session to attach to"
         )
-    attach_with = workers.supervisor.attach_command(window.id, os.environ)
+    attach_with = workers.windows.attach_command(window.id, os.environ)
     argv = attach_with.argv
     sys.stdout.flush()
     try:

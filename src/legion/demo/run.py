@@ -267,7 +267,7 @@ def _save_screens(
     saved = {}
     for issue in sorted(failed):
         try:
-            _, screen = workers.peek(issue, lines=200)
+            _, screen = workers.roster.peek(issue, lines=200)
         except LegionError:
             continue
         into.mkdir(parents=True, exist_ok=True)
@@ -281,13 +281,13 @@ def _clean_up(project: Project, backends: Backends, env: Mapping[str, str]) -> l
     """After the run: retire the records of workers whose windows went with the tmux server,
     and remove the workspaces of Done issues (never one holding unmerged work). Returns why
     each kept workspace was kept."""
-    from legion.backends import open_workers
+    from legion.backends import open_workers, open_workspaces
     from legion.workspaces.sweep import sweep_done
 
     workers = open_workers(project, backends, env)
     _retire_stopped(project, backends, workers, env)
     try:
-        results = sweep_done(backends.tracker, workers.workspaces, set())
+        results = sweep_done(backends.tracker, open_workspaces(project), set())
     except LegionError as exc:
         return [f"workspaces: {exc}"]
     return [f"{r.issue}: {r.reason}" for r in results if not r.removed]
@@ -306,7 +306,7 @@ def _retire_stopped(
         done = {i.identifier for i in backends.tracker.list_issues() if i.status is Status.DONE}
     except LegionError:
         done = set()
-    current = workers.records()
+    current = workers.roster.records()
     for record in current:
         if record.issue in done:  # retired first: a session Legion retired ended its mode
             workers.forget(record)

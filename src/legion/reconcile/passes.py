@@ -28,9 +28,11 @@ from legion.forges.base import Forge
 from legion.judgments import JudgmentKind, JudgmentQueue, judgment_needs
 from legion.locking import LOCK_TIMEOUT_S, exclusive
 from legion.pause import DispatchPause
-from legion.sessions.workers import WorkerManager, WorkerView
+from legion.sessions.roster import WorkerView
+from legion.sessions.workers import WorkerManager
 from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
 from legion.trackers.base import Issue, Tracker
+from legion.workspaces.base import Workspaces
 from legion.workspaces.sweep import sweep_done
 
 from .answers import (
@@ -107,11 +109,17 @@ class Reconciler:
         oracle: bool = False,
         oracle_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        workspaces: Workspaces | None = None,
     ) -> None:
+        """`workspaces`: where Done issues' workspaces are swept from (the project's, when
+        none is given)."""
+        from legion.backends import open_workspaces
+
         self.project = project
         self.tracker = tracker
         self.forge = forge
         self.workers = workers
+        self.workspaces = open_workspaces(project) if workspaces is None else workspaces
         self.log = log
         self.wip_limit = project.settings.wip_limit
         self.token_budget = project.settings.token_budget
@@ -160,7 +168,7 @@ class _Pass:
         self.notes: dict[str, str] = {}
 
     def refresh(self) -> None:
-        self.views = self.guard.observed("workers", self.o.workers.views)
+        self.views = self.guard.observed("workers", self.o.workers.roster.views)
         self.code_workers = sum(
             1 for v in self.views if v.state.is_live and counts_toward_wip(v.record.mode)
         )
@@ -198,7 +206,7 @@ class _Pass:
                 self.o.project.settings.project_id,
                 self.o.tracker,
                 self.o.forge,
-                KnownLiveWorkers(live, self.o.workers.latest_modes()),
+                KnownLiveWorkers(live, self.o.workers.roster.latest_modes()),
                 issues=fresh,
                 opt_in=self.o.project.settings.backlog_opt_in_labels,
             ),
@@ -366,7 +374,7 @@ class _Pass:
         budget = self.o.token_budget
         if budget is None:
             return None
-        used = total(self.o.workers.usage(issue).get(issue, {}).values()).total
+        used = total(self.o.workers.roster.usage(issue).get(issue, {}).values()).total
         if used < budget:
             return None
         allowed = budget_allowed(self.o.tracker.list_comments(issue), budget)
@@ -385,7 +393,7 @@ class _Pass:
         """Wait for the workers this pass started; count their starts toward the pause."""
         if not self.started:
             return None
-        failures = self.o.workers.supervisor.await_starts()
+        failures = self.o.workers.starts.await_starts()
         failed = {issue for issue, _ in failures}
         if any(issue not in failed for issue in self.started):
             self.o.pause.start_succeeded()
@@ -399,7 +407,7 @@ class _Pass:
         """What a worker that exited at once said last, from its dead pane (kept for `peek`),
         passing over tmux's own "Pane is dead (status …, <time>)" line."""
         try:
-            _, screen = self.o.workers.peek(issue, lines=60)
+            _, screen = self.o.workers.roster.peek(issue, lines=60)
         except LegionError:
             return None
         said = [line.strip() for line in screen.splitlines() if line.strip()]
@@ -529,7 +537,7 @@ class _Pass:
     def _latest_mode(self, issue: str, fallback: Mode | None) -> Mode | None:
         """The mode of the issue's last worker: in Retro that tells finish from retro, in
         Needs Review the implementer's changes from the reviewer."""
-        latest = self.o.workers.latest_record(issue)
+        latest = self.o.workers.roster.latest_record(issue)
         return latest.mode if latest is not None else fallback
 
     def redispatch(self, state: IssueState, decision: Decision) -> Step:
@@ -639,7 +647,7 @@ class _Pass:
     def sweep(self, done: set[str]) -> Step | None:
         live = {view.record.issue for view in self.views if view.state.is_live}
         results = sweep_done(
-            self.o.tracker, self.o.workers.workspaces, live, dry_run=self.dry_run, done=done
+            self.o.tracker, self.o.workspaces, live, dry_run=self.dry_run, done=done
         )
         for result in results:
             if result.removed:
