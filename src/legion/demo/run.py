@@ -30,10 +30,11 @@ from legion.errors import LegionError, ToolMissingError
 from legion.git import run_git
 from legion.plugins import CLAUDE_CODE, CODEX
 from legion.projects import init_project
-from legion.runtime import claude_bin, codex_bin
-from legion.runtime.claude_bin import ClaudeBinary
-from legion.runtime.claude_settings import ClaudeSettings
-from legion.runtime.codex_settings import CodexSettings
+from legion.runtime.claude import binary as claude_bin
+from legion.runtime.claude.binary import ClaudeBinary
+from legion.runtime.claude.settings import ClaudeSettings
+from legion.runtime.codex import binary as codex_bin
+from legion.runtime.codex.settings import CodexSettings
 from legion.runtime.npm_pin import Binary
 
 if TYPE_CHECKING:
