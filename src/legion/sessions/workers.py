@@ -87,7 +87,7 @@ class WorkerManager:
         `worker_active`), held from after the worker is recorded until its window runs.
 
         With `wait`, return once its session has begun; without, the caller collects the start
-        with `await_starts` (so that a reconcile pass starts several workers at once)."""
+        with `starts.await_starts()` (so that a reconcile pass starts several workers at once)."""
         identifier = self.tracker.get_issue(issue).identifier
         with self._lock():
             live = [view for view in self.roster.views_of(identifier) if view.state.is_live]
