@@ -22,8 +22,9 @@ from legion.runtime.claude.paths import (
     newest_activity,
     transcript_path,
 )
+from legion.runtime.claude.transcript import summarize
 from legion.runtime.tmux import Tmux, Window, _alive, literal, process_args
-from legion.runtime.transcript import Turn, read_tail, summarize
+from legion.runtime.transcript import Turn, read_tail
 from legion.sessions.observer import classify
 from legion.sessions.starts import start_failure
 

@@ -37,13 +37,9 @@ from legion.runtime.claude.paths import (
 )
 from legion.runtime.claude.settings import ClaudeSettings
 from legion.runtime.claude.tasks import read_tasks
+from legion.runtime.claude.transcript import session_usage, summarize_file
 from legion.runtime.tmux import Tmux
-from legion.runtime.transcript import (
-    PendingQuestion,
-    TranscriptSummary,
-    session_usage,
-    summarize_file,
-)
+from legion.runtime.transcript import PendingQuestion, TranscriptSummary
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
 _API_KEY_VARIABLES = runtime_plugin(CLAUDE_CODE).secret_variables
