@@ -170,7 +170,7 @@ def make_daemon(root: Path, sock: Path) -> Daemon:
         "new-session",
         "-d",
         "-s",
-        daemon.workers.supervisor.session,
+        daemon.workers.windows.session,
         "-n",
         "idle",
         "sleep",
@@ -191,7 +191,7 @@ def add_worker(
     workspace = project.root.parent / "ws" / issue.lower()
     workspace.mkdir(parents=True, exist_ok=True)
     name = window_name(issue, Mode.PLAN)
-    transcript = daemon.workers.runtime.transcript(daemon.env, workspace, sid)
+    transcript = daemon.workers.runtimes.default.transcript(daemon.env, workspace, sid)
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text(transcript_body + END_TURN, encoding="utf-8")
     backdate(transcript)
@@ -202,7 +202,7 @@ def add_worker(
             "new-window",
             "-d",
             "-t",
-            f"={daemon.workers.supervisor.session}:",
+            f"={daemon.workers.windows.session}:",
             "-n",
             name,
             *argv,
@@ -240,7 +240,7 @@ def bench_delivery(root: Path, messages: int) -> dict[str, list[float]]:
         daemon = make_daemon(root, sock)
         timed = TimedTmux(socket=sock, config=Path("/dev/null"))
         timed.sent_at = []
-        daemon.workers.supervisor.tmux = timed
+        daemon.workers.windows.tmux = timed
         script = root / "stand_in.py"
         script.write_text(STAND_IN, encoding="utf-8")
         command = [sys.executable, str(script), "{transcript}"]

@@ -33,7 +33,7 @@ from legion.backends import open_backends
 from legion.core.ids import session_id
 from legion.core.model import Mode
 from legion.projects import init_project
-from legion.runtime.claude_paths import transcript_path
+from legion.runtime.claude.paths import transcript_path
 from legion.sessions.registry import Registry
 
 LEGION = Path(sys.executable).with_name("legion")

@@ -56,11 +56,11 @@ def attach_command(bus: Bus, target: Agent, env: Mapping[str, str]) -> Attach:
 
     if target.session_id is None:
         raise InputError(f"@{for_display(target.address)} has no session to attach to")
-    supervisor = workers_of(bus, target).supervisor
-    window = supervisor.live_window(target.session_id)
+    windows = workers_of(bus, target).windows
+    window = windows.live_window(target.session_id)
     if window is None:
         raise LegionError(
             f"@{for_display(target.address)} is not running (status {target.status.value}): "
             "no live session to attach to"
         )
-    return supervisor.attach_command(window.id, env)
+    return windows.attach_command(window.id, env)

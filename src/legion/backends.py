@@ -84,11 +84,15 @@ def open_backends(project: Project, *, create: bool = False, direct: bool = Fals
     return Backends(tracker=tracker, forge=forge, db=db)  # type: ignore[arg-type]
 
 
-def _workspaces(project: Project, base: str) -> Workspaces:
+def open_workspaces(project: Project) -> Workspaces:
+    """Where the project's issues are checked out (git worktrees, or jj workspaces when set),
+    for the workers and for whoever sweeps or lists the workspaces."""
+    from legion.git import current_branch
     from legion.workspaces.git_worktree import GitWorktrees
     from legion.workspaces.jj import JjWorkspaces, refuse_jj_only
 
     refuse_jj_only(project.root)
+    base = project.settings.base_branch or current_branch(project.root) or "main"
     # `auto` is git worktrees, in a colocated jj repository too: the jj adapter has never run
     # against a real jj, and the skills and forges work with git branches.
     vcs = project.settings.workspace_vcs
@@ -103,7 +107,6 @@ def _workspaces(project: Project, base: str) -> Workspaces:
 def open_workers(
     project: Project, backends: Backends, env: Mapping[str, str] | None = None
 ) -> WorkerManager:
-    from legion.git import current_branch
     from legion.relay import relay_needed
     from legion.relay.capabilities import Capabilities
     from legion.runtime.tmux import Tmux
@@ -111,7 +114,6 @@ def open_workers(
     from legion.sessions.workers import WorkerManager
 
     settings = project.settings
-    base = settings.base_branch or current_branch(project.root) or "main"
     environment = dict(os.environ if env is None else env)
     # A project that names its CLIs' homes (the demo's does) is read and run with them, so
     # `legion issue show` finds its sessions' transcripts whoever runs it.
@@ -126,7 +128,7 @@ def open_workers(
         tracker=backends.tracker,
         registry=Registry(backends.db),
         tmux=Tmux(socket=settings.tmux_socket, config=settings.tmux_config),
-        workspaces=_workspaces(project, base),
+        workspaces=open_workspaces(project),
         runtime=runtimes[plugins.DEFAULT_RUNTIME],
         runtimes=runtimes,
         env=environment,

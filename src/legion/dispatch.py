@@ -15,7 +15,7 @@ from legion.identity import require_spawner
 if TYPE_CHECKING:
     from legion.backends import Backends
     from legion.config import Project
-    from legion.sessions.workers import WorkerView
+    from legion.sessions.roster import WorkerView
     from legion.trackers.base import Tracker
 
 

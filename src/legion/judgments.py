@@ -27,7 +27,7 @@ from legion.core.decide import Action
 from legion.core.liveness import SessionState
 from legion.core.model import Label, Status
 from legion.embedded.db import Database, now
-from legion.sessions.workers import WorkerView
+from legion.sessions.roster import WorkerView
 from legion.state import IssueState
 
 REASON_CHARS = 200

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from legion.backends import Backends
     from legion.judgments import Judgment
     from legion.pause import PauseState
-    from legion.sessions.workers import WorkerManager, WorkerView
+    from legion.sessions.roster import WorkerView
+    from legion.sessions.workers import WorkerManager
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
     views: list[WorkerView] | None
     activity: float | None
     try:
-        views = workers.views()
+        views = workers.roster.views()
         controller, activity = controller_state_of(project, workers)
         state = controller.value
         if state == "dead" and activity is None and daemon is None:
@@ -110,12 +111,12 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         code = sum(1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode))
     usage: dict[str, dict[str, Usage]] = {}
     for issue in sorted({view.record.issue for view in views or []}):
-        usage |= workers.usage(issue)
+        usage |= workers.roster.usage(issue)
     return StatusReport(
         daemon_pid=daemon,
         heartbeat_age_s=beat,
         controller_window=CONTROLLER_WINDOW,
-        controller_runtime=workers.controller_runtime.name,
+        controller_runtime=workers.runtimes.controller.name,
         controller_state=state,
         controller_transcript_age_s=None if activity is None else round(now - activity, 1),
         workers=views,
@@ -124,7 +125,7 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         wip_limit=project.settings.wip_limit,
         pause=DispatchPause(backends.db).state(),
         judgments=JudgmentQueue(backends.db).open_items(),
-        kept_workspaces=_kept_workspaces(backends, workers, views),
+        kept_workspaces=_kept_workspaces(project, backends, views),
         usage=usage,
         last_actions=ActionLog(backends.db).tail(10),
         now=now,
@@ -132,16 +133,17 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
 
 
 def _kept_workspaces(
-    backends: Backends, workers: WorkerManager, views: list[WorkerView] | None
+    project: Project, backends: Backends, views: list[WorkerView] | None
 ) -> list[KeptWorkspace]:
     """The workspaces of Done issues the sweep keeps (unsaved work, ignored files), and why."""
+    from legion.backends import open_workspaces
     from legion.workspaces.sweep import sweep_done
 
     if views is None:
         return []  # tmux did not answer: which workers live is unknown
     live = {view.record.issue for view in views if view.state.is_live}
     try:
-        results = sweep_done(backends.tracker, workers.workspaces, live, dry_run=True)
+        results = sweep_done(backends.tracker, open_workspaces(project), live, dry_run=True)
     except LegionError as exc:
         return [KeptWorkspace("-", str(exc))]
     return [KeptWorkspace(r.issue, r.reason) for r in results if not r.would_remove]

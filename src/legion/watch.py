@@ -116,7 +116,7 @@ class Watcher:
         or the controller): an agent whose session it never started is nobody's to judge."""
         if session_id == self.controller_session:
             return True
-        return self.workers.record_of(session_id) is not None
+        return self.workers.roster.record_of(session_id) is not None
 
     # -- statuses ------------------------------------------------------------------------------
 
@@ -168,7 +168,7 @@ class Watcher:
         """Typing and resuming are the watcher's actions, in the action log."""
         agent, count = handover.agent, handover.count
         if handover.resumed:
-            record = self.workers.record_of(agent.session_id or "")
+            record = self.workers.roster.record_of(agent.session_id or "")
             issue = record.issue if record is not None else "-"
             summary = f"resumed @{agent.address} with {count} message(s)"
         else:
@@ -199,7 +199,7 @@ class WatchedSessions:
         target = self.sessions().get(agent.session_id)
         inbox = self.workers.supervisor.inbox_file(agent.session_id)
         if target is None:
-            transcript = self.workers.runtime_of_session(agent.session_id).transcript(
+            transcript = self.workers.runtimes.of_session(agent.session_id).transcript(
                 self.workers.env, self._workspace_of(agent.session_id), agent.session_id
             )
             return SessionAt(Reach.DOWN, transcript, inbox, None)
@@ -212,20 +212,20 @@ class WatchedSessions:
         return SessionAt(reach, target.transcript, inbox, target.last_activity)
 
     def _workspace_of(self, session_id: str) -> Path:
-        record = self.workers.record_of(session_id)
+        record = self.workers.roster.record_of(session_id)
         return record.workspace if record is not None else self.project.root
 
     def type_confirmed(self, session_id: str, text: str) -> bool:
         target = self.sessions()[session_id]
         assert target.window_id is not None
         mark = transcript_size(target.transcript)
-        sessions = self.workers.supervisor
-        return sessions.type_prompt(target.window_id, text, target.transcript, mark)
+        windows = self.workers.windows
+        return windows.type_prompt(target.window_id, text, target.transcript, mark)
 
     def why_not_resumed(self, session_id: str) -> str | None:
         if session_id == self.controller_session:
             return "the controller is not running (it is restarted, then given the message)"
-        if self.workers.record_of(session_id) is None:
+        if self.workers.roster.record_of(session_id) is None:
             return NO_LIVE_SESSION
         paused = self.paused()
         if paused is not None:
@@ -233,7 +233,7 @@ class WatchedSessions:
         return None
 
     def resume_with(self, session_id: str, text: str) -> None:
-        record = self.workers.record_of(session_id)
+        record = self.workers.roster.record_of(session_id)
         if record is None:
             raise NotFoundError(NO_LIVE_SESSION)
         from legion.reconcile import resume_worker  # its `worker-active` is the reconciler's

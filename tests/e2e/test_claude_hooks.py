@@ -1,5 +1,5 @@
-"""Legion's hooks (`legion.runtime.hooks` + `hook_entry`) in the real Claude Code CLI, against
-the scripted model: a message queued while the session works reaches the model at the turn's
+"""Legion's hooks (`legion.runtime.claude.hooks` + `hook_entry`) in the real Claude Code CLI,
+against the scripted model: a message queued while the session works reaches the model at the turn's
 end through the Stop hook, and a resumed or compacted session gets its context back through
 SessionStart. What the CLI does with each hook answer is in docs/claude-code-cli.md, "Hooks".
 """
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from legion.bus import inbox as inbox_file
-from legion.runtime import hooks
+from legion.runtime.claude import hooks
 from tests.fakes.model_server import FakeModelServer, RecordedRequest, bash, text
 from tests.support.claude_env import (
     IDLE_FOOTER,

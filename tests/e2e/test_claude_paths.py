@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from legion.runtime.claude_paths import transcript_path
+from legion.runtime.claude.paths import transcript_path
 from tests.fakes.model_server import FakeModelServer, Scenario, text
 from tests.support.claude_env import make_claude_env, new_session_id
 

@@ -1,4 +1,4 @@
-"""The real Codex CLI (the pinned version, `legion.runtime.codex_bin`) driven offline by the
+"""The real Codex CLI (the pinned version, `legion.runtime.codex.binary`) driven offline by the
 scripted Responses-API server.  What these tests rely on is written down in docs/codex-cli.md.
 
 They run `codex exec --json` (no tmux needed) in a private HOME and CODEX_HOME whose

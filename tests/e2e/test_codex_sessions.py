@@ -14,7 +14,7 @@ import pytest
 from legion.bus import bus_path
 from legion.bus.model import DeliveryState
 from legion.bus.sqlite import SqliteBus
-from legion.runtime.codex import codex_session_id, session_link
+from legion.runtime.codex.runtime import codex_session_id, session_link
 from tests.fakes.responses_server import (
     API_KEY_ENV,
     FakeResponsesServer,

@@ -64,7 +64,7 @@ def test_a_budget_answer_starts_the_implementer_not_the_finished_planner(swarm: 
     issue = tracker.get_issue("LEG-1")
     assert issue.status is Status.IN_PROGRESS, seen
     assert tracker.list_comments("LEG-1")[-1].body.startswith(BUDGET_HEADING)
-    assert reconciler.workers.views() == []  # the planner retired, no implementer started
+    assert reconciler.workers.roster.views() == []  # the planner retired, no implementer started
 
     swarm.legion("feedback", "LEG-1", "go on")
     seen = _passes_until(

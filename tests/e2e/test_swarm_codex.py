@@ -1,5 +1,5 @@
 """The swarm on Codex: the same full cycle as tests/e2e/test_swarm.py, with every session on the
-real Codex CLI (pinned, `legion.runtime.codex_bin`) and its scripted Responses-API server, and
+real Codex CLI (pinned, `legion.runtime.codex.binary`) and its scripted Responses-API server, and
 mixed (a Codex implementer beside Claude Code's other roles). The same issue reaches Done with
 the same decisions, and the implementer's one Codex session is resumed for the changes and the
 retro."""
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from legion.demo.swarm_script import swarm_script
-from legion.runtime.codex import codex_session_id, session_link
+from legion.runtime.codex.runtime import codex_session_id, session_link
 from tests.fakes.responses_server import FakeResponsesServer
 from tests.support.swarm import Swarm, assert_full_cycle, run_full_cycle
 

@@ -90,11 +90,9 @@ def setup(project: Path, tmp_path: Path) -> Iterator[dict[str, Any]]:
     bus.close()
     workers = open_workers(loaded, open_backends(loaded), dict(os.environ))
     typed = tmp_path / "typed.txt"
-    workers.supervisor.tmux.new_session(
-        workers.supervisor.session, "main", ["sleep", "600"], project
-    )
-    window = workers.supervisor.tmux.start_window(
-        workers.supervisor.session,
+    workers.windows.tmux.new_session(workers.windows.session, "main", ["sleep", "600"], project)
+    window = workers.windows.tmux.start_window(
+        workers.windows.session,
         "leg-1-implement",
         [sys.executable, "-c", AGENT, str(typed)],
         worktree,
@@ -106,7 +104,7 @@ def setup(project: Path, tmp_path: Path) -> Iterator[dict[str, Any]]:
         "set-option",
         "-w",
         "-t",
-        f"={workers.supervisor.session}:main",
+        f"={workers.windows.session}:main",
         TAG_OPTION,
         "sid-controller",
     )
@@ -114,7 +112,7 @@ def setup(project: Path, tmp_path: Path) -> Iterator[dict[str, Any]]:
         yield {
             "legion": legion_server,
             "user": user,
-            "session": workers.supervisor.session,
+            "session": workers.windows.session,
             "window": window.id,
             "typed": typed,
             "project": project,

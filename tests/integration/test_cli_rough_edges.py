@@ -85,13 +85,11 @@ def test_peek_honours_the_line_count(
     loaded = load_project(project)
     workers = open_workers(loaded, open_backends(loaded))
     command = ["sh", "-c", "seq 1 100; exec sleep 600"]
-    workers.supervisor.tmux.new_session(
-        workers.supervisor.session, "leg-1-implement", command, project
-    )
+    workers.windows.tmux.new_session(workers.windows.session, "leg-1-implement", command, project)
     workers.registry.start("LEG-1", Mode.IMPLEMENT, "session", "leg-1-implement", project)
     deadline = time.monotonic() + 10
-    while "100" not in workers.supervisor.tmux.capture(
-        f"={workers.supervisor.session}:leg-1-implement", lines=1
+    while "100" not in workers.windows.tmux.capture(
+        f"={workers.windows.session}:leg-1-implement", lines=1
     ):
         assert time.monotonic() < deadline, "the window never printed"
         time.sleep(0.05)
@@ -388,12 +386,12 @@ def test_exit_code_1_for_what_is_not_bad_input(
 
 
 def test_workspace_clean_dry_run_wording(legion: LegionRunner, project: Path) -> None:
-    from legion.backends import open_backends, open_workers
+    from legion.backends import open_workspaces
     from legion.config import load_project
 
     legion("issue", "create", "Finished", "--status", "Done")
     loaded = load_project(project)
-    workspace = open_workers(loaded, open_backends(loaded)).workspaces.ensure("LEG-1")
+    workspace = open_workspaces(loaded).ensure("LEG-1")
     dry = legion("workspace", "clean", "--dry-run")
     assert dry.stdout.strip() == "LEG-1: would be removed (dry run)"
     rows = json.loads(legion("workspace", "clean", "--dry-run", "--json").stdout)

@@ -21,7 +21,7 @@ from legion.judgments import JudgmentKind, JudgmentQueue, JudgmentState, Need, j
 from legion.pause import PAUSE_AFTER, DispatchPause, normalize_cause
 from legion.runtime.transcript import PendingQuestion, QuestionItem
 from legion.sessions.registry import WorkerRecord
-from legion.sessions.workers import WorkerView
+from legion.sessions.roster import WorkerView
 from legion.state import IssueState
 from legion.trackers.base import Issue
 

@@ -121,11 +121,9 @@ def blocked_worker(project: Path) -> None:
     printed = project.parent / "screen.txt"
     printed.write_text(HOSTILE + "\nEND\n", encoding="utf-8")
     command = ["sh", "-c", f"cat '{printed}'; exec sleep 600"]
-    workers.supervisor.tmux.new_session(
-        workers.supervisor.session, "leg-1-implement", command, project
-    )
+    workers.windows.tmux.new_session(workers.windows.session, "leg-1-implement", command, project)
     record = workers.registry.start("LEG-1", Mode.IMPLEMENT, "sid-1", "leg-1-implement", project)
-    transcript = workers.runtime_of(record).transcript(workers.env, project, "sid-1")
+    transcript = workers.runtimes.of(record).transcript(workers.env, project, "sid-1")
     transcript.parent.mkdir(parents=True, exist_ok=True)
     ask = {
         "type": "assistant",
@@ -153,14 +151,14 @@ def blocked_worker(project: Path) -> None:
     }
     transcript.write_text(json.dumps(ask) + "\n", encoding="utf-8")
     deadline = time.monotonic() + 10
-    while "END" not in workers.supervisor.tmux.capture(
-        f"={workers.supervisor.session}:leg-1-implement", lines=5
+    while "END" not in workers.windows.tmux.capture(
+        f"={workers.windows.session}:leg-1-implement", lines=5
     ):
         assert time.monotonic() < deadline, "the window never printed"
         time.sleep(0.05)
-    views = workers.views()
+    views = workers.roster.views()
     assert views and views[0].question is not None
-    snapshot = observe(loaded.settings.project_id, backends.tracker, backends.forge, workers)
+    snapshot = observe(loaded.settings.project_id, backends.tracker, backends.forge, workers.roster)
     JudgmentQueue(backends.db).sync(judgment_needs(snapshot.issues, views), set(JudgmentKind))
     backends.db.close()
 

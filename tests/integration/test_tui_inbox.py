@@ -102,17 +102,22 @@ def test_feedback_is_refused_for_an_issue_not_waiting(
         sources(project, bus_path).give_feedback("repo", "LEG-1", "yes")
 
 
-class FakeWorkers:
-    """`open_workers(...)`'s manager, recording `dispatch` (no Claude Code starts here)."""
-
-    def __init__(self, calls: list[tuple[str, Mode]]) -> None:
-        self.calls = calls
+class FakeRoster:
+    """The fake manager's roster: no workers."""
 
     def views(self) -> list[Any]:
         return []
 
     def latest_modes(self) -> dict[str, Mode]:
         return {}
+
+
+class FakeWorkers:
+    """`open_workers(...)`'s manager, recording `dispatch` (no Claude Code starts here)."""
+
+    def __init__(self, calls: list[tuple[str, Mode]]) -> None:
+        self.calls = calls
+        self.roster = FakeRoster()
 
     def dispatch(self, issue: str, mode: Mode, **_: Any) -> Any:
         self.calls.append((issue, mode))

@@ -142,7 +142,7 @@ def test_a_workers_task_list_is_read_from_the_projects_claude_home(
         record = Registry(backends.db).start(
             "LEG-1", Mode.IMPLEMENT, "sid-impl", "leg-1-implement", project
         )
-        found = open_workers(loaded, backends, dict(os.environ)).task_list(record)
+        found = open_workers(loaded, backends, dict(os.environ)).roster.task_list(record)
     finally:
         backends.db.close()
     assert found is not None and (found.progress, found.current) == ("1/3", "Writing the parser")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from legion.backends import open_backends, open_workers
+from legion.backends import open_workspaces
 from legion.config import load_project
 from legion.core.model import Status
 from legion.embedded.db import Database
@@ -259,8 +259,7 @@ def test_auto_uses_git_worktrees_in_a_colocated_jj_repository(
     assert run_legion("init", cwd=git_repo).returncode == 0
 
     project = load_project(git_repo)
-    workers = open_workers(project, open_backends(project))
-    workspace = workers.workspaces.ensure("LEG-1")
+    workspace = open_workspaces(project).ensure("LEG-1")
 
     assert workspace.kind == "git" and workspace.branch == "legion/leg-1"
     assert git(workspace.path, "branch", "--show-current").strip() == "legion/leg-1"

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from legion.demo.offline import FAKE_API_KEY, base_environment, offline_variables
-from legion.runtime import claude_bin
+from legion.runtime.claude import binary as claude_bin
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

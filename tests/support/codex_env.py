@@ -1,4 +1,4 @@
-"""The pinned Codex CLI for the tests that drive it (`legion.runtime.codex_bin`).
+"""The pinned Codex CLI for the tests that drive it (`legion.runtime.codex.binary`).
 
 `find_codex` returns the CLI in Legion's cache as the real HOME sees it (tests/conftest.py
 gives every test its own HOME), installing the pinned version there first when it is missing
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from legion.errors import ToolMissingError
-from legion.runtime import codex_bin
+from legion.runtime.codex import binary as codex_bin
 
 _ENV_AT_IMPORT = dict(os.environ)
 

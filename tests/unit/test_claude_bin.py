@@ -10,8 +10,8 @@ import pytest
 
 from legion.config import machine_settings
 from legion.errors import ToolMissingError
-from legion.runtime import claude_bin
-from legion.runtime.claude import ClaudeRuntime
+from legion.runtime.claude import binary as claude_bin
+from legion.runtime.claude.runtime import ClaudeRuntime
 
 
 def executable(path: Path) -> Path:

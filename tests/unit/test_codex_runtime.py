@@ -15,7 +15,7 @@ from legion.config import resolve_settings, toml_value
 from legion.core.model import Mode
 from legion.core.usage import Usage
 from legion.errors import ConfigError
-from legion.runtime.codex import (
+from legion.runtime.codex.runtime import (
     CodexRuntime,
     codex_session_id,
     compactions,
@@ -25,7 +25,7 @@ from legion.runtime.codex import (
     summarize_rollout,
     turn_state_file,
 )
-from legion.runtime.codex_session import Session, render_event
+from legion.runtime.codex.session import Session, render_event
 from legion.runtime.transcript import Turn
 
 CODEX_ID = "01a208cc-6f6d-75b2-a519-a8de2a4bcf78"
@@ -147,7 +147,7 @@ def test_the_runtimes_command_runs_the_turn_loop(tmp_path: Path) -> None:
     argv = runtime.command(
         "sid", "go", resume=True, inbox=tmp_path / "i.json", context=tmp_path / "c.md"
     )
-    assert argv[1:3] == ["-m", "legion.runtime.codex_session"]
+    assert argv[1:3] == ["-m", "legion.runtime.codex.session"]
     assert argv[argv.index("--codex") + 1] == str(codex)
     assert "--resume" in argv and argv[-2:] == ["--", "go"]
     assert argv[argv.index("--inbox") + 1] == str(tmp_path / "i.json")

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from legion.bus import inbox as inbox_file
 from legion.bus.inbox import Inbox, InboxMessage
-from legion.runtime import hook_entry, hooks
-from legion.runtime.hooks import HookEvent
+from legion.runtime.claude import hook_entry, hooks
+from legion.runtime.claude.hooks import HookEvent
 
 PY = "/opt/py thon's/bin/python3"
 
@@ -48,7 +48,7 @@ def test_settings_install_stop_prompt_and_session_start_hooks() -> None:
             PY,
             "-P",
             "-m",
-            "legion.runtime.hook_entry",
+            "legion.runtime.claude.hook_entry",
             event,
             "--inbox",
             str(inbox),
@@ -71,7 +71,7 @@ def test_settings_default_to_this_python_and_the_environment_paths() -> None:
         sys.executable,
         "-P",
         "-m",
-        "legion.runtime.hook_entry",
+        "legion.runtime.claude.hook_entry",
         "Stop",
     ]
     assert hooks.hooks_settings(session_start_sources=())["hooks"].keys() == {
@@ -414,3 +414,24 @@ def test_generated_command_runs_through_sh_from_a_workspace_that_shadows_legion(
 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"decision": "block", "reason": "it's `here` $HOME"}
+
+
+def test_the_hook_commands_old_path_still_answers(tmp_path: Path) -> None:
+    """A session started before the hooks moved into `legion.runtime.claude` still runs
+    `-m legion.runtime.hook_entry` until it is restarted or resumed: it answers the same."""
+    inbox = tmp_path / "inbox.json"
+    inbox_file.enqueue(inbox, "m-1", "hello")
+    old = [sys.executable, "-P", "-m", "legion.runtime.hook_entry", "Stop", "--inbox", str(inbox)]
+
+    done = subprocess.run(
+        old,
+        input=json.dumps(stop_input(False)),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=30,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"decision": "block", "reason": "hello"}

@@ -14,7 +14,7 @@ from legion import plugins
 from legion.config import SPEC_BY_NAME, settings_of
 from legion.errors import InputError
 from legion.github.settings import GitHubSettings
-from legion.runtime.codex_settings import CodexSettings
+from legion.runtime.codex.settings import CodexSettings
 
 ROOT = Path(legion.__file__).parent
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from legion.core.liveness import SessionState
 from legion.errors import TmuxUnavailable
-from legion.runtime.claude_paths import (
+from legion.runtime.claude.paths import (
     base36,
     config_dir,
     encode_project_dir,
@@ -22,10 +22,11 @@ from legion.runtime.claude_paths import (
     newest_activity,
     transcript_path,
 )
+from legion.runtime.claude.transcript import summarize
 from legion.runtime.tmux import Tmux, Window, _alive, literal, process_args
-from legion.runtime.transcript import Turn, read_tail, summarize
+from legion.runtime.transcript import Turn, read_tail
 from legion.sessions.observer import classify
-from legion.sessions.supervisor import start_failure
+from legion.sessions.starts import start_failure
 
 
 def test_java_string_hash_matches_known_values() -> None:
@@ -234,7 +235,7 @@ BYPASS_SCREEN = """  WARNING: Claude Code running in Bypass Permissions mode
 
 
 def test_first_run_dialogs_are_answered_yes() -> None:
-    from legion.runtime.claude import first_run_dialog_keys
+    from legion.runtime.claude.runtime import first_run_dialog_keys
 
     assert first_run_dialog_keys(TRUST_SCREEN) == ("Yes, I trust this folder", ["Down", "Enter"])
     assert first_run_dialog_keys(KEY_SCREEN) == ("Yes", ["Up", "Enter"])
@@ -337,7 +338,7 @@ def _settings_of(argv: list[str]) -> dict[str, Any]:
 
 @pytest.fixture
 def fixed_claude(monkeypatch: pytest.MonkeyPatch) -> None:
-    from legion.runtime.claude import ClaudeRuntime
+    from legion.runtime.claude.runtime import ClaudeRuntime
 
     monkeypatch.setattr(ClaudeRuntime, "executable", lambda self: "/bin/claude")
 
@@ -347,8 +348,8 @@ def fixed_claude(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_every_permission_mode_passes_the_hooks_in_one_settings_flag(
     mode: str, tmp_path: Path
 ) -> None:
-    from legion.runtime.claude import ClaudeRuntime
-    from legion.runtime.claude import hook_settings as legion_hooks
+    from legion.runtime.claude.runtime import ClaudeRuntime
+    from legion.runtime.claude.runtime import hook_settings as legion_hooks
 
     inbox, context = tmp_path / "in.json", tmp_path / "c.md"
     hook_settings = legion_hooks(inbox, context)
@@ -365,8 +366,8 @@ def test_every_permission_mode_passes_the_hooks_in_one_settings_flag(
 def test_a_settings_flag_in_claude_args_is_merged_not_left_to_replace_legions(
     tmp_path: Path,
 ) -> None:
-    from legion.runtime.claude import ClaudeRuntime
-    from legion.runtime.claude import hook_settings as legion_hooks
+    from legion.runtime.claude.runtime import ClaudeRuntime
+    from legion.runtime.claude.runtime import hook_settings as legion_hooks
 
     user_hook = {"hooks": [{"type": "command", "command": "echo mine"}]}
     user_file = tmp_path / "mine.json"
@@ -389,7 +390,7 @@ def test_an_unusable_settings_flag_in_claude_args_is_a_config_error(
     given: tuple[str, ...],
 ) -> None:
     from legion.errors import ConfigError
-    from legion.runtime.claude import ClaudeRuntime
+    from legion.runtime.claude.runtime import ClaudeRuntime
 
     with pytest.raises(ConfigError, match="claude_args"):
         ClaudeRuntime(extra_args=given).command("sid", "go", resume=False)

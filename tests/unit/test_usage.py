@@ -8,7 +8,7 @@ from pathlib import Path
 
 from legion.cli.render import usage_json, usage_line
 from legion.core.usage import Usage, anthropic_usage, total
-from legion.runtime.transcript import responses, session_usage
+from legion.runtime.claude.transcript import responses, session_usage
 
 
 def _line(message_id: str, when: str, inp: int, out: int, read: int = 0, block: int = 0) -> str:

@@ -13,7 +13,7 @@ by the session's hooks, under a lock:
 moves what it hands to the model to `delivered` (`via` says how: a hook's event, or `TYPED`),
 `take_queued` takes the queued messages for another way in (typed into an idle session), and
 `peek_delivered`/`forget_delivered` give the watcher what was delivered and forget it once it
-is recorded. `stop_streak` is Claude Code's (`legion.runtime.hooks`), kept here as it is.
+is recorded. `stop_streak` is Claude Code's (`legion.runtime.claude.hooks`), kept here as it is.
 All but the file's I/O at the end is pure.
 """
 

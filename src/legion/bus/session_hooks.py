@@ -1,5 +1,5 @@
 """What Legion gives a session at its boundaries, whatever its CLI: one API that Claude Code's
-hooks (`legion.runtime.hook_entry`) and Codex's turn loop (`legion.runtime.codex_session`)
+hooks (`legion.runtime.claude.hook_entry`) and Codex's turn loop (`legion.runtime.codex.session`)
 both call, each translating from and to its own CLI.
 
 - `turn_ended`: the messages queued in the session's inbox, handed over (the turn goes on with

@@ -310,7 +310,7 @@ def state(
         project.settings.project_id,
         backends.tracker,
         backends.forge,
-        open_workers(project, backends),
+        open_workers(project, backends).roster,
         opt_in=project.settings.backlog_opt_in_labels,
     )
     if as_json:

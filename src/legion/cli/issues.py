@@ -146,7 +146,7 @@ def _usage(project: Any, backends: Any, identifier: str) -> dict[str, Any]:
     """The issue's tokens by phase, from its workers' transcripts (none: nothing ran yet)."""
     from legion.backends import open_workers
 
-    return open_workers(project, backends).usage(identifier).get(identifier, {})
+    return open_workers(project, backends).roster.usage(identifier).get(identifier, {})
 
 
 @app.command(epilog=common.example('legion issue move LEG-3 "Needs Review"'))

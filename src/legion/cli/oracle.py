@@ -57,7 +57,7 @@ def escalate(
         return
     blocked = [
         view
-        for view in open_workers(project, backends).views()
+        for view in open_workers(project, backends).roster.views()
         if view.record.issue == identifier
         and view.state is SessionState.BLOCKED
         and view.question is not None

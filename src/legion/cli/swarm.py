@@ -125,12 +125,12 @@ def _preflight(project: Project) -> list[str]:
     from legion.backends import open_backends, open_workers
 
     workers = open_workers(project, open_backends(project))
-    workers.supervisor.check_tmux()
-    runtimes = workers.in_use()
+    workers.windows.check_tmux()
+    runtimes = workers.runtimes.in_use()
     for runtime in runtimes:
         runtime.executable()
     # The controller runs in the repository: its CLI must be set up and trust it.
-    workers.controller_runtime.prepare(os.environ, project.root)
+    workers.runtimes.controller.prepare(os.environ, project.root)
     notes: list[str] = []
     try:
         from legion import skills
@@ -148,7 +148,7 @@ def _started(project: Project, pid: int, log_path: Path | None, notes: list[str]
     """What `legion start --json` prints: the daemon, its log, and how to watch the swarm."""
     from legion.backends import open_backends, open_workers
 
-    session = open_workers(project, open_backends(project)).supervisor.session
+    session = open_workers(project, open_backends(project)).windows.session
     return {
         "root": str(project.root),
         "pid": pid,
@@ -263,8 +263,8 @@ def stop(
         from legion.backends import open_backends, open_workers
 
         workers = open_workers(project, open_backends(project))
-        session = workers.supervisor.session
-        if workers.supervisor.close_all():
+        session = workers.windows.session
+        if workers.windows.close_all():
             closed = session
         _mark_stopped(project)
     if as_json:

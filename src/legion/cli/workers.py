@@ -17,7 +17,7 @@ from legion.errors import InputError
 
 if TYPE_CHECKING:
     from legion.core.task_list import TaskList
-    from legion.sessions.workers import WorkerView
+    from legion.sessions.roster import WorkerView
 
 
 def dispatch(
@@ -110,9 +110,9 @@ def workers(
     """Every worker Legion started and has not retired: running, idle, blocked or dead."""
     project, backends = common.backends(ctx)
     manager = open_workers(project, backends)
-    views = manager.views()
+    views = manager.roster.views()
     now = time.time()
-    tasks = {view.record.session_id: manager.task_list(view.record) for view in views}
+    tasks = {view.record.session_id: manager.roster.task_list(view.record) for view in views}
     if as_json:
         common.print_json(
             [
@@ -163,7 +163,7 @@ def peek(
     """The last lines of a worker's screen (blank lines below the last output don't count)."""
     project, backends = common.backends(ctx)
     identifier = backends.tracker.get_issue(issue).identifier  # an unknown issue is bad input
-    view, captured = open_workers(project, backends).peek(identifier, lines)
+    view, captured = open_workers(project, backends).roster.peek(identifier, lines)
     screen = last_lines(captured, lines)
     if as_json:
         data = view.to_json(time.time())

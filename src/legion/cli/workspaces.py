@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from legion.backends import open_workers
+from legion.backends import open_workers, open_workspaces
 from legion.cli import common
 from legion.workspaces.sweep import sweep_done
 
@@ -22,8 +22,8 @@ def list_workspaces(
     ctx: typer.Context, as_json: Annotated[bool, common.JsonOption] = False
 ) -> None:
     """Each workspace, its branch, and whether it holds uncommitted or unmerged work."""
-    project, backends = common.backends(ctx)
-    workspaces = open_workers(project, backends).workspaces
+    project, _ = common.backends(ctx)  # a project with its database, as every command's
+    workspaces = open_workspaces(project)
     rows = []
     for workspace in workspaces.list():
         check = workspaces.check(workspace.issue)
@@ -77,8 +77,8 @@ def clean(
     stamp = time.strftime("%Y%m%dT%H%M%S")
     results = sweep_done(
         backends.tracker,
-        workers.workspaces,
-        workers.live_issues(),
+        open_workspaces(project),
+        workers.roster.live_issues(),
         dry_run=dry_run,
         rescue_to=project.state_dir / "rescued" / stamp if rescue else None,
     )

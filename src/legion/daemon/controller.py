@@ -56,14 +56,14 @@ class ControllerSession:
         self.id = controller_session_id(project.settings.project_id)
 
     def transcript(self) -> Path:
-        runtime = self.workers.controller_runtime
+        runtime = self.workers.runtimes.controller
         return runtime.transcript(self.workers.env, self.project.root, self.id)
 
     def state(self) -> tuple[SessionState, float | None]:
         return controller_state_of(self.project, self.workers)
 
     def prompt(self, reason: str) -> str:
-        return controller_prompt(self.mode, reason, self.workers.controller_runtime)
+        return controller_prompt(self.mode, reason, self.workers.runtimes.controller)
 
 
 class ControllerSupervisor:
@@ -136,11 +136,11 @@ class ControllerSupervisor:
         workers = self.controller.workers
         window = None
         if state is SessionState.RUNNING and activity is None:
-            window = workers.supervisor.controller_window()
+            window = workers.windows.controller_window()
         if window is None or window.pane_dead:
             self.untranscribed = None
             return False
-        screen = workers.supervisor.screen(window.id)
+        screen = workers.windows.screen(window.id)
         digest = hashlib.sha256(screen.encode()).hexdigest() if screen.strip() else ""
         now = time.monotonic()
         self.untranscribed = screen_seen(self.untranscribed, window.id, digest, now)
@@ -155,7 +155,7 @@ class ControllerSupervisor:
             controller.project.root,
             {"LEGION_MODE": "controller", "LEGION_SESSION_ID": controller.id},
             issue=None,  # its capability covers the project: it (and its Oracle) act on any issue
-            runtime=controller.workers.controller_runtime,
+            runtime=controller.workers.runtimes.controller,
         )
 
 
@@ -177,7 +177,7 @@ class ControllerWakeups:
         if settling(activity, time.time()):
             return None, StepResult(requeue_after=SETTLE_S)
         workers = self.controller.workers
-        window = workers.supervisor.controller_window()
+        window = workers.windows.controller_window()
         return (None if window is None else window.id), DONE
 
     def _type(self, window_id: str, reason: str, items: list[Judgment]) -> None:
@@ -188,7 +188,7 @@ class ControllerWakeups:
         mark = transcript_size(transcript)
         workers = self.controller.workers
         try:
-            accepted = workers.supervisor.type_prompt(
+            accepted = workers.windows.type_prompt(
                 window_id, self.controller.prompt(reason), transcript, mark
             )
         except LegionError:

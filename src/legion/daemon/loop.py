@@ -94,7 +94,7 @@ class Daemon:
         self.steps = self._steps()
         self._stopping = False
         self.stopped_by: int | None = None  # the signal that stopped the run, if one did
-        self.workers.supervisor.should_stop = lambda: self._stopping  # no wait outlasts a stop
+        self.workers.starts.should_stop = lambda: self._stopping  # no wait outlasts a stop
         self._next_wait = config.tick
 
     def _steps(self) -> list[Step]:

@@ -30,19 +30,19 @@ class StuckWorkerReaper:
         seen: dict[str, ScreenSeen] = {}
         now = time.monotonic()
         # tmux not answering raises here: nothing is killed on what cannot be seen.
-        for view in self.workers.views():
+        for view in self.workers.roster.views():
             # Idle counts too: a worker that ended its turn without finishing its mode (it still
             # holds worker-active, or the reconciler would have retired it) is as stuck.
             if view.state not in (SessionState.RUNNING, SessionState.IDLE) or view.window is None:
                 continue
-            screen = self.workers.supervisor.screen(view.window.id)
+            screen = self.workers.windows.screen(view.window.id)
             digest = hashlib.sha256(screen.encode()).hexdigest()
             before = self.screens.get(view.window.id)
             screen_now = seen[view.window.id] = screen_seen(before, view.window.id, digest, now)
             # A worker with no transcript yet is starting: its age counts from its start.
             last = view.last_activity or _timestamp(view.record.started_at)
             if worker_stuck(last, time.time(), screen_now, now, self.stale_after):
-                self.workers.supervisor.close_window(view.window.id)
+                self.workers.windows.close_window(view.window.id)
                 quiet_for = f"{self.stale_after:g} s"
                 self.log.append(
                     view.record.issue,

@@ -30,10 +30,11 @@ from legion.errors import LegionError, ToolMissingError
 from legion.git import run_git
 from legion.plugins import CLAUDE_CODE, CODEX
 from legion.projects import init_project
-from legion.runtime import claude_bin, codex_bin
-from legion.runtime.claude_bin import ClaudeBinary
-from legion.runtime.claude_settings import ClaudeSettings
-from legion.runtime.codex_settings import CodexSettings
+from legion.runtime.claude import binary as claude_bin
+from legion.runtime.claude.binary import ClaudeBinary
+from legion.runtime.claude.settings import ClaudeSettings
+from legion.runtime.codex import binary as codex_bin
+from legion.runtime.codex.settings import CodexSettings
 from legion.runtime.npm_pin import Binary
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ def _save_screens(
     saved = {}
     for issue in sorted(failed):
         try:
-            _, screen = workers.peek(issue, lines=200)
+            _, screen = workers.roster.peek(issue, lines=200)
         except LegionError:
             continue
         into.mkdir(parents=True, exist_ok=True)
@@ -281,13 +282,13 @@ def _clean_up(project: Project, backends: Backends, env: Mapping[str, str]) -> l
     """After the run: retire the records of workers whose windows went with the tmux server,
     and remove the workspaces of Done issues (never one holding unmerged work). Returns why
     each kept workspace was kept."""
-    from legion.backends import open_workers
+    from legion.backends import open_workers, open_workspaces
     from legion.workspaces.sweep import sweep_done
 
     workers = open_workers(project, backends, env)
     _retire_stopped(project, backends, workers, env)
     try:
-        results = sweep_done(backends.tracker, workers.workspaces, set())
+        results = sweep_done(backends.tracker, open_workspaces(project), set())
     except LegionError as exc:
         return [f"workspaces: {exc}"]
     return [f"{r.issue}: {r.reason}" for r in results if not r.removed]
@@ -306,7 +307,7 @@ def _retire_stopped(
         done = {i.identifier for i in backends.tracker.list_issues() if i.status is Status.DONE}
     except LegionError:
         done = set()
-    current = workers.records()
+    current = workers.roster.records()
     for record in current:
         if record.issue in done:  # retired first: a session Legion retired ended its mode
             workers.forget(record)

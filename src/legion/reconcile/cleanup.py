@@ -10,7 +10,7 @@ from functools import partial
 from legion.actionlog import OutcomeKind
 from legion.core.liveness import SessionState
 from legion.core.model import Label, Status
-from legion.sessions.workers import WorkerView
+from legion.sessions.roster import WorkerView
 from legion.trackers.base import Issue
 from legion.workspaces.sweep import sweep_done
 
@@ -48,9 +48,7 @@ def sweep_workspaces(ctx: PassContext, views: Sequence[WorkerView], done_issues:
     """Remove the workspaces of Done issues no live worker is in, without losing work
     (`workspaces.sweep`); each workspace's outcome recorded on its own."""
     live = {view.record.issue for view in views if view.state.is_live}
-    results = sweep_done(
-        ctx.tracker, ctx.workers.workspaces, live, dry_run=ctx.dry_run, done=done_issues
-    )
+    results = sweep_done(ctx.tracker, ctx.workspaces, live, dry_run=ctx.dry_run, done=done_issues)
     for result in results:
         if result.removed:
             kind = OutcomeKind.DONE

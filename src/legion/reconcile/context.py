@@ -1,6 +1,6 @@
-"""What every part of one pass works with, handed to each explicitly: the project's tracker and
-workers, the stores a pass writes (the action log, the judgment queue, the dispatch pause), the
-guard its steps run under, and whether the pass only plans (a dry run)."""
+"""What every part of one pass works with, handed to each explicitly: the project's tracker,
+workers and workspaces, the stores a pass writes (the action log, the judgment queue, the
+dispatch pause), the guard its steps run under, and whether the pass only plans (a dry run)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from legion.judgments import JudgmentQueue
 from legion.pause import DispatchPause
 from legion.sessions.workers import WorkerManager
 from legion.trackers.base import Tracker
+from legion.workspaces.base import Workspaces
 
 from .guard import PassGuard
 
@@ -19,6 +20,7 @@ from .guard import PassGuard
 class PassContext:
     tracker: Tracker
     workers: WorkerManager
+    workspaces: Workspaces
     log: ActionLog
     judgments: JudgmentQueue
     pause: DispatchPause

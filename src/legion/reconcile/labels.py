@@ -13,7 +13,8 @@ from functools import partial
 
 from legion.core.model import Label, Mode
 from legion.faults import fault_point
-from legion.sessions.workers import WorkerManager, WorkerView
+from legion.sessions.roster import WorkerView
+from legion.sessions.workers import WorkerManager
 from legion.trackers.base import Tracker
 
 

@@ -19,9 +19,11 @@ from legion.forges.base import Forge
 from legion.judgments import JudgmentQueue
 from legion.locking import LOCK_TIMEOUT_S, exclusive
 from legion.pause import DispatchPause
-from legion.sessions.workers import WorkerManager, WorkerView
+from legion.sessions.roster import WorkerView
+from legion.sessions.workers import WorkerManager
 from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
 from legion.trackers.base import Tracker
+from legion.workspaces.base import Workspaces
 
 from .cleanup import retire_finished, sweep_workspaces
 from .context import PassContext
@@ -81,11 +83,17 @@ class Reconciler:
         oracle: bool = False,
         oracle_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        workspaces: Workspaces | None = None,
     ) -> None:
+        """`workspaces`: where Done issues' workspaces are swept from (the project's, when
+        none is given)."""
+        from legion.backends import open_workspaces
+
         self.project = project
         self.tracker = tracker
         self.forge = forge
         self.workers = workers
+        self.workspaces = open_workspaces(project) if workspaces is None else workspaces
         self.log = log
         self.wip_limit = project.settings.wip_limit
         self.token_budget = project.settings.token_budget
@@ -132,6 +140,7 @@ class _Pass:
         self.ctx = PassContext(
             tracker=owner.tracker,
             workers=owner.workers,
+            workspaces=owner.workspaces,
             log=owner.log,
             judgments=owner.judgments,
             pause=owner.pause,
@@ -151,7 +160,7 @@ class _Pass:
         return self.ctx.guard.outcomes
 
     def _observe_workers(self) -> list[WorkerView]:
-        views: list[WorkerView] = self.ctx.guard.observed("workers", self.o.workers.views)
+        views: list[WorkerView] = self.ctx.guard.observed("workers", self.o.workers.roster.views)
         return views
 
     def _phases(self) -> None:
@@ -175,7 +184,7 @@ class _Pass:
                 o.project.settings.project_id,
                 o.tracker,
                 o.forge,
-                KnownLiveWorkers(live, o.workers.latest_modes()),
+                KnownLiveWorkers(live, o.workers.roster.latest_modes()),
                 issues=fresh,
                 opt_in=o.project.settings.backlog_opt_in_labels,
             ),

@@ -14,7 +14,7 @@ from legion.core.liveness import SessionState
 from legion.core.model import Label
 from legion.feedback import ask_human, escalation_comment
 from legion.judgments import JudgmentKind, judgment_needs
-from legion.sessions.workers import WorkerView
+from legion.sessions.roster import WorkerView
 from legion.state import Snapshot
 from legion.trackers.base import Issue
 

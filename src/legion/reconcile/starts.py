@@ -14,7 +14,7 @@ from legion.core.model import Label, Mode
 from legion.core.usage import total
 from legion.errors import ConfigError, LegionError, ToolMissingError, WorkerStartError
 from legion.feedback import ask_human
-from legion.sessions.workers import WorkerView
+from legion.sessions.roster import WorkerView
 
 from .answers import LEGION_AUTHOR, budget_allowed, budget_question
 from .context import PassContext
@@ -120,7 +120,7 @@ class Starts:
         if budget is None:
             return None
         tracker = self.ctx.tracker
-        used = total(self.ctx.workers.usage(issue).get(issue, {}).values()).total
+        used = total(self.ctx.workers.roster.usage(issue).get(issue, {}).values()).total
         if used < budget:
             return None
         allowed = budget_allowed(tracker.list_comments(issue), budget)
@@ -139,7 +139,7 @@ class Starts:
         """Wait for the workers this pass started; count their starts toward the pause."""
         if not self.started:
             return None
-        failures = self.ctx.workers.supervisor.await_starts()
+        failures = self.ctx.workers.starts.await_starts()
         failed = {issue for issue, _ in failures}
         if any(issue not in failed for issue in self.started):
             self.ctx.pause.start_succeeded()
@@ -159,7 +159,7 @@ class Starts:
         """What a worker that exited at once said last, from its dead pane (kept for `peek`),
         passing over tmux's own "Pane is dead (status …, <time>)" line."""
         try:
-            _, screen = self.ctx.workers.peek(issue, lines=60)
+            _, screen = self.ctx.workers.roster.peek(issue, lines=60)
         except LegionError:
             return None
         said = [line.strip() for line in screen.splitlines() if line.strip()]

@@ -17,7 +17,7 @@ from legion.core.model import Label, Mode
 from legion.errors import LegionError
 from legion.faults import fault_point
 from legion.feedback import ask_human
-from legion.sessions.workers import WorkerView
+from legion.sessions.roster import WorkerView
 from legion.state import IssueState
 
 from .answers import LEGION_AUTHOR, answer_in, legion_asked, restarts_question
@@ -172,7 +172,7 @@ class Transitions:
     def _latest_mode(self, issue: str, fallback: Mode | None) -> Mode | None:
         """The mode of the issue's last worker: in Retro that tells finish from retro, in
         Needs Review the implementer's changes from the reviewer."""
-        latest = self.ctx.workers.latest_record(issue)
+        latest = self.ctx.workers.roster.latest_record(issue)
         return latest.mode if latest is not None else fallback
 
     def redispatch(self, state: IssueState, decision: Decision) -> Step:

@@ -1,7 +1,8 @@
 """What Legion needs from an agent runtime (a coding agent's CLI it runs in tmux): the
 protocol the worker manager, the daemon and the TUI use. Claude Code
-(`legion.runtime.claude.ClaudeRuntime`) and Codex (`legion.runtime.codex.CodexRuntime`) are its
-two implementations; `docs/architecture.md` ("Agent runtimes") sets them side by side.
+(`legion.runtime.claude.runtime.ClaudeRuntime`) and Codex
+(`legion.runtime.codex.runtime.CodexRuntime`) are its two implementations;
+`docs/architecture.md` ("Agent runtimes") sets them side by side.
 
 A session is known by the deterministic id Legion gives it; the runtime says how to start or
 resume it in a workspace with a prompt, where its own record of the conversation lives (the
@@ -47,7 +48,7 @@ class AgentRuntime(Protocol):
         """argv that starts session `session_id` (or resumes it) with `prompt`. `inbox`: the
         file of messages the session is to be handed at its next turn boundary; `context`: the
         wake-up context it is given back after a resume or a compaction (see
-        `legion.runtime.hooks`)."""
+        `legion.runtime.claude.hooks`)."""
         ...
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:

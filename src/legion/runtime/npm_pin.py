@@ -1,5 +1,5 @@
 """Installing a pinned agent CLI from npm into Legion's cache, once: Claude Code and Codex
-both come this way (`claude_bin`, `codex_bin`)."""
+both come this way (`runtime/claude/binary.py`, `runtime/codex/binary.py`)."""
 
 from __future__ import annotations
 

@@ -1,27 +1,18 @@
-"""Reading a Claude Code transcript (`<session id>.jsonl`) for what a supervisor needs: is the
-worker mid-turn, waiting for input, or waiting on a question it asked?
-
-Tolerant by design: the CLI adds line types between versions, and the last line may be torn
-while it is being written. Unknown types and lines that are not JSON are skipped.
+"""What a supervisor reads from any runtime's transcript, in one vocabulary: is the session
+mid-turn, waiting for input, or waiting on a question it asked (`TranscriptSummary`)? And
+reading a transcript's tail, whole lines only. Each runtime parses its own CLI's format
+(`legion.runtime.claude.transcript`, `legion.runtime.codex.runtime`) into these.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
-from legion.core.usage import Usage, anthropic_usage
-
-ASK_USER_QUESTION = "AskUserQuestion"
 # Enough for the last several turns of a busy session; the whole file can be many megabytes.
 TAIL_BYTES = 512 * 1024
-SHORT_TAIL_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,90 +46,6 @@ class TranscriptSummary:
     pending_question: PendingQuestion | None
 
 
-def _content_blocks(entry: dict[str, Any]) -> list[dict[str, Any]]:
-    message = entry.get("message")
-    if not isinstance(message, dict):
-        return []
-    content = message.get("content")
-    if isinstance(content, list):
-        return [block for block in content if isinstance(block, dict)]
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return []
-
-
-def _question(tool_use_id: str, raw: Any) -> PendingQuestion:
-    items = []
-    questions = raw.get("questions") if isinstance(raw, dict) else None
-    for item in questions if isinstance(questions, list) else []:
-        if not isinstance(item, dict):
-            continue
-        options = item.get("options")
-        labels = tuple(
-            str(option.get("label", ""))
-            for option in (options if isinstance(options, list) else [])
-            if isinstance(option, dict)
-        )
-        items.append(
-            QuestionItem(
-                question=str(item.get("question", "")),
-                header=str(item.get("header", "")),
-                options=labels,
-                multi_select=bool(item.get("multiSelect", False)),
-            )
-        )
-    return PendingQuestion(tool_use_id, tuple(items))
-
-
-# Only lines naming one of these are parsed: most of a transcript is bookkeeping
-# (attachments, snapshots, request shapes) that says nothing about the turn.
-_RELEVANT = ('"assistant"', '"user"', '"turn_duration"')
-
-
-def summarize(lines: Iterable[str]) -> TranscriptSummary:
-    entries = 0
-    turn = Turn.NONE
-    last_tool_use: tuple[str, str, Any] | None = None  # (id, name, input)
-    answered: set[str] = set()
-    for line in lines:
-        if not any(marker in line for marker in _RELEVANT):
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # a torn last line, or not JSON at all
-        if not isinstance(entry, dict):
-            continue
-        kind = entry.get("type")
-        if kind == "assistant":
-            entries += 1
-            turn = Turn.OPEN
-            for block in _content_blocks(entry):
-                if block.get("type") == "tool_use":
-                    last_tool_use = (
-                        str(block.get("id")),
-                        str(block.get("name")),
-                        block.get("input"),
-                    )
-            message = entry.get("message")
-            if isinstance(message, dict) and message.get("stop_reason") == "end_turn":
-                turn = Turn.ENDED
-        elif kind == "user":
-            entries += 1
-            turn = Turn.OPEN
-            for block in _content_blocks(entry):
-                if block.get("type") == "tool_result":
-                    answered.add(str(block.get("tool_use_id")))
-        elif kind == "system" and entry.get("subtype") == "turn_duration":
-            turn = Turn.ENDED  # the interactive CLI writes this when a turn is over
-    pending = None
-    if last_tool_use is not None:
-        tool_use_id, name, raw_input = last_tool_use
-        if name == ASK_USER_QUESTION and tool_use_id not in answered:
-            pending = _question(tool_use_id, raw_input)
-    return TranscriptSummary(entries, turn, pending)
-
-
 def read_tail(path: Path, max_bytes: int = TAIL_BYTES) -> list[str]:
     """The transcript's last lines (whole lines only); [] when it does not exist."""
     try:
@@ -151,94 +58,3 @@ def read_tail(path: Path, max_bytes: int = TAIL_BYTES) -> list[str]:
         return []
     lines = data.decode("utf-8", errors="replace").splitlines()
     return lines[1:] if start > 0 else lines  # the first line was probably cut
-
-
-# Summaries by transcript, kept while the file is unchanged (same size and mtime): an idle
-# session's transcript does not change, and the daemon looks at every one each tick.
-_SUMMARIES: dict[Path, tuple[tuple[int, int], TranscriptSummary]] = {}
-_SUMMARIES_KEPT = 512
-
-
-def summarize_file(path: Path) -> TranscriptSummary | None:
-    """`summarize_tail`, remembered while the transcript stays as it was."""
-    try:
-        stat = path.stat()
-    except OSError:
-        _SUMMARIES.pop(path, None)
-        return None
-    key = (stat.st_size, stat.st_mtime_ns)
-    known = _SUMMARIES.get(path)
-    if known is not None and known[0] == key:
-        return known[1]
-    summary = summarize_tail(path)
-    if summary is not None:
-        if len(_SUMMARIES) >= _SUMMARIES_KEPT:
-            _SUMMARIES.clear()
-        _SUMMARIES[path] = (key, summary)
-    return summary
-
-
-def summarize_tail(path: Path) -> TranscriptSummary | None:
-    """The summary of the transcript's tail: a short one first, a longer one when the short
-    one holds no message at all (one huge tool result can fill it)."""
-    lines = read_tail(path, SHORT_TAIL_BYTES)
-    if not lines and not path.exists():
-        return None
-    summary = summarize(lines)
-    if summary.entries == 0:
-        summary = summarize(read_tail(path, TAIL_BYTES))
-    return summary
-
-
-# --------------------------------------------------------------------------------------------
-# Token usage
-# --------------------------------------------------------------------------------------------
-
-# Responses by transcript, kept while the file is unchanged, then read on from where it was.
-_RESPONSES: dict[Path, tuple[int, int, dict[str, tuple[str, Usage]]]] = {}
-
-
-def responses(path: Path) -> dict[str, tuple[str, Usage]]:
-    """Each model response the transcript recorded, by its message id: (when, usage). The CLI
-    writes one line per content block of a response, each with the response's usage: counted
-    once. Read incrementally: a transcript only grows, so a second look reads what was added."""
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return {}
-    known = _RESPONSES.get(path)
-    start, found = 0, {}
-    if known is not None and known[0] <= size:
-        start, found = known[1], dict(known[2])
-    if start == size:
-        return found
-    try:
-        with path.open("rb") as handle:
-            handle.seek(start)
-            data = handle.read(size - start)
-    except OSError:
-        return found
-    end = data.rfind(b"\n") + 1  # a torn last line is read next time, whole
-    for raw in data[:end].splitlines():
-        if b'"usage"' not in raw:
-            continue
-        try:
-            entry = json.loads(raw)
-        except ValueError:
-            continue
-        message = entry.get("message") if isinstance(entry, dict) else None
-        if not isinstance(message, dict) or not isinstance(message.get("usage"), dict):
-            continue
-        key = str(message.get("id") or entry.get("requestId") or entry.get("uuid"))
-        found[key] = (str(entry.get("timestamp") or ""), anthropic_usage(message["usage"]))
-    _RESPONSES[path] = (size, start + end, found)
-    return found
-
-
-def session_usage(transcript: Path) -> list[tuple[str, Usage]]:
-    """(when, usage) of every response of the session, its subagents' included."""
-    files = [transcript]
-    subagents = transcript.with_suffix("") / "subagents"
-    with contextlib.suppress(OSError):
-        files += sorted(p for p in subagents.iterdir() if p.suffix == ".jsonl")
-    return [item for path in files for item in responses(path).values()]

@@ -43,9 +43,9 @@ class ControllerView:
 def observe_controller(project: Project, workers: WorkerManager) -> ControllerView:
     """The controller's state (as a worker's), window and last transcript activity. Raises
     `TmuxUnavailable` when tmux does not answer: unknown, never dead."""
-    window = workers.supervisor.controller_window()
+    window = workers.windows.controller_window()
     sid = controller_session_id(project.settings.project_id)
-    runtime = workers.controller_runtime
+    runtime = workers.runtimes.controller
     transcript = runtime.transcript(workers.env, project.root, sid)
     alive = window is not None and not window.pane_dead
     summary = runtime.summarize(transcript) if alive else None
@@ -103,7 +103,7 @@ def observe_sessions(project: Project, workers: WorkerManager) -> dict[str, Obse
     """Every session Legion runs in the project, the controller's included, by session id, in
     one look at tmux and the transcripts. Raises `TmuxUnavailable` when tmux does not answer."""
     found: dict[str, ObservedSession] = {}
-    for view in workers.views():
+    for view in workers.roster.views():
         window = None if view.window is None else view.window.id
         found[view.record.session_id] = ObservedSession(
             view.state, window, view.transcript, view.last_activity

@@ -253,10 +253,10 @@ class ProjectSources:
             latest: dict[str, Mode] | None = None
             try:
                 manager = self._workers(project, backends)
-                for view in manager.views():
+                for view in manager.roster.views():
                     workers[view.record.issue] = f"{view.record.mode.value} {view.state.value}"
                 live = {issue for issue, what in workers.items() if not what.endswith(" dead")}
-                latest = manager.latest_modes()
+                latest = manager.roster.latest_modes()
             except LegionError as exc:  # tmux did not answer: who works is unknown
                 warnings.append(f"workers unknown: {exc}")
                 live = set()
@@ -305,7 +305,7 @@ class ProjectSources:
                     return Unavailable(
                         f"@{agent.address} has no window (its session is not running)"
                     )
-                screen = last_screen_lines(workers.supervisor.screen(window.id, lines=lines), lines)
+                screen = last_screen_lines(workers.windows.screen(window.id, lines=lines), lines)
         except LegionError as exc:
             return Unavailable(f"@{agent.address} cannot be seen: {exc}")
         from legion.runtime.transcript import read_tail
@@ -322,15 +322,15 @@ class ProjectSources:
         if agent.name == ORCHESTRATOR_NAME:
             from legion.sessions.observer import controller_state_of
 
-            window = workers.supervisor.controller_window()
+            window = workers.windows.controller_window()
             state, _ = controller_state_of(project, workers)
             sid = agent.session_id or ""
-            runtime = workers.controller_runtime
+            runtime = workers.runtimes.controller
             transcript = runtime.transcript(workers.env, project.root, sid)
             return window, transcript, state.value, runtime.task_list(workers.env, sid)
-        for view in workers.views():
+        for view in workers.roster.views():
             if view.record.session_id == agent.session_id:
-                tasks = workers.task_list(view.record)
+                tasks = workers.roster.task_list(view.record)
                 return view.window, view.transcript, view.state.value, tasks
         raise _NoWorker(f"@{agent.address} is not one of the project's workers now")
 
@@ -405,12 +405,12 @@ class ProjectSources:
         try:
             with self._backends(found) as backends:
                 workers = self._workers(found, backends)
-                window = workers.supervisor.live_window(agent.session_id)
+                window = workers.windows.live_window(agent.session_id)
                 if window is None:
                     return Unavailable(
                         f"@{agent.address} is not running: no live session to attach to"
                     )
-                return workers.supervisor.attach_command(window.id, environ)
+                return workers.windows.attach_command(window.id, environ)
         except LegionError as exc:
             return Unavailable(f"@{agent.address} cannot be attached to: {one_line(str(exc))}")
 

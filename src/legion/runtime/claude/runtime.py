@@ -26,23 +26,20 @@ from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.errors import ConfigError
 from legion.plugins import CLAUDE_CODE, runtime_plugin
-from legion.runtime import claude_bin, hooks
 from legion.runtime.base import worker_skill_args
-from legion.runtime.claude_paths import (
+from legion.runtime.claude import binary as claude_bin
+from legion.runtime.claude import hooks
+from legion.runtime.claude.paths import (
     global_config_file,
     newest_activity,
     skills_dir,
     transcript_path,
 )
-from legion.runtime.claude_settings import ClaudeSettings
-from legion.runtime.claude_tasks import read_tasks
+from legion.runtime.claude.settings import ClaudeSettings
+from legion.runtime.claude.tasks import read_tasks
+from legion.runtime.claude.transcript import session_usage, summarize_file
 from legion.runtime.tmux import Tmux
-from legion.runtime.transcript import (
-    PendingQuestion,
-    TranscriptSummary,
-    session_usage,
-    summarize_file,
-)
+from legion.runtime.transcript import PendingQuestion, TranscriptSummary
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
 _API_KEY_VARIABLES = runtime_plugin(CLAUDE_CODE).secret_variables
@@ -214,7 +211,7 @@ class ClaudeRuntime:
     def answer_question(
         self, tmux: Tmux, window_id: str, question: PendingQuestion, answers: Sequence[str]
     ) -> None:
-        from legion.runtime.claude_question import answer_question  # it reads CURSOR here
+        from legion.runtime.claude.question import answer_question  # it reads CURSOR here
 
         answer_question(tmux, window_id, question, answers)
 

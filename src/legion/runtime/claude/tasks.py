@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from legion.core.task_list import TaskList, summarize_tasks
-from legion.runtime.claude_paths import config_dir
+from legion.runtime.claude.paths import config_dir
 
 
 def task_dir(env: Mapping[str, str], session_id: str) -> Path:

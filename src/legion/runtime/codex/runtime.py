@@ -1,7 +1,7 @@
 """The Codex runtime: OpenAI's Codex CLI as an `AgentRuntime` (see `legion.runtime.base`).
 
 A Codex session is a chain of `codex exec --json` turns run by Legion's turn loop
-(`legion.runtime.codex_session`) in the session's tmux window: each turn is one process that
+(`legion.runtime.codex.session`) in the session's tmux window: each turn is one process that
 ends at the turn boundary, so messages are handed over between turns (the loop reads the
 session's inbox, as Claude Code's Stop hook does, and takes typed prompts when idle), and
 resuming is `codex exec resume <id>`. docs/codex-cli.md says why this beats driving Codex's TUI.
@@ -29,8 +29,9 @@ from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.errors import ConflictError
 from legion.plugins import CODEX
-from legion.runtime import codex_bin, npm_pin
-from legion.runtime.codex_settings import CodexSettings
+from legion.runtime import npm_pin
+from legion.runtime.codex import binary as codex_bin
+from legion.runtime.codex.settings import CodexSettings
 from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import PendingQuestion, TranscriptSummary, Turn, read_tail
 
@@ -200,7 +201,7 @@ def configured_environment(settings: Settings) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class CodexRuntime:
-    """Codex, as an `AgentRuntime`: its sessions run in `legion.runtime.codex_session`."""
+    """Codex, as an `AgentRuntime`: its sessions run in `legion.runtime.codex.session`."""
 
     settings: Settings | None = None  # its codex_bin and codex_args
     lookup_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -229,7 +230,7 @@ class CodexRuntime:
         argv = [
             sys.executable,
             "-m",
-            "legion.runtime.codex_session",
+            "legion.runtime.codex.session",
             "--codex",
             self.executable(),
             "--session",

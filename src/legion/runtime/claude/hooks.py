@@ -15,7 +15,7 @@ compacted session its context back, through the CLI's hooks (docs/claude-code-cl
 - `SessionStart` with source `resume` or `compact`: the session's context file, as
   `additionalContext`.
 
-Each hook runs `<python> -P -m legion.runtime.hook_entry EVENT [--inbox F] [--context F]`
+Each hook runs `<python> -P -m legion.runtime.claude.hook_entry EVENT [--inbox F] [--context F]`
 (`hook_entry` reads the hook's input on stdin and prints the answer). What each hook hands
 over is decided by Legion's neutral session-hooks API (`legion.bus.session_hooks`), which
 Codex's turn loop calls too; this module and `hook_entry` only translate Claude Code's wire
@@ -36,7 +36,7 @@ from typing import Any
 from legion.bus.inbox import Inbox, hand_over
 from legion.bus.session_hooks import SESSION_START_SOURCES
 
-HOOK_MODULE = "legion.runtime.hook_entry"
+HOOK_MODULE = "legion.runtime.claude.hook_entry"
 INBOX_ENV = "LEGION_HOOK_INBOX"
 CONTEXT_ENV = "LEGION_HOOK_CONTEXT"
 # The CLI's own cap on consecutive Stop blocks (2.1.328: 8 are honoured, the 9th overridden),

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from legion.errors import InputError
-from legion.runtime.claude import CURSOR
+from legion.runtime.claude.runtime import CURSOR
 from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import PendingQuestion
 

@@ -1,4 +1,4 @@
-"""A Codex session's process, in its tmux window: `python -m legion.runtime.codex_session`.
+"""A Codex session's process, in its tmux window: `python -m legion.runtime.codex.session`.
 
 It runs the session as a chain of `codex exec --json` turns (resumed by Codex's session id, so
 every turn continues one conversation) and calls, at its boundaries, the session-hooks API
@@ -34,7 +34,7 @@ from typing import IO, Any, TypeVar
 
 from legion.bus import session_hooks
 from legion.bus.session_hooks import HookedSession
-from legion.runtime.codex import (
+from legion.runtime.codex.runtime import (
     EXEC_FLAGS,
     NO_CREDENTIALS,
     codex_home,
@@ -329,7 +329,7 @@ class Session:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m legion.runtime.codex_session")
+    parser = argparse.ArgumentParser(prog="python -m legion.runtime.codex.session")
     parser.add_argument("--codex", required=True, help="the Codex CLI to run")
     parser.add_argument("--session", required=True, help="Legion's id of the session")
     parser.add_argument("--resume", action="store_true", help="the session ran before")

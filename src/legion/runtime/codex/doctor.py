@@ -56,7 +56,7 @@ def _codex_config(env: Mapping[str, str], required: bool) -> Check:
     authenticates to it; never the value of a key or token."""
     import tomllib
 
-    from legion.runtime.codex import codex_home
+    from legion.runtime.codex.runtime import codex_home
 
     def passed(detail: str) -> Check:
         return Check("codex config", True, detail, required=required)
@@ -139,8 +139,8 @@ def _codex_checks(
     installed: Callable[[Path], bool],
 ) -> list[Check]:
     """Codex: found (required when a role runs on it), its version, its config, the skills."""
-    from legion.runtime import codex_bin
-    from legion.runtime.codex import codex_home
+    from legion.runtime.codex import binary as codex_bin
+    from legion.runtime.codex.runtime import codex_home
 
     needed = bool(roles)
     skills_dir = codex_home(env) / "skills"

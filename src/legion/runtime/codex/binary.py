@@ -1,7 +1,7 @@
 """Which Codex CLI Legion runs, and installing the version Legion is tested with.
 
-The counterpart of `claude_bin` for OpenAI's Codex CLI: the `codex_bin` setting (when the
-caller has one), else Legion's own cached install of the pinned version
+The counterpart of `legion.runtime.claude.binary` for OpenAI's Codex CLI: the `codex_bin`
+setting (when the caller has one), else Legion's own cached install of the pinned version
 (`$XDG_CACHE_HOME/legion/codex`, which `legion doctor --install` and `scripts/test` fill), else
 `codex` on `PATH`.
 
@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from legion.runtime.codex_settings import CodexSettings
+from legion.runtime.codex.settings import CodexSettings
 from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary, setting_source
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from pathlib import Path
 from legion.config import RUNTIME_ROLES, Settings
 from legion.errors import LegionError
 from legion.plugins import CLAUDE_CODE, DoctorCheck, DoctorReport
-from legion.runtime import claude_bin
-from legion.runtime.claude_paths import global_config_file
+from legion.runtime.claude import binary as claude_bin
+from legion.runtime.claude.paths import global_config_file
 
 Check = DoctorCheck
 CLAUDE_NAME = "claude"  # the command, as doctor lists it

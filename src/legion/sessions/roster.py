@@ -1,0 +1,180 @@
+"""The workers' read model: every worker Legion started and has not retired, as observed now
+(the registry says which session runs in which window and workspace, tmux whether the window
+lives, the transcript whether it is mid-turn, idle or waiting on a question), the tokens each
+phase of an issue used, a worker's screen and its task list. It reads; it starts nothing.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from legion.core.liveness import SessionState
+from legion.core.model import Mode, normalize_identifier
+from legion.core.task_list import TaskList
+from legion.core.usage import Usage
+from legion.errors import NotFoundError
+from legion.runtime.tmux import Window
+from legion.runtime.transcript import PendingQuestion
+from legion.sessions.observer import classify
+from legion.sessions.registry import Registry, WorkerRecord
+from legion.sessions.runtimes import RuntimeChoice
+from legion.sessions.windows import SessionWindows
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    record: WorkerRecord
+    window: Window | None
+    state: SessionState
+    transcript: Path
+    last_activity: float | None
+    question: PendingQuestion | None
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        age = None if self.last_activity is None else round(max(0.0, now - self.last_activity), 1)
+        question = None
+        if self.question is not None:
+            question = {
+                "text": self.question.text,
+                "items": [
+                    {
+                        "question": item.question,
+                        "header": item.header,
+                        "options": list(item.options),
+                        "multi_select": item.multi_select,
+                    }
+                    for item in self.question.items
+                ],
+            }
+        return {
+            "issue": self.record.issue,
+            "mode": self.record.mode.value,
+            "session_id": self.record.session_id,
+            "runtime": self.record.runtime,
+            "window": self.record.window,
+            "state": self.state.value,
+            "workspace": str(self.record.workspace),
+            "transcript": str(self.transcript),
+            "transcript_age_s": age,
+            "question": question,
+            "started_at": self.record.started_at,
+        }
+
+
+class WorkerRoster:
+    def __init__(
+        self,
+        registry: Registry,
+        windows: SessionWindows,
+        runtimes: RuntimeChoice,
+        env: Mapping[str, str],
+    ) -> None:
+        """`env`: the sessions' environment, which says where each CLI keeps its files."""
+        self.registry = registry
+        self.windows = windows
+        self.runtimes = runtimes
+        self.env = env
+
+    def views(self) -> list[WorkerView]:
+        """Every worker in the registry, with its state. Raises `TmuxUnavailable` when tmux
+        cannot say which windows run: that is unknown, never "all dead"."""
+        records = self.registry.current()
+        if not records:
+            return []
+        windows = {window.name: window for window in self.windows.list()}
+        views = []
+        for record in records:
+            window = windows.get(record.window)
+            alive = window is not None and not window.pane_dead
+            runtime = self.runtimes.of(record)
+            transcript = runtime.transcript(self.env, record.workspace, record.session_id)
+            summary = runtime.summarize(transcript) if alive else None
+            state = classify(alive, summary)
+            question = summary.pending_question if summary is not None else None
+            views.append(
+                WorkerView(
+                    record,
+                    window,
+                    state,
+                    transcript,
+                    runtime.last_activity(transcript),
+                    question,
+                )
+            )
+        return views
+
+    def views_of(self, issue: str) -> list[WorkerView]:
+        """The workers of `issue` (its identifier, normalized)."""
+        return [view for view in self.views() if view.record.issue == issue]
+
+    def live_issues(self) -> set[str]:
+        return {view.record.issue for view in self.views() if view.state.is_live}
+
+    def latest_modes(self) -> dict[str, Mode]:
+        return self.registry.latest_modes()
+
+    def records(self) -> list[WorkerRecord]:
+        """The current worker records."""
+        return self.registry.current()
+
+    def record_of(self, sid: str) -> WorkerRecord | None:
+        """The current worker record of session `sid` (None: the controller, or retired)."""
+        return self.registry.by_session(sid)
+
+    def latest_record(self, issue: str) -> WorkerRecord | None:
+        """The issue's latest worker record, current or retired."""
+        return self.registry.latest(issue)
+
+    def task_list(self, record: WorkerRecord) -> TaskList | None:
+        """The worker's own task list, as its CLI keeps it (Claude Code's TaskCreate files);
+        None when it has none. Read with the sessions' environment, so a project that names
+        its CLI's home (the demo's) shows its workers' lists to whoever asks."""
+        return self.runtimes.of(record).task_list(self.env, record.session_id)
+
+    def usage(self, issue: str | None = None) -> dict[str, dict[str, Usage]]:
+        """Tokens by issue and phase (mode), from the sessions' own records: each worker's
+        share of its session's transcript is the responses recorded from its start to the
+        next start of the same session (a retro resumes the implementer's session, a
+        resumed worker is a new record). `issue`: that issue's only."""
+        wanted = None if issue is None else normalize_identifier(issue)
+        by_session: dict[str, list[WorkerRecord]] = {}
+        for record, _ in self.registry.history():
+            if wanted is None or record.issue == wanted:
+                by_session.setdefault(record.session_id, []).append(record)
+        found: dict[str, dict[str, Usage]] = {}
+        for records in by_session.values():
+            records.sort(key=lambda r: (r.started_at, r.id))
+            runtime = self.runtimes.of(records[-1])
+            transcript = runtime.transcript(self.env, records[0].workspace, records[0].session_id)
+            starts = [_instant(r.started_at) for r in records]
+            for when, used in runtime.usage(transcript):
+                at = _instant(when)
+                index = max(0, bisect.bisect_right(starts, at) - 1)
+                record = records[index]
+                phases = found.setdefault(record.issue, {})
+                phases[record.mode.value] = phases.get(record.mode.value, Usage()) + used
+        return found
+
+    def peek(self, issue: str, lines: int = 40) -> tuple[WorkerView, str]:
+        """The issue's worker (its live one, else its last) and its window's last `lines`."""
+        identifier = normalize_identifier(issue)
+        views = [view for view in self.views_of(identifier) if view.window is not None]
+        if not views:
+            raise NotFoundError(f"{identifier} has no worker window (see `legion workers`)")
+        live = [view for view in views if view.state.is_live]
+        view = (live or views)[-1]
+        assert view.window is not None
+        return view, self.windows.screen(view.window.id, lines=lines)
+
+
+def _instant(iso: str) -> float:
+    """Seconds since the epoch of an ISO time (`...Z`); 0 for one that does not parse."""
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
