@@ -127,7 +127,12 @@ def test_the_queue_outlives_a_killed_daemon(swarm: Swarm) -> None:
             lambda: wakes_for(swarm, "LEG-1:triage"),
             timeout=60,
         )
-        (item,) = judgments(swarm)
+        # The attempt is counted once the wake-up was typed and taken (a moment after the
+        # model saw it): counted, and once.
+        (item,) = wait_until(
+            "the attempt counted",
+            lambda: (found := judgments(swarm)) and found[0]["attempts"] >= 1 and found,
+        )
         assert item["attempts"] == 1
     # The second daemon adopted the controller the first one started: one start in all.
     assert sum("<command-args>start (" in prompt for prompt in controller_prompts(swarm)) == 1
