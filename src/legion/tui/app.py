@@ -9,7 +9,8 @@ The app composes the views (`sidebar`, `chat`, `inbox`, `board`, `peek`, `log`, 
 what the watcher (`legion.tui.watcher`) posts to the views it changes. Nothing here
 polls: the watcher reads the bus, the shown view's read model and the trackers' questions in
 worker threads and posts what changed as typed messages. What the human does goes through
-`legion.bus.actions` and the sources, and the watcher is told to look again (`want`).
+`legion.bus.actions` and the commands (`legion.tui.commands`: the CLI's own service
+functions), and the watcher is told to look again (`want`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input, OptionList, TabbedContent
 
 from legion.bus import Bus, actions
-from legion.bus.model import HUMAN_NAME, Agent, Channel, Message
+from legion.bus.model import HUMAN_NAME, Agent, Channel, Message, Posted
 from legion.core.text import for_display
 from legion.errors import LegionError
 from legion.tui.agent_actions import AgentActions
@@ -39,6 +40,7 @@ from legion.tui.board import BoardView
 from legion.tui.channels import Channels
 from legion.tui.chat import HISTORY, ChatInput, ChatView, MessageLog
 from legion.tui.closing import while_open
+from legion.tui.commands import Commands
 from legion.tui.inbox import InboxView
 from legion.tui.log import LogView
 from legion.tui.modals import Help
@@ -84,7 +86,8 @@ T = TypeVar("T")
 
 
 class LegionApp(App[int]):
-    """The TUI. Its data sources are arguments, so tests drive it with `run_test()`.
+    """The TUI. What it reads outside the bus (`sources`) and what it does outside the bus
+    (`commands`) are arguments, so tests drive it with `run_test()`.
 
     `open_bus` opens a connection to the bus: one for the app's own thread, and one for each
     worker thread that needs the bus (SQLite connections are not shared between threads).
@@ -125,6 +128,7 @@ class LegionApp(App[int]):
         self,
         open_bus: Callable[[], Bus],
         sources: Sources,
+        commands: Commands,
         *,
         marks: ReadMarks | None = None,
         channel: Channel | None = None,
@@ -137,6 +141,7 @@ class LegionApp(App[int]):
         super().__init__()
         self.open_bus = open_bus
         self.sources = sources
+        self.commands = commands
         self.bus = open_bus()
         self.human = self.bus.human()
         self.format_time = format_time
@@ -161,7 +166,7 @@ class LegionApp(App[int]):
             tracker_s=tracker_s,
         )
         self.agent_actions = AgentActions(
-            self, self.bus, self.human, open_bus, sources, lambda: self.watcher.want("bus")
+            self, self.bus, self.human, open_bus, commands, lambda: self.watcher.want("bus")
         )
         self._sync_waiters: list[tuple[Loop, int, asyncio.Future[None]]] = []
         self._marks_timer = False
@@ -175,13 +180,13 @@ class LegionApp(App[int]):
                 yield ChatView("F2 Chat", self._render_message, id="chat")
                 yield InboxView(
                     "F3 Inbox",
-                    self.sources,
+                    self.commands,
                     self._reply,
                     self.format_time,
                     self.inbox,
                     id="inbox",
                 )
-                yield BoardView("F4 Board", self.sources, id="board")
+                yield BoardView("F4 Board", self.commands, id="board")
                 yield PeekView("F5 Peek", id="peek")
                 yield LogView("F6 Log", self.format_time, id="log")
         yield Footer()
@@ -403,8 +408,7 @@ class LegionApp(App[int]):
             return
         event.input.value = ""
         self.watcher.want("bus")
-        if posted.recipients:
-            self._wake(channel.project)
+        self._hand_over(posted)
 
     def _reply(self, question: Message, text: str) -> bool:
         """Answer a bus question in the inbox (`actions.reply`); False when refused."""
@@ -413,15 +417,20 @@ class LegionApp(App[int]):
             return False
         self.notify(f"answered @{question.sender}")
         self.watcher.want("bus")
-        self._wake(question.channel.project)
+        self._hand_over(posted)
         return True
 
     @work(thread=True, group="wake")
-    def _wake(self, project: str) -> None:
+    def _hand_over(self, posted: Posted) -> None:
+        # As after `legion say`: the daemon told, or with none the message delivered now,
+        # which may wait on a session, so off the app's thread, on a connection of its own.
+        bus = self.open_bus()
         try:
-            self.sources.wake(project)
+            self.commands.hand_over(bus, posted)
         except LegionError:
             return  # a daemon that is not told delivers at its next tick
+        finally:
+            bus.close()
 
     # -- the sidebar's keys -----------------------------------------------------------------------
 
