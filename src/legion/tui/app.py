@@ -19,23 +19,21 @@ import asyncio
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
-from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input, OptionList, TabbedContent
 
 from legion.bus import Bus, actions
-from legion.bus.model import HUMAN_NAME, Agent, Channel, Message, Posted
+from legion.bus.model import HUMAN_NAME, Agent, Channel, Message
 from legion.core.text import for_display
-from legion.errors import LegionError
 from legion.tui.agent_actions import AgentActions
+from legion.tui.attempt import attempt
 from legion.tui.board import BoardView
 from legion.tui.channels import Channels
 from legion.tui.chat import HISTORY, ChatInput, ChatView, MessageLog
@@ -45,21 +43,19 @@ from legion.tui.inbox import InboxView
 from legion.tui.log import LogView
 from legion.tui.modals import Help
 from legion.tui.peek import PeekView
+from legion.tui.posting import Posting
 from legion.tui.present import (
     AgentRow,
     ArchivedChannelRow,
     ArchivedHeader,
     ChannelRow,
-    addresses_human,
     channels_of,
     clock_time,
-    hanging_lines,
-    message_indent,
-    message_text,
 )
 from legion.tui.readmarks import ReadMarks
 from legion.tui.sidebar import Sidebar
 from legion.tui.sources import Sources
+from legion.tui.views import Views
 from legion.tui.watcher import (
     LOOPS,
     POLL_S,
@@ -81,8 +77,6 @@ from legion.tui.watcher import (
 DISCOVERY = 1000  # recent messages read at start to find channels with no agent left
 MARKS_SAVED_AFTER_S = 1.0  # read marks are written at most this often
 SETTLE_TIMEOUT_S = 10.0
-
-T = TypeVar("T")
 
 
 class LegionApp(App[int]):
@@ -168,6 +162,9 @@ class LegionApp(App[int]):
         self.agent_actions = AgentActions(
             self, self.bus, self.human, open_bus, commands, lambda: self.watcher.want("bus")
         )
+        self.posting = Posting(
+            self, self.bus, self.human, open_bus, commands, lambda: self.watcher.want("bus")
+        )
         self._sync_waiters: list[tuple[Loop, int, asyncio.Future[None]]] = []
         self._marks_timer = False
 
@@ -176,12 +173,19 @@ class LegionApp(App[int]):
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
             yield Sidebar(id="sidebar")
-            with TabbedContent(id="views", initial="chat"):
-                yield ChatView("F2 Chat", self._render_message, id="chat")
+            with Views(id="views", initial="chat"):
+                yield ChatView(
+                    "F2 Chat",
+                    self._read_channel,
+                    self.format_time,
+                    lambda message: message.id in self.inbox_ids,
+                    history=self.history,
+                    id="chat",
+                )
                 yield InboxView(
                     "F3 Inbox",
                     self.commands,
-                    self._reply,
+                    self.posting.reply,
                     self.format_time,
                     self.inbox,
                     id="inbox",
@@ -192,7 +196,6 @@ class LegionApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(MessageLog).on_top = self._load_older
         self._refresh_sidebar()
         first = self.channels.selected or next(
             (row.channel for row in self.query_one(Sidebar).rows if isinstance(row, ChannelRow)),
@@ -250,11 +253,8 @@ class LegionApp(App[int]):
 
     # -- the channels -------------------------------------------------------------------------
 
-    def _render_message(self, message: Message, width: int) -> Text:
-        for_you = addresses_human(message) or message.id in self.inbox_ids
-        when = self.format_time(message.created_at)
-        text = message_text(message, when, for_you=for_you)
-        return hanging_lines(text, width, message_indent(when, for_you=for_you), self.console)
+    def _read_channel(self, channel: Channel, last: int) -> list[Message]:
+        return self.bus.messages(channel=channel, last=last)
 
     def _refresh_sidebar(self) -> None:
         rows = self.channels.rows(self.agents)
@@ -283,10 +283,7 @@ class LegionApp(App[int]):
         """Show `channel`'s newest messages; it is then read up to the newest."""
         self.channels.selected = channel
         self.watcher.show(project=channel.project)
-        found = self.bus.messages(channel=channel, last=self.history)
-        self.query_one(MessageLog).show(found, complete=len(found) < self.history)
-        self._seen(found)
-        self.query_one(ChatView).show_channel(channel, self.agents)
+        self._seen(self.query_one(ChatView).open(channel, self.agents))
         self._refresh_sidebar()
         self.query_one(Sidebar).highlight(channel)
 
@@ -298,20 +295,9 @@ class LegionApp(App[int]):
     def _seen(self, shown: Sequence[Message]) -> None:
         """The human has now seen `shown` in the open channel."""
         if self.channels.seen(shown):
-            self._attempt(lambda: self.bus.mark_read(self.human.id, (m.id for m in shown)))
+            attempt(self, lambda: self.bus.mark_read(self.human.id, (m.id for m in shown)))
         if shown:
             self._save_marks_soon()
-
-    def _load_older(self) -> None:
-        log = self.query_one(MessageLog)
-        if self.selected is None or log.complete or not log.shown:
-            return
-        # The bus reads "the newest N", so older pages are read as a longer newest-N.
-        wanted = len(log.shown) + self.history
-        found = self.bus.messages(channel=self.selected, last=wanted)
-        first = log.shown[0].seq
-        older = [m for m in found if m.seq < first]
-        log.prepend(older, complete=len(found) < wanted)
 
     def _count_unread(self, channel: Channel) -> int:
         newer = self.bus.messages(channel=channel, since=self.marks.last_seen(channel), last=1000)
@@ -356,8 +342,8 @@ class LegionApp(App[int]):
     def _read_counts(self) -> None:
         """What is addressed to the human and unread, and the inbox, read now (the first
         screen; later the watcher posts them)."""
-        unread = self._attempt(lambda: self.bus.messages(unread_for=self.human.id, last=1000))
-        inbox = self._attempt(lambda: actions.human_inbox(self.bus))
+        unread = attempt(self, lambda: self.bus.messages(unread_for=self.human.id, last=1000))
+        inbox = attempt(self, lambda: actions.human_inbox(self.bus))
         self._counted(unread, inbox)
 
     def _counted(self, unread: Sequence[Message] | None, inbox: list[Message] | None) -> None:
@@ -399,38 +385,8 @@ class LegionApp(App[int]):
 
     @on(Input.Submitted, "#chat-input")
     def _send(self, event: Input.Submitted) -> None:
-        if self.selected is None:
-            self.notify("no channel selected", severity="error")
-            return
-        channel = self.selected
-        posted = self._attempt(lambda: actions.say(self.bus, self.human, channel, event.value))
-        if posted is None:
-            return
-        event.input.value = ""
-        self.watcher.want("bus")
-        self._hand_over(posted)
-
-    def _reply(self, question: Message, text: str) -> bool:
-        """Answer a bus question in the inbox (`actions.reply`); False when refused."""
-        posted = self._attempt(lambda: actions.reply(self.bus, self.human, question.id, text))
-        if posted is None:
-            return False
-        self.notify(f"answered @{question.sender}")
-        self.watcher.want("bus")
-        self._hand_over(posted)
-        return True
-
-    @work(thread=True, group="wake")
-    def _hand_over(self, posted: Posted) -> None:
-        # As after `legion say`: the daemon told, or with none the message delivered now,
-        # which may wait on a session, so off the app's thread, on a connection of its own.
-        bus = self.open_bus()
-        try:
-            self.commands.hand_over(bus, posted)
-        except LegionError:
-            return  # a daemon that is not told delivers at its next tick
-        finally:
-            bus.close()
+        if self.posting.say(self.selected, event.value):
+            event.input.value = ""
 
     # -- the sidebar's keys -----------------------------------------------------------------------
 
@@ -451,35 +407,17 @@ class LegionApp(App[int]):
     # -- the views ------------------------------------------------------------------------------
 
     def _view(self) -> str:
-        return self.query_one(TabbedContent).active
+        return self.query_one(Views).active
 
     def action_view(self, view: str) -> None:
-        tabs = self.query_one(TabbedContent)
-        if tabs.active == view:  # shown already (no TabActivated): its line takes the focus
-            self._focus_view()
-            return
-        # Focus leaves the pane first: Textual moves the focus of a widget being hidden to a
-        # sibling, whose pane would then take the screen back.
-        self.screen.set_focus(None)
-        tabs.active = view
+        self.query_one(Views).show(view)
 
     @on(TabbedContent.TabActivated)
     def _view_shown(self, event: TabbedContent.TabActivated) -> None:
         self.watcher.show(view=self._view())
         if self._view() == "inbox":
             self.watcher.want("bus")
-        self._focus_view()
-
-    def _focus_view(self) -> None:
-        focus = {
-            "chat": "#chat-input",
-            "inbox": "#answer-input",
-            "board": "#board-scroll",
-            "peek": "#peek-scroll",
-            "log": "#log-table",
-        }.get(self._view())
-        if focus is not None:
-            self.query_one(focus).focus()
+        self.query_one(Views).focus_shown()
 
     def action_refresh_view(self) -> None:
         """Ctrl+R: the shown view read again now (in the inbox, the trackers too)."""
@@ -512,13 +450,3 @@ class LegionApp(App[int]):
             timeout=timeout,
             markup=False,
         )
-
-    def _attempt(self, call: Callable[[], T]) -> T | None:
-        """`call()`, or None after showing its error in one line (bad input, a locked bus)."""
-        try:
-            return call()
-        except LegionError as exc:
-            self.notify(str(exc), severity="error", markup=False)
-            return None
-        except NoMatches:
-            return None  # the app is closing: its widgets are gone
