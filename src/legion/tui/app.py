@@ -30,7 +30,7 @@ from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input, OptionList, TabbedContent
 
 from legion.bus import Bus, actions
-from legion.bus.model import HUMAN_NAME, Agent, Channel, Message
+from legion.bus.model import Agent, Channel, Message
 from legion.core.text import for_display
 from legion.tui.agent_actions import AgentActions
 from legion.tui.attempt import attempt
@@ -52,6 +52,7 @@ from legion.tui.present import (
     channels_of,
     clock_time,
 )
+from legion.tui.reading import Reads, unread_counts
 from legion.tui.readmarks import ReadMarks
 from legion.tui.sidebar import Sidebar
 from legion.tui.sources import Sources
@@ -66,16 +67,15 @@ from legion.tui.watcher import (
     BusState,
     InboxChanged,
     LogChanged,
-    Loop,
     MessagesArrived,
     PeekChanged,
     Synced,
+    SyncWaits,
     Watcher,
     file_signal,
 )
 
 DISCOVERY = 1000  # recent messages read at start to find channels with no agent left
-MARKS_SAVED_AFTER_S = 1.0  # read marks are written at most this often
 SETTLE_TIMEOUT_S = 10.0
 
 
@@ -146,9 +146,11 @@ class LegionApp(App[int]):
         self.agents: list[Agent] = self.bus.agents(include_archived=True)
         listed = channels_of(self.agents, recent) | ({channel} if channel is not None else set())
         self.channels = Channels(
-            listed, {c: self._count_unread(c) for c in listed}, self.marks, channel
+            listed, unread_counts(self.bus, self.marks, listed), self.marks, channel
         )
-        self.inbox: list[Message] = actions.human_inbox(self.bus)
+        self.reads = Reads(self, self.bus, self.human, self.channels, self.marks)
+        # The bus's questions for the human at start (the inbox view keeps them after).
+        self.inbox = actions.human_inbox(self.bus)
         self.inbox_ids = {m.id for m in self.inbox}
         self.watcher = Watcher(
             self,
@@ -165,14 +167,13 @@ class LegionApp(App[int]):
         self.posting = Posting(
             self, self.bus, self.human, open_bus, commands, lambda: self.watcher.want("bus")
         )
-        self._sync_waiters: list[tuple[Loop, int, asyncio.Future[None]]] = []
-        self._marks_timer = False
+        self._syncs = SyncWaits()
 
     # -- layout -------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
-            yield Sidebar(id="sidebar")
+            yield Sidebar(self.agent_actions, id="sidebar")
             with Views(id="views", initial="chat"):
                 yield ChatView(
                     "F2 Chat",
@@ -222,7 +223,7 @@ class LegionApp(App[int]):
 
     def on_unmount(self) -> None:
         self.watcher.stop()
-        self.marks.save()
+        self.reads.save()
         self.bus.close()
 
     # -- waiting for the watcher (tests) ------------------------------------------------------
@@ -236,20 +237,12 @@ class LegionApp(App[int]):
         if doing:
             await self.workers.wait_for_complete(doing)
         for loop in LOOPS:  # in this order: what the bus changes, the views read
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._sync_waiters.append((loop, self.watcher.sync(loop), done))
-            await asyncio.wait_for(done, SETTLE_TIMEOUT_S)
+            synced = self._syncs.waiting(loop, self.watcher.sync(loop))
+            await asyncio.wait_for(synced, SETTLE_TIMEOUT_S)
 
     @on(Synced)
     def _loop_synced(self, event: Synced) -> None:
-        waiting = []
-        for loop, token, done in self._sync_waiters:
-            if loop == event.loop and token <= event.token:
-                if not done.done():
-                    done.set_result(None)
-            else:
-                waiting.append((loop, token, done))
-        self._sync_waiters = waiting
+        self._syncs.synced(event)
 
     # -- the channels -------------------------------------------------------------------------
 
@@ -283,7 +276,7 @@ class LegionApp(App[int]):
         """Show `channel`'s newest messages; it is then read up to the newest."""
         self.channels.selected = channel
         self.watcher.show(project=channel.project)
-        self._seen(self.query_one(ChatView).open(channel, self.agents))
+        self.reads.seen(self.query_one(ChatView).open(channel, self.agents))
         self._refresh_sidebar()
         self.query_one(Sidebar).highlight(channel)
 
@@ -291,27 +284,6 @@ class LegionApp(App[int]):
     def selected(self) -> Channel | None:
         """The channel open in the chat."""
         return self.channels.selected
-
-    def _seen(self, shown: Sequence[Message]) -> None:
-        """The human has now seen `shown` in the open channel."""
-        if self.channels.seen(shown):
-            attempt(self, lambda: self.bus.mark_read(self.human.id, (m.id for m in shown)))
-        if shown:
-            self._save_marks_soon()
-
-    def _count_unread(self, channel: Channel) -> int:
-        newer = self.bus.messages(channel=channel, since=self.marks.last_seen(channel), last=1000)
-        return sum(1 for m in newer if m.sender != HUMAN_NAME)
-
-    def _save_marks_soon(self) -> None:
-        """The read marks on disk within a second: one write for a burst of messages."""
-        if not self._marks_timer:
-            self._marks_timer = True
-            self.set_timer(MARKS_SAVED_AFTER_S, self._save_marks)
-
-    def _save_marks(self) -> None:
-        self._marks_timer = False
-        self.marks.save()
 
     # -- what the watcher posts ---------------------------------------------------------------
 
@@ -321,7 +293,7 @@ class LegionApp(App[int]):
         here = self.channels.arrived(event.messages)
         if here:
             self.query_one(MessageLog).append(here)
-            self._seen(here)
+            self.reads.seen(here)
         self._refresh_sidebar()
 
     @on(AgentsChanged)
@@ -349,11 +321,8 @@ class LegionApp(App[int]):
     def _counted(self, unread: Sequence[Message] | None, inbox: list[Message] | None) -> None:
         """What is addressed to the human and unread, by channel; and the inbox."""
         if unread is not None:
-            here = self.channels.waiting(unread)
-            if here:  # shown already, so read
-                self._seen(here)
-        if inbox is not None and [m.id for m in inbox] != [m.id for m in self.inbox]:
-            self.inbox = inbox
+            self.reads.waiting(unread)
+        if inbox is not None:
             self.inbox_ids = {m.id for m in inbox}
             self.query_one(InboxView).show_questions(inbox)
 
@@ -389,16 +358,6 @@ class LegionApp(App[int]):
             event.input.value = ""
 
     # -- the sidebar's keys -----------------------------------------------------------------------
-
-    def action_archive(self) -> None:
-        self.agent_actions.archive(self.query_one(Sidebar).highlighted_agent())
-
-    def action_kill(self, force: bool) -> None:
-        self.agent_actions.kill(self.query_one(Sidebar).highlighted_agent(), force)
-
-    def action_attach(self) -> None:
-        """`o`: the highlighted agent's live session in this terminal (`legion attach`)."""
-        self.agent_actions.attach(self.query_one(Sidebar).highlighted_agent())
 
     def action_help(self) -> None:
         if not isinstance(self.screen, Help):
