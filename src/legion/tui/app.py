@@ -2,15 +2,18 @@
 
 Everything on screen is read from the bus and the projects' own read models (see
 `legion.tui.sources`); the TUI keeps no state of its own but how far the human has read each
-channel (`legion.tui.readmarks`). It owns no process: closing it stops nothing.
+channel (`legion.tui.readmarks`, written by `legion.tui.reading`). It owns no process:
+closing it stops nothing.
 
-The app composes the views (`sidebar`, `chat`, `inbox`, `board`, `peek`, `log`, and the
-`modals`), opens channels (`legion.tui.channels` counts what is unread in each) and routes
-what the watcher (`legion.tui.watcher`) posts to the views it changes. Nothing here
-polls: the watcher reads the bus, the shown view's read model and the trackers' questions in
-worker threads and posts what changed as typed messages. What the human does goes through
-`legion.bus.actions` and the commands (`legion.tui.commands`: the CLI's own service
-functions), and the watcher is told to look again (`want`).
+The app composes the views (`sidebar`, `chat`, `inbox`, `board`, `peek`, `log`, the
+`modals`, in the `views` tabs), opens channels (`legion.tui.channels` counts what is unread
+in each) and routes what the watcher (`legion.tui.watcher`) posts to the views it changes.
+Nothing here polls: the watcher reads the bus, the shown view's read model and the trackers'
+questions in worker threads and posts what changed as typed messages. What the human does
+goes through `legion.tui.posting` (say, reply), `legion.tui.agent_actions` (the sidebar's
+keys) and the views' own keys, all on `legion.bus.actions` and the commands
+(`legion.tui.commands`: the CLI's own service functions); the watcher is then told to look
+again (`want`).
 """
 
 from __future__ import annotations
