@@ -182,3 +182,23 @@ def test_the_tuis_dispatch_refuses_what_legion_dispatch_refuses(
         assert cli.stderr.strip() == f"legion: error: {refused}"
     else:
         raise AssertionError("the TUI started a worker on a blocked issue")
+
+
+def test_a_project_is_the_one_its_name_on_the_bus_means_never_another(
+    project: Path, tmp_path: Path
+) -> None:
+    """The board's project may be the one here; a command names a project and gets that one
+    or a refusal, never the project that happens to be here."""
+    from legion.errors import ConflictError
+    from legion.tui.projects import NO_PROJECT, ProjectFinder
+
+    here = ProjectFinder(environment(project), project, dict)
+    assert here.find(None).root.resolve() == project.resolve()
+    assert here.named("repo").settings.project_id == here.find(None).settings.project_id
+    with pytest.raises(ConflictError, match="project ghost's folder is not known"):
+        here.named("ghost")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with pytest.raises(ConflictError) as refused:
+        ProjectFinder(environment(outside), outside, dict).find(None)
+    assert str(refused.value) == NO_PROJECT
