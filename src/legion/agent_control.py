@@ -15,8 +15,9 @@ from legion.runtime.tmux import Attach
 from legion.sessions.workers import WorkerManager
 
 
-def workers_of(bus: Bus, agent: Agent) -> WorkerManager:
-    """The worker manager of the agent's project, found where the bus says it lives."""
+def workers_of(bus: Bus, agent: Agent, env: Mapping[str, str] | None = None) -> WorkerManager:
+    """The worker manager of the agent's project, found where the bus says it lives (`env`:
+    Legion's settings' environment; default the process's)."""
     from legion.backends import open_backends, open_workers
     from legion.bus.sessions import project_channel_name
     from legion.config import load_project
@@ -24,13 +25,13 @@ def workers_of(bus: Bus, agent: Agent) -> WorkerManager:
     root = bus.projects().get(agent.project)
     if root is None:
         raise InputError(f"the bus does not know where project {agent.project!r} lives")
-    project = load_project(root)
+    project = load_project(root, env)
     there = project_channel_name(project, bus)
     if there != agent.project:  # another project took its folder: its sessions are not ours
         raise InputError(
             f"project {agent.project!r} no longer lives at {root} (project {there!r} does)"
         )
-    return open_workers(project, open_backends(project))
+    return open_workers(project, open_backends(project), env)
 
 
 def kill(bus: Bus, actor: Agent, target: Agent, *, force: bool, env: Mapping[str, str]) -> Agent:
@@ -44,7 +45,9 @@ def kill(bus: Bus, actor: Agent, target: Agent, *, force: bool, env: Mapping[str
     def stop(found: Agent) -> bool:
         if found.session_id is None:
             return False
-        return bool(workers_of(bus, found).supervisor.stop_session(found.session_id, force=force))
+        return bool(
+            workers_of(bus, found, env).supervisor.stop_session(found.session_id, force=force)
+        )
 
     return actions.kill(bus, actor, target, force=force, stop=stop)
 

@@ -180,24 +180,26 @@ def test_attach_to_an_unknown_or_stopped_agent_is_a_clear_error(
 
 
 def test_the_tuis_attach_opens_the_highlighted_agents_live_window(setup: dict[str, Any]) -> None:
-    """What the TUI's `o` runs (`ProjectSources.attach`): the same tmux command as
+    """What the TUI's `o` runs (`ServiceCommands.attach`): the same tmux command as
     `legion attach`, for a live agent; why not, in a line, for one that is not running."""
     from legion.bus import bus_path
     from legion.bus.sqlite import SqliteBus
+    from legion.errors import LegionError
     from legion.runtime.tmux import Attach
-    from legion.tui.sources import ProjectSources, Unavailable
+    from legion.tui.commands import ServiceCommands
 
     project = setup["project"]
     bus = SqliteBus(bus_path(os.environ))
     agents = {a.name: a for a in bus.agents() if a.session_id}
-    bus.close()
-    here = ProjectSources(dict(os.environ), project, lambda: {})
+    here = ServiceCommands(dict(os.environ), project, lambda: {})
     outside = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
-    found = here.attach(agents["implement"], outside)
+    found = here.attach(bus, agents["implement"], outside)
     assert isinstance(found, Attach) and not found.switched
     assert found.argv[-3:] == ["attach-session", "-t", f"={setup['session']}:{setup['window']}"]
-    refused = here.attach(agents["review"], outside)
-    assert isinstance(refused, Unavailable) and "not running" in refused.reason
+    with pytest.raises(LegionError, match="not running") as refused:
+        here.attach(bus, agents["review"], outside)
+    assert "\n" not in str(refused.value)
+    bus.close()
     # Run as the TUI runs it, in a terminal of the human's own tmux: a read-write client of
     # Legion's server on the agent's window.
     user = setup["user"]

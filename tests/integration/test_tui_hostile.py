@@ -17,6 +17,7 @@ from legion.bus import bus_path, open_bus
 from legion.bus.model import AgentRole, Channel
 from legion.bus.sessions import project_channel_name
 from legion.config import load_project
+from legion.tui.commands import ServiceCommands
 from legion.tui.sources import ProjectSources
 from tests.integration.test_hostile_text import (
     blocked_worker,
@@ -102,9 +103,10 @@ def test_no_view_shows_the_corpus_raw(
             opened.close()
 
     sources = ProjectSources(dict(os.environ), project, known)
+    commands = ServiceCommands(dict(os.environ), project, known)
 
     async def scenario() -> None:
-        app = RecordingApp(lambda: open_bus(os.environ), sources, channel=main)
+        app = RecordingApp(lambda: open_bus(os.environ), sources, commands, channel=main)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             # The chat, with the sidebar (the agent's name).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,6 +19,7 @@ from textual.widgets import DataTable
 from legion.bus.sqlite import SqliteBus
 from legion.config import load_project
 from legion.core.model import Mode
+from legion.tui.commands import ServiceCommands
 from legion.tui.sources import Board, ProjectSources, TrackerInbox
 from tests.support.cli import LegionRunner
 from tests.unit.test_tui import RecordingApp, run, settle, until_said, until_shown
@@ -29,10 +30,13 @@ def claim(bus: SqliteBus, project: Path) -> None:
     assert bus.claim_project(load_project(project).settings.project_id, "repo", project) == "repo"
 
 
-def sources(project: Path, bus_path: Path) -> ProjectSources:
+def environment(project: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["LEGION_TMUX_SOCKET"] = str(project.parent / "tmux.sock")  # a tmux server nobody started
+    return env
 
+
+def known_projects(bus_path: Path) -> Callable[[], dict[str, Path]]:
     def known() -> dict[str, Path]:
         bus = SqliteBus(bus_path)
         try:
@@ -40,7 +44,15 @@ def sources(project: Path, bus_path: Path) -> ProjectSources:
         finally:
             bus.close()
 
-    return ProjectSources(env, project, known)
+    return known
+
+
+def sources(project: Path, bus_path: Path) -> ProjectSources:
+    return ProjectSources(environment(project), project, known_projects(bus_path))
+
+
+def commands(project: Path, bus_path: Path) -> ServiceCommands:
+    return ServiceCommands(environment(project), project, known_projects(bus_path))
 
 
 def ask_on_the_tracker(legion: LegionRunner) -> None:
@@ -63,7 +75,12 @@ def test_a_tracker_question_is_answered_from_the_inbox(
     here = sources(project, bus_path)
 
     async def scenario() -> None:
-        app = RecordingApp(lambda: SqliteBus(bus_path), here, format_time=lambda _: "12:00")
+        app = RecordingApp(
+            lambda: SqliteBus(bus_path),
+            here,
+            commands(project, bus_path),
+            format_time=lambda _: "12:00",
+        )
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
             await pilot.press("f3")
@@ -99,7 +116,7 @@ def test_feedback_is_refused_for_an_issue_not_waiting(
     from legion.errors import ConflictError
 
     with pytest.raises(ConflictError, match="not waiting for an answer"):
-        sources(project, bus_path).give_feedback("repo", "LEG-1", "yes")
+        commands(project, bus_path).give_feedback("repo", "LEG-1", "yes")
 
 
 class FakeRoster:
@@ -145,7 +162,12 @@ def test_the_board_dispatch_goes_through_open_workers(
     ]
 
     async def scenario() -> None:
-        app = RecordingApp(lambda: SqliteBus(bus_path), here, format_time=lambda _: "12:00")
+        app = RecordingApp(
+            lambda: SqliteBus(bus_path),
+            here,
+            commands(project, bus_path),
+            format_time=lambda _: "12:00",
+        )
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
             await pilot.press("f4")
@@ -169,7 +191,12 @@ def test_the_project_here_is_in_the_inbox_before_the_bus_has_seen_it(
     here = sources(project, bus_path)
 
     async def scenario() -> None:
-        app = RecordingApp(lambda: SqliteBus(bus_path), here, format_time=lambda _: "12:00")
+        app = RecordingApp(
+            lambda: SqliteBus(bus_path),
+            here,
+            commands(project, bus_path),
+            format_time=lambda _: "12:00",
+        )
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
             await pilot.press("f3")

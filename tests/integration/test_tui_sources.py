@@ -6,17 +6,29 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from legion.bus.model import AgentRole, AgentStatus, Channel
 from legion.bus.sqlite import SqliteBus
 from legion.core.model import Status
+from legion.errors import InputError
+from legion.tui.commands import ServiceCommands
 from legion.tui.sources import ActionLogView, Board, ProjectSources, Unavailable
 from tests.support.cli import LegionRunner
 
 
-def sources(cwd: Path, known: dict[str, Path] | None = None) -> ProjectSources:
+def environment(cwd: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["LEGION_TMUX_SOCKET"] = str(cwd.parent / "tmux.sock")  # a tmux server nobody started
-    return ProjectSources(env, cwd, lambda: known or {})
+    return env
+
+
+def sources(cwd: Path, known: dict[str, Path] | None = None) -> ProjectSources:
+    return ProjectSources(environment(cwd), cwd, lambda: known or {})
+
+
+def commands(cwd: Path) -> ServiceCommands:
+    return ServiceCommands(environment(cwd), cwd, dict)
 
 
 def test_the_board_of_the_project_here(project: Path, legion: LegionRunner) -> None:
@@ -50,10 +62,13 @@ def test_outside_a_project_every_view_says_why(tmp_path: Path) -> None:
     agent = bus.register_agent(
         Channel("repo", "main"), "implement", role=AgentRole.IMPLEMENT, runtime="t", session_id="s"
     )
-    bus.close()
     peek = here.peek(agent, 10)
     assert isinstance(peek, Unavailable) and "\n" not in peek.reason
-    assert here.stop(agent, force=False) is False
+    # A kill (`legion kill`'s) says why in a line, and leaves the agent as it was.
+    with pytest.raises(InputError, match="does not know where project 'repo' lives"):
+        commands(tmp_path).kill(bus, agent, force=True)
+    assert bus.agent(agent.id).status is agent.status
+    bus.close()
 
 
 def test_the_action_log_and_a_peek_without_a_window(project: Path, legion: LegionRunner) -> None:
@@ -162,8 +177,28 @@ def test_the_tuis_dispatch_refuses_what_legion_dispatch_refuses(
     assert legion("issue", "create", "Second", "--blocked-by", "LEG-1").returncode == 0
     cli = legion("dispatch", "LEG-2", "plan")
     try:
-        sources(project).dispatch("repo", "LEG-2", Mode.PLAN)
+        commands(project).dispatch("repo", "LEG-2", Mode.PLAN)
     except InputError as refused:
         assert cli.stderr.strip() == f"legion: error: {refused}"
     else:
         raise AssertionError("the TUI started a worker on a blocked issue")
+
+
+def test_a_project_is_the_one_its_name_on_the_bus_means_never_another(
+    project: Path, tmp_path: Path
+) -> None:
+    """The board's project may be the one here; a command names a project and gets that one
+    or a refusal, never the project that happens to be here."""
+    from legion.errors import ConflictError
+    from legion.tui.projects import NO_PROJECT, ProjectFinder
+
+    here = ProjectFinder(environment(project), project, dict)
+    assert here.find(None).root.resolve() == project.resolve()
+    assert here.named("repo").settings.project_id == here.find(None).settings.project_id
+    with pytest.raises(ConflictError, match="project ghost's folder is not known"):
+        here.named("ghost")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with pytest.raises(ConflictError) as refused:
+        ProjectFinder(environment(outside), outside, dict).find(None)
+    assert str(refused.value) == NO_PROJECT

@@ -17,7 +17,7 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
-from legion.bus import actions
+from legion.bus import Bus, actions
 from legion.bus.model import (
     Agent,
     AgentRole,
@@ -25,6 +25,7 @@ from legion.bus.model import (
     Channel,
     DeliveryState,
     MessageKind,
+    Posted,
 )
 from legion.bus.sqlite import SqliteBus
 from legion.core.decide import Action
@@ -55,12 +56,14 @@ FIXED_TIME = "12:00"
 
 @dataclass
 class FakeSources:
-    """The views outside the bus, as a test sets them; records what the app asked for."""
+    """The views outside the bus and the commands, as a test sets them (both `Sources` and
+    `Commands`); records what the app asked for. A kill applies the bus's own rules
+    (`actions.kill`), with a recorded stand-in for closing the session."""
 
     board_view: Board | Unavailable = field(default_factory=lambda: Unavailable("no project"))
     peek_view: Peek | Unavailable = field(default_factory=lambda: Unavailable("no tmux here"))
     stopped: list[str] = field(default_factory=list)
-    woken: list[str] = field(default_factory=list)
+    woken: list[str] = field(default_factory=list)  # the projects of the posts handed over
     boards_for: list[str | None] = field(default_factory=list)
     inbox_view: TrackerInbox = field(default_factory=lambda: TrackerInbox((), ()))
     inbox_reads: int = 0
@@ -85,16 +88,21 @@ class FakeSources:
     def action_log(self, project: str | None, limit: int) -> ActionLogView | Unavailable:
         return self.log_view
 
-    def attach(self, agent: Agent, environ: Mapping[str, str]) -> Attach | Unavailable:
-        self.attached.append(agent.address)
+    def attach(self, bus: Bus, target: Agent, environ: Mapping[str, str]) -> Attach:
+        self.attached.append(target.address)
+        if isinstance(self.attach_with, Unavailable):
+            raise ConflictError(self.attach_with.reason)
         return self.attach_with
 
-    def stop(self, agent: Agent, *, force: bool) -> bool:
+    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Agent:
+        return actions.kill(bus, bus.human(), target, force=force, stop=self._stop)
+
+    def _stop(self, agent: Agent) -> bool:
         self.stopped.append(agent.address)
         return True
 
-    def wake(self, project: str) -> None:
-        self.woken.append(project)
+    def hand_over(self, bus: Bus, posted: Posted) -> None:
+        self.woken.append(posted.message.channel.project)
 
     def tracker_questions(self) -> TrackerInbox:
         self.inbox_reads += 1
@@ -144,7 +152,7 @@ class World:
     def app(self, **kwargs: Any) -> RecordingApp:
         kwargs.setdefault("format_time", lambda _: FIXED_TIME)
         kwargs.setdefault("bus_file", self.path)
-        return RecordingApp(lambda: SqliteBus(self.path), self.sources, **kwargs)
+        return RecordingApp(lambda: SqliteBus(self.path), self.sources, self.sources, **kwargs)
 
     def agent(self, agent: Agent) -> Agent:
         return self.bus.agent(agent.id)
@@ -908,7 +916,8 @@ def test_no_channels_yet_says_so(tmp_path: Path) -> None:
     SqliteBus(path).close()
 
     async def scenario() -> None:
-        app = LegionApp(lambda: SqliteBus(path), FakeSources(), format_time=lambda _: "")
+        fake = FakeSources()
+        app = LegionApp(lambda: SqliteBus(path), fake, fake, format_time=lambda _: "")
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             assert "No channels yet" in screen_text(app)
@@ -929,7 +938,8 @@ def test_the_project_here_is_listed_from_the_start_and_the_chat_line_posts_there
     here = Channel("repo", "main")
 
     async def scenario() -> None:
-        app = RecordingApp(lambda: SqliteBus(path), FakeSources(), channel=here)
+        fake = FakeSources()
+        app = RecordingApp(lambda: SqliteBus(path), fake, fake, channel=here)
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             assert [row.key for row in rows(app)] == [f"c:{here}"]

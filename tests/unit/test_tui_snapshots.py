@@ -121,8 +121,9 @@ FOOTER = "^q Quit"
 async def screens(path: Path, size: tuple[int, int]) -> dict[str, str]:
     """Each main screen, as text."""
     found: dict[str, str] = {}
+    fake = sources()
     app = RecordingApp(
-        lambda: SqliteBus(path), sources(), channel=LEG7, format_time=lambda _: "12:00"
+        lambda: SqliteBus(path), fake, fake, channel=LEG7, format_time=lambda _: "12:00"
     )
     implement_key = f"a:{app.bus.resolve_agent('implement', LEG7).id}"
     async with app.run_test(size=size) as pilot:

@@ -3,6 +3,7 @@ per change), what it reads for the view shown, and the signal that tells it the 
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from legion.tui.watcher import (
     Loop,
     MessagesArrived,
     Synced,
+    SyncWaits,
     Watcher,
     file_signal,
 )
@@ -143,3 +145,18 @@ def test_the_signal_moves_with_each_commit_and_only_then(bus: SqliteBus) -> None
     finally:
         other.close()
     assert signal() != after
+
+
+def test_a_settle_wait_ends_at_its_loops_pass_for_its_token_or_a_later_one() -> None:
+    async def scenario() -> None:
+        waits = SyncWaits()
+        bus_pass = waits.waiting("bus", 2)
+        views_pass = waits.waiting("views", 1)
+        waits.synced(Synced("views", 2))  # another loop: the bus's wait goes on
+        assert views_pass.done() and not bus_pass.done()
+        waits.synced(Synced("bus", 1))  # an earlier pass than the one asked for
+        assert not bus_pass.done()
+        waits.synced(Synced("bus", 3))
+        assert bus_pass.done()
+
+    asyncio.run(scenario())

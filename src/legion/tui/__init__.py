@@ -28,6 +28,8 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
             "`legion messages --follow` reads the bus in a pipe"
         )
     from legion.tui.app import LegionApp
+    from legion.tui.commands import ServiceCommands
+    from legion.tui.project_watch import ProjectWatch
     from legion.tui.readmarks import ReadMarks, marks_path
     from legion.tui.sources import ProjectSources
 
@@ -51,8 +53,9 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
         first.close()
     marks = ReadMarks.load(marks_path(env), newest[-1].seq if newest else 0)
     sources = ProjectSources(env, here, known_projects)
-    app = LegionApp(bus, sources, marks=marks, channel=channel, bus_file=bus_path(env))
-    with sources.watching():  # the watcher of every project no daemon runs for
+    commands = ServiceCommands(env, here, known_projects)
+    app = LegionApp(bus, sources, commands, marks=marks, channel=channel, bus_file=bus_path(env))
+    with ProjectWatch(env).running():  # the watcher of every project no daemon runs for
         app.run()
     return 0 if app.return_code is None else app.return_code
 

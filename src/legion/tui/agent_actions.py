@@ -1,6 +1,8 @@
 """What the sidebar's keys do to the highlighted agent, as the CLI's commands do: `o` attaches
 its live session (`legion attach`), `a` archives it (`legion archive`), `k`/`K` kill it
-(`legion kill`, `K` even in the middle of a turn). Archive and kill ask first (`Confirm`)."""
+(`legion kill`, `K` even in the middle of a turn). Archive and kill ask first (`Confirm`).
+Archive is `legion.bus.actions.archive`; kill and attach are the CLI's own
+(`legion.tui.commands`), so their refusals are the CLI's words."""
 
 from __future__ import annotations
 
@@ -15,16 +17,17 @@ from legion.bus import Bus, actions
 from legion.bus.model import Agent
 from legion.errors import LegionError
 from legion.runtime.tmux import Attach
+from legion.tui.commands import Commands
 from legion.tui.modals import Confirm
-from legion.tui.sources import Sources, Unavailable
+from legion.tui.present import one_line
 
 NO_AGENT = "highlight an agent in the sidebar first"
 
 
 class AgentActions:
-    """`bus` is the app's own connection (archive runs on the app's thread); a kill runs in a
-    worker thread with a connection of its own (`open_bus`), since closing a window waits
-    for its process. `changed` is called after the bus was written (the watcher reads it)."""
+    """`bus` is the app's own connection (archive and attach run on the app's thread); a kill
+    runs in a worker thread with a connection of its own (`open_bus`), since closing a window
+    waits for its process. `changed` is called after the bus was written (the watcher reads it)."""
 
     def __init__(
         self,
@@ -32,14 +35,14 @@ class AgentActions:
         bus: Bus,
         human: Agent,
         open_bus: Callable[[], Bus],
-        sources: Sources,
+        commands: Commands,
         changed: Callable[[], None],
     ) -> None:
         self.app = app
         self.bus = bus
         self.human = human
         self.open_bus = open_bus
-        self.sources = sources
+        self.commands = commands
         self.changed = changed
 
     def archive(self, target: Agent | None) -> None:
@@ -81,13 +84,7 @@ class AgentActions:
     def _kill(self, target: Agent, force: bool) -> None:
         bus = self.open_bus()
         try:
-            killed = actions.kill(
-                bus,
-                self.human,
-                target,
-                force=force,
-                stop=lambda agent: self.sources.stop(agent, force=force),
-            )
+            killed = self.commands.kill(bus, target, force=force)
         except LegionError as exc:
             hint = " (K kills it anyway)" if "busy" in str(exc) and not force else ""
             self.app.call_from_thread(self.app.notify, f"{exc}{hint}", severity="error")
@@ -103,9 +100,10 @@ class AgentActions:
         if target is None:
             self.app.notify(NO_AGENT, severity="warning")
             return
-        found = self.sources.attach(target, os.environ)
-        if isinstance(found, Unavailable):
-            self.app.notify(found.reason, severity="error")
+        try:
+            found = self.commands.attach(self.bus, target, os.environ)
+        except LegionError as exc:
+            self.app.notify(one_line(str(exc)), severity="error")
             return
         try:
             if found.switched:

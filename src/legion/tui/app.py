@@ -2,14 +2,18 @@
 
 Everything on screen is read from the bus and the projects' own read models (see
 `legion.tui.sources`); the TUI keeps no state of its own but how far the human has read each
-channel (`legion.tui.readmarks`). It owns no process: closing it stops nothing.
+channel (`legion.tui.readmarks`, written by `legion.tui.reading`). It owns no process:
+closing it stops nothing.
 
-The app composes the views (`sidebar`, `chat`, `inbox`, `board`, `peek`, `log`, and the
-`modals`), opens channels (`legion.tui.channels` counts what is unread in each) and routes
-what the watcher (`legion.tui.watcher`) posts to the views it changes. Nothing here
-polls: the watcher reads the bus, the shown view's read model and the trackers' questions in
-worker threads and posts what changed as typed messages. What the human does goes through
-`legion.bus.actions` and the sources, and the watcher is told to look again (`want`).
+The app composes the views (`sidebar`, `chat`, `inbox`, `board`, `peek`, `log`, the
+`modals`, in the `views` tabs), opens channels (`legion.tui.channels` counts what is unread
+in each) and routes what the watcher (`legion.tui.watcher`) posts to the views it changes.
+Nothing here polls: the watcher reads the bus, the shown view's read model and the trackers'
+questions in worker threads and posts what changed as typed messages. What the human does
+goes through `legion.tui.posting` (say, reply), `legion.tui.agent_actions` (the sidebar's
+keys) and the views' own keys, all on `legion.bus.actions` and the commands
+(`legion.tui.commands`: the CLI's own service functions); the watcher is then told to look
+again (`want`).
 """
 
 from __future__ import annotations
@@ -18,46 +22,44 @@ import asyncio
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
-from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Input, OptionList, TabbedContent
 
 from legion.bus import Bus, actions
-from legion.bus.model import HUMAN_NAME, Agent, Channel, Message
+from legion.bus.model import Agent, Channel, Message
 from legion.core.text import for_display
-from legion.errors import LegionError
 from legion.tui.agent_actions import AgentActions
+from legion.tui.attempt import attempt
 from legion.tui.board import BoardView
 from legion.tui.channels import Channels
 from legion.tui.chat import HISTORY, ChatInput, ChatView, MessageLog
 from legion.tui.closing import while_open
+from legion.tui.commands import Commands
 from legion.tui.inbox import InboxView
 from legion.tui.log import LogView
 from legion.tui.modals import Help
 from legion.tui.peek import PeekView
+from legion.tui.posting import Posting
 from legion.tui.present import (
     AgentRow,
     ArchivedChannelRow,
     ArchivedHeader,
     ChannelRow,
-    addresses_human,
     channels_of,
     clock_time,
-    hanging_lines,
-    message_indent,
-    message_text,
 )
+from legion.tui.reading import Reads, unread_counts
 from legion.tui.readmarks import ReadMarks
 from legion.tui.sidebar import Sidebar
 from legion.tui.sources import Sources
+from legion.tui.views import Views
 from legion.tui.watcher import (
     LOOPS,
     POLL_S,
@@ -68,23 +70,21 @@ from legion.tui.watcher import (
     BusState,
     InboxChanged,
     LogChanged,
-    Loop,
     MessagesArrived,
     PeekChanged,
     Synced,
+    SyncWaits,
     Watcher,
     file_signal,
 )
 
 DISCOVERY = 1000  # recent messages read at start to find channels with no agent left
-MARKS_SAVED_AFTER_S = 1.0  # read marks are written at most this often
 SETTLE_TIMEOUT_S = 10.0
-
-T = TypeVar("T")
 
 
 class LegionApp(App[int]):
-    """The TUI. Its data sources are arguments, so tests drive it with `run_test()`.
+    """The TUI. What it reads outside the bus (`sources`) and what it does outside the bus
+    (`commands`) are arguments, so tests drive it with `run_test()`.
 
     `open_bus` opens a connection to the bus: one for the app's own thread, and one for each
     worker thread that needs the bus (SQLite connections are not shared between threads).
@@ -125,6 +125,7 @@ class LegionApp(App[int]):
         self,
         open_bus: Callable[[], Bus],
         sources: Sources,
+        commands: Commands,
         *,
         marks: ReadMarks | None = None,
         channel: Channel | None = None,
@@ -137,6 +138,7 @@ class LegionApp(App[int]):
         super().__init__()
         self.open_bus = open_bus
         self.sources = sources
+        self.commands = commands
         self.bus = open_bus()
         self.human = self.bus.human()
         self.format_time = format_time
@@ -147,9 +149,11 @@ class LegionApp(App[int]):
         self.agents: list[Agent] = self.bus.agents(include_archived=True)
         listed = channels_of(self.agents, recent) | ({channel} if channel is not None else set())
         self.channels = Channels(
-            listed, {c: self._count_unread(c) for c in listed}, self.marks, channel
+            listed, unread_counts(self.bus, self.marks, listed), self.marks, channel
         )
-        self.inbox: list[Message] = actions.human_inbox(self.bus)
+        self.reads = Reads(self, self.bus, self.human, self.channels, self.marks)
+        # The bus's questions for the human at start (the inbox view keeps them after).
+        self.inbox = actions.human_inbox(self.bus)
         self.inbox_ids = {m.id for m in self.inbox}
         self.watcher = Watcher(
             self,
@@ -161,33 +165,41 @@ class LegionApp(App[int]):
             tracker_s=tracker_s,
         )
         self.agent_actions = AgentActions(
-            self, self.bus, self.human, open_bus, sources, lambda: self.watcher.want("bus")
+            self, self.bus, self.human, open_bus, commands, lambda: self.watcher.want("bus")
         )
-        self._sync_waiters: list[tuple[Loop, int, asyncio.Future[None]]] = []
-        self._marks_timer = False
+        self.posting = Posting(
+            self, self.bus, self.human, open_bus, commands, lambda: self.watcher.want("bus")
+        )
+        self._syncs = SyncWaits()
 
     # -- layout -------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
-            yield Sidebar(id="sidebar")
-            with TabbedContent(id="views", initial="chat"):
-                yield ChatView("F2 Chat", self._render_message, id="chat")
+            yield Sidebar(self.agent_actions, id="sidebar")
+            with Views(id="views", initial="chat"):
+                yield ChatView(
+                    "F2 Chat",
+                    self._read_channel,
+                    self.format_time,
+                    lambda message: message.id in self.inbox_ids,
+                    history=self.history,
+                    id="chat",
+                )
                 yield InboxView(
                     "F3 Inbox",
-                    self.sources,
-                    self._reply,
+                    self.commands,
+                    self.posting.reply,
                     self.format_time,
                     self.inbox,
                     id="inbox",
                 )
-                yield BoardView("F4 Board", self.sources, id="board")
+                yield BoardView("F4 Board", self.commands, id="board")
                 yield PeekView("F5 Peek", id="peek")
                 yield LogView("F6 Log", self.format_time, id="log")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(MessageLog).on_top = self._load_older
         self._refresh_sidebar()
         first = self.channels.selected or next(
             (row.channel for row in self.query_one(Sidebar).rows if isinstance(row, ChannelRow)),
@@ -214,7 +226,7 @@ class LegionApp(App[int]):
 
     def on_unmount(self) -> None:
         self.watcher.stop()
-        self.marks.save()
+        self.reads.save()
         self.bus.close()
 
     # -- waiting for the watcher (tests) ------------------------------------------------------
@@ -228,28 +240,17 @@ class LegionApp(App[int]):
         if doing:
             await self.workers.wait_for_complete(doing)
         for loop in LOOPS:  # in this order: what the bus changes, the views read
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._sync_waiters.append((loop, self.watcher.sync(loop), done))
-            await asyncio.wait_for(done, SETTLE_TIMEOUT_S)
+            synced = self._syncs.waiting(loop, self.watcher.sync(loop))
+            await asyncio.wait_for(synced, SETTLE_TIMEOUT_S)
 
     @on(Synced)
     def _loop_synced(self, event: Synced) -> None:
-        waiting = []
-        for loop, token, done in self._sync_waiters:
-            if loop == event.loop and token <= event.token:
-                if not done.done():
-                    done.set_result(None)
-            else:
-                waiting.append((loop, token, done))
-        self._sync_waiters = waiting
+        self._syncs.synced(event)
 
     # -- the channels -------------------------------------------------------------------------
 
-    def _render_message(self, message: Message, width: int) -> Text:
-        for_you = addresses_human(message) or message.id in self.inbox_ids
-        when = self.format_time(message.created_at)
-        text = message_text(message, when, for_you=for_you)
-        return hanging_lines(text, width, message_indent(when, for_you=for_you), self.console)
+    def _read_channel(self, channel: Channel, last: int) -> list[Message]:
+        return self.bus.messages(channel=channel, last=last)
 
     def _refresh_sidebar(self) -> None:
         rows = self.channels.rows(self.agents)
@@ -278,10 +279,7 @@ class LegionApp(App[int]):
         """Show `channel`'s newest messages; it is then read up to the newest."""
         self.channels.selected = channel
         self.watcher.show(project=channel.project)
-        found = self.bus.messages(channel=channel, last=self.history)
-        self.query_one(MessageLog).show(found, complete=len(found) < self.history)
-        self._seen(found)
-        self.query_one(ChatView).show_channel(channel, self.agents)
+        self.reads.seen(self.query_one(ChatView).open(channel, self.agents))
         self._refresh_sidebar()
         self.query_one(Sidebar).highlight(channel)
 
@@ -289,38 +287,6 @@ class LegionApp(App[int]):
     def selected(self) -> Channel | None:
         """The channel open in the chat."""
         return self.channels.selected
-
-    def _seen(self, shown: Sequence[Message]) -> None:
-        """The human has now seen `shown` in the open channel."""
-        if self.channels.seen(shown):
-            self._attempt(lambda: self.bus.mark_read(self.human.id, (m.id for m in shown)))
-        if shown:
-            self._save_marks_soon()
-
-    def _load_older(self) -> None:
-        log = self.query_one(MessageLog)
-        if self.selected is None or log.complete or not log.shown:
-            return
-        # The bus reads "the newest N", so older pages are read as a longer newest-N.
-        wanted = len(log.shown) + self.history
-        found = self.bus.messages(channel=self.selected, last=wanted)
-        first = log.shown[0].seq
-        older = [m for m in found if m.seq < first]
-        log.prepend(older, complete=len(found) < wanted)
-
-    def _count_unread(self, channel: Channel) -> int:
-        newer = self.bus.messages(channel=channel, since=self.marks.last_seen(channel), last=1000)
-        return sum(1 for m in newer if m.sender != HUMAN_NAME)
-
-    def _save_marks_soon(self) -> None:
-        """The read marks on disk within a second: one write for a burst of messages."""
-        if not self._marks_timer:
-            self._marks_timer = True
-            self.set_timer(MARKS_SAVED_AFTER_S, self._save_marks)
-
-    def _save_marks(self) -> None:
-        self._marks_timer = False
-        self.marks.save()
 
     # -- what the watcher posts ---------------------------------------------------------------
 
@@ -330,7 +296,7 @@ class LegionApp(App[int]):
         here = self.channels.arrived(event.messages)
         if here:
             self.query_one(MessageLog).append(here)
-            self._seen(here)
+            self.reads.seen(here)
         self._refresh_sidebar()
 
     @on(AgentsChanged)
@@ -351,18 +317,15 @@ class LegionApp(App[int]):
     def _read_counts(self) -> None:
         """What is addressed to the human and unread, and the inbox, read now (the first
         screen; later the watcher posts them)."""
-        unread = self._attempt(lambda: self.bus.messages(unread_for=self.human.id, last=1000))
-        inbox = self._attempt(lambda: actions.human_inbox(self.bus))
+        unread = attempt(self, lambda: self.bus.messages(unread_for=self.human.id, last=1000))
+        inbox = attempt(self, lambda: actions.human_inbox(self.bus))
         self._counted(unread, inbox)
 
     def _counted(self, unread: Sequence[Message] | None, inbox: list[Message] | None) -> None:
         """What is addressed to the human and unread, by channel; and the inbox."""
         if unread is not None:
-            here = self.channels.waiting(unread)
-            if here:  # shown already, so read
-                self._seen(here)
-        if inbox is not None and [m.id for m in inbox] != [m.id for m in self.inbox]:
-            self.inbox = inbox
+            self.reads.waiting(unread)
+        if inbox is not None:
             self.inbox_ids = {m.id for m in inbox}
             self.query_one(InboxView).show_questions(inbox)
 
@@ -394,46 +357,10 @@ class LegionApp(App[int]):
 
     @on(Input.Submitted, "#chat-input")
     def _send(self, event: Input.Submitted) -> None:
-        if self.selected is None:
-            self.notify("no channel selected", severity="error")
-            return
-        channel = self.selected
-        posted = self._attempt(lambda: actions.say(self.bus, self.human, channel, event.value))
-        if posted is None:
-            return
-        event.input.value = ""
-        self.watcher.want("bus")
-        if posted.recipients:
-            self._wake(channel.project)
-
-    def _reply(self, question: Message, text: str) -> bool:
-        """Answer a bus question in the inbox (`actions.reply`); False when refused."""
-        posted = self._attempt(lambda: actions.reply(self.bus, self.human, question.id, text))
-        if posted is None:
-            return False
-        self.notify(f"answered @{question.sender}")
-        self.watcher.want("bus")
-        self._wake(question.channel.project)
-        return True
-
-    @work(thread=True, group="wake")
-    def _wake(self, project: str) -> None:
-        try:
-            self.sources.wake(project)
-        except LegionError:
-            return  # a daemon that is not told delivers at its next tick
+        if self.posting.say(self.selected, event.value):
+            event.input.value = ""
 
     # -- the sidebar's keys -----------------------------------------------------------------------
-
-    def action_archive(self) -> None:
-        self.agent_actions.archive(self.query_one(Sidebar).highlighted_agent())
-
-    def action_kill(self, force: bool) -> None:
-        self.agent_actions.kill(self.query_one(Sidebar).highlighted_agent(), force)
-
-    def action_attach(self) -> None:
-        """`o`: the highlighted agent's live session in this terminal (`legion attach`)."""
-        self.agent_actions.attach(self.query_one(Sidebar).highlighted_agent())
 
     def action_help(self) -> None:
         if not isinstance(self.screen, Help):
@@ -442,35 +369,17 @@ class LegionApp(App[int]):
     # -- the views ------------------------------------------------------------------------------
 
     def _view(self) -> str:
-        return self.query_one(TabbedContent).active
+        return self.query_one(Views).active
 
     def action_view(self, view: str) -> None:
-        tabs = self.query_one(TabbedContent)
-        if tabs.active == view:  # shown already (no TabActivated): its line takes the focus
-            self._focus_view()
-            return
-        # Focus leaves the pane first: Textual moves the focus of a widget being hidden to a
-        # sibling, whose pane would then take the screen back.
-        self.screen.set_focus(None)
-        tabs.active = view
+        self.query_one(Views).show(view)
 
     @on(TabbedContent.TabActivated)
     def _view_shown(self, event: TabbedContent.TabActivated) -> None:
         self.watcher.show(view=self._view())
         if self._view() == "inbox":
             self.watcher.want("bus")
-        self._focus_view()
-
-    def _focus_view(self) -> None:
-        focus = {
-            "chat": "#chat-input",
-            "inbox": "#answer-input",
-            "board": "#board-scroll",
-            "peek": "#peek-scroll",
-            "log": "#log-table",
-        }.get(self._view())
-        if focus is not None:
-            self.query_one(focus).focus()
+        self.query_one(Views).focus_shown()
 
     def action_refresh_view(self) -> None:
         """Ctrl+R: the shown view read again now (in the inbox, the trackers too)."""
@@ -503,13 +412,3 @@ class LegionApp(App[int]):
             timeout=timeout,
             markup=False,
         )
-
-    def _attempt(self, call: Callable[[], T]) -> T | None:
-        """`call()`, or None after showing its error in one line (bad input, a locked bus)."""
-        try:
-            return call()
-        except LegionError as exc:
-            self.notify(str(exc), severity="error", markup=False)
-            return None
-        except NoMatches:
-            return None  # the app is closing: its widgets are gone

@@ -16,6 +16,7 @@ from textual.widgets import Static, TabPane
 
 from legion.errors import LegionError
 from legion.tui.closing import while_open
+from legion.tui.commands import Commands
 from legion.tui.present import (
     DispatchChoice,
     board_line_issues,
@@ -25,7 +26,7 @@ from legion.tui.present import (
     one_line,
     shown,
 )
-from legion.tui.sources import Board, BoardIssue, Sources, Unavailable
+from legion.tui.sources import Board, BoardIssue, Unavailable
 
 
 class BoardScroll(VerticalScroll):
@@ -69,9 +70,9 @@ class BoardView(TabPane):
     class Dispatched(TextualMessage):
         """A dispatch ended (started or refused): the board is worth reading again."""
 
-    def __init__(self, title: str, sources: Sources, *, id: str | None = None) -> None:
+    def __init__(self, title: str, commands: Commands, *, id: str | None = None) -> None:
         super().__init__(title, id=id)
-        self.sources = sources
+        self.commands = commands
         self.board: Board | None = None
         self.cursor = 0
         self._dispatching: set[str] = set()
@@ -173,7 +174,7 @@ class BoardView(TabPane):
     def _dispatch(self, project: str, choice: DispatchChoice) -> None:
         # Starting a session waits for it to begin: off the app's thread.
         try:
-            said = self.sources.dispatch(project, choice.identifier, choice.mode)
+            said = self.commands.dispatch(project, choice.identifier, choice.mode)
         except LegionError as exc:
             self.app.call_from_thread(self._dispatched, choice, one_line(str(exc)), False)
             return

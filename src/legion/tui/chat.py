@@ -1,5 +1,6 @@
 """The Chat view (F2): the open channel's title, its messages (newest at the bottom, older
-ones loaded as one scrolls above the first) and the chat line, which completes `@mentions`."""
+ones loaded as one scrolls above the first, each drawn hanging under its sender, marked when
+it is for the human) and the chat line, which completes `@mentions`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from textual.suggester import Suggester
 from textual.widgets import RichLog, Static, TabPane
 
 from legion.bus.model import Agent, AgentStatus, Channel, Message
-from legion.tui.present import complete_mention, mention_candidates, shown
+from legion.tui.present import (
+    addresses_human,
+    complete_mention,
+    hanging_lines,
+    mention_candidates,
+    message_indent,
+    message_text,
+    shown,
+)
 from legion.tui.textline import TextLine
 
 HISTORY = 200  # messages loaded when a channel opens, and each time one scrolls back
@@ -140,8 +149,12 @@ class MessageLog(RichLog):
 
 
 class ChatView(TabPane):
-    """The channel's title, its messages and the chat line. What the chat line sends, and
-    which messages are shown, the app decides (it keeps the channels)."""
+    """The channel's title, its messages and the chat line. Which channel is open, and what
+    the chat line sends, the app decides (it keeps the channels).
+
+    `read(channel, last)`: the channel's newest `last` messages, oldest first (the app's
+    bus). `format_time` turns a message's `created_at` into what is shown; `for_you(message)`:
+    whether it waits for the human (in the inbox), besides naming them."""
 
     DEFAULT_CSS = """
     #chat-title { height: auto; max-height: 4; padding: 0 1; text-style: bold; }
@@ -149,10 +162,21 @@ class ChatView(TabPane):
     """
 
     def __init__(
-        self, title: str, render: Callable[[Message, int], Text], *, id: str | None = None
+        self,
+        title: str,
+        read: Callable[[Channel, int], list[Message]],
+        format_time: Callable[[str], str],
+        for_you: Callable[[Message], bool],
+        *,
+        history: int = HISTORY,
+        id: str | None = None,
     ) -> None:
         super().__init__(title, id=id)
-        self.render_message = render
+        self.read = read
+        self.format_time = format_time
+        self.for_you = for_you
+        self.history = history
+        self.channel: Channel | None = None
         self.suggester = MentionSuggester()
 
     def compose(self) -> ComposeResult:
@@ -175,3 +199,32 @@ class ChatView(TabPane):
         self.suggester.candidates = mention_candidates(channel, live)
         here = [a for a in live if a.channel == channel]
         title.update(shown(f"{channel}  ({len(here)} agent{'' if len(here) == 1 else 's'})"))
+
+    def on_mount(self) -> None:
+        self.query_one(MessageLog).on_top = self._load_older
+
+    def render_message(self, message: Message, width: int) -> Text:
+        """`message` as lines of at most `width`, hanging under its sender."""
+        for_you = addresses_human(message) or self.for_you(message)
+        when = self.format_time(message.created_at)
+        text = message_text(message, when, for_you=for_you)
+        return hanging_lines(text, width, message_indent(when, for_you=for_you), self.app.console)
+
+    def open(self, channel: Channel, agents: Sequence[Agent]) -> list[Message]:
+        """Show `channel`'s newest messages (those returned) and its title."""
+        self.channel = channel
+        found = self.read(channel, self.history)
+        self.query_one(MessageLog).show(found, complete=len(found) < self.history)
+        self.show_channel(channel, agents)
+        return found
+
+    def _load_older(self) -> None:
+        log = self.query_one(MessageLog)
+        if self.channel is None or log.complete or not log.shown:
+            return
+        # The bus reads "the newest N", so older pages are read as a longer newest-N.
+        wanted = len(log.shown) + self.history
+        found = self.read(self.channel, wanted)
+        first = log.shown[0].seq
+        older = [m for m in found if m.seq < first]
+        log.prepend(older, complete=len(found) < wanted)

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 from legion.bus.model import Message
 from legion.errors import LegionError
 from legion.tui.closing import while_open
+from legion.tui.commands import Commands
 from legion.tui.present import (
     count_text,
     inbox_order,
@@ -24,7 +25,7 @@ from legion.tui.present import (
     question_text,
     shown,
 )
-from legion.tui.sources import Sources, TrackerAsk, TrackerInbox
+from legion.tui.sources import TrackerAsk, TrackerInbox
 from legion.tui.textline import TextLine
 
 InboxItem = Message | TrackerAsk
@@ -37,7 +38,7 @@ def _inbox_key(item: InboxItem) -> str:
 class InboxView(TabPane):
     """The questions, the one highlighted in full, and the answer line. A bus question is
     answered with `reply` (the app's: `actions.reply`, then the asker's daemon woken); a
-    tracker's as `legion feedback` does (`Sources.give_feedback`), in a worker thread."""
+    tracker's as `legion feedback` does (`Commands.give_feedback`), in a worker thread."""
 
     DEFAULT_CSS = """
     #inbox-detail { height: auto; max-height: 40%; padding: 0 1; }
@@ -51,7 +52,7 @@ class InboxView(TabPane):
     def __init__(
         self,
         title: str,
-        sources: Sources,
+        commands: Commands,
         reply: Callable[[Message, str], bool],
         format_time: Callable[[str], str],
         questions: Sequence[Message] = (),
@@ -59,7 +60,7 @@ class InboxView(TabPane):
         id: str | None = None,
     ) -> None:
         super().__init__(title, id=id)
-        self.sources = sources
+        self.commands = commands
         self.reply = reply
         self.format_time = format_time
         self.questions = list(questions)  # the bus's, for the human
@@ -189,7 +190,7 @@ class InboxView(TabPane):
     def _answer_ask(self, ask: TrackerAsk, text: str) -> None:
         # `legion feedback`'s: the tracker may be online, so off the app's thread.
         try:
-            issue = self.sources.give_feedback(ask.project, ask.identifier, text)
+            issue = self.commands.give_feedback(ask.project, ask.identifier, text)
         except LegionError as exc:
             self.app.call_from_thread(self._ask_refused, ask, one_line(str(exc)))
             return

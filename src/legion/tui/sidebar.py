@@ -1,5 +1,6 @@
 """The sidebar: each channel with its agents beneath, and the archived agents in a section
-that opens and closes. Its rows are made in `legion.tui.present.sidebar_rows` (pure)."""
+that opens and closes; its keys act on the highlighted agent (`legion.tui.agent_actions`).
+Its rows are made in `legion.tui.present.sidebar_rows` (pure)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from legion.bus.model import Agent, Channel
+from legion.tui.agent_actions import AgentActions
 from legion.tui.present import AgentRow, Row, row_text
 
 
@@ -17,15 +19,26 @@ class Sidebar(OptionList):
     """Channels, their agents, and the archived agents (a section that opens and closes)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("o", "app.attach", "Attach"),
-        Binding("a", "app.archive", "Archive"),
-        Binding("k", "app.kill(False)", "Kill"),
-        Binding("K", "app.kill(True)", "Kill -f", show=False),
-    ]  # each asks first (`Confirm`)
+        Binding("o", "attach", "Attach"),
+        Binding("a", "archive", "Archive"),
+        Binding("k", "kill(False)", "Kill"),
+        Binding("K", "kill(True)", "Kill -f", show=False),
+    ]  # archive and kill ask first (`Confirm`)
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, agent_actions: AgentActions, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.agent_actions = agent_actions
         self.rows: list[Row] = []
+
+    def action_attach(self) -> None:
+        """`o`: the highlighted agent's live session in this terminal (`legion attach`)."""
+        self.agent_actions.attach(self.highlighted_agent())
+
+    def action_archive(self) -> None:
+        self.agent_actions.archive(self.highlighted_agent())
+
+    def action_kill(self, force: bool) -> None:
+        self.agent_actions.kill(self.highlighted_agent(), force)
 
     def show(self, rows: list[Row], selected: Channel | None) -> None:
         """Show `rows`; rebuilt only when rows come or go, so the highlight and the scroll

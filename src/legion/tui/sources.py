@@ -1,22 +1,17 @@
 """What the TUI reads besides the bus: a project's board (`legion state`'s read model), an
-agent's screen and transcript (`legion peek`'s), the action log (`legion log`'s), the
-questions waiting on the trackers (`legion feedback`'s); and what it does outside the bus:
-closing a killed agent's window, waking a daemon, answering a tracker question
-(`legion feedback`'s `give_feedback`), starting a worker (`legion dispatch`'s
-`WorkerManager.dispatch`).
+agent's screen and transcript (`legion peek`'s), the action log with the project's agents'
+events (`legion log`'s, `legion events`'), the questions waiting on the trackers (`legion
+feedback`'s). What the human does outside the bus is `legion.tui.commands`'.
 
-Each call may be slow (a tracker over the network, tmux, transcripts) and runs in a worker
-thread of the TUI, so each opens what it needs and closes it (a SQLite connection belongs to
-the thread that opened it). A view that cannot be had is an `Unavailable` with the reason in
-one line, never an exception.
+Each read may be slow (a tracker over the network, tmux, transcripts) and runs in a worker
+thread of the TUI (the watcher's), so each opens what it needs and closes it (a SQLite
+connection belongs to the thread that opened it). A view that cannot be had is an
+`Unavailable` with the reason in one line, never an exception.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -24,8 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from legion.bus.model import ORCHESTRATOR_NAME, Agent
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
-from legion.errors import ConflictError, LegionError
-from legion.runtime.tmux import Attach
+from legion.errors import LegionError
 from legion.tui.present import (
     by_time,
     last_screen_lines,
@@ -33,9 +27,9 @@ from legion.tui.present import (
     task_line,
     transcript_lines,
 )
+from legion.tui.projects import ProjectFinder, name_of
 
 if TYPE_CHECKING:
-    from legion.backends import Backends
     from legion.config import Project
     from legion.core.task_list import TaskList
     from legion.runtime.tmux import Window
@@ -52,11 +46,6 @@ PHASES: tuple[Status, ...] = (
     Status.RETRO,
     Status.DONE,
 )
-NO_PROJECT = "no project here: run `legion tui` in a Legion project (`legion init` makes one)"
-# An open TUI watches the projects no daemon runs for (`legion.watch`): their messages to idle
-# agents delivered this often, and their sessions looked at for statuses every few times.
-WATCH_S = 0.5
-STATUSES_EVERY = 4
 # The bus's newest events read for a project's log: the bus holds every project's, so a
 # project's last ones are looked for among this many.
 EVENTS_READ = 2000
@@ -138,7 +127,7 @@ class TrackerInbox:
 
 
 class Sources(Protocol):
-    """The TUI's reads and deeds outside the bus. Called from worker threads."""
+    """The TUI's reads outside the bus. Called from worker threads."""
 
     def board(self, project: str | None) -> Board | Unavailable:
         """The board of project `project` (its name on the bus), or of the project here."""
@@ -151,33 +140,8 @@ class Sources(Protocol):
         the bus (registered, blocked, completed, failed, archived, compactions), by time."""
         ...
 
-    def attach(self, agent: Agent, environ: Mapping[str, str]) -> Attach | Unavailable:
-        """The tmux command that opens the agent's live window in the terminal whose
-        environment is `environ` (as `legion attach` does)."""
-        ...
-
-    def stop(self, agent: Agent, *, force: bool) -> bool:
-        """Close the agent's session (its tmux window; `force`: SIGKILL at once); True if
-        one was running."""
-        ...
-
-    def wake(self, project: str) -> None:
-        """Have the project's messages delivered now: by its daemon, or, when none runs, here."""
-        ...
-
     def tracker_questions(self) -> TrackerInbox:
         """Every issue waiting for a human, in every project the bus knows."""
-        ...
-
-    def give_feedback(self, project: str, issue: str, text: str) -> str:
-        """Answer `issue` of project `project` (its name on the bus), as `legion feedback`
-        does, and wake its daemon, which relays the answer to the worker; the issue's
-        identifier. A `LegionError` when refused."""
-        ...
-
-    def dispatch(self, project: str, issue: str, mode: Mode) -> str:
-        """Start `mode`'s worker for `issue` of project `project` (as the board named it), as
-        `legion dispatch` does; what was started, in a line. A `LegionError` when refused."""
         ...
 
 
@@ -194,44 +158,15 @@ class ProjectSources:
         """`known_projects`: name on the bus -> root; called from worker threads, so it must
         open its own connection (`Bus.projects` on a bus opened for the call)."""
         self.env = env
-        self.cwd = cwd
-        self.known_projects = known_projects
-
-    # -- finding the project ------------------------------------------------------------------
+        self.projects = ProjectFinder(env, cwd, known_projects)
 
     def project(self, name: str | None) -> Project | Unavailable:
         """Project `name` where the bus says it lives; else the project the TUI was started
         in (whose name the board shows, so it is never mistaken for another)."""
-        from legion.config import load_project
-
-        root = self._known_root(name) if name else None
         try:
-            return load_project(root or self.cwd, self.env)
+            return self.projects.find(name)
         except LegionError as exc:
-            if root is not None:
-                return Unavailable(f"project {name} ({root}): {exc}")
-            return Unavailable(NO_PROJECT)
-
-    def _known_root(self, name: str) -> Path | None:
-        try:
-            return self.known_projects().get(name)
-        except LegionError:
-            return None
-
-    @contextmanager
-    def _backends(self, project: Project) -> Iterator[Backends]:
-        from legion.backends import open_backends
-
-        backends = open_backends(project)
-        try:
-            yield backends
-        finally:
-            backends.db.close()
-
-    def _workers(self, project: Project, backends: Backends) -> WorkerManager:
-        from legion.backends import open_workers
-
-        return open_workers(project, backends, self.env)
+            return Unavailable(str(exc))
 
     # -- the views ----------------------------------------------------------------------------
 
@@ -242,17 +177,17 @@ class ProjectSources:
         try:
             return self._board(found)
         except LegionError as exc:
-            return Unavailable(f"the board of {_name(found)} cannot be read: {exc}")
+            return Unavailable(f"the board of {name_of(found)} cannot be read: {exc}")
 
     def _board(self, project: Project) -> Board:
         from legion.state import KnownLiveWorkers, observe
 
-        with self._backends(project) as backends:
+        with self.projects.backends(project) as backends:
             warnings: list[str] = []
             workers: dict[str, str] = {}
             latest: dict[str, Mode] | None = None
             try:
-                manager = self._workers(project, backends)
+                manager = self.projects.workers(project, backends)
                 for view in manager.roster.views():
                     workers[view.record.issue] = f"{view.record.mode.value} {view.state.value}"
                 live = {issue for issue, what in workers.items() if not what.endswith(" dead")}
@@ -284,7 +219,7 @@ class ProjectSources:
             ),
             key=lambda issue: (order.get(issue.phase, len(order)), _issue_number(issue)),
         )
-        return Board(_name(project), tuple(issues), tuple(warnings + snapshot.warnings))
+        return Board(name_of(project), tuple(issues), tuple(warnings + snapshot.warnings))
 
     def peek(self, agent: Agent, lines: int) -> Peek | Unavailable:
         if not agent.session_id:
@@ -292,14 +227,14 @@ class ProjectSources:
         found = self.project(agent.project)
         if isinstance(found, Unavailable):
             return found
-        if _name(found) != agent.project:
+        if name_of(found) != agent.project:
             return Unavailable(
                 f"@{agent.address} is in project {agent.project}, whose folder Legion does not "
                 "know yet (it learns it when it starts a session there)"
             )
         try:
-            with self._backends(found) as backends:
-                workers = self._workers(found, backends)
+            with self.projects.backends(found) as backends:
+                workers = self.projects.workers(found, backends)
                 window, transcript, state, tasks = self._session_of(found, workers, agent)
                 if window is None:
                     return Unavailable(
@@ -340,9 +275,9 @@ class ProjectSources:
         found = self.project(project)
         if isinstance(found, Unavailable):
             return found
-        name = _name(found)
+        name = name_of(found)
         try:
-            with self._backends(found) as backends:
+            with self.projects.backends(found) as backends:
                 entries = ActionLog(backends.db).tail(limit)
         except LegionError as exc:
             return Unavailable(f"the action log of {name} cannot be read: {exc}")
@@ -379,98 +314,6 @@ class ProjectSources:
         ]
         return lines[-limit:]
 
-    # -- deeds --------------------------------------------------------------------------------
-
-    def stop(self, agent: Agent, *, force: bool) -> bool:
-        # The worker manager's, as `legion kill` does it: every window tagged with the
-        # session, and a stray process of it.
-        found = self.project(agent.project)
-        if isinstance(found, Unavailable) or _name(found) != agent.project:
-            return False  # nothing Legion can reach runs it from here
-        if not agent.session_id:
-            return False
-        with self._backends(found) as backends:
-            return self._workers(found, backends).supervisor.stop_session(
-                agent.session_id, force=force
-            )
-
-    def attach(self, agent: Agent, environ: Mapping[str, str]) -> Attach | Unavailable:
-        if not agent.session_id:
-            return Unavailable(f"@{agent.address} has no session to attach to")
-        found = self.project(agent.project)
-        if isinstance(found, Unavailable):
-            return found
-        if _name(found) != agent.project:
-            return Unavailable(f"@{agent.address} is in a project Legion cannot reach from here")
-        try:
-            with self._backends(found) as backends:
-                workers = self._workers(found, backends)
-                window = workers.windows.live_window(agent.session_id)
-                if window is None:
-                    return Unavailable(
-                        f"@{agent.address} is not running: no live session to attach to"
-                    )
-                return workers.windows.attach_command(window.id, environ)
-        except LegionError as exc:
-            return Unavailable(f"@{agent.address} cannot be attached to: {one_line(str(exc))}")
-
-    def wake(self, project: str) -> None:
-        from legion.bus import open_bus
-        from legion.daemon_link import notify
-        from legion.watch import watch
-
-        found = self.project(project)
-        if not isinstance(found, Unavailable) and _name(found) == project:
-            notify(found)
-            # With no daemon, the TUI delivers, as `legion say` does (nothing when one runs).
-            bus = open_bus(self.env)
-            try:
-                watch(found, bus, self.env, statuses=False)
-            finally:
-                bus.close()
-
-    # -- watching -----------------------------------------------------------------------------
-
-    def watch(self, *, statuses: bool = True) -> None:
-        """One pass as the watcher of every project on this machine that no daemon runs for
-        (`legion.watch`): idle agents handed their messages and, with `statuses`, every
-        agent's status read from its session. A project that cannot be had is skipped."""
-        from legion.bus import open_bus
-        from legion.watch import load, projects_to_watch, watch
-
-        bus = open_bus(self.env)
-        try:
-            for name, root in projects_to_watch(bus, statuses=statuses).items():
-                project = load(root, self.env)
-                if project is None or _name(project) != name:
-                    continue
-                with contextlib.suppress(LegionError):
-                    watch(project, bus, self.env, statuses=statuses)
-        finally:
-            bus.close()
-
-    @contextmanager
-    def watching(self, every: float = WATCH_S) -> Iterator[None]:
-        """Watch (`watch`) in a thread while the block runs: whoever watches delivers, and
-        an open TUI is the watcher of the projects no daemon runs for."""
-        stop = threading.Event()
-
-        def loop() -> None:
-            passes = 0
-            while not stop.wait(every):
-                # A pass that failed (a project broken meanwhile) is tried again; the TUI stays.
-                with contextlib.suppress(Exception):
-                    self.watch(statuses=passes % STATUSES_EVERY == 0)
-                passes += 1
-
-        thread = threading.Thread(target=loop, name="legion-watch", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join(timeout=15)
-
     # -- the trackers -------------------------------------------------------------------------
 
     def tracker_questions(self) -> TrackerInbox:
@@ -478,7 +321,7 @@ class ProjectSources:
         from legion.feedback import waiting_for_human
 
         try:
-            known = dict(self.known_projects())
+            known = self.projects.known()
         except LegionError as exc:
             reason = one_line(str(exc))
             return TrackerInbox((), (f"the projects on the bus cannot be listed: {reason}",))
@@ -487,7 +330,7 @@ class ProjectSources:
         here = self.project(None)
         roots = {root.resolve() for root in known.values()}
         if not isinstance(here, Unavailable) and here.root.resolve() not in roots:
-            known.setdefault(_name(here), here.root)
+            known.setdefault(name_of(here), here.root)
         asks: list[TrackerAsk] = []
         troubles: list[str] = []
         for name, root in sorted(known.items()):
@@ -497,7 +340,7 @@ class ProjectSources:
                 troubles.append(f"project {name} cannot be opened: {one_line(str(exc))}")
                 continue
             try:
-                with self._backends(project) as backends:
+                with self.projects.backends(project) as backends:
                     waiting = waiting_for_human(backends.tracker)
             except (LegionError, OSError) as exc:
                 troubles.append(f"project {name}: its tracker cannot be read: {one_line(str(exc))}")
@@ -508,51 +351,9 @@ class ProjectSources:
             )
         return TrackerInbox(tuple(asks), tuple(troubles))
 
-    def give_feedback(self, project: str, issue: str, text: str) -> str:
-        # `legion feedback`'s own function: the same check, author and wake-up.
-        from legion.feedback import answer_from_person
-
-        found = self._named(project)
-        with self._backends(found) as backends:
-            updated, _ = answer_from_person(found, backends.tracker, issue, text)
-        return updated.identifier
-
-    def dispatch(self, project: str, issue: str, mode: Mode) -> str:
-        # `legion dispatch`'s own function: the same refusals (a worker's session, a live
-        # worker, an issue blocked by one not Done).
-        from legion.dispatch import start_worker
-
-        found = self._named(project)
-        with self._backends(found) as backends:
-            view = start_worker(found, backends, issue, mode, env=self.env)
-        record = view.record
-        return (
-            f"{record.issue}: {mode.value} worker started in window {record.window} "
-            f"(session {record.session_id})"
-        )
-
-    def _named(self, name: str) -> Project:
-        """Project `name` as the TUI showed it: where the bus says it lives, or the one here
-        when that is its name; never another."""
-        found = self.project(name)
-        if isinstance(found, Unavailable):
-            raise ConflictError(found.reason)
-        if _name(found) != name:
-            raise ConflictError(
-                f"project {name}'s folder is not known (Legion learns it when it starts a "
-                "session there)"
-            )
-        return found
-
 
 class _NoWorker(LegionError):
     """The agent's session is not a worker the project's registry knows."""
-
-
-def _name(project: Project) -> str:
-    from legion.bus.sessions import project_channel_name
-
-    return project_channel_name(project)
 
 
 def _issue_number(issue: BoardIssue) -> tuple[int, str]:

@@ -20,6 +20,7 @@ for it (the app's `settled`, for tests) knows everything read before was posted.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -110,6 +111,29 @@ class Synced(TextualMessage):
         super().__init__()
         self.loop = loop
         self.token = token
+
+
+class SyncWaits:
+    """The app's side of `Watcher.sync`: a future for each token asked for, resolved when the
+    app handles its loop's `Synced` for that token or a later one."""
+
+    def __init__(self) -> None:
+        self._waiting: list[tuple[Loop, int, asyncio.Future[None]]] = []
+
+    def waiting(self, loop: Loop, token: int) -> asyncio.Future[None]:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((loop, token, done))
+        return done
+
+    def synced(self, event: Synced) -> None:
+        still = []
+        for loop, token, done in self._waiting:
+            if loop == event.loop and token <= event.token:
+                if not done.done():
+                    done.set_result(None)
+            else:
+                still.append((loop, token, done))
+        self._waiting = still
 
 
 # -- what the views loop reads ------------------------------------------------------------------
