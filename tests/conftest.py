@@ -37,15 +37,12 @@ E2E = Path(__file__).parent / "e2e"
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Markers match folders: every test in tests/e2e is `e2e` (so `-m "not e2e"` is the fast
-    suite), and none elsewhere may be (an end-to-end test belongs there). End-to-end first."""
+    suite), and none elsewhere may be (an end-to-end test belongs there)."""
     for item in items:
         if item.path.is_relative_to(E2E):
             item.add_marker(pytest.mark.e2e)
         elif item.get_closest_marker("e2e") is not None:
             raise pytest.UsageError(f"{item.nodeid} is marked e2e: move it to tests/e2e")
-    # The end-to-end tests first: in one run on every core (`scripts/test`), the long ones
-    # start early and the many short ones fill the cores at the end.
-    items.sort(key=lambda item: not item.path.is_relative_to(E2E))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -426,7 +426,14 @@ def test_an_orphaned_worker_active_label_is_recovered(swarm: Swarm) -> None:
     sid = session_uuid(swarm, "LEG-1:implement")
     assert swarm.json("workers") == []
     with SessionWatch({sid}) as watch, Daemon(swarm, tick=0.5):
-        wait_until("recovered", lambda: issue_status(swarm, "LEG-1") == "Icebox")
+        # `park` moves the issue, then takes the label off: two commands, both waited for.
+        wait_until(
+            "recovered",
+            lambda: (
+                issue_status(swarm, "LEG-1") == "Icebox"
+                and "worker-active" not in labels(swarm, "LEG-1")
+            ),
+        )
     no_overlap(watch)
     assert [e["outcome"] for e in actions(swarm, REDISPATCH)] == ["done"]
     assert len(watch.seen[sid]) == 1
