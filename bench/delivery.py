@@ -21,10 +21,10 @@ with a private tmux server (`tmux -S <tmp>/sock -f /dev/null`).
    mtime put back: the figures exclude the daemon's settle wait (SETTLE_S after a session's
    last activity) and its wake-up, which is measured on its own: `bus.post` + the FIFO write
    of `legion say` (`daemon_link.notify`) -> the daemon's wait (`Daemon._wait`) returning.
-2. Daemon CPU per tick with 50 agents of one project and an idle bus: `sync_agent_statuses()`
-   + `deliver_messages()` (the bus steps of `tick()`, the look reset before them as
-   `tick()` does), CPU seconds of this process and of its children (tmux clients), wall time,
-   and subprocesses spawned per tick; (a) 50 workers with live idle windows and ~200 KB
+2. Daemon CPU per tick with 50 agents of one project and an idle bus: `Daemon._bus_steps`
+   (agent statuses, then `deliver_messages`: the bus steps of `tick()`, the look reset before
+   them as `tick()` does), CPU seconds of this process and of its children (tmux clients),
+   wall time, and subprocesses spawned per tick; (a) 50 workers with live idle windows and ~200 KB
    transcripts, (b) 50 agents whose sessions are not in tmux (no worker records).
 
 Run: .venv/bin/python bench/delivery.py [--messages N] [--wakes N] [--ticks N]
@@ -349,9 +349,7 @@ def bench_tick(root: Path, agents: int, ticks: int, live: bool) -> dict[str, flo
         bus = daemon.delivery.bus
 
         def steps() -> None:
-            daemon.delivery.begin()
-            daemon.sync_agent_statuses()
-            daemon.delivery.deliver()
+            daemon._bus_steps()  # statuses, then deliveries, under the watch lock, as a tick
 
         steps()  # the first tick sets every status from what it sees
         statuses = {a.status for a in bus.agents()}
@@ -415,7 +413,7 @@ def main() -> None:
         (f"{options.agents} agents, no session in tmux", gone),
     ):
         print(
-            f"tick bus steps (sync_agent_statuses + deliver_messages), {label}, idle bus, "
+            f"tick bus steps (agent statuses + deliver_messages), {label}, idle bus, "
             f"median of {options.ticks}: CPU {ms(tick['cpu'])} own + {ms(tick['children'])} "
             f"children, wall {ms(tick['wall'])}, {tick['spawned']:.0f} subprocesses"
         )

@@ -24,12 +24,15 @@ import resource
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-from legion.bus.model import Agent, AgentRole, Channel, Draft
+from legion.bus.model import Agent, AgentRole, Channel, Draft, Posted
+from legion.bus.protocol import Bus
 from legion.bus.sqlite import SqliteBus
 from legion.core.model import Mode
 from legion.errors import ConflictError
+from legion.runtime.tmux import Attach
 from legion.tui.app import LegionApp
 from legion.tui.chat import MessageLog
 from legion.tui.sources import ActionLogView, Board, Peek, TrackerInbox, Unavailable
@@ -41,7 +44,8 @@ BUSY = Channel(PROJECT, "legion/BEN-0")
 
 
 class NoSources:
-    """The views outside the bus are not measured here."""
+    """The views outside the bus, and the commands, are not measured here (it plays both the
+    sources and the commands)."""
 
     def board(self, project: str | None) -> Board | Unavailable:
         return Unavailable("not measured")
@@ -52,10 +56,13 @@ class NoSources:
     def action_log(self, project: str | None, limit: int) -> ActionLogView | Unavailable:
         return Unavailable("not measured")
 
-    def stop(self, agent: Agent, *, force: bool) -> bool:
-        return False
+    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Agent:
+        raise ConflictError("not measured")
 
-    def wake(self, project: str) -> None:
+    def attach(self, bus: Bus, target: Agent, environ: Mapping[str, str]) -> Attach:
+        raise ConflictError("not measured")
+
+    def hand_over(self, bus: Bus, posted: Posted) -> None:
         return None
 
     def tracker_questions(self) -> TrackerInbox:
@@ -124,7 +131,9 @@ async def measure(path: Path, sender: int, samples: int) -> dict[str, float]:
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         pool.apply(time.sleep, (0,))  # the process is up
         start = time.perf_counter()
-        app = LegionApp(lambda: SqliteBus(path), NoSources(), channel=BUSY, bus_file=path)
+        app = LegionApp(
+            lambda: SqliteBus(path), NoSources(), NoSources(), channel=BUSY, bus_file=path
+        )
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
             figures["first_paint"] = time.perf_counter() - start
