@@ -308,10 +308,18 @@ def deliver_now(
         time.sleep(SETTLE_S if Handed.SETTLING in handed.values() else 0.2)
 
 
-def observe(project: Project, bus: Bus, env: Mapping[str, str], detail: str = "observed") -> bool:
+def observe(
+    project: Project,
+    bus: Bus,
+    env: Mapping[str, str],
+    detail: str = "observed",
+    *,
+    timeout: float = 5.0,
+) -> bool:
     """Make the statuses of `project`'s agents true to their sessions now, when no daemon runs
-    for it (a running daemon does it every tick). False when it could not be done now."""
-    with unwatched(project, bus, env, timeout=5.0) as watcher:
+    for it (a running daemon does it every tick), waiting up to `timeout` seconds for another
+    watcher. False when it could not be done now."""
+    with unwatched(project, bus, env, timeout=timeout) as watcher:
         if watcher is None:
             return running_pid(project) is not None
         watcher.sync_statuses(detail)

@@ -314,7 +314,9 @@ def _retire_stopped(
     try:
         bus = open_bus(env)
         try:
-            observe(project, bus, env, detail="the demo ended")
+            # What is left of the sessions (a hook still ending) may hold the watch lock for
+            # a while on a loaded machine: the last statuses are worth waiting for.
+            observe(project, bus, env, detail="the demo ended", timeout=30.0)
         finally:
             bus.close()
     except LegionError:
