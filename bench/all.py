@@ -32,6 +32,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("workers", "dispatch to the first transcript line; `legion workers --json` over 50"),
     ("swarm", "a worker's `worker-done` to the next window; model requests, auto and llm"),
     ("delivery", "a message to an idle agent; a daemon tick's CPU with 50 agents"),
+    ("tick", "a whole daemon tick's CPU with 50 live workers, by step"),
     ("bus", "bus posts per second, one process and four"),
     ("tui", "the TUI's first paint and its reaction with 10,000 messages"),
     ("requests", "Linear and GitHub requests per pass and per hour"),

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from legion.config import Project
+if TYPE_CHECKING:  # a session's hook pokes the pipe without loading the project's config
+    from legion.config import Project
 
 
 def pid_file(project: Project) -> Path:
@@ -40,10 +43,31 @@ def running_pid(project: Project) -> int | None:
     return None
 
 
+# Set in every session's environment: the wake-up pipe its turn's end pokes (`turn_ended`).
+WAKE_ENV = "LEGION_WAKE"
+
+
 def notify(project: Project) -> None:
     """Tell a running daemon that something changed, so it reconciles now. Never blocks."""
+    poke(wake_fifo(project))
+
+
+def turn_ended(env: Mapping[str, str]) -> None:
+    """A session's turn is over (its Stop hook, Codex's turn loop): a worker that said it is
+    done is closed only once its turn ends, so the daemon looks now rather than at its next
+    retry. Never blocks, never fails."""
+    from legion.tracing import mark
+
+    mark("session: turn ended", env.get("LEGION_ISSUE_ID") or "-")
+    fifo = env.get(WAKE_ENV)
+    if fifo:
+        poke(Path(fifo))
+
+
+def poke(fifo: Path) -> None:
+    """One byte into a daemon's wake-up pipe; nothing when no daemon listens."""
     try:
-        fd = os.open(wake_fifo(project), os.O_WRONLY | os.O_NONBLOCK)
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
     except OSError:
         return  # no daemon listening
     try:

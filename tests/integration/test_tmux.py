@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from legion.config import load_project
 from legion.errors import TmuxUnavailable
 from legion.runtime import tmux as tmux_module
 from legion.runtime.tmux import Tmux
+from legion.sessions.windows import SessionWindows
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -163,6 +165,58 @@ def test_killing_a_window_waits_until_its_process_is_gone(
     assert {w.name for w in server.list_windows("s")} == {"anchor"}
 
 
+def test_a_window_closed_without_waiting_returns_at_once_and_its_process_still_goes(
+    server: Tmux, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retired worker's window: nothing replaces its session, so the hand-off does not wait
+    for its CLI to exit; a thread of its own does, and kills it after the grace period."""
+    server.new_session("s", "anchor", python("import time; time.sleep(30)"), Path.cwd())
+    stubborn_code = (
+        "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(30)"
+    )
+    stubborn = server.new_window("s", "stubborn", python(stubborn_code), Path.cwd())
+    wait_for(lambda: "ready" in server.capture(stubborn))
+    pid = {w.id: w.pane_pid for w in server.list_windows("s")}[stubborn]
+    assert pid is not None
+    monkeypatch.setattr(tmux_module, "EXIT_GRACE_S", 1.0)
+    started = time.monotonic()
+    server.kill_window(stubborn, pane_pid=pid, wait=False)
+    assert time.monotonic() - started < 0.5
+    assert tmux_module._alive(pid)  # still in its grace period
+    wait_for(lambda: not tmux_module._alive(pid))
+    assert time.monotonic() - started >= 1.0
+
+
+def test_many_screens_are_read_with_one_client_and_a_window_gone_is_left_out(
+    server: Tmux, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.new_session("s", "anchor", python("import time; time.sleep(30)"), Path.cwd())
+    show = "import sys, time; print(sys.argv[1], flush=True); time.sleep(30)"
+    one = server.new_window("s", "one", [*python(show), "first screen"], Path.cwd())
+    two = server.new_window("s", "two", [*python(show), "second screen"], Path.cwd())
+    wait_for(lambda: "second screen" in server.capture(two) and "first" in server.capture(one))
+    gone = server.new_window("s", "gone", python("import time; time.sleep(30)"), Path.cwd())
+    server.kill_window(gone)
+    calls: list[tuple[str, ...]] = []
+    run = Tmux.run
+
+    def counted(self: Tmux, *args: str, check: bool = True) -> object:
+        calls.append(args)
+        return run(self, *args, check=check)
+
+    monkeypatch.setattr(Tmux, "run", counted)
+    screens = server.capture_many([one, two])
+    assert len(calls) == 1
+    assert "first screen" in screens[one] and "second screen" not in screens[one]
+    assert "second screen" in screens[two]
+    # A window closed meanwhile stops tmux's sequence: the rest are read on their own.
+    calls.clear()
+    screens = server.capture_many([one, gone, two])
+    assert set(screens) == {one, two} and "second screen" in screens[two]
+    assert server.capture_many([]) == {}
+
+
 def test_a_server_legion_starts_holds_none_of_its_secrets(
     server: Tmux, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -176,3 +230,29 @@ def test_a_server_legion_starts_holds_none_of_its_secrets(
     session_env = server.run("show-environment", "-t", "s").stdout
     assert "PATH=" in global_env
     assert sentinel not in global_env and sentinel not in session_env
+
+
+def test_within_one_look_the_windows_are_listed_once_until_one_opens_or_closes(
+    server: Tmux, project: Path
+) -> None:
+    """A daemon tick looks at the windows from several steps: one tmux client serves them all,
+    and a window Legion opens or closes meanwhile is seen at once."""
+    windows = SessionWindows(load_project(project), server)
+    windows.ensure_session()
+    sleeper = python("import time; time.sleep(30)")
+    first = windows.start("first", sleeper, Path.cwd(), tag="sid-1")
+    with windows.one_look():
+        assert {w.name for w in windows.list()} == {"legion", "first"}
+        # Another process opens a window: this look does not see it...
+        server.new_window(windows.session, "other", sleeper, Path.cwd())
+        assert {w.name for w in windows.list()} == {"legion", "first"}
+        live = windows.live_window("sid-1")
+        assert live is not None and live.id == first.id
+        # ...until Legion itself opens or closes one.
+        second = windows.start("second", sleeper, Path.cwd(), tag="sid-2")
+        assert {w.name for w in windows.list()} == {"legion", "first", "other", "second"}
+        windows.close_retired(second)
+        assert {w.name for w in windows.list()} == {"legion", "first", "other"}
+        server.new_window(windows.session, "later", sleeper, Path.cwd())
+    # Out of the look, every list asks tmux.
+    assert {w.name for w in windows.list()} == {"legion", "first", "other", "later"}

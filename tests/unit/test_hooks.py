@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -435,3 +436,28 @@ def test_the_hook_commands_old_path_still_answers(tmp_path: Path) -> None:
 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"decision": "block", "reason": "hello"}
+
+
+def test_a_turn_that_ends_wakes_the_daemon_and_one_that_goes_on_does_not(tmp_path: Path) -> None:
+    """The Stop hook pokes the daemon's wake-up pipe (`LEGION_WAKE`) once the turn is over: a
+    finished worker is closed then, not at the daemon's next retry. A turn that goes on with
+    queued messages is not over."""
+    fifo = tmp_path / "daemon.wake"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        inbox = tmp_path / "inbox.json"
+        inbox_file.enqueue(inbox, "m-1", "hello")
+        env = {"LEGION_WAKE": str(fifo)}
+        code, out, _ = run_entry(["Stop", "--inbox", str(inbox)], stop_input(False), env)
+        assert code == 0 and json.loads(out)["decision"] == "block"
+        assert os.read(reader, 16) == b""  # nothing written (and no writer holds it open)
+        assert run_entry(["Stop", "--inbox", str(inbox)], stop_input(True), env)[0] == 0
+        assert os.read(reader, 16) == b"!"
+        # No daemon listening (no reader): the hook neither blocks nor fails.
+        os.close(reader)
+        reader = -1
+        assert run_entry(["Stop"], stop_input(True), env) == (0, "", "")
+    finally:
+        if reader >= 0:
+            os.close(reader)

@@ -89,6 +89,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset(
             {
                 "faults",
+                "tracing",
                 "statefiles",
                 "git",
                 "locking",

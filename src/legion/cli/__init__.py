@@ -74,4 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
+    if os.environ.get("LEGION_TRACE"):  # bench/swarm.py: each command is a span of the trace
+        from legion.tracing import command_span
+
+        with command_span(sys.argv[1:]):
+            code = main()
+        sys.exit(code)
     sys.exit(main())

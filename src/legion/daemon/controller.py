@@ -32,18 +32,12 @@ from legion.judgments import Judgment, JudgmentQueue, wake_reason
 from legion.pause import DispatchPause
 from legion.prompts import controller_prompt
 from legion.reconcile import START_FAILURES
+from legion.reconcile.starts import count_failed_start, log_record
 from legion.sessions.observer import CONTROLLER_WINDOW, controller_state_of
 from legion.sessions.prompting import transcript_size
 from legion.sessions.workers import WorkerManager
 
 from .steps import DONE, StepResult, log_failure
-
-
-def start_failed(pause: DispatchPause, log: ActionLog, cause: str) -> None:
-    """Count a session that could not start toward the dispatch pause."""
-    reason = pause.start_failed(cause)
-    if reason is not None:
-        log.append("-", "pause_dispatch", OutcomeKind.FAILED, reason)
 
 
 class ControllerSession:
@@ -117,7 +111,7 @@ class ControllerSupervisor:
         try:
             self.start(reason)
         except START_FAILURES as exc:
-            start_failed(self.pause, self.log, str(exc))
+            count_failed_start(self.pause, log_record(self.log), str(exc))
             raise
         finally:
             # The cooldown counts from when the new controller is up: closing the old one may

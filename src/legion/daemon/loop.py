@@ -29,11 +29,13 @@ from legion.relay import relay_needed
 from legion.relay.server import RelayServer, relay_server
 from legion.sessions.workers import WorkerManager
 from legion.statefiles import open_private, touch_private, write_private
+from legion.tracing import mark, span
 
 from .bus_steps import BusSteps
 from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
 from .reaper import StuckWorkerReaper
 from .reconcile_step import PauseReport, ReconcileStep
+from .starts_step import LOOK_EVERY_S, StartFollowUp
 from .steps import Step, StepResult, log_failure, soonest
 
 MODES = ("auto", "llm")
@@ -77,7 +79,9 @@ class Daemon:
             self.log,
             oracle=True,
             oracle_timeout=config.stale_after if oracle_timeout is None else oracle_timeout,
+            await_starts=False,  # followed up between ticks: `start_follow_up`
         )
+        self.start_follow_up = StartFollowUp(self.workers, self.pause, self.log)
         controller = ControllerSession(project, self.workers, config.mode)
         self.supervisor = ControllerSupervisor(
             controller,
@@ -111,6 +115,7 @@ class Daemon:
         ]
         if self.config.mode == "auto":
             steps += [
+                Step("worker_start", self.start_follow_up.run),
                 Step("reconcile", ReconcileStep(self.reconciler).run),
                 Step("wake_controller", self.wakeups.deliver_judgments),
             ]
@@ -219,20 +224,28 @@ class Daemon:
         return bool(stop_when is not None and stop_when(self.backends))
 
     def _wait(self, fd: int) -> None:
-        """Sleep until the next tick, or until a `legion` command signals a change."""
+        """Sleep until the next tick, or until a `legion` command signals a change; meanwhile,
+        follow up the workers the last pass started."""
         deadline = time.monotonic() + self._next_wait
         while not self._stopping:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
+            starting = self.start_follow_up.pending
             try:
-                ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
+                ready, _, _ = select.select(
+                    [fd], [], [], min(remaining, LOOK_EVERY_S if starting else 1.0)
+                )
             except InterruptedError:
                 continue
+            if not ready and starting:
+                self._run(Step("worker_start", self.start_follow_up.run))
             if ready:
+                mark("daemon woken")
                 with contextlib.suppress(BlockingIOError):
                     os.read(fd, 4096)
-                time.sleep(0.02)  # let a burst of changes settle into one pass
+                with span("wake: settle"):
+                    time.sleep(0.02)  # let a burst of changes settle into one pass
                 with contextlib.suppress(BlockingIOError):
                     os.read(fd, 4096)
                 return
@@ -241,14 +254,17 @@ class Daemon:
 
     def tick(self) -> None:
         touch_private(heartbeat_file(self.project))
-        results = [self._run(step) for step in self.steps]
+        # One look at the windows serves every step, until one opens or closes a window.
+        with span("tick"), self.workers.windows.one_look():
+            results = [self._run(step) for step in self.steps]
         self._next_wait = soonest(self.config.tick, results)
 
     def _run(self, step: Step) -> StepResult:
         """One part of a tick. Whatever goes wrong is logged and the daemon carries on: it is the
         thing that must not stop."""
         try:
-            return step.run()
+            with span(f"tick: {step.name}"):
+                return step.run()
         except StoreError as exc:
             if not self.delivery.failed(step.name, exc):
                 log_failure(self.log, step.name, str(exc))

@@ -13,6 +13,11 @@ from legion.sessions.workers import WorkerManager
 
 from .steps import DONE, StepResult
 
+# How often a worker's screen is looked at, at most: a tick comes at every change a `legion`
+# command signals, and a stuck screen is judged over `stale_after` (minutes), so a look every
+# few seconds loses nothing; a look at every tick cost one tmux client per worker.
+SCREEN_EVERY_S = 5.0
+
 
 class StuckWorkerReaper:
     def __init__(self, workers: WorkerManager, log: ActionLog, *, stale_after: float) -> None:
@@ -21,24 +26,47 @@ class StuckWorkerReaper:
         self.stale_after = stale_after
         # window id -> what its screen shows, and since when: all the reaper remembers
         self.screens: dict[str, ScreenSeen] = {}
+        self.looked_at: dict[str, float] = {}  # window id -> when its screen was last read
+        # A tenth of `stale_after` when that is shorter (a test's seconds).
+        self.screen_every = min(SCREEN_EVERY_S, stale_after / 10)
 
     def run(self) -> StepResult:
         """Kill a worker only when two signals agree: no transcript activity for `stale_after`
         seconds, and a screen that has not changed for as long. (Comparing with the last tick
         alone is not enough: ticks can come a moment apart, and a thinking CLI's spinner shows
-        the same frame again within seconds.)"""
+        the same frame again within seconds.) The screens due for a look are read with one
+        tmux client."""
         seen: dict[str, ScreenSeen] = {}
         now = time.monotonic()
         # tmux not answering raises here: nothing is killed on what cannot be seen.
-        for view in self.workers.roster.views():
-            # Idle counts too: a worker that ended its turn without finishing its mode (it still
-            # holds worker-active, or the reconciler would have retired it) is as stuck.
-            if view.state not in (SessionState.RUNNING, SessionState.IDLE) or view.window is None:
-                continue
-            screen = self.workers.windows.screen(view.window.id)
-            digest = hashlib.sha256(screen.encode()).hexdigest()
-            before = self.screens.get(view.window.id)
-            screen_now = seen[view.window.id] = screen_seen(before, view.window.id, digest, now)
+        # Idle counts too: a worker that ended its turn without finishing its mode (it still
+        # holds worker-active, or the reconciler would have retired it) is as stuck.
+        views = [
+            view
+            for view in self.workers.roster.views()
+            if view.state in (SessionState.RUNNING, SessionState.IDLE) and view.window is not None
+        ]
+        due = [
+            view.window.id
+            for view in views
+            if view.window is not None
+            and now - self.looked_at.get(view.window.id, -1e9) >= self.screen_every
+        ]
+        screens = self.workers.windows.screens(due)
+        for window_id in screens:
+            self.looked_at[window_id] = now
+        for view in views:
+            assert view.window is not None
+            window_id = view.window.id
+            screen = screens.get(window_id)
+            before = self.screens.get(window_id)
+            if screen is None:  # not due (or gone meanwhile): as last seen
+                if before is None:
+                    continue
+                seen[window_id] = screen_now = before
+            else:
+                digest = hashlib.sha256(screen.encode()).hexdigest()
+                seen[window_id] = screen_now = screen_seen(before, window_id, digest, now)
             # A worker with no transcript yet is starting: its age counts from its start.
             last = view.last_activity or _timestamp(view.record.started_at)
             if worker_stuck(last, time.time(), screen_now, now, self.stale_after):
@@ -52,6 +80,7 @@ class StuckWorkerReaper:
                     "and no change on screen",
                 )
         self.screens = seen
+        self.looked_at = {key: at for key, at in self.looked_at.items() if key in seen}
         return DONE
 
 

@@ -22,6 +22,7 @@ from legion.pause import DispatchPause
 from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
 from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
+from legion.tracing import span
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
 
@@ -84,9 +85,12 @@ class Reconciler:
         oracle_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         workspaces: Workspaces | None = None,
+        await_starts: bool = True,
     ) -> None:
         """`workspaces`: where Done issues' workspaces are swept from (the project's, when
-        none is given)."""
+        none is given). `await_starts`: whether a pass waits for the workers it started to
+        begin; the daemon does not (it follows them up between its ticks), so that no hand-off
+        waits for another worker's CLI to start up."""
         from legion.backends import open_workspaces
 
         self.project = project
@@ -104,6 +108,7 @@ class Reconciler:
             project.settings.stale_after if oracle_timeout is None else oracle_timeout
         )
         self.backoffs = Backoffs(clock)
+        self.await_starts = await_starts
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -160,46 +165,62 @@ class _Pass:
         return self.ctx.guard.outcomes
 
     def _observe_workers(self) -> list[WorkerView]:
-        views: list[WorkerView] = self.ctx.guard.observed("workers", self.o.workers.roster.views)
+        with span("pass: observe workers"):
+            views: list[WorkerView] = self.ctx.guard.observed(
+                "workers", self.o.workers.roster.views
+            )
         return views
 
     def _phases(self) -> None:
         ctx, guard, o = self.ctx, self.ctx.guard, self.o
         guard.paused = guard.observed("the dispatch pause", o.pause.reason)
         views = self._observe_workers()
-        listed = guard.observed("issues", o.tracker.list_issues)
+        with span("pass: list issues"):
+            listed = guard.observed("issues", o.tracker.list_issues)
         issues = {issue.identifier: issue for issue in listed}
         before = len(guard.outcomes)
         router = JudgmentRouter(ctx, oracle=o.oracle, oracle_timeout=o.oracle_timeout)
-        retire_finished(ctx, views, issues)
-        router.route_blocked(views, issues)
+        with span("pass: retire finished"):
+            retire_finished(ctx, views, issues)
+        with span("pass: route blocked"):
+            router.route_blocked(views, issues)
         views = self._observe_workers()
         live = {view.record.issue for view in views if view.state.is_live}
         # The issues are read again only when retiring or routing wrote to some: on a real
         # tracker every read is a request against an hourly budget.
         fresh = None if len(guard.outcomes) > before else listed
-        snapshot: Snapshot = guard.observed(
-            "issues",
-            lambda: observe(
-                o.project.settings.project_id,
-                o.tracker,
-                o.forge,
-                KnownLiveWorkers(live, o.workers.roster.latest_modes()),
-                issues=fresh,
-                opt_in=o.project.settings.backlog_opt_in_labels,
-            ),
-        )
+        with span("pass: observe issues"):
+            snapshot: Snapshot = guard.observed(
+                "issues",
+                lambda: observe(
+                    o.project.settings.project_id,
+                    o.tracker,
+                    o.forge,
+                    KnownLiveWorkers(live, o.workers.roster.latest_modes()),
+                    issues=fresh,
+                    opt_in=o.project.settings.backlog_opt_in_labels,
+                ),
+            )
         for error in snapshot.errors:
             guard.failed("-", "observe", error, "pull requests unknown: ")
-        starts = Starts(ctx, views, wip_limit=o.wip_limit, token_budget=o.token_budget)
+        starts = Starts(
+            ctx,
+            views,
+            wip_limit=o.wip_limit,
+            token_budget=o.token_budget,
+            await_starts=o.await_starts,
+        )
         transitions = Transitions(ctx, views, starts)
         for state in in_priority_order(snapshot):
             transitions.execute(state)
-        guard.guarded("-", "worker_start", starts.collect, plan=False)
-        guard.guarded(
-            "-", "judgment_queue", partial(router.sync_judgments, snapshot, views), plan=False
-        )
+        with span("pass: await starts"):
+            guard.guarded("-", "worker_start", starts.collect, plan=False)
+        with span("pass: judgment queue"):
+            guard.guarded(
+                "-", "judgment_queue", partial(router.sync_judgments, snapshot, views), plan=False
+            )
         done = {s.issue.identifier for s in snapshot.issues if s.issue.status is Status.DONE}
-        guard.guarded(
-            "-", "sweep_workspaces", partial(sweep_workspaces, ctx, views, done), plan=False
-        )
+        with span("pass: sweep workspaces"):
+            guard.guarded(
+                "-", "sweep_workspaces", partial(sweep_workspaces, ctx, views, done), plan=False
+            )

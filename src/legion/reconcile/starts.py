@@ -5,16 +5,17 @@ and, at the pass's end, every start collected at once, failed ones counted towar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from legion import prompts
-from legion.actionlog import OutcomeKind
+from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.model import Label, Mode
 from legion.core.usage import total
 from legion.errors import ConfigError, LegionError, ToolMissingError, WorkerStartError
 from legion.feedback import ask_human
-from legion.sessions.roster import WorkerView
+from legion.pause import DispatchPause
+from legion.sessions.roster import WorkerRoster, WorkerView
 
 from .answers import LEGION_AUTHOR, budget_allowed, budget_question
 from .context import PassContext
@@ -45,8 +46,12 @@ class Starts:
         *,
         wip_limit: int | None,
         token_budget: int | None,
+        await_starts: bool = True,
     ) -> None:
+        """`await_starts`: whether `collect` waits for the pass's starts (off in the daemon,
+        which follows them up between its ticks)."""
         self.ctx = ctx
+        self.await_starts = await_starts
         self.wip_limit = wip_limit
         self.token_budget = token_budget
         self.code_workers = sum(
@@ -136,32 +141,78 @@ class Starts:
         return done(f"token budget spent ({used:,} of {allowed:,}): asked a human")
 
     def collect(self) -> Step | None:
-        """Wait for the workers this pass started; count their starts toward the pause."""
-        if not self.started:
+        """Wait for the workers this pass started, and count their starts toward the pause;
+        when the pass does not wait (`await_starts` off: the daemon follows them up between
+        its ticks, `legion.daemon.starts_step`), only leave them watched."""
+        if not self.started or not self.await_starts:
             return None
         failures = self.ctx.workers.starts.await_starts()
         failed = {issue for issue, _ in failures}
-        if any(issue not in failed for issue in self.started):
-            self.ctx.pause.start_succeeded()
-        for issue, reported in failures:
-            why = self._exit_line(issue) or reported
-            self.ctx.guard.record(issue, "worker_start", OutcomeKind.FAILED, why)
-            self._start_failed(why, f" (`legion peek {issue}` shows its last screen)")
+        begun = [issue for issue in self.started if issue not in failed]
+        paused = settle_starts(
+            self.ctx.pause, self.ctx.workers.roster, self.ctx.guard.record, begun, failures
+        )
+        if paused is not None:
+            self.ctx.guard.paused = paused
         return None
 
-    def _start_failed(self, cause: str, hint: str = "") -> None:
-        reason = self.ctx.pause.start_failed(cause, hint)
+    def _start_failed(self, cause: str) -> None:
+        reason = count_failed_start(self.ctx.pause, self.ctx.guard.record, cause)
         if reason is not None:
             self.ctx.guard.paused = reason
-            self.ctx.guard.record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
 
-    def _exit_line(self, issue: str) -> str | None:
-        """What a worker that exited at once said last, from its dead pane (kept for `peek`),
-        passing over tmux's own "Pane is dead (status …, <time>)" line."""
-        try:
-            _, screen = self.ctx.workers.roster.peek(issue, lines=60)
-        except LegionError:
-            return None
-        said = [line.strip() for line in screen.splitlines() if line.strip()]
-        said = [line for line in said if not TMUX_DEAD_PANE.match(line)]
-        return f"the worker exited as it started: {said[-1]}" if said else None
+
+# Where an outcome goes: a pass's guard (its outcomes and the action log), or the log alone.
+Record = Callable[[str, str, OutcomeKind, str], None]
+
+
+def log_record(log: ActionLog) -> Record:
+    """A `Record` into the action log alone (a daemon step, outside any pass)."""
+
+    def record(issue: str, action: str, kind: OutcomeKind, detail: str) -> None:
+        log.append(issue, action, kind, detail)
+
+    return record
+
+
+def settle_starts(
+    pause: DispatchPause,
+    roster: WorkerRoster,
+    record: Record,
+    begun: Sequence[str],
+    failures: Sequence[tuple[str, str]],
+) -> str | None:
+    """What follows once starts are seen through: a worker that began breaks the streak of
+    failed starts; each that died is logged with its last words and counted toward the
+    pause. Returns the pause line when these failures paused dispatch."""
+    if begun:
+        pause.start_succeeded()
+    paused = None
+    for issue, reported in failures:
+        why = exit_line(roster, issue) or reported
+        record(issue, "worker_start", OutcomeKind.FAILED, why)
+        hint = f" (`legion peek {issue}` shows its last screen)"
+        paused = count_failed_start(pause, record, why, hint) or paused
+    return paused
+
+
+def count_failed_start(
+    pause: DispatchPause, record: Record, cause: str, hint: str = ""
+) -> str | None:
+    """Count a start that failed toward the pause; the pause line, logged, when it paused."""
+    reason = pause.start_failed(cause, hint)
+    if reason is not None:
+        record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
+    return reason
+
+
+def exit_line(roster: WorkerRoster, issue: str) -> str | None:
+    """What a worker that exited at once said last, from its dead pane (kept for `peek`),
+    passing over tmux's own "Pane is dead (status …, <time>)" line."""
+    try:
+        _, screen = roster.peek(issue, lines=60)
+    except LegionError:
+        return None
+    said = [line.strip() for line in screen.splitlines() if line.strip()]
+    said = [line for line in said if not TMUX_DEAD_PANE.match(line)]
+    return f"the worker exited as it started: {said[-1]}" if said else None

@@ -19,6 +19,7 @@ from legion.faults import fault_point
 from legion.feedback import ask_human
 from legion.sessions.roster import WorkerView
 from legion.state import IssueState
+from legion.tracing import span
 
 from .answers import LEGION_AUTHOR, answer_in, legion_asked, restarts_question
 from .context import PassContext
@@ -52,12 +53,13 @@ class Transitions:
         """The issue's action, under the pass's guard (backing off the issue on a failure)."""
         decision = state.decision
         handler = self.handler(decision.action)
-        self.ctx.guard.guarded(
-            state.issue.identifier,
-            decision.action.value,
-            lambda: handler(state, decision),
-            state=observed_state(state.issue, state.pr, decision.action.value),
-        )
+        with span(f"action: {decision.action.value}", state.issue.identifier):
+            self.ctx.guard.guarded(
+                state.issue.identifier,
+                decision.action.value,
+                lambda: handler(state, decision),
+                state=observed_state(state.issue, state.pr, decision.action.value),
+            )
 
     def handler(self, action: Action) -> Handler:
         handlers: dict[Action, Handler] = {
@@ -110,11 +112,13 @@ class Transitions:
         # old mode's `worker-done` as the new one's and skip a phase. A move that fails puts
         # the labels back, leaving the issue as it was.
         labels = [Label.WORKER_DONE.value, Label.WORKER_ACTIVE.value]
-        tracker.update_labels(issue, remove=labels)
+        with span("tracker: clear labels", issue):
+            tracker.update_labels(issue, remove=labels)
         fault_point("transition_labels_cleared")
         if target is not None:
             try:
-                tracker.set_status(issue, target)
+                with span("tracker: move", issue):
+                    tracker.set_status(issue, target)
             except LegionError:
                 with suppress(LegionError):
                     cleared = [label for label in labels if label in state.issue.labels]

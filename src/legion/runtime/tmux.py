@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import secrets
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -334,12 +336,6 @@ class Tmux:
     def _list(self, session: str) -> subprocess.CompletedProcess[str]:
         return self.run("list-windows", "-t", f"={session}", "-F", _LIST_FORMAT, check=False)
 
-    def live_tagged(self, session: str, tag: str) -> Window | None:
-        """The live window started with `tag` (Legion: a session id); None when none runs."""
-        return next(
-            (w for w in self.list_windows(session) if w.tag == tag and not w.pane_dead), None
-        )
-
     def attach_command(self, session: str, window_id: str, environ: Mapping[str, str]) -> Attach:
         """What shows `window_id` in the terminal whose environment is `environ`: inside a
         tmux client of this same server, `switch-client` (it returns at once, the client
@@ -369,20 +365,26 @@ class Tmux:
                 return window
         return None
 
-    def kill_window(self, target: str, *, pane_pid: int | None = None) -> None:
+    def kill_window(self, target: str, *, pane_pid: int | None = None, wait: bool = True) -> None:
         """Close a window and wait until its process has exited (SIGKILL after a grace period),
         so that what ran there never overlaps with what replaces it. A window that is already
         gone is fine; a tmux that cannot be asked raises `TmuxUnavailable`.
 
-        `pane_pid` (from `list_windows`) saves asking tmux for it."""
+        `pane_pid` (from `list_windows`) saves asking tmux for it. Without `wait`, the process
+        is waited for (and killed after the grace period) by a thread of its own, for a caller
+        whom nothing replaces it for."""
         if pane_pid is None:
             pane_pid = self._live_pane_pid(target)
         args = ("kill-window", "-t", target)
         proc = self.run(*args, check=False)
         if proc.returncode != 0 and not (_no_server(proc) or _says(proc, _NO_WINDOW + _NO_SESSION)):
             raise TmuxUnavailable(_detail(args, proc))
-        if pane_pid is not None:
+        if pane_pid is None:
+            return
+        if wait:
             wait_for_exit(pane_pid)
+        else:
+            threading.Thread(target=wait_for_exit, args=(pane_pid,), name="legion-exit").start()
 
     def _live_pane_pid(self, target: str) -> int | None:
         args = ("display-message", "-p", "-t", target, "#{pane_dead}\t#{pane_pid}")
@@ -400,6 +402,35 @@ class Tmux:
         """The pane's last `lines` lines of screen and history, joined where they wrapped."""
         proc = self.run("capture-pane", "-p", "-J", "-t", target, "-S", f"-{lines}")
         return proc.stdout
+
+    def capture_many(self, targets: Sequence[str], lines: int = 50) -> dict[str, str]:
+        """`capture` of several panes with one tmux client, not one each (the daemon looks at
+        every worker's screen). Each capture is preceded by a line of a random marker naming
+        its target; tmux stops a sequence at a command that fails (a window closed meanwhile),
+        so the targets after it are captured on their own, and one that is gone is left out."""
+        marker = f"legion-capture-{secrets.token_hex(8)}"
+        args: list[str] = []
+        for target in targets:
+            args += [";"] if args else []
+            args += ["display-message", "-p", f"{marker} {target}"]
+            args += [";", "capture-pane", "-p", "-J", "-t", target, "-S", f"-{lines}"]
+        screens: dict[str, list[str]] = {}
+        current: list[str] | None = None
+        if args:
+            for line in self.run(*args, check=False).stdout.splitlines(keepends=True):
+                if line.startswith(marker + " "):
+                    current = screens.setdefault(line[len(marker) + 1 :].rstrip("\n"), [])
+                elif current is not None:
+                    current.append(line)
+        found = {target: "".join(text) for target, text in screens.items()}
+        # The last marker printed may be the target whose capture failed: look at it again.
+        last = next(reversed(screens), None)
+        for target in targets:
+            if target not in found or (target == last and not found[target]):
+                found.pop(target, None)
+                with contextlib.suppress(TmuxError):
+                    found[target] = self.capture(target, lines=lines)
+        return found
 
     def send_text(self, target: str, text: str, *, enter: bool = True) -> None:
         """Type `text` literally (no key names, no shell), then press Enter."""

@@ -45,10 +45,25 @@ class _Starting:
     transcript: Path
     size_before: int
     runtime: AgentRuntime
+    deadline: float  # past it, the start is slow, not failed: no longer watched
     answered_at: float = 0.0  # when keys last went to a first-run dialog
 
 
+@dataclass(frozen=True)
+class Looked:
+    """What one look at the pending starts saw: the issues whose worker began (or that has
+    been starting for longer than `START_TIMEOUT_S`: slow, not failed), and (issue, why) for
+    each whose process died first."""
+
+    begun: list[str]
+    failed: list[tuple[str, str]]
+
+
 class StartWatch:
+    """The workers started and not yet begun. A `legion` command waits for its starts
+    (`await_starts`); the daemon looks at them between its ticks (`look`), so that a pass never
+    waits for a CLI's start-up while another issue's hand-off is due."""
+
     def __init__(self, windows: SessionWindows) -> None:
         self.windows = windows
         self._starting: list[_Starting] = []
@@ -64,47 +79,70 @@ class StartWatch:
     def expect(
         self, issue: str, window_id: str, transcript: Path, size_before: int, runtime: AgentRuntime
     ) -> None:
-        """Note a worker's start, for `await_starts` to see through its first-run dialogs."""
-        self._starting.append(_Starting(issue, window_id, transcript, size_before, runtime))
+        """Note a worker's start, to be seen through its first-run dialogs."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        self._starting.append(
+            _Starting(issue, window_id, transcript, size_before, runtime, deadline)
+        )
+
+    @property
+    def pending(self) -> bool:
+        """Whether a start is still being watched."""
+        return bool(self._starting)
 
     def await_starts(self) -> list[tuple[str, str]]:
         """Wait until every worker started without waiting has recorded its first prompt,
         getting each CLI past any first-run dialog on the way. Returns (issue, why) for those
         whose process died first; a slow start is not a failure, and neither is a moment in
         which tmux cannot be asked."""
-        deadline = time.monotonic() + START_TIMEOUT_S
         failures: list[tuple[str, str]] = []
-        tmux = self.windows.tmux
         try:
-            while self._starting and time.monotonic() < deadline and not self.should_stop():
-                try:
-                    windows = {w.id: w for w in self.windows.list()}
-                except TmuxUnavailable:
-                    time.sleep(0.25)
-                    continue
-                for item in list(self._starting):
-                    if transcript_grew(item.size_before, transcript_size(item.transcript)):
-                        self._starting.remove(item)
-                        continue
-                    window = windows.get(item.window_id)
-                    try:
-                        screen = tmux.capture(item.window_id, lines=60) if window else ""
-                    except TmuxError:
-                        continue  # closed meanwhile, or tmux did not answer: look again
-                    if window is None or window.pane_dead:
-                        failures.append((item.issue, start_failure(screen)))
-                        self._starting.remove(item)
-                        if handover := self._handovers.pop(item.window_id, None):
-                            handover.cancel()  # its reader is gone: do not wait for it
-                        continue
-                    dialog = item.runtime.first_run_dialog(screen)
-                    # One answer per dialog: give the screen time to move on before looking again.
-                    if dialog is not None and time.monotonic() - item.answered_at > 0.7:
-                        for key in dialog[1]:
-                            tmux.send_keys(item.window_id, key)
-                        item.answered_at = time.monotonic()
-                time.sleep(0.1)
+            while self._starting and not self.should_stop():
+                failures += self.look().failed
+                if self._starting:
+                    time.sleep(0.1)
         finally:
             self._starting.clear()
-            self._handovers = {k: h for k, h in self._handovers.items() if h.pending()}
+            self._forget_delivered()
         return failures
+
+    def look(self) -> Looked:
+        """One look at each pending start: begun, died, or at a first-run dialog (answered)."""
+        now = time.monotonic()
+        slow = [item for item in self._starting if now >= item.deadline]
+        self._starting = [item for item in self._starting if item not in slow]
+        begun = [item.issue for item in slow]
+        failed: list[tuple[str, str]] = []
+        try:
+            windows = {w.id: w for w in self.windows.list()}
+        except TmuxUnavailable:
+            return Looked(begun, failed)  # a moment in which tmux cannot be asked: look again
+        tmux = self.windows.tmux
+        for item in list(self._starting):
+            if transcript_grew(item.size_before, transcript_size(item.transcript)):
+                self._starting.remove(item)
+                begun.append(item.issue)
+                continue
+            window = windows.get(item.window_id)
+            try:
+                screen = tmux.capture(item.window_id, lines=60) if window else ""
+            except TmuxError:
+                continue  # closed meanwhile, or tmux did not answer: look again
+            if window is None or window.pane_dead:
+                failed.append((item.issue, start_failure(screen)))
+                self._starting.remove(item)
+                if handover := self._handovers.pop(item.window_id, None):
+                    handover.cancel()  # its reader is gone: do not wait for it
+                continue
+            dialog = item.runtime.first_run_dialog(screen)
+            # One answer per dialog: give the screen time to move on before looking again.
+            if dialog is not None and time.monotonic() - item.answered_at > 0.7:
+                for key in dialog[1]:
+                    tmux.send_keys(item.window_id, key)
+                item.answered_at = time.monotonic()
+        if not self._starting:
+            self._forget_delivered()
+        return Looked(begun, failed)
+
+    def _forget_delivered(self) -> None:
+        self._handovers = {k: h for k, h in self._handovers.items() if h.pending()}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from legion.bus.model import Agent, AgentStatus
 from legion.config import Project
+from legion.daemon_link import WAKE_ENV, wake_fifo
 from legion.plugins import backend_secret_variables
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
@@ -29,6 +30,7 @@ from legion.runtime.tmux import process_args, session_processes, wait_for_exit
 from legion.sessions.starts import StartWatch
 from legion.sessions.windows import SessionWindows
 from legion.statefiles import write_private
+from legion.tracing import span
 
 # Variables of the dispatcher that must not reach a worker: tmux's would make the CLI think it
 # runs in the dispatcher's pane; those a Claude Code session sets for its tools' processes
@@ -98,31 +100,37 @@ class SessionSupervisor:
         Whatever still runs that session, or holds the name, is closed first, and its process
         waited for: one session never runs in two processes, even for a moment (a window left
         by a crash, a stuck controller, a dead pane kept for `peek`)."""
-        runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
-        runtime.prepare(self.env, cwd)
+        trace = issue or "-"
+        with span("start: prepare the runtime", trace):
+            runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
+            runtime.prepare(self.env, cwd)
         env = {key: value for key, value in self.env.items() if inheritable(key)}
         env |= runtime.environment(self.env)
         env |= {
             "LEGION_REPO": str(self.project.root),
+            WAKE_ENV: str(wake_fifo(self.project)),
             # The session's `legion` is this one, whatever the PATH it inherited holds.
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
             **extra_env,
         }
         if self.capabilities is not None:
-            # Minted for this start: the session's earlier capability is revoked with it.
-            env[CAPABILITY_ENV] = self.capabilities.mint(
-                issue, mode=extra_env.get("LEGION_MODE", ""), session_id=sid
-            )
+            with span("start: capability", trace):
+                # Minted for this start: the session's earlier capability is revoked with it.
+                env[CAPABILITY_ENV] = self.capabilities.mint(
+                    issue, mode=extra_env.get("LEGION_MODE", ""), session_id=sid
+                )
             env[SOCKET_ENV] = str(socket_path(self.project.state_dir))
-        self.windows.ensure_session()
-        for window in self.windows.list():
-            if window.name == name or window.tag == sid:
-                self.windows.close_and_wait(window)
-        self._stop_stray(sid)
-        self.windows.ensure_session()  # closing the last window ends the session
+        with span("start: close leftovers", trace):
+            self.windows.ensure_session()
+            for window in self.windows.list():
+                if window.name == name or window.tag == sid:
+                    self.windows.close_and_wait(window)
+            self._stop_stray(sid)
+            self.windows.ensure_session()  # closing the last window ends the session
         # Decided only now: a leftover that was starting may have written the transcript.
         transcript = runtime.transcript(self.env, cwd, sid)
-        agent = self._register_on_bus(sid, extra_env.get("LEGION_MODE", ""), cwd, runtime.name)
+        with span("start: register on the bus", trace):
+            agent = self._register_on_bus(sid, extra_env.get("LEGION_MODE", ""), cwd, runtime.name)
         if agent is not None:
             # What the session's `legion ask`/`complete` carry: a replaced session's are stale.
             env["LEGION_SPAWN_INSTANCE"] = str(agent.spawn_instance)
@@ -133,15 +141,14 @@ class SessionSupervisor:
             inbox=self.inbox_file(sid),
             context=self.context_file(sid),
         )
-        handover = launch.Handover(self.project.state_dir / "launch", argv, cwd, env)
-        handover.start()
-        try:
-            window = self.windows.tmux.start_window(
-                self.windows.session, name, launch.command(handover.path), cwd, tag=sid
-            )
-        except BaseException:
-            handover.cancel()
-            raise
+        with span("start: open the window", trace):
+            handover = launch.Handover(self.project.state_dir / "launch", argv, cwd, env)
+            handover.start()
+            try:
+                window = self.windows.start(name, launch.command(handover.path), cwd, tag=sid)
+            except BaseException:
+                handover.cancel()
+                raise
         self.starts.launched(window.id, handover)
         if window.pane_pid is not None:
             with contextlib.suppress(OSError):  # only ever a help to the next start
@@ -152,8 +159,7 @@ class SessionSupervisor:
         """Close the window running session `sid` (SIGHUP, as tmux does, then SIGKILL after a
         grace period; `force`: SIGKILL at once) and wait for its process. True if one ran."""
         stopped = False
-        tmux = self.windows.tmux
-        if not tmux.has_session(self.windows.session):
+        if not self.windows.tmux.has_session(self.windows.session):
             return False
         for window in self.windows.list():
             if window.tag != sid:
@@ -162,7 +168,7 @@ class SessionSupervisor:
             if force and pid is not None:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-            tmux.kill_window(window.id, pane_pid=pid)
+            self.windows.close_window(window.id, pane_pid=pid)
             stopped = stopped or pid is not None
         self._stop_stray(sid)
         return stopped

@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from legion.config import Project
@@ -23,6 +24,26 @@ class SessionWindows:
     def __init__(self, project: Project, tmux: Tmux) -> None:
         self.project = project
         self.tmux = tmux
+        self._looking = 0  # how deep in `one_look` blocks
+        self._look: list[Window] | None = None  # the windows seen in this look, until a change
+
+    @contextlib.contextmanager
+    def one_look(self) -> Iterator[None]:
+        """Within, `list` asks tmux once and answers from that look until a window is opened
+        or closed through these windows: a daemon tick looks at the windows from several steps
+        (worker and controller health, statuses, the pass), each a tmux client otherwise.
+        What another process changes meanwhile is seen at the next tick, as it would be a
+        moment after any look."""
+        self._looking += 1
+        try:
+            yield
+        finally:
+            self._looking -= 1
+            if not self._looking:
+                self._look = None
+
+    def _changed(self) -> None:
+        self._look = None
 
     @property
     def session(self) -> str:
@@ -33,6 +54,7 @@ class SessionWindows:
         """Open the project's tmux session (its anchor window) unless it is open."""
         if self.tmux.has_session(self.session):
             return
+        self._changed()
         anchor = [sys.executable, "-m", "legion.runtime.anchor"]
         try:
             self.tmux.new_session(self.session, ANCHOR_WINDOW, anchor, self.project.root)
@@ -43,20 +65,37 @@ class SessionWindows:
     def list(self) -> list[Window]:
         """The project's windows. Raises `TmuxUnavailable` when tmux cannot say which run: that
         is unknown, never "none"."""
-        return self.tmux.list_windows(self.session)
+        if self._looking and self._look is not None:
+            return list(self._look)
+        windows = self.tmux.list_windows(self.session)
+        if self._looking:
+            self._look = windows
+        return list(windows)
 
     def controller_window(self) -> Window | None:
         """The controller's window (dead or alive), or None when there is none."""
-        return self.tmux.find_window(self.session, CONTROLLER_WINDOW)
+        return next((w for w in self.list() if w.name == CONTROLLER_WINDOW), None)
 
     def live_window(self, sid: str) -> Window | None:
         """The live window running session `sid`, or None."""
-        return self.tmux.live_tagged(self.session, sid)
+        return next((w for w in self.list() if w.tag == sid and not w.pane_dead), None)
+
+    def start(self, name: str, command: Sequence[str], cwd: Path, *, tag: str) -> Window:
+        """Open window `name` running `command` (its dead pane kept for `peek`), tagged."""
+        self._changed()
+        try:
+            return self.tmux.start_window(self.session, name, [*command], cwd, tag=tag)
+        finally:
+            self._changed()
 
     def screen(self, window_id: str, lines: int = 60) -> str:
         """What the window shows (its last `lines`), as text: what the terminal has already
         acted on."""
         return self.tmux.capture(window_id, lines=lines)
+
+    def screens(self, window_ids: Sequence[str], lines: int = 60) -> dict[str, str]:
+        """`screen` of several windows, read with one tmux client; a window gone is left out."""
+        return self.tmux.capture_many(window_ids, lines=lines)
 
     def send_text(self, window_id: str, text: str) -> None:
         """Type `text` into the window as it is (`send-keys -l`) and press Enter."""
@@ -66,14 +105,27 @@ class SessionWindows:
         """Type a prompt into an idle session, confirmed (`legion.sessions.prompting`)."""
         return prompting.type_prompt(self.tmux, window_id, text, transcript, mark)
 
-    def close_window(self, window_id: str) -> None:
-        """Close a window (a stuck worker's: the reconciler restarts its session)."""
-        self.tmux.kill_window(window_id)
+    def close_window(self, window_id: str, *, pane_pid: int | None = None) -> None:
+        """Close a window (a stuck worker's: the reconciler restarts its session) and wait for
+        its process."""
+        self._changed()
+        self.tmux.kill_window(window_id, pane_pid=pane_pid)
 
     def close_and_wait(self, window: Window) -> None:
-        """Close a window and wait for its process (a retired worker's, a leftover's)."""
+        """Close a window and wait for its process (a leftover of the session about to start)."""
         pid = None if window.pane_dead else window.pane_pid
+        self._changed()
         self.tmux.kill_window(window.id, pane_pid=pid)
+
+    def close_retired(self, window: Window) -> None:
+        """Close a retired worker's window; its process is waited for (SIGKILL after the grace
+        period) beside the caller. Nothing takes its place: the next worker runs another
+        session, and a start of the same session first waits for whatever still runs it
+        (`SessionSupervisor.start_session_window`), so the hand-off need not wait for a CLI's
+        exit."""
+        pid = None if window.pane_dead else window.pane_pid
+        self._changed()
+        self.tmux.kill_window(window.id, pane_pid=pid, wait=False)
 
     def attach_command(self, window_id: str, environ: Mapping[str, str]) -> Attach:
         """How this terminal opens the window read-write (`legion attach`, the TUI)."""
@@ -87,5 +139,6 @@ class SessionWindows:
         """Close the project's tmux session, every window in it; False when there was none."""
         if not self.tmux.has_session(self.session):
             return False
+        self._changed()
         self.tmux.kill_session(self.session)
         return True

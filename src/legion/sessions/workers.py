@@ -36,6 +36,7 @@ from legion.sessions.runtimes import RuntimeChoice
 from legion.sessions.starts import StartWatch
 from legion.sessions.supervisor import SessionSupervisor
 from legion.sessions.windows import SessionWindows
+from legion.tracing import span
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
 
@@ -88,15 +89,18 @@ class WorkerManager:
 
         With `wait`, return once its session has begun; without, the caller collects the start
         with `starts.await_starts()` (so that a reconcile pass starts several workers at once)."""
-        identifier = self.tracker.get_issue(issue).identifier
+        with span("start: look up issue", issue):
+            identifier = self.tracker.get_issue(issue).identifier
         with self._lock():
-            live = [view for view in self.roster.views_of(identifier) if view.state.is_live]
+            with span("start: look at workers", identifier):
+                live = [view for view in self.roster.views_of(identifier) if view.state.is_live]
             if live:
                 raise ConflictError(
                     f"{identifier} already has a live worker: window {live[0].record.window} "
                     f"({live[0].state.value}); see `legion workers`"
                 )
-            workspace = self._workspaces.ensure(identifier)
+            with span("start: workspace", identifier):
+                workspace = self._workspaces.ensure(identifier)
             prompt = self.worker_prompt(identifier, mode)
             return self._start(identifier, mode, workspace.path, prompt, wait, marked)
 
@@ -113,10 +117,12 @@ class WorkerManager:
         held while the prompt is typed."""
         if not prompt.strip():
             raise InputError("the prompt is empty")
-        identifier = self.tracker.get_issue(issue).identifier
+        with span("start: look up issue", issue):
+            identifier = self.tracker.get_issue(issue).identifier
         sid = session_id(self.project.settings.project_id, identifier, session_mode(mode))
         with self._lock():
-            views = self.roster.views_of(identifier)
+            with span("start: look at workers", identifier):
+                views = self.roster.views_of(identifier)
             running = [v for v in views if v.record.session_id == sid and v.state.is_live]
             live = [v for v in views if v.state.is_live]
             window = running[0].window if running else None
@@ -135,7 +141,8 @@ class WorkerManager:
                     f"{identifier} has another live worker: window {live[0].record.window}; "
                     "see `legion workers`"
                 )
-            workspace = self._workspaces.get(identifier) or self._workspaces.ensure(identifier)
+            with span("start: workspace", identifier):
+                workspace = self._workspaces.get(identifier) or self._workspaces.ensure(identifier)
             return self._start(identifier, mode, workspace.path, prompt, wait, marked)
 
     def retire(self, view: WorkerView) -> None:
@@ -144,14 +151,18 @@ class WorkerManager:
         Legion closes a live worker's window only when its mode is done: its agent is marked
         complete first, so whoever looks while the window is gone and the record not yet
         retired never takes it for a worker that died."""
+        issue = view.record.issue
         if view.state.is_live:
             detail = f"retired: {view.record.window}"
-            self.supervisor.mark_on_bus(view.record.session_id, AgentStatus.COMPLETE, detail)
+            with span("retire: mark complete on the bus", issue):
+                self.supervisor.mark_on_bus(view.record.session_id, AgentStatus.COMPLETE, detail)
         if view.window is not None:
-            self.windows.close_and_wait(view.window)
+            with span("retire: close window", issue):
+                self.windows.close_retired(view.window)
         fault_point("worker_window_closed")
-        self.supervisor.revoke(view.record.session_id)
-        self.registry.retire(view.record.id)
+        with span("retire: revoke, forget", issue):
+            self.supervisor.revoke(view.record.session_id)
+            self.registry.retire(view.record.id)
 
     def _start(
         self, issue: str, mode: Mode, workspace: Path, prompt: str, wait: bool, marked: Marker
@@ -166,7 +177,8 @@ class WorkerManager:
         # recorded (the latest record says which worker `worker-active` names), never a worker
         # nobody knows about. A crash before the label leaves a dead record nobody expects,
         # which the next pass forgets.
-        record = self.registry.start(issue, mode, sid, name, workspace, runtime.name)
+        with span("start: record", issue):
+            record = self.registry.start(issue, mode, sid, name, workspace, runtime.name)
         fault_point("after_registry_start")
         with marked(issue):
             try:

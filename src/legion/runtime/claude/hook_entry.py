@@ -110,6 +110,10 @@ def answer(
             via=str(HookEvent.STOP),
             gate=lambda current: hooks.stop_gate(hook_input, current, cap=cap),
         )
+        if messages is None:  # the turn is over: a finished worker may now be closed
+            from legion.daemon_link import turn_ended
+
+            turn_ended(env)
         return hooks.stop_answer(messages)
     if event == HookEvent.USER_PROMPT_SUBMIT:
         messages = session_hooks.prompt_submitted(session, via=str(HookEvent.USER_PROMPT_SUBMIT))

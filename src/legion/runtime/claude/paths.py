@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -65,8 +66,16 @@ def encode_project_dir(path: str) -> str:
 
 
 def transcript_path(env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
-    real = os.path.realpath(workspace)
-    return config_dir(env) / "projects" / encode_project_dir(real) / f"{session_id}.jsonl"
+    folder = project_folder(str(workspace))
+    return Path(f"{config_dir(env)}/projects/{folder}/{session_id}.jsonl")
+
+
+@functools.lru_cache(maxsize=4096)
+def project_folder(workspace: str) -> str:
+    """The CLI's folder name for a workspace (its real path, encoded). Kept: the daemon asks
+    for every worker's transcript several times a tick, and resolving a path is a system call
+    per component; a workspace's real path stays what it was when its worker started."""
+    return encode_project_dir(os.path.realpath(workspace))
 
 
 def newest_activity(transcript: Path) -> float | None:

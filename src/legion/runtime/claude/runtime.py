@@ -301,8 +301,14 @@ def update_json_file(path: Path, update: Any) -> None:
     """Read-modify-write a JSON object file atomically, keeping every key we do not touch.
 
     Under the CLI's own lock, and the replace is atomic, so the CLI never reads a half-written
-    file.
+    file. A file that needs no change is only read, without the lock: every worker's start
+    asks, and running CLIs hold that lock often (a start waited up to a quarter second).
     """
+    try:
+        if not update(json.loads(path.read_text(encoding="utf-8"))):
+            return
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass  # missing, half-written or not an object: the locked path says which
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
         try:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from legion import daemon_link
 from legion.bus import session_hooks
 from legion.bus.session_hooks import HookedSession
 from legion.runtime.codex.runtime import (
@@ -320,6 +321,7 @@ class Session:
                 if prompt:
                     continue
             self._state("idle")
+            daemon_link.turn_ended(self.env)  # a finished worker may now be closed
             self._say("", f"{PROMPT_MARK} waiting for a message (type it and press Enter)")
             if terminal is None:
                 return 0
