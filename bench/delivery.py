@@ -406,7 +406,7 @@ def main() -> None:
     p50, p99 = quantiles(wakes)
     print(
         f"daemon wake-up: post + FIFO write (legion say) -> the daemon's wait returned: "
-        f"p50 {ms(p50)}, p99 {ms(p99)} over {len(wakes)} (includes its 20 ms burst settle)"
+        f"p50 {ms(p50)}, p99 {ms(p99)} over {len(wakes)}"
     )
     for label, tick in (
         (f"{options.agents} live idle workers (~200 KB transcripts)", live),

@@ -241,11 +241,10 @@ class Daemon:
             if not ready and starting:
                 self._run(Step("worker_start", self.start_follow_up.run))
             if ready:
+                # Every poke so far is answered by the one pass that follows; no wait for more
+                # (a burst's later pokes make one more pass, which costs less than a wait
+                # every hand-off would pay).
                 mark("daemon woken")
-                with contextlib.suppress(BlockingIOError):
-                    os.read(fd, 4096)
-                with span("wake: settle"):
-                    time.sleep(0.02)  # let a burst of changes settle into one pass
                 with contextlib.suppress(BlockingIOError):
                     os.read(fd, 4096)
                 return
