@@ -46,6 +46,9 @@ def sweep_done(
     ignored files has them moved to `rescue_to/<issue>/` first, and is removed. `done`: the
     Done issues when the caller has just read them (the tracker is asked only when there is a
     workspace to decide on, and then once)."""
+    if done is not None and not any(workspaces.path_for(issue).is_dir() for issue in done):
+        # Every pass sweeps: when no Done issue has a folder, there is nothing to ask the VCS.
+        return []
     existing = workspaces.list()
     if not existing:
         return []
