@@ -132,6 +132,8 @@ def open_workers(
         runtime=runtimes[plugins.DEFAULT_RUNTIME],
         runtimes=runtimes,
         env=environment,
-        # Sessions get a capability for the relay only where there is a credential to keep.
-        capabilities=Capabilities(backends.db) if relay_needed(settings) else None,
+        # Every session gets a capability: its token for the daemon's model proxy, and, where
+        # the tracker or forge needs a credential, for the relay.
+        capabilities=Capabilities(backends.db),
+        relay=relay_needed(settings),
     )

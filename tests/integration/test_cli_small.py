@@ -126,3 +126,33 @@ def test_readme_names_every_exit_code_and_what_an_id_is() -> None:
         assert code in codes, code
     assert "always the number of a record" not in readme
     assert "a bus message's `id` is a UUID" in readme
+
+
+def test_usage_says_when_none_is_recorded_then_sums_by_issue_phase_and_model(
+    legion: LegionRunner, project: Path
+) -> None:
+    from legion.backends import open_backends
+    from legion.config import load_project
+    from legion.proxy.ledger import Spender, UsageLedger
+    from legion.proxy.metering import Metered
+
+    empty = legion("usage")
+    assert empty.returncode == 0 and empty.stdout.startswith("No model usage recorded yet")
+    assert legion("issue", "create", "A feature").returncode == 0
+    ledger = UsageLedger(open_backends(load_project(project)).db)
+    for output in (10, 20):
+        ledger.record(Spender("s-1", "LEG-1", "plan", "claude-code"), Metered("m", 100, output))
+    ledger.record(Spender("s-0", "", "controller", "claude-code"), Metered("m", 5, 1, 2, 3))
+    rows = json.loads(legion("usage", "--json").stdout)
+    assert [
+        (r["issue"], r["phase"], r["role"], r["responses"], r["total_tokens"]) for r in rows
+    ] == [
+        (None, "controller", "controller", 1, 11),
+        ("LEG-1", "plan", "worker", 2, 230),
+    ]
+    shown = legion("usage", "--issue", "leg-1").stdout
+    assert "LEG-1" in shown and "controller" not in shown and "total: 230 tokens" in shown
+    assert json.loads(legion("usage", "--since", "2999-01-01", "--json").stdout) == []
+    bad = legion("usage", "--since", "yesterday")
+    assert bad.returncode == 2 and "not an ISO date" in bad.stderr
+    assert legion("usage", "--issue", "LEG-99").returncode == 2

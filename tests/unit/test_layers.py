@@ -137,6 +137,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "projects",
                 "messaging",
                 "agent_control",
+                "proxy",
             }
         ),
     ),

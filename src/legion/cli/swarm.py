@@ -97,6 +97,67 @@ def log(
         common.echo(f"{entry.at}  {entry.issue:8}  {entry.action}: {entry.outcome}{detail}")
 
 
+def usage(
+    ctx: typer.Context,
+    issue: Annotated[str | None, typer.Option("--issue", "-i", help="Only this issue.")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", help="Only responses from then on: an ISO date or time (UTC), 2026-11-26."
+        ),
+    ] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Tokens the model reported, as they passed through the daemon's model proxy: by issue,
+    phase, runtime and model (the controller's on a line of its own)."""
+    from legion.core.model import normalize_identifier
+    from legion.proxy.ledger import UsageLedger
+
+    _, backends = common.backends(ctx)
+    only = backends.tracker.get_issue(normalize_identifier(issue)).identifier if issue else None
+    rows = UsageLedger(backends.db).rows(issue=only, since=_since(since))
+    if as_json:
+        common.print_json([row.to_json() for row in rows])
+        return
+    if not rows:
+        typer.echo(
+            f"No model usage recorded{f' for {only}' if only else ''} yet "
+            "(it is recorded by the daemon's model proxy: `legion start`)."
+        )
+        return
+    typer.echo(
+        f"{'ISSUE':8}  {'PHASE':10}  {'MODEL':24}  {'RESPONSES':>9}  {'INPUT':>10}  "
+        f"{'OUTPUT':>9}  {'CACHE W':>9}  {'CACHE R':>10}  {'TOTAL':>11}"
+    )
+    for row in rows:
+        common.echo(
+            f"{row.issue or '-':8}  {row.mode:10}  {row.model[:24]:24}  {row.responses:>9,}  "
+            f"{row.input_tokens:>10,}  {row.output_tokens:>9,}  {row.cache_creation_tokens:>9,}  "
+            f"{row.cache_read_tokens:>10,}  {row.total:>11,}"
+        )
+    total = sum(row.total for row in rows)
+    typer.echo(f"total: {total:,} tokens in {sum(row.responses for row in rows):,} responses")
+
+
+def _since(value: str | None) -> str | None:
+    """`--since` as the ledger's time format (UTC, `...Z`); bad input is a one-line error."""
+    if value is None:
+        return None
+    from datetime import UTC, datetime
+
+    from legion.errors import InputError
+
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"--since {value!r} is not an ISO date or time (e.g. 2026-11-26 or 2026-11-26T09:30)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def feedback(
     ctx: typer.Context,
     issue: Annotated[str, typer.Argument(help="The issue waiting for you.")],

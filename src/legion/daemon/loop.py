@@ -24,9 +24,13 @@ from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
 from legion.errors import ConflictError, LegionError, StoreError
 from legion.judgments import JudgmentQueue
 from legion.pause import DispatchPause
+from legion.proxy import ProxyAccess, clear_access, read_access, write_access
+from legion.proxy.ledger import Spender
+from legion.proxy.server import ModelProxy, upstream_from
 from legion.reconcile import Reconciler
 from legion.relay import relay_needed
 from legion.relay.server import RelayServer, relay_server
+from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
 from legion.statefiles import open_private, touch_private, write_private
 from legion.tracing import mark, span
@@ -174,6 +178,7 @@ class Daemon:
                 fifo.unlink()
             os.mkfifo(fifo, 0o600)
             relay: RelayServer | None = None
+            model_proxy: ModelProxy | None = None
             # Read-write, so the FIFO never reports end-of-file when a writer goes away.
             fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
             started = time.monotonic()
@@ -189,6 +194,7 @@ class Daemon:
                 self.log.append("-", "resume_dispatch", OutcomeKind.DONE, f"was: {cleared}")
             try:
                 relay = self._start_relay()  # before the first tick starts any session
+                model_proxy = self._start_model_proxy()
                 while not self._stopping:
                     self.tick()
                     if self._finished(started):
@@ -198,6 +204,9 @@ class Daemon:
                 os.close(fd)
                 if relay is not None:
                     relay.stop()
+                if model_proxy is not None:
+                    clear_access(self.project.state_dir)
+                    model_proxy.stop()
                 with contextlib.suppress(FileNotFoundError):
                     fifo.unlink()
                 for sig, handler in previous.items():
@@ -213,6 +222,41 @@ class Daemon:
         project = self.project
         server = relay_server(project.state_dir, lambda: open_backends(project, direct=True))
         server.start()
+        return server
+
+    def _start_model_proxy(self) -> ModelProxy:
+        """The model proxy (`legion.proxy`), on the port it had last time when that is free (the
+        sessions it served then are still pointed at it), and the file that tells whoever
+        starts a session where it is."""
+        from legion.embedded.db import Database
+
+        state = self.project.state_dir
+        path = self.backends.db.path
+        upstream = upstream_from(self.env)
+        controller = self.workers.runtimes.controller.name
+
+        def open_db() -> Database:
+            return Database(path, create=False)
+
+        def worker(db: Database, session_id: str) -> Spender | None:
+            record = Registry(db).by_session(session_id)
+            if record is None:
+                return None
+            return Spender(session_id, record.issue, record.mode.value, record.runtime)
+
+        before = read_access(state)
+        port = 0
+        if before is not None:
+            with contextlib.suppress(ValueError):
+                port = int(before.url.rsplit(":", 1)[1])
+        try:
+            server = ModelProxy(
+                upstream, open_db, workers=worker, controller_runtime=controller, port=port
+            )
+        except OSError:  # taken meanwhile: any free port
+            server = ModelProxy(upstream, open_db, workers=worker, controller_runtime=controller)
+        server.start()
+        write_access(state, ProxyAccess(server.url, upstream.holds_credential))
         return server
 
     def _finished(self, started: float) -> bool:

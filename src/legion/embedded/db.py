@@ -157,6 +157,25 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX issue_blockers_blocker ON issue_blockers(blocker_id);
     """,
+    # 8: what each model response used, recorded by the daemon's model proxy as it passed
+    # (`legion.proxy`): the ledger `legion usage` reads.
+    """
+    CREATE TABLE model_usage (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        session_id TEXT NOT NULL DEFAULT '',
+        issue TEXT NOT NULL DEFAULT '',
+        mode TEXT NOT NULL DEFAULT '',
+        runtime TEXT NOT NULL DEFAULT '',
+        model TEXT NOT NULL DEFAULT '',
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_creation_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX model_usage_issue ON model_usage(issue, at);
+    CREATE INDEX model_usage_at ON model_usage(at);
+    """,
 )
 
 

@@ -18,9 +18,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from legion import proxy
 from legion.bus.model import Agent, AgentStatus
 from legion.config import Project
-from legion.daemon_link import WAKE_ENV, wake_fifo
+from legion.daemon_link import WAKE_ENV, running_pid, wake_fifo
 from legion.plugins import backend_secret_variables
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
@@ -71,15 +72,20 @@ class SessionSupervisor:
         starts: StartWatch,
         env: Mapping[str, str],
         capabilities: Capabilities | None = None,
+        *,
+        relay: bool = False,
     ) -> None:
         """`starts`: where a new window's launch is noted, for the wait for starts.
-        `capabilities`: where each session's relay capability is minted, when the project's
-        sessions reach the tracker and forge through the daemon (None: they need none)."""
+        `capabilities`: where each session's capability is minted (None: sessions get none,
+        and reach the model directly); `relay`: whether the project's sessions reach the
+        tracker and forge through the daemon (their capability and its socket are then in
+        their environment)."""
         self.project = project
         self.windows = windows
         self.starts = starts
         self.env = env
         self.capabilities = capabilities
+        self.relay = relay and capabilities is not None
 
     def start_session_window(
         self,
@@ -113,13 +119,18 @@ class SessionSupervisor:
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
             **extra_env,
         }
-        if self.capabilities is not None:
+        access = self._model_access(runtime.name)
+        if self.capabilities is not None and (self.relay or access is not None):
             with span("start: capability", trace):
                 # Minted for this start: the session's earlier capability is revoked with it.
-                env[CAPABILITY_ENV] = self.capabilities.mint(
+                token = self.capabilities.mint(
                     issue, mode=extra_env.get("LEGION_MODE", ""), session_id=sid
                 )
-            env[SOCKET_ENV] = str(socket_path(self.project.state_dir))
+            if self.relay:
+                env[CAPABILITY_ENV] = token
+                env[SOCKET_ENV] = str(socket_path(self.project.state_dir))
+            if access is not None:
+                env = proxy.session_variables(runtime.name, access, token, env)
         with span("start: close leftovers", trace):
             self.windows.ensure_session()
             for window in self.windows.list():
@@ -172,6 +183,16 @@ class SessionSupervisor:
             stopped = stopped or pid is not None
         self._stop_stray(sid)
         return stopped
+
+    def _model_access(self, runtime: str) -> proxy.ProxyAccess | None:
+        """How a session of `runtime` reaches the model through the project's daemon: None when
+        no daemon runs (the session is given the credential, as before the proxy), when the
+        proxy does not serve that runtime, or when no capability can be minted for it."""
+        if runtime not in proxy.PROXIED or self.capabilities is None:
+            return None
+        if running_pid(self.project) is None:
+            return None
+        return proxy.read_access(self.project.state_dir)
 
     def _pid_file(self, sid: str) -> Path:
         return self.project.state_dir / "sessions" / f"{sid}.pid"

@@ -61,12 +61,13 @@ class WorkerManager:
         env: Mapping[str, str],
         capabilities: Capabilities | None = None,
         runtimes: Mapping[str, AgentRuntime] | None = None,
+        relay: bool = False,
     ) -> None:
         """`runtime`: the agent CLI of a session whose own is unknown; `runtimes`: every CLI a
         role can be configured to run on, by name (the `runtime`/`runtimes` settings choose).
         `workspaces`: where a worker's issue is checked out (only dispatch and resume need it).
-        `capabilities`: where each session's relay capability is minted, when the project's
-        sessions reach the tracker and forge through the daemon (None: they need none)."""
+        `capabilities`: where each session's capability is minted (None: sessions get none);
+        `relay`: whether sessions reach the tracker and forge through the daemon."""
         self.project = project
         self.tracker = tracker
         self.registry = registry
@@ -75,7 +76,9 @@ class WorkerManager:
         self.runtimes = RuntimeChoice(project.settings, registry, runtime, runtimes)
         self.windows = SessionWindows(project, tmux)
         self.starts = StartWatch(self.windows)
-        self.supervisor = SessionSupervisor(project, self.windows, self.starts, env, capabilities)
+        self.supervisor = SessionSupervisor(
+            project, self.windows, self.starts, env, capabilities, relay=relay
+        )
         self.roster = WorkerRoster(registry, self.windows, self.runtimes, env)
         self._workspaces = workspaces
 

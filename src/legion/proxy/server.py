@@ -1,0 +1,290 @@
+"""The model proxy: an HTTP server on 127.0.0.1 in the daemon, between each session's CLI and
+the model API.
+
+A request is forwarded to the real endpoint (`ANTHROPIC_BASE_URL` of the daemon's environment,
+else Anthropic's) as it came, and the answer streamed back unbuffered, chunk by chunk, while
+its usage is read off it (`legion.proxy.metering`) and recorded in the ledger
+(`legion.proxy.ledger`) when it ends.
+
+Who asks: when the daemon holds the model credential (`ANTHROPIC_API_KEY`,
+`ANTHROPIC_AUTH_TOKEN` or `CLAUDE_CODE_OAUTH_TOKEN` in its environment), a session holds none:
+its CLI sends the session's capability (`legion.relay.capabilities`) where the key would be,
+the proxy looks it up by its hash, refuses an unknown or revoked one (401), and forwards with
+the real credential. When the daemon holds none (the user logged the CLI in itself), the
+session's own credential passes through, and the session is known by the session id its CLI
+sends (`x-claude-code-session-id`): metered, not contained.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from .ledger import CONTROLLER, Spender, UsageLedger
+from .metering import UsageMeter
+
+if TYPE_CHECKING:
+    import httpx
+
+    from legion.embedded.db import Database
+
+DEFAULT_UPSTREAM = "https://api.anthropic.com"
+# Headers that belong to one connection, never forwarded (RFC 9110, 7.6.1), and the ones the
+# proxy sets itself.
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",
+    }
+)
+_CREDENTIAL_HEADERS = frozenset({"x-api-key", "authorization"})
+OAUTH_BETA = "oauth-2025-04-20"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The real model API and the credential the daemon holds for it (None: the sessions'
+    own pass through)."""
+
+    base_url: str
+    headers: Mapping[str, str]
+
+    @property
+    def holds_credential(self) -> bool:
+        return bool(self.headers)
+
+
+def upstream_from(env: Mapping[str, str]) -> Upstream:
+    """The real endpoint and credential, from the daemon's environment."""
+    base = (env.get("ANTHROPIC_BASE_URL") or DEFAULT_UPSTREAM).rstrip("/")
+    if env.get("ANTHROPIC_API_KEY"):
+        return Upstream(base, {"x-api-key": env["ANTHROPIC_API_KEY"]})
+    if env.get("ANTHROPIC_AUTH_TOKEN"):
+        return Upstream(base, {"authorization": f"Bearer {env['ANTHROPIC_AUTH_TOKEN']}"})
+    if env.get("CLAUDE_CODE_OAUTH_TOKEN"):
+        return Upstream(
+            base,
+            {
+                "authorization": f"Bearer {env['CLAUDE_CODE_OAUTH_TOKEN']}",
+                "anthropic-beta": OAUTH_BETA,
+            },
+        )
+    return Upstream(base, {})
+
+
+def _token(headers: Mapping[str, str]) -> str:
+    key = headers.get("x-api-key", "")
+    if key:
+        return key
+    authorization = headers.get("authorization", "")
+    scheme, _, value = authorization.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
+
+
+class ModelProxy:
+    """The proxy's server and what it needs to know whose each request is."""
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        open_db: Callable[[], Database],
+        *,
+        workers: Callable[[Database, str], Spender | None] = lambda db, sid: None,
+        controller_runtime: str = "",
+        port: int = 0,
+    ) -> None:
+        """`open_db`: the project database, opened for each request (a connection belongs to
+        one thread, and each request is served by its own). `workers`: the worker Legion
+        started as a session id, from that database (None: none it knows)."""
+        self.upstream = upstream
+        self.open_db = open_db
+        self.workers = workers
+        self.controller_runtime = controller_runtime
+        self._client: httpx.Client | None = None
+        self._server = _Server(("127.0.0.1", port), _Handler, self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="legion-model-proxy", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        import httpx
+
+        # No read timeout: a model's stream may pause for minutes between events.
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(None, connect=30.0), follow_redirects=False
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._client is not None:
+            self._client.close()
+
+    # -- whose request ------------------------------------------------------------------------
+
+    def spender(self, db: Database, headers: Mapping[str, str]) -> Spender | None:
+        """Whose request this is; None when it must be refused (a credential-holding proxy and
+        no valid capability)."""
+        from legion.relay.capabilities import Capabilities
+
+        if self.upstream.holds_credential:
+            scope = Capabilities(db).lookup(_token(headers))
+            if scope is None:
+                return None
+            return self._spender(db, scope.session_id, scope.issue or "", scope.mode)
+        return self._spender(db, headers.get("x-claude-code-session-id", ""), "", "")
+
+    def _spender(self, db: Database, session_id: str, issue: str, mode: str) -> Spender:
+        worker = self.workers(db, session_id) if session_id else None
+        if worker is not None:
+            return worker
+        if mode == CONTROLLER or (session_id and not issue):
+            return Spender(session_id, issue, mode or CONTROLLER, self.controller_runtime)
+        return Spender(session_id, issue, mode, "")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[_Handler], proxy: ModelProxy
+    ) -> None:
+        self.proxy = proxy
+        super().__init__(address, handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the CLIs use it
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the daemon's stderr is its log: no line per request
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    def do_POST(self) -> None:
+        self._forward()
+
+    def do_HEAD(self) -> None:
+        self._forward()
+
+    def _refuse(self, status: int, kind: str, message: str) -> None:
+        body = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _forward(self) -> None:
+        proxy = self.server.proxy
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        incoming = {key.lower(): value for key, value in self.headers.items()}
+        try:
+            db = proxy.open_db()
+        except Exception as exc:  # the database cannot be opened: nothing can be checked
+            self._refuse(503, "api_error", f"Legion's model proxy: {exc}")
+            return
+        try:
+            self._forward_as(db, proxy, body, incoming)
+        finally:
+            db.close()
+
+    def _forward_as(
+        self, db: Database, proxy: ModelProxy, body: bytes, incoming: dict[str, str]
+    ) -> None:
+        spender = proxy.spender(db, incoming)
+        if spender is None:
+            self._refuse(
+                401,
+                "authentication_error",
+                "Legion's model proxy: this session's capability is unknown or revoked "
+                "(the session was retired or started again)",
+            )
+            return
+        headers = {k: v for k, v in incoming.items() if k not in _HOP_BY_HOP}
+        if proxy.upstream.holds_credential:
+            headers = {k: v for k, v in headers.items() if k not in _CREDENTIAL_HEADERS}
+            for key, value in proxy.upstream.headers.items():
+                if key == "anthropic-beta" and headers.get(key):
+                    headers[key] = f"{headers[key]},{value}"
+                else:
+                    headers[key] = value
+        headers["accept-encoding"] = "identity"  # usage is read off the bytes as they pass
+        streaming = _wants_stream(body)
+        assert proxy._client is not None
+        request = proxy._client.build_request(
+            self.command, proxy.upstream.base_url + self.path, headers=headers, content=body
+        )
+        try:
+            response = proxy._client.send(request, stream=True)
+        except Exception as exc:  # httpx.HTTPError, an OSError: the upstream is unreachable
+            self._refuse(502, "api_error", f"Legion's model proxy could not reach the API: {exc}")
+            return
+        meter = UsageMeter(streaming=streaming)
+        try:
+            self.send_response(response.status_code)
+            for key, value in response.headers.multi_items():
+                if key.lower() not in _HOP_BY_HOP and key.lower() != "content-encoding":
+                    self.send_header(key, value)
+            chunked = self.command != "HEAD"
+            if chunked:
+                self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            if chunked:
+                for chunk in response.iter_raw():
+                    if not chunk:
+                        continue
+                    meter.feed(chunk)
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the CLI went away: what passed is still recorded
+        finally:
+            response.close()
+            _record(UsageLedger(db), spender, meter)
+
+
+def _wants_stream(body: bytes) -> bool:
+    try:
+        request = json.loads(body) if body else None
+    except ValueError:
+        return False
+    return isinstance(request, dict) and request.get("stream") is True
+
+
+def _record(ledger: UsageLedger, spender: Spender, meter: UsageMeter) -> None:
+    used = meter.result()
+    if used is None:
+        return
+    try:
+        ledger.record(spender, used)
+    except Exception as exc:  # a ledger that cannot be written never fails the session
+        print(f"legion: model usage not recorded: {exc}", file=sys.stderr, flush=True)

@@ -1,0 +1,106 @@
+"""The daemon's model proxy (`legion.proxy.server`) between a client and the scripted model
+server, both real HTTP servers on 127.0.0.1: a session's capability stands in for the key, an
+unknown or revoked one is refused before anything reaches the model, the stream comes back
+as the model sent it, and its usage lands in the ledger by issue and phase."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from legion.backends import open_backends
+from legion.config import load_project
+from legion.embedded.db import Database
+from legion.proxy.ledger import UsageLedger
+from legion.proxy.metering import UsageMeter
+from legion.proxy.server import ModelProxy, upstream_from
+from legion.relay.capabilities import Capabilities
+from tests.fakes.model_server import FakeModelServer, Scenario, text
+
+pytestmark = pytest.mark.timeout(60)
+
+REQUEST = {
+    "model": "claude-opus-5-5",
+    "max_tokens": 100,
+    "stream": True,
+    "messages": [{"role": "user", "content": "hello"}],
+}
+
+
+@pytest.fixture
+def db_path(project: Path) -> Path:
+    return open_backends(load_project(project)).db.path
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModelServer]:
+    with FakeModelServer([Scenario("hello", [[text("hi there")]])]) as server:
+        yield server
+
+
+def start_proxy(db_path: Path, env: dict[str, str]) -> ModelProxy:
+    proxy = ModelProxy(upstream_from(env), lambda: Database(db_path, create=False))
+    proxy.start()
+    return proxy
+
+
+def ask(proxy: ModelProxy, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(f"{proxy.url}/v1/messages?beta=true", json=REQUEST, headers=headers)
+
+
+def test_a_capability_stands_in_for_the_key_and_the_usage_is_recorded(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    capabilities = Capabilities(Database(db_path))
+    token = capabilities.mint("LEG-1", mode="plan", session_id="sid-1")
+    proxy = start_proxy(db_path, {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "k"})
+    try:
+        refused = ask(proxy, {"x-api-key": "not-a-capability"})
+        assert refused.status_code == 401
+        assert refused.json()["error"]["type"] == "authentication_error"
+        assert model.requests == []  # nothing reached the model
+        answered = ask(proxy, {"authorization": f"Bearer {token}"})
+        assert answered.status_code == 200
+        assert "event: message_start" in answered.text and "content_block_delta" in answered.text
+        meter = UsageMeter(streaming=True)
+        meter.feed(answered.content)
+        sent = meter.result()
+        assert sent is not None and sent.input_tokens > 0 and sent.output_tokens > 0
+        [row] = UsageLedger(Database(db_path)).rows()
+        assert (row.issue, row.mode, row.model, row.responses) == ("LEG-1", "plan", sent.model, 1)
+        assert (row.input_tokens, row.output_tokens) == (sent.input_tokens, sent.output_tokens)
+        capabilities.revoke_session("sid-1")  # the worker is retired
+        assert ask(proxy, {"authorization": f"Bearer {token}"}).status_code == 401
+        assert len(model.requests) == 1
+    finally:
+        proxy.stop()
+
+
+def test_without_a_credential_of_its_own_the_proxy_passes_the_sessions_through_and_meters(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    proxy = start_proxy(db_path, {"ANTHROPIC_BASE_URL": model.base_url})
+    try:
+        answered = ask(proxy, {"x-api-key": "the-sessions-own", "x-claude-code-session-id": "s-9"})
+        assert answered.status_code == 200
+        [row] = UsageLedger(Database(db_path)).rows()
+        assert (row.issue, row.mode) == ("", "controller")  # a session Legion has no record of
+    finally:
+        proxy.stop()
+
+
+def test_an_unreachable_model_is_a_502_with_the_apis_error_shape(db_path: Path) -> None:
+    token = Capabilities(Database(db_path)).mint("LEG-1", mode="plan", session_id="sid-1")
+    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_API_KEY": "k"}
+    proxy = start_proxy(db_path, env)
+    try:
+        failed = ask(proxy, {"authorization": f"Bearer {token}"})
+        assert failed.status_code == 502
+        assert json.loads(failed.text)["error"]["type"] == "api_error"
+        assert "k" not in failed.json()["error"]["message"].split()
+    finally:
+        proxy.stop()
