@@ -523,12 +523,15 @@ def test_open_backends_uses_the_relay_only_in_a_session_of_a_remote_project(
     assert not isinstance(persons.tracker, RelayTracker)
 
 
-def test_open_workers_mints_only_for_remote_projects(relay: Relay) -> None:
-    assert open_workers(relay.project, relay.backends).capabilities is None
+def test_open_workers_relays_only_for_remote_projects(relay: Relay) -> None:
+    """Every session gets a capability (its token for the model proxy); only a remote
+    project's sessions are given the relay's socket."""
+    embedded = open_workers(relay.project, relay.backends).supervisor
+    assert embedded.capabilities is not None and not embedded.relay
     remote = dataclasses.replace(
         relay.project, settings=dataclasses.replace(relay.project.settings, forge="github")
     )
-    assert open_workers(remote, relay.backends).capabilities is not None
+    assert open_workers(remote, relay.backends).supervisor.relay
 
 
 # -- the daemon ------------------------------------------------------------------------------------

@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from legion.plugins import CLAUDE_CODE
+
 # The model credentials a Claude Code session may be given; with a proxy that holds the
 # credential, none of them reaches the session.
 CLAUDE_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
-CLAUDE_CODE = "claude-code"
 # The runtimes whose sessions the proxy serves.
 PROXIED = frozenset({CLAUDE_CODE})
 # Where the daemon says its proxy listens, and whether it holds the credential.

@@ -247,6 +247,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(502, "api_error", f"Legion's model proxy could not reach the API: {exc}")
             return
         meter = UsageMeter(streaming=streaming)
+        ledger = UsageLedger(db)
+        recorded = False
         try:
             self.send_response(response.status_code)
             for key, value in response.headers.multi_items():
@@ -263,13 +265,17 @@ class _Handler(BaseHTTPRequestHandler):
                     meter.feed(chunk)
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
+                # Recorded before the answer ends: whoever has the whole answer finds its usage.
+                recorded = True
+                _record(ledger, spender, meter)
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the CLI went away: what passed is still recorded
         finally:
             response.close()
-            _record(UsageLedger(db), spender, meter)
+            if not recorded:  # cut short: what passed is still recorded
+                _record(ledger, spender, meter)
 
 
 def _wants_stream(body: bytes) -> bool:

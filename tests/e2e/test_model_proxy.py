@@ -1,0 +1,82 @@
+"""The model key stays with the daemon: `legion demo` on the real Claude Code CLI, its sessions
+looked at from outside while they run (`/proc/PID/environ`, as any process of the user could),
+and the usage its proxy recorded set against what the transcripts say."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from legion.demo.offline import FAKE_API_KEY
+from tests.support.claude_env import find_claude
+from tests.support.cli import run_legion
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+
+def session_environments(seen: dict[int, dict[str, str]], stop: threading.Event) -> None:
+    """Every process that runs a Legion session (its environment names one), as it was seen."""
+    while not stop.wait(0.05):
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) in seen:
+                continue
+            with contextlib.suppress(OSError):
+                raw = (proc / "environ").read_bytes()
+                if b"LEGION_SESSION_ID=" not in raw:
+                    continue
+                cmdline = (proc / "cmdline").read_bytes()
+                if b"claude" not in cmdline:
+                    continue  # its launcher, before it became the CLI
+                pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
+                seen[int(proc.name)] = {k.decode(): v.decode(errors="replace") for k, _, v in pairs}
+
+
+def test_no_session_holds_the_model_key_and_the_proxy_meters_what_the_transcripts_say(
+    tmp_path: Path,
+) -> None:
+    seen: dict[int, dict[str, str]] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=session_environments, args=(seen, stop), daemon=True)
+    watcher.start()
+    env = {"LEGION_CLAUDE_BIN": str(find_claude())}
+    try:
+        result = run_legion(
+            "demo", "--dir", str(tmp_path / "demo"), "--issues", "1", cwd=tmp_path, env=env
+        )
+    finally:
+        stop.set()
+        watcher.join(5)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 of 1 issues Done" in result.stdout
+    # Every session: the controller and the six workers of one issue at least.
+    modes = {environ.get("LEGION_MODE") for environ in seen.values()}
+    assert {"controller", "plan", "implement", "review", "retro", "finish"} <= modes, modes
+    for pid, environ in seen.items():
+        assert not any(FAKE_API_KEY in value for value in environ.values()), pid
+        assert "ANTHROPIC_API_KEY" not in environ and "CLAUDE_CODE_OAUTH_TOKEN" not in environ
+        assert environ["ANTHROPIC_AUTH_TOKEN"] != FAKE_API_KEY
+        assert environ["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
+    repo = tmp_path / "demo" / "repo"
+    # The ledger the proxy kept is what the transcripts say, phase by phase.
+    usage = json.loads(run_legion("usage", "--json", cwd=repo, env=env).stdout)
+    shown = json.loads(run_legion("issue", "show", "LEG-1", "--json", cwd=repo, env=env).stdout)
+    by_phase: dict[str, dict[str, int]] = {}
+    for row in usage:
+        if row["issue"] == "LEG-1":
+            phase = by_phase.setdefault(row["phase"], {"input": 0, "output": 0})
+            phase["input"] += row["input_tokens"] + row["cache_read_tokens"]
+            phase["input"] += row["cache_creation_tokens"]
+            phase["output"] += row["output_tokens"]
+    transcripts = {
+        phase: {
+            "input": used["input"] + used["cache_read"] + used["cache_write"],
+            "output": used["output"],
+        }
+        for phase, used in shown["usage"]["phases"].items()
+    }
+    assert by_phase == transcripts
+    assert any(row["phase"] == "controller" for row in usage)
