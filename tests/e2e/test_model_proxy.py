@@ -51,7 +51,7 @@ def test_no_session_holds_the_model_key_and_the_proxy_meters_what_the_transcript
         stop.set()
         watcher.join(5)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 of 1 issues Done" in result.stdout
+    assert "1 of 1 issue Done" in result.stdout
     # Every session: the controller and the six workers of one issue at least.
     modes = {environ.get("LEGION_MODE") for environ in seen.values()}
     assert {"controller", "plan", "implement", "review", "retro", "finish"} <= modes, modes

@@ -304,6 +304,9 @@ class ScriptedHandler(BaseHTTPRequestHandler):
     its errors and streams look (`_error`, `_sse_events`, `_body_problem`)."""
 
     protocol_version = "HTTP/1.1"
+    # A stream is many small writes: with Nagle's algorithm each waits for the client's
+    # delayed ACK of the one before (40 ms on Linux), as a real API's server does not.
+    disable_nagle_algorithm = True
     server: ScriptedHTTPServer
     request_id_header: ClassVar[str] = "request-id"
     server_label: ClassVar[str] = "fake model server"

@@ -178,6 +178,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the CLIs use it
+    disable_nagle_algorithm = True  # each chunk goes out as it comes, not after a delayed ACK
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
