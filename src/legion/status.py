@@ -14,6 +14,7 @@ from legion.config import Project
 from legion.core.usage import Usage
 from legion.daemon_link import heartbeat_file, running_pid
 from legion.errors import LegionError
+from legion.proxy import ProxyAccess, read_access
 
 if TYPE_CHECKING:
     from legion.actionlog import Entry
@@ -50,6 +51,24 @@ class StatusReport:
     usage: Mapping[str, Mapping[str, Usage]]  # by issue a worker is on, by phase
     last_actions: list[Entry]
     now: float  # when it was read (ages are relative to it)
+    # How Claude Code sessions reach the model: through the daemon's proxy (None: no daemon
+    # runs, so a session started now is given the model key itself).
+    model_proxy: ProxyAccess | None = None
+
+    @property
+    def model_line(self) -> str:
+        """One line: who holds the model key, said plainly when the sessions do."""
+        access = self.model_proxy
+        if access is None:
+            return (
+                "sessions started now hold the model key (no daemon runs its proxy: `legion start`)"
+            )
+        if access.holds_credential:
+            return f"through the daemon's proxy ({access.url}); the daemon holds the key"
+        return (
+            f"through the daemon's proxy ({access.url}), metered; sessions use their own "
+            "login (the daemon holds no key)"
+        )
 
     def to_json(self, usage_json: Any) -> dict[str, Any]:
         """What `legion status --json` prints; `usage_json` renders an issue's phases."""
@@ -73,6 +92,12 @@ class StatusReport:
             # The tokens of each issue a worker is on, by phase (`legion issue show` for any).
             "usage": {issue: usage_json(phases) for issue, phases in self.usage.items()},
             "last_actions": [entry.to_json() for entry in self.last_actions],
+            "model_proxy": None
+            if self.model_proxy is None
+            else {
+                "url": self.model_proxy.url,
+                "holds_credential": self.model_proxy.holds_credential,
+            },
         }
         if self.unknown is not None:
             data["unknown"] = self.unknown
@@ -129,6 +154,7 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         usage=usage,
         last_actions=ActionLog(backends.db).tail(10),
         now=now,
+        model_proxy=None if daemon is None else read_access(project.state_dir),
     )
 
 

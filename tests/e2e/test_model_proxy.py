@@ -18,29 +18,36 @@ from tests.support.cli import run_legion
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
-def session_environments(seen: dict[int, dict[str, str]], stop: threading.Event) -> None:
-    """Every process that runs a Legion session (its environment names one), as it was seen."""
+Environ = dict[str, str]
+
+
+def session_environments(
+    clis: dict[int, Environ], others: dict[int, Environ], stop: threading.Event
+) -> None:
+    """Every process of a Legion session (its environment names one), as it was seen: the
+    Claude Code CLIs themselves, and everything else (launchers, hooks, tool commands)."""
     while not stop.wait(0.05):
         for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit() or int(proc.name) in seen:
+            if not proc.name.isdigit() or int(proc.name) in clis or int(proc.name) in others:
                 continue
             with contextlib.suppress(OSError):
                 raw = (proc / "environ").read_bytes()
                 if b"LEGION_SESSION_ID=" not in raw:
                     continue
-                cmdline = (proc / "cmdline").read_bytes()
-                if b"claude" not in cmdline:
-                    continue  # its launcher, before it became the CLI
+                argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
                 pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
-                seen[int(proc.name)] = {k.decode(): v.decode(errors="replace") for k, _, v in pairs}
+                environ = {k.decode(): v.decode(errors="replace") for k, _, v in pairs}
+                cli = argv0.rsplit(b"/", 1)[-1].startswith(b"claude")
+                (clis if cli else others)[int(proc.name)] = environ
 
 
 def test_no_session_holds_the_model_key_and_the_proxy_meters_what_the_transcripts_say(
     tmp_path: Path,
 ) -> None:
-    seen: dict[int, dict[str, str]] = {}
+    seen: dict[int, Environ] = {}
+    others: dict[int, Environ] = {}
     stop = threading.Event()
-    watcher = threading.Thread(target=session_environments, args=(seen, stop), daemon=True)
+    watcher = threading.Thread(target=session_environments, args=(seen, others, stop), daemon=True)
     watcher.start()
     env = {"LEGION_CLAUDE_BIN": str(find_claude())}
     try:
@@ -55,12 +62,19 @@ def test_no_session_holds_the_model_key_and_the_proxy_meters_what_the_transcript
     # Every session: the controller and the six workers of one issue at least.
     modes = {environ.get("LEGION_MODE") for environ in seen.values()}
     assert {"controller", "plan", "implement", "review", "retro", "finish"} <= modes, modes
-    for pid, environ in seen.items():
+    for pid, environ in [*seen.items(), *others.items()]:  # nothing of a session has it
         assert not any(FAKE_API_KEY in value for value in environ.values()), pid
+    for environ in seen.values():
         assert "ANTHROPIC_API_KEY" not in environ and "CLAUDE_CODE_OAUTH_TOKEN" not in environ
         assert environ["ANTHROPIC_AUTH_TOKEN"] != FAKE_API_KEY
         assert environ["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
     repo = tmp_path / "demo" / "repo"
+    # A bearer token is no key the CLI asks about: no dialog was answered for a capability
+    # (the CLI would have kept its last 20 characters as approved).
+    config = json.loads((tmp_path / "demo" / "claude-config" / ".claude.json").read_text())
+    approved = config.get("customApiKeyResponses", {}).get("approved", [])
+    tokens = {environ["ANTHROPIC_AUTH_TOKEN"][-20:] for environ in seen.values()}
+    assert not tokens & set(approved), approved
     # The ledger the proxy kept is what the transcripts say, phase by phase.
     usage = json.loads(run_legion("usage", "--json", cwd=repo, env=env).stdout)
     shown = json.loads(run_legion("issue", "show", "LEG-1", "--json", cwd=repo, env=env).stdout)

@@ -6,6 +6,10 @@ as the model sent it, and its usage lands in the ledger by issue and phase."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,3 +108,55 @@ def test_an_unreachable_model_is_a_502_with_the_apis_error_shape(db_path: Path) 
         assert "k" not in failed.json()["error"]["message"].split()
     finally:
         proxy.stop()
+
+
+def test_the_daemon_serves_the_proxy_on_the_same_port_and_status_says_who_holds_the_key(
+    project: Path, tmp_path: Path, model: FakeModelServer
+) -> None:
+    """The real daemon (in this process; no Claude Code CLI, so the controller's start fails):
+    while it runs, its proxy answers (a stranger is refused) and `legion status` says the
+    daemon holds the key; started again, it listens where it did; stopped, it says so."""
+    from legion.daemon import Daemon, DaemonConfig
+    from legion.proxy import read_access
+    from tests.support.cli import run_legion
+
+    tmux_dir = Path(tempfile.mkdtemp(prefix="lgm-"))
+    env = dict(os.environ) | {
+        "LEGION_TMUX_SOCKET": str(tmux_dir / "sock"),
+        "LEGION_TMUX_CONFIG": "/dev/null",
+        "LEGION_CLAUDE_BIN": str(tmp_path / "no-such-claude"),
+        "ANTHROPIC_BASE_URL": model.base_url,
+        "ANTHROPIC_API_KEY": "sk-the-daemons-own",
+    }
+    loaded = load_project(project, env=env)
+    urls: list[str] = []
+
+    def look(backends: object) -> bool:
+        access = read_access(loaded.state_dir)
+        assert access is not None and access.holds_credential
+        urls.append(access.url)
+        refused = httpx.post(f"{access.url}/v1/messages", json=REQUEST, headers={"x-api-key": "x"})
+        assert refused.status_code == 401
+        status = run_legion("status", "--json", cwd=project, env=env)
+        assert json.loads(status.stdout)["model_proxy"] == {
+            "url": access.url,
+            "holds_credential": True,
+        }
+        assert "the daemon holds the key" in run_legion("status", cwd=project, env=env).stdout
+        return True
+
+    try:
+        for _ in range(2):
+            Daemon(loaded, DaemonConfig(tick=0.2, run_for=20.0, stop_when=look), env).run()
+    finally:
+        subprocess.run(
+            ["tmux", "-S", str(tmux_dir / "sock"), "kill-server"], capture_output=True, check=False
+        )
+        shutil.rmtree(tmux_dir, ignore_errors=True)
+    assert len(urls) == 2 and urls[0] == urls[1]
+    stopped = run_legion("status", cwd=project, env=env).stdout
+    assert "sessions started now hold the model key" in stopped
+    assert (
+        json.loads(run_legion("status", "--json", cwd=project, env=env).stdout)["model_proxy"]
+        is None
+    )

@@ -378,6 +378,7 @@ def _print_status(report: StatusReport) -> None:
         + (f", heartbeat {beat:.0f}s ago" if beat is not None else "")
     )
     typer.echo(f"controller: {report.controller_state} ({report.controller_runtime})")
+    typer.echo(f"model:      {report.model_line}")
     pause = report.pause
     if pause.reason is not None:
         common.echo(f"dispatch:   PAUSED since {pause.paused_at}: {pause.reason}")

@@ -24,7 +24,7 @@ from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
 from legion.errors import ConflictError, LegionError, StoreError
 from legion.judgments import JudgmentQueue
 from legion.pause import DispatchPause
-from legion.proxy import ProxyAccess, clear_access, read_access, write_access
+from legion.proxy import ProxyAccess, read_access, write_access
 from legion.proxy.ledger import Spender
 from legion.proxy.server import ModelProxy, upstream_from
 from legion.reconcile import Reconciler
@@ -205,8 +205,7 @@ class Daemon:
                 if relay is not None:
                     relay.stop()
                 if model_proxy is not None:
-                    clear_access(self.project.state_dir)
-                    model_proxy.stop()
+                    model_proxy.stop()  # its file stays: the next start takes the same port
                 with contextlib.suppress(FileNotFoundError):
                     fifo.unlink()
                 for sig, handler in previous.items():

@@ -21,7 +21,8 @@ from legion.plugins import CLAUDE_CODE
 CLAUDE_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 # The runtimes whose sessions the proxy serves.
 PROXIED = frozenset({CLAUDE_CODE})
-# Where the daemon says its proxy listens, and whether it holds the credential.
+# Where the daemon says its proxy listens, and whether it holds the credential. Read only while
+# the daemon runs (its lock held); kept when it stops, so that the next start takes the port.
 ACCESS_FILE = "model-proxy"
 
 
@@ -38,10 +39,6 @@ def write_access(state_dir: Path, access: ProxyAccess) -> None:
 
     mode = "credential" if access.holds_credential else "passthrough"
     write_private(state_dir / ACCESS_FILE, f"{access.url} {mode}\n")
-
-
-def clear_access(state_dir: Path) -> None:
-    (state_dir / ACCESS_FILE).unlink(missing_ok=True)
 
 
 def read_access(state_dir: Path) -> ProxyAccess | None:
