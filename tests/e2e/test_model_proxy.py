@@ -26,7 +26,7 @@ def session_environments(
 ) -> None:
     """Every process of a Legion session (its environment names one), as it was seen: the
     Claude Code CLIs themselves, and everything else (launchers, hooks, tool commands)."""
-    while not stop.wait(0.05):
+    while not stop.wait(0.2):
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit() or int(proc.name) in clis or int(proc.name) in others:
                 continue

@@ -246,7 +246,7 @@ def test_a_stale_controller_is_restarted_in_its_session_no_sooner_than_the_coold
     assert min(gaps) >= cooldown - 0.5, f"restarted sooner than the cooldown: {gaps}"
     # Stale for longer than a tick without a restart: the cooldown held it back.
     restarts = actions(swarm, "restart_controller")
-    assert longest_quiet >= stale_after + 1.0, [(e["at"], e["detail"]) for e in restarts]
+    assert longest_quiet >= stale_after + 1.0, [(e["created_at"], e["detail"]) for e in restarts]
     assert len(restarts) == len(starts)
     assert all("stale" in e["detail"] for e in restarts[1:])
     assert len(transcripts_of(swarm, sid)) == 1
