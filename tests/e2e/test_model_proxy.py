@@ -22,17 +22,19 @@ Environ = dict[str, str]
 
 
 def session_environments(
-    clis: dict[int, Environ], others: dict[int, Environ], stop: threading.Event
+    root: Path, clis: dict[int, Environ], others: dict[int, Environ], stop: threading.Event
 ) -> None:
-    """Every process of a Legion session (its environment names one), as it was seen: the
-    Claude Code CLIs themselves, and everything else (launchers, hooks, tool commands)."""
+    """Every process of a session of the project under `root` (its environment names a
+    session and that project: other tests run beside this one), as it was seen: the Claude
+    Code CLIs themselves, and everything else (launchers, hooks, tool commands)."""
+    project = f"LEGION_REPO={root}".encode()
     while not stop.wait(0.2):
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit() or int(proc.name) in clis or int(proc.name) in others:
                 continue
             with contextlib.suppress(OSError):
                 raw = (proc / "environ").read_bytes()
-                if b"LEGION_SESSION_ID=" not in raw:
+                if b"LEGION_SESSION_ID=" not in raw or project not in raw:
                     continue
                 argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
                 pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
@@ -47,7 +49,9 @@ def test_no_session_holds_the_model_key_and_the_proxy_meters_what_the_transcript
     seen: dict[int, Environ] = {}
     others: dict[int, Environ] = {}
     stop = threading.Event()
-    watcher = threading.Thread(target=session_environments, args=(seen, others, stop), daemon=True)
+    watcher = threading.Thread(
+        target=session_environments, args=(tmp_path, seen, others, stop), daemon=True
+    )
     watcher.start()
     env = {"LEGION_CLAUDE_BIN": str(find_claude())}
     try:
