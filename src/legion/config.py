@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from legion import plugins
+from legion.core.budget import Limits
 from legion.core.model import Status, validate_issue_key, validate_label_name
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, EVERY_ISSUE
 from legion.core.statusmap import parse_status_table
@@ -203,6 +204,7 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("state_dir", path),
     SettingSpec("wip_limit", _wip_limit),
     SettingSpec("token_budget", _wip_limit),
+    SettingSpec("daily_token_budget", _wip_limit),
     SettingSpec("labels", _labels, (), parse_env=_labels_from_env),
     SettingSpec(
         "backlog_opt_in_labels",
@@ -249,6 +251,8 @@ class Settings:
     state_dir: Path | None = None
     wip_limit: int | None = None
     token_budget: int | None = None  # tokens an issue's workers may use before a human is asked
+    # Tokens every session together may use in a day (from 00:00 UTC) before requests stop.
+    daily_token_budget: int | None = None
     labels: tuple[str, ...] = ()
     # A Backlog issue is worked on only with one of these labels (["*"]: every one).
     backlog_opt_in_labels: tuple[str, ...] = DEFAULT_BACKLOG_OPT_IN
@@ -281,6 +285,11 @@ class Settings:
             if any(spec.name == name for spec in kind.specs):
                 return section_value(self.section(kind), name)
         raise KeyError(name)
+
+    @property
+    def limits(self) -> Limits:
+        """The token budgets the model proxy and a pass enforce."""
+        return Limits(self.token_budget, self.daily_token_budget)
 
     def runtime_for(self, role: str) -> str:
         """The agent CLI that runs `role` (a mode's session mode, or `controller`)."""

@@ -10,8 +10,11 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +22,11 @@ import pytest
 from legion.backends import open_backends
 from legion.config import load_project
 from legion.embedded.db import Database
-from legion.proxy.ledger import UsageLedger
+from legion.actionlog import ActionLog
+from legion.core.budget import Limits, Spent
+from legion.proxy.budget import Allowances
+from legion.proxy.ledger import Spender, UsageLedger
+from legion.proxy.limits import HoldRecord, why_held
 from legion.proxy.metering import UsageMeter
 from legion.proxy.server import ModelProxy, upstream_from
 from legion.relay.capabilities import Capabilities
@@ -46,8 +53,8 @@ def model() -> Iterator[FakeModelServer]:
         yield server
 
 
-def start_proxy(db_path: Path, env: dict[str, str]) -> ModelProxy:
-    proxy = ModelProxy(upstream_from(env), lambda: Database(db_path, create=False))
+def start_proxy(db_path: Path, env: dict[str, str], **options: Any) -> ModelProxy:
+    proxy = ModelProxy(upstream_from(env), lambda: Database(db_path, create=False), **options)
     proxy.start()
     return proxy
 
@@ -76,7 +83,7 @@ def test_a_capability_stands_in_for_the_key_and_the_usage_is_recorded(
         assert sent is not None and sent.input_tokens > 0 and sent.output_tokens > 0
         [row] = UsageLedger(Database(db_path)).rows()
         assert (row.issue, row.mode, row.model, row.responses) == ("LEG-1", "plan", sent.model, 1)
-        assert (row.input_tokens, row.output_tokens) == (sent.input_tokens, sent.output_tokens)
+        assert (row.used.input, row.used.output) == (sent.input_tokens, sent.output_tokens)
         capabilities.revoke_session("sid-1")  # the worker is retired
         assert ask(proxy, {"authorization": f"Bearer {token}"}).status_code == 401
         assert len(model.requests) == 1
@@ -160,3 +167,107 @@ def test_the_daemon_serves_the_proxy_on_the_same_port_and_status_says_who_holds_
         json.loads(run_legion("status", "--json", cwd=project, env=env).stdout)["model_proxy"]
         is None
     )
+
+
+def test_a_spent_budget_refuses_the_next_request_before_it_reaches_the_model(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    """The issue's budget: the request that finds it spent is refused with a message the CLI
+    shows (402, not retried), the daemon is told whose it was, and an allowance a human's
+    answer gave lets the session go on; the day's budget stops the controller too."""
+    capabilities = Capabilities(Database(db_path))
+    token = capabilities.mint("LEG-1", mode="implement", session_id="sid-1")
+    told: list[tuple[Spender, Spent]] = []
+    env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "k"}
+    limits = Limits(token_budget=10)  # the first answer alone uses more
+    proxy = start_proxy(db_path, env, limits=limits, refused=lambda *r: told.append(r))
+    as_worker = {"authorization": f"Bearer {token}"}
+    try:
+        assert ask(proxy, as_worker).status_code == 200
+        used = UsageLedger(Database(db_path)).total(issue="LEG-1")
+        assert used >= 10
+        refused = ask(proxy, as_worker)
+        assert refused.status_code == 402
+        error = refused.json()["error"]
+        assert error["type"] == "billing_error"
+        assert f"LEG-1's token budget is spent ({used:,} of 10 tokens)" in error["message"]
+        assert len(model.message_requests()) == 1  # the refused one never reached the model
+        [(spender, spent)] = told
+        assert (spender.session_id, spender.issue, spent.issue, spent.used) == (
+            "sid-1",
+            "LEG-1",
+            "LEG-1",
+            used,
+        )
+        Allowances(Database(db_path)).set("LEG-1", used + 10)  # a human said "go on"
+        assert ask(proxy, as_worker).status_code == 200
+    finally:
+        proxy.stop()
+    daily = start_proxy(db_path, env, limits=Limits(daily_token_budget=10))
+    controller = capabilities.mint(None, mode="controller", session_id="ctl")
+    try:
+        refused = ask(daily, {"authorization": f"Bearer {controller}"})
+        assert refused.status_code == 402
+        assert "the daily token budget is spent" in refused.json()["error"]["message"]
+        assert why_held(Database(db_path), Limits(daily_token_budget=10)) is not None
+    finally:
+        daily.stop()
+
+
+def test_a_429_holds_every_sessions_requests_until_the_reset_then_all_are_answered(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    """The provider's rate limit is the swarm's: the first request gets a 429 with a reset,
+    every request waits it out (none sees the error), dispatch is held meanwhile with one line
+    in the log, and the hold ends by itself."""
+    token = Capabilities(Database(db_path)).mint("LEG-1", mode="plan", session_id="sid-1")
+    env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "k"}
+    proxy = start_proxy(db_path, env)
+    model.refuse_next(429, 1, {"retry-after": "1.5"})
+    answers: list[int] = []
+
+    def one() -> None:
+        answers.append(ask(proxy, {"authorization": f"Bearer {token}"}).status_code)
+
+    try:
+        started = time.monotonic()
+        first = threading.Thread(target=one)
+        first.start()
+        deadline = time.monotonic() + 10
+        while why_held(Database(db_path), Limits()) is None:
+            assert time.monotonic() < deadline, "no hold was recorded"
+            time.sleep(0.02)
+        held = why_held(Database(db_path), Limits())
+        assert held is not None and "rate limited (429)" in held
+        others = [threading.Thread(target=one) for _ in range(3)]
+        for thread in others:
+            thread.start()
+        for thread in [first, *others]:
+            thread.join(20)
+        waited = time.monotonic() - started
+    finally:
+        proxy.stop()
+    assert answers == [200] * 4
+    assert waited >= 1.4
+    kinds = [request.kind for request in model.snapshot()]
+    assert kinds.count("refused") == 1 and len(kinds) == 5
+    # None of the held requests went before the reset.
+    refused_at = next(r.time for r in model.snapshot() if r.kind == "refused")
+    assert all(r.time >= refused_at + 1.4 for r in model.snapshot() if r.kind != "refused")
+    assert why_held(Database(db_path), Limits()) is None
+    assert HoldRecord(Database(db_path)).active() is None
+    logged = [e.action for e in ActionLog(Database(db_path)).tail(100)]
+    assert logged.count("model_hold") == 1 and logged.count("model_resume") == 1
+
+
+def test_a_529_without_a_reset_backs_off_and_goes_on(db_path: Path, model: FakeModelServer) -> None:
+    token = Capabilities(Database(db_path)).mint("LEG-1", mode="plan", session_id="sid-1")
+    env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "k"}
+    proxy = start_proxy(db_path, env)
+    model.refuse_next(529, 2)  # backoffs of 1 s, then 2 s
+    try:
+        started = time.monotonic()
+        assert ask(proxy, {"authorization": f"Bearer {token}"}).status_code == 200
+        assert time.monotonic() - started >= 2.9
+    finally:
+        proxy.stop()

@@ -48,7 +48,7 @@ def metered(body: bytes, cuts: list[int], *, streaming: bool = True) -> Metered 
 @given(st.lists(st.integers(0, len(ANTHROPIC)), max_size=20))
 def test_anthropics_stream_is_read_whatever_the_splits(cuts: list[int]) -> None:
     assert metered(ANTHROPIC, cuts) == EXPECTED
-    assert EXPECTED.total == 1200 + 57 + 300 + 4000
+    assert EXPECTED.usage.total == 1200 + 57 + 300 + 4000
 
 
 def test_openais_stream_keeps_cached_tokens_apart_from_input() -> None:

@@ -392,6 +392,7 @@ UNSET_MEANING = {
     "github_repo": "the `origin` remote's, when the tracker or forge is GitHub",
     "github_project": "none: `status: …` labels hold a GitHub issue's phase",
     "token_budget": "unlimited",
+    "daily_token_budget": "unlimited",
     "codex_bin": "the Codex CLI Legion finds for you",
     "wip_limit": "unlimited",
     "tmux_socket": "tmux's default server",

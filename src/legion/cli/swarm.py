@@ -132,10 +132,10 @@ def usage(
     for row in rows:
         common.echo(
             f"{row.issue or '-':8}  {row.mode:10}  {row.model[:24]:24}  {row.responses:>9,}  "
-            f"{row.input_tokens:>10,}  {row.output_tokens:>9,}  {row.cache_creation_tokens:>9,}  "
-            f"{row.cache_read_tokens:>10,}  {row.total:>11,}"
+            f"{row.used.input:>10,}  {row.used.output:>9,}  {row.used.cache_write:>9,}  "
+            f"{row.used.cache_read:>10,}  {row.used.total:>11,}"
         )
-    total = sum(row.total for row in rows)
+    total = sum(row.used.total for row in rows)
     typer.echo(f"total: {total:,} tokens in {sum(row.responses for row in rows):,} responses")
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import Backends, open_backends, open_workers
 from legion.config import Project
-from legion.daemon_link import heartbeat_file, pid_file, running_pid, wake_fifo
+from legion.daemon_link import heartbeat_file, pid_file, poke, running_pid, wake_fifo
 from legion.errors import ConflictError, LegionError, StoreError
 from legion.judgments import JudgmentQueue
 from legion.pause import DispatchPause
@@ -35,6 +35,7 @@ from legion.sessions.workers import WorkerManager
 from legion.statefiles import open_private, touch_private, write_private
 from legion.tracing import mark, span
 
+from .budget_step import BudgetStop
 from .bus_steps import BusSteps
 from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
 from .reaper import StuckWorkerReaper
@@ -86,6 +87,13 @@ class Daemon:
             await_starts=False,  # followed up between ticks: `start_follow_up`
         )
         self.start_follow_up = StartFollowUp(self.workers, self.pause, self.log)
+        self.budget_stop = BudgetStop(
+            self.workers,
+            self.backends.tracker,
+            self.log,
+            project.settings.token_budget,
+            wake=lambda: poke(wake_fifo(project)),
+        )
         controller = ControllerSession(project, self.workers, config.mode)
         self.supervisor = ControllerSupervisor(
             controller,
@@ -112,6 +120,7 @@ class Daemon:
         one look at the sessions, and a delivery's "busy" must not be undone by a look taken
         before it."""
         steps = [
+            Step("budget_stop", self.budget_stop.run),
             Step("controller_health", self.supervisor.run),
             Step("worker_health", self.reaper.run),
             Step("wake_controller", self.wakeups.note_handled),
@@ -248,12 +257,16 @@ class Daemon:
         if before is not None:
             with contextlib.suppress(ValueError):
                 port = int(before.url.rsplit(":", 1)[1])
+        options: dict[str, Any] = {
+            "workers": worker,
+            "controller_runtime": controller,
+            "limits": self.project.settings.limits,
+            "refused": self.budget_stop.refused,
+        }
         try:
-            server = ModelProxy(
-                upstream, open_db, workers=worker, controller_runtime=controller, port=port
-            )
+            server = ModelProxy(upstream, open_db, port=port, **options)
         except OSError:  # taken meanwhile: any free port
-            server = ModelProxy(upstream, open_db, workers=worker, controller_runtime=controller)
+            server = ModelProxy(upstream, open_db, **options)
         server.start()
         write_access(state, ProxyAccess(server.url, upstream.holds_credential))
         return server

@@ -219,7 +219,9 @@ def system_prompt_text(body: Mapping[str, Any]) -> str:
 # Recording
 # --------------------------------------------------------------------------------------------
 
-Kind = Literal["scripted", "fallback", "side", "count_tokens", "other", "outbound", "not_found"]
+Kind = Literal[
+    "scripted", "fallback", "side", "count_tokens", "other", "outbound", "not_found", "refused"
+]
 
 
 class RecordedRequest(scripted.RecordedRequest[Kind]):

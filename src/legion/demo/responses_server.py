@@ -315,7 +315,9 @@ def output_text(item: Mapping[str, Any]) -> str:
 # Recording
 # --------------------------------------------------------------------------------------------
 
-Kind = Literal["scripted", "fallback", "side", "models", "other", "outbound", "not_found"]
+Kind = Literal[
+    "scripted", "fallback", "side", "models", "other", "outbound", "not_found", "refused"
+]
 
 
 class RecordedRequest(scripted.RecordedRequest[Kind]):

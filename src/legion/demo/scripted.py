@@ -419,6 +419,13 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         if problem is not None:
             self._record("other", body)
             return self._error(400, "invalid_request_error", problem)
+        refusal = self.server.fake.take_refusal()
+        if refusal is not None:
+            status, headers = refusal
+            kind = "rate_limit_error" if status == 429 else "overloaded_error"
+            payload = {"type": "error", "error": {"type": kind, "message": f"scripted {status}"}}
+            self._record("refused", body, response=payload)
+            return self._send_json(status, payload, headers)
         response, record = self.server.fake.answer(body)
         pauses: list[tuple[int, float]] = response.pop("_pauses", [])
         self._record(record.pop("kind"), body, response=response, **record)
@@ -531,6 +538,7 @@ class ScriptedServer(Generic[T, S, R]):
         self._seq = itertools.count(1)
         self._httpd: ScriptedHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._refusals: list[tuple[int, dict[str, str]]] = []
 
     # ---- what a subclass supplies ---------------------------------------------------------
 
@@ -607,6 +615,18 @@ class ScriptedServer(Generic[T, S, R]):
         with self._lock:
             self.script.scenarios.append(scenario)
         return scenario
+
+    def refuse_next(
+        self, status: int, count: int = 1, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """Answer the next `count` model requests with `status` (429: rate limited, 529:
+        overloaded) and `headers` (`retry-after`, a provider's reset) instead of a turn."""
+        with self._lock:
+            self._refusals += [(status, dict(headers or {}))] * count
+
+    def take_refusal(self) -> tuple[int, dict[str, str]] | None:
+        with self._lock:
+            return self._refusals.pop(0) if self._refusals else None
 
     def answer(self, body: Mapping[str, Any]) -> tuple[JSON, dict[str, Any]]:
         """The answer to a request for a model turn, and what to record about it."""

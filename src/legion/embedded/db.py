@@ -176,6 +176,22 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX model_usage_issue ON model_usage(issue, at);
     CREATE INDEX model_usage_at ON model_usage(at);
     """,
+    # 9: what a human's answer allowed an issue past its token budget (the proxy enforces it
+    # without reading the tracker), and the provider's rate limit or overload the proxy holds
+    # every request for (`legion.proxy.budget`, `legion.proxy.limits`).
+    """
+    CREATE TABLE token_allowance (
+        issue TEXT PRIMARY KEY,
+        allowed INTEGER NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE TABLE model_hold (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        until TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        since TEXT NOT NULL
+    );
+    """,
 )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from legion.core.usage import Usage
 from legion.embedded.db import Database, now
 
 from .metering import Metered
@@ -39,19 +40,7 @@ class UsageRow:
     runtime: str
     model: str
     responses: int
-    input_tokens: int
-    output_tokens: int
-    cache_creation_tokens: int
-    cache_read_tokens: int
-
-    @property
-    def total(self) -> int:
-        return (
-            self.input_tokens
-            + self.output_tokens
-            + self.cache_creation_tokens
-            + self.cache_read_tokens
-        )
+    used: Usage
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,11 +50,11 @@ class UsageRow:
             "runtime": self.runtime,
             "model": self.model,
             "responses": self.responses,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_tokens": self.cache_creation_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "total_tokens": self.total,
+            "input_tokens": self.used.input,
+            "output_tokens": self.used.output,
+            "cache_creation_tokens": self.used.cache_write,
+            "cache_read_tokens": self.used.cache_read,
+            "total_tokens": self.used.total,
         }
 
 
@@ -93,22 +82,27 @@ class UsageLedger:
                 ),
             )
 
+    def total(self, *, issue: str | None = None, since: str | None = None) -> int:
+        """Every token counted once (what a budget is measured in), over `issue`'s responses
+        and from `since` on (both optional, as in `rows`)."""
+        where, params = _filter(issue, since)
+        query = (
+            "SELECT COALESCE(SUM(input_tokens + output_tokens + cache_creation_tokens "
+            "+ cache_read_tokens), 0) FROM model_usage" + where
+        )
+        with self._db.read() as conn:
+            return int(conn.execute(query, params).fetchone()[0])
+
     def rows(self, *, issue: str | None = None, since: str | None = None) -> list[UsageRow]:
         """Sums by issue, phase, runtime and model; `issue`: that issue's only; `since`: an
         ISO time (UTC, as recorded): responses from then on."""
-        where, params = [], []
-        if issue is not None:
-            where.append("issue = ?")
-            params.append(issue)
-        if since is not None:
-            where.append("at >= ?")
-            params.append(since)
+        where, params = _filter(issue, since)
         query = (
             "SELECT issue, mode, runtime, model, COUNT(*) AS responses, "
             "SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
             "SUM(cache_creation_tokens) AS cache_creation_tokens, "
             "SUM(cache_read_tokens) AS cache_read_tokens FROM model_usage"
-            + (f" WHERE {' AND '.join(where)}" if where else "")
+            + where
             + " GROUP BY issue, mode, runtime, model ORDER BY issue, MIN(id), model"
         )
         with self._db.read() as conn:
@@ -120,10 +114,35 @@ class UsageLedger:
                 r["runtime"],
                 r["model"],
                 r["responses"],
-                r["input_tokens"],
-                r["output_tokens"],
-                r["cache_creation_tokens"],
-                r["cache_read_tokens"],
+                Usage(
+                    input=r["input_tokens"],
+                    output=r["output_tokens"],
+                    cache_read=r["cache_read_tokens"],
+                    cache_write=r["cache_creation_tokens"],
+                ),
             )
             for r in found
         ]
+
+    def by_phase(self, issue: str | None = None) -> dict[str, dict[str, Usage]]:
+        """Tokens by issue and phase (mode), as `WorkerRoster.usage` reads them from the
+        transcripts; the controller's own are not an issue's, and are left out."""
+        found: dict[str, dict[str, Usage]] = {}
+        for row in self.rows(issue=issue):
+            if not row.issue:
+                continue
+            phases = found.setdefault(row.issue, {})
+            phases[row.mode] = phases.get(row.mode, Usage()) + row.used
+        return found
+
+
+def _filter(issue: str | None, since: str | None) -> tuple[str, list[str]]:
+    """The WHERE clause (with its leading space; "" for none) and its parameters."""
+    where, params = [], []
+    if issue is not None:
+        where.append("issue = ?")
+        params.append(issue)
+    if since is not None:
+        where.append("at >= ?")
+        params.append(since)
+    return (f" WHERE {' AND '.join(where)}" if where else ""), params

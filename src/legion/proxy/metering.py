@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from legion.core.usage import Usage
+
 # A line longer than this is not an event we read (a huge text delta): skipped, not buffered.
 MAX_LINE = 1 << 20
 
@@ -29,12 +31,13 @@ class Metered:
     cache_read_tokens: int = 0
 
     @property
-    def total(self) -> int:
-        return (
-            self.input_tokens
-            + self.output_tokens
-            + self.cache_creation_tokens
-            + self.cache_read_tokens
+    def usage(self) -> Usage:
+        """The same figures in Legion's terms (`legion.core.usage`)."""
+        return Usage(
+            input=self.input_tokens,
+            output=self.output_tokens,
+            cache_read=self.cache_read_tokens,
+            cache_write=self.cache_creation_tokens,
         )
 
 

@@ -18,6 +18,8 @@ sends (`x-claude-code-session-id`): metered, not contained.
 from __future__ import annotations
 
 import json
+import select
+import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -25,7 +27,11 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from legion.core.budget import Limits, Spent
+
+from .budget import REFUSED_STATUS, REFUSED_TYPE, refusal_message, spent_limit
 from .ledger import CONTROLLER, Spender, UsageLedger
+from .limits import HELD_STATUSES, ModelHold
 from .metering import UsageMeter
 
 if TYPE_CHECKING:
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
     from legion.embedded.db import Database
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
+NO_LIMITS = Limits()
 # Headers that belong to one connection, never forwarded (RFC 9110, 7.6.1), and the ones the
 # proxy sets itself.
 _HOP_BY_HOP = frozenset(
@@ -105,15 +112,22 @@ class ModelProxy:
         *,
         workers: Callable[[Database, str], Spender | None] = lambda db, sid: None,
         controller_runtime: str = "",
+        limits: Limits = NO_LIMITS,
+        refused: Callable[[Spender, Spent], None] = lambda spender, spent: None,
         port: int = 0,
     ) -> None:
         """`open_db`: the project database, opened for each request (a connection belongs to
         one thread, and each request is served by its own). `workers`: the worker Legion
-        started as a session id, from that database (None: none it knows)."""
+        started as a session id, from that database (None: none it knows). `limits`: the
+        budgets enforced before a request goes; `refused`: told of each request refused for
+        one (from the request's thread), so that its session is stopped."""
         self.upstream = upstream
         self.open_db = open_db
         self.workers = workers
         self.controller_runtime = controller_runtime
+        self.limits = limits
+        self.refused = refused
+        self.hold = ModelHold(open_db)
         self._client: httpx.Client | None = None
         self._server = _Server(("127.0.0.1", port), _Handler, self)
         self._thread = threading.Thread(
@@ -127,6 +141,19 @@ class ModelProxy:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def send(self, request: httpx.Request) -> httpx.Response:
+        """`request` to the real API, its answer streamed."""
+        assert self._client is not None, "the proxy is not started"
+        return self._client.send(request, stream=True)
+
+    def build(
+        self, method: str, path: str, headers: Mapping[str, str], body: bytes
+    ) -> httpx.Request:
+        assert self._client is not None, "the proxy is not started"
+        return self._client.build_request(
+            method, self.upstream.base_url + path, headers=dict(headers), content=body
+        )
 
     def start(self) -> None:
         import httpx
@@ -193,6 +220,43 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._forward()
 
+    def _send_held(
+        self, proxy: ModelProxy, headers: Mapping[str, str], body: bytes
+    ) -> httpx.Response | None:
+        """The API's answer, sent once no hold is in force; a 429 or 529 holds every request
+        (`legion.proxy.limits`) and this one is sent again after the wait, so that the session
+        sees a slow answer, not the error. None when the answer could not be had (the session
+        was told) or the session went away while it waited."""
+        while True:
+            if not proxy.hold.wait(gone=self._asker_gone):
+                self.close_connection = True
+                return None
+            try:
+                response = proxy.send(proxy.build(self.command, self.path, headers, body))
+            except Exception as exc:  # httpx.HTTPError, an OSError: the upstream is unreachable
+                self._refuse(
+                    502, "api_error", f"Legion's model proxy could not reach the API: {exc}"
+                )
+                return None
+            if response.status_code not in HELD_STATUSES:
+                proxy.hold.passed()
+                return response
+            try:
+                response.read()
+            finally:
+                response.close()
+            proxy.hold.hold(
+                response.status_code, {k.lower(): v for k, v in response.headers.items()}
+            )
+
+    def _asker_gone(self) -> bool:
+        """Whether the session's CLI closed its connection (it gave up waiting)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
     def _refuse(self, status: int, kind: str, message: str) -> None:
         body = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
         self.send_response(status)
@@ -228,6 +292,12 @@ class _Handler(BaseHTTPRequestHandler):
                 "(the session was retired or started again)",
             )
             return
+        if self.command == "POST":  # a model call: within the budgets, or not sent at all
+            spent = spent_limit(db, proxy.limits, spender.issue)
+            if spent is not None:
+                self._refuse(REFUSED_STATUS, REFUSED_TYPE, refusal_message(spender, spent))
+                proxy.refused(spender, spent)
+                return
         headers = {k: v for k, v in incoming.items() if k not in _HOP_BY_HOP}
         if proxy.upstream.holds_credential:
             headers = {k: v for k, v in headers.items() if k not in _CREDENTIAL_HEADERS}
@@ -238,14 +308,8 @@ class _Handler(BaseHTTPRequestHandler):
                     headers[key] = value
         headers["accept-encoding"] = "identity"  # usage is read off the bytes as they pass
         streaming = _wants_stream(body)
-        assert proxy._client is not None
-        request = proxy._client.build_request(
-            self.command, proxy.upstream.base_url + self.path, headers=headers, content=body
-        )
-        try:
-            response = proxy._client.send(request, stream=True)
-        except Exception as exc:  # httpx.HTTPError, an OSError: the upstream is unreachable
-            self._refuse(502, "api_error", f"Legion's model proxy could not reach the API: {exc}")
+        response = self._send_held(proxy, headers, body)
+        if response is None:
             return
         meter = UsageMeter(streaming=streaming)
         ledger = UsageLedger(db)

@@ -19,6 +19,7 @@ from legion.forges.base import Forge
 from legion.judgments import JudgmentQueue
 from legion.locking import LOCK_TIMEOUT_S, exclusive
 from legion.pause import DispatchPause
+from legion.proxy.limits import why_held
 from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
 from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
@@ -203,11 +204,14 @@ class _Pass:
             )
         for error in snapshot.errors:
             guard.failed("-", "observe", error, "pull requests unknown: ")
+        limits = o.project.settings.limits
+        held = guard.observed("the model's hold", partial(why_held, o.log.db, limits))
         starts = Starts(
             ctx,
             views,
             wip_limit=o.wip_limit,
             token_budget=o.token_budget,
+            model_held=held,
             await_starts=o.await_starts,
         )
         transitions = Transitions(ctx, views, starts)

@@ -10,12 +10,17 @@ from contextlib import contextmanager
 
 from legion import prompts
 from legion.actionlog import ActionLog, OutcomeKind
+from legion.core.budget import Spent, over_issue_budget
 from legion.core.model import Label, Mode
 from legion.core.usage import total
+from legion.embedded.db import Database
 from legion.errors import ConfigError, LegionError, ToolMissingError, WorkerStartError
 from legion.feedback import ask_human
 from legion.pause import DispatchPause
+from legion.proxy.budget import Allowances
+from legion.proxy.ledger import UsageLedger
 from legion.sessions.roster import WorkerRoster, WorkerView
+from legion.trackers.base import Tracker
 
 from .answers import LEGION_AUTHOR, budget_allowed, budget_question
 from .context import PassContext
@@ -46,14 +51,17 @@ class Starts:
         *,
         wip_limit: int | None,
         token_budget: int | None,
+        model_held: str | None = None,
         await_starts: bool = True,
     ) -> None:
-        """`await_starts`: whether `collect` waits for the pass's starts (off in the daemon,
-        which follows them up between its ticks)."""
+        """`model_held`: why no model request may go now (`legion.proxy.limits.why_held`),
+        which holds every start. `await_starts`: whether `collect` waits for the pass's starts
+        (off in the daemon, which follows them up between its ticks)."""
         self.ctx = ctx
         self.await_starts = await_starts
         self.wip_limit = wip_limit
         self.token_budget = token_budget
+        self.model_held = model_held
         self.code_workers = sum(
             1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode)
         )
@@ -82,6 +90,8 @@ class Starts:
         """Why a worker in `mode` cannot start now (deferred), or None when it can."""
         if self.ctx.guard.paused is not None:
             return deferred("dispatch paused (`legion status` says why)")
+        if self.model_held is not None:
+            return deferred(self.model_held)
         if self.wip_full(mode):
             return deferred(f"WIP limit {self.wip_limit} reached")
         return None
@@ -120,24 +130,25 @@ class Starts:
     def over_budget(self, issue: str) -> Step | None:
         """None while the issue's workers have used less than its token budget (a human's
         answer to a budget question allows one budget more than was used then); else no
-        worker starts, and a human is asked, once."""
+        worker starts, and a human is asked, once. What the answer allowed is written down for
+        the model proxy, which refuses the issue's requests past it."""
         budget = self.token_budget
         if budget is None:
             return None
-        tracker = self.ctx.tracker
-        used = total(self.ctx.workers.roster.usage(issue).get(issue, {}).values()).total
+        db = self.ctx.log.db
+        used = issue_tokens(db, self.ctx.workers.roster, issue)
         if used < budget:
             return None
-        allowed = budget_allowed(tracker.list_comments(issue), budget)
-        if used < allowed:
+        allowed = budget_allowed(self.ctx.tracker.list_comments(issue), budget)
+        if allowed > budget and not self.ctx.dry_run:
+            Allowances(db).set(issue, allowed)
+        spent = over_issue_budget(issue, used, budget, allowed)
+        if spent is None:
             return None
         if self.ctx.dry_run:
             return Step(OutcomeKind.PLANNED, f"token budget spent ({used:,} of {allowed:,})")
-        found = tracker.get_issue(issue)
-        if Label.USER_INPUT_NEEDED.value in found.labels:
+        if not ask_about_budget(self.ctx.tracker, spent, budget):
             return deferred(f"token budget spent ({used:,} of {allowed:,}); a human decides")
-        question = budget_question(issue, used, allowed, budget)
-        ask_human(tracker, issue, question, author=LEGION_AUTHOR)
         return done(f"token budget spent ({used:,} of {allowed:,}): asked a human")
 
     def collect(self) -> Step | None:
@@ -160,6 +171,26 @@ class Starts:
         reason = count_failed_start(self.ctx.pause, self.ctx.guard.record, cause)
         if reason is not None:
             self.ctx.guard.paused = reason
+
+
+def issue_tokens(db: Database, roster: WorkerRoster, issue: str) -> int:
+    """The tokens an issue's workers used: the proxy's ledger, or the sessions' transcripts
+    where they say more (a session that ran with no daemon, on a runtime the proxy does not
+    serve yet): each is a count of what was spent, never more."""
+    from_ledger = UsageLedger(db).total(issue=issue)
+    from_transcripts = total(roster.usage(issue).get(issue, {}).values()).total
+    return max(from_ledger, from_transcripts)
+
+
+def ask_about_budget(tracker: Tracker, spent: Spent, budget: int) -> bool:
+    """Ask a human, once, whether the issue may spend more; False when a human is asked
+    already (the question stands until answered)."""
+    issue = spent.issue
+    if Label.USER_INPUT_NEEDED.value in tracker.get_issue(issue).labels:
+        return False
+    question = budget_question(issue, spent.used, spent.allowed, budget)
+    ask_human(tracker, issue, question, author=LEGION_AUTHOR)
+    return True
 
 
 # Where an outcome goes: a pass's guard (its outcomes and the action log), or the log alone.
