@@ -54,6 +54,8 @@ class StatusReport:
     # How Claude Code sessions reach the model: through the daemon's proxy (None: no daemon
     # runs, so a session started now is given the model key itself).
     model_proxy: ProxyAccess | None = None
+    # Why no model request goes now (the provider's rate limit, the day's budget), or None.
+    model_held: str | None = None
 
     @property
     def model_line(self) -> str:
@@ -98,6 +100,7 @@ class StatusReport:
                 "url": self.model_proxy.url,
                 "holds_credential": self.model_proxy.holds_credential,
             },
+            "model_held": self.model_held,
         }
         if self.unknown is not None:
             data["unknown"] = self.unknown
@@ -110,6 +113,7 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
     from legion.actionlog import ActionLog
     from legion.judgments import JudgmentQueue
     from legion.pause import DispatchPause
+    from legion.proxy.limits import why_held
     from legion.reconcile import counts_toward_wip
     from legion.sessions.observer import CONTROLLER_WINDOW, controller_state_of
 
@@ -155,6 +159,7 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         last_actions=ActionLog(backends.db).tail(10),
         now=now,
         model_proxy=None if daemon is None else read_access(project.state_dir),
+        model_held=why_held(backends.db, project.settings.limits),
     )
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from pathlib import Path
 
 import pytest
 
+from legion.backends import open_backends, open_workers
+from legion.config import load_project
 from legion.demo.offline import FAKE_API_KEY
 from tests.support.claude_env import find_claude
 from tests.support.cli import run_legion
@@ -81,7 +84,9 @@ def test_no_session_holds_the_model_key_and_the_proxy_meters_what_the_transcript
     assert not tokens & set(approved), approved
     # The ledger the proxy kept is what the transcripts say, phase by phase.
     usage = json.loads(run_legion("usage", "--json", cwd=repo, env=env).stdout)
-    shown = json.loads(run_legion("issue", "show", "LEG-1", "--json", cwd=repo, env=env).stdout)
+    loaded = load_project(repo, env=dict(os.environ) | env)
+    roster = open_workers(loaded, open_backends(loaded), dict(os.environ) | env).roster
+    read = roster.transcript_usage("LEG-1")["LEG-1"]
     by_phase: dict[str, dict[str, int]] = {}
     for row in usage:
         if row["issue"] == "LEG-1":
@@ -90,11 +95,8 @@ def test_no_session_holds_the_model_key_and_the_proxy_meters_what_the_transcript
             phase["input"] += row["cache_creation_tokens"]
             phase["output"] += row["output_tokens"]
     transcripts = {
-        phase: {
-            "input": used["input"] + used["cache_read"] + used["cache_write"],
-            "output": used["output"],
-        }
-        for phase, used in shown["usage"]["phases"].items()
+        phase: {"input": used.input + used.cache_read + used.cache_write, "output": used.output}
+        for phase, used in read.items()
     }
     assert by_phase == transcripts
     assert any(row["phase"] == "controller" for row in usage)

@@ -19,11 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
+from legion.actionlog import ActionLog
 from legion.backends import open_backends
 from legion.config import load_project
-from legion.embedded.db import Database
-from legion.actionlog import ActionLog
 from legion.core.budget import Limits, Spent
+from legion.embedded.db import Database
 from legion.proxy.budget import Allowances
 from legion.proxy.ledger import Spender, UsageLedger
 from legion.proxy.limits import HoldRecord, why_held

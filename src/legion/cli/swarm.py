@@ -379,6 +379,8 @@ def _print_status(report: StatusReport) -> None:
     )
     typer.echo(f"controller: {report.controller_state} ({report.controller_runtime})")
     typer.echo(f"model:      {report.model_line}")
+    if report.model_held is not None:
+        common.echo(f"model:      HELD: {report.model_held}")
     pause = report.pause
     if pause.reason is not None:
         common.echo(f"dispatch:   PAUSED since {pause.paused_at}: {pause.reason}")

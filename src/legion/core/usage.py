@@ -54,6 +54,26 @@ def total(usages: Iterable[Usage]) -> Usage:
     return summed
 
 
+def larger_per_phase(
+    a: dict[str, dict[str, Usage]], b: dict[str, dict[str, Usage]]
+) -> dict[str, dict[str, Usage]]:
+    """Two counts of the same tokens by issue and phase, as one: for each phase the count with
+    the larger total (each was counted from a record that may miss responses, never one that
+    adds any)."""
+    merged: dict[str, dict[str, Usage]] = {}
+    for issue in a.keys() | b.keys():
+        left, right = a.get(issue, {}), b.get(issue, {})
+        merged[issue] = {
+            phase: max(left.get(phase, Usage()), right.get(phase, Usage()), key=_by_total)
+            for phase in left.keys() | right.keys()
+        }
+    return merged
+
+
+def _by_total(usage: Usage) -> int:
+    return usage.total
+
+
 def _short(count: int) -> str:
     if count < 1000:
         return str(count)

@@ -13,12 +13,10 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.budget import Spent, over_issue_budget
 from legion.core.model import Label, Mode
 from legion.core.usage import total
-from legion.embedded.db import Database
 from legion.errors import ConfigError, LegionError, ToolMissingError, WorkerStartError
 from legion.feedback import ask_human
 from legion.pause import DispatchPause
 from legion.proxy.budget import Allowances
-from legion.proxy.ledger import UsageLedger
 from legion.sessions.roster import WorkerRoster, WorkerView
 from legion.trackers.base import Tracker
 
@@ -135,13 +133,12 @@ class Starts:
         budget = self.token_budget
         if budget is None:
             return None
-        db = self.ctx.log.db
-        used = issue_tokens(db, self.ctx.workers.roster, issue)
+        used = total(self.ctx.workers.roster.usage(issue).get(issue, {}).values()).total
         if used < budget:
             return None
         allowed = budget_allowed(self.ctx.tracker.list_comments(issue), budget)
         if allowed > budget and not self.ctx.dry_run:
-            Allowances(db).set(issue, allowed)
+            Allowances(self.ctx.log.db).set(issue, allowed)
         spent = over_issue_budget(issue, used, budget, allowed)
         if spent is None:
             return None
@@ -171,15 +168,6 @@ class Starts:
         reason = count_failed_start(self.ctx.pause, self.ctx.guard.record, cause)
         if reason is not None:
             self.ctx.guard.paused = reason
-
-
-def issue_tokens(db: Database, roster: WorkerRoster, issue: str) -> int:
-    """The tokens an issue's workers used: the proxy's ledger, or the sessions' transcripts
-    where they say more (a session that ran with no daemon, on a runtime the proxy does not
-    serve yet): each is a count of what was spent, never more."""
-    from_ledger = UsageLedger(db).total(issue=issue)
-    from_transcripts = total(roster.usage(issue).get(issue, {}).values()).total
-    return max(from_ledger, from_transcripts)
 
 
 def ask_about_budget(tracker: Tracker, spent: Spent, budget: int) -> bool:

@@ -31,6 +31,10 @@ class Registry:
     def __init__(self, db: Database) -> None:
         self._db = db
 
+    @property
+    def db(self) -> Database:
+        return self._db
+
     def current(self) -> list[WorkerRecord]:
         """Workers not yet retired, oldest first."""
         with self._db.read() as conn:

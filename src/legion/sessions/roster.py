@@ -16,8 +16,9 @@ from typing import Any
 from legion.core.liveness import SessionState
 from legion.core.model import Mode, normalize_identifier
 from legion.core.task_list import TaskList
-from legion.core.usage import Usage
+from legion.core.usage import Usage, larger_per_phase
 from legion.errors import NotFoundError
+from legion.proxy.ledger import UsageLedger
 from legion.runtime.tmux import Window
 from legion.runtime.transcript import PendingQuestion
 from legion.sessions.observer import classify
@@ -137,6 +138,15 @@ class WorkerRoster:
         return self.runtimes.of(record).task_list(self.env, record.session_id)
 
     def usage(self, issue: str | None = None) -> dict[str, dict[str, Usage]]:
+        """Tokens by issue and phase (mode): what the daemon's model proxy metered as each
+        response passed (`legion.proxy.ledger`), or what the sessions' own records say where
+        that is more (a session that ran while no daemon did, or on a runtime the proxy does
+        not serve): each counts what was spent, never more. `issue`: that issue's only."""
+        wanted = None if issue is None else normalize_identifier(issue)
+        metered = UsageLedger(self.registry.db).by_phase(wanted)
+        return larger_per_phase(metered, self.transcript_usage(wanted))
+
+    def transcript_usage(self, issue: str | None = None) -> dict[str, dict[str, Usage]]:
         """Tokens by issue and phase (mode), from the sessions' own records: each worker's
         share of its session's transcript is the responses recorded from its start to the
         next start of the same session (a retro resumes the implementer's session, a

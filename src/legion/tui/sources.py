@@ -32,6 +32,7 @@ from legion.tui.projects import ProjectFinder, name_of
 if TYPE_CHECKING:
     from legion.config import Project
     from legion.core.task_list import TaskList
+    from legion.embedded.db import Database
     from legion.runtime.tmux import Window
     from legion.sessions.workers import WorkerManager
 
@@ -195,6 +196,7 @@ class ProjectSources:
             except LegionError as exc:  # tmux did not answer: who works is unknown
                 warnings.append(f"workers unknown: {exc}")
                 live = set()
+            warnings += _holds(backends.db, project)
             snapshot = observe(
                 project.settings.project_id,
                 backends.tracker,
@@ -367,3 +369,14 @@ def _review(pr: object, outcome: str) -> str:
     if not isinstance(pr, PullRequest):
         return "unknown" if outcome == "unknown" else "-"
     return f"#{pr.number} {'draft' if pr.is_draft else outcome.replace('_', ' ')}"
+
+
+def _holds(db: Database, project: Project) -> list[str]:
+    """What keeps workers from starting, said on the board as `legion status` says it: the
+    dispatch pause, and a hold on the model (the provider's rate limit, the day's budget)."""
+    from legion.pause import DispatchPause
+    from legion.proxy.limits import why_held
+
+    paused = DispatchPause(db).reason()
+    held = why_held(db, project.settings.limits)
+    return [line for line in (paused, held and f"model held: {held}") if line]
