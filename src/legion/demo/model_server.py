@@ -155,9 +155,17 @@ def _is_human_message(message: Mapping[str, Any]) -> bool:
         return True
     if not isinstance(content, list):
         return False
-    if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
-        return False
-    return any(isinstance(b, dict) and b.get("type") == "text" for b in content)
+    texts = [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    if not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        return bool(texts)
+    # A prompt typed after a turn that ended on a tool result (the model's answer refused, or
+    # the session stopped) goes out merged into that result's message, as the API wants user
+    # and assistant turns to alternate: its text is the human's, not the CLI's own notes.
+    return any(not str(b.get("text", "")).lstrip().startswith(_CLI_NOTES) for b in texts)
+
+
+# The text the CLI itself adds to a tool result's message.
+_CLI_NOTES = ("<system-reminder>", "[Request interrupted")
 
 
 def latest_human_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
