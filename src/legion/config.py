@@ -21,6 +21,7 @@ from legion.core.budget import Limits
 from legion.core.model import Status, validate_issue_key, validate_label_name
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, EVERY_ISSUE
 from legion.core.statusmap import parse_status_table
+from legion.core.usage import Price
 from legion.errors import ConfigError, InputError, ToolMissingError
 from legion.setting_spec import (
     SettingSpec,
@@ -187,6 +188,49 @@ def _statuses_from_env(value: Any) -> dict[str, Status]:
     return parse_status_table({name: target.strip() for name, _, target in pairs})
 
 
+_PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+
+
+def _prices(value: Any) -> dict[str, Price]:
+    """A table of model = {input, output, cache_read, cache_write}: what a million tokens
+    cost; cache prices not given cost what input does."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"must be a table of model = {{input = …, output = …}}, got {value!r}")
+    prices: dict[str, Price] = {}
+    for model, table in value.items():
+        if not isinstance(table, Mapping):
+            raise ValueError(
+                f"{model}: must be a table (input = 3.0, output = 15.0), got {table!r}"
+            )
+        unknown = set(table) - set(_PRICE_KEYS)
+        if unknown:
+            raise ValueError(
+                f"{model}: unknown key {sorted(unknown)[0]!r} (keys: {', '.join(_PRICE_KEYS)})"
+            )
+        figures: dict[str, float] = {}
+        for key in _PRICE_KEYS:
+            raw = table.get(key, table.get("input") if key.startswith("cache") else None)
+            if raw is None:
+                raise ValueError(f"{model}: needs {key!r} (per million tokens)")
+            if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
+                raise ValueError(f"{model}: {key} must be a number of at least 0, got {raw!r}")
+            figures[key] = float(raw)
+        prices[str(model)] = Price(**figures)
+    return prices
+
+
+def _prices_from_env(value: Any) -> dict[str, Price]:
+    """A variable holds the table as JSON: {"model": {"input": 3, "output": 15}}."""
+    import json
+
+    try:
+        return _prices(json.loads(str(value)))
+    except json.JSONDecodeError:
+        raise ValueError(
+            'must be JSON, e.g. {"claude-sonnet-4-5": {"input": 3, "output": 15}}'
+        ) from None
+
+
 def _branch(value: Any) -> str:
     if not isinstance(value, str) or not value.strip() or value.startswith("-"):
         raise ValueError(f"must be a branch name, got {value!r}")
@@ -205,6 +249,7 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("wip_limit", _wip_limit),
     SettingSpec("token_budget", _wip_limit),
     SettingSpec("daily_token_budget", _wip_limit),
+    SettingSpec("prices", _prices, {}, parse_env=_prices_from_env),
     SettingSpec("labels", _labels, (), parse_env=_labels_from_env),
     SettingSpec(
         "backlog_opt_in_labels",
@@ -253,6 +298,8 @@ class Settings:
     token_budget: int | None = None  # tokens an issue's workers may use before a human is asked
     # Tokens every session together may use in a day (from 00:00 UTC) before requests stop.
     daily_token_budget: int | None = None
+    # What a million tokens of each model cost (`legion usage` shows money with them).
+    prices: Mapping[str, Price] = field(default_factory=dict)
     labels: tuple[str, ...] = ()
     # A Backlog issue is worked on only with one of these labels (["*"]: every one).
     backlog_opt_in_labels: tuple[str, ...] = DEFAULT_BACKLOG_OPT_IN

@@ -156,3 +156,18 @@ def test_usage_says_when_none_is_recorded_then_sums_by_issue_phase_and_model(
     bad = legion("usage", "--since", "yesterday")
     assert bad.returncode == 2 and "not an ISO date" in bad.stderr
     assert legion("usage", "--issue", "LEG-99").returncode == 2
+    # With `[prices]`, money too: per million tokens; cache prices not given are input's.
+    (project / ".legion" / "config.toml").write_text(
+        (project / ".legion" / "config.toml").read_text()
+        + "\n[prices.m]\ninput = 2.0\noutput = 10.0\ncache_read = 0.5\n"
+    )
+    priced = json.loads(legion("usage", "--json").stdout)
+    # controller: 5 in, 1 out, 2 cache written (at input's price), 3 read
+    assert priced[0]["cost"] == pytest.approx((5 * 2 + 1 * 10 + 2 * 2 + 3 * 0.5) / 1e6)
+    assert priced[1]["cost"] == pytest.approx((200 * 2 + 30 * 10) / 1e6)
+    assert "COST" in legion("usage").stdout and "cost 0.0007" in legion("usage").stdout
+    shown = legion("config").stdout
+    expected = '"m" = { "input" = 2.0, "output" = 10.0, "cache_read" = 0.5, "cache_write" = 2.0 }'
+    assert f"prices = {{ {expected} }}" in shown
+    bad = legion("usage", env={"LEGION_PRICES": '{"m": {"input": -1, "output": 1}}'})
+    assert bad.returncode == 1 and "at least 0" in bad.stderr and "Traceback" not in bad.stderr

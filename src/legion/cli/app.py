@@ -328,6 +328,15 @@ def state(
         out.print(Text.assemble(("warning:", "yellow"), " ", for_display(warning)))
 
 
+def _table_value(item: Any) -> Any:
+    """A value in a table setting as its file would hold it."""
+    from dataclasses import asdict, is_dataclass
+
+    if is_dataclass(item) and not isinstance(item, type):
+        return asdict(item)
+    return getattr(item, "value", item)
+
+
 @app.command("config", epilog=common.example("legion config", "legion config --json"))
 def show_config(
     ctx: typer.Context,
@@ -351,8 +360,8 @@ def show_config(
             value = str(value)
         elif isinstance(value, tuple):
             value = list(value)
-        elif isinstance(value, Mapping):  # the [statuses] table: names only
-            value = {key: getattr(item, "value", item) for key, item in value.items()}
+        elif isinstance(value, Mapping):  # [statuses]: names only; [prices]: tables
+            value = {key: _table_value(item) for key, item in value.items()}
         rows[spec.name] = {"value": value, "source": settings.sources.get(spec.name, "default")}
     if as_json:
         common.print_json({"root": str(project.root), "settings": rows})

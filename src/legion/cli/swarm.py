@@ -113,11 +113,15 @@ def usage(
     from legion.core.model import normalize_identifier
     from legion.proxy.ledger import UsageLedger
 
-    _, backends = common.backends(ctx)
+    project, backends = common.backends(ctx)
     only = backends.tracker.get_issue(normalize_identifier(issue)).identifier if issue else None
     rows = UsageLedger(backends.db).rows(issue=only, since=_since(since))
+    prices = project.settings.prices
+    costs = [prices[row.model].cost(row.used) if row.model in prices else None for row in rows]
     if as_json:
-        common.print_json([row.to_json() for row in rows])
+        common.print_json(
+            [row.to_json() | {"cost": cost} for row, cost in zip(rows, costs, strict=True)]
+        )
         return
     if not rows:
         typer.echo(
@@ -125,18 +129,29 @@ def usage(
             "(it is recorded by the daemon's model proxy: `legion start`)."
         )
         return
+    priced = any(cost is not None for cost in costs)
     typer.echo(
         f"{'ISSUE':8}  {'PHASE':10}  {'MODEL':24}  {'RESPONSES':>9}  {'INPUT':>10}  "
         f"{'OUTPUT':>9}  {'CACHE W':>9}  {'CACHE R':>10}  {'TOTAL':>11}"
+        + (f"  {'COST':>10}" if priced else "")
     )
-    for row in rows:
+    for row, cost in zip(rows, costs, strict=True):
+        money = "" if not priced else f"  {'-' if cost is None else f'{cost:,.4f}':>10}"
         common.echo(
             f"{row.issue or '-':8}  {row.mode:10}  {row.model[:24]:24}  {row.responses:>9,}  "
             f"{row.used.input:>10,}  {row.used.output:>9,}  {row.used.cache_write:>9,}  "
-            f"{row.used.cache_read:>10,}  {row.used.total:>11,}"
+            f"{row.used.cache_read:>10,}  {row.used.total:>11,}{money}"
         )
     total = sum(row.used.total for row in rows)
-    typer.echo(f"total: {total:,} tokens in {sum(row.responses for row in rows):,} responses")
+    line = f"total: {total:,} tokens in {sum(row.responses for row in rows):,} responses"
+    if priced:
+        unpriced = sorted(
+            {row.model for row, cost in zip(rows, costs, strict=True) if cost is None}
+        )
+        line += f", cost {sum(cost for cost in costs if cost is not None):,.4f}"
+        if unpriced:
+            line += f" (no price for {', '.join(unpriced)}: not counted)"
+    common.echo(line)
 
 
 def _since(value: str | None) -> str | None:

@@ -47,6 +47,24 @@ class Usage:
         return f"{_short(self.input)} in, {_short(self.output)} out, {_short(cached)} cached"
 
 
+@dataclass(frozen=True, slots=True)
+class Price:
+    """What a model's tokens cost, per million, in the user's currency (`[prices]`)."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+    def cost(self, usage: Usage) -> float:
+        return (
+            usage.input * self.input
+            + usage.output * self.output
+            + usage.cache_read * self.cache_read
+            + usage.cache_write * self.cache_write
+        ) / 1_000_000
+
+
 def total(usages: Iterable[Usage]) -> Usage:
     summed = Usage()
     for usage in usages:
