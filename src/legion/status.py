@@ -99,6 +99,7 @@ class StatusReport:
             else {
                 "url": self.model_proxy.url,
                 "holds_credential": self.model_proxy.holds_credential,
+                "credential_held_for": sorted(self.model_proxy.credentials),
             },
             "model_held": self.model_held,
         }

@@ -148,6 +148,7 @@ def test_the_daemon_serves_the_proxy_on_the_same_port_and_status_says_who_holds_
         assert json.loads(status.stdout)["model_proxy"] == {
             "url": access.url,
             "holds_credential": True,
+            "credential_held_for": ["claude-code"],
         }
         assert "the daemon holds the key" in run_legion("status", cwd=project, env=env).stdout
         return True

@@ -24,9 +24,10 @@ from legion.daemon_link import heartbeat_file, pid_file, poke, running_pid, wake
 from legion.errors import ConflictError, LegionError, StoreError
 from legion.judgments import JudgmentQueue
 from legion.pause import DispatchPause
-from legion.proxy import ProxyAccess, read_access, write_access
+from legion.plugins import CLAUDE_CODE, CODEX
+from legion.proxy import access, read_access, write_access
 from legion.proxy.ledger import Spender
-from legion.proxy.server import ModelProxy, upstream_from
+from legion.proxy.server import ModelProxy, codex_upstream_from, upstream_from
 from legion.reconcile import Reconciler
 from legion.relay import relay_needed
 from legion.relay.server import RelayServer, relay_server
@@ -240,7 +241,10 @@ class Daemon:
 
         state = self.project.state_dir
         path = self.backends.db.path
+        from legion.runtime.codex.runtime import configured_environment
+
         upstream = upstream_from(self.env)
+        codex = codex_upstream_from(self.env | configured_environment(self.project.settings))
         controller = self.workers.runtimes.controller.name
 
         def open_db() -> Database:
@@ -258,6 +262,7 @@ class Daemon:
             with contextlib.suppress(ValueError):
                 port = int(before.url.rsplit(":", 1)[1])
         options: dict[str, Any] = {
+            "codex": codex,
             "workers": worker,
             "controller_runtime": controller,
             "limits": self.project.settings.limits,
@@ -268,7 +273,9 @@ class Daemon:
         except OSError:  # taken meanwhile: any free port
             server = ModelProxy(upstream, open_db, **options)
         server.start()
-        write_access(state, ProxyAccess(server.url, upstream.holds_credential))
+        holders = [CLAUDE_CODE] if upstream.holds_credential else []
+        holders += [CODEX] if codex is not None else []
+        write_access(state, access(server.url, holders))
         return server
 
     def _finished(self, started: float) -> bool:

@@ -1,28 +1,35 @@
-"""The model proxy: the daemon stands between every Claude Code session and the model API
+"""The model proxy: the daemon stands between every session and the model API
 (`legion.proxy.server`), so that the model credential stays with the daemon and every
 response's usage is recorded as it passes (`legion.proxy.metering`, `legion.proxy.ledger`).
 
-What a session gets instead of the key is decided here, for the runtimes the proxy serves:
-Claude Code is pointed at the proxy (`ANTHROPIC_BASE_URL`) and, when the daemon holds the
-credential, given its capability as its token (`ANTHROPIC_AUTH_TOKEN`: sent as a bearer
-token, and not a key the CLI asks the user to approve) with every real credential taken out of
-its environment. Codex sessions are not proxied yet: they keep the key they are given.
+What a session gets instead of the key is decided here. Claude Code is pointed at the proxy
+(`ANTHROPIC_BASE_URL`) and, when the daemon holds the credential, given its capability as its
+token (`ANTHROPIC_AUTH_TOKEN`: sent as a bearer token, and not a key the CLI asks the user to
+approve) with every real credential taken out of its environment. Codex is pointed at the
+proxy's `/codex` path only when the daemon holds its provider's key (`OPENAI_API_KEY`, or the
+provider's `env_key`): its provider then finds the capability where it looked for the key
+(`legion.runtime.codex.provider`). A Codex logged in with `codex login` keeps its own login.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from legion.plugins import CLAUDE_CODE
+from legion.plugins import CLAUDE_CODE, CODEX
 
 # The model credentials a Claude Code session may be given; with a proxy that holds the
 # credential, none of them reaches the session.
 CLAUDE_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 # The runtimes whose sessions the proxy serves.
-PROXIED = frozenset({CLAUDE_CODE})
-# Where the daemon says its proxy listens, and whether it holds the credential. Read only while
-# the daemon runs (its lock held); kept when it stops, so that the next start takes the port.
+PROXIED = frozenset({CLAUDE_CODE, CODEX})
+# The path under which the proxy serves Codex's provider (Claude Code's API is at its root).
+CODEX_PATH = "/codex"
+# Where the daemon says its proxy listens, and for which runtimes it holds the credential.
+# Read only while the daemon runs (its lock held); kept when it stops, so that the next start
+# takes the port.
 ACCESS_FILE = "model-proxy"
 
 
@@ -31,36 +38,66 @@ class ProxyAccess:
     """How a session reaches the model through the project's daemon."""
 
     url: str
-    holds_credential: bool
+    # The runtimes whose credential the daemon holds (their sessions get a capability).
+    credentials: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def holds_credential(self) -> bool:
+        """Whether Claude Code's sessions are kept from the key (`legion status`)."""
+        return CLAUDE_CODE in self.credentials
+
+    def holds(self, runtime: str) -> bool:
+        return runtime in self.credentials
 
 
-def write_access(state_dir: Path, access: ProxyAccess) -> None:
+def access(url: str, credentials: Iterable[str]) -> ProxyAccess:
+    return ProxyAccess(url, frozenset(credentials))
+
+
+def write_access(state_dir: Path, found: ProxyAccess) -> None:
     from legion.statefiles import write_private
 
-    mode = "credential" if access.holds_credential else "passthrough"
-    write_private(state_dir / ACCESS_FILE, f"{access.url} {mode}\n")
+    record = {"url": found.url, "credentials": sorted(found.credentials)}
+    write_private(state_dir / ACCESS_FILE, json.dumps(record) + "\n")
 
 
 def read_access(state_dir: Path) -> ProxyAccess | None:
-    """What the project's daemon said of its proxy; None when it runs none."""
+    """What the daemon said of its proxy; None when it runs none (or wrote no file this Legion
+    reads)."""
     try:
-        url, mode = (state_dir / ACCESS_FILE).read_text().split()
-    except (OSError, ValueError):
+        record = json.loads((state_dir / ACCESS_FILE).read_text())
+        return access(str(record["url"]), (str(name) for name in record["credentials"]))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return ProxyAccess(url, mode == "credential")
 
 
 def session_variables(
-    runtime: str, access: ProxyAccess, token: str | None, env: dict[str, str]
+    runtime: str, found: ProxyAccess, token: str | None, env: dict[str, str]
 ) -> dict[str, str]:
     """`env` (a session's) with the model reached through the proxy, for a runtime it serves
     (others: `env` as it is). `token`: the session's capability."""
-    if runtime != CLAUDE_CODE:
-        return env
-    routed = dict(env)
-    routed["ANTHROPIC_BASE_URL"] = access.url
-    if access.holds_credential and token:
-        for name in CLAUDE_CREDENTIALS:
-            routed.pop(name, None)
-        routed["ANTHROPIC_AUTH_TOKEN"] = token
-    return routed
+    if runtime == CLAUDE_CODE:
+        routed = dict(env)
+        routed["ANTHROPIC_BASE_URL"] = found.url
+        if found.holds(CLAUDE_CODE) and token:
+            for name in CLAUDE_CREDENTIALS:
+                routed.pop(name, None)
+            routed["ANTHROPIC_AUTH_TOKEN"] = token
+        return routed
+    if runtime == CODEX and found.holds(CODEX) and token:
+        from legion.runtime.codex.provider import CODEX_OVERRIDES_ENV, read_provider
+        from legion.runtime.codex.runtime import codex_home
+
+        try:
+            provider = read_provider(codex_home(env))
+        except (OSError, ValueError):
+            return env  # Codex will say what is wrong with its config itself
+        routed = dict(env)
+        if provider.key_variable:
+            routed.pop(provider.key_variable, None)
+        variables, overrides = provider.pointed_at(found.url + CODEX_PATH, token)
+        routed.update(variables)
+        if overrides:
+            routed[CODEX_OVERRIDES_ENV] = json.dumps(overrides)
+        return routed
+    return env

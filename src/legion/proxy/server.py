@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from legion.core.budget import Limits, Spent
 
+from . import CODEX_PATH
 from .budget import REFUSED_STATUS, REFUSED_TYPE, refusal_message, spent_limit
 from .ledger import CONTROLLER, Spender, UsageLedger
 from .limits import HELD_STATUSES, ModelHold
@@ -93,6 +94,24 @@ def upstream_from(env: Mapping[str, str]) -> Upstream:
     return Upstream(base, {})
 
 
+def codex_upstream_from(env: Mapping[str, str]) -> Upstream | None:
+    """Codex's provider and its key, from the daemon's environment (its `CODEX_HOME`); None
+    when the daemon holds no key for it (Codex logged in by `codex login`, a provider with no
+    key, a config it cannot read): Codex's sessions then reach their provider themselves."""
+    from legion.runtime.codex.provider import read_provider
+    from legion.runtime.codex.runtime import codex_home
+
+    try:
+        provider = read_provider(codex_home(env))
+    except (OSError, ValueError):
+        return None
+    variable = provider.key_variable
+    endpoint = provider.endpoint(env)
+    if not variable or not env.get(variable) or not endpoint:
+        return None
+    return Upstream(endpoint, {"authorization": f"Bearer {env[variable]}"})
+
+
 def _token(headers: Mapping[str, str]) -> str:
     key = headers.get("x-api-key", "")
     if key:
@@ -110,6 +129,7 @@ class ModelProxy:
         upstream: Upstream,
         open_db: Callable[[], Database],
         *,
+        codex: Upstream | None = None,
         workers: Callable[[Database, str], Spender | None] = lambda db, sid: None,
         controller_runtime: str = "",
         limits: Limits = NO_LIMITS,
@@ -117,11 +137,13 @@ class ModelProxy:
         port: int = 0,
     ) -> None:
         """`open_db`: the project database, opened for each request (a connection belongs to
-        one thread, and each request is served by its own). `workers`: the worker Legion
+        one thread, and each request is served by its own). `codex`: Codex's provider, served
+        under `/codex` (None: Codex's sessions are not proxied). `workers`: the worker Legion
         started as a session id, from that database (None: none it knows). `limits`: the
         budgets enforced before a request goes; `refused`: told of each request refused for
         one (from the request's thread), so that its session is stopped."""
         self.upstream = upstream
+        self.codex = codex
         self.open_db = open_db
         self.workers = workers
         self.controller_runtime = controller_runtime
@@ -147,13 +169,18 @@ class ModelProxy:
         assert self._client is not None, "the proxy is not started"
         return self._client.send(request, stream=True)
 
+    def route(self, path: str) -> tuple[Upstream, str] | None:
+        """The upstream a request for `path` goes to, and its path there; None for a Codex
+        path when Codex is not proxied."""
+        if path == CODEX_PATH or path.startswith((CODEX_PATH + "/", CODEX_PATH + "?")):
+            return None if self.codex is None else (self.codex, path[len(CODEX_PATH) :])
+        return self.upstream, path
+
     def build(
-        self, method: str, path: str, headers: Mapping[str, str], body: bytes
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes
     ) -> httpx.Request:
         assert self._client is not None, "the proxy is not started"
-        return self._client.build_request(
-            method, self.upstream.base_url + path, headers=dict(headers), content=body
-        )
+        return self._client.build_request(method, url, headers=dict(headers), content=body)
 
     def start(self) -> None:
         import httpx
@@ -172,12 +199,14 @@ class ModelProxy:
 
     # -- whose request ------------------------------------------------------------------------
 
-    def spender(self, db: Database, headers: Mapping[str, str]) -> Spender | None:
-        """Whose request this is; None when it must be refused (a credential-holding proxy and
-        no valid capability)."""
+    def spender(
+        self, db: Database, headers: Mapping[str, str], upstream: Upstream
+    ) -> Spender | None:
+        """Whose request this is; None when it must be refused (a credential-holding upstream
+        and no valid capability)."""
         from legion.relay.capabilities import Capabilities
 
-        if self.upstream.holds_credential:
+        if upstream.holds_credential:
             scope = Capabilities(db).lookup(_token(headers))
             if scope is None:
                 return None
@@ -221,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._forward()
 
     def _send_held(
-        self, proxy: ModelProxy, headers: Mapping[str, str], body: bytes
+        self, proxy: ModelProxy, url: str, headers: Mapping[str, str], body: bytes
     ) -> httpx.Response | None:
         """The API's answer, sent once no hold is in force; a 429 or 529 holds every request
         (`legion.proxy.limits`) and this one is sent again after the wait, so that the session
@@ -232,7 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return None
             try:
-                response = proxy.send(proxy.build(self.command, self.path, headers, body))
+                response = proxy.send(proxy.build(self.command, url, headers, body))
             except Exception as exc:  # httpx.HTTPError, an OSError: the upstream is unreachable
                 self._refuse(
                     502, "api_error", f"Legion's model proxy could not reach the API: {exc}"
@@ -283,7 +312,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _forward_as(
         self, db: Database, proxy: ModelProxy, body: bytes, incoming: dict[str, str]
     ) -> None:
-        spender = proxy.spender(db, incoming)
+        routed = proxy.route(self.path)
+        if routed is None:
+            self._refuse(404, "not_found_error", f"Legion's model proxy serves no {self.path}")
+            return
+        upstream, path = routed
+        spender = proxy.spender(db, incoming, upstream)
         if spender is None:
             self._refuse(
                 401,
@@ -298,17 +332,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._refuse(REFUSED_STATUS, REFUSED_TYPE, refusal_message(spender, spent))
                 proxy.refused(spender, spent)
                 return
-        headers = {k: v for k, v in incoming.items() if k not in _HOP_BY_HOP}
-        if proxy.upstream.holds_credential:
-            headers = {k: v for k, v in headers.items() if k not in _CREDENTIAL_HEADERS}
-            for key, value in proxy.upstream.headers.items():
-                if key == "anthropic-beta" and headers.get(key):
-                    headers[key] = f"{headers[key]},{value}"
-                else:
-                    headers[key] = value
-        headers["accept-encoding"] = "identity"  # usage is read off the bytes as they pass
+        headers = _upstream_headers(incoming, upstream)
         streaming = _wants_stream(body)
-        response = self._send_held(proxy, headers, body)
+        response = self._send_held(proxy, upstream.base_url + path, headers, body)
         if response is None:
             return
         meter = UsageMeter(streaming=streaming)
@@ -341,6 +367,21 @@ class _Handler(BaseHTTPRequestHandler):
             response.close()
             if not recorded:  # cut short: what passed is still recorded
                 _record(ledger, spender, meter)
+
+
+def _upstream_headers(incoming: Mapping[str, str], upstream: Upstream) -> dict[str, str]:
+    """A request's headers as they go upstream: the connection's own left out, and, where the
+    daemon holds the credential, the session's capability replaced by it."""
+    headers = {k: v for k, v in incoming.items() if k not in _HOP_BY_HOP}
+    if upstream.holds_credential:
+        headers = {k: v for k, v in headers.items() if k not in _CREDENTIAL_HEADERS}
+        for key, value in upstream.headers.items():
+            if key == "anthropic-beta" and headers.get(key):
+                headers[key] = f"{headers[key]},{value}"
+            else:
+                headers[key] = value
+    headers["accept-encoding"] = "identity"  # usage is read off the bytes as they pass
+    return headers
 
 
 def _wants_stream(body: bytes) -> bool:

@@ -22,7 +22,7 @@ from legion import proxy
 from legion.bus.model import Agent, AgentStatus
 from legion.config import Project
 from legion.daemon_link import WAKE_ENV, running_pid, wake_fifo
-from legion.plugins import backend_secret_variables
+from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
@@ -192,7 +192,10 @@ class SessionSupervisor:
             return None
         if running_pid(self.project) is None:
             return None
-        return proxy.read_access(self.project.state_dir)
+        found = proxy.read_access(self.project.state_dir)
+        if found is None or (runtime != CLAUDE_CODE and not found.holds(runtime)):
+            return None  # Claude Code is metered even on its own login; others only with a key
+        return found
 
     def _pid_file(self, sid: str) -> Path:
         return self.project.state_dir / "sessions" / f"{sid}.pid"

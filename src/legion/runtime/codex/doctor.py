@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from legion.config import Settings, roles_on
 from legion.errors import LegionError
@@ -27,10 +26,6 @@ def doctor_report(
     return DoctorReport(checks, needs_install=bool(roles) and not checks[0].ok)
 
 
-# Codex's providers that need no `[model_providers.X]` table (besides "openai").
-_BUILT_IN_PROVIDERS = ("ollama", "lmstudio", "oss")
-
-
 def _safe_url(url: str) -> str:
     """`url` without what may hold a secret (`user:password@`, the query, the fragment)."""
     from urllib.parse import urlsplit, urlunsplit
@@ -45,17 +40,10 @@ def _safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def _text(value: object, what: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise ValueError(f"{what} is not a string")
-
-
 def _codex_config(env: Mapping[str, str], required: bool) -> Check:
     """What `$CODEX_HOME/config.toml` says about the model, its provider and how Codex
     authenticates to it; never the value of a key or token."""
-    import tomllib
-
+    from legion.runtime.codex.provider import BUILT_IN_PROVIDERS, OPENAI, read_provider
     from legion.runtime.codex.runtime import codex_home
 
     def passed(detail: str) -> Check:
@@ -65,37 +53,15 @@ def _codex_config(env: Mapping[str, str], required: bool) -> Check:
     path = home / "config.toml"
     fix_file = f"fix {path} (see docs/codex-cli.md)"
     try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        data = {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        provider = read_provider(home)
+    except (OSError, ValueError) as exc:
         reason = " ".join(str(exc).split())
         return Check("codex config", False, f"{path}: {reason}", fix_file, required=required)
-    try:
-        settings = dict(data)
-        profile = _text(data.get("profile"), "profile")
-        if profile is not None:
-            profiles = data.get("profiles", {})
-            chosen = profiles.get(profile) if isinstance(profiles, dict) else None
-            if not isinstance(chosen, dict):
-                raise ValueError(f"profile {profile!r} has no [profiles.{profile}] table")
-            settings.update(chosen)
-        model = _text(settings.get("model"), "model") or "Codex's default"
-        provider = _text(settings.get("model_provider"), "model_provider") or "openai"
-        providers = data.get("model_providers", {})
-        if not isinstance(providers, dict):
-            raise ValueError("model_providers is not a table")
-        table = providers.get(provider)
-        if table is not None and not isinstance(table, dict):
-            raise ValueError(f"model_providers.{provider} is not a table")
-        base_url = _text((table or {}).get("base_url"), f"model_providers.{provider}.base_url")
-        env_key = _text((table or {}).get("env_key"), f"model_providers.{provider}.env_key")
-    except (ValueError, AttributeError) as exc:
-        return Check("codex config", False, f"{path}: {exc}", fix_file, required=required)
 
     where = str(path) if path.is_file() else f"no {path}, Codex's defaults"
-    head = f"model {model}, provider {provider}"
-    if provider == "openai":  # built in: a [model_providers.openai] table does not replace it
+    model = provider.model or "Codex's default"
+    head = f"model {model}, provider {provider.name}"
+    if provider.name == OPENAI:
         if (home / "auth.json").is_file():
             return passed(f"{head}, logged in (auth.json); {where}")
         if env.get("OPENAI_API_KEY"):
@@ -107,18 +73,19 @@ def _codex_config(env: Mapping[str, str], required: bool) -> Check:
             "run `codex login`, or set OPENAI_API_KEY, or configure a provider in config.toml",
             required=required,
         )
-    if provider in _BUILT_IN_PROVIDERS:
+    if provider.name in BUILT_IN_PROVIDERS:
         return passed(f"{head} (built in); {where}")
-    if table is None:
+    if not provider.has_table:
         return Check(
             "codex config",
             False,
-            f"{head}, but config.toml has no [model_providers.{provider}]; {where}",
-            f"add [model_providers.{provider}] (base_url, env_key) to {path}, or change "
+            f"{head}, but config.toml has no [model_providers.{provider.name}]; {where}",
+            f"add [model_providers.{provider.name}] (base_url, env_key) to {path}, or change "
             "model_provider",
             required=required,
         )
-    url = _safe_url(base_url) if base_url else "no base_url"
+    url = _safe_url(provider.base_url) if provider.base_url else "no base_url"
+    env_key = provider.env_key
     if not env_key:
         return passed(f"{head} at {url}, no env_key (no API key); {where}")
     if env.get(env_key):
@@ -127,7 +94,7 @@ def _codex_config(env: Mapping[str, str], required: bool) -> Check:
         "codex config",
         False,
         f"{head} at {url}, key in ${env_key} (not set); {where}",
-        f"set {env_key} to the API key of provider {provider}",
+        f"set {env_key} to the API key of provider {provider.name}",
         required=required,
     )
 

@@ -35,6 +35,7 @@ from typing import IO, Any, TypeVar
 from legion import daemon_link
 from legion.bus import session_hooks
 from legion.bus.session_hooks import HookedSession
+from legion.runtime.codex.provider import CODEX_OVERRIDES_ENV
 from legion.runtime.codex.runtime import (
     EXEC_FLAGS,
     NO_CREDENTIALS,
@@ -245,10 +246,22 @@ class Session:
 
     def argv(self, prompt: str) -> list[str]:
         hidden = NO_CREDENTIALS if self.env.get("LEGION_MODE") != "controller" else ()
-        argv = [self.codex, "exec", *EXEC_FLAGS, *hidden, *self.extra_args]
+        argv = [self.codex, "exec", *EXEC_FLAGS, *hidden, *self.extra_args, *self._proxied()]
         if self._codex_id is not None:
             argv += ["resume", self._codex_id]
         return [*argv, "--", prompt]
+
+    def _proxied(self) -> list[str]:
+        """The overrides that point Codex's provider at the daemon's model proxy, when the
+        session was started to go through it (`legion.proxy.session_variables`)."""
+        raw = self.env.get(CODEX_OVERRIDES_ENV)
+        if not raw:
+            return []
+        try:
+            overrides = json.loads(raw)
+        except ValueError:
+            return []
+        return [str(item) for item in overrides] if isinstance(overrides, list) else []
 
     def turn(self, prompt: str) -> int:
         """Run one turn to its end; Codex's exit status."""
