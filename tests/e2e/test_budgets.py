@@ -57,6 +57,7 @@ def test_a_429_is_a_wait_and_a_spent_budget_stops_the_session_at_once_and_asks_o
             [[bash(park("LEG-1"), "Carry on")], [text("Carried on.")]],
             name="answered",
             regex=True,
+            anywhere=True,  # the CLI merges it into the refused turn's last tool result
         ),
     )
     swarm.server.refuse_next(429, 1, {"retry-after": str(HOLD_S)})

@@ -155,17 +155,9 @@ def _is_human_message(message: Mapping[str, Any]) -> bool:
         return True
     if not isinstance(content, list):
         return False
-    texts = [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
-    if not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
-        return bool(texts)
-    # A prompt typed after a turn that ended on a tool result (the model's answer refused, or
-    # the session stopped) goes out merged into that result's message, as the API wants user
-    # and assistant turns to alternate: its text is the human's, not the CLI's own notes.
-    return any(not str(b.get("text", "")).lstrip().startswith(_CLI_NOTES) for b in texts)
-
-
-# The text the CLI itself adds to a tool result's message.
-_CLI_NOTES = ("<system-reminder>", "[Request interrupted")
+    if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        return False
+    return any(isinstance(b, dict) and b.get("type") == "text" for b in content)
 
 
 def latest_human_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
@@ -437,6 +429,16 @@ class FakeModelServer(scripted.ScriptedServer[ToolUseBlock, Scenario, RecordedRe
         if found is None:
             return None
         index, prompt = found
+        # A prompt typed after a turn that ended on a tool result (the model's answer refused,
+        # the session stopped) goes out merged into that result's message: scenarios that ask
+        # for it (`anywhere`) are matched against the user messages after the human prompt.
+        for later in range(len(messages) - 1, index, -1):
+            message = messages[later]
+            if message.get("role") != "user":
+                continue
+            text = "\n".join(_text_of(message.get("content")))
+            if text and self.script.find_anywhere(text) is not None:
+                return text, assistant_turns_after(messages, later)
         return prompt, assistant_turns_after(messages, index)
 
     def _output_schema(self, body: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -77,6 +77,9 @@ class Scenario(Generic[T]):
     turns: Sequence[Sequence[TextBlock | T | PauseBlock]]
     name: str = ""
     regex: bool = False
+    # Also matched against the text of a user message that holds tool results (a prompt the
+    # CLI merged into the result's message): see the Anthropic server's `_prompt_and_turn`.
+    anywhere: bool = False
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -103,6 +106,13 @@ class Script(Generic[T, S]):
     def find(self, prompt: str) -> S | None:
         for scenario in self.scenarios:
             if scenario.matches(prompt):
+                return scenario
+        return None
+
+    def find_anywhere(self, text: str) -> S | None:
+        """The first scenario matched anywhere (`Scenario.anywhere`) that `text` matches."""
+        for scenario in self.scenarios:
+            if scenario.anywhere and scenario.matches(text):
                 return scenario
         return None
 
@@ -154,6 +164,7 @@ class Script(Generic[T, S]):
                     turns=turns,
                     name=str(raw.get("name", "")),
                     regex=bool(raw.get("regex", False)),
+                    anywhere=bool(raw.get("anywhere", False)),
                 )
             )
         return cls(
@@ -173,6 +184,7 @@ class Script(Generic[T, S]):
                     "name": s.name,
                     "match": s.match,
                     "regex": s.regex,
+                    "anywhere": s.anywhere,
                     "turns": [[self.block_to_json(b) for b in turn] for turn in s.turns],
                 }
                 for s in self.scenarios

@@ -92,10 +92,13 @@ def session_variables(
             provider = read_provider(codex_home(env))
         except (OSError, ValueError):
             return env  # Codex will say what is wrong with its config itself
+        pointed = provider.pointed_at(found.url + CODEX_PATH, token)
+        if pointed is None:
+            return env
+        variables, overrides = pointed
         routed = dict(env)
         if provider.key_variable:
             routed.pop(provider.key_variable, None)
-        variables, overrides = provider.pointed_at(found.url + CODEX_PATH, token)
         routed.update(variables)
         if overrides:
             routed[CODEX_OVERRIDES_ENV] = json.dumps(overrides)

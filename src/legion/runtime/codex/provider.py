@@ -11,6 +11,7 @@ same way: the variables for `openai`, two `--config` overrides of the provider's
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ MODEL_TOKEN_ENV = "LEGION_MODEL_TOKEN"
 # The `codex exec` arguments a proxied session's turns add (a JSON list), read by its turn loop
 # (`legion.runtime.codex.session`).
 CODEX_OVERRIDES_ENV = "LEGION_CODEX_OVERRIDES"
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,15 @@ class CodexProvider:
             return (env.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
         return self.base_url.rstrip("/") if self.base_url else None
 
-    def pointed_at(self, url: str, token: str) -> tuple[dict[str, str], list[str]]:
+    def pointed_at(self, url: str, token: str) -> tuple[dict[str, str], list[str]] | None:
         """The variables and the `codex exec` arguments that send this provider's requests to
-        `url` with `token` as its key."""
+        `url` with `token` as its key; None when `--config` cannot name its table (Codex's
+        `-c` takes a bare dotted path: a quoted key would make another provider)."""
         if self.name == OPENAI:
             return {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": token}, []
-        table = f"model_providers.{json.dumps(self.name)}"
+        if not _BARE_KEY.fullmatch(self.name):
+            return None
+        table = f"model_providers.{self.name}"
         overrides = [
             "--config",
             f"{table}.base_url={json.dumps(url)}",
