@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -11,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from legion.backends import open_backends, open_workers
 from legion.bus import bus_path
 from legion.bus.model import AgentRole, AgentStatus, EventKind
 from legion.bus.sqlite import SqliteBus
+from legion.config import load_project
 from tests.support.claude_env import find_claude
 from tests.support.cli import run_legion
 from tests.support.codex_env import find_codex
@@ -90,6 +93,18 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     assert (transcripts == []) is (runtime == "codex")
     config = (demo / "repo" / ".legion" / "config.toml").read_text()
     assert ('runtime = "codex"' in config) is (runtime == "codex")
+    # Codex's sessions went through the daemon's model proxy too: metered by phase, as their
+    # rollouts count them.
+    usage = json.loads(run_legion("usage", "--json", cwd=demo / "repo", env=env).stdout)
+    metered: dict[str, int] = {}
+    for row in usage:
+        if row["issue"] == "LEG-1" and row["runtime"] == "codex":
+            metered[row["phase"]] = metered.get(row["phase"], 0) + row["total_tokens"]
+    loaded = load_project(demo / "repo", env=dict(os.environ) | env)
+    roster = open_workers(loaded, open_backends(loaded), dict(os.environ) | env).roster
+    read = roster.transcript_usage("LEG-1")["LEG-1"]
+    coded = {"implement", "retro"} if runtime == "mixed" else set(read)
+    assert metered == {phase: read[phase].total for phase in coded}, (metered, read)
     assert ('runtimes = {"implement" = "codex"}' in config) is (runtime == "mixed")
 
 
