@@ -188,6 +188,10 @@ def _statuses_from_env(value: Any) -> dict[str, Status]:
     return parse_status_table({name: target.strip() for name, _, target in pairs})
 
 
+# A session that spends this much with nothing to show for it is looping: Claude Code sends the
+# whole conversation with each request, so this is some 50-100 requests of a large context,
+# well past any reading a real task needs before its first change.
+DEFAULT_IDLE_SPEND_LIMIT = 5_000_000
 _PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
 
 
@@ -249,6 +253,7 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("wip_limit", _wip_limit),
     SettingSpec("token_budget", _wip_limit),
     SettingSpec("daily_token_budget", _wip_limit),
+    SettingSpec("idle_spend_limit", _wip_limit, DEFAULT_IDLE_SPEND_LIMIT),
     SettingSpec("prices", _prices, {}, parse_env=_prices_from_env),
     SettingSpec("labels", _labels, (), parse_env=_labels_from_env),
     SettingSpec(
@@ -298,6 +303,9 @@ class Settings:
     token_budget: int | None = None  # tokens an issue's workers may use before a human is asked
     # Tokens every session together may use in a day (from 00:00 UTC) before requests stop.
     daily_token_budget: int | None = None
+    # Tokens a worker may spend with no commit, workspace change, comment or message before it
+    # is stopped and a human asked (None: never).
+    idle_spend_limit: int | None = DEFAULT_IDLE_SPEND_LIMIT
     # What a million tokens of each model cost (`legion usage` shows money with them).
     prices: Mapping[str, Price] = field(default_factory=dict)
     labels: tuple[str, ...] = ()

@@ -17,6 +17,7 @@ import pytest
 from legion.backends import open_backends
 from legion.config import load_project
 from legion.reconcile import BUDGET_HEADING
+from legion.reconcile.answers import IDLE_HEADING
 from tests.e2e.test_recovery import controller, labels, legion_comments, park
 from tests.fakes.model_server import Scenario, bash, text
 from tests.support.swarm import Daemon, Swarm, actions, issue_status, session_uuid
@@ -118,3 +119,40 @@ def test_a_429_is_a_wait_and_a_spent_budget_stops_the_session_at_once_and_asks_o
         assert len(spent) < len(metered(swarm, "LEG-1"))  # metered again
     questions = [c for c in legion_comments(swarm, "LEG-1") if c.startswith(BUDGET_HEADING)]
     assert len(questions) == 1
+
+
+IDLE_LIMIT = 100_000
+
+
+def test_a_worker_spending_without_progress_is_stopped_and_asked_about_once(
+    swarm: Swarm,
+) -> None:
+    """`idle_spend_limit`: LEG-1's implementer asks again and again and changes nothing: stopped
+    once it spent the limit, its issue asks a human once, with the figures. LEG-2's writes a file
+    each turn: it spends past the limit too, and goes on to its end."""
+    controller(swarm)
+    swarm.legion("issue", "create", "Loops", "--status", "In Progress")
+    swarm.legion("issue", "create", "Works", "--status", "In Progress")
+    swarm.server.add_scenario(
+        "implement mode for LEG-1", [[bash("true", "Check again")]] * 40, name="loop"
+    )
+    writes = [[bash("date +%s%N > progress.txt", "Write a little")]] * 12
+    swarm.server.add_scenario(
+        "implement mode for LEG-2",
+        [*writes, [bash(park("LEG-2"), "Done here")], [text("Parked.")]],
+        name="work",
+    )
+    env = {"LEGION_IDLE_SPEND_LIMIT": str(IDLE_LIMIT)}
+    with Daemon(swarm, tick=1.0, extra_env=env):
+        wait_until("LEG-1's question", lambda: "user-input-needed" in labels(swarm, "LEG-1"),
+                   timeout=90)  # fmt: skip
+        wait_until("LEG-1's implementer stopped", lambda: swarm.worker("LEG-1") is None)
+        [stop] = actions(swarm, "idle_spend_stop", "LEG-1")
+        assert "without progress (idle_spend_limit 100,000)" in stop["detail"]
+        assert len(swarm.server.requests_for_scenario("loop")) < 40
+        wait_until("LEG-2 parked", lambda: issue_status(swarm, "LEG-2") == "Icebox", timeout=90)
+    assert sum(metered(swarm, "LEG-2")) > IDLE_LIMIT  # past the limit, but never idle
+    assert actions(swarm, "idle_spend_stop", "LEG-2") == []
+    questions = [c for c in legion_comments(swarm, "LEG-1") if c.startswith(IDLE_HEADING)]
+    assert len(questions) == 1 and "with no commit, no change in its workspace" in questions[0]
+    assert "past `idle_spend_limit` (100,000)" in questions[0]

@@ -393,6 +393,7 @@ UNSET_MEANING = {
     "github_project": "none: `status: …` labels hold a GitHub issue's phase",
     "token_budget": "unlimited",
     "daily_token_budget": "unlimited",
+    "idle_spend_limit": "unlimited: a session may spend without progress",
     "prices": "none: tokens only",
     "codex_bin": "the Codex CLI Legion finds for you",
     "wip_limit": "unlimited",

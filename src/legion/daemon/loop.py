@@ -39,6 +39,7 @@ from legion.tracing import mark, span
 from .budget_step import BudgetStop
 from .bus_steps import BusSteps
 from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
+from .idle_step import IdleSpendWatch
 from .reaper import StuckWorkerReaper
 from .reconcile_step import PauseReport, ReconcileStep
 from .starts_step import LOOK_EVERY_S, StartFollowUp
@@ -88,6 +89,14 @@ class Daemon:
             await_starts=False,  # followed up between ticks: `start_follow_up`
         )
         self.start_follow_up = StartFollowUp(self.workers, self.pause, self.log)
+        self.idle_spend = IdleSpendWatch(
+            self.workers,
+            self.backends.tracker,
+            self.log,
+            project.settings.idle_spend_limit,
+            project.settings.regenerable,
+            last_post=self._last_post,
+        )
         self.budget_stop = BudgetStop(
             self.workers,
             self.backends.tracker,
@@ -122,6 +131,7 @@ class Daemon:
         before it."""
         steps = [
             Step("budget_stop", self.budget_stop.run),
+            Step("idle_spend", self.idle_spend.run),
             Step("controller_health", self.supervisor.run),
             Step("worker_health", self.reaper.run),
             Step("wake_controller", self.wakeups.note_handled),
@@ -137,6 +147,18 @@ class Daemon:
             steps.append(Step("wake_controller", self.wakeups.wake_llm_controller))
         steps.append(Step("pause_dispatch", self.pause_report.run))
         return steps
+
+    def _last_post(self, session_id: str) -> float | None:
+        """When the session last posted on the bus (its progress, as far as the bus knows)."""
+        from legion.bus.model import EventKind
+        from legion.daemon.idle_step import _instant
+
+        bus = self.delivery.bus
+        agent = bus.agent_by_session(session_id)
+        if agent is None:
+            return None
+        posted = bus.event_log(agent_id=agent.id, kinds=[EventKind.MESSAGE_POSTED], last=1)
+        return _instant(posted[-1].created_at) if posted else None
 
     @property
     def paused_reason(self) -> str | None:

@@ -82,10 +82,12 @@ class UsageLedger:
                 ),
             )
 
-    def total(self, *, issue: str | None = None, since: str | None = None) -> int:
+    def total(
+        self, *, issue: str | None = None, since: str | None = None, session: str | None = None
+    ) -> int:
         """Every token counted once (what a budget is measured in), over `issue`'s responses
-        and from `since` on (both optional, as in `rows`)."""
-        where, params = _filter(issue, since)
+        (or `session`'s) from `since` on (each optional, as in `rows`)."""
+        where, params = _filter(issue, since, session)
         query = (
             "SELECT COALESCE(SUM(input_tokens + output_tokens + cache_creation_tokens "
             "+ cache_read_tokens), 0) FROM model_usage" + where
@@ -136,9 +138,14 @@ class UsageLedger:
         return found
 
 
-def _filter(issue: str | None, since: str | None) -> tuple[str, list[str]]:
+def _filter(
+    issue: str | None, since: str | None, session: str | None = None
+) -> tuple[str, list[str]]:
     """The WHERE clause (with its leading space; "" for none) and its parameters."""
     where, params = [], []
+    if session is not None:
+        where.append("session_id = ?")
+        params.append(session)
     if issue is not None:
         where.append("issue = ?")
         params.append(issue)

@@ -1,5 +1,6 @@
 """What a human answered on an issue, and the questions Legion asks itself (its token budget, a
-worker that keeps dying): read from the issue's comments, pure but for `human_answer`."""
+worker that keeps dying, one that spends without progress): read from the issue's comments,
+pure but for `human_answer`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ BUDGET_HEADING = "## Token budget spent"
 # The kinds of question Legion asks for itself (their invisible marker, `core.marks`).
 BUDGET_ASKED = "budget"
 RESTARTS_ASKED = "restarts"
+IDLE_ASKED = "idle_spend"
+IDLE_HEADING = "## Spending without progress"
 
 
 # How the question Legion asks about a worker that keeps dying begins (see `legion_asked`).
@@ -29,6 +32,18 @@ def budget_question(issue: str, used: int, allowed: int, budget: int) -> str:
         f'Answer with `legion feedback {issue} "go on"` to allow {budget:,} more; or move the '
         "issue out of the way, or raise `token_budget` in `.legion/config.toml`.\n\n"
         + question_mark(BUDGET_ASKED, used=used)
+    )
+
+
+def idle_question(issue: str, mode: str, used: int, since: str, limit: int) -> str:
+    return (
+        f"{IDLE_HEADING}\n\n{issue}'s {mode} worker used {used:,} tokens (input, output and "
+        f"cached) since {since} with no commit, no change in its workspace and no comment or "
+        f"message: past `idle_spend_limit` ({limit:,}). Legion stopped it; its workspace and "
+        "session are kept.\n\n"
+        f'Answer with `legion feedback {issue} "go on"` (or what it should do instead) to resume '
+        "it in the same session; or move the issue out of the way, or raise `idle_spend_limit` "
+        "in `.legion/config.toml`.\n\n" + question_mark(IDLE_ASKED, used=used)
     )
 
 
@@ -79,7 +94,7 @@ def legion_asked(comments: Sequence[Comment]) -> bool:
     if not asked:
         return False
     if asked[-1].asked is not None:
-        return asked[-1].asked.kind in (BUDGET_ASKED, RESTARTS_ASKED)
+        return asked[-1].asked.kind in (BUDGET_ASKED, RESTARTS_ASKED, IDLE_ASKED)
     # Asked by an earlier Legion, before questions carried a marker.
     return asked[-1].body.lstrip().startswith((BUDGET_HEADING, RESTARTS_QUESTION))
 

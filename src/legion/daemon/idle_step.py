@@ -1,0 +1,111 @@
+"""The daemon's watch for spend without progress: a worker that keeps asking the model with
+nothing to show for it (a loop, a session stuck re-reading) is stopped, and its issue asks a
+human once, with the figures.
+
+Cheap at every tick: one sum over the ledger per live worker, of what its session spent since
+its last known progress (its start, at first). Only a worker past `idle_spend_limit` is looked
+at closer, for the newest of: a commit or a file change in its workspace
+(`legion.workspaces.activity`), a message it posted on the bus, a comment on its issue (but
+Legion's own questions). Progress after the mark moves the mark; none, and it is stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from legion.actionlog import ActionLog, OutcomeKind
+from legion.core.model import Label
+from legion.feedback import ask_human
+from legion.proxy.ledger import UsageLedger
+from legion.reconcile.answers import LEGION_AUTHOR, idle_question
+from legion.sessions.roster import WorkerView
+from legion.sessions.workers import WorkerManager
+from legion.trackers.base import Tracker
+from legion.workspaces.activity import last_change
+
+from .steps import DONE, StepResult
+
+
+def _stamp(at: float) -> str:
+    """A time as the ledger records it (`embedded.db.now`)."""
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _instant(iso: str) -> float:
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+class IdleSpendWatch:
+    def __init__(
+        self,
+        workers: WorkerManager,
+        tracker: Tracker,
+        log: ActionLog,
+        limit: int | None,
+        regenerable: Sequence[str],
+        last_post: Callable[[str], float | None],
+    ) -> None:
+        """`last_post`: when the session (by id) last posted on the bus, or None."""
+        self.workers = workers
+        self.tracker = tracker
+        self.log = log
+        self.limit = limit
+        self.regenerable = tuple(regenerable)
+        self.last_post = last_post
+        self._marks: dict[int, float] = {}  # by worker record: its last known progress
+
+    def run(self) -> StepResult:
+        limit = self.limit
+        if limit is None:
+            return DONE
+        ledger = UsageLedger(self.log.db)
+        live = [view for view in self.workers.roster.views() if view.state.is_live]
+        self._marks = {v.record.id: m for v in live if (m := self._marks.get(v.record.id))}
+        for view in live:
+            mark = self._marks.get(view.record.id) or _instant(view.record.started_at)
+            spent = ledger.total(session=view.record.session_id, since=_stamp(mark))
+            if spent < limit:
+                continue
+            progress = self._progress(view)
+            if progress is not None and progress > mark:
+                self._marks[view.record.id] = progress
+                continue
+            self._stop(view, spent, mark, limit)
+        return DONE
+
+    def _progress(self, view: WorkerView) -> float | None:
+        """The newest sign of progress of the worker's session, or None."""
+        signs = [
+            last_change(view.record.workspace, self.regenerable),
+            self.last_post(view.record.session_id),
+        ]
+        comments = self.tracker.list_comments(view.record.issue)
+        signs += [_instant(c.created_at) for c in comments if c.asked is None]
+        found = [sign for sign in signs if sign is not None]
+        return max(found) if found else None
+
+    def _stop(self, view: WorkerView, spent: int, mark: float, limit: int) -> None:
+        issue, mode = view.record.issue, view.record.mode.value
+        self.workers.retire(view)
+        self._marks.pop(view.record.id, None)
+        since = _stamp(mark)
+        self.log.append(
+            issue,
+            "idle_spend_stop",
+            OutcomeKind.DONE,
+            f"{view.record.window}: {spent:,} tokens since {since} without progress "
+            f"(idle_spend_limit {limit:,})",
+        )
+        if Label.USER_INPUT_NEEDED.value in self.tracker.get_issue(issue).labels:
+            return  # a human is asked already
+        ask_human(
+            self.tracker,
+            issue,
+            idle_question(issue, mode, spent, since, limit),
+            author=LEGION_AUTHOR,
+        )
+        self.log.append(issue, "ask_human", OutcomeKind.DONE, "spending without progress")
