@@ -12,10 +12,10 @@ Legion's own questions). Progress after the mark moves the mark; none, and it is
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.model import Label
+from legion.core.stamps import instant, stamp_at
 from legion.feedback import ask_human
 from legion.proxy.ledger import UsageLedger
 from legion.reconcile.answers import LEGION_AUTHOR, idle_question
@@ -25,18 +25,6 @@ from legion.trackers.base import Tracker
 from legion.workspaces.activity import last_change
 
 from .steps import DONE, StepResult
-
-
-def _stamp(at: float) -> str:
-    """A time as the ledger records it (`embedded.db.now`)."""
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _instant(iso: str) -> float:
-    try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 class IdleSpendWatch:
@@ -66,8 +54,8 @@ class IdleSpendWatch:
         live = [view for view in self.workers.roster.views() if view.state.is_live]
         self._marks = {v.record.id: m for v in live if (m := self._marks.get(v.record.id))}
         for view in live:
-            mark = self._marks.get(view.record.id) or _instant(view.record.started_at)
-            spent = ledger.total(session=view.record.session_id, since=_stamp(mark))
+            mark = self._marks.get(view.record.id) or instant(view.record.started_at)
+            spent = ledger.total(session=view.record.session_id, since=stamp_at(mark))
             if spent < limit:
                 continue
             progress = self._progress(view)
@@ -84,7 +72,7 @@ class IdleSpendWatch:
             self.last_post(view.record.session_id),
         ]
         comments = self.tracker.list_comments(view.record.issue)
-        signs += [_instant(c.created_at) for c in comments if c.asked is None]
+        signs += [instant(c.created_at) for c in comments if c.asked is None]
         found = [sign for sign in signs if sign is not None]
         return max(found) if found else None
 
@@ -92,7 +80,7 @@ class IdleSpendWatch:
         issue, mode = view.record.issue, view.record.mode.value
         self.workers.retire(view)
         self._marks.pop(view.record.id, None)
-        since = _stamp(mark)
+        since = stamp_at(mark)
         self.log.append(
             issue,
             "idle_spend_stop",

@@ -151,14 +151,14 @@ class Daemon:
     def _last_post(self, session_id: str) -> float | None:
         """When the session last posted on the bus (its progress, as far as the bus knows)."""
         from legion.bus.model import EventKind
-        from legion.daemon.idle_step import _instant
+        from legion.core.stamps import instant
 
         bus = self.delivery.bus
         agent = bus.agent_by_session(session_id)
         if agent is None:
             return None
         posted = bus.event_log(agent_id=agent.id, kinds=[EventKind.MESSAGE_POSTED], last=1)
-        return _instant(posted[-1].created_at) if posted else None
+        return instant(posted[-1].created_at) if posted else None
 
     @property
     def paused_reason(self) -> str | None:

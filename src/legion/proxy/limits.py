@@ -18,6 +18,7 @@ from email.utils import parsedate_to_datetime
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.budget import Limits
+from legion.core.stamps import instant, stamp_at
 from legion.embedded.db import Database, now
 
 # What the provider answers when the account is rate limited, or the model overloaded.
@@ -105,11 +106,11 @@ class HoldRecord:
             row = conn.execute("SELECT until, reason FROM model_hold WHERE id = 1").fetchone()
         if row is None:
             return None
-        until = datetime.fromisoformat(str(row["until"]).replace("Z", "+00:00"))
-        return str(row["reason"]) if (at or datetime.now(UTC)) < until else None
+        held = (at or datetime.now(UTC)).timestamp() < instant(str(row["until"]))
+        return str(row["reason"]) if held else None
 
     def set(self, until: datetime, reason: str) -> None:
-        stamp = until.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        stamp = stamp_at(until.timestamp())
         with self._db.write() as conn:
             conn.execute(
                 "INSERT INTO model_hold (id, until, reason, since) VALUES (1, ?, ?, ?) "

@@ -9,12 +9,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from legion.core.liveness import SessionState
 from legion.core.model import Mode, normalize_identifier
+from legion.core.stamps import instant
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage, larger_per_phase
 from legion.errors import NotFoundError
@@ -161,9 +161,9 @@ class WorkerRoster:
             records.sort(key=lambda r: (r.started_at, r.id))
             runtime = self.runtimes.of(records[-1])
             transcript = runtime.transcript(self.env, records[0].workspace, records[0].session_id)
-            starts = [_instant(r.started_at) for r in records]
+            starts = [instant(r.started_at) for r in records]
             for when, used in runtime.usage(transcript):
-                at = _instant(when)
+                at = instant(when)
                 index = max(0, bisect.bisect_right(starts, at) - 1)
                 record = records[index]
                 phases = found.setdefault(record.issue, {})
@@ -180,11 +180,3 @@ class WorkerRoster:
         view = (live or views)[-1]
         assert view.window is not None
         return view, self.windows.screen(view.window.id, lines=lines)
-
-
-def _instant(iso: str) -> float:
-    """Seconds since the epoch of an ISO time (`...Z`); 0 for one that does not parse."""
-    try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
