@@ -20,16 +20,27 @@ from legion.config import load_project
 from tests.support.claude_env import find_claude
 from tests.support.cli import run_legion
 from tests.support.codex_env import find_codex
+from tests.support.proxy_watch import (
+    assert_no_session_held_the_key,
+    assert_the_ledger_is_the_transcripts,
+    session_environments,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
+    """The demo on the real Claude Code CLI, its sessions watched from outside as they run:
+    none holds the model key (the daemon's proxy does), and the proxy meters what the
+    transcripts say (issue 21)."""
     env = {"LEGION_CLAUDE_BIN": str(find_claude())}
-    result = run_legion(
-        "demo", "--dir", str(tmp_path / "demo"), "--issues", "2", cwd=tmp_path, env=env
-    )
+    with session_environments(tmp_path) as seen:
+        result = run_legion(
+            "demo", "--dir", str(tmp_path / "demo"), "--issues", "2", cwd=tmp_path, env=env
+        )
     assert result.returncode == 0, result.stdout + result.stderr
+    assert_no_session_held_the_key(seen, tmp_path / "demo")
+    assert_the_ledger_is_the_transcripts(tmp_path / "demo" / "repo", env, "LEG-1")
     assert "SCRIPTED model" in result.stdout
     assert "2 of 2 issues Done" in result.stdout
     for issue in ("LEG-1", "LEG-2"):

@@ -4,10 +4,7 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
-from itertools import pairwise
-from pathlib import Path
 
 import pytest
 
@@ -165,49 +162,6 @@ def test_killed_controller_is_restarted_in_its_session_and_workers_keep_running(
         assert list((swarm.config_dir / "projects").glob(f"*/{controller}.jsonl")) == [transcript]
     restarts = [e for e in swarm.json("log", "-n", "100") if e["action"] == "restart_controller"]
     assert len(restarts) >= 2  # the first start, and the restart
-
-
-def test_daemon_killed_mid_cycle_loses_nothing_and_dispatches_nothing_twice(swarm: Swarm) -> None:
-    for title in ("One", "Two"):
-        swarm.legion("issue", "create", title)
-    script(swarm, ["LEG-1", "LEG-2"], review_rounds=1)
-    daemon = Daemon(swarm).start()
-    try:
-        wait_until("LEG-1 in progress", lambda: issue_status(swarm, "LEG-1") != "Todo")
-        daemon.kill()
-        assert swarm.json("status")["daemon"]["pid"] is None
-    finally:
-        daemon.stop()
-    with Daemon(swarm):
-        for issue in ("LEG-1", "LEG-2"):
-            wait_until(
-                f"{issue} Done", lambda i=issue: issue_status(swarm, i) == "Done", timeout=240
-            )
-    # The second daemon adopted the controller the first one started.
-    restarts = [e for e in swarm.json("log", "-n", "1000") if e["action"] == "restart_controller"]
-    assert len(restarts) == 1
-    # Every worker Legion ever started is in the registry, each mode of each issue, and no
-    # two at once. A mode may have a second record: the first daemon can be killed after it
-    # recorded a worker and before that worker's window existed; the second daemon then
-    # retires that record and starts the worker, once. Never two records that overlap.
-    state_dir = swarm.json("config")["settings"]["state_dir"]["value"]
-    with sqlite3.connect(Path(state_dir) / "legion.db") as db:
-        rows = db.execute(
-            "SELECT issue, mode, started_at, ended_at FROM workers ORDER BY id"
-        ).fetchall()
-    records: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
-    for issue, mode, started, ended in rows:
-        records.setdefault((issue, mode), []).append((started, ended))
-    assert set(records) == {
-        (issue, mode)
-        for issue in ("LEG-1", "LEG-2")
-        for mode in ("plan", "implement", "review", "retro", "finish")
-    }
-    for key, spans in records.items():
-        assert len(spans) <= 2, (key, spans)
-        for (_, ended), (started, _) in pairwise(spans):
-            assert ended is not None and ended <= started, (key, spans)
-    assert sum(len(spans) > 1 for spans in records.values()) <= 1, records
 
 
 def test_start_in_the_background_refuses_a_second_and_stops(swarm: Swarm) -> None:

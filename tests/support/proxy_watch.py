@@ -1,6 +1,7 @@
-"""The model key stays with the daemon: `legion demo` on the real Claude Code CLI, its sessions
-looked at from outside while they run (`/proc/PID/environ`, as any process of the user could),
-and the usage its proxy recorded set against what the transcripts say."""
+"""The model key stays with the daemon: every session of a project looked at from outside
+while it runs (`/proc/PID/environ`, as any process of the user could), then the usage the
+daemon's proxy recorded set against what the transcripts say. Used by the demo's end-to-end
+test (`tests/e2e/test_demo.py`), which runs the real Claude Code CLI."""
 
 from __future__ import annotations
 
@@ -8,32 +9,35 @@ import contextlib
 import json
 import os
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.demo.offline import FAKE_API_KEY
-from tests.support.claude_env import find_claude
 from tests.support.cli import run_legion
-
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
-
 
 Environ = dict[str, str]
 
 
-def session_environments(
-    root: Path, clis: dict[int, Environ], others: dict[int, Environ], stop: threading.Event
-) -> None:
+@dataclass
+class SessionEnvironments:
+    """What was seen: the Claude Code CLIs themselves, and everything else of a session
+    (launchers, hooks, tool commands), by pid."""
+
+    clis: dict[int, Environ] = field(default_factory=dict)
+    others: dict[int, Environ] = field(default_factory=dict)
+
+
+def _watch(root: Path, seen: SessionEnvironments, stop: threading.Event) -> None:
     """Every process of a session of the project under `root` (its environment names a
-    session and that project: other tests run beside this one), as it was seen: the Claude
-    Code CLIs themselves, and everything else (launchers, hooks, tool commands)."""
+    session and that project: other tests run beside this one)."""
     project = f"LEGION_REPO={root}".encode()
     while not stop.wait(0.2):
         for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit() or int(proc.name) in clis or int(proc.name) in others:
+            pid = int(proc.name) if proc.name.isdigit() else None
+            if pid is None or pid in seen.clis or pid in seen.others:
                 continue
             with contextlib.suppress(OSError):
                 raw = (proc / "environ").read_bytes()
@@ -43,53 +47,51 @@ def session_environments(
                 pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
                 environ = {k.decode(): v.decode(errors="replace") for k, _, v in pairs}
                 cli = argv0.rsplit(b"/", 1)[-1].startswith(b"claude")
-                (clis if cli else others)[int(proc.name)] = environ
+                (seen.clis if cli else seen.others)[pid] = environ
 
 
-def test_no_session_holds_the_model_key_and_the_proxy_meters_what_the_transcripts_say(
-    tmp_path: Path,
-) -> None:
-    seen: dict[int, Environ] = {}
-    others: dict[int, Environ] = {}
+@contextlib.contextmanager
+def session_environments(root: Path) -> Iterator[SessionEnvironments]:
+    seen = SessionEnvironments()
     stop = threading.Event()
-    watcher = threading.Thread(
-        target=session_environments, args=(tmp_path, seen, others, stop), daemon=True
-    )
+    watcher = threading.Thread(target=_watch, args=(root, seen, stop), daemon=True)
     watcher.start()
-    env = {"LEGION_CLAUDE_BIN": str(find_claude())}
     try:
-        result = run_legion(
-            "demo", "--dir", str(tmp_path / "demo"), "--issues", "1", cwd=tmp_path, env=env
-        )
+        yield seen
     finally:
         stop.set()
         watcher.join(5)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 of 1 issue Done" in result.stdout
-    # Every session: the controller and the six workers of one issue at least.
-    modes = {environ.get("LEGION_MODE") for environ in seen.values()}
+
+
+def assert_no_session_held_the_key(seen: SessionEnvironments, demo: Path) -> None:
+    """No process of any session had the model key; each CLI had its capability and the
+    proxy's URL instead, and no first-run dialog approved a capability as a key."""
+    modes = {environ.get("LEGION_MODE") for environ in seen.clis.values()}
     assert {"controller", "plan", "implement", "review", "retro", "finish"} <= modes, modes
-    for pid, environ in [*seen.items(), *others.items()]:  # nothing of a session has it
+    for pid, environ in [*seen.clis.items(), *seen.others.items()]:
         assert not any(FAKE_API_KEY in value for value in environ.values()), pid
-    for environ in seen.values():
+    for environ in seen.clis.values():
         assert "ANTHROPIC_API_KEY" not in environ and "CLAUDE_CODE_OAUTH_TOKEN" not in environ
         assert environ["ANTHROPIC_AUTH_TOKEN"] != FAKE_API_KEY
         assert environ["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
-    repo = tmp_path / "demo" / "repo"
     # A bearer token is no key the CLI asks about: no dialog was answered for a capability
     # (the CLI would have kept its last 20 characters as approved).
-    config = json.loads((tmp_path / "demo" / "claude-config" / ".claude.json").read_text())
+    config = json.loads((demo / "claude-config" / ".claude.json").read_text())
     approved = config.get("customApiKeyResponses", {}).get("approved", [])
-    tokens = {environ["ANTHROPIC_AUTH_TOKEN"][-20:] for environ in seen.values()}
+    tokens = {environ["ANTHROPIC_AUTH_TOKEN"][-20:] for environ in seen.clis.values()}
     assert not tokens & set(approved), approved
-    # The ledger the proxy kept is what the transcripts say, phase by phase.
+
+
+def assert_the_ledger_is_the_transcripts(repo: Path, env: dict[str, str], issue: str) -> None:
+    """The ledger the proxy kept is what the transcripts say, phase by phase (the transcripts
+    read alone, not the merged figures `legion issue show` prints)."""
     usage = json.loads(run_legion("usage", "--json", cwd=repo, env=env).stdout)
     loaded = load_project(repo, env=dict(os.environ) | env)
     roster = open_workers(loaded, open_backends(loaded), dict(os.environ) | env).roster
-    read = roster.transcript_usage("LEG-1")["LEG-1"]
+    read = roster.transcript_usage(issue)[issue]
     by_phase: dict[str, dict[str, int]] = {}
     for row in usage:
-        if row["issue"] == "LEG-1":
+        if row["issue"] == issue:
             phase = by_phase.setdefault(row["phase"], {"input": 0, "output": 0})
             phase["input"] += row["input_tokens"] + row["cache_read_tokens"]
             phase["input"] += row["cache_creation_tokens"]
