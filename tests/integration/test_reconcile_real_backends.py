@@ -24,7 +24,10 @@ from tests.fakes.graphql_server import Fault
 from tests.fakes.linear_server import FakeLinear
 from tests.support.cli import git, run_legion
 
-TIMEOUT = 0.5
+# The client's timeout here: short, for the tests of a server that never answers, but not so
+# short that a loaded machine's fake (which validates every document against the published
+# schema) answers a healthy request too late.
+TIMEOUT = 1.5
 BATCH = "PullRequestsForBranches"
 UPDATE = "LinearIssueUpdate"
 

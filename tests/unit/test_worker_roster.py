@@ -76,7 +76,7 @@ def test_tokens_are_split_by_the_starts_of_one_session() -> None:
     implement = record(1, "s", "w", Mode.IMPLEMENT, "2026-01-01T00:00:00Z")
     retro = record(2, "s", "w", Mode.RETRO, "2026-01-01T01:00:00Z")
     used = [("2026-01-01T00:30:00Z", Usage(10, 1)), ("2026-01-01T01:30:00Z", Usage(5, 2))]
-    found = roster([retro], [], Runtime({}, used), retired=(implement,)).usage("leg-1")
+    found = roster([retro], [], Runtime({}, used), retired=(implement,)).transcript_usage("leg-1")
     assert found == {"LEG-1": {"implement": Usage(10, 1), "retro": Usage(5, 2)}}
 
 

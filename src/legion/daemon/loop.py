@@ -284,16 +284,15 @@ class Daemon:
             with contextlib.suppress(ValueError):
                 port = int(before.url.rsplit(":", 1)[1])
         options: dict[str, Any] = {
-            "codex": codex,
             "workers": worker,
             "controller_runtime": controller,
             "limits": self.project.settings.limits,
             "refused": self.budget_stop.refused,
         }
         try:
-            server = ModelProxy(upstream, open_db, port=port, **options)
+            server = ModelProxy(upstream, open_db, codex=codex, port=port, **options)
         except OSError:  # taken meanwhile: any free port
-            server = ModelProxy(upstream, open_db, **options)
+            server = ModelProxy(upstream, open_db, codex=codex, **options)
         server.start()
         holders = [CLAUDE_CODE] if upstream.holds_credential else []
         holders += [CODEX] if codex is not None else []
