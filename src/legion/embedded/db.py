@@ -177,8 +177,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX model_usage_at ON model_usage(at);
     """,
     # 9: what a human's answer allowed an issue past its token budget (the proxy enforces it
-    # without reading the tracker), and the provider's rate limit or overload the proxy holds
-    # every request for (`legion.proxy.budget`, `legion.proxy.limits`).
+    # without reading the tracker), the provider's rate limit or overload the proxy holds
+    # every request for (`legion.proxy.budget`, `legion.proxy.limits`), and the ledger by
+    # session (what a worker spent since its last progress: `legion.daemon.idle_step`).
     """
     CREATE TABLE token_allowance (
         issue TEXT PRIMARY KEY,
@@ -191,6 +192,7 @@ MIGRATIONS: tuple[str, ...] = (
         reason TEXT NOT NULL,
         since TEXT NOT NULL
     );
+    CREATE INDEX model_usage_session ON model_usage(session_id, at);
     """,
 )
 
