@@ -2,11 +2,12 @@
 nothing to show for it (a loop, a session stuck re-reading) is stopped, and its issue asks a
 human once, with the figures.
 
-Cheap at every tick: one sum over the ledger per live worker, of what its session spent since
-its last known progress (its start, at first). Only a worker past `idle_spend_limit` is looked
-at closer, for the newest of: a commit or a file change in its workspace
-(`legion.workspaces.activity`), a message it posted on the bus, a comment on its issue (but
-Legion's own questions). Progress after the mark moves the mark; none, and it is stopped.
+Cheap at every tick: one sum over the ledger per worker not retired (from the registry), of
+what its session spent since its last known progress (its start, at first). Only a worker past
+`idle_spend_limit` is looked at closer (live or not, then), for the newest of: a commit or a
+file change in its workspace (`legion.workspaces.activity`), a message it posted on the bus, a
+comment on its issue (but Legion's own questions). Progress after the mark moves the mark;
+none, and it is stopped.
 """
 
 from __future__ import annotations
@@ -51,18 +52,24 @@ class IdleSpendWatch:
         if limit is None:
             return DONE
         ledger = UsageLedger(self.log.db)
-        live = [view for view in self.workers.roster.views() if view.state.is_live]
-        self._marks = {v.record.id: m for v in live if (m := self._marks.get(v.record.id))}
-        for view in live:
-            mark = self._marks.get(view.record.id) or instant(view.record.started_at)
-            spent = ledger.total(session=view.record.session_id, since=stamp_at(mark))
+        # The workers not retired, from the registry alone: whether each is live (its window,
+        # its transcript) is looked at only for one past the limit.
+        current = self.workers.registry.current()
+        self._marks = {r.id: m for r in current if (m := self._marks.get(r.id))}
+        for record in current:
+            mark = self._marks.get(record.id) or instant(record.started_at)
+            spent = ledger.total(session=record.session_id, since=stamp_at(mark))
             if spent < limit:
                 continue
-            progress = self._progress(view)
-            if progress is not None and progress > mark:
-                self._marks[view.record.id] = progress
+            views = self.workers.roster.views_of(record.issue)
+            live = [v for v in views if v.record.id == record.id and v.state.is_live]
+            if not live:
                 continue
-            self._stop(view, spent, mark, limit)
+            progress = self._progress(live[0])
+            if progress is not None and progress > mark:
+                self._marks[record.id] = progress
+                continue
+            self._stop(live[0], spent, mark, limit)
         return DONE
 
     def _progress(self, view: WorkerView) -> float | None:
