@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus import Bus, bus_path, open_bus
+from legion.bus.model import EventKind
 from legion.config import Project
+from legion.core.stamps import instant
 from legion.errors import StoreError
 from legion.sessions.workers import WorkerManager
 from legion.watch import Watcher, watch_lock
@@ -41,6 +43,14 @@ class BusSteps:
         if self._bus is None:
             self._bus = open_bus(self.env)
         return self._bus
+
+    def last_post(self, session_id: str) -> float | None:
+        """When the session last posted on the bus (its progress, as far as the bus knows)."""
+        agent = self.bus.agent_by_session(session_id)
+        if agent is None:
+            return None
+        posted = self.bus.event_log(agent_id=agent.id, kinds=[EventKind.MESSAGE_POSTED], last=1)
+        return instant(posted[-1].created_at) if posted else None
 
     def close(self) -> None:
         if self._bus is not None:

@@ -89,14 +89,6 @@ class Daemon:
             await_starts=False,  # followed up between ticks: `start_follow_up`
         )
         self.start_follow_up = StartFollowUp(self.workers, self.pause, self.log)
-        self.idle_spend = IdleSpendWatch(
-            self.workers,
-            self.backends.tracker,
-            self.log,
-            project.settings.idle_spend_limit,
-            project.settings.regenerable,
-            last_post=self._last_post,
-        )
         self.budget_stop = BudgetStop(
             self.workers,
             self.backends.tracker,
@@ -116,6 +108,14 @@ class Daemon:
         self.wakeups = ControllerWakeups(controller, self.judgments, self.log)
         self.reaper = StuckWorkerReaper(self.workers, self.log, stale_after=config.stale_after)
         self.delivery = BusSteps(project, self.workers, self.log, self.env, self.pause.reason)
+        self.idle_spend = IdleSpendWatch(
+            self.workers,
+            self.backends.tracker,
+            self.log,
+            project.settings.idle_spend_limit,
+            project.settings.regenerable,
+            last_post=self.delivery.last_post,
+        )
         self.pause_report = PauseReport(self.pause, say=config.say_pause)
         self.steps = self._steps()
         self._stopping = False
@@ -147,18 +147,6 @@ class Daemon:
             steps.append(Step("wake_controller", self.wakeups.wake_llm_controller))
         steps.append(Step("pause_dispatch", self.pause_report.run))
         return steps
-
-    def _last_post(self, session_id: str) -> float | None:
-        """When the session last posted on the bus (its progress, as far as the bus knows)."""
-        from legion.bus.model import EventKind
-        from legion.core.stamps import instant
-
-        bus = self.delivery.bus
-        agent = bus.agent_by_session(session_id)
-        if agent is None:
-            return None
-        posted = bus.event_log(agent_id=agent.id, kinds=[EventKind.MESSAGE_POSTED], last=1)
-        return instant(posted[-1].created_at) if posted else None
 
     @property
     def paused_reason(self) -> str | None:

@@ -21,6 +21,8 @@ from legion.core.budget import Limits
 from legion.core.stamps import instant, stamp_at
 from legion.embedded.db import Database, now
 
+from .budget import spent_limit
+
 # What the provider answers when the account is rate limited, or the model overloaded.
 HELD_STATUSES = frozenset({429, 529})
 # The waits when the provider names no reset: doubling from the first, up to the last.
@@ -127,8 +129,6 @@ class HoldRecord:
 def why_held(db: Database, limits: Limits) -> str | None:
     """Why no worker should start now for want of the model (a provider's hold, the day's
     budget spent), or None."""
-    from .budget import spent_limit
-
     held = HoldRecord(db).active()
     if held is not None:
         return held
