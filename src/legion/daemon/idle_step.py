@@ -12,6 +12,7 @@ none, and it is stopped.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from legion.actionlog import ActionLog, OutcomeKind
@@ -58,7 +59,10 @@ class IdleSpendWatch:
         self._marks = {r.id: m for r in current if (m := self._marks.get(r.id))}
         for record in current:
             mark = self._marks.get(record.id) or instant(record.started_at)
-            spent = ledger.total(session=record.session_id, since=stamp_at(mark))
+            # The ledger is stamped to the second, and a response in the mark's own second may
+            # be from before the progress: count from the next whole second (a few responses
+            # too few, never a working session's spend taken for idle).
+            spent = ledger.total(session=record.session_id, since=stamp_at(math.floor(mark) + 1))
             if spent < limit:
                 continue
             views = self.workers.roster.views_of(record.issue)
