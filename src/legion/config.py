@@ -271,6 +271,7 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("workspace_vcs", choice(("auto", "git", "jj")), "auto"),
     SettingSpec("regenerable", strings, DEFAULT_REGENERABLE),
     SettingSpec("controller_mode", choice(("auto", "llm")), "auto"),
+    SettingSpec("sandbox", choice(("bwrap", "none"))),
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),
 )
@@ -320,6 +321,8 @@ class Settings:
     workspace_vcs: str = "auto"
     regenerable: tuple[str, ...] = DEFAULT_REGENERABLE
     controller_mode: str = "auto"
+    # How workers are confined: "bwrap", "none"; None: bubblewrap where it works (`legion.sandbox`).
+    sandbox: str | None = None
     tick: float = 60.0
     restart_cooldown: float = 60.0
     # Each plugin's typed settings, by its section's class (`section`).

@@ -15,6 +15,7 @@ from legion.core.usage import Usage
 from legion.daemon_link import heartbeat_file, running_pid
 from legion.errors import LegionError
 from legion.proxy import ProxyAccess, read_access
+from legion.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from legion.actionlog import Entry
@@ -56,6 +57,20 @@ class StatusReport:
     model_proxy: ProxyAccess | None = None
     # Why no model request goes now (the provider's rate limit, the day's budget), or None.
     model_held: str | None = None
+    # How workers run: confined by bubblewrap, or why not (`legion.sandbox`).
+    sandbox: Sandbox | None = None
+
+    @property
+    def sandbox_line(self) -> str:
+        """One line: whether workers are confined, said loudly when they are not."""
+        found = self.sandbox
+        if found is None or not found.confined:
+            why = "unknown" if found is None else found.why
+            return f"NONE: workers run unconfined ({why})"
+        return (
+            "workers confined by bubblewrap (the controller and the network are not yet: "
+            "see README, Security)"
+        )
 
     @property
     def model_line(self) -> str:
@@ -102,6 +117,9 @@ class StatusReport:
                 "credential_held_for": sorted(self.model_proxy.credentials),
             },
             "model_held": self.model_held,
+            "sandbox": None
+            if self.sandbox is None
+            else {"confined": self.sandbox.confined, "why": self.sandbox.why},
         }
         if self.unknown is not None:
             data["unknown"] = self.unknown
@@ -161,7 +179,17 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         now=now,
         model_proxy=None if daemon is None else read_access(project.state_dir),
         model_held=why_held(backends.db, project.settings.limits),
+        sandbox=_sandbox(project),
     )
+
+
+def _sandbox(project: Project) -> Sandbox:
+    from legion.sandbox import resolve
+
+    try:
+        return resolve(project.settings.sandbox, project.env)
+    except LegionError as exc:  # required and not there: no worker can start
+        return Sandbox(None, str(exc))
 
 
 def _kept_workspaces(

@@ -70,7 +70,30 @@ def run_checks(project: Project | None = None) -> list[Check]:
     npm = _tool("npm", ["npm", "--version"], "install Node.js and npm (apt-get install npm)")
     # npm is only needed to install the agent CLIs, which are there already when they resolve.
     checks.append(Check(npm.name, npm.ok, npm.detail, npm.fix, required=needs_npm))
+    checks.append(_sandbox(settings))
     return checks
+
+
+def _sandbox(settings: Settings | None) -> Check:
+    """bubblewrap, which confines every worker: required when `sandbox = "bwrap"`, else a
+    warning (workers would run unconfined); none is asked for with `sandbox = "none"`."""
+    from legion.sandbox import INSTALL_HINT, find_bwrap, probe
+
+    chosen = None if settings is None else settings.sandbox
+    if chosen == "none":
+        return Check("bubblewrap", True, "not used (sandbox = none: workers run unconfined)")
+    found = find_bwrap(os.environ)
+    problem = "not found" if found is None else probe(found)
+    if problem is None:
+        return Check("bubblewrap", True, _tool_version([str(found), "--version"]) or str(found))
+    fix = INSTALL_HINT if found is None else "run Legion where bubblewrap can make namespaces"
+    return Check(
+        "bubblewrap",
+        False,
+        f"{problem}: workers would run unconfined",
+        f'{fix}, or set sandbox = "none" to run them so knowingly',
+        required=chosen == "bwrap",
+    )
 
 
 def _load_project(ctx: typer.Context) -> Project | None:

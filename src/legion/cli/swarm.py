@@ -396,6 +396,7 @@ def _print_status(report: StatusReport) -> None:
     typer.echo(f"model:      {report.model_line}")
     if report.model_held is not None:
         common.echo(f"model:      HELD: {report.model_held}")
+    common.echo(f"sandbox:    {report.sandbox_line}")
     pause = report.pause
     if pause.reason is not None:
         common.echo(f"dispatch:   PAUSED since {pause.paused_at}: {pause.reason}")

@@ -24,6 +24,7 @@ from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import PendingQuestion, TranscriptSummary
+from legion.sandbox.policy import Access
 
 
 class AgentRuntime(Protocol):
@@ -53,6 +54,12 @@ class AgentRuntime(Protocol):
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """Variables the CLI needs besides those it inherits."""
+        ...
+
+    def sandbox_access(self, env: Mapping[str, str], *, proxied: bool) -> Access:
+        """What a confined session of this CLI uses besides its workspace: its own folders
+        (read-write), its install (read-only), and, when the daemon holds its model credential
+        (`proxied`), the credential files it keeps to be shown empty."""
         ...
 
     def prepare(self, env: Mapping[str, str], workspace: Path) -> None:

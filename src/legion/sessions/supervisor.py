@@ -20,7 +20,7 @@ from pathlib import Path
 
 from legion import proxy
 from legion.bus.model import Agent, AgentStatus
-from legion.config import Project
+from legion.config import Project, user_config_path
 from legion.daemon_link import WAKE_ENV, running_pid, wake_fifo
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
@@ -28,6 +28,9 @@ from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import process_args, session_processes, wait_for_exit
+from legion.sandbox import Confinement, Sandbox, empty_file, session_access
+from legion.sandbox import resolve as resolve_sandbox
+from legion.sandbox import wrap as sandbox_wrap
 from legion.sessions.starts import StartWatch
 from legion.sessions.windows import SessionWindows
 from legion.statefiles import write_private
@@ -109,6 +112,7 @@ class SessionSupervisor:
         trace = issue or "-"
         with span("start: prepare the runtime", trace):
             runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
+            sandbox = self.sandbox() if issue is not None else None  # the same: a required one
             runtime.prepare(self.env, cwd)
         env = {key: value for key, value in self.env.items() if inheritable(key)}
         env |= runtime.environment(self.env)
@@ -120,6 +124,7 @@ class SessionSupervisor:
             **extra_env,
         }
         access = self._model_access(runtime.name)
+        token: str | None = None
         if self.capabilities is not None and (self.relay or access is not None):
             with span("start: capability", trace):
                 # Minted for this start: the session's earlier capability is revoked with it.
@@ -152,6 +157,9 @@ class SessionSupervisor:
             inbox=self.inbox_file(sid),
             context=self.context_file(sid),
         )
+        if sandbox is not None and sandbox.confined:
+            proxied = access is not None and access.holds(runtime.name) and token is not None
+            argv = sandbox_wrap(sandbox, self._confinement(cwd, runtime, env, proxied), argv)
         with span("start: open the window", trace):
             handover = launch.Handover(self.project.state_dir / "launch", argv, cwd, env)
             handover.start()
@@ -183,6 +191,31 @@ class SessionSupervisor:
             stopped = stopped or pid is not None
         self._stop_stray(sid)
         return stopped
+
+    def sandbox(self) -> Sandbox:
+        """How this project's workers run (`legion.sandbox`): a ConfigError when `sandbox =
+        "bwrap"` and bubblewrap cannot run here."""
+        return resolve_sandbox(self.project.settings.sandbox, self.env)
+
+    def _confinement(
+        self, workspace: Path, runtime: AgentRuntime, env: Mapping[str, str], proxied: bool
+    ) -> Confinement:
+        home = Path(env.get("HOME") or Path.home())
+        from legion.bus import bus_path
+
+        state_dir = self.project.state_dir
+        # The bus is the machine's (beside every project's state folder), and the relay's socket
+        # may be in a short folder of its own.
+        state = (state_dir, bus_path(env).parent, socket_path(state_dir).parent)
+        access = session_access(
+            workspace=workspace,
+            state=state,
+            project_config=self.project.config_path.parent,
+            user_config=user_config_path(env).parent,
+            runtime=runtime.sandbox_access(env, proxied=proxied),
+            env=env,
+        )
+        return Confinement(home, empty_file(state_dir), access)
 
     def _model_access(self, runtime: str) -> proxy.ProxyAccess | None:
         """How a session of `runtime` reaches the model through the project's daemon: None when

@@ -187,6 +187,7 @@ class ProjectSources:
             warnings: list[str] = []
             workers: dict[str, str] = {}
             latest: dict[str, Mode] | None = None
+            unknown = False
             try:
                 manager = self.projects.workers(project, backends)
                 for view in manager.roster.views():
@@ -195,8 +196,9 @@ class ProjectSources:
                 latest = manager.roster.latest_modes()
             except LegionError as exc:  # tmux did not answer: who works is unknown
                 warnings.append(f"workers unknown: {exc}")
-                live = set()
+                live, unknown = set(), True
             warnings += _holds(backends.db, project)
+            warnings += _unconfined(project)
             snapshot = observe(
                 project.settings.project_id,
                 backends.tracker,
@@ -211,7 +213,7 @@ class ProjectSources:
                     phase=state.issue.status,
                     identifier=state.issue.identifier,
                     title=state.issue.title,
-                    worker=workers.get(state.issue.identifier, "unknown" if warnings else "-"),
+                    worker=workers.get(state.issue.identifier, "unknown" if unknown else "-"),
                     review=_review(state.pr, state.pr_review.value),
                     action=state.decision.action,
                     mode=state.decision.mode,
@@ -369,6 +371,17 @@ def _review(pr: object, outcome: str) -> str:
     if not isinstance(pr, PullRequest):
         return "unknown" if outcome == "unknown" else "-"
     return f"#{pr.number} {'draft' if pr.is_draft else outcome.replace('_', ' ')}"
+
+
+def _unconfined(project: Project) -> list[str]:
+    """Said on the board as `legion status` says it: workers that run unconfined."""
+    from legion.sandbox import resolve
+
+    try:
+        found = resolve(project.settings.sandbox, project.env)
+    except LegionError as exc:
+        return [f"no worker can start: {exc}"]
+    return [] if found.confined else [f"sandbox NONE: workers run unconfined ({found.why})"]
 
 
 def _holds(db: Database, project: Project) -> list[str]:

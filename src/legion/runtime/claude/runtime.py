@@ -30,6 +30,7 @@ from legion.runtime.base import worker_skill_args
 from legion.runtime.claude import binary as claude_bin
 from legion.runtime.claude import hooks
 from legion.runtime.claude.paths import (
+    config_dir,
     global_config_file,
     newest_activity,
     skills_dir,
@@ -40,6 +41,8 @@ from legion.runtime.claude.tasks import read_tasks
 from legion.runtime.claude.transcript import session_usage, summarize_file
 from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import PendingQuestion, TranscriptSummary
+from legion.sandbox import install_root
+from legion.sandbox.policy import Access
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
 _API_KEY_VARIABLES = runtime_plugin(CLAUDE_CODE).secret_variables
@@ -192,6 +195,15 @@ class ClaudeRuntime:
     @property
     def name(self) -> str:
         return CLAUDE_CODE
+
+    def sandbox_access(self, env: Mapping[str, str], *, proxied: bool) -> Access:
+        folder = config_dir(env)
+        return Access(
+            writable=(folder, global_config_file(env)),
+            readable=install_root(Path(self.executable())),
+            # The login `claude /login` keeps: the daemon's proxy speaks for the session.
+            hidden=(folder / ".credentials.json",) if proxied else (),
+        )
 
     def transcript(self, env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
         return transcript_path(env, workspace, session_id)

@@ -34,6 +34,8 @@ from legion.runtime.codex import binary as codex_bin
 from legion.runtime.codex.settings import CodexSettings
 from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import PendingQuestion, TranscriptSummary, Turn, read_tail
+from legion.sandbox import install_root
+from legion.sandbox.policy import Access
 
 NAME = CODEX
 ROLLOUT_ID = re.compile(
@@ -249,6 +251,15 @@ class CodexRuntime:
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         return {}
+
+    def sandbox_access(self, env: Mapping[str, str], *, proxied: bool) -> Access:
+        home = codex_home(env)
+        return Access(
+            writable=(home,),
+            readable=install_root(Path(self.executable())),
+            # What `codex login` keeps: the daemon's proxy holds the provider's key.
+            hidden=(home / "auth.json",) if proxied else (),
+        )
 
     def prepare(self, env: Mapping[str, str], workspace: Path) -> None:
         """Nothing to answer: `codex exec` asks no first-run question."""

@@ -1,0 +1,173 @@
+"""The sandbox: every worker session Legion starts runs confined by bubblewrap (`bwrap`), which
+Debian ships as `bubblewrap`.
+
+A worker runs model-written commands with permissions bypassed; confined, it sees the system
+read-only, its own workspace, its git metadata, its CLI's folders and Legion's state, and
+nothing else of the machine: not the user's home (`~/.ssh`, `~/.aws`, `~/.config/gh`, the CLI's
+credentials file when the daemon holds the model credential), not other issues' workspaces,
+not other processes (their `/proc/PID/environ` included), not the tmux server. What is decided
+here: whether sessions are confined (`sandbox` setting: `bwrap`, `none`, or unset for bwrap
+where it works, `resolve`) and what one session may see (`session_access`); the command line is
+`legion.sandbox.policy`'s.
+
+Not confined yet, and said so by `legion status`: the controller (its `legion dispatch` opens
+tmux windows), and the network (a worker reaches any address, as before). Legion's state (the
+bus, the projects' databases) is shown to workers, read-write, because their `legion` commands
+still open the embedded tracker and the bus directly.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from legion.errors import ConfigError
+
+from .policy import Access, Confinement, bwrap_argv, paths_of
+
+__all__ = [
+    "Access",
+    "Confinement",
+    "Sandbox",
+    "empty_file",
+    "resolve",
+    "session_access",
+    "wrap",
+]
+
+BWRAP = "bwrap"
+INSTALL_HINT = "install bubblewrap (Debian, Ubuntu: apt install bubblewrap)"
+_PROBE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How this project's workers run: confined by `bwrap` (its path), or not (`bwrap` None,
+    `why` saying why)."""
+
+    bwrap: str | None
+    why: str  # "bubblewrap", or why not: "sandbox = none", "bubblewrap is not installed…"
+
+    @property
+    def confined(self) -> bool:
+        return self.bwrap is not None
+
+
+def find_bwrap(env: Mapping[str, str]) -> str | None:
+    return shutil.which(BWRAP, path=env.get("PATH"))
+
+
+@functools.cache
+def probe(bwrap: str) -> str | None:
+    """None when `bwrap` can confine a process here, else why not (its error, one line). Once
+    per process: a kernel without user namespaces, a container that forbids mounts."""
+    argv = [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--proc", "/proc", "--dev", "/dev"]
+    try:
+        done = subprocess.run(
+            [*argv, "true"], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} did not run: {exc}"
+    if done.returncode == 0:
+        return None
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return f"{bwrap} cannot confine a process here: {lines[-1] if lines else done.returncode}"
+
+
+def resolve(setting: str | None, env: Mapping[str, str]) -> Sandbox:
+    """The project's sandbox from its `sandbox` setting: "none" is unconfined; "bwrap" must
+    work (a ConfigError saying how to get it, else); unset is bwrap where it works."""
+    if setting == "none":
+        return Sandbox(None, "sandbox = none")
+    found = find_bwrap(env)
+    problem = f"bubblewrap is not installed: {INSTALL_HINT}" if found is None else probe(found)
+    if problem is None:
+        return Sandbox(found, "bubblewrap")
+    if setting == "bwrap":
+        raise ConfigError(f"sandbox = bwrap, but {problem}")
+    return Sandbox(None, problem)
+
+
+def wrap(sandbox: Sandbox, confinement: Confinement, argv: Sequence[str]) -> list[str]:
+    """`argv` run inside `confinement` (as it is, unconfined)."""
+    if sandbox.bwrap is None:
+        return list(argv)
+    existing = [path for path in paths_of(confinement) if path.exists()]
+    return bwrap_argv(sandbox.bwrap, confinement, argv, existing=existing)
+
+
+def empty_file(state_dir: Path) -> Path:
+    """An empty read-only file in the state folder, shown in place of what a session must not
+    read (`Confinement.empty`)."""
+    path = state_dir / "sandbox-empty"
+    if not path.is_file() or path.stat().st_size:
+        path.unlink(missing_ok=True)
+        path.touch(mode=0o444)
+    return path
+
+
+def legion_install() -> tuple[Path, ...]:
+    """What the session's `legion` (this Python and this package) reads."""
+    import legion
+
+    package_root = Path(legion.__file__).resolve().parent.parent
+    prefixes = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)}
+    return (*sorted(prefixes), package_root)
+
+
+def install_root(binary: Path) -> tuple[Path, ...]:
+    """What running `binary` reads beyond the system: the folder it is named in and, through
+    its links, the npm prefix (the folder above `node_modules`) or folder of the real file."""
+    real = binary.resolve()
+    for parent in real.parents:
+        if parent.name == "node_modules":
+            return (binary.parent, parent.parent)
+    return (binary.parent, real.parent)
+
+
+def git_metadata(workspace: Path) -> tuple[Path, ...]:
+    """The repository's own folders a workspace writes to: a linked worktree's objects and refs
+    live in the main repository's common git dir."""
+    from legion.git import run_git
+
+    found = run_git(
+        workspace, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False
+    )
+    if found.returncode != 0 or not found.stdout.strip():
+        return ()
+    return (Path(found.stdout.strip()),)
+
+
+def session_access(
+    *,
+    workspace: Path,
+    state: tuple[Path, ...],
+    project_config: Path,
+    user_config: Path,
+    runtime: Access,
+    env: Mapping[str, str],
+) -> Access:
+    """What one worker session may use. `state`: Legion's folders its `legion` commands open
+    (the project's state folder, the bus's, the relay's socket's); `runtime`: its CLI's own
+    (`AgentRuntime.sandbox_access`)."""
+    home = Path(env.get("HOME") or Path.home())
+    git_config = (home / ".gitconfig", Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "git")
+    node = shutil.which("node", path=env.get("PATH"))
+    return (
+        Access(
+            writable=(workspace, *git_metadata(workspace), *state),
+            readable=(
+                *legion_install(),
+                project_config,
+                user_config,
+                *git_config,
+                *(install_root(Path(node)) if node else ()),
+            ),
+        )
+        + runtime
+    )

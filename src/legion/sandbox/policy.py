@@ -1,0 +1,111 @@
+"""What a confined session may see, and the bubblewrap command line that shows it just that.
+Pure: paths in, argv out (`legion.sandbox.bwrap` runs and probes bubblewrap).
+
+The sandbox's root starts empty (bubblewrap's own tmpfs); only what is listed is put in it:
+the system read-only (`SYSTEM`), a private `/tmp`, a fresh `/proc` of its own processes and a
+minimal `/dev`, an empty writable home, then the session's own paths: read-write its workspace,
+its git metadata and its CLI's folders; read-only Legion's install, the CLI's and the project's
+config. What is not listed does not exist inside: the user's home, other workspaces, every
+other process. A credential file inside a visible folder is shown empty (`hidden`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The system, read-only: programs, libraries and /etc (resolver, certificates, users).
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+# Inside what the system shows, what is a secret of the machine's, never a session's.
+SYSTEM_SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+SYSTEM_SECRET_FOLDERS = ("/etc/ssh", "/etc/ssl/private")
+
+
+@dataclass(frozen=True)
+class Access:
+    """Paths a session may use, each at its own path inside."""
+
+    writable: tuple[Path, ...] = ()  # read-write
+    readable: tuple[Path, ...] = ()  # read-only
+    hidden: tuple[Path, ...] = ()  # files shown empty (inside what is writable or readable)
+
+    def __add__(self, other: Access) -> Access:
+        return Access(
+            self.writable + other.writable,
+            self.readable + other.readable,
+            self.hidden + other.hidden,
+        )
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """One session's view of the machine."""
+
+    home: Path  # an empty, writable folder inside (what it writes there is lost at its end)
+    # An empty file, shown in place of each hidden one (/dev/null cannot be: bubblewrap's binds
+    # are nodev, so reading it would be refused rather than empty).
+    empty: Path
+    access: Access = field(default_factory=Access)
+    # Variables set inside (never a secret: bubblewrap's argv is visible in `ps`).
+    variables: tuple[tuple[str, str], ...] = ()
+
+
+def paths_of(confinement: Confinement) -> list[Path]:
+    """Every path `bwrap_argv` mounts only when it exists."""
+    return [
+        *(Path(p) for p in SYSTEM_SECRET_FILES + SYSTEM_SECRET_FOLDERS),
+        *confinement.access.writable,
+        *confinement.access.readable,
+        *confinement.access.hidden,
+    ]
+
+
+def _depth_order(paths: Iterable[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """Mounts parents first, so a folder shown read-only inside a writable one stays so (and
+    the other way round); the same path twice is mounted once, writable winning."""
+    chosen: dict[Path, str] = {}
+    for kind, path in paths:
+        if chosen.get(path) != "--bind":
+            chosen[path] = kind
+    return sorted(((kind, path) for path, kind in chosen.items()), key=lambda x: len(x[1].parts))
+
+
+def bwrap_argv(
+    bwrap: str,
+    confinement: Confinement,
+    argv: Sequence[str],
+    *,
+    existing: Iterable[Path] = (),
+) -> list[str]:
+    """The command that runs `argv` confined. `existing`: which of the session's paths exist
+    (a missing one is left out rather than failing the start); every path is absolute."""
+    present = set(existing)
+    args = [
+        bwrap,
+        "--die-with-parent",  # its processes end with the window's
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]
+    for folder in SYSTEM:
+        args += ["--ro-bind-try", folder, folder]
+    for secret in SYSTEM_SECRET_FILES:
+        if Path(secret) in present:
+            args += ["--ro-bind", str(confinement.empty), secret]
+    for secret in SYSTEM_SECRET_FOLDERS:
+        if Path(secret) in present:
+            args += ["--tmpfs", secret]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    args += ["--tmpfs", str(confinement.home)]
+    access = confinement.access
+    mounts = [("--bind", p) for p in access.writable] + [("--ro-bind", p) for p in access.readable]
+    for kind, path in _depth_order(m for m in mounts if m[1] in present):
+        args += [kind, str(path), str(path)]
+    for shown_empty in access.hidden:
+        if shown_empty in present:
+            args += ["--ro-bind", str(confinement.empty), str(shown_empty)]
+    for name, value in confinement.variables:
+        args += ["--setenv", name, value]
+    return [*args, "--", *argv]
