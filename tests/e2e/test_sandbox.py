@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import subprocess
 from pathlib import Path
 
@@ -55,11 +56,15 @@ def test_a_worker_sees_its_workspace_and_nothing_else_of_the_machine(swarm: Swar
     ]
     # The CLI's own login, in a folder the worker must use: shown empty.
     credentials = _plant(swarm.config_dir / ".credentials.json", "oauth")
+    # Something else listening on this machine's loopback: out of a worker's reach.
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
     looks = " ".join(shlex.quote(str(path)) for path in secrets)
     probe_command = (
         f'{{ for f in {looks}; do [ -e "$f" ] && echo "SEEN $f" && cat "$f"; done; '
         f'echo "CREDENTIALS $(wc -c < {shlex.quote(str(credentials))})"; '
         "echo \"PROCESSES $(ls /proc | grep -c '^[0-9]')\"; "
+        f"(exec 3<>/dev/tcp/127.0.0.1/{listener.getsockname()[1]}) && echo REACHED; "
         "} > probe.txt 2>&1; "
         "git add probe.txt && git commit -qm probe"
     )
@@ -83,6 +88,10 @@ def test_a_worker_sees_its_workspace_and_nothing_else_of_the_machine(swarm: Swar
     workspace = swarm.workspace_root / "leg-1"
     found = (workspace / "probe.txt").read_text()
     assert SENTINEL not in found, found
+    assert "REACHED" not in found, found
+    with pytest.raises(TimeoutError):
+        listener.accept()  # nobody came
+    listener.close()
     assert "SEEN" not in found, found
     assert "CREDENTIALS 0" in found, found
     processes = int(found.split("PROCESSES ")[1].split()[0])

@@ -25,11 +25,11 @@ from legion.errors import ConflictError, LegionError, StoreError
 from legion.judgments import JudgmentQueue
 from legion.pause import DispatchPause
 from legion.plugins import CLAUDE_CODE, CODEX
-from legion.proxy import access, read_access, write_access
+from legion.proxy import PROXY_SOCKET_NAME, access, read_access, write_access
 from legion.proxy.ledger import Spender
 from legion.proxy.server import ModelProxy, codex_upstream_from, upstream_from
 from legion.reconcile import Reconciler
-from legion.relay import relay_needed
+from legion.relay import relay_needed, socket_path
 from legion.relay.server import RelayServer, relay_server
 from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
@@ -277,6 +277,8 @@ class Daemon:
             "limits": self.project.settings.limits,
             "refused": self.budget_stop.refused,
         }
+        # For confined sessions, whose only way out is their bridge to this socket.
+        options["unix_socket"] = socket_path(state, PROXY_SOCKET_NAME)
         try:
             server = ModelProxy(upstream, open_db, codex=codex, port=port, **options)
         except OSError:  # taken meanwhile: any free port
@@ -284,7 +286,7 @@ class Daemon:
         server.start()
         holders = [CLAUDE_CODE] if upstream.holds_credential else []
         holders += [CODEX] if codex is not None else []
-        write_access(state, access(server.url, holders))
+        write_access(state, access(server.url, holders, str(options["unix_socket"])))
         return server
 
     def _finished(self, started: float) -> bool:

@@ -31,6 +31,8 @@ CODEX_PATH = "/codex"
 # Read only while the daemon runs (its lock held); kept when it stops, so that the next start
 # takes the port.
 ACCESS_FILE = "model-proxy"
+# Its Unix socket's name (`legion.relay.socket_path` says where it goes).
+PROXY_SOCKET_NAME = "model.sock"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class ProxyAccess:
     url: str
     # The runtimes whose credential the daemon holds (their sessions get a capability).
     credentials: frozenset[str] = field(default_factory=frozenset)
+    # Where it also listens, for sessions with a network of their own (`legion.sandbox`).
+    socket: str | None = None
 
     @property
     def holds_credential(self) -> bool:
@@ -49,15 +53,25 @@ class ProxyAccess:
     def holds(self, runtime: str) -> bool:
         return runtime in self.credentials
 
+    @property
+    def port(self) -> int | None:
+        """The TCP port of `url` (a confined session's bridge listens on the same)."""
+        from urllib.parse import urlsplit
 
-def access(url: str, credentials: Iterable[str]) -> ProxyAccess:
-    return ProxyAccess(url, frozenset(credentials))
+        try:
+            return urlsplit(self.url).port
+        except ValueError:
+            return None
+
+
+def access(url: str, credentials: Iterable[str], socket: str | None = None) -> ProxyAccess:
+    return ProxyAccess(url, frozenset(credentials), socket)
 
 
 def write_access(state_dir: Path, found: ProxyAccess) -> None:
     from legion.statefiles import write_private
 
-    record = {"url": found.url, "credentials": sorted(found.credentials)}
+    record = {"url": found.url, "credentials": sorted(found.credentials), "socket": found.socket}
     write_private(state_dir / ACCESS_FILE, json.dumps(record) + "\n")
 
 
@@ -66,7 +80,9 @@ def read_access(state_dir: Path) -> ProxyAccess | None:
     reads)."""
     try:
         record = json.loads((state_dir / ACCESS_FILE).read_text())
-        return access(str(record["url"]), (str(name) for name in record["credentials"]))
+        socket = record.get("socket")
+        names = (str(name) for name in record["credentials"])
+        return access(str(record["url"]), names, None if socket is None else str(socket))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

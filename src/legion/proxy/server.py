@@ -18,13 +18,16 @@ sends (`x-claude-code-session-id`): metered, not contained.
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
+import socketserver
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from legion.core.budget import Limits, Spent
@@ -135,13 +138,16 @@ class ModelProxy:
         limits: Limits = NO_LIMITS,
         refused: Callable[[Spender, Spent], None] = lambda spender, spent: None,
         port: int = 0,
+        unix_socket: Path | None = None,
     ) -> None:
         """`open_db`: the project database, opened for each request (a connection belongs to
         one thread, and each request is served by its own). `codex`: Codex's provider, served
         under `/codex` (None: Codex's sessions are not proxied). `workers`: the worker Legion
         started as a session id, from that database (None: none it knows). `limits`: the
         budgets enforced before a request goes; `refused`: told of each request refused for
-        one (from the request's thread), so that its session is stopped."""
+        one (from the request's thread), so that its session is stopped. `unix_socket`: where
+        it also listens, for sessions confined to a network of their own (`legion.sandbox`:
+        each one's bridge carries its connections here)."""
         self.upstream = upstream
         self.codex = codex
         self.open_db = open_db
@@ -155,6 +161,15 @@ class ModelProxy:
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="legion-model-proxy", daemon=True
         )
+        self.unix_socket = unix_socket
+        self._unix: _UnixServer | None = None
+        if unix_socket is not None:
+            from legion.relay.server import prepare_folder, remove_stale
+
+            prepare_folder(unix_socket)
+            remove_stale(unix_socket)
+            self._unix = _UnixServer(str(unix_socket), _UnixHandler, self)
+            os.chmod(unix_socket, 0o600)
 
     @property
     def port(self) -> int:
@@ -190,10 +205,19 @@ class ModelProxy:
             timeout=httpx.Timeout(None, connect=30.0), follow_redirects=False
         )
         self._thread.start()
+        if self._unix is not None:
+            threading.Thread(
+                target=self._unix.serve_forever, name="legion-model-proxy-unix", daemon=True
+            ).start()
 
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        if self._unix is not None:
+            self._unix.shutdown()
+            self._unix.server_close()
+            if self.unix_socket is not None:
+                self.unix_socket.unlink(missing_ok=True)
         if self._client is not None:
             self._client.close()
 
@@ -232,10 +256,18 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, handler)
 
 
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, handler: type[_Handler], proxy: ModelProxy) -> None:
+        self.proxy = proxy
+        super().__init__(path, handler)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the CLIs use it
     disable_nagle_algorithm = True  # each chunk goes out as it comes, not after a delayed ACK
-    server: _Server
+    server: _Server | _UnixServer
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the daemon's stderr is its log: no line per request
@@ -367,6 +399,13 @@ class _Handler(BaseHTTPRequestHandler):
             response.close()
             if not recorded:  # cut short: what passed is still recorded
                 _record(ledger, spender, meter)
+
+
+class _UnixHandler(_Handler):
+    disable_nagle_algorithm = False  # no TCP here
+
+    def address_string(self) -> str:
+        return "unix"
 
 
 def _upstream_headers(incoming: Mapping[str, str], upstream: Upstream) -> dict[str, str]:

@@ -46,17 +46,18 @@ def relay_needed(settings: Settings) -> bool:
     return plugins.is_remote((settings.tracker, settings.forge))
 
 
-def socket_path(state_dir: Path) -> Path:
-    """Where the daemon of the project with this state folder listens: `relay.sock` in the
-    state folder (private, 0700) when that path fits in a socket address, else a short one in
-    `/tmp/legion-<uid>/` (a 0700 folder the server checks is ours), named by a hash of the state
-    folder. Decided from the state folder and the user alone, never from the environment, so
-    the daemon and any process that starts a worker agree on it."""
-    preferred = state_dir / SOCKET_NAME
+def socket_path(state_dir: Path, name: str = SOCKET_NAME) -> Path:
+    """Where the daemon of the project with this state folder listens: `name` (the relay's
+    `relay.sock`, the model proxy's `model.sock`) in the state folder (private, 0700) when
+    that path fits in a socket address, else a short one in `/tmp/legion-<uid>/` (a 0700
+    folder the server checks is ours), named by a hash of the state folder. Decided from the
+    state folder and the user alone, never from the environment, so the daemon and any
+    process that starts a worker agree on it."""
+    preferred = state_dir / name
     if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
         return preferred
     digest = hashlib.sha256(os.fsencode(state_dir)).hexdigest()[:16]
-    return fallback_folder() / f"{digest}.sock"
+    return fallback_folder() / (f"{digest}.sock" if name == SOCKET_NAME else f"{digest}.{name}")
 
 
 def fallback_folder() -> Path:

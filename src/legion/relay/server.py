@@ -504,7 +504,7 @@ def prepare_folder(path: Path) -> None:
         folder.chmod(0o700)
 
 
-def _remove_stale(path: Path) -> None:
+def remove_stale(path: Path) -> None:
     """A socket left by a killed daemon goes; anything else in the way is reported."""
     try:
         info = os.lstat(path)
@@ -662,7 +662,7 @@ class RelayServer:
 
     def start(self) -> None:
         prepare_folder(self.path)
-        _remove_stale(self.path)
+        remove_stale(self.path)
         server = _UnixServer(str(self.path), _Handler, bind_and_activate=False)
         server.deadline = self.request_deadline
         server.slots = threading.BoundedSemaphore(self.max_connections)

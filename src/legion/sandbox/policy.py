@@ -49,6 +49,9 @@ class Confinement:
     access: Access = field(default_factory=Access)
     # Variables set inside (never a secret: bubblewrap's argv is visible in `ps`).
     variables: tuple[tuple[str, str], ...] = ()
+    # Whether it shares the machine's network; else it has one of its own, with nothing but
+    # loopback (its bridge to the model proxy: `legion.sandbox.bridge`).
+    network: bool = False
 
 
 def paths_of(confinement: Confinement) -> list[Path]:
@@ -89,6 +92,8 @@ def bwrap_argv(
         "--unshare-uts",
         "--unshare-cgroup-try",
     ]
+    if not confinement.network:
+        args.append("--unshare-net")
     for folder in SYSTEM:
         args += ["--ro-bind-try", folder, folder]
     for secret in SYSTEM_SECRET_FILES:

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from legion import proxy
@@ -23,12 +24,13 @@ from legion.bus.model import Agent, AgentStatus
 from legion.config import Project, user_config_path
 from legion.daemon_link import WAKE_ENV, running_pid, wake_fifo
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
+from legion.proxy import PROXY_SOCKET_NAME
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import process_args, session_processes, wait_for_exit
-from legion.sandbox import Confinement, Sandbox, empty_file, session_access
+from legion.sandbox import Confinement, Sandbox, bridge, empty_file, session_access
 from legion.sandbox import resolve as resolve_sandbox
 from legion.sandbox import wrap as sandbox_wrap
 from legion.sessions.starts import StartWatch
@@ -159,7 +161,10 @@ class SessionSupervisor:
         )
         if sandbox is not None and sandbox.confined:
             proxied = access is not None and access.holds(runtime.name) and token is not None
-            argv = sandbox_wrap(sandbox, self._confinement(cwd, runtime, env, proxied), argv)
+            confinement = self._confinement(cwd, runtime, env, proxied)
+            # A session on its own login (the daemon holds no key) keeps the network: its CLI
+            # renews that login with its provider directly.
+            argv = self._confined(sandbox, argv, confinement, access if proxied else None)
         with span("start: open the window", trace):
             handover = launch.Handover(self.project.state_dir / "launch", argv, cwd, env)
             handover.start()
@@ -197,6 +202,23 @@ class SessionSupervisor:
         "bwrap"` and bubblewrap cannot run here."""
         return resolve_sandbox(self.project.settings.sandbox, self.env)
 
+    @staticmethod
+    def _confined(
+        sandbox: Sandbox,
+        argv: list[str],
+        confinement: Confinement,
+        access: proxy.ProxyAccess | None,
+    ) -> list[str]:
+        """`argv` in `confinement`, with a network of its own whose one way out is its bridge
+        to the daemon's model proxy (`access`); without one (no daemon runs, the proxy does not
+        serve its CLI or holds no key for it), the machine's network."""
+        port = None if access is None else access.port
+        if access is not None and access.socket is not None and port is not None:
+            argv = bridge.command(port, access.socket, argv)
+        else:
+            confinement = replace(confinement, network=True)
+        return sandbox_wrap(sandbox, confinement, argv)
+
     def _confinement(
         self, workspace: Path, runtime: AgentRuntime, env: Mapping[str, str], proxied: bool
     ) -> Confinement:
@@ -206,7 +228,12 @@ class SessionSupervisor:
         state_dir = self.project.state_dir
         # The bus is the machine's (beside every project's state folder), and the relay's socket
         # may be in a short folder of its own.
-        state = (state_dir, bus_path(env).parent, socket_path(state_dir).parent)
+        state = (
+            state_dir,
+            bus_path(env).parent,
+            socket_path(state_dir).parent,
+            socket_path(state_dir, PROXY_SOCKET_NAME).parent,
+        )
         access = session_access(
             workspace=workspace,
             state=state,
