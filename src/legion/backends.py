@@ -65,16 +65,18 @@ def open_backends(project: Project, *, create: bool = False, direct: bool = Fals
     existing project a missing or empty one is an error, never a fresh start. (Every backend
     keeps Legion's own records, workers and judgments, in that database.)
 
-    In a session Legion started (a capability in its environment) of a project whose tracker or
-    forge needs a credential, both are the relay's, which ask the daemon (`legion.relay`): the
-    session has no credential. The database is still opened here: it holds Legion's own records
+    In a session Legion started with the relay (a capability and the relay's socket in its
+    environment: always where the tracker or forge needs a credential, on the embedded ones
+    while the daemon runs), both are the relay's, which ask the daemon (`legion.relay`): the
+    session has no credential, and merges and tracker writes are made outside its sandbox. The
+    database is still opened here: it holds Legion's own records
     and no credential. `direct`: the real backends whatever the environment (the daemon, and
     its relay server, are the ones that make the calls)."""
-    from legion.relay import CAPABILITY_ENV, relay_needed
+    from legion.relay import CAPABILITY_ENV, SOCKET_ENV
 
     settings = project.settings
     db = Database(project.db_path, create=create)
-    if not direct and project.env.get(CAPABILITY_ENV) and relay_needed(settings):
+    if not direct and project.env.get(CAPABILITY_ENV) and project.env.get(SOCKET_ENV):
         from legion.relay.client import RelayForge, RelayTracker, relay_client
 
         client = relay_client(project.env, project.state_dir)

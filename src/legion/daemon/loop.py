@@ -29,7 +29,7 @@ from legion.proxy import PROXY_SOCKET_NAME, access, read_access, write_access
 from legion.proxy.ledger import Spender
 from legion.proxy.server import ModelProxy, codex_upstream_from, upstream_from
 from legion.reconcile import Reconciler
-from legion.relay import relay_needed, socket_path
+from legion.relay import socket_path
 from legion.relay.server import RelayServer, relay_server
 from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
@@ -234,10 +234,9 @@ class Daemon:
                 self.log.append("-", "daemon_stop", OutcomeKind.DONE, f"pid {os.getpid()}")
 
     def _start_relay(self) -> RelayServer | None:
-        """The relay socket, when sessions need one; the daemon holds the project's lock, so a
-        socket left by a killed daemon is replaced."""
-        if not relay_needed(self.project.settings):
-            return None
+        """The relay socket, which every session it starts sends its tracker and forge calls
+        to (the embedded backends' too); the daemon holds the project's lock, so a socket left
+        by a killed daemon is replaced."""
         project = self.project
         server = relay_server(project.state_dir, lambda: open_backends(project, direct=True))
         server.start()

@@ -126,14 +126,19 @@ class SessionSupervisor:
             **extra_env,
         }
         access = self._model_access(runtime.name)
+        # A remote tracker or forge always goes through the daemon; the embedded ones too while
+        # it runs, so that merges and tracker writes are made there, outside any sandbox.
+        relay = self.relay or (
+            self.capabilities is not None and running_pid(self.project) is not None
+        )
         token: str | None = None
-        if self.capabilities is not None and (self.relay or access is not None):
+        if self.capabilities is not None and (relay or access is not None):
             with span("start: capability", trace):
                 # Minted for this start: the session's earlier capability is revoked with it.
                 token = self.capabilities.mint(
                     issue, mode=extra_env.get("LEGION_MODE", ""), session_id=sid
                 )
-            if self.relay:
+            if relay:
                 env[CAPABILITY_ENV] = token
                 env[SOCKET_ENV] = str(socket_path(self.project.state_dir))
             if access is not None:
