@@ -4,8 +4,10 @@ Target (issue 21): well under 10 ms to the first byte. The scripted model server
 (`legion.demo.model_server`) on 127.0.0.1 answers a streamed Messages request; the same request
 is sent N times straight to it and N times through a real `ModelProxy` (a capability checked
 against a real project database, the credential swapped, the stream metered and recorded),
-alternating. Printed: the median and p99 of the time to the first byte of the answer and to
-its end, both ways, and what the proxy adds.
+alternating, and N times through the bridge a confined session reaches the proxy by
+(`legion.sandbox.bridge`: loopback to the proxy's Unix socket). Printed: the median and p99 of
+the time to the first byte of the answer and to its end, each way, and what the proxy (and the
+bridge with it) adds.
 
 Run: .venv/bin/python bench/proxy.py [--requests 200]
 """
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +36,7 @@ from legion.embedded.db import Database
 from legion.projects import init_project
 from legion.proxy.server import ModelProxy, upstream_from
 from legion.relay.capabilities import Capabilities
+from legion.sandbox import bridge
 
 REQUEST = {
     "model": "claude-opus-5-5",
@@ -62,6 +67,23 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
+def free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return int(probe.getsockname()[1])
+
+
+def wait_for(port: int) -> None:
+    """Until the bridge listens."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("the bridge did not listen")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=200)
@@ -74,22 +96,37 @@ def main() -> None:
         script = [Scenario("hello", [[text("a short answer of a few words")]])]
         with FakeModelServer(script) as server:
             env = {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "sk-bench"}
-            proxy = ModelProxy(upstream_from(env), lambda: Database(db.path, create=False))
+            unix = Path(tmp) / "model.sock"
+            proxy = ModelProxy(
+                upstream_from(env), lambda: Database(db.path, create=False), unix_socket=unix
+            )
             proxy.start()
+            port = free_port()
+            waiting = [sys.executable, "-c", "import time; time.sleep(3600)"]
+            bridged = subprocess.Popen(bridge.command(waiting, port, str(unix)))
             try:
                 direct = f"{server.base_url}/v1/messages"
                 proxied = f"{proxy.url}/v1/messages"
-                ways: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy": []}
+                through_bridge = f"http://127.0.0.1:{port}/v1/messages"
+                ways: dict[str, list[tuple[float, float]]] = {
+                    "direct": [],
+                    "proxy": [],
+                    "bridge": [],
+                }
+                capability = {"authorization": f"Bearer {token}"}
                 with httpx.Client(timeout=30) as client:
-                    for _ in range(5):  # warm both ways up
+                    wait_for(port)
+                    for _ in range(5):  # warm every way up
                         timed(client, direct, {"x-api-key": "sk-bench"})
-                        timed(client, proxied, {"authorization": f"Bearer {token}"})
+                        timed(client, proxied, capability)
+                        timed(client, through_bridge, capability)
                     for _ in range(options.requests):
                         ways["direct"].append(timed(client, direct, {"x-api-key": "sk-bench"}))
-                        ways["proxy"].append(
-                            timed(client, proxied, {"authorization": f"Bearer {token}"})
-                        )
+                        ways["proxy"].append(timed(client, proxied, capability))
+                        ways["bridge"].append(timed(client, through_bridge, capability))
             finally:
+                bridged.kill()
+                bridged.wait()
                 proxy.stop()
     figures = {
         way: {
@@ -104,13 +141,15 @@ def main() -> None:
     )
     for part, label in (("first", "first byte"), ("whole", "whole response")):
         direct_median = statistics.median(figures["direct"][part])
-        proxy_median = statistics.median(figures["proxy"][part])
         print(
-            f"  {label}: direct median {ms(direct_median)}, p99 "
-            f"{ms(p99(figures['direct'][part]))}; through the proxy median {ms(proxy_median)}, "
-            f"p99 {ms(p99(figures['proxy'][part]))}; "
-            f"added median {ms(proxy_median - direct_median)}"
+            f"  {label}: direct median {ms(direct_median)}, p99 {ms(p99(figures['direct'][part]))}"
         )
+        for way, name in (("proxy", "through the proxy"), ("bridge", "bridge + proxy")):
+            median = statistics.median(figures[way][part])
+            print(
+                f"    {name}: median {ms(median)}, p99 {ms(p99(figures[way][part]))}; "
+                f"added median {ms(median - direct_median)}"
+            )
 
 
 if __name__ == "__main__":

@@ -68,8 +68,8 @@ class StatusReport:
             why = "unknown" if found is None else found.why
             return f"NONE: workers run unconfined ({why})"
         return (
-            "workers confined by bubblewrap (the controller and the network are not yet: "
-            "see README, Security)"
+            "workers confined by bubblewrap (not yet the controller, nor Legion's state "
+            'folder: README, "Workers run in a sandbox")'
         )
 
     @property

@@ -84,7 +84,7 @@ def test_a_busy_agent_gets_a_message_at_its_turn_boundary_and_its_tool_runs_to_t
 ) -> None:
     # The tool runs until the test lets it end: the message comes while it runs, however slow
     # the machine.
-    release = swarm.repo.parent / "release-the-tool"
+    release = swarm.workspace_root / "leg-1" / ".release-the-tool"  # where the worker can see
     tool = f"{runs_until(release)}; echo slept-well"
     worker = _dispatch(swarm, [[bash(tool)], [text("Planned.")]], idle=False)
     swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")

@@ -102,7 +102,7 @@ def test_say_says_when_a_message_waits_for_the_turns_end_or_for_legion_start(
     swarm: Swarm,
 ) -> None:
     # A turn that runs until `say` has come, however loaded the machine.
-    release = swarm.repo.parent / "release-the-turn"
+    release = swarm.workspace_root / "leg-1" / ".release-the-turn"  # where the worker can see
     worker = _dispatch(swarm, [[bash(runs_until(release))], [text("Planned.")]], idle=False)
     agent = agent_of(swarm, worker["session_id"])
     swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")

@@ -491,7 +491,7 @@ def test_no_daemon_raises_relay_unavailable_quickly(tmp_path: Path) -> None:
 # -- choosing the backends -------------------------------------------------------------------------
 
 
-def test_open_backends_uses_the_relay_only_in_a_session_of_a_remote_project(
+def test_open_backends_uses_the_relay_in_a_session_given_its_socket(
     relay: Relay, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     embedded = relay.project
@@ -502,8 +502,14 @@ def test_open_backends_uses_the_relay_only_in_a_session_of_a_remote_project(
     chosen = open_backends(dataclasses.replace(remote, env=session))
     assert isinstance(chosen.tracker, RelayTracker) and isinstance(chosen.forge, RelayForge)
     chosen.db.close()
-    # An embedded project has no credential to keep: its sessions open the database directly.
-    plain = open_backends(dataclasses.replace(embedded, env=session))
+    # An embedded project's session given the relay (the daemon runs) goes through it too: its
+    # merges and tracker writes are the daemon's. Given only a capability (the model proxy's),
+    # it opens the database directly.
+    relayed = open_backends(dataclasses.replace(embedded, env=session))
+    assert isinstance(relayed.tracker, RelayTracker) and isinstance(relayed.forge, RelayForge)
+    relayed.db.close()
+    proxy_only = dict(os.environ) | {CAPABILITY_ENV: "tok"}
+    plain = open_backends(dataclasses.replace(embedded, env=proxy_only))
     assert not isinstance(plain.tracker, RelayTracker)
     plain.db.close()
     # `direct` (the daemon, its relay server) always gets the real ones; so does a process

@@ -53,7 +53,7 @@ def test_a_connection_is_carried_both_ways_as_it_streams(tmp_path: Path) -> None
         sys.exit(3)
         """
     )
-    argv = bridge.command(port, str(path), [sys.executable, "-c", client])
+    argv = bridge.command([sys.executable, "-c", client], port, str(path))
     with subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as process:
@@ -69,7 +69,7 @@ def test_a_connection_is_carried_both_ways_as_it_streams(tmp_path: Path) -> None
 
 def test_bad_arguments_are_one_line_and_exit_2() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "legion.sandbox.bridge", "port", "x"],
+        [sys.executable, "-m", "legion.sandbox.bridge", "port", "x", "--", "true"],
         capture_output=True,
         text=True,
         check=False,

@@ -37,7 +37,7 @@ def test_the_command_runs_last_after_the_separator() -> None:
     assert argv[0] == "/usr/bin/bwrap"
     assert argv[-4:] == ["--", "claude", "--session-id", "x"]
     assert [a for a in argv if a == "--unshare-pid"] == ["--unshare-pid"]
-    assert "--die-with-parent" in argv
+    assert "--as-pid-1" in argv and "--die-with-parent" not in argv
 
 
 def test_the_system_is_read_only_and_home_and_tmp_are_private() -> None:

@@ -12,8 +12,11 @@ the same session). The session's `legion` commands find `LEGION_CAPABILITY` and
 (`legion.relay.client`), which checks the scope, makes the call, and answers with the result
 or the error, re-raised as the same `LegionError` (so exit codes do not change).
 
-The embedded tracker and forge hold no credential: an embedded project uses no relay, and its
-sessions open the database directly, as every `legion` command does.
+The embedded tracker and forge hold no credential, but their writes are the daemon's all the
+same while it runs: a merge fast-forwards the user's checkout, which a confined worker
+(`legion.sandbox`) cannot see, and a worker's tracker writes are held to its issue. So every
+session started while the daemon runs gets a capability and the socket, whatever the backends;
+one started without a daemon, on the embedded backends, opens the database directly.
 
 The protocol: one JSON request and one JSON answer per connection (`legion.relay.protocol`).
 """

@@ -4,16 +4,18 @@ Debian ships as `bubblewrap`.
 A worker runs model-written commands with permissions bypassed; confined, it sees the system
 read-only, its own workspace, its git metadata, its CLI's folders and Legion's state, and
 nothing else of the machine: not the user's home (`~/.ssh`, `~/.aws`, `~/.config/gh`, the CLI's
-credentials file when the daemon holds the model credential), not other issues' workspaces,
-not other processes (their `/proc/PID/environ` included), not the tmux server. What is decided
-here: whether sessions are confined (`sandbox` setting: `bwrap`, `none`, or unset for bwrap
-where it works, `resolve`) and what one session may see (`session_access`); the command line is
-`legion.sandbox.policy`'s.
+credentials file when the daemon holds the model credential), not the user's checkout, not
+other issues' workspaces, not other processes (their `/proc/PID/environ` included), not the
+tmux server. When the daemon's proxy holds its model credential it also gets a network of its
+own with nothing but loopback, where its bridge (`legion.sandbox.bridge`) carries the CLI's
+connections to the proxy's Unix socket. What is decided here: whether sessions are confined
+(`sandbox` setting: `bwrap`, `none`, or unset for bwrap where it works, `resolve`) and what one
+session may see (`session_access`); the command line is `legion.sandbox.policy`'s, the network
+the supervisor's (`legion.sessions.supervisor`).
 
 Not confined yet, and said so by `legion status`: the controller (its `legion dispatch` opens
-tmux windows), and the network (a worker reaches any address, as before). Legion's state (the
-bus, the projects' databases) is shown to workers, read-write, because their `legion` commands
-still open the embedded tracker and the bus directly.
+tmux windows). Legion's state (the bus, the projects' databases) is shown to workers,
+read-write, because their bus commands and hooks still open it directly.
 """
 
 from __future__ import annotations

@@ -1,12 +1,17 @@
-"""A confined session's one way to the model: `python -m legion.sandbox.bridge PORT SOCKET --
-ARGV...`, the first process inside its sandbox.
+"""A confined session's first process (its pid 1): `python -m legion.sandbox.bridge [PORT
+SOCKET] -- ARGV...`.
 
-The session has a network of its own with nothing but loopback (bubblewrap's
-`--unshare-net`), so neither the model's API nor any other address on the machine is
-reachable. Its CLI was told the model proxy is at `http://127.0.0.1:PORT`: this process
-listens there, inside the session's network, and carries each connection, both ways and as
-the bytes come (a stream is never held back), to the daemon's proxy on its Unix socket, which
-the sandbox shows. It runs ARGV (the CLI) as its child and ends with it, with its exit code.
+It runs ARGV (the CLI) as its child and ends with it, with its exit code. As the sandbox's
+init it passes on what is sent to it alone (a SIGTERM) and reaps what its child leaves
+behind; a hangup of the window reaches the CLI itself, which then ends as it does outside (its
+transcript written to the end: bubblewrap's own `--die-with-parent` would SIGKILL it first).
+
+Given PORT and SOCKET it is also the session's one way to the model: the session has a network
+of its own with nothing but loopback (bubblewrap's `--unshare-net`), so neither the model's API
+nor any other address on the machine is reachable. Its CLI was told the model proxy is at
+`http://127.0.0.1:PORT`: this process listens there, inside the session's network, and carries
+each connection, both ways and as the bytes come (a stream is never held back), to the
+daemon's proxy on its Unix socket, which the sandbox shows.
 """
 
 from __future__ import annotations
@@ -24,9 +29,13 @@ from types import FrameType
 _CHUNK = 64 * 1024
 
 
-def command(port: int, proxy_socket: str, argv: Sequence[str]) -> list[str]:
-    """The argv that runs `argv` behind a bridge to `proxy_socket`, under this Python."""
-    return [sys.executable, "-m", "legion.sandbox.bridge", str(port), proxy_socket, "--", *argv]
+def command(
+    argv: Sequence[str], port: int | None = None, proxy_socket: str | None = None
+) -> list[str]:
+    """The argv that runs `argv` under this process (under this Python), bridging `port` to
+    `proxy_socket` when given."""
+    bridged = [] if port is None or proxy_socket is None else [str(port), proxy_socket]
+    return [sys.executable, "-m", "legion.sandbox.bridge", *bridged, "--", *argv]
 
 
 def _pump(source: socket.socket, target: socket.socket) -> None:
@@ -65,17 +74,28 @@ def _serve(listener: socket.socket, proxy_socket: str) -> None:
         threading.Thread(target=_carry, args=(client, proxy_socket), daemon=True).start()
 
 
+def _usage() -> int:
+    print("usage: python -m legion.sandbox.bridge [PORT SOCKET] -- ARGV...", file=sys.stderr)
+    return 2
+
+
 def main(args: Sequence[str]) -> int:
-    if len(args) < 4 or args[2] != "--" or not args[0].isdigit():
-        print("usage: python -m legion.sandbox.bridge PORT SOCKET -- ARGV...", file=sys.stderr)
-        return 2
-    port, proxy_socket, argv = int(args[0]), args[1], list(args[3:])
-    try:
-        listener = socket.create_server(("127.0.0.1", port))
-    except OSError as exc:
-        print(f"legion: the sandbox's bridge cannot listen on port {port}: {exc}", file=sys.stderr)
-        return 1
-    threading.Thread(target=_serve, args=(listener, proxy_socket), daemon=True).start()
+    if "--" not in args:
+        return _usage()
+    split = list(args).index("--")
+    bridged, argv = list(args[:split]), list(args[split + 1 :])
+    if not argv or len(bridged) not in (0, 2) or (bridged and not bridged[0].isdigit()):
+        return _usage()
+    if bridged:
+        port, proxy_socket = int(bridged[0]), bridged[1]
+        try:
+            listener = socket.create_server(("127.0.0.1", port))
+        except OSError as exc:
+            print(f"legion: the sandbox's bridge cannot listen on {port}: {exc}", file=sys.stderr)
+            return 1
+        threading.Thread(target=_serve, args=(listener, proxy_socket), daemon=True).start()
+    # Handlers, not SIG_IGN: the child gets the default ones back when it execs.
+    signal.signal(signal.SIGINT, lambda signum, frame: None)  # the terminal's: the CLI's own
     try:
         child = subprocess.Popen(argv)
     except OSError as exc:
@@ -86,16 +106,24 @@ def main(args: Sequence[str]) -> int:
         with contextlib.suppress(OSError):
             child.send_signal(signum)
 
-    # The terminal's Ctrl-C reaches the CLI itself (same process group); what is sent to this
-    # process alone (tmux's SIGHUP, a SIGTERM) is passed on.
-    signal.signal(signal.SIGINT, lambda signum, frame: None)
     for signum in (signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, forward)
-    code = child.wait()
-    return 128 - code if code < 0 else code
+    return _reap_until(child.pid)
+
+
+def _reap_until(pid: int) -> int:
+    """Reap every child that ends (orphans come to pid 1) until `pid` does; its exit code."""
+    while True:
+        try:
+            ended, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 1  # not ours any more: nothing to wait for
+        if ended == pid:
+            return os.waitstatus_to_exitcode(status)
 
 
 if __name__ == "__main__":
     code = main(sys.argv[1:])
     sys.stdout.flush()
-    os._exit(code)  # the pumps' threads end with the process
+    # The pumps' threads end with the process; a signal's death is 128 + its number.
+    os._exit(128 - code if code < 0 else code)

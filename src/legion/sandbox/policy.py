@@ -86,7 +86,10 @@ def bwrap_argv(
     present = set(existing)
     args = [
         bwrap,
-        "--die-with-parent",  # its processes end with the window's
+        # The command is the sandbox's pid 1 (`legion.sandbox.bridge`, which reaps and passes
+        # signals on): a hangup of the window reaches the CLI, which ends as it does outside.
+        # Not `--die-with-parent`, whose SIGKILL would come first and cut its transcript short.
+        "--as-pid-1",
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",

@@ -219,8 +219,9 @@ class SessionSupervisor:
         serve its CLI or holds no key for it), the machine's network."""
         port = None if access is None else access.port
         if access is not None and access.socket is not None and port is not None:
-            argv = bridge.command(port, access.socket, argv)
+            argv = bridge.command(argv, port, access.socket)
         else:
+            argv = bridge.command(argv)  # the sandbox's pid 1 all the same
             confinement = replace(confinement, network=True)
         return sandbox_wrap(sandbox, confinement, argv)
 

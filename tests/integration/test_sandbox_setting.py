@@ -1,0 +1,81 @@
+"""The `sandbox` setting as a user meets it: `legion status` says loudly when workers would run
+unconfined and why, `legion doctor` checks bubblewrap (required only with `sandbox = "bwrap"`),
+and a required sandbox that cannot be had is one line, never a worker started unconfined."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from legion.errors import ConfigError
+from legion.sandbox import find_bwrap, probe, resolve
+from tests.integration.test_doctor import fake_claude, no_claude_path
+from tests.support.cli import LegionRunner, run_legion
+
+
+@pytest.fixture(autouse=True)
+def _private_tmux(tmux_socket: Path) -> None:
+    """`legion status` looks at tmux: a private server."""
+
+
+def _status(legion: LegionRunner, env: dict[str, str]) -> tuple[str, dict[str, object]]:
+    text = legion("status", env=env)
+    data = legion("status", "--json", env=env)
+    assert text.returncode == 0 and data.returncode == 0, text.stderr + data.stderr
+    return text.stdout, json.loads(data.stdout)
+
+
+def test_status_says_loudly_when_workers_run_unconfined(legion: LegionRunner) -> None:
+    text, data = _status(legion, {"LEGION_SANDBOX": "none"})
+    assert data["sandbox"] == {"confined": False, "why": "sandbox = none"}
+    assert "sandbox:    NONE: workers run unconfined (sandbox = none)" in text
+
+
+def test_without_bubblewrap_status_says_why_and_how_to_get_it(
+    legion: LegionRunner, tmp_path: Path
+) -> None:
+    _, data = _status(legion, {"PATH": no_claude_path(tmp_path)})  # git, tmux, npm: no bwrap
+    assert data["sandbox"]["confined"] is False  # type: ignore[index]
+    assert "apt install bubblewrap" in data["sandbox"]["why"]  # type: ignore[index]
+
+
+def test_status_says_confined_where_bubblewrap_works(legion: LegionRunner) -> None:
+    found = find_bwrap(os.environ)
+    if found is None or probe(found) is not None:
+        pytest.skip("bubblewrap cannot confine a process on this machine")
+    text, data = _status(legion, {})
+    assert data["sandbox"] == {"confined": True, "why": "bubblewrap"}
+    assert "sandbox:    workers confined by bubblewrap" in text
+
+
+def test_a_required_sandbox_that_cannot_be_had_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"sandbox = bwrap, but bubblewrap is not installed"):
+        resolve("bwrap", {"PATH": "/nonexistent"})
+    assert resolve(None, {"PATH": "/nonexistent"}).confined is False
+    assert resolve("none", {}).why == "sandbox = none"
+
+
+def test_doctor_checks_bubblewrap_and_requires_it_only_when_asked(tmp_path: Path) -> None:
+    claude = fake_claude(tmp_path, "2.1.328")
+    env = {"PATH": no_claude_path(tmp_path), "LEGION_CLAUDE_BIN": str(claude)}
+    optional = run_legion("doctor", "--json", cwd=tmp_path, env=env)
+    checks = {c["name"]: c for c in json.loads(optional.stdout)["checks"]}
+    assert checks["bubblewrap"]["ok"] is False and checks["bubblewrap"]["required"] is False
+    assert "workers would run unconfined" in checks["bubblewrap"]["detail"]
+    assert "apt install bubblewrap" in checks["bubblewrap"]["fix"]
+    assert optional.returncode == 0, optional.stdout
+    required = run_legion("doctor", cwd=tmp_path, env=env | {"LEGION_SANDBOX": "bwrap"})
+    assert required.returncode == 1 and "bubblewrap" in required.stdout
+    chosen = run_legion("doctor", "--json", cwd=tmp_path, env=env | {"LEGION_SANDBOX": "none"})
+    checks = {c["name"]: c for c in json.loads(chosen.stdout)["checks"]}
+    assert checks["bubblewrap"]["ok"] is True and "unconfined" in checks["bubblewrap"]["detail"]
+
+
+def test_a_bad_sandbox_value_is_one_line(legion: LegionRunner) -> None:
+    result = legion("status", env={"LEGION_SANDBOX": "docker"})
+    assert result.returncode != 0
+    assert "LEGION_SANDBOX must be one of bwrap, none" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
