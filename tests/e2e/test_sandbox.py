@@ -12,6 +12,7 @@ import os
 import shlex
 import socket
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,9 @@ from legion.runtime.tmux import session_processes
 from legion.sandbox import find_bwrap, probe
 from tests.e2e.test_recovery import controller, park
 from tests.fakes.model_server import bash, text
+from tests.fakes.responses_server import FakeResponsesServer
+from tests.fakes.responses_server import bash as codex_bash
+from tests.fakes.responses_server import text as codex_text
 from tests.support.swarm import Daemon, Swarm, issue_status, session_uuid
 from tests.support.waits import wait_until
 
@@ -44,58 +48,73 @@ def _plant(path: Path, what: str) -> Path:
     return path
 
 
-def test_a_worker_sees_its_workspace_and_nothing_else_of_the_machine(swarm: Swarm) -> None:
-    _require_bwrap(swarm.env)
+@dataclass
+class Probe:
+    """What a worker's scripted turn tries, and what the test then checks of it."""
+
+    command: str
+    listener: socket.socket
+
+
+def _probe(swarm: Swarm, credentials: Path) -> Probe:
+    """A shell command that looks for every secret, another issue's workspace, the user's
+    checkout, the tmux server, other processes, another loopback port and another issue through
+    the relay, writes what it found to `probe.txt` in the workspace, and commits it."""
     home = Path(swarm.env["HOME"])
     secrets = [
         _plant(home / ".ssh" / "id_ed25519", "ssh key"),
         _plant(home / ".aws" / "credentials", "aws"),
         _plant(home / ".config" / "gh" / "hosts.yml", "gh token"),
         _plant(swarm.workspace_root / "leg-9" / "notes.txt", "another issue's workspace"),
+        _plant(swarm.repo / ".env", "the user's checkout"),  # untracked, in the repository
         swarm.socket,  # the tmux server: typing into the controller's pane
     ]
-    # The CLI's own login, in a folder the worker must use: shown empty.
-    credentials = _plant(swarm.config_dir / ".credentials.json", "oauth")
     # Something else listening on this machine's loopback: out of a worker's reach.
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.2)
     looks = " ".join(shlex.quote(str(path)) for path in secrets)
-    probe_command = (
+    command = (
         f'{{ for f in {looks}; do [ -e "$f" ] && echo "SEEN $f" && cat "$f"; done; '
         f'echo "CREDENTIALS $(wc -c < {shlex.quote(str(credentials))})"; '
         "echo \"PROCESSES $(ls /proc | grep -c '^[0-9]')\"; "
         f"(exec 3<>/dev/tcp/127.0.0.1/{listener.getsockname()[1]}) && echo REACHED; "
+        'legion issue comment LEG-2 --body "not my issue"; echo "RELAY $?"; '
         "} > probe.txt 2>&1; "
         "git add probe.txt && git commit -qm probe"
     )
-    controller(swarm)
-    swarm.legion("issue", "create", "Probe", "--status", "In Progress")
-    swarm.server.add_scenario(
-        "implement mode for LEG-1",
-        [[bash(probe_command, "Look around")], [bash(park("LEG-1"), "Done")], [text("Parked.")]],
-        name="probe",
-    )
-    sid = session_uuid(swarm, "LEG-1:implement")
+    return Probe(command, listener)
+
+
+def _run(swarm: Swarm, sid: str) -> None:
     with Daemon(swarm, tick=1.0):
         status = swarm.json("status")
         assert status["sandbox"] == {"confined": True, "why": "bubblewrap"}
         pids = wait_until("the worker's process", lambda: session_processes(sid), timeout=60)
-        # Its own mount and process namespaces: not the daemon's, not this test's.
+        # Its own mount, process and network namespaces: not the daemon's, not this test's.
         for pid in pids:
-            assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
-            assert os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+            for kind in ("mnt", "pid", "net"):
+                ours = os.readlink(f"/proc/self/ns/{kind}")
+                assert os.readlink(f"/proc/{pid}/ns/{kind}") != ours, kind
         wait_until("LEG-1 parked", lambda: issue_status(swarm, "LEG-1") == "Icebox", timeout=90)
+
+
+def _check(swarm: Swarm, probe: Probe, requests: list[object]) -> None:
     workspace = swarm.workspace_root / "leg-1"
     found = (workspace / "probe.txt").read_text()
     assert SENTINEL not in found, found
-    assert "REACHED" not in found, found
-    with pytest.raises(TimeoutError):
-        listener.accept()  # nobody came
-    listener.close()
     assert "SEEN" not in found, found
     assert "CREDENTIALS 0" in found, found
     processes = int(found.split("PROCESSES ")[1].split()[0])
     assert processes < 10, found  # its own few, not the machine's
+    assert "REACHED" not in found, found
+    with pytest.raises(TimeoutError):
+        probe.listener.accept()  # nobody came
+    probe.listener.close()
+    # Another issue is refused by the daemon's relay (the embedded tracker's too).
+    assert "RELAY 2" in found and "may act only on LEG-1 (asked: LEG-2)" in found, found
+    assert all(
+        "not my issue" not in c["body"] for c in swarm.json("issue", "show", "LEG-2")["comments"]
+    )
     # The workspace was its to write and commit in (its git metadata is the repository's).
     log = subprocess.run(
         ["git", "log", "-1", "--format=%s"],
@@ -105,4 +124,45 @@ def test_a_worker_sees_its_workspace_and_nothing_else_of_the_machine(swarm: Swar
         check=True,
     )
     assert log.stdout.strip() == "probe", log
-    assert SENTINEL not in json.dumps([r.body for r in swarm.server.snapshot()])
+    assert SENTINEL not in json.dumps([getattr(r, "body", None) for r in requests])
+
+
+def test_a_worker_sees_its_workspace_and_nothing_else_of_the_machine(swarm: Swarm) -> None:
+    _require_bwrap(swarm.env)
+    # The CLI's own login, in a folder the worker must use: shown empty.
+    credentials = _plant(swarm.config_dir / ".credentials.json", "oauth")
+    probe = _probe(swarm, credentials)
+    controller(swarm)
+    swarm.legion("issue", "create", "Probe", "--status", "In Progress")
+    swarm.legion("issue", "create", "Someone else's", "--status", "Icebox")
+    swarm.server.add_scenario(
+        "implement mode for LEG-1",
+        [[bash(probe.command, "Look around")], [bash(park("LEG-1"), "Done")], [text("Parked.")]],
+        name="probe",
+    )
+    _run(swarm, session_uuid(swarm, "LEG-1:implement"))
+    _check(swarm, probe, list(swarm.server.snapshot()))
+
+
+def test_a_codex_worker_is_confined_the_same(
+    swarm: Swarm, codex_server: FakeResponsesServer
+) -> None:
+    _require_bwrap(swarm.env)
+    swarm.env["LEGION_RUNTIMES"] = "implement=codex"
+    # Codex's own login (`codex login`), in its home: shown empty.
+    credentials = _plant(Path(swarm.env["CODEX_HOME"]) / "auth.json", "codex login")
+    probe = _probe(swarm, credentials)
+    controller(swarm)
+    swarm.legion("issue", "create", "Probe", "--status", "In Progress")
+    swarm.legion("issue", "create", "Someone else's", "--status", "Icebox")
+    codex_server.add_scenario(
+        "implement mode for LEG-1",
+        [
+            [codex_bash(probe.command, "Look around")],
+            [codex_bash(park("LEG-1"), "Done")],
+            [codex_text("Parked.")],
+        ],
+        name="probe",
+    )
+    _run(swarm, session_uuid(swarm, "LEG-1:implement"))
+    _check(swarm, probe, list(codex_server.snapshot()))
