@@ -11,7 +11,6 @@ import json
 import os
 import shlex
 import socket
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from tests.fakes.model_server import bash, text
 from tests.fakes.responses_server import FakeResponsesServer
 from tests.fakes.responses_server import bash as codex_bash
 from tests.fakes.responses_server import text as codex_text
+from tests.support.cli import git
 from tests.support.swarm import Daemon, Swarm, issue_status, session_uuid
 from tests.support.waits import wait_until
 
@@ -116,14 +116,7 @@ def _check(swarm: Swarm, probe: Probe, requests: list[object]) -> None:
         "not my issue" not in c["body"] for c in swarm.json("issue", "show", "LEG-2")["comments"]
     )
     # The workspace was its to write and commit in (its git metadata is the repository's).
-    log = subprocess.run(
-        ["git", "log", "-1", "--format=%s"],
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert log.stdout.strip() == "probe", log
+    assert git(workspace, "log", "-1", "--format=%s").strip() == "probe"
     assert SENTINEL not in json.dumps([getattr(r, "body", None) for r in requests])
 
 

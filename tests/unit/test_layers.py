@@ -99,6 +99,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "daemon_link",
                 "plugins",
                 "setting_spec",
+                "sandbox",
             }
         ),
     ),
