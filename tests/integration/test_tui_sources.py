@@ -43,6 +43,18 @@ def test_the_board_of_the_project_here(project: Path, legion: LegionRunner) -> N
     ]
 
 
+def test_the_board_says_loudly_when_workers_run_unconfined(
+    project: Path, legion: LegionRunner
+) -> None:
+    assert legion("issue", "create", "Add a flag").returncode == 0
+    env = environment(project) | {"LEGION_SANDBOX": "none"}
+    board = ProjectSources(env, project, dict).board(None)
+    assert isinstance(board, Board), board
+    assert "sandbox NONE: workers run unconfined (sandbox = none)" in board.warnings
+    # A warning of the whole board is not a worker unknown.
+    assert [i.worker for i in board.issues] == ["-"]
+
+
 def test_the_board_of_a_project_the_bus_knows(
     project: Path, legion: LegionRunner, tmp_path: Path
 ) -> None:
