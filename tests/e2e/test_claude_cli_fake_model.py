@@ -45,6 +45,7 @@ from tests.support.claude_env import (
     make_claude_env,
     new_session_id,
 )
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -331,12 +332,17 @@ def test_ask_user_question_is_answered_with_an_option_number_key(
     answered = server.wait_for_turn("ask", 1, timeout=30)
     assert '"Pick a fruit?"="Banana"' in _answer_text(answered)
     tmux.wait_for("worker", "Banana it is.", timeout=30)
-    results = [
-        e["toolUseResult"]
-        for e in transcript_entries(cenv, session_id)
-        if isinstance(e.get("toolUseResult"), dict) and "answers" in e["toolUseResult"]
-    ]
-    assert results[0]["answers"] == {"Pick a fruit?": "Banana"}
+
+    def results() -> list[Any]:
+        return [
+            e["toolUseResult"]
+            for e in transcript_entries(cenv, session_id)
+            if isinstance(e.get("toolUseResult"), dict) and "answers" in e["toolUseResult"]
+        ]
+
+    # The CLI writes its transcript after it draws: on a loaded machine, a moment later.
+    recorded = wait_until("the answer in the transcript", results, timeout=15)
+    assert recorded[0]["answers"] == {"Pick a fruit?": "Banana"}
 
 
 def test_ask_user_question_is_answered_with_free_text(

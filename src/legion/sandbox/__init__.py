@@ -68,7 +68,10 @@ def find_bwrap(env: Mapping[str, str]) -> str | None:
 def probe(bwrap: str) -> str | None:
     """None when `bwrap` can confine a process here, else why not (its error, one line). Once
     per process: a kernel without user namespaces, a container that forbids mounts."""
-    argv = [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--proc", "/proc", "--dev", "/dev"]
+    # The namespaces and mounts a worker's sandbox uses (`policy.bwrap_argv`).
+    namespaces = ["--as-pid-1", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
+    argv = [bwrap, *namespaces, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--tmpfs", "/tmp"]
     try:
         done = subprocess.run(
             [*argv, "true"], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, check=False
@@ -119,7 +122,9 @@ def legion_install() -> tuple[Path, ...]:
 
     package_root = Path(legion.__file__).resolve().parent.parent
     prefixes = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)}
-    return (*sorted(prefixes), package_root)
+    # Packages found elsewhere (the user's site-packages, a `pip install --user`).
+    sites = {Path(p) for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages")}
+    return (*sorted(prefixes | sites), package_root)
 
 
 def install_root(binary: Path) -> tuple[Path, ...]:
