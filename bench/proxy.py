@@ -125,7 +125,7 @@ def main() -> None:
                         ways["proxy"].append(timed(client, proxied, capability))
                         ways["bridge"].append(timed(client, through_bridge, capability))
             finally:
-                bridged.kill()
+                bridged.terminate()  # passed on to its child, which ends with it
                 bridged.wait()
                 proxy.stop()
     figures = {
