@@ -64,12 +64,13 @@ class StatusReport:
     def sandbox_line(self) -> str:
         """One line: whether workers are confined, said loudly when they are not."""
         found = self.sandbox
-        if found is None or not found.confined:
-            why = "unknown" if found is None else found.why
-            return f"NONE: workers run unconfined ({why})"
+        if found is None:
+            return "NONE: workers run unconfined (unknown)"
+        if not found.confined:
+            return found.summary
         return (
-            "workers confined by bubblewrap (not yet the controller, nor Legion's state "
-            'folder: README, "Workers run in a sandbox")'
+            f"{found.summary} (not yet the controller, nor Legion's state folder: README, "
+            '"Workers run in a sandbox")'
         )
 
     @property

@@ -174,6 +174,7 @@ def run_demo(
         roles = "every session" if runtime == CODEX else "the implementers"
         say(f"  Codex:       {codex.path} ({codex.source}), for {roles}")
     say(f"  files:       {folder}")
+    say(f"  sandbox:     {_sandbox_summary(project)}")
     say(f"  watch live:  tmux -S {project.settings.tmux_socket} attach")
     say("")
 
@@ -230,6 +231,15 @@ def run_demo(
         daemon.stopped_by,
         screens,
     )
+
+
+def _sandbox_summary(project: Project) -> str:
+    from legion.sandbox import resolve
+
+    try:
+        return resolve(project.settings.sandbox, project.env).summary
+    except LegionError as exc:
+        return str(exc)
 
 
 def _check_prerequisites(runtime: str, real: bool) -> None:

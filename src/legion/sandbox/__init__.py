@@ -59,6 +59,13 @@ class Sandbox:
     def confined(self) -> bool:
         return self.bwrap is not None
 
+    @property
+    def summary(self) -> str:
+        """One line, loud when workers run unconfined (`legion status`, the board, the demo)."""
+        if self.confined:
+            return "workers confined by bubblewrap"
+        return f"NONE: workers run unconfined ({self.why})"
+
 
 def find_bwrap(env: Mapping[str, str]) -> str | None:
     return shutil.which(BWRAP, path=env.get("PATH"))

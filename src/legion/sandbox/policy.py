@@ -47,8 +47,6 @@ class Confinement:
     # are nodev, so reading it would be refused rather than empty).
     empty: Path
     access: Access = field(default_factory=Access)
-    # Variables set inside (never a secret: bubblewrap's argv is visible in `ps`).
-    variables: tuple[tuple[str, str], ...] = ()
     # Whether it shares the machine's network; else it has one of its own, with nothing but
     # loopback (its bridge to the model proxy: `legion.sandbox.bridge`).
     network: bool = False
@@ -114,6 +112,4 @@ def bwrap_argv(
     for shown_empty in access.hidden:
         if shown_empty in present:
             args += ["--ro-bind", str(confinement.empty), str(shown_empty)]
-    for name, value in confinement.variables:
-        args += ["--setenv", name, value]
     return [*args, "--", *argv]

@@ -114,7 +114,8 @@ class SessionSupervisor:
         trace = issue or "-"
         with span("start: prepare the runtime", trace):
             runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
-            sandbox = self.sandbox() if issue is not None else None  # the same: a required one
+            # A worker's sandbox: one that is required and cannot be had fails here too.
+            sandbox = self.sandbox() if issue is not None else None
             runtime.prepare(self.env, cwd)
         env = {key: value for key, value in self.env.items() if inheritable(key)}
         env |= runtime.environment(self.env)
@@ -228,9 +229,9 @@ class SessionSupervisor:
     def _confinement(
         self, workspace: Path, runtime: AgentRuntime, env: Mapping[str, str], proxied: bool
     ) -> Confinement:
-        home = Path(env.get("HOME") or Path.home())
         from legion.bus import bus_path
 
+        home = Path(env.get("HOME") or Path.home())
         state_dir = self.project.state_dir
         # The bus is the machine's (beside every project's state folder), and the relay's socket
         # may be in a short folder of its own.

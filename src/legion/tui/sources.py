@@ -381,7 +381,7 @@ def _unconfined(project: Project) -> list[str]:
         found = resolve(project.settings.sandbox, project.env)
     except LegionError as exc:
         return [f"no worker can start: {exc}"]
-    return [] if found.confined else [f"sandbox NONE: workers run unconfined ({found.why})"]
+    return [] if found.confined else [f"sandbox {found.summary}"]
 
 
 def _holds(db: Database, project: Project) -> list[str]:
