@@ -15,7 +15,7 @@ from legion.core.usage import Usage
 from legion.daemon_link import heartbeat_file, running_pid
 from legion.errors import LegionError
 from legion.proxy import ProxyAccess, read_access
-from legion.sandbox import Sandbox
+from legion.sandbox import Sandbox, reported
 
 if TYPE_CHECKING:
     from legion.actionlog import Entry
@@ -180,17 +180,8 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         now=now,
         model_proxy=None if daemon is None else read_access(project.state_dir),
         model_held=why_held(backends.db, project.settings.limits),
-        sandbox=_sandbox(project),
+        sandbox=reported(project.settings.sandbox, project.env),
     )
-
-
-def _sandbox(project: Project) -> Sandbox:
-    from legion.sandbox import resolve
-
-    try:
-        return resolve(project.settings.sandbox, project.env)
-    except LegionError as exc:  # required and not there: no worker can start
-        return Sandbox(None, str(exc))
 
 
 def _kept_workspaces(

@@ -77,6 +77,7 @@ def _probe(swarm: Swarm, credentials: Path) -> Probe:
         f'{{ for f in {looks}; do [ -e "$f" ] && echo "SEEN $f" && cat "$f"; done; '
         f'echo "CREDENTIALS $(wc -c < {shlex.quote(str(credentials))})"; '
         "echo \"PROCESSES $(ls /proc | grep -c '^[0-9]')\"; "
+        "echo \"INIT $(tr '\\0' ' ' < /proc/1/cmdline)\"; "
         f"(exec 3<>/dev/tcp/127.0.0.1/{listener.getsockname()[1]}) && echo REACHED; "
         'legion issue comment LEG-2 --body "not my issue"; echo "RELAY $?"; '
         "} > probe.txt 2>&1; "
@@ -104,8 +105,11 @@ def _check(swarm: Swarm, probe: Probe, requests: list[object]) -> None:
     assert SENTINEL not in found, found
     assert "SEEN" not in found, found
     assert "CREDENTIALS 0" in found, found
+    # Its own processes, not the machine's: its pid 1 is the sandbox's first process.
+    init = found.split("INIT ")[1].splitlines()[0]
+    assert "legion.sandbox.bridge" in init, found
     processes = int(found.split("PROCESSES ")[1].split()[0])
-    assert processes < 10, found  # its own few, not the machine's
+    assert processes < 30, found
     assert "REACHED" not in found, found
     with pytest.raises(TimeoutError):
         probe.listener.accept()  # nobody came

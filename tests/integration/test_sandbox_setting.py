@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from legion.errors import ConfigError
-from legion.sandbox import find_bwrap, probe, resolve
+from legion.sandbox import find_bwrap, probe, reported, resolve
 from tests.integration.test_doctor import fake_claude, no_claude_path
 from tests.support.cli import LegionRunner, run_legion
 
@@ -56,6 +56,9 @@ def test_a_required_sandbox_that_cannot_be_had_is_a_config_error() -> None:
         resolve("bwrap", {"PATH": "/nonexistent"})
     assert resolve(None, {"PATH": "/nonexistent"}).confined is False
     assert resolve("none", {}).why == "sandbox = none"
+    # What a report says of it (status, the board, the demo): no worker starts, not "unconfined".
+    said = reported("bwrap", {"PATH": "/nonexistent"})
+    assert said.refused and said.summary.startswith("no worker can start: sandbox = bwrap, but")
 
 
 def test_doctor_checks_bubblewrap_and_requires_it_only_when_asked(tmp_path: Path) -> None:

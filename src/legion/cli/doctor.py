@@ -77,20 +77,20 @@ def run_checks(project: Project | None = None) -> list[Check]:
 def _sandbox(settings: Settings | None) -> Check:
     """bubblewrap, which confines every worker: required when `sandbox = "bwrap"`, else a
     warning (workers would run unconfined); none is asked for with `sandbox = "none"`."""
-    from legion.sandbox import INSTALL_HINT, find_bwrap, probe
+    from legion.sandbox import INSTALL_HINT, find_bwrap, resolve
 
     chosen = None if settings is None else settings.sandbox
     if chosen == "none":
         return Check("bubblewrap", True, "not used (sandbox = none: workers run unconfined)")
-    found = find_bwrap(os.environ)
-    problem = "not found" if found is None else probe(found)
-    if problem is None:
-        return Check("bubblewrap", True, _tool_version([str(found), "--version"]) or str(found))
-    fix = INSTALL_HINT if found is None else "run Legion where bubblewrap can make namespaces"
+    found = resolve(None, os.environ)  # what unset would give: said, required or not
+    if found.bwrap is not None:
+        return Check("bubblewrap", True, _tool_version([found.bwrap, "--version"]) or found.bwrap)
+    installed = find_bwrap(os.environ) is not None
+    fix = "run Legion where bubblewrap can make namespaces" if installed else INSTALL_HINT
     return Check(
         "bubblewrap",
         False,
-        f"{problem}: workers would run unconfined",
+        f"{found.why}: workers would run unconfined",
         f'{fix}, or set sandbox = "none" to run them so knowingly',
         required=chosen == "bwrap",
     )

@@ -36,6 +36,7 @@ from legion.runtime.claude.settings import ClaudeSettings
 from legion.runtime.codex import binary as codex_bin
 from legion.runtime.codex.settings import CodexSettings
 from legion.runtime.npm_pin import Binary
+from legion.sandbox import reported
 
 if TYPE_CHECKING:
     from legion.demo.model_server import FakeModelServer, RecordedRequest
@@ -174,7 +175,7 @@ def run_demo(
         roles = "every session" if runtime == CODEX else "the implementers"
         say(f"  Codex:       {codex.path} ({codex.source}), for {roles}")
     say(f"  files:       {folder}")
-    say(f"  sandbox:     {_sandbox_summary(project)}")
+    say(f"  sandbox:     {reported(project.settings.sandbox, project.env).summary}")
     say(f"  watch live:  tmux -S {project.settings.tmux_socket} attach")
     say("")
 
@@ -231,15 +232,6 @@ def run_demo(
         daemon.stopped_by,
         screens,
     )
-
-
-def _sandbox_summary(project: Project) -> str:
-    from legion.sandbox import resolve
-
-    try:
-        return resolve(project.settings.sandbox, project.env).summary
-    except LegionError as exc:
-        return str(exc)
 
 
 def _check_prerequisites(runtime: str, real: bool) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "Confinement",
     "Sandbox",
     "empty_file",
+    "reported",
     "resolve",
     "session_access",
     "wrap",
@@ -54,6 +55,7 @@ class Sandbox:
 
     bwrap: str | None
     why: str  # "bubblewrap", or why not: "sandbox = none", "bubblewrap is not installed…"
+    refused: bool = False  # required (`sandbox = "bwrap"`) and not to be had: no worker starts
 
     @property
     def confined(self) -> bool:
@@ -64,6 +66,8 @@ class Sandbox:
         """One line, loud when workers run unconfined (`legion status`, the board, the demo)."""
         if self.confined:
             return "workers confined by bubblewrap"
+        if self.refused:
+            return f"no worker can start: {self.why}"
         return f"NONE: workers run unconfined ({self.why})"
 
 
@@ -103,6 +107,15 @@ def resolve(setting: str | None, env: Mapping[str, str]) -> Sandbox:
     if setting == "bwrap":
         raise ConfigError(f"sandbox = bwrap, but {problem}")
     return Sandbox(None, problem)
+
+
+def reported(setting: str | None, env: Mapping[str, str]) -> Sandbox:
+    """`resolve` as a report says it (`legion status`, the board, the demo): a required sandbox
+    that cannot be had is a `refused` one, not an error."""
+    try:
+        return resolve(setting, env)
+    except ConfigError as exc:
+        return Sandbox(None, str(exc), refused=True)
 
 
 def wrap(sandbox: Sandbox, confinement: Confinement, argv: Sequence[str]) -> list[str]:

@@ -126,12 +126,11 @@ class SessionSupervisor:
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
             **extra_env,
         }
-        access = self._model_access(runtime.name)
+        daemon_runs = running_pid(self.project) is not None
+        access = self._model_access(runtime.name) if daemon_runs else None
         # A remote tracker or forge always goes through the daemon; the embedded ones too while
         # it runs, so that merges and tracker writes are made there, outside any sandbox.
-        relay = self.relay or (
-            self.capabilities is not None and running_pid(self.project) is not None
-        )
+        relay = self.relay or (self.capabilities is not None and daemon_runs)
         token: str | None = None
         if self.capabilities is not None and (relay or access is not None):
             with span("start: capability", trace):
@@ -252,12 +251,10 @@ class SessionSupervisor:
         return Confinement(home, empty_file(state_dir), access)
 
     def _model_access(self, runtime: str) -> proxy.ProxyAccess | None:
-        """How a session of `runtime` reaches the model through the project's daemon: None when
-        no daemon runs (the session is given the credential, as before the proxy), when the
+        """How a session of `runtime` reaches the model through the project's running daemon
+        (with none, the session is given the credential, as before the proxy): None when the
         proxy does not serve that runtime, or when no capability can be minted for it."""
         if runtime not in proxy.PROXIED or self.capabilities is None:
-            return None
-        if running_pid(self.project) is None:
             return None
         found = proxy.read_access(self.project.state_dir)
         if found is None or (runtime != CLAUDE_CODE and not found.holds(runtime)):

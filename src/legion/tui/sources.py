@@ -375,12 +375,9 @@ def _review(pr: object, outcome: str) -> str:
 
 def _unconfined(project: Project) -> list[str]:
     """Said on the board as `legion status` says it: workers that run unconfined."""
-    from legion.sandbox import resolve
+    from legion.sandbox import reported
 
-    try:
-        found = resolve(project.settings.sandbox, project.env)
-    except LegionError as exc:
-        return [f"no worker can start: {exc}"]
+    found = reported(project.settings.sandbox, project.env)
     return [] if found.confined else [f"sandbox {found.summary}"]
 
 
