@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from legion import plugins
@@ -20,15 +19,33 @@ from legion.forges.base import Forge
 from legion.trackers.base import Tracker
 
 if TYPE_CHECKING:
+    from legion.relay.client import RelayClient
     from legion.sessions.workers import WorkerManager
     from legion.workspaces.base import Workspaces
 
 
-@dataclass
 class Backends:
-    tracker: Tracker
-    forge: Forge
-    db: Database
+    """A project's tracker and forge, and its database (Legion's own records). In a session
+    with the relay the database is opened only when asked for: a confined session has none to
+    open, and needs none for what it runs (`legion.session_relay`)."""
+
+    def __init__(
+        self,
+        tracker: Tracker,
+        forge: Forge,
+        db: Database | Callable[[], Database],
+        relay: RelayClient | None = None,
+    ) -> None:
+        self.tracker = tracker
+        self.forge = forge
+        self._db = db
+        self.relay = relay  # the session's relay client, when its calls go through the daemon
+
+    @property
+    def db(self) -> Database:
+        if not isinstance(self._db, Database):
+            self._db = self._db()
+        return self._db
 
 
 # name: "module:function", from the registry; the function takes (project, database) and
@@ -69,21 +86,26 @@ def open_backends(project: Project, *, create: bool = False, direct: bool = Fals
     environment: always where the tracker or forge needs a credential, on the embedded ones
     while the daemon runs), both are the relay's, which ask the daemon (`legion.relay`): the
     session has no credential, and merges and tracker writes are made outside its sandbox. The
-    database is still opened here: it holds Legion's own records
-    and no credential. `direct`: the real backends whatever the environment (the daemon, and
-    its relay server, are the ones that make the calls)."""
+    database is opened only if asked for (a confined session cannot see it). `direct`: the
+    real backends whatever the environment (the daemon, and its relay server, are the ones
+    that make the calls)."""
     from legion.relay import CAPABILITY_ENV, SOCKET_ENV
 
     settings = project.settings
-    db = Database(project.db_path, create=create)
     if not direct and project.env.get(CAPABILITY_ENV) and project.env.get(SOCKET_ENV):
         from legion.relay.client import RelayForge, RelayTracker, relay_client
 
         client = relay_client(project.env, project.state_dir)
-        return Backends(tracker=RelayTracker(client), forge=RelayForge(client), db=db)
+        return Backends(
+            RelayTracker(client),
+            RelayForge(client),
+            lambda: Database(project.db_path, create=False),
+            relay=client,
+        )
+    db = Database(project.db_path, create=create)
     tracker = _opener(TRACKER_OPENERS, "tracker", settings.tracker)(project, db)
     forge = _opener(FORGE_OPENERS, "forge", settings.forge)(project, db)
-    return Backends(tracker=tracker, forge=forge, db=db)  # type: ignore[arg-type]
+    return Backends(tracker, forge, db)  # type: ignore[arg-type]
 
 
 def open_workspaces(project: Project) -> Workspaces:

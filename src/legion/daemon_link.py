@@ -19,7 +19,10 @@ def pid_file(project: Project) -> Path:
 
 
 def wake_fifo(project: Project) -> Path:
-    return project.state_dir / "daemon.wake"
+    # In the folder a confined session sees: its hooks poke it at the end of each turn.
+    from legion.relay import run_folder
+
+    return run_folder(project.state_dir) / "daemon.wake"
 
 
 def heartbeat_file(project: Project) -> Path:

@@ -30,7 +30,7 @@ def test_a_dispatched_worker_is_an_agent_with_legions_hooks(swarm: Swarm) -> Non
     settings = json.loads(argv[argv.index("--settings") + 1])
     assert settings["skipDangerousModePermissionPrompt"] is True
     stop_command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert f"{worker['session_id']}.inbox.json" in stop_command
+    assert f"{worker['session_id']}/inbox.json" in stop_command
     # What its turn cost, from the session's own transcript (the scripted model's usage).
     usage = swarm.json("issue", "show", "LEG-1")["usage"]
     assert list(usage["phases"]) == ["plan"] and usage["total"]["output"] > 0

@@ -3,6 +3,7 @@ the scripted model) for a remote-tracker project holds a capability and no crede
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from legion.core.model import Mode, Status
 from legion.reconcile import start_worker
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, relay_needed, socket_path
 from legion.relay.server import RelayServer
+from legion.session_relay import session_ops
 from tests.fakes.model_server import bash, text
 from tests.support.processes import session_processes
 from tests.support.swarm import Swarm
@@ -51,7 +53,8 @@ def test_a_real_worker_holds_a_capability_and_no_credential(swarm: Swarm) -> Non
         ],
     )
     path = socket_path(embedded.state_dir)
-    with RelayServer(path, lambda: open_backends(embedded, direct=True)):
+    ops = session_ops(embedded, os.environ)
+    with RelayServer(path, lambda: open_backends(embedded, direct=True), ops=ops):
         workers = open_workers(remote, backends, dispatcher_env)
         assert workers.capabilities is not None
         view = start_worker(workers, backends.tracker, "LEG-1", Mode.IMPLEMENT)

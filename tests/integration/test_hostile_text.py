@@ -172,12 +172,15 @@ def refused_by_the_relay(project: Path) -> None:
     from legion.relay.capabilities import Capabilities
     from legion.relay.client import RelayClient
     from legion.relay.server import RelayServer, socket_path
+    from legion.session_relay import session_ops
 
     loaded = load_project(project)
     backends = open_backends(loaded)
     token = Capabilities(backends.db).mint("LEG-1", mode="implement", session_id="sid-1")
     path = socket_path(loaded.state_dir)
-    server = RelayServer(path, lambda: open_backends(loaded, direct=True))
+    server = RelayServer(
+        path, lambda: open_backends(loaded, direct=True), ops=session_ops(loaded, os.environ)
+    )
     server.start()
     try:
         with pytest.raises(LegionError):

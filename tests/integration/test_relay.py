@@ -40,6 +40,7 @@ from legion.relay import (
 from legion.relay.capabilities import Capabilities
 from legion.relay.client import RelayClient, RelayForge, RelayTracker
 from legion.relay.server import RelayServer
+from legion.session_relay import session_ops
 from legion.trackers.base import Issue, Tracker
 from tests.support.cli import LEGION_BIN, Result, git, run_legion
 
@@ -89,7 +90,9 @@ def relay(project: Path) -> Iterator[Relay]:
     tracker.create_issue("Someone else's", body="private")  # LEG-3
     tracker.create_issue("A child of the worker's", parent="LEG-2")  # LEG-4
     path = socket_path(loaded.state_dir)
-    server = RelayServer(path, lambda: open_backends(loaded, direct=True))
+    server = RelayServer(
+        path, lambda: open_backends(loaded, direct=True), ops=session_ops(loaded, os.environ)
+    )
     server.start()
     try:
         yield Relay(project, loaded, backends, path, server)
@@ -283,7 +286,11 @@ def test_the_client_waits_for_a_daemon_that_comes_up(relay: Relay) -> None:
     assert proc.stderr is not None
     said = proc.stderr.readline()
     assert said.strip() == "legion: waiting for the Legion daemon (up to 30 s) ..."
-    server = RelayServer(relay.path, lambda: open_backends(relay.project, direct=True))
+    server = RelayServer(
+        relay.path,
+        lambda: open_backends(relay.project, direct=True),
+        ops=session_ops(relay.project, os.environ),
+    )
     server.start()
     try:
         out, err = proc.communicate(timeout=30)
@@ -316,7 +323,7 @@ def test_a_long_state_folder_gets_a_short_socket_path(tmp_path: Path) -> None:
     assert socket_path(tmp_path / ("y" * 120)) != path  # and another for another project
     short = Path(tempfile.mkdtemp(prefix="lg", dir="/tmp"))
     try:
-        assert socket_path(short) == short / "relay.sock"
+        assert socket_path(short) == short / "run" / "relay.sock"
     finally:
         short.rmdir()
 
@@ -325,7 +332,11 @@ def test_a_server_on_the_fallback_path_works(relay: Relay, tmp_path: Path) -> No
     state = tmp_path / ("s" * 110)
     path = socket_path(state)
     assert path.parent == fallback_folder()
-    with RelayServer(path, lambda: open_backends(relay.project, direct=True)):
+    with RelayServer(
+        path,
+        lambda: open_backends(relay.project, direct=True),
+        ops=session_ops(relay.project, os.environ),
+    ):
         assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
         assert stat.S_IMODE(os.lstat(path.parent).st_mode) == 0o700
         client = RelayClient(path, relay.capability("LEG-2"), wait=0.5)
@@ -339,12 +350,20 @@ def test_a_stale_socket_is_replaced_and_anything_else_is_reported(relay: Relay) 
     stale.bind(str(relay.path))  # a killed daemon's: bound, nobody listening
     stale.close()
     assert relay.path.exists()
-    with RelayServer(relay.path, lambda: open_backends(relay.project, direct=True)):
+    with RelayServer(
+        relay.path,
+        lambda: open_backends(relay.project, direct=True),
+        ops=session_ops(relay.project, os.environ),
+    ):
         client = RelayClient(relay.path, relay.capability(None), wait=0.5)
         assert len(RelayTracker(client).list_issues()) == 4
     relay.path.write_text("not a socket")
     with pytest.raises(ConfigError, match="in the way"):
-        RelayServer(relay.path, lambda: open_backends(relay.project, direct=True)).start()
+        RelayServer(
+            relay.path,
+            lambda: open_backends(relay.project, direct=True),
+            ops=session_ops(relay.project, os.environ),
+        ).start()
     relay.path.unlink()
 
 
@@ -435,10 +454,10 @@ def test_the_trackers_links_cross_the_relay_a_workers_only_as_the_tracker_has_th
         opened = open_backends(relay.project, direct=True)
         tracker = LinkingTracker(opened.tracker, {"LEG-2": (attached,)})
         forge = LinkRecordingForge(opened.forge, given)
-        return dataclasses.replace(opened, tracker=tracker, forge=forge)
+        return Backends(tracker, forge, opened.db)
 
     relay.server.stop()
-    with RelayServer(relay.path, linked_backends):
+    with RelayServer(relay.path, linked_backends, ops=session_ops(relay.project, os.environ)):
         controller = RelayForge(RelayClient(relay.path, relay.capability(None), wait=0.5))
         worker = RelayForge(RelayClient(relay.path, relay.capability("LEG-2"), wait=0.5))
         assert controller.prs_by_issue(["LEG-2", "LEG-3"], {"LEG-3": (made_up,)}) == {}
@@ -649,7 +668,11 @@ def test_a_worker_on_linear_and_github_holds_no_credential_and_still_works(
         assert all(value not in proc.stdout + proc.stderr for value in secrets.values())
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
-    with RelayServer(path, lambda: open_backends(daemon_project, direct=True)):
+    with RelayServer(
+        path,
+        lambda: open_backends(daemon_project, direct=True),
+        ops=session_ops(daemon_project, os.environ),
+    ):
         shown = worker("issue", "show", "ENG-2", "--json")
         assert shown.returncode == 0, shown.stderr
         assert '"parent": "ENG-1"' in shown.stdout
@@ -670,7 +693,9 @@ def test_a_worker_on_linear_and_github_holds_no_credential_and_still_works(
 
     # A credential the daemon's backend refuses: the worker gets the same one line and kind.
     wrong = load_project(repo, env=daemon_env | {"LINEAR_API_KEY": "lin_api_wrongwrongwrong"})
-    with RelayServer(path, lambda: open_backends(wrong, direct=True)):
+    with RelayServer(
+        path, lambda: open_backends(wrong, direct=True), ops=session_ops(wrong, os.environ)
+    ):
         denied = worker("issue", "show", "ENG-2")
     assert denied.returncode == 1
     assert "legion doctor" in one_line_error(denied) and "wrongwrong" not in denied.stderr

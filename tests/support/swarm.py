@@ -287,7 +287,7 @@ def actions(swarm: Swarm, action: str | None = None, issue: str | None = None) -
 def wake(swarm: Swarm, state: Path) -> None:
     """Poke the daemon through its FIFO, as a `legion` write command does, without starting one."""
     try:
-        fd = os.open(state / "daemon.wake", os.O_WRONLY | os.O_NONBLOCK)
+        fd = os.open(state / "run" / "daemon.wake", os.O_WRONLY | os.O_NONBLOCK)
     except OSError:
         return
     try:

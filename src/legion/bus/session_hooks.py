@@ -9,6 +9,9 @@ both call, each translating from and to its own CLI.
   wake-up context kept in the session's context file (for when the bus cannot be read).
 - `session_started`: what a resumed (`resume`) or compacted (`compact`) session is given
   back: its wake-up context, assembled fresh from the bus, else the one kept.
+
+A session given the relay gets its wake-up context from the daemon, which assembles it with this
+same code (`legion.session_relay`): a confined session sees no bus.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ class HookedSession:
     env: Mapping[str, str]
     workspace: Path | None = None
     task_list: Callable[[Agent], TaskList | None] = _no_task_list
+    # Where its wake-up context comes from when it does not read the bus itself: the daemon,
+    # for a session given the relay (`legion.relay.wake_up_fetcher`), which may be confined.
+    remote_context: Callable[[str, str | None], str | None] | None = None
 
 
 def turn_ended(
@@ -94,6 +100,8 @@ def current_context(
     """The session's wake-up context, assembled now from the bus (None: the session is not an
     agent on the bus). `compaction`: record that the session is about to compact (its
     trigger)."""
+    if session.remote_context is not None:
+        return session.remote_context(why, compaction)
     if not session.session_id:
         return None
     from legion.bus import open_bus

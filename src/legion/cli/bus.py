@@ -20,8 +20,10 @@ from legion.core.text import for_display
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
     from legion.bus import Bus
     from legion.bus.model import Channel, Message, Posted
+    from legion.completion import Completion
     from legion.config import Project
     from legion.messaging import Reading
+    from legion.session_relay import RelayedReading
     from legion.trackers.base import Tracker
 
 
@@ -70,6 +72,13 @@ def say(
     body = clean_message_body(bus_common.read_text(text))
     wanted = bus_common.parse_channel(channel)
     chosen_id = clean_message_id(message_id) if message_id is not None else None
+    client = bus_common.session_client()
+    if client is not None:
+        from legion import session_relay
+
+        relayed = session_relay.say(client, body, channel=wanted, message_id=chosen_id)
+        _report(relayed.posted, relayed.delivery, as_json)
+        return
     from legion.bus import actions
 
     bus = bus_common.open_bus()
@@ -86,16 +95,22 @@ def _report_posted(
 ) -> None:
     from legion.messaging import hand_over
 
+    delivery = hand_over(bus, posted, os.environ, lambda: common.project(ctx))
+    _report(posted, {address: how.value for address, how in delivery.items()}, as_json, verb)
+
+
+def _report(posted: Posted, delivery: dict[str, str], as_json: bool, verb: str = "posted") -> None:
+    """What a post did, and what became of it for each addressee with a session (by the
+    values of `legion.messaging.HandOver`)."""
     message = posted.message
     wakes = [agent.address for agent in posted.recipients]
-    delivery = hand_over(bus, posted, os.environ, lambda: common.project(ctx))
     if as_json:
         common.print_json(
             {
                 "message": message_json(message),
                 "wakes": wakes,
                 "created": posted.created,
-                "delivery": {address: how.value for address, how in delivery.items()},
+                "delivery": delivery,
             }
         )
         return
@@ -103,7 +118,7 @@ def _report_posted(
     woken = ", ".join(f"@{bus_common.short(a, message.channel)}" for a in wakes) or "nobody"
     common.echo(f"{verb} #{message.seq} in {message.channel} (id {message.id}); wakes {woken}")
     for address, how in delivery.items():
-        said = _SAID.get(how.value)
+        said = _SAID.get(how)
         if said is not None:
             common.echo(said.format(agent=f"@{bus_common.short(address, message.channel)}"))
 
@@ -152,6 +167,13 @@ def ask(
     body = clean_message_body(bus_common.read_text(text))
     chosen_id = clean_message_id(message_id) if message_id is not None else None
     about_id = clean_message_id(about) if about is not None else None
+    client = bus_common.session_client()
+    if client is not None:
+        from legion import session_relay
+
+        relayed = session_relay.ask(client, body, about=about_id, message_id=chosen_id)
+        _report(relayed.posted, relayed.delivery, as_json, "asked")
+        return
     bus = bus_common.open_bus()
     speaker = bus_common.speaker_of(ctx, bus)
     posted = actions.ask(
@@ -181,6 +203,13 @@ def reply(
     original = clean_message_id(message)
     body = clean_message_body(bus_common.read_text(text))
     chosen_id = clean_message_id(message_id) if message_id is not None else None
+    client = bus_common.session_client()
+    if client is not None:
+        from legion import session_relay
+
+        relayed = session_relay.reply(client, original, body, message_id=chosen_id)
+        _report(relayed.posted, relayed.delivery, as_json, "replied")
+        return
     bus = bus_common.open_bus()
     speaker = bus_common.speaker_of(ctx, bus)
     posted = actions.reply(bus, speaker.agent, original, body, reply_id=chosen_id)
@@ -200,18 +229,24 @@ def complete(
     from legion.identity import current
 
     text = None if summary is None else bus_common.read_text(summary)
-    bus = bus_common.open_bus()
-    speaker = bus_common.speaker_of(ctx, bus)
-    opened: list[Project] = []
+    client = bus_common.session_client()
+    if client is not None:
+        from legion import session_relay
 
-    def tracker() -> Tracker:
-        project, backends = common.backends(ctx)
-        opened.append(project)
-        return backends.tracker
+        done: Completion | session_relay.Completed = session_relay.complete(client, text)
+    else:
+        bus = bus_common.open_bus()
+        speaker = bus_common.speaker_of(ctx, bus)
+        opened: list[Project] = []
 
-    done = complete_mode(bus, speaker.agent, current(), text, tracker)
-    for project in opened:
-        common.changed(project)
+        def tracker() -> Tracker:
+            project, backends = common.backends(ctx)
+            opened.append(project)
+            return backends.tracker
+
+        done = complete_mode(bus, speaker.agent, current(), text, tracker)
+        for project in opened:
+            common.changed(project)
     if as_json:
         common.print_json(
             {
@@ -225,7 +260,8 @@ def complete(
         [*(f"+{name}" for name in done.added), *(f"-{name}" for name in done.removed)]
     )
     on_issue = f"; {done.issue}: {change}" if done.issue and change else ""
-    common.echo(f"@{speaker.agent.address} complete (#{done.posted.message.seq}){on_issue}")
+    sender = done.posted.message.sender
+    common.echo(f"@{sender} complete (#{done.posted.message.seq}){on_issue}")
 
 
 def messages(
@@ -256,6 +292,12 @@ def messages(
     from legion.messaging import reading
 
     wanted = bus_common.parse_channel(channel)
+    client = bus_common.session_client()
+    if client is not None:
+        from legion.session_relay import RelayedReading
+
+        _relayed_messages(RelayedReading(client, wanted, unread), last, follow, as_json)
+        return
     bus = bus_common.open_bus()
     wanted = bus_common.known(ctx, bus, wanted)
     feed = reading(bus, bus_common.speaker_of(ctx, bus), wanted, unread=unread)
@@ -270,6 +312,31 @@ def messages(
             common.echo(f"No {'unread ' if unread else ''}messages{_in(feed.channel)}.")
         return
     _follow(feed, shown[-1].seq if shown else 0, as_json)
+
+
+def _relayed_messages(feed: RelayedReading, last: int, follow: bool, as_json: bool) -> None:
+    """`legion messages` in a session with the relay: the daemon reads the bus for it, as the
+    session its capability says."""
+    where, shown = feed.read(last=None if feed.unread else last)
+    if as_json and not follow:
+        common.print_json([message_json(m) for m in shown])
+    else:
+        _show(shown, as_json)
+    if not follow:
+        if not shown and not as_json:
+            suffix = "" if where is None else f" in {where}"
+            common.echo(f"No {'unread ' if feed.unread else ''}messages{suffix}.")
+        return
+    cursor = shown[-1].seq if shown else 0
+    try:
+        while True:
+            time.sleep(FOLLOW_POLL_S)
+            _, found = feed.read(since=cursor)
+            if found:
+                _show(found, as_json)
+                cursor = found[-1].seq
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how one stops following: not an error
 
 
 def _in(channel: Channel | None) -> str:

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 import typer
 
 from legion.cli import common
-from legion.errors import InputError
+from legion.errors import InputError, NotPermittedError
 
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
     from legion.bus import Bus
     from legion.bus.model import Agent, Channel
     from legion.identity import Speaker
+    from legion.relay.client import RelayClient
 
 FOLLOW_POLL_S = 0.2  # how often `--follow` looks for new messages or events
 DEFAULT_LAST = 50
@@ -30,10 +31,27 @@ ChannelOption = typer.Option(
 
 
 def open_bus() -> Bus:
-    """The machine's bus."""
-    from legion.bus import open_bus
+    """The machine's bus. A session with the relay that cannot see it (confined: only `say`,
+    `ask`, `reply`, `complete` and `messages` reach the bus, through the daemon) is told so,
+    rather than given a new, empty bus of its own."""
+    from legion.bus import bus_path, open_bus
+    from legion.relay import session_has_relay
 
+    if session_has_relay(os.environ) and not bus_path(os.environ).exists():
+        raise NotPermittedError(
+            "this session runs confined and cannot see Legion's bus: it talks on it through "
+            "the daemon, with `legion say`, `ask`, `reply`, `complete` and `messages`"
+        )
     return open_bus(os.environ)
+
+
+def session_client() -> RelayClient | None:
+    """The relay client of the session this command runs in, if Legion gave it one: then it
+    talks on the bus through the daemon, as the session its capability says (a confined
+    session sees no bus)."""
+    from legion.relay.client import session_client
+
+    return session_client(os.environ)
 
 
 def speaker_of(ctx: typer.Context, bus: Bus) -> Speaker:

@@ -143,8 +143,14 @@ def _blocker_statuses(tracker: Any, issue: Issue) -> list[tuple[str, Status | No
 
 
 def _usage(project: Any, backends: Any, identifier: str) -> dict[str, Any]:
-    """The issue's tokens by phase, from its workers' transcripts (none: nothing ran yet)."""
+    """The issue's tokens by phase, from its workers' transcripts (none: nothing ran yet). A
+    session with the relay asks the daemon, which holds the records."""
     from legion.backends import open_workers
+
+    if backends.relay is not None:
+        from legion.session_relay import usage
+
+        return usage(backends.relay, identifier)
 
     return open_workers(project, backends).roster.usage(identifier).get(identifier, {})
 

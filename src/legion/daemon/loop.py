@@ -33,7 +33,7 @@ from legion.relay import socket_path
 from legion.relay.server import RelayServer, relay_server
 from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
-from legion.statefiles import open_private, touch_private, write_private
+from legion.statefiles import open_private, private_folder, touch_private, write_private
 from legion.tracing import mark, span
 
 from .budget_step import BudgetStop
@@ -194,6 +194,7 @@ class Daemon:
                 sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
             }
             fifo = wake_fifo(self.project)
+            private_folder(fifo.parent)
             with contextlib.suppress(FileNotFoundError):
                 fifo.unlink()
             os.mkfifo(fifo, 0o600)
@@ -237,8 +238,15 @@ class Daemon:
         """The relay socket, which every session it starts sends its tracker and forge calls
         to (the embedded backends' too); the daemon holds the project's lock, so a socket left
         by a killed daemon is replaced."""
+        from legion.session_relay import session_ops
+
         project = self.project
-        server = relay_server(project.state_dir, lambda: open_backends(project, direct=True))
+        server = relay_server(
+            project.state_dir,
+            lambda: open_backends(project, direct=True),
+            # A session's bus and records, as the session its capability says.
+            ops=session_ops(project, self.env),
+        )
         server.start()
         return server
 

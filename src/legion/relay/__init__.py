@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,8 +38,31 @@ CAPABILITY_ENV = "LEGION_CAPABILITY"
 SOCKET_ENV = "LEGION_RELAY_SOCKET"
 
 SOCKET_NAME = "relay.sock"
+# The folder of a project's state that a confined session may see (read-only): the daemon's
+# sockets and its wake-up FIFO, nothing else (`legion.sandbox`).
+RUN_FOLDER = "run"
 # sun_path holds 108 bytes on Linux (104 on macOS), the terminating NUL included.
 MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
+
+
+def session_has_relay(env: Mapping[str, str]) -> bool:
+    """Whether this runs in a session Legion gave the relay (its capability and the socket)."""
+    return bool(env.get(CAPABILITY_ENV) and env.get(SOCKET_ENV))
+
+
+def wake_up_fetcher(env: Mapping[str, str]) -> Callable[[str, str | None], str | None] | None:
+    """How a session's hooks get its wake-up context from the daemon, which assembles it (a
+    confined session sees no bus); None outside a session with the relay (the hook reads the
+    bus itself). The client is imported only when it is fetched: hooks run at every turn."""
+    if not session_has_relay(env):
+        return None
+
+    def fetch(why: str, compaction: str | None) -> str | None:
+        from legion.relay.client import fetch_wake_up
+
+        return fetch_wake_up(env, why, compaction)
+
+    return fetch
 
 
 def relay_needed(settings: Settings) -> bool:
@@ -51,16 +75,22 @@ def relay_needed(settings: Settings) -> bool:
 
 def socket_path(state_dir: Path, name: str = SOCKET_NAME) -> Path:
     """Where the daemon of the project with this state folder listens: `name` (the relay's
-    `relay.sock`, the model proxy's `model.sock`) in the state folder (private, 0700) when
-    that path fits in a socket address, else a short one in `/tmp/legion-<uid>/` (a 0700
+    `relay.sock`, the model proxy's `model.sock`) in the state folder's `run/` (private,
+    0700) when that path fits in a socket address, else a short one in `/tmp/legion-<uid>/` (a 0700
     folder the server checks is ours), named by a hash of the state folder. Decided from the
     state folder and the user alone, never from the environment, so the daemon and any
     process that starts a worker agree on it."""
-    preferred = state_dir / name
+    preferred = run_folder(state_dir) / name
     if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
         return preferred
     digest = hashlib.sha256(os.fsencode(state_dir)).hexdigest()[:16]
     return fallback_folder() / (f"{digest}.sock" if name == SOCKET_NAME else f"{digest}.{name}")
+
+
+def run_folder(state_dir: Path) -> Path:
+    """What of the project's state a confined session is shown: the daemon's sockets (unless
+    they are in the fallback folder) and its wake-up FIFO."""
+    return state_dir / RUN_FOLDER
 
 
 def fallback_folder() -> Path:

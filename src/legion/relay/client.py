@@ -284,3 +284,22 @@ def relay_client(env: Mapping[str, str], state_dir: Path) -> RelayClient:
     given = env.get(SOCKET_ENV)
     path = Path(given) if given else socket_path(state_dir)
     return RelayClient(path, env.get(CAPABILITY_ENV, ""), wait=relay_wait(env))
+
+
+def session_client(env: Mapping[str, str]) -> RelayClient | None:
+    """The relay client of the session this runs in, when Legion gave it one (its capability
+    and the socket in its environment): then the bus and Legion's records are the daemon's to
+    reach (`legion.session_relay`); None for anyone else."""
+    given, capability = env.get(SOCKET_ENV), env.get(CAPABILITY_ENV)
+    if not (given and capability):
+        return None
+    return RelayClient(Path(given), capability, wait=relay_wait(env))
+
+
+def fetch_wake_up(env: Mapping[str, str], why: str, compaction: str | None) -> str | None:
+    """The session's wake-up context, from the daemon (`session.context`)."""
+    client = session_client(env)
+    if client is None:
+        return None
+    text = client.call("session.context", why=why, compaction=compaction)
+    return text if isinstance(text, str) else None

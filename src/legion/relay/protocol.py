@@ -34,7 +34,19 @@ import sys
 from enum import Enum
 from typing import Any
 
+from legion.bus.model import (
+    Agent,
+    AgentRole,
+    AgentStatus,
+    Channel,
+    Message,
+    MessageKind,
+    Posted,
+    Task,
+    TaskState,
+)
 from legion.core.model import Status
+from legion.core.usage import Usage
 from legion.errors import BackendError, BackendErrorKind, LegionError, ProtocolError
 from legion.forges.base import PrState, PullRequest, Review
 from legion.trackers.base import Comment, Issue
@@ -44,9 +56,12 @@ VERSION = 1
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
 DATACLASSES: dict[str, type[Any]] = {
-    cls.__name__: cls for cls in (Issue, Comment, PullRequest, Review)
+    cls.__name__: cls
+    for cls in (Issue, Comment, PullRequest, Review, Agent, Channel, Message, Posted, Task, Usage)
 }
-ENUMS: dict[str, type[Enum]] = {cls.__name__: cls for cls in (Status, PrState)}
+ENUMS: dict[str, type[Enum]] = {
+    cls.__name__: cls for cls in (Status, PrState, AgentRole, AgentStatus, MessageKind, TaskState)
+}
 
 
 # -- values ----------------------------------------------------------------------------------------

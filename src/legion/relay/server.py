@@ -46,7 +46,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError, Future
 from pathlib import Path
 from typing import Any, Protocol
@@ -118,10 +118,11 @@ def _looks_like_issue(ref: str) -> bool:
     return True
 
 
-class _Call:
+class Call:
     """One request being checked and run: its arguments, its scope, the backends."""
 
     def __init__(self, backends: Backends, scope: Scope, op: str, args: dict[str, Any]):
+        self.backends = backends
         self.tracker = backends.tracker
         self.forge = backends.forge
         self.scope = scope
@@ -158,6 +159,14 @@ class _Call:
             raise ProtocolError(f"{self.op}: argument {name!r} must map text to lists of text")
         return {key: list(items) for key, items in value.items()}
 
+    def optional_int(self, name: str) -> int | None:
+        value = self.args.get(name)
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ProtocolError(f"{self.op}: argument {name!r} must be a whole number")
+        return value
+
     def flag(self, name: str) -> bool:
         value = self.args.get(name, False)
         if not isinstance(value, bool):
@@ -172,6 +181,13 @@ class _Call:
 
     def optional_status(self, name: str) -> Status | None:
         return None if self.args.get(name) is None else self.status(name)
+
+    def author(self) -> str:
+        """Who a comment or review is from: a worker is its mode (`legion-review`), whatever
+        it names; the controller and its Oracle name themselves."""
+        if self.scope.issue is not None and self.scope.mode:
+            return f"legion-{self.scope.mode}"
+        return self.text("author")
 
     # -- scope -------------------------------------------------------------------------------
 
@@ -259,14 +275,14 @@ class _Call:
 # -- the operations --------------------------------------------------------------------------------
 
 
-def _list_issues(call: _Call) -> Any:
+def _list_issues(call: Call) -> Any:
     call.whole_project("every issue")
     return call.tracker.list_issues(
         status=call.optional_status("status"), label=call.optional_text("label")
     )
 
 
-def _get_issue(call: _Call) -> Any:
+def _get_issue(call: Call) -> Any:
     identifier = call.text("identifier")
     issue = call.tracker.get_issue(identifier)
     if not call.related(issue):
@@ -274,7 +290,7 @@ def _get_issue(call: _Call) -> Any:
     return issue
 
 
-def _create_issue(call: _Call) -> Any:
+def _create_issue(call: Call) -> Any:
     parent = call.optional_text("parent")
     status = call.status("status")
     if call.scope.issue is not None:
@@ -297,13 +313,13 @@ def _create_issue(call: _Call) -> Any:
     )
 
 
-def _set_status(call: _Call) -> Any:
+def _set_status(call: Call) -> Any:
     identifier = call.text("identifier")
     call.own(identifier)
     return call.tracker.set_status(identifier, call.status("status"))
 
 
-def _update_labels(call: _Call) -> Any:
+def _update_labels(call: Call) -> Any:
     identifier = call.text("identifier")
     call.own(identifier)
     return call.tracker.update_labels(
@@ -311,7 +327,7 @@ def _update_labels(call: _Call) -> Any:
     )
 
 
-def _set_blocked_by(call: _Call) -> Any:
+def _set_blocked_by(call: Call) -> Any:
     identifier = call.text("identifier")
     add, remove = call.texts("add"), call.texts("remove")
     call.own_or_child(identifier)
@@ -319,21 +335,23 @@ def _set_blocked_by(call: _Call) -> Any:
     return call.tracker.set_blocked_by(identifier, add=add, remove=remove)
 
 
-def _add_comment(call: _Call) -> Any:
+def _add_comment(call: Call) -> Any:
     identifier = call.text("identifier")
     call.own(identifier)
+    # Every caller is a session Legion started: what it writes is Legion's, whatever it says,
+    # so a worker's comment is never read as a person's answer.
     return call.tracker.add_comment(
-        identifier, call.text("body"), author=call.text("author"), by_legion=call.flag("by_legion")
+        identifier, call.text("body"), author=call.author(), by_legion=True
     )
 
 
-def _list_comments(call: _Call) -> Any:
+def _list_comments(call: Call) -> Any:
     identifier = call.text("identifier")
     call.readable(identifier)
     return call.tracker.list_comments(identifier)
 
 
-def _create_pr(call: _Call) -> Any:
+def _create_pr(call: Call) -> Any:
     issue = call.text("issue")
     call.own(issue)
     return call.forge.create_pr(
@@ -345,18 +363,18 @@ def _create_pr(call: _Call) -> Any:
     )
 
 
-def _get_pr(call: _Call) -> Any:
+def _get_pr(call: Call) -> Any:
     ref = call.text("ref")
     fetched = call.pr(ref, writing=False)
     return fetched if fetched is not None else call.forge.get_pr(ref)
 
 
-def _list_prs(call: _Call) -> Any:
+def _list_prs(call: Call) -> Any:
     call.whole_project("every pull request")
     return call.forge.list_prs()
 
 
-def _prs_by_issue(call: _Call) -> Any:
+def _prs_by_issue(call: Call) -> Any:
     issues = call.texts("issues")
     for issue in issues:
         call.readable(issue)
@@ -372,27 +390,29 @@ def _prs_by_issue(call: _Call) -> Any:
     return call.forge.prs_by_issue(issues, links=kept or None)
 
 
-def _set_draft(call: _Call) -> Any:
+def _set_draft(call: Call) -> Any:
     ref = call.text("ref")
     call.pr(ref, writing=True)
     return call.forge.set_draft(ref, call.flag("draft"))
 
 
-def _add_review(call: _Call) -> Any:
+def _add_review(call: Call) -> Any:
     ref = call.text("ref")
     call.pr(ref, writing=True)
     return call.forge.add_review(
-        ref, call.text("outcome"), body=call.text("body"), author=call.text("author")
+        ref, call.text("outcome"), body=call.text("body"), author=call.author()
     )
 
 
-def _merge(call: _Call) -> Any:
+def _merge(call: Call) -> Any:
     ref = call.text("ref")
     call.pr(ref, writing=True)
     return call.forge.merge(ref)
 
 
-OPS: dict[str, Callable[[_Call], Any]] = {
+Operation = Callable[[Call], Any]
+
+OPS: dict[str, Operation] = {
     "tracker.list_issues": _list_issues,
     "tracker.get_issue": _get_issue,
     "tracker.create_issue": _create_issue,
@@ -418,9 +438,13 @@ class RelayExecutor:
     """Answers requests on backends it opens on first use (in the thread that calls it: a
     SQLite connection stays in its thread), again after a failed open."""
 
-    def __init__(self, open_backends: Callable[[], Backends]) -> None:
+    def __init__(
+        self, open_backends: Callable[[], Backends], ops: Mapping[str, Operation] | None = None
+    ) -> None:
         self._open = open_backends
         self._backends: Backends | None = None
+        # The tracker's and forge's, and what a service layer adds (the bus, Legion's records).
+        self._ops = {**OPS, **(ops or {})}
 
     def backends(self) -> Backends:
         if self._backends is None:
@@ -443,11 +467,11 @@ class RelayExecutor:
                         "from another project): the session must be started again by Legion"
                     ),
                 )
-            run = OPS.get(op)
+            run = self._ops.get(op)
             if run is None:
                 raise InputError(f"the Legion daemon has no operation {op!r}")
             try:
-                return result_answer(run(_Call(backends, scope, op, request.args)))
+                return result_answer(run(Call(backends, scope, op, request.args)))
             except NotPermittedError as exc:
                 raise self._logged(scope, exc) from None
         except LegionError as exc:
@@ -617,11 +641,12 @@ class RelayServer:
         *,
         request_deadline: float = REQUEST_DEADLINE_S,
         max_connections: int = MAX_CONNECTIONS,
+        ops: Mapping[str, Operation] | None = None,
     ) -> None:
         self.path = path
         self.request_deadline = request_deadline
         self.max_connections = max_connections
-        self._executor = RelayExecutor(open_backends)
+        self._executor = RelayExecutor(open_backends, ops)
         self._server: _UnixServer | None = None
         self._thread: threading.Thread | None = None
         self._runner: threading.Thread | None = None
@@ -718,6 +743,11 @@ class RelayServer:
         self.stop()
 
 
-def relay_server(project_state_dir: Path, open_backends: Callable[[], Backends]) -> RelayServer:
-    """The relay server of the project with this state folder, at its one socket path."""
-    return RelayServer(socket_path(project_state_dir), open_backends)
+def relay_server(
+    project_state_dir: Path,
+    open_backends: Callable[[], Backends],
+    ops: Mapping[str, Operation] | None = None,
+) -> RelayServer:
+    """The relay server of the project with this state folder, at its one socket path, with
+    the tracker's and forge's operations and `ops`."""
+    return RelayServer(socket_path(project_state_dir), open_backends, ops=ops)

@@ -173,22 +173,25 @@ def git_metadata(workspace: Path) -> tuple[Path, ...]:
 def session_access(
     *,
     workspace: Path,
-    state: tuple[Path, ...],
+    session_state: tuple[Path, ...],
+    daemon: tuple[Path, ...],
     project_config: Path,
     user_config: Path,
     runtime: Access,
     env: Mapping[str, str],
 ) -> Access:
-    """What one worker session may use. `state`: Legion's folders its `legion` commands open
-    (the project's state folder, the bus's, the relay's socket's); `runtime`: its CLI's own
-    (`AgentRuntime.sandbox_access`)."""
+    """What one worker session may use. `session_state`: what of Legion's state it may write
+    (its own folder, with its inbox and context files, which its hooks update; all of it for a
+    session with no daemon to ask); `daemon`: the folders of the daemon's sockets and wake-up
+    FIFO, shown read-only; `runtime`: its CLI's own (`AgentRuntime.sandbox_access`)."""
     home = Path(env.get("HOME") or Path.home())
     git_config = (home / ".gitconfig", Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "git")
     node = shutil.which("node", path=env.get("PATH"))
     return (
         Access(
-            writable=(workspace, *git_metadata(workspace), *state),
+            writable=(workspace, *git_metadata(workspace), *session_state),
             readable=(
+                *daemon,
                 *legion_install(),
                 project_config,
                 user_config,

@@ -25,7 +25,7 @@ from legion.config import Project, user_config_path
 from legion.daemon_link import WAKE_ENV, running_pid, wake_fifo
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.proxy import PROXY_SOCKET_NAME
-from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
+from legion.relay import CAPABILITY_ENV, SOCKET_ENV, run_folder, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
@@ -35,7 +35,7 @@ from legion.sandbox import resolve as resolve_sandbox
 from legion.sandbox import wrap as sandbox_wrap
 from legion.sessions.starts import StartWatch
 from legion.sessions.windows import SessionWindows
-from legion.statefiles import write_private
+from legion.statefiles import private_folder, write_private
 from legion.tracing import span
 
 # Variables of the dispatcher that must not reach a worker: tmux's would make the CLI think it
@@ -166,7 +166,9 @@ class SessionSupervisor:
         )
         if sandbox is not None and sandbox.confined:
             proxied = access is not None and access.holds(runtime.name) and token is not None
-            confinement = self._confinement(cwd, runtime, env, proxied)
+            confinement = self._confinement(
+                sid, cwd, runtime, env, proxied=proxied, relayed=token is not None and relay
+            )
             # A session on its own login (the daemon holds no key) keeps the network: its CLI
             # renews that login with its provider directly.
             argv = self._confined(sandbox, argv, confinement, access if proxied else None)
@@ -226,23 +228,38 @@ class SessionSupervisor:
         return sandbox_wrap(sandbox, confinement, argv)
 
     def _confinement(
-        self, workspace: Path, runtime: AgentRuntime, env: Mapping[str, str], proxied: bool
+        self,
+        sid: str,
+        workspace: Path,
+        runtime: AgentRuntime,
+        env: Mapping[str, str],
+        *,
+        proxied: bool,
+        relayed: bool,
     ) -> Confinement:
         from legion.bus import bus_path
 
         home = Path(env.get("HOME") or Path.home())
         state_dir = self.project.state_dir
-        # The bus is the machine's (beside every project's state folder), and the relay's socket
-        # may be in a short folder of its own.
-        state = (
-            state_dir,
-            bus_path(env).parent,
-            socket_path(state_dir).parent,
-            socket_path(state_dir, PROXY_SOCKET_NAME).parent,
+        # The daemon's sockets may be in a short folder of their own; the rest of Legion's state
+        # (the bus, the database) is the daemon's, reached through the relay.
+        daemon = tuple(
+            dict.fromkeys(
+                (
+                    run_folder(state_dir),
+                    socket_path(state_dir).parent,
+                    socket_path(state_dir, PROXY_SOCKET_NAME).parent,
+                )
+            )
         )
+        own = private_folder(self.session_folder(sid))
+        # With the relay, the bus and the database are the daemon's to open; a session started
+        # with no daemon opens them itself (README, "Workers run in a sandbox").
+        session_state = (own,) if relayed else (state_dir, bus_path(env).parent)
         access = session_access(
             workspace=workspace,
-            state=state,
+            session_state=session_state,
+            daemon=daemon,
             project_config=self.project.config_path.parent,
             user_config=user_config_path(env).parent,
             runtime=runtime.sandbox_access(env, proxied=proxied),
@@ -264,13 +281,18 @@ class SessionSupervisor:
     def _pid_file(self, sid: str) -> Path:
         return self.project.state_dir / "sessions" / f"{sid}.pid"
 
+    def session_folder(self, sid: str) -> Path:
+        """What of Legion's state is session `sid`'s own: its inbox and context files, the one
+        folder of the state a confined session may write (`legion.sandbox`)."""
+        return self.project.state_dir / "sessions" / sid
+
     def inbox_file(self, sid: str) -> Path:
         """Messages waiting for session `sid`'s next turn boundary (its hooks hand them over)."""
-        return self.project.state_dir / "sessions" / f"{sid}.inbox.json"
+        return self.session_folder(sid) / "inbox.json"
 
     def context_file(self, sid: str) -> Path:
         """What a resumed or compacted session `sid` is given back (its SessionStart hook)."""
-        return self.project.state_dir / "sessions" / f"{sid}.context.md"
+        return self.session_folder(sid) / "context.md"
 
     def _register_on_bus(self, sid: str, mode: str, workspace: Path, runtime: str) -> Agent | None:
         """Record the session as an agent on the bus, before its process can post. The bus is

@@ -35,6 +35,7 @@ from typing import IO, Any, TypeVar
 from legion import daemon_link
 from legion.bus import session_hooks
 from legion.bus.session_hooks import HookedSession
+from legion.relay import wake_up_fetcher
 from legion.runtime.codex.provider import CODEX_OVERRIDES_ENV
 from legion.runtime.codex.runtime import (
     EXEC_FLAGS,
@@ -213,6 +214,7 @@ class Session:
             context=self.context,
             env=self.env,
             workspace=Path(os.getcwd()),
+            remote_context=wake_up_fetcher(self.env),
         )
 
     def _guarded(self, what: str, call: Callable[[], T]) -> T | None:

@@ -1,0 +1,301 @@
+"""What a session Legion started does as itself through the daemon's relay: talk on the bus
+(`legion say`, `ask`, `reply`, `complete`, `messages`), be given its wake-up context (its
+hooks), and read Legion's own records of its issue (`legion issue show`'s tokens).
+
+Who the session is comes from its capability, the scope the daemon minted for it when it
+started it (`legion.relay.capabilities`): its session id, its mode, its issue. Never from its
+environment: a worker that unsets `LEGION_SESSION_ID`, or sets it to the controller's, is still
+the worker its capability says. So a confined session (`legion.sandbox`) sees neither the bus
+nor the project's database, and needs neither.
+
+Server side, `session_ops` are the operations the daemon adds to its relay's (the tracker's
+and the forge's, `legion.relay.server`). Client side, the functions below are what the CLI
+calls on a session's relay client (`legion.relay.client.session_client`); the hooks fetch the
+wake-up context with `legion.relay.client.wake_up_fetcher`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from legion.bus.model import Agent, Channel, Message, Posted
+from legion.config import Project
+from legion.core.usage import Usage
+from legion.errors import NotPermittedError, ProtocolError
+
+if TYPE_CHECKING:
+    from legion.bus import Bus
+    from legion.relay.client import RelayClient
+    from legion.relay.server import Call, Operation
+
+
+# -- the daemon's side -------------------------------------------------------------------------
+
+
+def session_ops(project: Project, env: Mapping[str, str]) -> dict[str, Operation]:
+    """The relay operations of a session acting as itself, for the daemon of `project` (its
+    environment `env` says where the bus is)."""
+    return _SessionOps(project, env).ops()
+
+
+class _SessionOps:
+    def __init__(self, project: Project, env: Mapping[str, str]) -> None:
+        self.project = project
+        self.env = dict(env)
+
+    def ops(self) -> dict[str, Operation]:
+        return {
+            "bus.say": self.say,
+            "bus.ask": self.ask,
+            "bus.reply": self.reply,
+            "bus.complete": self.complete,
+            "bus.read": self.read,
+            "session.context": self.context,
+            "records.usage": self.usage,
+        }
+
+    @contextlib.contextmanager
+    def _bus(self) -> Iterator[Bus]:
+        from legion.bus import open_bus
+
+        bus = open_bus(self.env)
+        try:
+            yield bus
+        finally:
+            bus.close()
+
+    def _workspace(self, call: Call) -> Path:
+        """Where the session works, as Legion recorded it when it started it."""
+        from legion.sessions.registry import Registry
+
+        record = Registry(call.backends.db).by_session(call.scope.session_id)
+        return record.workspace if record is not None else self.project.root
+
+    def _speaker(self, call: Call, bus: Bus) -> Agent:
+        """The session's agent on the bus: the capability's session, registered now if its
+        start could not."""
+        from legion.identity import identify
+
+        scope = call.scope
+        if not scope.session_id:
+            raise NotPermittedError(
+                "this capability names no session: only a session Legion started speaks as one"
+            )
+        variables = {"LEGION_SESSION_ID": scope.session_id, "LEGION_MODE": scope.mode}
+        found = identify(bus, variables, self._workspace(call), lambda: self.project)
+        return found.agent
+
+    def _posted(self, bus: Bus, posted: Posted) -> dict[str, Any]:
+        from legion.messaging import hand_over
+
+        delivery = hand_over(bus, posted, self.env, lambda: self.project)
+        return {
+            "posted": posted,
+            "delivery": {address: how.value for address, how in delivery.items()},
+        }
+
+    def _channel(self, call: Call, bus: Bus) -> Channel | None:
+        from legion.bus.address import parse_channel
+        from legion.messaging import known_channel
+
+        named = call.optional_text("channel")
+        wanted = None if named is None else parse_channel(named)
+        return known_channel(bus, wanted, lambda: self.project)
+
+    def say(self, call: Call) -> Any:
+        from legion.bus import actions
+
+        with self._bus() as bus:
+            channel = self._channel(call, bus)
+            speaker = self._speaker(call, bus)
+            posted = actions.say(
+                bus,
+                speaker,
+                channel or speaker.channel,
+                call.text("body"),
+                message_id=call.optional_text("message_id"),
+            )
+            return self._posted(bus, posted)
+
+    def ask(self, call: Call) -> Any:
+        from legion.bus import actions
+
+        with self._bus() as bus:
+            # No spawn instance to check: a replaced session's capability is revoked.
+            posted = actions.ask(
+                bus,
+                self._speaker(call, bus),
+                call.text("body"),
+                about=call.optional_text("about"),
+                message_id=call.optional_text("message_id"),
+            )
+            return self._posted(bus, posted)
+
+    def reply(self, call: Call) -> Any:
+        from legion.bus import actions
+
+        with self._bus() as bus:
+            posted = actions.reply(
+                bus,
+                self._speaker(call, bus),
+                call.text("original"),
+                call.text("body"),
+                reply_id=call.optional_text("message_id"),
+            )
+            return self._posted(bus, posted)
+
+    def complete(self, call: Call) -> Any:
+        from legion.completion import complete
+        from legion.identity import SessionVariables
+
+        scope = call.scope
+        session = SessionVariables(session_id=scope.session_id, mode=scope.mode, issue=scope.issue)
+        with self._bus() as bus:
+            done = complete(
+                bus,
+                self._speaker(call, bus),
+                session,
+                call.optional_text("summary"),
+                lambda: call.tracker,
+            )
+        return {
+            "posted": done.posted,
+            "issue": done.issue,
+            "added": done.added,
+            "removed": done.removed,
+        }
+
+    def read(self, call: Call) -> Any:
+        """Messages as `legion messages` shows them (what it returns counts as read)."""
+        from legion.messaging import Reading
+
+        with self._bus() as bus:
+            channel = self._channel(call, bus)
+            speaker = self._speaker(call, bus)
+            unread = call.flag("unread")
+            where = channel if unread else channel or speaker.channel
+            feed = Reading(bus, speaker.id, where, unread)
+            since = call.optional_int("since") or 0
+            shown = feed.messages(since=since, last=call.optional_int("last"))
+            feed.shown(shown)
+            return {"channel": None if where is None else str(where), "messages": shown}
+
+    def context(self, call: Call) -> Any:
+        """The session's wake-up context (its SessionStart and PreCompact hooks): assembled
+        here, from the bus, its workspace and its CLI's task list, as the hook would."""
+        from legion.bus.session_hooks import HookedSession, current_context
+
+        scope = call.scope
+        if not scope.session_id:
+            return None
+        sid = scope.session_id
+        env = self.env | {"LEGION_MODE": scope.mode, "LEGION_ISSUE_ID": scope.issue or ""}
+        session = HookedSession(
+            session_id=sid,
+            inbox=None,
+            context=None,
+            env=env,
+            workspace=self._workspace(call),
+            task_list=lambda agent: _cli_tasks(agent.runtime, self.env, sid),
+        )
+        return current_context(
+            session, why=call.text("why"), compaction=call.optional_text("compaction")
+        )
+
+    def usage(self, call: Call) -> Any:
+        """An issue's tokens by phase, where the session may read the issue."""
+        from legion.backends import open_workers
+
+        identifier = call.text("identifier")
+        call.readable(identifier)
+        roster = open_workers(self.project, call.backends, self.env).roster  # type: ignore[arg-type]
+        return roster.usage(identifier).get(identifier, {})
+
+
+def _cli_tasks(runtime: str, env: Mapping[str, str], session_id: str) -> Any:
+    from legion.runtime.claude.hook_entry import task_list
+
+    return task_list(runtime, env, session_id)
+
+
+# -- the session's side (on `legion.relay.client.session_client`) -------------------------------
+
+
+# -- the session's side ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Relayed:
+    """What a post through the relay did: the message, and what became of it for each
+    addressee with a session (`legion.messaging.HandOver`'s values)."""
+
+    posted: Posted
+    delivery: dict[str, str]
+
+
+def _relayed(answer: Any) -> Relayed:
+    if not isinstance(answer, dict) or not isinstance(answer.get("posted"), Posted):
+        raise ProtocolError("the daemon's answer to a post is not one")
+    return Relayed(answer["posted"], dict(answer.get("delivery") or {}))
+
+
+def say(
+    client: RelayClient, body: str, *, channel: Channel | None, message_id: str | None
+) -> Relayed:
+    channel_text = None if channel is None else str(channel)
+    return _relayed(client.call("bus.say", body=body, channel=channel_text, message_id=message_id))
+
+
+def ask(client: RelayClient, body: str, *, about: str | None, message_id: str | None) -> Relayed:
+    return _relayed(client.call("bus.ask", body=body, about=about, message_id=message_id))
+
+
+def reply(client: RelayClient, original: str, body: str, *, message_id: str | None) -> Relayed:
+    return _relayed(client.call("bus.reply", original=original, body=body, message_id=message_id))
+
+
+@dataclass(frozen=True)
+class Completed:
+    posted: Posted
+    issue: str | None
+    added: list[str]
+    removed: list[str]
+
+
+def complete(client: RelayClient, summary: str | None) -> Completed:
+    answer = client.call("bus.complete", summary=summary)
+    if not isinstance(answer, dict) or not isinstance(answer.get("posted"), Posted):
+        raise ProtocolError("the daemon's answer to a completion is not one")
+    return Completed(
+        answer["posted"], answer.get("issue"), list(answer["added"]), list(answer["removed"])
+    )
+
+
+@dataclass(frozen=True)
+class RelayedReading:
+    """`legion messages` for a session: each call asks the daemon, which counts what it
+    returns as read."""
+
+    client: RelayClient
+    channel_named: Channel | None
+    unread: bool
+
+    def read(self, *, since: int = 0, last: int | None = None) -> tuple[str | None, list[Message]]:
+        named = None if self.channel_named is None else str(self.channel_named)
+        answer = self.client.call(
+            "bus.read", channel=named, unread=self.unread, since=since, last=last
+        )
+        if not isinstance(answer, dict) or not isinstance(answer.get("messages"), list):
+            raise ProtocolError("the daemon's answer to a reading is not one")
+        return answer.get("channel"), list(answer["messages"])
+
+
+def usage(client: RelayClient, identifier: str) -> dict[str, Usage]:
+    answer = client.call("records.usage", identifier=identifier)
+    if not isinstance(answer, dict):
+        raise ProtocolError("the daemon's answer to a usage is not one")
+    return {str(phase): used for phase, used in answer.items() if isinstance(used, Usage)}

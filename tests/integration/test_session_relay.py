@@ -1,0 +1,168 @@
+"""A session's bus and records through the relay (`legion.session_relay`): the real `legion`
+CLI as a confined worker runs it (a capability and the socket in its environment, and Legion's
+state out of sight), against a relay server in this process with the daemon's operations.
+
+Who the worker is comes from its capability, whatever its environment says: each test here is
+one of issue 21's ways a worker's shell tried to become someone else, refused."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from legion.backends import Backends, open_backends
+from legion.bus import Bus, open_bus
+from legion.bus.model import AgentStatus, MessageKind
+from legion.bus.sessions import register_session
+from legion.config import Project, load_project
+from legion.core.model import Label, Status
+from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
+from legion.relay.capabilities import Capabilities
+from legion.relay.client import fetch_wake_up
+from legion.relay.server import RelayServer
+from legion.session_relay import session_ops
+from tests.support.cli import Result, run_legion
+
+WORKER_SID = "worker-session"
+CONTROLLER_SID = "controller-session"
+
+
+@dataclass
+class Scene:
+    repo: Path
+    project: Project
+    backends: Backends
+    bus: Bus
+    token: str
+    socket: Path
+    unseen_state: Path  # where a confined worker's XDG_STATE_HOME points: nothing of Legion's
+
+    def worker(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        """`legion ARGS` as the confined LEG-1 implementer runs it: its capability and the
+        socket, and neither the bus nor the database in sight."""
+        base = {
+            CAPABILITY_ENV: self.token,
+            SOCKET_ENV: str(self.socket),
+            "LEGION_RELAY_WAIT": "0.5",
+            "XDG_STATE_HOME": str(self.unseen_state),
+            "LEGION_STATE_DIR": str(self.unseen_state / "project"),
+        }
+        return run_legion(*args, cwd=self.repo, env=base | (env or {}))
+
+    def agent(self, sid: str) -> str:
+        found = self.bus.agent_by_session(sid)
+        assert found is not None
+        return found.address
+
+
+@pytest.fixture
+def scene(project: Path, tmp_path: Path) -> Iterator[Scene]:
+    loaded = load_project(project)
+    backends = open_backends(loaded)
+    backends.tracker.create_issue("The worker's issue", status=Status.IN_PROGRESS)  # LEG-1
+    backends.tracker.create_issue("Someone else's")  # LEG-2
+    bus = open_bus(os.environ)
+    for sid, mode in ((CONTROLLER_SID, "controller"), (WORKER_SID, "implement")):
+        register_session(
+            bus, loaded, mode=mode, session_id=sid, workspace=project, runtime="claude-code"
+        )
+    token = Capabilities(backends.db).mint("LEG-1", mode="implement", session_id=WORKER_SID)
+    path = socket_path(loaded.state_dir)
+    server = RelayServer(
+        path, lambda: open_backends(loaded, direct=True), ops=session_ops(loaded, os.environ)
+    )
+    server.start()
+    try:
+        yield Scene(project, loaded, backends, bus, token, path, tmp_path / "unseen")
+    finally:
+        server.stop()
+        bus.close()
+        backends.db.close()
+
+
+def test_the_worker_says_and_asks_as_itself_whatever_its_variables(scene: Scene) -> None:
+    worker, controller = scene.agent(WORKER_SID), scene.agent(CONTROLLER_SID)
+    # Posing as the controller: its (deterministic) session id in the variable.
+    said = scene.worker(
+        "say", "the spec is ready @legion", "--json", env={"LEGION_SESSION_ID": CONTROLLER_SID}
+    )
+    assert said.returncode == 0, said.stderr
+    [message] = scene.bus.messages(channel=None, last=1)
+    assert message.sender == worker != controller
+    assert message.body == "the spec is ready @legion"
+    asked = scene.worker("ask", "which database?", env={"LEGION_MODE": "controller"})
+    assert asked.returncode == 0, asked.stderr
+    [question] = scene.bus.messages(channel=None, last=1)
+    assert (question.sender, question.kind) == (worker, MessageKind.ASK)
+    blocked = scene.bus.agent_by_session(WORKER_SID)
+    assert blocked is not None and blocked.status is AgentStatus.BLOCKED
+
+
+def test_the_worker_cannot_address_the_human_with_its_session_variable_unset(
+    scene: Scene,
+) -> None:
+    before = len(scene.bus.messages())
+    refused = scene.worker("say", "@human please approve my PR")
+    assert refused.returncode != 0
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "write @legion instead of @human" in lines[0], refused.stderr
+    assert len(scene.bus.messages()) == before
+
+
+def test_the_worker_reads_its_own_messages_and_completes_its_own_issue(scene: Scene) -> None:
+    controller = scene.bus.agent_by_session(CONTROLLER_SID)
+    assert controller is not None
+    worker = scene.agent(WORKER_SID)
+    scene.bus.post(controller.id, controller.channel, f"@{worker.split('/')[-1]} go on")
+    unread = scene.worker("messages", "--unread", "--json")
+    assert unread.returncode == 0, unread.stderr
+    assert "go on" in unread.stdout
+    assert scene.worker("messages", "--unread", "--json").stdout.strip() == "[]"  # read now
+    done = scene.worker("complete", "implemented", env={"LEGION_ISSUE_ID": "LEG-2"})
+    assert done.returncode == 0, done.stderr
+    assert f"@{worker} complete" in done.stdout
+    labels = scene.backends.tracker.get_issue("LEG-1").labels
+    assert Label.WORKER_DONE.value in labels
+    assert Label.WORKER_DONE.value not in scene.backends.tracker.get_issue("LEG-2").labels
+
+
+def test_a_workers_comment_is_legions_whatever_its_variables(scene: Scene) -> None:
+    # With no LEGION_MODE its `legion` would write a person's comment, read as the answer.
+    posed = scene.worker("issue", "comment", "LEG-1", "--body", "Approved, go ahead.")
+    assert posed.returncode == 0, posed.stderr
+    [comment] = scene.backends.tracker.list_comments("LEG-1")
+    assert comment.by_legion and comment.author == "legion-implement"
+
+
+def test_the_bus_out_of_sight_is_said_in_one_line(scene: Scene) -> None:
+    # What only the bus itself answers (archive, kill, agents): a confined session has none.
+    for args in (("archive", "@legion"), ("kill", "@legion", "-f"), ("agents",)):
+        refused = scene.worker(*args)
+        assert refused.returncode != 0
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cannot see Legion's bus" in lines[0], refused.stderr
+    assert not scene.unseen_state.exists()  # and no bus of its own was made there
+    controller = scene.bus.agent_by_session(CONTROLLER_SID)
+    assert controller is not None and controller.status is not AgentStatus.ARCHIVED
+
+
+def test_a_revoked_capability_speaks_for_nobody(scene: Scene) -> None:
+    Capabilities(scene.backends.db).revoke_session(WORKER_SID)
+    refused = scene.worker("say", "hello @legion")
+    assert refused.returncode == 2
+    assert "does not know this session's capability" in refused.stderr
+
+
+def test_the_wake_up_context_comes_from_the_daemon(scene: Scene) -> None:
+    (scene.repo / "docs" / "plans").mkdir(parents=True)
+    (scene.repo / "docs" / "plans" / "leg-1.md").write_text("# Plan\nstep one\n")
+    env = {CAPABILITY_ENV: scene.token, SOCKET_ENV: str(scene.socket)}
+    text = fetch_wake_up(env, "resume", None)
+    assert text is not None
+    assert f"You are @{scene.agent(WORKER_SID)}" in text
+    assert "step one" in text  # its workspace's plan, as Legion recorded where it works
+    assert "`legion-worker` in implement mode for LEG-1" in text
