@@ -18,10 +18,19 @@ def pid_file(project: Project) -> Path:
     return project.state_dir / "daemon.pid"
 
 
+# The folder of a project's state that a confined session may see (read-only): the daemon's
+# sockets and its wake-up FIFO, nothing else (`legion.sandbox`).
+RUN_FOLDER = "run"
+
+
+def run_folder(state_dir: Path) -> Path:
+    """What of the project's state a confined session is shown: the daemon's sockets (unless
+    they are in the short fallback folder, `legion.relay.socket_path`) and its wake-up FIFO."""
+    return state_dir / RUN_FOLDER
+
+
 def wake_fifo(project: Project) -> Path:
     # In the folder a confined session sees: its hooks poke it at the end of each turn.
-    from legion.relay import run_folder
-
     return run_folder(project.state_dir) / "daemon.wake"
 
 

@@ -139,6 +139,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "messaging",
                 "agent_control",
                 "proxy",
+                "session_relay",
             }
         ),
     ),

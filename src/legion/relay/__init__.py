@@ -38,9 +38,6 @@ CAPABILITY_ENV = "LEGION_CAPABILITY"
 SOCKET_ENV = "LEGION_RELAY_SOCKET"
 
 SOCKET_NAME = "relay.sock"
-# The folder of a project's state that a confined session may see (read-only): the daemon's
-# sockets and its wake-up FIFO, nothing else (`legion.sandbox`).
-RUN_FOLDER = "run"
 # sun_path holds 108 bytes on Linux (104 on macOS), the terminating NUL included.
 MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
 
@@ -80,17 +77,13 @@ def socket_path(state_dir: Path, name: str = SOCKET_NAME) -> Path:
     folder the server checks is ours), named by a hash of the state folder. Decided from the
     state folder and the user alone, never from the environment, so the daemon and any
     process that starts a worker agree on it."""
+    from legion.daemon_link import run_folder
+
     preferred = run_folder(state_dir) / name
     if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
         return preferred
     digest = hashlib.sha256(os.fsencode(state_dir)).hexdigest()[:16]
     return fallback_folder() / (f"{digest}.sock" if name == SOCKET_NAME else f"{digest}.{name}")
-
-
-def run_folder(state_dir: Path) -> Path:
-    """What of the project's state a confined session is shown: the daemon's sockets (unless
-    they are in the fallback folder) and its wake-up FIFO."""
-    return state_dir / RUN_FOLDER
 
 
 def fallback_folder() -> Path:

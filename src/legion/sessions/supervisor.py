@@ -22,10 +22,10 @@ from pathlib import Path
 from legion import proxy
 from legion.bus.model import Agent, AgentStatus
 from legion.config import Project, user_config_path
-from legion.daemon_link import WAKE_ENV, running_pid, wake_fifo
+from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.proxy import PROXY_SOCKET_NAME
-from legion.relay import CAPABILITY_ENV, SOCKET_ENV, run_folder, socket_path
+from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
