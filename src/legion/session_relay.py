@@ -17,20 +17,24 @@ wake-up context with `legion.relay.client.wake_up_fetcher`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from legion.bus.model import Agent, Channel, Message, Posted
 from legion.config import Project
+from legion.core.model import CONTROLLER_MODE
 from legion.core.usage import Usage
-from legion.errors import NotPermittedError, ProtocolError
+from legion.errors import InputError, LegionError, NotPermittedError, ProtocolError
+from legion.relay import CAPABILITY_ENV, SOCKET_ENV
 
 if TYPE_CHECKING:
     from legion.bus import Bus
     from legion.relay.client import RelayClient
-    from legion.relay.server import Call, Operation
+    from legion.relay.server import Call, Deferred, Operation
 
 
 # -- the daemon's side -------------------------------------------------------------------------
@@ -56,6 +60,7 @@ class _SessionOps:
             "bus.read": self.read,
             "session.context": self.context,
             "records.usage": self.usage,
+            "legion.run": self.run_command,
         }
 
     @contextlib.contextmanager
@@ -215,6 +220,108 @@ class _SessionOps:
         roster = open_workers(self.project, call.backends, self.env).roster  # type: ignore[arg-type]
         return roster.usage(identifier).get(identifier, {})
 
+    def run_command(self, call: Call) -> Deferred:
+        """A `legion` command the controller (or its Oracle) runs, run here for it: what needs
+        the tmux server, the bus or the project's database, none of which a confined session
+        sees. Only a project-wide capability may; the command runs in this project, as the
+        capability's session, and its output and exit code go back."""
+        from legion.relay.server import Deferred
+
+        argv = call.texts("argv")
+        stdin = call.optional_text("stdin")
+        at = command_index(argv)
+        command = argv[at] if at is not None else ""
+        scope = call.scope
+        if scope.issue is not None:
+            raise NotPermittedError(
+                f"only the controller runs `legion {command}` (through the daemon); this "
+                f"session works on {scope.issue}"
+            )
+        if at is None or command not in DAEMON_COMMANDS:
+            raise InputError(f"the Legion daemon does not run `legion {command}` for a session")
+        if at != 0:
+            raise NotPermittedError(
+                "a session's commands run in its own project: no options before the command "
+                f"(asked: {' '.join(argv[: at + 1])})"
+            )
+        env = {
+            name: value
+            for name, value in self.env.items()
+            if name not in (CAPABILITY_ENV, SOCKET_ENV)
+        }
+        env |= {
+            "LEGION_SESSION_ID": scope.session_id,
+            "LEGION_MODE": scope.mode or CONTROLLER_MODE,
+            "LEGION_REPO": str(self.project.root),
+        }
+        root = self.project.root
+
+        def work() -> dict[str, Any]:
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-m", "legion", *argv],
+                    cwd=root,
+                    env=env,
+                    input=stdin if stdin is not None else "",
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                    timeout=COMMAND_TIMEOUT_S,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                raise LegionError(
+                    f"`legion {command}` ran longer than {COMMAND_TIMEOUT_S:g} s in the daemon "
+                    "and was stopped"
+                ) from None
+            return {"exit": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+
+        return Deferred(work)
+
+
+# What the controller's `legion` runs in the daemon (`legion.run`): the commands that need the
+# tmux server, the bus or the database. Its `issue` and `pr` go through the relay's tracker and
+# forge operations, its `say`, `ask`, `reply`, `complete` and `messages` through the bus's.
+DAEMON_COMMANDS = frozenset(
+    {
+        "status",
+        "reconcile",
+        "log",
+        "usage",
+        "feedback",
+        "dispatch",
+        "resume",
+        "answer",
+        "workers",
+        "peek",
+        "agents",
+        "events",
+        "kill",
+        "archive",
+        "escalate",
+        "state",
+        "workspace",
+        "task",
+    }
+)
+# A command the daemon runs for a session has this long; the client waits a little longer.
+COMMAND_TIMEOUT_S = 300.0
+
+
+def command_index(argv: Sequence[str]) -> int | None:
+    """Where the command's name is in `legion`'s arguments: after the root's options (`-C
+    PATH`, `--repo PATH`, `--repo=PATH`); None when there is none."""
+    at = 0
+    while at < len(argv):
+        word = argv[at]
+        if word in ("-C", "--repo"):
+            at += 2
+        elif word.startswith("-"):
+            at += 1
+        else:
+            return at
+    return None
+
 
 def _cli_tasks(runtime: str, env: Mapping[str, str], session_id: str) -> Any:
     from legion.runtime.claude.hook_entry import task_list
@@ -299,3 +406,25 @@ def usage(client: RelayClient, identifier: str) -> dict[str, Usage]:
     if not isinstance(answer, dict):
         raise ProtocolError("the daemon's answer to a usage is not one")
     return {str(phase): used for phase, used in answer.items() if isinstance(used, Usage)}
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A command the daemon ran for the session: its exit code and what it printed."""
+
+    exit: int
+    stdout: str
+    stderr: str
+
+
+def run_in_daemon(client: RelayClient, argv: Sequence[str], stdin: str | None) -> Ran:
+    """`legion ARGV`, run by the daemon for this session (`legion.run`)."""
+    from legion.relay.client import RelayClient
+
+    patient = RelayClient(
+        client.path, client.capability, wait=client.wait, timeout=COMMAND_TIMEOUT_S + 30
+    )
+    answer = patient.call("legion.run", argv=list(argv), stdin=stdin)
+    if not isinstance(answer, dict) or not isinstance(answer.get("exit"), int):
+        raise ProtocolError("the daemon's answer to a command is not one")
+    return Ran(answer["exit"], str(answer.get("stdout", "")), str(answer.get("stderr", "")))

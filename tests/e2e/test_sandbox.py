@@ -104,6 +104,9 @@ def _run(swarm: Swarm, sid: str) -> None:
         status = swarm.json("status")
         assert status["sandbox"] == {"confined": True, "why": "bubblewrap"}
         pids = wait_until("the worker's process", lambda: session_processes(sid), timeout=60)
+        # The controller runs confined too.
+        controller_sid = session_uuid(swarm, "controller")
+        pids += wait_until("the controller", lambda: session_processes(controller_sid))
         # Its own mount, process and network namespaces: not the daemon's, not this test's.
         for pid in pids:
             for kind in ("mnt", "pid", "net"):
@@ -141,7 +144,7 @@ def _check(swarm: Swarm, probe: Probe, requests: list[object]) -> None:
         assert posed.sender.endswith("/implement"), posed.sender
         assert not [m for m in bus.messages() if "merge it" in m.body]
         assert "ARCHIVE 0" not in found and "KILL 0" not in found, found
-        assert "cannot see Legion's bus" in found, found
+        assert "only the controller runs `legion archive`" in found, found
         statuses = {a.name: a.status for a in bus.agents(include_archived=True)}
         assert statuses.get("legion") not in (AgentStatus.ARCHIVED, AgentStatus.FAILED)
     finally:

@@ -7,6 +7,7 @@ one of issue 21's ways a worker's shell tried to become someone else, refused.""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,9 +42,9 @@ class Scene:
     socket: Path
     unseen_state: Path  # where a confined worker's XDG_STATE_HOME points: nothing of Legion's
 
-    def worker(self, *args: str, env: dict[str, str] | None = None) -> Result:
-        """`legion ARGS` as the confined LEG-1 implementer runs it: its capability and the
-        socket, and neither the bus nor the database in sight."""
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """A confined session's environment: its capability and the socket, and neither the
+        bus nor the database in sight (by default the LEG-1 implementer's)."""
         base = {
             CAPABILITY_ENV: self.token,
             SOCKET_ENV: str(self.socket),
@@ -51,7 +52,11 @@ class Scene:
             "XDG_STATE_HOME": str(self.unseen_state),
             "LEGION_STATE_DIR": str(self.unseen_state / "project"),
         }
-        return run_legion(*args, cwd=self.repo, env=base | (env or {}))
+        return base | (extra or {})
+
+    def worker(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        """`legion ARGS` as a confined session runs it (by default the LEG-1 implementer)."""
+        return run_legion(*args, cwd=self.repo, env=self.env(env))
 
     def agent(self, sid: str) -> str:
         found = self.bus.agent_by_session(sid)
@@ -138,16 +143,46 @@ def test_a_workers_comment_is_legions_whatever_its_variables(scene: Scene) -> No
     assert comment.by_legion and comment.author == "legion-implement"
 
 
-def test_the_bus_out_of_sight_is_said_in_one_line(scene: Scene) -> None:
-    # What only the bus itself answers (archive, kill, agents): a confined session has none.
-    for args in (("archive", "@legion"), ("kill", "@legion", "-f"), ("agents",)):
-        refused = scene.worker(*args)
-        assert refused.returncode != 0
+def test_what_only_the_controller_runs_is_refused_to_a_worker(scene: Scene) -> None:
+    # What needs the bus, tmux or the database (archive, kill, agents, state): the daemon runs
+    # it for the controller alone; a worker posing as the human or the controller is refused.
+    for args in (("archive", "@legion"), ("kill", "@legion", "-f"), ("agents",), ("state",)):
+        refused = scene.worker(*args, env={"LEGION_SESSION_ID": CONTROLLER_SID})
+        assert refused.returncode == 2, refused.stderr
         lines = refused.stderr.strip().splitlines()
-        assert len(lines) == 1 and "cannot see Legion's bus" in lines[0], refused.stderr
+        assert len(lines) == 1 and "only the controller runs" in lines[0], refused.stderr
     assert not scene.unseen_state.exists()  # and no bus of its own was made there
     controller = scene.bus.agent_by_session(CONTROLLER_SID)
     assert controller is not None and controller.status is not AgentStatus.ARCHIVED
+
+
+def test_the_daemon_runs_the_controllers_commands_in_its_project(scene: Scene) -> None:
+    token = Capabilities(scene.backends.db).mint(None, mode="controller", session_id=CONTROLLER_SID)
+    as_controller = {CAPABILITY_ENV: token, "LEGION_SESSION_ID": ""}
+    state = scene.worker("state", "--json", env=as_controller)
+    assert state.returncode == 0, state.stderr
+    assert set(json.loads(state.stdout)["issues"]) >= {"LEG-1", "LEG-2"}
+    # Standard input goes along (`--reason-file -`); the command writes as the controller.
+    escalated = run_legion(
+        "escalate",
+        "LEG-1",
+        "--question",
+        "Which database?",
+        "--reason-file",
+        "-",
+        cwd=scene.repo,
+        input_text="The plan leaves it open.",
+        env=scene.env(as_controller),
+    )
+    assert escalated.returncode == 0, escalated.stderr
+    assert Label.USER_INPUT_NEEDED.value in scene.backends.tracker.get_issue("LEG-1").labels
+    [asked] = scene.backends.tracker.list_comments("LEG-1")
+    assert "Which database?" in asked.body and "The plan leaves it open." in asked.body
+    # Its own project only, and its errors are its own.
+    elsewhere = scene.worker("-C", "/", "state", env=as_controller)
+    assert elsewhere.returncode == 2 and "no options before the command" in elsewhere.stderr
+    missing = scene.worker("dispatch", "LEG-99", "implement", env=as_controller)
+    assert missing.returncode == 2 and "LEG-99" in missing.stderr
 
 
 def test_a_revoked_capability_speaks_for_nobody(scene: Scene) -> None:

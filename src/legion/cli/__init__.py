@@ -28,11 +28,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args and sys.stdin.isatty() and sys.stdout.isatty():
         args = ["tui"]  # `legion` alone on a terminal opens the TUI; in a pipe, the help
 
+    from legion.errors import LegionError
+
+    try:
+        ran = _in_daemon(args)
+    except LegionError as exc:
+        _say_error(str(exc))
+        return exc.exit_code
+    if ran is not None:
+        return ran
+
     from typer import Abort
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
     from legion.cli.app import app_for
-    from legion.errors import LegionError, NotFoundError
+    from legion.errors import NotFoundError
 
     try:
         result = app_for(args)(args=args, prog_name="legion", standalone_mode=False)
@@ -71,6 +81,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_INTERNAL
     return result if isinstance(result, int) else 0
+
+
+def _in_daemon(args: list[str]) -> int | None:
+    """In a session Legion gave the relay, a command that needs the tmux server, the bus or
+    the project's database is run by the daemon (`legion.session_relay.DAEMON_COMMANDS`: a
+    confined session sees none of them; the daemon refuses a worker): its exit code, after
+    printing what it printed. None: run here."""
+    from legion.relay import session_has_relay
+
+    if not session_has_relay(os.environ):
+        return None
+    from legion.session_relay import DAEMON_COMMANDS, command_index, run_in_daemon
+
+    at = command_index(args)
+    if at is None or args[at] not in DAEMON_COMMANDS or {"--help", "-h"} & set(args):
+        return None  # help is answered here
+    if args[at] == "events" and {"--follow", "-f"} & set(args):
+        from legion.errors import InputError
+
+        raise InputError("a session cannot follow the bus's events through the daemon")
+    from legion.relay.client import session_client
+
+    client = session_client(os.environ)
+    assert client is not None
+    stdin = sys.stdin.read() if "-" in args[at + 1 :] and not sys.stdin.isatty() else None
+    ran = run_in_daemon(client, args, stdin)
+    sys.stdout.write(ran.stdout)
+    sys.stdout.flush()
+    sys.stderr.write(ran.stderr)
+    sys.stderr.flush()
+    return ran.exit
 
 
 def entry() -> None:

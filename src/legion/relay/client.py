@@ -60,7 +60,7 @@ class RelayClient:
         stderr: TextIO | None = None,
     ) -> None:
         self.path = path
-        self._capability = capability
+        self.capability = capability
         self.wait = wait
         self.timeout = timeout
         self._stderr = stderr
@@ -68,7 +68,7 @@ class RelayClient:
 
     def call(self, op: str, **args: Any) -> Any:
         """The result of `op` on the daemon's backends, or its error raised."""
-        message = request(self._capability, op, args)
+        message = request(self.capability, op, args)
         with self._connect() as connection:
             try:
                 connection.settimeout(self.timeout)

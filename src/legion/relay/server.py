@@ -412,6 +412,36 @@ def _merge(call: Call) -> Any:
 
 Operation = Callable[[Call], Any]
 
+
+class Deferred:
+    """What an operation returns to be finished outside the executor thread: `work` runs in
+    the request's own connection thread (a command that takes seconds must not hold up every
+    other session's requests), after the operation checked the scope in the executor's."""
+
+    def __init__(self, work: Callable[[], Any]) -> None:
+        self.work = work
+
+    def answer(self, op: str) -> dict[str, Any]:
+        """The answer of `work`; never raises."""
+        try:
+            return result_answer(self.work())
+        except LegionError as exc:
+            return error_answer(exc)
+        except Exception as exc:
+            return _internal(op, exc)
+
+
+def _internal(op: str, exc: Exception) -> dict[str, Any]:
+    # A bug, or a backend's error it did not map: one line in the daemon's log, and the same
+    # for the client, which reports an internal error.
+    print(
+        f"legion relay: internal error in {op}: {type(exc).__name__}: {exc}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return error_answer(exc)
+
+
 OPS: dict[str, Operation] = {
     "tracker.list_issues": _list_issues,
     "tracker.get_issue": _get_issue,
@@ -451,8 +481,8 @@ class RelayExecutor:
             self._backends = self._open()
         return self._backends
 
-    def answer(self, line: bytes) -> dict[str, Any]:
-        """The answer to one request line; never raises."""
+    def answer(self, line: bytes) -> dict[str, Any] | Deferred:
+        """The answer to one request line (or what finishes it elsewhere); never raises."""
         op = "?"
         try:
             request = parse_request(load_line(line))
@@ -471,20 +501,14 @@ class RelayExecutor:
             if run is None:
                 raise InputError(f"the Legion daemon has no operation {op!r}")
             try:
-                return result_answer(run(Call(backends, scope, op, request.args)))
+                result = run(Call(backends, scope, op, request.args))
             except NotPermittedError as exc:
                 raise self._logged(scope, exc) from None
+            return result if isinstance(result, Deferred) else result_answer(result)
         except LegionError as exc:
             return error_answer(exc)
         except Exception as exc:
-            # A bug, or a backend's error it did not map: one line in the daemon's log, and
-            # the same for the client, which reports an internal error.
-            print(
-                f"legion relay: internal error in {op}: {type(exc).__name__}: {exc}",
-                file=sys.stderr,
-                flush=True,
-            )
-            return error_answer(exc)
+            return _internal(op, exc)
 
     def _logged(self, scope: Scope | None, exc: NotPermittedError) -> NotPermittedError:
         issue = "-" if scope is None or scope.issue is None else scope.issue
@@ -627,7 +651,15 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             self.slots.release()
 
 
-_Job = tuple[bytes, "Future[dict[str, Any]]"]
+_Job = tuple[bytes, "Future[dict[str, Any] | Deferred]"]
+
+
+def _op_of(line: bytes) -> str:
+    try:
+        op = load_line(line).get("op")
+    except ProtocolError:
+        return "?"
+    return op if isinstance(op, str) else "?"
 
 
 class RelayServer:
@@ -658,11 +690,14 @@ class RelayServer:
         """The answer to one request, from the executor thread; None once stopping."""
         if self._stopping.is_set():
             return None
-        job: Future[dict[str, Any]] = Future()
+        job: Future[dict[str, Any] | Deferred] = Future()
         self._jobs.put((line, job))
         while True:
             try:
-                return job.result(timeout=0.2)
+                answer = job.result(timeout=0.2)
+                if isinstance(answer, Deferred):
+                    return answer.answer(_op_of(line))
+                return answer
             except TimeoutError:
                 # Stopping: a request being run is waited for (the runner has STOP_WAIT_S to
                 # finish it), one not yet started gets no answer.

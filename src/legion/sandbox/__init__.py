@@ -173,6 +173,7 @@ def git_metadata(workspace: Path) -> tuple[Path, ...]:
 def session_access(
     *,
     workspace: Path,
+    workspace_writable: bool = True,
     session_state: tuple[Path, ...],
     daemon: tuple[Path, ...],
     project_config: Path,
@@ -180,17 +181,22 @@ def session_access(
     runtime: Access,
     env: Mapping[str, str],
 ) -> Access:
-    """What one worker session may use. `session_state`: what of Legion's state it may write
+    """What one session may use: a worker writes its workspace, the controller only reads its
+    own (the user's checkout). `session_state`: what of Legion's state it may write
     (its own folder, with its inbox and context files, which its hooks update; all of it for a
     session with no daemon to ask); `daemon`: the folders of the daemon's sockets and wake-up
     FIFO, shown read-only; `runtime`: its CLI's own (`AgentRuntime.sandbox_access`)."""
     home = Path(env.get("HOME") or Path.home())
     git_config = (home / ".gitconfig", Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "git")
     node = shutil.which("node", path=env.get("PATH"))
+    # The controller works in your checkout: it reads it, never writes it (its writes are
+    # tracker, forge and bus calls, made by the daemon).
+    checkout = (workspace, *git_metadata(workspace))
     return (
         Access(
-            writable=(workspace, *git_metadata(workspace), *session_state),
+            writable=(*(checkout if workspace_writable else ()), *session_state),
             readable=(
+                *(() if workspace_writable else checkout),
                 *daemon,
                 *legion_install(),
                 project_config,

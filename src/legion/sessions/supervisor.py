@@ -114,8 +114,8 @@ class SessionSupervisor:
         trace = issue or "-"
         with span("start: prepare the runtime", trace):
             runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
-            # A worker's sandbox: one that is required and cannot be had fails here too.
-            sandbox = self.sandbox() if issue is not None else None
+            # Its sandbox: one that is required and cannot be had fails here too.
+            sandbox = self.sandbox()
             runtime.prepare(self.env, cwd)
         env = {key: value for key, value in self.env.items() if inheritable(key)}
         env |= runtime.environment(self.env)
@@ -167,7 +167,13 @@ class SessionSupervisor:
         if sandbox is not None and sandbox.confined:
             proxied = access is not None and access.holds(runtime.name) and token is not None
             confinement = self._confinement(
-                sid, cwd, runtime, env, proxied=proxied, relayed=token is not None and relay
+                sid,
+                cwd,
+                runtime,
+                env,
+                proxied=proxied,
+                relayed=token is not None and relay,
+                worker=issue is not None,
             )
             # A session on its own login (the daemon holds no key) keeps the network: its CLI
             # renews that login with its provider directly.
@@ -236,6 +242,7 @@ class SessionSupervisor:
         *,
         proxied: bool,
         relayed: bool,
+        worker: bool,
     ) -> Confinement:
         from legion.bus import bus_path
 
@@ -258,6 +265,7 @@ class SessionSupervisor:
         session_state = (own,) if relayed else (state_dir, bus_path(env).parent)
         access = session_access(
             workspace=workspace,
+            workspace_writable=worker,
             session_state=session_state,
             daemon=daemon,
             project_config=self.project.config_path.parent,
