@@ -57,21 +57,16 @@ class StatusReport:
     model_proxy: ProxyAccess | None = None
     # Why no model request goes now (the provider's rate limit, the day's budget), or None.
     model_held: str | None = None
-    # How workers run: confined by bubblewrap, or why not (`legion.sandbox`).
+    # How sessions run: confined by bubblewrap, or why not (`legion.sandbox`).
     sandbox: Sandbox | None = None
 
     @property
     def sandbox_line(self) -> str:
-        """One line: whether workers are confined, said loudly when they are not."""
+        """One line: whether sessions are confined, said loudly when they are not."""
         found = self.sandbox
         if found is None:
-            return "NONE: workers run unconfined (unknown)"
-        if not found.confined:
-            return found.summary
-        return (
-            f"{found.summary} (not yet the controller, nor Legion's state folder: README, "
-            '"Workers run in a sandbox")'
-        )
+            return "NONE: sessions run unconfined (unknown)"
+        return found.summary
 
     @property
     def model_line(self) -> str:

@@ -88,7 +88,7 @@ def test_the_quickstart_works_as_written_on_a_fresh_machine(tmp_path: Path) -> N
         assert cached.exists()
         assert f"Claude Code: {cached} (cached install)" in output
         # Whether the workers ran confined, said up front.
-        sandbox = r"^  sandbox:\s+(workers confined by bubblewrap|NONE: workers run unconfined)"
+        sandbox = r"^  sandbox:\s+(sessions confined by bubblewrap|NONE: sessions run unconfined)"
         assert re.search(sandbox, output, re.MULTILINE), output[:2000]
         # Progress as it went: workers started and finished, status changes, requests so far.
         for issue in ("LEG-1", "LEG-2", "LEG-3"):

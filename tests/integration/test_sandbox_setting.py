@@ -31,7 +31,7 @@ def _status(legion: LegionRunner, env: dict[str, str]) -> tuple[str, dict[str, o
 def test_status_says_loudly_when_workers_run_unconfined(legion: LegionRunner) -> None:
     text, data = _status(legion, {"LEGION_SANDBOX": "none"})
     assert data["sandbox"] == {"confined": False, "why": "sandbox = none"}
-    assert "sandbox:    NONE: workers run unconfined (sandbox = none)" in text
+    assert "sandbox:    NONE: sessions run unconfined (sandbox = none)" in text
 
 
 def test_without_bubblewrap_status_says_why_and_how_to_get_it(
@@ -48,7 +48,7 @@ def test_status_says_confined_where_bubblewrap_works(legion: LegionRunner) -> No
         pytest.skip("bubblewrap cannot confine a process on this machine")
     text, data = _status(legion, {})
     assert data["sandbox"] == {"confined": True, "why": "bubblewrap"}
-    assert "sandbox:    workers confined by bubblewrap" in text
+    assert "sandbox:    sessions confined by bubblewrap" in text
 
 
 def test_a_required_sandbox_that_cannot_be_had_is_a_config_error() -> None:
@@ -56,9 +56,9 @@ def test_a_required_sandbox_that_cannot_be_had_is_a_config_error() -> None:
         resolve("bwrap", {"PATH": "/nonexistent"})
     assert resolve(None, {"PATH": "/nonexistent"}).confined is False
     assert resolve("none", {}).why == "sandbox = none"
-    # What a report says of it (status, the board, the demo): no worker starts, not "unconfined".
+    # What a report says of it (status, the board, the demo): no session starts, not "unconfined".
     said = reported("bwrap", {"PATH": "/nonexistent"})
-    assert said.refused and said.summary.startswith("no worker can start: sandbox = bwrap, but")
+    assert said.refused and said.summary.startswith("no session can start: sandbox = bwrap, but")
 
 
 def test_doctor_checks_bubblewrap_and_requires_it_only_when_asked(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_doctor_checks_bubblewrap_and_requires_it_only_when_asked(tmp_path: Path
     optional = run_legion("doctor", "--json", cwd=tmp_path, env=env)
     checks = {c["name"]: c for c in json.loads(optional.stdout)["checks"]}
     assert checks["bubblewrap"]["ok"] is False and checks["bubblewrap"]["required"] is False
-    assert "workers would run unconfined" in checks["bubblewrap"]["detail"]
+    assert "sessions would run unconfined" in checks["bubblewrap"]["detail"]
     assert "apt install bubblewrap" in checks["bubblewrap"]["fix"]
     assert optional.returncode == 0, optional.stdout
     required = run_legion("doctor", cwd=tmp_path, env=env | {"LEGION_SANDBOX": "bwrap"})

@@ -50,7 +50,7 @@ def test_the_board_says_loudly_when_workers_run_unconfined(
     env = environment(project) | {"LEGION_SANDBOX": "none"}
     board = ProjectSources(env, project, dict).board(None)
     assert isinstance(board, Board), board
-    assert "sandbox NONE: workers run unconfined (sandbox = none)" in board.warnings
+    assert "sandbox NONE: sessions run unconfined (sandbox = none)" in board.warnings
     # A warning of the whole board is not a worker unknown.
     assert [i.worker for i in board.issues] == ["-"]
 

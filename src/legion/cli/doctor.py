@@ -76,12 +76,12 @@ def run_checks(project: Project | None = None) -> list[Check]:
 
 def _sandbox(settings: Settings | None) -> Check:
     """bubblewrap, which confines every worker: required when `sandbox = "bwrap"`, else a
-    warning (workers would run unconfined); none is asked for with `sandbox = "none"`."""
+    warning (sessions would run unconfined); none is asked for with `sandbox = "none"`."""
     from legion.sandbox import INSTALL_HINT, find_bwrap, resolve
 
     chosen = None if settings is None else settings.sandbox
     if chosen == "none":
-        return Check("bubblewrap", True, "not used (sandbox = none: workers run unconfined)")
+        return Check("bubblewrap", True, "not used (sandbox = none: sessions run unconfined)")
     found = resolve(None, os.environ)  # what unset would give: said, required or not
     if found.bwrap is not None:
         return Check("bubblewrap", True, _tool_version([found.bwrap, "--version"]) or found.bwrap)
@@ -90,7 +90,7 @@ def _sandbox(settings: Settings | None) -> Check:
     return Check(
         "bubblewrap",
         False,
-        f"{found.why}: workers would run unconfined",
+        f"{found.why}: sessions would run unconfined",
         f'{fix}, or set sandbox = "none" to run them so knowingly',
         required=chosen == "bwrap",
     )

@@ -403,7 +403,7 @@ UNSET_MEANING = {
     "claude_config_dir": "$CLAUDE_CONFIG_DIR, else ~/.claude",
     "codex_home": "$CODEX_HOME, else ~/.codex",
     "state_dir": "under $XDG_STATE_HOME/legion",
-    "sandbox": "workers confined by bubblewrap where it works, else unconfined",
+    "sandbox": "sessions confined by bubblewrap where it works, else unconfined",
     "workspace_root": "beside the repository",
 }
 

@@ -12,7 +12,13 @@ and a client has `REQUEST_DEADLINE_S` in all to send its whole request, however 
 then it is dropped; so one slow or stuck client never holds up another session. The requests
 themselves are run one at a time by one executor thread, on the server's own `Backends`, opened
 (with the real openers, which read the daemon's credentials) in that thread, beside the
-daemon's own (a SQLite connection stays in its thread).
+daemon's own (a SQLite connection stays in its thread). An operation that takes long (a
+command the daemon runs for the controller) checks its scope there and returns a `Deferred`,
+which the request's own connection thread finishes.
+
+Besides the tracker's and the forge's operations (`OPS`, below), the server answers those it
+is given (`ops`): the service layer's `legion.session_relay`, what a session does as itself
+(the bus, its wake-up context, the controller's commands).
 
 Every request carries a capability (`legion.relay.capabilities`). A `project` capability (the
 controller, its Oracle) may make any call. An `issue` capability for issue X (a worker) may:

@@ -55,7 +55,7 @@ class Sandbox:
 
     bwrap: str | None
     why: str  # "bubblewrap", or why not: "sandbox = none", "bubblewrap is not installed…"
-    refused: bool = False  # required (`sandbox = "bwrap"`) and not to be had: no worker starts
+    refused: bool = False  # required (`sandbox = "bwrap"`) and not to be had: no session starts
 
     @property
     def confined(self) -> bool:
@@ -63,12 +63,12 @@ class Sandbox:
 
     @property
     def summary(self) -> str:
-        """One line, loud when workers run unconfined (`legion status`, the board, the demo)."""
+        """One line, loud when sessions run unconfined (`legion status`, the board, the demo)."""
         if self.confined:
-            return "workers confined by bubblewrap"
+            return "sessions confined by bubblewrap"
         if self.refused:
-            return f"no worker can start: {self.why}"
-        return f"NONE: workers run unconfined ({self.why})"
+            return f"no session can start: {self.why}"
+        return f"NONE: sessions run unconfined ({self.why})"
 
 
 def find_bwrap(env: Mapping[str, str]) -> str | None:

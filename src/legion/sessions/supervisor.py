@@ -261,7 +261,7 @@ class SessionSupervisor:
         )
         own = private_folder(self.session_folder(sid))
         # With the relay, the bus and the database are the daemon's to open; a session started
-        # with no daemon opens them itself (README, "Workers run in a sandbox").
+        # with no daemon opens them itself (README, "Sessions run in a sandbox").
         session_state = (own,) if relayed else (state_dir, bus_path(env).parent)
         access = session_access(
             workspace=workspace,
