@@ -21,6 +21,8 @@ from tests.support.claude_env import find_claude
 from tests.support.cli import run_legion
 from tests.support.codex_env import find_codex
 from tests.support.proxy_watch import (
+    SENTINELS,
+    assert_no_session_held_a_secret,
     assert_no_session_held_the_key,
     assert_the_ledger_is_the_transcripts,
     session_environments,
@@ -89,11 +91,16 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
 def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -> None:
     env = {"LEGION_CLAUDE_BIN": str(find_claude()), "LEGION_CODEX_BIN": str(find_codex())}
     demo = tmp_path / "demo"
-    result = run_legion(
-        "demo", "--runtime", runtime, "--mode", mode, "--dir", str(demo), "--issues", "1",
-        cwd=tmp_path, env=env,
-    )  # fmt: skip
+    with session_environments(demo / "repo") as seen:
+        result = run_legion(
+            "demo", "--runtime", runtime, "--mode", mode, "--dir", str(demo), "--issues", "1",
+            cwd=tmp_path, env=env | SENTINELS,
+        )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+    # No session of either CLI held the model key (the daemon's proxy did), nor a tracker or
+    # forge token the user had in their environment.
+    modes = assert_no_session_held_a_secret(seen)
+    assert {"controller", "plan", "implement", "review", "retro", "finish"} <= modes, modes
     assert "1 of 1 issue Done" in result.stdout and f"({mode} mode, {runtime})." in result.stdout
     assert "(codex_bin (LEGION_CODEX_BIN))" in result.stdout
     assert ("Claude Code:" in result.stdout) is (runtime == "mixed")

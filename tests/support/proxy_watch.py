@@ -82,6 +82,26 @@ def assert_no_session_held_the_key(seen: SessionEnvironments, demo: Path) -> Non
     assert not tokens & set(approved), approved
 
 
+# Credentials a user may have in the environment they run Legion from: none may reach a session
+# (the daemon holds the tracker's and forge's; the demo's tracker and forge need none).
+SENTINELS = {
+    "GITHUB_TOKEN": "ghp_lgsentinel0123456789abcdefabcdef01",
+    "GH_TOKEN": "gho_lgsentinel0123456789abcdefabcdef02",
+    "LINEAR_API_KEY": "lin_api_lgsentinel0123456789abcdef03",
+}
+
+
+def assert_no_session_held_a_secret(seen: SessionEnvironments) -> set[str]:
+    """No process of any session (whatever its CLI: Claude Code, Codex, its turn loop, the
+    commands it ran) had the model key or one of `SENTINELS`; returns the modes seen."""
+    everyone = [*seen.clis.items(), *seen.others.items()]
+    secrets = (FAKE_API_KEY, *SENTINELS.values())
+    for pid, environ in everyone:
+        held = [name for name, value in environ.items() if any(s in value for s in secrets)]
+        assert not held, (pid, environ.get("LEGION_MODE"), held)
+    return {environ.get("LEGION_MODE", "") for _, environ in everyone}
+
+
 def assert_the_ledger_is_the_transcripts(repo: Path, env: dict[str, str], issue: str) -> None:
     """The ledger the proxy kept is what the transcripts say, phase by phase (the transcripts
     read alone, not the merged figures `legion issue show` prints)."""
