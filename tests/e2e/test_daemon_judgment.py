@@ -24,8 +24,9 @@ NO_PR = "the reviewer finished and no pull request was found"
 
 def busy_controller_start(swarm: Swarm) -> Path:
     """The controller's start turn runs a tool until the returned file exists (it is mid-turn,
-    busy, all that time, however loaded the machine)."""
-    release = swarm.repo.parent / "release-the-controller"
+    busy, all that time, however loaded the machine). The controller is confined: the file is
+    in the repository's git folder, which it sees."""
+    release = swarm.repo / ".git" / "release-the-controller"
     swarm.server.add_scenario(
         r"<command-args>start \(",
         [[bash(runs_until(release))], [text("Started.")]],

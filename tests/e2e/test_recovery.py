@@ -275,7 +275,8 @@ def test_a_controller_stuck_before_its_first_transcript_line_is_restarted_within
     swarm: Swarm, tmp_path: Path
 ) -> None:
     stale_after, cooldown = 2.0, 5.0
-    starts = tmp_path / "starts"
+    # Where the confined controller may write: its CLI's own folder.
+    starts = swarm.config_dir / "starts"
     wrapper = tmp_path / "bin" / "claude"
     wrapper.parent.mkdir()
     real = swarm.env["LEGION_CLAUDE_BIN"]

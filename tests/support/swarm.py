@@ -352,8 +352,8 @@ def open_swarm(tmp_path: Path, project: Path, home: Path) -> Iterator[Swarm]:
 
 def runs_until(release: Path) -> str:
     """A shell command (a tool call's) that runs until `release` exists: a turn as long as the
-    test needs, however loaded the machine, and no longer. A worker is confined: `release` must
-    be where it can see (its workspace)."""
+    test needs, however loaded the machine, and no longer. Sessions are confined: `release` must
+    be where the session can see (a worker's workspace, the controller's repository)."""
     return f"while [ ! -e {shlex.quote(str(release))} ]; do sleep 0.1; done"
 
 
