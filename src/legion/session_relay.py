@@ -29,7 +29,7 @@ from legion.config import Project
 from legion.core.model import CONTROLLER_MODE
 from legion.core.usage import Usage
 from legion.errors import InputError, LegionError, NotPermittedError, ProtocolError
-from legion.relay import CAPABILITY_ENV, SOCKET_ENV
+from legion.relay import CAPABILITY_ENV, RUN_BY_DAEMON_ENV, SOCKET_ENV, socket_path
 
 if TYPE_CHECKING:
     from legion.bus import Bus
@@ -225,6 +225,8 @@ class _SessionOps:
         the tmux server, the bus or the project's database, none of which a confined session
         sees. Only a project-wide capability may; the command runs in this project, as the
         capability's session, and its output and exit code go back."""
+        from legion.plugins import backend_secret_variables
+        from legion.proxy import model_key_variables
         from legion.relay.server import Deferred
 
         argv = call.texts("argv")
@@ -244,15 +246,18 @@ class _SessionOps:
                 "a session's commands run in its own project: no options before the command "
                 f"(asked: {' '.join(argv[: at + 1])})"
             )
-        env = {
-            name: value
-            for name, value in self.env.items()
-            if name not in (CAPABILITY_ENV, SOCKET_ENV)
-        }
+        # It runs as the session, with no credential: not the model's key (it makes no model
+        # call), not the tracker's or forge's (its calls to them go through this relay, with the
+        # session's own capability). It sees tmux, the bus and the database, as the daemon does.
+        kept_back = {*model_key_variables(self.env), *backend_secret_variables()}
+        env = {name: value for name, value in self.env.items() if name not in kept_back}
         env |= {
             "LEGION_SESSION_ID": scope.session_id,
             "LEGION_MODE": scope.mode or CONTROLLER_MODE,
             "LEGION_REPO": str(self.project.root),
+            CAPABILITY_ENV: call.capability,
+            SOCKET_ENV: str(socket_path(self.project.state_dir)),
+            RUN_BY_DAEMON_ENV: "1",
         }
         root = self.project.root
 

@@ -88,9 +88,9 @@ def _in_daemon(args: list[str]) -> int | None:
     the project's database is run by the daemon (`legion.session_relay.DAEMON_COMMANDS`: a
     confined session sees none of them; the daemon refuses a worker): its exit code, after
     printing what it printed. None: run here."""
-    from legion.relay import session_has_relay
+    from legion.relay import RUN_BY_DAEMON_ENV, session_has_relay
 
-    if not session_has_relay(os.environ):
+    if not session_has_relay(os.environ) or os.environ.get(RUN_BY_DAEMON_ENV):
         return None
     from legion.session_relay import DAEMON_COMMANDS, command_index, run_in_daemon
 

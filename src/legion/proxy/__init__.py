@@ -14,7 +14,7 @@ provider's `env_key`): its provider then finds the capability where it looked fo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +85,25 @@ def read_access(state_dir: Path) -> ProxyAccess | None:
         return access(str(record["url"]), names, None if socket is None else str(socket))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def model_key_variables(env: Mapping[str, str], *, besides: str | None = None) -> set[str]:
+    """The variables that hold a model credential: Claude Code's, and the key variable of the
+    provider Codex's config chooses; without those of runtime `besides` (a session's own CLI:
+    a session of one CLI has no use for another's key)."""
+    from legion.runtime.codex.provider import read_provider
+    from legion.runtime.codex.runtime import codex_home
+
+    claude = set(CLAUDE_CREDENTIALS)
+    codex: set[str] = set()
+    try:
+        variable = read_provider(codex_home(env)).key_variable
+    except (OSError, ValueError):
+        variable = None
+    if variable:
+        codex.add(variable)
+    own = {CLAUDE_CODE: claude, CODEX: codex}.get(besides or "", set())
+    return (claude | codex) - own
 
 
 def session_variables(

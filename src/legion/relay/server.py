@@ -127,8 +127,16 @@ def _looks_like_issue(ref: str) -> bool:
 class Call:
     """One request being checked and run: its arguments, its scope, the backends."""
 
-    def __init__(self, backends: Backends, scope: Scope, op: str, args: dict[str, Any]):
+    def __init__(
+        self,
+        backends: Backends,
+        scope: Scope,
+        op: str,
+        args: dict[str, Any],
+        capability: str = "",
+    ):
         self.backends = backends
+        self.capability = capability  # the token the request came with (the session's own)
         self.tracker = backends.tracker
         self.forge = backends.forge
         self.scope = scope
@@ -507,7 +515,8 @@ class RelayExecutor:
             if run is None:
                 raise InputError(f"the Legion daemon has no operation {op!r}")
             try:
-                result = run(Call(backends, scope, op, request.args))
+                call = Call(backends, scope, op, request.args, request.capability)
+                result = run(call)
             except NotPermittedError as exc:
                 raise self._logged(scope, exc) from None
             return result if isinstance(result, Deferred) else result_answer(result)

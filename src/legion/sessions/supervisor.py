@@ -126,6 +126,10 @@ class SessionSupervisor:
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
             **extra_env,
         }
+        # The other CLIs' model keys: a Claude Code session has no use for Codex's, nor the
+        # reverse (its own is kept from it below when the daemon's proxy holds it).
+        for variable in proxy.model_key_variables(env, besides=runtime.name):
+            env.pop(variable, None)
         daemon_runs = running_pid(self.project) is not None
         access = self._model_access(runtime.name) if daemon_runs else None
         # A remote tracker or forge always goes through the daemon; the embedded ones too while
