@@ -11,7 +11,7 @@ nor the project's database, and needs neither.
 Server side, `session_ops` are the operations the daemon adds to its relay's (the tracker's
 and the forge's, `legion.relay.server`). Client side, the functions below are what the CLI
 calls on a session's relay client (`legion.relay.client.session_client`); the hooks fetch the
-wake-up context with `legion.relay.client.wake_up_fetcher`.
+wake-up context with `legion.relay.wake_up_fetcher`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,6 +103,21 @@ class _SessionOps:
             "delivery": {address: how.value for address, how in delivery.items()},
         }
 
+    @staticmethod
+    def _body(call: Call) -> str:
+        """The message's text, held to the bus's rules here too: the socket is reachable
+        without the CLI that checks them."""
+        from legion.bus.validate import clean_message_body
+
+        return clean_message_body(call.text("body"))
+
+    @staticmethod
+    def _id(call: Call, name: str) -> str | None:
+        from legion.bus.validate import clean_message_id
+
+        given = call.optional_text(name)
+        return None if given is None else clean_message_id(given)
+
     def _channel(self, call: Call, bus: Bus) -> Channel | None:
         from legion.bus.address import parse_channel
         from legion.messaging import known_channel
@@ -121,8 +136,8 @@ class _SessionOps:
                 bus,
                 speaker,
                 channel or speaker.channel,
-                call.text("body"),
-                message_id=call.optional_text("message_id"),
+                self._body(call),
+                message_id=self._id(call, "message_id"),
             )
             return self._posted(bus, posted)
 
@@ -134,22 +149,23 @@ class _SessionOps:
             posted = actions.ask(
                 bus,
                 self._speaker(call, bus),
-                call.text("body"),
-                about=call.optional_text("about"),
-                message_id=call.optional_text("message_id"),
+                self._body(call),
+                about=self._id(call, "about"),
+                message_id=self._id(call, "message_id"),
             )
             return self._posted(bus, posted)
 
     def reply(self, call: Call) -> Any:
         from legion.bus import actions
+        from legion.bus.validate import clean_message_id
 
         with self._bus() as bus:
             posted = actions.reply(
                 bus,
                 self._speaker(call, bus),
-                call.text("original"),
-                call.text("body"),
-                reply_id=call.optional_text("message_id"),
+                clean_message_id(call.text("original")),
+                self._body(call),
+                reply_id=self._id(call, "message_id"),
             )
             return self._posted(bus, posted)
 
@@ -337,9 +353,6 @@ def _cli_tasks(runtime: str, env: Mapping[str, str], session_id: str) -> Any:
 # -- the session's side (on `legion.relay.client.session_client`) -------------------------------
 
 
-# -- the session's side ------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Relayed:
     """What a post through the relay did: the message, and what became of it for each
@@ -387,23 +400,29 @@ def complete(client: RelayClient, summary: str | None) -> Completed:
     )
 
 
-@dataclass(frozen=True)
+@dataclass
 class RelayedReading:
-    """`legion messages` for a session: each call asks the daemon, which counts what it
-    returns as read."""
+    """`legion messages` for a session, read as `legion.messaging.Reading` is: the daemon
+    reads the bus for it, as the session its capability says, and counts what it returns as
+    read (so `shown` has nothing left to do). `channel`: the one read, once read."""
 
     client: RelayClient
     channel_named: Channel | None
     unread: bool
+    channel: str | None = None
 
-    def read(self, *, since: int = 0, last: int | None = None) -> tuple[str | None, list[Message]]:
+    def messages(self, *, since: int = 0, last: int | None = None) -> list[Message]:
         named = None if self.channel_named is None else str(self.channel_named)
         answer = self.client.call(
             "bus.read", channel=named, unread=self.unread, since=since, last=last
         )
         if not isinstance(answer, dict) or not isinstance(answer.get("messages"), list):
             raise ProtocolError("the daemon's answer to a reading is not one")
-        return answer.get("channel"), list(answer["messages"])
+        self.channel = answer.get("channel")
+        return list(answer["messages"])
+
+    def shown(self, messages: Iterable[Message]) -> None:
+        """Counted as read by the daemon already."""
 
 
 def usage(client: RelayClient, identifier: str) -> dict[str, Usage]:

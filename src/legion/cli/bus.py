@@ -293,14 +293,15 @@ def messages(
 
     wanted = bus_common.parse_channel(channel)
     client = bus_common.session_client()
+    feed: Reading | RelayedReading
     if client is not None:
         from legion.session_relay import RelayedReading
 
-        _relayed_messages(RelayedReading(client, wanted, unread), last, follow, as_json)
-        return
-    bus = bus_common.open_bus()
-    wanted = bus_common.known(ctx, bus, wanted)
-    feed = reading(bus, bus_common.speaker_of(ctx, bus), wanted, unread=unread)
+        feed = RelayedReading(client, wanted, unread)  # the daemon reads it, as this session
+    else:
+        bus = bus_common.open_bus()
+        wanted = bus_common.known(ctx, bus, wanted)
+        feed = reading(bus, bus_common.speaker_of(ctx, bus), wanted, unread=unread)
     shown = feed.messages(last=None if unread else last)
     if as_json and not follow:
         common.print_json([message_json(m) for m in shown])
@@ -314,32 +315,7 @@ def messages(
     _follow(feed, shown[-1].seq if shown else 0, as_json)
 
 
-def _relayed_messages(feed: RelayedReading, last: int, follow: bool, as_json: bool) -> None:
-    """`legion messages` in a session with the relay: the daemon reads the bus for it, as the
-    session its capability says."""
-    where, shown = feed.read(last=None if feed.unread else last)
-    if as_json and not follow:
-        common.print_json([message_json(m) for m in shown])
-    else:
-        _show(shown, as_json)
-    if not follow:
-        if not shown and not as_json:
-            suffix = "" if where is None else f" in {where}"
-            common.echo(f"No {'unread ' if feed.unread else ''}messages{suffix}.")
-        return
-    cursor = shown[-1].seq if shown else 0
-    try:
-        while True:
-            time.sleep(FOLLOW_POLL_S)
-            _, found = feed.read(since=cursor)
-            if found:
-                _show(found, as_json)
-                cursor = found[-1].seq
-    except KeyboardInterrupt:
-        return  # Ctrl-C is how one stops following: not an error
-
-
-def _in(channel: Channel | None) -> str:
+def _in(channel: Channel | str | None) -> str:
     return "" if channel is None else f" in {channel}"
 
 
@@ -350,7 +326,7 @@ def _show(found: Iterable[Message], as_json: bool) -> None:
     sys.stdout.flush()
 
 
-def _follow(feed: Reading, cursor: int, as_json: bool) -> None:
+def _follow(feed: Reading | RelayedReading, cursor: int, as_json: bool) -> None:
     try:
         while True:
             time.sleep(FOLLOW_POLL_S)

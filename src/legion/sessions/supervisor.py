@@ -272,7 +272,8 @@ class SessionSupervisor:
             workspace_writable=worker,
             session_state=session_state,
             daemon=daemon,
-            project_config=self.project.config_path.parent,
+            # The file, not its folder: a state folder set inside `.legion/` (the demo's) stays out.
+            project_config=self.project.config_path,
             user_config=user_config_path(env).parent,
             runtime=runtime.sandbox_access(env, proxied=proxied),
             env=env,
