@@ -82,3 +82,37 @@ def test_a_bad_sandbox_value_is_one_line(legion: LegionRunner) -> None:
     assert result.returncode != 0
     assert "LEGION_SANDBOX must be one of bwrap, none" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_state_folder_inside_legion_stays_out_of_a_workers_sight(
+    project: Path, tmp_path: Path
+) -> None:
+    """The demo keeps its state in `.legion/state`: a worker is shown the project's config
+    file, not the folder around it, so neither the database nor the bus is in its sandbox;
+    only its own session folder and the daemon's `run/` are."""
+    from legion.backends import open_backends, open_workers
+    from legion.config import load_project
+    from legion.core.model import Mode
+    from legion.daemon_link import run_folder
+
+    state = project / ".legion" / "state"
+    claude = fake_claude(tmp_path, "2.1.328")
+    env = dict(os.environ) | {"LEGION_STATE_DIR": str(state), "LEGION_CLAUDE_BIN": str(claude)}
+    loaded = load_project(project, env=env)
+    assert loaded.state_dir == state
+    backends = open_backends(loaded, create=True)
+    workers = open_workers(loaded, backends, env)
+    supervisor = workers.supervisor
+    runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    confinement = supervisor._confinement(
+        "sid-1", workspace, runtime, env, proxied=True, relayed=True, worker=True
+    )
+    shown = [*confinement.access.writable, *confinement.access.readable]
+    allowed = {supervisor.session_folder("sid-1"), run_folder(state)}
+    for path in shown:
+        assert path in allowed or not (path == state or state.is_relative_to(path)), path
+        assert path in allowed or not path.is_relative_to(state), path
+    assert loaded.config_path in shown
+    backends.db.close()
