@@ -22,6 +22,7 @@ from tests.support.cli import run_legion
 from tests.support.codex_env import find_codex
 from tests.support.proxy_watch import (
     SENTINELS,
+    assert_no_file_holds_a_secret,
     assert_no_session_held_a_secret,
     assert_no_session_held_the_key,
     assert_the_ledger_is_the_transcripts,
@@ -101,6 +102,8 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     # forge token the user had in their environment.
     modes = assert_no_session_held_a_secret(seen)
     assert {"controller", "plan", "implement", "review", "retro", "finish"} <= modes, modes
+    # Nor did any file the sessions wrote: transcripts, rollouts, workspaces, the state.
+    assert assert_no_file_holds_a_secret(demo) > 50
     assert "1 of 1 issue Done" in result.stdout and f"({mode} mode, {runtime})." in result.stdout
     assert "(codex_bin (LEGION_CODEX_BIN))" in result.stdout
     assert ("Claude Code:" in result.stdout) is (runtime == "mixed")

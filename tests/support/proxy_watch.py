@@ -28,6 +28,7 @@ class SessionEnvironments:
 
     clis: dict[int, Environ] = field(default_factory=dict)
     others: dict[int, Environ] = field(default_factory=dict)
+    command_lines: dict[int, bytes] = field(default_factory=dict)  # every one of them
 
 
 def _watch(root: Path, seen: SessionEnvironments, stop: threading.Event) -> None:
@@ -43,7 +44,9 @@ def _watch(root: Path, seen: SessionEnvironments, stop: threading.Event) -> None
                 raw = (proc / "environ").read_bytes()
                 if b"LEGION_SESSION_ID=" not in raw or project not in raw:
                     continue
-                argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
+                command_line = (proc / "cmdline").read_bytes()
+                seen.command_lines[pid] = command_line
+                argv0 = command_line.split(b"\0")[0]
                 pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
                 environ = {k.decode(): v.decode(errors="replace") for k, _, v in pairs}
                 cli = argv0.rsplit(b"/", 1)[-1].startswith(b"claude")
@@ -93,13 +96,33 @@ SENTINELS = {
 
 def assert_no_session_held_a_secret(seen: SessionEnvironments) -> set[str]:
     """No process of any session (whatever its CLI: Claude Code, Codex, its turn loop, the
-    commands it ran) had the model key or one of `SENTINELS`; returns the modes seen."""
+    commands it ran) had the model key or one of `SENTINELS` in its environment or on its
+    command line; returns the modes seen."""
     everyone = [*seen.clis.items(), *seen.others.items()]
     secrets = (FAKE_API_KEY, *SENTINELS.values())
     for pid, environ in everyone:
         held = [name for name, value in environ.items() if any(s in value for s in secrets)]
         assert not held, (pid, environ.get("LEGION_MODE"), held)
+    for pid, command_line in seen.command_lines.items():
+        assert not any(secret.encode() in command_line for secret in secrets), pid
     return {environ.get("LEGION_MODE", "") for _, environ in everyone}
+
+
+def assert_no_file_holds_a_secret(root: Path) -> int:
+    """No file under `root` (a demo's folder: its repository, state, workspaces, and both
+    CLIs' homes with their transcripts and rollouts) holds the model key or one of
+    `SENTINELS`; returns how many files were read."""
+    secrets = [value.encode() for value in (FAKE_API_KEY, *SENTINELS.values())]
+    read = 0
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            path = Path(folder) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            data = path.read_bytes()
+            read += 1
+            assert not any(secret in data for secret in secrets), path
+    return read
 
 
 def assert_the_ledger_is_the_transcripts(repo: Path, env: dict[str, str], issue: str) -> None:
