@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from legion.bus import Bus
     from legion.relay.client import RelayClient
     from legion.relay.server import Call, Deferred, Operation
+    from legion.sessions.workers import WorkerManager
 
 
 # -- the daemon's side -------------------------------------------------------------------------
@@ -221,7 +222,10 @@ class _SessionOps:
             context=None,
             env=env,
             workspace=self._workspace(call),
-            task_list=lambda agent: _cli_tasks(agent.runtime, self.env, sid),
+            # Read by the session's own runtime, as the roster reads any worker's list.
+            task_list=lambda agent: (
+                self._workers(call).runtimes.of_session(sid).task_list(self.env, sid)
+            ),
         )
         return current_context(
             session, why=call.text("why"), compaction=call.optional_text("compaction")
@@ -229,12 +233,15 @@ class _SessionOps:
 
     def usage(self, call: Call) -> Any:
         """An issue's tokens by phase, where the session may read the issue."""
-        from legion.backends import open_workers
-
         identifier = call.text("identifier")
         call.readable(identifier)
-        roster = open_workers(self.project, call.backends, self.env).roster  # type: ignore[arg-type]
-        return roster.usage(identifier).get(identifier, {})
+        return self._workers(call).roster.usage(identifier).get(identifier, {})
+
+    def _workers(self, call: Call) -> WorkerManager:
+        """The project's workers, on the relay's own backends (their registry, their CLIs)."""
+        from legion.backends import open_workers
+
+        return open_workers(self.project, call.backends, self.env)  # type: ignore[arg-type]
 
     def run_command(self, call: Call) -> Deferred:
         """A `legion` command the controller (or its Oracle) runs, run here for it: what needs
@@ -342,12 +349,6 @@ def command_index(argv: Sequence[str]) -> int | None:
         else:
             return at
     return None
-
-
-def _cli_tasks(runtime: str, env: Mapping[str, str], session_id: str) -> Any:
-    from legion.runtime.claude.hook_entry import task_list
-
-    return task_list(runtime, env, session_id)
 
 
 # -- the session's side (on `legion.relay.client.session_client`) -------------------------------

@@ -25,6 +25,7 @@ from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.relay.client import fetch_wake_up
 from legion.relay.server import RelayServer
+from legion.runtime.claude.tasks import task_dir
 from legion.session_relay import session_ops
 from tests.support.cli import Result, run_legion
 
@@ -195,9 +196,16 @@ def test_a_revoked_capability_speaks_for_nobody(scene: Scene) -> None:
 def test_the_wake_up_context_comes_from_the_daemon(scene: Scene) -> None:
     (scene.repo / "docs" / "plans").mkdir(parents=True)
     (scene.repo / "docs" / "plans" / "leg-1.md").write_text("# Plan\nstep one\n")
+    # Its CLI's own task list, which the daemon reads where the session's runtime keeps it.
+    tasks = task_dir(os.environ, WORKER_SID)
+    tasks.mkdir(parents=True)
+    for n, (subject, status) in enumerate((("Write it", "completed"), ("Test it", "in_progress"))):
+        task = {"id": str(n + 1), "subject": subject, "activeForm": subject, "status": status}
+        (tasks / f"{n + 1}.json").write_text(json.dumps(task))
     env = {CAPABILITY_ENV: scene.token, SOCKET_ENV: str(scene.socket)}
     text = fetch_wake_up(env, "resume", None)
     assert text is not None
     assert f"You are @{scene.agent(WORKER_SID)}" in text
     assert "step one" in text  # its workspace's plan, as Legion recorded where it works
     assert "`legion-worker` in implement mode for LEG-1" in text
+    assert "Your own task list (TaskList): 1/2 done; in progress: Test it" in text

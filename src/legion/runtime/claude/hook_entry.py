@@ -69,12 +69,12 @@ def _session(
         context=context,
         env=env,
         workspace=Path(cwd) if isinstance(cwd, str) and cwd else None,
-        task_list=lambda agent: task_list(agent.runtime, env, session),
+        task_list=lambda agent: _task_list(agent.runtime, env, session),
         remote_context=wake_up_fetcher(env),
     )
 
 
-def task_list(runtime: str, env: Mapping[str, str], session: str | None) -> TaskList | None:
+def _task_list(runtime: str, env: Mapping[str, str], session: str | None) -> TaskList | None:
     """The session's own task list, for its wake-up context: Claude Code's (its hooks run
     this)."""
     from legion.plugins import CLAUDE_CODE
