@@ -13,7 +13,7 @@ from legion.demo.offline import codex_offline_home
 from tests.fakes.responses_server import FakeResponsesServer
 from tests.support.codex_env import find_codex
 from tests.support.linear_github import LinearAndGitHub, running_linear_and_github
-from tests.support.swarm import Swarm, open_swarm
+from tests.support.swarm import Swarm, failure_sections, open_swarm
 
 
 @pytest.fixture
@@ -51,3 +51,16 @@ def codex_server(swarm: Swarm, tmp_path: Path) -> Iterator[FakeResponsesServer]:
         yield server
     assert server.outbound_attempts() == [], [r.path for r in server.outbound_attempts()]
     assert server.unknown_requests() == [], [r.path for r in server.unknown_requests()]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test on a swarm reports what its sessions showed at the moment it failed (each
+    pane's last lines), the model requests that came, and the daemon's log: what is needed to
+    tell a flake's cause after the fact, when the test's folders are gone."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    swarm = getattr(item, "funcargs", {}).get("swarm")
+    if report.when == "call" and report.failed and isinstance(swarm, Swarm):
+        for title, text in failure_sections(swarm):
+            report.sections.append((title, text))

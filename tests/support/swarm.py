@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,6 +91,28 @@ class Swarm:
         worker = self.worker(issue)
         assert worker is not None
         return Path(worker["transcript"]).read_text(encoding="utf-8").splitlines()
+
+
+def failure_sections(swarm: Swarm) -> list[tuple[str, str]]:
+    """What a failed test's report shows of its swarm (tests/e2e/conftest.py): every pane's last
+    40 lines, the model requests (when, which scenario and turn), the daemon's log's end."""
+    sections = []
+    panes = swarm.tmux("list-panes", "-a", "-F", "#{pane_id}\t#{window_name}\t#{pane_dead}")
+    for line in panes.splitlines():
+        pane, name, dead = [*line.split("\t"), "", ""][:3]
+        shown = swarm.tmux("capture-pane", "-p", "-J", "-S", "-40", "-t", pane).splitlines()
+        screen = "\n".join(line.rstrip() for line in shown if line.strip())
+        sections.append((f"pane {name}{' (dead)' if dead == '1' else ''}", screen))
+    requests = [
+        f"{time.strftime('%H:%M:%S', time.localtime(r.time))}.{int(r.time % 1 * 1000):03d} "
+        f"{r.path} {r.kind} {r.scenario} turn={r.turn}"
+        for r in swarm.server.snapshot()
+    ]
+    sections.append(("model requests", "\n".join(requests[-60:])))
+    log = swarm.repo.parent / "daemon-output.log"
+    if log.exists():
+        sections.append(("daemon output", log.read_text(errors="replace")[-4000:]))
+    return sections
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
