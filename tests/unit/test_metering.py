@@ -8,7 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legion.proxy.metering import MAX_LINE, Metered, UsageMeter
+from legion.proxy.metering import MAX_LINE, Metered, ToolCall, UsageMeter
 
 
 def sse(*events: dict[str, object]) -> bytes:
@@ -79,3 +79,64 @@ def test_a_json_answer_and_an_error_and_a_huge_line() -> None:
     assert metered(b"event: ping\ndata: {}\n\n", []) is None
     huge = b"data: " + b"x" * (MAX_LINE + 10) + b"\n"
     assert metered(huge + ANTHROPIC, [MAX_LINE // 2, MAX_LINE + 5]) == EXPECTED
+
+
+QUESTION_INPUT = {"questions": [{"question": "Which one?", "options": [{"label": "A"}]}]}
+ASKING = sse(
+    {"type": "message_start", "message": {"model": "m", "usage": {"input_tokens": 5}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_stop", "index": 0},
+    {
+        "type": "content_block_start",
+        "index": 1,
+        "content_block": {"type": "tool_use", "id": "toolu_9", "name": "AskUserQuestion"},
+    },
+    *[
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": part},
+        }
+        for part in (json.dumps(QUESTION_INPUT)[:9], json.dumps(QUESTION_INPUT)[9:])
+    ],
+    {"type": "content_block_stop", "index": 1},
+    {
+        "type": "content_block_start",
+        "index": 2,
+        "content_block": {"type": "tool_use", "id": "toolu_10", "name": "Bash"},
+    },
+    {"type": "content_block_delta", "index": 2, "delta": {"partial_json": '{"command": "ls"}'}},
+    {"type": "message_delta", "usage": {"output_tokens": 9}},
+)
+
+
+@given(st.lists(st.integers(0, len(ASKING)), max_size=20))
+def test_a_watched_tools_call_is_read_whole_from_its_pieces_whatever_the_splits(
+    cuts: list[int],
+) -> None:
+    meter = UsageMeter(streaming=True, watched=frozenset({"AskUserQuestion"}))
+    start = 0
+    for cut in sorted(set(cuts)):
+        meter.feed(ASKING[start:cut])
+        start = cut
+    meter.feed(ASKING[start:])
+    assert meter.calls() == [ToolCall("toolu_9", "AskUserQuestion", QUESTION_INPUT)]
+    assert UsageMeter(streaming=True).calls() == []  # nothing watched, nothing kept
+
+
+def test_a_watched_tools_call_in_a_json_answer() -> None:
+    body = {
+        "model": "m",
+        "usage": {"input_tokens": 1, "output_tokens": 2},
+        "content": [
+            {"type": "text", "text": "asking"},
+            {"type": "tool_use", "id": "toolu_1", "name": "AskUserQuestion", "input": {"q": 1}},
+            {"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {}},
+        ],
+    }
+    meter = UsageMeter(streaming=False, watched=frozenset({"AskUserQuestion"}))
+    meter.feed(json.dumps(body).encode())
+    assert meter.calls() == [ToolCall("toolu_1", "AskUserQuestion", {"q": 1})]
+    cut = UsageMeter(streaming=True, watched=frozenset({"AskUserQuestion"}))
+    cut.feed(ASKING[: ASKING.index(b"input_json_delta") + 40])  # its input cut short
+    assert cut.calls() == []

@@ -194,6 +194,17 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX model_usage_session ON model_usage(session_id, at);
     """,
+    # 10: the last question each session's model asked (an `AskUserQuestion` call), as the
+    # proxy saw it pass: its CLI may show it before its transcript has it
+    # (`legion.proxy.questions`).
+    """
+    CREATE TABLE model_questions (
+        session_id TEXT PRIMARY KEY,
+        tool_use_id TEXT NOT NULL,
+        input TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    """,
 )
 
 

@@ -21,6 +21,15 @@ MAX_LINE = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call a response made, whole: its id, its tool and its input."""
+
+    id: str
+    name: str
+    input: Any
+
+
+@dataclass(frozen=True, slots=True)
 class Metered:
     """One response's usage, as the API reported it."""
 
@@ -47,10 +56,14 @@ def _count(value: Any) -> int:
 
 class UsageMeter:
     """Feed it a response's body as it passes (`feed`); `result` is what it used, or None when
-    nothing in it reported usage (an error, a request that is not a model call)."""
+    nothing in it reported usage (an error, a request that is not a model call); `calls`, the
+    calls it made of the tools in `watched` (Anthropic's `tool_use` blocks)."""
 
-    def __init__(self, *, streaming: bool) -> None:
+    def __init__(self, *, streaming: bool, watched: frozenset[str] = frozenset()) -> None:
         self.streaming = streaming
+        self.watched = watched
+        self._calls: dict[int, tuple[str, str, list[str]]] = {}  # block index: id, name, input
+        self._ended: set[int] = set()  # the calls whose block ended: whole
         self._partial = b""
         self._skipping = False  # inside a line too long to read
         self._body = bytearray()  # a whole JSON response (not a stream)
@@ -94,6 +107,19 @@ class UsageMeter:
                 self._anthropic(message.get("usage"))
         elif kind == "message_delta":  # Anthropic: the output (and input) counts so far
             self._anthropic(event.get("usage"))
+        elif kind == "content_block_start" and self.watched:  # Anthropic: a tool call begins
+            block = event.get("content_block")
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                name = str(block.get("name") or "")
+                if name in self.watched:
+                    self._calls[_count(event.get("index"))] = (str(block.get("id") or ""), name, [])
+        elif kind == "content_block_delta" and self._calls:  # its input, in pieces
+            delta = event.get("delta")
+            call = self._calls.get(_count(event.get("index")))
+            if call is not None and isinstance(delta, dict):
+                call[2].append(str(delta.get("partial_json") or ""))
+        elif kind == "content_block_stop" and self._calls:
+            self._ended.add(_count(event.get("index")))
         elif kind == "response.completed":  # OpenAI Responses
             response = event.get("response")
             if isinstance(response, dict):
@@ -123,6 +149,34 @@ class UsageMeter:
         self._usage["input"] = max(0, _count(usage.get("input_tokens")) - cached)
         self._usage["cache_read"] = cached
         self._usage["output"] = _count(usage.get("output_tokens"))
+
+    def calls(self) -> list[ToolCall]:
+        """The watched tools' calls the response made, in order; one cut short (its block did
+        not end) or whose input is not JSON is left out."""
+        if not self.streaming:
+            return self._body_calls()
+        found = []
+        for index in sorted(self._calls.keys() & self._ended):
+            call_id, name, parts = self._calls[index]
+            try:
+                found.append(ToolCall(call_id, name, json.loads("".join(parts) or "{}")))
+            except ValueError:
+                continue
+        return found
+
+    def _body_calls(self) -> list[ToolCall]:
+        try:
+            body = json.loads(bytes(self._body))
+        except ValueError:
+            return []
+        content = body.get("content") if isinstance(body, dict) else None
+        return [
+            ToolCall(str(block.get("id") or ""), str(block["name"]), block.get("input"))
+            for block in (content if isinstance(content, list) else [])
+            if isinstance(block, dict)
+            and block.get("type") == "tool_use"
+            and block.get("name") in self.watched
+        ]
 
     def result(self) -> Metered | None:
         if not self.streaming:

@@ -37,6 +37,7 @@ from .budget import REFUSED_STATUS, REFUSED_TYPE, refusal_message, spent_limit
 from .ledger import CONTROLLER, Spender, UsageLedger
 from .limits import HELD_STATUSES, ModelHold
 from .metering import UsageMeter
+from .questions import QUESTION_TOOLS, AskedQuestions
 
 if TYPE_CHECKING:
     import httpx
@@ -369,7 +370,7 @@ class _Handler(BaseHTTPRequestHandler):
         response = self._send_held(proxy, upstream.base_url + path, headers, body)
         if response is None:
             return
-        meter = UsageMeter(streaming=streaming)
+        meter = UsageMeter(streaming=streaming, watched=QUESTION_TOOLS)
         ledger = UsageLedger(db)
         recorded = False
         try:
@@ -388,9 +389,11 @@ class _Handler(BaseHTTPRequestHandler):
                     meter.feed(chunk)
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
-                # Recorded before the answer ends: whoever has the whole answer finds its usage.
+                # Recorded before the answer ends: whoever has the whole answer finds its usage,
+                # and its question.
                 recorded = True
                 _record(ledger, spender, meter)
+                _keep_question(db, spender, meter)
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
@@ -429,6 +432,17 @@ def _wants_stream(body: bytes) -> bool:
     except ValueError:
         return False
     return isinstance(request, dict) and request.get("stream") is True
+
+
+def _keep_question(db: Database, spender: Spender, meter: UsageMeter) -> None:
+    """The session's question, if the response asked one (`legion.proxy.questions`)."""
+    calls = meter.calls()
+    if not calls or not spender.session_id:
+        return
+    try:
+        AskedQuestions(db).record(spender.session_id, calls[-1])
+    except Exception as exc:  # never fails the session: its transcript says it in the end
+        print(f"legion: model question not kept: {exc}", file=sys.stderr, flush=True)
 
 
 def _record(ledger: UsageLedger, spender: Spender, meter: UsageMeter) -> None:

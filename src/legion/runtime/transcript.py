@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 # Enough for the last several turns of a busy session; the whole file can be many megabytes.
 TAIL_BYTES = 512 * 1024
@@ -31,6 +32,31 @@ class PendingQuestion:
     @property
     def text(self) -> str:
         return " / ".join(item.question for item in self.items)
+
+
+def question_from_input(tool_use_id: str, raw: Any) -> PendingQuestion:
+    """A question call's input (`AskUserQuestion`'s: its questions, each with its header and
+    options) in this vocabulary; what is not in that shape is left out."""
+    items = []
+    questions = raw.get("questions") if isinstance(raw, dict) else None
+    for item in questions if isinstance(questions, list) else []:
+        if not isinstance(item, dict):
+            continue
+        options = item.get("options")
+        labels = tuple(
+            str(option.get("label", ""))
+            for option in (options if isinstance(options, list) else [])
+            if isinstance(option, dict)
+        )
+        items.append(
+            QuestionItem(
+                question=str(item.get("question", "")),
+                header=str(item.get("header", "")),
+                options=labels,
+                multi_select=bool(item.get("multiSelect", False)),
+            )
+        )
+    return PendingQuestion(tool_use_id, tuple(items))
 
 
 class Turn(Enum):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,14 @@ from legion.core.task_list import TaskList
 from legion.core.usage import Usage, larger_per_phase
 from legion.errors import NotFoundError
 from legion.proxy.ledger import UsageLedger
+from legion.proxy.questions import AskedQuestions
 from legion.runtime.tmux import Window
-from legion.runtime.transcript import PendingQuestion
+from legion.runtime.transcript import (
+    PendingQuestion,
+    TranscriptSummary,
+    Turn,
+    question_from_input,
+)
 from legion.sessions.observer import classify
 from legion.sessions.registry import Registry, WorkerRecord
 from legion.sessions.runtimes import RuntimeChoice
@@ -95,6 +101,8 @@ class WorkerRoster:
             runtime = self.runtimes.of(record)
             transcript = runtime.transcript(self.env, record.workspace, record.session_id)
             summary = runtime.summarize(transcript) if alive else None
+            if summary is not None:
+                summary = self._with_asked_question(record.session_id, transcript, summary)
             state = classify(alive, summary)
             question = summary.pending_question if summary is not None else None
             views.append(
@@ -108,6 +116,26 @@ class WorkerRoster:
                 )
             )
         return views
+
+    def _with_asked_question(
+        self, session_id: str, transcript: Path, summary: TranscriptSummary
+    ) -> TranscriptSummary:
+        """`summary`, with the question the session's model asked where its transcript does
+        not say it yet: the model proxy saw the question pass after the transcript last
+        changed (`legion.proxy.questions`), and the transcript still waits on the model."""
+        if summary.pending_question is not None or summary.turn is not Turn.OPEN:
+            return summary
+        asked = AskedQuestions(self.registry.db).last(session_id)
+        if asked is None:
+            return summary
+        try:
+            changed = transcript.stat().st_mtime
+        except OSError:
+            return summary
+        if asked.at <= changed:
+            return summary  # the transcript moved since: what it says stands
+        question = question_from_input(asked.tool_use_id, asked.input)
+        return replace(summary, pending_question=question)
 
     def views_of(self, issue: str) -> list[WorkerView]:
         """The workers of `issue` (its identifier, normalized)."""

@@ -17,10 +17,9 @@ from typing import Any
 from legion.core.usage import Usage, anthropic_usage
 from legion.runtime.transcript import (
     TAIL_BYTES,
-    PendingQuestion,
-    QuestionItem,
     TranscriptSummary,
     Turn,
+    question_from_input,
     read_tail,
 )
 
@@ -38,29 +37,6 @@ def _content_blocks(entry: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return []
-
-
-def _question(tool_use_id: str, raw: Any) -> PendingQuestion:
-    items = []
-    questions = raw.get("questions") if isinstance(raw, dict) else None
-    for item in questions if isinstance(questions, list) else []:
-        if not isinstance(item, dict):
-            continue
-        options = item.get("options")
-        labels = tuple(
-            str(option.get("label", ""))
-            for option in (options if isinstance(options, list) else [])
-            if isinstance(option, dict)
-        )
-        items.append(
-            QuestionItem(
-                question=str(item.get("question", "")),
-                header=str(item.get("header", "")),
-                options=labels,
-                multi_select=bool(item.get("multiSelect", False)),
-            )
-        )
-    return PendingQuestion(tool_use_id, tuple(items))
 
 
 # Only lines naming one of these are parsed: most of a transcript is bookkeeping
@@ -108,7 +84,7 @@ def summarize(lines: Iterable[str]) -> TranscriptSummary:
     if last_tool_use is not None:
         tool_use_id, name, raw_input = last_tool_use
         if name == ASK_USER_QUESTION and tool_use_id not in answered:
-            pending = _question(tool_use_id, raw_input)
+            pending = question_from_input(tool_use_id, raw_input)
     return TranscriptSummary(entries, turn, pending)
 
 
