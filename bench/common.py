@@ -3,9 +3,13 @@ environment of a swarm on the scripted model."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from legion.demo.offline import base_environment, offline_variables
@@ -42,3 +46,34 @@ def swarm_env(root: Path, base_url: str, socket: Path, claude: Path) -> dict[str
         "LEGION_TMUX_CONFIG": "/dev/null",
         "LEGION_CLAUDE_BIN": str(claude),
     }
+
+
+@contextlib.contextmanager
+def hosting_daemon(repo: Path, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """`legion start --foreground --mode manual` for the project at `repo`: the daemon the
+    sessions a benchmark starts by hand run under (no session starts without one), with no
+    controller and no reconcile pass of its own."""
+    legion = Path(sys.executable).with_name("legion")
+    argv = [str(legion), "start", "--foreground", "--mode", "manual", "--tick", "60"]
+    daemon = subprocess.Popen(
+        argv, cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status = subprocess.run(
+                [str(legion), "status", "--json"],
+                cwd=repo,
+                env=env,
+                capture_output=True,
+                check=False,
+            )
+            if status.returncode == 0 and json.loads(status.stdout)["daemon"]["pid"]:
+                break
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("the daemon did not start")
+        yield daemon
+    finally:
+        daemon.terminate()
+        daemon.wait(30)

@@ -28,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.fakes.model_server import FakeModelServer, Scenario, text
 from tests.support.claude_env import find_claude
 
-from common import make_repo, swarm_env
-from legion.backends import open_backends
+from common import hosting_daemon, make_repo, swarm_env
+from legion.backends import Backends, open_backends
+from legion.config import Project
 from legion.core.ids import session_id
 from legion.core.model import Mode
 from legion.projects import init_project
@@ -51,30 +52,38 @@ def bench_dispatch(root: Path, runs: int) -> list[float]:
     project, _ = init_project(repo)
     backends = open_backends(project)
     sock = Path(tempfile.mkdtemp(prefix="lgb-")) / "sock"
-    samples = []
     with FakeModelServer([Scenario("plan mode for", [[text("Planned.")]])]) as server:
         env = swarm_env(root, server.base_url, sock, find_claude())
         try:
-            for n in range(runs):
-                issue = backends.tracker.create_issue(f"Bench {n}").identifier
-                workspace = project.workspace_root / issue.lower()
-                sid = session_id(project.settings.project_id, issue, Mode.PLAN)
-                first_line = threading.Event()
-                path = transcript_path(env, workspace, sid)
-                start = time.perf_counter()
-                watcher = threading.Thread(target=watch, args=(path, first_line), daemon=True)
-                watcher.start()
-                subprocess.run(
-                    [str(LEGION), "dispatch", issue, "plan"], cwd=repo, env=env, check=True,
-                    capture_output=True,
-                )  # fmt: skip
-                first_line.wait(60)
-                samples.append(time.perf_counter() - start)
+            with hosting_daemon(repo, env):  # no session starts without a daemon
+                samples = _dispatches(backends, project, env, repo, runs)
         finally:
             subprocess.run(
                 ["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False
             )
             shutil.rmtree(sock.parent, ignore_errors=True)
+    return samples
+
+
+def _dispatches(
+    backends: Backends, project: Project, env: dict[str, str], repo: Path, runs: int
+) -> list[float]:
+    samples = []
+    for n in range(runs):
+        issue = backends.tracker.create_issue(f"Bench {n}").identifier
+        workspace = project.workspace_root / issue.lower()
+        sid = session_id(project.settings.project_id, issue, Mode.PLAN)
+        first_line = threading.Event()
+        path = transcript_path(env, workspace, sid)
+        start = time.perf_counter()
+        watcher = threading.Thread(target=watch, args=(path, first_line), daemon=True)
+        watcher.start()
+        subprocess.run(
+            [str(LEGION), "dispatch", issue, "plan"], cwd=repo, env=env, check=True,
+            capture_output=True,
+        )  # fmt: skip
+        first_line.wait(60)
+        samples.append(time.perf_counter() - start)
     return samples
 
 

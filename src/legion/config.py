@@ -270,7 +270,7 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("stale_after", _seconds, 600.0),
     SettingSpec("workspace_vcs", choice(("auto", "git", "jj")), "auto"),
     SettingSpec("regenerable", strings, DEFAULT_REGENERABLE),
-    SettingSpec("controller_mode", choice(("auto", "llm")), "auto"),
+    SettingSpec("controller_mode", choice(("auto", "llm", "manual")), "auto"),
     SettingSpec("sandbox", choice(("bwrap", "none"))),
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),

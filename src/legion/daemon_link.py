@@ -48,11 +48,29 @@ def running_pid(project: Project) -> int | None:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             try:
-                return int(pid_file(project).read_text().strip())
-            except (OSError, ValueError):
+                return int(pid_file(project).read_text().split()[0])
+            except (OSError, ValueError, IndexError):
                 return -1  # running, pid unknown
         fcntl.flock(handle, fcntl.LOCK_UN)
     return None
+
+
+def running_mode(project: Project) -> str | None:
+    """The controller mode of the project's running daemon (`auto`, `llm`, `manual`: the
+    pid file's second word), or None when none runs or it did not say."""
+    if running_pid(project) is None:
+        return None
+    try:
+        words = pid_file(project).read_text().split()
+    except OSError:
+        return None
+    return words[1] if len(words) > 1 else None
+
+
+def hosts_controller(project: Project) -> bool:
+    """Whether a daemon runs a controller for the project (one runs, and not in manual mode):
+    whether a question can go to the controller's Oracle."""
+    return running_pid(project) is not None and running_mode(project) != "manual"
 
 
 # Set in every session's environment: the wake-up pipe its turn's end pokes (`turn_ended`).

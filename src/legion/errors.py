@@ -19,7 +19,8 @@ The one tree of Legion's errors (code matches on the class, never on the text):
     │   └── TmuxUnavailable     tmux could not be asked: what runs is unknown
     ├── WorkerStartError        a worker's process ended before its session began
     ├── ProtocolError           a relay request or answer off the protocol
-    └── RelayUnavailableError   the daemon that makes a session's calls is not there
+    ├── RelayUnavailableError   the daemon that makes a session's calls is not there
+    └── NoDaemonError           a session would start with no daemon to host it
 """
 
 from __future__ import annotations
@@ -147,3 +148,8 @@ class ProtocolError(LegionError):
 
 class RelayUnavailableError(LegionError):
     """The Legion daemon, which makes this session's tracker and forge calls, is not there."""
+
+
+class NoDaemonError(LegionError):
+    """A session would start while no daemon runs for its project: only the daemon holds the
+    model key and Legion's state, so only under it does a session start."""

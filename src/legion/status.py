@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from legion.config import Project
 from legion.core.usage import Usage
-from legion.daemon_link import heartbeat_file, running_pid
+from legion.daemon_link import heartbeat_file, hosts_controller, running_pid
 from legion.errors import LegionError
 from legion.proxy import ProxyAccess, read_access
 from legion.sandbox import Sandbox, reported
@@ -73,9 +73,7 @@ class StatusReport:
         """One line: who holds the model key, said plainly when the sessions do."""
         access = self.model_proxy
         if access is None:
-            return (
-                "sessions started now hold the model key (no daemon runs its proxy: `legion start`)"
-            )
+            return "no daemon runs its proxy, so no session starts (`legion start`)"
         if access.holds_credential:
             return f"through the daemon's proxy ({access.url}); the daemon holds the key"
         return (
@@ -143,6 +141,8 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         state = controller.value
         if state == "dead" and activity is None and daemon is None:
             state = "not started"  # no window, no transcript, no daemon: never ran
+        elif state == "dead" and daemon is not None and not hosts_controller(project):
+            state = "none (manual mode)"  # the daemon runs no controller
     except LegionError as exc:  # tmux did not answer: what runs is unknown, not nothing
         unknown = str(exc)
         views, state, activity = None, "unknown", None

@@ -13,7 +13,7 @@ from legion.demo.offline import codex_offline_home
 from tests.fakes.responses_server import FakeResponsesServer
 from tests.support.codex_env import find_codex
 from tests.support.linear_github import LinearAndGitHub, running_linear_and_github
-from tests.support.swarm import Swarm, failure_sections, open_swarm
+from tests.support.swarm import Daemon, Swarm, failure_sections, open_swarm
 
 
 @pytest.fixture
@@ -32,6 +32,14 @@ def swarm(
     with open_swarm(tmp_path, project, isolated_env) as made:
         made.env |= swarm_variables
         yield made
+
+
+@pytest.fixture
+def host(swarm: Swarm) -> Iterator[Daemon]:
+    """A daemon in manual mode for the swarm: it hosts the sessions the test starts by hand
+    (no session starts without a daemon), and runs no controller and no reconcile pass."""
+    with Daemon(swarm, mode="manual") as daemon:
+        yield daemon
 
 
 @pytest.fixture

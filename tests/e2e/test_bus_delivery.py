@@ -18,30 +18,34 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 
 def test_a_dispatched_worker_is_an_agent_with_legions_hooks(swarm: Swarm) -> None:
-    worker = plan_worker_idle(swarm)
-    (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
-    assert agent["name"] == "plan" and agent["role"] == "plan"
-    assert agent["branch"] == "legion/leg-1" and agent["status"] == "idle"  # read from its session
-    # The CLI runs with one --settings holding Legion's hooks for this session's inbox.
-    pid = live_pid(swarm, "leg-1-plan")
-    assert pid is not None
-    argv = cmdline(pid)
-    assert argv.count("--settings") == 1
-    settings = json.loads(argv[argv.index("--settings") + 1])
-    assert settings["skipDangerousModePermissionPrompt"] is True
-    stop_command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert f"{worker['session_id']}/inbox.json" in stop_command
-    # What its turn cost, from the session's own transcript (the scripted model's usage).
-    usage = swarm.json("issue", "show", "LEG-1")["usage"]
-    assert list(usage["phases"]) == ["plan"] and usage["total"]["output"] > 0
-    assert swarm.json("status")["usage"]["LEG-1"] == usage
+    with Daemon(swarm, mode="manual"):  # it hosts the session
+        worker = plan_worker_idle(swarm)
+        (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
+        assert agent["name"] == "plan" and agent["role"] == "plan"
+        assert (
+            agent["branch"] == "legion/leg-1" and agent["status"] == "idle"
+        )  # read from its session
+        # The CLI runs with one --settings holding Legion's hooks for this session's inbox.
+        pid = live_pid(swarm, "leg-1-plan")
+        assert pid is not None
+        argv = cmdline(pid)
+        assert argv.count("--settings") == 1
+        settings = json.loads(argv[argv.index("--settings") + 1])
+        assert settings["skipDangerousModePermissionPrompt"] is True
+        stop_command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+        assert f"{worker['session_id']}/inbox.json" in stop_command
+        # What its turn cost, from the session's own transcript (the scripted model's usage).
+        usage = swarm.json("issue", "show", "LEG-1")["usage"]
+        assert list(usage["phases"]) == ["plan"] and usage["total"]["output"] > 0
+        assert swarm.json("status")["usage"]["LEG-1"] == usage
 
 
 def test_an_idle_worker_gets_a_message_as_its_next_prompt_once(swarm: Swarm) -> None:
-    worker = plan_worker_idle(swarm)
-    swarm.server.add_scenario("zebra-42", [[text("Noted, zebra.")]], name="message")
-    (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
-    with Daemon(swarm, tick=30) as daemon:  # a slow tick: `legion say` must wake the daemon
+    # A slow tick: `legion say` must wake the daemon.
+    with Daemon(swarm, tick=30, mode="manual") as daemon:
+        worker = plan_worker_idle(swarm)
+        swarm.server.add_scenario("zebra-42", [[text("Noted, zebra.")]], name="message")
+        (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
         daemon.wait_between_ticks()  # past the daemon's first tick
         said = time.monotonic()
         swarm.legion("say", f"@{agent['address']} please look at zebra-42\nand the second line")

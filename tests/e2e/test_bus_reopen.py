@@ -19,16 +19,19 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
 def test_a_bus_restored_from_a_copy_under_a_running_daemon_delivers_again(swarm: Swarm) -> None:
-    worker = plan_worker_idle(swarm)
-    (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
-    swarm.server.add_scenario("zebra-7", [[text("Noted.")]], name="message")
     bus = Path(swarm.env["XDG_STATE_HOME"]) / "legion" / "bus.db"
     copy = bus.with_name("bus-copy.db")
-    with Daemon(swarm, tick=1) as daemon:
+    with Daemon(swarm, tick=1, mode="manual") as daemon:
+        worker = plan_worker_idle(swarm)
+        (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
+        swarm.server.add_scenario("zebra-7", [[text("Noted.")]], name="message")
         # The daemon has the bus open once it has looked at the agents' statuses.
         wait_until("the daemon's first tick", lambda: actions(swarm, "daemon_start"))
         daemon.wait_between_ticks()
         with sqlite3.connect(bus) as source, sqlite3.connect(copy) as target:
+            # Every page in the file itself: a reader would take a page still in the WAL from
+            # there, garbage or not.
+            source.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             source.backup(target)
         # Corrupted: the file is replaced by garbage (a bad sync, a bad tool)...
         garbage = bus.with_name("garbage")

@@ -86,9 +86,9 @@ def test_a_busy_agent_gets_a_message_at_its_turn_boundary_and_its_tool_runs_to_t
     # the machine.
     release = swarm.workspace_root / "leg-1" / ".release-the-tool"  # where the worker can see
     tool = f"{runs_until(release)}; echo slept-well"
-    worker = _dispatch(swarm, [[bash(tool)], [text("Planned.")]], idle=False)
-    swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")
-    with Daemon(swarm, extra_env=LLM_MODE) as daemon:
+    with Daemon(swarm, mode="manual") as daemon:
+        worker = _dispatch(swarm, [[bash(tool)], [text("Planned.")]], idle=False)
+        swarm.server.add_scenario("zebra-busy", [[text("Noted at the boundary.")]], name="message")
         wait_until("the tool call", lambda: swarm.server.requests_for_scenario("plan"))
         agent = agent_of(swarm, worker["session_id"])
         message_id = _say(swarm, agent["address"], "zebra-busy: also cover the empty case")
@@ -171,7 +171,8 @@ def _has_session(swarm: Swarm, session_id: str) -> bool:
 def test_a_dead_agent_is_resumed_for_a_message_once_and_a_stale_completion_is_ignored(
     swarm: Swarm,
 ) -> None:
-    worker = _dispatch(swarm, [[text("Planned.")]])
+    with Daemon(swarm, mode="manual"):  # it hosts the session's start
+        worker = _dispatch(swarm, [[text("Planned.")]])
     agent = agent_of(swarm, worker["session_id"])
     swarm.tmux("kill-window", "-t", window_id(swarm, worker["window"]))
     wait_until("the worker dead", lambda: swarm.json("workers")[-1]["state"] == "dead")
@@ -209,7 +210,8 @@ def test_a_dead_agent_is_resumed_for_a_message_once_and_a_stale_completion_is_ig
 def test_a_daemon_killed_after_typing_a_message_never_types_it_again(
     swarm: Swarm, tmp_path: Path
 ) -> None:
-    worker = _dispatch(swarm, [[text("Planned.")]])
+    with Daemon(swarm, mode="manual"):  # it hosts the session's start
+        worker = _dispatch(swarm, [[text("Planned.")]])
     agent = agent_of(swarm, worker["session_id"])
     swarm.server.add_scenario("zebra-once", [[text("Noted once.")]], name="message")
     kill_log = tmp_path / "kills.log"
@@ -226,8 +228,9 @@ def test_a_daemon_killed_after_typing_a_message_never_types_it_again(
     assert kill_log.read_text().startswith("after_message_typed ")
     state, attempts = _delivery(swarm, message_id, agent["id"])
     assert (state, attempts) == (DeliveryState.PENDING, 1)  # typed, not yet marked
-    wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
     with Daemon(swarm, extra_env=LLM_MODE) as daemon:
+        # Its model call goes through once a daemon is back.
+        wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
         wait_until(
             "delivered on the bus",
             lambda: _delivery(swarm, message_id, agent["id"])[0] is DeliveryState.DELIVERED,
@@ -238,49 +241,54 @@ def test_a_daemon_killed_after_typing_a_message_never_types_it_again(
 
 
 def test_compact_in_a_legion_session_brings_back_its_plan_tasks_and_skill(swarm: Swarm) -> None:
-    worker = _dispatch(swarm, [[text("Planned.")]])
-    agent = agent_of(swarm, worker["session_id"])
-    channel = f"{agent['project']}/{agent['branch']}"
-    swarm.legion(
-        "task", "add", "Write the parser", "--channel", channel, "--assign", agent["address"]
-    )
-    swarm.legion("task", "add", "Write the docs", "--channel", channel)
-    plans = Path(worker["workspace"]) / "docs" / "plans"
-    plans.mkdir(parents=True)
-    (plans / "parser.md").write_text("# Parser plan\n1. Tokens\n2. Grammar\n", encoding="utf-8")
-    swarm.server.add_scenario(
-        COMPACTION_PROMPT,
-        [[text("<analysis>a</analysis>\n<summary>Summary of the work.</summary>")]],
-        name="summary",
-    )
-    swarm.server.add_scenario("next step", [[text("Next step done.")]], name="next")
-    window = window_id(swarm, worker["window"])
-    _type(swarm, window, "/compact")
-    wait_until("compacted", lambda: swarm.server.requests_for_scenario("summary"), timeout=30)
-    _type(swarm, window, "next step")
-    wait_until("the next prompt", lambda: swarm.server.requests_for_scenario("next"), timeout=30)
+    with Daemon(swarm, mode="manual"):  # it hosts the session
+        worker = _dispatch(swarm, [[text("Planned.")]])
+        agent = agent_of(swarm, worker["session_id"])
+        channel = f"{agent['project']}/{agent['branch']}"
+        swarm.legion(
+            "task", "add", "Write the parser", "--channel", channel, "--assign", agent["address"]
+        )
+        swarm.legion("task", "add", "Write the docs", "--channel", channel)
+        plans = Path(worker["workspace"]) / "docs" / "plans"
+        plans.mkdir(parents=True)
+        (plans / "parser.md").write_text("# Parser plan\n1. Tokens\n2. Grammar\n", encoding="utf-8")
+        swarm.server.add_scenario(
+            COMPACTION_PROMPT,
+            [[text("<analysis>a</analysis>\n<summary>Summary of the work.</summary>")]],
+            name="summary",
+        )
+        swarm.server.add_scenario("next step", [[text("Next step done.")]], name="next")
+        window = window_id(swarm, worker["window"])
+        _type(swarm, window, "/compact")
+        wait_until("compacted", lambda: swarm.server.requests_for_scenario("summary"), timeout=30)
+        _type(swarm, window, "next step")
+        wait_until(
+            "the next prompt", lambda: swarm.server.requests_for_scenario("next"), timeout=30
+        )
 
-    [request] = swarm.server.requests_for_scenario("next")
-    context = [
-        block
-        for m in request.messages
-        for block in _texts(m)
-        if "SessionStart hook additional context" in block
-    ]
-    assert len(context) == 1, [m["role"] for m in request.messages]
-    shown = context[0]
-    assert f"You are @{agent['address']}, the plan worker" in shown
-    assert "## Active Plan\ndocs/plans/parser.md:\n# Parser plan\n1. Tokens\n2. Grammar" in shown
-    assert "- [ ] Task 1: Write the parser (yours)  <-- current" in shown, shown
-    assert "- [ ] Task 2: Write the docs (pending)" in shown
-    assert "## Current Skill\nYou are using `legion-worker` in plan mode for LEG-1" in shown
-    bus = _bus(swarm)
-    try:
-        kinds = [e.kind.value for e in bus.events() if e.agent_id == agent["id"]]
-        assert "compaction_start" in kinds
-        assert bus.agent(agent["id"]).status is not AgentStatus.FAILED
-    finally:
-        bus.close()
+        [request] = swarm.server.requests_for_scenario("next")
+        context = [
+            block
+            for m in request.messages
+            for block in _texts(m)
+            if "SessionStart hook additional context" in block
+        ]
+        assert len(context) == 1, [m["role"] for m in request.messages]
+        shown = context[0]
+        assert f"You are @{agent['address']}, the plan worker" in shown
+        assert (
+            "## Active Plan\ndocs/plans/parser.md:\n# Parser plan\n1. Tokens\n2. Grammar" in shown
+        )
+        assert "- [ ] Task 1: Write the parser (yours)  <-- current" in shown, shown
+        assert "- [ ] Task 2: Write the docs (pending)" in shown
+        assert "## Current Skill\nYou are using `legion-worker` in plan mode for LEG-1" in shown
+        bus = _bus(swarm)
+        try:
+            kinds = [e.kind.value for e in bus.events() if e.agent_id == agent["id"]]
+            assert "compaction_start" in kinds
+            assert bus.agent(agent["id"]).status is not AgentStatus.FAILED
+        finally:
+            bus.close()
 
 
 def _texts(message: dict[str, Any]) -> list[str]:

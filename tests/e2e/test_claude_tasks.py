@@ -12,7 +12,8 @@ from tests.fakes.model_server import text
 from tests.support.swarm import Swarm, screen, window_id
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+# Every test starts its sessions by hand, under a daemon in manual mode (`host`).
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.usefixtures("host")]
 
 TESTING = {"subject": "Test the parser", "description": "Tests", "activeForm": "Testing the parser"}
 

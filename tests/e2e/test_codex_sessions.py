@@ -6,6 +6,8 @@ the conversation, the next turn brings back the session's wake-up context."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +32,19 @@ from tests.support.waits import wait_until
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
 WAITING = "waiting for a message"
-# No reconciler: it would recover the worker these tests stop on purpose.
-LLM_MODE = {"LEGION_CONTROLLER_MODE": "llm", "LEGION_RUNTIMES": "plan=codex"}
+PLAN_ON_CODEX = {"LEGION_RUNTIMES": "plan=codex"}
+
+
+@contextmanager
+def hosted(swarm: Swarm) -> Iterator[Daemon]:
+    """The daemon the test's sessions run under, in manual mode: no reconciler (it would
+    recover the worker these tests stop on purpose), and a quick tick for deliveries."""
+    swarm.env |= PLAN_ON_CODEX
+    with Daemon(swarm, tick=0.5, mode="manual") as daemon:
+        yield daemon
 
 
 def _dispatch(swarm: Swarm, server: FakeResponsesServer, turns: list[list[Any]]) -> dict[str, Any]:
-    swarm.env |= LLM_MODE
     swarm.legion("issue", "create", "Talkative")
     server.add_scenario("$legion-worker plan mode for LEG-1", turns, name="plan")
     swarm.legion("dispatch", "LEG-1", "plan")
@@ -73,36 +82,39 @@ def _delivered(swarm: Swarm, message_id: str, agent_id: int) -> bool:
 def test_a_typed_prompt_is_the_next_turn_of_the_same_codex_session(
     swarm: Swarm, codex_server: FakeResponsesServer
 ) -> None:
-    worker = _dispatch(swarm, codex_server, [[exec_command("env > env.txt")], [text("Planned.")]])
-    assert worker["runtime"] == "codex"
-    # the model's commands see Legion's variables, and no credential: not even the model key
-    seen = (Path(worker["workspace"]) / "env.txt").read_text()
-    assert f"LEGION_SESSION_ID={worker['session_id']}" in seen
-    assert API_KEY_ENV in swarm.env and API_KEY_ENV not in seen
-    codex_server.add_scenario("two lines", [[text("Both read.")]], name="typed")
-    _type(swarm, window_id(swarm, worker["window"]), "two lines\nand the second")
+    with hosted(swarm):
+        worker = _dispatch(
+            swarm, codex_server, [[exec_command("env > env.txt")], [text("Planned.")]]
+        )
+        assert worker["runtime"] == "codex"
+        # the model's commands see Legion's variables, and no credential: not even the model key
+        seen = (Path(worker["workspace"]) / "env.txt").read_text()
+        assert f"LEGION_SESSION_ID={worker['session_id']}" in seen
+        assert API_KEY_ENV in swarm.env and API_KEY_ENV not in seen
+        codex_server.add_scenario("two lines", [[text("Both read.")]], name="typed")
+        _type(swarm, window_id(swarm, worker["window"]), "two lines\nand the second")
 
-    wait_until("the typed turn", lambda: _firsts(codex_server, "typed"), timeout=30)
-    [request] = _firsts(codex_server, "typed")
-    assert request.prompt == "two lines\nand the second"  # one prompt, its newline kept
-    assert request.session_id == _codex_id(swarm, worker)
-    wait_until("idle again", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
+        wait_until("the typed turn", lambda: _firsts(codex_server, "typed"), timeout=30)
+        [request] = _firsts(codex_server, "typed")
+        assert request.prompt == "two lines\nand the second"  # one prompt, its newline kept
+        assert request.session_id == _codex_id(swarm, worker)
+        wait_until("idle again", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
 
 
 def test_the_daemon_delivers_to_an_idle_a_busy_and_a_dead_codex_session(
     swarm: Swarm, codex_server: FakeResponsesServer
 ) -> None:
-    worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
-    agent = agent_of(swarm, worker["session_id"])
-    codex_id = _codex_id(swarm, worker)
-    # The last first: a resumed session's prompt starts with its context, which quotes the
-    # channel's earlier messages, and the first scenario that matches plays.
-    codex_server.add_scenario("dead hello", [[text("Back again.")]], name="dead")
-    codex_server.add_scenario("busy hello", [[text("Got it after my turn.")]], name="busy")
-    codex_server.add_scenario("idle hello", [[pause(4), text("Working on it.")]], name="idle")
-    say = ["say", "--channel", f"{agent['project']}/{agent['branch']}"]
+    with hosted(swarm):
+        worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
+        agent = agent_of(swarm, worker["session_id"])
+        codex_id = _codex_id(swarm, worker)
+        # The last first: a resumed session's prompt starts with its context, which quotes the
+        # channel's earlier messages, and the first scenario that matches plays.
+        codex_server.add_scenario("dead hello", [[text("Back again.")]], name="dead")
+        codex_server.add_scenario("busy hello", [[text("Got it after my turn.")]], name="busy")
+        codex_server.add_scenario("idle hello", [[pause(4), text("Working on it.")]], name="idle")
+        say = ["say", "--channel", f"{agent['project']}/{agent['branch']}"]
 
-    with Daemon(swarm, tick=0.5):
         # idle: typed in as the next prompt
         first = swarm.json(*say, f"@{agent['address']} idle hello")["message"]["id"]
         wait_until("typed", lambda: _firsts(codex_server, "idle"), timeout=30)
@@ -121,13 +133,13 @@ def test_the_daemon_delivers_to_an_idle_a_busy_and_a_dead_codex_session(
         wait_until("resumed", lambda: _firsts(codex_server, "dead"), timeout=45)
         wait_until("marked", lambda: _delivered(swarm, third, agent["id"]), timeout=30)
 
-    sessions = {r.session_id for r in codex_server.response_requests()}
-    assert sessions == {codex_id}  # one Codex session throughout
-    for request in (idle, busy):
-        assert request.prompt is not None and request.prompt.count("hello") == 1
-    [dead] = _firsts(codex_server, "dead")
-    assert dead.prompt is not None and dead.prompt.endswith("dead hello")
-    assert f"You are @{agent['address']}, the plan worker" in dead.prompt  # resumed: context
+        sessions = {r.session_id for r in codex_server.response_requests()}
+        assert sessions == {codex_id}  # one Codex session throughout
+        for request in (idle, busy):
+            assert request.prompt is not None and request.prompt.count("hello") == 1
+        [dead] = _firsts(codex_server, "dead")
+        assert dead.prompt is not None and dead.prompt.endswith("dead hello")
+        assert f"You are @{agent['address']}, the plan worker" in dead.prompt  # resumed: context
 
 
 def test_after_codex_compacts_the_next_turn_brings_back_the_wake_up_context(
@@ -138,47 +150,49 @@ def test_after_codex_compacts_the_next_turn_brings_back_the_wake_up_context(
     home = Path(swarm.env["CODEX_HOME"])
     config = codex_config_toml(codex_server.base_url, extra="model_auto_compact_token_limit = 1")
     (home / "config.toml").write_text(config)
-    worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
-    agent = agent_of(swarm, worker["session_id"])
-    plans = Path(worker["workspace"]) / "docs" / "plans"
-    plans.mkdir(parents=True)
-    (plans / "parser.md").write_text("# Parser plan\n1. Tokens\n", encoding="utf-8")
-    codex_server.add_scenario("first note", [[text("Noted.")]], name="first")
-    codex_server.add_scenario("second note", [[text("Noted again.")]], name="second")
-    window = window_id(swarm, worker["window"])
+    with hosted(swarm):
+        worker = _dispatch(swarm, codex_server, [[text("Planned.")]])
+        agent = agent_of(swarm, worker["session_id"])
+        plans = Path(worker["workspace"]) / "docs" / "plans"
+        plans.mkdir(parents=True)
+        (plans / "parser.md").write_text("# Parser plan\n1. Tokens\n", encoding="utf-8")
+        codex_server.add_scenario("first note", [[text("Noted.")]], name="first")
+        codex_server.add_scenario("second note", [[text("Noted again.")]], name="second")
+        window = window_id(swarm, worker["window"])
 
-    _type(swarm, window, "first note")
-    wait_until("the first note", lambda: _firsts(codex_server, "first"), timeout=30)
-    compactions = [r for r in codex_server.response_requests() if r.side_reason == "compaction"]
-    assert compactions, [r.side_reason for r in codex_server.response_requests()]
-    _type(swarm, window, "second note")
-    wait_until("the second note", lambda: _firsts(codex_server, "second"), timeout=30)
+        _type(swarm, window, "first note")
+        wait_until("the first note", lambda: _firsts(codex_server, "first"), timeout=30)
+        compactions = [r for r in codex_server.response_requests() if r.side_reason == "compaction"]
+        assert compactions, [r.side_reason for r in codex_server.response_requests()]
+        _type(swarm, window, "second note")
+        wait_until("the second note", lambda: _firsts(codex_server, "second"), timeout=30)
 
-    [request] = _firsts(codex_server, "second")
-    prompt = request.prompt or ""
-    assert prompt.endswith("second note")
-    assert f"You are @{agent['address']}, the plan worker" in prompt
-    assert "docs/plans/parser.md:\n# Parser plan\n1. Tokens" in prompt
-    assert "You are using `legion-worker` in plan mode for LEG-1" in prompt
-    [first] = _firsts(codex_server, "first")
-    assert "You are @" not in (first.prompt or "")  # once, after the compaction
-    rollout = session_link(swarm.env, worker["session_id"]).read_text()
-    assert '"type":"compacted"' in rollout
-    bus = SqliteBus(bus_path(swarm.env))
-    try:
-        kinds = [e.kind.value for e in bus.events() if e.agent_id == agent["id"]]
-    finally:
-        bus.close()
-    assert "compaction_start" in kinds
+        [request] = _firsts(codex_server, "second")
+        prompt = request.prompt or ""
+        assert prompt.endswith("second note")
+        assert f"You are @{agent['address']}, the plan worker" in prompt
+        assert "docs/plans/parser.md:\n# Parser plan\n1. Tokens" in prompt
+        assert "You are using `legion-worker` in plan mode for LEG-1" in prompt
+        [first] = _firsts(codex_server, "first")
+        assert "You are @" not in (first.prompt or "")  # once, after the compaction
+        rollout = session_link(swarm.env, worker["session_id"]).read_text()
+        assert '"type":"compacted"' in rollout
+        bus = SqliteBus(bus_path(swarm.env))
+        try:
+            kinds = [e.kind.value for e in bus.events() if e.agent_id == agent["id"]]
+        finally:
+            bus.close()
+        assert "compaction_start" in kinds
 
 
 def test_a_codex_session_that_cannot_start_fails_its_dispatch_with_codexs_reason(
     swarm: Swarm, codex_server: FakeResponsesServer
 ) -> None:
-    swarm.env |= LLM_MODE
+    swarm.env |= PLAN_ON_CODEX
     del swarm.env[API_KEY_ENV]  # the provider's key is missing: Codex's first request fails
     swarm.legion("issue", "create", "Doomed")
-    result = swarm.legion("dispatch", "LEG-1", "plan", check=False)
+    with hosted(swarm):  # nor has its daemon the key: Codex reaches its provider itself
+        result = swarm.legion("dispatch", "LEG-1", "plan", check=False)
     assert result.returncode != 0
     [line] = result.stderr.strip().splitlines()
     assert "codex could not start the session" in line and API_KEY_ENV in line, line

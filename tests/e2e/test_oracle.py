@@ -135,52 +135,67 @@ def test_a_controller_that_neither_answers_nor_escalates_leaves_it_to_legion(
 
 
 def blocked_planner(swarm: Swarm) -> None:
-    """LEG-1's planner started by hand (no daemon), waiting on its question."""
+    """LEG-1's planner started by hand (under a daemon in manual mode: no controller, no
+    reconcile pass of its own), waiting on its question."""
     swarm.legion("issue", "create", "Greeter")
     script(swarm)
     swarm.legion("dispatch", "LEG-1", "plan")
     wait_until("blocked", lambda: (swarm.worker("LEG-1") or {}).get("state") == "blocked")
 
 
-def test_without_a_daemon_the_question_goes_straight_to_a_human(swarm: Swarm) -> None:
-    blocked_planner(swarm)
-    outcomes = json.loads(swarm.legion("reconcile", "--json").stdout)
-    assert {"issue": "LEG-1", "action": "escalate_question", "outcome": "done"}.items() <= (
-        next(o for o in outcomes if o["action"] == "escalate_question").items()
-    )
-    asked = issue(swarm)["comments"][-1]
-    assert asked["author"] == "legion" and QUESTION in asked["body"]
-    assert "No controller is running" in asked["body"]
-    assert judgments(swarm) == [] and actions(swarm, "queue_judgment") == []
+def test_with_no_controller_the_question_goes_straight_to_a_human(swarm: Swarm) -> None:
+    with Daemon(swarm, mode="manual"):  # a daemon with no controller
+        blocked_planner(swarm)
+        outcomes = json.loads(swarm.legion("reconcile", "--json").stdout)
+        assert {"issue": "LEG-1", "action": "escalate_question", "outcome": "done"}.items() <= (
+            next(o for o in outcomes if o["action"] == "escalate_question").items()
+        )
+        asked = issue(swarm)["comments"][-1]
+        assert asked["author"] == "legion" and QUESTION in asked["body"]
+        assert "No controller is running" in asked["body"]
+        assert judgments(swarm) == [] and actions(swarm, "queue_judgment") == []
 
 
 def test_a_question_the_controller_does_not_take_in_time_goes_to_a_human(
     swarm: Swarm, tmp_path: Path
 ) -> None:
-    blocked_planner(swarm)
-    project = load_project(swarm.repo, env=swarm.env)
-    backends = open_backends(project)
-    reconciler = Reconciler(
-        project,
-        backends.tracker,
-        backends.forge,
-        open_workers(project, backends, swarm.env),
-        ActionLog(backends.db),
-        oracle=True,
-        oracle_timeout=1.0,
-    )
-    first = {(o.action, o.kind) for o in reconciler.run()}
-    assert ("queue_judgment", OutcomeKind.DONE) in first  # for the controller, first
-    assert "user-input-needed" not in issue(swarm)["labels"]
-    (item,) = judgments(swarm)
-    assert (item["kind"], item["state"]) == ("oracle", "pending")
-    time.sleep(1.5)  # longer than oracle_timeout: the time passing is what is waited for
-    second = {(o.action, o.kind) for o in reconciler.run()}
-    assert ("escalate_question", OutcomeKind.DONE) in second
-    asked = issue(swarm)["comments"][-1]
-    assert asked["author"] == "legion"
-    assert "the controller did not take it within 1 s" in asked["body"]
-    assert "user-input-needed" in issue(swarm)["labels"]
-    assert judgments(swarm) == []
-    # Nothing happens twice.
-    assert not {o.action for o in reconciler.run()} & {"escalate_question", "queue_judgment"}
+    with Daemon(swarm, mode="manual"):  # the test's reconciler decides
+        blocked_planner(swarm)
+        project = load_project(swarm.repo, env=swarm.env)
+        backends = open_backends(project)
+        reconciler = Reconciler(
+            project,
+            backends.tracker,
+            backends.forge,
+            open_workers(project, backends, swarm.env),
+            ActionLog(backends.db),
+            oracle=True,
+            oracle_timeout=1.0,
+        )
+        # For the controller, first. (A pass that finds tmux not answering on a loaded machine
+        # does nothing, by design: the next one acts.)
+        wait_until(
+            "a pass that queues the question",
+            lambda: (
+                ("queue_judgment", OutcomeKind.DONE)
+                in {(o.action, o.kind) for o in reconciler.run()}
+            ),
+        )
+        assert "user-input-needed" not in issue(swarm)["labels"]
+        (item,) = judgments(swarm)
+        assert (item["kind"], item["state"]) == ("oracle", "pending")
+        time.sleep(1.5)  # longer than oracle_timeout: the time passing is what is waited for
+        wait_until(
+            "a pass that escalates it",
+            lambda: (
+                ("escalate_question", OutcomeKind.DONE)
+                in {(o.action, o.kind) for o in reconciler.run()}
+            ),
+        )
+        asked = issue(swarm)["comments"][-1]
+        assert asked["author"] == "legion"
+        assert "the controller did not take it within 1 s" in asked["body"]
+        assert "user-input-needed" in issue(swarm)["labels"]
+        assert judgments(swarm) == []
+        # Nothing happens twice.
+        assert not {o.action for o in reconciler.run()} & {"escalate_question", "queue_judgment"}

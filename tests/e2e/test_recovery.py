@@ -395,10 +395,12 @@ def test_a_worker_that_cannot_start_is_reported_and_not_retried_in_a_loop(
     env = failing_claude(swarm, tmp_path)
     message = "claude: fatal: this CLI cannot start"
 
-    # By hand: `legion dispatch` says why at once, and leaves nothing behind.
-    started = time.monotonic()
-    result = legion_with(swarm, env, "dispatch", "LEG-1", "implement")
-    assert time.monotonic() - started < 15
+    # By hand (under a daemon that only hosts): `legion dispatch` says why at once, and
+    # leaves nothing behind.
+    with Daemon(swarm, mode="manual"):
+        started = time.monotonic()
+        result = legion_with(swarm, env, "dispatch", "LEG-1", "implement")
+        assert time.monotonic() - started < 15
     assert result.returncode != 0 and message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "worker-active" not in labels(swarm, "LEG-1")
@@ -665,7 +667,7 @@ def test_a_session_still_running_outside_its_window_is_ended_before_it_starts_ag
     )
     try:
         (leftover,) = wait_until("the leftover running", on_session)
-        with SessionWatch({sid}, interval=0.05) as watch:
+        with SessionWatch({sid}, interval=0.05) as watch, Daemon(swarm, mode="manual"):
             swarm.legion("dispatch", "LEG-1", "implement")
             swarm.server.wait_for_turn("work", 0)
             wait_until("the new process seen", lambda: watch.seen.get(sid, set()) - {leftover})

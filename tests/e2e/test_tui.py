@@ -32,9 +32,9 @@ def test_a_message_typed_in_the_tui_wakes_a_worker_whose_answer_shows_on_screen(
         [[bash(f'legion say --channel {project}/main "zebra seen by plan"')], [text("Said.")]],
         name="message",
     )
-    swarm.legion("dispatch", "LEG-1", "plan")
-    wait_until("idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle")
     with Daemon(swarm, extra_env={"LEGION_CONTROLLER_MODE": "llm"}):
+        swarm.legion("dispatch", "LEG-1", "plan")
+        wait_until("idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle")
         variables = [arg for key, value in swarm.env.items() for arg in ("-e", f"{key}={value}")]
         swarm.tmux(
             "new-session", "-d", "-s", "tui", "-x", "120", "-y", "32", "-c", str(swarm.repo),

@@ -1,9 +1,13 @@
 """With no daemon, whoever reads or posts watches (the real Claude Code CLI, real tmux, the
-scripted model): `legion say` hands a message to an idle hand-dispatched worker itself, once,
-and says when it cannot (busy: at the turn's end; not running: at `legion start`); `legion
-agents` and `legion kill` read the sessions, not a stale row; `legion stop --all` marks what it
-stopped; a worker Legion retires after its mode is done is complete, never failed; an open TUI
-delivers and keeps statuses true too."""
+scripted model): `legion say` hands a message to an idle worker itself, once, and says when it
+cannot (busy: at the turn's end; not running: at `legion start`); `legion agents` and `legion
+kill` read the sessions, not a stale row; `legion stop --all` marks what it stopped; a worker
+Legion retires after its mode is done is complete, never failed; an open TUI delivers and keeps
+statuses true too.
+
+A session starts only under a daemon, and reaches the model only through it: each worker here
+is started under a daemon in manual mode, which is then stopped; where the model must answer a
+message delivered meanwhile, a daemon is started again (the CLI retries until it is back)."""
 
 from __future__ import annotations
 
@@ -29,17 +33,26 @@ LONG_JOB = "python3 -c 'import time; time.sleep(45)'"
 
 
 def _dispatch(swarm: Swarm, turns: list[list[Any]], *, idle: bool = True) -> dict[str, Any]:
+    """LEG-1's planner, started under a daemon that is gone when this returns."""
     swarm.legion("issue", "create", "Talkative")
     swarm.server.add_scenario("plan mode for LEG-1", turns, name="plan")
-    swarm.legion("dispatch", "LEG-1", "plan")
-    if not idle:
-        wait_until("the first turn", lambda: swarm.server.requests_for_scenario("plan"))
-        found = swarm.worker("LEG-1")
-        assert found is not None
-        return found
-    worker = wait_until("idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle" and w)
+    with _hosting(swarm):
+        swarm.legion("dispatch", "LEG-1", "plan")
+        if not idle:
+            wait_until("the first turn", lambda: swarm.server.requests_for_scenario("plan"))
+            found = swarm.worker("LEG-1")
+            assert found is not None
+            return found
+        worker = wait_until(
+            "idle", lambda: (w := swarm.worker("LEG-1")) and w["state"] == "idle" and w
+        )
     assert isinstance(worker, dict)
     return worker
+
+
+def _hosting(swarm: Swarm) -> Daemon:
+    """A daemon that hosts the sessions and their model calls, and runs no reconcile pass."""
+    return Daemon(swarm, mode="manual")
 
 
 def _firsts(swarm: Swarm, scenario: str) -> list[RecordedRequest]:
@@ -77,25 +90,26 @@ def test_say_to_an_idle_worker_with_no_daemon_types_it_in_once(swarm: Swarm) -> 
     data = json.loads(said.stdout)
     assert data["delivery"] == {agent["address"]: "delivered"}, said.stderr
     message_id = data["message"]["id"]
-    # Typed in and taken by the session before `say` returned: the model is asked at once.
-    wait_until("the message reached the model", lambda: _firsts(swarm, "message"), timeout=10)
+    # Typed in and taken by the session before `say` returned.
     assert _delivery(swarm, message_id, agent["id"])[0] is DeliveryState.DELIVERED
+    # Nothing typed twice: a daemon's ticks find it done. Its model call goes through once
+    # the daemon is back.
+    with _hosting(swarm) as daemon:
+        wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
+        wait_until("idle again", lambda: agent_of(swarm, worker["session_id"])["status"] == "idle")
+        daemon.ticks(3)  # a second delivery, if any, would come within a tick or two
+    assert len(_firsts(swarm, "message")) == 1
     [request] = _firsts(swarm, "message")
     assert (request.prompt or "").startswith(f"Message {message_id} from @human on ")
     assert any("Planned." in json.dumps(m) for m in request.messages)  # the same session
-
-    # Nothing typed twice: a daemon's ticks find it done.
-    wait_until("idle again", lambda: agent_of(swarm, worker["session_id"])["status"] == "idle")
-    with Daemon(swarm, extra_env=LLM_MODE) as daemon:
-        daemon.ticks(3)  # a second delivery, if any, would come within a tick or two
-    assert len(_firsts(swarm, "message")) == 1
 
     # In words: said, on the line after what was posted.
     swarm.server.add_scenario("PING-8", [[text("Pong again.")]], name="again")
     wait_until("idle again", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
     lines = swarm.legion("say", f"@{agent['address']} PING-8").stdout.splitlines()
     assert lines[0].startswith("posted #") and lines[1:] == ["delivered to @legion/leg-1/plan"]
-    wait_until("the second message reached the model", lambda: _firsts(swarm, "again"))
+    with _hosting(swarm):
+        wait_until("the second message reached the model", lambda: _firsts(swarm, "again"))
 
 
 def test_say_says_when_a_message_waits_for_the_turns_end_or_for_legion_start(
@@ -111,12 +125,13 @@ def test_say_says_when_a_message_waits_for_the_turns_end_or_for_legion_start(
     assert busy.stdout.splitlines()[1:] == [
         "@legion/leg-1/plan is busy: its session gets the message at the end of its turn"
     ], busy.stdout
-    release.touch()
-    # Its own hooks hand it over at the turn boundary: no daemon needed.
-    wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
+    # Its own hooks hand it over at the turn boundary (the turn's model calls go through the
+    # daemon, which only hosts here).
+    with _hosting(swarm):
+        release.touch()
+        wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
+        wait_until("idle", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
     assert (_firsts(swarm, "message")[0].prompt or "").startswith("Stop hook feedback:\nMessage ")
-
-    wait_until("idle", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
     swarm.tmux("kill-window", "-t", window_id(swarm, worker["window"]))
     dead = swarm.json("say", f"@{agent['address']} zebra-dead")
     assert dead["delivery"] == {agent["address"]: "waits_for_start"}
@@ -143,7 +158,8 @@ def test_statuses_are_read_from_the_sessions_and_stop_all_marks_what_it_stopped(
     swarm.server.add_scenario("long job", [[bash(LONG_JOB)], [text("Done.")]], name="long")
     swarm.tmux("send-keys", "-t", window_id(swarm, worker["window"]), "-l", "long job")
     swarm.tmux("send-keys", "-t", window_id(swarm, worker["window"]), "Enter")
-    wait_until("the long turn", lambda: swarm.server.requests_for_scenario("long"))
+    with _hosting(swarm):  # its model call, through the daemon
+        wait_until("the long turn", lambda: swarm.server.requests_for_scenario("long"))
     # The CLI records the turn in its transcript on its own schedule, which under load can
     # come a moment after the request: busy once it is there (the job runs 45 s).
     wait_until(
@@ -208,12 +224,14 @@ def test_an_open_tui_with_no_daemon_delivers_to_an_idle_worker_and_shows_its_sta
         posted = bus.post(bus.human().id, channel, f"@{agent['address']} zebra-tui")
     finally:
         bus.close()
-    wait_until("the message reached the model", lambda: _firsts(swarm, "message"), timeout=20)
     wait_until(
         "delivered on the bus",
         lambda: _delivery(swarm, posted.message.id, agent["id"])[0] is DeliveryState.DELIVERED,
-        timeout=10,
+        timeout=20,
     )
+    with _hosting(swarm):  # its model call, through the daemon
+        wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
+        wait_until("its turn over", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]
     assert (_firsts(swarm, "message")[0].prompt or "").startswith(
         f"Message {posted.message.id} from @human"
     )

@@ -22,7 +22,8 @@ from tests.support.cli import LEGION_BIN, git
 from tests.support.swarm import Swarm
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+# Every test starts its sessions by hand, under a daemon in manual mode (`host`).
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.usefixtures("host")]
 
 
 def labels(swarm: Swarm, issue: str) -> list[str]:

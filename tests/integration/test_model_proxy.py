@@ -28,9 +28,11 @@ from legion.proxy.budget import Allowances
 from legion.proxy.ledger import Spender, UsageLedger
 from legion.proxy.limits import HoldRecord, why_held
 from legion.proxy.metering import UsageMeter
+from legion.proxy.questions import AskedQuestions
 from legion.proxy.server import ModelProxy, upstream_from
 from legion.relay.capabilities import Capabilities
-from tests.fakes.model_server import FakeModelServer, Scenario, text
+from legion.runtime.transcript import question_from_input
+from tests.fakes.model_server import FakeModelServer, Scenario, ask_user_question, text
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -89,6 +91,34 @@ def test_a_capability_stands_in_for_the_key_and_the_usage_is_recorded(
         assert len(model.requests) == 1
     finally:
         proxy.stop()
+
+
+def test_a_question_the_model_asks_is_kept_for_the_session_that_asked(db_path: Path) -> None:
+    """Claude Code may show a question before its transcript has it: the proxy keeps each
+    session's last one as it passes (`legion.proxy.questions`)."""
+    question = ask_user_question("Which greeting?", ["Hello", "Hi"])
+    scenarios = [
+        Scenario("hello", [[text("Let me ask."), question]]),
+        Scenario("plain", [[text("ok")]]),
+    ]
+    with FakeModelServer(scenarios) as model:
+        token = Capabilities(Database(db_path)).mint("LEG-1", mode="plan", session_id="sid-q")
+        env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "k"}
+        proxy = start_proxy(db_path, env)
+        # A main-loop request: it offers tools (one with none is a side request).
+        request = REQUEST | {"tools": [{"name": "AskUserQuestion", "input_schema": {}}]}
+        try:
+            answered = httpx.post(
+                f"{proxy.url}/v1/messages", json=request, headers={"x-api-key": token}
+            )
+            assert answered.status_code == 200 and "AskUserQuestion" in answered.text
+        finally:
+            proxy.stop()
+    asked = AskedQuestions(Database(db_path)).last("sid-q")
+    assert asked is not None and asked.tool_use_id.startswith("toolu_")
+    (item,) = question_from_input(asked.tool_use_id, asked.input).items
+    assert (item.question, item.options) == ("Which greeting?", ("Hello", "Hi"))
+    assert AskedQuestions(Database(db_path)).last("another session") is None
 
 
 def test_without_a_credential_of_its_own_the_proxy_passes_the_sessions_through_and_meters(
@@ -163,7 +193,7 @@ def test_the_daemon_serves_the_proxy_on_the_same_port_and_status_says_who_holds_
         shutil.rmtree(tmux_dir, ignore_errors=True)
     assert len(urls) == 2 and urls[0] == urls[1]
     stopped = run_legion("status", cwd=project, env=env).stdout
-    assert "sessions started now hold the model key" in stopped
+    assert "no daemon runs its proxy, so no session starts" in stopped
     assert (
         json.loads(run_legion("status", "--json", cwd=project, env=env).stdout)["model_proxy"]
         is None

@@ -129,17 +129,28 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 class Daemon:
     """`legion start --foreground` in a subprocess, stopped (or killed) at the end."""
 
-    def __init__(self, swarm: Swarm, *, tick: float = 1.0, extra_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        swarm: Swarm,
+        *,
+        tick: float = 1.0,
+        mode: str | None = None,
+        extra_env: dict[str, str] | None = None,
+    ):
+        """`mode`: the controller mode (`manual`: a daemon that hosts the sessions a test
+        starts by hand, and runs no controller and no reconcile pass of its own)."""
         self.swarm = swarm
         self.env = dict(swarm.env, **(extra_env or {}))
         self.tick = tick
+        self.mode = mode
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = swarm.repo.parent / "daemon-output.log"
 
     def start(self) -> Daemon:
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
-                [str(LEGION_BIN), "start", "--foreground", "--tick", str(self.tick)],
+                [str(LEGION_BIN), "start", "--foreground", "--tick", str(self.tick)]
+                + ([] if self.mode is None else ["--mode", self.mode]),
                 cwd=self.swarm.repo,
                 env=self.env,
                 stdout=out,

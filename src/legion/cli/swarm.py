@@ -15,7 +15,7 @@ from legion import plugins
 from legion.cli import common, render
 from legion.config import Project
 from legion.core.usage import total
-from legion.daemon_link import running_pid
+from legion.daemon_link import hosts_controller, running_pid
 from legion.errors import InputError, LegionError
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def reconcile(
         backends.forge,
         workers,
         ActionLog(backends.db),
-        oracle=running_pid(project) is not None,  # a daemon runs a controller to ask
+        oracle=hosts_controller(project),  # a daemon runs a controller to ask
     )
     outcomes = reconciler.run(
         dry_run=dry_run, wait=wait, on_wait=lambda line: typer.echo(f"legion: {line}", err=True)
@@ -240,7 +240,10 @@ def _started(project: Project, pid: int, log_path: Path | None, notes: list[str]
 def start(
     ctx: typer.Context,
     foreground: Annotated[bool, typer.Option("--foreground", help="Run in this terminal.")] = False,
-    mode: Annotated[str | None, typer.Option(help="Controller mode: auto or llm.")] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(help="Controller mode: auto, llm, or manual (workers start only by hand)."),
+    ] = None,
     tick: Annotated[float | None, typer.Option(help="Seconds between ticks.")] = None,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:

@@ -45,7 +45,9 @@ from .reconcile_step import PauseReport, ReconcileStep
 from .starts_step import LOOK_EVERY_S, StartFollowUp
 from .steps import Step, StepResult, log_failure, soonest
 
-MODES = ("auto", "llm")
+# `manual`: the daemon hosts sessions (their model proxy and relay, the bus, budgets, health)
+# but runs no controller and no reconcile pass: every worker is started by hand.
+MODES = ("auto", "llm", "manual")
 
 
 @dataclass
@@ -67,7 +69,9 @@ class DaemonConfig:
 class Daemon:
     def __init__(self, project: Project, config: DaemonConfig, env: Mapping[str, str]) -> None:
         if config.mode not in MODES:
-            raise LegionError(f"unknown controller mode {config.mode!r} (known: auto, llm)")
+            raise LegionError(
+                f"unknown controller mode {config.mode!r} (known: {', '.join(MODES)})"
+            )
         self.project = project
         self.config = config
         self.env = dict(env)
@@ -84,7 +88,7 @@ class Daemon:
             self.backends.forge,
             self.workers,
             self.log,
-            oracle=True,
+            oracle=config.mode != "manual",  # manual: no controller to ask
             oracle_timeout=config.stale_after if oracle_timeout is None else oracle_timeout,
             await_starts=False,  # followed up between ticks: `start_follow_up`
         )
@@ -129,6 +133,14 @@ class Daemon:
         would wait for a quiet moment that never comes. Statuses before delivery: both share
         one look at the sessions, and a delivery's "busy" must not be undone by a look taken
         before it."""
+        if self.config.mode == "manual":
+            return [
+                Step("budget_stop", self.budget_stop.run),
+                Step("idle_spend", self.idle_spend.run),
+                Step("worker_health", self.reaper.run),
+                Step("deliver_messages", self._bus_steps),
+                Step("pause_dispatch", self.pause_report.run),
+            ]
         steps = [
             Step("budget_stop", self.budget_stop.run),
             Step("idle_spend", self.idle_spend.run),
@@ -167,7 +179,7 @@ class Daemon:
                     f"Legion is already running for this project (pid {pid}); "
                     "`legion stop` stops it"
                 ) from None
-            write_private(pid_file(self.project), f"{os.getpid()}\n")
+            write_private(pid_file(self.project), f"{os.getpid()} {self.config.mode}\n")
             try:
                 yield
             finally:

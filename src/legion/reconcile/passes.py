@@ -15,6 +15,7 @@ from legion.actionlog import ActionLog
 from legion.config import Project
 from legion.core.decide import Action
 from legion.core.model import Status
+from legion.daemon_link import running_pid
 from legion.forges.base import Forge
 from legion.judgments import JudgmentQueue
 from legion.locking import LOCK_TIMEOUT_S, exclusive
@@ -212,6 +213,7 @@ class _Pass:
             wip_limit=o.wip_limit,
             token_budget=o.token_budget,
             model_held=held,
+            hosted=running_pid(o.project) is not None,
             await_starts=o.await_starts,
         )
         transitions = Transitions(ctx, views, starts)

@@ -50,16 +50,20 @@ class Starts:
         wip_limit: int | None,
         token_budget: int | None,
         model_held: str | None = None,
+        hosted: bool = True,
         await_starts: bool = True,
     ) -> None:
         """`model_held`: why no model request may go now (`legion.proxy.limits.why_held`),
-        which holds every start. `await_starts`: whether `collect` waits for the pass's starts
-        (off in the daemon, which follows them up between its ticks)."""
+        which holds every start. `hosted`: whether a daemon runs to host the sessions started
+        (none starts without one: `SessionSupervisor.require_daemon`). `await_starts`: whether
+        `collect` waits for the pass's starts (off in the daemon, which follows them up between
+        its ticks)."""
         self.ctx = ctx
         self.await_starts = await_starts
         self.wip_limit = wip_limit
         self.token_budget = token_budget
         self.model_held = model_held
+        self.hosted = hosted
         self.code_workers = sum(
             1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode)
         )
@@ -99,7 +103,14 @@ class Starts:
         budget: a human is then asked), or None. Actions that clear labels before a start
         ask this first: the labels say which worker is due, for when it can start, and for
         whoever answers a budget question."""
-        return self.cannot_start(mode) or self.over_budget(issue)
+        return self.cannot_start(mode) or self.over_budget(issue) or self.unhosted()
+
+    def unhosted(self) -> Step | None:
+        """Why no worker starts for want of a daemon to host it (a pass run by hand while none
+        runs), or None. Asked last: a pause, the WIP limit or a budget says more."""
+        if self.hosted:
+            return None
+        return deferred("no daemon runs to host the worker (`legion start`)")
 
     def start(self, issue: str, mode: Mode, prompt: str | None = None) -> Step:
         """Start `mode`'s worker on `issue` (its session resumed with `prompt`, when given)

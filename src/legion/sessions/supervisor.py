@@ -23,6 +23,7 @@ from legion import proxy
 from legion.bus.model import Agent, AgentStatus
 from legion.config import Project, user_config_path
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
+from legion.errors import NoDaemonError
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.proxy import PROXY_SOCKET_NAME
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
@@ -112,6 +113,7 @@ class SessionSupervisor:
         waited for: one session never runs in two processes, even for a moment (a window left
         by a crash, a stuck controller, a dead pane kept for `peek`)."""
         trace = issue or "-"
+        self.require_daemon()
         with span("start: prepare the runtime", trace):
             runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
             # Its sandbox: one that is required and cannot be had fails here too.
@@ -130,11 +132,10 @@ class SessionSupervisor:
         # reverse (its own is kept from it below when the daemon's proxy holds it).
         for variable in proxy.model_key_variables(env, besides=runtime.name):
             env.pop(variable, None)
-        daemon_runs = running_pid(self.project) is not None
-        access = self._model_access(runtime.name) if daemon_runs else None
-        # A remote tracker or forge always goes through the daemon; the embedded ones too while
-        # it runs, so that merges and tracker writes are made there, outside any sandbox.
-        relay = self.relay or (self.capabilities is not None and daemon_runs)
+        access = self._model_access(runtime.name)
+        # The tracker and forge through the daemon, the embedded ones too, so that merges and
+        # tracker writes are made there, outside any sandbox.
+        relay = self.relay or self.capabilities is not None
         token: str | None = None
         if self.capabilities is not None and (relay or access is not None):
             with span("start: capability", trace):
@@ -195,6 +196,18 @@ class SessionSupervisor:
             with contextlib.suppress(OSError):  # only ever a help to the next start
                 write_private(self._pid_file(sid), f"{window.pane_pid}\n")
         return window.id
+
+    def require_daemon(self) -> None:
+        """Refuse a session's start while no daemon runs for the project: only under it does a
+        session reach the model, the tracker and the bus without holding a key or seeing
+        Legion's state (README, "Sessions run in a sandbox")."""
+        if running_pid(self.project) is None:
+            raise NoDaemonError(
+                f"no daemon runs for {self.project.root}, and a session starts only under it "
+                "(it holds the model key and Legion's state; sessions never do): start it "
+                "first with `legion start`, or `legion start --mode manual` to start workers "
+                "only by hand"
+            )
 
     def stop_session(self, sid: str, *, force: bool = False) -> bool:
         """Close the window running session `sid` (SIGHUP, as tmux does, then SIGKILL after a

@@ -94,6 +94,9 @@ class WorkerManager:
         with `starts.await_starts()` (so that a reconcile pass starts several workers at once)."""
         with span("start: look up issue", issue):
             identifier = self.tracker.get_issue(issue).identifier
+        # Before its workspace or its record exists: the CLI there, then a daemon to host it.
+        self.runtimes.for_worker(identifier, mode).executable()
+        self.supervisor.require_daemon()
         with self._lock():
             with span("start: look at workers", identifier):
                 live = [view for view in self.roster.views_of(identifier) if view.state.is_live]
@@ -144,6 +147,9 @@ class WorkerManager:
                     f"{identifier} has another live worker: window {live[0].record.window}; "
                     "see `legion workers`"
                 )
+            # A new window, not typed into a running one: the CLI there, a daemon to host it.
+            self.runtimes.for_worker(identifier, mode).executable()
+            self.supervisor.require_daemon()
             with span("start: workspace", identifier):
                 workspace = self._workspaces.get(identifier) or self._workspaces.ensure(identifier)
             return self._start(identifier, mode, workspace.path, prompt, wait, marked)
