@@ -102,6 +102,9 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     # forge token the user had in their environment.
     modes = assert_no_session_held_a_secret(seen)
     assert {"controller", "plan", "implement", "review", "retro", "finish"} <= modes, modes
+    # Nor tmux's environments, nor any pane's scrollback, looked at while the sessions ran.
+    assert seen.tmux_read.get("environments", 0) >= 4, seen.tmux_read
+    assert seen.tmux_read.get("scrollbacks", 0) >= 6, seen.tmux_read
     # Nor did any file the sessions wrote: transcripts, rollouts, workspaces, the state.
     assert assert_no_file_holds_a_secret(demo) > 50
     assert "1 of 1 issue Done" in result.stdout and f"({mode} mode, {runtime})." in result.stdout

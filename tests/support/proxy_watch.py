@@ -29,13 +29,46 @@ class SessionEnvironments:
     clis: dict[int, Environ] = field(default_factory=dict)
     others: dict[int, Environ] = field(default_factory=dict)
     command_lines: dict[int, bytes] = field(default_factory=dict)  # every one of them
+    # The project's tmux server, looked at while it runs: its global and session environments
+    # and every pane's whole scrollback (kept only where a secret is in one).
+    tmux_read: dict[str, int] = field(default_factory=dict)  # kind: how many times
+    tmux_texts: list[tuple[str, str]] = field(default_factory=list)  # (where, text) to check
+
+
+def _look_at_tmux(socket: Path, seen: SessionEnvironments) -> None:
+    """One look at the tmux server on `socket`, if it runs."""
+    import subprocess
+
+    def tmux(*args: str) -> str:
+        argv = ["tmux", "-S", str(socket), *args]
+        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+
+    def keep(kind: str, where: str, text: str) -> None:
+        seen.tmux_read[kind] = seen.tmux_read.get(kind, 0) + 1
+        if any(secret in text for secret in (FAKE_API_KEY, *SENTINELS.values())):
+            seen.tmux_texts.append((where, text))
+
+    if not socket.exists():
+        return
+    keep("environments", "tmux show-environment -g", tmux("show-environment", "-g"))
+    for session in tmux("list-sessions", "-F", "#{session_name}").split():
+        keep(
+            "environments", f"the environment of {session}", tmux("show-environment", "-t", session)
+        )
+    for pane in tmux("list-panes", "-a", "-F", "#{pane_id}").split():
+        screen = tmux("capture-pane", "-p", "-J", "-S", "-", "-t", pane)
+        keep("scrollbacks", f"the scrollback of pane {pane}", screen)
 
 
 def _watch(root: Path, seen: SessionEnvironments, stop: threading.Event) -> None:
     """Every process of a session of the project under `root` (its environment names a
     session and that project: other tests run beside this one)."""
     project = f"LEGION_REPO={root}".encode()
+    looks = 0
     while not stop.wait(0.2):
+        looks += 1
+        if looks % 5 == 0:  # the demo's tmux server, beside its repository
+            _look_at_tmux(root.parent / "tmux.sock", seen)
         for proc in Path("/proc").iterdir():
             pid = int(proc.name) if proc.name.isdigit() else None
             if pid is None or pid in seen.clis or pid in seen.others:
@@ -105,6 +138,7 @@ def assert_no_session_held_a_secret(seen: SessionEnvironments) -> set[str]:
         assert not held, (pid, environ.get("LEGION_MODE"), held)
     for pid, command_line in seen.command_lines.items():
         assert not any(secret.encode() in command_line for secret in secrets), pid
+    assert seen.tmux_texts == [], [where for where, _ in seen.tmux_texts]
     return {environ.get("LEGION_MODE", "") for _, environ in everyone}
 
 
