@@ -20,11 +20,17 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 def test_a_dispatched_worker_is_an_agent_with_legions_hooks(swarm: Swarm) -> None:
     with Daemon(swarm, mode="manual"):  # it hosts the session
         worker = plan_worker_idle(swarm)
-        (agent,) = [a for a in swarm.json("agents") if a["session_id"] == worker["session_id"]]
+        # Its status follows its session (the daemon looks each tick).
+        agent = wait_until(
+            "idle on the bus",
+            lambda: [
+                a
+                for a in swarm.json("agents")
+                if a["session_id"] == worker["session_id"] and a["status"] == "idle"
+            ],
+        )[0]
         assert agent["name"] == "plan" and agent["role"] == "plan"
-        assert (
-            agent["branch"] == "legion/leg-1" and agent["status"] == "idle"
-        )  # read from its session
+        assert agent["branch"] == "legion/leg-1"
         # The CLI runs with one --settings holding Legion's hooks for this session's inbox.
         pid = live_pid(swarm, "leg-1-plan")
         assert pid is not None

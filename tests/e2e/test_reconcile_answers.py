@@ -22,7 +22,8 @@ from legion.demo.swarm_script import swarm_script
 from legion.reconcile import BUDGET_HEADING, Outcome, Reconciler
 from tests.support.swarm import Swarm
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+# Its reconcile passes start workers under a daemon in manual mode (`host`).
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240), pytest.mark.usefixtures("host")]
 
 
 def _reconciler(swarm: Swarm, **flags: object) -> tuple[Reconciler, Backends]:

@@ -17,7 +17,8 @@ from tests.fakes.github_server import check_run, status_context
 from tests.support.linear_github import LinearAndGitHub, init_on_linear_and_github
 from tests.support.swarm import Swarm
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+# Its reconcile passes start workers under a daemon in manual mode (`host`).
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.usefixtures("host")]
 
 LOG = "https://ci.example/runs/41"
 

@@ -3,7 +3,6 @@ the scripted model) for a remote-tracker project holds a capability and no crede
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,9 @@ from legion.core.ids import session_id
 from legion.core.model import Mode, Status
 from legion.reconcile import start_worker
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, relay_needed, socket_path
-from legion.relay.server import RelayServer
-from legion.session_relay import session_ops
 from tests.fakes.model_server import bash, text
 from tests.support.processes import session_processes
-from tests.support.swarm import Swarm
+from tests.support.swarm import Daemon, Swarm
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -29,8 +26,9 @@ REMOTE = {"LEGION_TRACKER": "linear", "LEGION_LINEAR_TEAM": "ENG"}
 
 def test_a_real_worker_holds_a_capability_and_no_credential(swarm: Swarm) -> None:
     """A worker started by `WorkerManager` (the real Claude Code CLI, tmux, the scripted model)
-    for a remote-tracker project: its process has its capability and the socket, none of the
-    dispatcher's credentials, and its `legion` reaches the tracker only through the relay."""
+    for a remote-tracker project, under a daemon: its process has its capability and the
+    socket, none of the dispatcher's credentials, and its `legion` reaches the tracker only
+    through the daemon's relay."""
     project = swarm.repo
     credentials = {"LINEAR_API_KEY": "lin_api_relaytest", "GITHUB_TOKEN": "ghp_relaytest"}
     dispatcher_env = swarm.env | REMOTE | credentials
@@ -53,8 +51,8 @@ def test_a_real_worker_holds_a_capability_and_no_credential(swarm: Swarm) -> Non
         ],
     )
     path = socket_path(embedded.state_dir)
-    ops = session_ops(embedded, os.environ)
-    with RelayServer(path, lambda: open_backends(embedded, direct=True), ops=ops):
+    # The daemon hosts the session and serves the relay, on the embedded backends.
+    with Daemon(swarm, mode="manual"):
         workers = open_workers(remote, backends, dispatcher_env)
         assert workers.capabilities is not None
         view = start_worker(workers, backends.tracker, "LEG-1", Mode.IMPLEMENT)
