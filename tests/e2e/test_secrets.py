@@ -225,7 +225,7 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Findings]:
             yield result
 
 
-def test_no_sentinel_anywhere_a_secret_could_leak(findings: Findings) -> None:
+def no_sentinel_anywhere_a_secret_could_leak(findings: Findings) -> None:
     assert findings.leaks == [], "\n".join(findings.leaks[:20])
     # The scan saw what it claims: files, tmux environments, panes, processes, twice over.
     assert findings.places["files"] > 50
@@ -234,7 +234,7 @@ def test_no_sentinel_anywhere_a_secret_could_leak(findings: Findings) -> None:
     assert findings.places["command lines"] > 20
 
 
-def test_claude_keeps_only_the_key_fingerprint_in_a_private_file(findings: Findings) -> None:
+def claude_keeps_only_the_key_fingerprint_in_a_private_file(findings: Findings) -> None:
     path = findings.claude_json
     assert path is not None
     key = findings.sentinels.values["ANTHROPIC_API_KEY"]
@@ -243,11 +243,20 @@ def test_claude_keeps_only_the_key_fingerprint_in_a_private_file(findings: Findi
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_no_session_holds_the_model_key(findings: Findings) -> None:
+def no_session_holds_the_model_key(findings: Findings) -> None:
     # The daemon's model proxy holds it: each session has its capability in its place.
     assert len(findings.environments_read) >= 3
     assert findings.worker_env.get("ANTHROPIC_API_KEY", set()) == set()
 
 
-def test_tracker_and_forge_tokens_do_not_reach_workers(findings: Findings) -> None:
+def tracker_and_forge_tokens_do_not_reach_workers(findings: Findings) -> None:
     assert findings.worker_env.keys() & {"GITHUB_TOKEN", "LINEAR_API_KEY"} == set()
+
+
+# One test over the one run: as several, pytest-xdist would hand them to several processes,
+# each running the swarm again for its copy of the module's fixture.
+def test_no_secret_reaches_a_session_or_anywhere_it_could_leak(findings: Findings) -> None:
+    no_sentinel_anywhere_a_secret_could_leak(findings)
+    claude_keeps_only_the_key_fingerprint_in_a_private_file(findings)
+    no_session_holds_the_model_key(findings)
+    tracker_and_forge_tokens_do_not_reach_workers(findings)

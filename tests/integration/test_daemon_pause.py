@@ -8,10 +8,6 @@ once, so none is needed.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,33 +20,16 @@ from legion.config import load_project
 from legion.core.model import Status
 from legion.daemon import Daemon, DaemonConfig
 from tests.support.cli import Result, run_legion
+from tests.support.tmux import start_environment
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
 def env(project: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
-    """What `legion start` would run with: a private tmux server, a Claude Code config past
-    its first-run screens, workspaces beside the test."""
-    socket_dir = Path(tempfile.mkdtemp(prefix="lgp-"))  # unix socket paths must stay short
-    config_dir = tmp_path / "claude-config"
-    config_dir.mkdir()
-    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
-    values = dict(os.environ) | {
-        "LEGION_TMUX_SOCKET": str(socket_dir / "sock"),
-        "LEGION_TMUX_CONFIG": "/dev/null",
-        "LEGION_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
-        "CLAUDE_CONFIG_DIR": str(config_dir),
-    }
-    try:
+    """What `legion start` would run with (`start_environment`)."""
+    with start_environment(tmp_path) as values:
         yield values
-    finally:
-        subprocess.run(
-            ["tmux", "-S", str(socket_dir / "sock"), "kill-server"],
-            capture_output=True,
-            check=False,
-        )
-        shutil.rmtree(socket_dir, ignore_errors=True)
 
 
 def broken_claude(tmp_path: Path, last_words: str) -> Path:

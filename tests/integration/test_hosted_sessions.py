@@ -7,16 +7,14 @@ SQLite; the real Claude Code CLI is never reached."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import LEGION_BIN, Result, run_legion
+from tests.support.tmux import start_environment
 from tests.support.waits import wait_for_ticks, wait_until
 
 pytestmark = pytest.mark.timeout(90)
@@ -24,32 +22,14 @@ pytestmark = pytest.mark.timeout(90)
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """A private tmux server, workspaces beside the test, and a `claude` that is there (it is
-    never run: every start here is refused or never made)."""
-    socket_dir = Path(tempfile.mkdtemp(prefix="lgh-"))  # unix socket paths must stay short
+    """What `legion start` would run with (`start_environment`), and a `claude` that is there
+    (it is never run: every start here is refused or never made)."""
     claude = tmp_path / "bin" / "claude"
     claude.parent.mkdir()
     claude.write_text("#!/bin/sh\necho '2.1.328 (Claude Code)'\n")
     claude.chmod(0o755)
-    config_dir = tmp_path / "claude-config"  # past its first-run screens
-    config_dir.mkdir()
-    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
-    values = dict(os.environ) | {
-        "CLAUDE_CONFIG_DIR": str(config_dir),
-        "LEGION_TMUX_SOCKET": str(socket_dir / "sock"),
-        "LEGION_TMUX_CONFIG": "/dev/null",
-        "LEGION_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
-        "LEGION_CLAUDE_BIN": str(claude),
-    }
-    try:
-        yield values
-    finally:
-        subprocess.run(
-            ["tmux", "-S", str(socket_dir / "sock"), "kill-server"],
-            capture_output=True,
-            check=False,
-        )
-        shutil.rmtree(socket_dir, ignore_errors=True)
+    with start_environment(tmp_path) as values:
+        yield values | {"LEGION_CLAUDE_BIN": str(claude)}
 
 
 def legion(project: Path, env: dict[str, str], *args: str) -> Result:

@@ -3,6 +3,7 @@ on PATH that misbehaves on cue."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -102,3 +103,19 @@ class TmuxShim:
     def events(self) -> list[str]:
         log = self.control / "events.log"
         return log.read_text().splitlines() if log.exists() else []
+
+
+@contextmanager
+def start_environment(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """What `legion start` runs with in a test: this process's environment, a private tmux
+    server, a Claude Code config past its first-run screens, workspaces beside the test."""
+    config_dir = tmp_path / "claude-config"
+    config_dir.mkdir(exist_ok=True)
+    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
+    with private_tmux_socket() as socket:
+        yield dict(os.environ) | {
+            "LEGION_TMUX_SOCKET": str(socket),
+            "LEGION_TMUX_CONFIG": "/dev/null",
+            "LEGION_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
+            "CLAUDE_CONFIG_DIR": str(config_dir),
+        }
