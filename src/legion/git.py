@@ -151,8 +151,16 @@ def safety_overrides(
     return args, sorted(set(options))
 
 
-def run_git(repo: Path, *args: str, check: bool = True, input_text: str | None = None) -> GitResult:
-    env = git_env()
+def run_git(
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    input_text: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> GitResult:
+    """`git ARGS` in `repo`, safe from the repository's own settings (`safety_overrides`);
+    `env`: variables added (`GIT_INDEX_FILE`, say) to what git gets of this process's."""
+    env = git_env() | dict(env or {})
     try:
         settings, options = safety_overrides(repo, env, args[0] if args else "")
         proc = subprocess.run(

@@ -1,0 +1,134 @@
+"""A workspace's checkpoint: everything in it and its session's transcript, as one commit on a
+Legion ref beside the issue's branch, never on it (issue 22: an issue outlives the host it ran
+on).
+
+What a checkpoint holds: the files as they are, committed or not: changes not committed, new
+files not yet added (unless ignored), files deleted; and the transcript of the session working
+there (Claude Code's session file, Codex's rollout). Its commit's parent is the workspace's
+HEAD when it was taken; its tree is `workspace/` (the files) and `transcript.jsonl`. It is
+written with an index of its own, so the workspace's index (what is staged) and its branch
+are left as they were. The ref is `refs/legion/checkpoints/<ISSUE>`, one per issue, replaced by
+each checkpoint, and goes to a remote like any ref (`push`, `fetch`): restoring on another
+machine needs only that remote.
+
+Restoring lays the checkpoint into a workspace of the issue's branch (a new one, on the host
+that takes the issue over): its branch is set to the checkpoint's base (what was committed
+then) and its files to what they were, the changes left uncommitted (none staged); the
+transcript goes where the CLI will resume it from. What changed after the checkpoint is not
+there: that is the work a lost host loses. (Laid into a workspace that has files the
+checkpoint does not know, those are left as they are.)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from legion.core.model import normalize_identifier
+from legion.errors import ConflictError
+from legion.git import rev_parse, run_git
+
+CHECKPOINT_REFS = "refs/legion/checkpoints/"
+FILES = "workspace"
+TRANSCRIPT = "transcript.jsonl"
+# Who a checkpoint's commit is by: Legion, whatever identity the user's git has (or lacks).
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Legion",
+    "GIT_AUTHOR_EMAIL": "legion@localhost",
+    "GIT_COMMITTER_NAME": "Legion",
+    "GIT_COMMITTER_EMAIL": "legion@localhost",
+}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint as written or found: its ref, its commit, the HEAD it was taken on, and
+    whether it holds a transcript."""
+
+    ref: str
+    commit: str
+    base: str
+    has_transcript: bool
+
+
+def checkpoint_ref(issue: str) -> str:
+    return CHECKPOINT_REFS + normalize_identifier(issue)
+
+
+def save(workspace: Path, issue: str, transcript: Path | None = None) -> Checkpoint:
+    """Checkpoint `workspace` (a git worktree of the issue's branch) and `transcript` (when it
+    exists) on the issue's ref; the workspace, its index and its branch are left untouched."""
+    base = rev_parse(workspace, "HEAD")
+    if base is None:
+        raise ConflictError(f"{workspace} has no commit to checkpoint on")
+    with tempfile.TemporaryDirectory(prefix="legion-checkpoint-") as scratch:
+        own_index = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        run_git(workspace, "read-tree", base, env=own_index)
+        # Every file but the ignored ones, deletions included, from the worktree's root.
+        run_git(workspace, "add", "--all", "--", ":/", env=own_index)
+        files = run_git(workspace, "write-tree", env=own_index).stdout.strip()
+    entries = [f"040000 tree {files}\t{FILES}"]
+    held = transcript is not None and transcript.is_file()
+    if held:
+        assert transcript is not None
+        blob = run_git(workspace, "hash-object", "-w", "--", str(transcript)).stdout.strip()
+        entries.append(f"100644 blob {blob}\t{TRANSCRIPT}")
+    tree = run_git(workspace, "mktree", input_text="\n".join(entries) + "\n").stdout.strip()
+    message = f"Legion checkpoint of {normalize_identifier(issue)}"
+    commit = run_git(
+        workspace, "commit-tree", tree, "-p", base, "-m", message, env=_IDENTITY
+    ).stdout.strip()
+    ref = checkpoint_ref(issue)
+    run_git(workspace, "update-ref", ref, commit)
+    return Checkpoint(ref, commit, base, held)
+
+
+def find(repo: Path, issue: str) -> Checkpoint | None:
+    """The issue's last checkpoint in `repo` (any worktree of it), or None."""
+    ref = checkpoint_ref(issue)
+    commit = rev_parse(repo, ref)
+    if commit is None:
+        return None
+    base = rev_parse(repo, f"{commit}^1")
+    if base is None:
+        return None
+    listed = run_git(repo, "ls-tree", "--name-only", commit, check=False).stdout.split()
+    return Checkpoint(ref, commit, base, TRANSCRIPT in listed)
+
+
+def restore(workspace: Path, issue: str, transcript: Path | None = None) -> Checkpoint | None:
+    """Lay the issue's last checkpoint into `workspace` (a git worktree of the issue's branch):
+    the branch set to the checkpoint's base, the files as they were (uncommitted changes left
+    uncommitted), and the transcript written to `transcript`. None when there is none."""
+    found = find(workspace, issue)
+    if found is None:
+        return None
+    files = f"{found.commit}:{FILES}"
+    run_git(workspace, "read-tree", "--reset", "-u", files)  # the files, as they were
+    run_git(workspace, "reset", "--quiet", found.base)  # the branch and index: the base
+    if transcript is not None and found.has_transcript:
+        transcript.parent.mkdir(parents=True, exist_ok=True)
+        # Through git's own checkout of the one file, into a folder of its own: byte for byte.
+        with tempfile.TemporaryDirectory(prefix="legion-restore-") as scratch:
+            tree = os.path.join(scratch, "tree")
+            os.mkdir(tree)
+            own = {"GIT_INDEX_FILE": os.path.join(scratch, "index"), "GIT_WORK_TREE": tree}
+            run_git(workspace, "checkout", found.commit, "--", TRANSCRIPT, env=own)
+            shutil.move(os.path.join(tree, TRANSCRIPT), transcript)  # maybe another disk
+    return found
+
+
+def push(repo: Path, remote: str, issue: str) -> None:
+    """Send the issue's checkpoint to `remote` (replacing the one there)."""
+    ref = checkpoint_ref(issue)
+    run_git(repo, "push", "--quiet", "--no-verify", remote, f"+{ref}:{ref}")
+
+
+def fetch(repo: Path, remote: str, issue: str) -> bool:
+    """Take the issue's checkpoint from `remote`; False when it has none."""
+    ref = checkpoint_ref(issue)
+    result = run_git(repo, "fetch", "--quiet", remote, f"+{ref}:{ref}", check=False)
+    return result.returncode == 0 and rev_parse(repo, ref) is not None

@@ -1,0 +1,138 @@
+"""A workspace's checkpoint (`legion.workspaces.checkpoint`) with real git: everything in the
+workspace (committed, changed, staged, new, deleted; not what is ignored) and the session's
+transcript go on the issue's Legion ref and nowhere else, travel through a bare remote, and
+come back byte for byte in a new clone's new worktree of the branch, its changes uncommitted as
+they were (issue 22: an issue outlives the host it ran on)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from legion.workspaces import checkpoint
+from tests.support.cli import git
+
+TRANSCRIPT = '{"type":"user","message":"héllo"}\n{"type":"assistant","message":"ok"}\n'
+
+
+def repository(path: Path) -> Path:
+    path.mkdir()
+    git(path, "init", "-q", "--initial-branch=main")
+    (path / ".gitignore").write_text(".env\n")
+    (path / "kept.txt").write_text("kept\n")
+    (path / "gone.txt").write_text("to be deleted\n")
+    (path / "changed.txt").write_text("before\n")
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def worktree(repo: Path, path: Path, branch: str, *, new: bool) -> Path:
+    args = ["worktree", "add", "-q"] + (["-b", branch, str(path)] if new else [str(path), branch])
+    git(repo, *args)
+    return path
+
+
+def state(workspace: Path) -> dict[str, str]:
+    """What a worker would see: every file but git's own, and `git status`."""
+    files = {
+        str(p.relative_to(workspace)): p.read_text()
+        for p in sorted(workspace.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(workspace).parts
+    }
+    return files | {"(status)": git(workspace, "status", "--porcelain=v1", "--untracked=all")}
+
+
+def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Path) -> None:
+    origin = repository(tmp_path / "origin")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(origin), str(remote)], check=True)
+    git(origin, "remote", "add", "shared", str(remote))
+    work = worktree(origin, tmp_path / "ws" / "leg-1", "legion/leg-1", new=True)
+    # The worker's workspace: a commit of its own, then every kind of change not committed.
+    (work / "feature.py").write_text("def f():\n    return 1\n")
+    git(work, "add", "feature.py")
+    git(work, "commit", "-q", "-m", "LEG-1: feature")
+    git(work, "push", "-q", "shared", "legion/leg-1")
+    (work / "changed.txt").write_text("after\n")  # changed, not staged
+    (work / "staged.txt").write_text("staged\n")
+    git(work, "add", "staged.txt")  # staged, not committed
+    (work / "notes" / "deep").mkdir(parents=True)
+    (work / "notes" / "deep" / "new.md").write_text("new, untracked\n")
+    (work / "gone.txt").unlink()  # deleted, not committed
+    (work / ".env").write_text("SECRET=not-in-a-checkpoint\n")  # ignored: stays out
+    transcript = tmp_path / "claude" / "session.jsonl"
+    transcript.parent.mkdir()
+    transcript.write_text(TRANSCRIPT, encoding="utf-8")
+    before = state(work)
+    head = git(work, "rev-parse", "HEAD").strip()
+    staged = git(work, "diff", "--cached", "--name-only")
+
+    saved = checkpoint.save(work, "leg-1", transcript)
+
+    assert saved.ref == "refs/legion/checkpoints/LEG-1" and saved.base == head
+    assert saved.has_transcript
+    # Nothing the worker sees changed: its files, what is staged, its branch.
+    assert state(work) == before
+    assert git(work, "diff", "--cached", "--name-only") == staged == "staged.txt\n"
+    assert git(work, "rev-parse", "HEAD").strip() == head
+    assert git(origin, "rev-parse", "legion/leg-1").strip() == head
+    # The ignored file is in no checkpoint.
+    listed = git(origin, "ls-tree", "-r", "--name-only", saved.commit)
+    assert ".env" not in listed and "workspace/notes/deep/new.md" in listed
+    assert "workspace/gone.txt" not in listed and "transcript.jsonl" in listed
+    checkpoint.push(origin, "shared", "LEG-1")
+
+    # The host is gone; another clones the shared remote and makes the workspace anew.
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", str(remote), str(other)], check=True)
+    git(other, "branch", "-q", "legion/leg-1", "origin/legion/leg-1")
+    assert checkpoint.fetch(other, "origin", "LEG-1")
+    assert not checkpoint.fetch(other, "origin", "LEG-2")  # none for another issue
+    again = worktree(other, tmp_path / "ws2" / "leg-1", "legion/leg-1", new=False)
+    restored_transcript = tmp_path / "claude2" / "projects" / "session.jsonl"
+
+    found = checkpoint.restore(again, "LEG-1", restored_transcript)
+
+    assert found is not None and found.commit == saved.commit
+    after = state(again)
+    # Every file as it was, but the ignored one.
+    assert {k: v for k, v in after.items() if k != "(status)"} == {
+        k: v for k, v in before.items() if k not in ("(status)", ".env")
+    }
+    # The same changes, uncommitted; staged or not is not kept: none is staged.
+    assert sorted(line[3:] for line in after["(status)"].splitlines()) == [
+        "changed.txt",
+        "gone.txt",
+        "notes/deep/new.md",
+        "staged.txt",
+    ]
+    assert git(again, "rev-parse", "HEAD").strip() == head
+    assert restored_transcript.read_bytes() == TRANSCRIPT.encode("utf-8")
+    assert checkpoint.restore(again, "LEG-2") is None
+
+
+def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_its_base(
+    tmp_path: Path,
+) -> None:
+    origin = repository(tmp_path / "origin")
+    work = worktree(origin, tmp_path / "ws" / "leg-3", "legion/leg-3", new=True)
+    (work / "a.txt").write_text("one\n")
+    first = checkpoint.save(work, "LEG-3")  # no transcript yet
+    assert not first.has_transcript
+    (work / "a.txt").write_text("two\n")
+    second = checkpoint.save(work, "LEG-3")
+    assert second.commit != first.commit
+    assert checkpoint.find(origin, "LEG-3") == second
+    # Work after the checkpoint: a commit and a change. Restoring goes back to the checkpoint:
+    # that is what a host lost after it loses.
+    git(work, "add", "a.txt")
+    git(work, "commit", "-q", "-m", "after the checkpoint")
+    (work / "b.txt").write_text("later\n")
+    checkpoint.restore(work, "LEG-3")
+    assert git(work, "rev-parse", "HEAD").strip() == second.base
+    assert (work / "a.txt").read_text() == "two\n"
+    assert git(work, "status", "--porcelain=v1", "--untracked=all").splitlines() == [
+        "?? a.txt",
+        "?? b.txt",
+    ]
