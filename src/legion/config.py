@@ -274,6 +274,7 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("sandbox", choice(("bwrap", "none"))),
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),
+    SettingSpec("checkpoint_every", _seconds, 300.0),
 )
 # Each plugin's own settings section (`legion.plugins`): its keys sit beside the project's in
 # the same files and variables, and are read by the same rules.
@@ -325,6 +326,7 @@ class Settings:
     sandbox: str | None = None
     tick: float = 60.0
     restart_cooldown: float = 60.0
+    checkpoint_every: float = 300.0  # seconds between a running worker's checkpoints
     # Each plugin's typed settings, by its section's class (`section`).
     sections: Mapping[type, Any] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)

@@ -9,7 +9,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from legion.errors import ConflictError
 from legion.workspaces import checkpoint
+from legion.workspaces.git_worktree import GitWorktrees
 from tests.support.cli import git
 
 TRANSCRIPT = '{"type":"user","message":"héllo"}\n{"type":"assistant","message":"ok"}\n'
@@ -136,3 +140,20 @@ def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_it
         "?? a.txt",
         "?? b.txt",
     ]
+
+
+def test_a_workspace_removed_with_nothing_left_in_it_takes_its_checkpoint_along(
+    tmp_path: Path,
+) -> None:
+    origin = repository(tmp_path / "origin")
+    worktrees = GitWorktrees(origin, tmp_path / "ws", "main")
+    work = worktrees.ensure("LEG-4").path
+    (work / "a.txt").write_text("wip\n")
+    checkpoint.save(work, "LEG-4")
+    assert checkpoint.find(origin, "LEG-4") is not None
+    with pytest.raises(ConflictError):
+        worktrees.remove("LEG-4")  # kept: a file in it is in no commit
+    assert work.is_dir() and checkpoint.find(origin, "LEG-4") is not None
+    (work / "a.txt").unlink()
+    worktrees.remove("LEG-4")  # nothing left to keep: removed, its checkpoint too
+    assert not work.exists() and checkpoint.find(origin, "LEG-4") is None

@@ -38,6 +38,7 @@ from legion.tracing import mark, span
 
 from .budget_step import BudgetStop
 from .bus_steps import BusSteps
+from .checkpoint_step import WorkspaceCheckpoints
 from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
 from .idle_step import IdleSpendWatch
 from .reaper import StuckWorkerReaper
@@ -120,6 +121,9 @@ class Daemon:
             project.settings.regenerable,
             last_post=self.delivery.last_post,
         )
+        self.checkpoints = WorkspaceCheckpoints(
+            self.workers, self.log, project.settings.checkpoint_every
+        )
         self.pause_report = PauseReport(self.pause, say=config.say_pause)
         self.steps = self._steps()
         self._stopping = False
@@ -139,6 +143,7 @@ class Daemon:
                 Step("idle_spend", self.idle_spend.run),
                 Step("worker_health", self.reaper.run),
                 Step("deliver_messages", self._bus_steps),
+                Step("checkpoint", self.checkpoints.run),
                 Step("pause_dispatch", self.pause_report.run),
             ]
         steps = [
@@ -157,6 +162,7 @@ class Daemon:
             ]
         else:
             steps.append(Step("wake_controller", self.wakeups.wake_llm_controller))
+        steps.append(Step("checkpoint", self.checkpoints.run))
         steps.append(Step("pause_dispatch", self.pause_report.run))
         return steps
 

@@ -65,8 +65,16 @@ def save(workspace: Path, issue: str, transcript: Path | None = None) -> Checkpo
     if base is None:
         raise ConflictError(f"{workspace} has no commit to checkpoint on")
     with tempfile.TemporaryDirectory(prefix="legion-checkpoint-") as scratch:
-        own_index = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
-        run_git(workspace, "read-tree", base, env=own_index)
+        index = os.path.join(scratch, "index")
+        own_index = {"GIT_INDEX_FILE": index}
+        # A copy of the workspace's index, whose file stamps spare hashing every file again;
+        # without one, HEAD's tree.
+        real = Path(run_git(workspace, "rev-parse", "--git-path", "index").stdout.strip())
+        real = real if real.is_absolute() else workspace / real
+        try:
+            shutil.copyfile(real, index)
+        except OSError:
+            run_git(workspace, "read-tree", base, env=own_index)
         # Every file but the ignored ones, deletions included, from the worktree's root.
         run_git(workspace, "add", "--all", "--", ":/", env=own_index)
         files = run_git(workspace, "write-tree", env=own_index).stdout.strip()
@@ -132,3 +140,9 @@ def fetch(repo: Path, remote: str, issue: str) -> bool:
     ref = checkpoint_ref(issue)
     result = run_git(repo, "fetch", "--quiet", remote, f"+{ref}:{ref}", check=False)
     return result.returncode == 0 and rev_parse(repo, ref) is not None
+
+
+def forget(repo: Path, issue: str) -> None:
+    """Delete the issue's checkpoint ref here (its workspace was removed with nothing in it
+    left to keep); none is no error."""
+    run_git(repo, "update-ref", "-d", checkpoint_ref(issue), check=False)

@@ -10,6 +10,7 @@ from legion.core.ids import BRANCH_PREFIX, branch_for
 from legion.core.model import normalize_identifier
 from legion.errors import InputError
 from legion.git import rev_parse, run_git
+from legion.workspaces import checkpoint
 from legion.workspaces.base import (
     Workspace,
     WorkspaceCheck,
@@ -143,6 +144,8 @@ class GitWorktrees:
         run_git(self.repo, "worktree", "remove", str(workspace.path))
         # Safe delete: only succeeds when the branch is merged; a pushed branch stays.
         run_git(self.repo, "branch", "-d", workspace.branch, check=False)
+        # Nothing was left in it to keep: its checkpoint neither.
+        checkpoint.forget(self.repo, issue)
 
     def list(self) -> list[Workspace]:
         found = []

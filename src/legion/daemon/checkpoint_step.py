@@ -1,0 +1,77 @@
+"""The daemon's checkpoints of its workers' workspaces (`legion.workspaces.checkpoint`): at the
+end of each worker turn, and every `checkpoint_every` seconds while a turn runs, its workspace
+(uncommitted and untracked files included) and its session's transcript go on the issue's
+checkpoint ref, so that what a worker did survives its workspace (issue 22).
+
+Cheap at every tick: a worker whose transcript has not moved since its last checkpoint costs
+one `stat`; only one that moved has its transcript's tail read (has its turn ended?) and, when
+one is due, its workspace written with git. A checkpoint that fails is said once in the action
+log (and again only after one succeeded); one that succeeds says nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from legion.actionlog import ActionLog, OutcomeKind
+from legion.errors import LegionError
+from legion.runtime.transcript import Turn
+from legion.sessions.registry import WorkerRecord
+from legion.sessions.workers import WorkerManager
+from legion.workspaces import checkpoint
+
+from .steps import DONE, StepResult
+
+
+@dataclass(frozen=True)
+class _Taken:
+    at: float  # when (time.time())
+    transcript_at: float  # the transcript's mtime then
+
+
+class WorkspaceCheckpoints:
+    def __init__(self, workers: WorkerManager, log: ActionLog, every: float) -> None:
+        self.workers = workers
+        self.log = log
+        self.every = every
+        self._taken: dict[int, _Taken] = {}  # by worker record
+        self._failing: set[int] = set()  # records whose last checkpoint failed (said once)
+
+    def run(self) -> StepResult:
+        current = self.workers.registry.current()
+        known = {record.id for record in current}
+        self._taken = {k: v for k, v in self._taken.items() if k in known}
+        self._failing &= known
+        for record in current:
+            self._look(record)
+        return DONE
+
+    def _look(self, record: WorkerRecord) -> None:
+        runtime = self.workers.runtimes.of(record)
+        transcript = runtime.transcript(self.workers.env, record.workspace, record.session_id)
+        try:
+            moved = transcript.stat().st_mtime
+        except OSError:
+            return  # no session yet: nothing to keep
+        taken = self._taken.get(record.id)
+        if taken is not None and moved <= taken.transcript_at:
+            return  # nothing new in the session since
+        now = time.time()
+        if taken is not None and now - taken.at < self.every:
+            summary = runtime.summarize(transcript)
+            if summary is None or summary.turn is Turn.OPEN:
+                return  # mid-turn, and one was taken lately: at the turn's end, or later
+        if not (record.workspace / ".git").exists():
+            return  # gone, or not a git worktree (a jj workspace: not checkpointed yet)
+        try:
+            checkpoint.save(record.workspace, record.issue, transcript)
+        except LegionError as exc:
+            if record.id not in self._failing:
+                self._failing.add(record.id)
+                self.log.append(
+                    record.issue, "checkpoint", OutcomeKind.FAILED, f"{record.window}: {exc}"
+                )
+            return
+        self._failing.discard(record.id)
+        self._taken[record.id] = _Taken(now, moved)
