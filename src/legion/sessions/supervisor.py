@@ -277,8 +277,9 @@ class SessionSupervisor:
             )
         )
         own = private_folder(self.session_folder(sid))
-        # With the relay, the bus and the database are the daemon's to open; a session started
-        # with no daemon opens them itself (README, "Sessions run in a sandbox").
+        # With the relay, the bus and the database are the daemon's to open. Only a session
+        # given no capability (a supervisor made without the project's database to mint one)
+        # opens them itself.
         session_state = (own,) if relayed else (state_dir, bus_path(env).parent)
         access = session_access(
             workspace=workspace,
