@@ -1,0 +1,100 @@
+"""The daemon's checkpoint step (`legion.daemon.checkpoint_step`), alone, with real git and
+SQLite: a worker's workspace is checkpointed when its session moved, at a turn's end or every
+`checkpoint_every` seconds mid-turn, and not again while nothing moved; a workspace that cannot
+be checkpointed is said once in the action log, however many ticks pass."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+from legion.actionlog import ActionLog
+from legion.core.model import Mode
+from legion.daemon.checkpoint_step import WorkspaceCheckpoints
+from legion.embedded.db import Database
+from legion.runtime.transcript import TranscriptSummary, Turn
+from legion.sessions.registry import WorkerRecord
+from legion.workspaces import checkpoint
+from tests.support.cli import git
+
+
+class Runtime:
+    """A CLI whose transcript is where the test put it and says what the test says."""
+
+    def __init__(self, transcript: Path) -> None:
+        self.path = transcript
+        self.turn = Turn.OPEN
+
+    def transcript(self, env: object, workspace: Path, sid: str) -> Path:
+        return self.path
+
+    def summarize(self, transcript: Path) -> TranscriptSummary:
+        return TranscriptSummary(1, self.turn, None)
+
+
+def step(tmp_path: Path, workspace: Path, every: float) -> tuple[WorkspaceCheckpoints, Runtime]:
+    record = WorkerRecord(1, "LEG-1", Mode.IMPLEMENT, "sid", "leg-1-implement", workspace, "t")
+    runtime = Runtime(tmp_path / "session.jsonl")
+    workers = SimpleNamespace(
+        registry=SimpleNamespace(current=lambda: [record]),
+        runtimes=SimpleNamespace(of=lambda record: runtime),
+        env={},
+    )
+    log = ActionLog(Database(tmp_path / "legion.db"))
+    return WorkspaceCheckpoints(workers, log, every), runtime  # type: ignore[arg-type]
+
+
+def touch(path: Path, text: str, at: float) -> None:
+    path.write_text(text)
+    os.utime(path, (at, at))
+
+
+def test_a_moved_session_is_checkpointed_at_its_turns_end_or_when_due(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    git(workspace, "init", "-q", "-b", "main")
+    identity = ["-c", "user.name=T", "-c", "user.email=t@t"]
+    git(workspace, *identity, "commit", "-q", "--allow-empty", "-m", "base")
+    checkpoints, runtime = step(tmp_path, workspace, every=3600)
+    checkpoints.run()
+    assert checkpoint.find(workspace, "LEG-1") is None  # no session yet: nothing to keep
+    touch(runtime.path, "turn 1\n", 1000.0)
+    (workspace / "a.txt").write_text("one\n")
+    checkpoints.run()  # the first look: taken, mid-turn or not
+    first = checkpoint.find(workspace, "LEG-1")
+    assert first is not None
+    (workspace / "a.txt").write_text("two\n")
+    checkpoints.run()  # the session did not move: not again
+    assert checkpoint.find(workspace, "LEG-1") == first
+    touch(runtime.path, "turn 1, more\n", 1001.0)
+    checkpoints.run()  # moved, mid-turn, and one was taken lately: later
+    assert checkpoint.find(workspace, "LEG-1") == first
+    runtime.turn = Turn.ENDED
+    checkpoints.run()  # its turn ended: taken
+    second = checkpoint.find(workspace, "LEG-1")
+    assert second is not None and second != first
+    assert git(workspace, "show", f"{second.commit}:workspace/a.txt") == "two\n"
+    # Mid-turn, once `checkpoint_every` has passed since the last.
+    checkpoints.every = 0.0
+    runtime.turn = Turn.OPEN
+    touch(runtime.path, "turn 2\n", 1002.0)
+    checkpoints.run()
+    third = checkpoint.find(workspace, "LEG-1")
+    assert third is not None and third != second
+    assert ActionLog(Database(tmp_path / "legion.db")).tail(10) == []  # successes say nothing
+
+
+def test_a_workspace_that_cannot_be_checkpointed_is_said_once(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / ".git").write_text("gitdir: /nowhere\n")  # a worktree whose repository is gone
+    checkpoints, runtime = step(tmp_path, workspace, every=0.0)
+    for at in (1000.0, 1001.0, 1002.0):
+        touch(runtime.path, f"{at}\n", at)
+        checkpoints.run()
+    entries = ActionLog(Database(tmp_path / "legion.db")).tail(10)
+    assert [(e.issue, e.action, e.outcome.value) for e in entries] == [
+        ("LEG-1", "checkpoint", "failed")
+    ]
+    assert entries[0].detail.startswith("leg-1-implement: ")
