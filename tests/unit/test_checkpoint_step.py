@@ -61,9 +61,13 @@ def test_a_moved_session_is_checkpointed_at_its_turns_end_or_when_due(tmp_path: 
     assert checkpoint.find(workspace, "LEG-1") is None  # no session yet: nothing to keep
     touch(runtime.path, "turn 1\n", 1000.0)
     (workspace / "a.txt").write_text("one\n")
-    checkpoints.run()  # the first look: taken, mid-turn or not
+    checkpoints.run()  # first seen mid-turn: not at once
+    assert checkpoint.find(workspace, "LEG-1") is None
+    runtime.turn = Turn.ENDED
+    checkpoints.run()  # its turn ended: taken
     first = checkpoint.find(workspace, "LEG-1")
     assert first is not None
+    runtime.turn = Turn.OPEN
     (workspace / "a.txt").write_text("two\n")
     checkpoints.run()  # the session did not move: not again
     assert checkpoint.find(workspace, "LEG-1") == first

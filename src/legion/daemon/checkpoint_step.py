@@ -54,11 +54,14 @@ class WorkspaceCheckpoints:
             moved = transcript.stat().st_mtime
         except OSError:
             return  # no session yet: nothing to keep
-        taken = self._taken.get(record.id)
-        if taken is not None and moved <= taken.transcript_at:
-            return  # nothing new in the session since
         now = time.time()
-        if taken is not None and now - taken.at < self.every:
+        # A worker first seen is counted from then: its first checkpoint comes at its turn's
+        # end, or `every` seconds on (not at once, in the middle of a turn: git's work would
+        # come on top of the CLI's own while it works).
+        taken = self._taken.setdefault(record.id, _Taken(now, float("-inf")))
+        if moved <= taken.transcript_at:
+            return  # nothing new in the session since
+        if now - taken.at < self.every:
             summary = runtime.summarize(transcript)
             if summary is None or summary.turn is Turn.OPEN:
                 return  # mid-turn, and one was taken lately: at the turn's end, or later

@@ -69,10 +69,8 @@ def save(workspace: Path, issue: str, transcript: Path | None = None) -> Checkpo
         own_index = {"GIT_INDEX_FILE": index}
         # A copy of the workspace's index, whose file stamps spare hashing every file again;
         # without one, HEAD's tree.
-        real = Path(run_git(workspace, "rev-parse", "--git-path", "index").stdout.strip())
-        real = real if real.is_absolute() else workspace / real
         try:
-            shutil.copyfile(real, index)
+            shutil.copyfile(_index_of(workspace), index)
         except OSError:
             run_git(workspace, "read-tree", base, env=own_index)
         # Every file but the ignored ones, deletions included, from the worktree's root.
@@ -92,6 +90,19 @@ def save(workspace: Path, issue: str, transcript: Path | None = None) -> Checkpo
     ref = checkpoint_ref(issue)
     run_git(workspace, "update-ref", ref, commit)
     return Checkpoint(ref, commit, base, held)
+
+
+def _index_of(workspace: Path) -> Path:
+    """The workspace's own index file (a linked worktree's is in its folder of the repository's
+    git folder, which its `.git` file names); an OSError when it cannot be told."""
+    dot = workspace / ".git"
+    if dot.is_dir():
+        return dot / "index"
+    text = dot.read_text(encoding="utf-8")
+    if not text.startswith("gitdir:"):
+        raise OSError(f"{dot} names no git folder")
+    folder = Path(text[len("gitdir:") :].strip())
+    return (folder if folder.is_absolute() else workspace / folder) / "index"
 
 
 def find(repo: Path, issue: str) -> Checkpoint | None:
