@@ -362,8 +362,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command == "POST":  # a model call: within the budgets, or not sent at all
             spent = spent_limit(db, proxy.limits, spender.issue)
             if spent is not None:
-                self._refuse(REFUSED_STATUS, REFUSED_TYPE, refusal_message(spender, spent))
+                # The daemon is told first: whoever has the answer finds the daemon knowing.
                 proxy.refused(spender, spent)
+                self._refuse(REFUSED_STATUS, REFUSED_TYPE, refusal_message(spender, spent))
                 return
         headers = _upstream_headers(incoming, upstream)
         streaming = _wants_stream(body)
