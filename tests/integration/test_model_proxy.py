@@ -99,7 +99,7 @@ def test_a_question_the_model_asks_is_kept_for_the_session_that_asked(db_path: P
     question = ask_user_question("Which greeting?", ["Hello", "Hi"])
     scenarios = [
         Scenario("hello", [[text("Let me ask."), question]]),
-        Scenario("plain", [[text("ok")]]),
+        Scenario("go on", [[text("Going on.")]]),
     ]
     with FakeModelServer(scenarios) as model:
         token = Capabilities(Database(db_path)).mint("LEG-1", mode="plan", session_id="sid-q")
@@ -107,18 +107,26 @@ def test_a_question_the_model_asks_is_kept_for_the_session_that_asked(db_path: P
         proxy = start_proxy(db_path, env)
         # A main-loop request: it offers tools (one with none is a side request).
         request = REQUEST | {"tools": [{"name": "AskUserQuestion", "input_schema": {}}]}
+        as_session = {"x-api-key": token}
         try:
-            answered = httpx.post(
-                f"{proxy.url}/v1/messages", json=request, headers={"x-api-key": token}
-            )
+            answered = httpx.post(f"{proxy.url}/v1/messages", json=request, headers=as_session)
             assert answered.status_code == 200 and "AskUserQuestion" in answered.text
+            asked = AskedQuestions(Database(db_path)).last("sid-q")
+            assert asked is not None and asked.tool_use_id.startswith("toolu_")
+            (item,) = question_from_input(asked.tool_use_id, asked.input).items
+            assert (item.question, item.options) == ("Which greeting?", ("Hello", "Hi"))
+            assert AskedQuestions(Database(db_path)).last("another session") is None
+            # A side request of the CLI (no tools: a title) says nothing of the question...
+            side = httpx.post(f"{proxy.url}/v1/messages", json=REQUEST, headers=as_session)
+            assert side.status_code == 200
+            assert AskedQuestions(Database(db_path)).last("sid-q") == asked
+            # ...the session's next turn does: answered (or left), it is forgotten.
+            next_turn = request | {"messages": [{"role": "user", "content": "go on"}]}
+            again = httpx.post(f"{proxy.url}/v1/messages", json=next_turn, headers=as_session)
+            assert again.status_code == 200
+            assert AskedQuestions(Database(db_path)).last("sid-q") is None
         finally:
             proxy.stop()
-    asked = AskedQuestions(Database(db_path)).last("sid-q")
-    assert asked is not None and asked.tool_use_id.startswith("toolu_")
-    (item,) = question_from_input(asked.tool_use_id, asked.input).items
-    assert (item.question, item.options) == ("Which greeting?", ("Hello", "Hi"))
-    assert AskedQuestions(Database(db_path)).last("another session") is None
 
 
 def test_without_a_credential_of_its_own_the_proxy_passes_the_sessions_through_and_meters(

@@ -4,7 +4,6 @@ its session; peek shows the live worker's screen, else the last one's."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -114,16 +113,13 @@ GREETING = {
 ASKED = {"questions": [GREETING]}
 
 
-def test_a_question_the_proxy_saw_after_the_transcript_last_moved_is_the_workers_open_one(
+def test_a_question_the_proxy_saw_and_the_session_did_not_ask_past_is_the_workers_open_one(
     tmp_path: Path,
 ) -> None:
     """Claude Code may show a question before its transcript has it (`legion.proxy.questions`):
-    the worker is blocked on it while its transcript waits on the model and has not moved since
-    the proxy saw it; once the transcript moves, the transcript alone is read."""
+    the worker is blocked on it while its transcript waits on the model, until the session asks
+    the model again (the proxy then forgets it); a transcript that says otherwise stands."""
     db = Database(tmp_path / "legion.db")
-    transcript = tmp_path / "b.jsonl"
-    transcript.write_text("{}\n")
-    os.utime(transcript, (1000.0, 1000.0))  # the request, long before the question passed
     records = [record(1, "b", "leg-1-plan", Mode.PLAN)]
     windows = [Window("@1", "leg-1-plan", False, 42, "claude", "b")]
     runtime = Runtime({"b": Turn.OPEN}, [], folder=tmp_path)
@@ -137,12 +133,11 @@ def test_a_question_the_proxy_saw_after_the_transcript_last_moved_is_the_workers
     assert view.question.items[0].options == ("Hello", "Hi")
     # Another session's question is not this one's.
     assert roster([record(2, "c", "leg-2-plan")], [], runtime, db=db).views()[0].question is None
-    # Answered: the transcript moved on (the CLI wrote the turn): it alone is read again.
-    os.utime(transcript, None)
-    (view,) = roster(records, windows, runtime, db=db).views()
-    assert view.state is SessionState.RUNNING and view.question is None
-    # A transcript that has ended its turn, or says a question itself, is never overruled.
-    os.utime(transcript, (1000.0, 1000.0))
+    # A transcript that has ended its turn is never overruled.
     ended = Runtime({"b": Turn.ENDED}, [], folder=tmp_path)
     (view,) = roster(records, windows, ended, db=db).views()
     assert view.question is None
+    # Answered: the session asked the model again, and the proxy forgot it.
+    AskedQuestions(db).forget("b")
+    (view,) = roster(records, windows, runtime, db=db).views()
+    assert view.state is SessionState.RUNNING and view.question is None

@@ -6,8 +6,9 @@ streamed in, but at times (a burst of events on a loaded machine; seen with 2.1.
 that turn to its transcript only once the question is answered. Read from the transcript
 alone, such a worker looks mid-turn for good: nobody sees its question, and it waits until it
 is taken for stuck. Every model response of a session passes through the daemon's proxy, which
-keeps the session's last question here; the roster (`legion.sessions.roster`) takes it for
-the session's open question while the transcript has not moved since the question was seen.
+keeps the session's last question here, until the session asks the model again (the question
+answered, or left); the roster (`legion.sessions.roster`) takes it for the session's open
+question while the transcript, waiting on the model, does not say one.
 """
 
 from __future__ import annotations
@@ -61,3 +62,11 @@ class AskedQuestions:
         except ValueError:
             return None
         return AskedQuestion(str(row["tool_use_id"]), raw, float(row["at"]))
+
+    def forget(self, session_id: str) -> None:
+        """The session asks the model again: its last question was answered, or left (a
+        resumed session that never wrote it). Only a read when it has none."""
+        if self.last(session_id) is None:
+            return
+        with self._db.write() as conn:
+            conn.execute("DELETE FROM model_questions WHERE session_id = ?", (session_id,))

@@ -366,6 +366,8 @@ class _Handler(BaseHTTPRequestHandler):
                 proxy.refused(spender, spent)
                 self._refuse(REFUSED_STATUS, REFUSED_TYPE, refusal_message(spender, spent))
                 return
+        if self.command == "POST" and spender.session_id and _main_loop(body):
+            _forget_question(db, spender.session_id)  # asked again: answered, or left
         headers = _upstream_headers(incoming, upstream)
         streaming = _wants_stream(body)
         response = self._send_held(proxy, upstream.base_url + path, headers, body)
@@ -433,6 +435,23 @@ def _wants_stream(body: bytes) -> bool:
     except ValueError:
         return False
     return isinstance(request, dict) and request.get("stream") is True
+
+
+def _main_loop(body: bytes) -> bool:
+    """Whether a request is a session's own turn (it offers tools), not a side request of its
+    CLI (a title, a probe: no tools), which says nothing of its question."""
+    try:
+        request = json.loads(body) if body else None
+    except ValueError:
+        return False
+    return isinstance(request, dict) and bool(request.get("tools"))
+
+
+def _forget_question(db: Database, session_id: str) -> None:
+    try:
+        AskedQuestions(db).forget(session_id)
+    except Exception as exc:  # never fails the session
+        print(f"legion: model question not forgotten: {exc}", file=sys.stderr, flush=True)
 
 
 def _keep_question(db: Database, spender: Spender, meter: UsageMeter) -> None:

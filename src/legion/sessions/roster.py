@@ -102,7 +102,7 @@ class WorkerRoster:
             transcript = runtime.transcript(self.env, record.workspace, record.session_id)
             summary = runtime.summarize(transcript) if alive else None
             if summary is not None:
-                summary = self._with_asked_question(record.session_id, transcript, summary)
+                summary = self._with_asked_question(record.session_id, summary)
             state = classify(alive, summary)
             question = summary.pending_question if summary is not None else None
             views.append(
@@ -118,22 +118,16 @@ class WorkerRoster:
         return views
 
     def _with_asked_question(
-        self, session_id: str, transcript: Path, summary: TranscriptSummary
+        self, session_id: str, summary: TranscriptSummary
     ) -> TranscriptSummary:
         """`summary`, with the question the session's model asked where its transcript does
-        not say it yet: the model proxy saw the question pass after the transcript last
-        changed (`legion.proxy.questions`), and the transcript still waits on the model."""
+        not say it yet: the model proxy saw the question pass and the session has not asked
+        the model since (`legion.proxy.questions`), and the transcript waits on the model."""
         if summary.pending_question is not None or summary.turn is not Turn.OPEN:
             return summary
         asked = AskedQuestions(self.registry.db).last(session_id)
         if asked is None:
             return summary
-        try:
-            changed = transcript.stat().st_mtime
-        except OSError:
-            return summary
-        if asked.at <= changed:
-            return summary  # the transcript moved since: what it says stands
         question = question_from_input(asked.tool_use_id, asked.input)
         return replace(summary, pending_question=question)
 
