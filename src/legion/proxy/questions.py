@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from legion.embedded.db import Database
+from legion.runtime.claude.transcript import ASK_USER_QUESTION
 
 from .metering import ToolCall
 
-# Claude Code's question tool (`legion.runtime.claude.transcript.ASK_USER_QUESTION`).
-QUESTION_TOOLS = frozenset({"AskUserQuestion"})
+QUESTION_TOOLS = frozenset({ASK_USER_QUESTION})
 
 
 @dataclass(frozen=True, slots=True)

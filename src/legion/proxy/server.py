@@ -366,10 +366,11 @@ class _Handler(BaseHTTPRequestHandler):
                 proxy.refused(spender, spent)
                 self._refuse(REFUSED_STATUS, REFUSED_TYPE, refusal_message(spender, spent))
                 return
-        if self.command == "POST" and spender.session_id and _main_loop(body):
+        request = _json_body(body)
+        if self.command == "POST" and spender.session_id and _main_loop(request):
             _forget_question(db, spender.session_id)  # asked again: answered, or left
         headers = _upstream_headers(incoming, upstream)
-        streaming = _wants_stream(body)
+        streaming = request.get("stream") is True
         response = self._send_held(proxy, upstream.base_url + path, headers, body)
         if response is None:
             return
@@ -429,22 +430,19 @@ def _upstream_headers(incoming: Mapping[str, str], upstream: Upstream) -> dict[s
     return headers
 
 
-def _wants_stream(body: bytes) -> bool:
+def _json_body(body: bytes) -> dict[str, Any]:
+    """A request's JSON body, read once; {} when it is none."""
     try:
         request = json.loads(body) if body else None
     except ValueError:
-        return False
-    return isinstance(request, dict) and request.get("stream") is True
+        return {}
+    return request if isinstance(request, dict) else {}
 
 
-def _main_loop(body: bytes) -> bool:
+def _main_loop(request: dict[str, Any]) -> bool:
     """Whether a request is a session's own turn (it offers tools), not a side request of its
     CLI (a title, a probe: no tools), which says nothing of its question."""
-    try:
-        request = json.loads(body) if body else None
-    except ValueError:
-        return False
-    return isinstance(request, dict) and bool(request.get("tools"))
+    return bool(request.get("tools"))
 
 
 def _forget_question(db: Database, session_id: str) -> None:
