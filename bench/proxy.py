@@ -32,11 +32,11 @@ from common import make_repo
 from legion.backends import open_backends
 from legion.demo.model_server import FakeModelServer, Scenario
 from legion.demo.scripted import text
-from legion.embedded.db import Database
 from legion.projects import init_project
 from legion.proxy.server import ModelProxy, upstream_from
 from legion.relay.capabilities import Capabilities
 from legion.sandbox import bridge
+from legion.store.sqlite import SqliteStore
 
 REQUEST = {
     "model": "claude-opus-5-5",
@@ -98,7 +98,7 @@ def main() -> None:
             env = {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "sk-bench"}
             unix = Path(tmp) / "model.sock"
             proxy = ModelProxy(
-                upstream_from(env), lambda: Database(db.path, create=False), unix_socket=unix
+                upstream_from(env), lambda: SqliteStore(db.path, create=False), unix_socket=unix
             )
             proxy.start()
             port = free_port()

@@ -15,6 +15,7 @@ import pytest
 
 from tests.support import reaper
 from tests.support.cli import LegionRunner, Result, git, run_legion
+from tests.support.postgres import PostgresServer
 from tests.support.tmux import private_tmux_socket
 
 
@@ -159,3 +160,17 @@ def tmux_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     with private_tmux_socket(tmp_path) as socket:
         monkeypatch.setenv("LEGION_TMUX_SOCKET", str(socket))
         yield socket
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for this pytest process (`tests/support/postgres.py`)."""
+    server = PostgresServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """The URL of a new, empty PostgreSQL database (a credential: it holds the password)."""
+    return postgres_server.database()

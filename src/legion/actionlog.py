@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from legion.embedded.db import Database, now
+from legion.store import Store, now
 
 
 class OutcomeKind(StrEnum):
@@ -39,22 +39,22 @@ class Entry:
 
 
 class ActionLog:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     @property
-    def db(self) -> Database:
+    def db(self) -> Store:
         return self._db
 
     def append(self, issue: str, action: str, outcome: OutcomeKind, detail: str = "") -> Entry:
         stamp = now()
         with self._db.write() as conn:
-            cursor = conn.execute(
-                "INSERT INTO actions (at, issue, action, outcome, detail) VALUES (?, ?, ?, ?, ?)",
+            entry_id = conn.execute(
+                "INSERT INTO actions (at, issue, action, outcome, detail) VALUES (?, ?, ?, ?, ?) "
+                "RETURNING id",
                 (stamp, issue, action, outcome.value, detail),
-            )
-        assert cursor.lastrowid is not None
-        return Entry(cursor.lastrowid, stamp, issue, action, outcome, detail)
+            ).fetchone()[0]
+        return Entry(int(entry_id), stamp, issue, action, outcome, detail)
 
     def tail(self, limit: int = 20, issue: str | None = None) -> list[Entry]:
         query = "SELECT * FROM actions"

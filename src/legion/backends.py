@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from legion import plugins
 from legion.config import Project
-from legion.embedded.db import Database
 from legion.errors import ConfigError
 from legion.forges.base import Forge
+from legion.store import Store, open_store
 from legion.trackers.base import Tracker
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class Backends:
         self,
         tracker: Tracker,
         forge: Forge,
-        db: Database | Callable[[], Database],
+        db: Store | Callable[[], Store],
         relay: RelayClient | None = None,
     ) -> None:
         self.tracker = tracker
@@ -42,8 +42,8 @@ class Backends:
         self.relay = relay  # the session's relay client, when its calls go through the daemon
 
     @property
-    def db(self) -> Database:
-        if not isinstance(self._db, Database):
+    def db(self) -> Store:
+        if callable(self._db):
             self._db = self._db()
         return self._db
 
@@ -54,12 +54,10 @@ TRACKER_OPENERS: dict[str, str] = {p.name: p.tracker for p in plugins.BACKENDS i
 FORGE_OPENERS: dict[str, str] = {p.name: p.forge for p in plugins.BACKENDS if p.forge}
 
 
-def _opener(
-    table: Mapping[str, str], kind: str, name: str
-) -> Callable[[Project, Database], object]:
+def _opener(table: Mapping[str, str], kind: str, name: str) -> Callable[[Project, Store], object]:
     if name not in table:
         raise ConfigError(f"unknown {kind} {name!r} (known: {', '.join(table)})")
-    opener: Callable[[Project, Database], object] = plugins.load(table[name])
+    opener: Callable[[Project, Store], object] = plugins.load(table[name])
     return opener
 
 
@@ -99,10 +97,10 @@ def open_backends(project: Project, *, create: bool = False, direct: bool = Fals
         return Backends(
             RelayTracker(client),
             RelayForge(client),
-            lambda: Database(project.db_path, create=False),
+            lambda: open_store(project),
             relay=client,
         )
-    db = Database(project.db_path, create=create)
+    db = open_store(project, create=create)
     tracker = _opener(TRACKER_OPENERS, "tracker", settings.tracker)(project, db)
     forge = _opener(FORGE_OPENERS, "forge", settings.forge)(project, db)
     return Backends(tracker, forge, db)  # type: ignore[arg-type]

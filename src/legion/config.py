@@ -235,6 +235,28 @@ def _prices_from_env(value: Any) -> dict[str, Price]:
         ) from None
 
 
+def _store_url(value: Any) -> str | None:
+    # Never quoted back: the URL may carry a password.
+    if not isinstance(value, str):
+        raise ValueError('must be a postgresql:// URL, or "sqlite"')
+    text = value.strip()
+    if text.lower() in ("", "sqlite"):
+        return None
+    if not text.startswith(("postgresql://", "postgres://")):
+        raise ValueError('must be a postgresql:// URL, or "sqlite" (the value is not shown)')
+    return text
+
+
+def _store_shown(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    scheme, _, rest = value.partition("://")
+    authority, slash, path = rest.partition("/")
+    host = authority.rpartition("@")[2]
+    path = path.partition("?")[0]
+    return f"{scheme}://{host}{slash}{path}"
+
+
 def _branch(value: Any) -> str:
     if not isinstance(value, str) or not value.strip() or value.startswith("-"):
         raise ValueError(f"must be a branch name, got {value!r}")
@@ -275,6 +297,7 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),
     SettingSpec("checkpoint_every", _seconds, 300.0),
+    SettingSpec("store", _store_url, shown=_store_shown),
 )
 # Each plugin's own settings section (`legion.plugins`): its keys sit beside the project's in
 # the same files and variables, and are read by the same rules.
@@ -327,6 +350,9 @@ class Settings:
     tick: float = 60.0
     restart_cooldown: float = 60.0
     checkpoint_every: float = 300.0  # seconds between a running worker's checkpoints
+    # Where Legion keeps what it shares: None, the SQLite file in the state folder; a
+    # `postgresql://` URL, a PostgreSQL database every host of a fleet reaches (a credential).
+    store: str | None = None
     # Each plugin's typed settings, by its section's class (`section`).
     sections: Mapping[type, Any] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)

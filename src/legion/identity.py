@@ -150,14 +150,14 @@ def session_runtime(project: Project, mode: str, session_id: str) -> str:
     project's settings give its role."""
     from legion.bus.sessions import session_mode_named
     from legion.core.decide import session_mode
-    from legion.embedded.db import Database
     from legion.errors import StoreError
     from legion.sessions.registry import Registry
+    from legion.store import open_store, store_exists
 
     record = None
-    if project.db_path.exists():
+    if store_exists(project):
         try:
-            db = Database(project.db_path, create=False)
+            db = open_store(project)
         except StoreError:
             pass  # the settings still say which CLI the role runs on
         else:

@@ -16,7 +16,6 @@ mistaken for it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,9 +25,9 @@ from typing import Any
 from legion.core.decide import Action
 from legion.core.liveness import SessionState
 from legion.core.model import Label, Status
-from legion.embedded.db import Database, now
 from legion.sessions.roster import WorkerView
 from legion.state import IssueState
+from legion.store import Connection, Row, Store, now
 
 REASON_CHARS = 200
 
@@ -165,7 +164,7 @@ class SyncResult:
 
 
 class JudgmentQueue:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def open_items(self) -> list[Judgment]:
@@ -261,16 +260,16 @@ class JudgmentQueue:
                 conn.execute(sql, params(item_id))
 
 
-def _insert(conn: sqlite3.Connection, need: Need, stamp: str) -> Judgment:
-    cursor = conn.execute(
-        "INSERT INTO judgments (issue, kind, ref, reason, created_at) VALUES (?, ?, ?, ?, ?)",
+def _insert(conn: Connection, need: Need, stamp: str) -> Judgment:
+    row = conn.execute(
+        "INSERT INTO judgments (issue, kind, ref, reason, created_at) VALUES (?, ?, ?, ?, ?) "
+        "RETURNING *",
         (need.issue, need.kind.value, need.ref, need.reason, stamp),
-    )
-    row = conn.execute("SELECT * FROM judgments WHERE id = ?", (cursor.lastrowid,)).fetchone()
+    ).fetchone()
     return _judgment(row)
 
 
-def _close(conn: sqlite3.Connection, item: Judgment, reason: str, stamp: str) -> Judgment:
+def _close(conn: Connection, item: Judgment, reason: str, stamp: str) -> Judgment:
     conn.execute(
         "UPDATE judgments SET closed_at = ?, closed_reason = ? WHERE id = ?",
         (stamp, reason, item.id),
@@ -279,7 +278,7 @@ def _close(conn: sqlite3.Connection, item: Judgment, reason: str, stamp: str) ->
     return _judgment(row)
 
 
-def _judgment(row: sqlite3.Row) -> Judgment:
+def _judgment(row: Row) -> Judgment:
     return Judgment(
         id=row["id"],
         issue=row["issue"],

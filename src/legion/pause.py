@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from legion.embedded.db import Database, now
+from legion.store import Store, now
 
 PAUSE_AFTER = 2
 
@@ -53,7 +53,7 @@ class PauseState:
 
 
 class DispatchPause:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def state(self) -> PauseState:

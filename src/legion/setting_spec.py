@@ -17,6 +17,8 @@ class SettingSpec:
     default: Any = None
     repo_only: bool = False  # meaningless outside one repository (the project's identity)
     parse_env: Callable[[Any], Any] | None = None  # when a variable's text needs other parsing
+    # How `legion config` shows the value, when it may hold a secret (a URL's password).
+    shown: Callable[[Any], Any] | None = None
 
     @property
     def env_var(self) -> str:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from legion.bus.sqlite import SqliteBus
+from legion.store import Store
+from legion.store.postgres import PostgresStore
+from legion.store.sqlite import SqliteStore
 
 
 @pytest.fixture
@@ -16,3 +21,26 @@ def bus(tmp_path: Path) -> Iterator[SqliteBus]:
     opened = SqliteBus(tmp_path / "state" / "bus.db")
     yield opened
     opened.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
+    """Opens one project's store, the same each time: the SQLite file, then (the test again)
+    a schema in a real PostgreSQL server. The code that owns each table runs on both."""
+    opened: list[Store] = []  # those opened in the test's thread (a thread closes its own)
+    project_id = str(uuid.uuid4())
+    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+
+    def open_it() -> Store:
+        store: Store
+        if url is None:
+            store = SqliteStore(tmp_path / "state" / "legion.db")
+        else:
+            store = PostgresStore(url, project_id, create=True)
+        if threading.current_thread() is threading.main_thread():
+            opened.append(store)
+        return store
+
+    yield open_it
+    for store in opened:
+        store.close()

@@ -3,14 +3,16 @@ never by the text of their details."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
 from legion.actionlog import ActionLog, OutcomeKind
-from legion.embedded.db import Database
+from legion.store import Store
 
 
-def test_restarts_are_counted_after_the_last_question_to_a_human(tmp_path: Path) -> None:
-    log = ActionLog(Database(tmp_path / "legion.db"))
+def test_restarts_are_counted_after_the_last_question_to_a_human(
+    open_store: Callable[[], Store],
+) -> None:
+    log = ActionLog(open_store())
     since = "2000-01-01T00:00:00Z"
     restart, asked = "remove_worker_active_and_redispatch", "ask_human_about_restarts"
     for _ in range(3):

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from legion.core.model import Status
-from legion.embedded import db as dbmod
-from legion.embedded.db import Database
 from legion.errors import InputError
 from legion.forges.local import LocalForge
 from legion.state import BLOCKER_LOOKUPS, KnownLiveWorkers, Snapshot, observe
+from legion.store import sqlite as dbmod
+from legion.store.sqlite import SqliteStore
 from legion.trackers.base import Issue
 from legion.trackers.local import LocalTracker
 from tests.support.cli import LegionRunner, Result
@@ -107,7 +107,7 @@ def test_dispatch_refuses_a_blocked_issue_unless_forced(legion: LegionRunner) ->
 
 
 def test_cycle_check_sees_the_whole_chain(tmp_path: Path) -> None:
-    tracker = LocalTracker(Database(tmp_path / "legion.db"), issue_key="LEG")
+    tracker = LocalTracker(SqliteStore(tmp_path / "legion.db"), issue_key="LEG")
     for title in "ABCD":
         tracker.create_issue(title)
     tracker.set_blocked_by("LEG-2", add=["LEG-1"])
@@ -132,7 +132,7 @@ def test_an_older_database_migrates(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     path = tmp_path / "legion.db"
     every = dbmod.MIGRATIONS
     monkeypatch.setattr(dbmod, "MIGRATIONS", every[:6])  # before "blocked by"
-    old = Database(path)
+    old = SqliteStore(path)
     with old.write() as conn:  # an issue as the Legion of that schema wrote it
         conn.execute(
             "INSERT INTO issues (number, identifier, title, status, created_at, updated_at) "
@@ -140,7 +140,7 @@ def test_an_older_database_migrates(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         )
     old.close()
     monkeypatch.setattr(dbmod, "MIGRATIONS", every)
-    tracker = LocalTracker(Database(path), issue_key="LEG")
+    tracker = LocalTracker(SqliteStore(path), issue_key="LEG")
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == len(every)
     assert tracker.get_issue("LEG-1").blocked_by == ()
@@ -167,7 +167,8 @@ class CountingTracker:
 
 
 def observe_listed(tmp_path: Path, tracker: CountingTracker, listed: list[Issue]) -> Snapshot:
-    forge = LocalForge(tracker.tracker._db, tmp_path)  # the same database
+    # The same database.
+    forge = LocalForge(tracker.tracker._db, tmp_path, merge_lock=tmp_path / "merge.lock")
     return observe(
         str(uuid.uuid4()),
         tracker,  # type: ignore[arg-type]
@@ -178,7 +179,7 @@ def observe_listed(tmp_path: Path, tracker: CountingTracker, listed: list[Issue]
 
 
 def test_a_blocker_outside_the_listing_is_looked_up_once(tmp_path: Path) -> None:
-    real = LocalTracker(Database(tmp_path / "legion.db"), issue_key="LEG")
+    real = LocalTracker(SqliteStore(tmp_path / "legion.db"), issue_key="LEG")
     real.create_issue("Done long ago", status=Status.DONE)  # LEG-1
     real.create_issue("Still open")  # LEG-2
     real.create_issue("Waits for both", blocked_by=["LEG-1", "LEG-2"])  # LEG-3
@@ -196,7 +197,7 @@ def test_a_blocker_outside_the_listing_is_looked_up_once(tmp_path: Path) -> None
 
 
 def test_lookups_outside_the_listing_are_bounded(tmp_path: Path) -> None:
-    real = LocalTracker(Database(tmp_path / "legion.db"), issue_key="LEG")
+    real = LocalTracker(SqliteStore(tmp_path / "legion.db"), issue_key="LEG")
     count = BLOCKER_LOOKUPS + 2
     for n in range(count):
         real.create_issue(f"blocker {n}", status=Status.DONE)

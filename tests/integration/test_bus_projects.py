@@ -185,13 +185,13 @@ def test_an_older_bus_keeps_its_messages_with_the_project_that_recorded_them(
 
 def test_a_late_codex_session_is_registered_as_codex(tmp_path: Path) -> None:
     root = new_project(tmp_path / "app")
-    from legion.embedded.db import Database
     from legion.sessions.registry import Registry
+    from legion.store.sqlite import SqliteStore
 
     project = load_project(root)
     worktree = tmp_path / "wt"
     git(root, "worktree", "add", "-q", "-b", "legion/LEG-1", str(worktree))
-    db = Database(project.db_path, create=False)
+    db = SqliteStore(project.db_path, create=False)
     try:  # as the worker manager records a Codex worker it starts
         from legion.core.model import Mode
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,6 @@ import pytest
 from legion.core.decide import Action, Decision
 from legion.core.liveness import SessionState
 from legion.core.model import Mode, ReviewOutcome, Status
-from legion.embedded import db as dbmod
-from legion.embedded.db import Database
 from legion.errors import StoreError
 from legion.judgments import JudgmentKind, JudgmentQueue, JudgmentState, Need, judgment_needs
 from legion.pause import PAUSE_AFTER, DispatchPause, normalize_cause
@@ -23,6 +22,9 @@ from legion.runtime.transcript import PendingQuestion, QuestionItem
 from legion.sessions.registry import WorkerRecord
 from legion.sessions.roster import WorkerView
 from legion.state import IssueState
+from legion.store import Store
+from legion.store import sqlite as dbmod
+from legion.store.sqlite import SqliteStore
 from legion.trackers.base import Issue
 
 # -- migrations ------------------------------------------------------------------------------------
@@ -40,7 +42,7 @@ def version(path: Path) -> int:
 
 def test_a_new_database_gets_every_migration(tmp_path: Path) -> None:
     path = tmp_path / "legion.db"
-    Database(path).close()
+    SqliteStore(path).close()
     assert version(path) == len(dbmod.MIGRATIONS)
     assert {"issues", "workers", "actions", "judgments", "dispatch_pause"} <= tables(path)
     assert not any(name.startswith("legion_migration") for name in tables(path))
@@ -50,7 +52,7 @@ def test_migrations_are_whole_scripts_in_one_transaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "legion.db"
-    Database(path).close()
+    SqliteStore(path).close()
     # A later migration whose text holds a ';' in a string and a trigger body (both would be
     # cut apart by splitting on ';'), then a statement that fails: nothing of it may land.
     good = """
@@ -64,10 +66,10 @@ def test_migrations_are_whole_scripts_in_one_transaction(
     n = len(dbmod.MIGRATIONS)
     monkeypatch.setattr(dbmod, "MIGRATIONS", (*dbmod.MIGRATIONS, bad))
     with pytest.raises(StoreError, match="no_such_table"):
-        Database(path)
+        SqliteStore(path)
     assert version(path) == n and "notes" not in tables(path)  # all or nothing
     monkeypatch.setattr(dbmod, "MIGRATIONS", (*dbmod.MIGRATIONS[:n], good))
-    Database(path).close()
+    SqliteStore(path).close()
     assert version(path) == n + 1
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT text FROM notes").fetchall() == [("a; b; seen",)]
@@ -77,7 +79,7 @@ def test_processes_opening_an_old_database_at_once_migrate_it_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "legion.db"
-    Database(path).close()
+    SqliteStore(path).close()
     n = len(dbmod.MIGRATIONS)
     # Not idempotent on purpose: run twice, it would count 2.
     counting = "CREATE TABLE IF NOT EXISTS runs (n INTEGER); INSERT INTO runs VALUES (1);"
@@ -86,7 +88,7 @@ def test_processes_opening_an_old_database_at_once_migrate_it_once(
 
     def open_it() -> None:
         try:
-            Database(path).close()
+            SqliteStore(path).close()
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -103,11 +105,11 @@ def test_processes_opening_an_old_database_at_once_migrate_it_once(
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "legion.db"
-    Database(path).close()
+    SqliteStore(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute(f"PRAGMA user_version = {len(dbmod.MIGRATIONS) + 1}")
     with pytest.raises(StoreError, match="newer Legion"):
-        Database(path)
+        SqliteStore(path)
 
 
 # -- the judgment queue --------------------------------------------------------------------------
@@ -115,12 +117,14 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
 ALL = set(JudgmentKind)
 
 
-def queue(tmp_path: Path) -> JudgmentQueue:
-    return JudgmentQueue(Database(tmp_path / "legion.db"))
+def queue(open_store: Callable[[], Store]) -> JudgmentQueue:
+    return JudgmentQueue(open_store())
 
 
-def test_sync_opens_one_item_per_need_and_closes_it_when_the_need_is_gone(tmp_path: Path) -> None:
-    q = queue(tmp_path)
+def test_sync_opens_one_item_per_need_and_closes_it_when_the_need_is_gone(
+    open_store: Callable[[], Store],
+) -> None:
+    q = queue(open_store)
     triage = Need("LEG-1", JudgmentKind.TRIAGE, "new issue: One")
     oracle = Need("LEG-2", JudgmentKind.ORACLE, "the plan worker asks: Which?", ref="toolu_1")
     first = q.sync([triage, oracle, triage], ALL)
@@ -133,7 +137,7 @@ def test_sync_opens_one_item_per_need_and_closes_it_when_the_need_is_gone(tmp_pa
     again = q.sync([triage, oracle], ALL)
     assert again.opened == [] and again.closed == []
     # Another process sees the same queue (it is in the database).
-    assert [i.key for i in queue(tmp_path).open_items()] == ["LEG-1:triage", "LEG-2:oracle"]
+    assert [i.key for i in queue(open_store).open_items()] == ["LEG-1:triage", "LEG-2:oracle"]
     # A need that is gone closes its item; one whose kind could not be observed does not.
     gone = q.sync([oracle], {JudgmentKind.ORACLE})
     assert gone.closed == []
@@ -148,8 +152,10 @@ def test_sync_opens_one_item_per_need_and_closes_it_when_the_need_is_gone(tmp_pa
     assert item.reason == "the plan worker asks: And?"
 
 
-def test_one_open_item_per_issue_and_kind_is_enforced_by_the_database(tmp_path: Path) -> None:
-    database = Database(tmp_path / "legion.db")
+def test_one_open_item_per_issue_and_kind_is_enforced_by_the_database(
+    open_store: Callable[[], Store],
+) -> None:
+    database = open_store()
     q = JudgmentQueue(database)
     q.sync([Need("LEG-1", JudgmentKind.TRIAGE, "x")], ALL)
     with pytest.raises(StoreError), database.write() as conn:
@@ -158,8 +164,8 @@ def test_one_open_item_per_issue_and_kind_is_enforced_by_the_database(tmp_path: 
         )
 
 
-def test_delivery_attempts_and_handling_are_recorded(tmp_path: Path) -> None:
-    q = queue(tmp_path)
+def test_delivery_attempts_and_handling_are_recorded(open_store: Callable[[], Store]) -> None:
+    q = queue(open_store)
     (item,) = q.sync([Need("LEG-1", JudgmentKind.TRIAGE, "x")], ALL).opened
     q.attempted([item.id])
     (item,) = q.open_items()
@@ -224,8 +230,10 @@ def test_judgment_needs() -> None:
 # -- the dispatch pause --------------------------------------------------------------------------
 
 
-def test_the_same_cause_twice_in_a_row_pauses_once_and_a_start_clears_it(tmp_path: Path) -> None:
-    pause = DispatchPause(Database(tmp_path / "legion.db"))
+def test_the_same_cause_twice_in_a_row_pauses_once_and_a_start_clears_it(
+    open_store: Callable[[], Store],
+) -> None:
+    pause = DispatchPause(open_store())
     assert PAUSE_AFTER == 2
     missing = "Claude Code CLI not found ('/x/claude'): install it"
     assert pause.start_failed(missing) is None
@@ -242,7 +250,7 @@ def test_the_same_cause_twice_in_a_row_pauses_once_and_a_start_clears_it(tmp_pat
     assert pause.start_failed(missing) is None
     pause.start_succeeded()
     assert pause.reason() == reason
-    assert DispatchPause(Database(tmp_path / "legion.db")).state().paused_at is not None
+    assert DispatchPause(open_store()).state().paused_at is not None
     assert pause.clear() == reason
     assert pause.reason() is None and pause.clear() is None
 

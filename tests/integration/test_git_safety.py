@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from legion.embedded.db import Database
 from legion.forges.github import GitHubForge
 from legion.forges.local import LocalForge
 from legion.git import git_env, run_git, safety_overrides
+from legion.store.sqlite import SqliteStore
 from legion.trackers.local import LocalTracker
 from legion.workspaces.git_worktree import GitWorktrees
 from tests.fakes.github_server import FakeGitHub
@@ -111,10 +111,10 @@ def test_local_forge_and_worktrees_run_nothing_a_worker_wrote(
     git_repo: Path, tmp_path: Path, secrets: None
 ) -> None:
     record = tmp_path / "record.txt"
-    db = Database(tmp_path / "state" / "legion.db")
+    db = SqliteStore(tmp_path / "state" / "legion.db")
     LocalTracker(db, issue_key="LEG").create_issue("Add a feature")
     LocalTracker(db, issue_key="LEG").create_issue("Another")
-    forge = LocalForge(db, git_repo, base_branch="main")
+    forge = LocalForge(db, git_repo, merge_lock=tmp_path / "merge.lock", base_branch="main")
     worktrees = GitWorktrees(git_repo, tmp_path / "worktrees", "main")
     # The base moves meanwhile, so the PR's merge is a real three-way merge.
     (git_repo / "README.md").write_text("# test\n\nmore\n", encoding="utf-8")

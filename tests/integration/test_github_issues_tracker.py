@@ -862,16 +862,18 @@ def test_setting_blockers_edits_the_body(fake: FakeGitHub, tmp_path: Path) -> No
 def test_state_reads_blockers_from_the_listing_and_a_missing_one_blocks_nothing(
     fake: FakeGitHub, tmp_path: Path
 ) -> None:
-    from legion.embedded.db import Database
     from legion.forges.local import LocalForge
     from legion.state import KnownLiveWorkers, observe
+    from legion.store.sqlite import SqliteStore
 
     fake.add_issue("open blocker", labels=("status: Todo",))  # 1
     fake.add_issue("closed blocker", state="CLOSED")  # 2
     fake.add_issue("waits", body="Blocked by #1\nBlocked by #2", labels=("status: Todo",))  # 3
     fake.add_issue("waits for a gone one", body="Blocked by #99", labels=("status: Todo",))  # 4
     tracker = make_tracker(fake, tmp_path)
-    forge = LocalForge(Database(tmp_path / "forge.db"), tmp_path)
+    forge = LocalForge(
+        SqliteStore(tmp_path / "forge.db"), tmp_path, merge_lock=tmp_path / "merge.lock"
+    )
     tracker.info()
     fake.requests.clear()
     snapshot = observe(str(uuid.uuid4()), tracker, forge, KnownLiveWorkers(set()))

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from legion.core.model import ReviewOutcome
-from legion.embedded.db import Database
 from legion.errors import ConflictError, InputError, NotFoundError
 from legion.forges.base import PrState
 from legion.forges.local import LocalForge
+from legion.store import Store
 from legion.trackers.local import LocalTracker
 from tests.support.cli import git
 
 
 @pytest.fixture
-def backends(git_repo: Path, tmp_path: Path) -> tuple[LocalTracker, LocalForge]:
-    db = Database(tmp_path / "state" / "legion.db")
+def backends(
+    git_repo: Path, tmp_path: Path, open_store: Callable[[], Store]
+) -> tuple[LocalTracker, LocalForge]:
+    db = open_store()
     tracker = LocalTracker(db, issue_key="LEG")
     tracker.create_issue("Add a feature")
-    return tracker, LocalForge(db, git_repo, base_branch="main")
+    return tracker, LocalForge(db, git_repo, merge_lock=tmp_path / "merge.lock", base_branch="main")
 
 
 def commit_on_branch(

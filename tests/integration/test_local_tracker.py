@@ -1,16 +1,19 @@
-"""The embedded tracker on a real SQLite file."""
+"""The embedded tracker on a real SQLite file, and (where a test takes `open_store`) on a real
+PostgreSQL server too."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from legion.core.model import Status
-from legion.embedded.db import MIGRATIONS, Database
 from legion.errors import InputError, NotFoundError, StoreError
+from legion.store import Store
+from legion.store.sqlite import MIGRATIONS, SqliteStore
 from legion.trackers.local import LocalTracker
 
 
@@ -20,19 +23,19 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def tracker(db_path: Path) -> LocalTracker:
-    return LocalTracker(Database(db_path), issue_key="LEG", extra_labels=["bug"])
+def tracker(open_store: Callable[[], Store]) -> LocalTracker:
+    return LocalTracker(open_store(), issue_key="LEG", extra_labels=["bug"])
 
 
 def test_migrates_from_an_empty_directory(db_path: Path) -> None:
     assert not db_path.parent.exists()
-    Database(db_path).close()
+    SqliteStore(db_path).close()
     conn = sqlite3.connect(db_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"issues", "issue_labels", "comments", "pull_requests", "reviews"} <= tables
-    Database(db_path).close()  # opening again is a no-op
+    SqliteStore(db_path).close()  # opening again is a no-op
 
 
 def test_create_list_show(tracker: LocalTracker) -> None:
@@ -104,32 +107,34 @@ def test_corrupt_database(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
     db_path.write_bytes(b"this is not sqlite at all" * 100)
     with pytest.raises(StoreError, match="corrupt or not a Legion database"):
-        Database(db_path)
+        SqliteStore(db_path)
 
 
 def test_locked_database(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("legion.embedded.db.BUSY_TIMEOUT_S", 0.2)
-    tracker = LocalTracker(Database(db_path), issue_key="LEG")
+    monkeypatch.setattr("legion.store.sqlite.BUSY_TIMEOUT_S", 0.2)
+    tracker = LocalTracker(SqliteStore(db_path), issue_key="LEG")
     blocker = sqlite3.connect(db_path, isolation_level=None)
     blocker.execute("BEGIN EXCLUSIVE")
     try:
         with pytest.raises(StoreError, match="locked by another process"):
-            LocalTracker(Database(db_path), issue_key="LEG").create_issue("blocked")
+            LocalTracker(SqliteStore(db_path), issue_key="LEG").create_issue("blocked")
     finally:
         blocker.execute("ROLLBACK")
     tracker.create_issue("after")
     assert [i.title for i in tracker.list_issues()] == ["after"]
 
 
-def test_writers_in_parallel_all_succeed(db_path: Path) -> None:
-    Database(db_path).close()
+def test_writers_in_parallel_all_succeed(open_store: Callable[[], Store]) -> None:
+    open_store()
     errors: list[BaseException] = []
 
     def write(n: int) -> None:
         try:
-            tracker = LocalTracker(Database(db_path), issue_key="LEG")
+            store = open_store()
+            tracker = LocalTracker(store, issue_key="LEG")
             for i in range(20):
                 tracker.create_issue(f"writer {n} issue {i}")
+            store.close()
         except BaseException as exc:
             errors.append(exc)
 
@@ -139,14 +144,14 @@ def test_writers_in_parallel_all_succeed(db_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert errors == []
-    issues = LocalTracker(Database(db_path), issue_key="LEG").list_issues()
+    issues = LocalTracker(open_store(), issue_key="LEG").list_issues()
     assert [i.identifier for i in issues] == [f"LEG-{n}" for n in range(1, 81)]
 
 
 def test_newer_schema_is_refused(db_path: Path) -> None:
-    Database(db_path).close()
+    SqliteStore(db_path).close()
     conn = sqlite3.connect(db_path)
     conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
     conn.close()
     with pytest.raises(StoreError, match="newer Legion"):
-        Database(db_path)
+        SqliteStore(db_path)

@@ -13,10 +13,10 @@ from legion.bus.model import AgentRole, Channel, EventKind
 from legion.bus.sqlite import SqliteBus
 from legion.bus.sqlite.tasks import SqliteTasks
 from legion.config import Project
-from legion.embedded.db import Database
 from legion.errors import InputError, NotFoundError
 from legion.identity import Speaker
 from legion.messaging import events_asked_for, hand_over, known_channel, reading
+from legion.store.sqlite import SqliteStore
 
 HERE = Channel("app", "main")
 
@@ -70,7 +70,7 @@ def test_the_events_asked_for_by_name() -> None:
 
 
 def test_a_piece_of_the_sqlite_bus_works_on_its_own(tmp_path: Path) -> None:
-    db = Database(tmp_path / "bus.db", create=True, migrations=schema.MIGRATIONS, empty_ok=True)
+    db = SqliteStore(tmp_path / "bus.db", create=True, migrations=schema.MIGRATIONS, empty_ok=True)
     try:
         tasks = SqliteTasks(db)
         parent = tasks.add_task(HERE, "Write the parser")

@@ -23,7 +23,6 @@ from legion.actionlog import ActionLog
 from legion.backends import open_backends
 from legion.config import load_project
 from legion.core.budget import Limits, Spent
-from legion.embedded.db import Database
 from legion.proxy.budget import Allowances
 from legion.proxy.ledger import Spender, UsageLedger
 from legion.proxy.limits import HoldRecord, why_held
@@ -32,6 +31,7 @@ from legion.proxy.questions import AskedQuestions
 from legion.proxy.server import ModelProxy, upstream_from
 from legion.relay.capabilities import Capabilities
 from legion.runtime.transcript import question_from_input
+from legion.store.sqlite import SqliteStore
 from tests.fakes.model_server import FakeModelServer, Scenario, ask_user_question, text
 
 pytestmark = pytest.mark.timeout(60)
@@ -56,7 +56,7 @@ def model() -> Iterator[FakeModelServer]:
 
 
 def start_proxy(db_path: Path, env: dict[str, str], **options: Any) -> ModelProxy:
-    proxy = ModelProxy(upstream_from(env), lambda: Database(db_path, create=False), **options)
+    proxy = ModelProxy(upstream_from(env), lambda: SqliteStore(db_path, create=False), **options)
     proxy.start()
     return proxy
 
@@ -68,7 +68,7 @@ def ask(proxy: ModelProxy, headers: dict[str, str]) -> httpx.Response:
 def test_a_capability_stands_in_for_the_key_and_the_usage_is_recorded(
     db_path: Path, model: FakeModelServer
 ) -> None:
-    capabilities = Capabilities(Database(db_path))
+    capabilities = Capabilities(SqliteStore(db_path))
     token = capabilities.mint("LEG-1", mode="plan", session_id="sid-1")
     proxy = start_proxy(db_path, {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "k"})
     try:
@@ -83,7 +83,7 @@ def test_a_capability_stands_in_for_the_key_and_the_usage_is_recorded(
         meter.feed(answered.content)
         sent = meter.result()
         assert sent is not None and sent.input_tokens > 0 and sent.output_tokens > 0
-        [row] = UsageLedger(Database(db_path)).rows()
+        [row] = UsageLedger(SqliteStore(db_path)).rows()
         assert (row.issue, row.mode, row.model, row.responses) == ("LEG-1", "plan", sent.model, 1)
         assert (row.used.input, row.used.output) == (sent.input_tokens, sent.output_tokens)
         capabilities.revoke_session("sid-1")  # the worker is retired
@@ -102,7 +102,7 @@ def test_a_question_the_model_asks_is_kept_for_the_session_that_asked(db_path: P
         Scenario("go on", [[text("Going on.")]]),
     ]
     with FakeModelServer(scenarios) as model:
-        token = Capabilities(Database(db_path)).mint("LEG-1", mode="plan", session_id="sid-q")
+        token = Capabilities(SqliteStore(db_path)).mint("LEG-1", mode="plan", session_id="sid-q")
         env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "k"}
         proxy = start_proxy(db_path, env)
         # A main-loop request: it offers tools (one with none is a side request).
@@ -111,20 +111,20 @@ def test_a_question_the_model_asks_is_kept_for_the_session_that_asked(db_path: P
         try:
             answered = httpx.post(f"{proxy.url}/v1/messages", json=request, headers=as_session)
             assert answered.status_code == 200 and "AskUserQuestion" in answered.text
-            asked = AskedQuestions(Database(db_path)).last("sid-q")
+            asked = AskedQuestions(SqliteStore(db_path)).last("sid-q")
             assert asked is not None and asked.tool_use_id.startswith("toolu_")
             (item,) = question_from_input(asked.tool_use_id, asked.input).items
             assert (item.question, item.options) == ("Which greeting?", ("Hello", "Hi"))
-            assert AskedQuestions(Database(db_path)).last("another session") is None
+            assert AskedQuestions(SqliteStore(db_path)).last("another session") is None
             # A side request of the CLI (no tools: a title) says nothing of the question...
             side = httpx.post(f"{proxy.url}/v1/messages", json=REQUEST, headers=as_session)
             assert side.status_code == 200
-            assert AskedQuestions(Database(db_path)).last("sid-q") == asked
+            assert AskedQuestions(SqliteStore(db_path)).last("sid-q") == asked
             # ...the session's next turn does: answered (or left), it is forgotten.
             next_turn = request | {"messages": [{"role": "user", "content": "go on"}]}
             again = httpx.post(f"{proxy.url}/v1/messages", json=next_turn, headers=as_session)
             assert again.status_code == 200
-            assert AskedQuestions(Database(db_path)).last("sid-q") is None
+            assert AskedQuestions(SqliteStore(db_path)).last("sid-q") is None
         finally:
             proxy.stop()
 
@@ -136,14 +136,14 @@ def test_without_a_credential_of_its_own_the_proxy_passes_the_sessions_through_a
     try:
         answered = ask(proxy, {"x-api-key": "the-sessions-own", "x-claude-code-session-id": "s-9"})
         assert answered.status_code == 200
-        [row] = UsageLedger(Database(db_path)).rows()
+        [row] = UsageLedger(SqliteStore(db_path)).rows()
         assert (row.issue, row.mode) == ("", "controller")  # a session Legion has no record of
     finally:
         proxy.stop()
 
 
 def test_an_unreachable_model_is_a_502_with_the_apis_error_shape(db_path: Path) -> None:
-    token = Capabilities(Database(db_path)).mint("LEG-1", mode="plan", session_id="sid-1")
+    token = Capabilities(SqliteStore(db_path)).mint("LEG-1", mode="plan", session_id="sid-1")
     env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_API_KEY": "k"}
     proxy = start_proxy(db_path, env)
     try:
@@ -214,7 +214,7 @@ def test_a_spent_budget_refuses_the_next_request_before_it_reaches_the_model(
     """The issue's budget: the request that finds it spent is refused with a message the CLI
     shows (402, not retried), the daemon is told whose it was, and an allowance a human's
     answer gave lets the session go on; the day's budget stops the controller too."""
-    capabilities = Capabilities(Database(db_path))
+    capabilities = Capabilities(SqliteStore(db_path))
     token = capabilities.mint("LEG-1", mode="implement", session_id="sid-1")
     told: list[tuple[Spender, Spent]] = []
     env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "k"}
@@ -223,7 +223,7 @@ def test_a_spent_budget_refuses_the_next_request_before_it_reaches_the_model(
     as_worker = {"authorization": f"Bearer {token}"}
     try:
         assert ask(proxy, as_worker).status_code == 200
-        used = UsageLedger(Database(db_path)).total(issue="LEG-1")
+        used = UsageLedger(SqliteStore(db_path)).total(issue="LEG-1")
         assert used >= 10
         refused = ask(proxy, as_worker)
         assert refused.status_code == 402
@@ -238,7 +238,7 @@ def test_a_spent_budget_refuses_the_next_request_before_it_reaches_the_model(
             "LEG-1",
             used,
         )
-        Allowances(Database(db_path)).set("LEG-1", used + 10)  # a human said "go on"
+        Allowances(SqliteStore(db_path)).set("LEG-1", used + 10)  # a human said "go on"
         assert ask(proxy, as_worker).status_code == 200
     finally:
         proxy.stop()
@@ -248,7 +248,7 @@ def test_a_spent_budget_refuses_the_next_request_before_it_reaches_the_model(
         refused = ask(daily, {"authorization": f"Bearer {controller}"})
         assert refused.status_code == 402
         assert "the daily token budget is spent" in refused.json()["error"]["message"]
-        assert why_held(Database(db_path), Limits(daily_token_budget=10)) is not None
+        assert why_held(SqliteStore(db_path), Limits(daily_token_budget=10)) is not None
     finally:
         daily.stop()
 
@@ -259,7 +259,7 @@ def test_a_429_holds_every_sessions_requests_until_the_reset_then_all_are_answer
     """The provider's rate limit is the swarm's: the first request gets a 429 with a reset,
     every request waits it out (none sees the error), dispatch is held meanwhile with one line
     in the log, and the hold ends by itself."""
-    token = Capabilities(Database(db_path)).mint("LEG-1", mode="plan", session_id="sid-1")
+    token = Capabilities(SqliteStore(db_path)).mint("LEG-1", mode="plan", session_id="sid-1")
     env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "k"}
     proxy = start_proxy(db_path, env)
     model.refuse_next(429, 1, {"retry-after": "1.5"})
@@ -273,10 +273,10 @@ def test_a_429_holds_every_sessions_requests_until_the_reset_then_all_are_answer
         first = threading.Thread(target=one)
         first.start()
         deadline = time.monotonic() + 10
-        while why_held(Database(db_path), Limits()) is None:
+        while why_held(SqliteStore(db_path), Limits()) is None:
             assert time.monotonic() < deadline, "no hold was recorded"
             time.sleep(0.02)
-        held = why_held(Database(db_path), Limits())
+        held = why_held(SqliteStore(db_path), Limits())
         assert held is not None and "rate limited (429)" in held
         others = [threading.Thread(target=one) for _ in range(3)]
         for thread in others:
@@ -293,14 +293,14 @@ def test_a_429_holds_every_sessions_requests_until_the_reset_then_all_are_answer
     # None of the held requests went before the reset.
     refused_at = next(r.time for r in model.snapshot() if r.kind == "refused")
     assert all(r.time >= refused_at + 1.4 for r in model.snapshot() if r.kind != "refused")
-    assert why_held(Database(db_path), Limits()) is None
-    assert HoldRecord(Database(db_path)).active() is None
-    logged = [e.action for e in ActionLog(Database(db_path)).tail(100)]
+    assert why_held(SqliteStore(db_path), Limits()) is None
+    assert HoldRecord(SqliteStore(db_path)).active() is None
+    logged = [e.action for e in ActionLog(SqliteStore(db_path)).tail(100)]
     assert logged.count("model_hold") == 1 and logged.count("model_resume") == 1
 
 
 def test_a_529_without_a_reset_backs_off_and_goes_on(db_path: Path, model: FakeModelServer) -> None:
-    token = Capabilities(Database(db_path)).mint("LEG-1", mode="plan", session_id="sid-1")
+    token = Capabilities(SqliteStore(db_path)).mint("LEG-1", mode="plan", session_id="sid-1")
     env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "k"}
     proxy = start_proxy(db_path, env)
     model.refuse_next(529, 2)  # backoffs of 1 s, then 2 s

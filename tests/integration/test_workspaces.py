@@ -14,8 +14,8 @@ import pytest
 from legion.backends import open_workspaces
 from legion.config import load_project
 from legion.core.model import Status
-from legion.embedded.db import Database
 from legion.errors import ConflictError
+from legion.store.sqlite import SqliteStore
 from legion.trackers.local import LocalTracker
 from legion.workspaces.git_worktree import GitWorktrees
 from legion.workspaces.jj import JjWorkspaces
@@ -82,7 +82,7 @@ def test_never_removes_work(worktrees: GitWorktrees, git_repo: Path, tmp_path: P
 def test_sweep_only_touches_done_issues(
     worktrees: GitWorktrees, git_repo: Path, tmp_path: Path
 ) -> None:
-    tracker = LocalTracker(Database(tmp_path / "db" / "legion.db"), issue_key="LEG")
+    tracker = LocalTracker(SqliteStore(tmp_path / "db" / "legion.db"), issue_key="LEG")
     for title in ("merged", "dirty", "open", "live"):
         tracker.create_issue(title)
     for n in (1, 2, 3, 4):

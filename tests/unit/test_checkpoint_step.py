@@ -12,9 +12,9 @@ from types import SimpleNamespace
 from legion.actionlog import ActionLog
 from legion.core.model import Mode
 from legion.daemon.checkpoint_step import WorkspaceCheckpoints
-from legion.embedded.db import Database
 from legion.runtime.transcript import TranscriptSummary, Turn
 from legion.sessions.registry import WorkerRecord
+from legion.store.sqlite import SqliteStore
 from legion.workspaces import checkpoint
 from tests.support.cli import git
 
@@ -41,7 +41,7 @@ def step(tmp_path: Path, workspace: Path, every: float) -> tuple[WorkspaceCheckp
         runtimes=SimpleNamespace(of=lambda record: runtime),
         env={},
     )
-    log = ActionLog(Database(tmp_path / "legion.db"))
+    log = ActionLog(SqliteStore(tmp_path / "legion.db"))
     return WorkspaceCheckpoints(workers, log, every), runtime  # type: ignore[arg-type]
 
 
@@ -86,7 +86,7 @@ def test_a_moved_session_is_checkpointed_at_its_turns_end_or_when_due(tmp_path: 
     checkpoints.run()
     third = checkpoint.find(workspace, "LEG-1")
     assert third is not None and third != second
-    assert ActionLog(Database(tmp_path / "legion.db")).tail(10) == []  # successes say nothing
+    assert ActionLog(SqliteStore(tmp_path / "legion.db")).tail(10) == []  # successes say nothing
 
 
 def test_a_workspace_that_cannot_be_checkpointed_is_said_once(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_a_workspace_that_cannot_be_checkpointed_is_said_once(tmp_path: Path) ->
     for at in (1000.0, 1001.0, 1002.0):
         touch(runtime.path, f"{at}\n", at)
         checkpoints.run()
-    entries = ActionLog(Database(tmp_path / "legion.db")).tail(10)
+    entries = ActionLog(SqliteStore(tmp_path / "legion.db")).tail(10)
     assert [(e.issue, e.action, e.outcome.value) for e in entries] == [
         ("LEG-1", "checkpoint", "failed")
     ]

@@ -94,7 +94,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "git",
                 "locking",
                 "config",
-                "embedded",
+                "store",
                 "graphql_client",
                 "daemon_link",
                 "plugins",

@@ -13,7 +13,6 @@ import pytest
 from legion.core.liveness import SessionState
 from legion.core.model import Mode
 from legion.core.usage import Usage
-from legion.embedded.db import Database
 from legion.errors import NotFoundError
 from legion.proxy.metering import ToolCall
 from legion.proxy.questions import AskedQuestions
@@ -21,6 +20,8 @@ from legion.runtime.tmux import Window
 from legion.runtime.transcript import TranscriptSummary, Turn
 from legion.sessions.registry import WorkerRecord
 from legion.sessions.roster import WorkerRoster
+from legion.store import Store
+from legion.store.sqlite import SqliteStore
 
 
 def record(
@@ -57,7 +58,7 @@ def roster(
     windows: list[Window],
     runtime: Runtime,
     retired: tuple[WorkerRecord, ...] = (),
-    db: Database | None = None,
+    db: Store | None = None,
 ) -> WorkerRoster:
     registry = SimpleNamespace(
         current=lambda: records,
@@ -72,7 +73,7 @@ def roster(
 def test_a_workers_state_is_read_from_its_window_and_transcript(tmp_path: Path) -> None:
     records = [record(1, "a", "leg-1-plan", Mode.PLAN), record(2, "b", "leg-1-implement")]
     windows = [Window("@1", "leg-1-implement", False, 42, "claude", "b")]
-    db = Database(tmp_path / "legion.db")
+    db = SqliteStore(tmp_path / "legion.db")
     views = roster(records, windows, Runtime({"b": Turn.OPEN}, []), db=db).views()
     assert [(v.record.session_id, v.state) for v in views] == [
         ("a", SessionState.DEAD),  # its window is gone
@@ -95,7 +96,7 @@ def test_peek_shows_the_live_workers_screen_else_the_last_ones(tmp_path: Path) -
         Window("@1", "leg-1-plan", False, 41, "claude", "a"),
         Window("@2", "leg-1-implement", True, None, "", "b"),
     ]
-    db = Database(tmp_path / "legion.db")
+    db = SqliteStore(tmp_path / "legion.db")
     view, screen = roster(records, dead, Runtime({"a": Turn.OPEN}, []), db=db).peek("LEG-1")
     assert (view.record.session_id, screen) == ("a", "@1")  # the live one, not the last
     view, screen = roster(records[1:], dead, Runtime({}, [])).peek("leg-1")
@@ -119,7 +120,7 @@ def test_a_question_the_proxy_saw_and_the_session_did_not_ask_past_is_the_worker
     """Claude Code may show a question before its transcript has it (`legion.proxy.questions`):
     the worker is blocked on it while its transcript waits on the model, until the session asks
     the model again (the proxy then forgets it); a transcript that says otherwise stands."""
-    db = Database(tmp_path / "legion.db")
+    db = SqliteStore(tmp_path / "legion.db")
     records = [record(1, "b", "leg-1-plan", Mode.PLAN)]
     windows = [Window("@1", "leg-1-plan", False, 42, "claude", "b")]
     runtime = Runtime({"b": Turn.OPEN}, [], folder=tmp_path)

@@ -1,5 +1,5 @@
 """The bus's SQLite schema: its numbered migrations, applied in order by
-`legion.embedded.db.Database` (a database is at the version of the last one it ran).
+`legion.store.sqlite.SqliteStore` (a database is at the version of the last one it ran).
 
 A migration is never edited once released; a change is a new one at the end.
 """

@@ -356,6 +356,8 @@ def show_config(
     rows = {}
     for spec in SPECS:
         value = effective.get(spec.name, settings.value(spec.name))
+        if spec.shown is not None:
+            value = spec.shown(value)
         if isinstance(value, Path):
             value = str(value)
         elif isinstance(value, tuple):

@@ -108,6 +108,7 @@ def _project_lines(project: Project | None) -> tuple[dict[str, str] | None, list
     team or repository found, statuses mapped, labels present)."""
     from legion.backends import backend_checks
     from legion.daemon_link import running_pid
+    from legion.store import store_checks
 
     if project is None:
         return None, []
@@ -124,7 +125,8 @@ def _project_lines(project: Project | None) -> tuple[dict[str, str] | None, list
     except LegionError as exc:
         found = [("backends", False, str(exc))]
     lines["pickup"] = _pickup(project)
-    checks = [
+    checks = store_checks(project)
+    checks += [
         Check(name, ok, detail if ok else "not ready", "" if ok else detail)
         for name, ok, detail in found
     ]

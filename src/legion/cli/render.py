@@ -405,6 +405,7 @@ UNSET_MEANING = {
     "state_dir": "under $XDG_STATE_HOME/legion",
     "sandbox": "sessions confined by bubblewrap where it works, else unconfined",
     "workspace_root": "beside the repository",
+    "store": "SQLite, in the state folder",
 }
 
 

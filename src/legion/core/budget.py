@@ -80,7 +80,7 @@ def day_start(at: datetime) -> datetime:
 
 
 def day_start_iso(at: datetime) -> str:
-    """`day_start` as the ledger records times (`embedded.db.now`: ISO, UTC, seconds, `Z`)."""
+    """`day_start` as the ledger records times (`legion.store.now`: ISO, UTC, seconds, `Z`)."""
     return day_start(at).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -272,20 +272,17 @@ class Daemon:
         """The model proxy (`legion.proxy`), on the port it had last time when that is free (the
         sessions it served then are still pointed at it), and the file that tells whoever
         starts a session where it is."""
-        from legion.embedded.db import Database
+        from legion.store import Store, store_opener
 
         state = self.project.state_dir
-        path = self.backends.db.path
+        open_db = store_opener(self.project, self.backends.db)
         from legion.runtime.codex.runtime import configured_environment
 
         upstream = upstream_from(self.env)
         codex = codex_upstream_from(self.env | configured_environment(self.project.settings))
         controller = self.workers.runtimes.controller.name
 
-        def open_db() -> Database:
-            return Database(path, create=False)
-
-        def worker(db: Database, session_id: str) -> Spender | None:
+        def worker(db: Store, session_id: str) -> Spender | None:
             record = Registry(db).by_session(session_id)
             if record is None:
                 return None

@@ -9,7 +9,6 @@ user's uncommitted work is never overwritten.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -17,21 +16,24 @@ from pathlib import Path
 from legion.config import Project
 from legion.core.model import normalize_identifier
 from legion.core.text import clean_body, clean_branch, clean_title
-from legion.embedded.db import Database, now
 from legion.errors import ConflictError, GitError, InputError, NotFoundError
 from legion.faults import fault_point
 from legion.forges.base import PrState, PullRequest, Review
 from legion.git import current_branch, last_line, rev_parse, run_git, worktree_for_branch
 from legion.locking import exclusive
+from legion.store import Connection, Row, Store, now
 
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
 _PR_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
 
 
 class LocalForge:
-    def __init__(self, db: Database, repo: Path, *, base_branch: str | None = None) -> None:
+    def __init__(
+        self, db: Store, repo: Path, *, merge_lock: Path, base_branch: str | None = None
+    ) -> None:
         self._db = db
         self.repo = repo
+        self._merge_lock = merge_lock  # a file in the state folder: merges run on this machine
         self._base_branch = base_branch
 
     @property
@@ -109,13 +111,13 @@ class LocalForge:
                 "SELECT COALESCE(MAX(number), 0) + 1 FROM pull_requests"
             ).fetchone()[0]
             stamp = now()
-            cursor = conn.execute(
+            pr_id = conn.execute(
                 "INSERT INTO pull_requests (number, issue_id, title, body, branch, base, state, "
-                "is_draft, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?)",
+                "is_draft, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?) "
+                "RETURNING id",
                 (number, issue_row["id"], pr_title, body, branch, base, int(draft), stamp, stamp),
-            )
-            assert cursor.lastrowid is not None
-            return self._load(conn, cursor.lastrowid)
+            ).fetchone()[0]
+            return self._load(conn, int(pr_id))
 
     def set_draft(self, ref: str, draft: bool) -> PullRequest:
         with self._db.write() as conn:
@@ -160,7 +162,7 @@ class LocalForge:
             )
         # One merge at a time: two finishers merging at once would both start from the same
         # base, and the second would fail to move it.
-        with exclusive(self._db.path.parent / "merge.lock"):
+        with exclusive(self._merge_lock):
             merge_commit = self._git_merge(self.get_pr(ref))
         fault_point("merge_after_git")
         with self._db.write() as conn:
@@ -255,7 +257,7 @@ class LocalForge:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _row_id(self, conn: sqlite3.Connection, ref: str) -> int:
+    def _row_id(self, conn: Connection, ref: str) -> int:
         match = _PR_NUMBER.fullmatch(ref.strip())
         if match is not None:
             row = conn.execute(
@@ -274,14 +276,14 @@ class LocalForge:
             raise NotFoundError(f"{identifier} has no pull request")
         return int(row[0])
 
-    def _require_open(self, conn: sqlite3.Connection, row_id: int) -> None:
+    def _require_open(self, conn: Connection, row_id: int) -> None:
         row = conn.execute(
             "SELECT number, state FROM pull_requests WHERE id = ?", (row_id,)
         ).fetchone()
         if row["state"] != "open":
             raise ConflictError(f"PR #{row['number']} is {row['state']}")
 
-    def _load(self, conn: sqlite3.Connection, row_id: int) -> PullRequest:
+    def _load(self, conn: Connection, row_id: int) -> PullRequest:
         row = conn.execute(
             "SELECT p.*, i.identifier FROM pull_requests p JOIN issues i ON i.id = p.issue_id "
             "WHERE p.id = ?",
@@ -302,7 +304,7 @@ def merge_message(pr: PullRequest) -> str:
     return f"Merge PR #{pr.number}: {subject}\n\nBranch {pr.branch} into {pr.base}."
 
 
-def _reviews_by_pr(conn: sqlite3.Connection, pr_id: int | None) -> dict[int, list[Review]]:
+def _reviews_by_pr(conn: Connection, pr_id: int | None) -> dict[int, list[Review]]:
     query = (
         "SELECT * FROM reviews" + (" WHERE pr_id = ?" if pr_id is not None else "") + " ORDER BY id"
     )
@@ -314,7 +316,7 @@ def _reviews_by_pr(conn: sqlite3.Connection, pr_id: int | None) -> dict[int, lis
     return result
 
 
-def _pull_request(row: sqlite3.Row, reviews: dict[int, list[Review]]) -> PullRequest:
+def _pull_request(row: Row, reviews: dict[int, list[Review]]) -> PullRequest:
     return PullRequest(
         number=row["number"],
         issue=row["identifier"],
@@ -331,6 +333,11 @@ def _pull_request(row: sqlite3.Row, reviews: dict[int, list[Review]]) -> PullReq
     )
 
 
-def open_forge(project: Project, db: Database) -> LocalForge:
+def open_forge(project: Project, db: Store) -> LocalForge:
     """The registry's opener (`legion.backends`)."""
-    return LocalForge(db, project.root, base_branch=project.settings.base_branch)
+    return LocalForge(
+        db,
+        project.root,
+        merge_lock=project.state_dir / "merge.lock",
+        base_branch=project.settings.base_branch,
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from legion.core.budget import Limits, Spent, day_start_iso, over_daily_budget, over_issue_budget
-from legion.embedded.db import Database, now
+from legion.store import Store, now
 
 from .ledger import Spender, UsageLedger
 
@@ -27,7 +27,7 @@ class Allowances:
     """Tokens an issue may use past its budget, as a human's answer allowed (the tracker holds
     the answer; this is the figure read from it)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def get(self, issue: str) -> int | None:
@@ -46,9 +46,7 @@ class Allowances:
             )
 
 
-def spent_limit(
-    db: Database, limits: Limits, issue: str, at: datetime | None = None
-) -> Spent | None:
+def spent_limit(db: Store, limits: Limits, issue: str, at: datetime | None = None) -> Spent | None:
     """The limit a request for `issue` ("" : no issue's) would go past, or None when it may go:
     the day's budget first (it stops everything), then the issue's."""
     if not limits.any:

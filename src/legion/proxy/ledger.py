@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from legion.core.usage import Usage
-from legion.embedded.db import Database, now
+from legion.store import Store, now
 
 from .metering import Metered
 
@@ -59,7 +59,7 @@ class UsageRow:
 
 
 class UsageLedger:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def record(self, spender: Spender, used: Metered) -> None:

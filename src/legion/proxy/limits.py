@@ -19,7 +19,7 @@ from email.utils import parsedate_to_datetime
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.budget import Limits
 from legion.core.stamps import instant, stamp_at
-from legion.embedded.db import Database, now
+from legion.store import Store, now
 
 from .budget import spent_limit
 
@@ -99,7 +99,7 @@ def describe_hold(status: int, until: datetime) -> str:
 class HoldRecord:
     """The hold in the project database, for `legion status`, a pass and the TUI."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def active(self, at: datetime | None = None) -> str | None:
@@ -126,7 +126,7 @@ class HoldRecord:
             return conn.execute("DELETE FROM model_hold").rowcount > 0
 
 
-def why_held(db: Database, limits: Limits) -> str | None:
+def why_held(db: Store, limits: Limits) -> str | None:
     """Why no worker should start now for want of the model (a provider's hold, the day's
     budget spent), or None."""
     held = HoldRecord(db).active()
@@ -143,7 +143,7 @@ class ModelHold:
 
     def __init__(
         self,
-        open_db: Callable[[], Database],
+        open_db: Callable[[], Store],
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -203,7 +203,7 @@ class ModelHold:
             )
         )
 
-    def _write(self, write: Callable[[Database], object]) -> None:
+    def _write(self, write: Callable[[Store], object]) -> None:
         try:
             db = self.open_db()
         except Exception:

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from legion.embedded.db import Database
 from legion.runtime.claude.transcript import ASK_USER_QUESTION
+from legion.store import Store
 
 from .metering import ToolCall
 
@@ -36,7 +36,7 @@ class AskedQuestion:
 
 
 class AskedQuestions:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def record(self, session_id: str, call: ToolCall) -> None:

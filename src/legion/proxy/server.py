@@ -42,7 +42,7 @@ from .questions import QUESTION_TOOLS, AskedQuestions
 if TYPE_CHECKING:
     import httpx
 
-    from legion.embedded.db import Database
+    from legion.store import Store
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 NO_LIMITS = Limits()
@@ -131,10 +131,10 @@ class ModelProxy:
     def __init__(
         self,
         upstream: Upstream,
-        open_db: Callable[[], Database],
+        open_db: Callable[[], Store],
         *,
         codex: Upstream | None = None,
-        workers: Callable[[Database, str], Spender | None] = lambda db, sid: None,
+        workers: Callable[[Store, str], Spender | None] = lambda db, sid: None,
         controller_runtime: str = "",
         limits: Limits = NO_LIMITS,
         refused: Callable[[Spender, Spent], None] = lambda spender, spent: None,
@@ -224,9 +224,7 @@ class ModelProxy:
 
     # -- whose request ------------------------------------------------------------------------
 
-    def spender(
-        self, db: Database, headers: Mapping[str, str], upstream: Upstream
-    ) -> Spender | None:
+    def spender(self, db: Store, headers: Mapping[str, str], upstream: Upstream) -> Spender | None:
         """Whose request this is; None when it must be refused (a credential-holding upstream
         and no valid capability)."""
         from legion.relay.capabilities import Capabilities
@@ -238,7 +236,7 @@ class ModelProxy:
             return self._spender(db, scope.session_id, scope.issue or "", scope.mode)
         return self._spender(db, headers.get("x-claude-code-session-id", ""), "", "")
 
-    def _spender(self, db: Database, session_id: str, issue: str, mode: str) -> Spender:
+    def _spender(self, db: Store, session_id: str, issue: str, mode: str) -> Spender:
         worker = self.workers(db, session_id) if session_id else None
         if worker is not None:
             return worker
@@ -343,7 +341,7 @@ class _Handler(BaseHTTPRequestHandler):
             db.close()
 
     def _forward_as(
-        self, db: Database, proxy: ModelProxy, body: bytes, incoming: dict[str, str]
+        self, db: Store, proxy: ModelProxy, body: bytes, incoming: dict[str, str]
     ) -> None:
         routed = proxy.route(self.path)
         if routed is None:
@@ -445,14 +443,14 @@ def _main_loop(request: dict[str, Any]) -> bool:
     return bool(request.get("tools"))
 
 
-def _forget_question(db: Database, session_id: str) -> None:
+def _forget_question(db: Store, session_id: str) -> None:
     try:
         AskedQuestions(db).forget(session_id)
     except Exception as exc:  # never fails the session
         print(f"legion: model question not forgotten: {exc}", file=sys.stderr, flush=True)
 
 
-def _keep_question(db: Database, spender: Spender, meter: UsageMeter) -> None:
+def _keep_question(db: Store, spender: Spender, meter: UsageMeter) -> None:
     """The session's question, if the response asked one (`legion.proxy.questions`)."""
     calls = meter.calls()
     if not calls or not spender.session_id:

@@ -30,7 +30,7 @@ import secrets
 from dataclasses import dataclass
 
 from legion.core.model import normalize_identifier
-from legion.embedded.db import Database, now
+from legion.store import Store, now
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ def _digest(token: str) -> str:
 class Capabilities:
     """The capabilities in the project database."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def mint(self, issue: str | None, *, mode: str = "", session_id: str = "") -> str:

@@ -59,7 +59,6 @@ from typing import Any, Protocol
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.model import Status, normalize_identifier
-from legion.embedded.db import Database
 from legion.errors import (
     ConfigError,
     InputError,
@@ -80,6 +79,7 @@ from legion.relay.protocol import (
     result_answer,
 )
 from legion.statefiles import private_folder
+from legion.store import Store
 from legion.trackers.base import Issue, Tracker
 
 
@@ -93,7 +93,7 @@ class Backends(Protocol):
     @property
     def forge(self) -> Forge: ...
     @property
-    def db(self) -> Database: ...
+    def db(self) -> Store: ...
 
 
 # A client has this long in all to send its whole request once connected (and as long to read

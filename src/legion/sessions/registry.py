@@ -6,13 +6,12 @@ outside as *dead* rather than forget it, and what makes dispatch refuse a second
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 from legion.core.model import Mode, normalize_identifier
-from legion.embedded.db import Database, now
 from legion.plugins import DEFAULT_RUNTIME
+from legion.store import Row, Store, now
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +27,11 @@ class WorkerRecord:
 
 
 class Registry:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     @property
-    def db(self) -> Database:
+    def db(self) -> Store:
         return self._db
 
     def current(self) -> list[WorkerRecord]:
@@ -64,13 +63,12 @@ class Registry:
                 "UPDATE workers SET ended_at = ? WHERE issue = ? AND mode = ? AND ended_at IS NULL",
                 (stamp, identifier, mode.value),
             )
-            cursor = conn.execute(
+            row = conn.execute(
                 "INSERT INTO workers "
-                "(issue, mode, session_id, window, workspace, started_at, runtime) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                '(issue, mode, session_id, "window", workspace, started_at, runtime) '
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *",
                 (identifier, mode.value, session_id, window, str(workspace), stamp, runtime),
-            )
-            row = conn.execute("SELECT * FROM workers WHERE id = ?", (cursor.lastrowid,)).fetchone()
+            ).fetchone()
         return _record(row)
 
     def latest(self, issue: str) -> WorkerRecord | None:
@@ -114,7 +112,7 @@ class Registry:
             )
 
 
-def _record(row: sqlite3.Row) -> WorkerRecord:
+def _record(row: Row) -> WorkerRecord:
     return WorkerRecord(
         id=row["id"],
         issue=row["issue"],

@@ -37,6 +37,7 @@ from legion.sandbox import wrap as sandbox_wrap
 from legion.sessions.starts import StartWatch
 from legion.sessions.windows import SessionWindows
 from legion.statefiles import private_folder, write_private
+from legion.store import STORE_SECRET_VARIABLES
 from legion.tracing import span
 
 # Variables of the dispatcher that must not reach a worker: tmux's would make the CLI think it
@@ -54,6 +55,7 @@ _DROP_FROM_ENV = (
     "CLAUDE_PID",
     "CLAUDE_EFFORT",
     *backend_secret_variables(),
+    *STORE_SECRET_VARIABLES,  # the store's URL and libpq's password: the daemon's credentials
     CAPABILITY_ENV,
     SOCKET_ENV,
 )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -11,8 +10,8 @@ from legion.core.marks import mark, unmark
 from legion.core.model import Status, normalize_identifier
 from legion.core.pickup import EVERY_ISSUE
 from legion.core.text import clean_body, clean_comment, clean_title
-from legion.embedded.db import Database, now
 from legion.errors import InputError, NotFoundError
+from legion.store import Connection, Row, Store, now
 from legion.trackers.base import (
     Comment,
     Issue,
@@ -23,7 +22,7 @@ from legion.trackers.base import (
 
 
 class LocalTracker:
-    def __init__(self, db: Database, *, issue_key: str, extra_labels: Iterable[str] = ()) -> None:
+    def __init__(self, db: Store, *, issue_key: str, extra_labels: Iterable[str] = ()) -> None:
         self._db = db
         self.issue_key = issue_key
         self.known_labels: tuple[str, ...] = known_labels(extra_labels)
@@ -82,9 +81,9 @@ class LocalTracker:
             blocker_ids = [self._blocker_id(conn, name, "the new issue") for name in blockers]
             number = conn.execute("SELECT COALESCE(MAX(number), 0) + 1 FROM issues").fetchone()[0]
             stamp = now()
-            cursor = conn.execute(
+            issue_id = conn.execute(
                 "INSERT INTO issues (number, identifier, title, body, status, parent_id, "
-                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     number,
                     f"{self.issue_key}-{number}",
@@ -95,18 +94,17 @@ class LocalTracker:
                     stamp,
                     stamp,
                 ),
-            )
-            issue_id = cursor.lastrowid
+            ).fetchone()[0]
             conn.executemany(
                 "INSERT INTO issue_labels (issue_id, label) VALUES (?, ?)",
                 [(issue_id, name) for name in label_names],
             )
             conn.executemany(
-                "INSERT OR IGNORE INTO issue_blockers (issue_id, blocker_id) VALUES (?, ?)",
+                "INSERT INTO issue_blockers (issue_id, blocker_id) VALUES (?, ?) "
+                "ON CONFLICT DO NOTHING",
                 [(issue_id, blocker_id) for blocker_id in blocker_ids],
             )
-            assert issue_id is not None
-            return self._load(conn, issue_id)
+            return self._load(conn, int(issue_id))
 
     def set_status(self, identifier: str, status: Status) -> Issue:
         with self._db.write() as conn:
@@ -128,7 +126,7 @@ class LocalTracker:
         with self._db.write() as conn:
             issue_id = self._row_id(conn, identifier)
             changed = conn.executemany(
-                "INSERT OR IGNORE INTO issue_labels (issue_id, label) VALUES (?, ?)",
+                "INSERT INTO issue_labels (issue_id, label) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 [(issue_id, name) for name in sorted(to_add)],
             ).rowcount
             changed += conn.executemany(
@@ -155,7 +153,8 @@ class LocalTracker:
             added = [self._blocker_id(conn, name, me) for name in to_add]
             removed = [self._blocker_id(conn, name, me) for name in to_remove]
             changed = conn.executemany(
-                "INSERT OR IGNORE INTO issue_blockers (issue_id, blocker_id) VALUES (?, ?)",
+                "INSERT INTO issue_blockers (issue_id, blocker_id) VALUES (?, ?) "
+                "ON CONFLICT DO NOTHING",
                 [(issue_id, blocker_id) for blocker_id in added],
             ).rowcount
             changed += conn.executemany(
@@ -175,14 +174,15 @@ class LocalTracker:
             body = mark(body, author)
         with self._db.write() as conn:
             issue_id = self._row_id(conn, identifier)
-            cursor = conn.execute(
-                "INSERT INTO comments (issue_id, author, body, created_at) VALUES (?, ?, ?, ?)",
+            comment_id = conn.execute(
+                "INSERT INTO comments (issue_id, author, body, created_at) VALUES (?, ?, ?, ?) "
+                "RETURNING id",
                 (issue_id, author, body, now()),
-            )
+            ).fetchone()[0]
             row = conn.execute(
                 "SELECT c.*, i.identifier FROM comments c JOIN issues i ON i.id = c.issue_id "
                 "WHERE c.id = ?",
-                (cursor.lastrowid,),
+                (comment_id,),
             ).fetchone()
         return _comment(row)
 
@@ -191,14 +191,14 @@ class LocalTracker:
     def _label(self, name: str) -> str:
         return check_label(name, self.known_labels)
 
-    def _row_id(self, conn: sqlite3.Connection, identifier: str) -> int:
+    def _row_id(self, conn: Connection, identifier: str) -> int:
         normalized = normalize_identifier(identifier)
         row = conn.execute("SELECT id FROM issues WHERE identifier = ?", (normalized,)).fetchone()
         if row is None:
             raise NotFoundError(f"no issue {normalized} (see `legion issue list`)")
         return int(row[0])
 
-    def _blocker_id(self, conn: sqlite3.Connection, identifier: str, blocked: str) -> int:
+    def _blocker_id(self, conn: Connection, identifier: str, blocked: str) -> int:
         """The row of a blocker; one that does not exist is bad input, not a missing issue."""
         try:
             return self._row_id(conn, identifier)
@@ -208,7 +208,7 @@ class LocalTracker:
                 "(see `legion issue list`)"
             ) from None
 
-    def _load(self, conn: sqlite3.Connection, issue_id: int) -> Issue:
+    def _load(self, conn: Connection, issue_id: int) -> Issue:
         row = conn.execute(
             "SELECT i.*, p.identifier AS parent_identifier FROM issues i "
             "LEFT JOIN issues p ON p.id = i.parent_id WHERE i.id = ?",
@@ -225,7 +225,7 @@ class LocalTracker:
         )
 
 
-def _labels_by_issue(conn: sqlite3.Connection, issue_id: int | None) -> dict[int, list[str]]:
+def _labels_by_issue(conn: Connection, issue_id: int | None) -> dict[int, list[str]]:
     if issue_id is None:
         rows = conn.execute("SELECT issue_id, label FROM issue_labels").fetchall()
     else:
@@ -238,7 +238,7 @@ def _labels_by_issue(conn: sqlite3.Connection, issue_id: int | None) -> dict[int
     return result
 
 
-def _children_by_issue(conn: sqlite3.Connection) -> dict[int, list[str]]:
+def _children_by_issue(conn: Connection) -> dict[int, list[str]]:
     result: dict[int, list[str]] = defaultdict(list)
     for row in conn.execute(
         "SELECT parent_id, identifier FROM issues WHERE parent_id IS NOT NULL ORDER BY number"
@@ -247,9 +247,7 @@ def _children_by_issue(conn: sqlite3.Connection) -> dict[int, list[str]]:
     return result
 
 
-def _blockers_by_issue(
-    conn: sqlite3.Connection, issue_id: int | None = None
-) -> dict[int, list[str]]:
+def _blockers_by_issue(conn: Connection, issue_id: int | None = None) -> dict[int, list[str]]:
     query = (
         "SELECT x.issue_id, b.identifier FROM issue_blockers x JOIN issues b ON b.id = x.blocker_id"
     )
@@ -265,7 +263,7 @@ def _blockers_by_issue(
 
 
 def _issue(
-    row: sqlite3.Row,
+    row: Row,
     labels: dict[int, list[str]],
     children: dict[int, list[str]],
     blockers: dict[int, list[str]],
@@ -284,7 +282,7 @@ def _issue(
     )
 
 
-def _comment(row: sqlite3.Row) -> Comment:
+def _comment(row: Row) -> Comment:
     body, marker, asked = unmark(row["body"])
     return Comment(
         id=row["id"],
@@ -297,7 +295,7 @@ def _comment(row: sqlite3.Row) -> Comment:
     )
 
 
-def open_tracker(project: Project, db: Database) -> LocalTracker:
+def open_tracker(project: Project, db: Store) -> LocalTracker:
     """The registry's opener (`legion.backends`)."""
     settings = project.settings
     # The opt-in labels are a person's to add to Backlog issues, here as on any tracker.

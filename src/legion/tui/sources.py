@@ -32,9 +32,9 @@ from legion.tui.projects import ProjectFinder, name_of
 if TYPE_CHECKING:
     from legion.config import Project
     from legion.core.task_list import TaskList
-    from legion.embedded.db import Database
     from legion.runtime.tmux import Window
     from legion.sessions.workers import WorkerManager
+    from legion.store import Store
 
 # The board's columns, in the order work moves (Triage and Icebox first: not yet planned).
 PHASES: tuple[Status, ...] = (
@@ -381,7 +381,7 @@ def _unconfined(project: Project) -> list[str]:
     return [] if found.confined else [f"sandbox {found.summary}"]
 
 
-def _holds(db: Database, project: Project) -> list[str]:
+def _holds(db: Store, project: Project) -> list[str]:
     """What keeps workers from starting, said on the board as `legion status` says it: the
     dispatch pause, and a hold on the model (the provider's rate limit, the day's budget)."""
     from legion.pause import DispatchPause

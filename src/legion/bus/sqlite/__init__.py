@@ -1,7 +1,7 @@
 """`SqliteBus`: the `Bus` protocol kept in one SQLite database for every project on the machine
 (`$XDG_STATE_HOME/legion/bus.db`).
 
-The database is opened like the project's (`legion.embedded.db.Database`): WAL and a busy
+The database is opened like the project's (`legion.store.sqlite.SqliteStore`): WAL and a busy
 timeout so the daemon, every agent and the human post at once; `BEGIN IMMEDIATE` writes, so a
 poster waits instead of failing half-way; the migrations of `legion.bus.schema`.
 
@@ -24,7 +24,7 @@ from legion.bus.sqlite.messages import SqliteMessages
 from legion.bus.sqlite.posting import SqlitePosting
 from legion.bus.sqlite.projects import SqliteProjects
 from legion.bus.sqlite.tasks import SqliteTasks
-from legion.embedded.db import Database
+from legion.store.sqlite import SqliteStore
 
 __all__ = ["SqliteBus"]
 
@@ -36,7 +36,7 @@ class SqliteBus:
     def __init__(self, path: Path) -> None:
         self.path = path
         # A 0-byte file is what a crash between creating it and SQLite's first write leaves.
-        self._db = db = Database(path, create=True, migrations=schema.MIGRATIONS, empty_ok=True)
+        self._db = db = SqliteStore(path, create=True, migrations=schema.MIGRATIONS, empty_ok=True)
 
         agents = SqliteAgents(db)
         self.register_agent = agents.register_agent

@@ -10,14 +10,14 @@ from legion.bus.model import STATUS_EVENTS, Agent, AgentRole, AgentStatus, Chann
 from legion.bus.sqlite.events import insert_event
 from legion.bus.sqlite.rows import AGENT_COLUMNS, agent_from_row, agent_in, all_agents, stamp
 from legion.bus.validate import clean_registration
-from legion.embedded.db import Database
+from legion.store import Store
 
 
 class SqliteAgents:
     """Who is on the bus: registered, changed (a change of status that matters is an event),
     and read."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def register_agent(

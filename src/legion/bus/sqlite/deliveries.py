@@ -8,7 +8,6 @@ changes nothing.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 
 from legion.bus.model import Delivery, DeliveryState, PendingDelivery
@@ -21,8 +20,8 @@ from legion.bus.sqlite.rows import (
     qualified,
     stamp,
 )
-from legion.embedded.db import Database
 from legion.errors import NotFoundError
+from legion.store import Row, Store
 
 _DELIVERY_SELECT = (
     "SELECT m.id AS message_id, d.recipient_id, d.state, d.attempts, d.last_error, d.updated_at "
@@ -31,7 +30,7 @@ _DELIVERY_SELECT = (
 _MARK_CHUNK = 500  # ids per statement, within SQLite's limit on parameters
 
 
-def _delivery(row: sqlite3.Row) -> Delivery:
+def _delivery(row: Row) -> Delivery:
     return Delivery(
         message_id=row["message_id"],
         recipient_id=row["recipient_id"],
@@ -45,7 +44,7 @@ def _delivery(row: sqlite3.Row) -> Delivery:
 class SqliteDeliveries:
     """Each message's way to each addressee: pending, delivered, read."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def deliveries(self, message_id: str) -> list[Delivery]:

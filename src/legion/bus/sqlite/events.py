@@ -9,13 +9,12 @@ are recorded on their own (`SqliteEvents.record_event`).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 
 from legion.bus.model import Event, EventKind
 from legion.bus.sqlite.rows import agent_in, in_order, stamp
-from legion.embedded.db import Database
 from legion.errors import NotFoundError
+from legion.store import Connection, Row, Store
 
 _EVENT_SELECT = (
     "SELECT e.id, e.kind, e.agent_id, m.id AS message_id, e.detail, e.created_at "
@@ -23,7 +22,7 @@ _EVENT_SELECT = (
 )
 
 
-def _event(row: sqlite3.Row) -> Event:
+def _event(row: Row) -> Event:
     return Event(
         id=row["id"],
         kind=EventKind(row["kind"]),
@@ -35,7 +34,7 @@ def _event(row: sqlite3.Row) -> Event:
 
 
 def insert_event(
-    conn: sqlite3.Connection,
+    conn: Connection,
     kind: EventKind,
     agent_id: int | None,
     message_seq: int | None,
@@ -43,18 +42,18 @@ def insert_event(
     when: str,
 ) -> int:
     """Log an event in the caller's transaction; its id."""
-    cursor = conn.execute(
+    row = conn.execute(
         "INSERT INTO events (kind, agent_id, message_seq, detail, created_at) "
-        "VALUES (?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?) RETURNING id",
         (kind.value, agent_id, message_seq, detail, when),
-    )
-    return int(cursor.lastrowid or 0)
+    ).fetchone()
+    return int(row[0])
 
 
 class SqliteEvents:
     """The event log: recorded, and read in order."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def record_event(

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from legion.bus.model import Channel, Message
 from legion.bus.sqlite.rows import MESSAGE_COLUMNS, in_order, message_from_row, qualified
-from legion.embedded.db import Database
 from legion.errors import NotFoundError
+from legion.store import Store
 
 
 class SqliteMessages:
     """What was said on the bus, read back."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def message(self, message_id: str) -> Message:

@@ -10,7 +10,6 @@ written by a trigger of `legion.bus.schema`, in the same transaction.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 
 from legion.bus.address import (
@@ -38,14 +37,14 @@ from legion.bus.validate import (
     clean_message_id,
     new_message_id,
 )
-from legion.embedded.db import Database
 from legion.errors import ConflictError, NotFoundError
+from legion.store import Connection, Row, Store
 
 
 class SqlitePosting:
     """Messages posted: addressed, delivered to each addressee (pending), posted once per id."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
         # Senders already seen: (address, may address the human). Neither can change: an
         # address is the agent's identity, and only the names `legion` and `human` reach the
@@ -82,7 +81,7 @@ class SqlitePosting:
         with self._db.write() as conn:
             return [self._post_in(conn, draft) for draft in cleaned]
 
-    def _post_in(self, conn: sqlite3.Connection, draft: Draft) -> Posted:
+    def _post_in(self, conn: Connection, draft: Draft) -> Posted:
         if draft.message_id is not None:
             # A retry: what was posted under this id stands, whatever changed since.
             earlier = conn.execute(
@@ -109,12 +108,11 @@ class SqlitePosting:
         message_id = draft.message_id or new_message_id()
         mentions = tuple(agent.address for agent in recipients)
         when = stamp()
-        # The `message_posted` event is written by a trigger, in this transaction. `seq` is
-        # the table's rowid: the insert's own (a trigger's inserts do not change it after the
-        # trigger ends), read without a RETURNING clause and its fetch.
+        # The `message_posted` event is written by a trigger, in this transaction.
         seq = conn.execute(
             "INSERT INTO messages (id, project, branch, sender_id, sender, kind, body, "
-            "mentions, created_at, reply_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "mentions, created_at, reply_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "RETURNING seq",
             (
                 message_id,
                 draft.channel.project,
@@ -127,8 +125,7 @@ class SqlitePosting:
                 when,
                 draft.reply_to,
             ),
-        ).lastrowid
-        assert seq is not None  # an INSERT into a rowid table always sets it
+        ).fetchone()[0]
         if recipients:
             conn.executemany(
                 "INSERT INTO deliveries (message_seq, recipient_id, state, updated_at) "
@@ -149,7 +146,7 @@ class SqlitePosting:
         )
         return Posted(message, tuple(recipients), created=True)
 
-    def _sender(self, conn: sqlite3.Connection, sender_id: int) -> tuple[str, bool]:
+    def _sender(self, conn: Connection, sender_id: int) -> tuple[str, bool]:
         known = self._senders.get(sender_id)
         if known is None:
             agent = agent_in(conn, sender_id)
@@ -158,7 +155,7 @@ class SqlitePosting:
 
 
 def _addressees(
-    conn: sqlite3.Connection,
+    conn: Connection,
     sender_id: int,
     reach_human: bool,
     channel: Channel,
@@ -187,7 +184,7 @@ def _addressees(
     )
 
 
-def _posted_before(conn: sqlite3.Connection, row: sqlite3.Row, draft: Draft) -> Posted:
+def _posted_before(conn: Connection, row: Row, draft: Draft) -> Posted:
     """What was posted under `draft`'s id, when `draft` is that same message again; a different
     message under a used id is refused."""
     message = message_from_row(tuple(row)[:-1])

@@ -8,18 +8,17 @@ wrote some without recording their project, and those stay theirs.
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from pathlib import Path
 
 from legion.bus.address import clean_project_name
 from legion.bus.sqlite.rows import stamp
-from legion.embedded.db import Database
+from legion.store import Connection, Store
 
 
 class SqliteProjects:
     """Projects by name on the bus: claimed, and where each lives."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def claim_project(self, project_id: str, name: str, root: Path) -> str:
@@ -65,7 +64,7 @@ class SqliteProjects:
         return {name: Path(root) for name, root in rows}
 
 
-def _free_project_name(conn: sqlite3.Connection, name: str) -> str:
+def _free_project_name(conn: Connection, name: str) -> str:
     """`name`, or `name-2`, `name-3`, …: the first no project has, and no agent, message or
     task of the bus uses (an older Legion wrote some without recording their project)."""
     for n in itertools.count(1):

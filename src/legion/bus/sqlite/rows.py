@@ -9,13 +9,13 @@ there.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from legion.bus.model import Agent, AgentRole, AgentStatus, Message, MessageKind
 from legion.errors import NotFoundError
+from legion.store import Connection
 
 
 def stamp() -> str:
@@ -80,7 +80,7 @@ def in_order(query: str, table: str, column: str, last: int | None, args: list[o
     return f"SELECT * FROM ({query} ORDER BY {table}.{column} DESC LIMIT ?) ORDER BY {column}"
 
 
-def agent_in(conn: sqlite3.Connection, agent_id: int) -> Agent:
+def agent_in(conn: Connection, agent_id: int) -> Agent:
     """The agent `agent_id`, read in the caller's transaction; refused when there is none."""
     row = conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?", (agent_id,)).fetchone()
     if row is None:
@@ -88,6 +88,6 @@ def agent_in(conn: sqlite3.Connection, agent_id: int) -> Agent:
     return agent_from_row(row)
 
 
-def all_agents(conn: sqlite3.Connection) -> list[Agent]:
+def all_agents(conn: Connection) -> list[Agent]:
     """Every agent, the human and the archived included, in the caller's transaction."""
     return [agent_from_row(row) for row in conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents")]

@@ -4,17 +4,15 @@ assigned to an agent, or done (done once: doing it again keeps when it was first
 
 from __future__ import annotations
 
-import sqlite3
-
 from legion.bus.model import Channel, Task
 from legion.bus.sqlite.rows import agent_in, stamp
 from legion.bus.validate import clean_channel
 from legion.core.text import clean_title
-from legion.embedded.db import Database
 from legion.errors import NotFoundError
+from legion.store import Connection, Row, Store
 
 
-def _task(row: sqlite3.Row) -> Task:
+def _task(row: Row) -> Task:
     return Task(
         id=row["id"],
         project=row["project"],
@@ -27,7 +25,7 @@ def _task(row: sqlite3.Row) -> Task:
     )
 
 
-def _task_in(conn: sqlite3.Connection, task_id: int) -> Task | None:
+def _task_in(conn: Connection, task_id: int) -> Task | None:
     row = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
     return None if row is None else _task(row)
 
@@ -35,7 +33,7 @@ def _task_in(conn: sqlite3.Connection, task_id: int) -> Task | None:
 class SqliteTasks:
     """A channel's tasks: added, listed, completed."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
 
     def add_task(

@@ -1,5 +1,5 @@
-"""The project's SQLite database in its state dir: the embedded tracker and forge, and the
-worker registry (which every backend uses).
+"""The default store (`legion.store`): the project's SQLite database in its state folder, and
+the machine's event bus (`legion.bus.sqlite`).
 
 WAL journal and a busy timeout let several `legion` processes (the daemon, workers, the user)
 read and write at once; every write runs in a `BEGIN IMMEDIATE` transaction so a writer waits
@@ -14,11 +14,11 @@ import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
 from pathlib import Path
 
 from legion.errors import StoreError
 from legion.statefiles import private_folder
+from legion.store import Connection
 
 BUSY_TIMEOUT_S = 15.0
 
@@ -235,10 +235,6 @@ def _check_present(path: Path, *, create: bool, empty_ok: bool) -> None:
         )
 
 
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _describe(path: Path, exc: sqlite3.Error) -> StoreError:
     text = str(exc)
     if "locked" in text or "busy" in text:
@@ -261,7 +257,7 @@ def _describe(path: Path, exc: sqlite3.Error) -> StoreError:
     return StoreError(f"{path}: database error: {text}")
 
 
-class Database:
+class SqliteStore:
     """A connection to an SQLite database of Legion's, migrated to the current schema on open:
     the project's (`MIGRATIONS`) unless another list is given (the event bus has its own)."""
 
@@ -332,7 +328,7 @@ class Database:
         )
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Iterator[Connection]:
         """A write transaction: all of it lands, or none of it does."""
         try:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -355,7 +351,7 @@ class Database:
                 self._conn.execute("ROLLBACK")
 
     @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
+    def read(self) -> Iterator[Connection]:
         """A consistent snapshot for several queries."""
         try:
             self._conn.execute("BEGIN")
@@ -365,6 +361,10 @@ class Database:
                 self._conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise _describe(self.path, exc) from None
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
 
     def replaced(self) -> bool:
         """Whether the file at `path` is no longer the one this connection has open (put back
