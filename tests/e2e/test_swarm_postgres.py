@@ -1,0 +1,54 @@
+"""The whole swarm on a PostgreSQL store: the daemon, its model proxy and relay, the
+reconciler, the real Claude Code controller and workers (scripted model), carrying an issue
+from Todo to Done with every record of the project's in a real PostgreSQL server, and the
+store's URL in no session's environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from legion.demo.swarm_script import swarm_script
+from tests.support.cli import run_legion
+from tests.support.proxy_watch import session_environments
+from tests.support.swarm import Swarm, assert_full_cycle, run_full_cycle
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def project(git_repo: Path, postgres_url: str) -> Path:
+    """A project made with its store in PostgreSQL."""
+    made = run_legion("init", cwd=git_repo, env={"LEGION_STORE": postgres_url})
+    assert made.returncode == 0, made.stderr
+    return git_repo
+
+
+@pytest.fixture
+def swarm_variables(postgres_url: str) -> dict[str, str]:
+    return {"LEGION_STORE": postgres_url}
+
+
+def test_full_cycle_on_a_postgresql_store(swarm: Swarm, postgres_url: str) -> None:
+    swarm.server.script.scenarios.extend(swarm_script(["LEG-1"]).scenarios)  # type: ignore[arg-type]
+    with session_environments(swarm.repo) as sessions:
+        daemon, seen = run_full_cycle(swarm)
+    assert_full_cycle(swarm, daemon, seen)
+    # The records are the server's: no SQLite file was made for the project.
+    assert list(Path(swarm.env["XDG_STATE_HOME"]).rglob("legion.db")) == []
+    with psycopg.connect(postgres_url) as conn:
+        schemas = conn.execute(
+            "SELECT table_schema FROM information_schema.tables WHERE table_name = 'issues'"
+        ).fetchall()
+        [(schema,)] = schemas
+        merged = conn.execute(f"SELECT state FROM {schema}.pull_requests").fetchall()
+    assert merged == [("merged",)]
+    # No process of any session had the URL (it holds the password) or libpq's variable.
+    password = postgres_url.split(":")[2].split("@", maxsplit=1)[0]
+    everyone = [*sessions.clis.values(), *sessions.others.values()]
+    assert sessions.clis, "no session was seen"
+    for environ in everyone:
+        assert "LEGION_STORE" not in environ
+        assert not any(password in value for value in environ.values())
