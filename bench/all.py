@@ -40,6 +40,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("requests", "Linear and GitHub requests per pass and per hour"),
     ("runtimes", "the 3-issue demo on Claude Code, Codex and mixed"),
     ("faults", "`kill -9` at every named fault point"),
+    ("fleet", "the store on SQLite and PostgreSQL; a host's upkeep; leader failover"),
 )
 
 

@@ -75,7 +75,9 @@ def backend_checks(project: Project) -> list[tuple[str, bool, str]]:
     return results
 
 
-def open_backends(project: Project, *, create: bool = False, direct: bool = False) -> Backends:
+def open_backends(
+    project: Project, *, create: bool = False, direct: bool = False, store: Store | None = None
+) -> Backends:
     """The project's tracker and forge. Only `legion init` may `create` the database: for an
     existing project a missing or empty one is an error, never a fresh start. (Every backend
     keeps Legion's own records, workers and judgments, in that database.)
@@ -86,7 +88,8 @@ def open_backends(project: Project, *, create: bool = False, direct: bool = Fals
     session has no credential, and merges and tracker writes are made outside its sandbox. The
     database is opened only if asked for (a confined session cannot see it). `direct`: the
     real backends whatever the environment (the daemon, and its relay server, are the ones
-    that make the calls)."""
+    that make the calls). `store`: the project's store as the caller opened it (the daemon's,
+    fenced by its lease)."""
     from legion.relay import CAPABILITY_ENV, SOCKET_ENV
 
     settings = project.settings
@@ -100,7 +103,7 @@ def open_backends(project: Project, *, create: bool = False, direct: bool = Fals
             lambda: open_store(project),
             relay=client,
         )
-    db = open_store(project, create=create)
+    db = store if store is not None else open_store(project, create=create)
     tracker = _opener(TRACKER_OPENERS, "tracker", settings.tracker)(project, db)
     forge = _opener(FORGE_OPENERS, "forge", settings.forge)(project, db)
     return Backends(tracker, forge, db)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ bad one is reported with its file (or variable), key and what is wrong.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tomllib
 import uuid
@@ -235,6 +236,22 @@ def _prices_from_env(value: Any) -> dict[str, Price]:
         ) from None
 
 
+def _host_name(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", value):
+        raise ValueError(
+            f"must be a host name (letters, digits, '.', '_', '-'; at most 63), got {value!r}"
+        )
+    return value
+
+
+def _positive(value: Any) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"must be a whole number of at least 1, got {value!r}")
+    return value
+
+
 def _store_url(value: Any) -> str | None:
     # Never quoted back: the URL may carry a password.
     if not isinstance(value, str):
@@ -298,6 +315,9 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("restart_cooldown", _seconds, 60.0),
     SettingSpec("checkpoint_every", _seconds, 300.0),
     SettingSpec("store", _store_url, shown=_store_shown),
+    SettingSpec("host_name", _host_name),
+    SettingSpec("max_sessions", _positive),
+    SettingSpec("host_timeout", _seconds, 60.0),
 )
 # Each plugin's own settings section (`legion.plugins`): its keys sit beside the project's in
 # the same files and variables, and are read by the same rules.
@@ -353,6 +373,12 @@ class Settings:
     # Where Legion keeps what it shares: None, the SQLite file in the state folder; a
     # `postgresql://` URL, a PostgreSQL database every host of a fleet reaches (a credential).
     store: str | None = None
+    # This machine in the fleet (`legion.fleet`): its name (None: the hostname), how many
+    # sessions it runs at once (None: from its cores and memory), and how long without a
+    # heartbeat before a host is lost (also how long the leader lease lasts).
+    host_name: str | None = None
+    max_sessions: int | None = None
+    host_timeout: float = 60.0
     # Each plugin's typed settings, by its section's class (`section`).
     sections: Mapping[type, Any] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)

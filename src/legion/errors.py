@@ -49,7 +49,7 @@ class InputError(LegionError):
 
 
 class NotFoundError(LegionError):
-    """An issue, pull request or project that does not exist."""
+    """An issue, pull request, project or host that does not exist."""
 
 
 class ConfigError(LegionError):

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from legion.config import Project
 from legion.core.usage import Usage
 from legion.daemon_link import heartbeat_file, hosts_controller, running_pid
 from legion.errors import LegionError
+from legion.fleet import Fleet, Host
 from legion.proxy import ProxyAccess, read_access
 from legion.sandbox import Sandbox, reported
 
@@ -59,6 +60,9 @@ class StatusReport:
     model_held: str | None = None
     # How sessions run: confined by bubblewrap, or why not (`legion.sandbox`).
     sandbox: Sandbox | None = None
+    # The fleet's hosts (`legion.fleet`), and the store's time they are measured against.
+    hosts: list[Host] = field(default_factory=list)
+    store_now: float = 0.0
 
     @property
     def sandbox_line(self) -> str:
@@ -115,9 +119,22 @@ class StatusReport:
             if self.sandbox is None
             else {"confined": self.sandbox.confined, "why": self.sandbox.why},
         }
+        data["hosts"] = [host.to_json(self.store_now) for host in self.hosts]
         if self.unknown is not None:
             data["unknown"] = self.unknown
         return data
+
+    @property
+    def fleet_line(self) -> str | None:
+        """The fleet in one line, when it is more than this machine: each host, its state,
+        sessions of its capacity, and the leader."""
+        if len(self.hosts) < 2:
+            return None
+        return ", ".join(
+            f"{host.name} ({host.state.value}{', leads' if host.leader else ''}, "
+            f"{host.sessions}/{host.capacity})"
+            for host in self.hosts
+        )
 
 
 def read_status(project: Project, backends: Backends, workers: WorkerManager) -> StatusReport:
@@ -150,6 +167,7 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         beat: float | None = round(now - heartbeat_file(project).stat().st_mtime, 1)
     except OSError:
         beat = None
+    hosts, store_now = Fleet(backends.db).hosts(project.settings.host_timeout)
     code = None
     if views is not None:
         code = sum(1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode))
@@ -176,6 +194,8 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         model_proxy=None if daemon is None else read_access(project.state_dir),
         model_held=why_held(backends.db, project.settings.limits),
         sandbox=reported(project.settings.sandbox, project.env),
+        hosts=hosts,
+        store_now=store_now,
     )
 
 

@@ -116,6 +116,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "runtime",
                 "actionlog",
                 "pause",
+                "fleet",
             }
         ),
     ),

@@ -20,6 +20,7 @@ from legion.cli import (
     demo,
     doctor,
     events,
+    fleet,
     issues,
     oracle,
     prs,
@@ -57,6 +58,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "reconcile": ("legion reconcile --dry-run",),
     "log": ("legion log -n 50 --issue LEG-3",),
     "usage": ("legion usage --issue LEG-3", "legion usage --since 2026-11-01 --json"),
+    "hosts": ("legion hosts", "legion hosts --json"),
     "feedback": ('legion feedback LEG-3 "Use UTC."',),
     "dispatch": ("legion dispatch LEG-7 implement",),
     "resume": ('legion resume LEG-7 implement --prompt "Also handle an empty list."',),
@@ -111,9 +113,11 @@ for command in (
     agents.kill,
     agents.archive,
     agents.attach,
+    fleet.hosts,
 ):
     app.command(epilog=_example(command.__name__))(command)
 app.add_typer(tasks.task_app, name="task")
+app.add_typer(fleet.host_app, name="host")
 skills_app = typer.Typer(
     help="Legion's skills (for Claude Code and Codex).",
     no_args_is_help=True,

@@ -406,6 +406,8 @@ UNSET_MEANING = {
     "sandbox": "sessions confined by bubblewrap where it works, else unconfined",
     "workspace_root": "beside the repository",
     "store": "SQLite, in the state folder",
+    "host_name": "this machine's hostname",
+    "max_sessions": "two a core, half a GiB of memory each, whichever is fewer",
 }
 
 

@@ -400,6 +400,8 @@ def _print_status(report: StatusReport) -> None:
     if report.model_held is not None:
         common.echo(f"model:      HELD: {report.model_held}")
     common.echo(f"sandbox:    {report.sandbox_line}")
+    if report.fleet_line is not None:
+        common.echo(f"hosts:      {report.fleet_line}")
     pause = report.pause
     if pause.reason is not None:
         common.echo(f"dispatch:   PAUSED since {pause.paused_at}: {pause.reason}")

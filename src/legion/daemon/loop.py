@@ -22,6 +22,7 @@ from legion.backends import Backends, open_backends, open_workers
 from legion.config import Project
 from legion.daemon_link import heartbeat_file, pid_file, poke, running_pid, wake_fifo
 from legion.errors import ConflictError, LegionError, StoreError
+from legion.fleet import FencedStore, host_name
 from legion.judgments import JudgmentQueue
 from legion.pause import DispatchPause
 from legion.plugins import CLAUDE_CODE, CODEX
@@ -34,12 +35,14 @@ from legion.relay.server import RelayServer, relay_server
 from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
 from legion.statefiles import open_private, private_folder, touch_private, write_private
+from legion.store import open_store
 from legion.tracing import mark, span
 
 from .budget_step import BudgetStop
 from .bus_steps import BusSteps
 from .checkpoint_step import WorkspaceCheckpoints
 from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
+from .fleet_step import FleetMembership
 from .idle_step import IdleSpendWatch
 from .reaper import StuckWorkerReaper
 from .reconcile_step import PauseReport, ReconcileStep
@@ -76,8 +79,10 @@ class Daemon:
         self.project = project
         self.config = config
         self.env = dict(env)
-        # Its own calls go straight to the backends: it holds the credentials.
-        self.backends: Backends = open_backends(project, direct=True)
+        # Its own calls go straight to the backends: it holds the credentials. Its store is
+        # fenced by the leader lease while it leads (`legion.fleet`).
+        self.fenced = FencedStore(open_store(project), host_name(project.settings))
+        self.backends: Backends = open_backends(project, direct=True, store=self.fenced)
         self.workers: WorkerManager = open_workers(project, self.backends, self.env)
         self.log = ActionLog(self.backends.db)
         self.judgments = JudgmentQueue(self.backends.db)
@@ -102,6 +107,13 @@ class Daemon:
             wake=lambda: poke(wake_fifo(project)),
         )
         controller = ControllerSession(project, self.workers, config.mode)
+        self.membership = FleetMembership(
+            project,
+            self.fenced,
+            self.log,
+            stop_controller=lambda: self.workers.supervisor.stop_session(controller.id),
+            wake=lambda: poke(wake_fifo(project)),
+        )
         self.supervisor = ControllerSupervisor(
             controller,
             self.judgments,
@@ -232,6 +244,7 @@ class Daemon:
             if cleared is not None:
                 self.log.append("-", "resume_dispatch", OutcomeKind.DONE, f"was: {cleared}")
             try:
+                self.membership.start()
                 relay = self._start_relay()  # before the first tick starts any session
                 model_proxy = self._start_model_proxy()
                 while not self._stopping:
@@ -240,6 +253,7 @@ class Daemon:
                         break
                     self._wait(fd)
             finally:
+                self.membership.stop()
                 os.close(fd)
                 if relay is not None:
                     relay.stop()
@@ -336,6 +350,8 @@ class Daemon:
                 continue
             if not ready and starting:
                 self._run(Step("worker_start", self.start_follow_up.run))
+            if self.membership.changed():
+                return
             if ready:
                 # Every poke so far is answered by the one pass that follows; no wait for more
                 # (a burst's later pokes make one more pass, which costs less than a wait
@@ -351,7 +367,11 @@ class Daemon:
         touch_private(heartbeat_file(self.project))
         # One look at the windows serves every step, until one opens or closes a window.
         with span("tick"), self.workers.windows.one_look():
-            results = [self._run(step) for step in self.steps]
+            results = [self._run(Step("fleet", self.membership.follow))]
+            # A follower (another host leads) runs no controller and no pass: it waits to
+            # lead. By hand (manual mode) a host runs the sessions started on it either way.
+            if self.membership.leading or self.config.mode == "manual":
+                results += [self._run(step) for step in self.steps]
         self._next_wait = soonest(self.config.tick, results)
 
     def _run(self, step: Step) -> StepResult:

@@ -16,6 +16,7 @@ from legion.config import Project
 from legion.core.decide import Action
 from legion.core.model import Status
 from legion.daemon_link import running_pid
+from legion.fleet import Fleet, this_host
 from legion.forges.base import Forge
 from legion.judgments import JudgmentQueue
 from legion.locking import LOCK_TIMEOUT_S, exclusive
@@ -207,6 +208,8 @@ class _Pass:
             guard.failed("-", "observe", error, "pull requests unknown: ")
         limits = o.project.settings.limits
         held = guard.observed("the model's hold", partial(why_held, o.log.db, limits))
+        host, capacity = this_host(o.project.settings)
+        draining = guard.observed("this host's drain", partial(Fleet(o.log.db).draining, host))
         starts = Starts(
             ctx,
             views,
@@ -215,6 +218,9 @@ class _Pass:
             model_held=held,
             hosted=running_pid(o.project) is not None,
             await_starts=o.await_starts,
+            capacity=capacity,
+            draining=bool(draining),
+            known=o.workers.roster.latest_modes().keys(),
         )
         transitions = Transitions(ctx, views, starts)
         for state in in_priority_order(snapshot):

@@ -5,7 +5,7 @@ and, at the pass's end, every start collected at once, failed ones counted towar
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 
 from legion import prompts
@@ -52,12 +52,17 @@ class Starts:
         model_held: str | None = None,
         hosted: bool = True,
         await_starts: bool = True,
+        capacity: int | None = None,
+        draining: bool = False,
+        known: Collection[str] = (),
     ) -> None:
         """`model_held`: why no model request may go now (`legion.proxy.limits.why_held`),
         which holds every start. `hosted`: whether a daemon runs to host the sessions started
         (none starts without one: `SessionSupervisor.require_daemon`). `await_starts`: whether
         `collect` waits for the pass's starts (off in the daemon, which follows them up between
-        its ticks)."""
+        its ticks). `capacity`: how many sessions this host runs at once (`max_sessions`);
+        `draining`: this host takes no new issue (`legion host drain`) but finishes those in
+        `known` (the issues that ever had a worker)."""
         self.ctx = ctx
         self.await_starts = await_starts
         self.wip_limit = wip_limit
@@ -67,11 +72,16 @@ class Starts:
         self.code_workers = sum(
             1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode)
         )
+        self.capacity = capacity
+        self.sessions = sum(1 for v in views if v.state.is_live)
+        self.draining = draining
+        self.known = frozenset(known)
         self.started: list[str] = []
         self._notes: dict[str, str] = {}  # by issue; taken by the start it is for
 
     def closed(self, mode: Mode) -> None:
         """A live worker in `mode` was closed during the pass: its place counts no more."""
+        self.sessions -= 1
         if counts_toward_wip(mode):
             self.code_workers -= 1
 
@@ -96,6 +106,10 @@ class Starts:
             return deferred(self.model_held)
         if self.wip_full(mode):
             return deferred(f"WIP limit {self.wip_limit} reached")
+        if self.capacity is not None and self.sessions >= self.capacity:
+            return deferred(
+                f"this host runs {self.sessions} sessions, its capacity (`max_sessions`)"
+            )
         return None
 
     def blocked(self, issue: str, mode: Mode) -> Step | None:
@@ -103,7 +117,18 @@ class Starts:
         budget: a human is then asked), or None. Actions that clear labels before a start
         ask this first: the labels say which worker is due, for when it can start, and for
         whoever answers a budget question."""
-        return self.cannot_start(mode) or self.over_budget(issue) or self.unhosted()
+        return (
+            self.cannot_start(mode)
+            or self.drained(issue)
+            or self.over_budget(issue)
+            or self.unhosted()
+        )
+
+    def drained(self, issue: str) -> Step | None:
+        """Why `issue` gets no worker on a draining host (it takes no new issue), or None."""
+        if self.draining and issue not in self.known:
+            return deferred("this host is draining: it takes no new issue (`legion host drain`)")
+        return None
 
     def unhosted(self) -> Step | None:
         """Why no worker starts for want of a daemon to host it (a pass run by hand while none
@@ -132,6 +157,7 @@ class Starts:
             self._start_failed(str(exc))
             raise
         self.started.append(issue)
+        self.sessions += 1
         if counts_toward_wip(mode):
             self.code_workers += 1
         return done(f"{mode.value} worker in {view.record.window}")

@@ -24,6 +24,7 @@ class WorkerRecord:
     workspace: Path
     started_at: str
     runtime: str = DEFAULT_RUNTIME  # the agent CLI its session runs on
+    host: str = ""  # the fleet's host whose daemon runs it ("": recorded before the fleet)
 
 
 class Registry:
@@ -54,6 +55,7 @@ class Registry:
         window: str,
         workspace: Path,
         runtime: str = DEFAULT_RUNTIME,
+        host: str = "",
     ) -> WorkerRecord:
         """Record a new worker, retiring any earlier record for the same issue and mode."""
         identifier = normalize_identifier(issue)
@@ -65,9 +67,9 @@ class Registry:
             )
             row = conn.execute(
                 "INSERT INTO workers "
-                '(issue, mode, session_id, "window", workspace, started_at, runtime) '
-                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *",
-                (identifier, mode.value, session_id, window, str(workspace), stamp, runtime),
+                '(issue, mode, session_id, "window", workspace, started_at, runtime, host) '
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                (identifier, mode.value, session_id, window, str(workspace), stamp, runtime, host),
             ).fetchone()
         return _record(row)
 
@@ -122,4 +124,5 @@ def _record(row: Row) -> WorkerRecord:
         workspace=Path(row["workspace"]),
         started_at=row["started_at"],
         runtime=row["runtime"],
+        host=row["host"],
     )

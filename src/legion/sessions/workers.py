@@ -25,6 +25,7 @@ from legion.core.liveness import SessionState
 from legion.core.model import Mode, normalize_identifier
 from legion.errors import ConflictError, InputError, WorkerStartError
 from legion.faults import fault_point
+from legion.fleet import host_name
 from legion.locking import exclusive
 from legion.relay.capabilities import Capabilities
 from legion.runtime.base import AgentRuntime
@@ -81,6 +82,8 @@ class WorkerManager:
         )
         self.roster = WorkerRoster(registry, self.windows, self.runtimes, env)
         self._workspaces = workspaces
+        # The fleet's name for this machine, recorded with each worker it starts.
+        self.host = host_name(project.settings)
 
     def _lock(self) -> AbstractContextManager[None]:
         return exclusive(self.project.state_dir / "workers.lock")
@@ -187,7 +190,9 @@ class WorkerManager:
         # nobody knows about. A crash before the label leaves a dead record nobody expects,
         # which the next pass forgets.
         with span("start: record", issue):
-            record = self.registry.start(issue, mode, sid, name, workspace, runtime.name)
+            record = self.registry.start(
+                issue, mode, sid, name, workspace, runtime.name, host=self.host
+            )
         fault_point("after_registry_start")
         with marked(issue):
             try:

@@ -70,6 +70,12 @@ class Store(Protocol):
         """Where it is, for a message: a path, or a URL without its credentials."""
         ...
 
+    @property
+    def clock_sql(self) -> str:
+        """An SQL expression: now, in seconds since the epoch, by the store's clock (the
+        database server's, which every host of a fleet shares)."""
+        ...
+
     def write(self) -> AbstractContextManager[Connection]:
         """A write transaction: all of it lands, or none of it does; one at a time."""
         ...
@@ -128,6 +134,10 @@ class _Shared:
     @property
     def where(self) -> str:
         return self._store.where
+
+    @property
+    def clock_sql(self) -> str:
+        return self._store.clock_sql
 
     def write(self) -> AbstractContextManager[Connection]:
         return self._store.write()

@@ -40,6 +40,8 @@ CONNECT_TIMEOUT_S = 10
 WAIT_FOR_CONNECTION_S = 15.0
 POOL_SIZE = 4
 INSTALL_HINT = "pip install 'legion-swarm[postgresql]'"
+# Seconds since the epoch by the server's clock: one clock for every host's leases.
+CLOCK_SQL = "extract(epoch FROM clock_timestamp())::float8"
 
 
 def schema_name(project_id: str) -> str:
@@ -221,6 +223,10 @@ class PostgresStore:
     @property
     def where(self) -> str:
         return f"{self._where} (schema {self.schema})"
+
+    @property
+    def clock_sql(self) -> str:
+        return CLOCK_SQL
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         from psycopg import sql

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from legion.store.fleet_schema import FLEET_TABLES
+
 _TEXT = re.compile(r"\bTEXT\b")
 
 
@@ -173,4 +175,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """
     ),
+    # 2: the fleet, as SQLite's 11.
+    _pg(FLEET_TABLES.replace(" REAL ", " DOUBLE PRECISION "))
+    + """
+    ALTER TABLE workers ADD COLUMN host TEXT COLLATE "C" NOT NULL DEFAULT '';
+    """,
 )

@@ -19,8 +19,11 @@ from pathlib import Path
 from legion.errors import StoreError
 from legion.statefiles import private_folder
 from legion.store import Connection
+from legion.store.fleet_schema import FLEET_TABLES
 
 BUSY_TIMEOUT_S = 15.0
+# Seconds since the epoch by SQLite's clock (the machine's): what leases are timed by.
+CLOCK_SQL = "((julianday('now') - 2440587.5) * 86400.0)"
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: issues, labels, comments, pull requests and their reviews.
@@ -205,6 +208,12 @@ MIGRATIONS: tuple[str, ...] = (
         at REAL NOT NULL
     );
     """,
+    # 11: the fleet (`legion.fleet`): each daemon's host, its heartbeat and capacity; the
+    # leader lease; which host runs each worker.
+    FLEET_TABLES
+    + """
+    ALTER TABLE workers ADD COLUMN host TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 
@@ -365,6 +374,10 @@ class SqliteStore:
     @property
     def where(self) -> str:
         return str(self.path)
+
+    @property
+    def clock_sql(self) -> str:
+        return CLOCK_SQL
 
     def replaced(self) -> bool:
         """Whether the file at `path` is no longer the one this connection has open (put back

@@ -1,0 +1,164 @@
+"""The fleet's figures (printed, never asserted): the store on SQLite and on a real PostgreSQL
+server on this machine, what one host's heartbeat and lease cost the store each round, and how
+long the lead takes to pass to another host when its holder stops renewing it.
+
+Runs a private PostgreSQL server (Debian's `postgresql` package, as the tests do: see
+`tests/support/postgres.py`), on 127.0.0.1.
+
+Run: .venv/bin/python bench/fleet.py [--writes 300] [--failovers 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.postgres import PostgresServer  # noqa: E402
+
+from legion.fleet import Fleet  # noqa: E402
+from legion.store import Store  # noqa: E402
+from legion.store.postgres import PgConnection, PostgresStore  # noqa: E402
+from legion.store.sqlite import SqliteStore  # noqa: E402
+from legion.trackers.local import LocalTracker  # noqa: E402
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def timed(action: Callable[[], object], count: int) -> list[float]:
+    spent = []
+    for _ in range(count):
+        started = time.perf_counter()
+        action()
+        spent.append(time.perf_counter() - started)
+    return spent
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def store_latency(name: str, store: Store, writes: int) -> None:
+    tracker = LocalTracker(store, issue_key="LEG")
+    created = timed(lambda: tracker.create_issue("a benchmark issue"), writes)
+    labelled = timed(lambda: tracker.update_labels("LEG-1", add=["worker-done"]), writes)
+    listed = timed(tracker.list_issues, 20)
+    print(
+        f"{name:10}: create an issue p50 {ms(statistics.median(created))}, "
+        f"p99 {ms(p99(created))}; a label p50 {ms(statistics.median(labelled))}; "
+        f"list {writes} issues p50 {ms(statistics.median(listed))}"
+    )
+
+
+class Counting:
+    """The statements the PostgreSQL store sends, by kind, while it is on."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+        self._execute = PgConnection.execute
+
+    def __enter__(self) -> Counting:
+        original = self._execute
+        seen = self.seen
+
+        def execute(conn: PgConnection, sql: str, parameters: object = (), /) -> object:
+            seen[" ".join(sql.split()[:2])] += 1
+            return original(conn, sql, parameters)  # type: ignore[arg-type]
+
+        PgConnection.execute = execute  # type: ignore[method-assign,assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        PgConnection.execute = self._execute  # type: ignore[method-assign]
+
+
+def heartbeat_cost(store: PostgresStore, rounds: int) -> None:
+    fleet = Fleet(store)
+    fleet.heartbeat("bench", 8, started=True)
+    with Counting() as counting:
+        spent = timed(lambda: (fleet.heartbeat("bench", 8), fleet.lead("bench", 60.0)), rounds)
+    per_round = sum(counting.seen.values()) / rounds
+    print(
+        f"one host's heartbeat and lease, each round (every third of host_timeout): "
+        f"{per_round:.0f} statements in 2 transactions (and in each, BEGIN, the project's lock "
+        "and COMMIT), "
+        f"p50 {ms(statistics.median(spent))}, p99 {ms(p99(spent))} over {rounds}"
+    )
+    # 100 hosts x 20 sessions: each host does this every host_timeout / 3 (20 s by default).
+    hosts, every = 100, 20.0
+    print(
+        f"  100 hosts at host_timeout 60 s: {hosts * 2 / every:.0f} write transactions/s and "
+        f"{hosts * per_round / every:.0f} statements/s for the fleet's own upkeep"
+    )
+
+
+def failover(url: str, trials: int, duration: float) -> None:
+    """Host a leads and stops renewing (its host died); host b asks every third of the lease's
+    time, as a daemon does: how long from a's last renewal until b leads."""
+    times = []
+    for _ in range(trials):
+        store = PostgresStore(url, str(uuid.uuid4()), create=True)
+        fleet = Fleet(store)
+        fleet.heartbeat("a", 2, started=True)
+        fleet.heartbeat("b", 2, started=True)
+        assert fleet.lead("a", duration) is not None
+        died = time.monotonic()
+        led = threading.Event()
+
+        def follower(fleet: Fleet = fleet, led: threading.Event = led) -> None:
+            while not led.is_set():
+                if fleet.lead("b", duration) is not None:
+                    led.set()
+                    return
+                time.sleep(duration / 3)
+
+        thread = threading.Thread(target=follower)
+        thread.start()
+        thread.join(duration * 3)
+        times.append(time.monotonic() - died)
+        store.close()
+    print(
+        f"leader failover, the leader's host gone with a {duration:g} s lease (host_timeout), "
+        f"the follower asking every third of it: median {statistics.median(times):.2f} s, "
+        f"max {max(times):.2f} s over {trials} (bound: the lease + a third of it, "
+        f"{duration * 4 / 3:.2f} s)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--writes", type=int, default=300)
+    parser.add_argument("--failovers", type=int, default=5)
+    args = parser.parse_args()
+    server = PostgresServer()
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            lite = SqliteStore(Path(folder) / "legion.db")
+            store_latency("SQLite", lite, args.writes)
+            lite.close()
+        url = server.database()
+        pg = PostgresStore(url, str(uuid.uuid4()), create=True)
+        # The test server's settings: fsync off, so a commit costs no disk flush here.
+        store_latency("PostgreSQL", pg, args.writes)
+        heartbeat_cost(pg, 200)
+        pg.close()
+        failover(url, args.failovers, 3.0)
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

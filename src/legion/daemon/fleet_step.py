@@ -1,0 +1,173 @@
+"""This daemon's place in the fleet (`legion.fleet`): its heartbeat, and the leader lease.
+
+A thread of its own writes the heartbeat and takes or renews the lease every third of
+`host_timeout`, so a long pass (a slow tracker) never lets the lease lapse. The tick's first
+step (`FleetMembership.follow`) reads what the thread found: a daemon that begins to lead says
+so, and its writes are fenced on its epoch from then on (`FencedStore`); one that stopped
+leading stops its controller at once (the new leader resumes it, under the same session id)
+and runs only what a follower runs. On one machine with SQLite the daemon always leads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from legion.actionlog import ActionLog, OutcomeKind
+from legion.config import Project
+from legion.core.fleet import Lease
+from legion.errors import LegionError
+from legion.fleet import FencedStore, Fleet, this_host
+from legion.store import open_store
+
+from .steps import DONE, StepResult
+
+
+class FleetMembership:
+    def __init__(
+        self,
+        project: Project,
+        fenced: FencedStore,
+        log: ActionLog,
+        stop_controller: Callable[[], object],
+        wake: Callable[[], object] = lambda: None,
+    ) -> None:
+        self.project = project
+        self.name, self.capacity = this_host(project.settings)
+        self.duration = project.settings.host_timeout
+        self.fenced = fenced
+        self.log = log
+        self.stop_controller = stop_controller
+        self.wake = wake  # the daemon's loop, when the lease changed hands
+        self._lease: Lease | None = None  # what the thread last found
+        # When that lease ends by this machine's monotonic clock: counted from before the
+        # call that took it, so never later than by the store's (a thread that can no longer
+        # reach the store stops leading in time).
+        self._lease_ends = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing: str | None = None  # the thread's last error, said once
+        self.leading_epoch: int | None = None  # what the tick acts on
+
+    # -- the thread -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Join the fleet: a first heartbeat and a first try at the lease now (the first tick
+        knows whether it leads), then the thread."""
+        store = open_store(self.project)
+        try:
+            fleet = Fleet(store)
+            fleet.heartbeat(self.name, self.capacity, started=True)
+            self._lead(fleet)
+        finally:
+            store.close()
+        self._thread = threading.Thread(target=self._beat, name="legion-fleet", daemon=True)
+        self._thread.start()
+
+    def _lead(self, fleet: Fleet) -> None:
+        asked = time.monotonic()
+        lease = fleet.lead(self.name, self.duration)
+        with self._lock:
+            before = self._lease.epoch if self._lease is not None else None
+            self._lease = lease
+            self._lease_ends = asked + self.duration
+        if (lease.epoch if lease is not None else None) != before:
+            self.wake()
+
+    def _lapsed(self) -> None:
+        """The lease this daemon held ran out by its own clock and could not be renewed (the
+        store unreachable): its controller stops now, whatever the loop is doing, before
+        another host may take the lease."""
+        with self._lock:
+            held = self._lease is not None and time.monotonic() >= self._lease_ends
+            if held:
+                self._lease = None
+        if held:
+            with contextlib.suppress(LegionError):
+                self.stop_controller()
+            self.wake()
+
+    def _beat(self) -> None:
+        store = None
+        try:
+            while not self._stop.wait(self.duration / 3):
+                try:
+                    if store is None:
+                        store = open_store(self.project)
+                    fleet = Fleet(store)
+                    fleet.heartbeat(self.name, self.capacity)
+                    self._lead(fleet)
+                    self._failing = None
+                except LegionError as exc:
+                    # The store unreachable: no lease is renewed, so another host may lead
+                    # once its time is up; by then this one has stopped leading.
+                    self._lapsed()
+                    if str(exc) != self._failing:
+                        self._failing = str(exc)
+                        print(f"legion daemon: fleet heartbeat: {exc}", file=sys.stderr, flush=True)
+        finally:
+            if store is not None:
+                store.close()
+
+    def stop(self) -> None:
+        """Leave: the thread ends, and a lease held is given up (another host leads at once)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        if self.leading_epoch is None:
+            return
+        # What the daemon writes as it stops (its last log line) is no leader's decision.
+        self.leading_epoch = self.fenced.epoch = None
+        with contextlib.suppress(LegionError):
+            store = open_store(self.project)
+            try:
+                Fleet(store).release(self.name)
+            finally:
+                store.close()
+
+    # -- the tick's step --------------------------------------------------------------------------
+
+    @property
+    def leading(self) -> bool:
+        return self.leading_epoch is not None
+
+    def changed(self) -> bool:
+        """Whether the tick should look again (the loop asks while it waits)."""
+        with self._lock:
+            lease, ends = self._lease, self._lease_ends
+        epoch = lease.epoch if lease is not None and time.monotonic() < ends else None
+        return epoch != self.leading_epoch
+
+    def follow(self) -> StepResult:
+        """Act on what the thread found: begin to lead, go on, or stop leading. A follower
+        looks again within a third of `host_timeout` (it may have to take over)."""
+        with self._lock:
+            lease, ends = self._lease, self._lease_ends
+        epoch = lease.epoch if lease is not None and time.monotonic() < ends else None
+        waiting = StepResult(requeue_after=self.duration / 3) if epoch is None else DONE
+        if epoch == self.leading_epoch:
+            return waiting
+        was = self.leading_epoch
+        self.leading_epoch = epoch
+        self.fenced.epoch = epoch
+        if epoch is not None:
+            self.log.append(
+                "-",
+                "fleet_lead",
+                OutcomeKind.DONE,
+                f"host {self.name} leads (epoch {epoch})",
+            )
+        elif was is not None:
+            self.stop_controller()
+            self.log.append(
+                "-",
+                "fleet_follow",
+                OutcomeKind.DONE,
+                f"host {self.name} no longer leads (epoch {was} is another host's now); "
+                "its controller stopped",
+            )
+        return waiting

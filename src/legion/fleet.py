@@ -1,0 +1,247 @@
+"""The fleet in the project's store: each daemon's host (heartbeat, capacity, draining), and the
+leader lease (`legion.core.fleet` holds the rules). Every time here is the store's clock (the
+database server's), so hosts whose clocks differ still agree on who leads.
+
+On one machine with SQLite this is a fleet of one: its daemon always leads. With a PostgreSQL
+store every host's daemon writes its heartbeat here, and the one holding the lease runs the
+controller and the reconciler (`legion.daemon.fleet_step`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+
+from legion.config import Settings
+from legion.core.fleet import (
+    HostState,
+    Lease,
+    default_max_sessions,
+    host_state,
+    leads,
+    take_lease,
+)
+from legion.errors import NotFoundError, StoreError
+from legion.store import Connection, Store
+
+LEADER = "leader"
+
+
+def host_name(settings: Settings) -> str:
+    """This machine's name in the fleet: `host_name`, else its hostname."""
+    return settings.host_name or socket.gethostname() or "localhost"
+
+
+def this_host(settings: Settings) -> tuple[str, int]:
+    """This machine's name in the fleet and how many sessions it runs at once."""
+    name = host_name(settings)
+    if settings.max_sessions is not None:
+        return name, settings.max_sessions
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        memory = 4 * 1024**3
+    return name, default_max_sessions(os.cpu_count() or 1, memory)
+
+
+class LeaseLostError(StoreError):
+    """A write made by a daemon that believed it led, after another took the lease."""
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    name: str
+    pid: int
+    capacity: int
+    draining: bool
+    started_at: float
+    heartbeat_at: float
+    state: HostState
+    leader: bool
+    epoch: int | None  # the lease's epoch, for the leader
+    sessions: int  # live workers recorded as running on it
+
+    def to_json(self, now: float) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "leader": self.leader,
+            "epoch": self.epoch,
+            "capacity": self.capacity,
+            "sessions": self.sessions,
+            "draining": self.draining,
+            "pid": self.pid,
+            "heartbeat_age_s": round(max(0.0, now - self.heartbeat_at), 1),
+        }
+
+
+class Fleet:
+    def __init__(self, db: Store) -> None:
+        self._db = db
+
+    def _now(self, conn: Connection) -> float:
+        return float(conn.execute(f"SELECT {self._db.clock_sql}").fetchone()[0])
+
+    def now(self) -> float:
+        with self._db.read() as conn:
+            return self._now(conn)
+
+    # -- a host's own writes ----------------------------------------------------------------------
+
+    def heartbeat(self, name: str, capacity: int, *, started: bool = False) -> None:
+        """Host `name` is alive now (`started`: its daemon has just started)."""
+        with self._db.write() as conn:
+            now = self._now(conn)
+            conn.execute(
+                "INSERT INTO hosts (name, pid, capacity, started_at, heartbeat_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                "pid = excluded.pid, capacity = excluded.capacity, "
+                "heartbeat_at = excluded.heartbeat_at"
+                + (", started_at = excluded.started_at, draining = 0" if started else ""),
+                (name, os.getpid(), capacity, now, now),
+            )
+
+    def lead(self, name: str, duration: float) -> Lease | None:
+        """Take or renew the leader lease for host `name` (a draining host gives it up); the
+        lease it holds now, or None when another host leads."""
+        with self._db.write() as conn:
+            now = self._now(conn)
+            current = _lease(conn)
+            draining = conn.execute("SELECT draining FROM hosts WHERE name = ?", (name,)).fetchone()
+            willing = not (draining is not None and draining[0])
+            taken = take_lease(current, name, now, duration, willing=willing)
+            if taken is None:
+                if current is not None and current.holder == name and not willing:
+                    conn.execute("UPDATE leases SET expires_at = ? WHERE name = ?", (now, LEADER))
+                return None
+            conn.execute(
+                "INSERT INTO leases (name, holder, epoch, expires_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+                "epoch = excluded.epoch, expires_at = excluded.expires_at",
+                (LEADER, taken.holder, taken.epoch, taken.expires_at),
+            )
+            return taken
+
+    def release(self, name: str) -> None:
+        """Host `name` stops leading now (its daemon stops): another may lead at once."""
+        with self._db.write() as conn:
+            now = self._now(conn)
+            conn.execute(
+                "UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?",
+                (now, LEADER, name, now),
+            )
+
+    def check(self, name: str, epoch: int, conn: Connection) -> None:
+        """In a write's own transaction: `name` still leads under `epoch`, or LeaseLostError."""
+        if not leads(_lease(conn), name, epoch, self._now(conn)):
+            raise LeaseLostError(
+                f"host {name} no longer leads (epoch {epoch}): another host took the lease; "
+                "nothing was written"
+            )
+
+    # -- the operator's ---------------------------------------------------------------------------
+
+    def drain(self, name: str, *, draining: bool = True) -> None:
+        with self._db.write() as conn:
+            changed = conn.execute(
+                "UPDATE hosts SET draining = ? WHERE name = ?", (int(draining), name)
+            ).rowcount
+        if not changed:
+            raise NotFoundError(f"no host {name!r} in the fleet (see `legion hosts`)")
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def draining(self, name: str) -> bool:
+        with self._db.read() as conn:
+            row = conn.execute("SELECT draining FROM hosts WHERE name = ?", (name,)).fetchone()
+        return row is not None and bool(row[0])
+
+    def leader(self) -> Lease | None:
+        """The lease while it holds (None: nobody leads now)."""
+        with self._db.read() as conn:
+            current = _lease(conn)
+            now = self._now(conn)
+        return current if current is not None and current.expires_at > now else None
+
+    def hosts(self, host_timeout: float) -> tuple[list[Host], float]:
+        """Every host that ever joined, with its state; and the store's time now."""
+        with self._db.read() as conn:
+            now = self._now(conn)
+            current = _lease(conn)
+            rows = conn.execute("SELECT * FROM hosts ORDER BY name").fetchall()
+            counts = {
+                row[0]: int(row[1])
+                for row in conn.execute(
+                    "SELECT host, COUNT(*) FROM workers WHERE ended_at IS NULL GROUP BY host"
+                ).fetchall()
+            }
+        lead = current if current is not None and current.expires_at > now else None
+        return [
+            Host(
+                name=row["name"],
+                pid=int(row["pid"]),
+                capacity=int(row["capacity"]),
+                draining=bool(row["draining"]),
+                started_at=float(row["started_at"]),
+                heartbeat_at=float(row["heartbeat_at"]),
+                state=host_state(
+                    float(row["heartbeat_at"]), bool(row["draining"]), now, host_timeout
+                ),
+                leader=lead is not None and lead.holder == row["name"],
+                epoch=lead.epoch if lead is not None and lead.holder == row["name"] else None,
+                sessions=counts.get(row["name"], 0),
+            )
+            for row in rows
+        ], now
+
+
+def _lease(conn: Connection) -> Lease | None:
+    row = conn.execute(
+        "SELECT holder, epoch, expires_at FROM leases WHERE name = ?", (LEADER,)
+    ).fetchone()
+    if row is None:
+        return None
+    return Lease(str(row["holder"]), int(row["epoch"]), float(row["expires_at"]))
+
+
+class FencedStore:
+    """The daemon's store while it leads: each write first checks, in its own transaction,
+    that the lease is still this host's under the epoch it led with; a daemon that lost it (a
+    pause, a cut link) writes nothing. Unfenced while `epoch` is None (it does not lead)."""
+
+    def __init__(self, store: Store, host: str) -> None:
+        self._store = store
+        self._fleet = Fleet(store)
+        self.host = host
+        self.epoch: int | None = None
+
+    @property
+    def where(self) -> str:
+        return self._store.where
+
+    @property
+    def clock_sql(self) -> str:
+        return self._store.clock_sql
+
+    @contextmanager
+    def _fenced(self) -> Iterator[Connection]:
+        with self._store.write() as conn:
+            epoch = self.epoch
+            if epoch is not None:
+                self._fleet.check(self.host, epoch, conn)
+            yield conn
+
+    def write(self) -> AbstractContextManager[Connection]:
+        return self._fenced()
+
+    def read(self) -> AbstractContextManager[Connection]:
+        return self._store.read()
+
+    def replaced(self) -> bool:
+        return self._store.replaced()
+
+    def close(self) -> None:
+        self._store.close()

@@ -1,0 +1,121 @@
+"""The fleet in the store (`legion.fleet`), on SQLite and on a real PostgreSQL server: hosts'
+heartbeats, the leader lease by the store's clock, drains, and the fence that keeps a daemon
+that lost the lease from writing."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from legion.actionlog import ActionLog, OutcomeKind
+from legion.config import load_project
+from legion.core.fleet import HostState
+from legion.core.model import Mode
+from legion.errors import NotFoundError
+from legion.fleet import FencedStore, Fleet, LeaseLostError
+from legion.sessions.registry import Registry
+from legion.store import Store, open_store
+from legion.trackers.local import LocalTracker
+from tests.support.cli import LegionRunner
+
+
+def test_hosts_join_and_one_leads(open_store: Callable[[], Store], tmp_path: Path) -> None:
+    fleet = Fleet(open_store())
+    fleet.heartbeat("alpha", 4, started=True)
+    fleet.heartbeat("beta", 8, started=True)
+    first = fleet.lead("alpha", 30.0)
+    assert first is not None and first.epoch == 1
+    assert fleet.lead("beta", 30.0) is None  # alpha holds it
+    again = Fleet(open_store()).lead("alpha", 30.0)  # another connection: the same lease
+    assert again is not None and again.epoch == 1
+    Registry(open_store()).start("LEG-1", Mode.PLAN, "sid", "LEG-1:plan", tmp_path, host="beta")
+    hosts, now = fleet.hosts(60.0)
+    assert [(h.name, h.leader, h.epoch, h.capacity, h.sessions) for h in hosts] == [
+        ("alpha", True, 1, 4, 0),
+        ("beta", False, None, 8, 1),
+    ]
+    assert all(h.state is HostState.UP for h in hosts)
+    assert hosts[0].to_json(now)["heartbeat_age_s"] == pytest.approx(0, abs=5)
+    # Stopping, alpha gives the lease up: beta leads at once, under a new epoch.
+    fleet.release("alpha")
+    taken = fleet.lead("beta", 30.0)
+    assert taken is not None and taken.epoch == 2
+    assert fleet.leader() == taken
+
+
+def test_a_lease_that_ran_out_is_taken_and_its_old_holder_is_fenced(
+    open_store: Callable[[], Store],
+) -> None:
+    store = open_store()
+    fleet = Fleet(store)
+    for name in ("alpha", "beta"):
+        fleet.heartbeat(name, 2, started=True)
+    old = FencedStore(open_store(), "alpha")
+    lease = fleet.lead("alpha", 0.5)
+    assert lease is not None
+    old.epoch = lease.epoch
+    tracker = LocalTracker(old, issue_key="LEG")
+    tracker.create_issue("written while alpha leads")
+    time.sleep(0.6)  # alpha paused past its lease
+    taken = fleet.lead("beta", 30.0)
+    assert taken is not None and taken.epoch == lease.epoch + 1
+    with pytest.raises(LeaseLostError, match="no longer leads"):
+        tracker.create_issue("written by a leader that lost its lease")
+    with pytest.raises(LeaseLostError):
+        ActionLog(old).append("LEG-1", "dispatch", OutcomeKind.DONE)
+    assert [i.title for i in LocalTracker(store, issue_key="LEG").list_issues()] == [
+        "written while alpha leads"
+    ]
+    # Following (no epoch), it writes what a follower writes.
+    old.epoch = None
+    ActionLog(old).append("-", "fleet_follow", OutcomeKind.DONE)
+
+
+def test_a_draining_host_gives_up_the_lead_and_a_lost_one_is_told(
+    open_store: Callable[[], Store],
+) -> None:
+    fleet = Fleet(open_store())
+    fleet.heartbeat("alpha", 2, started=True)
+    fleet.heartbeat("beta", 2, started=True)
+    assert fleet.lead("alpha", 30.0) is not None
+    fleet.drain("alpha")
+    assert fleet.draining("alpha") and not fleet.draining("beta")
+    assert fleet.lead("alpha", 30.0) is None  # gave it up
+    assert fleet.lead("beta", 30.0) is not None
+    hosts, _ = fleet.hosts(60.0)
+    assert {h.name: h.state for h in hosts}["alpha"] is HostState.DRAINING
+    # A daemon started again on it takes it back.
+    fleet.heartbeat("alpha", 2, started=True)
+    assert not fleet.draining("alpha")
+    with pytest.raises(NotFoundError, match="no host 'gamma'"):
+        fleet.drain("gamma")
+    time.sleep(0.3)
+    hosts, _ = fleet.hosts(0.1)
+    assert {h.state for h in hosts} == {HostState.LOST}
+
+
+def test_hosts_and_drain_from_the_command_line(legion: LegionRunner, project: Path) -> None:
+    """A project whose daemon never ran: no host yet; a host's row once one joined."""
+    assert legion("hosts").stdout.startswith("No host has joined yet")
+    assert json.loads(legion("hosts", "--json").stdout) == []
+    unknown = legion("host", "drain", "nowhere")
+    assert (unknown.returncode, unknown.stderr.strip()) == (
+        2,
+        "legion: error: no host 'nowhere' in the fleet (see `legion hosts`)",
+    )
+    store = open_store(load_project(project))
+    Fleet(store).heartbeat("build-1", 3, started=True)
+    Fleet(store).lead("build-1", 60.0)
+    store.close()
+    table = legion("hosts").stdout.splitlines()
+    assert table[0].split() == ["HOST", "STATE", "HEARTBEAT", "SESSIONS", "LEADS"]
+    assert table[1].split()[:3] == ["build-1", "*", "up"] and "epoch 1" in table[1]
+    assert legion("host", "drain", "build-1").stdout == "build-1: draining\n"
+    [host] = json.loads(legion("hosts", "--json").stdout)
+    assert (host["state"], host["draining"], host["capacity"]) == ("draining", True, 3)
+    assert legion("host", "drain", "build-1", "--undo").returncode == 0
+    assert json.loads(legion("hosts", "--json").stdout)[0]["state"] == "up"
