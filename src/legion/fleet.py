@@ -105,13 +105,17 @@ class Fleet:
             )
 
     def lead(self, name: str, duration: float) -> Lease | None:
-        """Take or renew the leader lease for host `name` (a draining host gives it up); the
-        lease it holds now, or None when another host leads."""
+        """Take or renew the leader lease for host `name`; the lease it holds now, or None when
+        another host leads. A draining host gives it up once no worker runs on it (the
+        sessions of a project run on its leader's host: it finishes them first)."""
         with self._db.write() as conn:
             now = self._now(conn)
             current = _lease(conn)
             draining = conn.execute("SELECT draining FROM hosts WHERE name = ?", (name,)).fetchone()
-            willing = not (draining is not None and draining[0])
+            running = conn.execute(
+                "SELECT COUNT(*) FROM workers WHERE ended_at IS NULL AND host = ?", (name,)
+            ).fetchone()[0]
+            willing = not (draining is not None and draining[0]) or int(running) > 0
             taken = take_lease(current, name, now, duration, willing=willing)
             if taken is None:
                 if current is not None and current.holder == name and not willing:

@@ -326,6 +326,25 @@ def observe(
         return True
 
 
+def close_and_mark(
+    project: Project,
+    bus: Bus,
+    env: Mapping[str, str],
+    close: Callable[[], bool],
+    detail: str,
+    *,
+    timeout: float = 30.0,
+) -> bool:
+    """Close the project's sessions (`close`: whether there were any) and mark their agents
+    with `detail`, both under the watch lock: no other watcher (a closing session's own hook,
+    an open TUI) reads them dead in between and calls them only "observed"."""
+    with unwatched(project, bus, env, timeout=timeout) as watcher:
+        closed = close()
+        if watcher is not None:
+            watcher.sync_statuses(detail)
+        return closed
+
+
 def watch(project: Project, bus: Bus, env: Mapping[str, str], *, statuses: bool = True) -> None:
     """One pass of a watcher that is not the daemon (the TUI's): statuses (unless not
     `statuses`), then deliveries, on one look; nothing when a daemon runs or another watcher

@@ -6,15 +6,21 @@ a drained host gives the lead up."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import subprocess
+import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.fakes.model_server import bash, text
 from tests.support.cli import git, run_legion
-from tests.support.swarm import Daemon, Swarm, open_swarm
+from tests.support.swarm import Daemon, Swarm, issue_status, open_swarm, runs_until
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -58,7 +64,16 @@ def beta(project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm) -> Iter
     home.mkdir()
     (home / ".gitconfig").write_text((Path(os.environ["HOME"]) / ".gitconfig").read_text())
     clone = folder / "repo"
-    git(folder, "clone", "--quiet", str(project), str(clone))
+    # From the shared remote when the project has one (`shared_remote`), else from alpha's.
+    origin = subprocess.run(
+        ["git", "remote", "get-url", "origin"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    source = origin.stdout.strip() if origin.returncode == 0 else str(project)
+    git(folder, "clone", "--quiet", source, str(clone))
     with open_swarm(folder, clone, home) as made:
         made.env["LEGION_WORKSPACE_ROOT"] = str(folder / "work spaces")
         yield _on_host(made, "beta", home, postgres_url)
@@ -67,8 +82,6 @@ def beta(project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm) -> Iter
 def _hosts(swarm: Swarm) -> dict[str, dict[str, object]]:
     found = run_legion("hosts", "--json", cwd=swarm.repo, env=swarm.env)
     assert found.returncode == 0, found.stderr
-    import json
-
     return {host["name"]: host for host in json.loads(found.stdout)}
 
 
@@ -134,3 +147,138 @@ def test_one_leads_and_the_other_takes_over_when_its_host_dies(alpha: Swarm, bet
             first.stop()
     unknown = run_legion("host", "drain", "gamma", cwd=beta.repo, env=beta.env)
     assert unknown.returncode == 2 and "no host 'gamma'" in unknown.stderr
+
+
+@pytest.fixture
+def shared_remote(project: Path, tmp_path: Path) -> Path:
+    """A bare repository both hosts reach as `origin`: where checkpoints go."""
+    remote = tmp_path / "shared.git"
+    git(tmp_path, "init", "--quiet", "--bare", str(remote))
+    git(project, "remote", "add", "origin", str(remote))
+    git(project, "push", "--quiet", "origin", "main")
+    return remote
+
+
+def _sessions_of(sid: str) -> list[int]:
+    """The live Claude Code processes running session `sid` (as any process of the user
+    could see them, from /proc)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if f"LEGION_SESSION_ID={sid}".encode() in environ.split(b"\0") and argv0.rsplit(b"/", 1)[
+            -1
+        ].startswith(b"claude"):
+            found.append(int(proc.name))
+    return found
+
+
+def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swarm) -> None:
+    """An implementer works on alpha (a file written, not committed) when every process of
+    alpha is killed and its folders deleted: beta leads, restores the workspace and the session
+    from the checkpoint on the shared remote, and the implementer goes on in the same session
+    id, in the same conversation, with the file there. At no sample (every 0.3 s) do two live
+    processes run that session."""
+    for swarm in (alpha, beta):
+        swarm.env["LEGION_CHECKPOINT_EVERY"] = "1"
+    release = alpha.workspace_root / "leg-1" / ".release"  # never made: alpha dies mid-turn
+    alpha.server.add_scenario(
+        "plan mode for LEG-1",
+        [
+            [
+                bash(
+                    "legion issue comment LEG-1 --body '## Plan' && legion issue label LEG-1 "
+                    "--add worker-done --remove worker-active"
+                )
+            ],
+            [text("Planned.")],
+        ],
+    )
+    alpha.server.add_scenario(
+        "implement mode for LEG-1",
+        [
+            [bash("mkdir -p src && echo kept > src/kept.txt")],
+            [bash(runs_until(release))],
+            [text("never reached")],
+        ],
+    )
+    beta.server.add_scenario(
+        "implement mode for LEG-1",
+        [
+            [
+                bash(
+                    "test -f src/kept.txt && git add -A && git commit -qm 'LEG-1: kept' "
+                    "&& legion pr create --issue LEG-1 --branch legion/leg-1 "
+                    "&& legion issue label LEG-1 --add worker-done --remove worker-active"
+                )
+            ],
+            [text("Implemented on beta.")],
+        ],
+    )
+    alpha.legion("issue", "create", "Keep a file")
+    project_id = alpha.json("config")["settings"]["project_id"]["value"]
+    implementer = str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:implement"))
+    most = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.3):
+            most[0] = max(most[0], len(_sessions_of(implementer)))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    first = Daemon(alpha).start()
+    try:
+        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        with Daemon(beta):
+
+            def checkpointed() -> bool:
+                shown = subprocess.run(
+                    [
+                        "git",
+                        "--git-dir",
+                        str(shared_remote),
+                        "show",
+                        "refs/legion/checkpoints/LEG-1:workspace/src/kept.txt",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                return shown.returncode == 0 and shown.stdout == "kept\n"
+
+            wait_until("the checkpoint on the shared remote", checkpointed, timeout=120)
+            assert _sessions_of(implementer), "the implementer runs on alpha"
+            # Every process of alpha's host dies, and its folders go.
+            assert first.proc is not None
+            os.kill(first.proc.pid, signal.SIGKILL)
+            first.proc.wait(10)
+            alpha.tmux("kill-server")
+            alpha.close_reader()
+            for folder in (alpha.workspace_root, alpha.repo, Path(alpha.env["XDG_STATE_HOME"])):
+                shutil.rmtree(folder)
+            wait_until(
+                "LEG-1 implemented on beta",
+                lambda: issue_status(beta, "LEG-1") in ("Needs Review", "Retro", "Done"),
+                timeout=120,
+            )
+    finally:
+        stop.set()
+        if first.proc is not None and first.proc.poll() is None:
+            first.stop()
+    sampler.join(5)
+    assert most[0] == 1, most
+    # The same session: beta's first implement turn carried alpha's conversation.
+    [resumed, *_] = beta.server.requests_for_scenario("implement mode for LEG-1")
+    assert "echo kept > src/kept.txt" in json.dumps(resumed.messages)
+    transcripts = list((beta.config_dir / "projects").glob(f"*/{implementer}.jsonl"))
+    assert len(transcripts) == 1
+    # The file the checkpoint held is in the PR's branch, on beta.
+    assert git(beta.repo, "show", "legion/leg-1:src/kept.txt") == "kept\n"
+    moved = [c["body"] for c in beta.json("issue", "show", "LEG-1")["comments"]]
+    assert any("moved LEG-1 from host alpha to beta" in body for body in moved), moved

@@ -59,8 +59,8 @@ def drain(
     ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Drain a host: it finishes what it runs and takes nothing new; a leader gives up the lead
-    to another host at its next heartbeat. A daemon started again on it undoes the drain."""
+    """Drain a host: it takes no new issue and finishes those it has; leading, it gives up the
+    lead once no worker runs on it. A daemon started again on it undoes the drain."""
     from legion.fleet import Fleet
 
     _, backends = common.backends(ctx)

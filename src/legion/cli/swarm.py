@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -343,9 +344,8 @@ def stop(
 
         workers = open_workers(project, open_backends(project))
         session = workers.windows.session
-        if workers.windows.close_all():
+        if _close_and_mark(project, workers.windows.close_all):
             closed = session
-        _mark_stopped(project)
     if as_json:
         common.print_json({"stopped": pid is not None, "pid": pid, "closed_session": closed})
         return
@@ -356,20 +356,29 @@ def stop(
         )
 
 
-def _mark_stopped(project: Project) -> None:
-    """Stopping marks what it stopped: the agents of the sessions just closed are read from
-    the sessions now (not running: failed, with who stopped them), not left busy."""
+def _close_and_mark(project: Project, close: Callable[[], bool]) -> bool:
+    """Close the sessions, and mark what was stopped: the agents of the sessions just closed
+    are read from the sessions (not running: failed, with who stopped them), not left busy.
+    Whether there were sessions to close."""
     from legion.bus import open_bus
-    from legion.watch import observe
+    from legion.watch import close_and_mark
+
+    closed: list[bool] = []
+
+    def close_once() -> bool:
+        if not closed:
+            closed.append(close())
+        return closed[0]
 
     try:
         bus = open_bus(os.environ)
         try:
-            observe(project, bus, os.environ, detail="stopped by `legion stop --all`")
+            close_and_mark(project, bus, os.environ, close_once, "stopped by `legion stop --all`")
         finally:
             bus.close()
     except LegionError as exc:  # the sessions are closed all the same
         typer.echo(f"legion: the agents' statuses were not updated: {exc}", err=True)
+    return close_once()
 
 
 def status(

@@ -14,6 +14,10 @@ from urllib.parse import urlsplit
 PULL_REQUEST_PATH = re.compile(r"/([^/]+)/([^/]+)/pull/([1-9][0-9]{0,8})/?\Z")
 
 
+# Who Legion's own comments are by (its questions to a human, its notes on an issue).
+LEGION_AUTHOR = "legion"
+
+
 def pull_request_links(urls: Iterable[str]) -> tuple[str, ...]:
     """The URLs among `urls` that look like a pull request's page
     (`https://HOST/OWNER/REPO/pull/N`), each once, in their order."""

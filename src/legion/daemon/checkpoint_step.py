@@ -31,10 +31,15 @@ class _Taken:
 
 
 class WorkspaceCheckpoints:
-    def __init__(self, workers: WorkerManager, log: ActionLog, every: float) -> None:
+    def __init__(
+        self, workers: WorkerManager, log: ActionLog, every: float, remote: str | None = None
+    ) -> None:
+        """`remote`: where each checkpoint is sent once taken (a fleet's shared remote, from
+        which another host restores it), or None to keep it here."""
         self.workers = workers
         self.log = log
         self.every = every
+        self.remote = remote
         self._taken: dict[int, _Taken] = {}  # by worker record
         self._failing: set[int] = set()  # records whose last checkpoint failed (said once)
 
@@ -44,7 +49,8 @@ class WorkspaceCheckpoints:
         self._taken = {k: v for k, v in self._taken.items() if k in known}
         self._failing &= known
         for record in current:
-            self._look(record)
+            if record.host in ("", self.workers.host):  # this host's sessions only
+                self._look(record)
         return DONE
 
     def _look(self, record: WorkerRecord) -> None:
@@ -69,6 +75,8 @@ class WorkspaceCheckpoints:
             return  # gone, or not a git worktree (a jj workspace: not checkpointed yet)
         try:
             checkpoint.save(record.workspace, record.issue, transcript)
+            if self.remote is not None:
+                checkpoint.push(record.workspace, self.remote, record.issue)
         except LegionError as exc:
             if record.id not in self._failing:
                 self._failing.add(record.id)

@@ -1,11 +1,13 @@
 """This daemon's place in the fleet (`legion.fleet`): its heartbeat, and the leader lease.
 
-A thread of its own writes the heartbeat and takes or renews the lease every third of
-`host_timeout`, so a long pass (a slow tracker) never lets the lease lapse. The tick's first
-step (`FleetMembership.follow`) reads what the thread found: a daemon that begins to lead says
-so, and its writes are fenced on its epoch from then on (`FencedStore`); one that stopped
-leading stops its controller at once (the new leader resumes it, under the same session id)
-and runs only what a follower runs. On one machine with SQLite the daemon always leads.
+Every session of a project runs on its leader's host (the controller and the workers): a
+follower is a standby. A thread of its own writes the heartbeat and takes or renews the lease
+every third of `host_timeout`, so a long pass (a slow tracker) never lets the lease lapse. The
+tick's first step (`FleetMembership.follow`) reads what the thread found: a daemon that begins
+to lead says so, and its writes are fenced on its epoch from then on (`FencedStore`); one that
+stopped leading stops every session it runs at once (the new leader takes them over, each under
+its session id) and runs only what a follower runs. On one machine with SQLite the daemon
+always leads.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class FleetMembership:
         project: Project,
         fenced: FencedStore,
         log: ActionLog,
-        stop_controller: Callable[[], object],
+        stop_sessions: Callable[[], object],
         wake: Callable[[], object] = lambda: None,
     ) -> None:
         self.project = project
@@ -40,7 +42,7 @@ class FleetMembership:
         self.duration = project.settings.host_timeout
         self.fenced = fenced
         self.log = log
-        self.stop_controller = stop_controller
+        self.stop_sessions = stop_sessions
         self.wake = wake  # the daemon's loop, when the lease changed hands
         self._lease: Lease | None = None  # what the thread last found
         # When that lease ends by this machine's monotonic clock: counted from before the
@@ -80,15 +82,15 @@ class FleetMembership:
 
     def _lapsed(self) -> None:
         """The lease this daemon held ran out by its own clock and could not be renewed (the
-        store unreachable): its controller stops now, whatever the loop is doing, before
-        another host may take the lease."""
+        store unreachable): its sessions stop now, whatever the loop is doing, before another
+        host may take the lease and them."""
         with self._lock:
             held = self._lease is not None and time.monotonic() >= self._lease_ends
             if held:
                 self._lease = None
         if held:
             with contextlib.suppress(LegionError):
-                self.stop_controller()
+                self.stop_sessions()
             self.wake()
 
     def _beat(self) -> None:
@@ -162,12 +164,12 @@ class FleetMembership:
                 f"host {self.name} leads (epoch {epoch})",
             )
         elif was is not None:
-            self.stop_controller()
+            self.stop_sessions()
             self.log.append(
                 "-",
                 "fleet_follow",
                 OutcomeKind.DONE,
                 f"host {self.name} no longer leads (epoch {was} is another host's now); "
-                "its controller stopped",
+                "its sessions stopped",
             )
         return waiting

@@ -16,11 +16,12 @@ import math
 from collections.abc import Callable, Sequence
 
 from legion.actionlog import ActionLog, OutcomeKind
+from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label
 from legion.core.stamps import instant, stamp_at
 from legion.feedback import ask_human
 from legion.proxy.ledger import UsageLedger
-from legion.reconcile.answers import LEGION_AUTHOR, idle_question
+from legion.reconcile.answers import idle_question
 from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
 from legion.trackers.base import Tracker

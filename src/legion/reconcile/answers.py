@@ -11,7 +11,6 @@ from legion.core.marks import question_mark
 from legion.trackers.base import Comment, Tracker
 
 # The author of the comments Legion writes on an issue (its questions, its asking again).
-LEGION_AUTHOR = "legion"
 BUDGET_HEADING = "## Token budget spent"
 # The kinds of question Legion asks for itself (their invisible marker, `core.marks`).
 BUDGET_ASKED = "budget"

@@ -11,6 +11,7 @@ from functools import partial
 
 from legion.actionlog import OutcomeKind
 from legion.core.liveness import SessionState
+from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label
 from legion.feedback import ask_human, escalation_comment
 from legion.judgments import JudgmentKind, judgment_needs
@@ -18,7 +19,6 @@ from legion.sessions.roster import WorkerView
 from legion.state import Snapshot
 from legion.trackers.base import Issue
 
-from .answers import LEGION_AUTHOR
 from .context import PassContext
 from .outcomes import Step, done, observed_state
 

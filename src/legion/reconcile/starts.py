@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from legion import prompts
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.budget import Spent, over_issue_budget
+from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label, Mode
 from legion.core.usage import total
 from legion.errors import ConfigError, LegionError, ToolMissingError, WorkerStartError
@@ -20,7 +21,7 @@ from legion.proxy.budget import Allowances
 from legion.sessions.roster import WorkerRoster, WorkerView
 from legion.trackers.base import Tracker
 
-from .answers import LEGION_AUTHOR, budget_allowed, budget_question
+from .answers import budget_allowed, budget_question
 from .context import PassContext
 from .labels import resume_worker, start_worker
 from .outcomes import Step, deferred, done

@@ -13,6 +13,7 @@ from legion import prompts
 from legion.actionlog import OutcomeKind
 from legion.core.decide import Action, Decision, due_after_answer
 from legion.core.liveness import SessionState, finishing
+from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label, Mode
 from legion.errors import LegionError
 from legion.faults import fault_point
@@ -21,7 +22,7 @@ from legion.sessions.roster import WorkerView
 from legion.state import IssueState
 from legion.tracing import span
 
-from .answers import LEGION_AUTHOR, answer_in, legion_asked, restarts_question
+from .answers import answer_in, legion_asked, restarts_question
 from .context import PassContext
 from .labels import answer_worker
 from .outcomes import Step, deferred, done, observed_state

@@ -22,7 +22,9 @@ from legion.config import Project
 from legion.core.decide import session_mode
 from legion.core.ids import session_id
 from legion.core.liveness import SessionState
+from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Mode, normalize_identifier
+from legion.core.stamps import stamp_at
 from legion.errors import ConflictError, InputError, WorkerStartError
 from legion.faults import fault_point
 from legion.fleet import host_name
@@ -37,8 +39,10 @@ from legion.sessions.runtimes import RuntimeChoice
 from legion.sessions.starts import StartWatch
 from legion.sessions.supervisor import SessionSupervisor
 from legion.sessions.windows import SessionWindows
+from legion.store import is_postgres
 from legion.tracing import span
 from legion.trackers.base import Tracker
+from legion.workspaces import checkpoint
 from legion.workspaces.base import Workspaces
 
 # What a caller holds around a worker's start or prompt: the workflow's mark that a worker is
@@ -84,6 +88,10 @@ class WorkerManager:
         self._workspaces = workspaces
         # The fleet's name for this machine, recorded with each worker it starts.
         self.host = host_name(project.settings)
+        # In a fleet, the shared remote its hosts' checkpoints go to (`legion.fleet`).
+        self.shared_remote = (
+            project.settings.remote if is_postgres(project.settings.store) else None
+        )
 
     def _lock(self) -> AbstractContextManager[None]:
         return exclusive(self.project.state_dir / "workers.lock")
@@ -109,9 +117,9 @@ class WorkerManager:
                     f"({live[0].state.value}); see `legion workers`"
                 )
             with span("start: workspace", identifier):
-                workspace = self._workspaces.ensure(identifier)
+                workspace = self._workspace(identifier)
             prompt = self.worker_prompt(identifier, mode)
-            return self._start(identifier, mode, workspace.path, prompt, wait, marked)
+            return self._start(identifier, mode, workspace, prompt, wait, marked)
 
     def worker_prompt(self, issue: str, mode: Mode) -> str:
         """How `mode`'s worker on `issue` is told to use its skill, on the CLI it runs on."""
@@ -154,8 +162,47 @@ class WorkerManager:
             self.runtimes.for_worker(identifier, mode).executable()
             self.supervisor.require_daemon()
             with span("start: workspace", identifier):
-                workspace = self._workspaces.get(identifier) or self._workspaces.ensure(identifier)
-            return self._start(identifier, mode, workspace.path, prompt, wait, marked)
+                workspace = self._workspace(identifier)
+            return self._start(identifier, mode, workspace, prompt, wait, marked)
+
+    def _workspace(self, identifier: str) -> Path:
+        """The issue's workspace on this host: the one there is, else a new one. In a fleet, a
+        new one for an issue whose last worker ran on another host takes the issue over: the
+        issue's last checkpoint, from the shared remote, is laid into it (files and session)."""
+        found = self._workspaces.get(identifier)
+        if found is not None:
+            return found.path
+        workspace = self._workspaces.ensure(identifier).path
+        latest = self.registry.latest(identifier)
+        remote = self.shared_remote
+        if remote is not None and latest is not None and latest.host not in ("", self.host):
+            with span("start: take over", identifier):
+                self._take_over(identifier, workspace, latest, remote)
+        return workspace
+
+    def _take_over(self, issue: str, workspace: Path, latest: WorkerRecord, remote: str) -> None:
+        """Restore on this host what issue's last worker, on host `latest.host`, left in its
+        last checkpoint; say so on the issue, with what is lost."""
+        where = f"host {latest.host} to {self.host}"
+        if not checkpoint.fetch(self.project.root, remote, issue):
+            note = (
+                f"Legion moved {issue} from {where}: no checkpoint of its workspace on the "
+                f"`{remote}` remote, so its work goes on from its branch as pushed; what its "
+                "worker had not pushed is lost."
+            )
+        else:
+            runtime = self.runtimes.of(latest)
+            transcript = runtime.transcript(self.env, workspace, latest.session_id)
+            found = checkpoint.restore(workspace, issue, transcript)
+            taken = checkpoint.taken_at(self.project.root, issue) if found else None
+            when = stamp_at(taken) if taken is not None else "unknown"
+            note = (
+                f"Legion moved {issue} from {where}: its workspace and its {latest.mode.value} "
+                f"session were restored from the checkpoint of {when}, and the session goes "
+                "on in the same conversation. What its worker did after that checkpoint is "
+                "lost."
+            )
+        self.tracker.add_comment(issue, note, author=LEGION_AUTHOR, by_legion=True)
 
     def retire(self, view: WorkerView) -> None:
         """Close a worker's window (its session stays resumable) and retire its record.

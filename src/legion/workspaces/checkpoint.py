@@ -153,6 +153,13 @@ def fetch(repo: Path, remote: str, issue: str) -> bool:
     return result.returncode == 0 and rev_parse(repo, ref) is not None
 
 
+def taken_at(repo: Path, issue: str) -> float | None:
+    """When the issue's last checkpoint here was taken (seconds since the epoch), or None."""
+    done = run_git(repo, "log", "-1", "--format=%ct", checkpoint_ref(issue), check=False)
+    text = done.stdout.strip()
+    return float(text) if done.returncode == 0 and text.isdigit() else None
+
+
 def forget(repo: Path, issue: str) -> None:
     """Delete the issue's checkpoint ref here (its workspace was removed with nothing in it
     left to keep); none is no error."""
