@@ -22,6 +22,7 @@ bench/faults.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
@@ -36,7 +37,14 @@ from legion.faults import KILL_AT_VARIABLE, KILL_LOG_VARIABLE, POINTS
 from tests.fakes.model_server import Scenario, bash, text
 from tests.support.cli import LEGION_BIN, git
 from tests.support.processes import SessionWatch
-from tests.support.swarm import Swarm, issue_status, open_swarm, session_uuid, stop_process
+from tests.support.swarm import (
+    Swarm,
+    failure_sections,
+    issue_status,
+    open_swarm,
+    session_uuid,
+    stop_process,
+)
 
 # Which time each point is reached to kill at (`point:N`): the occurrence that is most
 # dangerous in this swarm. The 2nd worker start is the reviewer's, after a transition: a crash
@@ -256,10 +264,16 @@ def run_point(spec: str, root: Path, home: Path, *, timeout: float = 120.0) -> R
             try:
                 if not _wait(finished, timeout):
                     states = {i: issue_status(swarm, i) for i in ("LEG-1", "LEG-2")}
+                    # What the swarm showed then (its panes, the model requests, the daemon's
+                    # log, its last actions), for a stall that does not come back when run
+                    # again.
+                    actions = json.dumps(swarm.json("log", "-n", "30"), indent=1)
+                    shown = [*failure_sections(swarm), ("last actions", actions)]
                     problems.append(
                         f"not finished within {timeout:g} s: {states}, "
                         f"workspace {'kept' if workspace.exists() else 'removed'}; "
-                        f"LEG-1: {swarm.json('issue', 'show', 'LEG-1')['labels']}"
+                        f"LEG-1: {swarm.json('issue', 'show', 'LEG-1')['labels']}\n"
+                        + "\n".join(f"--- {title}\n{text}" for title, text in shown)
                     )
             finally:
                 second.stop()
