@@ -25,7 +25,7 @@ from legion.core.fleet import (
     take_lease,
 )
 from legion.errors import NotFoundError, StoreError
-from legion.store import Connection, Store
+from legion.store import Connection, Store, StoreView
 
 LEADER = "leader"
 
@@ -211,24 +211,16 @@ def _lease(conn: Connection) -> Lease | None:
     return Lease(str(row["holder"]), int(row["epoch"]), float(row["expires_at"]))
 
 
-class FencedStore:
+class FencedStore(StoreView):
     """The daemon's store while it leads: each write first checks, in its own transaction,
     that the lease is still this host's under the epoch it led with; a daemon that lost it (a
     pause, a cut link) writes nothing. Unfenced while `epoch` is None (it does not lead)."""
 
     def __init__(self, store: Store, host: str) -> None:
-        self._store = store
+        super().__init__(store)
         self._fleet = Fleet(store)
         self.host = host
         self.epoch: int | None = None
-
-    @property
-    def where(self) -> str:
-        return self._store.where
-
-    @property
-    def clock_sql(self) -> str:
-        return self._store.clock_sql
 
     @contextmanager
     def _fenced(self) -> Iterator[Connection]:
@@ -240,12 +232,3 @@ class FencedStore:
 
     def write(self) -> AbstractContextManager[Connection]:
         return self._fenced()
-
-    def read(self) -> AbstractContextManager[Connection]:
-        return self._store.read()
-
-    def replaced(self) -> bool:
-        return self._store.replaced()
-
-    def close(self) -> None:
-        self._store.close()

@@ -154,6 +154,7 @@ def test_a_stuck_worker_is_killed_only_when_both_signals_agree_then_resumed(swar
         while time.monotonic() - still_since < stale_after + 2:
             assert time.monotonic() < deadline, "the idle screen kept changing"
             os.utime(transcript)
+            touched = time.monotonic()  # the transcript is quiet from here
             seen = screen_hash(swarm, "leg-1-implement")
             if seen != last_hash:
                 last_hash, still_since = seen, time.monotonic()
@@ -162,10 +163,10 @@ def test_a_stuck_worker_is_killed_only_when_both_signals_agree_then_resumed(swar
         assert live_pid(swarm, "leg-1-implement") == pid
         assert actions(swarm, "kill_stuck_worker") == []
 
-        # Both: killed, and resumed in its own session.
-        quiet_since = time.monotonic()
+        # Both: killed, and resumed in its own session; not before the transcript was quiet
+        # for stale_after (counted from its last touch, not from the loop's last sleep).
         wait_until("killed", lambda: actions(swarm, "kill_stuck_worker"), timeout=stale_after + 10)
-        assert time.monotonic() - quiet_since >= stale_after - 0.5
+        assert time.monotonic() - touched >= stale_after - 0.5
         wait_until("resumed and parked", lambda: issue_status(swarm, "LEG-1") == "Icebox")
     no_overlap(watch)
     assert len(actions(swarm, "kill_stuck_worker")) == 1

@@ -125,8 +125,9 @@ def store_opener(project: Project, opened: Store) -> Callable[[], Store]:
     return lambda: shared
 
 
-class _Shared:
-    """A store that many users share: their `close` is not its end."""
+class StoreView:
+    """Another store, as it is: a wrapper that changes one thing overrides that one method
+    (`_Shared` its `close`, `legion.fleet.FencedStore` its `write`)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -147,6 +148,13 @@ class _Shared:
 
     def replaced(self) -> bool:
         return self._store.replaced()
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class _Shared(StoreView):
+    """A store that many users share: their `close` is not its end."""
 
     def close(self) -> None:
         pass
