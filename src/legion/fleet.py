@@ -14,6 +14,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from legion.config import Settings
 from legion.core.fleet import (
@@ -24,7 +25,7 @@ from legion.core.fleet import (
     leads,
     take_lease,
 )
-from legion.errors import NotFoundError, StoreError
+from legion.errors import ConflictError, NotFoundError, StoreError
 from legion.store import Connection, Store, StoreView
 
 LEADER = "leader"
@@ -45,6 +46,30 @@ def this_host(settings: Settings) -> tuple[str, int]:
     except (ValueError, OSError):
         memory = 4 * 1024**3
     return name, default_max_sessions(os.cpu_count() or 1, memory)
+
+
+def this_machine() -> str:
+    """This machine, as long as it runs: its machine id and this boot's id (a daemon recorded
+    before a reboot is not running)."""
+    parts = []
+    for path in ("/etc/machine-id", "/proc/sys/kernel/random/boot_id"):
+        try:
+            parts.append(Path(path).read_text(encoding="utf-8").strip())
+        except OSError:
+            parts.append(socket.gethostname())
+    return "/".join(parts)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class LeaseLostError(StoreError):
@@ -90,6 +115,48 @@ class Fleet:
             return self._now(conn)
 
     # -- a host's own writes ----------------------------------------------------------------------
+
+    def join(
+        self,
+        name: str,
+        capacity: int,
+        host_timeout: float,
+        *,
+        machine: str | None = None,
+        pid: int | None = None,
+    ) -> None:
+        """A daemon starts as host `name`: its first heartbeat (a drain is taken back). Refused
+        while another live daemon is that host: one on another machine (its heartbeat within
+        `host_timeout`), or one still running on this machine. Two daemons under one name
+        would both take the lease as theirs."""
+        machine = this_machine() if machine is None else machine
+        pid = os.getpid() if pid is None else pid
+        with self._db.write() as conn:
+            now = self._now(conn)
+            row = conn.execute(
+                "SELECT machine, pid, heartbeat_at FROM hosts WHERE name = ?", (name,)
+            ).fetchone()
+            if row is not None and now - float(row["heartbeat_at"]) <= host_timeout:
+                age = max(0.0, now - float(row["heartbeat_at"]))
+                other = int(row["pid"])
+                if row["machine"] != machine:
+                    raise ConflictError(
+                        f"host name {name!r} is in use by a daemon on another machine (its "
+                        f"heartbeat {age:.0f} s ago): give each host its own `host_name`"
+                    )
+                if other != pid and _alive(other):
+                    raise ConflictError(
+                        f"host name {name!r} is in use by another daemon on this machine "
+                        f"(pid {other}): give each of its checkouts its own `host_name`"
+                    )
+            conn.execute(
+                "INSERT INTO hosts (name, machine, pid, capacity, started_at, heartbeat_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                "machine = excluded.machine, pid = excluded.pid, capacity = excluded.capacity, "
+                "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, "
+                "draining = 0",
+                (name, machine, pid, capacity, now, now),
+            )
 
     def heartbeat(self, name: str, capacity: int, *, started: bool = False) -> None:
         """Host `name` is alive now (`started`: its daemon has just started)."""

@@ -5,6 +5,8 @@ that lost the lease from writing."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +17,7 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import load_project
 from legion.core.fleet import HostState
 from legion.core.model import Mode
-from legion.errors import NotFoundError
+from legion.errors import ConflictError, NotFoundError
 from legion.fleet import FencedStore, Fleet, LeaseLostError
 from legion.sessions.registry import Registry
 from legion.store import Store, open_store
@@ -119,3 +121,25 @@ def test_hosts_and_drain_from_the_command_line(legion: LegionRunner, project: Pa
     assert (host["state"], host["draining"], host["capacity"]) == ("draining", True, 3)
     assert legion("host", "drain", "build-1", "--undo").returncode == 0
     assert json.loads(legion("hosts", "--json").stdout)[0]["state"] == "up"
+
+
+def test_one_host_name_is_one_daemon(open_store: Callable[[], Store]) -> None:
+    """A second daemon under a name a live one holds is refused: both would take the lease as
+    theirs. A daemon that died on this machine (its pid gone), or whose heartbeat is old, is
+    no obstacle: it is started again."""
+    fleet = Fleet(open_store())
+    fleet.join("build-1", 2, 60.0, machine="machine-a", pid=os.getpid())
+    with pytest.raises(ConflictError, match="in use by a daemon on another machine"):
+        fleet.join("build-1", 2, 60.0, machine="machine-b", pid=1234)
+    with pytest.raises(ConflictError, match=r"another daemon on this machine \(pid"):
+        fleet.join("build-1", 2, 60.0, machine="machine-a", pid=os.getpid() + 1)
+    fleet.join("build-1", 2, 60.0, machine="machine-a", pid=os.getpid())  # itself, again
+    # A daemon that died on its machine (kill -9: its row fresh, its pid gone) starts again.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    fleet.join("build-2", 2, 60.0, machine="machine-a", pid=gone.pid)
+    fleet.join("build-2", 2, 60.0, machine="machine-a", pid=os.getpid())
+    # A name whose heartbeat is older than `host_timeout` is free, from any machine.
+    fleet.join("build-3", 2, 60.0, machine="machine-a", pid=os.getpid())
+    time.sleep(0.3)
+    fleet.join("build-3", 2, 0.1, machine="machine-b", pid=99)

@@ -63,7 +63,7 @@ class FleetMembership:
         store = open_store(self.project)
         try:
             fleet = Fleet(store)
-            fleet.heartbeat(self.name, self.capacity, started=True)
+            fleet.join(self.name, self.capacity, self.duration)
             self._lead(fleet)
         finally:
             store.close()

@@ -4,6 +4,7 @@ PostgreSQL's 2): times are seconds since the epoch by the store's clock."""
 FLEET_TABLES = """
     CREATE TABLE hosts (
         name TEXT PRIMARY KEY,
+        machine TEXT NOT NULL DEFAULT '',
         pid INTEGER NOT NULL DEFAULT 0,
         capacity INTEGER NOT NULL,
         draining INTEGER NOT NULL DEFAULT 0,
