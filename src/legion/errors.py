@@ -60,6 +60,11 @@ class StoreError(LegionError):
     """The embedded database cannot be used (corrupt, locked, unwritable)."""
 
 
+class StoreUnreachableError(StoreError):
+    """The store's server cannot be reached now (down, restarting, cut off): a wait, not a
+    fault of the data."""
+
+
 class ToolMissingError(LegionError):
     """An external program Legion drives (git, tmux, claude) is not installed."""
 

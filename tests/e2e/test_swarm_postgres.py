@@ -12,8 +12,10 @@ import pytest
 
 from legion.demo.swarm_script import swarm_script
 from tests.support.cli import run_legion
+from tests.support.postgres import PostgresServer
 from tests.support.proxy_watch import session_environments
-from tests.support.swarm import Swarm, assert_full_cycle, run_full_cycle
+from tests.support.swarm import Daemon, Swarm, assert_full_cycle, run_full_cycle
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -52,3 +54,42 @@ def test_full_cycle_on_a_postgresql_store(swarm: Swarm, postgres_url: str) -> No
     for environ in everyone:
         assert "LEGION_STORE" not in environ
         assert not any(password in value for value in environ.values())
+
+
+def test_the_database_restarted_under_a_running_daemon(
+    swarm: Swarm, postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """The PostgreSQL server stops and comes back while the daemon runs: the daemon says so
+    once, in one line without the password, waits, and goes on when it answers (one more
+    line); nothing written before is lost."""
+    swarm.legion("issue", "create", "Before the restart")
+    with Daemon(swarm, mode="manual", tick=0.5) as daemon:
+        daemon.ticks(2)
+        postgres_server.stop()
+        try:
+            wait_until(
+                "the daemon says the store is unreachable",
+                lambda: "cannot reach the PostgreSQL store" in daemon.output(),
+                timeout=30,
+            )
+            daemon.ticks(1)  # a tick more, still without it: said once
+        finally:
+            postgres_server.start()
+        wait_until(
+            "the daemon says the store answers",
+            lambda: "the store answers again" in daemon.output(),
+            timeout=60,
+        )
+        swarm.legion("issue", "create", "After the restart")
+        daemon.ticks(2)
+        hosts = swarm.json("hosts")
+        assert [host["state"] for host in hosts] == ["up"]
+        output = daemon.output()
+    assert output.count("cannot reach the PostgreSQL store") == 1, output
+    assert output.count("the store answers again") == 1, output
+    password = postgres_url.split(":")[2].split("@", maxsplit=1)[0]
+    assert password not in output
+    titles = [issue["title"] for issue in swarm.json("issue", "list")]
+    assert titles == ["Before the restart", "After the restart"]
+    logged = swarm.json("log", "-n", "50")
+    assert "store" in [entry["action"] for entry in logged], logged

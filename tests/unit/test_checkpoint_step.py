@@ -33,13 +33,19 @@ class Runtime:
         return TranscriptSummary(1, self.turn, None)
 
 
-def step(tmp_path: Path, workspace: Path, every: float) -> tuple[WorkspaceCheckpoints, Runtime]:
-    record = WorkerRecord(1, "LEG-1", Mode.IMPLEMENT, "sid", "leg-1-implement", workspace, "t")
+def step(
+    tmp_path: Path, workspace: Path, every: float, host: str = "build-1"
+) -> tuple[WorkspaceCheckpoints, Runtime]:
+    """The step, over one worker record (run on `host`), on this machine, host `build-1`."""
+    record = WorkerRecord(
+        1, "LEG-1", Mode.IMPLEMENT, "sid", "leg-1-implement", workspace, "t", host=host
+    )
     runtime = Runtime(tmp_path / "session.jsonl")
     workers = SimpleNamespace(
         registry=SimpleNamespace(current=lambda: [record]),
         runtimes=SimpleNamespace(of=lambda record: runtime),
         env={},
+        host="build-1",
     )
     log = ActionLog(SqliteStore(tmp_path / "legion.db"))
     return WorkspaceCheckpoints(workers, log, every), runtime  # type: ignore[arg-type]
@@ -102,3 +108,32 @@ def test_a_workspace_that_cannot_be_checkpointed_is_said_once(tmp_path: Path) ->
         ("LEG-1", "checkpoint", "failed")
     ]
     assert entries[0].detail.startswith("leg-1-implement: ")
+
+
+def test_only_this_hosts_workers_are_checkpointed(tmp_path: Path) -> None:
+    """A worker recorded on another host of the fleet is that host's to checkpoint."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    git(workspace, "init", "-q", "-b", "main")
+    git(
+        workspace,
+        "-c",
+        "user.name=T",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "base",
+    )
+    elsewhere, runtime = step(tmp_path, workspace, every=0.0, host="build-2")
+    runtime.turn = Turn.ENDED
+    touch(runtime.path, "turn 1\n", 1000.0)
+    elsewhere.run()
+    assert checkpoint.find(workspace, "LEG-1") is None
+    here, runtime = step(tmp_path, workspace, every=0.0, host="build-1")
+    runtime.turn = Turn.ENDED
+    touch(runtime.path, "turn 1\n", 1000.0)
+    here.run()
+    assert checkpoint.find(workspace, "LEG-1") is not None

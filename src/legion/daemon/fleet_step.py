@@ -21,11 +21,13 @@ from collections.abc import Callable
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import Project
 from legion.core.fleet import Lease
-from legion.errors import LegionError
+from legion.errors import LegionError, StoreUnreachableError
 from legion.fleet import FencedStore, Fleet, this_host
 from legion.store import open_store
 
 from .steps import DONE, StepResult
+
+RETRY_S = 1.0  # between two heartbeats that could not reach the store
 
 
 class FleetMembership:
@@ -36,6 +38,7 @@ class FleetMembership:
         log: ActionLog,
         stop_sessions: Callable[[], object],
         wake: Callable[[], object] = lambda: None,
+        unreachable: Callable[[str], object] | None = None,
     ) -> None:
         self.project = project
         self.name, self.capacity = this_host(project.settings)
@@ -44,6 +47,9 @@ class FleetMembership:
         self.log = log
         self.stop_sessions = stop_sessions
         self.wake = wake  # the daemon's loop, when the lease changed hands
+        # Where a heartbeat that found the store's server unreachable says so (the daemon's
+        # one line for the outage), else its own line.
+        self.unreachable = unreachable
         self._lease: Lease | None = None  # what the thread last found
         # When that lease ends by this machine's monotonic clock: counted from before the
         # call that took it, so never later than by the store's (a thread that can no longer
@@ -96,7 +102,9 @@ class FleetMembership:
     def _beat(self) -> None:
         store = None
         try:
-            while not self._stop.wait(self.duration / 3):
+            pause = self.duration / 3
+            while not self._stop.wait(pause):
+                pause = self.duration / 3
                 try:
                     if store is None:
                         store = open_store(self.project)
@@ -105,10 +113,14 @@ class FleetMembership:
                     self._lead(fleet)
                     self._failing = None
                 except LegionError as exc:
+                    # Again within a second: the lease is renewed as soon as the store answers.
+                    pause = min(pause, RETRY_S)
                     # The store unreachable: no lease is renewed, so another host may lead
                     # once its time is up; by then this one has stopped leading.
                     self._lapsed()
-                    if str(exc) != self._failing:
+                    if isinstance(exc, StoreUnreachableError) and self.unreachable is not None:
+                        self.unreachable(str(exc))
+                    elif str(exc) != self._failing:
                         self._failing = str(exc)
                         print(f"legion daemon: fleet heartbeat: {exc}", file=sys.stderr, flush=True)
         finally:

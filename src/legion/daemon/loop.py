@@ -21,7 +21,7 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import Backends, open_backends, open_workers
 from legion.config import Project
 from legion.daemon_link import heartbeat_file, pid_file, poke, running_pid, wake_fifo
-from legion.errors import ConflictError, LegionError, StoreError
+from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachableError
 from legion.fleet import FencedStore, host_name
 from legion.judgments import JudgmentQueue
 from legion.pause import DispatchPause
@@ -113,6 +113,7 @@ class Daemon:
             self.log,
             stop_sessions=self.workers.windows.close_all,
             wake=lambda: poke(wake_fifo(project)),
+            unreachable=self._unreachable,
         )
         self.supervisor = ControllerSupervisor(
             controller,
@@ -145,6 +146,8 @@ class Daemon:
         self.stopped_by: int | None = None  # the signal that stopped the run, if one did
         self.workers.starts.should_stop = lambda: self._stopping  # no wait outlasts a stop
         self._next_wait = config.tick
+        self._store_down: str | None = None  # why the store's server cannot be reached
+        self._store_down_now = False  # a step of this tick found it so
 
     def _steps(self) -> list[Step]:
         """A tick, in order. Bus messages before the controller's own wake-ups: a wake-up typed
@@ -366,6 +369,26 @@ class Daemon:
 
     # -- one tick ------------------------------------------------------------------------------
 
+    def _unreachable(self, why: str) -> None:
+        """The store's server cannot be reached: said once, on the daemon's log (the action
+        log is in the store), and once more when it answers again; steps wait meanwhile."""
+        self._store_down_now = True
+        if self._store_down is None:
+            self._store_down = why
+            print(
+                f"legion daemon: {why}; every step waits until it answers",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _store_back(self) -> None:
+        down, self._store_down_now = self._store_down_now, False
+        if not down and self._store_down is not None:
+            self._store_down = None
+            print("legion daemon: the store answers again", file=sys.stderr, flush=True)
+            with contextlib.suppress(LegionError):
+                self.log.append("-", "store", OutcomeKind.DONE, "the store answers again")
+
     def tick(self) -> None:
         touch_private(heartbeat_file(self.project))
         # One look at the windows serves every step, until one opens or closes a window.
@@ -374,7 +397,11 @@ class Daemon:
             # A follower (another host leads) runs no controller and no pass: it waits to
             # lead. By hand (manual mode) a host runs the sessions started on it either way.
             if self.membership.leading or self.config.mode == "manual":
-                results += [self._run(step) for step in self.steps]
+                for step in self.steps:
+                    results.append(self._run(step))
+                    if self._store_down_now:
+                        break  # the rest would wait for the store's server too: next tick
+        self._store_back()
         self._next_wait = soonest(self.config.tick, results)
 
     def _run(self, step: Step) -> StepResult:
@@ -383,6 +410,8 @@ class Daemon:
         try:
             with span(f"tick: {step.name}"):
                 return step.run()
+        except StoreUnreachableError as exc:
+            self._unreachable(str(exc))
         except StoreError as exc:
             if not self.delivery.failed(step.name, exc):
                 log_failure(self.log, step.name, str(exc))

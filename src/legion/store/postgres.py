@@ -22,6 +22,7 @@ a fleet reaches the same records.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,12 +30,17 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from legion.errors import StoreError
+from legion.errors import StoreError, StoreUnreachableError
 from legion.store import Connection, Cursor
 
 if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
+
+# The pool says on Python's logging each time it cannot connect (a line per try, on stderr
+# where nothing else takes it): the daemon says an outage once, itself.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+logging.getLogger("psycopg.pool").propagate = False
 
 CONNECT_TIMEOUT_S = 10
 WAIT_FOR_CONNECTION_S = 15.0
@@ -291,7 +297,7 @@ class PostgresStore:
             with self._pool.connection() as conn:
                 yield conn
         except PoolTimeout:
-            raise StoreError(
+            raise StoreUnreachableError(
                 f"{self._where}: cannot reach the PostgreSQL store "
                 f"(waited {WAIT_FOR_CONNECTION_S:g} s for a connection)"
             ) from None
@@ -336,8 +342,8 @@ def describe(where_text: str, exc: Exception) -> StoreError:
     lowered = text.lower()
     if state.startswith("28") or "authentication failed" in lowered or "no password" in lowered:
         return StoreError(f"{where_text}: the PostgreSQL store refused the login ({text})")
-    if state.startswith("08") or "connection" in lowered:
-        return StoreError(f"{where_text}: cannot reach the PostgreSQL store ({text})")
+    if state.startswith("08") or state == "57P01" or "connection" in lowered:
+        return StoreUnreachableError(f"{where_text}: cannot reach the PostgreSQL store ({text})")
     if state == "53100":
         return StoreError(f"{where_text}: the PostgreSQL server's disk is full ({text})")
     return StoreError(f"{where_text}: database error: {text}")
