@@ -136,7 +136,8 @@ class Fleet:
             row = conn.execute(
                 "SELECT machine, pid, heartbeat_at FROM hosts WHERE name = ?", (name,)
             ).fetchone()
-            if row is not None and now - float(row["heartbeat_at"]) <= host_timeout:
+            held = row is not None and int(row["pid"]) != 0  # 0: its daemon left
+            if held and now - float(row["heartbeat_at"]) <= host_timeout:
                 age = max(0.0, now - float(row["heartbeat_at"]))
                 other = int(row["pid"])
                 if row["machine"] != machine:
@@ -196,14 +197,17 @@ class Fleet:
             )
             return taken
 
-    def release(self, name: str) -> None:
-        """Host `name` stops leading now (its daemon stops): another may lead at once."""
+    def leave(self, name: str, *, pid: int | None = None) -> None:
+        """Host `name`'s daemon stops: it leads no more (another may lead at once), and its name
+        is free for the next daemon (a stopping process may outlive its pid file a moment)."""
+        pid = os.getpid() if pid is None else pid
         with self._db.write() as conn:
             now = self._now(conn)
             conn.execute(
                 "UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?",
                 (now, LEADER, name, now),
             )
+            conn.execute("UPDATE hosts SET pid = 0 WHERE name = ? AND pid = ?", (name, pid))
 
     def check(self, name: str, epoch: int, conn: Connection) -> None:
         """In a write's own transaction: `name` still leads under `epoch`, or LeaseLostError."""
@@ -259,7 +263,11 @@ class Fleet:
                 started_at=float(row["started_at"]),
                 heartbeat_at=float(row["heartbeat_at"]),
                 state=host_state(
-                    float(row["heartbeat_at"]), bool(row["draining"]), now, host_timeout
+                    float(row["heartbeat_at"]),
+                    bool(row["draining"]),
+                    now,
+                    host_timeout,
+                    left=int(row["pid"]) == 0,
                 ),
                 leader=lead is not None and lead.holder == row["name"],
                 epoch=lead.epoch if lead is not None and lead.holder == row["name"] else None,

@@ -43,7 +43,7 @@ def test_hosts_join_and_one_leads(open_store: Callable[[], Store], tmp_path: Pat
     assert all(h.state is HostState.UP for h in hosts)
     assert hosts[0].to_json(now)["heartbeat_age_s"] == pytest.approx(0, abs=5)
     # Stopping, alpha gives the lease up: beta leads at once, under a new epoch.
-    fleet.release("alpha")
+    fleet.leave("alpha")
     taken = fleet.lead("beta", 30.0)
     assert taken is not None and taken.epoch == 2
     assert fleet.leader() == taken
@@ -139,6 +139,10 @@ def test_one_host_name_is_one_daemon(open_store: Callable[[], Store]) -> None:
     gone.wait()
     fleet.join("build-2", 2, 60.0, machine="machine-a", pid=gone.pid)
     fleet.join("build-2", 2, 60.0, machine="machine-a", pid=os.getpid())
+    # A daemon that stopped left its name: the next one takes it, even while the stopping
+    # process still exits.
+    fleet.leave("build-1", pid=os.getpid())
+    fleet.join("build-1", 2, 60.0, machine="machine-a", pid=os.getpid() + 1)
     # A name whose heartbeat is older than `host_timeout` is free, from any machine.
     fleet.join("build-3", 2, 60.0, machine="machine-a", pid=os.getpid())
     time.sleep(0.3)

@@ -61,6 +61,7 @@ def test_host_states_and_capacity() -> None:
     assert host_state(100.0, False, 150.0, 60.0) is HostState.UP
     assert host_state(100.0, True, 150.0, 60.0) is HostState.DRAINING
     assert host_state(100.0, False, 161.0, 60.0) is HostState.LOST
+    assert host_state(100.0, False, 150.0, 60.0, left=True) is HostState.STOPPED
     gib = 1024**3
     assert default_max_sessions(2, 24 * gib) == 4  # two a core
     assert default_max_sessions(64, 8 * gib) == 16  # half a GiB each

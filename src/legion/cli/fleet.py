@@ -13,8 +13,9 @@ def hosts(ctx: typer.Context, as_json: Annotated[bool, common.JsonOption] = Fals
     """The fleet's hosts: each daemon that joined, its heartbeat, capacity and sessions, and
     which one leads (the lease's holder, with its epoch).
 
-    A host is `up`, `draining` (it takes nothing new), or `lost` (no heartbeat for longer than
-    `host_timeout`). On one machine with SQLite the fleet is this machine alone.
+    A host is `up`, `draining` (it takes nothing new), `stopped` (its daemon stopped), or `lost`
+    (no heartbeat for longer than `host_timeout`). On one machine with SQLite the fleet is this
+    machine alone.
     """
     from legion.fleet import Fleet
 

@@ -57,9 +57,14 @@ class HostState(StrEnum):
     UP = "up"
     DRAINING = "draining"
     LOST = "lost"  # no heartbeat for longer than `host_timeout`
+    STOPPED = "stopped"  # its daemon stopped and left
 
 
-def host_state(heartbeat_at: float, draining: bool, now: float, host_timeout: float) -> HostState:
+def host_state(
+    heartbeat_at: float, draining: bool, now: float, host_timeout: float, *, left: bool = False
+) -> HostState:
+    if left:
+        return HostState.STOPPED
     if now - heartbeat_at > host_timeout:
         return HostState.LOST
     return HostState.DRAINING if draining else HostState.UP

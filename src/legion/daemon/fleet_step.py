@@ -128,18 +128,17 @@ class FleetMembership:
                 store.close()
 
     def stop(self) -> None:
-        """Leave: the thread ends, and a lease held is given up (another host leads at once)."""
+        """Leave: the thread ends, a lease held is given up (another host leads at once), and
+        the host's name is free for the next daemon."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
-        if self.leading_epoch is None:
-            return
         # What the daemon writes as it stops (its last log line) is no leader's decision.
         self.leading_epoch = self.fenced.epoch = None
         with contextlib.suppress(LegionError):
             store = open_store(self.project)
             try:
-                Fleet(store).release(self.name)
+                Fleet(store).leave(self.name)
             finally:
                 store.close()
 
