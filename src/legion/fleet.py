@@ -26,6 +26,7 @@ from legion.core.fleet import (
     take_lease,
 )
 from legion.errors import ConflictError, NotFoundError, StoreError
+from legion.runtime.tmux import process_alive
 from legion.store import Connection, Store, StoreView
 
 LEADER = "leader"
@@ -58,18 +59,6 @@ def this_machine() -> str:
         except OSError:
             parts.append(socket.gethostname())
     return "/".join(parts)
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class LeaseLostError(StoreError):
@@ -145,7 +134,7 @@ class Fleet:
                         f"host name {name!r} is in use by a daemon on another machine (its "
                         f"heartbeat {age:.0f} s ago): give each host its own `host_name`"
                     )
-                if other != pid and _alive(other):
+                if other != pid and process_alive(other):
                     raise ConflictError(
                         f"host name {name!r} is in use by another daemon on this machine "
                         f"(pid {other}): give each of its checkouts its own `host_name`"

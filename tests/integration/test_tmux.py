@@ -156,12 +156,12 @@ def test_killing_a_window_waits_until_its_process_is_gone(
     wait_for(lambda: "ready" in server.capture(stubborn))
     pids = {w.id: w.pane_pid for w in server.list_windows("s")}
     server.kill_window(plain)
-    assert pids[plain] is not None and not tmux_module._alive(pids[plain])
+    assert pids[plain] is not None and not tmux_module.process_alive(pids[plain])
     monkeypatch.setattr(tmux_module, "EXIT_GRACE_S", 0.5)
     started = time.monotonic()
     server.kill_window(stubborn)  # ignores SIGHUP: killed after the grace period
     assert time.monotonic() - started < 5
-    assert pids[stubborn] is not None and not tmux_module._alive(pids[stubborn])
+    assert pids[stubborn] is not None and not tmux_module.process_alive(pids[stubborn])
     assert {w.name for w in server.list_windows("s")} == {"anchor"}
 
 
@@ -183,8 +183,8 @@ def test_a_window_closed_without_waiting_returns_at_once_and_its_process_still_g
     started = time.monotonic()
     server.kill_window(stubborn, pane_pid=pid, wait=False)
     assert time.monotonic() - started < 0.5
-    assert tmux_module._alive(pid)  # still in its grace period
-    wait_for(lambda: not tmux_module._alive(pid))
+    assert tmux_module.process_alive(pid)  # still in its grace period
+    wait_for(lambda: not tmux_module.process_alive(pid))
     assert time.monotonic() - started >= 1.0
 
 

@@ -23,7 +23,7 @@ from legion.runtime.claude.paths import (
     transcript_path,
 )
 from legion.runtime.claude.transcript import summarize
-from legion.runtime.tmux import Tmux, Window, _alive, literal, process_args
+from legion.runtime.tmux import Tmux, Window, literal, process_alive, process_args
 from legion.runtime.transcript import Turn, read_tail
 from legion.sessions.observer import classify
 from legion.sessions.starts import start_failure
@@ -320,9 +320,9 @@ def test_a_reaped_process_is_not_alive() -> None:
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    assert not _alive(child.pid)
+    assert not process_alive(child.pid)
     assert process_args(child.pid) is None
-    assert _alive(os.getpid())
+    assert process_alive(os.getpid())
     assert "python" in (process_args(os.getpid()) or "")
 
 

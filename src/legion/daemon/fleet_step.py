@@ -148,19 +148,21 @@ class FleetMembership:
     def leading(self) -> bool:
         return self.leading_epoch is not None
 
-    def changed(self) -> bool:
-        """Whether the tick should look again (the loop asks while it waits)."""
+    def _epoch(self) -> int | None:
+        """The epoch this daemon leads under, as the thread last found it and while the lease
+        lasts by this machine's clock; None: it does not lead."""
         with self._lock:
             lease, ends = self._lease, self._lease_ends
-        epoch = lease.epoch if lease is not None and time.monotonic() < ends else None
-        return epoch != self.leading_epoch
+        return lease.epoch if lease is not None and time.monotonic() < ends else None
+
+    def changed(self) -> bool:
+        """Whether the tick should look again (the loop asks while it waits)."""
+        return self._epoch() != self.leading_epoch
 
     def follow(self) -> StepResult:
         """Act on what the thread found: begin to lead, go on, or stop leading. A follower
         looks again within a third of `host_timeout` (it may have to take over)."""
-        with self._lock:
-            lease, ends = self._lease, self._lease_ends
-        epoch = lease.epoch if lease is not None and time.monotonic() < ends else None
+        epoch = self._epoch()
         waiting = StepResult(requeue_after=self.duration / 3) if epoch is None else DONE
         if epoch == self.leading_epoch:
             return waiting

@@ -95,7 +95,7 @@ def _detail(args: tuple[str, ...], proc: subprocess.CompletedProcess[str]) -> st
     return f"tmux {args[0]} failed: {detail}"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether process `pid` still runs (a zombie waiting to be reaped does not)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
@@ -142,7 +142,7 @@ def session_processes(session_id: str) -> list[int]:
             flag in SESSION_FLAGS and value == session_id
             for flag, value in itertools.pairwise(head)
         )
-        if named and _alive(pid):
+        if named and process_alive(pid):
             found.append(pid)
     return found
 
@@ -150,7 +150,7 @@ def session_processes(session_id: str) -> list[int]:
 def process_args(pid: int) -> str | None:
     """The command line of process `pid`, its arguments joined by spaces; None when it does
     not run (or is a zombie)."""
-    if not _alive(pid):
+    if not process_alive(pid):
         return None
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -180,13 +180,13 @@ def wait_for_exit(pid: int, grace: float | None = None) -> None:
     its command line changed meanwhile (the pid went to another process)."""
     deadline = time.monotonic() + (EXIT_GRACE_S if grace is None else grace)
     identity = process_args(pid)
-    while _alive(pid):
+    while process_alive(pid):
         if time.monotonic() >= deadline:
             if process_args(pid) == identity:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             deadline = time.monotonic() + 2.0
-            while _alive(pid) and time.monotonic() < deadline:
+            while process_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.02)
             return
         time.sleep(0.02)
