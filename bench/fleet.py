@@ -87,7 +87,7 @@ class Counting:
 
 def heartbeat_cost(store: PostgresStore, rounds: int) -> None:
     fleet = Fleet(store)
-    fleet.heartbeat("bench", 8, started=True)
+    fleet.join("bench", 8, 60.0)
     with Counting() as counting:
         spent = timed(lambda: (fleet.heartbeat("bench", 8), fleet.lead("bench", 60.0)), rounds)
     per_round = sum(counting.seen.values()) / rounds
@@ -112,8 +112,8 @@ def failover(url: str, trials: int, duration: float) -> None:
     for _ in range(trials):
         store = PostgresStore(url, str(uuid.uuid4()), create=True)
         fleet = Fleet(store)
-        fleet.heartbeat("a", 2, started=True)
-        fleet.heartbeat("b", 2, started=True)
+        fleet.join("a", 2, 60.0)
+        fleet.join("b", 2, 60.0)
         assert fleet.lead("a", duration) is not None
         died = time.monotonic()
         led = threading.Event()

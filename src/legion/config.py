@@ -22,6 +22,7 @@ from legion.core.budget import Limits
 from legion.core.model import Status, validate_issue_key, validate_label_name
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, EVERY_ISSUE
 from legion.core.statusmap import parse_status_table
+from legion.core.text import url_without_secrets
 from legion.core.usage import Price
 from legion.errors import ConfigError, InputError, ToolMissingError
 from legion.setting_spec import (
@@ -265,13 +266,7 @@ def _store_url(value: Any) -> str | None:
 
 
 def _store_shown(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    scheme, _, rest = value.partition("://")
-    authority, slash, path = rest.partition("/")
-    host = authority.rpartition("@")[2]
-    path = path.partition("?")[0]
-    return f"{scheme}://{host}{slash}{path}"
+    return url_without_secrets(value) if isinstance(value, str) else value
 
 
 def _branch(value: Any) -> str:

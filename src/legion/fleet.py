@@ -99,10 +99,6 @@ class Fleet:
     def _now(self, conn: Connection) -> float:
         return float(conn.execute(f"SELECT {self._db.clock_sql}").fetchone()[0])
 
-    def now(self) -> float:
-        with self._db.read() as conn:
-            return self._now(conn)
-
     # -- a host's own writes ----------------------------------------------------------------------
 
     def join(
@@ -148,17 +144,13 @@ class Fleet:
                 (name, machine, pid, capacity, now, now),
             )
 
-    def heartbeat(self, name: str, capacity: int, *, started: bool = False) -> None:
-        """Host `name` is alive now (`started`: its daemon has just started)."""
+    def heartbeat(self, name: str, capacity: int) -> None:
+        """Host `name`, which joined, is alive now."""
         with self._db.write() as conn:
-            now = self._now(conn)
             conn.execute(
-                "INSERT INTO hosts (name, pid, capacity, started_at, heartbeat_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                "pid = excluded.pid, capacity = excluded.capacity, "
-                "heartbeat_at = excluded.heartbeat_at"
-                + (", started_at = excluded.started_at, draining = 0" if started else ""),
-                (name, os.getpid(), capacity, now, now),
+                f"UPDATE hosts SET capacity = ?, heartbeat_at = {self._db.clock_sql} "
+                "WHERE name = ?",
+                (capacity, name),
             )
 
     def lead(self, name: str, duration: float) -> Lease | None:

@@ -27,8 +27,8 @@ from tests.support.cli import LegionRunner
 
 def test_hosts_join_and_one_leads(open_store: Callable[[], Store], tmp_path: Path) -> None:
     fleet = Fleet(open_store())
-    fleet.heartbeat("alpha", 4, started=True)
-    fleet.heartbeat("beta", 8, started=True)
+    fleet.join("alpha", 4, 60.0)
+    fleet.join("beta", 8, 60.0)
     first = fleet.lead("alpha", 30.0)
     assert first is not None and first.epoch == 1
     assert fleet.lead("beta", 30.0) is None  # alpha holds it
@@ -55,7 +55,7 @@ def test_a_lease_that_ran_out_is_taken_and_its_old_holder_is_fenced(
     store = open_store()
     fleet = Fleet(store)
     for name in ("alpha", "beta"):
-        fleet.heartbeat(name, 2, started=True)
+        fleet.join(name, 2, 60.0)
     old = FencedStore(open_store(), "alpha")
     lease = fleet.lead("alpha", 0.5)
     assert lease is not None
@@ -81,8 +81,8 @@ def test_a_draining_host_gives_up_the_lead_and_a_lost_one_is_told(
     open_store: Callable[[], Store],
 ) -> None:
     fleet = Fleet(open_store())
-    fleet.heartbeat("alpha", 2, started=True)
-    fleet.heartbeat("beta", 2, started=True)
+    fleet.join("alpha", 2, 60.0)
+    fleet.join("beta", 2, 60.0)
     assert fleet.lead("alpha", 30.0) is not None
     fleet.drain("alpha")
     assert fleet.draining("alpha") and not fleet.draining("beta")
@@ -91,7 +91,7 @@ def test_a_draining_host_gives_up_the_lead_and_a_lost_one_is_told(
     hosts, _ = fleet.hosts(60.0)
     assert {h.name: h.state for h in hosts}["alpha"] is HostState.DRAINING
     # A daemon started again on it takes it back.
-    fleet.heartbeat("alpha", 2, started=True)
+    fleet.join("alpha", 2, 60.0)
     assert not fleet.draining("alpha")
     with pytest.raises(NotFoundError, match="no host 'gamma'"):
         fleet.drain("gamma")
@@ -110,7 +110,7 @@ def test_hosts_and_drain_from_the_command_line(legion: LegionRunner, project: Pa
         "legion: error: no host 'nowhere' in the fleet (see `legion hosts`)",
     )
     store = open_store(load_project(project))
-    Fleet(store).heartbeat("build-1", 3, started=True)
+    Fleet(store).join("build-1", 3, 60.0)
     Fleet(store).lead("build-1", 60.0)
     store.close()
     table = legion("hosts").stdout.splitlines()

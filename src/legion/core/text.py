@@ -107,3 +107,20 @@ def clean_branch(name: str) -> str:
     if not _BRANCH.fullmatch(branch) or branch.endswith(".lock") or len(branch) > 200:
         raise InputError(f"invalid branch name {name!r}")
     return branch
+
+
+def url_without_secrets(url: str) -> str:
+    """`url` as it may be shown: without what may hold a secret (`user:password@`, the query,
+    the fragment)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "(not a valid URL)"
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -35,6 +35,7 @@ from legion.store import Connection, Cursor
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg import sql
     from psycopg_pool import ConnectionPool
 
 # The pool says on Python's logging each time it cannot connect (a line per try, on stderr
@@ -247,46 +248,72 @@ class PostgresStore:
         from psycopg import sql
 
         latest = len(self._migrations)
+        schema = sql.Identifier(self.schema)
         try:
-            with (
-                psycopg.connect(
-                    self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
-                ) as conn,
-                conn.transaction(),
-            ):
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock,))
-                present = conn.execute(
-                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-                ).fetchone()
-                if present is None and not create:
-                    raise StoreError(
-                        f"{self.where}: the project has no tables in this PostgreSQL store; "
-                        "run `legion init` to create them (or check the store setting)"
-                    )
-                schema = sql.Identifier(self.schema)
-                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
-                conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(schema))
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS legion_schema ("
-                    "id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
-                )
-                conn.execute(
-                    "INSERT INTO legion_schema (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING"
-                )
-                row = conn.execute("SELECT version FROM legion_schema").fetchone()
-                version = int(row[0]) if row is not None else 0
-                if version > latest:
-                    raise StoreError(
-                        f"{self.where}: the store was written by a newer Legion "
-                        f"(schema {version}); upgrade Legion"
-                    )
-                for number in range(version, latest):
-                    conn.execute(self._migrations[number])
-                if version != latest:
-                    conn.execute("UPDATE legion_schema SET version = %s", (latest,))
-                self.version = latest
+            with psycopg.connect(
+                self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+            ) as conn:
+                # Most opens find the schema current: one read, no lock, no DDL.
+                if self._current(conn, schema, latest):
+                    return
+                with conn.transaction():
+                    self._migrate_locked(conn, schema, latest, create=create)
         except psycopg.Error as exc:
             raise self._error(exc) from None
+
+    def _current(self, conn: psycopg.Connection[Any], schema: sql.Identifier, latest: int) -> bool:
+        from psycopg import sql
+
+        table = f"{self.schema}.legion_schema"
+        if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone() == (None,):
+            return False
+        row = conn.execute(
+            sql.SQL("SELECT version FROM {}.legion_schema").format(schema)
+        ).fetchone()
+        if row is None or int(row[0]) < latest:
+            return False
+        self._refuse_newer(int(row[0]), latest)
+        self.version = latest
+        return True
+
+    def _refuse_newer(self, version: int, latest: int) -> None:
+        if version > latest:
+            raise StoreError(
+                f"{self.where}: the store was written by a newer Legion "
+                f"(schema {version}); upgrade Legion"
+            )
+
+    def _migrate_locked(
+        self, conn: psycopg.Connection[Any], schema: sql.Identifier, latest: int, *, create: bool
+    ) -> None:
+        """Under the project's lock, in the caller's transaction: the schema made (`create`)
+        and migrated to `latest`; a host that migrated meanwhile leaves nothing to do."""
+        from psycopg import sql
+
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock,))
+        present = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+        ).fetchone()
+        if present is None and not create:
+            raise StoreError(
+                f"{self.where}: the project has no tables in this PostgreSQL store; "
+                "run `legion init` to create them (or check the store setting)"
+            )
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(schema))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS legion_schema ("
+            "id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
+        )
+        conn.execute("INSERT INTO legion_schema (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING")
+        row = conn.execute("SELECT version FROM legion_schema").fetchone()
+        version = int(row[0]) if row is not None else 0
+        self._refuse_newer(version, latest)
+        for number in range(version, latest):
+            conn.execute(self._migrations[number])
+        if version != latest:
+            conn.execute("UPDATE legion_schema SET version = %s", (latest,))
+        self.version = latest
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:

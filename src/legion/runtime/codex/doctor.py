@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from legion.config import Settings, roles_on
+from legion.core.text import url_without_secrets
 from legion.errors import LegionError
 from legion.plugins import CODEX, DoctorCheck, DoctorReport
 
@@ -24,20 +25,6 @@ def doctor_report(
     roles = roles_on(CODEX, every)
     checks = _codex_checks(chosen, roles, env, skills_installed)
     return DoctorReport(checks, needs_install=bool(roles) and not checks[0].ok)
-
-
-def _safe_url(url: str) -> str:
-    """`url` without what may hold a secret (`user:password@`, the query, the fragment)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return "(not a valid URL)"
-    netloc = f"{host}:{port}" if port is not None else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _codex_config(env: Mapping[str, str], required: bool) -> Check:
@@ -84,7 +71,7 @@ def _codex_config(env: Mapping[str, str], required: bool) -> Check:
             "model_provider",
             required=required,
         )
-    url = _safe_url(provider.base_url) if provider.base_url else "no base_url"
+    url = url_without_secrets(provider.base_url) if provider.base_url else "no base_url"
     env_key = provider.env_key
     if not env_key:
         return passed(f"{head} at {url}, no env_key (no API key); {where}")
