@@ -35,7 +35,7 @@ from legion.relay.server import RelayServer, relay_server
 from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
 from legion.statefiles import open_private, private_folder, touch_private, write_private
-from legion.store import is_postgres, open_store
+from legion.store import open_store
 from legion.tracing import mark, span
 
 from .budget_step import BudgetStop
@@ -136,9 +136,11 @@ class Daemon:
         )
         # In a fleet, each checkpoint goes to the shared remote: the host that takes an issue
         # over from a lost one restores it from there.
-        shared = project.settings.remote if is_postgres(project.settings.store) else None
         self.checkpoints = WorkspaceCheckpoints(
-            self.workers, self.log, project.settings.checkpoint_every, remote=shared
+            self.workers,
+            self.log,
+            project.settings.checkpoint_every,
+            remote=self.workers.shared_remote,
         )
         self.pause_report = PauseReport(self.pause, say=config.say_pause)
         self.steps = self._steps()
