@@ -65,6 +65,19 @@ def _firsts(swarm: Swarm, scenario: str) -> list[RecordedRequest]:
     return [r for r in swarm.server.requests_for_scenario(scenario) if r.turn == 0]
 
 
+def _typed(transcript: Path, needle: str) -> int:
+    """How many prompts in a Claude Code transcript hold `needle`."""
+    count = 0
+    for line in transcript.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        if entry.get("type") != "user":
+            continue
+        content = entry["message"]["content"]
+        texts = [content] if isinstance(content, str) else [b.get("text", "") for b in content]
+        count += any(needle in text for text in texts)
+    return count
+
+
 def _delivery(swarm: Swarm, message_id: str, agent_id: int) -> tuple[DeliveryState, int]:
     bus = _bus(swarm)
     try:
@@ -227,7 +240,10 @@ def test_a_daemon_killed_after_typing_a_message_never_types_it_again(
         daemon.stop()
     assert kill_log.read_text().startswith("after_message_typed ")
     state, attempts = _delivery(swarm, message_id, agent["id"])
-    assert (state, attempts) == (DeliveryState.PENDING, 1)  # typed, not yet marked
+    # Typed, not yet marked. Or marked, not typed again, by `legion say` itself: it tells the
+    # daemon first and then looks whether a daemon runs, and by then the daemon may have typed
+    # and died; `say` then finds the message in the transcript (the mark counts an attempt).
+    assert (state, attempts) in ((DeliveryState.PENDING, 1), (DeliveryState.DELIVERED, 2))
     with Daemon(swarm, extra_env=LLM_MODE) as daemon:
         # Its model call goes through once a daemon is back.
         wait_until("the message reached the model", lambda: _firsts(swarm, "message"))
@@ -237,7 +253,9 @@ def test_a_daemon_killed_after_typing_a_message_never_types_it_again(
             timeout=20,
         )
         daemon.ticks(3)  # a second typing, if any, would come within a tick or two
-    assert len(_firsts(swarm, "message")) == 1
+    # Counted in the transcript: the model may see the prompt twice, as the CLI retries the
+    # request the killed daemon's model proxy dropped.
+    assert _typed(Path(worker["transcript"]), message_id) == 1
 
 
 def test_compact_in_a_legion_session_brings_back_its_plan_tasks_and_skill(swarm: Swarm) -> None:

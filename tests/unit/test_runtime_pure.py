@@ -24,7 +24,7 @@ from legion.runtime.claude.paths import (
 )
 from legion.runtime.claude.transcript import summarize
 from legion.runtime.tmux import Tmux, Window, literal, process_alive, process_args
-from legion.runtime.transcript import Turn, read_tail
+from legion.runtime.transcript import Turn, prompt_fingerprint, read_tail, records_prompt
 from legion.sessions.observer import classify
 from legion.sessions.starts import start_failure
 
@@ -200,6 +200,31 @@ def test_read_tail_drops_the_cut_first_line(tmp_path: Path) -> None:
     assert tail[-1] == '{"n": 999}'
     assert all(entry.startswith('{"n": ') for entry in tail)
     assert read_tail(tmp_path / "missing.jsonl") == []
+
+
+def test_a_prompt_counts_as_taken_only_once_a_line_records_it(tmp_path: Path) -> None:
+    typed = "/legion-controller wake: needs judgment: LEG-2:triage (auto mode: handle\n  it)"
+    fingerprint = prompt_fingerprint(typed)
+    path = tmp_path / "t.jsonl"
+    # The last turn's tail, written after the prompt was typed: growth, but not the prompt.
+    path.write_text(json.dumps({"type": "assistant", "message": {"content": "Done."}}) + "\n")
+    tail = {"type": "system", "subtype": "turn_duration", "durationMs": 3000}
+    with path.open("a") as out:
+        out.write(json.dumps(tail) + "\n")
+    assert not records_prompt(path, 0, fingerprint)
+    mark = path.stat().st_size
+    # Claude Code records a slash command's arguments apart from its name, reflowed.
+    args = "wake: needs judgment: LEG-2:triage (auto mode: handle it)"
+    user = {"type": "user", "message": {"content": [{"type": "text", "text": args}]}}
+    line = json.dumps(user)
+    with path.open("a") as out:
+        out.write(line[:20])  # still being written: not yet
+    assert not records_prompt(path, mark, fingerprint)
+    with path.open("a") as out:
+        out.write(line[20:] + "\n")
+    assert records_prompt(path, mark, fingerprint)
+    assert not records_prompt(path, path.stat().st_size, fingerprint)  # only past the mark
+    assert not records_prompt(tmp_path / "none.jsonl", 0, fingerprint)
 
 
 def test_classify_dead_and_starting() -> None:

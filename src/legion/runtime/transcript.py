@@ -6,6 +6,7 @@ reading a transcript's tail, whole lines only. Each runtime parses its own CLI's
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from enum import Enum
@@ -14,6 +15,8 @@ from typing import Any
 
 # Enough for the last several turns of a busy session; the whole file can be many megabytes.
 TAIL_BYTES = 512 * 1024
+# How much of a typed prompt's end is looked for in the transcript (`prompt_fingerprint`).
+FINGERPRINT_CHARS = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +87,43 @@ def read_tail(path: Path, max_bytes: int = TAIL_BYTES) -> list[str]:
         return []
     lines = data.decode("utf-8", errors="replace").splitlines()
     return lines[1:] if start > 0 else lines  # the first line was probably cut
+
+
+def prompt_fingerprint(text: str) -> str:
+    """What shows that a session took a typed prompt: the prompt's last words, whitespace
+    collapsed. The end, because a CLI records a skill's arguments apart from its name
+    (`/legion-controller x` becomes a command name and `x`); collapsed, because it may
+    reflow what was typed."""
+    return " ".join(text.split())[-FINGERPRINT_CHARS:]
+
+
+def records_prompt(path: Path, mark: int, fingerprint: str) -> bool:
+    """Whether the transcript's whole lines written past byte `mark` record a prompt ending in
+    `fingerprint` (in any of a line's JSON strings, whitespace collapsed). Growth alone is no
+    proof: a CLI can still be writing the last turn's tail when a prompt is typed, and drop the
+    prompt's Enter meanwhile."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(mark)
+            data = handle.read()
+    except OSError:
+        return False
+    for line in data.split(b"\n")[:-1]:  # the last piece is a line still being written, or ""
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if any(fingerprint in " ".join(text.split()) for text in _strings(entry)):
+            return True
+    return False
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a parsed JSON value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
