@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from legion.bus.model import AgentRole, Channel, Draft
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 
 AGENTS = 50
 BRANCHES = 10

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from legion.bus.model import Agent, AgentRole, Channel, Draft, Posted
 from legion.bus.protocol import Bus
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.core.model import Mode
 from legion.errors import ConflictError
 from legion.runtime.tmux import Attach

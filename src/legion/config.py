@@ -309,7 +309,7 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),
     SettingSpec("checkpoint_every", _seconds, 300.0),
-    SettingSpec("store", _store_url, shown=_store_shown),
+    SettingSpec("store", _store_url, shown=_store_shown, user_only=True),
     SettingSpec("host_name", _host_name),
     SettingSpec("max_sessions", _positive),
     SettingSpec("host_timeout", _seconds, 60.0),
@@ -443,6 +443,12 @@ def _layer_from_file(path: Path, *, repo: bool) -> dict[str, tuple[Any, str]]:
             raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
         if spec.repo_only and not repo:
             raise ConfigError(f"{path}: key {key!r} belongs in the repository's {CONFIG_FILE_NAME}")
+        if spec.user_only and repo:
+            raise ConfigError(
+                f"{path}: key {key!r} belongs in your user config "
+                f"(~/.config/legion/config.toml) or the environment ({spec.env_var}), "
+                "never in the repository"
+            )
         layer[key] = (_parse(spec, raw, f"{path}: key {key!r}"), str(path))
     return layer
 

@@ -16,6 +16,9 @@ class SettingSpec:
     parse: Callable[[Any], Any]
     default: Any = None
     repo_only: bool = False  # meaningless outside one repository (the project's identity)
+    # The machine's, never one repository's (the store: every project here shares its bus,
+    # and its URL may be a credential).
+    user_only: bool = False
     parse_env: Callable[[Any], Any] | None = None  # when a variable's text needs other parsing
     # How `legion config` shows the value, when it may hold a secret (a URL's password).
     shown: Callable[[Any], Any] | None = None

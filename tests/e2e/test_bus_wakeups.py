@@ -15,7 +15,7 @@ import pytest
 
 from legion.bus import bus_path
 from legion.bus.model import AgentStatus, DeliveryState
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from tests.fakes.model_server import RecordedRequest, bash, text
 from tests.support.claude_env import IDLE_FOOTER
 from tests.support.swarm import (

@@ -15,7 +15,7 @@ import pytest
 
 from legion.bus import bus_path
 from legion.bus.model import DeliveryState
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.runtime.codex.runtime import codex_session_id, session_link
 from tests.fakes.responses_server import (
     API_KEY_ENV,

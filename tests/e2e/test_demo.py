@@ -15,7 +15,7 @@ import pytest
 from legion.backends import open_backends, open_workers
 from legion.bus import bus_path
 from legion.bus.model import AgentRole, AgentStatus, EventKind
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from tests.support.claude_env import find_claude
 from tests.support.cli import run_legion

@@ -19,7 +19,7 @@ import pytest
 
 from legion.bus import bus_path
 from legion.bus.model import AgentStatus, Channel, DeliveryState, EventKind
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from tests.fakes.model_server import RecordedRequest, bash, text
 from tests.support.cli import LEGION_BIN
 from tests.support.swarm import Daemon, Swarm, agent_of, runs_until, window_id

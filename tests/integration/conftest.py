@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import PostgresBus, SqliteBus, StoreBus
 from legion.store import Store
 from legion.store.postgres import PostgresStore
 from legion.store.sqlite import SqliteStore
@@ -19,6 +19,19 @@ from legion.store.sqlite import SqliteStore
 def bus(tmp_path: Path) -> Iterator[SqliteBus]:
     """A bus of its own, in the test's folder."""
     opened = SqliteBus(tmp_path / "state" / "bus.db")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def either_bus(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBus]:
+    """A bus of its own: the SQLite file, then (the test again) the `legion_bus` schema of a
+    real PostgreSQL server's database of the test's own. The bus's pieces run on both."""
+    opened: StoreBus
+    if request.param == "sqlite":
+        opened = SqliteBus(tmp_path / "state" / "bus.db")
+    else:
+        opened = PostgresBus(request.getfixturevalue("postgres_url"))
     yield opened
     opened.close()
 

@@ -19,7 +19,7 @@ import pytest
 from legion.backends import open_backends, open_workers
 from legion.bus import bus_path
 from legion.bus.sessions import register_session
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from legion.runtime.tmux import TAG_OPTION
 from tests.support.cli import LEGION_BIN, LegionRunner, Result, git
@@ -183,7 +183,7 @@ def test_the_tuis_attach_opens_the_highlighted_agents_live_window(setup: dict[st
     """What the TUI's `o` runs (`ServiceCommands.attach`): the same tmux command as
     `legion attach`, for a live agent; why not, in a line, for one that is not running."""
     from legion.bus import bus_path
-    from legion.bus.sqlite import SqliteBus
+    from legion.bus.stored import SqliteBus
     from legion.errors import LegionError
     from legion.runtime.tmux import Attach
     from legion.tui.commands import ServiceCommands

@@ -1,4 +1,5 @@
-"""The event bus on real SQLite files, and its commands as a user (or an agent) runs them."""
+"""The event bus on real SQLite files (its records also in a real PostgreSQL server: `bus`),
+and its commands as a user (or an agent) runs them."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from legion.bus.model import (
     TaskState,
 )
 from legion.bus.sessions import register_session
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus, StoreBus
 from legion.config import load_project
 from legion.errors import ConflictError, InputError, NotFoundError, StoreError
 from tests.support.cli import LEGION_BIN, LegionRunner, Result, git
@@ -36,13 +37,19 @@ MAIN = Channel("app", "main")
 LEG7 = Channel("app", "legion/LEG-7")
 
 
-def agent(bus: SqliteBus, channel: Channel, name: str, role: AgentRole | None = None) -> Agent:
+def agent(bus: StoreBus, channel: Channel, name: str, role: AgentRole | None = None) -> Agent:
     role = role or (AgentRole.CONTROLLER if name == "legion" else AgentRole.IMPLEMENT)
     return bus.register_agent(channel, name, role=role, runtime="test", session_id=f"s-{name}")
 
 
-def count(path: Path, table: str) -> int:
-    with sqlite3.connect(path) as conn:
+@pytest.fixture
+def bus(either_bus: StoreBus) -> StoreBus:
+    """The records' tests run on both engines."""
+    return either_bus
+
+
+def count(bus: StoreBus, table: str) -> int:
+    with bus._db.read() as conn:
         return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
@@ -63,7 +70,7 @@ def test_a_new_bus_is_private_and_knows_the_human(tmp_path: Path) -> None:
     bus.close()
 
 
-def test_registering_again_is_a_new_spawn_of_the_same_agent(bus: SqliteBus) -> None:
+def test_registering_again_is_a_new_spawn_of_the_same_agent(bus: StoreBus) -> None:
     first = agent(bus, LEG7, "implement")
     bus.update_agent(first.id, status=AgentStatus.ARCHIVED)
     assert bus.agents() == []
@@ -85,7 +92,7 @@ def test_registering_again_is_a_new_spawn_of_the_same_agent(bus: SqliteBus) -> N
         agent(bus, Channel("app", "bad..branch"), "plan")
 
 
-def test_a_post_resolves_mentions_into_deliveries_and_an_event(bus: SqliteBus) -> None:
+def test_a_post_resolves_mentions_into_deliveries_and_an_event(bus: StoreBus) -> None:
     legion = agent(bus, MAIN, "legion")
     implement = agent(bus, LEG7, "implement")
     review = agent(bus, LEG7, "review")
@@ -112,7 +119,7 @@ def test_a_post_resolves_mentions_into_deliveries_and_an_event(bus: SqliteBus) -
     assert bus.message(message.id) == message
 
 
-def test_a_bad_address_posts_nothing(bus: SqliteBus, tmp_path: Path) -> None:
+def test_a_bad_address_posts_nothing(bus: StoreBus) -> None:
     implement = agent(bus, LEG7, "implement")
     agent(bus, MAIN, "legion")
     events = len(bus.events())
@@ -130,11 +137,10 @@ def test_a_bad_address_posts_nothing(bus: SqliteBus, tmp_path: Path) -> None:
     with pytest.raises(InputError):  # a bad mention in the second: neither is posted
         bus.post_many([Draft(implement.id, LEG7, "one"), Draft(implement.id, LEG7, "@zz two")])
     assert bus.messages() == [] and len(bus.events()) == events
-    path = tmp_path / "state" / "bus.db"
-    assert count(path, "deliveries") == 0
+    assert count(bus, "deliveries") == 0
 
 
-def test_the_human_and_the_orchestrator_reach_each_other(bus: SqliteBus) -> None:
+def test_the_human_and_the_orchestrator_reach_each_other(bus: StoreBus) -> None:
     legion = agent(bus, MAIN, "legion")
     human = bus.human()
     up = bus.post(legion.id, MAIN, "@human may I merge?")
@@ -143,15 +149,14 @@ def test_the_human_and_the_orchestrator_reach_each_other(bus: SqliteBus) -> None
     assert [a.id for a in down.recipients] == [legion.id] and down.message.sender == "human"
 
 
-def test_posting_an_id_again_posts_nothing(bus: SqliteBus, tmp_path: Path) -> None:
+def test_posting_an_id_again_posts_nothing(bus: StoreBus) -> None:
     implement = agent(bus, LEG7, "implement")
     legion = agent(bus, MAIN, "legion")
     first = bus.post(implement.id, LEG7, "@legion done", message_id="retry-1")
     again = bus.post(implement.id, LEG7, "@legion done", message_id="retry-1")
     assert not again.created and again.message == first.message
     assert [a.id for a in again.recipients] == [legion.id]
-    path = tmp_path / "state" / "bus.db"
-    assert (count(path, "messages"), count(path, "deliveries")) == (1, 1)
+    assert (count(bus, "messages"), count(bus, "deliveries")) == (1, 1)
     with pytest.raises(ConflictError, match="retry-1 was already used"):
         bus.post(implement.id, LEG7, "something else", message_id="retry-1")
     with pytest.raises(InputError, match="invalid message id"):
@@ -161,7 +166,7 @@ def test_posting_an_id_again_posts_nothing(bus: SqliteBus, tmp_path: Path) -> No
     assert [p.created for p in both] == [True, False]
 
 
-def test_reading_channels_unread_and_since(bus: SqliteBus) -> None:
+def test_reading_channels_unread_and_since(bus: StoreBus) -> None:
     legion = agent(bus, MAIN, "legion")
     implement = agent(bus, LEG7, "implement")
     a = bus.post(legion.id, MAIN, "one").message
@@ -179,7 +184,7 @@ def test_reading_channels_unread_and_since(bus: SqliteBus) -> None:
         bus.message("nope")
 
 
-def test_deliveries_count_attempts_and_keep_the_last_error(bus: SqliteBus) -> None:
+def test_deliveries_count_attempts_and_keep_the_last_error(bus: StoreBus) -> None:
     legion = agent(bus, MAIN, "legion")
     implement = agent(bus, LEG7, "implement")
     message = bus.post(legion.id, MAIN, "@legion/LEG-7/implement go").message
@@ -207,7 +212,7 @@ def test_deliveries_count_attempts_and_keep_the_last_error(bus: SqliteBus) -> No
         bus.mark_delivered(message.id, legion.id)
 
 
-def test_status_changes_are_events(bus: SqliteBus) -> None:
+def test_status_changes_are_events(bus: StoreBus) -> None:
     implement = agent(bus, LEG7, "implement")
     since = bus.events()[-1].id
     bus.update_agent(implement.id, status=AgentStatus.BLOCKED, detail="which format?")
@@ -228,7 +233,7 @@ def test_status_changes_are_events(bus: SqliteBus) -> None:
         bus.update_agent(999, status=AgentStatus.IDLE)
 
 
-def test_tasks_form_a_tree_whose_state_is_derived(bus: SqliteBus) -> None:
+def test_tasks_form_a_tree_whose_state_is_derived(bus: StoreBus) -> None:
     implement = agent(bus, LEG7, "implement")
     root = bus.add_task(LEG7, "Add login")
     child = bus.add_task(LEG7, "Hash passwords", parent_id=root.id, assigned_agent_id=implement.id)

@@ -13,7 +13,7 @@ import pytest
 from legion.bus import actions, bus_path
 from legion.bus.model import Agent, AgentRole, AgentStatus, Channel, EventKind, MessageKind
 from legion.bus.sessions import register_session
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from legion.errors import (
     ConflictError,

@@ -13,7 +13,7 @@ import pytest
 from legion.bus import inbox as inbox_file
 from legion.bus.delivery import Delivery, Handed, Handover, Reach, SessionAt
 from legion.bus.model import Agent, AgentRole, AgentStatus, Channel, DeliveryState
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.errors import LegionError
 
 CHANNEL = Channel("app", "legion/leg-1")

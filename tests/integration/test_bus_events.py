@@ -14,7 +14,7 @@ import pytest
 
 from legion.bus import bus_path
 from legion.bus.model import EventKind
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from tests.support.cli import LEGION_BIN, LegionRunner, Result, git
 
 CONTROLLER = {"LEGION_SESSION_ID": "sid-controller", "LEGION_MODE": "controller"}

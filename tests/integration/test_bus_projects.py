@@ -16,7 +16,7 @@ import pytest
 from legion.bus import bus_path
 from legion.bus import schema as bus_schema
 from legion.bus.model import AgentRole, AgentStatus, Channel
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from legion.tui.sources import Board, ProjectSources, Unavailable
 from tests.support.cli import Result, git, run_legion

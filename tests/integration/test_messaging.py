@@ -10,8 +10,8 @@ import pytest
 
 from legion.bus import schema
 from legion.bus.model import AgentRole, Channel, EventKind
-from legion.bus.sqlite import SqliteBus
-from legion.bus.sqlite.tasks import SqliteTasks
+from legion.bus.stored import SqliteBus
+from legion.bus.stored.tasks import StoredTasks
 from legion.config import Project
 from legion.errors import InputError, NotFoundError
 from legion.identity import Speaker
@@ -72,7 +72,7 @@ def test_the_events_asked_for_by_name() -> None:
 def test_a_piece_of_the_sqlite_bus_works_on_its_own(tmp_path: Path) -> None:
     db = SqliteStore(tmp_path / "bus.db", create=True, migrations=schema.MIGRATIONS, empty_ok=True)
     try:
-        tasks = SqliteTasks(db)
+        tasks = StoredTasks(db)
         parent = tasks.add_task(HERE, "Write the parser")
         child = tasks.add_task(HERE, "Tokens", parent_id=parent.id)
         done = tasks.complete_task(child.id)

@@ -16,6 +16,8 @@ import psycopg
 import pytest
 
 from legion.actionlog import ActionLog, OutcomeKind
+from legion.bus import postgres_schema as bus_schema
+from legion.bus.stored import PostgresBus, SqliteBus
 from legion.core.model import Mode
 from legion.errors import StoreError
 from legion.proxy.budget import Allowances
@@ -107,31 +109,49 @@ def test_a_failed_write_leaves_nothing(open_store: Callable[[], Store]) -> None:
 # -- the two schemas are one --------------------------------------------------------------------
 
 
+def _sqlite_columns(path: Path) -> set[tuple[str, str]]:
+    lite = sqlite3.connect(path)
+    try:
+        return {
+            (table, column[1])
+            for (table,) in lite.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            ).fetchall()
+            for column in lite.execute(f"PRAGMA table_info({table})").fetchall()
+        }
+    finally:
+        lite.close()
+
+
+def _postgres_columns(url: str, schema: str) -> set[tuple[str, str]]:
+    with psycopg.connect(url) as conn:
+        return {
+            (table, column)
+            for table, column in conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = %s AND table_name != 'legion_schema'",
+                (schema,),
+            ).fetchall()
+        }
+
+
 def test_the_postgresql_schema_has_every_sqlite_table_and_column(
     tmp_path: Path, postgres_url: str
 ) -> None:
     path = tmp_path / "legion.db"
     SqliteStore(path).close()
-    lite = sqlite3.connect(path)
-    sqlite_columns = {
-        (table, column[1])
-        for (table,) in lite.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        ).fetchall()
-        for column in lite.execute(f"PRAGMA table_info({table})").fetchall()
-    }
     store = PostgresStore(postgres_url, str(uuid.uuid4()), create=True)
-    with psycopg.connect(postgres_url) as conn:
-        pg_columns = {
-            (table, column)
-            for table, column in conn.execute(
-                "SELECT table_name, column_name FROM information_schema.columns "
-                "WHERE table_schema = %s AND table_name != 'legion_schema'",
-                (store.schema,),
-            ).fetchall()
-        }
     store.close()
-    assert pg_columns == sqlite_columns
+    assert _postgres_columns(postgres_url, store.schema) == _sqlite_columns(path)
+
+
+def test_the_buses_postgresql_schema_has_every_sqlite_table_and_column(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    path = tmp_path / "bus.db"
+    SqliteBus(path).close()
+    PostgresBus(postgres_url).close()
+    assert _postgres_columns(postgres_url, bus_schema.SCHEMA) == _sqlite_columns(path)
 
 
 # -- PostgreSQL only ----------------------------------------------------------------------------

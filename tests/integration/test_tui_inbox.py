@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable
 
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from legion.core.model import Mode
 from legion.tui.commands import ServiceCommands

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from legion.bus.model import AgentRole, AgentStatus, Channel
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.core.model import Status
 from legion.errors import InputError
 from legion.tui.commands import ServiceCommands

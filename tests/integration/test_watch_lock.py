@@ -14,7 +14,7 @@ from legion.bus import bus_path
 from legion.bus.delivery import Handed
 from legion.bus.model import DeliveryState
 from legion.bus.sessions import project_channel_name, register_session
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from legion.daemon_link import pid_file, running_pid
 from legion.watch import deliver_now, watch_lock

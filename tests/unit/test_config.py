@@ -86,6 +86,20 @@ def test_project_identity_belongs_to_the_repository(repo_config: Path, tmp_path:
         resolve_settings(repo_config, env_for(home))
 
 
+def test_the_store_belongs_to_the_machine_not_the_repository(tmp_path: Path) -> None:
+    # Every project on a machine shares its bus, so the store is the machine's to set; and
+    # its URL may hold a password, which a repository would hand to every clone.
+    write_repo_config(tmp_path, {"project_id": PROJECT, "store": "postgresql://u:pw@db/x"})
+    path = tmp_path / ".legion" / "config.toml"
+    with pytest.raises(ConfigError, match="belongs in your user config") as info:
+        resolve_settings(path, env_for(tmp_path / "home"))
+    assert "LEGION_STORE" in str(info.value) and "pw" not in str(info.value)
+    home = tmp_path / "home"
+    user_config(home, 'store = "postgresql://u@db/x"\n')
+    write_repo_config(tmp_path, {"project_id": PROJECT})
+    assert resolve_settings(path, env_for(home)).store == "postgresql://u@db/x"
+
+
 def test_toml_strings_round_trip(tmp_path: Path) -> None:
     import tomllib
 

@@ -27,7 +27,7 @@ from legion.bus.model import (
     MessageKind,
     Posted,
 )
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import ConflictError

@@ -16,7 +16,7 @@ import pytest
 
 from legion.bus import actions
 from legion.bus.model import AgentRole, AgentStatus, MessageKind
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.tui.sidebar import Sidebar

@@ -13,7 +13,7 @@ import pytest
 from textual.message import Message as TextualMessage
 
 from legion.bus.model import AgentRole, AgentStatus, Channel, MessageKind
-from legion.bus.sqlite import SqliteBus
+from legion.bus.stored import SqliteBus
 from legion.tui.sources import Board, Unavailable
 from legion.tui.watcher import (
     AgentsChanged,

@@ -2,7 +2,7 @@
 event bus, in the records of `legion.bus.model`.
 
 Callers hold a `Bus` (from `legion.bus.open_bus`), never an implementation, so a second one
-(a server-backed bus) is a sibling of `legion.bus.sqlite`, not an edit of it.
+(a server-backed bus) is a sibling of `legion.bus.stored`, not an edit of it.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ MIGRATIONS: tuple[str, ...] = (
     # 3: a project is its project id (two repositories in folders of the same name are two
     # projects); its name on the bus is unique and, once given, never changes. The projects an
     # older Legion recorded keep their names, unclaimed until the project at their root claims
-    # them (`legion.bus.sqlite.projects`): their messages stay theirs.
+    # them (`legion.bus.stored.projects`): their messages stay theirs.
     """
     CREATE TABLE projects_by_id (
         name TEXT PRIMARY KEY,

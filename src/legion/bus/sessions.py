@@ -4,7 +4,7 @@ start; anybody else running `legion` is the human.
 A session Legion started has `LEGION_SESSION_ID` and `LEGION_MODE` in its environment (the
 worker manager sets them), so a `legion say` from it is found as its agent. Its channel is its
 project (its name on the bus: the repository folder's name, made unique among the projects on
-the machine, see `legion.bus.sqlite.projects`) and the git branch it works on: an issue's workers
+the machine, see `legion.bus.stored.projects`) and the git branch it works on: an issue's workers
 share the issue's branch (`legion/LEG-7`), the orchestrator is on the base branch.
 """
 

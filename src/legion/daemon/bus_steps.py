@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable, Mapping
 
 from legion.actionlog import ActionLog, OutcomeKind
-from legion.bus import Bus, bus_path, open_bus
+from legion.bus import Bus, bus_where, open_bus
 from legion.bus.model import EventKind
 from legion.config import Project
 from legion.core.stamps import instant
@@ -72,14 +72,14 @@ class BusSteps:
         if self._bus is not None and self._bus.replaced():
             self._drop()
             self.log.append(
-                "-", "bus", OutcomeKind.DONE, f"{bus_path(self.env)} was replaced: reopened"
+                "-", "bus", OutcomeKind.DONE, f"{bus_where(self.env)} was replaced: reopened"
             )
 
     def failed(self, name: str, exc: StoreError) -> bool:
         """Whether `exc` is the bus's database failing (corrupt, unreadable, locked too long):
         then its connection is dropped, so each tick opens it afresh until it works again, and
         the failure is logged once, not at every tick."""
-        if not str(exc).startswith(f"{bus_path(self.env)}:"):
+        if not str(exc).startswith(f"{bus_where(self.env)}:"):
             return False  # the project's own database: the step's failure, logged as usual
         self._drop()
         if self.trouble is None:

@@ -1,5 +1,5 @@
 """The default store (`legion.store`): the project's SQLite database in its state folder, and
-the machine's event bus (`legion.bus.sqlite`).
+the machine's event bus (`legion.bus.stored`).
 
 WAL journal and a busy timeout let several `legion` processes (the daemon, workers, the user)
 read and write at once; every write runs in a `BEGIN IMMEDIATE` transaction so a writer waits

@@ -19,7 +19,7 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
     for the channel opened first and the board's project."""
     import sys
 
-    from legion.bus import bus_path, open_bus
+    from legion.bus import bus_path, bus_store, open_bus
     from legion.errors import ConflictError
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -54,7 +54,14 @@ def run_tui(env: Mapping[str, str], cwd: Path | None = None) -> int:
     marks = ReadMarks.load(marks_path(env), newest[-1].seq if newest else 0)
     sources = ProjectSources(env, here, known_projects)
     commands = ServiceCommands(env, here, known_projects)
-    app = LegionApp(bus, sources, commands, marks=marks, channel=channel, bus_file=bus_path(env))
+    app = LegionApp(
+        bus,
+        sources,
+        commands,
+        marks=marks,
+        channel=channel,
+        bus_file=None if bus_store(env) else bus_path(env),
+    )
     with ProjectWatch(env).running():  # the watcher of every project no daemon runs for
         app.run()
     return 0 if app.return_code is None else app.return_code

@@ -1,4 +1,4 @@
-"""The bus's deliveries in SQLite (`deliveries`): one per message and addressee, pending until
+"""The bus's deliveries (`deliveries`): one per message and addressee, pending until
 handed over (`mark_delivered`), each failed attempt counted with its error, and read once the
 recipient saw the message (`mark_read`).
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from legion.bus.model import Delivery, DeliveryState, PendingDelivery
-from legion.bus.sqlite.rows import (
+from legion.bus.stored.rows import (
     AGENT_COLUMNS,
     MESSAGE_COLUMNS,
     MESSAGE_WIDTH,
@@ -41,7 +41,7 @@ def _delivery(row: Row) -> Delivery:
     )
 
 
-class SqliteDeliveries:
+class StoredDeliveries:
     """Each message's way to each addressee: pending, delivered, read."""
 
     def __init__(self, db: Store) -> None:
@@ -89,7 +89,7 @@ class SqliteDeliveries:
             message_id,
             recipient_id,
             "state = CASE state WHEN 'pending' THEN 'delivered' ELSE state END, "
-            "attempts = attempts + (state = 'pending'), last_error = NULL",
+            "attempts = attempts + CASE state WHEN 'pending' THEN 1 ELSE 0 END, last_error = NULL",
             (),
         )
 
@@ -97,7 +97,7 @@ class SqliteDeliveries:
         return self._change_delivery(
             message_id,
             recipient_id,
-            "attempts = attempts + (state = 'pending'), "
+            "attempts = attempts + CASE state WHEN 'pending' THEN 1 ELSE 0 END, "
             "last_error = CASE state WHEN 'pending' THEN ? ELSE last_error END",
             (" ".join(error.split())[:1000],),
         )

@@ -1,4 +1,4 @@
-"""Reading the bus's messages in SQLite (`messages`): one by id, a channel's or everyone's in
+"""Reading the bus's messages (`messages`): one by id, a channel's or everyone's in
 order (only the unread of one recipient, only the last few), and the threads of questions: the
 open ones addressed to an agent, the ones it asked that no answer settled yet, the replies to
 a message.
@@ -10,12 +10,12 @@ question handed to the human); one passed on is settled too when the one it pass
 from __future__ import annotations
 
 from legion.bus.model import Channel, Message
-from legion.bus.sqlite.rows import MESSAGE_COLUMNS, in_order, message_from_row, qualified
+from legion.bus.stored.rows import MESSAGE_COLUMNS, in_order, message_from_row, qualified
 from legion.errors import NotFoundError
 from legion.store import Store
 
 
-class SqliteMessages:
+class StoredMessages:
     """What was said on the bus, read back."""
 
     def __init__(self, db: Store) -> None:

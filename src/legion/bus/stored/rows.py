@@ -1,4 +1,4 @@
-"""The rows the SQLite bus's pieces share: the agents' and messages' columns and the records
+"""The rows the bus's pieces share: the agents' and messages' columns and the records
 they make, the one timestamp, and the agent look-ups other tables' writes make inside their
 own transaction (a message's sender, a task's assignee, an event's agent).
 
@@ -77,7 +77,10 @@ def in_order(query: str, table: str, column: str, last: int | None, args: list[o
     if last is None:
         return f"{query} ORDER BY {table}.{column}"
     args.append(max(last, 0))
-    return f"SELECT * FROM ({query} ORDER BY {table}.{column} DESC LIMIT ?) ORDER BY {column}"
+    return (
+        f"SELECT * FROM ({query} ORDER BY {table}.{column} DESC LIMIT ?) AS newest "
+        f"ORDER BY {column}"
+    )
 
 
 def agent_in(conn: Connection, agent_id: int) -> Agent:

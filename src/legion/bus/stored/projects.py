@@ -1,4 +1,4 @@
-"""The bus's projects in SQLite (`projects`): each project's name on the bus, given the first
+"""The bus's projects (`projects`): each project's name on the bus, given the first
 time the bus sees its id and kept when its folder moves, and where it lives.
 
 A name is free when no project has it and no agent, message or task uses it: an older Legion
@@ -11,11 +11,11 @@ import itertools
 from pathlib import Path
 
 from legion.bus.address import clean_project_name
-from legion.bus.sqlite.rows import stamp
+from legion.bus.stored.rows import stamp
 from legion.store import Connection, Store
 
 
-class SqliteProjects:
+class StoredProjects:
     """Projects by name on the bus: claimed, and where each lives."""
 
     def __init__(self, db: Store) -> None:
@@ -71,11 +71,11 @@ def _free_project_name(conn: Connection, name: str) -> str:
         suffix = "" if n == 1 else f"-{n}"
         candidate = name[: 100 - len(suffix)].rstrip("._-") + suffix
         taken = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM projects WHERE name = ?1) "
-            "OR EXISTS (SELECT 1 FROM agents WHERE project = ?1) "
-            "OR EXISTS (SELECT 1 FROM messages WHERE project = ?1) "
-            "OR EXISTS (SELECT 1 FROM tasks WHERE project = ?1)",
-            (candidate,),
+            "SELECT EXISTS (SELECT 1 FROM projects WHERE name = ?) "
+            "OR EXISTS (SELECT 1 FROM agents WHERE project = ?) "
+            "OR EXISTS (SELECT 1 FROM messages WHERE project = ?) "
+            "OR EXISTS (SELECT 1 FROM tasks WHERE project = ?)",
+            (candidate,) * 4,
         ).fetchone()[0]
         if not taken:
             return candidate

@@ -1,11 +1,11 @@
-"""The bus's tasks in SQLite (`tasks`): a channel's tree of things to do, each pending,
+"""The bus's tasks (`tasks`): a channel's tree of things to do, each pending,
 assigned to an agent, or done (done once: doing it again keeps when it was first done).
 """
 
 from __future__ import annotations
 
 from legion.bus.model import Channel, Task
-from legion.bus.sqlite.rows import agent_in, stamp
+from legion.bus.stored.rows import agent_in, stamp
 from legion.bus.validate import clean_channel
 from legion.core.text import clean_title
 from legion.errors import NotFoundError
@@ -30,7 +30,7 @@ def _task_in(conn: Connection, task_id: int) -> Task | None:
     return None if row is None else _task(row)
 
 
-class SqliteTasks:
+class StoredTasks:
     """A channel's tasks: added, listed, completed."""
 
     def __init__(self, db: Store) -> None:

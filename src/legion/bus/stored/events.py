@@ -1,10 +1,10 @@
-"""The bus's event log in SQLite (`events`): what happened to agents and messages, kept in
+"""The bus's event log (`events`): what happened to agents and messages, kept in
 order (a session registered, an agent blocked, completed, failed or archived, a compaction, a
 message posted).
 
 Most events are written inside another write's transaction (`insert_event`: an agent's
 registration, a change of status; a message's by a trigger of `legion.bus.schema`); the rest
-are recorded on their own (`SqliteEvents.record_event`).
+are recorded on their own (`StoredEvents.record_event`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from legion.bus.model import Event, EventKind
-from legion.bus.sqlite.rows import agent_in, in_order, stamp
+from legion.bus.stored.rows import agent_in, in_order, stamp
 from legion.errors import NotFoundError
 from legion.store import Connection, Row, Store
 
@@ -50,7 +50,7 @@ def insert_event(
     return int(row[0])
 
 
-class SqliteEvents:
+class StoredEvents:
     """The event log: recorded, and read in order."""
 
     def __init__(self, db: Store) -> None:
@@ -80,11 +80,12 @@ class SqliteEvents:
         return Event(event_id, kind, agent_id, message_id, detail, when)
 
     def events(self, *, since: int = 0, limit: int | None = None) -> list[Event]:
+        query = _EVENT_SELECT + "WHERE e.id > ? ORDER BY e.id"
+        args: tuple[int, ...] = (since,)
+        if limit is not None:
+            query, args = query + " LIMIT ?", (since, limit)
         with self._db.read() as conn:
-            rows = conn.execute(
-                _EVENT_SELECT + "WHERE e.id > ? ORDER BY e.id LIMIT ?",
-                (since, -1 if limit is None else limit),
-            ).fetchall()
+            rows = conn.execute(query, args).fetchall()
         return [_event(row) for row in rows]
 
     def event_log(

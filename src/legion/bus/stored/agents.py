@@ -1,4 +1,4 @@
-"""The bus's agents in SQLite (`agents`): registered when a session starts (a new spawn
+"""The bus's agents (`agents`): registered when a session starts (a new spawn
 instance each time), their status and session changed, read back one, by session, or all,
 and found by address (`legion.bus.address` says which an address names).
 """
@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from legion.bus.address import agents_by_key, resolve
 from legion.bus.model import STATUS_EVENTS, Agent, AgentRole, AgentStatus, Channel, EventKind
-from legion.bus.sqlite.events import insert_event
-from legion.bus.sqlite.rows import AGENT_COLUMNS, agent_from_row, agent_in, all_agents, stamp
+from legion.bus.stored.events import insert_event
+from legion.bus.stored.rows import AGENT_COLUMNS, agent_from_row, agent_in, all_agents, stamp
 from legion.bus.validate import clean_registration
 from legion.store import Store
 
 
-class SqliteAgents:
+class StoredAgents:
     """Who is on the bus: registered, changed (a change of status that matters is an event),
     and read."""
 
@@ -38,7 +38,7 @@ class SqliteAgents:
                 "VALUES (?, ?, ?, ?, ?, ?, 'busy', 1, ?, ?) "
                 "ON CONFLICT (project, branch, name) DO UPDATE SET role = excluded.role, "
                 "runtime = excluded.runtime, session_id = excluded.session_id, status = 'busy', "
-                "spawn_instance = spawn_instance + 1, updated_at = excluded.updated_at "
+                "spawn_instance = agents.spawn_instance + 1, updated_at = excluded.updated_at "
                 f"RETURNING {AGENT_COLUMNS}",
                 (
                     channel.project,

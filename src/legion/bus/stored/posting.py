@@ -1,4 +1,4 @@
-"""Posting to the bus in SQLite (`messages`, `deliveries`): a message written with one pending
+"""Posting to the bus (`messages`, `deliveries`): a message written with one pending
 delivery per addressee, all or nothing, and a retry under the same id answered with what was
 posted the first time.
 
@@ -20,7 +20,7 @@ from legion.bus.address import (
     parse_mentions,
 )
 from legion.bus.model import ORCHESTRATOR_NAME, Agent, Channel, Draft, Message, MessageKind, Posted
-from legion.bus.sqlite.rows import (
+from legion.bus.stored.rows import (
     AGENT_COLUMNS,
     MESSAGE_COLUMNS,
     agent_from_row,
@@ -41,7 +41,7 @@ from legion.errors import ConflictError, NotFoundError
 from legion.store import Connection, Row, Store
 
 
-class SqlitePosting:
+class StoredPosting:
     """Messages posted: addressed, delivered to each addressee (pending), posted once per id."""
 
     def __init__(self, db: Store) -> None:
