@@ -42,6 +42,7 @@ from legion.locking import exclusive
 from legion.sessions.observer import ObservedSession, observe_sessions, observed_status
 from legion.sessions.prompting import transcript_size
 from legion.sessions.workers import WorkerManager
+from legion.store import is_postgres
 
 WATCH_LOCK = "watch.lock"
 
@@ -244,16 +245,39 @@ class WatchedSessions:
 # -- watching without a daemon ---------------------------------------------------------------------
 
 
+def watched(project: Project) -> bool:
+    """Whether a daemon watches `project`: one runs on this machine, or (with a PostgreSQL
+    store) its fleet has a leader, on whatever host, which delivers every message and keeps the
+    statuses true. A watcher here would see none of that host's sessions, and call them dead."""
+    if running_pid(project) is not None:
+        return True
+    if not is_postgres(project.settings.store):
+        return False
+    from legion.fleet import Fleet
+    from legion.store import open_store
+
+    try:
+        store = open_store(project)
+    except LegionError:
+        return False  # unreachable: no daemon reaches it either
+    try:
+        return Fleet(store).leader() is not None
+    except LegionError:
+        return False
+    finally:
+        store.close()
+
+
 @contextlib.contextmanager
 def unwatched(
     project: Project, bus: Bus, env: Mapping[str, str], *, timeout: float
 ) -> Iterator[Watcher | None]:
     """A watcher of `project` for a process that is not its daemon, holding its watch lock;
-    None when a daemon runs for it (the daemon watches) or the lock is not had within
-    `timeout` seconds (another watcher is at it)."""
+    None when a daemon watches it (`watched`) or the lock is not had within `timeout`
+    seconds (another watcher is at it)."""
     from legion.backends import open_backends, open_workers
 
-    if running_pid(project) is not None:
+    if watched(project):
         yield None
         return
     with contextlib.ExitStack() as stack:
@@ -291,7 +315,7 @@ def deliver_now(
     while True:
         with unwatched(project, bus, env, timeout=max(0.0, deadline - time.monotonic())) as w:
             if w is None:
-                if running_pid(project) is not None:
+                if watched(project):
                     return None
                 # Another watcher held the lock all along (an open TUI, delivering it).
                 return outcome | {agent_id: Handed.NOT_TAKEN for agent_id in wanted}
@@ -321,7 +345,7 @@ def observe(
     watcher. False when it could not be done now."""
     with unwatched(project, bus, env, timeout=timeout) as watcher:
         if watcher is None:
-            return running_pid(project) is not None
+            return watched(project)
         watcher.sync_statuses(detail)
         return True
 

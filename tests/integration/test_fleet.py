@@ -14,15 +14,20 @@ from pathlib import Path
 import pytest
 
 from legion.actionlog import ActionLog, OutcomeKind
+from legion.bus.model import AgentRole, Channel
+from legion.bus.stored import PostgresBus
 from legion.config import load_project
 from legion.core.fleet import HostState
 from legion.core.model import Mode
+from legion.daemon.bus_listener import BusListener
 from legion.errors import ConflictError, NotFoundError
 from legion.fleet import FencedStore, Fleet, LeaseLostError
 from legion.sessions.registry import Registry
 from legion.store import Store, open_store
 from legion.trackers.local import LocalTracker
-from tests.support.cli import LegionRunner
+from legion.watch import watched
+from tests.support.cli import LegionRunner, run_legion
+from tests.support.waits import wait_until
 
 
 def test_hosts_join_and_one_leads(open_store: Callable[[], Store], tmp_path: Path) -> None:
@@ -147,3 +152,55 @@ def test_one_host_name_is_one_daemon(open_store: Callable[[], Store]) -> None:
     fleet.join("build-3", 2, 60.0, machine="machine-a", pid=os.getpid())
     time.sleep(0.3)
     fleet.join("build-3", 2, 0.1, machine="machine-b", pid=99)
+
+
+# -- the bus across hosts -------------------------------------------------------------------------
+
+
+def test_a_post_on_any_host_wakes_the_addressees_daemon(postgres_url: str) -> None:
+    """A post NOTIFYs each addressee's project when it commits; a daemon's listener wakes for
+    its own project only, and again when it reconnects (a post may have come meanwhile)."""
+    woken: list[float] = []
+    app = Channel("app", "legion/leg-1")
+    other = Channel("other", "main")
+    poster = PostgresBus(postgres_url)  # another host's connection
+    worker = poster.register_agent(
+        app, "implement", role=AgentRole.IMPLEMENT, runtime="t", session_id=None
+    )
+    elsewhere = poster.register_agent(
+        other, "implement", role=AgentRole.IMPLEMENT, runtime="t", session_id=None
+    )
+    listener = BusListener(postgres_url, lambda: "app", lambda: woken.append(time.monotonic()))
+    listener.start()
+    try:
+        wait_until("listening", listener.listening.is_set)
+        wait_until("the wake-up of the (re)connection", lambda: len(woken) == 1)
+        poster.post(poster.human().id, other, f"@{elsewhere.address} not for app")
+        posted = time.monotonic()
+        poster.post(poster.human().id, app, f"@{worker.address} for app")
+        wait_until("woken by the post", lambda: len(woken) == 2, timeout=5)
+        assert woken[1] >= posted
+        time.sleep(0.5)
+        assert len(woken) == 2  # the other project's post woke nobody here
+    finally:
+        listener.stop()
+        poster.close()
+    assert not listener.listening.is_set()
+
+
+def test_with_a_fleet_leader_no_host_but_its_watches_the_sessions(
+    git_repo: Path, postgres_url: str
+) -> None:
+    """A host without a daemon does not deliver a project's messages, nor judge its agents'
+    statuses, while the fleet has a leader: that host's sessions are not here to be seen."""
+    env = {**os.environ, "LEGION_STORE": postgres_url}
+    assert run_legion("init", cwd=git_repo, env=env).returncode == 0
+    here = load_project(git_repo, env)
+    assert not watched(here)  # no daemon anywhere: this host may watch
+    store = open_store(here)
+    Fleet(store).join("build-1", 3, 60.0, machine="elsewhere", pid=1)
+    assert Fleet(store).lead("build-1", 60.0) is not None
+    assert watched(here)
+    Fleet(store).leave("build-1")
+    store.close()
+    assert not watched(here)

@@ -13,6 +13,9 @@ from __future__ import annotations
 from legion.store.postgres_schema import pg_ddl
 
 SCHEMA = "legion_bus"
+# The NOTIFY channel of a post: its payload is the name on the bus of a project one of its
+# addressees belongs to (`legion.daemon.bus_listener` wakes that project's daemon).
+WAKE_CHANNEL = "legion_bus"
 
 _NOW = """to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 

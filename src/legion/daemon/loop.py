@@ -19,6 +19,8 @@ from typing import Any
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import Backends, open_backends, open_workers
+from legion.bus import bus_store
+from legion.bus.sessions import project_channel_name
 from legion.config import Project
 from legion.daemon_link import heartbeat_file, pid_file, poke, running_pid, wake_fifo
 from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachableError
@@ -39,6 +41,7 @@ from legion.store import open_store
 from legion.tracing import mark, span
 
 from .budget_step import BudgetStop
+from .bus_listener import BusListener
 from .bus_steps import BusSteps
 from .checkpoint_step import WorkspaceCheckpoints
 from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
@@ -126,6 +129,15 @@ class Daemon:
         self.wakeups = ControllerWakeups(controller, self.judgments, self.log)
         self.reaper = StuckWorkerReaper(self.workers, self.log, stale_after=config.stale_after)
         self.delivery = BusSteps(project, self.workers, self.log, self.env, self.pause.reason)
+        # With the bus in PostgreSQL, a post on another host wakes this daemon.
+        bus_url = bus_store(self.env)
+        self.bus_listener = (
+            None
+            if bus_url is None
+            else BusListener(
+                bus_url, lambda: project_channel_name(project), lambda: poke(wake_fifo(project))
+            )
+        )
         self.idle_spend = IdleSpendWatch(
             self.workers,
             self.backends.tracker,
@@ -253,6 +265,8 @@ class Daemon:
                 self.log.append("-", "resume_dispatch", OutcomeKind.DONE, f"was: {cleared}")
             try:
                 self.membership.start()
+                if self.bus_listener is not None:
+                    self.bus_listener.start()
                 relay = self._start_relay()  # before the first tick starts any session
                 model_proxy = self._start_model_proxy()
                 while not self._stopping:
@@ -262,6 +276,8 @@ class Daemon:
                     self._wait(fd)
             finally:
                 self.membership.stop()
+                if self.bus_listener is not None:
+                    self.bus_listener.stop()
                 os.close(fd)
                 if relay is not None:
                     relay.stop()

@@ -33,7 +33,7 @@ __all__ = ["PostgresBus", "SqliteBus", "StoreBus"]
 class StoreBus:
     """The bus in a store: each `Bus` method is its piece's."""
 
-    def __init__(self, db: Store) -> None:
+    def __init__(self, db: Store, signal: str | None = None) -> None:
         self._db = db
 
         agents = StoredAgents(db)
@@ -49,7 +49,7 @@ class StoreBus:
         self.claim_project = projects.claim_project
         self.projects = projects.projects
 
-        posting = StoredPosting(db)
+        posting = StoredPosting(db, signal)
         self.post = posting.post
         self.post_many = posting.post_many
 
@@ -103,7 +103,10 @@ class PostgresBus(StoreBus):
     its pool serves every thread."""
 
     def __init__(self, url: str) -> None:
-        from legion.bus.postgres_schema import MIGRATIONS, SCHEMA
+        from legion.bus.postgres_schema import MIGRATIONS, SCHEMA, WAKE_CHANNEL
         from legion.store.postgres import PostgresStore
 
-        super().__init__(PostgresStore(url, "", create=True, migrations=MIGRATIONS, schema=SCHEMA))
+        super().__init__(
+            PostgresStore(url, "", create=True, migrations=MIGRATIONS, schema=SCHEMA),
+            signal=f"SELECT pg_notify('{WAKE_CHANNEL}', ?)",
+        )

@@ -44,8 +44,13 @@ from legion.store import Connection, Row, Store
 class StoredPosting:
     """Messages posted: addressed, delivered to each addressee (pending), posted once per id."""
 
-    def __init__(self, db: Store) -> None:
+    def __init__(self, db: Store, signal: str | None = None) -> None:
         self._db = db
+        # A statement run in each post's transaction once per addressee's project, with the
+        # project's name: PostgreSQL's NOTIFY, which wakes that project's daemon on any host
+        # when the post commits (`legion.daemon.bus_listener`). None: SQLite, one machine,
+        # whose daemons a `legion` command wakes itself.
+        self._signal = signal
         # Senders already seen: (address, may address the human). Neither can change: an
         # address is the agent's identity, and only the names `legion` and `human` reach the
         # human. Kept, a post without mentions reads nothing before it writes.
@@ -132,6 +137,9 @@ class StoredPosting:
                 "VALUES (?, ?, 'pending', ?)",
                 [(seq, agent.id, when) for agent in recipients],
             )
+            if self._signal is not None:
+                for project in sorted({agent.project for agent in recipients}):
+                    conn.execute(self._signal, (project,))
         message = Message(
             message_id,
             seq,
