@@ -20,7 +20,7 @@ import pytest
 
 from tests.fakes.model_server import bash, text
 from tests.support.cli import git, run_legion
-from tests.support.swarm import Daemon, Swarm, issue_status, open_swarm, runs_until
+from tests.support.swarm import Daemon, Swarm, agent_of, issue_status, open_swarm, runs_until
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -282,3 +282,29 @@ def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swa
     assert git(beta.repo, "show", "legion/leg-1:src/kept.txt") == "kept\n"
     moved = [c["body"] for c in beta.json("issue", "show", "LEG-1")["comments"]]
     assert any("moved LEG-1 from host alpha to beta" in body for body in moved), moved
+
+
+def test_a_message_said_on_one_host_reaches_an_agent_on_another(alpha: Swarm, beta: Swarm) -> None:
+    """The bus is in the store: `legion say` on beta, a host with no daemon, reaches a worker
+    that runs on alpha, whose daemon the post's NOTIFY wakes (its ticks are 60 s apart, so
+    nothing else would deliver it within the test's wait)."""
+    with Daemon(alpha, tick=60, mode="manual") as hosting:
+        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        alpha.legion("issue", "create", "Talkative")
+        alpha.server.add_scenario("plan mode for LEG-1", [[text("Planned.")]], name="plan")
+        alpha.legion("dispatch", "LEG-1", "plan")
+        worker = wait_until(
+            "the worker idle on alpha",
+            lambda: (w := alpha.worker("LEG-1")) and w["state"] == "idle" and w,
+        )
+        hosting.wait_between_ticks()
+        agent = agent_of(beta, worker["session_id"])  # beta reads the same bus
+        alpha.server.add_scenario("zebra-cross", [[text("Heard across hosts.")]], name="cross")
+        said = beta.json("say", f"@{agent['address']} zebra-cross: hello from beta")
+        assert said["delivery"][agent["address"]] == "daemon", said
+        wait_until(
+            "the message reached alpha's worker",
+            lambda: alpha.server.requests_for_scenario("cross"),
+            timeout=15,
+        )
+    assert beta.tmux("list-windows", "-a") == ""  # beta ran no session
