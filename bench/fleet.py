@@ -1,11 +1,12 @@
 """The fleet's figures (printed, never asserted): the store on SQLite and on a real PostgreSQL
-server on this machine, what one host's heartbeat and lease cost the store each round, and how
-long the lead takes to pass to another host when its holder stops renewing it.
+server on this machine, what one host's heartbeat and lease cost the store each round, how
+long the lead takes to pass to another host when its holder stops renewing it, and how soon a
+message posted on one host wakes the addressee's daemon on another (the bus's NOTIFY).
 
 Runs a private PostgreSQL server (Debian's `postgresql` package, as the tests do: see
 `tests/support/postgres.py`), on 127.0.0.1.
 
-Run: .venv/bin/python bench/fleet.py [--writes 300] [--failovers 5]
+Run: .venv/bin/python bench/fleet.py [--writes 300] [--failovers 5] [--messages 200]
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.postgres import PostgresServer  # noqa: E402
 
+from legion.bus.model import AgentRole, Channel  # noqa: E402
+from legion.bus.stored import PostgresBus  # noqa: E402
+from legion.daemon.bus_listener import BusListener  # noqa: E402
 from legion.fleet import Fleet  # noqa: E402
 from legion.store import Store  # noqa: E402
 from legion.store.postgres import PgConnection, PostgresStore  # noqa: E402
@@ -138,10 +142,44 @@ def failover(url: str, trials: int, duration: float) -> None:
     )
 
 
+def cross_host_wakeups(url: str, messages: int) -> None:
+    """One host posts to an agent of a project whose daemon listens on another connection (as
+    on another host): from before the post until the listener wakes the daemon's loop. The
+    rest of a delivery (typing into the session) is the same as on one machine."""
+    channel = Channel("app", "legion/leg-1")
+    poster = PostgresBus(url)
+    worker = poster.register_agent(
+        channel, "implement", role=AgentRole.IMPLEMENT, runtime="bench", session_id=None
+    )
+    human = poster.human().id
+    woken = threading.Event()
+    listener = BusListener(url, lambda: "app", woken.set)
+    listener.start()
+    try:
+        listener.listening.wait(10)
+        time.sleep(0.2)
+        spent = []
+        for n in range(messages):
+            woken.clear()
+            started = time.perf_counter()
+            poster.post(human, channel, f"@{worker.address} message {n}")
+            woken.wait(5)
+            spent.append(time.perf_counter() - started)
+    finally:
+        listener.stop()
+        poster.close()
+    print(
+        f"a message posted on one host -> the addressee's daemon woken on another: "
+        f"p50 {ms(statistics.median(spent))}, p99 {ms(p99(spent))} over {messages} "
+        "(the post's transaction and its NOTIFY included)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--writes", type=int, default=300)
     parser.add_argument("--failovers", type=int, default=5)
+    parser.add_argument("--messages", type=int, default=200)
     args = parser.parse_args()
     server = PostgresServer()
     try:
@@ -156,6 +194,7 @@ def main() -> None:
         heartbeat_cost(pg, 200)
         pg.close()
         failover(url, args.failovers, 3.0)
+        cross_host_wakeups(url, args.messages)
     finally:
         server.close()
 
