@@ -6,12 +6,14 @@ a drained host gives the lead up."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,16 @@ import pytest
 
 from tests.fakes.model_server import bash, text
 from tests.support.cli import git, run_legion
-from tests.support.swarm import Daemon, Swarm, agent_of, issue_status, open_swarm, runs_until
+from tests.support.swarm import (
+    Daemon,
+    Swarm,
+    agent_of,
+    issue_status,
+    open_swarm,
+    runs_until,
+    session_uuid,
+)
+from tests.support.tcp_link import CuttableLink
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -79,6 +90,25 @@ def beta(project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm) -> Iter
         yield _on_host(made, "beta", home, postgres_url)
 
 
+def _kill_host(swarm: Swarm, daemon: Daemon) -> None:
+    """Every process of the host `swarm` dies at once, with SIGKILL, as when its machine is
+    lost: its daemon, its tmux server, and every process of its sessions (they name their host
+    in their environment; on a real machine nothing would be left to find)."""
+    assert daemon.proc is not None
+    os.kill(daemon.proc.pid, signal.SIGKILL)
+    daemon.proc.wait(10)
+    host = f"LEGION_HOST={swarm.env['LEGION_HOST_NAME']}".encode()
+    server = (swarm.tmux("list-sessions", "-F", "#{pid}").split() or [""])[0]
+    for proc in Path("/proc").iterdir():
+        try:
+            mine = host in (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if mine or proc.name == server:
+            with contextlib.suppress(OSError):
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
 def _hosts(swarm: Swarm) -> dict[str, dict[str, object]]:
     found = run_legion("hosts", "--json", cwd=swarm.repo, env=swarm.env)
     assert found.returncode == 0, found.stderr
@@ -106,10 +136,7 @@ def test_one_leads_and_the_other_takes_over_when_its_host_dies(alpha: Swarm, bet
             assert "hosts:      alpha (up, leads" in status and "beta (up" in status
 
             # Every process of alpha's host dies: its daemon, its tmux server and sessions.
-            assert first.proc is not None
-            os.kill(first.proc.pid, signal.SIGKILL)
-            first.proc.wait(10)
-            alpha.tmux("kill-server")
+            _kill_host(alpha, first)
             wait_until(
                 "beta leads",
                 lambda: _hosts(beta)["beta"]["leader"] is True,
@@ -255,10 +282,7 @@ def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swa
             wait_until("the checkpoint on the shared remote", checkpointed, timeout=120)
             assert _sessions_of(implementer), "the implementer runs on alpha"
             # Every process of alpha's host dies, and its folders go.
-            assert first.proc is not None
-            os.kill(first.proc.pid, signal.SIGKILL)
-            first.proc.wait(10)
-            alpha.tmux("kill-server")
+            _kill_host(alpha, first)
             alpha.close_reader()
             for folder in (alpha.workspace_root, alpha.repo, Path(alpha.env["XDG_STATE_HOME"])):
                 shutil.rmtree(folder)
@@ -308,3 +332,59 @@ def test_a_message_said_on_one_host_reaches_an_agent_on_another(alpha: Swarm, be
             timeout=15,
         )
     assert beta.tmux("list-windows", "-a") == ""  # beta ran no session
+
+
+def test_a_partitioned_leader_stops_its_sessions_and_the_other_host_takes_them_once(
+    alpha: Swarm, beta: Swarm, postgres_url: str
+) -> None:
+    """Alpha leads, its link to the store cut for longer than `host_timeout`, then restored:
+    alpha closes its controller before its lease can pass, beta takes the lease (epoch 2) and
+    starts the controller under the same session id, and alpha, back, follows. At no sample
+    (every 0.2 s, from /proc) do two live processes run the controller's session."""
+    port = postgres_url.rsplit(":", 1)[1].split("/", 1)[0]
+    link = CuttableLink(int(port))
+    alpha.env["LEGION_STORE"] = postgres_url.replace(f":{port}/", f":{link.port}/")
+    controller = session_uuid(beta, "controller")
+    most = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.2):
+            most[0] = max(most[0], len(_sessions_of(controller)))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        with Daemon(alpha), Daemon(beta):
+            wait_until("alpha leads", lambda: _hosts(beta).get("alpha", {}).get("leader") is True)
+            wait_until("beta joins", lambda: "beta" in _hosts(beta))
+            wait_until("alpha's controller", lambda: _sessions_of(controller), timeout=60)
+            assert _controller_windows(alpha) and not _controller_windows(beta)
+            link.cut()
+            wait_until("alpha closes its controller", lambda: not _controller_windows(alpha))
+            wait_until(
+                "beta leads",
+                lambda: _hosts(beta)["beta"]["leader"] is True,
+                timeout=3 * HOST_TIMEOUT + 10,
+            )
+            assert _hosts(beta)["beta"]["epoch"] == 2
+            wait_until("beta's controller", lambda: _controller_windows(beta), timeout=60)
+            link.restore()
+            wait_until(
+                "alpha back, following",
+                lambda: (
+                    _hosts(beta)["alpha"]["state"] == "up" and not _hosts(beta)["alpha"]["leader"]
+                ),
+                timeout=3 * HOST_TIMEOUT + 10,
+            )
+            time.sleep(HOST_TIMEOUT)  # a while back on the link: it takes nothing again
+            assert _hosts(beta)["beta"]["leader"] and not _controller_windows(alpha)
+            led = [
+                e["detail"] for e in beta.json("log", "-n", "300") if e["action"] == "fleet_lead"
+            ]
+            assert led == ["host alpha leads (epoch 1)", "host beta leads (epoch 2)"], led
+    finally:
+        stop.set()
+        link.close()
+    sampler.join(5)
+    assert most[0] == 1, most

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from legion.bus.postgres_schema import WAKE_CHANNEL
+from legion.store.postgres import LINK_CHECKS
 
 RETRY_S = 2.0  # between two tries to reach the server
 LOOK_S = 0.5  # how long one wait for notifications lasts (how soon a stop is seen)
@@ -57,7 +58,7 @@ class BusListener:
                 if name is None:
                     name = self.project_name()
                 with psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                    self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **LINK_CHECKS
                 ) as conn:
                     conn.execute(f"LISTEN {WAKE_CHANNEL}")
                     self.listening.set()

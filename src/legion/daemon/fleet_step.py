@@ -28,6 +28,10 @@ from legion.store import open_store
 from .steps import DONE, StepResult
 
 RETRY_S = 1.0  # between two heartbeats that could not reach the store
+WATCH_S = 0.2  # how often the watchdog looks whether the lease ran out by this machine's clock
+# A lease ends here this part of its time before it can end in the store: the sessions are
+# closed by the time another host may take the lease and start them.
+STOP_MARGIN = 0.1
 
 
 class FleetMembership:
@@ -58,6 +62,7 @@ class FleetMembership:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._watchdog: threading.Thread | None = None
         self._failing: str | None = None  # the thread's last error, said once
         self.leading_epoch: int | None = None  # what the tick acts on
 
@@ -75,6 +80,10 @@ class FleetMembership:
             store.close()
         self._thread = threading.Thread(target=self._beat, name="legion-fleet", daemon=True)
         self._thread.start()
+        self._watchdog = threading.Thread(
+            target=self._watch, name="legion-fleet-watchdog", daemon=True
+        )
+        self._watchdog.start()
 
     def _lead(self, fleet: Fleet) -> None:
         asked = time.monotonic()
@@ -82,9 +91,15 @@ class FleetMembership:
         with self._lock:
             before = self._lease.epoch if self._lease is not None else None
             self._lease = lease
-            self._lease_ends = asked + self.duration
+            self._lease_ends = asked + self.duration * (1 - STOP_MARGIN)
         if (lease.epoch if lease is not None else None) != before:
             self.wake()
+
+    def _watch(self) -> None:
+        """The watchdog: a thread that does nothing but look at the clock, so the sessions stop
+        on time even while the heartbeat or the loop waits on a store that does not answer."""
+        while not self._stop.wait(WATCH_S):
+            self._lapsed()
 
     def _lapsed(self) -> None:
         """The lease this daemon held ran out by its own clock and could not be renewed (the
@@ -116,8 +131,7 @@ class FleetMembership:
                     # Again within a second: the lease is renewed as soon as the store answers.
                     pause = min(pause, RETRY_S)
                     # The store unreachable: no lease is renewed, so another host may lead
-                    # once its time is up; by then this one has stopped leading.
-                    self._lapsed()
+                    # once its time is up; by then this one has stopped leading (`_watch`).
                     if isinstance(exc, StoreUnreachableError) and self.unreachable is not None:
                         self.unreachable(str(exc))
                     elif str(exc) != self._failing:
@@ -131,8 +145,9 @@ class FleetMembership:
         """Leave: the thread ends, a lease held is given up (another host leads at once), and
         the host's name is free for the next daemon."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        for thread in (self._thread, self._watchdog):
+            if thread is not None:
+                thread.join(10)
         # What the daemon writes as it stops (its last log line) is no leader's decision.
         self.leading_epoch = self.fenced.epoch = None
         with contextlib.suppress(LegionError):

@@ -117,11 +117,16 @@ def process_alive(pid: int) -> bool:
 SESSION_FLAGS = ("--session-id", "--resume", "--session")
 
 
-def session_processes(session_id: str) -> list[int]:
+# In each session's environment: the fleet host that started it (`legion.fleet.host_name`).
+HOST_ENV = "LEGION_HOST"
+
+
+def session_processes(session_id: str, host: str | None = None) -> list[int]:
     """Every live process started on session `session_id` (an argument of one of
     `SESSION_FLAGS`, before any `--`), from /proc: whatever its window, its parent, or whether
     tmux still shows it. [] where there is no /proc (elsewhere a session's pid file is all
-    Legion has)."""
+    Legion has). With `host`, not one whose environment names another fleet host (`HOST_ENV`):
+    that host's, not a leftover of this one (hosts simulated on one machine share /proc)."""
     proc = Path("/proc")
     try:
         entries = [entry for entry in os.listdir(proc) if entry.isdigit()]
@@ -142,9 +147,20 @@ def session_processes(session_id: str) -> list[int]:
             flag in SESSION_FLAGS and value == session_id
             for flag, value in itertools.pairwise(head)
         )
-        if named and process_alive(pid):
+        if named and process_alive(pid) and (host is None or not _elsewhere(pid, host)):
             found.append(pid)
     return found
+
+
+def _elsewhere(pid: int, host: str) -> bool:
+    """Whether process `pid` runs a session of another fleet host than `host`."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False  # unreadable: counted, as one of this host's may be
+    prefix = f"{HOST_ENV}=".encode()
+    named = [entry[len(prefix) :] for entry in environ if entry.startswith(prefix)]
+    return bool(named) and named[0] != host.encode()
 
 
 def process_args(pid: int) -> str | None:

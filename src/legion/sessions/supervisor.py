@@ -24,13 +24,14 @@ from legion.bus.model import Agent, AgentStatus
 from legion.config import Project, user_config_path
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.errors import NoDaemonError
+from legion.fleet import host_name
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.proxy import PROXY_SOCKET_NAME
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
-from legion.runtime.tmux import process_args, session_processes, wait_for_exit
+from legion.runtime.tmux import HOST_ENV, process_args, session_processes, wait_for_exit
 from legion.sandbox import Confinement, Sandbox, bridge, empty_file, session_access
 from legion.sandbox import resolve as resolve_sandbox
 from legion.sandbox import wrap as sandbox_wrap
@@ -94,6 +95,9 @@ class SessionSupervisor:
         self.env = env
         self.capabilities = capabilities
         self.relay = relay and capabilities is not None
+        # The fleet host this is: each session says so (`HOST_ENV`), and only this host's
+        # leftovers of a session are stopped before it starts again.
+        self.host = host_name(project.settings)
 
     def start_session_window(
         self,
@@ -126,6 +130,7 @@ class SessionSupervisor:
         env |= {
             "LEGION_REPO": str(self.project.root),
             WAKE_ENV: str(wake_fifo(self.project)),
+            HOST_ENV: self.host,
             # The session's `legion` is this one, whatever the PATH it inherited holds.
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
             **extra_env,
@@ -382,7 +387,7 @@ class SessionSupervisor:
         the one last started on the session (its pid file: a launcher not yet the CLI, or
         where there is no /proc). Whose each is is checked on its command line, so a reused pid
         is safe."""
-        pids = set(session_processes(sid))
+        pids = set(session_processes(sid, self.host))
         try:
             pid = int(self._pid_file(sid).read_text().strip())
         except (OSError, ValueError):

@@ -45,6 +45,16 @@ logging.getLogger("psycopg.pool").propagate = False
 
 CONNECT_TIMEOUT_S = 10
 WAIT_FOR_CONNECTION_S = 15.0
+# libpq's checks of a link that silently drops packets (a partition, a dead host): keepalives
+# while idle, and a kernel timeout on unacknowledged data, so a call fails in seconds rather
+# than when TCP gives up, many minutes later.
+LINK_CHECKS: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,  # ms
+}
 POOL_SIZE = 4
 INSTALL_HINT = "pip install 'legion-swarm[postgresql]'"
 # Seconds since the epoch by the server's clock: one clock for every host's leases.
@@ -218,7 +228,7 @@ class PostgresStore:
             url,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S, **LINK_CHECKS},
             configure=self._configure,
             check=ConnectionPool.check_connection,
             timeout=WAIT_FOR_CONNECTION_S,
@@ -251,7 +261,7 @@ class PostgresStore:
         schema = sql.Identifier(self.schema)
         try:
             with psycopg.connect(
-                self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **LINK_CHECKS
             ) as conn:
                 # Most opens find the schema current: one read, no lock, no DDL.
                 if self._current(conn, schema, latest):
