@@ -166,3 +166,57 @@ def test_concurrent_merges_of_different_prs_both_land(project: Path) -> None:
         assert proc.returncode == 0, err
     for n in (1, 2, 3):
         assert (project / f"f{n}.txt").read_text() == f"{n}\n"
+
+
+def test_in_a_fleet_merges_go_through_the_shared_remote(
+    tmp_path: Path, open_store: Callable[[], Store]
+) -> None:
+    """Two hosts' clones share the records (one store) and a bare remote: each merge starts from
+    the remote's base and lands there first, so the host that merges next (a new leader) has
+    every merge the other made; a base that moved on the remote meanwhile is caught up, and one
+    that went another way here is refused, merging nothing."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "--quiet", "--bare", "-b", "main", str(remote))
+    seed = tmp_path / "seed"
+    git(tmp_path, "clone", "--quiet", str(remote), str(seed))
+    (seed / "README.md").write_text("# app\n", encoding="utf-8")
+    git(seed, "add", "README.md")
+    git(seed, "commit", "--quiet", "-m", "initial")
+    git(seed, "push", "--quiet", "origin", "main")
+    db = open_store()
+    tracker = LocalTracker(db, issue_key="LEG")
+    for title in ("One", "Two", "Three"):
+        tracker.create_issue(title)
+    hosts = {}
+    for name in ("alpha", "beta"):
+        clone = tmp_path / name
+        git(tmp_path, "clone", "--quiet", str(remote), str(clone))
+        hosts[name] = LocalForge(
+            db,
+            clone,
+            merge_lock=tmp_path / f"{name}.lock",
+            base_branch="main",
+            shared_remote="origin",
+        )
+    alpha, beta = hosts["alpha"], hosts["beta"]
+    commit_on_branch(alpha.repo, "legion/leg-1", "one.txt", "one\n")
+    alpha.create_pr("LEG-1", "legion/leg-1")
+    first = alpha.merge("LEG-1")
+    assert git(remote, "rev-parse", "main").strip() == first.merge_commit
+    # Beta leads next: its clone never saw alpha's merge, and its merge keeps it.
+    commit_on_branch(beta.repo, "legion/leg-2", "two.txt", "two\n")
+    beta.create_pr("LEG-2", "legion/leg-2")
+    second = beta.merge("LEG-2")
+    assert git(remote, "rev-parse", "main").strip() == second.merge_commit
+    assert git(beta.repo, "show", "main:one.txt") == "one\n"
+    assert (beta.repo / "one.txt").read_text() == "one\n"  # the checked-out main moved too
+    # A base that went its own way here: refused, nothing merged, the remote untouched.
+    commit_on_branch(alpha.repo, "legion/leg-3", "three.txt", "three\n")
+    (alpha.repo / "local.txt").write_text("a commit only here\n", encoding="utf-8")
+    git(alpha.repo, "add", "local.txt")
+    git(alpha.repo, "commit", "--quiet", "-m", "local only")
+    alpha.create_pr("LEG-3", "legion/leg-3")
+    with pytest.raises(ConflictError, match="went different ways"):
+        alpha.merge("LEG-3")
+    assert alpha.get_pr("LEG-3").state is PrState.OPEN
+    assert git(remote, "rev-parse", "main").strip() == second.merge_commit

@@ -4,6 +4,12 @@ Merging is a real git merge into the base branch. It is computed with `git merge
 a conflict is reported without touching any working tree, and the base branch only moves by a
 fast-forward (in the worktree that has it checked out) or a compare-and-swap `update-ref`: a
 user's uncommitted work is never overwritten.
+
+In a fleet (a PostgreSQL store), the hosts' clones share the records but not their branches:
+the base branch's truth is the shared remote (`shared_remote`, the `remote` setting). A merge
+starts from the remote's base (this clone's is brought up to it first), pushes the merge
+there before it moves the base here, and so a host that leads after another sees every merge
+that one made. A push the remote refuses (its base moved meanwhile) merges nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from legion.faults import fault_point
 from legion.forges.base import PrState, PullRequest, Review
 from legion.git import current_branch, last_line, rev_parse, run_git, worktree_for_branch
 from legion.locking import exclusive
-from legion.store import Connection, Row, Store, now
+from legion.store import Connection, Row, Store, is_postgres, now
 
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
 _PR_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
@@ -29,12 +35,19 @@ _PR_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
 
 class LocalForge:
     def __init__(
-        self, db: Store, repo: Path, *, merge_lock: Path, base_branch: str | None = None
+        self,
+        db: Store,
+        repo: Path,
+        *,
+        merge_lock: Path,
+        base_branch: str | None = None,
+        shared_remote: str | None = None,
     ) -> None:
         self._db = db
         self.repo = repo
         self._merge_lock = merge_lock  # a file in the state folder: merges run on this machine
         self._base_branch = base_branch
+        self.shared_remote = shared_remote  # in a fleet: the remote every host's merges go to
 
     @property
     def base_branch(self) -> str:
@@ -163,7 +176,10 @@ class LocalForge:
         # One merge at a time: two finishers merging at once would both start from the same
         # base, and the second would fail to move it.
         with exclusive(self._merge_lock):
-            merge_commit = self._git_merge(self.get_pr(ref))
+            current = self.get_pr(ref)
+            if self.shared_remote is not None:
+                self._catch_up(current.base)
+            merge_commit = self._git_merge(current)
         fault_point("merge_after_git")
         with self._db.write() as conn:
             row_id = self._row_id(conn, str(pr.number))
@@ -178,6 +194,47 @@ class LocalForge:
 
     # -- git -----------------------------------------------------------------------------------
 
+    def _catch_up(self, base: str) -> None:
+        """Bring this clone's `base` up to the shared remote's (merges other hosts made), by a
+        fast-forward only; a base that went its own way here is a conflict to resolve by hand."""
+        assert self.shared_remote is not None
+        fetched = run_git(
+            self.repo, "fetch", "--quiet", self.shared_remote, f"refs/heads/{base}", check=False
+        )
+        if fetched.returncode != 0:
+            raise GitError(
+                f"cannot fetch {base} from the shared remote {self.shared_remote!r}: "
+                f"{last_line(fetched.stderr) or 'git refused'}"
+            )
+        theirs = rev_parse(self.repo, "FETCH_HEAD")
+        ours = rev_parse(self.repo, f"refs/heads/{base}")
+        if theirs is None or theirs == ours:
+            return
+        if ours is not None and _is_ancestor(self.repo, theirs, ours):
+            return  # this clone is ahead (its own commits): the push says whether that holds
+        if ours is not None and not _is_ancestor(self.repo, ours, theirs):
+            raise ConflictError(
+                f"{base} here and on {self.shared_remote!r} went different ways; "
+                f"bring {base} here up to the remote's, then try the merge again"
+            )
+        self._move_base(base, theirs, ours, f"legion: {base} from {self.shared_remote}")
+
+    def _move_base(self, base: str, to: str, was: str | None, why: str) -> None:
+        """Move `base` here from `was` to `to` (a fast-forward where it is checked out, else a
+        compare-and-swap of the ref)."""
+        checked_out = worktree_for_branch(self.repo, base)
+        if checked_out is not None:
+            # Fast-forward the checked-out base: git refuses rather than overwrite local changes.
+            forward = run_git(checked_out, "merge", "--ff-only", "--quiet", to, check=False)
+            if forward.returncode != 0:
+                raise ConflictError(
+                    f"cannot update {base} in {checked_out}: "
+                    f"{last_line(forward.stderr) if forward.stderr.strip() else 'git refused'}"
+                    "; commit or stash your local changes and try again"
+                )
+            return
+        run_git(self.repo, "update-ref", "-m", why, f"refs/heads/{base}", to, was or "")
+
     def _git_merge(self, pr: PullRequest) -> str:
         base_sha = rev_parse(self.repo, f"refs/heads/{pr.base}")
         head_sha = rev_parse(self.repo, f"refs/heads/{pr.branch}")
@@ -186,10 +243,7 @@ class LocalForge:
             raise ConflictError(f"PR #{pr.number}: base branch {pr.base!r} does not exist")
         if head_sha is None:
             raise ConflictError(f"PR #{pr.number}: branch {pr.branch!r} does not exist any more")
-        contained = run_git(
-            self.repo, "merge-base", "--is-ancestor", head_sha, base_sha, check=False
-        )
-        if contained.returncode == 0:
+        if _is_ancestor(self.repo, head_sha, base_sha):
             return base_sha  # everything on the branch is in the base already
         trial = run_git(
             self.repo,
@@ -233,26 +287,25 @@ class LocalForge:
                 )
             raise GitError(f"git commit-tree failed: {commit.stderr.strip()}")
         merge_sha = commit.stdout.strip()
-        checked_out = worktree_for_branch(self.repo, pr.base)
-        if checked_out is not None:
-            # Fast-forward the checked-out base: git refuses rather than overwrite local changes.
-            forward = run_git(checked_out, "merge", "--ff-only", "--quiet", merge_sha, check=False)
-            if forward.returncode != 0:
-                raise ConflictError(
-                    f"PR #{pr.number}: cannot update {pr.base} in {checked_out}: "
-                    f"{last_line(forward.stderr) if forward.stderr.strip() else 'git refused'}"
-                    "; commit or stash your local changes and try again"
-                )
-        else:
-            run_git(
+        if self.shared_remote is not None:
+            # The remote first: a host that leads next starts from it.
+            pushed = run_git(
                 self.repo,
-                "update-ref",
-                "-m",
-                f"legion: merge PR #{pr.number}",
-                f"refs/heads/{pr.base}",
-                merge_sha,
-                base_sha,
+                "push",
+                "--quiet",
+                self.shared_remote,
+                f"{merge_sha}:refs/heads/{pr.base}",
+                check=False,
             )
+            if pushed.returncode != 0:
+                raise ConflictError(
+                    f"PR #{pr.number}: the shared remote {self.shared_remote!r} refused the "
+                    f"merge ({last_line(pushed.stderr) or 'git refused'}); try again"
+                )
+        try:
+            self._move_base(pr.base, merge_sha, base_sha, f"legion: merge PR #{pr.number}")
+        except ConflictError as exc:
+            raise ConflictError(f"PR #{pr.number}: {exc}") from None
         return merge_sha
 
     # -- helpers -------------------------------------------------------------------------------
@@ -340,4 +393,10 @@ def open_forge(project: Project, db: Store) -> LocalForge:
         project.root,
         merge_lock=project.state_dir / "merge.lock",
         base_branch=project.settings.base_branch,
+        shared_remote=project.settings.remote if is_postgres(project.settings.store) else None,
     )
+
+
+def _is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
+    found = run_git(repo, "merge-base", "--is-ancestor", ancestor, descendant, check=False)
+    return found.returncode == 0
