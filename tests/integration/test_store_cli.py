@@ -5,9 +5,14 @@ repository), and the store's URL, a credential, is never shown."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
+from legion.config import load_project
+from legion.core.model import Mode
+from legion.sessions.registry import Registry
+from legion.store import open_store
 from tests.support.cli import git, run_legion
 from tests.support.postgres import PostgresServer
 
@@ -52,6 +57,16 @@ def test_two_hosts_share_one_project_in_postgresql(tmp_path: Path, postgres_url:
     assert (made.returncode, made.stdout) == (0, "LEG-2\n"), made.stderr
     listed = run_legion("issue", "list", "--json", cwd=first, env=first_env)
     assert [issue["title"] for issue in json.loads(listed.stdout)] == ["Made on one", "Made on two"]
+
+    # Each worker says its host; another host's cannot be seen from here, and is not called dead.
+    Registry(open_store(load_project(first, {**os.environ, **first_env}))).start(
+        "LEG-1", Mode.PLAN, "sid-1", "leg-1-plan", first, runtime="claude-code", host="one"
+    )
+    [worker] = json.loads(run_legion("workers", "--json", cwd=second, env=second_env).stdout)
+    assert worker["host"] == "one"
+    table = run_legion("workers", cwd=second, env={**second_env, "LEGION_HOST_NAME": "two"})
+    assert table.stdout.split("\n")[0].split()[:4] == ["Issue", "Mode", "Host", "State"]
+    assert "(another host's)" in table.stdout and "dead" not in table.stdout
 
     # Without the setting, the second host has no project records of its own.
     alone = run_legion("issue", "list", cwd=second, env={**second_env, "LEGION_STORE": ""})

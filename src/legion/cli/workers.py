@@ -126,18 +126,26 @@ def workers(
         return
     from rich.table import Table
 
+    from legion.fleet import host_name
+    from legion.store import is_postgres
+
+    # In a fleet, which host runs each; another host's sessions cannot be seen from here.
+    here = host_name(project.settings) if is_postgres(project.settings.store) else None
     table = Table(box=None, header_style="bold", pad_edge=False)
-    columns = ("Issue", "Mode", "State", "Runtime", "Window", "Active", "Tasks", "Question")
+    host = ("Host",) if here is not None else ()
+    columns = ("Issue", "Mode", *host, "State", "Runtime", "Window", "Active", "Tasks", "Question")
     for column in columns:
         table.add_column(column, overflow="fold")
     for view in views:
         data = view.to_json(now)
         age = data["transcript_age_s"]
         task_list = tasks[view.record.session_id]
+        elsewhere = here is not None and view.record.host not in ("", here)
         table.add_row(
             for_display(view.record.issue),
             view.record.mode.value,
-            view.state.value,
+            *([] if here is None else [for_display(view.record.host or "-")]),
+            "(another host's)" if elsewhere else view.state.value,
             for_display(view.record.runtime),
             for_display(view.record.window),
             "-" if age is None else f"{age:.0f}s ago",

@@ -64,6 +64,7 @@ class WorkerView:
             "session_id": self.record.session_id,
             "runtime": self.record.runtime,
             "window": self.record.window,
+            "host": self.record.host or None,  # the fleet host whose daemon started it
             "state": self.state.value,
             "workspace": str(self.record.workspace),
             "transcript": str(self.transcript),
