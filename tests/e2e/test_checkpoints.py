@@ -31,15 +31,15 @@ def test_a_workers_turn_end_checkpoints_its_workspace_and_transcript(swarm: Swar
 
         def after_the_turn() -> checkpoint.Checkpoint | None:
             found = checkpoint.find(swarm.repo, "LEG-1")
-            if found is None or not found.has_transcript:
+            if found is None or worker["session_id"] not in found.sessions:
                 return None
-            kept = git(swarm.repo, "show", f"{found.commit}:transcript.jsonl")
+            kept = git(swarm.repo, "show", f"{found.commit}:sessions/{worker['session_id']}.jsonl")
             return found if "Planned, in notes." in kept else None
 
         found = wait_until("the checkpoint of the turn", after_the_turn)
     workspace = swarm.workspace_root / "leg-1"
     assert git(swarm.repo, "show", f"{found.commit}:workspace/notes/plan.md") == "draft\n"
-    kept = git(swarm.repo, "show", f"{found.commit}:transcript.jsonl")
+    kept = git(swarm.repo, "show", f"{found.commit}:sessions/{worker['session_id']}.jsonl")
     with open(worker["transcript"], encoding="utf-8") as now:
         assert now.read().startswith(kept)  # the session's transcript, as it was then
     # Left as it was: the file not added, the branch where the worker left it.

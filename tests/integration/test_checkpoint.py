@@ -72,10 +72,14 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     head = git(work, "rev-parse", "HEAD").strip()
     staged = git(work, "diff", "--cached", "--name-only")
 
-    saved = checkpoint.save(work, "leg-1", transcript)
+    # The implementer's session, and the planner's before it; a reviewer's not started yet.
+    planner = tmp_path / "claude" / "planner.jsonl"
+    planner.write_text('{"type":"user","message":"plan"}\n', encoding="utf-8")
+    sessions = {"sid-impl": transcript, "sid-plan": planner, "sid-review": tmp_path / "none"}
+    saved = checkpoint.save(work, "leg-1", sessions)
 
     assert saved.ref == "refs/legion/checkpoints/LEG-1" and saved.base == head
-    assert saved.has_transcript
+    assert saved.sessions == ("sid-impl", "sid-plan")
     # Nothing the worker sees changed: its files, what is staged, its branch.
     assert state(work) == before
     assert git(work, "diff", "--cached", "--name-only") == staged == "staged.txt\n"
@@ -84,7 +88,7 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     # The ignored file is in no checkpoint.
     listed = git(origin, "ls-tree", "-r", "--name-only", saved.commit)
     assert ".env" not in listed and "workspace/notes/deep/new.md" in listed
-    assert "workspace/gone.txt" not in listed and "transcript.jsonl" in listed
+    assert "workspace/gone.txt" not in listed and "sessions/sid-impl.jsonl" in listed
     checkpoint.push(origin, "shared", "LEG-1")
 
     # The host is gone; another clones the shared remote and makes the workspace anew.
@@ -95,8 +99,10 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     assert not checkpoint.fetch(other, "origin", "LEG-2")  # none for another issue
     again = worktree(other, tmp_path / "ws2" / "leg-1", "legion/leg-1", new=False)
     restored_transcript = tmp_path / "claude2" / "projects" / "session.jsonl"
+    restored_planner = tmp_path / "claude2" / "projects" / "planner.jsonl"
+    where = {"sid-impl": restored_transcript, "sid-plan": restored_planner}
 
-    found = checkpoint.restore(again, "LEG-1", restored_transcript)
+    found = checkpoint.restore(again, "LEG-1", where | {"sid-review": tmp_path / "no"})
 
     assert found is not None and found.commit == saved.commit
     after = state(again)
@@ -113,6 +119,8 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     ]
     assert git(again, "rev-parse", "HEAD").strip() == head
     assert restored_transcript.read_bytes() == TRANSCRIPT.encode("utf-8")
+    assert restored_planner.read_text() == '{"type":"user","message":"plan"}\n'
+    assert not (tmp_path / "no").exists()  # a session the checkpoint does not hold
     assert checkpoint.restore(again, "LEG-2") is None
 
 
@@ -123,7 +131,7 @@ def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_it
     work = worktree(origin, tmp_path / "ws" / "leg-3", "legion/leg-3", new=True)
     (work / "a.txt").write_text("one\n")
     first = checkpoint.save(work, "LEG-3")  # no transcript yet
-    assert not first.has_transcript
+    assert first.sessions == ()
     (work / "a.txt").write_text("two\n")
     second = checkpoint.save(work, "LEG-3")
     assert second.commit != first.commit

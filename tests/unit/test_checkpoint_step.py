@@ -46,6 +46,7 @@ def step(
         runtimes=SimpleNamespace(of=lambda record: runtime),
         env={},
         host="build-1",
+        issue_transcripts=lambda issue, workspace: {"sid": runtime.path},
     )
     log = ActionLog(SqliteStore(tmp_path / "legion.db"))
     return WorkspaceCheckpoints(workers, log, every), runtime  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
 """The daemon's checkpoints of its workers' workspaces (`legion.workspaces.checkpoint`): at the
 end of each worker turn, and every `checkpoint_every` seconds while a turn runs, its workspace
-(uncommitted and untracked files included) and its session's transcript go on the issue's
-checkpoint ref, so that what a worker did survives its workspace (issue 22).
+(uncommitted and untracked files included) and the transcripts of the issue's sessions go on
+the issue's checkpoint ref, so that what a worker did survives its workspace (issue 22).
 
 Cheap at every tick: a worker whose transcript has not moved since its last checkpoint costs
 one `stat`; only one that moved has its transcript's tail read (has its turn ended?) and, when
@@ -74,7 +74,8 @@ class WorkspaceCheckpoints:
         if not (record.workspace / ".git").exists():
             return  # gone, or not a git worktree (a jj workspace: not checkpointed yet)
         try:
-            checkpoint.save(record.workspace, record.issue, transcript)
+            transcripts = self.workers.issue_transcripts(record.issue, record.workspace)
+            checkpoint.save(record.workspace, record.issue, transcripts)
             if self.remote is not None:
                 checkpoint.push(record.workspace, self.remote, record.issue)
         except LegionError as exc:

@@ -191,18 +191,36 @@ class WorkerManager:
                 "worker had not pushed is lost."
             )
         else:
-            runtime = self.runtimes.of(latest)
-            transcript = runtime.transcript(self.env, workspace, latest.session_id)
-            found = checkpoint.restore(workspace, issue, transcript)
+            transcripts = self.issue_transcripts(issue, workspace)
+            found = checkpoint.restore(workspace, issue, transcripts)
             taken = checkpoint.taken_at(self.project.root, issue) if found else None
             when = stamp_at(taken) if taken is not None else "unknown"
+            held = found.sessions if found is not None else ()
+            modes = [mode.value for mode, sid in self.issue_sessions(issue) if sid in held]
+            sessions = f"its sessions ({', '.join(modes)})" if modes else "no session"
             note = (
-                f"Legion moved {issue} from {where}: its workspace and its {latest.mode.value} "
-                f"session were restored from the checkpoint of {when}, and the session goes "
-                "on in the same conversation. What its worker did after that checkpoint is "
-                "lost."
+                f"Legion moved {issue} from {where}: its workspace and {sessions} were "
+                f"restored from the checkpoint of {when}, and each session goes on in the same "
+                "conversation. What its worker did after that checkpoint is lost."
             )
         self.tracker.add_comment(issue, note, author=LEGION_AUTHOR, by_legion=True)
+
+    def issue_sessions(self, issue: str) -> list[tuple[Mode, str]]:
+        """Each session an issue's workers run in, with the first mode that runs in it (retro
+        resumes the implementer's)."""
+        project_id = self.project.settings.project_id
+        found: dict[str, Mode] = {}
+        for mode in Mode:
+            found.setdefault(session_id(project_id, issue, session_mode(mode)), mode)
+        return [(mode, sid) for sid, mode in found.items()]
+
+    def issue_transcripts(self, issue: str, workspace: Path) -> dict[str, Path]:
+        """Where this host's CLIs keep (or resume from) each session of the issue's workers in
+        `workspace`, by session id: what a checkpoint keeps, and where a takeover restores."""
+        return {
+            sid: self.runtimes.for_worker(issue, mode).transcript(self.env, workspace, sid)
+            for mode, sid in self.issue_sessions(issue)
+        }
 
     def retire(self, view: WorkerView) -> None:
         """Close a worker's window (its session stays resumable) and retire its record.

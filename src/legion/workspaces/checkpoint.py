@@ -1,11 +1,13 @@
-"""A workspace's checkpoint: everything in it and its session's transcript, as one commit on a
+"""A workspace's checkpoint: everything in it and its sessions' transcripts, as one commit on a
 Legion ref beside the issue's branch, never on it (issue 22: an issue outlives the host it ran
 on).
 
 What a checkpoint holds: the files as they are, committed or not: changes not committed, new
-files not yet added (unless ignored), files deleted; and the transcript of the session working
-there (Claude Code's session file, Codex's rollout). Its commit's parent is the workspace's
-HEAD when it was taken; its tree is `workspace/` (the files) and `transcript.jsonl`. It is
+files not yet added (unless ignored), files deleted; and the transcript of each session of the
+issue this host has (Claude Code's session file, Codex's rollout: the planner's, the
+implementer's, the reviewer's...), so a host that takes the issue over can resume whichever
+comes next. Its commit's parent is the workspace's HEAD when it was taken; its tree is
+`workspace/` (the files) and `sessions/<session id>.jsonl`. It is
 written with an index of its own, so the workspace's index (what is staged) and its branch
 are left as they were. The ref is `refs/legion/checkpoints/<ISSUE>`, one per issue, replaced by
 each checkpoint, and goes to a remote like any ref (`push`, `fetch`): restoring on another
@@ -13,8 +15,8 @@ machine needs only that remote.
 
 Restoring lays the checkpoint into a workspace of the issue's branch (a new one, on the host
 that takes the issue over): its branch is set to the checkpoint's base (what was committed
-then) and its files to what they were, the changes left uncommitted (none staged); the
-transcript goes where the CLI will resume it from. What changed after the checkpoint is not
+then) and its files to what they were, the changes left uncommitted (none staged); each
+transcript goes where the CLI will resume its session from. What changed after the checkpoint is not
 there: that is the work a lost host loses. (Laid into a workspace that has files the
 checkpoint does not know, those are left as they are.)
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +36,7 @@ from legion.git import rev_parse, run_git
 
 CHECKPOINT_REFS = "refs/legion/checkpoints/"
 FILES = "workspace"
-TRANSCRIPT = "transcript.jsonl"
+SESSIONS = "sessions"
 # Who a checkpoint's commit is by: Legion, whatever identity the user's git has (or lacks).
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "Legion",
@@ -46,21 +49,24 @@ _IDENTITY = {
 @dataclass(frozen=True)
 class Checkpoint:
     """A checkpoint as written or found: its ref, its commit, the HEAD it was taken on, and
-    whether it holds a transcript."""
+    the sessions whose transcripts it holds (their ids, sorted)."""
 
     ref: str
     commit: str
     base: str
-    has_transcript: bool
+    sessions: tuple[str, ...]
 
 
 def checkpoint_ref(issue: str) -> str:
     return CHECKPOINT_REFS + normalize_identifier(issue)
 
 
-def save(workspace: Path, issue: str, transcript: Path | None = None) -> Checkpoint:
-    """Checkpoint `workspace` (a git worktree of the issue's branch) and `transcript` (when it
-    exists) on the issue's ref; the workspace, its index and its branch are left untouched."""
+def save(
+    workspace: Path, issue: str, transcripts: Mapping[str, Path] | None = None
+) -> Checkpoint:
+    """Checkpoint `workspace` (a git worktree of the issue's branch) and `transcripts` (by
+    session id; those that exist) on the issue's ref; the workspace, its index and its branch
+    are left untouched."""
     base = rev_parse(workspace, "HEAD")
     if base is None:
         raise ConflictError(f"{workspace} has no commit to checkpoint on")
@@ -77,11 +83,18 @@ def save(workspace: Path, issue: str, transcript: Path | None = None) -> Checkpo
         run_git(workspace, "add", "--all", "--", ":/", env=own_index)
         files = run_git(workspace, "write-tree", env=own_index).stdout.strip()
     entries = [f"040000 tree {files}\t{FILES}"]
-    held = transcript is not None and transcript.is_file()
+    held = sorted(sid for sid, path in (transcripts or {}).items() if path.is_file())
     if held:
-        assert transcript is not None
-        blob = run_git(workspace, "hash-object", "-w", "--", str(transcript)).stdout.strip()
-        entries.append(f"100644 blob {blob}\t{TRANSCRIPT}")
+        assert transcripts is not None
+        blobs = [
+            run_git(workspace, "hash-object", "-w", "--", str(transcripts[sid])).stdout.strip()
+            for sid in held
+        ]
+        listing = "".join(
+            f"100644 blob {blob}\t{sid}.jsonl\n" for sid, blob in zip(held, blobs, strict=True)
+        )
+        sessions = run_git(workspace, "mktree", input_text=listing).stdout.strip()
+        entries.append(f"040000 tree {sessions}\t{SESSIONS}")
     tree = run_git(workspace, "mktree", input_text="\n".join(entries) + "\n").stdout.strip()
     message = f"Legion checkpoint of {normalize_identifier(issue)}"
     commit = run_git(
@@ -89,7 +102,7 @@ def save(workspace: Path, issue: str, transcript: Path | None = None) -> Checkpo
     ).stdout.strip()
     ref = checkpoint_ref(issue)
     run_git(workspace, "update-ref", ref, commit)
-    return Checkpoint(ref, commit, base, held)
+    return Checkpoint(ref, commit, base, tuple(held))
 
 
 def _index_of(workspace: Path) -> Path:
@@ -114,29 +127,39 @@ def find(repo: Path, issue: str) -> Checkpoint | None:
     base = rev_parse(repo, f"{commit}^1")
     if base is None:
         return None
-    listed = run_git(repo, "ls-tree", "--name-only", commit, check=False).stdout.split()
-    return Checkpoint(ref, commit, base, TRANSCRIPT in listed)
+    listed = run_git(
+        repo, "ls-tree", "--name-only", f"{commit}:{SESSIONS}", check=False
+    ).stdout.split()
+    sessions = sorted(name.removesuffix(".jsonl") for name in listed if name.endswith(".jsonl"))
+    return Checkpoint(ref, commit, base, tuple(sessions))
 
 
-def restore(workspace: Path, issue: str, transcript: Path | None = None) -> Checkpoint | None:
+def restore(
+    workspace: Path, issue: str, transcripts: Mapping[str, Path] | None = None
+) -> Checkpoint | None:
     """Lay the issue's last checkpoint into `workspace` (a git worktree of the issue's branch):
     the branch set to the checkpoint's base, the files as they were (uncommitted changes left
-    uncommitted), and the transcript written to `transcript`. None when there is none."""
+    uncommitted), and each session's transcript it holds written where `transcripts` (by
+    session id) says this host's CLI resumes it from. None when there is none."""
     found = find(workspace, issue)
     if found is None:
         return None
     files = f"{found.commit}:{FILES}"
     run_git(workspace, "read-tree", "--reset", "-u", files)  # the files, as they were
     run_git(workspace, "reset", "--quiet", found.base)  # the branch and index: the base
-    if transcript is not None and found.has_transcript:
-        transcript.parent.mkdir(parents=True, exist_ok=True)
-        # Through git's own checkout of the one file, into a folder of its own: byte for byte.
+    wanted = {sid: path for sid, path in (transcripts or {}).items() if sid in found.sessions}
+    if wanted:
+        # Through git's own checkout of the files, into a folder of its own: byte for byte.
         with tempfile.TemporaryDirectory(prefix="legion-restore-") as scratch:
             tree = os.path.join(scratch, "tree")
             os.mkdir(tree)
             own = {"GIT_INDEX_FILE": os.path.join(scratch, "index"), "GIT_WORK_TREE": tree}
-            run_git(workspace, "checkout", found.commit, "--", TRANSCRIPT, env=own)
-            shutil.move(os.path.join(tree, TRANSCRIPT), transcript)  # maybe another disk
+            names = [f"{SESSIONS}/{sid}.jsonl" for sid in wanted]
+            run_git(workspace, "checkout", found.commit, "--", *names, env=own)
+            for sid, path in wanted.items():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # shutil: the CLI's folder may be on another disk.
+                shutil.move(os.path.join(tree, SESSIONS, f"{sid}.jsonl"), path)
     return found
 
 
