@@ -178,16 +178,19 @@ class Fleet:
             )
             return taken
 
-    def leave(self, name: str, *, pid: int | None = None) -> None:
-        """Host `name`'s daemon stops: it leads no more (another may lead at once), and its name
-        is free for the next daemon (a stopping process may outlive its pid file a moment)."""
+    def leave(self, name: str, *, pid: int | None = None, keep_lease: bool = False) -> None:
+        """Host `name`'s daemon stops: it leads no more (another may lead at once; with
+        `keep_lease`, once the lease runs out: its sessions go on until then), and its name is
+        free for the next daemon (a stopping process may outlive its pid file a moment)."""
         pid = os.getpid() if pid is None else pid
         with self._db.write() as conn:
             now = self._now(conn)
-            conn.execute(
-                "UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?",
-                (now, LEADER, name, now),
-            )
+            if not keep_lease:
+                conn.execute(
+                    "UPDATE leases SET expires_at = ? "
+                    "WHERE name = ? AND holder = ? AND expires_at > ?",
+                    (now, LEADER, name, now),
+                )
             conn.execute("UPDATE hosts SET pid = 0 WHERE name = ? AND pid = ?", (name, pid))
 
     def check(self, name: str, epoch: int, conn: Connection) -> None:

@@ -188,21 +188,22 @@ def shared_remote(project: Path, tmp_path: Path) -> Path:
 
 def _sessions_of(sid: str) -> list[int]:
     """The live Claude Code processes running session `sid` (as any process of the user
-    could see them, from /proc)."""
-    found = []
+    could see them, from /proc): each CLI once, not the helper processes it forks of itself."""
+    found: dict[int, int] = {}  # pid: its parent's
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             environ = (proc / "environ").read_bytes()
             argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
-        except OSError:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
         if f"LEGION_SESSION_ID={sid}".encode() in environ.split(b"\0") and argv0.rsplit(b"/", 1)[
             -1
         ].startswith(b"claude"):
-            found.append(int(proc.name))
-    return found
+            found[int(proc.name)] = parent
+    return [pid for pid, parent in found.items() if parent not in found]
 
 
 def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swarm) -> None:
@@ -388,3 +389,73 @@ def test_a_partitioned_leader_stops_its_sessions_and_the_other_host_takes_them_o
         link.close()
     sampler.join(5)
     assert most[0] == 1, most
+
+
+def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
+    alpha: Swarm, beta: Swarm
+) -> None:
+    """Alpha's daemon, the leader, is killed mid-pass (as it starts LEG-2's implementer, while
+    LEG-1's works), and its host lives on, its tmux and sessions with it: its fence closes them
+    when the lease runs out, beta leads, and starts each implementer again under its session
+    id; both issues go on to review. At no sample (every 0.2 s) do two live processes run
+    either session."""
+    release = alpha.workspace_root / "leg-1" / ".release"  # never made
+    alpha.server.add_scenario(
+        "implement mode for LEG-1", [[bash(runs_until(release))], [text("never reached")]]
+    )
+    for issue in ("LEG-1", "LEG-2"):
+        beta.server.add_scenario(
+            f"implement mode for {issue}",
+            [
+                [
+                    bash(
+                        "echo done > done.txt && git add -A && git commit -qm 'done' "
+                        f"&& legion pr create --issue {issue} --branch legion/{issue.lower()} "
+                        f"&& legion issue label {issue} --add worker-done --remove worker-active"
+                    )
+                ],
+                [text(f"Implemented {issue} on beta.")],
+            ],
+        )
+    sessions = [session_uuid(beta, f"{issue}:implement") for issue in ("LEG-1", "LEG-2")]
+    most = dict.fromkeys(sessions, 0)
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.2):
+            for sid in sessions:
+                most[sid] = max(most[sid], len(_sessions_of(sid)))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    # Killed by itself at its second worker start: LEG-2's window, mid-pass.
+    armed = Daemon(alpha, extra_env={"LEGION_TEST_KILL_AT": "after_window_started:2"})
+    try:
+        armed.start()
+        beta.legion("issue", "create", "First", "--status", "In Progress")
+        wait_until("LEG-1's implementer at work on alpha", lambda: _sessions_of(sessions[0]))
+        wait_until(
+            "its turn", lambda: alpha.server.requests_for_scenario("implement mode for LEG-1")
+        )
+        beta.legion("issue", "create", "Second", "--status", "In Progress")
+        assert armed.proc is not None
+        armed.proc.wait(60)
+        assert _sessions_of(sessions[0]), "alpha's host lives on: its implementer too"
+        with Daemon(beta):
+            wait_until(
+                "alpha's fence closes its sessions",
+                lambda: not _sessions_of(sessions[0]) and not _controller_windows(alpha),
+                timeout=2 * HOST_TIMEOUT + 10,
+            )
+            for issue in ("LEG-1", "LEG-2"):
+                wait_until(
+                    f"{issue} implemented on beta",
+                    lambda issue=issue: issue_status(beta, issue) in ("Needs Review", "Done"),
+                    timeout=120,
+                )
+            assert _hosts(beta)["beta"]["epoch"] == 2
+    finally:
+        stop.set()
+        armed.stop()
+    sampler.join(5)
+    assert set(most.values()) == {1}, most

@@ -227,6 +227,24 @@ def test_a_prompt_counts_as_taken_only_once_a_line_records_it(tmp_path: Path) ->
     assert not records_prompt(tmp_path / "none.jsonl", 0, fingerprint)
 
 
+def test_a_transcript_without_a_conversation_is_set_aside_not_resumed(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from legion.runtime.claude.transcript import summarize_file
+    from legion.sessions.supervisor import _resumable
+
+    runtime = SimpleNamespace(summarize=summarize_file)
+    path = tmp_path / "sid.jsonl"
+    assert not _resumable(runtime, path)  # type: ignore[arg-type]  # none: a new session
+    # What a CLI writes before its first prompt: no conversation to resume.
+    path.write_text('{"type":"mode","mode":"normal"}\n{"type":"permission-mode"}\n')
+    assert not _resumable(runtime, path)  # type: ignore[arg-type]
+    assert not path.exists() and (tmp_path / "sid.jsonl.no-conversation").exists()
+    path.write_text('{"type":"user","message":{"role":"user","content":"go"}}\n')
+    assert _resumable(runtime, path)  # type: ignore[arg-type]
+    assert path.exists()
+
+
 def test_classify_dead_and_starting() -> None:
     assert classify(False, None) is SessionState.DEAD
     assert classify(True, None) is SessionState.RUNNING

@@ -69,8 +69,8 @@ class WorkspaceCheckpoints:
             return  # nothing new in the session since
         if now - taken.at < self.every:
             summary = runtime.summarize(transcript)
-            if summary is None or summary.turn is Turn.OPEN:
-                return  # mid-turn, and one was taken lately: at the turn's end, or later
+            if summary is None or summary.turn in (Turn.OPEN, Turn.NONE):
+                return  # mid-turn (or not begun), and one was taken lately: at the turn's end
         if not (record.workspace / ".git").exists():
             return  # gone, or not a git worktree (a jj workspace: not checkpointed yet)
         try:

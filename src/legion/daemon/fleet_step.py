@@ -23,7 +23,7 @@ from legion.config import Project
 from legion.core.fleet import Lease
 from legion.errors import LegionError, StoreUnreachableError
 from legion.fleet import FencedStore, Fleet, this_host
-from legion.store import open_store
+from legion.store import is_postgres, open_store
 
 from .steps import DONE, StepResult
 
@@ -43,6 +43,7 @@ class FleetMembership:
         stop_sessions: Callable[[], object],
         wake: Callable[[], object] = lambda: None,
         unreachable: Callable[[str], object] | None = None,
+        sessions_running: Callable[[], bool] = lambda: False,
     ) -> None:
         self.project = project
         self.name, self.capacity = this_host(project.settings)
@@ -50,6 +51,13 @@ class FleetMembership:
         self.fenced = fenced
         self.log = log
         self.stop_sessions = stop_sessions
+        self.sessions_running = sessions_running
+        # Told the lease's end by this machine's clock at each change (None: no lease): the
+        # fence (`legion.fence`), which closes the sessions if the daemon dies.
+        self.on_lease: Callable[[float | None], object] = lambda ends: None
+        # In a fleet (a PostgreSQL store) another host may start these sessions; on one
+        # machine nobody else can.
+        self.in_fleet = is_postgres(project.settings.store)
         self.wake = wake  # the daemon's loop, when the lease changed hands
         # Where a heartbeat that found the store's server unreachable says so (the daemon's
         # one line for the outage), else its own line.
@@ -92,6 +100,7 @@ class FleetMembership:
             before = self._lease.epoch if self._lease is not None else None
             self._lease = lease
             self._lease_ends = asked + self.duration * (1 - STOP_MARGIN)
+            self.on_lease(self._lease_ends if lease is not None else None)
         if (lease.epoch if lease is not None else None) != before:
             self.wake()
 
@@ -112,6 +121,7 @@ class FleetMembership:
         if held:
             with contextlib.suppress(LegionError):
                 self.stop_sessions()
+            self.on_lease(None)
             self.wake()
 
     def _beat(self) -> None:
@@ -141,21 +151,26 @@ class FleetMembership:
             if store is not None:
                 store.close()
 
-    def stop(self) -> None:
-        """Leave: the thread ends, a lease held is given up (another host leads at once), and
-        the host's name is free for the next daemon."""
+    def stop(self) -> bool:
+        """Leave: the thread ends, and the host's name is free for the next daemon. A lease held
+        is given up (another host leads at once), but in a fleet while this host's sessions
+        go on (`legion stop` leaves them running): it is kept until it runs out, so no other
+        host starts them meanwhile. Whether it was kept: then the fence closes them when it
+        runs out, unless a daemon runs here again by then and takes it back."""
         self._stop.set()
         for thread in (self._thread, self._watchdog):
             if thread is not None:
                 thread.join(10)
+        keep = self.in_fleet and self._epoch() is not None and self.sessions_running()
         # What the daemon writes as it stops (its last log line) is no leader's decision.
         self.leading_epoch = self.fenced.epoch = None
         with contextlib.suppress(LegionError):
             store = open_store(self.project)
             try:
-                Fleet(store).leave(self.name)
+                Fleet(store).leave(self.name, keep_lease=keep)
             finally:
                 store.close()
+        return keep
 
     # -- the tick's step --------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from legion.bus.sessions import project_channel_name
 from legion.config import Project
 from legion.daemon_link import heartbeat_file, pid_file, poke, running_pid, wake_fifo
 from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachableError
+from legion.fence import FenceProcess
 from legion.fleet import FencedStore, host_name
 from legion.judgments import JudgmentQueue
 from legion.pause import DispatchPause
@@ -117,6 +118,7 @@ class Daemon:
             stop_sessions=self.workers.windows.close_all,
             wake=lambda: poke(wake_fifo(project)),
             unreachable=self._unreachable,
+            sessions_running=self.workers.windows.running,
         )
         self.supervisor = ControllerSupervisor(
             controller,
@@ -263,7 +265,9 @@ class Daemon:
             cleared = self.pause.clear()
             if cleared is not None:
                 self.log.append("-", "resume_dispatch", OutcomeKind.DONE, f"was: {cleared}")
+            fence: FenceProcess | None = None
             try:
+                fence = self._start_fence()
                 self.membership.start()
                 if self.bus_listener is not None:
                     self.bus_listener.start()
@@ -275,7 +279,7 @@ class Daemon:
                         break
                     self._wait(fd)
             finally:
-                self.membership.stop()
+                self._leave(fence)
                 if self.bus_listener is not None:
                     self.bus_listener.stop()
                 os.close(fd)
@@ -289,6 +293,27 @@ class Daemon:
                     signal.signal(sig, handler)
                 self.delivery.close()
                 self.log.append("-", "daemon_stop", OutcomeKind.DONE, f"pid {os.getpid()}")
+
+    def _start_fence(self) -> FenceProcess | None:
+        """In a fleet, the fence that closes this host's sessions if the daemon dies while it
+        leads (`legion.fence`); on one machine, none."""
+        if not self.membership.in_fleet:
+            return None
+        windows = self.workers.windows
+        fence = FenceProcess(windows.tmux, windows.session, self.project.state_dir / "daemon.lock")
+        self.membership.on_lease = fence.lease_until
+        return fence
+
+    def _leave(self, fence: FenceProcess | None) -> None:
+        """Leave the fleet. A lease kept for the sessions that go on runs out with them still
+        here, and the fence closes them then (unless a daemon here takes it back first)."""
+        kept = self.membership.stop()
+        if fence is None:
+            return
+        if kept:
+            fence.close()
+        else:
+            fence.release()
 
     def _start_relay(self) -> RelayServer | None:
         """The relay socket, which every session it starts sends its tracker and forge calls

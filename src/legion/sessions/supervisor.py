@@ -172,7 +172,7 @@ class SessionSupervisor:
         argv = runtime.command(
             sid,
             prompt,
-            resume=transcript.exists(),
+            resume=_resumable(runtime, transcript),
             inbox=self.inbox_file(sid),
             context=self.context_file(sid),
         )
@@ -406,3 +406,18 @@ class SessionSupervisor:
         """Revoke session `sid`'s relay capability (it is retired)."""
         if self.capabilities is not None:
             self.capabilities.revoke_session(sid)
+
+
+def _resumable(runtime: AgentRuntime, transcript: Path) -> bool:
+    """Whether the session is resumed from `transcript`: it holds a conversation. One with none
+    (a CLI that died before it recorded its first prompt, or a checkpoint taken then) cannot be
+    resumed, and keeps the session id from being started afresh: it is set aside, beside where
+    it was."""
+    summary = runtime.summarize(transcript)
+    if summary is None:
+        return False
+    if summary.entries > 0:
+        return True
+    with contextlib.suppress(OSError):
+        transcript.replace(transcript.with_name(f"{transcript.name}.no-conversation"))
+    return False

@@ -135,6 +135,10 @@ class SessionWindows:
         """Raise when tmux cannot be run."""
         self.tmux.run("-V")
 
+    def running(self) -> bool:
+        """Whether the project's tmux session is there (its sessions may run)."""
+        return self.tmux.has_session(self.session)
+
     def close_all(self) -> bool:
         """Close the project's tmux session, every window in it; False when there was none."""
         if not self.tmux.has_session(self.session):

@@ -61,9 +61,7 @@ def checkpoint_ref(issue: str) -> str:
     return CHECKPOINT_REFS + normalize_identifier(issue)
 
 
-def save(
-    workspace: Path, issue: str, transcripts: Mapping[str, Path] | None = None
-) -> Checkpoint:
+def save(workspace: Path, issue: str, transcripts: Mapping[str, Path] | None = None) -> Checkpoint:
     """Checkpoint `workspace` (a git worktree of the issue's branch) and `transcripts` (by
     session id; those that exist) on the issue's ref; the workspace, its index and its branch
     are left untouched."""
