@@ -2,7 +2,10 @@
 HOME, state folder, clone of the repository, tmux server, Claude Code config and model server.
 One daemon leads (it alone runs the controller); when every process of the leader's host is
 killed, the other leads within the lease's time, under a new epoch, and starts the controller;
-a drained host gives the lead up."""
+a drained host gives the lead up. An issue outlives its host (its checkpoint on a shared bare
+remote); a leader cut from the store, or whose daemon dies with its host alive, stops its
+sessions before the other host starts them; a message said on one host reaches an agent on
+the other."""
 
 from __future__ import annotations
 
@@ -88,6 +91,29 @@ def beta(project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm) -> Iter
     with open_swarm(folder, clone, home) as made:
         made.env["LEGION_WORKSPACE_ROOT"] = str(folder / "work spaces")
         yield _on_host(made, "beta", home, postgres_url)
+
+
+class _Sampler:
+    """How many live processes run each of `sessions` at once, at most (`most`), from /proc
+    every 0.2 s between `start` and `stop`: two would be one session run twice."""
+
+    def __init__(self, sessions: list[str]) -> None:
+        self.most = dict.fromkeys(sessions, 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def start(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.2):
+            for sid in self.most:
+                self.most[sid] = max(self.most[sid], len(_sessions_of(sid)))
 
 
 def _kill_host(swarm: Swarm, daemon: Daemon) -> None:
@@ -251,15 +277,7 @@ def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swa
     alpha.legion("issue", "create", "Keep a file")
     project_id = alpha.json("config")["settings"]["project_id"]["value"]
     implementer = str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:implement"))
-    most = [0]
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.3):
-            most[0] = max(most[0], len(_sessions_of(implementer)))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampled = _Sampler([implementer]).start()
     first = Daemon(alpha).start()
     try:
         wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
@@ -293,11 +311,10 @@ def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swa
                 timeout=120,
             )
     finally:
-        stop.set()
+        sampled.stop()
         if first.proc is not None and first.proc.poll() is None:
             first.stop()
-    sampler.join(5)
-    assert most[0] == 1, most
+    assert sampled.most == {implementer: 1}, sampled.most
     # The same session: beta's first implement turn carried alpha's conversation.
     [resumed, *_] = beta.server.requests_for_scenario("implement mode for LEG-1")
     assert "echo kept > src/kept.txt" in json.dumps(resumed.messages)
@@ -346,15 +363,7 @@ def test_a_partitioned_leader_stops_its_sessions_and_the_other_host_takes_them_o
     link = CuttableLink(int(port))
     alpha.env["LEGION_STORE"] = postgres_url.replace(f":{port}/", f":{link.port}/")
     controller = session_uuid(beta, "controller")
-    most = [0]
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.2):
-            most[0] = max(most[0], len(_sessions_of(controller)))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampled = _Sampler([controller]).start()
     try:
         with Daemon(alpha), Daemon(beta):
             wait_until("alpha leads", lambda: _hosts(beta).get("alpha", {}).get("leader") is True)
@@ -385,10 +394,9 @@ def test_a_partitioned_leader_stops_its_sessions_and_the_other_host_takes_them_o
             ]
             assert led == ["host alpha leads (epoch 1)", "host beta leads (epoch 2)"], led
     finally:
-        stop.set()
+        sampled.stop()
         link.close()
-    sampler.join(5)
-    assert most[0] == 1, most
+    assert sampled.most == {controller: 1}, sampled.most
 
 
 def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
@@ -418,16 +426,7 @@ def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
             ],
         )
     sessions = [session_uuid(beta, f"{issue}:implement") for issue in ("LEG-1", "LEG-2")]
-    most = dict.fromkeys(sessions, 0)
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.2):
-            for sid in sessions:
-                most[sid] = max(most[sid], len(_sessions_of(sid)))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampled = _Sampler(sessions).start()
     # Killed by itself at its second worker start: LEG-2's window, mid-pass.
     armed = Daemon(alpha, extra_env={"LEGION_TEST_KILL_AT": "after_window_started:2"})
     try:
@@ -455,7 +454,6 @@ def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
                 )
             assert _hosts(beta)["beta"]["epoch"] == 2
     finally:
-        stop.set()
+        sampled.stop()
         armed.stop()
-    sampler.join(5)
-    assert set(most.values()) == {1}, most
+    assert set(sampled.most.values()) == {1}, sampled.most
