@@ -393,3 +393,13 @@ def test_event_kinds_have_the_short_names_people_type() -> None:
     assert [kind.short_name for kind in EventKind] == [
         "message", "registered", "blocked", "completed", "failed", "archived", "compaction",
     ]  # fmt: skip
+
+
+def test_the_board_says_which_host_runs_each_worker_in_a_fleet() -> None:
+    from legion.tui.sources import worker_text
+
+    assert worker_text("implement", "running", "build-1", None) == "implement running"
+    assert worker_text("implement", "running", "", "build-1") == "implement running"
+    assert worker_text("plan", "idle", "build-1", "build-1") == "plan idle on build-1"
+    # Another host's session cannot be seen from here: no state, and never "dead".
+    assert worker_text("plan", "dead", "build-2", "build-1") == "plan on build-2"

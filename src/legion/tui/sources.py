@@ -190,8 +190,11 @@ class ProjectSources:
             unknown = False
             try:
                 manager = self.projects.workers(project, backends)
+                here = fleet_host(project)
                 for view in manager.roster.views():
-                    workers[view.record.issue] = f"{view.record.mode.value} {view.state.value}"
+                    workers[view.record.issue] = worker_text(
+                        view.record.mode.value, view.state.value, view.record.host, here
+                    )
                 live = {issue for issue, what in workers.items() if not what.endswith(" dead")}
                 latest = manager.roster.latest_modes()
             except LegionError as exc:  # tmux did not answer: who works is unknown
@@ -354,6 +357,24 @@ class ProjectSources:
                 for q in waiting
             )
         return TrackerInbox(tuple(asks), tuple(troubles))
+
+
+def fleet_host(project: Project) -> str | None:
+    """This host's name in the project's fleet (a PostgreSQL store); None on one machine."""
+    from legion.fleet import host_name
+    from legion.store import is_postgres
+
+    return host_name(project.settings) if is_postgres(project.settings.store) else None
+
+
+def worker_text(mode: str, state: str, host: str, here: str | None) -> str:
+    """Pure: a worker as the board says it: its mode and state, and in a fleet (`here`: this
+    host) the host that runs it; another host's state cannot be seen from here."""
+    if here is None or not host:
+        return f"{mode} {state}"
+    if host != here:
+        return f"{mode} on {host}"
+    return f"{mode} {state} on {host}"
 
 
 class _NoWorker(LegionError):
