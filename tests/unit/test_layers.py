@@ -117,6 +117,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "actionlog",
                 "pause",
                 "fleet",
+                "fence",
             }
         ),
     ),

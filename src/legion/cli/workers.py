@@ -145,7 +145,7 @@ def workers(
             for_display(view.record.issue),
             view.record.mode.value,
             *([] if here is None else [for_display(view.record.host or "-")]),
-            "(another host's)" if elsewhere else view.state.value,
+            "elsewhere" if elsewhere else view.state.value,
             for_display(view.record.runtime),
             for_display(view.record.window),
             "-" if age is None else f"{age:.0f}s ago",
