@@ -38,9 +38,11 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
     transcripts say (issue 21)."""
     env = {"LEGION_CLAUDE_BIN": str(find_claude())}
     with session_environments(tmp_path) as seen:
+        # 45 s on a quiet machine; the README promises a demo within two minutes.
         result = run_legion(
-            "demo", "--dir", str(tmp_path / "demo"), "--issues", "2", cwd=tmp_path, env=env
-        )
+            "demo", "--dir", str(tmp_path / "demo"), "--issues", "2", cwd=tmp_path, env=env,
+            timeout=120,
+        )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert_no_session_held_the_key(seen, tmp_path / "demo")
     assert_the_ledger_is_the_transcripts(tmp_path / "demo" / "repo", env, "LEG-1")
@@ -95,7 +97,7 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     with session_environments(demo / "repo") as seen:
         result = run_legion(
             "demo", "--runtime", runtime, "--mode", mode, "--dir", str(demo), "--issues", "1",
-            cwd=tmp_path, env=env | SENTINELS,
+            cwd=tmp_path, env=env | SENTINELS, timeout=120,
         )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     # No session of either CLI held the model key (the daemon's proxy did), nor a tracker or
@@ -162,7 +164,7 @@ def test_demo_stops_at_once_when_workers_cannot_start(tmp_path: Path) -> None:
     started = time.monotonic()
     result = run_legion(
         "demo", "--dir", str(tmp_path / "demo"), "--issues", "1", "--timeout", "120",
-        cwd=tmp_path, env={"LEGION_CLAUDE_BIN": str(broken)},
+        cwd=tmp_path, env={"LEGION_CLAUDE_BIN": str(broken)}, timeout=150,
     )  # fmt: skip
     took = time.monotonic() - started
     assert result.returncode == 1, result.stdout + result.stderr

@@ -4,6 +4,8 @@ running its command as its child and ending with its exit code."""
 
 from __future__ import annotations
 
+import os
+import pty
 import socket
 import subprocess
 import sys
@@ -76,3 +78,33 @@ def test_bad_arguments_are_one_line_and_exit_2() -> None:
     )
     assert done.returncode == 2
     assert done.stderr.strip().startswith("usage:") and "Traceback" not in done.stderr
+
+
+def test_the_bridge_knows_a_window_that_hung_up_before_it_started() -> None:
+    """As a namespace's pid 1 the bridge ignores a hangup that comes before its handler: it
+    then looks at its terminal, and a hung-up one (no longer a tty to `isatty`) says so; a live
+    one, /dev/null and a pipe do not."""
+    probe = "from legion.sandbox import bridge; print(bridge._hung_up())"
+
+    def hung_up(stdin: int, *, close_first: int | None = None) -> str:
+        child = subprocess.Popen(
+            [sys.executable, "-c", f"import time; time.sleep(0.5); {probe}"],
+            stdin=stdin, stdout=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        if close_first is not None:
+            os.close(close_first)
+        out, _ = child.communicate(timeout=30)
+        return out.strip()
+
+    master, slave = pty.openpty()
+    assert hung_up(slave) == "False"  # the window is there
+    os.close(slave)
+    master2, slave2 = pty.openpty()
+    assert hung_up(slave2, close_first=master2) == "True"  # the window went first
+    os.close(slave2)
+    os.close(master)
+    assert hung_up(subprocess.DEVNULL) == "False"
+    read, write = os.pipe()
+    os.close(write)
+    assert hung_up(read) == "False"
+    os.close(read)

@@ -23,7 +23,11 @@ LegionRunner = Callable[..., Result]
 
 
 def run_legion(
-    *args: str, cwd: Path, input_text: str | None = None, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path,
+    input_text: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
 ) -> Result:
     """The real `legion` console script, as a user runs it."""
     proc = subprocess.run(
@@ -34,7 +38,7 @@ def run_legion(
         text=True,
         input=input_text,
         env={**os.environ, **(env or {})},
-        timeout=60,
+        timeout=timeout,
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from legion.backends import Backends, open_backends
 from legion.config import Project, machine_settings
+from legion.core.ids import controller_session_id
 from legion.core.model import Label, Status
 from legion.errors import LegionError, ToolMissingError
 from legion.git import run_git
@@ -288,6 +289,11 @@ def _clean_up(project: Project, backends: Backends, env: Mapping[str, str]) -> l
     from legion.workspaces.sweep import sweep_done
 
     workers = open_workers(project, backends, env)
+    # A session's process that outlived its tmux server (a hangup that came as a confined
+    # session was starting): stopped too, so nothing of the demo runs on.
+    sessions = [record.session_id for record in workers.roster.records()]
+    for sid in [*sessions, controller_session_id(project.settings.project_id)]:
+        workers.supervisor.stop_stray(sid)
     _retire_stopped(project, backends, workers, env)
     try:
         results = sweep_done(backends.tracker, open_workspaces(project), set())

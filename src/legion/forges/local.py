@@ -177,9 +177,10 @@ class LocalForge:
         # base, and the second would fail to move it.
         with exclusive(self._merge_lock):
             current = self.get_pr(ref)
-            if self.shared_remote is not None:
-                self._catch_up(current.base)
-            merge_commit = self._git_merge(current)
+            remote = self._remote()
+            if remote is not None:
+                self._catch_up(current.base, remote)
+            merge_commit = self._git_merge(current, remote)
         fault_point("merge_after_git")
         with self._db.write() as conn:
             row_id = self._row_id(conn, str(pr.number))
@@ -194,16 +195,21 @@ class LocalForge:
 
     # -- git -----------------------------------------------------------------------------------
 
-    def _catch_up(self, base: str) -> None:
+    def _remote(self) -> str | None:
+        """The shared remote merges go through: in a fleet, when this clone has it (a fleet set
+        up without one merges in each leader's clone, as on one machine)."""
+        if self.shared_remote is None:
+            return None
+        known = run_git(self.repo, "remote", "get-url", self.shared_remote, check=False)
+        return self.shared_remote if known.returncode == 0 else None
+
+    def _catch_up(self, base: str, remote: str) -> None:
         """Bring this clone's `base` up to the shared remote's (merges other hosts made), by a
         fast-forward only; a base that went its own way here is a conflict to resolve by hand."""
-        assert self.shared_remote is not None
-        fetched = run_git(
-            self.repo, "fetch", "--quiet", self.shared_remote, f"refs/heads/{base}", check=False
-        )
+        fetched = run_git(self.repo, "fetch", "--quiet", remote, f"refs/heads/{base}", check=False)
         if fetched.returncode != 0:
             raise GitError(
-                f"cannot fetch {base} from the shared remote {self.shared_remote!r}: "
+                f"cannot fetch {base} from the shared remote {remote!r}: "
                 f"{last_line(fetched.stderr) or 'git refused'}"
             )
         theirs = rev_parse(self.repo, "FETCH_HEAD")
@@ -214,10 +220,10 @@ class LocalForge:
             return  # this clone is ahead (its own commits): the push says whether that holds
         if ours is not None and not _is_ancestor(self.repo, ours, theirs):
             raise ConflictError(
-                f"{base} here and on {self.shared_remote!r} went different ways; "
+                f"{base} here and on {remote!r} went different ways; "
                 f"bring {base} here up to the remote's, then try the merge again"
             )
-        self._move_base(base, theirs, ours, f"legion: {base} from {self.shared_remote}")
+        self._move_base(base, theirs, ours, f"legion: {base} from {remote}")
 
     def _move_base(self, base: str, to: str, was: str | None, why: str) -> None:
         """Move `base` here from `was` to `to` (a fast-forward where it is checked out, else a
@@ -235,7 +241,7 @@ class LocalForge:
             return
         run_git(self.repo, "update-ref", "-m", why, f"refs/heads/{base}", to, was or "")
 
-    def _git_merge(self, pr: PullRequest) -> str:
+    def _git_merge(self, pr: PullRequest, remote: str | None) -> str:
         base_sha = rev_parse(self.repo, f"refs/heads/{pr.base}")
         head_sha = rev_parse(self.repo, f"refs/heads/{pr.branch}")
         # The PR exists but the repository no longer matches it: a conflict, not bad input.
@@ -287,19 +293,13 @@ class LocalForge:
                 )
             raise GitError(f"git commit-tree failed: {commit.stderr.strip()}")
         merge_sha = commit.stdout.strip()
-        if self.shared_remote is not None:
+        if remote is not None:
             # The remote first: a host that leads next starts from it.
-            pushed = run_git(
-                self.repo,
-                "push",
-                "--quiet",
-                self.shared_remote,
-                f"{merge_sha}:refs/heads/{pr.base}",
-                check=False,
-            )
+            target = f"{merge_sha}:refs/heads/{pr.base}"
+            pushed = run_git(self.repo, "push", "--quiet", remote, target, check=False)
             if pushed.returncode != 0:
                 raise ConflictError(
-                    f"PR #{pr.number}: the shared remote {self.shared_remote!r} refused the "
+                    f"PR #{pr.number}: the shared remote {remote!r} refused the "
                     f"merge ({last_line(pushed.stderr) or 'git refused'}); try again"
                 )
         try:

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -27,6 +29,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 _CHUNK = 64 * 1024
+RESEND_S = 1.0  # a forwarded signal is sent once more after this
 
 
 def command(
@@ -96,19 +99,57 @@ def main(args: Sequence[str]) -> int:
         threading.Thread(target=_serve, args=(listener, proxy_socket), daemon=True).start()
     # Handlers, not SIG_IGN: the child gets the default ones back when it execs.
     signal.signal(signal.SIGINT, lambda signum, frame: None)  # the terminal's: the CLI's own
+    started: list[subprocess.Popen[bytes]] = []
+    pending: list[int] = []
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        if not started:
+            pending.append(signum)  # passed on as soon as the CLI runs
+            return
+        child = started[0]
+        with contextlib.suppress(OSError):
+            child.send_signal(signum)
+        # Once more a moment later, if the CLI still runs: one that came while the child was
+        # between its fork and its exec went to a copy of this handler, and was lost there.
+        timer = threading.Timer(RESEND_S, _resend, args=(child, signum))
+        timer.daemon = True
+        timer.start()
+
+    # Before the CLI starts: as a namespace's pid 1 this process ignores a signal it has no
+    # handler for, so a hangup that came while it was starting was lost; the window may be
+    # gone already, and then there is nothing to run for.
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, forward)
+    if _hung_up():
+        return 128 + signal.SIGHUP
     try:
-        child = subprocess.Popen(argv)
+        started.append(subprocess.Popen(argv))
     except OSError as exc:
         print(f"legion: cannot start {argv[0]}: {exc}", file=sys.stderr)
         return 127
+    for waiting in pending:
+        forward(waiting, None)
+    return _reap_until(started[0].pid)
 
-    def forward(signum: int, frame: FrameType | None) -> None:
-        with contextlib.suppress(OSError):
-            child.send_signal(signum)
 
-    for signum in (signal.SIGHUP, signal.SIGTERM):
-        signal.signal(signum, forward)
-    return _reap_until(child.pid)
+def _hung_up() -> bool:
+    """Whether this process's terminal (its window) hung up already: its input, a character
+    device, says so (a hung-up terminal is no longer a tty to `isatty`)."""
+    try:
+        if not stat.S_ISCHR(os.fstat(0).st_mode):
+            return False  # not a terminal (a pipe's end says hang-up too)
+    except OSError:
+        return False
+    poller = select.poll()
+    poller.register(0, select.POLLIN)
+    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
+
+
+def _resend(child: subprocess.Popen[bytes], signum: int) -> None:
+    # The bridge exits as soon as it reaps the CLI: until then its pid is the CLI's (alive or
+    # a zombie), never another process's.
+    with contextlib.suppress(OSError):
+        os.kill(child.pid, signum)
 
 
 def _reap_until(pid: int) -> int:

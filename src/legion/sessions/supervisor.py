@@ -160,7 +160,7 @@ class SessionSupervisor:
             for window in self.windows.list():
                 if window.name == name or window.tag == sid:
                     self.windows.close_and_wait(window)
-            self._stop_stray(sid)
+            self.stop_stray(sid)
             self.windows.ensure_session()  # closing the last window ends the session
         # Decided only now: a leftover that was starting may have written the transcript.
         transcript = runtime.transcript(self.env, cwd, sid)
@@ -231,7 +231,7 @@ class SessionSupervisor:
                     os.kill(pid, signal.SIGKILL)
             self.windows.close_window(window.id, pane_pid=pid)
             stopped = stopped or pid is not None
-        self._stop_stray(sid)
+        self.stop_stray(sid)
         return stopped
 
     def sandbox(self) -> Sandbox:
@@ -377,7 +377,7 @@ class SessionSupervisor:
                 flush=True,
             )
 
-    def _stop_stray(self, sid: str) -> None:
+    def stop_stray(self, sid: str) -> None:
         """End every process still running session `sid` outside the windows tmux shows, and
         wait for each: one session never runs in two processes, even for a moment. Such a
         process is one whose window is gone while it lives on: its tmux server died (killed,
