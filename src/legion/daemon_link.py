@@ -38,21 +38,28 @@ def heartbeat_file(project: Project) -> Path:
     return project.state_dir / "heartbeat"
 
 
+def lock_held(lock: Path) -> bool:
+    """Whether a process holds the lock file `lock` (a daemon's); False when there is none."""
+    try:
+        with lock.open("r") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    except OSError:
+        return False  # no lock file (or its folder is gone): nobody holds it
+    return False
+
+
 def running_pid(project: Project) -> int | None:
     """The daemon's pid when one runs for this project (its lock is held), else None."""
-    lock = project.state_dir / "daemon.lock"
-    if not lock.exists():
+    if not lock_held(project.state_dir / "daemon.lock"):
         return None
-    with lock.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            try:
-                return int(pid_file(project).read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                return -1  # running, pid unknown
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return None
+    try:
+        return int(pid_file(project).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return -1  # running, pid unknown
 
 
 def running_mode(project: Project) -> str | None:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from legion.daemon_link import lock_held
 from legion.runtime.tmux import Tmux
 
 
@@ -71,20 +71,6 @@ class FenceProcess:
             os.write(self._write, f"{line}\n".encode())
 
 
-def _daemon_runs(lock: Path) -> bool:
-    """Whether a daemon of the project holds its lock here now."""
-    try:
-        with lock.open("a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            fcntl.flock(handle, fcntl.LOCK_UN)
-    except OSError:
-        return False  # its state folder is gone: no daemon
-    return False
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="legion.fence")
     parser.add_argument("--session", required=True)
@@ -103,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if ends is None:
         return 0  # it led nothing: nothing runs that another host may start
     time.sleep(max(0.0, ends - time.monotonic()))
-    if _daemon_runs(args.lock):
+    if lock_held(args.lock):
         return 0  # a daemon runs here again: it leads these sessions, or stops them itself
     Tmux(socket=args.socket, config=args.config).kill_session(args.session)
     return 0

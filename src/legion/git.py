@@ -218,6 +218,14 @@ def worktree_for_branch(repo: Path, branch: str) -> Path | None:
     return None
 
 
+def is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
+    """Whether commit `ancestor` is `descendant` or in its history."""
+    return (
+        run_git(repo, "merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode
+        == 0
+    )
+
+
 def fast_forward(repo: Path, branch: str, target: str) -> str | None:
     """Move the local `branch` up to the commit `target` where that is safe: only forward (the
     branch strictly behind), and where it is checked out, only in a working tree without
@@ -226,7 +234,7 @@ def fast_forward(repo: Path, branch: str, target: str) -> str | None:
     local = rev_parse(repo, f"refs/heads/{branch}")
     if local is None or local == target:
         return None
-    if run_git(repo, "merge-base", "--is-ancestor", local, target, check=False).returncode != 0:
+    if not is_ancestor(repo, local, target):
         return f"{branch} has commits the merged base lacks"
     checked_out = worktree_for_branch(repo, branch)
     if checked_out is None:

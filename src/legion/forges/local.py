@@ -25,7 +25,14 @@ from legion.core.text import clean_body, clean_branch, clean_title
 from legion.errors import ConflictError, GitError, InputError, NotFoundError
 from legion.faults import fault_point
 from legion.forges.base import PrState, PullRequest, Review
-from legion.git import current_branch, last_line, rev_parse, run_git, worktree_for_branch
+from legion.git import (
+    current_branch,
+    is_ancestor,
+    last_line,
+    rev_parse,
+    run_git,
+    worktree_for_branch,
+)
 from legion.locking import exclusive
 from legion.store import Connection, Row, Store, is_postgres, now
 
@@ -216,9 +223,9 @@ class LocalForge:
         ours = rev_parse(self.repo, f"refs/heads/{base}")
         if theirs is None or theirs == ours:
             return
-        if ours is not None and _is_ancestor(self.repo, theirs, ours):
+        if ours is not None and is_ancestor(self.repo, theirs, ours):
             return  # this clone is ahead (its own commits): the push says whether that holds
-        if ours is not None and not _is_ancestor(self.repo, ours, theirs):
+        if ours is not None and not is_ancestor(self.repo, ours, theirs):
             raise ConflictError(
                 f"{base} here and on {remote!r} went different ways; "
                 f"bring {base} here up to the remote's, then try the merge again"
@@ -249,7 +256,7 @@ class LocalForge:
             raise ConflictError(f"PR #{pr.number}: base branch {pr.base!r} does not exist")
         if head_sha is None:
             raise ConflictError(f"PR #{pr.number}: branch {pr.branch!r} does not exist any more")
-        if _is_ancestor(self.repo, head_sha, base_sha):
+        if is_ancestor(self.repo, head_sha, base_sha):
             return base_sha  # everything on the branch is in the base already
         trial = run_git(
             self.repo,
@@ -395,8 +402,3 @@ def open_forge(project: Project, db: Store) -> LocalForge:
         base_branch=project.settings.base_branch,
         shared_remote=project.settings.remote if is_postgres(project.settings.store) else None,
     )
-
-
-def _is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
-    found = run_git(repo, "merge-base", "--is-ancestor", ancestor, descendant, check=False)
-    return found.returncode == 0
