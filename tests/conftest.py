@@ -20,9 +20,11 @@ from tests.support.tmux import private_tmux_socket
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # The run's mark; xdist workers inherit the controller's, and leave the sweep to it.
+    # The run's mark, unless `scripts/test` gave one (to sweep what a pytest it had to kill
+    # left). xdist workers inherit the controller's, and leave the sweep to it.
     if os.environ.get(reaper.RUN_MARK) is None:
         os.environ[reaper.RUN_MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
         config.stash[_SWEEPER] = os.environ[reaper.RUN_MARK]
         atexit.register(_sweep, config)
     # A SIGTERM (a CI's timeout, `scripts/test` stopped) ends the run as Ctrl-C does, fixtures'

@@ -67,6 +67,8 @@ def test_one_ctrl_c_stops_scripts_test(tmp_path: Path) -> None:
     if left:
         os.kill(loose, signal.SIGKILL)
     assert proc.returncode == 130, out[-3000:]
-    assert took < 25, took
+    # pytest's own clean-up takes seconds; one that does not end within 20 s is killed and what
+    # its tests started swept by the run's mark (tests/support/reaper.py).
+    assert took < 35, took
     assert "interrupted" in out
-    assert not left
+    assert not left, (took, out[-3000:])

@@ -127,3 +127,27 @@ def test_a_tests_processes_end_with_it_however_the_run_ends(tmp_path: Path, endi
         os.kill(pid, signal.SIGKILL)
     assert len(pids) == 3, out
     assert left == [], out
+
+
+def test_a_killed_runs_leftovers_are_swept_by_its_mark_from_outside(tmp_path: Path) -> None:
+    """What `scripts/test` does after killing a pytest that did not end in time (no clean-up of
+    its own ran): `python -m tests.support.reaper MARK` ends every process marked with the run's
+    mark, one in a session of its own included, and nothing else."""
+    mark = f"swept-{os.getpid()}-{time.monotonic_ns()}"
+    marked = subprocess.Popen(
+        ["sleep", "600"], env={**os.environ, "TEST_REAPER_RUN": mark}, start_new_session=True
+    )
+    other = subprocess.Popen(["sleep", "600"], env={**os.environ, "TEST_REAPER_RUN": "another"})
+    try:
+        swept = subprocess.run(
+            [sys.executable, "-m", "tests.support.reaper", mark],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert swept.returncode == 0, swept.stderr
+        assert marked.wait(10) is not None
+        assert "killed 1 process" in swept.stderr
+        assert other.poll() is None
+    finally:
+        for proc in (marked, other):
+            proc.kill()
+            proc.wait()

@@ -7,6 +7,9 @@ tmux servers and agents with an environment of their own, but their sockets and 
 the test's. A test's leftovers are killed when the test ends, after its fixtures' own clean-up;
 the run's (its mark `TEST_REAPER_RUN`, its base temporary folder) at its end, at exit and on
 SIGTERM. The marks are not LEGION_* variables: Legion's own environment rules do not see them.
+
+`python -m tests.support.reaper MARK` reaps a run's leftovers from outside it: `scripts/test`
+does so after a pytest that did not end within its grace had to be killed (no clean-up ran).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -97,3 +101,11 @@ def reap(mark: tuple[str, str], paths: Sequence[str] = (), grace: float = 2.0) -
             os.kill(pid, signal.SIGKILL)
     _wait_gone(left, grace)
     return pids
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or not sys.argv[1]:
+        sys.exit("usage: python -m tests.support.reaper RUN_MARK")
+    found = reap((RUN_MARK, sys.argv[1]))
+    if found:
+        print(f"killed {len(found)} process(es) the tests left", file=sys.stderr)

@@ -109,6 +109,16 @@ def failure_sections(swarm: Swarm) -> list[tuple[str, str]]:
         for r in swarm.server.snapshot()
     ]
     sections.append(("model requests", "\n".join(requests[-60:])))
+    try:
+        entries = swarm.json("log", "-n", "40")
+    except Exception as error:  # a report never fails on what it cannot read
+        entries = [{"at": "", "issue": "", "action": "(no action log)", "detail": str(error)}]
+    logged = [
+        f"{e.get('at', '')} {e.get('issue', '')} {e.get('action', '')} "
+        f"{e.get('outcome', '')}: {e.get('detail', '')}"
+        for e in entries
+    ]
+    sections.append(("action log", "\n".join(logged)))
     log = swarm.repo.parent / "daemon-output.log"
     if log.exists():
         sections.append(("daemon output", log.read_text(errors="replace")[-4000:]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from legion.core.liveness import (
     FINISHING_GRACE_S,
     SETTLE_S,
+    START_S,
     ScreenSeen,
     SessionState,
     finishing,
@@ -59,6 +60,17 @@ def test_a_screen_is_unchanged_only_in_one_window_showing_one_thing() -> None:
 
 def test_a_worker_is_stuck_only_when_both_signals_agree() -> None:
     screen = ScreenSeen("@1", "abc", 0.0)
-    assert worker_stuck(0.0, 11.0, screen, 10.0, 10.0)
-    assert not worker_stuck(5.0, 11.0, screen, 10.0, 10.0)  # the transcript moved
-    assert not worker_stuck(0.0, 11.0, screen, 9.0, 10.0)  # the screen moved
+    assert worker_stuck(0.0, 0.0, 11.0, screen, 10.0, 10.0)
+    assert not worker_stuck(5.0, 0.0, 11.0, screen, 10.0, 10.0)  # the transcript moved
+    assert not worker_stuck(0.0, 0.0, 11.0, screen, 9.0, 10.0)  # the screen moved
+
+
+def test_a_worker_still_starting_is_given_the_start_allowance_whatever_stale_after_says() -> None:
+    screen = ScreenSeen("@1", "banner", 0.0)
+    # No transcript yet: a slow CLI start, not a stuck worker, within START_S of its start.
+    assert not worker_stuck(None, 0.0, START_S - 1, screen, START_S - 1, 3.0)
+    assert worker_stuck(None, 0.0, START_S + 1, screen, START_S + 1, 3.0)
+    # A longer stale_after still rules.
+    assert not worker_stuck(None, 0.0, START_S + 1, screen, START_S + 1, 100.0)
+    # Once it has written, stale_after alone counts.
+    assert worker_stuck(1.0, 0.0, 5.0, screen, 5.0, 3.0)

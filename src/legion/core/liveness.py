@@ -23,6 +23,10 @@ SETTLE_S = 1.0
 # A worker that said it is done but wrote to its transcript this recently is still finishing
 # its last message: its window is not closed yet.
 FINISHING_GRACE_S = 30.0
+# How long a CLI may take to start (load, draw, record its first prompt): the start watch
+# waits this long before it calls a start slow, and a worker with no transcript yet is not
+# stuck before it, whatever `stale_after` says (a short one would kill a slow start).
+START_S = 30.0
 
 
 class SessionState(Enum):
@@ -105,10 +109,21 @@ def screen_stuck(seen: ScreenSeen, now: float, stale_after: float) -> bool:
 
 
 def worker_stuck(
-    last_activity: float, now: float, seen: ScreenSeen, monotonic_now: float, stale_after: float
+    last_activity: float | None,
+    started: float,
+    now: float,
+    seen: ScreenSeen,
+    monotonic_now: float,
+    stale_after: float,
 ) -> bool:
     """The two-signal rule: a worker is stuck only when its transcript has been quiet and its
     screen unchanged, both for `stale_after` seconds. (Either alone misleads: a long tool call
     writes nothing; a thinking CLI's spinner shows the same frame again within seconds.)
-    `last_activity`: its last transcript activity, or its start for one that has none yet."""
-    return now - last_activity > stale_after and screen_stuck(seen, monotonic_now, stale_after)
+    `last_activity`: its last transcript activity; None for one that has written none yet,
+    which is starting: quiet since `started`, and for `START_S` at least."""
+    if last_activity is None:
+        quiet_for = max(stale_after, START_S)
+        last_activity = started
+    else:
+        quiet_for = stale_after
+    return now - last_activity > quiet_for and screen_stuck(seen, monotonic_now, stale_after)

@@ -67,9 +67,10 @@ class StuckWorkerReaper:
             else:
                 digest = hashlib.sha256(screen.encode()).hexdigest()
                 seen[window_id] = screen_now = screen_seen(before, window_id, digest, now)
-            # A worker with no transcript yet is starting: its age counts from its start.
-            last = view.last_activity or _timestamp(view.record.started_at)
-            if worker_stuck(last, time.time(), screen_now, now, self.stale_after):
+            started = _timestamp(view.record.started_at)
+            if worker_stuck(
+                view.last_activity, started, time.time(), screen_now, now, self.stale_after
+            ):
                 self.workers.windows.close_window(view.window.id)
                 quiet_for = f"{self.stale_after:g} s"
                 self.log.append(

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from legion.core.liveness import transcript_grew
+from legion.core.liveness import START_S, transcript_grew
 from legion.errors import TmuxError, TmuxUnavailable
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
 from legion.sessions.prompting import transcript_size
 from legion.sessions.windows import SessionWindows
 
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = START_S
 
 _PANE_DEAD = re.compile(r"^Pane is dead \((status|signal) (\d+)")
 
