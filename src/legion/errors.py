@@ -73,6 +73,10 @@ class ConflictError(LegionError):
     """The operation would overwrite or lose something, so it was refused."""
 
 
+class NoRoomError(ConflictError):
+    """No host of the fleet has room for another session now: the start waits."""
+
+
 class StaleSignalError(ConflictError):
     """A signal from a session that has since been replaced (an older spawn instance)."""
 

@@ -178,10 +178,20 @@ class Fleet:
             )
             return taken
 
-    def leave(self, name: str, *, pid: int | None = None, keep_lease: bool = False) -> None:
+    def leave(
+        self,
+        name: str,
+        *,
+        pid: int | None = None,
+        keep_lease: bool = False,
+        keep_host: bool = False,
+    ) -> None:
         """Host `name`'s daemon stops: it leads no more (another may lead at once; with
         `keep_lease`, once the lease runs out: its sessions go on until then), and its name is
-        free for the next daemon (a stopping process may outlive its pid file a moment)."""
+        free for the next daemon (a stopping process may outlive its pid file a moment). With
+        `keep_host` (a follower whose sessions go on), the host is not marked stopped: it is
+        lost once its last heartbeat is `host_timeout` old, and its sessions are restarted
+        elsewhere only then, when its fence has closed them."""
         pid = os.getpid() if pid is None else pid
         with self._db.write() as conn:
             now = self._now(conn)
@@ -191,7 +201,8 @@ class Fleet:
                     "WHERE name = ? AND holder = ? AND expires_at > ?",
                     (now, LEADER, name, now),
                 )
-            conn.execute("UPDATE hosts SET pid = 0 WHERE name = ? AND pid = ?", (name, pid))
+            if not keep_host:
+                conn.execute("UPDATE hosts SET pid = 0 WHERE name = ? AND pid = ?", (name, pid))
 
     def check(self, name: str, epoch: int, conn: Connection) -> None:
         """In a write's own transaction: `name` still leads under `epoch`, or LeaseLostError."""

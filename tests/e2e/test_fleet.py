@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from legion.demo.swarm_script import swarm_script
 from tests.fakes.model_server import bash, text
 from tests.support.cli import git, run_legion
 from tests.support.swarm import (
@@ -457,3 +458,65 @@ def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
         sampled.stop()
         armed.stop()
     assert set(sampled.most.values()) == {1}, sampled.most
+
+
+def _worker_windows(swarm: Swarm) -> set[str]:
+    """The names of the worker windows on `swarm`'s host (its tmux server), live or dead."""
+    listed = swarm.tmux("list-windows", "-a", "-F", "#{window_name}")
+    return {name for name in listed.split() if name not in ("main", "legion")}
+
+
+def test_workers_run_on_another_host_than_the_leaders(
+    shared_remote: Path, alpha: Swarm, beta: Swarm
+) -> None:
+    """The leader's host has room for its controller only (`max_sessions` 1): every worker of
+    LEG-1's whole cycle (plan, implement, review, the implementer resumed with the changes
+    asked, retro, finish) is placed on beta, started there by beta's daemon when alpha asks,
+    seen from alpha as beta reports it, and its window closed by beta when alpha retires it.
+    The PR is merged through the shared remote. No session ever runs twice."""
+    alpha.env["LEGION_MAX_SESSIONS"] = "1"
+    for swarm in (alpha, beta):  # each host's model answers whatever runs there
+        swarm.server.script.scenarios.extend(swarm_script(["LEG-1"]).scenarios)  # type: ignore[arg-type]
+    project_id = alpha.json("config")["settings"]["project_id"]["value"]
+    modes = ("plan", "implement", "review", "finish")
+    sessions = [str(uuid.uuid5(uuid.UUID(project_id), f"LEG-1:{mode}")) for mode in modes]
+    sampled = _Sampler(sessions).start()
+    seen_on_alpha: set[tuple[str, str]] = set()  # (host, state) of LEG-1's worker, from alpha
+    alpha_windows: set[str] = set()
+    beta_windows: set[str] = set()
+
+    def done() -> bool:
+        for worker in alpha.json("workers"):
+            seen_on_alpha.add((worker["host"], worker["state"]))
+        alpha_windows.update(_worker_windows(alpha))
+        beta_windows.update(_worker_windows(beta))
+        return issue_status(alpha, "LEG-1") == "Done"
+
+    alpha.legion("issue", "create", "Feature one", "--body", "Add feature one.")
+    try:
+        with Daemon(alpha):
+            wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+            with Daemon(beta):
+                wait_until("LEG-1 Done", done, timeout=200)
+                wait_until("beta closes the last window", lambda: not _worker_windows(beta))
+    finally:
+        sampled.stop()
+    assert alpha_windows == set(), alpha_windows  # alpha ran its controller only
+    assert {"leg-1-plan", "leg-1-implement", "leg-1-review", "leg-1-finish"} <= beta_windows
+    assert ("beta", "running") in seen_on_alpha, seen_on_alpha
+    assert all(host == "beta" for host, _ in seen_on_alpha), seen_on_alpha
+    assert max(sampled.most.values()) == 1, sampled.most
+    started = [e["detail"] for e in alpha.json("log", "-n", "500") if e["action"] == "host_start"]
+    assert len(started) >= 6 and all(": started leg-1-" in d for d in started), started
+    pr = alpha.json("issue", "show", "LEG-1")["pr"]
+    assert pr["state"] == "merged"
+    assert [r["outcome"] for r in pr["reviews"]] == ["changes_requested", "approved"]
+    # Merged through the shared remote: the feature and the retro's learnings are on its main.
+    shown = subprocess.run(
+        ["git", "--git-dir", str(shared_remote), "ls-tree", "-r", "--name-only", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert {"src/feature_1.py", "docs/solutions/leg-1.md"} <= set(shown), shown
+    assert alpha.json("workers") == []

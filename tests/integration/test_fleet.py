@@ -18,10 +18,12 @@ from legion.bus.model import AgentRole, Channel
 from legion.bus.stored import PostgresBus
 from legion.config import load_project
 from legion.core.fleet import HostState
+from legion.core.liveness import SessionState
 from legion.core.model import Mode
 from legion.daemon.bus_listener import BusListener
 from legion.errors import ConflictError, NotFoundError
 from legion.fleet import FencedStore, Fleet, LeaseLostError
+from legion.sessions.placement import HostSessions
 from legion.sessions.registry import Registry
 from legion.store import Store, open_store
 from legion.trackers.local import LocalTracker
@@ -204,3 +206,42 @@ def test_with_a_fleet_leader_no_host_but_its_watches_the_sessions(
     Fleet(store).leave("build-1")
     store.close()
     assert not watched(here)
+
+
+def test_starts_asked_of_a_host_and_the_hosts_reports(
+    open_store: Callable[[], Store], tmp_path: Path
+) -> None:
+    """What the leader asks of a host is that host's to carry out, once, oldest first; what a
+    host reports is written only where it changed, and a worker it no longer runs loses its
+    report."""
+    store = open_store()
+    placement = HostSessions(store)
+    registry = Registry(store)
+    one = registry.start("LEG-1", Mode.PLAN, "s1", "leg-1-plan", Path(), host="beta")
+    two = registry.start("LEG-2", Mode.PLAN, "s2", "leg-2-plan", Path(), host="beta")
+    first = placement.ask_start("beta", 3, one.id, "plan it", "", wake="w")
+    placement.ask_start("beta", 3, two.id, "plan that", "alpha", wake="w")
+    assert placement.pending("gamma") == []
+    asked = placement.pending("beta")
+    assert [(c.worker_id, c.epoch, c.prompt, c.from_host) for c in asked] == [
+        (one.id, 3, "plan it", ""),
+        (two.id, 3, "plan that", "alpha"),
+    ]
+    placement.finish(first, "started leg-1-plan")
+    placement.finish(first, "again")  # once: the first outcome stands
+    assert [c.worker_id for c in placement.pending("beta")] == [two.id]
+    assert placement.outcome(first) == "started leg-1-plan"
+    # The host records the workspace it started the worker in.
+    placement.placed(one.id, tmp_path / "leg-1")
+    assert registry.current_by_id(one.id).workspace == tmp_path / "leg-1"  # type: ignore[union-attr]
+
+    placement.report("beta", {one.id: (SessionState.RUNNING, 10.0)}, {})
+    reports = placement.reports()
+    assert (reports[one.id].host, reports[one.id].state) == ("beta", SessionState.RUNNING)
+    stamped = reports[one.id].reported_at
+    time.sleep(0.05)
+    placement.report("beta", {one.id: (SessionState.RUNNING, 10.0)}, reports)  # unchanged
+    assert placement.reports()[one.id].reported_at == stamped
+    placement.report("beta", {two.id: (SessionState.IDLE, None)}, placement.reports())
+    after = placement.reports()
+    assert list(after) == [two.id] and after[two.id].last_activity is None

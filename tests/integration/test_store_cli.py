@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 from legion.config import load_project
+from legion.core.liveness import SessionState
 from legion.core.model import Mode
+from legion.fleet import Fleet
+from legion.sessions.placement import HostSessions
 from legion.sessions.registry import Registry
 from legion.store import open_store
 from tests.support.cli import git, run_legion
@@ -58,15 +62,26 @@ def test_two_hosts_share_one_project_in_postgresql(tmp_path: Path, postgres_url:
     listed = run_legion("issue", "list", "--json", cwd=first, env=first_env)
     assert [issue["title"] for issue in json.loads(listed.stdout)] == ["Made on one", "Made on two"]
 
-    # Each worker says its host; another host's cannot be seen from here, and is not called dead.
-    Registry(open_store(load_project(first, {**os.environ, **first_env}))).start(
+    # Each worker says its host; another host's is seen as that host last reported it, and is
+    # dead once that host is lost.
+    store = open_store(load_project(first, {**os.environ, **first_env}))
+    record = Registry(store).start(
         "LEG-1", Mode.PLAN, "sid-1", "leg-1-plan", first, runtime="claude-code", host="one"
     )
+    Fleet(store).join("one", 2, 60.0)
+    HostSessions(store).report("one", {record.id: (SessionState.IDLE, 5.0)}, {})
     [worker] = json.loads(run_legion("workers", "--json", cwd=second, env=second_env).stdout)
-    assert worker["host"] == "one"
-    table = run_legion("workers", cwd=second, env={**second_env, "LEGION_HOST_NAME": "two"})
+    assert (worker["host"], worker["state"]) == ("one", "idle")
+    env_two = {**second_env, "LEGION_HOST_NAME": "two"}
+    table = run_legion("workers", cwd=second, env=env_two)
     assert table.stdout.split("\n")[0].split()[:4] == ["Issue", "Mode", "Host", "State"]
-    assert "elsewhere" in table.stdout and "dead" not in table.stdout
+    assert table.stdout.split("\n")[1].split()[:4] == ["LEG-1", "plan", "one", "idle"]
+    time.sleep(0.2)  # its heartbeat older than the timeout below: lost
+    lost = run_legion(
+        "workers", "--json", cwd=second, env={**env_two, "LEGION_HOST_TIMEOUT": "0.1"}
+    )
+    assert json.loads(lost.stdout)[0]["state"] == "dead"
+    store.close()
 
     # Without the setting, the second host has no project records of its own.
     alone = run_legion("issue", "list", cwd=second, env={**second_env, "LEGION_STORE": ""})

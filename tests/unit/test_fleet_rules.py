@@ -1,5 +1,6 @@
 """The fleet's rules (`legion.core.fleet`), pure: at most one leader at any time, a new epoch
-at each change of holder, a lost host told by its heartbeat, a capacity from cores and memory."""
+at each change of holder, a lost host told by its heartbeat, a capacity from cores and memory,
+where a session is placed, and how another host's worker is seen."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ from hypothesis import strategies as st
 from legion.core.fleet import (
     HostState,
     Lease,
+    Room,
     default_max_sessions,
     host_state,
     leads,
+    place,
+    remote_session_state,
     take_lease,
 )
+from legion.core.liveness import SessionState
 
 HOSTS = ("a", "b", "c")
 
@@ -66,3 +71,56 @@ def test_host_states_and_capacity() -> None:
     assert default_max_sessions(2, 24 * gib) == 4  # two a core
     assert default_max_sessions(64, 8 * gib) == 16  # half a GiB each
     assert default_max_sessions(1, 100) == 1  # at least one
+
+
+def test_a_session_goes_where_its_workspace_is_then_to_the_leader_then_where_most_room_is() -> None:
+    rooms = {
+        "alpha": Room(open=True, free=1),
+        "beta": Room(open=True, free=3),
+        "gamma": Room(open=True, free=3),
+        "full": Room(open=True, free=0),
+        "drained": Room(open=False, free=5),
+    }
+    assert place("alpha", "beta", rooms) == "beta"  # its workspace and transcript are there
+    assert place("alpha", "", rooms) == "alpha"  # a new issue: the leader's own host
+    assert place("alpha", "full", rooms) == "alpha"  # its host has no room: moved
+    assert place("alpha", "drained", rooms) == "alpha"  # nor one that takes nothing new
+    assert place("alpha", "gone", rooms) == "alpha"  # nor one that left the fleet
+    # The leader full too: the most room, by name on a tie.
+    assert place("full", "", rooms) == "beta"
+    assert place("full", "drained", {"full": rooms["full"], "drained": rooms["drained"]}) is None
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.builds(Room, st.booleans(), st.integers(-2, 4)),
+    ),
+    st.sampled_from(["a", "b", "x"]),
+    st.sampled_from(["", "a", "c", "x"]),
+)
+def test_placement_only_ever_picks_a_host_with_room(
+    rooms: dict[str, Room], here: str, holder: str
+) -> None:
+    placed = place(here, holder, rooms)
+    roomy = [name for name, room in rooms.items() if room.open and room.free > 0]
+    if placed is None:
+        assert roomy == []
+    else:
+        assert placed in roomy
+        if holder in roomy:
+            assert placed == holder
+
+
+def test_another_hosts_worker_is_seen_as_reported_while_its_host_lives() -> None:
+    up, lost = HostState.UP, HostState.LOST
+    assert remote_session_state(up, SessionState.IDLE, 500.0, 60.0) is SessionState.IDLE
+    assert remote_session_state(HostState.DRAINING, SessionState.RUNNING, 1.0, 60.0) is (
+        SessionState.RUNNING
+    )
+    # Its host lost, stopped, or never in the fleet: dead, whatever it said last.
+    for host in (lost, HostState.STOPPED, None):
+        assert remote_session_state(host, SessionState.RUNNING, 1.0, 60.0) is SessionState.DEAD
+    # Asked of its host, not reported yet: starting for the allowance, then dead.
+    assert remote_session_state(up, None, 59.0, 60.0) is SessionState.RUNNING
+    assert remote_session_state(up, None, 61.0, 60.0) is SessionState.DEAD

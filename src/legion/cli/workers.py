@@ -129,7 +129,7 @@ def workers(
     from legion.fleet import host_name
     from legion.store import is_postgres
 
-    # In a fleet, which host runs each; another host's sessions cannot be seen from here.
+    # In a fleet, which host runs each (another host's as it last reported them).
     here = host_name(project.settings) if is_postgres(project.settings.store) else None
     table = Table(box=None, header_style="bold", pad_edge=False)
     host = ("Host",) if here is not None else ()
@@ -140,12 +140,11 @@ def workers(
         data = view.to_json(now)
         age = data["transcript_age_s"]
         task_list = tasks[view.record.session_id]
-        elsewhere = here is not None and view.record.host not in ("", here)
         table.add_row(
             for_display(view.record.issue),
             view.record.mode.value,
             *([] if here is None else [for_display(view.record.host or "-")]),
-            "elsewhere" if elsewhere else view.state.value,
+            view.state.value,
             for_display(view.record.runtime),
             for_display(view.record.window),
             "-" if age is None else f"{age:.0f}s ago",

@@ -11,8 +11,11 @@ leader paused past its lease, or cut off) is known for what it is and refused (`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+
+from legion.core.liveness import SessionState
 
 # What one busy Claude Code session holds: about a core, and 250-300 MB.
 SESSION_MEMORY_BYTES = 512 * 1024 * 1024
@@ -75,3 +78,49 @@ def default_max_sessions(cores: int, memory_bytes: int) -> int:
     its memory, whichever is fewer; at least one."""
     by_memory = memory_bytes // SESSION_MEMORY_BYTES
     return max(1, min(cores * SESSIONS_PER_CORE, by_memory))
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """A host as placement sees it: whether it takes new sessions (up, not draining) and how
+    many more it has room for (its capacity less the sessions it runs)."""
+
+    open: bool
+    free: int
+
+
+def place(here: str, holder: str, rooms: Mapping[str, Room]) -> str | None:
+    """Which host starts an issue's next session, or None when no host has room (it waits).
+
+    The host that holds the issue's workspace and transcript (`holder`, where its last worker
+    ran; "" for none) when it has room: a resume there needs no checkpoint. Else the leader's
+    own host (`here`) when it has room: no round trip through the store to start or to watch
+    it. Else the open host with the most room (by name on a tie), which restores the issue's
+    last checkpoint."""
+
+    def has_room(name: str) -> bool:
+        room = rooms.get(name)
+        return room is not None and room.open and room.free > 0
+
+    for preferred in (holder, here):
+        if preferred and has_room(preferred):
+            return preferred
+    candidates = sorted((-room.free, name) for name, room in rooms.items() if has_room(name))
+    return candidates[0][1] if candidates else None
+
+
+def remote_session_state(
+    host: HostState | None,
+    reported: SessionState | None,
+    since_start: float,
+    start_allowance: float,
+) -> SessionState:
+    """The state the leader sees of a worker another host runs: dead
+    when that host is lost, stopped or unknown; else what the host last reported of it; else,
+    before its first report, running (starting) for `start_allowance` seconds from the start
+    the leader asked for, and dead after (the host never started it)."""
+    if host not in (HostState.UP, HostState.DRAINING):
+        return SessionState.DEAD
+    if reported is not None:
+        return reported
+    return SessionState.RUNNING if since_start <= start_allowance else SessionState.DEAD

@@ -31,11 +31,17 @@ class BusListener:
     once on each (re)connection (a post may have come while it was not listening)."""
 
     def __init__(
-        self, url: str, project_name: Callable[[], str], wake: Callable[[], object]
+        self,
+        url: str,
+        project_name: Callable[[], str],
+        wake: Callable[[], object],
+        also: str | None = None,
     ) -> None:
+        """`also`: another payload that wakes the daemon (a start asked of its host)."""
         self.url = url
         self.project_name = project_name
         self.wake = wake
+        self.also = also
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.listening = threading.Event()  # set while LISTEN holds (tests wait for it)
@@ -73,6 +79,6 @@ class BusListener:
     def _listen(self, conn: Any, name: str) -> None:
         while not self._stop.is_set():
             for note in conn.notifies(timeout=LOOK_S):
-                if note.payload == name:
+                if note.payload in (name, self.also):
                     with contextlib.suppress(Exception):
                         self.wake()

@@ -67,6 +67,9 @@ class FleetMembership:
         # call that took it, so never later than by the store's (a thread that can no longer
         # reach the store stops leading in time).
         self._lease_ends = 0.0
+        # Until when this host's last heartbeat keeps it from being taken for lost, by this
+        # machine's clock (as the lease's end).
+        self._alive_ends = float("inf")
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -82,8 +85,9 @@ class FleetMembership:
         store = open_store(self.project)
         try:
             fleet = Fleet(store)
+            beat_at = time.monotonic()
             fleet.join(self.name, self.capacity, self.duration)
-            self._lead(fleet)
+            self._lead(fleet, beat_at)
         finally:
             store.close()
         self._thread = threading.Thread(target=self._beat, name="legion-fleet", daemon=True)
@@ -93,14 +97,18 @@ class FleetMembership:
         )
         self._watchdog.start()
 
-    def _lead(self, fleet: Fleet) -> None:
+    def _lead(self, fleet: Fleet, beat_at: float) -> None:
+        """Take or renew the lease, after a heartbeat that the store took, asked at `beat_at`
+        (monotonic). Either holds for a lease's time from when it was asked: the fence is told
+        so, leader or not (a follower's sessions are restarted elsewhere once it is lost)."""
         asked = time.monotonic()
         lease = fleet.lead(self.name, self.duration)
         with self._lock:
             before = self._lease.epoch if self._lease is not None else None
             self._lease = lease
             self._lease_ends = asked + self.duration * (1 - STOP_MARGIN)
-            self.on_lease(self._lease_ends if lease is not None else None)
+            self._alive_ends = beat_at + self.duration * (1 - STOP_MARGIN)
+            self.on_lease(self._lease_ends if lease is not None else self._alive_ends)
         if (lease.epoch if lease is not None else None) != before:
             self.wake()
 
@@ -112,15 +120,23 @@ class FleetMembership:
 
     def _lapsed(self) -> None:
         """The lease this daemon held ran out by its own clock and could not be renewed (the
-        store unreachable): its sessions stop now, whatever the loop is doing, before another
-        host may take the lease and them."""
+        store unreachable), or, in a fleet, its host's last heartbeat is as old: its sessions
+        stop now, whatever the loop is doing, before another host may take the lease, or
+        take this host for lost, and start them."""
+        now = time.monotonic()
         with self._lock:
-            held = self._lease is not None and time.monotonic() >= self._lease_ends
+            held = self._lease is not None and now >= self._lease_ends
             if held:
                 self._lease = None
-        if held:
+            # A follower cut off as long: the leader is about to take it for lost and start
+            # the workers it runs elsewhere.
+            lost = not held and self._lease is None and now >= self._alive_ends
+            if lost:
+                self._alive_ends = float("inf")  # once, until a heartbeat lands again
+        if held or (lost and self.in_fleet):
             with contextlib.suppress(LegionError):
                 self.stop_sessions()
+        if held:
             self.on_lease(None)
             self.wake()
 
@@ -134,8 +150,9 @@ class FleetMembership:
                     if store is None:
                         store = open_store(self.project)
                     fleet = Fleet(store)
+                    beat_at = time.monotonic()
                     fleet.heartbeat(self.name, self.capacity)
-                    self._lead(fleet)
+                    self._lead(fleet, beat_at)
                     self._failing = None
                 except LegionError as exc:
                     # Again within a second: the lease is renewed as soon as the store answers.
@@ -161,16 +178,20 @@ class FleetMembership:
         for thread in (self._thread, self._watchdog):
             if thread is not None:
                 thread.join(10)
-        keep = self.in_fleet and self._epoch() is not None and self.sessions_running()
+        running = self.in_fleet and self.sessions_running()
+        keep_lease = running and self._epoch() is not None
+        # A follower's sessions (workers the leader placed here) go on too: its host is not
+        # marked stopped, and another host takes them once it is lost and they are fenced.
+        keep_host = running and not keep_lease
         # What the daemon writes as it stops (its last log line) is no leader's decision.
         self.leading_epoch = self.fenced.epoch = None
         with contextlib.suppress(LegionError):
             store = open_store(self.project)
             try:
-                Fleet(store).leave(self.name, keep_lease=keep)
+                Fleet(store).leave(self.name, keep_lease=keep_lease, keep_host=keep_host)
             finally:
                 store.close()
-        return keep
+        return running
 
     # -- the tick's step --------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from legion.proxy.server import ModelProxy, codex_upstream_from, upstream_from
 from legion.reconcile import Reconciler
 from legion.relay import socket_path
 from legion.relay.server import RelayServer, relay_server
+from legion.sessions.placement import wake_name
 from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
 from legion.statefiles import open_private, private_folder, touch_private, write_private
@@ -47,6 +48,7 @@ from .bus_steps import BusSteps
 from .checkpoint_step import WorkspaceCheckpoints
 from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
 from .fleet_step import FleetMembership
+from .host_step import HostWork
 from .idle_step import IdleSpendWatch
 from .reaper import StuckWorkerReaper
 from .reconcile_step import PauseReport, ReconcileStep
@@ -137,7 +139,11 @@ class Daemon:
             None
             if bus_url is None
             else BusListener(
-                bus_url, lambda: project_channel_name(project), lambda: poke(wake_fifo(project))
+                bus_url,
+                lambda: project_channel_name(project),
+                lambda: poke(wake_fifo(project)),
+                # A start the leader asks of this host wakes it too.
+                also=wake_name(project.settings.project_id, host_name(project.settings)),
             )
         )
         self.idle_spend = IdleSpendWatch(
@@ -158,6 +164,20 @@ class Daemon:
         )
         self.pause_report = PauseReport(self.pause, say=config.say_pause)
         self.steps = self._steps()
+        # In a fleet: what every host does for the workers it runs (`legion.sessions.placement`).
+        self._reporting: list[Step] = []
+        self._hosting: list[Step] = []
+        if self.membership.in_fleet:
+            work = HostWork(self.workers, self.log)
+            self._reporting = [Step("session_reports", work.report)]
+            self._hosting = [
+                Step("host_commands", work.commands),
+                Step("worker_start", self.start_follow_up.run),
+                Step("worker_health", self.reaper.run),
+                Step("close_retired", work.close_retired),
+                Step("session_reports", work.report),
+                Step("checkpoint", self.checkpoints.run),
+            ]
         self._stopping = False
         self.stopped_by: int | None = None  # the signal that stopped the run, if one did
         self.workers.starts.should_stop = lambda: self._stopping  # no wait outlasts a stop
@@ -437,13 +457,18 @@ class Daemon:
         # One look at the windows serves every step, until one opens or closes a window.
         with span("tick"), self.workers.windows.one_look():
             results = [self._run(Step("fleet", self.membership.follow))]
-            # A follower (another host leads) runs no controller and no pass: it waits to
-            # lead. By hand (manual mode) a host runs the sessions started on it either way.
+            self.workers.leading_epoch = self.membership.leading_epoch
+            # A follower (another host leads) runs no controller and no pass: it runs the
+            # workers the leader placed on it, and waits to lead. By hand (manual mode) a host
+            # runs the sessions started on it either way.
             if self.membership.leading or self.config.mode == "manual":
-                for step in self.steps:
-                    results.append(self._run(step))
-                    if self._store_down_now:
-                        break  # the rest would wait for the store's server too: next tick
+                steps = self.steps + self._reporting
+            else:
+                steps = self._hosting
+            for step in steps:
+                results.append(self._run(step))
+                if self._store_down_now:
+                    break  # the rest would wait for the store's server too: next tick
         self._store_back()
         self._next_wait = soonest(self.config.tick, results)
 

@@ -232,6 +232,22 @@ class LocalForge:
             )
         self._move_base(base, theirs, ours, f"legion: {base} from {remote}")
 
+    def _branch_head(self, branch: str, remote: str | None) -> str | None:
+        """A PR branch's head: this clone's; in a fleet, the shared remote's where this clone
+        has none or an older one (its worker ran on another host, and pushed it there)."""
+        ours = rev_parse(self.repo, f"refs/heads/{branch}")
+        if remote is None:
+            return ours
+        fetched = run_git(
+            self.repo, "fetch", "--quiet", remote, f"refs/heads/{branch}", check=False
+        )
+        theirs = rev_parse(self.repo, "FETCH_HEAD") if fetched.returncode == 0 else None
+        if theirs is None or theirs == ours:
+            return ours
+        if ours is None or is_ancestor(self.repo, ours, theirs):
+            return theirs
+        return ours
+
     def _move_base(self, base: str, to: str, was: str | None, why: str) -> None:
         """Move `base` here from `was` to `to` (a fast-forward where it is checked out, else a
         compare-and-swap of the ref)."""
@@ -250,7 +266,7 @@ class LocalForge:
 
     def _git_merge(self, pr: PullRequest, remote: str | None) -> str:
         base_sha = rev_parse(self.repo, f"refs/heads/{pr.base}")
-        head_sha = rev_parse(self.repo, f"refs/heads/{pr.branch}")
+        head_sha = self._branch_head(pr.branch, remote)
         # The PR exists but the repository no longer matches it: a conflict, not bad input.
         if base_sha is None:
             raise ConflictError(f"PR #{pr.number}: base branch {pr.base!r} does not exist")

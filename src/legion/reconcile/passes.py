@@ -14,6 +14,7 @@ from functools import partial
 from legion.actionlog import ActionLog
 from legion.config import Project
 from legion.core.decide import Action
+from legion.core.fleet import HostState
 from legion.core.model import Status
 from legion.daemon_link import running_pid
 from legion.fleet import Fleet, this_host
@@ -209,6 +210,10 @@ class _Pass:
         limits = o.project.settings.limits
         held = guard.observed("the model's hold", partial(why_held, o.log.db, limits))
         host, capacity = this_host(o.project.settings)
+        if o.workers.in_fleet:
+            # The fleet's hosts that take sessions, less the controller on this one: each
+            # start is placed on one with room (`legion.core.fleet.place`).
+            capacity = guard.observed("the fleet's room", partial(fleet_capacity, o))
         draining = guard.observed("this host's drain", partial(Fleet(o.log.db).draining, host))
         starts = Starts(
             ctx,
@@ -236,3 +241,10 @@ class _Pass:
             guard.guarded(
                 "-", "sweep_workspaces", partial(sweep_workspaces, ctx, views, done), plan=False
             )
+
+
+def fleet_capacity(o: Reconciler) -> int:
+    """How many workers the fleet's open hosts run at once: their capacities, less the
+    controller this leader runs."""
+    hosts, _ = Fleet(o.log.db).hosts(o.project.settings.host_timeout)
+    return sum(h.capacity for h in hosts if h.state is HostState.UP) - 1

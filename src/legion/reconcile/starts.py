@@ -14,7 +14,13 @@ from legion.core.budget import Spent, over_issue_budget
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label, Mode
 from legion.core.usage import total
-from legion.errors import ConfigError, LegionError, ToolMissingError, WorkerStartError
+from legion.errors import (
+    ConfigError,
+    LegionError,
+    NoRoomError,
+    ToolMissingError,
+    WorkerStartError,
+)
 from legion.feedback import ask_human
 from legion.pause import DispatchPause
 from legion.proxy.budget import Allowances
@@ -108,9 +114,8 @@ class Starts:
         if self.wip_full(mode):
             return deferred(f"WIP limit {self.wip_limit} reached")
         if self.capacity is not None and self.sessions >= self.capacity:
-            return deferred(
-                f"this host runs {self.sessions} sessions, its capacity (`max_sessions`)"
-            )
+            where = "the fleet's hosts run" if self.ctx.workers.in_fleet else "this host runs"
+            return deferred(f"{where} {self.sessions} sessions, their capacity (`max_sessions`)")
         return None
 
     def blocked(self, issue: str, mode: Mode) -> Step | None:
@@ -154,6 +159,8 @@ class Starts:
                 view = start_worker(workers, tracker, issue, mode, wait=False)
             else:
                 view = resume_worker(workers, tracker, issue, mode, prompt, wait=False)
+        except NoRoomError as exc:
+            return deferred(str(exc))
         except START_FAILURES as exc:
             self._start_failed(str(exc))
             raise

@@ -100,6 +100,14 @@ class Registry:
             ).fetchone()
         return None if row is None else _record(row)
 
+    def current_by_id(self, record_id: int) -> WorkerRecord | None:
+        """Worker `record_id`, unless it is retired."""
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT * FROM workers WHERE id = ? AND ended_at IS NULL", (record_id,)
+            ).fetchone()
+        return None if row is None else _record(row)
+
     def history(self) -> list[tuple[WorkerRecord, str | None]]:
         """Every worker ever started, oldest first, with when it was retired (None: current)."""
         with self._db.read() as conn:

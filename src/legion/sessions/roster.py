@@ -7,17 +7,20 @@ phase of an issue used, a worker's screen and its task list. It reads; it starts
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from legion.core.liveness import SessionState
+from legion.core.fleet import remote_session_state
+from legion.core.liveness import START_S, SessionState
 from legion.core.model import Mode, normalize_identifier
 from legion.core.stamps import instant
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage, larger_per_phase
 from legion.errors import NotFoundError
+from legion.fleet import Fleet
 from legion.proxy.ledger import UsageLedger
 from legion.proxy.questions import AskedQuestions
 from legion.runtime.tmux import Window
@@ -28,6 +31,7 @@ from legion.runtime.transcript import (
     question_from_input,
 )
 from legion.sessions.observer import classify
+from legion.sessions.placement import HostSessions
 from legion.sessions.registry import Registry, WorkerRecord
 from legion.sessions.runtimes import RuntimeChoice
 from legion.sessions.windows import SessionWindows
@@ -81,22 +85,39 @@ class WorkerRoster:
         windows: SessionWindows,
         runtimes: RuntimeChoice,
         env: Mapping[str, str],
+        *,
+        here: str | None = None,
+        host_timeout: float = 0.0,
     ) -> None:
-        """`env`: the sessions' environment, which says where each CLI keeps its files."""
+        """`env`: the sessions' environment, which says where each CLI keeps its files.
+        `here`: this host's name in a fleet (None: no fleet, every worker is this machine's);
+        a worker recorded under another host is seen through that host's reports
+        (`legion.sessions.placement`), as of `host_timeout`."""
         self.registry = registry
         self.windows = windows
         self.runtimes = runtimes
         self.env = env
+        self.here = here
+        self.host_timeout = host_timeout
 
-    def views(self) -> list[WorkerView]:
-        """Every worker in the registry, with its state. Raises `TmuxUnavailable` when tmux
-        cannot say which windows run: that is unknown, never "all dead"."""
+    def views(self, *, here_only: bool = False) -> list[WorkerView]:
+        """Every worker in the registry, with its state (`here_only`: only those this host
+        runs). Raises `TmuxUnavailable` when tmux cannot say which windows run: that is
+        unknown, never "all dead"."""
         records = self.registry.current()
+        here = self.here
+        if here_only and here is not None:
+            records = [r for r in records if r.host in ("", here)]
         if not records:
             return []
+        elsewhere = [] if here is None else [r for r in records if r.host not in ("", here)]
+        remote = self._remote_views(elsewhere) if elsewhere else {}
         windows = {window.name: window for window in self.windows.list()}
         views = []
         for record in records:
+            if record.id in remote:
+                views.append(remote[record.id])
+                continue
             window = windows.get(record.window)
             alive = window is not None and not window.pane_dead
             runtime = self.runtimes.of(record)
@@ -117,6 +138,28 @@ class WorkerRoster:
                 )
             )
         return views
+
+    def _remote_views(self, records: list[WorkerRecord]) -> dict[int, WorkerView]:
+        """Workers other hosts run (by record id), as their hosts last reported them; a host
+        that never joined the fleet runs none (a record from before it, or from a stopped
+        fleet): those are left to this host's own look."""
+        hosts, _ = Fleet(self.registry.db).hosts(self.host_timeout)
+        states = {host.name: host.state for host in hosts}
+        reports = HostSessions(self.registry.db).reports()
+        found: dict[int, WorkerView] = {}
+        for record in records:
+            if record.host not in states:
+                continue
+            report = reports.get(record.id)
+            state = remote_session_state(
+                states[record.host],
+                report.state if report is not None and report.host == record.host else None,
+                max(0.0, time.time() - instant(record.started_at)),
+                START_S + self.host_timeout,
+            )
+            activity = report.last_activity if report is not None else None
+            found[record.id] = WorkerView(record, None, state, record.workspace, activity, None)
+        return found
 
     def _with_asked_question(
         self, session_id: str, summary: TranscriptSummary

@@ -18,20 +18,23 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from legion.bus.model import AgentStatus
+from legion.bus.postgres_schema import WAKE_CHANNEL
 from legion.config import Project
 from legion.core.decide import session_mode
+from legion.core.fleet import HostState, Room, place
 from legion.core.ids import session_id
 from legion.core.liveness import SessionState
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Mode, normalize_identifier
 from legion.core.stamps import stamp_at
-from legion.errors import ConflictError, InputError, WorkerStartError
+from legion.errors import ConflictError, InputError, NoRoomError, WorkerStartError
 from legion.faults import fault_point
-from legion.fleet import host_name
+from legion.fleet import Fleet, host_name
 from legion.locking import exclusive
 from legion.relay.capabilities import Capabilities
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import Tmux, Window
+from legion.sessions.placement import HostCommand, HostSessions, wake_name
 from legion.sessions.prompting import transcript_size
 from legion.sessions.registry import Registry, WorkerRecord
 from legion.sessions.roster import WorkerRoster, WorkerView
@@ -84,14 +87,25 @@ class WorkerManager:
         self.supervisor = SessionSupervisor(
             project, self.windows, self.starts, env, capabilities, relay=relay
         )
-        self.roster = WorkerRoster(registry, self.windows, self.runtimes, env)
+        self.roster = WorkerRoster(
+            registry,
+            self.windows,
+            self.runtimes,
+            env,
+            here=host_name(project.settings) if is_postgres(project.settings.store) else None,
+            host_timeout=project.settings.host_timeout,
+        )
         self._workspaces = workspaces
         # The fleet's name for this machine, recorded with each worker it starts.
         self.host = host_name(project.settings)
         # In a fleet, the shared remote its hosts' checkpoints go to (`legion.fleet`).
-        self.shared_remote = (
-            project.settings.remote if is_postgres(project.settings.store) else None
-        )
+        self.in_fleet = is_postgres(project.settings.store)
+        self.shared_remote = project.settings.remote if self.in_fleet else None
+        # The epoch this host leads the fleet under (set by the daemon while it leads): only a
+        # leader places workers on other hosts.
+        self.leading_epoch: int | None = None
+        notify = f"SELECT pg_notify('{WAKE_CHANNEL}', ?)" if self.in_fleet else None
+        self.placement = HostSessions(registry.db, notify)
 
     def _lock(self) -> AbstractContextManager[None]:
         return exclusive(self.project.state_dir / "workers.lock")
@@ -116,10 +130,8 @@ class WorkerManager:
                     f"{identifier} already has a live worker: window {live[0].record.window} "
                     f"({live[0].state.value}); see `legion workers`"
                 )
-            with span("start: workspace", identifier):
-                workspace = self._workspace(identifier)
             prompt = self.worker_prompt(identifier, mode)
-            return self._start(identifier, mode, workspace, prompt, wait, marked)
+            return self._start_placed(identifier, mode, prompt, wait, marked)
 
     def worker_prompt(self, issue: str, mode: Mode) -> str:
         """How `mode`'s worker on `issue` is told to use its skill, on the CLI it runs on."""
@@ -161,29 +173,104 @@ class WorkerManager:
             # A new window, not typed into a running one: the CLI there, a daemon to host it.
             self.runtimes.for_worker(identifier, mode).executable()
             self.supervisor.require_daemon()
-            with span("start: workspace", identifier):
-                workspace = self._workspace(identifier)
-            return self._start(identifier, mode, workspace, prompt, wait, marked)
+            return self._start_placed(identifier, mode, prompt, wait, marked)
 
-    def _workspace(self, identifier: str) -> Path:
-        """The issue's workspace on this host: the one there is, else a new one. In a fleet, a
-        new one for an issue whose last worker ran on another host takes the issue over: the
-        issue's last checkpoint, from the shared remote, is laid into it (files and session)."""
-        found = self._workspaces.get(identifier)
-        if found is not None:
-            return found.path
-        workspace = self._workspaces.ensure(identifier).path
+    def _start_placed(
+        self, identifier: str, mode: Mode, prompt: str, wait: bool, marked: Marker
+    ) -> WorkerView:
+        """Start the worker on the host placement picks: here, in this host's workspace, or
+        on another host of the fleet, asked through the store."""
         latest = self.registry.latest(identifier)
+        from_host = latest.host if latest is not None else ""
+        host = self._place(identifier, from_host)
+        if host != self.host:
+            return self._ask_start(host, identifier, mode, prompt, from_host, marked)
+        with span("start: workspace", identifier):
+            workspace = self._workspace(identifier, from_host)
+        return self._start(identifier, mode, workspace, prompt, wait, marked)
+
+    def _place(self, identifier: str, from_host: str) -> str:
+        """The host the issue's next session starts on (`legion.core.fleet.place`): always
+        this one on one machine, and in a fleet under a leader that places none elsewhere."""
+        if not self.in_fleet or self.leading_epoch is None:
+            return self.host
+        with span("start: place", identifier):
+            hosts, _ = Fleet(self.registry.db).hosts(self.project.settings.host_timeout)
+        rooms = {
+            host.name: Room(
+                open=host.state is HostState.UP,
+                # The leader's host runs the controller too.
+                free=host.capacity - host.sessions - (1 if host.leader else 0),
+            )
+            for host in hosts
+        }
+        placed = place(self.host, from_host, rooms)
+        if placed is None:
+            raise NoRoomError(
+                f"no host of the fleet has room for {identifier}'s worker (`legion hosts`)"
+            )
+        return placed
+
+    def _ask_start(
+        self, host: str, issue: str, mode: Mode, prompt: str, from_host: str, marked: Marker
+    ) -> WorkerView:
+        """Record the worker under `host` and ask that host to start it (`legion.sessions.
+        placement`). Its workspace is that host's, recorded when it starts."""
+        assert self.leading_epoch is not None
+        sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
+        runtime = self.runtimes.for_worker(issue, mode)
+        name = window_name(issue, mode)
+        with span("start: record", issue):
+            record = self.registry.start(issue, mode, sid, name, Path(), runtime.name, host=host)
+        with marked(issue), span("start: ask the host", issue):
+            self.placement.ask_start(
+                host,
+                self.leading_epoch,
+                record.id,
+                prompt,
+                from_host,
+                wake_name(self.project.settings.project_id, host),
+            )
+        return WorkerView(record, None, SessionState.RUNNING, Path(), None, None)
+
+    def start_asked(self, command: HostCommand) -> str:
+        """Carry out a start the leader asked of this host: the workspace (restored from the
+        issue's last checkpoint when the issue moved here), the window, the session. How it
+        went, in a line."""
+        record = self.registry.current_by_id(command.worker_id)
+        if record is None or record.host != self.host:
+            return "not started: the worker is no longer this host's to start"
+        issue = record.issue
+        with self._lock():
+            with span("start: workspace", issue):
+                workspace = self._workspace(issue, command.from_host)
+            self.placement.placed(record.id, workspace)
+            self._open(record, workspace, command.prompt, wait=False)
+        return f"started {record.window} in {workspace}"
+
+    def _workspace(self, identifier: str, from_host: str) -> Path:
+        """The issue's workspace on this host: the one there is, else a new one. In a fleet,
+        when the issue's last worker ran on another host (`from_host`), this host takes the
+        issue over: the issue's last checkpoint, from the shared remote, is laid into a new
+        workspace (files and session); one left here from earlier is out of date, and goes
+        first (unless it holds work: then the start is refused, in a line)."""
         remote = self.shared_remote
-        if remote is not None and latest is not None and latest.host not in ("", self.host):
+        moved = remote is not None and from_host not in ("", self.host)
+        found = self._workspaces.get(identifier)
+        if found is not None and not moved:
+            return found.path
+        if found is not None:
+            self._workspaces.remove(identifier)
+        workspace = self._workspaces.ensure(identifier).path
+        if moved and remote is not None:
             with span("start: take over", identifier):
-                self._take_over(identifier, workspace, latest, remote)
+                self._take_over(identifier, workspace, from_host, remote)
         return workspace
 
-    def _take_over(self, issue: str, workspace: Path, latest: WorkerRecord, remote: str) -> None:
-        """Restore on this host what issue's last worker, on host `latest.host`, left in its
+    def _take_over(self, issue: str, workspace: Path, from_host: str, remote: str) -> None:
+        """Restore on this host what issue's last worker, on host `from_host`, left in its
         last checkpoint; say so on the issue, with what is lost."""
-        where = f"host {latest.host} to {self.host}"
+        where = f"host {from_host} to {self.host}"
         if not checkpoint.fetch(self.project.root, remote, issue):
             note = (
                 f"Legion moved {issue} from {where}: no checkpoint of its workspace on the "
@@ -246,8 +333,6 @@ class WorkerManager:
     ) -> WorkerView:
         sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
         runtime = self.runtimes.for_worker(issue, mode)
-        transcript = runtime.transcript(self.env, workspace, sid)
-        size_before = transcript_size(transcript)
         name = window_name(issue, mode)
         # Recorded before `worker-active` goes on and before the window exists: a crash after
         # the label leaves a record of a dead worker, which the next pass restarts in the mode
@@ -260,26 +345,36 @@ class WorkerManager:
             )
         fault_point("after_registry_start")
         with marked(issue):
-            try:
-                window_id = self.supervisor.start_session_window(
-                    name,
-                    sid,
-                    prompt,
-                    workspace,
-                    {"LEGION_ISSUE_ID": issue, "LEGION_MODE": mode.value, "LEGION_SESSION_ID": sid},
-                    issue=issue,
-                    runtime=runtime,
-                )
-            except BaseException:
-                self.registry.retire(record.id)
-                raise
-            fault_point("after_window_started")
-            self.starts.expect(issue, window_id, transcript, size_before, runtime)
-            if wait:
-                failures = self.starts.await_starts()
-                if failures:
-                    raise WorkerStartError(failures[0][1])
-        window = Window(window_id, name, False, None, "", sid)
+            return self._open(record, workspace, prompt, wait=wait)
+
+    def _open(
+        self, record: WorkerRecord, workspace: Path, prompt: str, *, wait: bool
+    ) -> WorkerView:
+        """Open the recorded worker's window on this host and start its session there."""
+        issue, mode, sid = record.issue, record.mode, record.session_id
+        runtime = self.runtimes.of(record)
+        transcript = runtime.transcript(self.env, workspace, sid)
+        size_before = transcript_size(transcript)
+        try:
+            window_id = self.supervisor.start_session_window(
+                record.window,
+                sid,
+                prompt,
+                workspace,
+                {"LEGION_ISSUE_ID": issue, "LEGION_MODE": mode.value, "LEGION_SESSION_ID": sid},
+                issue=issue,
+                runtime=runtime,
+            )
+        except BaseException:
+            self.registry.retire(record.id)
+            raise
+        fault_point("after_window_started")
+        self.starts.expect(issue, window_id, transcript, size_before, runtime)
+        if wait:
+            failures = self.starts.await_starts()
+            if failures:
+                raise WorkerStartError(failures[0][1])
+        window = Window(window_id, record.window, False, None, "", sid)
         return WorkerView(record, window, SessionState.RUNNING, transcript, None, None)
 
     def answer(self, issue: str, answers: Sequence[str], *, timeout: float = 15.0) -> WorkerView:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from legion.store.fleet_schema import FLEET_TABLES
+from legion.store.fleet_schema import FLEET_TABLES, HOST_SESSION_TABLES, pg_fleet
 
 _TEXT = re.compile(r"\bTEXT\b")
 
@@ -181,4 +181,6 @@ MIGRATIONS: tuple[str, ...] = (
     + """
     ALTER TABLE workers ADD COLUMN host TEXT COLLATE "C" NOT NULL DEFAULT '';
     """,
+    # 3: workers on other hosts, as SQLite's 12.
+    pg_ddl(pg_fleet(HOST_SESSION_TABLES)),
 )

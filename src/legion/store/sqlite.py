@@ -19,7 +19,7 @@ from pathlib import Path
 from legion.errors import StoreError
 from legion.statefiles import private_folder
 from legion.store import Connection
-from legion.store.fleet_schema import FLEET_TABLES
+from legion.store.fleet_schema import FLEET_TABLES, HOST_SESSION_TABLES
 
 BUSY_TIMEOUT_S = 15.0
 # Seconds since the epoch by SQLite's clock (the machine's): what leases are timed by.
@@ -214,6 +214,9 @@ MIGRATIONS: tuple[str, ...] = (
     + """
     ALTER TABLE workers ADD COLUMN host TEXT NOT NULL DEFAULT '';
     """,
+    # 12: workers on other hosts than the leader's: the starts asked of each host, and what
+    # each reports of its sessions (`legion.sessions.placement`).
+    HOST_SESSION_TABLES,
 )
 
 

@@ -1,0 +1,109 @@
+"""What every daemon of a fleet does for the workers its host runs (`legion.sessions.placement`),
+whether it leads or not: it carries out the starts the leader asked of it, reports the state of
+each worker it runs, and closes each window of a worker whose record is retired or no longer
+this host's (the leader retires a worker on another host by its record alone).
+
+Cheap at every tick: the commands are one query, a report is written only for what changed
+since the last one, and the windows are the tick's one look.
+"""
+
+from __future__ import annotations
+
+from legion.actionlog import ActionLog, OutcomeKind
+from legion.core.liveness import SessionState
+from legion.errors import LegionError
+from legion.fleet import Fleet
+from legion.sessions.observer import CONTROLLER_WINDOW
+from legion.sessions.placement import START, HostSessions, Report
+from legion.sessions.workers import WorkerManager
+
+from .steps import DONE, StepResult
+
+
+class HostWork:
+    def __init__(self, workers: WorkerManager, log: ActionLog) -> None:
+        self.workers = workers
+        self.log = log
+        self.placement: HostSessions = workers.placement
+        self._reported: dict[int, Report] | None = None  # what this host last reported
+
+    @property
+    def host(self) -> str:
+        return self.workers.host
+
+    def commands(self) -> StepResult:
+        """Carry out the starts the current leader asked of this host, oldest first. One
+        asked under an older epoch is dropped: its leader was deposed, and the new one decides
+        again from what it sees."""
+        pending = self.placement.pending(self.host)
+        if not pending:
+            return DONE
+        lease = Fleet(self.workers.registry.db).leader()
+        for command in pending:
+            if lease is None or command.epoch != lease.epoch:
+                self.placement.finish(command.id, f"dropped: asked under epoch {command.epoch}")
+                continue
+            if command.kind != START:
+                self.placement.finish(command.id, f"dropped: unknown command {command.kind!r}")
+                continue
+            try:
+                outcome = self.workers.start_asked(command)
+            except LegionError as exc:
+                outcome = f"failed: {exc}"
+                self._report_dead(command.worker_id)
+            self.placement.finish(command.id, outcome)
+            self.log.append(
+                "-", "host_start", OutcomeKind.DONE, f"worker {command.worker_id}: {outcome}"
+            )
+        return DONE
+
+    def _report_dead(self, worker_id: int) -> None:
+        """A start that failed here: the leader sees the worker dead now (and restarts it, as
+        it does any that died), not after the start's allowance."""
+        before = self._reports()
+        states = {
+            wid: (seen.state, seen.last_activity)
+            for wid, seen in before.items()
+            if seen.host == self.host
+        }
+        states[worker_id] = (SessionState.DEAD, None)
+        self.placement.report(self.host, states, before)
+        self._reported = None  # read again at the next report
+
+    def _reports(self) -> dict[int, Report]:
+        if self._reported is None:
+            self._reported = {
+                wid: report
+                for wid, report in self.placement.reports().items()
+                if report.host == self.host
+            }
+        return self._reported
+
+    def report(self) -> StepResult:
+        """Report the state of each worker this host runs (only what changed)."""
+        views = self.workers.roster.views(here_only=True)
+        views = [view for view in views if view.record.host == self.host]
+        states = {view.record.id: (view.state, view.last_activity) for view in views}
+        before = self._reports()
+        self.placement.report(self.host, states, before)
+        self._reported = {
+            wid: Report(self.host, state, activity, 0.0)
+            for wid, (state, activity) in states.items()
+        }
+        return DONE
+
+    def close_retired(self) -> StepResult:
+        """Close each worker window here whose session has no current record on this host: the
+        leader retired it, or placed its issue's next session elsewhere."""
+        ours = {
+            record.session_id
+            for record in self.workers.registry.current()
+            if record.host == self.host
+        }
+        for window in self.workers.windows.list():
+            if window.tag and window.tag not in ours and window.name != CONTROLLER_WINDOW:
+                self.workers.windows.close_retired(window)
+                self.log.append(
+                    "-", "host_close", OutcomeKind.DONE, f"{window.name}: retired by the leader"
+                )
+        return DONE
