@@ -29,8 +29,12 @@ from tests.support.postgres import PostgresServer  # noqa: E402
 
 from legion.bus.model import AgentRole, Channel  # noqa: E402
 from legion.bus.stored import PostgresBus  # noqa: E402
+from legion.core.liveness import SessionState  # noqa: E402
+from legion.core.model import Mode  # noqa: E402
 from legion.daemon.bus_listener import BusListener  # noqa: E402
 from legion.fleet import Fleet  # noqa: E402
+from legion.sessions.placement import HostSessions, Report  # noqa: E402
+from legion.sessions.registry import Registry  # noqa: E402
 from legion.store import Store  # noqa: E402
 from legion.store.postgres import PgConnection, PostgresStore  # noqa: E402
 from legion.store.sqlite import SqliteStore  # noqa: E402
@@ -106,6 +110,63 @@ def heartbeat_cost(store: PostgresStore, rounds: int) -> None:
     print(
         f"  100 hosts at host_timeout 60 s: {hosts * 2 / every:.0f} write transactions/s and "
         f"{hosts * per_round / every:.0f} statements/s for the fleet's own upkeep"
+    )
+
+
+def host_tick_cost(url: str, hosts: int, sessions: int, ticks: int) -> None:
+    """What one follower's own steps send to the store at each tick, and what a leader's look
+    at its workers adds, with `hosts` hosts running `sessions` workers each: the statements
+    `daemon/host_step.py`, the stuck-worker check and the roster send (the commands asked of
+    the host, the registry read by the report, the reaper and the retired-window sweep, and
+    the reports written), every worker mid-turn with a moving transcript (each report
+    changes: the most it writes), and no command pending."""
+    store = PostgresStore(url, str(uuid.uuid4()), create=True)
+    try:
+        fleet = Fleet(store)
+        registry = Registry(store)
+        placement = HostSessions(store)
+        names = [f"host-{n}" for n in range(hosts)]
+        workers: dict[str, list[int]] = {}
+        for name in names:
+            fleet.join(name, sessions, 60.0)
+            workers[name] = [
+                registry.start(
+                    f"LEG-{len(names) * n + names.index(name) + 1}",
+                    Mode.IMPLEMENT,
+                    f"{name}-{n}",
+                    f"w-{name}-{n}",
+                    Path(),
+                    host=name,
+                ).id
+                for n in range(sessions)
+            ]
+        follower = names[-1]
+        before = {
+            wid: report for wid, report in placement.reports().items() if report.host == follower
+        }
+        with Counting() as counting:
+            for tick in range(ticks):
+                placement.pending(follower)  # the commands
+                for _ in range(3):  # the report's, the reaper's and the sweep's registry read
+                    registry.current()
+                states = {wid: (SessionState.RUNNING, 1000.0 + tick) for wid in workers[follower]}
+                placement.report(follower, states, before)
+                before = {
+                    wid: Report(follower, state, activity, 0.0)
+                    for wid, (state, activity) in states.items()
+                }
+        per_tick = sum(counting.seen.values()) / ticks
+        with Counting() as counting:
+            for _ in range(ticks):
+                fleet.hosts(60.0)
+                placement.reports()
+        remote = sum(counting.seen.values()) / ticks
+    finally:
+        store.close()
+    print(
+        f"a follower's own steps at each tick, {hosts} hosts x {sessions} workers, every worker "
+        f"mid-turn: {per_tick:.0f} statements (its reports in one write transaction); "
+        f"a leader's look at the other hosts' workers adds {remote:.0f} per look"
     )
 
 
@@ -192,6 +253,7 @@ def main() -> None:
         # The test server's settings: fsync off, so a commit costs no disk flush here.
         store_latency("PostgreSQL", pg, args.writes)
         heartbeat_cost(pg, 200)
+        host_tick_cost(url, 3, 10, 50)
         pg.close()
         failover(url, args.failovers, 3.0)
         cross_host_wakeups(url, args.messages)

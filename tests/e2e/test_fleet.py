@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from legion.demo.swarm_script import swarm_script
-from tests.fakes.model_server import bash, text
+from legion.demo.swarm_script import controller_scenarios, swarm_script
+from tests.fakes.model_server import Scenario, bash, text
 from tests.support.cli import git, run_legion
 from tests.support.swarm import (
     Daemon,
@@ -520,3 +520,62 @@ def test_workers_run_on_another_host_than_the_leaders(
     ).stdout.split()
     assert {"src/feature_1.py", "docs/solutions/leg-1.md"} <= set(shown), shown
     assert alpha.json("workers") == []
+
+
+def test_a_humans_answer_is_typed_into_a_worker_on_another_host(alpha: Swarm, beta: Swarm) -> None:
+    """A planner placed on beta asks a human and ends its turn, still running. The answer
+    (`legion feedback`, on alpha) is relayed by alpha, the leader, into that live session:
+    alpha asks beta, whose daemon types it in. The planner goes on in the same session."""
+    alpha.env["LEGION_MAX_SESSIONS"] = "1"
+    alpha.server.script.scenarios.extend(controller_scenarios("auto"))
+    beta.server.add_scenario(
+        "plan mode for LEG-1",
+        [
+            [
+                bash(
+                    "legion issue comment LEG-1 --body 'Which greeting?' "
+                    "&& legion issue label LEG-1 --add user-input-needed"
+                )
+            ],
+            [text("Waiting for a human's answer.")],
+        ],
+    )
+    answered = Scenario(
+        r"A human answered your question:\s*Hello",
+        [
+            [
+                bash(
+                    "legion issue comment LEG-1 --body '## Plan: say Hello' "
+                    "&& legion issue move LEG-1 Icebox "
+                    "&& legion issue label LEG-1 --remove worker-active"
+                )
+            ],
+            [text("Planned with the answer.")],
+        ],
+        name="answered",
+        regex=True,
+    )
+    beta.server.script.scenarios.insert(0, answered)
+    alpha.legion("issue", "create", "Greeter")
+    with Daemon(alpha):
+        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        with Daemon(beta):
+            wait_until(
+                "the planner on beta asks",
+                lambda: "user-input-needed" in alpha.json("issue", "show", "LEG-1")["labels"],
+                timeout=90,
+            )
+            [worker] = alpha.json("workers")
+            assert worker["host"] == "beta"
+            wait_until(
+                "its turn ended", lambda: alpha.json("workers")[0]["state"] == "idle", timeout=30
+            )
+            alpha.legion("feedback", "LEG-1", "Hello")
+            beta.server.wait_for_turn("answered", 0, timeout=60)
+            wait_until("LEG-1 parked", lambda: issue_status(alpha, "LEG-1") == "Icebox")
+    typed = [e["detail"] for e in alpha.json("log", "-n", "200") if e["action"] == "host_type"]
+    assert typed and "typed into leg-1-plan" in typed[0], typed
+    # One session: the answer went into the planner's conversation on beta, which asked.
+    [request] = beta.server.requests_for_scenario("answered")[:1]
+    assert "Which greeting?" in json.dumps(request.messages)
+    assert _worker_windows(alpha) == set()

@@ -23,7 +23,7 @@ from legion.core.model import Mode
 from legion.daemon.bus_listener import BusListener
 from legion.errors import ConflictError, NotFoundError
 from legion.fleet import FencedStore, Fleet, LeaseLostError
-from legion.sessions.placement import HostSessions
+from legion.sessions.placement import START, TYPE, HostSessions
 from legion.sessions.registry import Registry
 from legion.store import Store, open_store
 from legion.trackers.local import LocalTracker
@@ -219,13 +219,13 @@ def test_starts_asked_of_a_host_and_the_hosts_reports(
     registry = Registry(store)
     one = registry.start("LEG-1", Mode.PLAN, "s1", "leg-1-plan", Path(), host="beta")
     two = registry.start("LEG-2", Mode.PLAN, "s2", "leg-2-plan", Path(), host="beta")
-    first = placement.ask_start("beta", 3, one.id, "plan it", "", wake="w")
-    placement.ask_start("beta", 3, two.id, "plan that", "alpha", wake="w")
+    first = placement.ask("beta", 3, START, one.id, "plan it", wake="w")
+    placement.ask("beta", 3, TYPE, two.id, "plan that", wake="w", from_host="alpha")
     assert placement.pending("gamma") == []
     asked = placement.pending("beta")
-    assert [(c.worker_id, c.epoch, c.prompt, c.from_host) for c in asked] == [
-        (one.id, 3, "plan it", ""),
-        (two.id, 3, "plan that", "alpha"),
+    assert [(c.worker_id, c.epoch, c.kind, c.prompt, c.from_host) for c in asked] == [
+        (one.id, 3, START, "plan it", ""),
+        (two.id, 3, TYPE, "plan that", "alpha"),
     ]
     placement.finish(first, "started leg-1-plan")
     placement.finish(first, "again")  # once: the first outcome stands

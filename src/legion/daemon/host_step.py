@@ -14,7 +14,7 @@ from legion.core.liveness import SessionState
 from legion.errors import LegionError
 from legion.fleet import Fleet
 from legion.sessions.observer import CONTROLLER_WINDOW
-from legion.sessions.placement import START, HostSessions, Report
+from legion.sessions.placement import START, TYPE, HostSessions, Report
 from legion.sessions.workers import WorkerManager
 
 from .steps import DONE, StepResult
@@ -32,7 +32,8 @@ class HostWork:
         return self.workers.host
 
     def commands(self) -> StepResult:
-        """Carry out the starts the current leader asked of this host, oldest first. One
+        """Carry out what the current leader asked of this host (starts, prompts to type),
+        oldest first. One
         asked under an older epoch is dropped: its leader was deposed, and the new one decides
         again from what it sees."""
         pending = self.placement.pending(self.host)
@@ -43,18 +44,21 @@ class HostWork:
             if lease is None or command.epoch != lease.epoch:
                 self.placement.finish(command.id, f"dropped: asked under epoch {command.epoch}")
                 continue
-            if command.kind != START:
+            if command.kind not in (START, TYPE):
                 self.placement.finish(command.id, f"dropped: unknown command {command.kind!r}")
                 continue
             try:
-                outcome = self.workers.start_asked(command)
+                if command.kind == START:
+                    outcome = self.workers.start_asked(command)
+                else:
+                    outcome = self.workers.type_asked(command)
             except LegionError as exc:
                 outcome = f"failed: {exc}"
-                self._report_dead(command.worker_id)
+                if command.kind == START:
+                    self._report_dead(command.worker_id)
             self.placement.finish(command.id, outcome)
-            self.log.append(
-                "-", "host_start", OutcomeKind.DONE, f"worker {command.worker_id}: {outcome}"
-            )
+            detail = f"worker {command.worker_id}: {outcome}"
+            self.log.append("-", f"host_{command.kind}", OutcomeKind.DONE, detail)
         return DONE
 
     def _report_dead(self, worker_id: int) -> None:

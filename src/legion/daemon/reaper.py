@@ -43,7 +43,7 @@ class StuckWorkerReaper:
         # holds worker-active, or the reconciler would have retired it) is as stuck.
         views = [
             view
-            for view in self.workers.roster.views()
+            for view in self.workers.roster.views(here_only=True)
             if view.state in (SessionState.RUNNING, SessionState.IDLE) and view.window is not None
         ]
         due = [

@@ -9,8 +9,10 @@ was decided under: a host carries out only what the current leader asked.
 Every host reports the state of each worker it runs (only what changed since its last
 report), and the leader's roster reads another host's workers from those reports: a worker is
 live while its host is and the host says so (`legion.core.fleet.remote_session_state`).
-Closing is the other way round: a host closes each window of a worker whose record is retired
-or no longer its own, so the leader retires a worker anywhere by its record alone.
+A prompt for a live worker on another host (a human's answer relayed, a nudge) is a command
+too: that host types it in, confirmed by the transcript. Closing is the other way round: a
+host closes each window of a worker whose record is retired or no longer its own, so the
+leader retires a worker anywhere by its record alone.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 from legion.core.liveness import SessionState
 from legion.store import Store
 
-START = "start"
+START = "start"  # open the worker's window and start its session with the prompt
+TYPE = "type"  # type the prompt into the worker's live session (confirmed by its transcript)
 WAKE_PREFIX = "legion-host"  # the NOTIFY payload that wakes a host's daemon: see `wake_name`
 
 
@@ -57,16 +60,25 @@ class HostSessions:
         self._db = db
         self._notify_sql = notify_sql
 
-    def ask_start(
-        self, host: str, epoch: int, worker_id: int, prompt: str, from_host: str, wake: str
+    def ask(
+        self,
+        host: str,
+        epoch: int,
+        kind: str,
+        worker_id: int,
+        prompt: str,
+        *,
+        wake: str,
+        from_host: str = "",
     ) -> int:
-        """Ask `host` to start the worker recorded as `worker_id` with `prompt`."""
+        """Ask `host` to start the worker recorded as `worker_id` with `prompt` (`START`), or
+        to type `prompt` into it (`TYPE`)."""
         with self._db.write() as conn:
             row = conn.execute(
                 "INSERT INTO host_commands "
                 "(host, epoch, kind, worker_id, prompt, from_host, created_at) "
                 f"VALUES (?, ?, ?, ?, ?, ?, {self._db.clock_sql}) RETURNING id",
-                (host, epoch, START, worker_id, prompt, from_host),
+                (host, epoch, kind, worker_id, prompt, from_host),
             ).fetchone()
             if self._notify_sql is not None:
                 conn.execute(self._notify_sql, (wake,))

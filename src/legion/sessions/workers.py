@@ -34,7 +34,7 @@ from legion.locking import exclusive
 from legion.relay.capabilities import Capabilities
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import Tmux, Window
-from legion.sessions.placement import HostCommand, HostSessions, wake_name
+from legion.sessions.placement import START, TYPE, HostCommand, HostSessions, wake_name
 from legion.sessions.prompting import transcript_size
 from legion.sessions.registry import Registry, WorkerRecord
 from legion.sessions.roster import WorkerRoster, WorkerView
@@ -155,7 +155,8 @@ class WorkerManager:
             running = [v for v in views if v.record.session_id == sid and v.state.is_live]
             live = [v for v in views if v.state.is_live]
             window = running[0].window if running else None
-            if running and window is not None:
+            elsewhere = bool(running) and running[0].record.host not in ("", self.host)
+            if running and (window is not None or elsewhere):
                 view = running[0]
                 if view.state is SessionState.BLOCKED:
                     raise ConflictError(
@@ -163,7 +164,10 @@ class WorkerManager:
                         "use `legion answer`"
                     )
                 with marked(identifier):
-                    self.windows.send_text(window.id, prompt)
+                    if window is not None:
+                        self.windows.send_text(window.id, prompt)
+                    else:
+                        self._ask_type(view.record, prompt)
                 return view
             if live:
                 raise ConflictError(
@@ -223,15 +227,50 @@ class WorkerManager:
         with span("start: record", issue):
             record = self.registry.start(issue, mode, sid, name, Path(), runtime.name, host=host)
         with marked(issue), span("start: ask the host", issue):
-            self.placement.ask_start(
+            self.placement.ask(
                 host,
                 self.leading_epoch,
+                START,
                 record.id,
                 prompt,
-                from_host,
-                wake_name(self.project.settings.project_id, host),
+                wake=wake_name(self.project.settings.project_id, host),
+                from_host=from_host,
             )
         return WorkerView(record, None, SessionState.RUNNING, Path(), None, None)
+
+    def _ask_type(self, record: WorkerRecord, prompt: str) -> None:
+        """Ask the host that runs `record`'s live session to type `prompt` into it."""
+        if self.leading_epoch is None:
+            raise ConflictError(
+                f"{record.issue}'s worker runs on host {record.host}: only the fleet's leader "
+                "gives it a prompt (the daemon there, or `legion say` to reach it)"
+            )
+        with span("resume: ask the host", record.issue):
+            self.placement.ask(
+                record.host,
+                self.leading_epoch,
+                TYPE,
+                record.id,
+                prompt,
+                wake=wake_name(self.project.settings.project_id, record.host),
+            )
+
+    def type_asked(self, command: HostCommand) -> str:
+        """Type the prompt the leader asked this host to give a live worker of its own,
+        confirmed by its transcript. How it went, in a line."""
+        record = self.registry.current_by_id(command.worker_id)
+        if record is None or record.host != self.host:
+            return "not typed: the worker is no longer this host's"
+        with self._lock():
+            window = self.windows.live_window(record.session_id)
+            if window is None:
+                return "not typed: its session does not run here"
+            transcript = self.runtimes.of(record).transcript(
+                self.env, record.workspace, record.session_id
+            )
+            mark = transcript_size(transcript)
+            taken = self.windows.type_prompt(window.id, command.prompt, transcript, mark)
+        return f"typed into {record.window}" if taken else f"not taken by {record.window}"
 
     def start_asked(self, command: HostCommand) -> str:
         """Carry out a start the leader asked of this host: the workspace (restored from the
