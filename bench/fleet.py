@@ -33,7 +33,7 @@ from legion.core.liveness import SessionState  # noqa: E402
 from legion.core.model import Mode  # noqa: E402
 from legion.daemon.bus_listener import BusListener  # noqa: E402
 from legion.fleet import Fleet  # noqa: E402
-from legion.sessions.placement import HostSessions, Report  # noqa: E402
+from legion.sessions.placement import HostSessions, Report, Seen  # noqa: E402
 from legion.sessions.registry import Registry  # noqa: E402
 from legion.store import Store  # noqa: E402
 from legion.store.postgres import PgConnection, PostgresStore  # noqa: E402
@@ -149,11 +149,13 @@ def host_tick_cost(url: str, hosts: int, sessions: int, ticks: int) -> None:
                 placement.pending(follower)  # the commands
                 for _ in range(3):  # the report's, the reaper's and the sweep's registry read
                     registry.current()
-                states = {wid: (SessionState.RUNNING, 1000.0 + tick) for wid in workers[follower]}
+                states: dict[int, Seen] = {
+                    wid: (SessionState.RUNNING, 1000.0 + tick, None) for wid in workers[follower]
+                }
                 placement.report(follower, states, before)
                 before = {
                     wid: Report(follower, state, activity, 0.0)
-                    for wid, (state, activity) in states.items()
+                    for wid, (state, activity, _) in states.items()
                 }
         per_tick = sum(counting.seen.values()) / ticks
         with Counting() as counting:

@@ -74,6 +74,7 @@ class Watcher:
         *,
         resume: bool,
         paused: Callable[[], str | None] = lambda: None,
+        host: str | None = None,
     ) -> None:
         self.project = project
         self.workers = workers
@@ -81,6 +82,9 @@ class Watcher:
         self.log = log
         self.resume = resume
         self.paused = paused
+        # In a fleet, this daemon's host: it watches only its own sessions (`_watches`).
+        self.host = host
+        self._here: set[str] | None = None
         self.seen: dict[str, SessionTarget] | None = None
         # When the last delivery pass wants to be run again soon (a turn that just ended).
         self.retry_in: float | None = None
@@ -95,11 +99,40 @@ class Watcher:
 
     def forget(self) -> None:
         self.seen = None
+        self._here = None
 
     def agents(self, *, include_archived: bool) -> list[Agent]:
-        """This project's agents that have a session."""
+        """This project's agents that have a session (in a fleet, those this host watches)."""
         found = self.bus.agents(include_archived=include_archived)
-        return [a for a in found if a.project == self.name and a.session_id]
+        return [
+            a
+            for a in found
+            if a.project == self.name and a.session_id and self._watches(a.session_id)
+        ]
+
+    def _watches(self, session_id: str) -> bool:
+        """Whether this host keeps the session's status and delivers its messages: every
+        session on one machine. In a fleet, each host its own workers' sessions; the leader
+        also the controller's, and any whose worker runs nowhere (it is resumed, and placed
+        anew, with its messages)."""
+        if self.host is None:
+            return True
+        if self.workers.leading_epoch is None:
+            return session_id in self._current_here()
+        if session_id == self.controller_session:
+            return True
+        record = self.workers.roster.record_of(session_id)
+        if record is None or record.host in ("", self.host):
+            return True
+        target = self.sessions().get(session_id)
+        return target is None or not target.state.is_live
+
+    def _current_here(self) -> set[str]:
+        """The sessions of the workers this host runs (their records current), once a look."""
+        if self._here is None:
+            records = self.workers.registry.current()
+            self._here = {r.session_id for r in records if r.host == self.host}
+        return self._here
 
     # -- the look ------------------------------------------------------------------------------
 

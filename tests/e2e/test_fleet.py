@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from legion.demo.swarm_script import controller_scenarios, swarm_script
-from tests.fakes.model_server import Scenario, bash, text
+from tests.fakes.model_server import Scenario, ask_user_question, bash, text, tool_result_text
 from tests.support.cli import git, run_legion
 from tests.support.swarm import (
     Daemon,
@@ -578,4 +578,72 @@ def test_a_humans_answer_is_typed_into_a_worker_on_another_host(alpha: Swarm, be
     # One session: the answer went into the planner's conversation on beta, which asked.
     [request] = beta.server.requests_for_scenario("answered")[:1]
     assert "Which greeting?" in json.dumps(request.messages)
+    assert _worker_windows(alpha) == set()
+
+
+def test_a_message_to_a_worker_on_another_host_is_delivered_by_that_host(
+    alpha: Swarm, beta: Swarm
+) -> None:
+    """Each host delivers to its own sessions: a worker placed on beta, idle, gets a message
+    said on alpha (the leader), typed in by beta's daemon; alpha, which watches only its own
+    sessions, leaves it to beta."""
+    alpha.env["LEGION_MAX_SESSIONS"] = "1"
+    alpha.server.script.scenarios.extend(controller_scenarios("auto"))
+    beta.server.add_scenario("plan mode for LEG-1", [[text("Thinking about the plan.")]])
+    beta.server.add_scenario("zebra-cross", [[text("Heard from the leader's host.")]], name="cross")
+    alpha.legion("issue", "create", "Talkative")
+    with Daemon(alpha):
+        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        with Daemon(beta, tick=60):
+            worker = wait_until(
+                "the worker idle on beta",
+                lambda: (w := alpha.worker("LEG-1")) and w["state"] == "idle" and w,
+                timeout=90,
+            )
+            assert worker["host"] == "beta"
+            agent = agent_of(alpha, worker["session_id"])
+            said = alpha.json("say", f"@{agent['address']} zebra-cross: hello from alpha")
+            assert said["delivery"][agent["address"]] == "daemon", said
+            wait_until(
+                "the message reached beta's worker",
+                lambda: beta.server.requests_for_scenario("cross"),
+                timeout=30,
+            )
+    delivered = [
+        e["detail"] for e in alpha.json("log", "-n", "200") if e["action"] == "deliver_messages"
+    ]
+    assert delivered, "no delivery logged"
+    assert _worker_windows(alpha) == set()
+
+
+def test_a_question_of_a_worker_on_another_host_is_answered_from_the_leaders(
+    alpha: Swarm, beta: Swarm
+) -> None:
+    """A planner placed on beta waits on a question screen: alpha shows the question (beta's
+    report carries it), and `legion answer` on alpha passes the answer to beta, whose daemon
+    types it in; the command returns once beta says it was taken."""
+    alpha.env["LEGION_MAX_SESSIONS"] = "1"
+    alpha.server.script.scenarios.extend(controller_scenarios("auto"))
+    beta.server.add_scenario(
+        "plan mode for LEG-1",
+        [[ask_user_question("Which fruit?", ["Apple", "Banana"])], [text("Banana it is.")]],
+        name="fruit",
+    )
+    alpha.legion("issue", "create", "Pick a fruit")
+    with Daemon(alpha):
+        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        with Daemon(beta):
+            blocked = wait_until(
+                "the planner on beta blocked",
+                lambda: (w := alpha.worker("LEG-1")) and w["state"] == "blocked" and w,
+                timeout=90,
+            )
+            assert blocked["host"] == "beta"
+            assert blocked["question"]["text"] == "Which fruit?"
+            assert blocked["question"]["items"][0]["options"] == ["Apple", "Banana"]
+            alpha.legion("answer", "LEG-1", "banana")
+            request = beta.server.wait_for_turn("fruit", 1, timeout=30)
+            assert any("Banana" in tool_result_text(block) for block in request.tool_results())
+    answered = [e["detail"] for e in alpha.json("log", "-n", "200") if e["action"] == "host_answer"]
+    assert answered and "answered in leg-1-plan" in answered[0], answered
     assert _worker_windows(alpha) == set()

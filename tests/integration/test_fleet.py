@@ -23,6 +23,7 @@ from legion.core.model import Mode
 from legion.daemon.bus_listener import BusListener
 from legion.errors import ConflictError, NotFoundError
 from legion.fleet import FencedStore, Fleet, LeaseLostError
+from legion.runtime.transcript import question_from_input
 from legion.sessions.placement import START, TYPE, HostSessions
 from legion.sessions.registry import Registry
 from legion.store import Store, open_store
@@ -235,13 +236,28 @@ def test_starts_asked_of_a_host_and_the_hosts_reports(
     placement.placed(one.id, tmp_path / "leg-1")
     assert registry.current_by_id(one.id).workspace == tmp_path / "leg-1"  # type: ignore[union-attr]
 
-    placement.report("beta", {one.id: (SessionState.RUNNING, 10.0)}, {})
+    placement.report("beta", {one.id: (SessionState.RUNNING, 10.0, None)}, {})
     reports = placement.reports()
     assert (reports[one.id].host, reports[one.id].state) == ("beta", SessionState.RUNNING)
     stamped = reports[one.id].reported_at
     time.sleep(0.05)
-    placement.report("beta", {one.id: (SessionState.RUNNING, 10.0)}, reports)  # unchanged
+    placement.report("beta", {one.id: (SessionState.RUNNING, 10.0, None)}, reports)  # unchanged
     assert placement.reports()[one.id].reported_at == stamped
-    placement.report("beta", {two.id: (SessionState.IDLE, None)}, placement.reports())
+    # A blocked worker's question goes with its report, whole.
+    question = question_from_input(
+        "toolu_1",
+        {
+            "questions": [
+                {
+                    "question": "Which greeting?",
+                    "header": "Greeting",
+                    "options": [{"label": "Hello"}, {"label": "Hi"}],
+                    "multiSelect": False,
+                }
+            ]
+        },
+    )
+    placement.report("beta", {two.id: (SessionState.BLOCKED, None, question)}, placement.reports())
     after = placement.reports()
     assert list(after) == [two.id] and after[two.id].last_activity is None
+    assert after[two.id].question == question

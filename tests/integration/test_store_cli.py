@@ -69,7 +69,7 @@ def test_two_hosts_share_one_project_in_postgresql(tmp_path: Path, postgres_url:
         "LEG-1", Mode.PLAN, "sid-1", "leg-1-plan", first, runtime="claude-code", host="one"
     )
     Fleet(store).join("one", 2, 60.0)
-    HostSessions(store).report("one", {record.id: (SessionState.IDLE, 5.0)}, {})
+    HostSessions(store).report("one", {record.id: (SessionState.IDLE, 5.0, None)}, {})
     [worker] = json.loads(run_legion("workers", "--json", cwd=second, env=second_env).stdout)
     assert (worker["host"], worker["state"]) == ("one", "idle")
     env_two = {**second_env, "LEGION_HOST_NAME": "two"}

@@ -94,3 +94,31 @@ def test_parents_are_mounted_before_what_is_inside_them(
     assert len(order) == len(set(order))  # each once
     for n, path in enumerate(order):
         assert not any(path in later.parents for later in order[:n] if later != path)
+
+
+def test_a_path_inside_a_folder_mounted_the_same_way_shows_through_it() -> None:
+    """Claude Code's `.claude.json` inside its writable config folder is not mounted again (a
+    rename of it between bubblewrap's bind and remount failed the start); one inside a
+    read-only folder is, writable."""
+    config = HOME / ".claude"
+    state = config / ".claude.json"
+    tools = Path("/opt/tools")
+    argv = confined(Access(writable=(config, state, tools / "cache"), readable=(tools,)))
+    assert mounts(argv)[-3:] == [
+        ("--ro-bind", str(tools)),
+        ("--bind", str(config)),
+        ("--bind", str(tools / "cache")),
+    ]
+
+
+@given(writable=paths, readable=paths)
+def test_every_path_is_shown_as_it_asks(writable: list[Path], readable: list[Path]) -> None:
+    """Whatever is left out, each path asked for is shown writable or read-only as asked
+    (writable winning): by its own mount, or by the nearest mounted folder it is inside."""
+    argv = confined(Access(writable=tuple(writable), readable=tuple(readable)))
+    mounted = {Path(dest): kind for kind, dest in mounts(argv) if kind != "--ro-bind-try"}
+    for path in {*writable, *readable}:
+        wanted = "--bind" if path in writable else "--ro-bind"
+        holders = [p for p in mounted if p == path or p in path.parents]
+        nearest = max(holders, key=lambda p: len(p.parts))
+        assert mounted[nearest] == wanted, (path, mounted)

@@ -401,5 +401,6 @@ def test_the_board_says_which_host_runs_each_worker_in_a_fleet() -> None:
     assert worker_text("implement", "running", "build-1", None) == "implement running"
     assert worker_text("implement", "running", "", "build-1") == "implement running"
     assert worker_text("plan", "idle", "build-1", "build-1") == "plan idle on build-1"
-    # Another host's session cannot be seen from here: no state, and never "dead".
-    assert worker_text("plan", "dead", "build-2", "build-1") == "plan on build-2"
+    # Another host's, as that host last reported it (dead once that host is lost).
+    assert worker_text("plan", "running", "build-2", "build-1") == "plan running on build-2"
+    assert worker_text("plan", "dead", "build-2", "build-1") == "plan dead on build-2"

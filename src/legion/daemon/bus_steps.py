@@ -102,8 +102,17 @@ class BusSteps:
         """The project's statuses and deliveries (`legion.watch`), on one look at the
         sessions per tick, shared by both steps (a new one each tick)."""
         if self._watcher is None:
+            workers = self.workers
+            # In a fleet each host watches its own sessions, and only the leader starts one
+            # (a dead worker's session resumed with its messages, wherever it is placed).
             self._watcher = Watcher(
-                self.project, self.workers, self.bus, self.log, resume=True, paused=self.paused
+                self.project,
+                workers,
+                self.bus,
+                self.log,
+                resume=not workers.in_fleet or workers.leading_epoch is not None,
+                paused=self.paused,
+                host=workers.host if workers.in_fleet else None,
             )
         return self._watcher
 

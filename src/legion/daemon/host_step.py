@@ -14,7 +14,7 @@ from legion.core.liveness import SessionState
 from legion.errors import LegionError
 from legion.fleet import Fleet
 from legion.sessions.observer import CONTROLLER_WINDOW
-from legion.sessions.placement import START, TYPE, HostSessions, Report
+from legion.sessions.placement import ANSWER, START, TYPE, HostSessions, Report, Seen
 from legion.sessions.workers import WorkerManager
 
 from .steps import DONE, StepResult
@@ -44,14 +44,16 @@ class HostWork:
             if lease is None or command.epoch != lease.epoch:
                 self.placement.finish(command.id, f"dropped: asked under epoch {command.epoch}")
                 continue
-            if command.kind not in (START, TYPE):
+            carry_out = {
+                START: self.workers.start_asked,
+                TYPE: self.workers.type_asked,
+                ANSWER: self.workers.answer_asked,
+            }.get(command.kind)
+            if carry_out is None:
                 self.placement.finish(command.id, f"dropped: unknown command {command.kind!r}")
                 continue
             try:
-                if command.kind == START:
-                    outcome = self.workers.start_asked(command)
-                else:
-                    outcome = self.workers.type_asked(command)
+                outcome = carry_out(command)
             except LegionError as exc:
                 outcome = f"failed: {exc}"
                 if command.kind == START:
@@ -66,11 +68,11 @@ class HostWork:
         it does any that died), not after the start's allowance."""
         before = self._reports()
         states = {
-            wid: (seen.state, seen.last_activity)
+            wid: (seen.state, seen.last_activity, seen.question)
             for wid, seen in before.items()
             if seen.host == self.host
         }
-        states[worker_id] = (SessionState.DEAD, None)
+        states[worker_id] = (SessionState.DEAD, None, None)
         self.placement.report(self.host, states, before)
         self._reported = None  # read again at the next report
 
@@ -87,12 +89,14 @@ class HostWork:
         """Report the state of each worker this host runs (only what changed)."""
         views = self.workers.roster.views(here_only=True)
         views = [view for view in views if view.record.host == self.host]
-        states = {view.record.id: (view.state, view.last_activity) for view in views}
+        states: dict[int, Seen] = {
+            view.record.id: (view.state, view.last_activity, view.question) for view in views
+        }
         before = self._reports()
         self.placement.report(self.host, states, before)
         self._reported = {
-            wid: Report(self.host, state, activity, 0.0)
-            for wid, (state, activity) in states.items()
+            wid: Report(self.host, state, activity, 0.0, question)
+            for wid, (state, activity, question) in states.items()
         }
         return DONE
 

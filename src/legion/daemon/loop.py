@@ -176,6 +176,7 @@ class Daemon:
                 Step("worker_health", self.reaper.run),
                 Step("close_retired", work.close_retired),
                 Step("session_reports", work.report),
+                Step("deliver_messages", self._bus_steps),
                 Step("checkpoint", self.checkpoints.run),
             ]
         self._stopping = False

@@ -64,12 +64,22 @@ def paths_of(confinement: Confinement) -> list[Path]:
 
 def _depth_order(paths: Iterable[tuple[str, Path]]) -> list[tuple[str, Path]]:
     """Mounts parents first, so a folder shown read-only inside a writable one stays so (and
-    the other way round); the same path twice is mounted once, writable winning."""
+    the other way round); the same path twice is mounted once, writable winning. A path inside
+    a folder mounted the same way is not mounted again: it shows through that folder. (Mounted
+    again, a file the CLI replaces by a rename, as Claude Code does `.claude.json`, could be
+    replaced between bubblewrap's bind and its remount, which then fails the start.)"""
     chosen: dict[Path, str] = {}
     for kind, path in paths:
         if chosen.get(path) != "--bind":
             chosen[path] = kind
-    return sorted(((kind, path) for path, kind in chosen.items()), key=lambda x: len(x[1].parts))
+    ordered = sorted(((kind, path) for path, kind in chosen.items()), key=lambda x: len(x[1].parts))
+    kept: list[tuple[str, Path]] = []
+    for kind, path in ordered:
+        inside = [(k, p) for k, p in kept if p in path.parents]
+        nearest = max(inside, key=lambda mount: len(mount[1].parts), default=None)
+        if nearest is None or nearest[0] != kind:
+            kept.append((kind, path))
+    return kept
 
 
 def bwrap_argv(

@@ -17,14 +17,17 @@ leader retires a worker anywhere by its record alone.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from legion.core.liveness import SessionState
+from legion.runtime.transcript import PendingQuestion, question_from_input
 from legion.store import Store
 
 START = "start"  # open the worker's window and start its session with the prompt
 TYPE = "type"  # type the prompt into the worker's live session (confirmed by its transcript)
+ANSWER = "answer"  # answer the question it waits on (the prompt: the answers, a JSON list)
 WAKE_PREFIX = "legion-host"  # the NOTIFY payload that wakes a host's daemon: see `wake_name`
 
 
@@ -50,6 +53,37 @@ class Report:
     state: SessionState
     last_activity: float | None
     reported_at: float
+    question: PendingQuestion | None = None  # the question a blocked worker waits on
+
+
+# What a host reports of one worker: its state, last transcript activity, pending question.
+Seen = tuple[SessionState, float | None, PendingQuestion | None]
+
+
+def question_text(question: PendingQuestion | None) -> str:
+    """A pending question as the report keeps it: its tool call's id and input, as JSON."""
+    if question is None:
+        return ""
+    items = [
+        {
+            "question": item.question,
+            "header": item.header,
+            "options": [{"label": label} for label in item.options],
+            "multiSelect": item.multi_select,
+        }
+        for item in question.items
+    ]
+    return json.dumps({"id": question.tool_use_id, "input": {"questions": items}})
+
+
+def question_of(text: str) -> PendingQuestion | None:
+    if not text:
+        return None
+    try:
+        held = json.loads(text)
+        return question_from_input(str(held["id"]), held["input"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 class HostSessions:
@@ -127,21 +161,18 @@ class HostSessions:
                 "UPDATE workers SET workspace = ? WHERE id = ?", (str(workspace), worker_id)
             )
 
-    def report(
-        self,
-        host: str,
-        states: dict[int, tuple[SessionState, float | None]],
-        before: dict[int, Report],
-    ) -> None:
-        """Host `host` runs the workers `states` names (worker id: state, last activity): write
-        what changed since `before` (what it last reported), and drop its other reports."""
+    def report(self, host: str, states: dict[int, Seen], before: dict[int, Report]) -> None:
+        """Host `host` runs the workers `states` names (worker id: state, last activity,
+        pending question): write what changed since `before` (what it last reported), and
+        drop its other reports."""
         changed = [
-            (worker_id, state, activity)
-            for worker_id, (state, activity) in states.items()
+            (worker_id, state, activity, question)
+            for worker_id, (state, activity, question) in states.items()
             if (seen := before.get(worker_id)) is None
             or seen.host != host
             or seen.state is not state
             or seen.last_activity != activity
+            or question_text(seen.question) != question_text(question)
         ]
         gone = [
             worker_id
@@ -156,14 +187,15 @@ class HostSessions:
                     "DELETE FROM session_reports WHERE worker_id = ? AND host = ?",
                     (worker_id, host),
                 )
-            for worker_id, state, activity in changed:
+            for worker_id, state, activity, question in changed:
                 conn.execute(
                     "INSERT INTO session_reports "
-                    "(worker_id, host, state, last_activity, reported_at) "
-                    f"VALUES (?, ?, ?, ?, {self._db.clock_sql}) ON CONFLICT (worker_id) DO "
+                    "(worker_id, host, state, last_activity, question, reported_at) "
+                    f"VALUES (?, ?, ?, ?, ?, {self._db.clock_sql}) ON CONFLICT (worker_id) DO "
                     "UPDATE SET host = excluded.host, state = excluded.state, "
-                    "last_activity = excluded.last_activity, reported_at = excluded.reported_at",
-                    (worker_id, host, state.value, activity),
+                    "last_activity = excluded.last_activity, question = excluded.question, "
+                    "reported_at = excluded.reported_at",
+                    (worker_id, host, state.value, activity, question_text(question)),
                 )
 
     def reports(self) -> dict[int, Report]:
@@ -176,6 +208,7 @@ class HostSessions:
                 SessionState(row["state"]),
                 None if row["last_activity"] is None else float(row["last_activity"]),
                 float(row["reported_at"]),
+                question_of(row["question"]),
             )
             for row in rows
         }

@@ -158,7 +158,8 @@ class WorkerRoster:
                 START_S + self.host_timeout,
             )
             activity = report.last_activity if report is not None else None
-            found[record.id] = WorkerView(record, None, state, record.workspace, activity, None)
+            question = report.question if report is not None else None
+            found[record.id] = WorkerView(record, None, state, record.workspace, activity, question)
         return found
 
     def _with_asked_question(

@@ -12,6 +12,7 @@ starts).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -34,7 +35,14 @@ from legion.locking import exclusive
 from legion.relay.capabilities import Capabilities
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import Tmux, Window
-from legion.sessions.placement import START, TYPE, HostCommand, HostSessions, wake_name
+from legion.sessions.placement import (
+    ANSWER,
+    START,
+    TYPE,
+    HostCommand,
+    HostSessions,
+    wake_name,
+)
 from legion.sessions.prompting import transcript_size
 from legion.sessions.registry import Registry, WorkerRecord
 from legion.sessions.roster import WorkerRoster, WorkerView
@@ -47,6 +55,10 @@ from legion.tracing import span
 from legion.trackers.base import Tracker
 from legion.workspaces import checkpoint
 from legion.workspaces.base import Workspaces
+
+# How long an answer for a worker on another host may take to reach that host's daemon (its
+# NOTIFY wakes it at once; without it, its next tick), beside the time to type it in.
+ANSWER_RELAY_S = 30.0
 
 # What a caller holds around a worker's start or prompt: the workflow's mark that a worker is
 # on the issue (`legion.reconcile.worker_active`); the session layer writes no labels.
@@ -430,12 +442,16 @@ class WorkerManager:
         blocked = [
             view
             for view in self.roster.views_of(identifier)
-            if view.state is SessionState.BLOCKED and view.window and view.question
+            if view.state is SessionState.BLOCKED
+            and view.question
+            and (view.window or view.record.host not in ("", self.host))
         ]
         if not blocked:
             raise ConflictError(f"{identifier} has no worker waiting for an answer")
         view = blocked[0]
-        assert view.window is not None and view.question is not None
+        if view.window is None:
+            return self._ask_answer(view, answers, timeout)
+        assert view.question is not None
         runtime = self.runtimes.of(view.record)
         runtime.answer_question(self.windows.tmux, view.window.id, view.question, answers)
         deadline = time.monotonic() + timeout
@@ -449,6 +465,50 @@ class WorkerManager:
             f"the answer was typed into {view.record.window}, but the worker has not taken it yet; "
             "check with `legion peek`"
         )
+
+    def _ask_answer(self, view: WorkerView, answers: Sequence[str], timeout: float) -> WorkerView:
+        """Answer the question of a worker another host runs: that host is asked (under the
+        fleet's current epoch: a human's or the Oracle's answer may come through any host),
+        and this waits until it says how it went."""
+        record = view.record
+        lease = Fleet(self.registry.db).leader()
+        if lease is None:
+            raise ConflictError(
+                f"{record.issue}'s worker runs on host {record.host}, and no host leads the "
+                "fleet now to pass the answer on; try again in a moment"
+            )
+        asked = self.placement.ask(
+            record.host,
+            lease.epoch,
+            ANSWER,
+            record.id,
+            json.dumps(list(answers)),
+            wake=wake_name(self.project.settings.project_id, record.host),
+        )
+        deadline = time.monotonic() + timeout + ANSWER_RELAY_S
+        while time.monotonic() < deadline:
+            outcome = self.placement.outcome(asked)
+            if outcome and outcome.startswith("answered"):
+                return view
+            if outcome:
+                raise ConflictError(f"host {record.host}: {outcome}")
+            time.sleep(0.2)
+        raise ConflictError(
+            f"the answer was passed to host {record.host}, which has not typed it into "
+            f"{record.window} yet; check with `legion workers`"
+        )
+
+    def answer_asked(self, command: HostCommand) -> str:
+        """Answer the question of a worker of this host, as another host asked. How it went."""
+        record = self.registry.current_by_id(command.worker_id)
+        if record is None or record.host != self.host:
+            return "not answered: the worker is no longer this host's"
+        try:
+            answers = [str(answer) for answer in json.loads(command.prompt)]
+        except (ValueError, TypeError):
+            return "not answered: the answers were not a list"
+        view = self.answer(record.issue, answers)
+        return f"answered in {view.record.window}"
 
     def forget(self, record: WorkerRecord) -> None:
         """Retire a worker's record without touching its window (the end of a demo)."""

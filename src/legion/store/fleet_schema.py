@@ -41,6 +41,7 @@ HOST_SESSION_TABLES = """
         host TEXT NOT NULL,
         state TEXT NOT NULL,
         last_activity REAL,
+        question TEXT NOT NULL DEFAULT '',
         reported_at REAL NOT NULL
     );
 """

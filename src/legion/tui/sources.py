@@ -191,11 +191,12 @@ class ProjectSources:
             try:
                 manager = self.projects.workers(project, backends)
                 here = fleet_host(project)
-                for view in manager.roster.views():
+                views = manager.roster.views()
+                for view in views:
                     workers[view.record.issue] = worker_text(
                         view.record.mode.value, view.state.value, view.record.host, here
                     )
-                live = {issue for issue, what in workers.items() if not what.endswith(" dead")}
+                live = {view.record.issue for view in views if view.state.is_live}
                 latest = manager.roster.latest_modes()
             except LegionError as exc:  # tmux did not answer: who works is unknown
                 warnings.append(f"workers unknown: {exc}")
@@ -369,11 +370,9 @@ def fleet_host(project: Project) -> str | None:
 
 def worker_text(mode: str, state: str, host: str, here: str | None) -> str:
     """Pure: a worker as the board says it: its mode and state, and in a fleet (`here`: this
-    host) the host that runs it; another host's state cannot be seen from here."""
+    host) the host that runs it (another host's state as that host last reported it)."""
     if here is None or not host:
         return f"{mode} {state}"
-    if host != here:
-        return f"{mode} on {host}"
     return f"{mode} {state} on {host}"
 
 
