@@ -473,7 +473,8 @@ def test_workers_run_on_another_host_than_the_leaders(
     LEG-1's whole cycle (plan, implement, review, the implementer resumed with the changes
     asked, retro, finish) is placed on beta, started there by beta's daemon when alpha asks,
     seen from alpha as beta reports it, and its window closed by beta when alpha retires it.
-    The PR is merged through the shared remote. No session ever runs twice."""
+    The PR is merged through the shared remote, and beta sweeps the Done issue's workspace.
+    No session ever runs twice."""
     alpha.env["LEGION_MAX_SESSIONS"] = "1"
     for swarm in (alpha, beta):  # each host's model answers whatever runs there
         swarm.server.script.scenarios.extend(swarm_script(["LEG-1"]).scenarios)  # type: ignore[arg-type]
@@ -499,6 +500,8 @@ def test_workers_run_on_another_host_than_the_leaders(
             with Daemon(beta):
                 wait_until("LEG-1 Done", done, timeout=200)
                 wait_until("beta closes the last window", lambda: not _worker_windows(beta))
+                workspace = beta.workspace_root / "leg-1"
+                wait_until("beta sweeps LEG-1's workspace", lambda: not workspace.exists())
     finally:
         sampled.stop()
     assert alpha_windows == set(), alpha_windows  # alpha ran its controller only

@@ -9,6 +9,8 @@ since the last one, and the windows are the tick's one look.
 
 from __future__ import annotations
 
+import time
+
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.liveness import SessionState
 from legion.errors import LegionError
@@ -16,8 +18,13 @@ from legion.fleet import Fleet
 from legion.sessions.observer import CONTROLLER_WINDOW
 from legion.sessions.placement import ANSWER, START, TYPE, HostSessions, Report, Seen
 from legion.sessions.workers import WorkerManager
+from legion.workspaces.sweep import sweep_done
 
 from .steps import DONE, StepResult
+
+# How often a follower sweeps its Done issues' workspaces besides when a worker of its own is
+# retired (a workspace kept for its work is looked at again this often).
+SWEEP_EVERY_S = 600.0
 
 
 class HostWork:
@@ -26,6 +33,9 @@ class HostWork:
         self.log = log
         self.placement: HostSessions = workers.placement
         self._reported: dict[int, Report] | None = None  # what this host last reported
+        self._running: set[str] = set()  # the issues its workers were on at the last sweep
+        self._swept_at = -SWEEP_EVERY_S  # when it last swept (monotonic)
+        self._kept: dict[str, str] = {}  # a workspace kept, and why (said once)
 
     @property
     def host(self) -> str:
@@ -98,6 +108,28 @@ class HostWork:
             wid: Report(self.host, state, activity, 0.0, question)
             for wid, (state, activity, question) in states.items()
         }
+        return DONE
+
+    def sweep(self) -> StepResult:
+        """Remove this host's workspaces of Done issues that no worker of its own is in,
+        never losing work (`legion.workspaces.sweep`): when one of its workers was retired
+        since the last look (an issue's last worker is retired once it is Done), and every
+        `SWEEP_EVERY_S` besides. The leader sweeps its own in its pass."""
+        here = {r.issue for r in self.workers.registry.current() if r.host == self.host}
+        gone = self._running - here
+        self._running = here
+        now = time.monotonic()
+        if not gone and now - self._swept_at < SWEEP_EVERY_S:
+            return DONE
+        self._swept_at = now
+        for result in sweep_done(self.workers.tracker, self.workers.workspaces, here):
+            if result.removed:
+                self.log.append(result.issue, "sweep_workspace", OutcomeKind.DONE, result.reason)
+            elif self._kept.get(result.issue) != result.reason:
+                self.log.append(
+                    result.issue, "sweep_workspace", OutcomeKind.DEFERRED, result.reason
+                )
+            self._kept[result.issue] = result.reason
         return DONE
 
     def close_retired(self) -> StepResult:

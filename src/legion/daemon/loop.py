@@ -178,6 +178,7 @@ class Daemon:
                 Step("session_reports", work.report),
                 Step("deliver_messages", self._bus_steps),
                 Step("checkpoint", self.checkpoints.run),
+                Step("sweep_workspaces", work.sweep),
             ]
         self._stopping = False
         self.stopped_by: int | None = None  # the signal that stopped the run, if one did

@@ -119,6 +119,11 @@ class WorkerManager:
         notify = f"SELECT pg_notify('{WAKE_CHANNEL}', ?)" if self.in_fleet else None
         self.placement = HostSessions(registry.db, notify)
 
+    @property
+    def workspaces(self) -> Workspaces:
+        """Where this host checks issues out."""
+        return self._workspaces
+
     def _lock(self) -> AbstractContextManager[None]:
         return exclusive(self.project.state_dir / "workers.lock")
 
