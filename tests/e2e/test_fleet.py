@@ -650,3 +650,30 @@ def test_a_question_of_a_worker_on_another_host_is_answered_from_the_leaders(
     answered = [e["detail"] for e in alpha.json("log", "-n", "200") if e["action"] == "host_answer"]
     assert answered and "answered in leg-1-plan" in answered[0], answered
     assert _worker_windows(alpha) == set()
+
+
+def test_a_question_of_the_leaders_worker_is_answered_from_another_host(
+    alpha: Swarm, beta: Swarm
+) -> None:
+    """The other way round: a planner on alpha, the leader's host, waits on a question screen;
+    `legion answer` on beta (no daemon there) passes the answer to alpha, whose daemon types
+    it in."""
+    alpha.server.script.scenarios.extend(controller_scenarios("auto"))
+    alpha.server.add_scenario(
+        "plan mode for LEG-1",
+        [[ask_user_question("Which fruit?", ["Apple", "Banana"])], [text("Apple it is.")]],
+        name="fruit",
+    )
+    alpha.legion("issue", "create", "Pick a fruit")
+    with Daemon(alpha):
+        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        blocked = wait_until(
+            "the planner on alpha blocked, as beta sees it",
+            lambda: (w := beta.worker("LEG-1")) and w["state"] == "blocked" and w,
+            timeout=90,
+        )
+        assert blocked["host"] == "alpha" and blocked["question"]["text"] == "Which fruit?"
+        beta.legion("answer", "LEG-1", "apple")
+        request = alpha.server.wait_for_turn("fruit", 1, timeout=30)
+        assert any("Apple" in tool_result_text(block) for block in request.tool_results())
+    assert beta.tmux("list-windows", "-a") == ""  # beta ran no session

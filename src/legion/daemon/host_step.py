@@ -1,10 +1,12 @@
 """What every daemon of a fleet does for the workers its host runs (`legion.sessions.placement`),
-whether it leads or not: it carries out the starts the leader asked of it, reports the state of
-each worker it runs, and closes each window of a worker whose record is retired or no longer
-this host's (the leader retires a worker on another host by its record alone).
+whether it leads or not: it carries out what was asked of it (a start, a prompt to type, an
+answer to a question screen), reports the state of each worker it runs, closes each window of
+a worker whose record is retired or no longer this host's (the leader retires a worker on
+another host by its record alone), and sweeps its workspaces of Done issues.
 
 Cheap at every tick: the commands are one query, a report is written only for what changed
-since the last one, and the windows are the tick's one look.
+since the last one, the windows are the tick's one look, and a sweep runs only when a worker
+of this host was retired (or every `SWEEP_EVERY_S`).
 """
 
 from __future__ import annotations
@@ -42,10 +44,10 @@ class HostWork:
         return self.workers.host
 
     def commands(self) -> StepResult:
-        """Carry out what the current leader asked of this host (starts, prompts to type),
-        oldest first. One
-        asked under an older epoch is dropped: its leader was deposed, and the new one decides
-        again from what it sees."""
+        """Carry out what was asked of this host under the fleet's current epoch (a start or a
+        prompt by the leader, an answer from any host), oldest first. One asked under an older
+        epoch is dropped: its leader was deposed, and the new one decides again from what it
+        sees."""
         pending = self.placement.pending(self.host)
         if not pending:
             return DONE

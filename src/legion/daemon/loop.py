@@ -169,7 +169,12 @@ class Daemon:
         self._hosting: list[Step] = []
         if self.membership.in_fleet:
             work = HostWork(self.workers, self.log)
-            self._reporting = [Step("session_reports", work.report)]
+            # The leader starts its own workers itself; an answer for one may come through
+            # another host (`legion answer` there).
+            self._reporting = [
+                Step("host_commands", work.commands),
+                Step("session_reports", work.report),
+            ]
             self._hosting = [
                 Step("host_commands", work.commands),
                 Step("worker_start", self.start_follow_up.run),
