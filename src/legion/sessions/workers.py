@@ -272,11 +272,16 @@ class WorkerManager:
                 wake=wake_name(self.project.settings.project_id, record.host),
             )
 
+    def _asked_of_me(self, command: HostCommand) -> WorkerRecord | None:
+        """The worker a command is for, while it is current and this host's; else None."""
+        record = self.registry.current_by_id(command.worker_id)
+        return record if record is not None and record.host == self.host else None
+
     def type_asked(self, command: HostCommand) -> str:
         """Type the prompt the leader asked this host to give a live worker of its own,
         confirmed by its transcript. How it went, in a line."""
-        record = self.registry.current_by_id(command.worker_id)
-        if record is None or record.host != self.host:
+        record = self._asked_of_me(command)
+        if record is None:
             return "not typed: the worker is no longer this host's"
         with self._lock():
             window = self.windows.live_window(record.session_id)
@@ -293,9 +298,9 @@ class WorkerManager:
         """Carry out a start the leader asked of this host: the workspace (restored from the
         issue's last checkpoint when the issue moved here), the window, the session. How it
         went, in a line."""
-        record = self.registry.current_by_id(command.worker_id)
-        if record is None or record.host != self.host:
-            return "not started: the worker is no longer this host's to start"
+        record = self._asked_of_me(command)
+        if record is None:
+            return "not started: the worker is no longer this host's"
         issue = record.issue
         with self._lock():
             with span("start: workspace", issue):
@@ -505,8 +510,8 @@ class WorkerManager:
 
     def answer_asked(self, command: HostCommand) -> str:
         """Answer the question of a worker of this host, as another host asked. How it went."""
-        record = self.registry.current_by_id(command.worker_id)
-        if record is None or record.host != self.host:
+        record = self._asked_of_me(command)
+        if record is None:
             return "not answered: the worker is no longer this host's"
         try:
             answers = [str(answer) for answer in json.loads(command.prompt)]
