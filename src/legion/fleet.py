@@ -92,6 +92,18 @@ class Host:
         }
 
 
+def hosts_line(hosts: list[Host]) -> str | None:
+    """The fleet in one line, when it is more than one host (`legion status`, the TUI's
+    board): each host, its state, its sessions of its capacity, and the leader."""
+    if len(hosts) < 2:
+        return None
+    return ", ".join(
+        f"{host.name} ({host.state.value}{', leads' if host.leader else ''}, "
+        f"{host.sessions}/{host.capacity})"
+        for host in hosts
+    )
+
+
 class Fleet:
     def __init__(self, db: Store) -> None:
         self._db = db

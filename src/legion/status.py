@@ -14,7 +14,7 @@ from legion.config import Project
 from legion.core.usage import Usage
 from legion.daemon_link import heartbeat_file, hosts_controller, running_pid
 from legion.errors import LegionError
-from legion.fleet import Fleet, Host
+from legion.fleet import Fleet, Host, hosts_line
 from legion.proxy import ProxyAccess, read_access
 from legion.sandbox import Sandbox, reported
 
@@ -126,15 +126,7 @@ class StatusReport:
 
     @property
     def fleet_line(self) -> str | None:
-        """The fleet in one line, when it is more than this machine: each host, its state,
-        sessions of its capacity, and the leader."""
-        if len(self.hosts) < 2:
-            return None
-        return ", ".join(
-            f"{host.name} ({host.state.value}{', leads' if host.leader else ''}, "
-            f"{host.sessions}/{host.capacity})"
-            for host in self.hosts
-        )
+        return hosts_line(self.hosts)
 
 
 def read_status(project: Project, backends: Backends, workers: WorkerManager) -> StatusReport:

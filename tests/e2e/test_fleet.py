@@ -71,9 +71,11 @@ def alpha(swarm: Swarm, tmp_path: Path, isolated_env: Path, postgres_url: str) -
     yield _on_host(swarm, "alpha", isolated_env, postgres_url)
 
 
-@pytest.fixture
-def beta(project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm) -> Iterator[Swarm]:
-    folder = tmp_path / "beta"
+@contextlib.contextmanager
+def _another_host(name: str, project: Path, tmp_path: Path, postgres_url: str) -> Iterator[Swarm]:
+    """Host `name`: its own HOME, state folder, clone, workspace root, tmux server and model
+    server, on the project's store."""
+    folder = tmp_path / name
     folder.mkdir()
     home = folder / "home"
     home.mkdir()
@@ -91,7 +93,21 @@ def beta(project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm) -> Iter
     git(folder, "clone", "--quiet", source, str(clone))
     with open_swarm(folder, clone, home) as made:
         made.env["LEGION_WORKSPACE_ROOT"] = str(folder / "work spaces")
-        yield _on_host(made, "beta", home, postgres_url)
+        yield _on_host(made, name, home, postgres_url)
+
+
+@pytest.fixture
+def beta(project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm) -> Iterator[Swarm]:
+    with _another_host("beta", project, tmp_path, postgres_url) as made:
+        yield made
+
+
+@pytest.fixture
+def gamma(
+    project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm, beta: Swarm
+) -> Iterator[Swarm]:
+    with _another_host("gamma", project, tmp_path, postgres_url) as made:
+        yield made
 
 
 class _Sampler:
@@ -113,8 +129,9 @@ class _Sampler:
 
     def _sample(self) -> None:
         while not self._stop.wait(0.2):
+            running = _session_processes()
             for sid in self.most:
-                self.most[sid] = max(self.most[sid], len(_sessions_of(sid)))
+                self.most[sid] = max(self.most[sid], len(running.get(sid, ())))
 
 
 def _kill_host(swarm: Swarm, daemon: Daemon) -> None:
@@ -213,24 +230,34 @@ def shared_remote(project: Path, tmp_path: Path) -> Path:
     return remote
 
 
-def _sessions_of(sid: str) -> list[int]:
-    """The live Claude Code processes running session `sid` (as any process of the user
-    could see them, from /proc): each CLI once, not the helper processes it forks of itself."""
-    found: dict[int, int] = {}  # pid: its parent's
+def _session_processes() -> dict[str, list[int]]:
+    """The live Claude Code processes of each session id (as any process of the user could see
+    them, from /proc): each CLI once, not the helper processes it forks of itself."""
+    found: dict[int, tuple[str, int]] = {}  # pid: its session id, its parent's pid
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            environ = (proc / "environ").read_bytes()
+            environ = (proc / "environ").read_bytes().split(b"\0")
             argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
             parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if f"LEGION_SESSION_ID={sid}".encode() in environ.split(b"\0") and argv0.rsplit(b"/", 1)[
-            -1
-        ].startswith(b"claude"):
-            found[int(proc.name)] = parent
-    return [pid for pid, parent in found.items() if parent not in found]
+        if not argv0.rsplit(b"/", 1)[-1].startswith(b"claude"):
+            continue
+        for variable in environ:
+            if variable.startswith(b"LEGION_SESSION_ID="):
+                found[int(proc.name)] = (variable.split(b"=", 1)[1].decode(), parent)
+    sessions: dict[str, list[int]] = {}
+    for pid, (sid, parent) in found.items():
+        if parent not in found:
+            sessions.setdefault(sid, []).append(pid)
+    return sessions
+
+
+def _sessions_of(sid: str) -> list[int]:
+    """The live Claude Code processes running session `sid`."""
+    return _session_processes().get(sid, [])
 
 
 def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swarm) -> None:
@@ -677,3 +704,127 @@ def test_a_question_of_the_leaders_worker_is_answered_from_another_host(
         request = alpha.server.wait_for_turn("fruit", 1, timeout=30)
         assert any("Apple" in tool_result_text(block) for block in request.tool_results())
     assert beta.tmux("list-windows", "-a") == ""  # beta ran no session
+
+
+class _Windows:
+    """The live worker windows of each host, every 0.3 s between `start` and `stop`: the most
+    at once on each (`most`), and every worker window seen on each (`seen`)."""
+
+    def __init__(self, hosts: dict[str, Swarm]) -> None:
+        self.hosts = hosts
+        self.most = dict.fromkeys(hosts, 0)
+        self.seen: dict[str, set[str]] = {name: set() for name in hosts}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def start(self) -> _Windows:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.3):
+            for name, swarm in self.hosts.items():
+                listed = swarm.tmux("list-windows", "-a", "-F", "#{window_name}\t#{pane_dead}")
+                live = {
+                    window
+                    for window, dead in (line.split("\t") for line in listed.splitlines())
+                    if dead == "0" and window not in ("main", "legion")
+                }
+                self.most[name] = max(self.most[name], len(live))
+                self.seen[name] |= live
+
+
+DEMO_ISSUES = ["LEG-1", "LEG-2", "LEG-3"]
+
+
+def _demo_script(oracle: dict[str, str]) -> list[object]:
+    """`legion demo`'s script for three issues, every mode of each, whose planners of LEG-2 and
+    LEG-3 ask a question the controller's Oracle answers; each implementer also tells the
+    controller (`@legion`) which host it ran on."""
+    script = swarm_script(DEMO_ISSUES, ask=tuple(oracle), oracle=oracle)
+    for scenario in script.scenarios:
+        if scenario.name.endswith(":implement"):
+            issue = scenario.name.split(":")[0]
+            [call] = scenario.turns[0]
+            call.input["command"] += (
+                f' && legion say "@legion zebra-note: {issue} implemented on $LEGION_HOST"'
+            )
+    return list(script.scenarios)
+
+
+@pytest.mark.timeout(420)
+def test_the_demo_spread_over_three_hosts(
+    shared_remote: Path, alpha: Swarm, beta: Swarm, gamma: Swarm
+) -> None:
+    """The demo's three issues, every mode of each, on three hosts with room for three
+    workers in all: alpha leads and runs its controller and one worker (`max_sessions` 2),
+    beta and gamma one worker each. Every issue is Done and merged through the shared remote;
+    no host ever runs more sessions than its capacity, each runs workers, and no session runs
+    twice. Messages cross hosts: the planners on beta and gamma ask questions the controller's
+    Oracle, on alpha, answers (typed in by their hosts), and the implementers' `legion say
+    @legion` reaches the controller on alpha."""
+    hosts = {"alpha": alpha, "beta": beta, "gamma": gamma}
+    alpha.env["LEGION_MAX_SESSIONS"] = "2"
+    for swarm in (beta, gamma):
+        swarm.env["LEGION_MAX_SESSIONS"] = "1"
+    oracle = {"LEG-2": "Hello", "LEG-3": "Hi"}
+    for swarm in hosts.values():  # each host's model answers whatever runs there
+        swarm.server.script.scenarios.extend(_demo_script(oracle))  # type: ignore[arg-type]
+    # The controller hears the implementers' notes, from whichever host.
+    alpha.server.script.scenarios.insert(
+        0, Scenario("zebra-note:", [[text("Noted.")]], name="note")
+    )
+    project_id = alpha.json("config")["settings"]["project_id"]["value"]
+    modes = ("plan", "implement", "review", "finish")
+    sessions = [
+        str(uuid.uuid5(uuid.UUID(project_id), f"{issue}:{mode}"))
+        for issue in DEMO_ISSUES
+        for mode in modes
+    ]
+    for n in (1, 2, 3):
+        alpha.legion("issue", "create", f"Feature {n}", "--body", f"Add feature {n}.")
+    sampled = _Sampler(sessions).start()
+    windows = _Windows(hosts).start()
+    try:
+        with Daemon(alpha):
+            wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+            with Daemon(beta), Daemon(gamma):
+                wait_until(
+                    "every issue Done",
+                    lambda: all(issue_status(alpha, i) == "Done" for i in DEMO_ISSUES),
+                    timeout=360,
+                )
+    finally:
+        sampled.stop()
+        windows.stop()
+    assert windows.most == {"alpha": 1, "beta": 1, "gamma": 1}, windows.most
+    assert max(sampled.most.values()) == 1, sampled.most
+    for issue in DEMO_ISSUES:
+        pr = alpha.json("issue", "show", issue)["pr"]
+        assert pr["state"] == "merged", (issue, pr)
+    shown = subprocess.run(
+        ["git", "--git-dir", str(shared_remote), "ls-tree", "-r", "--name-only", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for n in (1, 2, 3):
+        assert {f"src/feature_{n}.py", f"docs/solutions/leg-{n}.md"} <= set(shown), shown
+    # The questions asked on beta and gamma were answered by alpha's controller.
+    answered = [e for e in alpha.json("log", "-n", "1000") if e["action"] == "host_answer"]
+    assert answered, "no answer crossed hosts"
+    oracle_asked = alpha.server.requests_for_scenario("LEG-2:oracle")
+    assert oracle_asked and alpha.server.requests_for_scenario("LEG-3:oracle")
+    notes = json.dumps([r.messages for r in alpha.server.requests_for_scenario("note")])
+    implemented_on = {
+        name
+        for name, swarm in hosts.items()
+        if any(w.startswith("leg-") and w.endswith("-implement") for w in windows.seen[name])
+    }
+    for name in implemented_on - {"alpha"}:
+        assert f"implemented on {name}" in notes, (name, notes[-2000:])
+    assert len(implemented_on) >= 2, windows.seen

@@ -17,6 +17,7 @@ from legion.fleet import Fleet
 from legion.sessions.placement import HostSessions
 from legion.sessions.registry import Registry
 from legion.store import open_store
+from legion.tui.sources import Board, ProjectSources
 from tests.support.cli import git, run_legion
 from tests.support.postgres import PostgresServer
 
@@ -76,6 +77,14 @@ def test_two_hosts_share_one_project_in_postgresql(tmp_path: Path, postgres_url:
     table = run_legion("workers", cwd=second, env=env_two)
     assert table.stdout.split("\n")[0].split()[:4] == ["Issue", "Mode", "Host", "State"]
     assert table.stdout.split("\n")[1].split()[:4] == ["LEG-1", "plan", "one", "idle"]
+    # `legion status` and the TUI's board show the hosts: state, sessions of capacity.
+    Fleet(store).join("two", 1, 60.0)
+    hosts = "one (up, 1/2), two (up, 0/1)"
+    status = run_legion("status", cwd=second, env=env_two)
+    assert f"hosts:      {hosts}\n" in status.stdout, status.stdout
+    tmux = {"LEGION_TMUX_SOCKET": str(tmp_path / "tmux.sock")}  # a server nobody started
+    board = ProjectSources({**os.environ, **env_two, **tmux}, second, dict).board(None)
+    assert isinstance(board, Board) and board.hosts == hosts, board
     time.sleep(0.2)  # its heartbeat older than the timeout below: lost
     lost = run_legion(
         "workers", "--json", cwd=second, env={**env_two, "LEGION_HOST_TIMEOUT": "0.1"}

@@ -630,6 +630,7 @@ def test_the_board_shows_the_selected_projects_issues_by_phase(world: World) -> 
             BoardIssue(Status.NEEDS_REVIEW, "LEG-5", "Docs", "review idle", "#2 approved"),
         ),
         (),
+        hosts="alpha (up, leads, 2/2), beta (up, 1/1)",
     )
 
     async def scenario() -> None:
@@ -638,6 +639,7 @@ def test_the_board_shows_the_selected_projects_issues_by_phase(world: World) -> 
             await settle(pilot)
             await pilot.press("f4")
             text = await until_shown(pilot, app, "app: 3 issues")
+            assert "hosts: alpha (up, leads, 2/2), beta (up, 1/1)" in text
             assert "In Progress (1)" in text and "LEG-7  implement running" in text
             assert "#2 approved" in text
             assert world.sources.boards_for[-1] == "app"

@@ -52,6 +52,12 @@ class HostWork:
         if not pending:
             return DONE
         lease = Fleet(self.workers.registry.db).leader()
+        if any(command.kind == START for command in pending):
+            # Retired windows close before new ones open. The leader counts a host's room by
+            # its records and retires a worker just before it asks for the next start, so the
+            # window a start replaces may still be open here: running both would exceed this
+            # host's `max_sessions`. Read now, the records show that retirement.
+            self.close_retired()
         for command in pending:
             if lease is None or command.epoch != lease.epoch:
                 self.placement.finish(command.id, f"dropped: asked under epoch {command.epoch}")

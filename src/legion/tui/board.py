@@ -108,7 +108,9 @@ class BoardView(TabPane):
         current = self.issue()
         hint = [dispatch_hint(current)] if current is not None else []
         title = self.query_one("#board-title", Static)
-        title.update(shown("\n".join([f"{board.project}: {counts}", *hint, *board.warnings])))
+        hosts = [f"hosts: {board.hosts}"] if board.hosts else []
+        heading = [f"{board.project}: {counts}", *hosts, *hint, *board.warnings]
+        title.update(shown("\n".join(heading)))
         cursor = self.cursor if issues else None
         self.query_one("#board-lines", Static).update(board_text(issues, cursor))
         self.call_after_refresh(self._cursor_in_view)

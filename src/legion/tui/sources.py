@@ -76,6 +76,7 @@ class Board:
     project: str
     issues: tuple[BoardIssue, ...]
     warnings: tuple[str, ...]
+    hosts: str | None = None  # the fleet's hosts in one line (`legion.fleet.hosts_line`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +202,7 @@ class ProjectSources:
             except LegionError as exc:  # tmux did not answer: who works is unknown
                 warnings.append(f"workers unknown: {exc}")
                 live, unknown = set(), True
+            hosts = _hosts(backends.db, project)
             warnings += _holds(backends.db, project)
             warnings += _unconfined(project)
             snapshot = observe(
@@ -227,7 +229,9 @@ class ProjectSources:
             ),
             key=lambda issue: (order.get(issue.phase, len(order)), _issue_number(issue)),
         )
-        return Board(name_of(project), tuple(issues), tuple(warnings + snapshot.warnings))
+        return Board(
+            name_of(project), tuple(issues), tuple(warnings + snapshot.warnings), hosts=hosts
+        )
 
     def peek(self, agent: Agent, lines: int) -> Peek | Unavailable:
         if not agent.session_id:
@@ -366,6 +370,15 @@ def fleet_host(project: Project) -> str | None:
     from legion.store import is_postgres
 
     return host_name(project.settings) if is_postgres(project.settings.store) else None
+
+
+def _hosts(db: Store, project: Project) -> str | None:
+    """The fleet's hosts in one line, when the project runs on more than one."""
+    from legion.fleet import Fleet, hosts_line
+
+    if fleet_host(project) is None:
+        return None
+    return hosts_line(Fleet(db).hosts(project.settings.host_timeout)[0])
 
 
 def worker_text(mode: str, state: str, host: str, here: str | None) -> str:
