@@ -1,18 +1,23 @@
 """The fleet's figures (printed, never asserted): the store on SQLite and on a real PostgreSQL
 server on this machine, what one host's heartbeat and lease cost the store each round, how
-long the lead takes to pass to another host when its holder stops renewing it, and how soon a
-message posted on one host wakes the addressee's daemon on another (the bus's NOTIFY).
+long the lead takes to pass to another host when its holder stops renewing it, how soon a
+message posted on one host wakes the addressee's daemon on another (the bus's NOTIFY), and how
+soon an issue whose host was lost runs again on another (two `legion start` daemons, the real
+Claude Code CLI on the scripted model, as the end-to-end tests run them).
 
 Runs a private PostgreSQL server (Debian's `postgresql` package, as the tests do: see
 `tests/support/postgres.py`), on 127.0.0.1.
 
 Run: .venv/bin/python bench/fleet.py [--writes 300] [--failovers 5] [--messages 200]
+     [--host-losses 3]   (the host losses need the pinned Claude Code: legion doctor --install)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -25,7 +30,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.fakes.model_server import bash, text  # noqa: E402
+from tests.support.cli import git, run_legion  # noqa: E402
+from tests.support.fleet import another_host, kill_host, leads, on_host, sessions_of  # noqa: E402
 from tests.support.postgres import PostgresServer  # noqa: E402
+from tests.support.swarm import Daemon, open_swarm, runs_until  # noqa: E402
+from tests.support.waits import wait_until  # noqa: E402
 
 from legion.bus.model import AgentRole, Channel  # noqa: E402
 from legion.bus.stored import PostgresBus  # noqa: E402
@@ -39,6 +49,8 @@ from legion.store import Store  # noqa: E402
 from legion.store.postgres import PgConnection, PostgresStore  # noqa: E402
 from legion.store.sqlite import SqliteStore  # noqa: E402
 from legion.trackers.local import LocalTracker  # noqa: E402
+
+HOST_TIMEOUT = 6.0  # the host loss's: short, as in the tests, so trials are quick
 
 
 def ms(seconds: float) -> str:
@@ -238,11 +250,126 @@ def cross_host_wakeups(url: str, messages: int) -> None:
     )
 
 
+def _bench_environment(home: Path) -> None:
+    """This process's environment as the tests' (`isolated_env`): a HOME of its own, git's
+    identity, and no LEGION_ or GIT_ variable of the caller's."""
+    for name in list(os.environ):
+        if name.startswith(("LEGION_", "GIT_")):
+            del os.environ[name]
+    home.mkdir(parents=True)
+    os.environ |= {
+        "HOME": str(home),
+        "XDG_STATE_HOME": str(home / "state"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Bench\n\temail = bench@example.invalid\n[init]\n\tdefaultBranch = main\n"
+    )
+
+
+def _host_loss_trial(folder: Path, url: str, host_timeout: float) -> tuple[float, float]:
+    """The e2e test's host loss (`tests/e2e/test_fleet.py::test_an_issue_outlives_its_host`),
+    timed: an implementer works on alpha, the leader, past its first checkpoint on the shared
+    remote; every process of alpha is killed. From the kill, how long until beta leads, and
+    until a live process runs the implementer's session again (on beta, from /proc)."""
+    _bench_environment(folder / "alpha-home")
+    repo = folder / "repo"
+    repo.mkdir()
+    git(repo, "init", "--quiet")
+    (repo / "README.md").write_text("# bench\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "--quiet", "-m", "initial")
+    made = run_legion("init", cwd=repo, env={"LEGION_STORE": url})
+    assert made.returncode == 0, made.stderr
+    remote = folder / "shared.git"
+    git(folder, "init", "--quiet", "--bare", str(remote))
+    git(repo, "add", ".legion")
+    git(repo, "commit", "--quiet", "-m", "Legion")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "--quiet", "origin", "main")
+    home = Path(os.environ["HOME"])
+    with (
+        open_swarm(folder, repo, home) as alpha_swarm,
+        another_host("beta", repo, folder, url, host_timeout) as beta,
+    ):
+        alpha = on_host(alpha_swarm, "alpha", home, url, host_timeout)
+        for swarm in (alpha, beta):
+            swarm.env["LEGION_CHECKPOINT_EVERY"] = "1"
+        release = alpha.workspace_root / "leg-1" / ".release"  # never made
+        plan = "legion issue comment LEG-1 --body '## Plan' && legion issue label LEG-1 "
+        plan += "--add worker-done --remove worker-active"
+        alpha.server.add_scenario("plan mode for LEG-1", [[bash(plan)], [text("Planned.")]])
+        alpha.server.add_scenario(
+            "implement mode for LEG-1",
+            [[bash("echo kept > kept.txt")], [bash(runs_until(release))], [text("-")]],
+        )
+        beta.server.add_scenario("implement mode for LEG-1", [[text("Going on on beta.")]])
+        alpha.legion("issue", "create", "Keep a file")
+        project_id = alpha.json("config")["settings"]["project_id"]["value"]
+        implementer = str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:implement"))
+        first = Daemon(alpha).start()
+        wait_until("alpha leads", lambda: leads(alpha, "alpha"), timeout=60)
+        with Daemon(beta):
+            checkpoint = "refs/legion/checkpoints/LEG-1:workspace/kept.txt"
+            wait_until(
+                "the checkpoint on the shared remote",
+                lambda: (
+                    subprocess.run(
+                        ["git", "--git-dir", str(remote), "cat-file", "-e", checkpoint],
+                        capture_output=True,
+                        check=False,
+                    ).returncode
+                    == 0
+                ),
+                timeout=120,
+            )
+            on_alpha = set(sessions_of(implementer))
+            killed = time.monotonic()
+            kill_host(alpha, first)
+            led = wait_until("beta leads", lambda: leads(beta, "beta") and time.monotonic())
+            running = wait_until(
+                "the implementer running on beta",
+                lambda: set(sessions_of(implementer)) - on_alpha and time.monotonic(),
+                timeout=120,
+                interval=0.1,
+            )
+    return led - killed, running - killed
+
+
+def host_loss(server: PostgresServer, trials: int, host_timeout: float) -> None:
+    """Host loss -> the issue running again on another host, with the real Claude Code CLI on
+    the scripted model (`_host_loss_trial`), each trial on a database of its own."""
+    saved = dict(os.environ)
+    leading, running = [], []
+    try:
+        for _ in range(trials):
+            with tempfile.TemporaryDirectory(prefix="lgb-") as folder:
+                led, ran = _host_loss_trial(Path(folder), server.database(), host_timeout)
+            leading.append(led)
+            running.append(ran)
+            os.environ.clear()
+            os.environ.update(saved)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    print(
+        f"host loss (every process killed) -> its implementer running again on another host, "
+        f"host_timeout {host_timeout:g} s: median {statistics.median(running):.1f} s, "
+        f"max {max(running):.1f} s over {trials} (goal <= 2 x host_timeout, "
+        f"{2 * host_timeout:g} s); of which the other host leading: median "
+        f"{statistics.median(leading):.1f} s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--writes", type=int, default=300)
     parser.add_argument("--failovers", type=int, default=5)
     parser.add_argument("--messages", type=int, default=200)
+    parser.add_argument(
+        "--host-losses", type=int, default=3, help="trials of a host lost (0: none)"
+    )
     args = parser.parse_args()
     server = PostgresServer()
     try:
@@ -259,6 +386,8 @@ def main() -> None:
         pg.close()
         failover(url, args.failovers, 3.0)
         cross_host_wakeups(url, args.messages)
+        if args.host_losses:
+            host_loss(server, args.host_losses, HOST_TIMEOUT)
     finally:
         server.close()
 

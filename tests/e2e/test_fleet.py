@@ -9,11 +9,8 @@ the other."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -26,12 +23,20 @@ import pytest
 from legion.demo.swarm_script import controller_scenarios, swarm_script
 from tests.fakes.model_server import Scenario, ask_user_question, bash, text, tool_result_text
 from tests.support.cli import git, run_legion
+from tests.support.fleet import (
+    SessionSampler,
+    another_host,
+    hosts_of,
+    kill_host,
+    leads,
+    on_host,
+    sessions_of,
+)
 from tests.support.swarm import (
     Daemon,
     Swarm,
     agent_of,
     issue_status,
-    open_swarm,
     runs_until,
     session_uuid,
 )
@@ -54,51 +59,14 @@ def project(git_repo: Path, postgres_url: str) -> Path:
     return git_repo
 
 
-def _on_host(made: Swarm, name: str, home: Path, postgres_url: str) -> Swarm:
-    (home / "state").mkdir(parents=True, exist_ok=True)
-    made.env |= {
-        "HOME": str(home),
-        "XDG_STATE_HOME": str(home / "state"),
-        "LEGION_STORE": postgres_url,
-        "LEGION_HOST_NAME": name,
-        "LEGION_HOST_TIMEOUT": str(HOST_TIMEOUT),
-    }
-    return made
-
-
 @pytest.fixture
 def alpha(swarm: Swarm, tmp_path: Path, isolated_env: Path, postgres_url: str) -> Iterator[Swarm]:
-    yield _on_host(swarm, "alpha", isolated_env, postgres_url)
-
-
-@contextlib.contextmanager
-def _another_host(name: str, project: Path, tmp_path: Path, postgres_url: str) -> Iterator[Swarm]:
-    """Host `name`: its own HOME, state folder, clone, workspace root, tmux server and model
-    server, on the project's store."""
-    folder = tmp_path / name
-    folder.mkdir()
-    home = folder / "home"
-    home.mkdir()
-    (home / ".gitconfig").write_text((Path(os.environ["HOME"]) / ".gitconfig").read_text())
-    clone = folder / "repo"
-    # From the shared remote when the project has one (`shared_remote`), else from alpha's.
-    origin = subprocess.run(
-        ["git", "remote", "get-url", "origin"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    source = origin.stdout.strip() if origin.returncode == 0 else str(project)
-    git(folder, "clone", "--quiet", source, str(clone))
-    with open_swarm(folder, clone, home) as made:
-        made.env["LEGION_WORKSPACE_ROOT"] = str(folder / "work spaces")
-        yield _on_host(made, name, home, postgres_url)
+    yield on_host(swarm, "alpha", isolated_env, postgres_url, HOST_TIMEOUT)
 
 
 @pytest.fixture
 def beta(project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm) -> Iterator[Swarm]:
-    with _another_host("beta", project, tmp_path, postgres_url) as made:
+    with another_host("beta", project, tmp_path, postgres_url, HOST_TIMEOUT) as made:
         yield made
 
 
@@ -106,57 +74,8 @@ def beta(project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm) -> Iter
 def gamma(
     project: Path, tmp_path: Path, postgres_url: str, alpha: Swarm, beta: Swarm
 ) -> Iterator[Swarm]:
-    with _another_host("gamma", project, tmp_path, postgres_url) as made:
+    with another_host("gamma", project, tmp_path, postgres_url, HOST_TIMEOUT) as made:
         yield made
-
-
-class _Sampler:
-    """How many live processes run each of `sessions` at once, at most (`most`), from /proc
-    every 0.2 s between `start` and `stop`: two would be one session run twice."""
-
-    def __init__(self, sessions: list[str]) -> None:
-        self.most = dict.fromkeys(sessions, 0)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def start(self) -> _Sampler:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.2):
-            running = _session_processes()
-            for sid in self.most:
-                self.most[sid] = max(self.most[sid], len(running.get(sid, ())))
-
-
-def _kill_host(swarm: Swarm, daemon: Daemon) -> None:
-    """Every process of the host `swarm` dies at once, with SIGKILL, as when its machine is
-    lost: its daemon, its tmux server, and every process of its sessions (they name their host
-    in their environment; on a real machine nothing would be left to find)."""
-    assert daemon.proc is not None
-    os.kill(daemon.proc.pid, signal.SIGKILL)
-    daemon.proc.wait(10)
-    host = f"LEGION_HOST={swarm.env['LEGION_HOST_NAME']}".encode()
-    server = (swarm.tmux("list-sessions", "-F", "#{pid}").split() or [""])[0]
-    for proc in Path("/proc").iterdir():
-        try:
-            mine = host in (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if mine or proc.name == server:
-            with contextlib.suppress(OSError):
-                os.kill(int(proc.name), signal.SIGKILL)
-
-
-def _hosts(swarm: Swarm) -> dict[str, dict[str, object]]:
-    found = run_legion("hosts", "--json", cwd=swarm.repo, env=swarm.env)
-    assert found.returncode == 0, found.stderr
-    return {host["name"]: host for host in json.loads(found.stdout)}
 
 
 def _controller_windows(swarm: Swarm) -> list[str]:
@@ -167,11 +86,11 @@ def _controller_windows(swarm: Swarm) -> list[str]:
 def test_one_leads_and_the_other_takes_over_when_its_host_dies(alpha: Swarm, beta: Swarm) -> None:
     first = Daemon(alpha).start()
     try:
-        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        wait_until("alpha leads", lambda: leads(alpha, "alpha"))
         with Daemon(beta) as second:
-            wait_until("beta joins", lambda: "beta" in _hosts(beta))
+            wait_until("beta joins", lambda: "beta" in hosts_of(beta))
             second.ticks(2)
-            hosts = _hosts(beta)
+            hosts = hosts_of(beta)
             assert hosts["alpha"]["leader"] and hosts["alpha"]["epoch"] == 1
             assert not hosts["beta"]["leader"] and hosts["beta"]["state"] == "up"
             wait_until("alpha's controller", lambda: _controller_windows(alpha))
@@ -180,17 +99,17 @@ def test_one_leads_and_the_other_takes_over_when_its_host_dies(alpha: Swarm, bet
             assert "hosts:      alpha (up, leads" in status and "beta (up" in status
 
             # Every process of alpha's host dies: its daemon, its tmux server and sessions.
-            _kill_host(alpha, first)
+            kill_host(alpha, first)
             wait_until(
                 "beta leads",
-                lambda: _hosts(beta)["beta"]["leader"] is True,
+                lambda: hosts_of(beta)["beta"]["leader"] is True,
                 timeout=3 * HOST_TIMEOUT + 10,
             )
-            assert _hosts(beta)["beta"]["epoch"] == 2
+            assert hosts_of(beta)["beta"]["epoch"] == 2
             wait_until("beta's controller", lambda: _controller_windows(beta), timeout=60)
             wait_until(
                 "alpha lost",
-                lambda: _hosts(beta)["alpha"]["state"] == "lost",
+                lambda: hosts_of(beta)["alpha"]["state"] == "lost",
                 timeout=2 * HOST_TIMEOUT + 10,
             )
             led = [
@@ -203,14 +122,14 @@ def test_one_leads_and_the_other_takes_over_when_its_host_dies(alpha: Swarm, bet
             assert drained.returncode == 0, drained.stderr
             wait_until(
                 "beta gives up the lead",
-                lambda: not _hosts(beta)["beta"]["leader"],
+                lambda: not hosts_of(beta)["beta"]["leader"],
                 timeout=2 * HOST_TIMEOUT + 10,
             )
             wait_until("beta's controller stops", lambda: not _controller_windows(beta))
             run_legion("host", "drain", "beta", "--undo", cwd=beta.repo, env=beta.env)
             wait_until(
                 "beta leads again",
-                lambda: _hosts(beta)["beta"]["epoch"] == 3,
+                lambda: hosts_of(beta)["beta"]["epoch"] == 3,
                 timeout=2 * HOST_TIMEOUT + 10,
             )
     finally:
@@ -228,36 +147,6 @@ def shared_remote(project: Path, tmp_path: Path) -> Path:
     git(project, "remote", "add", "origin", str(remote))
     git(project, "push", "--quiet", "origin", "main")
     return remote
-
-
-def _session_processes() -> dict[str, list[int]]:
-    """The live Claude Code processes of each session id (as any process of the user could see
-    them, from /proc): each CLI once, not the helper processes it forks of itself."""
-    found: dict[int, tuple[str, int]] = {}  # pid: its session id, its parent's pid
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes().split(b"\0")
-            argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
-            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if not argv0.rsplit(b"/", 1)[-1].startswith(b"claude"):
-            continue
-        for variable in environ:
-            if variable.startswith(b"LEGION_SESSION_ID="):
-                found[int(proc.name)] = (variable.split(b"=", 1)[1].decode(), parent)
-    sessions: dict[str, list[int]] = {}
-    for pid, (sid, parent) in found.items():
-        if parent not in found:
-            sessions.setdefault(sid, []).append(pid)
-    return sessions
-
-
-def _sessions_of(sid: str) -> list[int]:
-    """The live Claude Code processes running session `sid`."""
-    return _session_processes().get(sid, [])
 
 
 def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swarm) -> None:
@@ -305,10 +194,10 @@ def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swa
     alpha.legion("issue", "create", "Keep a file")
     project_id = alpha.json("config")["settings"]["project_id"]["value"]
     implementer = str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:implement"))
-    sampled = _Sampler([implementer]).start()
+    sampled = SessionSampler([implementer]).start()
     first = Daemon(alpha).start()
     try:
-        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        wait_until("alpha leads", lambda: leads(alpha, "alpha"))
         with Daemon(beta):
 
             def checkpointed() -> bool:
@@ -327,9 +216,9 @@ def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swa
                 return shown.returncode == 0 and shown.stdout == "kept\n"
 
             wait_until("the checkpoint on the shared remote", checkpointed, timeout=120)
-            assert _sessions_of(implementer), "the implementer runs on alpha"
+            assert sessions_of(implementer), "the implementer runs on alpha"
             # Every process of alpha's host dies, and its folders go.
-            _kill_host(alpha, first)
+            kill_host(alpha, first)
             alpha.close_reader()
             for folder in (alpha.workspace_root, alpha.repo, Path(alpha.env["XDG_STATE_HOME"])):
                 shutil.rmtree(folder)
@@ -359,7 +248,7 @@ def test_a_message_said_on_one_host_reaches_an_agent_on_another(alpha: Swarm, be
     that runs on alpha, whose daemon the post's NOTIFY wakes (its ticks are 60 s apart, so
     nothing else would deliver it within the test's wait)."""
     with Daemon(alpha, tick=60, mode="manual") as hosting:
-        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        wait_until("alpha leads", lambda: leads(alpha, "alpha"))
         alpha.legion("issue", "create", "Talkative")
         alpha.server.add_scenario("plan mode for LEG-1", [[text("Planned.")]], name="plan")
         alpha.legion("dispatch", "LEG-1", "plan")
@@ -391,32 +280,33 @@ def test_a_partitioned_leader_stops_its_sessions_and_the_other_host_takes_them_o
     link = CuttableLink(int(port))
     alpha.env["LEGION_STORE"] = postgres_url.replace(f":{port}/", f":{link.port}/")
     controller = session_uuid(beta, "controller")
-    sampled = _Sampler([controller]).start()
+    sampled = SessionSampler([controller]).start()
     try:
         with Daemon(alpha), Daemon(beta):
-            wait_until("alpha leads", lambda: _hosts(beta).get("alpha", {}).get("leader") is True)
-            wait_until("beta joins", lambda: "beta" in _hosts(beta))
-            wait_until("alpha's controller", lambda: _sessions_of(controller), timeout=60)
+            wait_until("alpha leads", lambda: leads(beta, "alpha"))
+            wait_until("beta joins", lambda: "beta" in hosts_of(beta))
+            wait_until("alpha's controller", lambda: sessions_of(controller), timeout=60)
             assert _controller_windows(alpha) and not _controller_windows(beta)
             link.cut()
             wait_until("alpha closes its controller", lambda: not _controller_windows(alpha))
             wait_until(
                 "beta leads",
-                lambda: _hosts(beta)["beta"]["leader"] is True,
+                lambda: hosts_of(beta)["beta"]["leader"] is True,
                 timeout=3 * HOST_TIMEOUT + 10,
             )
-            assert _hosts(beta)["beta"]["epoch"] == 2
+            assert hosts_of(beta)["beta"]["epoch"] == 2
             wait_until("beta's controller", lambda: _controller_windows(beta), timeout=60)
             link.restore()
             wait_until(
                 "alpha back, following",
                 lambda: (
-                    _hosts(beta)["alpha"]["state"] == "up" and not _hosts(beta)["alpha"]["leader"]
+                    hosts_of(beta)["alpha"]["state"] == "up"
+                    and not hosts_of(beta)["alpha"]["leader"]
                 ),
                 timeout=3 * HOST_TIMEOUT + 10,
             )
             time.sleep(HOST_TIMEOUT)  # a while back on the link: it takes nothing again
-            assert _hosts(beta)["beta"]["leader"] and not _controller_windows(alpha)
+            assert hosts_of(beta)["beta"]["leader"] and not _controller_windows(alpha)
             led = [
                 e["detail"] for e in beta.json("log", "-n", "300") if e["action"] == "fleet_lead"
             ]
@@ -454,24 +344,24 @@ def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
             ],
         )
     sessions = [session_uuid(beta, f"{issue}:implement") for issue in ("LEG-1", "LEG-2")]
-    sampled = _Sampler(sessions).start()
+    sampled = SessionSampler(sessions).start()
     # Killed by itself at its second worker start: LEG-2's window, mid-pass.
     armed = Daemon(alpha, extra_env={"LEGION_TEST_KILL_AT": "after_window_started:2"})
     try:
         armed.start()
         beta.legion("issue", "create", "First", "--status", "In Progress")
-        wait_until("LEG-1's implementer at work on alpha", lambda: _sessions_of(sessions[0]))
+        wait_until("LEG-1's implementer at work on alpha", lambda: sessions_of(sessions[0]))
         wait_until(
             "its turn", lambda: alpha.server.requests_for_scenario("implement mode for LEG-1")
         )
         beta.legion("issue", "create", "Second", "--status", "In Progress")
         assert armed.proc is not None
         armed.proc.wait(60)
-        assert _sessions_of(sessions[0]), "alpha's host lives on: its implementer too"
+        assert sessions_of(sessions[0]), "alpha's host lives on: its implementer too"
         with Daemon(beta):
             wait_until(
                 "alpha's fence closes its sessions",
-                lambda: not _sessions_of(sessions[0]) and not _controller_windows(alpha),
+                lambda: not sessions_of(sessions[0]) and not _controller_windows(alpha),
                 timeout=2 * HOST_TIMEOUT + 10,
             )
             for issue in ("LEG-1", "LEG-2"):
@@ -480,7 +370,7 @@ def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
                     lambda issue=issue: issue_status(beta, issue) in ("Needs Review", "Done"),
                     timeout=120,
                 )
-            assert _hosts(beta)["beta"]["epoch"] == 2
+            assert hosts_of(beta)["beta"]["epoch"] == 2
     finally:
         sampled.stop()
         armed.stop()
@@ -508,7 +398,7 @@ def test_workers_run_on_another_host_than_the_leaders(
     project_id = alpha.json("config")["settings"]["project_id"]["value"]
     modes = ("plan", "implement", "review", "finish")
     sessions = [str(uuid.uuid5(uuid.UUID(project_id), f"LEG-1:{mode}")) for mode in modes]
-    sampled = _Sampler(sessions).start()
+    sampled = SessionSampler(sessions).start()
     seen_on_alpha: set[tuple[str, str]] = set()  # (host, state) of LEG-1's worker, from alpha
     alpha_windows: set[str] = set()
     beta_windows: set[str] = set()
@@ -523,7 +413,7 @@ def test_workers_run_on_another_host_than_the_leaders(
     alpha.legion("issue", "create", "Feature one", "--body", "Add feature one.")
     try:
         with Daemon(alpha):
-            wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+            wait_until("alpha leads", lambda: leads(alpha, "alpha"))
             with Daemon(beta):
                 wait_until("LEG-1 Done", done, timeout=200)
                 wait_until("beta closes the last window", lambda: not _worker_windows(beta))
@@ -552,7 +442,7 @@ def test_workers_run_on_another_host_than_the_leaders(
     assert alpha.json("workers") == []
 
 
-def test_a_humans_answer_is_typed_into_a_worker_on_another_host(alpha: Swarm, beta: Swarm) -> None:
+def test_a_humans_answer_is_typed_into_a_worker_onanother_host(alpha: Swarm, beta: Swarm) -> None:
     """A planner placed on beta asks a human and ends its turn, still running. The answer
     (`legion feedback`, on alpha) is relayed by alpha, the leader, into that live session:
     alpha asks beta, whose daemon types it in. The planner goes on in the same session."""
@@ -588,7 +478,7 @@ def test_a_humans_answer_is_typed_into_a_worker_on_another_host(alpha: Swarm, be
     beta.server.script.scenarios.insert(0, answered)
     alpha.legion("issue", "create", "Greeter")
     with Daemon(alpha):
-        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        wait_until("alpha leads", lambda: leads(alpha, "alpha"))
         with Daemon(beta):
             wait_until(
                 "the planner on beta asks",
@@ -623,7 +513,7 @@ def test_a_message_to_a_worker_on_another_host_is_delivered_by_that_host(
     beta.server.add_scenario("zebra-cross", [[text("Heard from the leader's host.")]], name="cross")
     alpha.legion("issue", "create", "Talkative")
     with Daemon(alpha):
-        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        wait_until("alpha leads", lambda: leads(alpha, "alpha"))
         with Daemon(beta, tick=60):
             worker = wait_until(
                 "the worker idle on beta",
@@ -661,7 +551,7 @@ def test_a_question_of_a_worker_on_another_host_is_answered_from_the_leaders(
     )
     alpha.legion("issue", "create", "Pick a fruit")
     with Daemon(alpha):
-        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        wait_until("alpha leads", lambda: leads(alpha, "alpha"))
         with Daemon(beta):
             blocked = wait_until(
                 "the planner on beta blocked",
@@ -679,7 +569,7 @@ def test_a_question_of_a_worker_on_another_host_is_answered_from_the_leaders(
     assert _worker_windows(alpha) == set()
 
 
-def test_a_question_of_the_leaders_worker_is_answered_from_another_host(
+def test_a_question_of_the_leaders_worker_is_answered_fromanother_host(
     alpha: Swarm, beta: Swarm
 ) -> None:
     """The other way round: a planner on alpha, the leader's host, waits on a question screen;
@@ -693,7 +583,7 @@ def test_a_question_of_the_leaders_worker_is_answered_from_another_host(
     )
     alpha.legion("issue", "create", "Pick a fruit")
     with Daemon(alpha):
-        wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+        wait_until("alpha leads", lambda: leads(alpha, "alpha"))
         blocked = wait_until(
             "the planner on alpha blocked, as beta sees it",
             lambda: (w := beta.worker("LEG-1")) and w["state"] == "blocked" and w,
@@ -757,7 +647,7 @@ def _demo_script(oracle: dict[str, str]) -> list[object]:
 
 
 @pytest.mark.timeout(420)
-def test_the_demo_spread_over_three_hosts(
+def test_the_demo_spread_over_threehosts_of(
     shared_remote: Path, alpha: Swarm, beta: Swarm, gamma: Swarm
 ) -> None:
     """The demo's three issues, every mode of each, on three hosts with room for three
@@ -787,11 +677,11 @@ def test_the_demo_spread_over_three_hosts(
     ]
     for n in (1, 2, 3):
         alpha.legion("issue", "create", f"Feature {n}", "--body", f"Add feature {n}.")
-    sampled = _Sampler(sessions).start()
+    sampled = SessionSampler(sessions).start()
     windows = _Windows(hosts).start()
     try:
         with Daemon(alpha):
-            wait_until("alpha leads", lambda: _hosts(alpha).get("alpha", {}).get("leader") is True)
+            wait_until("alpha leads", lambda: leads(alpha, "alpha"))
             with Daemon(beta), Daemon(gamma):
                 wait_until(
                     "every issue Done",
@@ -801,7 +691,7 @@ def test_the_demo_spread_over_three_hosts(
     finally:
         sampled.stop()
         windows.stop()
-    assert windows.most == {"alpha": 1, "beta": 1, "gamma": 1}, windows.most
+    assert windows.most == {"alpha": 1, "beta": 1, "gamma": 1}, windows.most  # and each ran some
     assert max(sampled.most.values()) == 1, sampled.most
     for issue in DEMO_ISSUES:
         pr = alpha.json("issue", "show", issue)["pr"]

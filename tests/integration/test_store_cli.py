@@ -82,6 +82,8 @@ def test_two_hosts_share_one_project_in_postgresql(tmp_path: Path, postgres_url:
     hosts = "one (up, 1/2), two (up, 0/1)"
     status = run_legion("status", cwd=second, env=env_two)
     assert f"hosts:      {hosts}\n" in status.stdout, status.stdout
+    [line] = [line for line in status.stdout.splitlines() if line.startswith("  LEG-1 ")]
+    assert line.split()[:5] == ["LEG-1", "plan", "idle", "on", "one"], line
     tmux = {"LEGION_TMUX_SOCKET": str(tmp_path / "tmux.sock")}  # a server nobody started
     board = ProjectSources({**os.environ, **env_two, **tmux}, second, dict).board(None)
     assert isinstance(board, Board) and board.hosts == hosts, board

@@ -425,9 +425,11 @@ def _print_status(report: StatusReport) -> None:
         phases = report.usage.get(view.record.issue)
         used = total(phases.values()).total if phases else 0
         tokens = "" if not used else f"  {used:,} tokens on the issue"
+        # On a fleet of more than one host, the host each worker runs on.
+        host = f"on {view.record.host:10} " if report.fleet_line is not None else ""
         common.echo(
             f"  {view.record.issue:8} {view.record.mode.value:10} "
-            f"{view.state.value:8} {view.record.runtime:11} {view.record.window}{tokens}"
+            f"{view.state.value:8} {host}{view.record.runtime:11} {view.record.window}{tokens}"
         )
     if report.judgments:
         typer.echo("judgment queue:")

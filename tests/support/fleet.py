@@ -1,0 +1,142 @@
+"""Hosts of a fleet simulated on one machine, for the fleet's end-to-end tests and its bench:
+each host its own HOME, state folder, clone, workspace root, tmux server and model server, on
+one store; what runs each session, read from /proc; and a host lost at once (SIGKILL)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.support.cli import git, run_legion
+from tests.support.swarm import Daemon, Swarm, open_swarm
+
+
+def on_host(made: Swarm, name: str, home: Path, store_url: str, host_timeout: float) -> Swarm:
+    """`made` as host `name` of the fleet on the store at `store_url`: its HOME and state folder."""
+    (home / "state").mkdir(parents=True, exist_ok=True)
+    made.env |= {
+        "HOME": str(home),
+        "XDG_STATE_HOME": str(home / "state"),
+        "LEGION_STORE": store_url,
+        "LEGION_HOST_NAME": name,
+        "LEGION_HOST_TIMEOUT": str(host_timeout),
+    }
+    return made
+
+
+@contextlib.contextmanager
+def another_host(
+    name: str, project: Path, tmp_path: Path, store_url: str, host_timeout: float
+) -> Iterator[Swarm]:
+    """Host `name`: its own HOME, state folder, clone, workspace root, tmux server and model
+    server, on the project's store."""
+    folder = tmp_path / name
+    folder.mkdir()
+    home = folder / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text((Path(os.environ["HOME"]) / ".gitconfig").read_text())
+    clone = folder / "repo"
+    # From the shared remote when the project has one (`shared_remote`), else from alpha's.
+    origin = subprocess.run(
+        ["git", "remote", "get-url", "origin"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    source = origin.stdout.strip() if origin.returncode == 0 else str(project)
+    git(folder, "clone", "--quiet", source, str(clone))
+    with open_swarm(folder, clone, home) as made:
+        made.env["LEGION_WORKSPACE_ROOT"] = str(folder / "work spaces")
+        yield on_host(made, name, home, store_url, host_timeout)
+
+
+class SessionSampler:
+    """How many live processes run each of `sessions` at once, at most (`most`), from /proc
+    every 0.2 s between `start` and `stop`: two would be one session run twice."""
+
+    def __init__(self, sessions: list[str]) -> None:
+        self.most = dict.fromkeys(sessions, 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def start(self) -> SessionSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.2):
+            running = session_processes()
+            for sid in self.most:
+                self.most[sid] = max(self.most[sid], len(running.get(sid, ())))
+
+
+def kill_host(swarm: Swarm, daemon: Daemon) -> None:
+    """Every process of the host `swarm` dies at once, with SIGKILL, as when its machine is
+    lost: its daemon, its tmux server, and every process of its sessions (they name their host
+    in their environment; on a real machine nothing would be left to find)."""
+    assert daemon.proc is not None
+    os.kill(daemon.proc.pid, signal.SIGKILL)
+    daemon.proc.wait(10)
+    host = f"LEGION_HOST={swarm.env['LEGION_HOST_NAME']}".encode()
+    server = (swarm.tmux("list-sessions", "-F", "#{pid}").split() or [""])[0]
+    for proc in Path("/proc").iterdir():
+        try:
+            mine = host in (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if mine or proc.name == server:
+            with contextlib.suppress(OSError):
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
+def hosts_of(swarm: Swarm) -> dict[str, dict[str, object]]:
+    """`legion hosts --json` on `swarm`'s host, by name."""
+    found = run_legion("hosts", "--json", cwd=swarm.repo, env=swarm.env)
+    assert found.returncode == 0, found.stderr
+    return {host["name"]: host for host in json.loads(found.stdout)}
+
+
+def leads(swarm: Swarm, name: str) -> bool:
+    """Whether host `name` leads, as `legion hosts` on `swarm`'s host says."""
+    return hosts_of(swarm).get(name, {}).get("leader") is True
+
+
+def session_processes() -> dict[str, list[int]]:
+    """The live Claude Code processes of each session id (as any process of the user could see
+    them, from /proc): each CLI once, not the helper processes it forks of itself."""
+    found: dict[int, tuple[str, int]] = {}  # pid: its session id, its parent's pid
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if not argv0.rsplit(b"/", 1)[-1].startswith(b"claude"):
+            continue
+        for variable in environ:
+            if variable.startswith(b"LEGION_SESSION_ID="):
+                found[int(proc.name)] = (variable.split(b"=", 1)[1].decode(), parent)
+    sessions: dict[str, list[int]] = {}
+    for pid, (sid, parent) in found.items():
+        if parent not in found:
+            sessions.setdefault(sid, []).append(pid)
+    return sessions
+
+
+def sessions_of(sid: str) -> list[int]:
+    """The live Claude Code processes running session `sid`."""
+    return session_processes().get(sid, [])
