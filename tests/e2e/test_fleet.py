@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +24,9 @@ from tests.fakes.model_server import Scenario, ask_user_question, bash, text, to
 from tests.support.cli import git, run_legion
 from tests.support.fleet import (
     SessionSampler,
+    WindowSampler,
     another_host,
+    files_on_main,
     hosts_of,
     kill_host,
     leads,
@@ -432,13 +433,8 @@ def test_workers_run_on_another_host_than_the_leaders(
     assert pr["state"] == "merged"
     assert [r["outcome"] for r in pr["reviews"]] == ["changes_requested", "approved"]
     # Merged through the shared remote: the feature and the retro's learnings are on its main.
-    shown = subprocess.run(
-        ["git", "--git-dir", str(shared_remote), "ls-tree", "-r", "--name-only", "main"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert {"src/feature_1.py", "docs/solutions/leg-1.md"} <= set(shown), shown
+    shown = files_on_main(shared_remote)
+    assert {"src/feature_1.py", "docs/solutions/leg-1.md"} <= shown, shown
     assert alpha.json("workers") == []
 
 
@@ -596,38 +592,6 @@ def test_a_question_of_the_leaders_worker_is_answered_fromanother_host(
     assert beta.tmux("list-windows", "-a") == ""  # beta ran no session
 
 
-class _Windows:
-    """The live worker windows of each host, every 0.3 s between `start` and `stop`: the most
-    at once on each (`most`), and every worker window seen on each (`seen`)."""
-
-    def __init__(self, hosts: dict[str, Swarm]) -> None:
-        self.hosts = hosts
-        self.most = dict.fromkeys(hosts, 0)
-        self.seen: dict[str, set[str]] = {name: set() for name in hosts}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def start(self) -> _Windows:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.3):
-            for name, swarm in self.hosts.items():
-                listed = swarm.tmux("list-windows", "-a", "-F", "#{window_name}\t#{pane_dead}")
-                live = {
-                    window
-                    for window, dead in (line.split("\t") for line in listed.splitlines())
-                    if dead == "0" and window not in ("main", "legion")
-                }
-                self.most[name] = max(self.most[name], len(live))
-                self.seen[name] |= live
-
-
 DEMO_ISSUES = ["LEG-1", "LEG-2", "LEG-3"]
 
 
@@ -678,7 +642,7 @@ def test_the_demo_spread_over_threehosts_of(
     for n in (1, 2, 3):
         alpha.legion("issue", "create", f"Feature {n}", "--body", f"Add feature {n}.")
     sampled = SessionSampler(sessions).start()
-    windows = _Windows(hosts).start()
+    windows = WindowSampler(hosts).start()
     try:
         with Daemon(alpha):
             wait_until("alpha leads", lambda: leads(alpha, "alpha"))
@@ -696,14 +660,9 @@ def test_the_demo_spread_over_threehosts_of(
     for issue in DEMO_ISSUES:
         pr = alpha.json("issue", "show", issue)["pr"]
         assert pr["state"] == "merged", (issue, pr)
-    shown = subprocess.run(
-        ["git", "--git-dir", str(shared_remote), "ls-tree", "-r", "--name-only", "main"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    shown = files_on_main(shared_remote)
     for n in (1, 2, 3):
-        assert {f"src/feature_{n}.py", f"docs/solutions/leg-{n}.md"} <= set(shown), shown
+        assert {f"src/feature_{n}.py", f"docs/solutions/leg-{n}.md"} <= shown, shown
     # The questions asked on beta and gamma were answered by alpha's controller.
     answered = [e for e in alpha.json("log", "-n", "1000") if e["action"] == "host_answer"]
     assert answered, "no answer crossed hosts"

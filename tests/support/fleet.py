@@ -12,6 +12,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 
 from tests.support.cli import git, run_legion
 from tests.support.swarm import Daemon, Swarm, open_swarm
@@ -57,16 +58,16 @@ def another_host(
         yield on_host(made, name, home, store_url, host_timeout)
 
 
-class SessionSampler:
-    """How many live processes run each of `sessions` at once, at most (`most`), from /proc
-    every 0.2 s between `start` and `stop`: two would be one session run twice."""
+class Sampler:
+    """Samples something every `every` seconds in a thread, between `start` and `stop`."""
 
-    def __init__(self, sessions: list[str]) -> None:
-        self.most = dict.fromkeys(sessions, 0)
+    every = 0.2
+
+    def __init__(self) -> None:
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> SessionSampler:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -74,11 +75,61 @@ class SessionSampler:
         self._stop.set()
         self._thread.join(5)
 
-    def _sample(self) -> None:
-        while not self._stop.wait(0.2):
-            running = session_processes()
-            for sid in self.most:
-                self.most[sid] = max(self.most[sid], len(running.get(sid, ())))
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+
+class SessionSampler(Sampler):
+    """How many live processes run each of `sessions` at once, at most (`most`), from /proc
+    every 0.2 s: two would be one session run twice."""
+
+    def __init__(self, sessions: list[str]) -> None:
+        super().__init__()
+        self.most = dict.fromkeys(sessions, 0)
+
+    def sample(self) -> None:
+        running = session_processes()
+        for sid in self.most:
+            self.most[sid] = max(self.most[sid], len(running.get(sid, ())))
+
+
+class WindowSampler(Sampler):
+    """The live worker windows of each host, every 0.3 s: the most at once on each (`most`),
+    and every worker window seen on each (`seen`)."""
+
+    every = 0.3
+
+    def __init__(self, hosts: dict[str, Swarm]) -> None:
+        super().__init__()
+        self.hosts = hosts
+        self.most = dict.fromkeys(hosts, 0)
+        self.seen: dict[str, set[str]] = {name: set() for name in hosts}
+
+    def sample(self) -> None:
+        for name, swarm in self.hosts.items():
+            listed = swarm.tmux("list-windows", "-a", "-F", "#{window_name}\t#{pane_dead}")
+            live = {
+                window
+                for window, dead in (line.split("\t") for line in listed.splitlines())
+                if dead == "0" and window not in ("main", "legion")
+            }
+            self.most[name] = max(self.most[name], len(live))
+            self.seen[name] |= live
+
+
+def files_on_main(remote: Path) -> set[str]:
+    """Every file on the main branch of the bare repository `remote`."""
+    listed = subprocess.run(
+        ["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(listed.stdout.split())
 
 
 def kill_host(swarm: Swarm, daemon: Daemon) -> None:
