@@ -126,6 +126,7 @@ class StatusReport:
 
     @property
     def fleet_line(self) -> str | None:
+        """The hosts in one line (`legion.fleet.hosts_line`); None on a fleet of one."""
         return hosts_line(self.hosts)
 
 
