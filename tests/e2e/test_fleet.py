@@ -438,7 +438,7 @@ def test_workers_run_on_another_host_than_the_leaders(
     assert alpha.json("workers") == []
 
 
-def test_a_humans_answer_is_typed_into_a_worker_onanother_host(alpha: Swarm, beta: Swarm) -> None:
+def test_a_humans_answer_is_typed_into_a_worker_on_another_host(alpha: Swarm, beta: Swarm) -> None:
     """A planner placed on beta asks a human and ends its turn, still running. The answer
     (`legion feedback`, on alpha) is relayed by alpha, the leader, into that live session:
     alpha asks beta, whose daemon types it in. The planner goes on in the same session."""
@@ -565,7 +565,7 @@ def test_a_question_of_a_worker_on_another_host_is_answered_from_the_leaders(
     assert _worker_windows(alpha) == set()
 
 
-def test_a_question_of_the_leaders_worker_is_answered_fromanother_host(
+def test_a_question_of_the_leaders_worker_is_answered_from_another_host(
     alpha: Swarm, beta: Swarm
 ) -> None:
     """The other way round: a planner on alpha, the leader's host, waits on a question screen;
@@ -611,7 +611,7 @@ def _demo_script(oracle: dict[str, str]) -> list[object]:
 
 
 @pytest.mark.timeout(420)
-def test_the_demo_spread_over_threehosts_of(
+def test_the_demo_spread_over_three_hosts(
     shared_remote: Path, alpha: Swarm, beta: Swarm, gamma: Swarm
 ) -> None:
     """The demo's three issues, every mode of each, on three hosts with room for three

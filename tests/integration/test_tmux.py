@@ -256,3 +256,33 @@ def test_within_one_look_the_windows_are_listed_once_until_one_opens_or_closes(
         server.new_window(windows.session, "later", sleeper, Path.cwd())
     # Out of the look, every list asks tmux.
     assert {w.name for w in windows.list()} == {"legion", "first", "other", "later"}
+
+
+def test_a_screen_judged_still_is_looked_at_again_before_it_counts(
+    server: Tmux, project: Path
+) -> None:
+    """`screen_moves`: a spinner whose frames come round again (so two looks far apart can
+    show the same frame) is caught moving by a few looks in quick succession; a screen that
+    truly stands still, or a window gone, is reported still (None)."""
+    windows = SessionWindows(load_project(project), server)
+    windows.ensure_session()
+    spin = (
+        "import itertools, sys, time\n"
+        "for frame in itertools.cycle('.+*'):\n"
+        "    sys.stdout.write('\\r' + frame + ' Thinking'); sys.stdout.flush(); time.sleep(0.1)\n"
+    )
+    still = "import sys, time; print('Stuck here', flush=True); time.sleep(30)"
+    spinner = windows.start("spinner", python(spin), Path.cwd(), tag="sid-1")
+    stuck = windows.start("stuck", python(still), Path.cwd(), tag="sid-2")
+    wait_for(lambda: "Thinking" in windows.screen(spinner.id))
+    wait_for(lambda: "Stuck here" in windows.screen(stuck.id))
+
+    def digest(screen: str) -> str:
+        return screen
+
+    seen = windows.screen(spinner.id)
+    moved = windows.screen_moves(spinner.id, digest, seen)
+    assert moved is not None and moved != seen and "Thinking" in moved
+    assert windows.screen_moves(stuck.id, digest, windows.screen(stuck.id)) is None
+    windows.close_retired(stuck)
+    assert windows.screen_moves(stuck.id, digest, "anything") is None

@@ -134,11 +134,16 @@ class ControllerSupervisor:
         if window is None or window.pane_dead:
             self.untranscribed = None
             return False
-        screen = workers.windows.screen(window.id)
-        digest = hashlib.sha256(screen.encode()).hexdigest() if screen.strip() else ""
+        digest = _digest(workers.windows.screen(window.id))
         now = time.monotonic()
         self.untranscribed = screen_seen(self.untranscribed, window.id, digest, now)
-        return screen_stuck(self.untranscribed, now, self.stale_after)
+        if not screen_stuck(self.untranscribed, now, self.stale_after):
+            return False
+        moved = workers.windows.screen_moves(window.id, _digest, digest)
+        if moved is not None:  # a spinner's frame, seen again by chance
+            self.untranscribed = screen_seen(None, window.id, moved, time.monotonic())
+            return False
+        return True
 
     def start(self, reason: str) -> None:
         controller = self.controller
@@ -248,3 +253,8 @@ class ControllerWakeups:
             if item.delivered_mark is not None and transcript_grew(item.delivered_mark, size)
         )
         return DONE
+
+
+def _digest(screen: str) -> str:
+    """A screen's digest; "" for a blank one (a CLI still loading: never still)."""
+    return hashlib.sha256(screen.encode()).hexdigest() if screen.strip() else ""

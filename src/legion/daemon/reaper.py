@@ -65,12 +65,15 @@ class StuckWorkerReaper:
                     continue
                 seen[window_id] = screen_now = before
             else:
-                digest = hashlib.sha256(screen.encode()).hexdigest()
-                seen[window_id] = screen_now = screen_seen(before, window_id, digest, now)
+                seen[window_id] = screen_now = screen_seen(before, window_id, _digest(screen), now)
             started = _timestamp(view.record.started_at)
             if worker_stuck(
                 view.last_activity, started, time.time(), screen_now, now, self.stale_after
             ):
+                moved = self.workers.windows.screen_moves(window_id, _digest, screen_now.digest)
+                if moved is not None:  # it was a spinner's frame, seen again by chance
+                    seen[window_id] = screen_seen(None, window_id, moved, time.monotonic())
+                    continue
                 self.workers.windows.close_window(view.window.id)
                 quiet_for = f"{self.stale_after:g} s"
                 self.log.append(
@@ -83,6 +86,10 @@ class StuckWorkerReaper:
         self.screens = seen
         self.looked_at = {key: at for key, at in self.looked_at.items() if key in seen}
         return DONE
+
+
+def _digest(screen: str) -> str:
+    return hashlib.sha256(screen.encode()).hexdigest()
 
 
 def _timestamp(iso: str) -> float:
