@@ -145,6 +145,12 @@ def usage(
         )
     total = sum(row.used.total for row in rows)
     line = f"total: {total:,} tokens in {sum(row.responses for row in rows):,} responses"
+    unread = sum(row.unread for row in rows)
+    if unread:
+        line += (
+            f"; {unread:,} of them reported no usage the proxy could read "
+            "(their tokens are not counted: see the daemon's log)"
+        )
     if priced:
         unpriced = sorted(
             {row.model for row, cost in zip(rows, costs, strict=True) if cost is None}

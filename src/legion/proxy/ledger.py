@@ -1,6 +1,8 @@
 """The usage ledger: every model response a session's requests got through the proxy, with
 what it used, by session, issue, phase (mode), runtime and model (`model_usage` in the project
-database). Written by the daemon's proxy as each response ends; read by `legion usage`."""
+database). Written by the daemon's proxy as each response ends; read by `legion usage`. A
+model's answer whose usage the proxy could not read is a row marked unread, with no tokens:
+what it used is not known, and no budget counts it (`legion usage` says how many)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ class UsageRow:
     model: str
     responses: int
     used: Usage
+    # Of `responses`, those whose usage could not be read (their tokens are not in `used`).
+    unread: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +54,7 @@ class UsageRow:
             "runtime": self.runtime,
             "model": self.model,
             "responses": self.responses,
+            "unread_responses": self.unread,
             "input_tokens": self.used.input,
             "output_tokens": self.used.output,
             "cache_creation_tokens": self.used.cache_write,
@@ -82,6 +87,16 @@ class UsageLedger:
                 ),
             )
 
+    def record_unread(self, spender: Spender) -> None:
+        """A model's answer that reported no usage the proxy could read."""
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT INTO model_usage (at, session_id, issue, mode, runtime, model, "
+                "input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens, unread) "
+                "VALUES (?, ?, ?, ?, ?, '', 0, 0, 0, 0, 1)",
+                (now(), spender.session_id, spender.issue, spender.mode, spender.runtime),
+            )
+
     def total(
         self, *, issue: str | None = None, since: str | None = None, session: str | None = None
     ) -> int:
@@ -103,7 +118,7 @@ class UsageLedger:
             "SELECT issue, mode, runtime, model, COUNT(*) AS responses, "
             "SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
             "SUM(cache_creation_tokens) AS cache_creation_tokens, "
-            "SUM(cache_read_tokens) AS cache_read_tokens FROM model_usage"
+            "SUM(cache_read_tokens) AS cache_read_tokens, SUM(unread) AS unread FROM model_usage"
             + where
             + " GROUP BY issue, mode, runtime, model ORDER BY issue, MIN(id), model"
         )
@@ -122,6 +137,7 @@ class UsageLedger:
                     cache_read=r["cache_read_tokens"],
                     cache_write=r["cache_creation_tokens"],
                 ),
+                int(r["unread"]),
             )
             for r in found
         ]

@@ -38,6 +38,16 @@ from .ledger import CONTROLLER, Spender, UsageLedger
 from .limits import HELD_STATUSES, ModelHold
 from .metering import UsageMeter
 from .questions import QUESTION_TOOLS, AskedQuestions
+from .routes import (
+    CLAUDE_API,
+    CODEX_API,
+    Api,
+    Forward,
+    Refusal,
+    body_length,
+    forward,
+    forwarded_headers,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -63,7 +73,12 @@ _HOP_BY_HOP = frozenset(
         "accept-encoding",
     }
 )
-_CREDENTIAL_HEADERS = frozenset({"x-api-key", "authorization"})
+# At most this many connections are served at once (each holds a thread); one more is told
+# 503 and closed: a session opening connections without end takes no more than these.
+MAX_CONNECTIONS = 128
+# A connection that sends nothing (between requests, or in the middle of one) for this long is
+# closed: a CLI opens a new one; a slow sender holds no thread for ever.
+IDLE_TIMEOUT_S = 120.0
 OAUTH_BETA = "oauth-2025-04-20"
 
 
@@ -140,6 +155,7 @@ class ModelProxy:
         refused: Callable[[Spender, Spent], None] = lambda spender, spent: None,
         port: int = 0,
         unix_socket: Path | None = None,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         """`open_db`: the project database, opened for each request (a connection belongs to
         one thread, and each request is served by its own). `codex`: Codex's provider, served
@@ -148,7 +164,8 @@ class ModelProxy:
         budgets enforced before a request goes; `refused`: told of each request refused for
         one (from the request's thread), so that its session is stopped. `unix_socket`: where
         it also listens, for sessions confined to a network of their own (`legion.sandbox`:
-        each one's bridge carries its connections here)."""
+        each one's bridge carries its connections here). `max_connections`: how many
+        connections it serves at once, over both."""
         self.upstream = upstream
         self.codex = codex
         self.open_db = open_db
@@ -157,6 +174,7 @@ class ModelProxy:
         self.limits = limits
         self.refused = refused
         self.hold = ModelHold(open_db)
+        self.slots = threading.BoundedSemaphore(max_connections)
         self._client: httpx.Client | None = None
         self._server = _Server(("127.0.0.1", port), _Handler, self)
         self._thread = threading.Thread(
@@ -185,12 +203,15 @@ class ModelProxy:
         assert self._client is not None, "the proxy is not started"
         return self._client.send(request, stream=True)
 
-    def route(self, path: str) -> tuple[Upstream, str] | None:
-        """The upstream a request for `path` goes to, and its path there; None for a Codex
-        path when Codex is not proxied."""
-        if path == CODEX_PATH or path.startswith((CODEX_PATH + "/", CODEX_PATH + "?")):
-            return None if self.codex is None else (self.codex, path[len(CODEX_PATH) :])
-        return self.upstream, path
+    def route(self, target: str) -> tuple[Upstream, Api, str] | None:
+        """The upstream a request for `target` goes to, what its runtime may send there
+        (`legion.proxy.routes`), and its target there; None for a Codex target when Codex is
+        not proxied."""
+        if target == CODEX_PATH or target.startswith((CODEX_PATH + "/", CODEX_PATH + "?")):
+            if self.codex is None:
+                return None
+            return self.codex, CODEX_API, target[len(CODEX_PATH) :]
+        return self.upstream, CLAUDE_API, target
 
     def build(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes
@@ -245,9 +266,52 @@ class ModelProxy:
         return Spender(session_id, issue, mode, "")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+)
 
+
+class _Bounded(socketserver.ThreadingMixIn):
+    """A thread a connection, at most `proxy.slots` at once: one more is answered 503 and
+    closed by the accepting thread, which never waits on it."""
+
+    daemon_threads = True
+    proxy: ModelProxy
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.proxy.slots.acquire(blocking=False):
+            body = json.dumps(
+                {
+                    "type": "error",
+                    "error": {
+                        "type": "overloaded_error",
+                        "message": "Legion's model proxy serves no more connections now",
+                    },
+                }
+            ).encode()
+            try:
+                request.settimeout(1.0)
+                request.sendall(_BUSY % (len(body), body))
+                request.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            request.close()
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.proxy.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.proxy.slots.release()
+
+
+class _Server(_Bounded, ThreadingHTTPServer):
     def __init__(
         self, address: tuple[str, int], handler: type[_Handler], proxy: ModelProxy
     ) -> None:
@@ -255,9 +319,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, handler)
 
 
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
+class _UnixServer(_Bounded, socketserver.UnixStreamServer):
     def __init__(self, path: str, handler: type[_Handler], proxy: ModelProxy) -> None:
         self.proxy = proxy
         super().__init__(path, handler)
@@ -266,11 +328,13 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the CLIs use it
     disable_nagle_algorithm = True  # each chunk goes out as it comes, not after a delayed ACK
+    timeout = IDLE_TIMEOUT_S
     server: _Server | _UnixServer
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the daemon's stderr is its log: no line per request
 
+    # Every method is answered in the API's error shape; only a route's own is forwarded.
     def do_GET(self) -> None:
         self._forward()
 
@@ -278,6 +342,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._forward()
 
     def do_HEAD(self) -> None:
+        self._forward()
+
+    def do_PUT(self) -> None:
+        self._forward()
+
+    def do_PATCH(self) -> None:
+        self._forward()
+
+    def do_DELETE(self) -> None:
+        self._forward()
+
+    def do_OPTIONS(self) -> None:
         self._forward()
 
     def _send_held(
@@ -325,10 +401,36 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _refuse_for(self, refusal: Refusal) -> None:
+        print(
+            f"legion: model proxy refused {self.command} {self.path[:200]!r}: {refusal.message}",
+            file=sys.stderr,
+            flush=True,
+        )
+        self._refuse(refusal.status, refusal.kind, refusal.message)
+
     def _forward(self) -> None:
         proxy = self.server.proxy
-        length = int(self.headers.get("content-length") or 0)
+        length = body_length(
+            self.headers.get("content-length"), self.headers.get("transfer-encoding")
+        )
+        if isinstance(length, Refusal):
+            self.close_connection = True  # its body, unread, would be taken for a request
+            self._refuse_for(length)
+            return
         body = self.rfile.read(length) if length else b""
+        if len(body) < length:  # the sender went away mid-body
+            self.close_connection = True
+            return
+        routed = proxy.route(self.path)
+        if routed is None:
+            self._refuse_for(Refusal(404, "not_found_error", "Codex is not served by this proxy"))
+            return
+        upstream, api, target = routed
+        allowed = forward(api, upstream.base_url, self.command, target)
+        if isinstance(allowed, Refusal):
+            self._refuse_for(allowed)
+            return
         incoming = {key.lower(): value for key, value in self.headers.items()}
         try:
             db = proxy.open_db()
@@ -336,18 +438,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(503, "api_error", f"Legion's model proxy: {exc}")
             return
         try:
-            self._forward_as(db, proxy, body, incoming)
+            self._forward_as(db, proxy, upstream, api, allowed, body, incoming)
         finally:
             db.close()
 
     def _forward_as(
-        self, db: Store, proxy: ModelProxy, body: bytes, incoming: dict[str, str]
+        self,
+        db: Store,
+        proxy: ModelProxy,
+        upstream: Upstream,
+        api: Api,
+        allowed: Forward,
+        body: bytes,
+        incoming: dict[str, str],
     ) -> None:
-        routed = proxy.route(self.path)
-        if routed is None:
-            self._refuse(404, "not_found_error", f"Legion's model proxy serves no {self.path}")
-            return
-        upstream, path = routed
         spender = proxy.spender(db, incoming, upstream)
         if spender is None:
             self._refuse(
@@ -357,53 +461,52 @@ class _Handler(BaseHTTPRequestHandler):
                 "(the session was retired or started again)",
             )
             return
-        if self.command == "POST":  # a model call: within the budgets, or not sent at all
-            spent = spent_limit(db, proxy.limits, spender.issue)
-            if spent is not None:
-                # The daemon is told first: whoever has the answer finds the daemon knowing.
-                proxy.refused(spender, spent)
-                self._refuse(REFUSED_STATUS, REFUSED_TYPE, refusal_message(spender, spent))
-                return
+        # Every route is a model call: within the budgets, or not sent at all.
+        spent = spent_limit(db, proxy.limits, spender.issue)
+        if spent is not None:
+            # The daemon is told first: whoever has the answer finds the daemon knowing.
+            proxy.refused(spender, spent)
+            self._refuse(REFUSED_STATUS, REFUSED_TYPE, refusal_message(spender, spent))
+            return
         request = _json_body(body)
-        if self.command == "POST" and spender.session_id and _main_loop(request):
+        if spender.session_id and _main_loop(request):
             _forget_question(db, spender.session_id)  # asked again: answered, or left
-        headers = _upstream_headers(incoming, upstream)
+        headers = forwarded_headers(api, incoming, upstream.headers)
         streaming = request.get("stream") is True
-        response = self._send_held(proxy, upstream.base_url + path, headers, body)
+        response = self._send_held(proxy, allowed.url, headers, body)
         if response is None:
             return
         meter = UsageMeter(streaming=streaming, watched=QUESTION_TOOLS)
         ledger = UsageLedger(db)
+        # A model's answer reports its usage; one that does not is recorded as unread.
+        reports = allowed.route.metered and 200 <= response.status_code < 300
         recorded = False
         try:
             self.send_response(response.status_code)
             for key, value in response.headers.multi_items():
                 if key.lower() not in _HOP_BY_HOP and key.lower() != "content-encoding":
                     self.send_header(key, value)
-            chunked = self.command != "HEAD"
-            if chunked:
-                self.send_header("transfer-encoding", "chunked")
+            self.send_header("transfer-encoding", "chunked")
             self.end_headers()
-            if chunked:
-                for chunk in response.iter_raw():
-                    if not chunk:
-                        continue
-                    meter.feed(chunk)
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    self.wfile.flush()
-                # Recorded before the answer ends: whoever has the whole answer finds its usage,
-                # and its question.
-                recorded = True
-                _record(ledger, spender, meter)
-                _keep_question(db, spender, meter)
-                self.wfile.write(b"0\r\n\r\n")
+            for chunk in response.iter_raw():
+                if not chunk:
+                    continue
+                meter.feed(chunk)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()
+            # Recorded before the answer ends: whoever has the whole answer finds its usage,
+            # and its question.
+            recorded = True
+            _record(ledger, spender, meter, reports, allowed.route.path)
+            _keep_question(db, spender, meter)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the CLI went away: what passed is still recorded
         finally:
             response.close()
             if not recorded:  # cut short: what passed is still recorded
-                _record(ledger, spender, meter)
+                _record(ledger, spender, meter, reports, allowed.route.path)
 
 
 class _UnixHandler(_Handler):
@@ -411,21 +514,6 @@ class _UnixHandler(_Handler):
 
     def address_string(self) -> str:
         return "unix"
-
-
-def _upstream_headers(incoming: Mapping[str, str], upstream: Upstream) -> dict[str, str]:
-    """A request's headers as they go upstream: the connection's own left out, and, where the
-    daemon holds the credential, the session's capability replaced by it."""
-    headers = {k: v for k, v in incoming.items() if k not in _HOP_BY_HOP}
-    if upstream.holds_credential:
-        headers = {k: v for k, v in headers.items() if k not in _CREDENTIAL_HEADERS}
-        for key, value in upstream.headers.items():
-            if key == "anthropic-beta" and headers.get(key):
-                headers[key] = f"{headers[key]},{value}"
-            else:
-                headers[key] = value
-    headers["accept-encoding"] = "identity"  # usage is read off the bytes as they pass
-    return headers
 
 
 def _json_body(body: bytes) -> dict[str, Any]:
@@ -461,11 +549,25 @@ def _keep_question(db: Store, spender: Spender, meter: UsageMeter) -> None:
         print(f"legion: model question not kept: {exc}", file=sys.stderr, flush=True)
 
 
-def _record(ledger: UsageLedger, spender: Spender, meter: UsageMeter) -> None:
+def _record(
+    ledger: UsageLedger, spender: Spender, meter: UsageMeter, reports: bool, path: str
+) -> None:
+    """What a response used, in the ledger; one that should have reported usage (`reports`)
+    and did not is recorded as unread (never as zero tokens), and said in the daemon's log."""
     used = meter.result()
-    if used is None:
-        return
+    if used is None and not reports:
+        return  # an error, a free request: nothing was used
     try:
-        ledger.record(spender, used)
+        if used is not None:
+            ledger.record(spender, used)
+            return
+        ledger.record_unread(spender)
     except Exception as exc:  # a ledger that cannot be written never fails the session
         print(f"legion: model usage not recorded: {exc}", file=sys.stderr, flush=True)
+    who = spender.issue or spender.mode or "a session"
+    print(
+        f"legion: model usage unread: {who}'s answer from {path} reported no usage the proxy "
+        "can read (recorded as unread: no budget counts it)",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -183,4 +183,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 3: workers on other hosts, as SQLite's 12.
     pg_ddl(pg_fleet(HOST_SESSION_TABLES)),
+    # 4: unread model answers, as SQLite's 13.
+    """
+    ALTER TABLE model_usage ADD COLUMN unread INTEGER NOT NULL DEFAULT 0;
+    """,
 )

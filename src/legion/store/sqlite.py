@@ -217,6 +217,11 @@ MIGRATIONS: tuple[str, ...] = (
     # 12: workers on other hosts than the leader's: the starts asked of each host, and what
     # each reports of its sessions (`legion.sessions.placement`).
     HOST_SESSION_TABLES,
+    # 13: a model's answer whose usage the proxy could not read, recorded as unread, not as
+    # zero tokens (`legion.proxy.ledger`).
+    """
+    ALTER TABLE model_usage ADD COLUMN unread INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

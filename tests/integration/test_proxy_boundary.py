@@ -1,0 +1,306 @@
+"""The model proxy against a session that attacks it (issue 35, item 1): real HTTP servers on
+127.0.0.1 (the proxy, the scripted model, and an attacker's listener), requests sent raw as a
+worker's own commands can send them. With a valid capability, nothing but the runtime's own
+model calls reaches the model, nothing at all reaches another host, the body's length is
+checked before it is read, the connections are bounded, and an answer whose usage cannot be
+read is recorded as unread."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from legion.backends import open_backends
+from legion.config import load_project
+from legion.proxy import server as proxy_server
+from legion.proxy.ledger import UsageLedger
+from legion.proxy.server import ModelProxy, Upstream, upstream_from
+from legion.relay.capabilities import Capabilities
+from legion.store.sqlite import SqliteStore
+from tests.fakes.model_server import FakeModelServer, Scenario, text
+from tests.support.cli import run_legion
+
+pytestmark = pytest.mark.timeout(60)
+
+REQUEST = {"model": "m", "max_tokens": 10, "stream": True, "messages": [{"role": "user"}]}
+
+
+@pytest.fixture
+def db_path(project: Path) -> Path:
+    return open_backends(load_project(project)).db.path
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModelServer]:
+    with FakeModelServer([Scenario("hello", [[text("hi")]])]) as server:
+        yield server
+
+
+class Listener:
+    """An attacker's server on 127.0.0.1: it records every connection it is offered."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.socket.settimeout(0.1)
+        self.port = self.socket.getsockname()[1]
+        self.received: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.socket.accept()
+            except TimeoutError:
+                continue
+            with connection:
+                connection.settimeout(1)
+                try:
+                    self.received.append(connection.recv(65536))
+                except OSError:
+                    self.received.append(b"")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.socket.close()
+
+
+@pytest.fixture
+def attacker() -> Iterator[Listener]:
+    listener = Listener()
+    yield listener
+    listener.close()
+
+
+def start(db_path: Path, model: FakeModelServer, **options: Any) -> ModelProxy:
+    env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "the-real-key"}
+    proxy = ModelProxy(upstream_from(env), lambda: SqliteStore(db_path, create=False), **options)
+    proxy.start()
+    return proxy
+
+
+def capability(db_path: Path) -> str:
+    return Capabilities(SqliteStore(db_path)).mint("LEG-1", mode="implement", session_id="s-1")
+
+
+def raw(proxy: ModelProxy, head: str, body: bytes = b"") -> tuple[int, bytes]:
+    """A request sent as written (no client tidies it up); the status and what came back."""
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as connection:
+        connection.sendall(head.encode("latin-1") + b"\r\n\r\n" + body)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not _whole(answer):
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/") else 0
+    return status, answer
+
+
+def _whole(answer: bytes) -> bool:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(body) >= int(value)
+    return body.endswith(b"0\r\n\r\n")
+
+
+def post(target: str, token: str, body: bytes, *extra: str) -> str:
+    lines = [
+        f"POST {target} HTTP/1.1",
+        "host: 127.0.0.1",
+        f"x-api-key: {token}",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+        "connection: close",
+        *extra,
+    ]
+    return "\r\n".join(lines)
+
+
+def test_a_target_naming_another_host_sends_nothing_anywhere(
+    db_path: Path, model: FakeModelServer, attacker: Listener
+) -> None:
+    """`POST @attacker:port/x` once joined the base URL into `https://api…@attacker:port/x`,
+    sent with the daemon's key."""
+    token, body = capability(db_path), json.dumps(REQUEST).encode()
+    proxy = start(db_path, model)
+    try:
+        for target in (
+            f"@127.0.0.1:{attacker.port}/x",
+            f"@127.0.0.1:{attacker.port}/v1/messages",
+            f"http://127.0.0.1:{attacker.port}/v1/messages",
+            f"//127.0.0.1:{attacker.port}/v1/messages",
+            f"/v1/messages/../../@127.0.0.1:{attacker.port}/",
+        ):
+            status, answer = raw(proxy, post(target, token, body), body)
+            assert status in (400, 404), (target, answer)
+            assert b"the-real-key" not in answer
+        time.sleep(0.3)
+        assert attacker.received == []
+        assert model.requests == []
+        # The session's own model call still goes through.
+        status, answer = raw(proxy, post("/v1/messages?beta=true", token, body), body)
+        assert status == 200 and b"message_start" in answer
+    finally:
+        proxy.stop()
+
+
+def test_only_the_runtimes_model_calls_are_forwarded(db_path: Path, model: FakeModelServer) -> None:
+    token, body = capability(db_path), json.dumps(REQUEST).encode()
+    codex = Upstream(model.base_url + "/v1", {"authorization": "Bearer codex-key"})
+    proxy = start(db_path, model, codex=codex)
+    try:
+        for target in (
+            "/v1/messages/batches",
+            "/v1/files",
+            "/v1/chat/completions",
+            "/v1/models",
+            "/codex/chat/completions",
+            "/codex/v1/responses",
+            "/codex/files",
+        ):
+            status, _ = raw(proxy, post(target, token, body), body)
+            assert status == 404, target
+        for method in ("GET", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH"):
+            head = post("/v1/messages", token, body).replace("POST", method, 1)
+            status, _ = raw(proxy, head, body)
+            assert status == 405, method
+        assert model.requests == []
+        # Codex's own call reaches its provider's base path (the scripted server has none: 404
+        # there, recorded as not served: it went to the right place).
+        status, _ = raw(proxy, post("/codex/responses", token, body), body)
+        assert [r.path for r in model.requests] == ["/v1/responses"]
+    finally:
+        proxy.stop()
+
+
+def test_a_bodys_length_is_checked_before_it_is_read_and_the_proxy_goes_on(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    token, body = capability(db_path), json.dumps(REQUEST).encode()
+    proxy = start(db_path, model)
+    try:
+        for length, status in (("-1", 400), ("99999999999999999999", 413), ("12abc", 400)):
+            head = post("/v1/messages", token, b"").replace(
+                "content-length: 0", f"content-length: {length}"
+            )
+            assert raw(proxy, head, body)[0] == status, length
+        chunked = post("/v1/messages", token, b"").replace(
+            "content-length: 0", "transfer-encoding: chunked"
+        )
+        assert raw(proxy, chunked, b"5\r\nhello\r\n0\r\n\r\n")[0] == 411
+        assert model.requests == []
+        assert raw(proxy, post("/v1/messages", token, body), body)[0] == 200
+    finally:
+        proxy.stop()
+
+
+def test_only_the_apis_headers_reach_the_model(db_path: Path, model: FakeModelServer) -> None:
+    token, body = capability(db_path), json.dumps(REQUEST).encode()
+    proxy = start(db_path, model)
+    try:
+        head = post(
+            "/v1/messages",
+            token,
+            body,
+            "anthropic-version: 2023-06-01",
+            "x-stainless-lang: js",
+            "cookie: session=stolen",
+            "x-forwarded-host: attacker.example",
+            "anthropic-organization: another-org",
+            "x-evil: 1",
+        )
+        assert raw(proxy, head, body)[0] == 200
+        [seen] = model.requests
+        assert seen.headers["anthropic-version"] == "2023-06-01"
+        assert seen.headers["x-stainless-lang"] == "js"
+        for dropped in ("cookie", "x-forwarded-host", "anthropic-organization", "x-evil"):
+            assert dropped not in seen.headers, dropped
+    finally:
+        proxy.stop()
+
+
+def test_connections_are_bounded_and_an_idle_one_is_closed(
+    db_path: Path, model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(proxy_server._Handler, "timeout", 1.0)
+    token, body = capability(db_path), json.dumps(REQUEST).encode()
+    proxy = start(db_path, model, max_connections=2)
+    try:
+        idle = [socket.create_connection(("127.0.0.1", proxy.port)) for _ in range(2)]
+        idle[0].sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\n")  # and no more
+        time.sleep(0.3)
+        status, answer = raw(proxy, post("/v1/messages", token, body), body)
+        assert status == 503 and b"overloaded_error" in answer
+        # A connection that sends nothing more is closed, and its place given to another.
+        for connection in idle:
+            connection.settimeout(5)
+            assert connection.recv(65536) == b""
+            connection.close()
+        time.sleep(0.3)
+        assert raw(proxy, post("/v1/messages", token, body), body)[0] == 200
+    finally:
+        proxy.stop()
+
+
+class _NoUsage(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        answer = b'{"id": "msg_1", "type": "message", "content": []}'
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+
+def test_an_answer_whose_usage_cannot_be_read_is_recorded_as_unread(
+    project: Path, db_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _NoUsage)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    env = {
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{upstream.server_address[1]}",
+        "ANTHROPIC_API_KEY": "k",
+    }
+    proxy = ModelProxy(upstream_from(env), lambda: SqliteStore(db_path, create=False))
+    proxy.start()
+    token = capability(db_path)
+    try:
+        plain = dict(REQUEST, stream=False)
+        sent = httpx.post(f"{proxy.url}/v1/messages", json=plain, headers={"x-api-key": token})
+        assert sent.status_code == 200
+        # count_tokens reports no usage by design: it costs none, and is not unread.
+        counted = httpx.post(
+            f"{proxy.url}/v1/messages/count_tokens", json=plain, headers={"x-api-key": token}
+        )
+        assert counted.status_code == 200
+    finally:
+        proxy.stop()
+        upstream.shutdown()
+    [row] = UsageLedger(SqliteStore(db_path)).rows()
+    assert (row.issue, row.responses, row.unread, row.used.total) == ("LEG-1", 1, 1, 0)
+    assert "model usage unread: LEG-1's answer from /v1/messages" in capfd.readouterr().err
+    shown = run_legion("usage", cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    assert "1 of them reported no usage the proxy could read" in shown.stdout
+    as_json = run_legion("usage", "--json", cwd=project)
+    assert json.loads(as_json.stdout)[0]["unread_responses"] == 1
