@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from legion import plugins
+from legion import plugins, trust
 from legion.core.budget import Limits
 from legion.core.model import Status, validate_issue_key, validate_label_name
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, EVERY_ISSUE
@@ -280,10 +280,10 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("issue_key", _issue_key, "LEG", repo_only=True),
     SettingSpec("tracker", _backend(TRACKERS), plugins.DEFAULT_BACKEND),
     SettingSpec("forge", _backend(FORGES), plugins.DEFAULT_BACKEND),
-    SettingSpec("remote", _branch, "origin"),
+    SettingSpec("remote", _branch, "origin", widens=True),
     SettingSpec("statuses", _statuses, {}, parse_env=_statuses_from_env),
     SettingSpec("base_branch", _branch),
-    SettingSpec("state_dir", path),
+    SettingSpec("state_dir", path, widens=True),
     SettingSpec("wip_limit", _wip_limit),
     SettingSpec("token_budget", _wip_limit),
     SettingSpec("daily_token_budget", _wip_limit),
@@ -296,16 +296,16 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
         DEFAULT_BACKLOG_OPT_IN,
         parse_env=_opt_in_labels_from_env,
     ),
-    SettingSpec("workspace_root", path),
-    SettingSpec("tmux_socket", path),
-    SettingSpec("tmux_config", path),
+    SettingSpec("workspace_root", path, widens=True),
+    SettingSpec("tmux_socket", path, widens=True),
+    SettingSpec("tmux_config", path, widens=True),
     SettingSpec("runtime", _runtime, plugins.DEFAULT_RUNTIME),
     SettingSpec("runtimes", _runtimes, {}, parse_env=_runtimes_from_env),
     SettingSpec("stale_after", _seconds, 600.0),
     SettingSpec("workspace_vcs", choice(("auto", "git", "jj")), "auto"),
     SettingSpec("regenerable", strings, DEFAULT_REGENERABLE),
     SettingSpec("controller_mode", choice(("auto", "llm", "manual")), "auto"),
-    SettingSpec("sandbox", choice(("bwrap", "none"))),
+    SettingSpec("sandbox", choice(("bwrap", "none")), widens=True),
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),
     SettingSpec("checkpoint_every", _seconds, 300.0),
@@ -421,22 +421,43 @@ def state_home(env: Mapping[str, str]) -> Path:
     return Path(base) / "legion"
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """The file's table, or {} when it does not exist; a broken file is a ConfigError."""
+def _read_config(path: Path) -> tuple[bytes, dict[str, Any]]:
+    """The file's bytes and its table (b"" and {} when it does not exist); a broken file is a
+    ConfigError. One read serves both, so what is trusted is what is used."""
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        data = path.read_bytes()
     except FileNotFoundError:
-        return {}
+        return b"", {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        return data, tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 
-def _layer_from_file(path: Path, *, repo: bool) -> dict[str, tuple[Any, str]]:
+def widening_keys(table: Mapping[str, Any]) -> list[str]:
+    """The keys of a config table that choose what Legion runs or where (`SettingSpec.widens`)."""
+    return [key for key in table if key in SPEC_BY_NAME and SPEC_BY_NAME[key].widens]
+
+
+def _layer_from_file(
+    path: Path, *, repo: bool, state: Path | None = None
+) -> dict[str, tuple[Any, str]]:
+    """One file's settings. `state`: for a repository's config, the user's state home, where
+    the files the user trusts are recorded (None: trusted, for `legion trust` itself)."""
     layer: dict[str, tuple[Any, str]] = {}
-    for key, raw in read_toml(path).items():
+    data, table = _read_config(path)
+    widening = widening_keys(table) if repo and state is not None else []
+    if state is not None and widening and not trust.is_trusted(state, path, data):
+        raise ConfigError(
+            f"{path} sets what only you choose (what Legion runs, or where): "
+            f"{', '.join(widening)}; set it in your user config or a LEGION_* variable, or read "
+            "the file and run `legion trust` to trust it as it is"
+        )
+    for key, raw in table.items():
         spec = SPEC_BY_NAME.get(key)
         if spec is None:
             known = ", ".join(SPEC_BY_NAME)
@@ -465,8 +486,12 @@ def resolve_settings(
     repo_config: Path,
     env: Mapping[str, str],
     flags: Mapping[str, Any] | None = None,
+    *,
+    trusting: bool = False,
 ) -> Settings:
-    """Merge every layer, highest first, validating each value where it came from."""
+    """Merge every layer, highest first, validating each value where it came from. A
+    repository's config that widens what runs must be trusted (`legion.trust`), unless
+    `trusting` (`legion trust`, which shows it first)."""
     layers: list[dict[str, tuple[Any, str]]] = []
     layers.append(
         {
@@ -485,7 +510,8 @@ def resolve_settings(
             if env.get(spec.env_var, "") != ""
         }
     )
-    layers.append(_layer_from_file(repo_config, repo=True))
+    state = None if trusting else state_home(env)
+    layers.append(_layer_from_file(repo_config, repo=True, state=state))
     layers.append(_layer_from_file(user_config_path(env), repo=False))
 
     values: dict[str, Any] = {}

@@ -18,10 +18,13 @@ from legion.config import (
     git_toplevel,
     load_project,
     resolve_settings,
+    state_home,
+    widening_keys,
     write_repo_config,
 )
 from legion.errors import ConfigError, InputError
 from legion.git import current_branch, rev_parse
+from legion.trust import trust
 from legion.workspaces.jj import refuse_jj_only
 
 
@@ -79,6 +82,8 @@ def init_project(
     _check_backends(project, warn)
     open_backends(project, create=True)
     write_repo_config(root, values)
+    if widening_keys(values):  # the user chose them (`legion init --repo`): theirs to trust
+        trust(state_home(os.environ), config_path, config_path.read_bytes())
     return load_project(root), True
 
 

@@ -19,6 +19,10 @@ class SettingSpec:
     # The machine's, never one repository's (the store: every project here shares its bus,
     # and its URL may be a credential).
     user_only: bool = False
+    # Chooses what Legion runs or where (a program, its arguments, the sandbox, a folder, a
+    # remote): a repository's config may set it only once the user trusts that file
+    # (`legion.trust`), since whoever lands a commit writes that file.
+    widens: bool = False
     parse_env: Callable[[Any], Any] | None = None  # when a variable's text needs other parsing
     # How `legion config` shows the value, when it may hold a secret (a URL's password).
     shown: Callable[[Any], Any] | None = None

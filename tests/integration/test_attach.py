@@ -22,7 +22,7 @@ from legion.bus.sessions import register_session
 from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from legion.runtime.tmux import TAG_OPTION
-from tests.support.cli import LEGION_BIN, LegionRunner, Result, git
+from tests.support.cli import LEGION_BIN, LegionRunner, Result, git, write_trusted_config
 
 # What the agent's window runs: it writes the first line typed into it to a file, then waits.
 AGENT = "import sys, time; open(sys.argv[1], 'w').write(sys.stdin.readline()); time.sleep(600)"
@@ -78,7 +78,9 @@ def setup(project: Path, tmp_path: Path) -> Iterator[dict[str, Any]]:
     bus, the implementer's session live in its tagged window, the reviewer's not running."""
     socket = tmp_path / "legion.sock"
     config = project / ".legion" / "config.toml"
-    config.write_text(config.read_text() + f'tmux_socket = "{socket}"\ntmux_config = "/dev/null"\n')
+    write_trusted_config(
+        project, config.read_text() + f'tmux_socket = "{socket}"\ntmux_config = "/dev/null"\n'
+    )
     worktree = tmp_path / "wt-leg-1"
     git(project, "worktree", "add", "-q", "-b", "legion/LEG-1", str(worktree))
     loaded = load_project(project)

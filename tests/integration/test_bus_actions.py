@@ -22,7 +22,7 @@ from legion.errors import (
     NotPermittedError,
     StaleSignalError,
 )
-from tests.support.cli import LegionRunner, Result, git
+from tests.support.cli import LegionRunner, Result, git, write_trusted_config
 
 MAIN = Channel("app", "main")
 LEG7 = Channel("app", "legion/LEG-7")
@@ -425,7 +425,7 @@ def cli_project(project: Path) -> Path:
     """The project, its tmux server a private one (a kill never reaches the user's)."""
     config = project / ".legion" / "config.toml"
     socket = project.parent / "tmux.sock"
-    config.write_text(config.read_text() + f'tmux_socket = "{socket}"\n')
+    write_trusted_config(project, config.read_text() + f'tmux_socket = "{socket}"\n')
     return project
 
 

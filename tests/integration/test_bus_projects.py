@@ -19,7 +19,7 @@ from legion.bus.model import AgentRole, AgentStatus, Channel
 from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from legion.tui.sources import Board, ProjectSources, Unavailable
-from tests.support.cli import Result, git, run_legion
+from tests.support.cli import Result, git, run_legion, write_trusted_config
 
 
 def one_line_error(result: Result, fragment: str) -> None:
@@ -39,7 +39,7 @@ def new_project(folder: Path) -> Path:
     assert run_legion("init", cwd=folder).returncode == 0
     config = folder / ".legion" / "config.toml"
     socket = folder.parent / "tmux.sock"
-    config.write_text(config.read_text() + f'tmux_socket = "{socket}"\n')
+    write_trusted_config(folder, config.read_text() + f'tmux_socket = "{socket}"\n')
     return folder
 
 

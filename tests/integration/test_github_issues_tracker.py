@@ -33,7 +33,7 @@ from legion.trackers.github_issues.documents import COMMENT_PAGE_SIZE, ISSUE_PAG
 from legion.trackers.github_issues.queries import DONE_PAGES
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.graphql_server import Fault
-from tests.support.cli import LegionRunner
+from tests.support.cli import LegionRunner, write_trusted_config
 
 
 @pytest.fixture(scope="module")
@@ -783,7 +783,7 @@ def test_cli_lists_github_issues(fake: FakeGitHub, legion: LegionRunner, project
     config = project / ".legion" / "config.toml"
     text = config.read_text().replace('tracker = "embedded"', 'tracker = "github"')
     text = "\n".join(line for line in text.splitlines() if not line.startswith("issue_key"))
-    config.write_text(text + '\nissue_key = "WIDGETS"\ngithub_repo = "acme/widgets"\n')
+    write_trusted_config(project, text + '\nissue_key = "WIDGETS"\ngithub_repo = "acme/widgets"\n')
     result = legion("issue", "list", "--json", env=env_for(fake))
     assert result.returncode == 0, result.stderr
     listed = json.loads(result.stdout)

@@ -14,7 +14,7 @@ from legion.core.model import Status
 from legion.errors import InputError
 from legion.tui.commands import ServiceCommands
 from legion.tui.sources import ActionLogView, Board, ProjectSources, Unavailable
-from tests.support.cli import LegionRunner
+from tests.support.cli import LegionRunner, write_trusted_config
 
 
 def environment(cwd: Path) -> dict[str, str]:
@@ -155,7 +155,7 @@ def test_a_workers_task_list_is_read_from_the_projects_claude_home(
 
     home = tmp_path / "claude-home"
     config = project / ".legion" / "config.toml"
-    config.write_text(config.read_text() + f'claude_config_dir = "{home}"\n')
+    write_trusted_config(project, config.read_text() + f'claude_config_dir = "{home}"\n')
     tasks = home / "tasks" / "sid-impl"
     tasks.mkdir(parents=True)
     for n, (status, form) in enumerate(

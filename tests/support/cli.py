@@ -47,3 +47,15 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=repo, check=True, capture_output=True, text=True
     ).stdout
+
+
+def write_trusted_config(root: Path, text: str) -> None:
+    """Write the project's .legion/config.toml as `text` and trust it, as its user would after
+    writing it (`legion trust`): for a test that sets what only the user chooses (`tmux_socket`,
+    `claude_config_dir`, `github_repo`, …)."""
+    from legion.config import state_home
+    from legion.trust import trust
+
+    config = root / ".legion" / "config.toml"
+    config.write_text(text, encoding="utf-8")
+    trust(state_home(os.environ), config, config.read_bytes())

@@ -163,13 +163,13 @@ def test_backend_names_and_their_settings_are_checked(tmp_path: Path) -> None:
         f'project_id = "{PROJECT}"\ntracker = "local"\nforge = "github"\n'
         'github_repo = "acme/widgets"\n[statuses]\n"QA" = "Needs Review"\n'
     )
-    settings = resolve_settings(path, env_for(tmp_path / "home"))
+    settings = resolve_settings(path, env_for(tmp_path / "home"), trusting=True)
     assert (settings.tracker, settings.forge) == ("embedded", "github")  # "local": the old name
     assert settings.section(GitHubSettings).repo == "acme/widgets"
     assert dict(settings.statuses) == {"QA": Status.NEEDS_REVIEW}
     path.write_text(f'project_id = "{PROJECT}"\ngithub_repo = "acme"\n')
     with pytest.raises(ConfigError, match="must be OWNER/NAME"):
-        resolve_settings(path, env_for(tmp_path / "home"))
+        resolve_settings(path, env_for(tmp_path / "home"), trusting=True)
     env = env_for(tmp_path / "home") | {"LEGION_STATUSES": "QA=Needs Review,Shipped=Done"}
     path.write_text(f'project_id = "{PROJECT}"\n')
     assert dict(resolve_settings(path, env).statuses) == {
@@ -194,3 +194,64 @@ def test_a_github_issues_project_takes_its_key_from_the_repository(repo: str, ke
 
     assert issue_key_for_repo(repo) == key
     assert validate_issue_key(key) == key
+
+
+WIDENING = {
+    "sandbox": "none",
+    "claude_bin": "/tmp/evil",
+    "claude_args": ["--dangerously-load"],
+    "codex_bin": "/tmp/evil",
+    "codex_args": ["-c", "x=1"],
+    "codex_home": "/tmp/h",
+    "claude_config_dir": "/tmp/c",
+    "permission_mode": "bypass",
+    "tmux_config": "/tmp/tmux.conf",
+    "tmux_socket": "/tmp/s",
+    "state_dir": "/tmp/state",
+    "workspace_root": "/tmp/ws",
+    "remote": "attacker",
+    "github_repo": "attacker/repo",
+}
+
+
+@pytest.mark.parametrize("key", sorted(WIDENING))
+def test_a_repositorys_config_that_chooses_what_runs_is_refused_until_trusted(
+    tmp_path: Path, key: str
+) -> None:
+    """Whoever lands a commit writes .legion/config.toml, a worker included: the settings that
+    choose programs, arguments, the sandbox, folders or remotes are the user's."""
+    from legion import trust
+    from legion.config import state_home
+
+    write_repo_config(tmp_path, {"project_id": PROJECT, key: WIDENING[key]})
+    path, env = tmp_path / ".legion" / "config.toml", env_for(tmp_path / "home")
+    with pytest.raises(ConfigError, match=f"what only you choose .*: {key};") as info:
+        resolve_settings(path, env)
+    assert "legion trust" in str(info.value) and "\n" not in str(info.value)
+    trust.trust(state_home(env), path, path.read_bytes())
+    assert resolve_settings(path, env).sources[key] == str(path)
+    # Any change undoes it, a comment included.
+    path.write_text(path.read_text() + "# changed\n")
+    with pytest.raises(ConfigError, match=f": {key};"):
+        resolve_settings(path, env)
+    # The same setting from the user's own config or environment needs no trust.
+    write_repo_config(tmp_path, {"project_id": PROJECT})
+    user_config(tmp_path / "home", f"{key} = {toml_value(WIDENING[key])}\n")
+    assert resolve_settings(path, env).sources[key].endswith("legion/config.toml")
+
+
+def test_every_widening_key_is_named_in_one_line(tmp_path: Path) -> None:
+    write_repo_config(tmp_path, {"project_id": PROJECT, "wip_limit": 2, **WIDENING})
+    with pytest.raises(ConfigError) as info:
+        resolve_settings(tmp_path / ".legion" / "config.toml", env_for(tmp_path / "home"))
+    message = str(info.value)
+    assert "\n" not in message and "wip_limit" not in message
+    assert all(key in message for key in WIDENING)
+
+
+def test_settings_that_choose_nothing_that_runs_need_no_trust(tmp_path: Path) -> None:
+    write_repo_config(
+        tmp_path, {"project_id": PROJECT, "wip_limit": 2, "tick": 5, "linear_team": "ENG"}
+    )
+    settings = resolve_settings(tmp_path / ".legion" / "config.toml", env_for(tmp_path / "home"))
+    assert settings.wip_limit == 2

@@ -91,6 +91,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "faults",
                 "tracing",
                 "statefiles",
+                "trust",
                 "git",
                 "locking",
                 "config",

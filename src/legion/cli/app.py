@@ -388,6 +388,52 @@ def show_config(
     common.echo("\n".join(lines))
 
 
+@app.command("trust", epilog=common.example("legion trust", "legion trust --json"))
+def trust_config(
+    ctx: typer.Context,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Trust the repository's .legion/config.toml, as it is now, to choose what Legion runs.
+
+    Settings that choose a program, its arguments, the sandbox, a folder, a remote (`sandbox`,
+    `claude_bin`, `claude_args`, `codex_args`, `tmux_config`, `state_dir`, `remote`,
+    `github_repo`, …) are read from a repository's config only once you trust that exact file:
+    whoever lands a commit writes it. Read the file first: this prints what it sets, then
+    records its hash in your state folder. Any change to the file undoes it.
+    """
+    import tomllib
+
+    from legion import trust
+    from legion.config import (
+        CONFIG_DIR_NAME,
+        CONFIG_FILE_NAME,
+        find_project_root,
+        resolve_settings,
+        state_home,
+        toml_value,
+        widening_keys,
+    )
+
+    config = find_project_root(common.repo_path(ctx)) / CONFIG_DIR_NAME / CONFIG_FILE_NAME
+    resolve_settings(config, os.environ, trusting=True)  # every key valid, or one line why
+    data = config.read_bytes()
+    table = tomllib.loads(data.decode("utf-8"))
+    widening = {key: table[key] for key in widening_keys(table)}
+    digest = trust.trust(state_home(os.environ), config, data)
+    if as_json:
+        common.print_json({"config": str(config), "sha256": digest, "widens": widening})
+        return
+    if not widening:
+        common.echo(
+            f"Trusted {config} (sha256 {digest[:12]}): it sets nothing that chooses what runs."
+        )
+        return
+    common.echo(f"Trusted {config} (sha256 {digest[:12]}), which sets:")
+    for key, value in widening.items():
+        common.echo(f"  {key} = {toml_value(value)}")
+    common.echo("Any change to the file undoes this: run `legion trust` again after reading it.")
+
+
 def _command_name(info: CommandInfo) -> str | None:
     if info.name:
         return info.name

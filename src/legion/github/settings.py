@@ -37,7 +37,7 @@ class GitHubSettings:
     merge_method: str = "squash"
 
     specs: ClassVar[tuple[SettingSpec, ...]] = (
-        SettingSpec("github_repo", _github_repo),
+        SettingSpec("github_repo", _github_repo, widens=True),
         SettingSpec("github_project", _project_number),
         SettingSpec("merge_method", choice(MERGE_METHODS), "squash"),
     )

@@ -23,10 +23,10 @@ class ClaudeSettings:
     permission_mode: str = "bypass"
 
     specs: ClassVar[tuple[SettingSpec, ...]] = (
-        SettingSpec("claude_bin", path),
-        SettingSpec("claude_config_dir", path),
-        SettingSpec("claude_args", strings, ()),
-        SettingSpec("permission_mode", choice_exact(PERMISSION_MODES), "bypass"),
+        SettingSpec("claude_bin", path, widens=True),
+        SettingSpec("claude_config_dir", path, widens=True),
+        SettingSpec("claude_args", strings, (), widens=True),
+        SettingSpec("permission_mode", choice_exact(PERMISSION_MODES), "bypass", widens=True),
     )
     fields: ClassVar[Mapping[str, str]] = {
         "claude_bin": "bin",

@@ -18,9 +18,9 @@ class CodexSettings:
     args: tuple[str, ...] = ()
 
     specs: ClassVar[tuple[SettingSpec, ...]] = (
-        SettingSpec("codex_bin", path),
-        SettingSpec("codex_home", path),
-        SettingSpec("codex_args", strings, ()),
+        SettingSpec("codex_bin", path, widens=True),
+        SettingSpec("codex_home", path, widens=True),
+        SettingSpec("codex_args", strings, (), widens=True),
     )
     fields: ClassVar[Mapping[str, str]] = {
         "codex_bin": "bin",

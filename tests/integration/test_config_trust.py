@@ -1,0 +1,63 @@
+"""A repository's config cannot widen what runs (issue 35, item 6), through the real `legion`:
+a committed `.legion/config.toml` that chooses a program, its arguments, the sandbox, a folder
+or a remote is refused in one line naming each such key, until the user runs `legion trust`,
+which records that exact file; a worker's change landing on main undoes it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.cli import LegionRunner, git
+
+
+def test_a_committed_config_that_widens_what_runs_waits_for_the_users_trust(
+    legion: LegionRunner, project: Path
+) -> None:
+    config = project / ".legion" / "config.toml"
+    before = config.read_text()
+    # What a worker would land on main: the sandbox off, and a program of its choosing.
+    config.write_text(before + 'sandbox = "none"\nclaude_bin = "/tmp/not-claude"\n')
+    git(project, "add", ".legion/config.toml")
+    git(project, "commit", "-qm", "Tidy the config")
+
+    refused = legion("status")
+    assert refused.returncode != 0 and refused.stdout == ""
+    [line] = refused.stderr.strip().splitlines()
+    assert "sets what only you choose (what Legion runs, or where): sandbox, claude_bin;" in line
+    assert "legion trust" in line and "Traceback" not in refused.stderr
+
+    trusted = legion("trust")
+    assert trusted.returncode == 0, trusted.stderr
+    assert 'sandbox = "none"' in trusted.stdout
+    assert 'claude_bin = "/tmp/not-claude"' in trusted.stdout
+    shown = json.loads(legion("config", "--json").stdout)["settings"]
+    assert shown["sandbox"] == {"value": "none", "source": str(config)}
+
+    # The next change, however small, needs the user again.
+    config.write_text(config.read_text() + "wip_limit = 2\n")
+    assert legion("config").returncode != 0
+    as_json = legion("trust", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    record = json.loads(as_json.stdout)
+    assert record["config"] == str(config) and len(record["sha256"]) == 64
+    assert record["widens"] == {"sandbox": "none", "claude_bin": "/tmp/not-claude"}
+    assert legion("config").returncode == 0
+
+
+def test_trust_of_a_config_that_widens_nothing_says_so(legion: LegionRunner) -> None:
+    said = legion("trust")
+    assert said.returncode == 0, said.stderr
+    assert "it sets nothing that chooses what runs" in said.stdout
+
+
+def test_trust_of_a_broken_config_is_one_line_and_records_nothing(
+    legion: LegionRunner, project: Path
+) -> None:
+    config = project / ".legion" / "config.toml"
+    config.write_text(config.read_text() + 'sandbox = "sometimes"\n')
+    refused = legion("trust")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "sandbox" in refused.stderr
+    config.write_text(config.read_text().replace('"sometimes"', '"none"'))
+    assert "legion trust" in legion("status").stderr  # nothing was trusted before
