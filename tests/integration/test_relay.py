@@ -58,8 +58,8 @@ class Relay:
     path: Path
     server: RelayServer
 
-    def capability(self, issue: str | None, sid: str = "") -> str:
-        return Capabilities(self.backends.db).mint(issue, mode="implement", session_id=sid)
+    def capability(self, issue: str | None, sid: str = "", mode: str = "implement") -> str:
+        return Capabilities(self.backends.db).mint(issue, mode=mode, session_id=sid)
 
     def worker(self, token: str, *args: str, input_text: str | None = None) -> Result:
         """`legion ARGS` as a worker of the remote-tracker project runs it."""
@@ -177,6 +177,36 @@ def test_another_issue_is_refused_in_one_line_and_logged(relay: Relay) -> None:
     assert child.returncode == 0, child.stderr
     triage = relay.worker(token, "issue", "create", "Spotted", "--status", "Triage")
     assert triage.returncode == 0, triage.stderr
+
+
+def test_each_mode_makes_only_its_roles_pull_request_calls(relay: Relay) -> None:
+    """The implementer opens the PR, only a review session records a review, only a finish
+    session merges: a worker steered by what it read cannot approve or merge its own work."""
+    git(relay.repo, "branch", "legion/leg-2")
+    implementer = relay.capability("LEG-2", mode="implement")
+    assert relay.worker(implementer, "pr", "create", "--issue", "LEG-2", "--branch",
+                        "legion/leg-2").returncode == 0  # fmt: skip
+    for mode, args, role in (
+        ("implement", ("pr", "review", "1", "--approve"), "only a review session"),
+        ("implement", ("pr", "merge", "1"), "only a finish session"),
+        ("plan", ("pr", "review", "LEG-2", "--approve"), "only a review session"),
+        ("retro", ("pr", "merge", "LEG-2"), "only a finish session"),
+        ("review", ("pr", "merge", "1"), "only a finish session"),
+        ("architect", ("pr", "ready", "1"), "only a finish or an implement session"),
+        ("finish", ("pr", "review", "1", "--approve"), "only a review session"),
+    ):
+        refused = relay.worker(relay.capability("LEG-2", mode=mode), *args)
+        assert refused.returncode == 2, (mode, args, refused.stderr)
+        line = one_line_error(refused)
+        assert f"{mode} session may not" in line and role in line, line
+    pr = relay.backends.forge.get_pr("1")
+    assert pr.reviews == () and pr.state.value == "open"
+    reviewer = relay.capability("LEG-2", mode="review")
+    assert relay.worker(reviewer, "pr", "review", "1", "--approve").returncode == 0
+    finisher = relay.capability("LEG-2", mode="finish")
+    merged = relay.worker(finisher, "pr", "merge", "1")
+    assert merged.returncode == 0, merged.stderr
+    assert relay.backends.forge.get_pr("1").state.value == "merged"
 
 
 def test_a_worker_orders_its_children_and_waits_for_them(relay: Relay) -> None:

@@ -33,7 +33,8 @@ controller, its Oracle) may make any call. An `issue` capability for issue X (a 
   `blocked_by`), with blockers it may read (X, its parent, its children): an architect orders
   its sub-issues and makes X wait for them;
 - open X's pull request (`create_pr(issue=X)`), and `set_draft`, `add_review` and `merge` only a
-  pull request whose issue is X;
+  pull request whose issue is X, each only in its role (`legion.core.roles`: the implementer
+  opens it, only a review session reviews, only a finish session marks it ready and merges);
 - nothing else: listing every issue or pull request, or any call on another issue, is refused
   with one line (`NotPermittedError`, exit 2) naming what it may act on and what it asked for.
 
@@ -58,6 +59,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from legion.actionlog import ActionLog, OutcomeKind
+from legion.core import roles
 from legion.core.model import Status, normalize_identifier
 from legion.errors import (
     ConfigError,
@@ -214,6 +216,15 @@ class Call:
             )
         return NotPermittedError(f"this worker may act only on {mine} (asked: {asked})")
 
+    def in_role(self, operation: str) -> None:
+        """Unless the worker's mode may make `operation` (`legion.core.roles`), refuse; the
+        controller's project capability is not a mode."""
+        if self.scope.issue is None:
+            return
+        why = roles.refusal(self.scope.mode, operation)
+        if why is not None:
+            raise NotPermittedError(why)
+
     def own(self, identifier: str) -> None:
         """Unless the scope covers writing `identifier`, refuse."""
         if self.scope.issue is not None and not _same(identifier, self.scope.issue):
@@ -368,6 +379,7 @@ def _list_comments(call: Call) -> Any:
 def _create_pr(call: Call) -> Any:
     issue = call.text("issue")
     call.own(issue)
+    call.in_role("create_pr")
     return call.forge.create_pr(
         issue,
         call.text("branch"),
@@ -407,12 +419,14 @@ def _prs_by_issue(call: Call) -> Any:
 def _set_draft(call: Call) -> Any:
     ref = call.text("ref")
     call.pr(ref, writing=True)
+    call.in_role("set_draft")
     return call.forge.set_draft(ref, call.flag("draft"))
 
 
 def _add_review(call: Call) -> Any:
     ref = call.text("ref")
     call.pr(ref, writing=True)
+    call.in_role("add_review")
     return call.forge.add_review(
         ref, call.text("outcome"), body=call.text("body"), author=call.author()
     )
@@ -421,6 +435,7 @@ def _add_review(call: Call) -> Any:
 def _merge(call: Call) -> Any:
     ref = call.text("ref")
     call.pr(ref, writing=True)
+    call.in_role("merge")
     return call.forge.merge(ref)
 
 
