@@ -91,6 +91,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "faults",
                 "tracing",
                 "statefiles",
+                "worker_files",
                 "git",
                 "locking",
                 "config",

@@ -1,0 +1,130 @@
+"""`legion.worker_files`: what a worker plants in a tree it can write (a link, a fifo, a device,
+a huge file) is refused or capped, on real files, links and fifos."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from legion.worker_files import (
+    RefusedFile,
+    read_regular,
+    read_text,
+    regular_files,
+    replace_file,
+    stat_regular,
+)
+
+SECRET = b"-----BEGIN OPENSSH PRIVATE KEY----- not for workers\n"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    (root / "docs" / "plans").mkdir(parents=True)
+    (root / "docs" / "plans" / "a.md").write_text("the plan\n")
+    return root
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    path = tmp_path / "home" / ".ssh" / "id_ed25519"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(SECRET)
+    return path
+
+
+def test_a_regular_file_is_read(tree: Path) -> None:
+    assert read_text(tree, tree / "docs/plans/a.md", cap=100) == "the plan\n"
+    assert read_regular(tree, "docs/plans/a.md", cap=100) == b"the plan\n"
+
+
+def test_a_link_at_the_name_is_refused(tree: Path, victim: Path) -> None:
+    (tree / "docs/plans/z.md").symlink_to(victim)
+    with pytest.raises(RefusedFile, match="symbolic link"):
+        read_regular(tree, "docs/plans/z.md", cap=1000)
+    with pytest.raises(RefusedFile):
+        stat_regular(tree, "docs/plans/z.md")
+
+
+def test_a_link_in_a_parent_folder_is_refused(tree: Path, victim: Path) -> None:
+    (tree / "docs/plans/a.md").unlink()
+    (tree / "docs/plans").rmdir()
+    (tree / "docs/plans").symlink_to(victim.parent)
+    with pytest.raises(RefusedFile):
+        read_regular(tree, "docs/plans/id_ed25519", cap=1000)
+    assert regular_files(tree, tree / "docs/plans") == []
+
+
+def test_a_link_to_proc_environ_is_refused(tree: Path) -> None:
+    (tree / "docs/plans/z.md").symlink_to("/proc/self/environ")
+    with pytest.raises(RefusedFile):
+        read_regular(tree, "docs/plans/z.md", cap=1 << 20)
+
+
+def test_a_fifo_neither_hangs_nor_is_read(tree: Path) -> None:
+    os.mkfifo(tree / "docs/plans/fifo.md")
+    done: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            read_regular(tree, "docs/plans/fifo.md", cap=1000)
+        except BaseException as exc:  # handed to the test's thread
+            done.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    assert not reader.is_alive(), "reading a fifo hung"
+    assert isinstance(done[0], RefusedFile)
+
+
+def test_a_link_to_dev_zero_is_refused_and_dev_zero_itself_too(tree: Path) -> None:
+    (tree / "docs/plans/zero.md").symlink_to("/dev/zero")
+    with pytest.raises(RefusedFile):
+        read_regular(tree, "docs/plans/zero.md", cap=10, past_cap="tail")
+    with pytest.raises(RefusedFile, match="not a regular file"):
+        read_regular(Path("/dev"), "zero", cap=10, past_cap="tail")
+
+
+def test_past_the_cap_a_reader_gets_the_tail_or_a_refusal(tree: Path) -> None:
+    (tree / "big.md").write_bytes(b"a" * 100 + b"END")
+    assert read_regular(tree, "big.md", cap=3, past_cap="tail") == b"END"
+    with pytest.raises(RefusedFile, match="over 3 bytes"):
+        read_regular(tree, "big.md", cap=3)
+
+
+def test_paths_outside_the_root_or_climbing_out_are_refused(tree: Path, victim: Path) -> None:
+    with pytest.raises(RefusedFile):
+        read_regular(tree, victim, cap=1000)
+    with pytest.raises(RefusedFile):
+        read_regular(tree, "docs/../../home/.ssh/id_ed25519", cap=1000)
+
+
+def test_a_listing_holds_only_regular_files(tree: Path, victim: Path) -> None:
+    plans = tree / "docs/plans"
+    (plans / "link.md").symlink_to(victim)
+    (plans / "folder.md").mkdir()
+    os.mkfifo(plans / "fifo.md")
+    assert [entry.name for entry in regular_files(tree, plans, ".md")] == ["a.md"]
+
+
+def test_a_write_replaces_a_planted_link_and_leaves_its_target_alone(
+    tree: Path, victim: Path
+) -> None:
+    (tree / "inbox.json").symlink_to(victim)
+    replace_file(tree, "inbox.json", b"{}\n")
+    assert victim.read_bytes() == SECRET
+    assert not (tree / "inbox.json").is_symlink()
+    assert (tree / "inbox.json").read_bytes() == b"{}\n"
+    assert sorted(p.name for p in tree.iterdir()) == ["docs", "inbox.json"]  # no temp left
+
+
+def test_a_write_through_a_linked_folder_is_refused(tree: Path, victim: Path) -> None:
+    (tree / "sub").symlink_to(victim.parent)
+    with pytest.raises(RefusedFile):
+        replace_file(tree, "sub/id_ed25519", b"overwritten")
+    assert victim.read_bytes() == SECRET
