@@ -10,7 +10,8 @@ The tree's root is Legion's (the caller names it); below it, here is the one way
   (`O_NOFOLLOW`; folders with `O_DIRECTORY`), so a link anywhere below the root is refused;
 - a file is opened `O_NONBLOCK` (a fifo cannot hang the reader) and read only when it is a
   regular file (`fstat`);
-- at most `cap` bytes are read: past it the caller chose to get the tail or to be refused;
+- at most `cap` bytes are read: past it the caller chose to get the head, the tail, or a
+  refusal;
 - a file is written by creating a new temporary file beside it (`O_EXCL | O_NOFOLLOW`) and
   renaming it over the name, which replaces a link there and never writes through it.
 
@@ -30,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-# What a reader gets past its cap: the file's last `cap` bytes, or a RefusedFile.
-PastCap = Literal["tail", "refuse"]
+# What a reader gets past its cap: the file's first `cap` bytes, its last, or a RefusedFile.
+PastCap = Literal["head", "tail", "refuse"]
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _FOLDER = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
@@ -112,14 +113,16 @@ def read_regular(
     root: Path, path: Path | str, *, cap: int, past_cap: PastCap = "refuse", start: int = 0
 ) -> bytes:
     """The bytes of the regular file `path` below `root` from byte `start`, at most `cap` of
-    them: past the cap, its last `cap` bytes (`past_cap="tail"`) or a RefusedFile."""
+    them: past the cap, its first `cap` bytes (`past_cap="head"`), its last (`"tail"`) or a
+    RefusedFile (`"refuse"`)."""
     fd = open_regular(root, path)
     try:
         size = os.fstat(fd).st_size
         if size - start > cap:
             if past_cap == "refuse":
                 raise RefusedFile(errno.EFBIG, f"{path} is over {cap} bytes (not read)")
-            start = size - cap
+            if past_cap == "tail":
+                start = size - cap
         os.lseek(fd, max(0, start), os.SEEK_SET)
         chunks, left = [], cap
         while left > 0:  # a file still growing is read up to the cap, never past it
@@ -194,3 +197,60 @@ def replace_file(root: Path, path: Path | str, data: bytes, *, mode: int = 0o600
                 raise
     except OSError as exc:
         raise _refused(exc, path, root) from None
+
+
+# -- transcripts: which root a CLI's transcript is below -----------------------------------
+
+# What of a transcript is read at most when all of it is wanted (usage, a message id): past
+# it, its last this many bytes.
+WHOLE_BYTES = 256 * 1024 * 1024
+
+
+def transcript_file(path: Path) -> tuple[Path, Path]:
+    """Where transcript `path`'s bytes are, as (the CLI home it lies in, the file below it).
+    Every transcript is in its CLI's home, which Legion trusts (the user's, or Legion's) and
+    every session writes below: Claude Code's `<home>/projects/<folder>/<id>.jsonl` (its
+    subagents' in `<id>/subagents/`), Codex's rollout named by Legion's link
+    `<home>/legion/<id>.jsonl` (a link the session's turn loop makes: only its target's name is
+    read, and it must be a rollout in `<home>/sessions/`). Anything else: its own folder, so
+    that at least its name is not followed. A RefusedFile for a Codex link that points
+    elsewhere."""
+    if path.parent.name == "legion" and path.suffix == ".jsonl":
+        home = path.parents[1]
+        try:
+            target = Path(os.readlink(path))
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:  # not a link: no rollout Legion linked
+                raise RefusedFile(exc.errno, f"{path} is not Legion's link to a rollout") from None
+            raise
+        target = target if target.is_absolute() else path.parent / target
+        try:
+            below = target.relative_to(home)
+        except ValueError:
+            raise RefusedFile(errno.EPERM, f"{path} links outside {home}: not read") from None
+        if below.parts[:1] != ("sessions",):
+            raise RefusedFile(errno.EPERM, f"{path} links to no rollout of {home}: not read")
+        return home, below
+    if len(path.parents) > 2 and path.parents[1].name == "projects":
+        return path.parents[2], path.relative_to(path.parents[2])
+    if (
+        path.parent.name == "subagents"
+        and len(path.parents) > 4
+        and path.parents[3].name == "projects"
+    ):
+        return path.parents[4], path.relative_to(path.parents[4])
+    return path.parent, Path(path.name)
+
+
+def transcript_stat(path: Path) -> os.stat_result:
+    """The transcript's own stat (an OSError when it is missing, a link, not a regular file)."""
+    root, below = transcript_file(path)
+    return stat_regular(root, below)
+
+
+def read_transcript(
+    path: Path, *, start: int = 0, cap: int = WHOLE_BYTES, past_cap: PastCap = "tail"
+) -> bytes:
+    """The transcript's bytes from `start`, at most `cap` of them (`legion.worker_files`)."""
+    root, below = transcript_file(path)
+    return read_regular(root, below, cap=cap, past_cap=past_cap, start=start)

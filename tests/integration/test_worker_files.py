@@ -90,9 +90,10 @@ def test_a_link_to_dev_zero_is_refused_and_dev_zero_itself_too(tree: Path) -> No
         read_regular(Path("/dev"), "zero", cap=10, past_cap="tail")
 
 
-def test_past_the_cap_a_reader_gets_the_tail_or_a_refusal(tree: Path) -> None:
+def test_past_the_cap_a_reader_gets_the_head_the_tail_or_a_refusal(tree: Path) -> None:
     (tree / "big.md").write_bytes(b"a" * 100 + b"END")
     assert read_regular(tree, "big.md", cap=3, past_cap="tail") == b"END"
+    assert read_regular(tree, "big.md", cap=3, past_cap="head") == b"aaa"
     with pytest.raises(RefusedFile, match="over 3 bytes"):
         read_regular(tree, "big.md", cap=3)
 
@@ -128,3 +129,78 @@ def test_a_write_through_a_linked_folder_is_refused(tree: Path, victim: Path) ->
     with pytest.raises(RefusedFile):
         replace_file(tree, "sub/id_ed25519", b"overwritten")
     assert victim.read_bytes() == SECRET
+
+
+# -- transcripts the supervisor reads ------------------------------------------------------
+
+
+def _claude_transcript(home: Path) -> Path:
+    path = home / ".claude" / "projects" / "-work-leg-1" / "sid.jsonl"
+    path.parent.mkdir(parents=True)
+    return path
+
+
+def test_read_tail_of_a_transcript_linked_to_dev_zero_returns_at_once(tmp_path: Path) -> None:
+    from legion.runtime.claude.transcript import summarize_file
+    from legion.runtime.transcript import read_tail
+
+    transcript = _claude_transcript(tmp_path)
+    transcript.symlink_to("/dev/zero")
+    done: list[object] = []
+    reader = threading.Thread(target=lambda: done.append(read_tail(transcript)), daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    assert not reader.is_alive(), "read_tail hung on /dev/zero"
+    assert done == [[]]
+    assert summarize_file(transcript) is None
+
+
+def test_a_transcript_linked_to_a_secret_is_not_read(tmp_path: Path, victim: Path) -> None:
+    from legion.runtime.claude.paths import newest_activity
+    from legion.runtime.claude.transcript import session_usage
+    from legion.runtime.transcript import read_tail, records_prompt
+
+    transcript = _claude_transcript(tmp_path)
+    transcript.symlink_to(victim)
+    assert read_tail(transcript) == []
+    assert not records_prompt(transcript, 0, "BEGIN OPENSSH")
+    assert session_usage(transcript) == []
+    assert newest_activity(transcript) is None
+
+
+def test_a_transcript_in_a_linked_project_folder_is_not_read(
+    tmp_path: Path, victim: Path
+) -> None:
+    from legion.runtime.transcript import read_tail
+
+    folder = tmp_path / ".claude" / "projects" / "-work-leg-1"
+    folder.parent.mkdir(parents=True)
+    folder.symlink_to(victim.parent)
+    assert read_tail(folder / "id_ed25519") == []
+    real = _claude_transcript(tmp_path / "other")
+    real.write_text('{"type": "user"}\n')
+    assert read_tail(real) == ['{"type": "user"}']
+
+
+def test_a_codex_link_is_followed_only_to_a_rollout_of_its_home(
+    tmp_path: Path, victim: Path
+) -> None:
+    from legion.runtime.codex.runtime import session_link
+    from legion.runtime.transcript import read_tail
+
+    env = {"CODEX_HOME": str(tmp_path / "codex")}
+    link = session_link(env, "sid")
+    link.parent.mkdir(parents=True)
+    rollout = tmp_path / "codex" / "sessions" / "2026" / "01" / "02" / "rollout-x-sid.jsonl"
+    rollout.parent.mkdir(parents=True)
+    rollout.write_text('{"type": "session_meta"}\n')
+    link.symlink_to(rollout)
+    assert read_tail(link) == ['{"type": "session_meta"}']
+    link.unlink()
+    link.symlink_to(victim)  # outside the home
+    assert read_tail(link) == []
+    link.unlink()
+    inside = tmp_path / "codex" / "sessions" / "evil.jsonl"
+    inside.symlink_to(victim)  # a rollout name that is itself a link
+    link.symlink_to(inside)
+    assert read_tail(link) == []
