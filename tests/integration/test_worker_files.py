@@ -168,9 +168,7 @@ def test_a_transcript_linked_to_a_secret_is_not_read(tmp_path: Path, victim: Pat
     assert newest_activity(transcript) is None
 
 
-def test_a_transcript_in_a_linked_project_folder_is_not_read(
-    tmp_path: Path, victim: Path
-) -> None:
+def test_a_transcript_in_a_linked_project_folder_is_not_read(tmp_path: Path, victim: Path) -> None:
     from legion.runtime.transcript import read_tail
 
     folder = tmp_path / ".claude" / "projects" / "-work-leg-1"
