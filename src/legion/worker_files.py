@@ -76,12 +76,16 @@ def _refused(exc: OSError, path: Path | str, root: Path) -> OSError:
 
 
 @contextlib.contextmanager
-def _folder_fd(root: Path, folders: tuple[str, ...]) -> Iterator[int]:
+def _folder_fd(root: Path, folders: tuple[str, ...], *, create: bool = False) -> Iterator[int]:
     """The innermost of `folders` below `root`, opened component by component without following
-    a link; the root itself is Legion's and opened as it is."""
+    a link (each made first, 0700, when `create` and missing); the root itself is Legion's and
+    opened as it is."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for name in folders:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=fd)
             inner = os.open(name, _FOLDER, dir_fd=fd)
             os.close(fd)
             fd = inner
@@ -177,13 +181,15 @@ def regular_files(root: Path, folder: Path | str, suffix: str = "") -> list[List
     return found
 
 
-def replace_file(root: Path, path: Path | str, data: bytes, *, mode: int = 0o600) -> None:
+def replace_file(
+    root: Path, path: Path | str, data: bytes, *, mode: int = 0o600, folders: bool = False
+) -> None:
     """Write `data` as the file `path` below `root`: a new temporary file beside it (created
     exclusively, never through a link), renamed over the name, which replaces whatever is there
-    (a planted link included) and writes through nothing."""
+    (a planted link included) and writes through nothing. `folders`: make missing folders."""
     parts = _parts(root, path)
     try:
-        with _folder_fd(root, parts[:-1]) as folder:
+        with _folder_fd(root, parts[:-1], create=folders) as folder:
             temporary = f".{parts[-1]}.{secrets.token_hex(8)}.tmp"
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = os.open(temporary, flags, mode, dir_fd=folder)
@@ -206,40 +212,42 @@ def replace_file(root: Path, path: Path | str, data: bytes, *, mode: int = 0o600
 WHOLE_BYTES = 256 * 1024 * 1024
 
 
-def transcript_file(path: Path) -> tuple[Path, Path]:
-    """Where transcript `path`'s bytes are, as (the CLI home it lies in, the file below it).
-    Every transcript is in its CLI's home, which Legion trusts (the user's, or Legion's) and
-    every session writes below: Claude Code's `<home>/projects/<folder>/<id>.jsonl` (its
-    subagents' in `<id>/subagents/`), Codex's rollout named by Legion's link
-    `<home>/legion/<id>.jsonl` (a link the session's turn loop makes: only its target's name is
-    read, and it must be a rollout in `<home>/sessions/`). Anything else: its own folder, so
-    that at least its name is not followed. A RefusedFile for a Codex link that points
-    elsewhere."""
+def transcript_home(path: Path) -> Path:
+    """The CLI home transcript `path` lies in, which Legion trusts (the user's, or Legion's)
+    and every session writes below: Claude Code's `<home>/projects/<folder>/<id>.jsonl` (its
+    subagents' in `<id>/subagents/`), Codex's link `<home>/legion/<id>.jsonl`. Anything else:
+    its own folder, so that at least its name is not followed."""
     if path.parent.name == "legion" and path.suffix == ".jsonl":
-        home = path.parents[1]
-        try:
-            target = Path(os.readlink(path))
-        except OSError as exc:
-            if exc.errno == errno.EINVAL:  # not a link: no rollout Legion linked
-                raise RefusedFile(exc.errno, f"{path} is not Legion's link to a rollout") from None
-            raise
-        target = target if target.is_absolute() else path.parent / target
-        try:
-            below = target.relative_to(home)
-        except ValueError:
-            raise RefusedFile(errno.EPERM, f"{path} links outside {home}: not read") from None
-        if below.parts[:1] != ("sessions",):
-            raise RefusedFile(errno.EPERM, f"{path} links to no rollout of {home}: not read")
-        return home, below
+        return path.parents[1]
     if len(path.parents) > 2 and path.parents[1].name == "projects":
-        return path.parents[2], path.relative_to(path.parents[2])
-    if (
-        path.parent.name == "subagents"
-        and len(path.parents) > 4
-        and path.parents[3].name == "projects"
-    ):
-        return path.parents[4], path.relative_to(path.parents[4])
-    return path.parent, Path(path.name)
+        return path.parents[2]
+    subagent = path.parent.name == "subagents" and len(path.parents) > 4
+    if subagent and path.parents[3].name == "projects":
+        return path.parents[4]
+    return path.parent
+
+
+def transcript_file(path: Path) -> tuple[Path, Path]:
+    """Where transcript `path`'s bytes are, as (its CLI's home, the file below it). Codex's
+    `<home>/legion/<id>.jsonl` is a link the session's turn loop makes: only its target's name
+    is read, which must be a rollout in `<home>/sessions/` (a RefusedFile else)."""
+    home = transcript_home(path)
+    if path.parent.name != "legion" or home != path.parents[1]:
+        return home, path.relative_to(home)
+    try:
+        target = Path(os.readlink(path))
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:  # not a link: no rollout Legion linked
+            raise RefusedFile(exc.errno, f"{path} is not Legion's link to a rollout") from None
+        raise
+    target = target if target.is_absolute() else path.parent / target
+    try:
+        below = target.relative_to(home)
+    except ValueError:
+        raise RefusedFile(errno.EPERM, f"{path} links outside {home}: not read") from None
+    if below.parts[:1] != ("sessions",):
+        raise RefusedFile(errno.EPERM, f"{path} links to no rollout of {home}: not read")
+    return home, below
 
 
 def transcript_stat(path: Path) -> os.stat_result:

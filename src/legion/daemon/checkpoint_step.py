@@ -75,7 +75,11 @@ class WorkspaceCheckpoints:
             return  # gone, or not a git worktree (a jj workspace: not checkpointed yet)
         try:
             transcripts = self.workers.issue_transcripts(record.issue, record.workspace)
-            checkpoint.save(record.workspace, record.issue, transcripts)
+            saved = checkpoint.save(record.workspace, record.issue, transcripts)
+            for why in saved.refused:  # a session planted something where a transcript goes
+                self.log.append(
+                    record.issue, "checkpoint", OutcomeKind.FAILED, f"transcript refused: {why}"
+                )
             if self.remote is not None:
                 checkpoint.push(record.workspace, self.remote, record.issue)
         except LegionError as exc:
