@@ -202,3 +202,47 @@ def test_a_codex_link_is_followed_only_to_a_rollout_of_its_home(
     inside.symlink_to(victim)  # a rollout name that is itself a link
     link.symlink_to(inside)
     assert read_tail(link) == []
+
+
+# -- the daemon's writes in a session's folder ---------------------------------------------
+
+
+def test_links_planted_at_the_inbox_lock_and_the_inbox_leave_their_targets_alone(
+    tmp_path: Path, victim: Path
+) -> None:
+    """Issue 35: a link at `sessions/<id>/inbox.json.lock` made the daemon truncate and rewrite
+    any file the user can write. The lock is now the folder's own, and the inbox is replaced,
+    never written through."""
+    from legion.bus.inbox import InboxError, enqueue, peek_delivered
+
+    folder = tmp_path / "state" / "sessions" / "sid"
+    folder.mkdir(parents=True)
+    inbox = folder / "inbox.json"
+    (folder / "inbox.json.lock").symlink_to(victim)
+    assert enqueue(inbox, "m-1", "hello")
+    assert victim.read_bytes() == SECRET
+    assert not inbox.is_symlink() and "hello" in inbox.read_text()
+
+    inbox.unlink()
+    inbox.symlink_to(victim)
+    with pytest.raises(InboxError, match="refused"):
+        enqueue(inbox, "m-2", "again")
+    with pytest.raises(InboxError, match="refused"):
+        peek_delivered(inbox)
+    assert victim.read_bytes() == SECRET
+
+
+def test_write_private_replaces_a_planted_link_instead_of_writing_through_it(
+    tmp_path: Path, victim: Path
+) -> None:
+    from legion.statefiles import write_private
+
+    folder = tmp_path / "state" / "sessions" / "sid"
+    folder.mkdir(parents=True)
+    context = folder / "context.md"
+    context.symlink_to(victim)
+    for pid in range(os.getpid() - 2, os.getpid() + 3):  # the old, guessable temporary names
+        (folder / f"context.md.{pid}.tmp").symlink_to(victim)
+    write_private(context, "the wake-up context\n")
+    assert victim.read_bytes() == SECRET
+    assert context.read_text() == "the wake-up context\n" and not context.is_symlink()
