@@ -19,6 +19,7 @@ from legion.errors import LegionError
 from legion.runtime.transcript import Turn
 from legion.sessions.registry import WorkerRecord
 from legion.sessions.workers import WorkerManager
+from legion.worker_files import transcript_stat
 from legion.workspaces import checkpoint
 
 from .steps import DONE, StepResult
@@ -57,7 +58,7 @@ class WorkspaceCheckpoints:
         runtime = self.workers.runtimes.of(record)
         transcript = runtime.transcript(self.workers.env, record.workspace, record.session_id)
         try:
-            moved = transcript.stat().st_mtime
+            moved = transcript_stat(transcript).st_mtime  # the session's own file, no link
         except OSError:
             return  # no session yet: nothing to keep
         now = time.time()
