@@ -73,3 +73,30 @@ def exclusive(
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def exclusive_folder(folder: Path, *, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold the lock of `folder` itself (`flock` on its descriptor) for the block: for a folder a
+    session writes (`sessions/<id>/`), where a lock file could be a link it planted and the
+    holder's line would be written through it. Nothing is written; a waiter gives up after
+    `timeout` seconds with a ConflictError."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        started = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() - started >= timeout:
+                    raise ConflictError(
+                        f"gave up after {timeout:g} s waiting for the lock of {folder}"
+                    ) from None
+                time.sleep(_POLL_S)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -248,6 +248,7 @@ class _SessionOps:
         the tmux server, the bus or the project's database, none of which a confined session
         sees. Only a project-wide capability may; the command runs in this project, as the
         capability's session, and its output and exit code go back."""
+        from legion.core.file_options import named_files, refusal
         from legion.plugins import backend_secret_variables
         from legion.proxy import model_key_variables
         from legion.relay.server import Deferred
@@ -269,6 +270,11 @@ class _SessionOps:
                 "a session's commands run in its own project: no options before the command "
                 f"(asked: {' '.join(argv[: at + 1])})"
             )
+        # A file named here would be read outside the session's sandbox: its own `legion`
+        # sends the text instead (`cli._in_daemon`); a request that still names one is refused.
+        named = named_files(argv)
+        if named:
+            raise NotPermittedError(refusal(named[0]))
         # It runs as the session, with no credential: not the model's key (it makes no model
         # call), not the tracker's or forge's (its calls to them go through this relay, with the
         # session's own capability). It sees tmux, the bus and the database, as the daemon does.

@@ -4,6 +4,7 @@ the umask. The state holds issue text, logs and the paths of transcripts."""
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import IO
 
@@ -35,12 +36,20 @@ def open_private_binary_append(path: Path) -> IO[bytes]:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Replace the file's text atomically, 0600."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    fd = _private_fd(tmp, os.O_WRONLY | os.O_TRUNC)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    tmp.replace(path)
+    """Replace the file's text atomically, 0600: a new file of an unguessable name, created
+    exclusively and never through a link (a session's folder is the session's to plant one
+    in), renamed over the name, which replaces a link there rather than writing through it."""
+    private_folder(path.parent)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def touch_private(path: Path) -> None:

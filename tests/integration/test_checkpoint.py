@@ -165,3 +165,46 @@ def test_a_workspace_removed_with_nothing_left_in_it_takes_its_checkpoint_along(
     (work / "a.txt").unlink()
     worktrees.remove("LEG-4")  # nothing left to keep: removed, its checkpoint too
     assert not work.exists() and checkpoint.find(origin, "LEG-4") is None
+
+
+SECRET = b"-----BEGIN OPENSSH PRIVATE KEY----- the user's\n"
+
+
+def test_a_transcript_replaced_by_a_link_to_a_secret_puts_nothing_of_it_in_the_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """Issue 35: a worker replaces another session's transcript path (in the CLI's home, which
+    it can write) with a link to `~/.ssh/id_ed25519`; the next checkpoint must not hash it into
+    `refs/legion/checkpoints/<ISSUE>`, and a restore over a planted link writes through none."""
+    origin = repository(tmp_path / "origin")
+    work = worktree(origin, tmp_path / "ws" / "leg-1", "legion/leg-1", new=True)
+    victim = tmp_path / "home" / ".ssh" / "id_ed25519"
+    victim.parent.mkdir(parents=True)
+    victim.write_bytes(SECRET)
+    projects = tmp_path / "claude" / "projects" / "-ws-leg-1"
+    projects.mkdir(parents=True)
+    honest = projects / "sid-plan.jsonl"
+    honest.write_text(TRANSCRIPT, encoding="utf-8")
+    planted = projects / "sid-impl.jsonl"
+    planted.symlink_to(victim)
+    fifo = projects / "sid-review.jsonl"
+    import os
+
+    os.mkfifo(fifo)
+    sessions = {"sid-impl": planted, "sid-plan": honest, "sid-review": fifo}
+
+    saved = checkpoint.save(work, "leg-1", sessions)
+
+    assert saved.sessions == ("sid-plan",)
+    assert [why.split(":")[0] for why in saved.refused] == ["sid-impl", "sid-review"]
+    every_blob = git(origin, "rev-list", "--objects", saved.commit).split()
+    for name in every_blob:
+        if len(name) == 40:
+            kind = git(origin, "cat-file", "-t", name).strip()
+            if kind == "blob":
+                assert SECRET not in git(origin, "cat-file", "blob", name).encode()
+
+    # Restoring writes a new file over the planted link, never into its target.
+    checkpoint.restore(work, "LEG-1", {"sid-plan": planted})
+    assert victim.read_bytes() == SECRET
+    assert not planted.is_symlink() and planted.read_text() == TRANSCRIPT

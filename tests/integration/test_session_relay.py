@@ -209,3 +209,64 @@ def test_the_wake_up_context_comes_from_the_daemon(scene: Scene) -> None:
     assert "step one" in text  # its workspace's plan, as Legion recorded where it works
     assert "`legion-worker` in implement mode for LEG-1" in text
     assert "Your own task list (TaskList): 1/2 done; in progress: Test it" in text
+
+
+VICTIM = "aws_secret_access_key = the-daemons-view-only\n"
+
+
+def test_the_daemon_reads_no_file_a_controllers_command_names(scene: Scene) -> None:
+    """Issue 35: `legion escalate … --reason-file ~/.aws/credentials`, run by the daemon
+    outside the sandbox, posted the daemon's view of the file. The session's own `legion`
+    reads the file (here: relative to its own folder, where the daemon, running in the
+    project's root, would have found the victim), and a request that still names a file is
+    refused, in one line, and logged."""
+    from legion.actionlog import ActionLog
+    from legion.errors import LegionError
+    from legion.relay.client import RelayClient
+    from legion.session_relay import run_in_daemon
+
+    token = Capabilities(scene.backends.db).mint(None, mode="controller", session_id=CONTROLLER_SID)
+    as_controller = {CAPABILITY_ENV: token, "LEGION_SESSION_ID": ""}
+    (scene.repo / "reason.txt").write_text(VICTIM)  # what the daemon's side would read
+    own = scene.repo / "session-folder"
+    own.mkdir()
+    (own / "reason.txt").write_text("The session's own reason.")
+    escalated = run_legion(
+        "escalate",
+        "LEG-1",
+        "--question",
+        "Which database?",
+        "--reason-file",
+        "reason.txt",
+        cwd=own,
+        env=scene.env(as_controller),
+    )
+    assert escalated.returncode == 0, escalated.stderr
+    [asked] = scene.backends.tracker.list_comments("LEG-1")
+    assert "The session's own reason." in asked.body and "the-daemons-view" not in asked.body
+
+    # A request made by hand, naming the file: refused before anything runs.
+    client = RelayClient(scene.socket, token, wait=0.5)
+    for argv in (
+        ["escalate", "LEG-2", "--question", "Q?", "--reason-file", str(scene.repo / "reason.txt")],
+        ["resume", "LEG-1", "implement", f"--prompt-file={scene.repo / 'reason.txt'}"],
+    ):
+        with pytest.raises(LegionError, match="reads no file for a session") as refused:
+            run_in_daemon(client, argv, None)
+        assert "\n" not in str(refused.value)
+    assert scene.backends.tracker.list_comments("LEG-2") == []
+    log = ActionLog(scene.backends.db).tail(10)
+    assert sum("reads no file for a session" in entry.detail for entry in log) == 2
+
+    # Through the CLI, the same refusal is one line and a non-zero exit.
+    crafted = scene.worker(
+        "resume",
+        "LEG-1",
+        "implement",
+        "--prompt-file",
+        "-",
+        "--body-file",
+        "x",
+        env=as_controller,
+    )
+    assert crafted.returncode == 2 and len(crafted.stderr.strip().splitlines()) == 1

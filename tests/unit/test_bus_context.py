@@ -82,3 +82,36 @@ def test_a_long_plan_is_cut_with_a_pointer_and_the_newest_plan_file_wins(tmp_pat
     shown = wake_up_context(WakeUp(me, "plan", "LEG-7", found, [], [], "compact"), {})
     assert "[… the rest is in docs/plans/new.md]" in shown
     assert "x" * (PLAN_LIMIT + 1) not in shown
+
+
+def test_a_planted_plan_link_fifo_or_huge_file_gives_the_daemon_nothing_of_the_machine(
+    tmp_path: Path,
+) -> None:
+    """Issue 35: `ln -s /proc/self/environ docs/plans/z.md` must not hand the daemon's
+    environment to the worker, a fifo must not hang the daemon, a huge file is not read whole."""
+    import os
+
+    workspace = tmp_path / "workspace"
+    plans = workspace / "docs" / "plans"
+    plans.mkdir(parents=True)
+    (plans / "a.md").write_text("the real plan")
+    os.utime(plans / "a.md", (1, 1))
+    (plans / "z.md").symlink_to("/proc/self/environ")
+    os.mkfifo(plans / "y.md")
+    found = newest_plan(workspace)
+    assert found is not None and found == Plan("docs/plans/a.md", "the real plan")
+    with (plans / "huge.md").open("wb") as handle:
+        handle.truncate(1 << 34)  # 16 GiB, sparse
+    found = newest_plan(workspace)
+    assert found is not None and found.path == "docs/plans/huge.md"
+    assert len(found.text) <= 4 * PLAN_LIMIT + 4
+
+
+def test_a_plans_folder_linked_elsewhere_is_not_read(tmp_path: Path) -> None:
+    secrets = tmp_path / "home" / ".ssh"
+    secrets.mkdir(parents=True)
+    (secrets / "key.md").write_text("SECRET")
+    workspace = tmp_path / "workspace"
+    (workspace / "docs").mkdir(parents=True)
+    (workspace / "docs" / "plans").symlink_to(secrets)
+    assert newest_plan(workspace) is None

@@ -92,6 +92,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "tracing",
                 "statefiles",
                 "trust",
+                "worker_files",
                 "git",
                 "locking",
                 "config",

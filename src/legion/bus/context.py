@@ -20,6 +20,7 @@ from legion.core.task_list import TaskList
 
 PLAN_FOLDER = Path("docs") / "plans"
 PLAN_LIMIT = 4000  # characters of the plan shown; the rest is a `cat` away
+PLAN_BYTES = 4 * PLAN_LIMIT + 4  # read of it at most: the shown characters, in UTF-8, and one more
 RECENT = 10  # messages of recent activity
 LINE_LIMIT = 160
 
@@ -147,20 +148,24 @@ def wake_up_context(wake: WakeUp, addresses: Mapping[int, str]) -> str:
 
 
 def newest_plan(workspace: Path) -> Plan | None:
-    """The most recently changed `docs/plans/*.md` of the workspace, if any."""
-    folder = workspace / PLAN_FOLDER
-    try:
-        plans = [(p.stat().st_mtime, p) for p in folder.glob("*.md") if p.is_file()]
-    except OSError:
-        return None
+    """The most recently changed `docs/plans/*.md` of the workspace, if any. The workspace is
+    the worker's (the daemon reads this for it): a link there is never followed, only a
+    regular file is read, and only its first `PLAN_BYTES`; a refused file is named, not read."""
+    from legion.worker_files import read_regular, regular_files
+
+    plans = [
+        (entry.stat.st_mtime, entry.path)
+        for entry in regular_files(workspace, workspace / PLAN_FOLDER, ".md")
+    ]
     if not plans:
         return None
     _, path = max(plans)
+    shown = str(path.relative_to(workspace))
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    return Plan(str(path.relative_to(workspace)), text)
+        data = read_regular(workspace, path, cap=PLAN_BYTES, past_cap="head")
+    except OSError as exc:
+        return Plan(shown, f"(not read: {exc.strerror or exc})")
+    return Plan(shown, data.decode("utf-8", errors="replace"))
 
 
 def recent_activity(bus: Bus, agent: Agent, limit: int = RECENT) -> list[Message]:

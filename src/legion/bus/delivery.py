@@ -264,7 +264,9 @@ class Delivery:
 
 def seen_in(transcript: Path, item: PendingDelivery) -> bool:
     """Whether the session's transcript holds the message's id: a prompt with it was taken."""
-    try:
-        return item.message.id.encode() in transcript.read_bytes()
+    from legion.worker_files import read_transcript
+
+    try:  # the session's file: no link followed, at most its last WHOLE_BYTES
+        return item.message.id.encode() in read_transcript(transcript)
     except OSError:
         return False

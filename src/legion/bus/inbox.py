@@ -26,8 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from legion.locking import exclusive
-from legion.statefiles import write_private
+from legion.locking import exclusive_folder
+from legion.statefiles import private_folder
+from legion.worker_files import read_regular, replace_file
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -138,23 +139,29 @@ def hand_over(
 # -- the inbox file (I/O, under the inbox's lock) ----------------------------------------
 
 LOCK_TIMEOUT_S = 10.0
-
-
-def lock_path(inbox: Path) -> Path:
-    return inbox.with_name(inbox.name + ".lock")
+# An inbox is a few messages waiting for a turn's end; one past this is not Legion's.
+INBOX_BYTES = 16 * 1024 * 1024
 
 
 def update_inbox(path: Path, change: Callable[[Inbox], tuple[T, Inbox | None]]) -> T:
     """Read the inbox, apply `change` (returns a result and the new inbox, None: unchanged),
-    write it back atomically, all under the inbox's lock; returns the result."""
-    with exclusive(lock_path(path), timeout=LOCK_TIMEOUT_S):
+    write it back atomically, all under the inbox's lock; returns the result.
+
+    The inbox's folder (`sessions/<id>/`) is the session's to write, and the daemon reads and
+    writes it too: the lock is the folder's own (no lock file a link could stand in for), the
+    file is read only as a regular file reached through no link, and written as a new file
+    renamed over the name (`legion.worker_files`). A refused file is an InboxError."""
+    folder = private_folder(path.parent)  # Legion's; the session cannot replace it
+    with exclusive_folder(folder, timeout=LOCK_TIMEOUT_S):
         try:
-            text = path.read_text(encoding="utf-8")
+            data = read_regular(folder, path.name, cap=INBOX_BYTES)
         except FileNotFoundError:
-            text = ""
-        result, after = change(parse_inbox(text))
+            data = b""
+        except OSError as exc:
+            raise InboxError(f"{path} refused: {exc.strerror or exc}") from None
+        result, after = change(parse_inbox(data.decode("utf-8", errors="replace")))
         if after is not None:
-            write_private(path, dump_inbox(after))
+            replace_file(folder, path.name, dump_inbox(after).encode("utf-8"))
         return result
 
 

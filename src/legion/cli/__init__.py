@@ -105,13 +105,42 @@ def _in_daemon(args: list[str]) -> int | None:
 
     client = session_client(os.environ)
     assert client is not None
-    stdin = sys.stdin.read() if "-" in args[at + 1 :] and not sys.stdin.isatty() else None
+    args, stdin = _files_read_here(args, at)
+    if stdin is None and "-" in args[at + 1 :] and not sys.stdin.isatty():
+        stdin = sys.stdin.read()
     ran = run_in_daemon(client, args, stdin)
     sys.stdout.write(ran.stdout)
     sys.stdout.flush()
     sys.stderr.write(ran.stderr)
     sys.stderr.flush()
     return ran.exit
+
+
+def _files_read_here(args: list[str], at: int) -> tuple[list[str], str | None]:
+    """`args` with its `--*-file` option reading standard input, and the file's text read here,
+    in the session's sandbox, as the session: the daemon runs the command outside it and reads
+    no file for a session (`legion.core.file_options`). One file at most, and not beside `-`."""
+    from pathlib import Path
+
+    from legion.core.file_options import STDIN, named_files, reading_stdin
+    from legion.errors import InputError
+
+    named = named_files(args[at + 1 :])
+    if not named:
+        return args, None
+    option = named[0]
+    if len(named) > 1 or STDIN in args[at + 1 :]:
+        raise InputError(
+            f"through the daemon a command reads one file at most, not beside `-` "
+            f"({option.name} {option.value})"
+        )
+    if option.value is None:
+        raise InputError(f"{option.name} needs a file")
+    try:
+        text = Path(option.value).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {option.value}: {exc}") from None
+    return [*args[: at + 1], *reading_stdin(args[at + 1 :], option)], text
 
 
 def entry() -> None:

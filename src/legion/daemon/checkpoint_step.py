@@ -19,6 +19,7 @@ from legion.errors import LegionError
 from legion.runtime.transcript import Turn
 from legion.sessions.registry import WorkerRecord
 from legion.sessions.workers import WorkerManager
+from legion.worker_files import transcript_stat
 from legion.workspaces import checkpoint
 
 from .steps import DONE, StepResult
@@ -57,7 +58,7 @@ class WorkspaceCheckpoints:
         runtime = self.workers.runtimes.of(record)
         transcript = runtime.transcript(self.workers.env, record.workspace, record.session_id)
         try:
-            moved = transcript.stat().st_mtime
+            moved = transcript_stat(transcript).st_mtime  # the session's own file, no link
         except OSError:
             return  # no session yet: nothing to keep
         now = time.time()
@@ -75,7 +76,11 @@ class WorkspaceCheckpoints:
             return  # gone, or not a git worktree (a jj workspace: not checkpointed yet)
         try:
             transcripts = self.workers.issue_transcripts(record.issue, record.workspace)
-            checkpoint.save(record.workspace, record.issue, transcripts)
+            saved = checkpoint.save(record.workspace, record.issue, transcripts)
+            for why in saved.refused:  # a session planted something where a transcript goes
+                self.log.append(
+                    record.issue, "checkpoint", OutcomeKind.FAILED, f"transcript refused: {why}"
+                )
             if self.remote is not None:
                 checkpoint.push(record.workspace, self.remote, record.issue)
         except LegionError as exc:

@@ -13,8 +13,12 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from legion.worker_files import open_regular, read_transcript, transcript_file
+
 # Enough for the last several turns of a busy session; the whole file can be many megabytes.
 TAIL_BYTES = 512 * 1024
+# What is read past a mark for a typed prompt: a prompt is recorded within moments of it.
+RECORDS_BYTES = 8 * 1024 * 1024
 # How much of a typed prompt's end is looked for in the transcript (`prompt_fingerprint`).
 FINGERPRINT_CHARS = 48
 
@@ -76,15 +80,22 @@ class TranscriptSummary:
 
 
 def read_tail(path: Path, max_bytes: int = TAIL_BYTES) -> list[str]:
-    """The transcript's last lines (whole lines only); [] when it does not exist."""
+    """The transcript's last lines (whole lines only); [] when it does not exist or is refused
+    (a link, a fifo, a device planted by the session: `transcript_file`)."""
     try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            start = max(0, size - max_bytes)
-            handle.seek(start)
-            data = handle.read()
+        root, below = transcript_file(path)
+        fd = open_regular(root, below)
     except OSError:
         return []
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - max_bytes)
+        os.lseek(fd, start, os.SEEK_SET)
+        data = os.read(fd, max_bytes)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
     lines = data.decode("utf-8", errors="replace").splitlines()
     return lines[1:] if start > 0 else lines  # the first line was probably cut
 
@@ -103,9 +114,7 @@ def records_prompt(path: Path, mark: int, fingerprint: str) -> bool:
     proof: a CLI can still be writing the last turn's tail when a prompt is typed, and drop the
     prompt's Enter meanwhile."""
     try:
-        with path.open("rb") as handle:
-            handle.seek(mark)
-            data = handle.read()
+        data = read_transcript(path, start=mark, cap=RECORDS_BYTES, past_cap="head")
     except OSError:
         return False
     for line in data.split(b"\n")[:-1]:  # the last piece is a line still being written, or ""

@@ -16,8 +16,10 @@ from legion.runtime.transcript import prompt_fingerprint, records_prompt
 
 def transcript_size(path: Path) -> int:
     """A transcript's size in bytes; 0 for one not written yet."""
-    try:
-        return path.stat().st_size
+    from legion.worker_files import transcript_stat
+
+    try:  # the session's file: a link or a fifo planted there counts as none
+        return transcript_stat(path).st_size
     except OSError:
         return 0
 

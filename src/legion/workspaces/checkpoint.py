@@ -33,10 +33,14 @@ from pathlib import Path
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError
 from legion.git import rev_parse, run_git
+from legion.worker_files import read_transcript, replace_file, transcript_home
 
 CHECKPOINT_REFS = "refs/legion/checkpoints/"
 FILES = "workspace"
 SESSIONS = "sessions"
+# A transcript past this is not checkpointed (and said so): a checkpoint holds a whole one.
+TRANSCRIPT_BYTES = 256 * 1024 * 1024
+
 # Who a checkpoint's commit is by: Legion, whatever identity the user's git has (or lacks).
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "Legion",
@@ -55,6 +59,8 @@ class Checkpoint:
     commit: str
     base: str
     sessions: tuple[str, ...]
+    # Transcripts left out as not the CLI's (a link, not a regular file, too big): why, each.
+    refused: tuple[str, ...] = ()
 
 
 def checkpoint_ref(issue: str) -> str:
@@ -80,17 +86,10 @@ def save(workspace: Path, issue: str, transcripts: Mapping[str, Path] | None = N
         # Every file but the ignored ones, deletions included, from the worktree's root.
         run_git(workspace, "add", "--all", "--", ":/", env=own_index)
         files = run_git(workspace, "write-tree", env=own_index).stdout.strip()
-    entries = [f"040000 tree {files}\t{FILES}"]
-    held = sorted(sid for sid, path in (transcripts or {}).items() if path.is_file())
-    if held:
-        assert transcripts is not None
-        blobs = [
-            run_git(workspace, "hash-object", "-w", "--", str(transcripts[sid])).stdout.strip()
-            for sid in held
-        ]
-        listing = "".join(
-            f"100644 blob {blob}\t{sid}.jsonl\n" for sid, blob in zip(held, blobs, strict=True)
-        )
+        entries = [f"040000 tree {files}\t{FILES}"]
+        blobs, refused = _transcript_blobs(workspace, transcripts or {}, scratch)
+    if blobs:
+        listing = "".join(f"100644 blob {blob}\t{sid}.jsonl\n" for sid, blob in blobs.items())
         sessions = run_git(workspace, "mktree", input_text=listing).stdout.strip()
         entries.append(f"040000 tree {sessions}\t{SESSIONS}")
     tree = run_git(workspace, "mktree", input_text="\n".join(entries) + "\n").stdout.strip()
@@ -100,7 +99,31 @@ def save(workspace: Path, issue: str, transcripts: Mapping[str, Path] | None = N
     ).stdout.strip()
     ref = checkpoint_ref(issue)
     run_git(workspace, "update-ref", ref, commit)
-    return Checkpoint(ref, commit, base, tuple(held))
+    return Checkpoint(ref, commit, base, tuple(blobs), refused)
+
+
+def _transcript_blobs(
+    workspace: Path, transcripts: Mapping[str, Path], scratch: str
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Each transcript's blob (by session id, sorted), and why each refused one was left out.
+    A transcript is in the CLI's home, which sessions write: it is copied only as a regular
+    file reached through no link, whole and under `TRANSCRIPT_BYTES` (`legion.worker_files`),
+    into the scratch folder, and git hashes that copy, never the path the session controls."""
+    blobs: dict[str, str] = {}
+    refused: list[str] = []
+    for sid in sorted(transcripts):
+        try:
+            data = read_transcript(transcripts[sid], cap=TRANSCRIPT_BYTES, past_cap="refuse")
+        except FileNotFoundError:
+            continue  # no session yet
+        except OSError as exc:
+            refused.append(f"{sid}: {exc.strerror or exc}")
+            continue
+        copy = os.path.join(scratch, f"{sid}.jsonl")
+        with open(copy, "wb") as handle:
+            handle.write(data)
+        blobs[sid] = run_git(workspace, "hash-object", "-w", "--", copy).stdout.strip()
+    return blobs, tuple(refused)
 
 
 def _index_of(workspace: Path) -> Path:
@@ -155,9 +178,12 @@ def restore(
             names = [f"{SESSIONS}/{sid}.jsonl" for sid in wanted]
             run_git(workspace, "checkout", found.commit, "--", *names, env=own)
             for sid, path in wanted.items():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # shutil: the CLI's folder may be on another disk.
-                shutil.move(os.path.join(tree, SESSIONS, f"{sid}.jsonl"), path)
+                # Into the CLI's home, which sessions write: a new file renamed over the
+                # name, through no link (`legion.worker_files`).
+                home = transcript_home(path)
+                home.mkdir(parents=True, exist_ok=True)  # the CLI's home: Legion's or the user's
+                with open(os.path.join(tree, SESSIONS, f"{sid}.jsonl"), "rb") as handle:
+                    replace_file(home, path, handle.read(), folders=True)
     return found
 
 

@@ -79,20 +79,14 @@ def project_folder(workspace: str) -> str:
 
 
 def newest_activity(transcript: Path) -> float | None:
-    """Newest mtime of the transcript and its subagents' transcripts; None when it has none."""
+    """Newest mtime of the transcript and its subagents' transcripts; None when it has none.
+    The CLI's folder is the sessions': no link there is followed (`legion.worker_files`)."""
+    from legion.worker_files import regular_files, stat_regular, transcript_file
+
     try:
-        newest = transcript.stat().st_mtime
+        root, below = transcript_file(transcript)
+        newest = stat_regular(root, below).st_mtime
     except OSError:
         return None
-    subagents = transcript.with_suffix("") / "subagents"
-    try:
-        entries = list(os.scandir(subagents))
-    except OSError:
-        return newest
-    for entry in entries:
-        if entry.name.endswith(".jsonl"):
-            try:
-                newest = max(newest, entry.stat().st_mtime)
-            except OSError:
-                continue
-    return newest
+    subagents = regular_files(root, transcript.with_suffix("") / "subagents", ".jsonl")
+    return max([newest, *(entry.stat.st_mtime for entry in subagents)])

@@ -43,6 +43,7 @@ from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import PendingQuestion, TranscriptSummary
 from legion.sandbox import install_root
 from legion.sandbox.policy import Access
+from legion.worker_files import read_text, replace_file
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
 _API_KEY_VARIABLES = runtime_plugin(CLAUDE_CODE).secret_variables
@@ -317,14 +318,14 @@ def update_json_file(path: Path, update: Any) -> None:
     asks, and running CLIs hold that lock often (a start waited up to a quarter second).
     """
     try:
-        if not update(json.loads(path.read_text(encoding="utf-8"))):
+        if not update(json.loads(_read_config(path))):
             return
     except (OSError, ValueError, TypeError, AttributeError):
         pass  # missing, half-written or not an object: the locked path says which
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
         try:
-            config = json.loads(path.read_text(encoding="utf-8"))
+            config = json.loads(_read_config(path))
         except FileNotFoundError:
             config = {}
         except (OSError, ValueError) as exc:
@@ -333,13 +334,18 @@ def update_json_file(path: Path, update: Any) -> None:
             raise ConfigError(f"{path}: Claude Code's config is not a JSON object")
         if not update(config):
             return
-        tmp = path.with_name(f"{path.name}.legion-{os.getpid()}.tmp")
-        # 0600 whatever the umask: it holds which API keys are approved.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(config, indent=2))
-        os.chmod(tmp, 0o600)
-        tmp.replace(path)
+        # 0600: it holds which API keys are approved. A new file renamed over the name.
+        replace_file(path.parent, path.name, json.dumps(config, indent=2).encode("utf-8"))
+
+
+# Claude Code's own state file grows with every project it has seen; far past this is not it.
+CONFIG_BYTES = 64 * 1024 * 1024
+
+
+def _read_config(path: Path) -> str:
+    """The CLI's config file, which sessions can write: a regular file reached through no link,
+    never a fifo or a device (`legion.worker_files`)."""
+    return read_text(path.parent, path.name, cap=CONFIG_BYTES)
 
 
 # The CLI's first-run dialogs, each with the option that means "go ahead". Config written by

@@ -16,25 +16,34 @@ from pathlib import Path
 
 from legion.core.task_list import TaskList, summarize_tasks
 from legion.runtime.claude.paths import config_dir
+from legion.worker_files import Listed, read_regular, regular_files
 
 
 def task_dir(env: Mapping[str, str], session_id: str) -> Path:
     return config_dir(env) / "tasks" / session_id
 
 
+# A task file is a few hundred bytes; one past this is not the CLI's, and is skipped.
+TASK_FILE_BYTES = 64 * 1024
+
+
 def read_tasks(env: Mapping[str, str], session_id: str) -> TaskList | None:
-    """Session `session_id`'s task list, or None when it has none (or it cannot be read)."""
-    folder = task_dir(env, session_id)
-    try:
-        files = sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
-    except OSError:
-        return None
+    """Session `session_id`'s task list, or None when it has none (or it cannot be read). The
+    CLI's folder is the sessions' to write: its files are read without following a link, and
+    only regular ones under `TASK_FILE_BYTES` (`legion.worker_files`)."""
+    root = config_dir(env)
     documents = []
-    for path in files:
+    for entry in sorted(regular_files(root, task_dir(env, session_id), ".json"), key=_name):
+        if entry.name.startswith("."):
+            continue
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
+            document = json.loads(read_regular(root, entry.path, cap=TASK_FILE_BYTES))
         except (OSError, ValueError):
             continue
         if isinstance(document, dict):
             documents.append(document)
     return summarize_tasks(documents)
+
+
+def _name(entry: Listed) -> str:
+    return entry.name

@@ -8,7 +8,6 @@ while it is being written. Unknown types and lines that are not JSON are skipped
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +20,13 @@ from legion.runtime.transcript import (
     Turn,
     question_from_input,
     read_tail,
+)
+from legion.worker_files import (
+    Listed,
+    read_transcript,
+    regular_files,
+    transcript_file,
+    transcript_stat,
 )
 
 ASK_USER_QUESTION = "AskUserQuestion"
@@ -97,7 +103,7 @@ _SUMMARIES_KEPT = 512
 def summarize_file(path: Path) -> TranscriptSummary | None:
     """`summarize_tail`, remembered while the transcript stays as it was."""
     try:
-        stat = path.stat()
+        stat = transcript_stat(path)  # the session's: a link or a fifo there is refused
     except OSError:
         _SUMMARIES.pop(path, None)
         return None
@@ -117,7 +123,7 @@ def summarize_tail(path: Path) -> TranscriptSummary | None:
     """The summary of the transcript's tail: a short one first, a longer one when the short
     one holds no message at all (one huge tool result can fill it)."""
     lines = read_tail(path, SHORT_TAIL_BYTES)
-    if not lines and not path.exists():
+    if not lines and not _is_transcript(path):
         return None
     summary = summarize(lines)
     if summary.entries == 0:
@@ -138,7 +144,7 @@ def responses(path: Path) -> dict[str, tuple[str, Usage]]:
     writes one line per content block of a response, each with the response's usage: counted
     once. Read incrementally: a transcript only grows, so a second look reads what was added."""
     try:
-        size = path.stat().st_size
+        size = transcript_stat(path).st_size
     except OSError:
         return {}
     known = _RESPONSES.get(path)
@@ -148,9 +154,7 @@ def responses(path: Path) -> dict[str, tuple[str, Usage]]:
     if start == size:
         return found
     try:
-        with path.open("rb") as handle:
-            handle.seek(start)
-            data = handle.read(size - start)
+        data = read_transcript(path, start=start, cap=size - start, past_cap="head")
     except OSError:
         return found
     end = data.rfind(b"\n") + 1  # a torn last line is read next time, whole
@@ -172,8 +176,24 @@ def responses(path: Path) -> dict[str, tuple[str, Usage]]:
 
 def session_usage(transcript: Path) -> list[tuple[str, Usage]]:
     """(when, usage) of every response of the session, its subagents' included."""
-    files = [transcript]
-    subagents = transcript.with_suffix("") / "subagents"
-    with contextlib.suppress(OSError):
-        files += sorted(p for p in subagents.iterdir() if p.suffix == ".jsonl")
+    files = [transcript, *subagent_transcripts(transcript)]
     return [item for path in files for item in responses(path).values()]
+
+
+def _is_transcript(path: Path) -> bool:
+    try:
+        transcript_stat(path)
+    except OSError:
+        return False
+    return True
+
+
+def subagent_transcripts(transcript: Path) -> list[Path]:
+    """The session's subagents' transcripts (regular files only, no link followed), by name."""
+    root, _ = transcript_file(transcript)
+    listed = regular_files(root, transcript.with_suffix("") / "subagents", ".jsonl")
+    return [entry.path for entry in sorted(listed, key=_name)]
+
+
+def _name(entry: Listed) -> str:
+    return entry.name

@@ -33,9 +33,15 @@ from legion.runtime import npm_pin
 from legion.runtime.codex import binary as codex_bin
 from legion.runtime.codex.settings import CodexSettings
 from legion.runtime.tmux import Tmux
-from legion.runtime.transcript import PendingQuestion, TranscriptSummary, Turn, read_tail
+from legion.runtime.transcript import (
+    PendingQuestion,
+    TranscriptSummary,
+    Turn,
+    read_tail,
+)
 from legion.sandbox import install_root
 from legion.sandbox.policy import Access
+from legion.worker_files import read_text, read_transcript, transcript_stat
 
 NAME = CODEX
 ROLLOUT_ID = re.compile(
@@ -74,6 +80,9 @@ def skills_dir(env: Mapping[str, str]) -> Path:
 def session_link(env: Mapping[str, str], session_id: str) -> Path:
     """Where Legion's session `session_id` links to its Codex rollout."""
     return codex_home(env) / "legion" / f"{session_id}.jsonl"
+
+
+TURN_STATE_BYTES = 64  # "running" or "idle"
 
 
 def turn_state_file(link: Path) -> Path:
@@ -179,8 +188,9 @@ def _int(value: object) -> int:
 
 
 def _lines(path: Path) -> list[str]:
+    """The rollout's lines (its last `WHOLE_BYTES`), through Legion's link `path`."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return read_transcript(path).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
 
@@ -269,11 +279,14 @@ class CodexRuntime:
         return session_link(env, session_id)
 
     def summarize(self, transcript: Path) -> TranscriptSummary | None:
-        if not transcript.exists():
+        try:
+            transcript_stat(transcript)  # Legion's link to a rollout, never followed elsewhere
+        except OSError:
             return None
         summary = summarize_rollout(read_tail(transcript))
+        state = turn_state_file(transcript)
         try:
-            said = turn_state_file(transcript).read_text(encoding="utf-8").strip()
+            said = read_text(state.parents[1], state, cap=TURN_STATE_BYTES).strip()
         except OSError:
             return summary
         # The turn loop knows whether a turn's process runs: a turn killed half-way leaves a
@@ -286,7 +299,7 @@ class CodexRuntime:
 
     def last_activity(self, transcript: Path) -> float | None:
         try:
-            return transcript.stat().st_mtime
+            return transcript_stat(transcript).st_mtime
         except OSError:
             return None
 
