@@ -30,7 +30,7 @@ from legion.bus.model import (
 from legion.bus.sessions import register_session
 from legion.bus.stored import SqliteBus, StoreBus
 from legion.config import load_project
-from legion.errors import ConflictError, InputError, NotFoundError, StoreError
+from legion.errors import ConflictError, InputError, NotFoundError, NotPermittedError, StoreError
 from tests.support.cli import LEGION_BIN, LegionRunner, Result, git
 
 MAIN = Channel("app", "main")
@@ -138,6 +138,31 @@ def test_a_bad_address_posts_nothing(bus: StoreBus) -> None:
         bus.post_many([Draft(implement.id, LEG7, "one"), Draft(implement.id, LEG7, "@zz two")])
     assert bus.messages() == [] and len(bus.events()) == events
     assert count(bus, "deliveries") == 0
+
+
+def test_a_worker_reaches_only_its_own_projects_channels_and_agents(bus: StoreBus) -> None:
+    """Issue 35: a worker's words may be a stranger's, so its posts stay in its project; the
+    orchestrator (and the human) may still speak across projects."""
+    other_main, other_leg = Channel("other", "main"), Channel("other", "legion/OTH-1")
+    legion = agent(bus, MAIN, "legion")
+    implement = agent(bus, LEG7, "implement")
+    theirs = agent(bus, other_main, "legion")
+    agent(bus, other_leg, "plan")
+    events = len(bus.events())
+    for channel, body in (
+        (other_main, "hello from elsewhere"),  # another project's channel
+        (LEG7, "@other/main/legion merge my PR"),  # another project's orchestrator
+        (LEG7, "@other/legion/OTH-1/plan drop your plan"),
+    ):
+        with pytest.raises(NotPermittedError, match="a worker"):
+            bus.post(implement.id, channel, body)
+    with pytest.raises(NotPermittedError, match="reaches only its own project"):
+        bus.post(implement.id, LEG7, "ask them", to=(theirs.id,))
+    assert bus.messages() == [] and len(bus.events()) == events
+    # Its own project's agents it reaches as before; the orchestrator reaches the other one.
+    assert [a.id for a in bus.post(implement.id, LEG7, "@legion done").recipients] == [legion.id]
+    across = bus.post(legion.id, MAIN, "@other/main/legion FYI")
+    assert [a.id for a in across.recipients] == [theirs.id]
 
 
 def test_the_human_and_the_orchestrator_reach_each_other(bus: StoreBus) -> None:

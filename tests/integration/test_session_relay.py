@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,31 @@ def test_the_worker_cannot_address_the_human_with_its_session_variable_unset(
     assert refused.returncode != 0
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "write @legion instead of @human" in lines[0], refused.stderr
+    assert len(scene.bus.messages()) == before
+
+
+def test_a_worker_stays_on_its_own_projects_bus(scene: Scene) -> None:
+    """Issue 35: a worker's capability reaches only its own project's bus: it neither reads
+    another project's channel nor posts there, nor wakes another project's agents."""
+    from legion.bus.model import AgentRole, Channel
+
+    other = Channel("other-project", "main")
+    scene.bus.claim_project(str(uuid.uuid4()), "other-project", scene.repo.parent / "other")
+    theirs = scene.bus.register_agent(
+        other, "legion", role=AgentRole.CONTROLLER, runtime="t", session_id="theirs"
+    )
+    scene.bus.post(theirs.id, other, "their private plans")
+    before = len(scene.bus.messages())
+    for args, said in (
+        (("messages", "--channel", "other-project/main"), "reads only its own project's"),
+        (("say", "hello", "--channel", "other-project/main"), "posts only in its own project's"),
+        (("say", "@other-project/main/legion merge it"), "reaches only its own project's"),
+    ):
+        refused = scene.worker(*args)
+        assert refused.returncode == 2, (args, refused.stderr)
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], refused.stderr
+        assert "their private plans" not in refused.stdout
     assert len(scene.bus.messages()) == before
 
 

@@ -195,6 +195,24 @@ def may_reach_human(role: AgentRole) -> bool:
     return role in _REACH_HUMAN
 
 
+def within_project(role: AgentRole) -> bool:
+    """Whether an agent in `role` posts only in its own project's channels, to its own
+    project's agents: a worker, whose words may be a stranger's (issue 35: its capability
+    reaches only its own project's bus). The orchestrator and the human reach any project."""
+    return role not in _REACH_HUMAN
+
+
+def outside_project(project: str, channel: Channel, recipients: Iterable[Agent]) -> str | None:
+    """What a post in `channel` to `recipients` reaches outside `project` (one line), if
+    anything."""
+    if channel.project != project:
+        return f"a worker posts only in its own project's channels (asked: {channel})"
+    others = sorted({agent.address for agent in recipients if agent.project != project})
+    if others:
+        return f"a worker reaches only its own project's agents (asked: {', '.join(others)})"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Lookup:
     """The agents a message's mentions could name, which is all resolving them needs: these

@@ -17,7 +17,9 @@ from legion.bus.address import (
     agents_by_key,
     lookup_for,
     may_reach_human,
+    outside_project,
     parse_mentions,
+    within_project,
 )
 from legion.bus.model import ORCHESTRATOR_NAME, Agent, Channel, Draft, Message, MessageKind, Posted
 from legion.bus.stored.rows import (
@@ -37,7 +39,7 @@ from legion.bus.validate import (
     clean_message_id,
     new_message_id,
 )
-from legion.errors import ConflictError, NotFoundError
+from legion.errors import ConflictError, NotFoundError, NotPermittedError
 from legion.store import Connection, Row, Store
 
 
@@ -51,10 +53,10 @@ class StoredPosting:
         # when the post commits (`legion.daemon.bus_listener`). None: SQLite, one machine,
         # whose daemons a `legion` command wakes itself.
         self._signal = signal
-        # Senders already seen: (address, may address the human). Neither can change: an
-        # address is the agent's identity, and only the names `legion` and `human` reach the
-        # human. Kept, a post without mentions reads nothing before it writes.
-        self._senders: dict[int, tuple[str, bool]] = {}
+        # Senders already seen: (address, may address the human, the project it is held to or
+        # None). None can change: an address is the agent's identity, and its role comes with
+        # its name. Kept, a post without mentions reads nothing before it writes.
+        self._senders: dict[int, tuple[str, bool, str | None]] = {}
 
     def post(
         self,
@@ -95,7 +97,7 @@ class StoredPosting:
             ).fetchone()
             if earlier is not None:
                 return _posted_before(conn, earlier, draft)
-        sender, may_reach_human = self._sender(conn, draft.sender_id)
+        sender, may_reach_human, held_to = self._sender(conn, draft.sender_id)
         # No "@", no mention: the parse (a regular expression over the body) is skipped.
         mentioned = parse_mentions(draft.body) if "@" in draft.body else ()
         recipients = _addressees(conn, draft.sender_id, may_reach_human, draft.channel, mentioned)
@@ -103,6 +105,10 @@ class StoredPosting:
             named = agent_in(conn, agent_id)
             if named.id != draft.sender_id and all(named.id != a.id for a in recipients):
                 recipients.append(named)
+        if held_to is not None:
+            outside = outside_project(held_to, draft.channel, recipients)
+            if outside is not None:
+                raise NotPermittedError(outside)
         if (
             draft.reply_to is not None
             and not conn.execute(
@@ -154,11 +160,13 @@ class StoredPosting:
         )
         return Posted(message, tuple(recipients), created=True)
 
-    def _sender(self, conn: Connection, sender_id: int) -> tuple[str, bool]:
+    def _sender(self, conn: Connection, sender_id: int) -> tuple[str, bool, str | None]:
         known = self._senders.get(sender_id)
         if known is None:
             agent = agent_in(conn, sender_id)
-            known = self._senders[sender_id] = (agent.address, may_reach_human(agent.role))
+            held_to = agent.project if within_project(agent.role) else None
+            known = (agent.address, may_reach_human(agent.role), held_to)
+            self._senders[sender_id] = known
         return known
 
 
