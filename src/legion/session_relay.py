@@ -198,12 +198,12 @@ class _SessionOps:
         with self._bus() as bus:
             channel = self._channel(call, bus)
             speaker = self._speaker(call, bus)
-            if call.scope.issue is not None and channel is not None:
-                # A worker reads its own project's channels only (issue 35).
-                if channel.project != speaker.channel.project:
-                    raise NotPermittedError(
-                        f"a worker reads only its own project's channels (asked: {channel})"
-                    )
+            # A worker reads its own project's channels only (issue 35).
+            foreign = channel is not None and channel.project != speaker.channel.project
+            if call.scope.issue is not None and foreign:
+                raise NotPermittedError(
+                    f"a worker reads only its own project's channels (asked: {channel})"
+                )
             unread = call.flag("unread")
             where = channel if unread else channel or speaker.channel
             feed = Reading(bus, speaker.id, where, unread)

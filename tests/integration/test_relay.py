@@ -512,6 +512,25 @@ def test_many_sessions_asking_at_once_are_all_answered(relay: Relay) -> None:
     assert titles == ["The worker's issue"] * 48
 
 
+def test_a_session_calling_without_end_is_held_to_its_share(relay: Relay) -> None:
+    """Issue 35: the relay spends the daemon's tracker and forge quota, so each capability
+    has a share (`WORKER_CALLS`): past its burst a call is refused as rate limited, saying when
+    to call again, and another session is not held up."""
+    from legion.errors import BackendError, BackendErrorKind
+    from legion.relay.server import WORKER_CALLS
+
+    burst, _ = WORKER_CALLS
+    greedy = RelayTracker(RelayClient(relay.path, relay.capability("LEG-2", sid="a"), wait=5))
+    for _ in range(int(burst)):
+        greedy.get_issue("LEG-2")
+    with pytest.raises(BackendError) as caught:
+        greedy.get_issue("LEG-2")
+    assert caught.value.kind is BackendErrorKind.RATE_LIMITED
+    assert "call again in" in str(caught.value) and "\n" not in str(caught.value)
+    other = RelayTracker(RelayClient(relay.path, relay.capability("LEG-2", sid="b"), wait=5))
+    assert other.get_issue("LEG-2").title == "The worker's issue"
+
+
 def test_a_daemon_that_does_not_answer_is_a_transient_error(tmp_path: Path) -> None:
     from legion.errors import BackendError, BackendErrorKind
 

@@ -55,6 +55,10 @@ from .reconcile_step import PauseReport, ReconcileStep
 from .starts_step import LOOK_EVERY_S, StartFollowUp
 from .steps import Step, StepResult, log_failure, soonest
 
+# However often the wake pipe is poked (any session can write it), a pass starts at most this
+# long after the one before: a burst of pokes is one more pass, not one each (issue 35).
+MIN_PASS_GAP_S = 0.25
+
 # `manual`: the daemon hosts sessions (their model proxy and relay, the bus, budgets, health)
 # but runs no controller and no reconcile pass: every worker is started by hand.
 MODES = ("auto", "llm", "manual")
@@ -189,6 +193,7 @@ class Daemon:
         self.stopped_by: int | None = None  # the signal that stopped the run, if one did
         self.workers.starts.should_stop = lambda: self._stopping  # no wait outlasts a stop
         self._next_wait = config.tick
+        self._pass_started = 0.0  # time.monotonic() when the last tick began
         self._store_down: str | None = None  # why the store's server cannot be reached
         self._store_down_now = False  # a step of this tick found it so
 
@@ -433,8 +438,11 @@ class Daemon:
                 # (a burst's later pokes make one more pass, which costs less than a wait
                 # every hand-off would pay).
                 mark("daemon woken")
-                with contextlib.suppress(BlockingIOError):
-                    os.read(fd, 4096)
+                _drain(fd)
+                early = self._pass_started + MIN_PASS_GAP_S - time.monotonic()
+                if early > 0:
+                    time.sleep(early)
+                    _drain(fd)  # the pokes of the gap are answered by the same pass
                 return
 
     # -- one tick ------------------------------------------------------------------------------
@@ -460,6 +468,7 @@ class Daemon:
                 self.log.append("-", "store", OutcomeKind.DONE, "the store answers again")
 
     def tick(self) -> None:
+        self._pass_started = time.monotonic()
         touch_private(heartbeat_file(self.project))
         # One look at the windows serves every step, until one opens or closes a window.
         with span("tick"), self.workers.windows.one_look():
@@ -522,3 +531,10 @@ def stop(project: Project, timeout: float = 20.0) -> int | None:
             return pid
         time.sleep(0.1)
     raise LegionError(f"the daemon (pid {pid}) did not stop within {timeout:g} s")
+
+
+def _drain(fd: int) -> None:
+    """Read every poke waiting in the wake pipe."""
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 4096):
+            pass

@@ -61,7 +61,10 @@ from typing import Any, Protocol
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.core import roles
 from legion.core.model import Status, normalize_identifier
+from legion.core.ratelimit import Bucket
 from legion.errors import (
+    BackendError,
+    BackendErrorKind,
     ConfigError,
     InputError,
     LegionError,
@@ -493,17 +496,54 @@ OPS: dict[str, Operation] = {
 # -- answering a request -------------------------------------------------------------------------
 
 
+# How many calls one capability may make through the relay (`legion.core.ratelimit`): a burst,
+# then so many a second. A worker makes a few a minute, the controller more; a session that
+# calls without end spends at most this much of the team's tracker and forge quota.
+WORKER_CALLS = (60.0, 0.5)
+CONTROLLER_CALLS = (240.0, 2.0)
+# The buckets kept at once (one per capability seen; the oldest go first).
+_MAX_BUCKETS = 4096
+
+
 class RelayExecutor:
     """Answers requests on backends it opens on first use (in the thread that calls it: a
     SQLite connection stays in its thread), again after a failed open."""
 
     def __init__(
-        self, open_backends: Callable[[], Backends], ops: Mapping[str, Operation] | None = None
+        self,
+        open_backends: Callable[[], Backends],
+        ops: Mapping[str, Operation] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._open = open_backends
         self._backends: Backends | None = None
         # The tracker's and forge's, and what a service layer adds (the bus, Legion's records).
         self._ops = {**OPS, **(ops or {})}
+        self._clock = clock
+        self._buckets: dict[str, Bucket] = {}  # by capability; only the executor's thread
+
+    def _within_rate(self, capability: str, scope: Scope, op: str) -> None:
+        """Unless the capability has a call left (`WORKER_CALLS`, `CONTROLLER_CALLS`), refuse
+        it as rate limited, saying when to call again."""
+        now = self._clock()
+        bucket = self._buckets.pop(capability, None)
+        if bucket is None:
+            capacity, per_second = WORKER_CALLS if scope.issue is not None else CONTROLLER_CALLS
+            bucket = Bucket.full(capacity, per_second, now)
+        bucket, wait = bucket.take(now)
+        self._buckets[capability] = bucket  # the newest last
+        while len(self._buckets) > _MAX_BUCKETS:
+            del self._buckets[next(iter(self._buckets))]
+        if wait > 0:
+            raise BackendError(
+                "the Legion daemon",
+                BackendErrorKind.RATE_LIMITED,
+                f"this session made more calls than its share ({bucket.capacity:g} at once, "
+                f"then {bucket.per_second:g} a second); call again in {wait:.1f} s",
+                operation=op,
+                retry_after=wait,
+            )
 
     def backends(self) -> Backends:
         if self._backends is None:
@@ -529,6 +569,7 @@ class RelayExecutor:
             run = self._ops.get(op)
             if run is None:
                 raise InputError(f"the Legion daemon has no operation {op!r}")
+            self._within_rate(request.capability, scope, op)
             try:
                 call = Call(backends, scope, op, request.args, request.capability)
                 result = run(call)
