@@ -21,7 +21,9 @@ read-write, because their bus commands and hooks still open it directly.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from legion.errors import ConfigError
+from legion.statefiles import touch_private
 
 from .policy import Access, Confinement, bwrap_argv, paths_of
 
@@ -127,12 +130,17 @@ def wrap(sandbox: Sandbox, confinement: Confinement, argv: Sequence[str]) -> lis
 
 
 def empty_file(state_dir: Path) -> Path:
-    """An empty read-only file in the state folder, shown in place of what a session must not
-    read (`Confinement.empty`)."""
+    """An empty file in the state folder, shown in place of what a session must not read
+    (`Confinement.empty`). 0600 like every state file: bubblewrap shows it read-only
+    (`--ro-bind`), whatever its mode, and a session reads it as its owner."""
     path = state_dir / "sandbox-empty"
-    if not path.is_file() or path.stat().st_size:
-        path.unlink(missing_ok=True)
-        path.touch(mode=0o444)
+    try:
+        info: os.stat_result | None = path.lstat()
+    except FileNotFoundError:
+        info = None
+    if info is None or not stat.S_ISREG(info.st_mode) or info.st_size or info.st_mode & 0o177:
+        path.unlink(missing_ok=True)  # written to, a link, or an older Legion's 0444 one
+        touch_private(path)
     return path
 
 
