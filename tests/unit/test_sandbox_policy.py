@@ -122,3 +122,8 @@ def test_every_path_is_shown_as_it_asks(writable: list[Path], readable: list[Pat
         holders = [p for p in mounted if p == path or p in path.parents]
         nearest = max(holders, key=lambda p: len(p.parts))
         assert mounted[nearest] == wanted, (path, mounted)
+
+
+def test_a_session_has_no_capability() -> None:
+    argv = confined(Access())
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"

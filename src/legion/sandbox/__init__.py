@@ -84,6 +84,7 @@ def probe(bwrap: str) -> str | None:
     per process: a kernel without user namespaces, a container that forbids mounts."""
     # The namespaces and mounts a worker's sandbox uses (`policy.bwrap_argv`).
     namespaces = ["--as-pid-1", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
+    namespaces += ["--cap-drop", "ALL"]
     argv = [bwrap, *namespaces, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     argv += ["--tmpfs", "/tmp"]
     try:

@@ -6,7 +6,8 @@ the system read-only (`SYSTEM`), a private `/tmp`, a fresh `/proc` of its own pr
 minimal `/dev`, an empty writable home, then the session's own paths: read-write its workspace,
 its git metadata and its CLI's folders; read-only Legion's install, the CLI's and the project's
 config. What is not listed does not exist inside: the user's home, other workspaces, every
-other process. A credential file inside a visible folder is shown empty (`hidden`).
+other process. A credential file inside a visible folder is shown empty (`hidden`). A session
+holds no capability, whoever runs Legion.
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ def bwrap_argv(
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",
+        # No capability inside, even for a Legion run as root, where bubblewrap keeps them all
+        # unless told (CAP_SYS_ADMIN would let a session mount, or type into its terminal).
+        "--cap-drop",
+        "ALL",
     ]
     if not confinement.network:
         args.append("--unshare-net")
