@@ -6,11 +6,14 @@ Needs bubblewrap; where the machine forbids the namespaces it needs, skipped, sa
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import select
+import struct
 import subprocess
 import sys
+import termios
 import textwrap
 import time
 from pathlib import Path
@@ -108,3 +111,71 @@ def test_a_confined_process_has_no_capabilities(tmp_path: Path) -> None:
         pane.close()
     for name in ("CapEff:", "CapPrm:"):
         assert f"{name} 0000000000000000" in seen, seen
+
+
+def test_a_confined_process_cannot_type_into_its_terminal(tmp_path: Path) -> None:
+    """TIOCSTI pushes bytes into a terminal's input as if typed: in a tmux pane, text the user's
+    shell or another program reads once the session ends. The sandbox is a session of its own
+    (`--new-session`), without a controlling terminal: the kernel refuses it."""
+    code = """
+        import fcntl, termios
+        try:
+            fcntl.ioctl(0, termios.TIOCSTI, b"x")
+            print("TIOCSTI typed")
+        except OSError as exc:
+            print(f"TIOCSTI refused: {exc.errno}")
+        print("done")
+    """
+    pane = Pane(_confined(tmp_path, code))
+    try:
+        seen = pane.wait_for("done")
+    finally:
+        pane.close()
+    assert "TIOCSTI refused" in seen, seen
+
+
+def test_a_resize_and_a_hangup_of_its_terminal_reach_the_confined_cli(tmp_path: Path) -> None:
+    """A session of its own gets no signal from its terminal: its first process (the bridge)
+    passes on a resize (SIGWINCH, so the CLI draws to the window's new size) and a hangup (SIGHUP,
+    so the CLI ends as it does outside, its transcript whole)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    code = f"""
+        import os, signal, sys, time
+        def said(signum, frame):
+            size = os.get_terminal_size(0) if signum == signal.SIGWINCH else ""
+            with open({str(out / "signals")!r}, "a") as log:
+                log.write(f"{{signal.Signals(signum).name}} {{size}}\\n")
+            if signum == signal.SIGHUP:
+                sys.exit(0)
+        signal.signal(signal.SIGWINCH, said)
+        signal.signal(signal.SIGHUP, said)
+        print("ready", flush=True)
+        while True:
+            time.sleep(0.05)
+    """
+    command = _confined(tmp_path, code)
+    command = [
+        *command[: command.index("--")],
+        "--bind",
+        str(out),
+        str(out),
+        *command[command.index("--") :],
+    ]
+    pane = Pane(command)
+    signals = out / "signals"
+    try:
+        pane.wait_for("ready")
+        fcntl.ioctl(pane.master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        deadline = time.monotonic() + 10
+        while "SIGWINCH" not in (signals.read_text() if signals.exists() else ""):
+            assert time.monotonic() < deadline, "the resize never reached the CLI"
+            time.sleep(0.05)
+        assert "columns=120, lines=40" in signals.read_text()
+    finally:
+        pane.close()  # the window goes: a hangup
+    assert pane.process.returncode is not None
+    deadline = time.monotonic() + 10
+    while "SIGHUP" not in signals.read_text():
+        assert time.monotonic() < deadline, "the hangup never reached the CLI"
+        time.sleep(0.05)

@@ -103,6 +103,10 @@ def bwrap_argv(
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",
+        # A session of its own, with no controlling terminal: the kernel refuses a confined
+        # process TIOCSTI, which would push keystrokes into the pane's input (read by whatever
+        # runs there next). The bridge passes on what the terminal signals (a resize, a hangup).
+        "--new-session",
         # No capability inside, even for a Legion run as root, where bubblewrap keeps them all
         # unless told (CAP_SYS_ADMIN would let a session mount, or type into its terminal).
         "--cap-drop",
