@@ -139,6 +139,14 @@ class SessionSupervisor:
         # reverse (its own is kept from it below when the daemon's proxy holds it).
         for variable in proxy.model_key_variables(env, besides=runtime.name):
             env.pop(variable, None)
+        with span("start: close leftovers", trace):
+            self.windows.ensure_session()
+            for window in self.windows.list():
+                if window.name == name or window.tag == sid:
+                    self.windows.close_and_wait(window)
+            self.stop_stray(sid)
+            self.windows.ensure_session()  # closing the last window ends the session
+        # Minted once the leftovers are closed: closing one revokes its session's capability.
         access = self._model_access(runtime.name)
         # The tracker and forge through the daemon, the embedded ones too, so that merges and
         # tracker writes are made there, outside any sandbox.
@@ -155,13 +163,6 @@ class SessionSupervisor:
                 env[SOCKET_ENV] = str(socket_path(self.project.state_dir))
             if access is not None:
                 env = proxy.session_variables(runtime.name, access, token, env)
-        with span("start: close leftovers", trace):
-            self.windows.ensure_session()
-            for window in self.windows.list():
-                if window.name == name or window.tag == sid:
-                    self.windows.close_and_wait(window)
-            self.stop_stray(sid)
-            self.windows.ensure_session()  # closing the last window ends the session
         # Decided only now: a leftover that was starting may have written the transcript.
         transcript = runtime.transcript(self.env, cwd, sid)
         with span("start: register on the bus", trace):
@@ -220,6 +221,7 @@ class SessionSupervisor:
         """Close the window running session `sid` (SIGHUP, as tmux does, then SIGKILL after a
         grace period; `force`: SIGKILL at once) and wait for its process. True if one ran."""
         stopped = False
+        self.windows.end(sid)  # its window may be gone while a stray process runs it
         if not self.windows.tmux.has_session(self.windows.session):
             return False
         for window in self.windows.list():
@@ -229,7 +231,7 @@ class SessionSupervisor:
             if force and pid is not None:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-            self.windows.close_window(window.id, pane_pid=pid)
+            self.windows.close_window(window, pane_pid=pid)
             stopped = stopped or pid is not None
         self.stop_stray(sid)
         return stopped
@@ -401,11 +403,6 @@ class SessionSupervisor:
                 os.kill(stray, signal.SIGHUP)  # what tmux sends when it closes a window
         for stray in sorted(pids):
             wait_for_exit(stray)
-
-    def revoke(self, sid: str) -> None:
-        """Revoke session `sid`'s relay capability (it is retired)."""
-        if self.capabilities is not None:
-            self.capabilities.revoke_session(sid)
 
 
 def _resumable(runtime: AgentRuntime, transcript: Path) -> bool:
