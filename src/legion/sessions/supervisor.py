@@ -135,10 +135,6 @@ class SessionSupervisor:
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
             **extra_env,
         }
-        # The other CLIs' model keys: a Claude Code session has no use for Codex's, nor the
-        # reverse (its own is kept from it below when the daemon's proxy holds it).
-        for variable in proxy.model_key_variables(env, besides=runtime.name):
-            env.pop(variable, None)
         with span("start: close leftovers", trace):
             self.windows.ensure_session()
             for window in self.windows.list():
@@ -161,8 +157,13 @@ class SessionSupervisor:
             if relay:
                 env[CAPABILITY_ENV] = token
                 env[SOCKET_ENV] = str(socket_path(self.project.state_dir))
-            if access is not None:
-                env = proxy.session_variables(runtime.name, access, token, env)
+        proxied = access is not None and access.holds(runtime.name) and token is not None
+        # No model key but the one its own CLI needs for its own provider, and none at all
+        # when the daemon's proxy holds it: its commands could read it from the CLI's process.
+        for variable in proxy.model_key_variables(env, besides=runtime.name, proxied=proxied):
+            env.pop(variable, None)
+        if access is not None and token is not None:
+            env = proxy.session_variables(runtime.name, access, token, env)
         # Decided only now: a leftover that was starting may have written the transcript.
         transcript = runtime.transcript(self.env, cwd, sid)
         with span("start: register on the bus", trace):
@@ -178,7 +179,6 @@ class SessionSupervisor:
             context=self.context_file(sid),
         )
         if sandbox is not None and sandbox.confined:
-            proxied = access is not None and access.holds(runtime.name) and token is not None
             confinement = self._confinement(
                 sid,
                 cwd,
