@@ -179,3 +179,48 @@ def test_a_resize_and_a_hangup_of_its_terminal_reach_the_confined_cli(tmp_path: 
     while "SIGHUP" not in signals.read_text():
         assert time.monotonic() < deadline, "the hangup never reached the CLI"
         time.sleep(0.05)
+
+
+def test_a_session_reads_the_users_legion_config_without_its_secrets(
+    project: Path, tmp_path: Path
+) -> None:
+    """The user's config may hold the fleet store's URL with its password, or a token: a
+    confined session is shown, in its place, a copy the daemon wrote without them (read-only),
+    and nothing else of the folder around it."""
+    from legion.backends import open_backends, open_workers
+    from legion.config import load_project, user_config_path
+    from legion.core.model import Mode
+    from tests.integration.test_doctor import fake_claude
+
+    password, token = "s3cret-pw-5e1f", "ghp_token5e1f"
+    real = user_config_path(os.environ)
+    real.parent.mkdir(parents=True, exist_ok=True)
+    real.write_text(
+        f'store = "postgresql://alice:{password}@db.example:5432/legion"\n'
+        f'claude_args = ["--verbose", "{token}"]\n'
+        "wip_limit = 3\n"
+    )
+    (real.parent / "notes.txt").write_text(f"{password}\n")
+    claude = fake_claude(tmp_path, "2.1.328")
+    # The store here is the project's SQLite file: the URL above is only there to be hidden.
+    env = dict(os.environ) | {"LEGION_CLAUDE_BIN": str(claude), "LEGION_STORE": "sqlite"}
+    loaded = load_project(project, env=env)
+    backends = open_backends(loaded)
+    try:
+        workers = open_workers(loaded, backends, env)
+        runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
+        confinement = workers.supervisor._confinement(
+            "sid-1", project, runtime, env, proxied=True, relayed=True, worker=True
+        )
+    finally:
+        backends.db.close()
+    looks = f"cat {real}; echo; cat {real.parent / 'notes.txt'}; echo > {real}; echo WROTE $?"
+    argv = bridge.command(["sh", "-c", looks])
+    command = wrap(_sandbox(), confinement, argv)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    seen = done.stdout + done.stderr
+    assert password not in seen and token not in seen, seen
+    assert "postgresql://alice@db.example:5432/legion" in seen, seen
+    assert '"wip_limit" = 3' in seen and '"--verbose"' in seen, seen
+    assert "WROTE 0" not in seen, seen  # read-only inside
+    assert password in real.read_text()  # the user's own file is as it was

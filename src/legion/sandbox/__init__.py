@@ -186,7 +186,7 @@ def session_access(
     session_state: tuple[Path, ...],
     daemon: tuple[Path, ...],
     project_config: Path,
-    user_config: Path,
+    user_config: tuple[Path, Path] | None,
     runtime: Access,
     env: Mapping[str, str],
 ) -> Access:
@@ -194,7 +194,10 @@ def session_access(
     own (the user's checkout). `session_state`: what of Legion's state it may write
     (its own folder, with its inbox and context files, which its hooks update; all of it for a
     session with no daemon to ask); `daemon`: the folders of the daemon's sockets and wake-up
-    FIFO, shown read-only; `runtime`: its CLI's own (`AgentRuntime.sandbox_access`)."""
+    FIFO, shown read-only; `user_config`: where the user's Legion config is and the copy
+    without its secrets shown there (`legion.core.session_config`: the real one may hold the
+    fleet store's password), None when there is none; `runtime`: its CLI's own
+    (`AgentRuntime.sandbox_access`)."""
     home = Path(env.get("HOME") or Path.home())
     git_config = (home / ".gitconfig", Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "git")
     node = shutil.which("node", path=env.get("PATH"))
@@ -209,10 +212,10 @@ def session_access(
                 *daemon,
                 *legion_install(),
                 project_config,
-                user_config,
                 *git_config,
                 *(install_root(Path(node)) if node else ()),
             ),
+            replaced=() if user_config is None else (user_config,),
         )
         + runtime
     )

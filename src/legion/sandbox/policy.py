@@ -30,12 +30,15 @@ class Access:
     writable: tuple[Path, ...] = ()  # read-write
     readable: tuple[Path, ...] = ()  # read-only
     hidden: tuple[Path, ...] = ()  # files shown empty (inside what is writable or readable)
+    # Files shown read-only in place of others: (the path inside, the file shown there).
+    replaced: tuple[tuple[Path, Path], ...] = ()
 
     def __add__(self, other: Access) -> Access:
         return Access(
             self.writable + other.writable,
             self.readable + other.readable,
             self.hidden + other.hidden,
+            self.replaced + other.replaced,
         )
 
 
@@ -60,6 +63,7 @@ def paths_of(confinement: Confinement) -> list[Path]:
         *confinement.access.writable,
         *confinement.access.readable,
         *confinement.access.hidden,
+        *(shown for _, shown in confinement.access.replaced),
     ]
 
 
@@ -131,4 +135,7 @@ def bwrap_argv(
     for shown_empty in access.hidden:
         if shown_empty in present:
             args += ["--ro-bind", str(confinement.empty), str(shown_empty)]
+    for inside, shown in access.replaced:
+        if shown in present:
+            args += ["--ro-bind", str(shown), str(inside)]
     return [*args, "--", *argv]

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from legion import proxy
 from legion.bus.model import Agent, AgentStatus
-from legion.config import Project, user_config_path
+from legion.config import Project, read_toml, user_config_path
+from legion.core.session_config import toml_text, without_secrets
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.errors import NoDaemonError
 from legion.fleet import host_name
@@ -297,11 +298,25 @@ class SessionSupervisor:
             daemon=daemon,
             # The file, not its folder: a state folder set inside `.legion/` (the demo's) stays out.
             project_config=self.project.config_path,
-            user_config=user_config_path(env).parent,
+            user_config=self._user_config_copy(env),
             runtime=runtime.sandbox_access(env, proxied=proxied),
             env=env,
         )
         return Confinement(home, empty_file(state_dir), access)
+
+    def _user_config_copy(self, env: Mapping[str, str]) -> tuple[Path, Path] | None:
+        """The user's Legion config and the copy of it a confined session is shown in its place,
+        without its secrets (the fleet store's password, a token), written afresh here, where
+        no session writes; None when there is no config."""
+        real = user_config_path(env)
+        copy = run_folder(self.project.state_dir) / "user-config.toml"
+        table = read_toml(real)
+        if not real.is_file():
+            copy.unlink(missing_ok=True)
+            return None
+        private_folder(copy.parent)
+        write_private(copy, toml_text(without_secrets(table)))
+        return real, copy
 
     def _model_access(self, runtime: str) -> proxy.ProxyAccess | None:
         """How a session of `runtime` reaches the model through the project's running daemon
