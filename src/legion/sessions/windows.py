@@ -134,9 +134,18 @@ class SessionWindows:
     def end(self, sid: str) -> None:
         """Session `sid` ends: every way a session ends comes here (each close below, a retire,
         a kill), so its capability is refused from now on, by the proxy and the relay, even
-        while its process is still on its way out."""
-        if sid and self._ended is not None:
+        while its process is still on its way out. A store that fails is said on stderr and
+        never keeps a window open: the session's next start revokes it all the same."""
+        if not sid or self._ended is None:
+            return
+        try:
             self._ended(sid)
+        except Exception as exc:  # whatever it is, the window closes all the same
+            print(
+                f"legion: session {sid}'s capability not revoked: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def close_window(self, window: Window, *, pane_pid: int | None = None) -> None:
         """Close a window (a stuck worker's: the reconciler restarts its session; a killed
@@ -179,8 +188,11 @@ class SessionWindows:
         """Close the project's tmux session, every window in it; False when there was none."""
         if not self.tmux.has_session(self.session):
             return False
-        for window in self.list():
-            self.end(window.tag)
+        ending = [window.tag for window in self.list()]
         self._changed()
+        # Closed first: a fleet host that lost its lead stops them on time, whatever its
+        # store (where capabilities are) answers.
         self.tmux.kill_session(self.session)
+        for sid in ending:
+            self.end(sid)
         return True
