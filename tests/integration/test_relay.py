@@ -14,13 +14,15 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from legion.actionlog import ActionLog
@@ -29,6 +31,7 @@ from legion.config import Project, load_project
 from legion.core.model import Label, Status
 from legion.errors import ConfigError, NotFoundError, NotPermittedError, RelayUnavailableError
 from legion.forges.base import Forge, PullRequest
+from legion.proxy.server import ModelProxy, upstream_from
 from legion.relay import (
     CAPABILITY_ENV,
     MAX_SOCKET_PATH,
@@ -40,7 +43,10 @@ from legion.relay import (
 from legion.relay.capabilities import Capabilities
 from legion.relay.client import RelayClient, RelayForge, RelayTracker
 from legion.relay.server import RelayServer
+from legion.runtime.tmux import Window
 from legion.session_relay import session_ops
+from legion.sessions.workers import WorkerManager
+from legion.store.sqlite import SqliteStore
 from legion.trackers.base import Issue, Tracker
 from tests.support.cli import LEGION_BIN, Result, git, run_legion
 
@@ -847,3 +853,63 @@ def test_connections_beyond_the_bound_wait_for_a_slot_and_are_then_answered(
     finally:
         for client in slow:
             client.close()
+
+
+# -- every end of a session revokes its capability (`SessionWindows.end`) -------------------------
+# After a stuck worker's window is closed, a `legion kill`, a retire (a budget stop and an idle
+# stop retire too), a restart of the same session (the controller's) and a fleet leader that
+# stops its sessions, the old capability is refused by the model proxy (401) and by the relay,
+# at once, even while the process is still on its way out.
+
+ENDING_SID = "sid-ending"
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+@pytest.fixture
+def workers(relay: Relay, tmux_socket: Path) -> Iterator[WorkerManager]:
+    manager = open_workers(load_project(relay.repo), relay.backends)
+    manager.windows.ensure_session()
+    yield manager
+    manager.windows.close_all()
+
+
+@pytest.fixture
+def proxy(relay: Relay) -> Iterator[ModelProxy]:
+    db_path = relay.backends.db.path
+    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_API_KEY": "k"}
+    started = ModelProxy(upstream_from(env), lambda: SqliteStore(db_path, create=False))
+    started.start()
+    yield started
+    started.stop()
+
+
+ENDS: dict[str, Callable[[WorkerManager, Window], object]] = {
+    "a stuck worker reaped": lambda w, window: w.windows.close_window(window),
+    "legion kill": lambda w, window: w.supervisor.stop_session(ENDING_SID),
+    "retired with its window (a budget or an idle stop too)": (
+        lambda w, window: w.windows.close_retired(window)
+    ),
+    "retired after its window died": lambda w, window: w.windows.end(ENDING_SID),
+    "started again (the controller's restart)": lambda w, window: w.windows.close_and_wait(window),
+    "a fleet leader stops its sessions": lambda w, window: w.windows.close_all(),
+}
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_every_end_of_a_session_revokes_its_capability(
+    end: str, relay: Relay, workers: WorkerManager, proxy: ModelProxy
+) -> None:
+    window = workers.windows.start("LEG-2-implement", SLEEPER, relay.repo, tag=ENDING_SID)
+    token = relay.capability("LEG-2", sid=ENDING_SID)
+    assert relay.worker(token, "issue", "show", "LEG-2").returncode == 0
+    ENDS[end](workers, window)
+    assert Capabilities(relay.backends.db).lookup(token) is None
+    refused = relay.worker(token, "issue", "show", "LEG-2")
+    assert refused.returncode == 2
+    assert "does not know this session's capability" in one_line_error(refused)
+    asked = httpx.post(
+        f"{proxy.url}/v1/messages",
+        json={"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]},
+        headers={"authorization": f"Bearer {token}"},
+    )
+    assert asked.status_code == 401

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from legion.errors import ConfigError
-from legion.sandbox import find_bwrap, probe, reported, resolve
+from legion.sandbox import empty_file, find_bwrap, probe, reported, resolve
 from tests.integration.test_doctor import fake_claude, no_claude_path
 from tests.support.cli import LegionRunner, run_legion
 
@@ -116,3 +117,18 @@ def test_a_state_folder_inside_legion_stays_out_of_a_workers_sight(
         assert path in allowed or not path.is_relative_to(state), path
     assert loaded.config_path in shown
     backends.db.close()
+
+
+def test_the_empty_file_shown_for_secrets_is_the_owners_alone(tmp_path: Path) -> None:
+    """A state file like any other (0600, whatever the umask); one an older Legion made 0444,
+    or one written to, is made again."""
+    old = os.umask(0o022)
+    try:
+        path = empty_file(tmp_path)
+        assert (path.read_bytes(), stat.S_IMODE(path.stat().st_mode)) == (b"", 0o600)
+        path.chmod(0o444)
+        assert stat.S_IMODE(empty_file(tmp_path).stat().st_mode) == 0o600
+        path.write_text("planted")
+        assert empty_file(tmp_path).read_bytes() == b""
+    finally:
+        os.umask(old)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from legion.config import load_project
-from legion.errors import TmuxUnavailable
+from legion.errors import StoreError, TmuxUnavailable
 from legion.runtime import tmux as tmux_module
 from legion.runtime.tmux import Tmux
 from legion.sessions.windows import SessionWindows
@@ -286,3 +286,29 @@ def test_a_screen_judged_still_is_looked_at_again_before_it_counts(
     assert windows.screen_moves(stuck.id, digest, windows.screen(stuck.id)) is None
     windows.close_retired(stuck)
     assert windows.screen_moves(stuck.id, digest, "anything") is None
+
+
+def test_a_session_ends_even_when_its_capability_cannot_be_revoked(
+    server: Tmux, project: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Every close revokes the session's capability (`SessionWindows.end`); a store that fails
+    then is said in one line and keeps no window open (a fleet host that lost its lead must
+    stop its sessions on time, whatever its store answers)."""
+    ended: list[str] = []
+
+    def revoke(sid: str) -> None:
+        ended.append(sid)
+        raise StoreError("the store does not answer")
+
+    windows = SessionWindows(load_project(project), server, revoke)
+    windows.ensure_session()
+    sleeper = python("import time; time.sleep(30)")
+    first = windows.start("first", sleeper, Path.cwd(), tag="sid-1")
+    windows.start("second", sleeper, Path.cwd(), tag="sid-2")
+    windows.close_window(first)
+    assert {w.name for w in windows.list()} == {"legion", "second"}
+    assert windows.close_all()
+    assert not windows.running()
+    assert ended == ["sid-1", "sid-2"]
+    said = capfd.readouterr().err
+    assert "session sid-2's capability not revoked: StoreError: the store does not answer" in said

@@ -122,3 +122,16 @@ def test_every_path_is_shown_as_it_asks(writable: list[Path], readable: list[Pat
         holders = [p for p in mounted if p == path or p in path.parents]
         nearest = max(holders, key=lambda p: len(p.parts))
         assert mounted[nearest] == wanted, (path, mounted)
+
+
+def test_a_session_has_no_capability() -> None:
+    argv = confined(Access())
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+
+
+def test_a_replaced_file_is_shown_read_only_after_everything_else() -> None:
+    real, copy = Path("/home/u/.config/legion/config.toml"), Path("/state/run/user-config.toml")
+    argv = confined(Access(readable=(Path("/state/run"),), replaced=((real, copy),)))
+    at = argv.index(str(real))
+    assert argv[at - 2 : at + 1] == ["--ro-bind", str(copy), str(real)]
+    assert at > argv.index("/state/run")

@@ -74,7 +74,7 @@ class StuckWorkerReaper:
                 if moved is not None:  # it was a spinner's frame, seen again by chance
                     seen[window_id] = screen_seen(None, window_id, moved, time.monotonic())
                     continue
-                self.workers.windows.close_window(view.window.id)
+                self.workers.windows.close_window(view.window)
                 quiet_for = f"{self.stale_after:g} s"
                 self.log.append(
                     view.record.issue,

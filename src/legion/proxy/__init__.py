@@ -87,23 +87,26 @@ def read_access(state_dir: Path) -> ProxyAccess | None:
         return None
 
 
-def model_key_variables(env: Mapping[str, str], *, besides: str | None = None) -> set[str]:
-    """The variables that hold a model credential: Claude Code's, and the key variable of the
-    provider Codex's config chooses; without those of runtime `besides` (a session's own CLI:
-    a session of one CLI has no use for another's key)."""
-    from legion.runtime.codex.provider import read_provider
+def model_key_variables(
+    env: Mapping[str, str], *, besides: str | None = None, proxied: bool = False
+) -> set[str]:
+    """The variables that hold a model credential: Claude Code's, those of Codex's `openai`
+    provider (whichever provider its config chooses) and the key variable of the one it
+    chooses; without those of runtime `besides` (a session's own CLI, for its own provider: a
+    session has no use for another's key), unless the daemon's proxy holds that CLI's key
+    (`proxied`: then none at all)."""
+    from legion.core.model_keys import withheld_keys
+    from legion.runtime.codex.provider import OPENAI_KEY_VARIABLES, read_provider
     from legion.runtime.codex.runtime import codex_home
 
     claude = set(CLAUDE_CREDENTIALS)
-    codex: set[str] = set()
+    codex: set[str] = set(OPENAI_KEY_VARIABLES)
     try:
-        variable = read_provider(codex_home(env)).key_variable
+        codex_own = set(read_provider(codex_home(env)).key_variables)
     except (OSError, ValueError):
-        variable = None
-    if variable:
-        codex.add(variable)
-    own = {CLAUDE_CODE: claude, CODEX: codex}.get(besides or "", set())
-    return (claude | codex) - own
+        codex_own = set()  # a config Codex cannot read: it will say so itself
+    own = {CLAUDE_CODE: claude, CODEX: codex_own}.get(besides or "", set())
+    return set(withheld_keys(claude | codex | codex_own, own, proxied=proxied))
 
 
 def session_variables(

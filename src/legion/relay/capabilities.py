@@ -5,8 +5,9 @@ its environment (`LEGION_CAPABILITY`) when the session starts, and kept in the p
 only as its SHA-256, with its scope: `issue` (a worker: the identifier of the issue it works
 on) or `project` (the controller, whose Oracle runs in the same session). Minting one for a
 session revokes the ones minted for that session before (a restarted session has a new
-process), and retiring a worker revokes its own. Capabilities outlive the daemon: a daemon
-started again finds its sessions still running and must still answer them.
+process), and every end of a session revokes its own (`SessionWindows.end`). Capabilities
+outlive the daemon: a daemon started again finds its sessions still running and must still
+answer them.
 
 What it protects: a session's commands act only within its scope, whatever the model asks
 (a worker can label, comment on and open the pull request of its issue, and read that issue's

@@ -21,7 +21,9 @@ read-write, because their bus commands and hooks still open it directly.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from legion.errors import ConfigError
+from legion.statefiles import touch_private
 
 from .policy import Access, Confinement, bwrap_argv, paths_of
 
@@ -81,6 +84,7 @@ def probe(bwrap: str) -> str | None:
     per process: a kernel without user namespaces, a container that forbids mounts."""
     # The namespaces and mounts a worker's sandbox uses (`policy.bwrap_argv`).
     namespaces = ["--as-pid-1", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
+    namespaces += ["--cap-drop", "ALL"]
     argv = [bwrap, *namespaces, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     argv += ["--tmpfs", "/tmp"]
     try:
@@ -127,12 +131,17 @@ def wrap(sandbox: Sandbox, confinement: Confinement, argv: Sequence[str]) -> lis
 
 
 def empty_file(state_dir: Path) -> Path:
-    """An empty read-only file in the state folder, shown in place of what a session must not
-    read (`Confinement.empty`)."""
+    """An empty file in the state folder, shown in place of what a session must not read
+    (`Confinement.empty`). 0600 like every state file: bubblewrap shows it read-only
+    (`--ro-bind`), whatever its mode, and a session reads it as its owner."""
     path = state_dir / "sandbox-empty"
-    if not path.is_file() or path.stat().st_size:
-        path.unlink(missing_ok=True)
-        path.touch(mode=0o444)
+    try:
+        info: os.stat_result | None = path.lstat()
+    except FileNotFoundError:
+        info = None
+    if info is None or not stat.S_ISREG(info.st_mode) or info.st_size or info.st_mode & 0o177:
+        path.unlink(missing_ok=True)  # written to, a link, or an older Legion's 0444 one
+        touch_private(path)
     return path
 
 
@@ -177,7 +186,7 @@ def session_access(
     session_state: tuple[Path, ...],
     daemon: tuple[Path, ...],
     project_config: Path,
-    user_config: Path,
+    user_config: tuple[Path, Path] | None,
     runtime: Access,
     env: Mapping[str, str],
 ) -> Access:
@@ -185,7 +194,10 @@ def session_access(
     own (the user's checkout). `session_state`: what of Legion's state it may write
     (its own folder, with its inbox and context files, which its hooks update; all of it for a
     session with no daemon to ask); `daemon`: the folders of the daemon's sockets and wake-up
-    FIFO, shown read-only; `runtime`: its CLI's own (`AgentRuntime.sandbox_access`)."""
+    FIFO, shown read-only; `user_config`: where the user's Legion config is and the copy
+    without its secrets shown there (`legion.core.session_config`: the real one may hold the
+    fleet store's password), None when there is none; `runtime`: its CLI's own
+    (`AgentRuntime.sandbox_access`)."""
     home = Path(env.get("HOME") or Path.home())
     git_config = (home / ".gitconfig", Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "git")
     node = shutil.which("node", path=env.get("PATH"))
@@ -200,10 +212,10 @@ def session_access(
                 *daemon,
                 *legion_install(),
                 project_config,
-                user_config,
                 *git_config,
                 *(install_root(Path(node)) if node else ()),
             ),
+            replaced=() if user_config is None else (user_config,),
         )
         + runtime
     )

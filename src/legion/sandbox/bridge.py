@@ -3,8 +3,11 @@ SOCKET] -- ARGV...`.
 
 It runs ARGV (the CLI) as its child and ends with it, with its exit code. As the sandbox's
 init it passes on what is sent to it alone (a SIGTERM) and reaps what its child leaves
-behind; a hangup of the window reaches the CLI itself, which then ends as it does outside (its
-transcript written to the end: bubblewrap's own `--die-with-parent` would SIGKILL it first).
+behind. The sandbox is a session of its own (bubblewrap's `--new-session`: no confined process
+may push keystrokes into the window), so the window's terminal signals no one inside: this
+process watches it and passes on a resize (SIGWINCH, the CLI draws to the new size) and a
+hangup (SIGHUP: the CLI then ends as it does outside, its transcript written to the end;
+bubblewrap's own `--die-with-parent` would SIGKILL it first).
 
 Given PORT and SOCKET it is also the session's one way to the model: the session has a network
 of its own with nothing but loopback (bubblewrap's `--unshare-net`), so neither the model's API
@@ -25,11 +28,12 @@ import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 _CHUNK = 64 * 1024
 RESEND_S = 1.0  # a forwarded signal is sent once more after this
+WATCH_MS = 200  # how often the window's size is looked at
 
 
 def command(
@@ -98,7 +102,7 @@ def main(args: Sequence[str]) -> int:
             return 1
         threading.Thread(target=_serve, args=(listener, proxy_socket), daemon=True).start()
     # Handlers, not SIG_IGN: the child gets the default ones back when it execs.
-    signal.signal(signal.SIGINT, lambda signum, frame: None)  # the terminal's: the CLI's own
+    signal.signal(signal.SIGINT, lambda signum, frame: None)  # an interrupt is the CLI's own
     started: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []
 
@@ -129,7 +133,36 @@ def main(args: Sequence[str]) -> int:
         return 127
     for waiting in pending:
         forward(waiting, None)
+    if os.isatty(0):
+        watch = threading.Thread(target=_watch_terminal, args=(started[0], forward), daemon=True)
+        watch.start()
     return _reap_until(started[0].pid)
+
+
+def _window_size() -> os.terminal_size | None:
+    try:
+        return os.get_terminal_size(0)
+    except OSError:
+        return None
+
+
+def _watch_terminal(
+    child: subprocess.Popen[bytes], forward: Callable[[int, FrameType | None], None]
+) -> None:
+    """Pass on to `child` what its terminal would signal it, were it the terminal's session:
+    a new size (SIGWINCH), a hangup (SIGHUP, then nothing more). Until the process ends."""
+    size = _window_size()
+    poller = select.poll()
+    poller.register(0, 0)  # no input asked for: a hangup and an error are reported anyway
+    while True:
+        if poller.poll(WATCH_MS):
+            forward(signal.SIGHUP, None)
+            return
+        now = _window_size()
+        if now != size:
+            size = now
+            with contextlib.suppress(OSError):
+                child.send_signal(signal.SIGWINCH)
 
 
 def _hung_up() -> bool:

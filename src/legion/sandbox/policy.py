@@ -6,7 +6,8 @@ the system read-only (`SYSTEM`), a private `/tmp`, a fresh `/proc` of its own pr
 minimal `/dev`, an empty writable home, then the session's own paths: read-write its workspace,
 its git metadata and its CLI's folders; read-only Legion's install, the CLI's and the project's
 config. What is not listed does not exist inside: the user's home, other workspaces, every
-other process. A credential file inside a visible folder is shown empty (`hidden`).
+other process. A credential file inside a visible folder is shown empty (`hidden`). A session
+holds no capability, whoever runs Legion.
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ class Access:
     writable: tuple[Path, ...] = ()  # read-write
     readable: tuple[Path, ...] = ()  # read-only
     hidden: tuple[Path, ...] = ()  # files shown empty (inside what is writable or readable)
+    # Files shown read-only in place of others: (the path inside, the file shown there).
+    replaced: tuple[tuple[Path, Path], ...] = ()
 
     def __add__(self, other: Access) -> Access:
         return Access(
             self.writable + other.writable,
             self.readable + other.readable,
             self.hidden + other.hidden,
+            self.replaced + other.replaced,
         )
 
 
@@ -59,6 +63,7 @@ def paths_of(confinement: Confinement) -> list[Path]:
         *confinement.access.writable,
         *confinement.access.readable,
         *confinement.access.hidden,
+        *(shown for _, shown in confinement.access.replaced),
     ]
 
 
@@ -102,6 +107,14 @@ def bwrap_argv(
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",
+        # A session of its own, with no controlling terminal: the kernel refuses a confined
+        # process TIOCSTI, which would push keystrokes into the pane's input (read by whatever
+        # runs there next). The bridge passes on what the terminal signals (a resize, a hangup).
+        "--new-session",
+        # No capability inside, even for a Legion run as root, where bubblewrap keeps them all
+        # unless told (CAP_SYS_ADMIN would let a session mount, or type into its terminal).
+        "--cap-drop",
+        "ALL",
     ]
     if not confinement.network:
         args.append("--unshare-net")
@@ -122,4 +135,7 @@ def bwrap_argv(
     for shown_empty in access.hidden:
         if shown_empty in present:
             args += ["--ro-bind", str(confinement.empty), str(shown_empty)]
+    for inside, shown in access.replaced:
+        if shown in present:
+            args += ["--ro-bind", str(shown), str(inside)]
     return [*args, "--", *argv]

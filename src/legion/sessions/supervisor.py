@@ -21,7 +21,8 @@ from pathlib import Path
 
 from legion import proxy
 from legion.bus.model import Agent, AgentStatus
-from legion.config import Project, user_config_path
+from legion.config import Project, read_toml, user_config_path
+from legion.core.session_config import toml_text, without_secrets
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.errors import NoDaemonError
 from legion.fleet import host_name
@@ -135,10 +136,14 @@ class SessionSupervisor:
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
             **extra_env,
         }
-        # The other CLIs' model keys: a Claude Code session has no use for Codex's, nor the
-        # reverse (its own is kept from it below when the daemon's proxy holds it).
-        for variable in proxy.model_key_variables(env, besides=runtime.name):
-            env.pop(variable, None)
+        with span("start: close leftovers", trace):
+            self.windows.ensure_session()
+            for window in self.windows.list():
+                if window.name == name or window.tag == sid:
+                    self.windows.close_and_wait(window)
+            self.stop_stray(sid)
+            self.windows.ensure_session()  # closing the last window ends the session
+        # Minted once the leftovers are closed: closing one revokes its session's capability.
         access = self._model_access(runtime.name)
         # The tracker and forge through the daemon, the embedded ones too, so that merges and
         # tracker writes are made there, outside any sandbox.
@@ -153,15 +158,13 @@ class SessionSupervisor:
             if relay:
                 env[CAPABILITY_ENV] = token
                 env[SOCKET_ENV] = str(socket_path(self.project.state_dir))
-            if access is not None:
-                env = proxy.session_variables(runtime.name, access, token, env)
-        with span("start: close leftovers", trace):
-            self.windows.ensure_session()
-            for window in self.windows.list():
-                if window.name == name or window.tag == sid:
-                    self.windows.close_and_wait(window)
-            self.stop_stray(sid)
-            self.windows.ensure_session()  # closing the last window ends the session
+        proxied = access is not None and access.holds(runtime.name) and token is not None
+        # No model key but the one its own CLI needs for its own provider, and none at all
+        # when the daemon's proxy holds it: its commands could read it from the CLI's process.
+        for variable in proxy.model_key_variables(env, besides=runtime.name, proxied=proxied):
+            env.pop(variable, None)
+        if access is not None and token is not None:
+            env = proxy.session_variables(runtime.name, access, token, env)
         # Decided only now: a leftover that was starting may have written the transcript.
         transcript = runtime.transcript(self.env, cwd, sid)
         with span("start: register on the bus", trace):
@@ -177,7 +180,6 @@ class SessionSupervisor:
             context=self.context_file(sid),
         )
         if sandbox is not None and sandbox.confined:
-            proxied = access is not None and access.holds(runtime.name) and token is not None
             confinement = self._confinement(
                 sid,
                 cwd,
@@ -220,6 +222,7 @@ class SessionSupervisor:
         """Close the window running session `sid` (SIGHUP, as tmux does, then SIGKILL after a
         grace period; `force`: SIGKILL at once) and wait for its process. True if one ran."""
         stopped = False
+        self.windows.end(sid)  # its window may be gone while a stray process runs it
         if not self.windows.tmux.has_session(self.windows.session):
             return False
         for window in self.windows.list():
@@ -229,7 +232,7 @@ class SessionSupervisor:
             if force and pid is not None:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-            self.windows.close_window(window.id, pane_pid=pid)
+            self.windows.close_window(window, pane_pid=pid)
             stopped = stopped or pid is not None
         self.stop_stray(sid)
         return stopped
@@ -295,11 +298,25 @@ class SessionSupervisor:
             daemon=daemon,
             # The file, not its folder: a state folder set inside `.legion/` (the demo's) stays out.
             project_config=self.project.config_path,
-            user_config=user_config_path(env).parent,
+            user_config=self._user_config_copy(env),
             runtime=runtime.sandbox_access(env, proxied=proxied),
             env=env,
         )
         return Confinement(home, empty_file(state_dir), access)
+
+    def _user_config_copy(self, env: Mapping[str, str]) -> tuple[Path, Path] | None:
+        """The user's Legion config and the copy of it a confined session is shown in its place,
+        without its secrets (the fleet store's password, a token), written afresh here, where
+        no session writes; None when there is no config."""
+        real = user_config_path(env)
+        copy = run_folder(self.project.state_dir) / "user-config.toml"
+        table = read_toml(real)
+        if not real.is_file():
+            copy.unlink(missing_ok=True)
+            return None
+        private_folder(copy.parent)
+        write_private(copy, toml_text(without_secrets(table)))
+        return real, copy
 
     def _model_access(self, runtime: str) -> proxy.ProxyAccess | None:
         """How a session of `runtime` reaches the model through the project's running daemon
@@ -401,11 +418,6 @@ class SessionSupervisor:
                 os.kill(stray, signal.SIGHUP)  # what tmux sends when it closes a window
         for stray in sorted(pids):
             wait_for_exit(stray)
-
-    def revoke(self, sid: str) -> None:
-        """Revoke session `sid`'s relay capability (it is retired)."""
-        if self.capabilities is not None:
-            self.capabilities.revoke_session(sid)
 
 
 def _resumable(runtime: AgentRuntime, transcript: Path) -> bool:

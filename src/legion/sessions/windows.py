@@ -26,9 +26,13 @@ CONFIRM_GAP_S = 0.4
 
 
 class SessionWindows:
-    def __init__(self, project: Project, tmux: Tmux) -> None:
+    def __init__(
+        self, project: Project, tmux: Tmux, ended: Callable[[str], object] | None = None
+    ) -> None:
+        """`ended`: what is done as a session ends (its capability revoked), with its id."""
         self.project = project
         self.tmux = tmux
+        self._ended = ended
         self._looking = 0  # how deep in `one_look` blocks
         self._look: list[Window] | None = None  # the windows seen in this look, until a change
 
@@ -127,15 +131,33 @@ class SessionWindows:
         """Type a prompt into an idle session, confirmed (`legion.sessions.prompting`)."""
         return prompting.type_prompt(self.tmux, window_id, text, transcript, mark)
 
-    def close_window(self, window_id: str, *, pane_pid: int | None = None) -> None:
-        """Close a window (a stuck worker's: the reconciler restarts its session) and wait for
-        its process."""
+    def end(self, sid: str) -> None:
+        """Session `sid` ends: every way a session ends comes here (each close below, a retire,
+        a kill), so its capability is refused from now on, by the proxy and the relay, even
+        while its process is still on its way out. A store that fails is said on stderr and
+        never keeps a window open: the session's next start revokes it all the same."""
+        if not sid or self._ended is None:
+            return
+        try:
+            self._ended(sid)
+        except Exception as exc:  # whatever it is, the window closes all the same
+            print(
+                f"legion: session {sid}'s capability not revoked: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def close_window(self, window: Window, *, pane_pid: int | None = None) -> None:
+        """Close a window (a stuck worker's: the reconciler restarts its session; a killed
+        one's) and wait for its process."""
+        self.end(window.tag)
         self._changed()
-        self.tmux.kill_window(window_id, pane_pid=pane_pid)
+        self.tmux.kill_window(window.id, pane_pid=pane_pid)
 
     def close_and_wait(self, window: Window) -> None:
         """Close a window and wait for its process (a leftover of the session about to start)."""
         pid = None if window.pane_dead else window.pane_pid
+        self.end(window.tag)
         self._changed()
         self.tmux.kill_window(window.id, pane_pid=pid)
 
@@ -146,6 +168,7 @@ class SessionWindows:
         (`SessionSupervisor.start_session_window`), so the hand-off need not wait for a CLI's
         exit."""
         pid = None if window.pane_dead else window.pane_pid
+        self.end(window.tag)
         self._changed()
         self.tmux.kill_window(window.id, pane_pid=pid, wait=False)
 
@@ -165,6 +188,11 @@ class SessionWindows:
         """Close the project's tmux session, every window in it; False when there was none."""
         if not self.tmux.has_session(self.session):
             return False
+        ending = [window.tag for window in self.list()]
         self._changed()
+        # Closed first: a fleet host that lost its lead stops them on time, whatever its
+        # store (where capabilities are) answers.
         self.tmux.kill_session(self.session)
+        for sid in ending:
+            self.end(sid)
         return True

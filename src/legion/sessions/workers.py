@@ -94,7 +94,9 @@ class WorkerManager:
         self.env = env
         self.capabilities = capabilities
         self.runtimes = RuntimeChoice(project.settings, registry, runtime, runtimes)
-        self.windows = SessionWindows(project, tmux)
+        self.windows = SessionWindows(
+            project, tmux, None if capabilities is None else capabilities.revoke_session
+        )
         self.starts = StartWatch(self.windows)
         self.supervisor = SessionSupervisor(
             project, self.windows, self.starts, env, capabilities, relay=relay
@@ -386,7 +388,7 @@ class WorkerManager:
                 self.windows.close_retired(view.window)
         fault_point("worker_window_closed")
         with span("retire: revoke, forget", issue):
-            self.supervisor.revoke(view.record.session_id)
+            self.windows.end(view.record.session_id)  # done by its close too; none may be left
             self.registry.retire(view.record.id)
 
     def _start(

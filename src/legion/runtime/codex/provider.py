@@ -22,6 +22,9 @@ OPENAI = "openai"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 # Codex's providers that need no `[model_providers.X]` table (besides "openai").
 BUILT_IN_PROVIDERS = ("ollama", "lmstudio", "oss")
+# The variables Codex reads a key for the built-in `openai` provider from (its API key; the
+# key and the login token `codex exec` takes in their place).
+OPENAI_KEY_VARIABLES = ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_ACCESS_TOKEN")
 # Where a proxied session's Codex finds its capability (a provider's `env_key`).
 MODEL_TOKEN_ENV = "LEGION_MODEL_TOKEN"
 # The `codex exec` arguments a proxied session's turns add (a JSON list), read by its turn loop
@@ -41,6 +44,13 @@ class CodexProvider:
     @property
     def key_variable(self) -> str | None:
         return "OPENAI_API_KEY" if self.name == OPENAI else self.env_key
+
+    @property
+    def key_variables(self) -> tuple[str, ...]:
+        """Every variable Codex may read this provider's key from."""
+        if self.name == OPENAI:
+            return OPENAI_KEY_VARIABLES
+        return (self.env_key,) if self.env_key else ()
 
     def endpoint(self, env: Mapping[str, str]) -> str | None:
         """The API's base URL (requests go to `<it>/responses`); None when not known."""
