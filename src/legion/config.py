@@ -438,6 +438,11 @@ def _read_config(path: Path) -> tuple[bytes, dict[str, Any]]:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 
+def read_toml(path: Path) -> dict[str, Any]:
+    """The file's table, or {} when it does not exist; a broken file is a ConfigError."""
+    return _read_config(path)[1]
+
+
 def widening_keys(table: Mapping[str, Any]) -> list[str]:
     """The keys of a config table that choose what Legion runs or where (`SettingSpec.widens`)."""
     return [key for key in table if key in SPEC_BY_NAME and SPEC_BY_NAME[key].widens]
