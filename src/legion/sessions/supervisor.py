@@ -25,6 +25,7 @@ from legion.config import Project, user_config_path
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.errors import NoDaemonError
 from legion.fleet import host_name
+from legion.git import main_git_dir
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.proxy import PROXY_SOCKET_NAME
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
@@ -291,6 +292,7 @@ class SessionSupervisor:
         access = session_access(
             workspace=workspace,
             workspace_writable=worker,
+            git_folder=main_git_dir(self.project.root),
             session_state=session_state,
             daemon=daemon,
             # The file, not its folder: a state folder set inside `.legion/` (the demo's) stays out.
