@@ -262,8 +262,9 @@ def _read_link_file(path: Path) -> str | None:
         os.close(fd)
 
 
-def worktree_link_facts(workspace: Path, admin: Path) -> LinkFacts:
-    """What the workspace's `.git` and its admin folder's `gitdir` are and say, as found."""
+def worktree_link_facts(common_dir: Path, workspace: Path, admin: Path) -> LinkFacts:
+    """What the workspace's `.git` and its admin folder's `gitdir` and `commondir` are and
+    say, as found."""
     return LinkFacts(
         workspace=str(workspace),
         workspace_kind=_kind(workspace),
@@ -273,6 +274,8 @@ def worktree_link_facts(workspace: Path, admin: Path) -> LinkFacts:
         dot_git_kind=_kind(workspace / ".git"),
         dot_git_text=_read_link_file(workspace / ".git"),
         back_text=_read_link_file(admin / "gitdir"),
+        common=str(common_dir),
+        commondir_text=_read_link_file(admin / "commondir"),
     )
 
 
@@ -283,7 +286,7 @@ def checked_worktree(common_dir: Path, workspace: Path, admin: Path) -> GitPlace
     # Git writes the paths of both links with every link on the way resolved; the folder
     # the workspace is in is Legion's, the workspace itself may not be resolved (a worker's).
     workspace = workspace.parent.resolve() / workspace.name
-    found = tampering(worktree_link_facts(workspace, admin))
+    found = tampering(worktree_link_facts(common_dir, workspace, admin))
     if found is not None:
         raise TamperedWorkspaceError(
             f"workspace {workspace} was tampered with ({found}): Legion leaves it alone"

@@ -73,21 +73,26 @@ def files_of(folder: Path) -> dict[str, bytes]:
     }
 
 
-def holds_secret(git_dir: Path) -> bool:
-    """Whether any object of the repository at `git_dir` holds the key, or any ref is a
-    checkpoint."""
+def objects_hold_secret(git_dir: Path) -> bool:
+    """Whether any object of the repository at `git_dir` holds the key."""
     objects = subprocess.run(
         ["git", "--git-dir", str(git_dir), "cat-file", "--batch-all-objects", "--batch"],
         capture_output=True,
         check=True,
     ).stdout
+    return SECRET.strip() in objects
+
+
+def holds_secret(git_dir: Path) -> bool:
+    """Whether any object of the repository at `git_dir` holds the key, or any ref is a
+    checkpoint."""
     refs = subprocess.run(
         ["git", "--git-dir", str(git_dir), "for-each-ref", "refs/legion/"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    return SECRET.strip() in objects or bool(refs.strip())
+    return objects_hold_secret(git_dir) or bool(refs.strip())
 
 
 def checkpoint_step(
@@ -166,6 +171,83 @@ def test_a_workspace_whose_admin_folder_names_another_is_refused(tmp_path: Path)
     assert not holds_secret(worktrees.repo / ".git")
     [entry] = log.tail(10)
     assert f"its git folder {admin} names {tmp_path / 'home' / '.git'}" in entry.detail
+
+
+def test_a_work_tree_named_in_the_workspaces_own_git_config_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    """The git folder is the worker's to write too: `extensions.worktreeConfig` in the
+    project's config and `core.worktree` in its admin folder's `config.worktree`, which git
+    honours for the worktree it finds by itself. The link is intact, so the checkpoint is
+    taken: of the workspace, never of the folder the config names."""
+    worktrees, workspace = project(tmp_path)
+    repo_git = worktrees.repo / ".git"
+    home = victim_home(tmp_path)
+    (workspace / "work.txt").write_text("the worker's own\n")
+    git(worktrees.repo, "config", "extensions.worktreeConfig", "true")
+    admin = repo_git / "worktrees" / "leg-1"
+    (admin / "config.worktree").write_text(f"[core]\n\tworktree = {home}\n")
+    before = files_of(home)
+    step, log = checkpoint_step(tmp_path, worktrees, workspace)
+
+    step.run()
+
+    assert log.tail(10) == []
+    assert files_of(home) == before
+    assert not objects_hold_secret(repo_git)
+    listing = ["ls-tree", "-r", "--name-only", "refs/legion/checkpoints/LEG-1"]
+    found = git(worktrees.repo, *listing).split()
+    assert "workspace/work.txt" in found and "workspace/.ssh/id_ed25519" not in found
+
+
+def test_the_embedded_forge_fast_forwards_the_users_checkout_not_the_work_tree_its_config_names(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    """`core.worktree` in the project's git config (a worker writes it) makes any folder the
+    user's checkout's work tree for git that finds its repository by itself: the merge's
+    fast-forward of the checked-out base goes to the checkout Legion knows."""
+    from legion.forges.local import LocalForge
+    from legion.trackers.local import LocalTracker
+
+    db = SqliteStore(tmp_path / "state" / "legion.db")
+    LocalTracker(db, issue_key="LEG").create_issue("Add a feature")
+    forge = LocalForge(db, git_repo, merge_lock=tmp_path / "merge.lock", base_branch="main")
+    worktrees = GitWorktrees(git_repo, tmp_path / "worktrees", "main")
+    feature = worktrees.ensure("LEG-1").path
+    (feature / "evil.sh").write_text("echo pwned\n")
+    git(feature, "add", "evil.sh")
+    git(feature, "commit", "-q", "-m", "LEG-1: feature")
+    forge.create_pr("LEG-1", "legion/leg-1")
+    home = victim_home(tmp_path)
+    git(git_repo, "config", "core.worktree", str(home))
+    before = files_of(home)
+
+    forge.merge("LEG-1")
+
+    assert files_of(home) == before
+    assert (git_repo / "evil.sh").read_text() == "echo pwned\n"
+
+
+def test_a_workspace_whose_admin_folder_names_another_repository_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The admin folder's `commondir` says where git finds the refs (`GIT_COMMON_DIR` does
+    not change that): named at the worker's own repository, whose work tree is the victim."""
+    worktrees, workspace = project(tmp_path)
+    home = victim_home(tmp_path)
+    mine = own_repository(workspace, home)
+    git(workspace, "--git-dir", str(mine), "update-ref", "refs/heads/legion/leg-1", "HEAD")
+    admin = worktrees.repo / ".git" / "worktrees" / "leg-1"
+    (admin / "commondir").write_text(f"{mine}\n")
+    before = files_of(home)
+    step, log = checkpoint_step(tmp_path, worktrees, workspace)
+
+    step.run()
+
+    assert files_of(home) == before
+    assert not holds_secret(worktrees.repo / ".git") and not holds_secret(mine)
+    [entry] = log.tail(10)
+    assert f"its git folder {admin} names {mine} as the repository's" in entry.detail
 
 
 def test_the_sweep_keeps_a_tampered_workspace_and_says_why(tmp_path: Path) -> None:

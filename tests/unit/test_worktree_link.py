@@ -22,6 +22,8 @@ INTACT = LinkFacts(
     dot_git_kind="file",
     dot_git_text=f"gitdir: {ADMIN}\n",
     back_text=f"{WORKSPACE}/.git\n",
+    common="/home/u/proj/.git",
+    commondir_text="../..\n",
 )
 
 
@@ -32,6 +34,7 @@ def test_a_workspace_as_git_made_it_is_intact() -> None:
         INTACT,
         dot_git_text="gitdir: ../../proj/.git/worktrees/leg-1\n",
         back_text="../../../../proj-workspaces/leg-1/.git\n",
+        commondir_text="/home/u/proj/.git\n",
     )
     assert tampering(relative) is None
 
@@ -56,6 +59,8 @@ def test_each_way_of_pointing_elsewhere_is_named() -> None:
         f"its git folder {ADMIN} names nothing as its workspace, not {WORKSPACE}/.git": {
             "back_text": None
         },
+        f"its git folder {ADMIN} names {WORKSPACE}/.mine as the repository's, not "
+        "/home/u/proj/.git": {"commondir_text": f"{WORKSPACE}/.mine\n"},
     }
     for expected, change in cases.items():
         assert tampering(replace(INTACT, **change)) == expected  # type: ignore[arg-type]

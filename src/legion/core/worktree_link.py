@@ -5,8 +5,10 @@ own whose `core.worktree` is the user's home, git run there by the daemon would 
 home (a checkpoint's `git add --all` would take it). So Legion runs git on a workspace only with
 the git folders and work tree of its own records, and first checks that the link git itself
 would follow is still the one it made: the workspace's `.git` a regular file naming the admin
-folder Legion made for it (`<git folder>/worktrees/<name>`), and that folder's `gitdir` file
-naming the workspace's `.git` back. Pure: the facts as read in, what was found out.
+folder Legion made for it (`<git folder>/worktrees/<name>`), that folder's `gitdir` file
+naming the workspace's `.git` back, and its `commondir` naming the repository's git folder (git
+takes the refs from what it names, whatever `GIT_COMMON_DIR` says). Pure: the facts as read
+in, what was found out.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class LinkFacts:
     dot_git_kind: Kind  # the workspace's `.git`
     dot_git_text: str | None  # its content, when a regular file that could be read
     back_text: str | None  # the admin folder's `gitdir` file, when it could be read
+    common: str  # the repository's git folder, links resolved
+    commondir_text: str | None  # the admin folder's `commondir` file, when it could be read
 
 
 def _named(text: str | None, prefix: str, relative_to: str) -> str | None:
@@ -75,6 +79,11 @@ def tampering(facts: LinkFacts) -> str | None:
     if back != dot_git:
         found = "nothing" if back is None else _shown(back)
         return f"its git folder {admin} names {found} as its workspace, not {dot_git}"
+    common = posixpath.normpath(facts.common)
+    shared = _named(facts.commondir_text, "", admin)
+    if shared != common:
+        found = "nothing" if shared is None else _shown(shared)
+        return f"its git folder {admin} names {found} as the repository's, not {common}"
     return None
 
 
