@@ -337,7 +337,7 @@ def rev_parse(repo: Path | GitPlace, ref: str) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
-def current_branch(repo: Path) -> str | None:
+def current_branch(repo: Path | GitPlace) -> str | None:
     result = run_git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     return result.stdout.strip() if result.returncode == 0 else None
 

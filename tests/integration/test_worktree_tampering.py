@@ -346,3 +346,30 @@ def test_the_next_session_binds_the_projects_git_folder_not_the_one_the_worker_n
     argv = wrap(Sandbox(found, "bubblewrap"), confinement, ["sh", "-c", f"echo x > {planted}"])
     done = subprocess.run(argv, cwd=workspace, capture_output=True, text=True, check=False)
     assert done.returncode != 0 and not planted.exists(), done.stderr
+
+
+def test_a_session_in_a_tampered_workspace_is_not_put_on_the_channel_its_git_names(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The daemon puts a session on its branch's channel of the bus, reading the branch at the
+    git folders Legion made: a `.git` naming a repository of the worker's own (on `main`, the
+    controller's channel) is said in one line, and the session is on no channel."""
+    from legion.backends import open_backends, open_workers
+    from legion.config import load_project
+    from tests.integration.test_doctor import fake_claude
+
+    claude = fake_claude(tmp_path, "2.1.328")
+    env = dict(os.environ) | {"LEGION_CLAUDE_BIN": str(claude)}
+    loaded = load_project(project, env=env)
+    backends = open_backends(loaded, create=True)
+    workers = open_workers(loaded, backends, env)
+    workspace = workers.workspaces.ensure("LEG-1").path
+    mine = own_repository(workspace, victim_home(tmp_path))
+    (workspace / ".git").write_text(f"gitdir: {mine}\n")
+
+    agent = workers.supervisor._register_on_bus("sid-1", "implement", workspace, "claude-code")
+
+    backends.db.close()
+    assert agent is None
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "was tampered with (its .git points at" in said[0]

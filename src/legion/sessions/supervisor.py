@@ -25,7 +25,7 @@ from legion.config import Project, user_config_path
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.errors import NoDaemonError
 from legion.fleet import host_name
-from legion.git import main_git_dir
+from legion.git import main_git_dir, worktree_place
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.proxy import PROXY_SOCKET_NAME
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
@@ -338,6 +338,9 @@ class SessionSupervisor:
         from legion.bus.sessions import register_session
 
         try:
+            # Its branch read at the git folders Legion made, never found from the workspace
+            # (whose `.git` the worker writes): a tampered one is said, and not registered.
+            at = worktree_place(self.project.root, workspace)
             bus = open_bus(self.env)
             try:
                 return register_session(
@@ -347,6 +350,7 @@ class SessionSupervisor:
                     session_id=sid,
                     workspace=workspace,
                     runtime=runtime,
+                    at=at,
                 )
             finally:
                 bus.close()
