@@ -66,6 +66,16 @@ def test_each_way_of_pointing_elsewhere_is_named() -> None:
         assert tampering(replace(INTACT, **change)) == expected  # type: ignore[arg-type]
 
 
+def test_what_was_found_is_said_on_one_line() -> None:
+    """A link's target is the worker's to choose: a newline or an escape in it is shown as
+    one, and a long one is cut."""
+    moved = replace(INTACT, admin_real="/tmp/a\nb\x1b[2J")
+    assert tampering(moved) == f"its git folder {ADMIN} leads to /tmp/a\\nb\\x1b[2J"
+    long = replace(INTACT, dot_git_text="gitdir: /" + "x" * 500 + "\n")
+    found = tampering(long)
+    assert found is not None and len(found) < 250 and found.count("…") == 1
+
+
 def test_a_second_line_is_not_read_past() -> None:
     """git reads a `.git` file's first line only; Legion reads none that has more."""
     doubled = replace(INTACT, dot_git_text=f"gitdir: {ADMIN}\ngitdir: /tmp/mine\n")

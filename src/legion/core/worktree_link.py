@@ -53,7 +53,9 @@ def _named(text: str | None, prefix: str, relative_to: str) -> str | None:
 
 
 def _shown(path: str) -> str:
-    return path if len(path) <= _SHOWN else path[:_SHOWN] + "…"
+    """A path the worker chose, quoted on one line: a newline or escape in it is shown as one."""
+    printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in path)
+    return printable if len(printable) <= _SHOWN else printable[:_SHOWN] + "…"
 
 
 def tampering(facts: LinkFacts) -> str | None:
