@@ -9,7 +9,8 @@ The one tree of Legion's errors (code matches on the class, never on the text):
     ├── StoreError              the embedded database cannot be used
     ├── ToolMissingError        git, tmux, claude or codex is not installed
     ├── ConflictError           it would overwrite or lose something
-    │   └── StaleSignalError    a signal from a session that has since been replaced
+    │   ├── StaleSignalError    a signal from a session that has since been replaced
+    │   └── TamperedWorkspaceError  a workspace's .git no longer points where Legion put it
     ├── NotPermittedError       exit 2: outside the session's capability
     ├── BackendError            a tracker's or forge's API failed, with its kind
     │                           (transient, rate limited, auth, not found, invalid)
@@ -79,6 +80,11 @@ class NoRoomError(ConflictError):
 
 class StaleSignalError(ConflictError):
     """A signal from a session that has since been replaced (an older spawn instance)."""
+
+
+class TamperedWorkspaceError(ConflictError):
+    """A workspace's `.git` no longer points where Legion put it (`core.worktree_link`): git
+    is not run on it, and it is left as it is."""
 
 
 class NotPermittedError(LegionError):

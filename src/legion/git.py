@@ -7,18 +7,25 @@ repository's own settings that make git run a program overridden (`safety_overri
 with only the environment git needs (`git_env`: no API keys or tokens). The user's global and
 system settings (an ssh command, credential helpers, signing) still apply: only a worker cannot
 write those.
+
+A worker also writes its workspace's `.git` file, which says which repository git finds there.
+So git on a workspace never finds its repository by itself: it runs at a `GitPlace`, its git
+folders and work tree named outright from Legion's own records, after `checked_worktree` found
+the workspace's `.git` still pointing where Legion put it (`legion.core.worktree_link`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from legion.errors import GitError, ToolMissingError
+from legion.core.worktree_link import Kind, LinkFacts, tampering
+from legion.errors import GitError, TamperedWorkspaceError, ToolMissingError
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,26 @@ class GitResult:
     returncode: int
     stdout: str
     stderr: str
+
+
+@dataclass(frozen=True)
+class GitPlace:
+    """Where a git command runs, named outright rather than found from a folder: git's own
+    folder (a worktree's admin folder, or the repository's), the repository's shared folder
+    (objects, refs, config) and the work tree. Given to git as `GIT_DIR`, `GIT_COMMON_DIR`
+    and `GIT_WORK_TREE`, they win over anything in the work tree (a `.git` file) or in the
+    repository's config (`core.worktree`), which a worker can write."""
+
+    git_dir: Path
+    common_dir: Path
+    work_tree: Path
+
+    def env(self) -> dict[str, str]:
+        return {
+            "GIT_DIR": str(self.git_dir),
+            "GIT_COMMON_DIR": str(self.common_dir),
+            "GIT_WORK_TREE": str(self.work_tree),
+        }
 
 
 # Always: no hooks, no fsmonitor daemon, no `ext::` transport (a URL that is a command), and no
@@ -152,20 +179,25 @@ def safety_overrides(
 
 
 def run_git(
-    repo: Path,
+    repo: Path | GitPlace,
     *args: str,
     check: bool = True,
     input_text: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> GitResult:
-    """`git ARGS` in `repo`, safe from the repository's own settings (`safety_overrides`);
-    `env`: variables added (`GIT_INDEX_FILE`, say) to what git gets of this process's."""
-    env = git_env() | dict(env or {})
+    """`git ARGS` in `repo` (a folder, where git finds its repository itself: the user's
+    checkout; or a `GitPlace`, where it finds nothing), safe from the repository's own settings
+    (`safety_overrides`); `env`: variables added (`GIT_INDEX_FILE`, say) to what git gets of
+    this process's."""
+    if isinstance(repo, GitPlace):
+        cwd, env = repo.work_tree, git_env() | repo.env() | dict(env or {})
+    else:
+        cwd, env = repo, git_env() | dict(env or {})
     try:
-        settings, options = safety_overrides(repo, env, args[0] if args else "")
+        settings, options = safety_overrides(cwd, env, args[0] if args else "")
         proc = subprocess.run(
             ["git", *settings, *args[:1], *options, *args[1:]],
-            cwd=repo,
+            cwd=cwd,
             capture_output=True,
             text=True,
             input=input_text,
@@ -182,12 +214,116 @@ def run_git(
     return result
 
 
+def main_git_dir(root: Path) -> Path | None:
+    """The git folder of the repository whose main working tree is `root` (the project's, the
+    user's checkout), links resolved: `<root>/.git` when it is a folder, as it almost always
+    is; else what git says (a checkout that is itself a linked worktree). None when `root` is
+    in no repository."""
+    dot_git = root / ".git"
+    if dot_git.is_dir() and not dot_git.is_symlink():
+        return dot_git.resolve()
+    found = run_git(root, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False)
+    if found.returncode != 0 or not found.stdout.strip():
+        return None
+    return Path(found.stdout.strip()).resolve()
+
+
+_LINK_FILE_MAX = 4096  # a `.git` or `gitdir` file git wrote is one short line
+
+
+def _kind(path: Path) -> Kind:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "other"
+    if stat.S_ISLNK(mode):
+        return "link"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "file" if stat.S_ISREG(mode) else "other"
+
+
+def _read_link_file(path: Path) -> str | None:
+    """A small regular file's text, read without following a link or waiting on a pipe;
+    None when it is not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, _LINK_FILE_MAX).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def worktree_link_facts(common_dir: Path, workspace: Path, admin: Path) -> LinkFacts:
+    """What the workspace's `.git` and its admin folder's `gitdir` and `commondir` are and
+    say, as found."""
+    return LinkFacts(
+        workspace=str(workspace),
+        workspace_kind=_kind(workspace),
+        admin=str(admin),
+        admin_kind=_kind(admin),
+        admin_real=os.path.realpath(admin),
+        dot_git_kind=_kind(workspace / ".git"),
+        dot_git_text=_read_link_file(workspace / ".git"),
+        back_text=_read_link_file(admin / "gitdir"),
+        common=str(common_dir),
+        commondir_text=_read_link_file(admin / "commondir"),
+    )
+
+
+def checked_worktree(common_dir: Path, workspace: Path, admin: Path) -> GitPlace:
+    """The place to run git on the linked worktree Legion made at `workspace` (admin folder
+    `admin` in the repository's git folder `common_dir`), once its `.git` was found still
+    pointing there; a TamperedWorkspaceError saying what was found, else."""
+    # Git writes the paths of both links with every link on the way resolved; the folder
+    # the workspace is in is Legion's, the workspace itself may not be resolved (a worker's).
+    workspace = workspace.parent.resolve() / workspace.name
+    found = tampering(worktree_link_facts(common_dir, workspace, admin))
+    if found is not None:
+        raise TamperedWorkspaceError(
+            f"workspace {workspace} was tampered with ({found}): Legion leaves it alone"
+        )
+    return GitPlace(git_dir=admin, common_dir=common_dir, work_tree=workspace)
+
+
+def worktree_place(repo: Path, path: Path) -> GitPlace:
+    """Where to run git on a working tree of `repo`'s repository found at `path` (where `git
+    worktree list` says a branch is checked out: read from the git folder, which a worker
+    writes): the main one, or a linked one whose admin folder names `path` and is named back
+    (`checked_worktree`); a TamperedWorkspaceError when `path` is neither, a GitError when
+    `repo` is in no repository."""
+    common = main_git_dir(repo)
+    if common is None:
+        raise GitError(f"{repo} is not in a git repository")
+    dot_git = path / ".git"
+    if dot_git.is_dir() and not dot_git.is_symlink() and dot_git.resolve() == common:
+        return GitPlace(git_dir=common, common_dir=common, work_tree=path)
+    wanted = os.path.normpath(path.parent.resolve() / path.name / ".git")
+    try:
+        admins = sorted((common / "worktrees").iterdir())
+    except OSError:
+        admins = []
+    for admin in admins:
+        named = _read_link_file(admin / "gitdir")
+        if named is not None and os.path.normpath(named.strip()) == wanted:
+            return checked_worktree(common, path, admin)
+    raise TamperedWorkspaceError(f"{path} is no working tree of {common}: Legion leaves it alone")
+
+
 def last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "(no output)"
 
 
-def rev_parse(repo: Path, ref: str) -> str | None:
+def rev_parse(repo: Path | GitPlace, ref: str) -> str | None:
     """The commit `ref` names, or None when there is no such ref."""
     result = run_git(
         repo,
@@ -201,7 +337,7 @@ def rev_parse(repo: Path, ref: str) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
-def current_branch(repo: Path) -> str | None:
+def current_branch(repo: Path | GitPlace) -> str | None:
     result = run_git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     return result.stdout.strip() if result.returncode == 0 else None
 
@@ -218,7 +354,7 @@ def worktree_for_branch(repo: Path, branch: str) -> Path | None:
     return None
 
 
-def is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
+def is_ancestor(repo: Path | GitPlace, ancestor: str, descendant: str) -> bool:
     """Whether commit `ancestor` is `descendant` or in its history."""
     return (
         run_git(repo, "merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode
@@ -249,10 +385,14 @@ def fast_forward(repo: Path, branch: str, target: str) -> str | None:
             check=False,
         )
         return None if moved.returncode == 0 else f"git refused: {last_line(moved.stderr)}"
-    changes = run_git(checked_out, "status", "--porcelain", "--untracked-files=no", check=False)
+    try:
+        place = worktree_place(repo, checked_out)
+    except TamperedWorkspaceError as exc:
+        return str(exc)
+    changes = run_git(place, "status", "--porcelain", "--untracked-files=no", check=False)
     if changes.returncode != 0 or changes.stdout.strip():
         return f"{branch} is checked out in {checked_out} with local changes"
-    forward = run_git(checked_out, "merge", "--ff-only", "--quiet", target, check=False)
+    forward = run_git(place, "merge", "--ff-only", "--quiet", target, check=False)
     if forward.returncode != 0:
         return f"git refused in {checked_out}: {last_line(forward.stderr or forward.stdout)}"
     return None

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from legion.errors import ConflictError
+from legion.git import worktree_place
 from legion.workspaces import checkpoint
 from legion.workspaces.git_worktree import GitWorktrees
 from tests.support.cli import git
@@ -76,7 +77,7 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     planner = tmp_path / "claude" / "planner.jsonl"
     planner.write_text('{"type":"user","message":"plan"}\n', encoding="utf-8")
     sessions = {"sid-impl": transcript, "sid-plan": planner, "sid-review": tmp_path / "none"}
-    saved = checkpoint.save(work, "leg-1", sessions)
+    saved = checkpoint.save(worktree_place(origin, work), "leg-1", sessions)
 
     assert saved.ref == "refs/legion/checkpoints/LEG-1" and saved.base == head
     assert saved.sessions == ("sid-impl", "sid-plan")
@@ -102,7 +103,9 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     restored_planner = tmp_path / "claude2" / "projects" / "planner.jsonl"
     where = {"sid-impl": restored_transcript, "sid-plan": restored_planner}
 
-    found = checkpoint.restore(again, "LEG-1", where | {"sid-review": tmp_path / "no"})
+    found = checkpoint.restore(
+        worktree_place(other, again), "LEG-1", where | {"sid-review": tmp_path / "no"}
+    )
 
     assert found is not None and found.commit == saved.commit
     after = state(again)
@@ -121,7 +124,7 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     assert restored_transcript.read_bytes() == TRANSCRIPT.encode("utf-8")
     assert restored_planner.read_text() == '{"type":"user","message":"plan"}\n'
     assert not (tmp_path / "no").exists()  # a session the checkpoint does not hold
-    assert checkpoint.restore(again, "LEG-2") is None
+    assert checkpoint.restore(worktree_place(other, again), "LEG-2") is None
 
 
 def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_its_base(
@@ -130,10 +133,11 @@ def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_it
     origin = repository(tmp_path / "origin")
     work = worktree(origin, tmp_path / "ws" / "leg-3", "legion/leg-3", new=True)
     (work / "a.txt").write_text("one\n")
-    first = checkpoint.save(work, "LEG-3")  # no transcript yet
+    place = worktree_place(origin, work)
+    first = checkpoint.save(place, "LEG-3")  # no transcript yet
     assert first.sessions == ()
     (work / "a.txt").write_text("two\n")
-    second = checkpoint.save(work, "LEG-3")
+    second = checkpoint.save(place, "LEG-3")
     assert second.commit != first.commit
     assert checkpoint.find(origin, "LEG-3") == second
     # Work after the checkpoint: a commit and a change. Restoring goes back to the checkpoint:
@@ -141,7 +145,7 @@ def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_it
     git(work, "add", "a.txt")
     git(work, "commit", "-q", "-m", "after the checkpoint")
     (work / "b.txt").write_text("later\n")
-    checkpoint.restore(work, "LEG-3")
+    checkpoint.restore(place, "LEG-3")
     assert git(work, "rev-parse", "HEAD").strip() == second.base
     assert (work / "a.txt").read_text() == "two\n"
     assert git(work, "status", "--porcelain=v1", "--untracked=all").splitlines() == [
@@ -157,7 +161,7 @@ def test_a_workspace_removed_with_nothing_left_in_it_takes_its_checkpoint_along(
     worktrees = GitWorktrees(origin, tmp_path / "ws", "main")
     work = worktrees.ensure("LEG-4").path
     (work / "a.txt").write_text("wip\n")
-    checkpoint.save(work, "LEG-4")
+    checkpoint.save(worktrees.place_of("LEG-4"), "LEG-4")
     assert checkpoint.find(origin, "LEG-4") is not None
     with pytest.raises(ConflictError):
         worktrees.remove("LEG-4")  # kept: a file in it is in no commit
@@ -193,7 +197,7 @@ def test_a_transcript_replaced_by_a_link_to_a_secret_puts_nothing_of_it_in_the_c
     os.mkfifo(fifo)
     sessions = {"sid-impl": planted, "sid-plan": honest, "sid-review": fifo}
 
-    saved = checkpoint.save(work, "leg-1", sessions)
+    saved = checkpoint.save(worktree_place(origin, work), "leg-1", sessions)
 
     assert saved.sessions == ("sid-plan",)
     assert [why.split(":")[0] for why in saved.refused] == ["sid-impl", "sid-review"]
@@ -205,6 +209,6 @@ def test_a_transcript_replaced_by_a_link_to_a_secret_puts_nothing_of_it_in_the_c
                 assert SECRET not in git(origin, "cat-file", "blob", name).encode()
 
     # Restoring writes a new file over the planted link, never into its target.
-    checkpoint.restore(work, "LEG-1", {"sid-plan": planted})
+    checkpoint.restore(worktree_place(origin, work), "LEG-1", {"sid-plan": planted})
     assert victim.read_bytes() == SECRET
     assert not planted.is_symlink() and planted.read_text() == TRANSCRIPT

@@ -16,6 +16,7 @@ from legion.runtime.transcript import TranscriptSummary, Turn
 from legion.sessions.registry import WorkerRecord
 from legion.store.sqlite import SqliteStore
 from legion.workspaces import checkpoint
+from legion.workspaces.git_worktree import GitWorktrees
 from tests.support.cli import git
 
 
@@ -33,8 +34,23 @@ class Runtime:
         return TranscriptSummary(1, self.turn, None)
 
 
+def issue_workspace(tmp_path: Path) -> tuple[GitWorktrees, Path]:
+    """A repository with one commit, and LEG-1's workspace of it, as Legion makes it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    identity = ["-c", "user.name=T", "-c", "user.email=t@t"]
+    git(repo, *identity, "commit", "-q", "--allow-empty", "-m", "base")
+    worktrees = GitWorktrees(repo, tmp_path / "ws", "main")
+    return worktrees, worktrees.ensure("LEG-1").path
+
+
 def step(
-    tmp_path: Path, workspace: Path, every: float, host: str = "build-1"
+    tmp_path: Path,
+    worktrees: GitWorktrees,
+    workspace: Path,
+    every: float,
+    host: str = "build-1",
 ) -> tuple[WorkspaceCheckpoints, Runtime]:
     """The step, over one worker record (run on `host`), on this machine, host `build-1`."""
     record = WorkerRecord(
@@ -46,6 +62,7 @@ def step(
         runtimes=SimpleNamespace(of=lambda record: runtime),
         env={},
         host="build-1",
+        workspaces=worktrees,
         issue_transcripts=lambda issue, workspace: {"sid": runtime.path},
     )
     log = ActionLog(SqliteStore(tmp_path / "legion.db"))
@@ -58,12 +75,8 @@ def touch(path: Path, text: str, at: float) -> None:
 
 
 def test_a_moved_session_is_checkpointed_at_its_turns_end_or_when_due(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    git(workspace, "init", "-q", "-b", "main")
-    identity = ["-c", "user.name=T", "-c", "user.email=t@t"]
-    git(workspace, *identity, "commit", "-q", "--allow-empty", "-m", "base")
-    checkpoints, runtime = step(tmp_path, workspace, every=3600)
+    worktrees, workspace = issue_workspace(tmp_path)
+    checkpoints, runtime = step(tmp_path, worktrees, workspace, every=3600)
     checkpoints.run()
     assert checkpoint.find(workspace, "LEG-1") is None  # no session yet: nothing to keep
     touch(runtime.path, "turn 1\n", 1000.0)
@@ -97,10 +110,9 @@ def test_a_moved_session_is_checkpointed_at_its_turns_end_or_when_due(tmp_path: 
 
 
 def test_a_workspace_that_cannot_be_checkpointed_is_said_once(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
+    worktrees, workspace = issue_workspace(tmp_path)
     (workspace / ".git").write_text("gitdir: /nowhere\n")  # a worktree whose repository is gone
-    checkpoints, runtime = step(tmp_path, workspace, every=0.0)
+    checkpoints, runtime = step(tmp_path, worktrees, workspace, every=0.0)
     for at in (1000.0, 1001.0, 1002.0):
         touch(runtime.path, f"{at}\n", at)
         checkpoints.run()
@@ -113,27 +125,13 @@ def test_a_workspace_that_cannot_be_checkpointed_is_said_once(tmp_path: Path) ->
 
 def test_only_this_hosts_workers_are_checkpointed(tmp_path: Path) -> None:
     """A worker recorded on another host of the fleet is that host's to checkpoint."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    git(workspace, "init", "-q", "-b", "main")
-    git(
-        workspace,
-        "-c",
-        "user.name=T",
-        "-c",
-        "user.email=t@t",
-        "commit",
-        "-q",
-        "--allow-empty",
-        "-m",
-        "base",
-    )
-    elsewhere, runtime = step(tmp_path, workspace, every=0.0, host="build-2")
+    worktrees, workspace = issue_workspace(tmp_path)
+    elsewhere, runtime = step(tmp_path, worktrees, workspace, every=0.0, host="build-2")
     runtime.turn = Turn.ENDED
     touch(runtime.path, "turn 1\n", 1000.0)
     elsewhere.run()
     assert checkpoint.find(workspace, "LEG-1") is None
-    here, runtime = step(tmp_path, workspace, every=0.0, host="build-1")
+    here, runtime = step(tmp_path, worktrees, workspace, every=0.0, host="build-1")
     runtime.turn = Turn.ENDED
     touch(runtime.path, "turn 1\n", 1000.0)
     here.run()

@@ -19,7 +19,7 @@ from legion.config import Project, git_toplevel
 from legion.core.decide import session_mode
 from legion.core.model import CONTROLLER_MODE, Mode
 from legion.errors import ConfigError, InputError
-from legion.git import current_branch
+from legion.git import GitPlace, current_branch
 
 
 def project_channel_name(project: Project, bus: Bus | None = None) -> str:
@@ -65,11 +65,12 @@ def session_mode_named(mode: str) -> Mode:
         raise ConfigError(f"LEGION_MODE={mode!r} is not a mode (known: {known})") from None
 
 
-def branch_of(folder: Path) -> str:
+def branch_of(folder: Path | GitPlace) -> str:
     branch = current_branch(folder)
     if branch is None:
+        where = folder.work_tree if isinstance(folder, GitPlace) else folder
         raise InputError(
-            f"{folder}: no branch checked out (detached HEAD or not a git repository); "
+            f"{where}: no branch checked out (detached HEAD or not a git repository); "
             "give the channel with --channel PROJECT/BRANCH"
         )
     return branch
@@ -83,11 +84,14 @@ def register_session(
     session_id: str,
     workspace: Path,
     runtime: str,
+    at: GitPlace | None = None,
 ) -> Agent:
     """Record that Legion started (or resumed) session `session_id` in `mode` ("controller" or
     a worker mode) in `workspace`: its agent is busy, with a new spawn instance. Call it each
-    time the session's process starts, before the process can post."""
-    channel = Channel(project_channel_name(project, bus), branch_of(workspace))
+    time the session's process starts, before the process can post. Its channel is the branch
+    checked out in `workspace`, read at `at` when given (the daemon gives the workspace's
+    checked git folders: `legion.git.worktree_place`)."""
+    channel = Channel(project_channel_name(project, bus), branch_of(at or workspace))
     return bus.register_agent(
         channel,
         agent_name_for_mode(mode),

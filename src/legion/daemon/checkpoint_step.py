@@ -72,17 +72,20 @@ class WorkspaceCheckpoints:
             summary = runtime.summarize(transcript)
             if summary is None or summary.turn in (Turn.OPEN, Turn.NONE):
                 return  # mid-turn (or not begun), and one was taken lately: at the turn's end
-        if not (record.workspace / ".git").exists():
-            return  # gone, or not a git worktree (a jj workspace: not checkpointed yet)
+        if self.workers.workspaces.kind != "git" or not record.workspace.is_dir():
+            return  # a jj workspace (not checkpointed yet), or gone
         try:
+            # Git runs on the folders Legion made, once the workspace's `.git` is found still
+            # pointing there: a tampered one is said (once) and left, never checkpointed.
+            place = self.workers.workspaces.place_at(record.workspace)
             transcripts = self.workers.issue_transcripts(record.issue, record.workspace)
-            saved = checkpoint.save(record.workspace, record.issue, transcripts)
+            saved = checkpoint.save(place, record.issue, transcripts)
             for why in saved.refused:  # a session planted something where a transcript goes
                 self.log.append(
                     record.issue, "checkpoint", OutcomeKind.FAILED, f"transcript refused: {why}"
                 )
             if self.remote is not None:
-                checkpoint.push(record.workspace, self.remote, record.issue)
+                checkpoint.push(place, self.remote, record.issue)
         except LegionError as exc:
             if record.id not in self._failing:
                 self._failing.add(record.id)

@@ -19,7 +19,9 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label
 from legion.core.stamps import instant, stamp_at
+from legion.errors import LegionError
 from legion.feedback import ask_human
+from legion.git import GitPlace
 from legion.proxy.ledger import UsageLedger
 from legion.reconcile.answers import idle_question
 from legion.sessions.roster import WorkerView
@@ -79,8 +81,13 @@ class IdleSpendWatch:
 
     def _progress(self, view: WorkerView) -> float | None:
         """The newest sign of progress of the worker's session, or None."""
+        workspace = view.record.workspace
+        try:
+            place: GitPlace | None = self.workers.workspaces.place_at(workspace)
+        except LegionError:
+            place = None  # tampered (the checkpoint step says so), or not git's: files only
         signs = [
-            last_change(view.record.workspace, self.regenerable),
+            last_change(workspace, self.regenerable, place),
             self.last_post(view.record.session_id),
         ]
         comments = self.tracker.list_comments(view.record.issue)

@@ -22,7 +22,13 @@ from pathlib import Path
 from legion.config import Project
 from legion.core.model import normalize_identifier
 from legion.core.text import clean_body, clean_branch, clean_title
-from legion.errors import ConflictError, GitError, InputError, NotFoundError
+from legion.errors import (
+    ConflictError,
+    GitError,
+    InputError,
+    NotFoundError,
+    TamperedWorkspaceError,
+)
 from legion.faults import fault_point
 from legion.forges.base import PrState, PullRequest, Review
 from legion.git import (
@@ -32,6 +38,7 @@ from legion.git import (
     rev_parse,
     run_git,
     worktree_for_branch,
+    worktree_place,
 )
 from legion.locking import exclusive
 from legion.store import Connection, Row, Store, is_postgres, now
@@ -253,8 +260,14 @@ class LocalForge:
         compare-and-swap of the ref)."""
         checked_out = worktree_for_branch(self.repo, base)
         if checked_out is not None:
+            # Its git folders named, never found there (a worker may have checked the base out
+            # in its workspace, and pointed its `.git` elsewhere): a tampered one is refused.
+            try:
+                place = worktree_place(self.repo, checked_out)
+            except TamperedWorkspaceError as exc:
+                raise ConflictError(f"cannot update {base}: {exc}") from None
             # Fast-forward the checked-out base: git refuses rather than overwrite local changes.
-            forward = run_git(checked_out, "merge", "--ff-only", "--quiet", to, check=False)
+            forward = run_git(place, "merge", "--ff-only", "--quiet", to, check=False)
             if forward.returncode != 0:
                 raise ConflictError(
                     f"cannot update {base} in {checked_out}: "

@@ -166,23 +166,11 @@ def install_root(binary: Path) -> tuple[Path, ...]:
     return (binary.parent, real.parent)
 
 
-def git_metadata(workspace: Path) -> tuple[Path, ...]:
-    """The repository's own folders a workspace writes to: a linked worktree's objects and refs
-    live in the main repository's common git dir."""
-    from legion.git import run_git
-
-    found = run_git(
-        workspace, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False
-    )
-    if found.returncode != 0 or not found.stdout.strip():
-        return ()
-    return (Path(found.stdout.strip()),)
-
-
 def session_access(
     *,
     workspace: Path,
     workspace_writable: bool = True,
+    git_folder: Path | None,
     session_state: tuple[Path, ...],
     daemon: tuple[Path, ...],
     project_config: Path,
@@ -191,7 +179,10 @@ def session_access(
     env: Mapping[str, str],
 ) -> Access:
     """What one session may use: a worker writes its workspace, the controller only reads its
-    own (the user's checkout). `session_state`: what of Legion's state it may write
+    own (the user's checkout). `git_folder`: the project's repository's git folder (a
+    worktree's objects and refs are there), found from the project's checkout, never from the
+    workspace, whose `.git` a worker writes (it would choose which repository its next session
+    may write). `session_state`: what of Legion's state it may write
     (its own folder, with its inbox and context files, which its hooks update; all of it for a
     session with no daemon to ask); `daemon`: the folders of the daemon's sockets and wake-up
     FIFO, shown read-only; `user_config`: where the user's Legion config is and the copy
@@ -203,7 +194,7 @@ def session_access(
     node = shutil.which("node", path=env.get("PATH"))
     # The controller works in your checkout: it reads it, never writes it (its writes are
     # tracker, forge and bus calls, made by the daemon).
-    checkout = (workspace, *git_metadata(workspace))
+    checkout = (workspace, *((git_folder,) if git_folder is not None else ()))
     return (
         Access(
             writable=(*(checkout if workspace_writable else ()), *session_state),

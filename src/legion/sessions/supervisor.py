@@ -26,6 +26,7 @@ from legion.core.session_config import toml_text, without_secrets
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.errors import NoDaemonError
 from legion.fleet import host_name
+from legion.git import main_git_dir, worktree_place
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.proxy import PROXY_SOCKET_NAME
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
@@ -294,6 +295,7 @@ class SessionSupervisor:
         access = session_access(
             workspace=workspace,
             workspace_writable=worker,
+            git_folder=main_git_dir(self.project.root),
             session_state=session_state,
             daemon=daemon,
             # The file, not its folder: a state folder set inside `.legion/` (the demo's) stays out.
@@ -353,6 +355,9 @@ class SessionSupervisor:
         from legion.bus.sessions import register_session
 
         try:
+            # Its branch read at the git folders Legion made, never found from the workspace
+            # (whose `.git` the worker writes): a tampered one is said, and not registered.
+            at = worktree_place(self.project.root, workspace)
             bus = open_bus(self.env)
             try:
                 return register_session(
@@ -362,6 +367,7 @@ class SessionSupervisor:
                     session_id=sid,
                     workspace=workspace,
                     runtime=runtime,
+                    at=at,
                 )
             finally:
                 bus.close()

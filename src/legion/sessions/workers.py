@@ -342,7 +342,7 @@ class WorkerManager:
             )
         else:
             transcripts = self.issue_transcripts(issue, workspace)
-            found = checkpoint.restore(workspace, issue, transcripts)
+            found = checkpoint.restore(self._workspaces.place_at(workspace), issue, transcripts)
             taken = checkpoint.taken_at(self.project.root, issue) if found else None
             when = stamp_at(taken) if taken is not None else "unknown"
             held = found.sessions if found is not None else ()

@@ -10,21 +10,25 @@ from collections.abc import Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 
-from legion.git import run_git
+from legion.git import GitPlace, run_git
 
 # Folders never looked into: the version control's own.
 _SKIPPED = frozenset({".git", ".jj"})
 
 
-def last_change(workspace: Path, regenerable: Sequence[str]) -> float | None:
-    """Seconds since the epoch of the workspace's newest commit or file change; None when
-    there is no workspace to read."""
+def last_change(
+    workspace: Path, regenerable: Sequence[str], place: GitPlace | None = None
+) -> float | None:
+    """Seconds since the epoch of the workspace's newest commit (read at `place`, its git
+    folders as Legion made them; none without one) or file change; None when there is no
+    workspace to read."""
     if not workspace.is_dir():
         return None
     newest = 0.0
-    committed = run_git(workspace, "log", "-1", "--format=%ct", "HEAD", check=False)
-    if committed.returncode == 0 and committed.stdout.strip().isdigit():
-        newest = float(committed.stdout.strip())
+    if place is not None:
+        committed = run_git(place, "log", "-1", "--format=%ct", "HEAD", check=False)
+        if committed.returncode == 0 and committed.stdout.strip().isdigit():
+            newest = float(committed.stdout.strip())
     for root, folders, files in os.walk(workspace):
         folders[:] = [
             name

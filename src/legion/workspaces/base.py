@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from legion.errors import ConflictError
+from legion.git import GitPlace
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +47,19 @@ class WorkspaceCheck:
     detail: str = ""
     # Ignored files (relative paths; folders end in /) that are not regenerable build output.
     ignored: tuple[str, ...] = ()
+    # Its `.git` no longer points where Legion put it (`detail` says what was found): nothing
+    # of it is read or removed.
+    tampered: bool = False
 
     @property
     def safe_to_remove(self) -> bool:
-        return self.exists and not self.dirty and not self.unmerged and not self.ignored
+        return (
+            self.exists
+            and not self.dirty
+            and not self.unmerged
+            and not self.ignored
+            and not self.tampered
+        )
 
 
 def claim_folder(path: Path, what: str) -> None:
@@ -77,6 +87,12 @@ class Workspaces(Protocol):
     def get(self, issue: str) -> Workspace | None: ...
 
     def ensure(self, issue: str) -> Workspace: ...
+
+    def place_at(self, workspace: Path) -> GitPlace:
+        """Where to run git on the workspace Legion made at `workspace`, its `.git` checked to
+        still point where Legion put it (TamperedWorkspaceError, else); ConflictError for a
+        workspace git does not keep (jj)."""
+        ...
 
     def check(self, issue: str) -> WorkspaceCheck: ...
 

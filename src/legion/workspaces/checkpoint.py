@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError
-from legion.git import rev_parse, run_git
+from legion.git import GitPlace, rev_parse, run_git
 from legion.worker_files import read_transcript, replace_file, transcript_home
 
 CHECKPOINT_REFS = "refs/legion/checkpoints/"
@@ -67,21 +68,22 @@ def checkpoint_ref(issue: str) -> str:
     return CHECKPOINT_REFS + normalize_identifier(issue)
 
 
-def save(workspace: Path, issue: str, transcripts: Mapping[str, Path] | None = None) -> Checkpoint:
-    """Checkpoint `workspace` (a git worktree of the issue's branch) and `transcripts` (by
-    session id; those that exist) on the issue's ref; the workspace, its index and its branch
-    are left untouched."""
+def save(
+    workspace: GitPlace, issue: str, transcripts: Mapping[str, Path] | None = None
+) -> Checkpoint:
+    """Checkpoint `workspace` (a git worktree of the issue's branch, its git folders named:
+    `GitWorktrees.place_of`, never found from the workspace) and `transcripts` (by session id;
+    those that exist) on the issue's ref; the workspace, its index and its branch are left
+    untouched."""
     base = rev_parse(workspace, "HEAD")
     if base is None:
-        raise ConflictError(f"{workspace} has no commit to checkpoint on")
+        raise ConflictError(f"{workspace.work_tree} has no commit to checkpoint on")
     with tempfile.TemporaryDirectory(prefix="legion-checkpoint-") as scratch:
         index = os.path.join(scratch, "index")
         own_index = {"GIT_INDEX_FILE": index}
         # A copy of the workspace's index, whose file stamps spare hashing every file again;
         # without one, HEAD's tree.
-        try:
-            shutil.copyfile(_index_of(workspace), index)
-        except OSError:
+        if not _copy_regular(workspace.git_dir / "index", index):
             run_git(workspace, "read-tree", base, env=own_index)
         # Every file but the ignored ones, deletions included, from the worktree's root.
         run_git(workspace, "add", "--all", "--", ":/", env=own_index)
@@ -103,7 +105,7 @@ def save(workspace: Path, issue: str, transcripts: Mapping[str, Path] | None = N
 
 
 def _transcript_blobs(
-    workspace: Path, transcripts: Mapping[str, Path], scratch: str
+    workspace: GitPlace, transcripts: Mapping[str, Path], scratch: str
 ) -> tuple[dict[str, str], tuple[str, ...]]:
     """Each transcript's blob (by session id, sorted), and why each refused one was left out.
     A transcript is in the CLI's home, which sessions write: it is copied only as a regular
@@ -126,20 +128,27 @@ def _transcript_blobs(
     return blobs, tuple(refused)
 
 
-def _index_of(workspace: Path) -> Path:
-    """The workspace's own index file (a linked worktree's is in its folder of the repository's
-    git folder, which its `.git` file names); an OSError when it cannot be told."""
-    dot = workspace / ".git"
-    if dot.is_dir():
-        return dot / "index"
-    text = dot.read_text(encoding="utf-8")
-    if not text.startswith("gitdir:"):
-        raise OSError(f"{dot} names no git folder")
-    folder = Path(text[len("gitdir:") :].strip())
-    return (folder if folder.is_absolute() else workspace / folder) / "index"
+def _copy_regular(source: Path, target: str) -> bool:
+    """Copy `source` to `target` when it is a regular file (never through a link, never
+    waiting on a pipe: the admin folder is in the git folder a worker writes); False when it
+    is not one, or cannot be read."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        with os.fdopen(os.dup(fd), "rb") as reading, open(target, "wb") as writing:
+            shutil.copyfileobj(reading, writing)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
-def find(repo: Path, issue: str) -> Checkpoint | None:
+def find(repo: Path | GitPlace, issue: str) -> Checkpoint | None:
     """The issue's last checkpoint in `repo` (any worktree of it), or None."""
     ref = checkpoint_ref(issue)
     commit = rev_parse(repo, ref)
@@ -156,9 +165,10 @@ def find(repo: Path, issue: str) -> Checkpoint | None:
 
 
 def restore(
-    workspace: Path, issue: str, transcripts: Mapping[str, Path] | None = None
+    workspace: GitPlace, issue: str, transcripts: Mapping[str, Path] | None = None
 ) -> Checkpoint | None:
-    """Lay the issue's last checkpoint into `workspace` (a git worktree of the issue's branch):
+    """Lay the issue's last checkpoint into `workspace` (a git worktree of the issue's branch,
+    its git folders named: `GitWorktrees.place_of`):
     the branch set to the checkpoint's base, the files as they were (uncommitted changes left
     uncommitted), and each session's transcript it holds written where `transcripts` (by
     session id) says this host's CLI resumes it from. None when there is none."""
@@ -187,7 +197,7 @@ def restore(
     return found
 
 
-def push(repo: Path, remote: str, issue: str) -> None:
+def push(repo: Path | GitPlace, remote: str, issue: str) -> None:
     """Send the issue's checkpoint to `remote` (replacing the one there)."""
     ref = checkpoint_ref(issue)
     run_git(repo, "push", "--quiet", "--no-verify", remote, f"+{ref}:{ref}")

@@ -1,15 +1,22 @@
-"""Workspaces as git worktrees on branch `legion/<issue>`."""
+"""Workspaces as git worktrees on branch `legion/<issue>`.
+
+Each is made by `git worktree add` at `<workspace root>/<issue>`, with its admin folder at
+`<repository's git folder>/worktrees/<issue>`: both are Legion's records, never read back from
+the workspace. Before git runs on one (its status, its removal, a checkpoint, a restore), its
+`.git` is checked to still point there (`place_of`); a tampered one is reported and left.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from legion.config import DEFAULT_REGENERABLE
 from legion.core.ids import BRANCH_PREFIX, branch_for
 from legion.core.model import normalize_identifier
-from legion.errors import InputError
-from legion.git import rev_parse, run_git
+from legion.errors import ConflictError, GitError, InputError, TamperedWorkspaceError
+from legion.git import GitPlace, checked_worktree, main_git_dir, rev_parse, run_git
 from legion.workspaces import checkpoint
 from legion.workspaces.base import (
     Workspace,
@@ -59,6 +66,32 @@ class GitWorktrees:
         # With a hosted forge the base that counts is the remote's (its pull requests merge
         # there): new branches start from `<remote>/<base>` as last fetched, when there is one.
         self.remote = remote
+        self._git_dir: Path | None = None
+
+    @property
+    def git_dir(self) -> Path:
+        """The repository's own git folder (the user's checkout's), where every workspace's
+        admin folder is: found from the checkout, once."""
+        if self._git_dir is None:
+            found = main_git_dir(self.repo)
+            if found is None:
+                raise GitError(f"{self.repo} is not in a git repository")
+            self._git_dir = found
+        return self._git_dir
+
+    def admin_for(self, workspace: Path) -> Path:
+        """The admin folder `git worktree add` made for the workspace at `workspace` (named by
+        its folder: `ensure` makes sure git chose no other)."""
+        return self.git_dir / "worktrees" / workspace.name
+
+    def place_at(self, workspace: Path) -> GitPlace:
+        """Where to run git on the workspace Legion made at `workspace`, once checked; a
+        TamperedWorkspaceError saying what was found when its `.git` points elsewhere."""
+        return checked_worktree(self.git_dir, workspace, self.admin_for(workspace))
+
+    def place_of(self, issue: str) -> GitPlace:
+        """`place_at` the issue's workspace."""
+        return self.place_at(self.path_for(issue))
 
     def start_point(self) -> str:
         """Where a new issue branch starts."""
@@ -99,6 +132,12 @@ class GitWorktrees:
         path = self.path_for(issue)
         claim_folder(path, f"a worktree of {self.repo}")
         run_git(self.repo, "worktree", "prune")  # forget worktrees whose folders were deleted
+        admin = self.admin_for(path)
+        if os.path.lexists(admin):
+            # git would name the new one otherwise, and Legion would take it for tampered.
+            raise ConflictError(
+                f"{admin} is another worktree's: remove it (`git worktree remove`) and retry"
+            )
         branch = branch_for(issue)
         if rev_parse(self.repo, f"refs/heads/{branch}") is not None:
             run_git(self.repo, "worktree", "add", "--quiet", str(path), branch)
@@ -107,16 +146,19 @@ class GitWorktrees:
                 self.repo, "worktree", "add", "--quiet", "--no-track",
                 "-b", branch, str(path), self.start_point(),
             )  # fmt: skip
+        self.place_at(path)  # as git made it, or said
         return Workspace(normalize_identifier(issue), path, branch, self.kind)
 
     def check(self, issue: str) -> WorkspaceCheck:
         workspace = self.get(issue)
         if workspace is None:
             return WorkspaceCheck(exists=False)
+        try:
+            place = self.place_at(workspace.path)
+        except TamperedWorkspaceError as exc:
+            return WorkspaceCheck(True, detail=str(exc), tampered=True)
         # `--ignored`: ignored files too (`!!`), which `git worktree remove` would delete.
-        listing = run_git(
-            workspace.path, "status", "--porcelain", "-z", "--ignored=matching"
-        ).stdout
+        listing = run_git(place, "status", "--porcelain", "-z", "--ignored=matching").stdout
         status, ignored_paths = parse_status(listing)
         ignored = precious(ignored_paths, self.regenerable)
         unmerged = run_git(

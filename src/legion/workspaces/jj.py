@@ -20,7 +20,8 @@ from pathlib import Path
 from legion.config import DEFAULT_REGENERABLE
 from legion.core.ids import branch_for
 from legion.core.model import normalize_identifier
-from legion.errors import InputError, JjError, ToolMissingError
+from legion.errors import ConflictError, InputError, JjError, ToolMissingError
+from legion.git import GitPlace
 from legion.workspaces.base import (
     Workspace,
     WorkspaceCheck,
@@ -131,6 +132,9 @@ class JjWorkspaces:
         name = workspace_name(issue)
         self._jj("workspace", "add", "--name", name, "-r", self.base, str(path))
         return Workspace(normalize_identifier(issue), path, branch_for(name), self.kind)
+
+    def place_at(self, workspace: Path) -> GitPlace:
+        raise ConflictError(f"{workspace} is a jj workspace: git is not run on it")
 
     def check(self, issue: str) -> WorkspaceCheck:
         if self.get(issue) is None:
