@@ -93,3 +93,10 @@ def question_mark(kind: str, **figures: int) -> str:
     the body, before Legion's own marker)."""
     fields = "".join(f" {name}={value}" for name, value in figures.items())
     return f"<!-- legion-asked:{kind}{fields} -->"
+
+
+def defanged(text: str) -> str:
+    """`text`, written by a session (whose words may be a stranger's), with every HTML comment
+    opener made visible text (`&lt;!--`, which Markdown shows as written): no marker of
+    Legion's (its authorship, a question it asked for itself) can be forged in it."""
+    return text.replace("<!--", "&lt;!--")

@@ -3,8 +3,9 @@
 A worker's capability already keeps it to its issue (`legion.relay.server`); within it, the
 mode decides: the implementer opens the pull request, only a review session records a review,
 only a finish session marks it ready and merges it. So a worker steered by what it read cannot
-approve its own work or merge it unreviewed. A person, and the controller, act through their
-own commands, not through a mode.
+approve its own work or merge it unreviewed. The controller (a project's capability) may open a
+pull request and mark it ready, but neither reviews nor merges: a worker's @-mention asking it
+to is text, not a review. A person acts through their own commands, outside any session.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from legion.core.model import Mode
 # The forge's write operations, each with the modes that may make it on their issue's PR.
 PR_ROLES: dict[str, frozenset[Mode]] = {
     "create_pr": frozenset({Mode.IMPLEMENT}),
-    "set_draft": frozenset({Mode.IMPLEMENT, Mode.FINISH}),
+    "set_draft": frozenset({Mode.FINISH}),
     "add_review": frozenset({Mode.REVIEW}),
     "merge": frozenset({Mode.FINISH}),
 }
@@ -25,6 +26,10 @@ _DOING = {
     "add_review": "record a review",
     "merge": "merge a pull request",
 }
+
+
+# What the controller may do to a pull request (a person does the rest).
+CONTROLLER_PR_CALLS = frozenset({"create_pr", "set_draft"})
 
 
 def refusal(mode: str, operation: str) -> str | None:
@@ -41,3 +46,13 @@ def refusal(mode: str, operation: str) -> str | None:
 
 def _a(word: str) -> str:
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+def controller_refusal(operation: str) -> str | None:
+    """Why the controller may not make `operation` (None: it may)."""
+    if operation not in PR_ROLES or operation in CONTROLLER_PR_CALLS:
+        return None
+    return (
+        f"the controller may not {_DOING[operation]}: a review session reviews and a finish "
+        "session merges (or a person, with their own `legion`)"
+    )

@@ -59,8 +59,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from legion.actionlog import ActionLog, OutcomeKind
-from legion.core import roles
-from legion.core.model import Status, normalize_identifier
+from legion.core import marks, roles
+from legion.core.model import ReviewOutcome, Status, normalize_identifier
 from legion.core.ratelimit import Bucket
 from legion.errors import (
     BackendError,
@@ -72,7 +72,7 @@ from legion.errors import (
     NotPermittedError,
     ProtocolError,
 )
-from legion.forges.base import Forge, PullRequest
+from legion.forges.base import Forge, PrState, PullRequest
 from legion.relay import fallback_folder, socket_path
 from legion.relay.capabilities import Capabilities, Scope
 from legion.relay.protocol import (
@@ -159,6 +159,11 @@ class Call:
     def optional_text(self, name: str) -> str | None:
         return None if self.args.get(name) is None else self.text(name)
 
+    def written(self, name: str) -> str:
+        """A body the session wrote, as it goes on the tracker or forge: with no marker of
+        Legion's in it (`legion.core.marks.defanged`), whoever's capability it is."""
+        return marks.defanged(self.text(name))
+
     def texts(self, name: str) -> list[str]:
         value = self.args.get(name, [])
         items = list(value) if isinstance(value, list | tuple | frozenset) else None
@@ -220,11 +225,12 @@ class Call:
         return NotPermittedError(f"this worker may act only on {mine} (asked: {asked})")
 
     def in_role(self, operation: str) -> None:
-        """Unless the worker's mode may make `operation` (`legion.core.roles`), refuse; the
-        controller's project capability is not a mode."""
+        """Unless the worker's mode (or, for a project's capability, the controller) may make
+        `operation` (`legion.core.roles`), refuse."""
         if self.scope.issue is None:
-            return
-        why = roles.refusal(self.scope.mode, operation)
+            why = roles.controller_refusal(operation)
+        else:
+            why = roles.refusal(self.scope.mode, operation)
         if why is not None:
             raise NotPermittedError(why)
 
@@ -333,7 +339,7 @@ def _create_issue(call: Call) -> Any:
     call.blockers(blocked_by, "the new issue")
     return call.tracker.create_issue(
         call.text("title"),
-        body=call.text("body"),
+        body=call.written("body"),
         status=status,
         labels=call.texts("labels"),
         parent=parent,
@@ -369,7 +375,7 @@ def _add_comment(call: Call) -> Any:
     # Every caller is a session Legion started: what it writes is Legion's, whatever it says,
     # so a worker's comment is never read as a person's answer.
     return call.tracker.add_comment(
-        identifier, call.text("body"), author=call.author(), by_legion=True
+        identifier, call.written("body"), author=call.author(), by_legion=True
     )
 
 
@@ -387,7 +393,7 @@ def _create_pr(call: Call) -> Any:
         issue,
         call.text("branch"),
         title=call.optional_text("title"),
-        body=call.text("body"),
+        body=call.written("body"),
         draft=call.flag("draft"),
     )
 
@@ -431,7 +437,7 @@ def _add_review(call: Call) -> Any:
     call.pr(ref, writing=True)
     call.in_role("add_review")
     return call.forge.add_review(
-        ref, call.text("outcome"), body=call.text("body"), author=call.author()
+        ref, call.text("outcome"), body=call.written("body"), author=call.author()
     )
 
 
@@ -439,6 +445,13 @@ def _merge(call: Call) -> Any:
     ref = call.text("ref")
     call.pr(ref, writing=True)
     call.in_role("merge")
+    pr = call.forge.get_pr(ref)
+    if pr.state is PrState.OPEN and pr.review is not ReviewOutcome.APPROVED:
+        # Whatever moved the issue along (its status is the worker's to write), only approved
+        # work is merged by a session.
+        raise NotPermittedError(
+            f"PR #{pr.number} has no approving review: a review session approves it first"
+        )
     return call.forge.merge(ref)
 
 
