@@ -278,8 +278,8 @@ def _branch(value: Any) -> str:
 CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("project_id", _uuid, repo_only=True),
     SettingSpec("issue_key", _issue_key, "LEG", repo_only=True),
-    SettingSpec("tracker", _backend(TRACKERS), plugins.DEFAULT_BACKEND),
-    SettingSpec("forge", _backend(FORGES), plugins.DEFAULT_BACKEND),
+    SettingSpec("tracker", _backend(TRACKERS), plugins.DEFAULT_BACKEND, widens=True),
+    SettingSpec("forge", _backend(FORGES), plugins.DEFAULT_BACKEND, widens=True),
     SettingSpec("remote", _branch, "origin", widens=True),
     SettingSpec("statuses", _statuses, {}, parse_env=_statuses_from_env),
     SettingSpec("base_branch", _branch),
@@ -295,14 +295,15 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
         _opt_in_labels,
         DEFAULT_BACKLOG_OPT_IN,
         parse_env=_opt_in_labels_from_env,
+        widens=True,  # `["*"]`: every Backlog issue anyone files gets a worker
     ),
     SettingSpec("workspace_root", path, widens=True),
     SettingSpec("tmux_socket", path, widens=True),
     SettingSpec("tmux_config", path, widens=True),
-    SettingSpec("runtime", _runtime, plugins.DEFAULT_RUNTIME),
-    SettingSpec("runtimes", _runtimes, {}, parse_env=_runtimes_from_env),
+    SettingSpec("runtime", _runtime, plugins.DEFAULT_RUNTIME, widens=True),
+    SettingSpec("runtimes", _runtimes, {}, parse_env=_runtimes_from_env, widens=True),
     SettingSpec("stale_after", _seconds, 600.0),
-    SettingSpec("workspace_vcs", choice(("auto", "git", "jj")), "auto"),
+    SettingSpec("workspace_vcs", choice(("auto", "git", "jj")), "auto", widens=True),
     SettingSpec("regenerable", strings, DEFAULT_REGENERABLE),
     SettingSpec("controller_mode", choice(("auto", "llm", "manual")), "auto"),
     SettingSpec("sandbox", choice(("bwrap", "none")), widens=True),
@@ -421,11 +422,23 @@ def state_home(env: Mapping[str, str]) -> Path:
     return Path(base) / "legion"
 
 
-def _read_config(path: Path) -> tuple[bytes, dict[str, Any]]:
+# A repository's config is a few hundred bytes; one larger is not read.
+MAX_REPO_CONFIG = 1 << 20
+
+
+def read_config(path: Path, *, repo: bool = False) -> tuple[bytes, dict[str, Any]]:
     """The file's bytes and its table (b"" and {} when it does not exist); a broken file is a
-    ConfigError. One read serves both, so what is trusted is what is used."""
+    ConfigError. One read serves both, so what is trusted is what is used. A repository's
+    `.legion/config.toml` is whatever was committed: it is read through no link, only when it
+    is a regular file, and up to `MAX_REPO_CONFIG` bytes (`legion.worker_files`)."""
+    from legion.worker_files import read_regular
+
+    below = path.parent.parent if repo and path.parent.name == CONFIG_DIR_NAME else None
     try:
-        data = path.read_bytes()
+        if below is None:
+            data = path.read_bytes()
+        else:
+            data = read_regular(below, path.relative_to(below), cap=MAX_REPO_CONFIG)
     except FileNotFoundError:
         return b"", {}
     except OSError as exc:
@@ -440,12 +453,25 @@ def _read_config(path: Path) -> tuple[bytes, dict[str, Any]]:
 
 def read_toml(path: Path) -> dict[str, Any]:
     """The file's table, or {} when it does not exist; a broken file is a ConfigError."""
-    return _read_config(path)[1]
+    return read_config(path)[1]
 
 
 def widening_keys(table: Mapping[str, Any]) -> list[str]:
-    """The keys of a config table that choose what Legion runs or where (`SettingSpec.widens`)."""
-    return [key for key in table if key in SPEC_BY_NAME and SPEC_BY_NAME[key].widens]
+    """The keys of a config table that choose what Legion runs or where (`SettingSpec.widens`),
+    set to anything but their default (which widens nothing: `legion init` writes the embedded
+    tracker's name). A value that does not parse is left to its parse to report."""
+    found = []
+    for key, raw in table.items():
+        spec = SPEC_BY_NAME.get(key)
+        if spec is None or not spec.widens:
+            continue
+        try:
+            value = spec.parse(raw)
+        except ValueError:
+            continue  # its parse says what is wrong with it
+        if value != spec.default:
+            found.append(key)
+    return found
 
 
 def _layer_from_file(
@@ -454,7 +480,7 @@ def _layer_from_file(
     """One file's settings. `state`: for a repository's config, the user's state home, where
     the files the user trusts are recorded (None: trusted, for `legion trust` itself)."""
     layer: dict[str, tuple[Any, str]] = {}
-    data, table = _read_config(path)
+    data, table = read_config(path, repo=repo)
     widening = widening_keys(table) if repo and state is not None else []
     if state is not None and widening and not trust.is_trusted(state, path, data):
         raise ConfigError(

@@ -7,7 +7,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from tests.support.cli import run_legion
+from tests.support.cli import run_legion, write_trusted_config
 
 
 def no_claude_path(tmp_path: Path) -> str:
@@ -220,9 +220,8 @@ def test_doctor_requires_codex_when_the_project_puts_a_role_on_it(
     project: Path, tmp_path: Path
 ) -> None:
     config = project / ".legion" / "config.toml"
-    config.write_text(
-        config.read_text(encoding="utf-8") + '\n[runtimes]\nimplement = "codex"\n',
-        encoding="utf-8",
+    write_trusted_config(
+        project, config.read_text(encoding="utf-8") + '\n[runtimes]\nimplement = "codex"\n'
     )
     result = run_legion("doctor", "--json", cwd=project, env=codex_env(tmp_path))
     checks = checks_of(result.stdout)

@@ -710,10 +710,12 @@ def test_the_registry_opens_it_and_the_token_is_read_at_the_first_request(
 def test_github_project_setting(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(f'project_id = "{uuid.uuid4()}"\ntracker = "github"\ngithub_project = 4\n')
-    settings = resolve_settings(config, {})
+    settings = resolve_settings(config, {}, trusting=True)
     assert (settings.tracker, settings.section(GitHubSettings).project) == ("github", 4)
     assert (
-        resolve_settings(config, {"LEGION_GITHUB_PROJECT": "7"}).section(GitHubSettings).project
+        resolve_settings(config, {"LEGION_GITHUB_PROJECT": "7"}, trusting=True)
+        .section(GitHubSettings)
+        .project
         == 7
     )
     config.write_text(f'project_id = "{uuid.uuid4()}"\n')

@@ -25,7 +25,7 @@ from legion.trackers.linear.doctor import doctor_checks
 from legion.trackers.linear.documents import COMMENT_PAGE_SIZE, ISSUE_PAGE_SIZE
 from tests.fakes.graphql_server import Fault
 from tests.fakes.linear_server import TOKEN, FakeLinear
-from tests.support.cli import LegionRunner
+from tests.support.cli import LegionRunner, write_trusted_config
 
 
 @pytest.fixture(scope="module")
@@ -586,7 +586,7 @@ def test_cli_lists_linear_issues(fake: FakeLinear, legion: LegionRunner, project
     fake.add_issue("Not Legion's", state="Canceled")
     config = project / ".legion" / "config.toml"
     text = config.read_text().replace('tracker = "embedded"', 'tracker = "linear"')
-    config.write_text(text + 'linear_team = "ENG"\n', encoding="utf-8")
+    write_trusted_config(project, text + 'linear_team = "ENG"\n')
     result = legion("issue", "list", "--json", env=env_for(fake))
     assert result.returncode == 0, result.stderr
     listed = json.loads(result.stdout)

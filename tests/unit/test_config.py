@@ -204,13 +204,20 @@ WIDENING = {
     "codex_args": ["-c", "x=1"],
     "codex_home": "/tmp/h",
     "claude_config_dir": "/tmp/c",
-    "permission_mode": "bypass",
+    "permission_mode": "acceptEdits",
     "tmux_config": "/tmp/tmux.conf",
     "tmux_socket": "/tmp/s",
     "state_dir": "/tmp/state",
     "workspace_root": "/tmp/ws",
     "remote": "attacker",
     "github_repo": "attacker/repo",
+    "linear_team": "OTHER",
+    "tracker": "linear",
+    "forge": "github",
+    "runtime": "codex",
+    "runtimes": {"implement": "codex"},
+    "workspace_vcs": "git",
+    "backlog_opt_in_labels": ["*"],
 }
 
 
@@ -251,7 +258,42 @@ def test_every_widening_key_is_named_in_one_line(tmp_path: Path) -> None:
 
 def test_settings_that_choose_nothing_that_runs_need_no_trust(tmp_path: Path) -> None:
     write_repo_config(
-        tmp_path, {"project_id": PROJECT, "wip_limit": 2, "tick": 5, "linear_team": "ENG"}
+        tmp_path, {"project_id": PROJECT, "wip_limit": 2, "tick": 5, "labels": ["bug"]}
     )
     settings = resolve_settings(tmp_path / ".legion" / "config.toml", env_for(tmp_path / "home"))
     assert settings.wip_limit == 2
+
+
+def test_a_widening_key_at_its_default_needs_no_trust(tmp_path: Path) -> None:
+    """`legion init` writes the embedded tracker's and forge's names: they widen nothing."""
+    write_repo_config(
+        tmp_path,
+        {"project_id": PROJECT, "tracker": "embedded", "forge": "embedded", "runtimes": {}},
+    )
+    path = tmp_path / ".legion" / "config.toml"
+    assert resolve_settings(path, env_for(tmp_path / "home")).tracker == "embedded"
+
+
+def test_a_repositorys_config_is_read_through_no_link_and_only_when_regular(
+    tmp_path: Path,
+) -> None:
+    """Whoever lands a commit chooses what `.legion/config.toml` is: a link to a fifo would
+    hang every `legion`, one to /dev/zero would read without end."""
+    import os
+
+    folder = tmp_path / ".legion"
+    folder.mkdir()
+    real = tmp_path / "elsewhere.toml"
+    real.write_text(f'project_id = "{PROJECT}"\n')
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target in (real, fifo, Path("/dev/zero")):
+        link = folder / "config.toml"
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+        with pytest.raises(ConfigError, match="cannot read"):
+            resolve_settings(link, env_for(tmp_path / "home"))
+    (folder / "config.toml").unlink()
+    os.mkfifo(folder / "config.toml")
+    with pytest.raises(ConfigError, match="not a regular file"):
+        resolve_settings(folder / "config.toml", env_for(tmp_path / "home"))

@@ -401,13 +401,12 @@ def trust_config(
     whoever lands a commit writes it. Read the file first: this prints what it sets, then
     records its hash in your state folder. Any change to the file undoes it.
     """
-    import tomllib
-
     from legion import trust
     from legion.config import (
         CONFIG_DIR_NAME,
         CONFIG_FILE_NAME,
         find_project_root,
+        read_config,
         resolve_settings,
         state_home,
         toml_value,
@@ -416,8 +415,7 @@ def trust_config(
 
     config = find_project_root(common.repo_path(ctx)) / CONFIG_DIR_NAME / CONFIG_FILE_NAME
     resolve_settings(config, os.environ, trusting=True)  # every key valid, or one line why
-    data = config.read_bytes()
-    table = tomllib.loads(data.decode("utf-8"))
+    data, table = read_config(config, repo=True)
     widening = {key: table[key] for key in widening_keys(table)}
     digest = trust.trust(state_home(os.environ), config, data)
     if as_json:

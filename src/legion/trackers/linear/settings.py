@@ -19,5 +19,5 @@ def _team_key(value: Any) -> str:
 class LinearSettings:
     team: str | None = None  # the team's key
 
-    specs: ClassVar[tuple[SettingSpec, ...]] = (SettingSpec("linear_team", _team_key),)
+    specs: ClassVar[tuple[SettingSpec, ...]] = (SettingSpec("linear_team", _team_key, widens=True),)
     fields: ClassVar[Mapping[str, str]] = {"linear_team": "team"}
