@@ -304,3 +304,50 @@ def test_an_answer_whose_usage_cannot_be_read_is_recorded_as_unread(
     assert "1 of them reported no usage the proxy could read" in shown.stdout
     as_json = run_legion("usage", "--json", cwd=project)
     assert json.loads(as_json.stdout)[0]["unread_responses"] == 1
+
+
+def test_what_the_head_refuses_is_answered_before_any_body_is_read(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    """A request to a refused path, or with no valid capability, is answered at once: its
+    (declared 32 MiB) body is never waited for, nor held in memory."""
+    token = capability(db_path)
+    proxy = start(db_path, model)
+    try:
+        declared = "content-length: 0"
+        for head in (
+            post("/v1/files", token, b"").replace(declared, "content-length: 33554432"),
+            post("/v1/messages", "not-a-capability", b"").replace(
+                declared, "content-length: 33554432"
+            ),
+        ):
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=3) as connection:
+                connection.sendall(head.encode() + b"\r\n\r\n" + b"x" * 1000)
+                answer = connection.recv(65536)  # no TimeoutError: nothing waits for the body
+            assert answer.split(b" ", 2)[1] in (b"404", b"401"), answer
+        assert model.requests == []
+    finally:
+        proxy.stop()
+
+
+def test_a_body_asking_the_provider_to_reach_a_server_is_refused(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    """The provider's MCP connector, a container, a background job: the provider would act for
+    the session beyond answering it (an outbound channel from a session with no network)."""
+    token = capability(db_path)
+    codex = Upstream(model.base_url + "/v1", {"authorization": "Bearer codex-key"})
+    proxy = start(db_path, model, codex=codex)
+    try:
+        for target, extra in (
+            ("/v1/messages", {"mcp_servers": [{"type": "url", "url": "https://attacker"}]}),
+            ("/v1/messages", {"container": "c-1"}),
+            ("/codex/responses", {"background": True}),
+            ("/codex/responses", {"tools": [{"type": "mcp", "server_url": "https://attacker"}]}),
+        ):
+            body = json.dumps(REQUEST | extra).encode()
+            status, answer = raw(proxy, post(target, token, body), body)
+            assert status == 400 and b"does not forward" in answer, (target, extra, answer)
+        assert model.requests == []
+    finally:
+        proxy.stop()

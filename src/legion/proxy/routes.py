@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 # Anthropic's Messages API takes at most 32 MB a request; nothing a CLI sends is larger.
@@ -93,6 +94,16 @@ CODEX_HEADER_PREFIXES = ("x-codex-",)
 CREDENTIAL_HEADERS = frozenset({"x-api-key", "authorization"})
 
 
+# Body fields that have the provider act for the session beyond answering it: connect to an MCP
+# server or run a container of its choosing (an outbound channel from a session that has no
+# network), or run a job in the background whose answer reports no usage. No pinned CLI sends
+# them.
+CLAUDE_REFUSED_FIELDS = ("mcp_servers", "container")
+CODEX_REFUSED_FIELDS = ("background",)
+# Tool types the provider runs itself against a server the request names.
+CODEX_REFUSED_TOOLS = frozenset({"mcp"})
+
+
 @dataclass(frozen=True, slots=True)
 class Api:
     """What one runtime's CLI may send through the proxy."""
@@ -100,10 +111,29 @@ class Api:
     routes: tuple[Route, ...]
     headers: frozenset[str]
     header_prefixes: tuple[str, ...]
+    refused_fields: tuple[str, ...] = ()
+    refused_tools: frozenset[str] = frozenset()
 
 
-CLAUDE_API = Api(CLAUDE_ROUTES, CLAUDE_HEADERS, CLAUDE_HEADER_PREFIXES)
-CODEX_API = Api(CODEX_ROUTES, CODEX_HEADERS, CODEX_HEADER_PREFIXES)
+CLAUDE_API = Api(CLAUDE_ROUTES, CLAUDE_HEADERS, CLAUDE_HEADER_PREFIXES, CLAUDE_REFUSED_FIELDS)
+CODEX_API = Api(
+    CODEX_ROUTES, CODEX_HEADERS, CODEX_HEADER_PREFIXES, CODEX_REFUSED_FIELDS, CODEX_REFUSED_TOOLS
+)
+
+
+def body_refusal(api: Api, body: Mapping[str, Any]) -> Refusal | None:
+    """Why a request's JSON body is not forwarded, if it asks the provider to reach a server
+    or run something for the session (`CLAUDE_REFUSED_FIELDS`, `CODEX_REFUSED_FIELDS`)."""
+    asked = [field for field in api.refused_fields if field in body]
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, dict) and tool.get("type") in api.refused_tools:
+            asked.append(f"a {tool['type']} tool")
+    if not asked:
+        return None
+    return Refusal(
+        400, "invalid_request_error", f"Legion's model proxy does not forward {', '.join(asked)}"
+    )
 
 
 def _refused_target(target: str) -> Refusal:

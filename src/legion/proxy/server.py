@@ -45,6 +45,7 @@ from .routes import (
     Forward,
     Refusal,
     body_length,
+    body_refusal,
     forward,
     forwarded_headers,
 )
@@ -410,37 +411,53 @@ class _Handler(BaseHTTPRequestHandler):
         self._refuse(refusal.status, refusal.kind, refusal.message)
 
     def _forward(self) -> None:
+        """Everything the request's head says is checked before its body is read (a refused
+        request's body is never read: its connection is closed instead)."""
         proxy = self.server.proxy
         length = body_length(
             self.headers.get("content-length"), self.headers.get("transfer-encoding")
         )
         if isinstance(length, Refusal):
-            self.close_connection = True  # its body, unread, would be taken for a request
-            self._refuse_for(length)
-            return
-        body = self.rfile.read(length) if length else b""
-        if len(body) < length:  # the sender went away mid-body
-            self.close_connection = True
+            self._refuse_unread(length)
             return
         routed = proxy.route(self.path)
         if routed is None:
-            self._refuse_for(Refusal(404, "not_found_error", "Codex is not served by this proxy"))
+            self._refuse_unread(Refusal(404, "not_found_error", "Codex is not served here"))
             return
         upstream, api, target = routed
         allowed = forward(api, upstream.base_url, self.command, target)
         if isinstance(allowed, Refusal):
-            self._refuse_for(allowed)
+            self._refuse_unread(allowed)
             return
         incoming = {key.lower(): value for key, value in self.headers.items()}
         try:
             db = proxy.open_db()
         except Exception as exc:  # the database cannot be opened: nothing can be checked
+            self.close_connection = True
             self._refuse(503, "api_error", f"Legion's model proxy: {exc}")
             return
         try:
-            self._forward_as(db, proxy, upstream, api, allowed, body, incoming)
+            spender = proxy.spender(db, incoming, upstream)
+            if spender is None:
+                self.close_connection = True
+                self._refuse(
+                    401,
+                    "authentication_error",
+                    "Legion's model proxy: this session's capability is unknown or revoked "
+                    "(the session was retired or started again)",
+                )
+                return
+            body = self.rfile.read(length) if length else b""
+            if len(body) < length:  # the sender went away mid-body
+                self.close_connection = True
+                return
+            self._forward_as(db, proxy, upstream, api, allowed, spender, body, incoming)
         finally:
             db.close()
+
+    def _refuse_unread(self, refusal: Refusal) -> None:
+        self.close_connection = True  # its body, unread, would be taken for a request
+        self._refuse_for(refusal)
 
     def _forward_as(
         self,
@@ -449,17 +466,14 @@ class _Handler(BaseHTTPRequestHandler):
         upstream: Upstream,
         api: Api,
         allowed: Forward,
+        spender: Spender,
         body: bytes,
         incoming: dict[str, str],
     ) -> None:
-        spender = proxy.spender(db, incoming, upstream)
-        if spender is None:
-            self._refuse(
-                401,
-                "authentication_error",
-                "Legion's model proxy: this session's capability is unknown or revoked "
-                "(the session was retired or started again)",
-            )
+        request = _json_body(body)
+        refused = body_refusal(api, request)
+        if refused is not None:
+            self._refuse_for(refused)
             return
         # Every route is a model call: within the budgets, or not sent at all.
         spent = spent_limit(db, proxy.limits, spender.issue)
@@ -468,7 +482,6 @@ class _Handler(BaseHTTPRequestHandler):
             proxy.refused(spender, spent)
             self._refuse(REFUSED_STATUS, REFUSED_TYPE, refusal_message(spender, spent))
             return
-        request = _json_body(body)
         if spender.session_id and _main_loop(request):
             _forget_question(db, spender.session_id)  # asked again: answered, or left
         headers = forwarded_headers(api, incoming, upstream.headers)
