@@ -295,6 +295,18 @@ def test_an_unknown_capability_is_refused(relay: Relay) -> None:
     assert relay.worker(revoked, "issue", "show", "LEG-2").returncode == 2
 
 
+def test_unknown_capabilities_without_end_write_a_log_line_now_and_then(relay: Relay) -> None:
+    """Anyone who reaches the socket can send unknown capabilities without end: each is
+    refused, but the action log gets one line every so often, with their count."""
+    client = RelayTracker(RelayClient(relay.path, "forged", wait=5))
+    for _ in range(50):
+        with pytest.raises(NotPermittedError):
+            client.get_issue("LEG-2")
+    log = ActionLog(relay.backends.db).tail(limit=200)
+    refusals = [e for e in log if e.action == "relay_refuse"]
+    assert len(refusals) == 1, refusals
+
+
 def test_a_new_capability_for_a_session_revokes_its_old_one(relay: Relay) -> None:
     old = relay.capability("LEG-2", sid="s-1")
     new = relay.capability("LEG-2", sid="s-1")

@@ -516,6 +516,8 @@ WORKER_CALLS = (60.0, 0.5)
 CONTROLLER_CALLS = (240.0, 2.0)
 # The buckets kept at once (one per capability seen; the oldest go first).
 _MAX_BUCKETS = 4096
+# Requests with an unknown capability are logged at most this often, with their count.
+UNKNOWN_LOG_EVERY_S = 10.0
 
 
 class RelayExecutor:
@@ -535,6 +537,8 @@ class RelayExecutor:
         self._ops = {**OPS, **(ops or {})}
         self._clock = clock
         self._buckets: dict[str, Bucket] = {}  # by capability; only the executor's thread
+        self._unknown = 0  # unknown capabilities' requests not yet logged
+        self._unknown_logged_at = -UNKNOWN_LOG_EVERY_S
 
     def _within_rate(self, capability: str, scope: Scope, op: str) -> None:
         """Unless the capability has a call left (`WORKER_CALLS`, `CONTROLLER_CALLS`), refuse
@@ -572,13 +576,11 @@ class RelayExecutor:
             backends = self.backends()
             scope = Capabilities(backends.db).lookup(request.capability)
             if scope is None:
-                raise self._logged(
-                    None,
-                    NotPermittedError(
-                        "the Legion daemon does not know this session's capability (revoked, or "
-                        "from another project): the session must be started again by Legion"
-                    ),
+                unknown = NotPermittedError(
+                    "the Legion daemon does not know this session's capability (revoked, or "
+                    "from another project): the session must be started again by Legion"
                 )
+                raise self._logged_unknown(unknown)
             run = self._ops.get(op)
             if run is None:
                 raise InputError(f"the Legion daemon has no operation {op!r}")
@@ -593,6 +595,18 @@ class RelayExecutor:
             return error_answer(exc)
         except Exception as exc:
             return _internal(op, exc)
+
+    def _logged_unknown(self, exc: NotPermittedError) -> NotPermittedError:
+        """An unknown capability's refusal, in the action log at most once every
+        `UNKNOWN_LOG_EVERY_S` (with how many came since): anyone who reaches the socket can
+        send them without end, and each row would be a write."""
+        self._unknown += 1
+        now = self._clock()
+        if now - self._unknown_logged_at >= UNKNOWN_LOG_EVERY_S:
+            count, self._unknown, self._unknown_logged_at = self._unknown, 0, now
+            told = exc if count == 1 else NotPermittedError(f"{exc.message} ({count} requests)")
+            self._logged(None, told)
+        return exc
 
     def _logged(self, scope: Scope | None, exc: NotPermittedError) -> NotPermittedError:
         issue = "-" if scope is None or scope.issue is None else scope.issue
