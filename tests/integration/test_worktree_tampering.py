@@ -335,7 +335,8 @@ def test_the_next_session_binds_the_projects_git_folder_not_the_one_the_worker_n
     )
 
     writable = confinement.access.writable
-    assert (project / ".git").resolve() in writable
+    assert (project / ".git").resolve() in confinement.access.readable
+    assert (project / ".git" / "objects").resolve() in writable
     shown = [*writable, *confinement.access.readable]
     assert not any(other == path or other.is_relative_to(path) for path in shown), shown
     backends.db.close()
@@ -373,3 +374,62 @@ def test_a_session_in_a_tampered_workspace_is_not_put_on_the_channel_its_git_nam
     assert agent is None
     said = capsys.readouterr().err.strip().splitlines()
     assert len(said) == 1 and "was tampered with (its .git points at" in said[0]
+
+
+def test_a_worker_commits_on_its_branch_and_writes_nothing_else_of_the_git_folder(
+    project: Path, tmp_path: Path
+) -> None:
+    """Issue 35: the repository's git folder is the user's too: a worker writes its objects,
+    its worktree's admin folder and the `legion/` branches, and only reads the rest (hooks
+    the user's own git would run, config, `main`, the index of the user's checkout). Run in
+    the real sandbox, with the binds a worker's session gets."""
+    from legion.backends import open_backends, open_workers
+    from legion.config import load_project
+    from legion.sandbox import Sandbox, find_bwrap, probe, wrap
+    from tests.integration.test_doctor import fake_claude
+
+    found = find_bwrap(os.environ)
+    assert found is not None, "bubblewrap is not installed: apt install bubblewrap"
+    if probe(found) is not None:
+        pytest.skip(f"this machine cannot confine a process: {probe(found)}")
+    claude = fake_claude(tmp_path, "2.1.328")
+    env = dict(os.environ) | {"LEGION_CLAUDE_BIN": str(claude)}
+    loaded = load_project(project, env=env)
+    backends = open_backends(loaded, create=True)
+    workers = open_workers(loaded, backends, env)
+    workspace = workers.workspaces.ensure("LEG-1").path
+    runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
+    confinement = workers.supervisor._confinement(
+        "sid-1", workspace, runtime, env, proxied=True, relayed=True, worker=True
+    )
+    backends.db.close()
+    git_folder = (project / ".git").resolve()
+    before = {name: (git_folder / name).read_bytes() for name in ("config", "index", "HEAD")} | {
+        "main": git(project, "rev-parse", "main").encode()
+    }
+
+    def confined(script: str) -> subprocess.CompletedProcess[str]:
+        argv = wrap(Sandbox(found, "bubblewrap"), confinement, ["sh", "-c", script])
+        return subprocess.run(argv, cwd=workspace, capture_output=True, text=True, check=False)
+
+    work = confined(
+        "echo work > work.txt && git add work.txt && git -c user.name=w -c user.email=w@x "
+        "commit -qm work && git rev-parse HEAD"
+    )
+    assert work.returncode == 0, work.stderr
+    assert git(project, "rev-parse", "legion/leg-1").strip() == work.stdout.strip()
+    for attack in (
+        f"echo 'touch /tmp/owned' > {git_folder}/hooks/post-checkout",
+        f"git config --file {git_folder}/config core.hooksPath /tmp",
+        "git update-ref refs/heads/main HEAD",
+        f"git --git-dir={git_folder} --work-tree={project} update-index --add README.md",
+        f"echo x > {git_folder}/refs/heads/main",
+        "git checkout -q -b outside-legion",
+    ):
+        done = confined(attack)
+        assert done.returncode != 0, (attack, done.stdout, done.stderr)
+    after = {name: (git_folder / name).read_bytes() for name in ("config", "index", "HEAD")} | {
+        "main": git(project, "rev-parse", "main").encode()
+    }
+    assert after == before
+    assert not (git_folder / "hooks" / "post-checkout").exists()

@@ -166,11 +166,28 @@ def install_root(binary: Path) -> tuple[Path, ...]:
     return (binary.parent, real.parent)
 
 
+def worker_git_parts(git_folder: Path, workspace: Path) -> tuple[Path, ...]:
+    """What of the repository's git folder a worker writes: the objects (its commits), its own
+    worktree's admin folder (`worktrees/<name>`: its HEAD and index), and the `legion/`
+    branches with their logs (its branch). The rest (hooks, config, `main` and every other
+    ref, the index of your checkout) it only reads: git would run what it wrote there outside
+    any sandbox. The `legion/` folders are made here, as a bind needs them."""
+    own_refs = (
+        git_folder / "refs" / "heads" / "legion",
+        git_folder / "logs" / "refs" / "heads" / "legion",
+    )
+    for folder in own_refs:
+        folder.mkdir(parents=True, exist_ok=True)
+    parts = (git_folder / "objects", git_folder / "worktrees" / workspace.name, *own_refs)
+    return tuple(part for part in parts if part.is_dir() and not part.is_symlink())
+
+
 def session_access(
     *,
     workspace: Path,
     workspace_writable: bool = True,
     git_folder: Path | None,
+    git_writable: tuple[Path, ...] = (),
     session_state: tuple[Path, ...],
     daemon: tuple[Path, ...],
     project_config: Path,
@@ -182,7 +199,8 @@ def session_access(
     own (the user's checkout). `git_folder`: the project's repository's git folder (a
     worktree's objects and refs are there), found from the project's checkout, never from the
     workspace, whose `.git` a worker writes (it would choose which repository its next session
-    may write). `session_state`: what of Legion's state it may write
+    may write); shown read-only, but for `git_writable` (`worker_git_parts`: a worker's
+    objects, admin folder and branches). `session_state`: what of Legion's state it may write
     (its own folder, with its inbox and context files, which its hooks update; all of it for a
     session with no daemon to ask); `daemon`: the folders of the daemon's sockets and wake-up
     FIFO, shown read-only; `user_config`: where the user's Legion config is and the copy
@@ -194,12 +212,16 @@ def session_access(
     node = shutil.which("node", path=env.get("PATH"))
     # The controller works in your checkout: it reads it, never writes it (its writes are
     # tracker, forge and bus calls, made by the daemon).
-    checkout = (workspace, *((git_folder,) if git_folder is not None else ()))
+    git = (git_folder,) if git_folder is not None else ()
     return (
         Access(
-            writable=(*(checkout if workspace_writable else ()), *session_state),
+            writable=(
+                *((workspace, *git_writable) if workspace_writable else ()),
+                *session_state,
+            ),
             readable=(
-                *(() if workspace_writable else checkout),
+                *git,
+                *(() if workspace_writable else (workspace,)),
                 *daemon,
                 *legion_install(),
                 project_config,

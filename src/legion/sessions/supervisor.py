@@ -34,7 +34,14 @@ from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import HOST_ENV, process_args, session_processes, wait_for_exit
-from legion.sandbox import Confinement, Sandbox, bridge, empty_file, session_access
+from legion.sandbox import (
+    Confinement,
+    Sandbox,
+    bridge,
+    empty_file,
+    session_access,
+    worker_git_parts,
+)
 from legion.sandbox import resolve as resolve_sandbox
 from legion.sandbox import wrap as sandbox_wrap
 from legion.sessions.starts import StartWatch
@@ -292,10 +299,16 @@ class SessionSupervisor:
         # given no capability (a supervisor made without the project's database to mint one)
         # opens them itself.
         session_state = (own,) if relayed else (state_dir, bus_path(env).parent)
+        git_folder = main_git_dir(self.project.root)
         access = session_access(
             workspace=workspace,
             workspace_writable=worker,
-            git_folder=main_git_dir(self.project.root),
+            git_folder=git_folder,
+            git_writable=(
+                worker_git_parts(git_folder, workspace)
+                if worker and git_folder is not None and workspace != self.project.root
+                else ()
+            ),
             session_state=session_state,
             daemon=daemon,
             # The file, not its folder: a state folder set inside `.legion/` (the demo's) stays out.
