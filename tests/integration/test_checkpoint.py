@@ -212,3 +212,42 @@ def test_a_transcript_replaced_by_a_link_to_a_secret_puts_nothing_of_it_in_the_c
     checkpoint.restore(worktree_place(origin, work), "LEG-1", {"sid-plan": planted})
     assert victim.read_bytes() == SECRET
     assert not planted.is_symlink() and planted.read_text() == TRANSCRIPT
+
+
+def test_a_host_that_lost_the_issue_does_not_overwrite_the_new_hosts_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """Checkpoint pushes are compare-and-swap (issue 35): a host replaces the shared remote's
+    checkpoint only if it is the one it last sent or took; one cut off while another host
+    took the issue over and checkpointed gets a ConflictError, and the newer one stays."""
+    origin = repository(tmp_path / "origin")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(origin), str(remote)], check=True)
+    git(origin, "remote", "add", "shared", str(remote))
+    work = worktree(origin, tmp_path / "ws" / "leg-1", "legion/leg-1", new=True)
+    git(work, "push", "-q", "shared", "legion/leg-1")
+    (work / "a.txt").write_text("first\n")
+    checkpoint.save(worktree_place(origin, work), "leg-1", {})
+    checkpoint.push(origin, "shared", "LEG-1")
+    (work / "a.txt").write_text("second\n")
+    checkpoint.save(worktree_place(origin, work), "leg-1", {})
+    checkpoint.push(origin, "shared", "LEG-1")  # its own last one: replaced
+
+    # Another host takes the issue over, and checkpoints it there.
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", str(remote), str(other)], check=True)
+    git(other, "branch", "-q", "legion/leg-1", "origin/legion/leg-1")
+    assert checkpoint.fetch(other, "origin", "LEG-1")
+    again = worktree(other, tmp_path / "ws2" / "leg-1", "legion/leg-1", new=False)
+    checkpoint.restore(worktree_place(other, again), "LEG-1")
+    (again / "a.txt").write_text("on the new host\n")
+    newer = checkpoint.save(worktree_place(other, again), "leg-1", {})
+    checkpoint.push(other, "origin", "LEG-1")
+
+    # The first host, cut off meanwhile, checkpoints once more: refused, the newer one stays.
+    (work / "a.txt").write_text("stale\n")
+    checkpoint.save(worktree_place(origin, work), "leg-1", {})
+    with pytest.raises(ConflictError, match="not the one this host last sent or took"):
+        checkpoint.push(origin, "shared", "LEG-1")
+    held = git(remote, "rev-parse", "refs/legion/checkpoints/LEG-1").strip()
+    assert held == newer.commit

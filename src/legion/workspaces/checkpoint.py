@@ -37,6 +37,8 @@ from legion.git import GitPlace, rev_parse, run_git
 from legion.worker_files import read_transcript, replace_file, transcript_home
 
 CHECKPOINT_REFS = "refs/legion/checkpoints/"
+# The checkpoint each issue's ref on the shared remote held when this host last sent or took it.
+SENT_REFS = "refs/legion/checkpoints-sent/"
 FILES = "workspace"
 SESSIONS = "sessions"
 # A transcript past this is not checkpointed (and said so): a checkpoint holds a whole one.
@@ -197,17 +199,52 @@ def restore(
     return found
 
 
+def _sent_ref(issue: str) -> str:
+    """Where this repository keeps the checkpoint it last sent to the remote or took from it:
+    what it expects the remote to hold."""
+    return SENT_REFS + normalize_identifier(issue)
+
+
 def push(repo: Path | GitPlace, remote: str, issue: str) -> None:
-    """Send the issue's checkpoint to `remote` (replacing the one there)."""
-    ref = checkpoint_ref(issue)
-    run_git(repo, "push", "--quiet", "--no-verify", remote, f"+{ref}:{ref}")
+    """Send the issue's checkpoint to `remote`, replacing the one there only if that is the one
+    this host last sent or took (compare-and-swap: a host that lost the issue to another, cut
+    off for a while, does not overwrite the other's newer checkpoint); a ConflictError when it
+    is not."""
+    ref, sent = checkpoint_ref(issue), _sent_ref(issue)
+    # A host that never sent nor took this issue's checkpoint (its first, or one sent before
+    # Legion kept these records) replaces whatever the remote holds now.
+    expected = rev_parse(repo, sent) or _remote_value(repo, remote, ref)
+    lease = f"--force-with-lease={ref}:{expected}"
+    done = run_git(
+        repo, "push", "--quiet", "--no-verify", lease, remote, f"{ref}:{ref}", check=False
+    )
+    if done.returncode != 0:
+        if "stale info" in done.stderr or "rejected" in done.stderr:
+            raise ConflictError(
+                f"the {remote!r} remote's checkpoint of {issue} is not the one this host last "
+                "sent or took (another host has the issue now?): not replaced"
+            )
+        run_git(repo, "push", "--quiet", "--no-verify", lease, remote, f"{ref}:{ref}")
+    head = rev_parse(repo, ref)
+    if head is not None:
+        run_git(repo, "update-ref", sent, head)
+
+
+def _remote_value(repo: Path | GitPlace, remote: str, ref: str) -> str:
+    """The commit `ref` names on `remote` ("": none)."""
+    listed = run_git(repo, "ls-remote", remote, ref).stdout.split()
+    return listed[0] if listed else ""
 
 
 def fetch(repo: Path, remote: str, issue: str) -> bool:
-    """Take the issue's checkpoint from `remote`; False when it has none."""
+    """Take the issue's checkpoint from `remote`; False when it has none. What was taken is
+    what this host expects the remote to hold when it next sends one (`push`)."""
     ref = checkpoint_ref(issue)
     result = run_git(repo, "fetch", "--quiet", remote, f"+{ref}:{ref}", check=False)
-    return result.returncode == 0 and rev_parse(repo, ref) is not None
+    head = rev_parse(repo, ref) if result.returncode == 0 else None
+    if head is not None:
+        run_git(repo, "update-ref", _sent_ref(issue), head)
+    return head is not None
 
 
 def taken_at(repo: Path, issue: str) -> float | None:
@@ -221,3 +258,4 @@ def forget(repo: Path, issue: str) -> None:
     """Delete the issue's checkpoint ref here (its workspace was removed with nothing in it
     left to keep); none is no error."""
     run_git(repo, "update-ref", "-d", checkpoint_ref(issue), check=False)
+    run_git(repo, "update-ref", "-d", _sent_ref(issue), check=False)
