@@ -351,3 +351,57 @@ def test_a_body_asking_the_provider_to_reach_a_server_is_refused(
         assert model.requests == []
     finally:
         proxy.stop()
+
+
+class _Slow(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        time.sleep(1.5)
+        answer = json.dumps({"model": "m", "usage": {"input_tokens": 5, "output_tokens": 1}})
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer.encode())
+
+
+def test_a_sessions_requests_at_once_are_bounded(db_path: Path) -> None:
+    """Usage is counted as each answer ends, so requests sent side by side could spend far past
+    a budget before any is counted: one session's are bounded (one more: 429, retried by the
+    CLI), and another session's are not held up by them."""
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    env = {
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{upstream.server_address[1]}",
+        "ANTHROPIC_API_KEY": "k",
+    }
+    proxy = ModelProxy(
+        upstream_from(env), lambda: SqliteStore(db_path, create=False), max_in_flight=2
+    )
+    proxy.start()
+    mine = capability(db_path)
+    theirs = Capabilities(SqliteStore(db_path)).mint("LEG-2", mode="plan", session_id="s-2")
+    plain = dict(REQUEST, stream=False)
+    try:
+
+        def send(token: str) -> int:
+            url = f"{proxy.url}/v1/messages"
+            return httpx.post(url, json=plain, headers={"x-api-key": token}, timeout=20).status_code
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            running = [pool.submit(send, mine) for _ in range(2)]
+            time.sleep(0.5)
+            extra, other = pool.submit(send, mine), pool.submit(send, theirs)
+            statuses = sorted(f.result() for f in running)
+            assert (statuses, extra.result(), other.result()) == ([200, 200], 429, 200)
+        assert send(mine) == 200  # once they ended
+    finally:
+        proxy.stop()
+        upstream.shutdown()

@@ -17,6 +17,7 @@ sends (`x-claude-code-session-id`): metered, not contained.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -24,7 +25,7 @@ import socket
 import socketserver
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -80,6 +81,10 @@ MAX_CONNECTIONS = 128
 # A connection that sends nothing (between requests, or in the middle of one) for this long is
 # closed: a CLI opens a new one; a slow sender holds no thread for ever.
 IDLE_TIMEOUT_S = 120.0
+# A session's model calls forwarded at once (its subagents run side by side); one more is told
+# 429 (the CLI retries). Usage is counted as each answer ends, so this bounds how far past a
+# budget one session's parallel requests can go before the next is refused.
+MAX_IN_FLIGHT = 8
 OAUTH_BETA = "oauth-2025-04-20"
 
 
@@ -157,6 +162,7 @@ class ModelProxy:
         port: int = 0,
         unix_socket: Path | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         """`open_db`: the project database, opened for each request (a connection belongs to
         one thread, and each request is served by its own). `codex`: Codex's provider, served
@@ -166,7 +172,8 @@ class ModelProxy:
         one (from the request's thread), so that its session is stopped. `unix_socket`: where
         it also listens, for sessions confined to a network of their own (`legion.sandbox`:
         each one's bridge carries its connections here). `max_connections`: how many
-        connections it serves at once, over both."""
+        connections it serves at once, over both; `max_in_flight`: how many of one session's
+        model calls it forwards at once."""
         self.upstream = upstream
         self.codex = codex
         self.open_db = open_db
@@ -176,6 +183,9 @@ class ModelProxy:
         self.refused = refused
         self.hold = ModelHold(open_db)
         self.slots = threading.BoundedSemaphore(max_connections)
+        self.max_in_flight = max_in_flight
+        self._in_flight: dict[str, int] = {}  # by session id ("": sessions Legion cannot name)
+        self._in_flight_lock = threading.Lock()
         self._client: httpx.Client | None = None
         self._server = _Server(("127.0.0.1", port), _Handler, self)
         self._thread = threading.Thread(
@@ -243,6 +253,26 @@ class ModelProxy:
                 self.unix_socket.unlink(missing_ok=True)
         if self._client is not None:
             self._client.close()
+
+    @contextlib.contextmanager
+    def in_flight(self, session_id: str) -> Iterator[bool]:
+        """Whether one more of the session's model calls may go now (`max_in_flight`), counted
+        while it runs."""
+        with self._in_flight_lock:
+            running = self._in_flight.get(session_id, 0)
+            taken = running < self.max_in_flight
+            if taken:
+                self._in_flight[session_id] = running + 1
+        try:
+            yield taken
+        finally:
+            if taken:
+                with self._in_flight_lock:
+                    left = self._in_flight[session_id] - 1
+                    if left:
+                        self._in_flight[session_id] = left
+                    else:
+                        del self._in_flight[session_id]
 
     # -- whose request ------------------------------------------------------------------------
 
@@ -451,7 +481,16 @@ class _Handler(BaseHTTPRequestHandler):
             if len(body) < length:  # the sender went away mid-body
                 self.close_connection = True
                 return
-            self._forward_as(db, proxy, upstream, api, allowed, spender, body, incoming)
+            with proxy.in_flight(spender.session_id) as taken:
+                if not taken:
+                    self._refuse(
+                        429,
+                        "rate_limit_error",
+                        f"Legion's model proxy: this session has {proxy.max_in_flight} "
+                        "requests running already; retry when one has ended",
+                    )
+                    return
+                self._forward_as(db, proxy, upstream, api, allowed, spender, body, incoming)
         finally:
             db.close()
 
