@@ -464,7 +464,10 @@ def test_the_adapters_return_what_the_backends_return(relay: Relay) -> None:
     pr = forge.create_pr("LEG-3", "legion/leg-3", draft=True)
     assert forge.get_pr("1") == pr == direct_pr(relay, "1")
     assert forge.set_draft("1", False).is_draft is False
-    assert forge.add_review("1", "approved", body="ok", author="r").reviews[-1].author == "r"
+    # A review is a review session's (`legion.core.roles`): its author is its mode.
+    reviewer = RelayForge(RelayClient(relay.path, relay.capability("LEG-3", mode="review")))
+    reviewed = reviewer.add_review("1", "approved", body="ok", author="r")
+    assert reviewed == direct_pr(relay, "1") and reviewed.reviews[-1].author == "legion-review"
     assert forge.list_prs() == relay.backends.forge.list_prs()
     assert forge.prs_by_issue(["LEG-3", "LEG-2"]) == {"LEG-3": direct_pr(relay, "1")}
     with pytest.raises(NotFoundError):

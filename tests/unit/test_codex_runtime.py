@@ -177,7 +177,10 @@ def test_window_lines_say_what_codex_did() -> None:
 def _settings(tmp_path: Path, env: dict[str, str], text: str = "") -> Any:
     config = tmp_path / "config.toml"
     config.write_text('project_id = "00000000-0000-0000-0000-000000000001"\n' + text)
-    return resolve_settings(config, env | {"XDG_CONFIG_HOME": str(tmp_path / "none")})
+    # The user's trust is beside the point here (tests/unit/test_config.py): how values parse.
+    return resolve_settings(
+        config, env | {"XDG_CONFIG_HOME": str(tmp_path / "none")}, trusting=True
+    )
 
 
 def test_a_runtime_is_chosen_per_role(tmp_path: Path) -> None:
