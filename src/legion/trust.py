@@ -20,13 +20,19 @@ from legion.statefiles import write_private
 TRUST_FOLDER = "trusted-configs"
 
 
+def records(state_home: Path) -> Path:
+    """The folder of the records: shown read-only to every session (its own `legion` loads the
+    project's config too), written only by `legion trust` and `legion init` outside them."""
+    return state_home / TRUST_FOLDER
+
+
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
 def _record(state_home: Path, config: Path) -> Path:
     name = hashlib.sha256(str(config.absolute()).encode()).hexdigest()
-    return state_home / TRUST_FOLDER / name
+    return records(state_home) / name
 
 
 def is_trusted(state_home: Path, config: Path, data: bytes) -> bool:

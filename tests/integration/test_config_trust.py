@@ -61,3 +61,34 @@ def test_trust_of_a_broken_config_is_one_line_and_records_nothing(
     assert len(refused.stderr.strip().splitlines()) == 1 and "sandbox" in refused.stderr
     config.write_text(config.read_text().replace('"sometimes"', '"none"'))
     assert "legion trust" in legion("status").stderr  # nothing was trusted before
+
+
+def test_a_session_sees_the_users_trust_read_only(
+    legion: LegionRunner, project: Path, tmp_path: Path
+) -> None:
+    """A session's own `legion` loads the project's config too: the user's trust records are
+    shown to it read-only (a session cannot trust a file itself)."""
+    import os
+
+    from legion.backends import open_backends, open_workers
+    from legion.config import load_project, state_home
+    from legion.core.model import Mode
+    from legion.trust import records
+    from tests.integration.test_doctor import fake_claude
+
+    env = dict(os.environ) | {"LEGION_CLAUDE_BIN": str(fake_claude(tmp_path, "2.1.328"))}
+    config = project / ".legion" / "config.toml"
+    config.write_text(config.read_text() + 'workspace_vcs = "git"\n')
+    assert legion("trust").returncode == 0
+    loaded = load_project(project, env=env)
+    backends = open_backends(loaded)
+    workers = open_workers(loaded, backends, env)
+    workspace = workers.workspaces.ensure("LEG-1").path
+    runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
+    confinement = workers.supervisor._confinement(
+        "sid-1", workspace, runtime, env, proxied=True, relayed=True, worker=True
+    )
+    backends.db.close()
+    shown = records(state_home(os.environ))
+    assert shown in confinement.access.readable
+    assert not any(shown.is_relative_to(path) for path in confinement.access.writable)

@@ -191,6 +191,7 @@ def session_access(
     session_state: tuple[Path, ...],
     daemon: tuple[Path, ...],
     project_config: Path,
+    trust_records: Path | None = None,
     user_config: tuple[Path, Path] | None,
     runtime: Access,
     env: Mapping[str, str],
@@ -203,7 +204,9 @@ def session_access(
     objects, admin folder and branches). `session_state`: what of Legion's state it may write
     (its own folder, with its inbox and context files, which its hooks update; all of it for a
     session with no daemon to ask); `daemon`: the folders of the daemon's sockets and wake-up
-    FIFO, shown read-only; `user_config`: where the user's Legion config is and the copy
+    FIFO, shown read-only; `trust_records`: the user's records of the repository configs they
+    trust (`legion.trust`), read-only, so that the session's own `legion` loads the project's
+    config as the daemon does; `user_config`: where the user's Legion config is and the copy
     without its secrets shown there (`legion.core.session_config`: the real one may hold the
     fleet store's password), None when there is none; `runtime`: its CLI's own
     (`AgentRuntime.sandbox_access`)."""
@@ -225,6 +228,7 @@ def session_access(
                 *daemon,
                 *legion_install(),
                 project_config,
+                *((trust_records,) if trust_records is not None else ()),
                 *git_config,
                 *(install_root(Path(node)) if node else ()),
             ),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from legion import proxy
 from legion.bus.model import Agent, AgentStatus
-from legion.config import Project, read_toml, user_config_path
+from legion.config import Project, read_toml, state_home, user_config_path
 from legion.core.session_config import toml_text, without_secrets
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.errors import NoDaemonError
@@ -49,6 +49,7 @@ from legion.sessions.windows import SessionWindows
 from legion.statefiles import private_folder, write_private
 from legion.store import STORE_SECRET_VARIABLES
 from legion.tracing import span
+from legion.trust import records
 
 # Variables of the dispatcher that must not reach a worker: tmux's would make the CLI think it
 # runs in the dispatcher's pane; those a Claude Code session sets for its tools' processes
@@ -313,6 +314,7 @@ class SessionSupervisor:
             daemon=daemon,
             # The file, not its folder: a state folder set inside `.legion/` (the demo's) stays out.
             project_config=self.project.config_path,
+            trust_records=_existing(records(state_home(env))),
             user_config=self._user_config_copy(env),
             runtime=runtime.sandbox_access(env, proxied=proxied),
             env=env,
@@ -452,3 +454,7 @@ def _resumable(runtime: AgentRuntime, transcript: Path) -> bool:
     with contextlib.suppress(OSError):
         transcript.replace(transcript.with_name(f"{transcript.name}.no-conversation"))
     return False
+
+
+def _existing(path: Path) -> Path | None:
+    return path if path.is_dir() and not path.is_symlink() else None
