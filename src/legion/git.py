@@ -246,20 +246,15 @@ def _kind(path: Path) -> Kind:
 
 
 def _read_link_file(path: Path) -> str | None:
-    """A small regular file's text, read without following a link or waiting on a pipe;
-    None when it is not one."""
+    """A small regular file's text, read without following a link or waiting on a pipe
+    (`legion.worker_files`); None when it is not one."""
+    from legion.worker_files import read_regular
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_regular(path.parent, path.name, cap=_LINK_FILE_MAX, past_cap="head")
     except OSError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, _LINK_FILE_MAX).decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return data.decode("utf-8", "replace")
 
 
 def worktree_link_facts(common_dir: Path, workspace: Path, admin: Path) -> LinkFacts:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from pathlib import Path
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError
 from legion.git import GitPlace, rev_parse, run_git
-from legion.worker_files import read_transcript, replace_file, transcript_home
+from legion.worker_files import open_regular, read_transcript, replace_file, transcript_home
 
 CHECKPOINT_REFS = "refs/legion/checkpoints/"
 # The checkpoint each issue's ref on the shared remote held when this host last sent or took it.
@@ -132,15 +131,13 @@ def _transcript_blobs(
 
 def _copy_regular(source: Path, target: str) -> bool:
     """Copy `source` to `target` when it is a regular file (never through a link, never
-    waiting on a pipe: the admin folder is in the git folder a worker writes); False when it
-    is not one, or cannot be read."""
+    waiting on a pipe: the admin folder is in the git folder a worker writes;
+    `legion.worker_files`); False when it is not one, or cannot be read."""
     try:
-        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_regular(source.parent, source.name)
     except OSError:
         return False
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
         with os.fdopen(os.dup(fd), "rb") as reading, open(target, "wb") as writing:
             shutil.copyfileobj(reading, writing)
         return True
