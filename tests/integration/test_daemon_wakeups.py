@@ -60,7 +60,7 @@ def test_a_flood_of_wake_ups_is_a_few_passes_not_one_each(
         stop.set()
         poker.join()
     span = passes[-1] - passes[0]
-    assert pokes > 300 and len(passes) >= 4, (pokes, len(passes))  # the pokes do wake it
+    assert pokes > 100 and len(passes) >= 3, (pokes, len(passes))  # the pokes do wake it
     assert len(passes) <= span / MIN_PASS_GAP_S + 2, (len(passes), span)
     gaps = [later - earlier for earlier, later in itertools.pairwise(passes)]
     assert min(gaps) >= MIN_PASS_GAP_S * 0.95, gaps

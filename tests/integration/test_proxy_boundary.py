@@ -28,6 +28,7 @@ from legion.relay.capabilities import Capabilities
 from legion.store.sqlite import SqliteStore
 from tests.fakes.model_server import FakeModelServer, Scenario, text
 from tests.support.cli import run_legion
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -242,7 +243,7 @@ def test_connections_are_bounded_and_an_idle_one_is_closed(
     try:
         idle = [socket.create_connection(("127.0.0.1", proxy.port)) for _ in range(2)]
         idle[0].sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\n")  # and no more
-        time.sleep(0.3)
+        wait_until("both connections served", lambda: proxy.slots._value == 0, timeout=20)  # type: ignore[attr-defined]
         status, answer = raw(proxy, post("/v1/messages", token, body), body)
         assert status == 503 and b"overloaded_error" in answer
         # A connection that sends nothing more is closed, and its place given to another.
@@ -250,7 +251,7 @@ def test_connections_are_bounded_and_an_idle_one_is_closed(
             connection.settimeout(5)
             assert connection.recv(65536) == b""
             connection.close()
-        time.sleep(0.3)
+        wait_until("their places free", lambda: proxy.slots._value == 2, timeout=20)  # type: ignore[attr-defined]
         assert raw(proxy, post("/v1/messages", token, body), body)[0] == 200
     finally:
         proxy.stop()
@@ -354,14 +355,17 @@ def test_a_body_asking_the_provider_to_reach_a_server_is_refused(
 
 
 class _Slow(BaseHTTPRequestHandler):
+    """An upstream that answers once `release` is set (the test holds its requests open)."""
+
     protocol_version = "HTTP/1.1"
+    release = threading.Event()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
-        time.sleep(1.5)
+        self.release.wait(timeout=30)
         answer = json.dumps({"model": "m", "usage": {"input_tokens": 5, "output_tokens": 1}})
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -387,6 +391,7 @@ def test_a_sessions_requests_at_once_are_bounded(db_path: Path) -> None:
     mine = capability(db_path)
     theirs = Capabilities(SqliteStore(db_path)).mint("LEG-2", mode="plan", session_id="s-2")
     plain = dict(REQUEST, stream=False)
+    _Slow.release.clear()
     try:
 
         def send(token: str) -> int:
@@ -397,10 +402,13 @@ def test_a_sessions_requests_at_once_are_bounded(db_path: Path) -> None:
 
         with ThreadPoolExecutor(max_workers=4) as pool:
             running = [pool.submit(send, mine) for _ in range(2)]
-            time.sleep(0.5)
+            wait_until("both running", lambda: proxy._in_flight.get("s-1") == 2, timeout=20)
             extra, other = pool.submit(send, mine), pool.submit(send, theirs)
+            assert extra.result() == 429  # at once, while the two still run
+            wait_until("theirs running", lambda: proxy._in_flight.get("s-2") == 1, timeout=20)
+            _Slow.release.set()
             statuses = sorted(f.result() for f in running)
-            assert (statuses, extra.result(), other.result()) == ([200, 200], 429, 200)
+            assert (statuses, other.result()) == ([200, 200], 200)
         assert send(mine) == 200  # once they ended
     finally:
         proxy.stop()
