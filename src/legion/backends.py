@@ -145,7 +145,7 @@ def open_workers(
     for plugin in plugins.RUNTIMES:
         environment.update(plugins.load(plugin.environment)(settings))
     runtimes = {
-        plugin.name: plugins.load(plugin.runtime)(settings, environment)
+        plugin.name: plugins.load(plugin.runtime)(settings, environment, project.state_dir)
         for plugin in plugins.RUNTIMES
     }
     return WorkerManager(

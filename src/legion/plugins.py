@@ -100,12 +100,12 @@ class RuntimePlugin(NamedTuple):
 
     name: str
     description: str
-    # "module:function" (settings, lookup environment) -> AgentRuntime
+    # "module:function" (settings, lookup environment, the project's state folder) ->
+    # AgentRuntime
     runtime: str
-    # "module:function" (settings) -> the variables its sessions get from the settings
+    # "module:function" (settings) -> the variables that say where your own CLI's home is
     environment: str
-    # "module:function" (chosen settings, every settings, environment, whether Legion's skills
-    # are installed in a folder) -> DoctorReport
+    # "module:function" (chosen settings, every settings, environment) -> DoctorReport
     doctor: str
     # "module:function" (environment, say): installs the version Legion is tested with
     install: str

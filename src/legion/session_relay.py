@@ -229,9 +229,7 @@ class _SessionOps:
             env=env,
             workspace=self._workspace(call),
             # Read by the session's own runtime, as the roster reads any worker's list.
-            task_list=lambda agent: (
-                self._workers(call).runtimes.of_session(sid).task_list(self.env, sid)
-            ),
+            task_list=lambda agent: self._workers(call).runtimes.of_session(sid).task_list(sid),
         )
         return current_context(
             session, why=call.text("why"), compaction=call.optional_text("compaction")

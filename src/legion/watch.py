@@ -234,7 +234,7 @@ class WatchedSessions:
         inbox = self.workers.supervisor.inbox_file(agent.session_id)
         if target is None:
             transcript = self.workers.runtimes.of_session(agent.session_id).transcript(
-                self.workers.env, self._workspace_of(agent.session_id), agent.session_id
+                self._workspace_of(agent.session_id), agent.session_id
             )
             return SessionAt(Reach.DOWN, transcript, inbox, None)
         if target.state is SessionState.DEAD or target.window_id is None:

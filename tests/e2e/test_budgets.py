@@ -103,7 +103,7 @@ def test_a_429_is_a_wait_and_a_spent_budget_stops_the_session_at_once_and_asks_o
         assert sum(spent[:-1]) < BUDGET <= sum(spent), spent  # not one response past it
         spending = swarm.server.requests_for_scenario("spend")
         assert len(spending) < 40  # it wanted more
-        [path] = swarm.config_dir.rglob(f"{sid}.jsonl")
+        [path] = swarm.transcripts(sid)
         transcript = path.read_text()
         assert "API Error: 429" not in transcript and "rate_limit_error" not in transcript
         questions = [c for c in legion_comments(swarm, "LEG-1") if c.startswith(BUDGET_HEADING)]

@@ -236,7 +236,7 @@ def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swa
     # The same session: beta's first implement turn carried alpha's conversation.
     [resumed, *_] = beta.server.requests_for_scenario("implement mode for LEG-1")
     assert "echo kept > src/kept.txt" in json.dumps(resumed.messages)
-    transcripts = list((beta.config_dir / "projects").glob(f"*/{implementer}.jsonl"))
+    transcripts = beta.transcripts(implementer)
     assert len(transcripts) == 1
     # The file the checkpoint held is in the PR's branch, on beta.
     assert git(beta.repo, "show", "legion/leg-1:src/kept.txt") == "kept\n"

@@ -12,6 +12,7 @@ through. Needs bubblewrap (`.ci/run` installs it), as tests/e2e/test_sandbox.py.
 
 from __future__ import annotations
 
+import os
 import shlex
 import socket
 import textwrap
@@ -25,7 +26,7 @@ from legion.demo.offline import FAKE_API_KEY
 from tests.e2e.test_recovery import controller, park
 from tests.e2e.test_sandbox import _require_bwrap
 from tests.fakes.model_server import bash, text
-from tests.support.swarm import Daemon, Swarm, issue_status
+from tests.support.swarm import Daemon, Swarm, issue_status, session_uuid
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -109,6 +110,29 @@ def _attacks(swarm: Swarm, attacker: Listener, secret: Path) -> list[Attack]:
             "the daemon read its own environment through a planted link"
         )
 
+    state = Path(swarm.json("config")["settings"]["state_dir"]["value"])
+    legion = state / "cli" / "claude-code" / "legion"
+    other = state / "cli" / "claude-code" / "sessions" / session_uuid(swarm, "controller")
+    yours = _tree(swarm.config_dir)
+    home = '"$CLAUDE_CONFIG_DIR"'
+    hook = '{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "touch /tmp/x"}]}]}}'
+    plant_config = (
+        f'echo {shlex.quote(hook)} > {home}/settings.json; echo "SETTINGS $?"; '
+        f'echo evil > {home}/skills/legion-worker/SKILL.md; echo "SKILL $?"; '
+        f'echo evil > {home}/CLAUDE.md; echo "MEMORY $?"; '
+        f'mkdir {home}/agents/evil; echo "AGENTS $?"; '
+        f'ls {shlex.quote(str(swarm.config_dir))}; echo "YOURS $?"; '
+        f'ls {shlex.quote(str(other))}; echo "OTHER $?"'
+    )
+
+    def cli_home(report: str) -> None:
+        for word in ("SETTINGS", "SKILL", "MEMORY", "AGENTS", "YOURS", "OTHER"):
+            assert f"{word} " in report and f"{word} 0" not in report, word
+        assert _tree(swarm.config_dir) == yours, "your CLI's folder changed"
+        assert (legion / "settings.json").read_text() == "{}\n"
+        assert "evil" not in (legion / "skills" / "legion-worker" / "SKILL.md").read_text()
+        assert not (legion / "CLAUDE.md").read_bytes() and not (legion / "agents" / "evil").exists()
+
     def roles(report: str) -> None:
         assert "REVIEW 2" in report and "MERGE 2" in report, report
         pr = swarm.json("pr", "view", "LEG-1")
@@ -135,6 +159,11 @@ def _attacks(swarm: Swarm, attacker: Listener, secret: Path) -> list[Attack]:
             plan_links,
         ),
         Attack(
+            "a worker writes configuration a CLI loads later (its own, yours, another's)",
+            plant_config,
+            cli_home,
+        ),
+        Attack(
             "an implementer approves and merges its own pull request",
             "git commit -q --allow-empty -m work && "
             "legion pr create --issue LEG-1 --branch legion/leg-1; "
@@ -143,6 +172,17 @@ def _attacks(swarm: Swarm, attacker: Listener, secret: Path) -> list[Attack]:
             roles,
         ),
     ]
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    """Every file below `folder` and its bytes (a link: where it points)."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            found[str(path)] = os.readlink(path).encode()
+        elif path.is_file():
+            found[str(path)] = path.read_bytes()
+    return found
 
 
 def test_a_hostile_worker_gets_nothing_through_the_daemon(swarm: Swarm) -> None:

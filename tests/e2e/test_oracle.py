@@ -44,7 +44,7 @@ def planner_transcript(swarm: Swarm) -> list[dict[str, Any]]:
     """The planner's one session: every line of its one transcript."""
     project_id = swarm.json("config")["settings"]["project_id"]["value"]
     planner = str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:plan"))
-    (path,) = (swarm.config_dir / "projects").glob(f"*/{planner}.jsonl")
+    (path,) = swarm.transcripts(planner)
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 

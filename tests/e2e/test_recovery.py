@@ -102,7 +102,7 @@ def screen_hash(swarm: Swarm, window: str) -> str:
 
 
 def transcripts_of(swarm: Swarm, sid: str) -> list[Path]:
-    return sorted((swarm.config_dir / "projects").glob(f"*/{sid}.jsonl"))
+    return swarm.transcripts(sid)
 
 
 def no_overlap(watch: SessionWatch) -> None:
@@ -266,12 +266,13 @@ def test_a_stale_controller_is_restarted_in_its_session_no_sooner_than_the_coold
 
 
 # A claude whose controller never gets to its first turn (a first-run screen, say): it runs, and
-# writes no transcript. Each start is noted, with its time, in the file `starts`.
+# writes no transcript. Each start is noted, with its time, in the file `starts` of its own
+# home (where the confined controller may write).
 SILENT_CLAUDE = """#!{python}
 import os, sys, time
 if os.environ.get("LEGION_MODE") != "controller" or "--version" in sys.argv:
     os.execv({real!r}, [{real!r}, *sys.argv[1:]])
-with open({starts!r}, "a") as out:
+with open(os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "starts"), "a") as out:
     out.write(f"{{time.time()}}\\n")
 print("Welcome to Claude Code! Choose a theme:")
 while True:
@@ -283,12 +284,10 @@ def test_a_controller_stuck_before_its_first_transcript_line_is_restarted_within
     swarm: Swarm, tmp_path: Path
 ) -> None:
     stale_after, cooldown = 2.0, 5.0
-    # Where the confined controller may write: its CLI's own folder.
-    starts = swarm.config_dir / "starts"
     wrapper = tmp_path / "bin" / "claude"
     wrapper.parent.mkdir()
     real = swarm.env["LEGION_CLAUDE_BIN"]
-    text = SILENT_CLAUDE.format(python=sys.executable, real=real, starts=str(starts))
+    text = SILENT_CLAUDE.format(python=sys.executable, real=real)
     wrapper.write_text(text)
     wrapper.chmod(0o755)
     env = {
@@ -298,7 +297,9 @@ def test_a_controller_stuck_before_its_first_transcript_line_is_restarted_within
     }
 
     def started() -> list[float]:
-        return [float(line) for line in starts.read_text().split()] if starts.exists() else []
+        state = Path(swarm.env["XDG_STATE_HOME"])
+        found = list(state.glob("legion/*/cli/claude-code/sessions/*/starts"))
+        return [float(line) for line in found[0].read_text().split()] if found else []
 
     with Daemon(swarm, tick=0.5, extra_env=env):
         wait_until("the controller started three times", lambda: len(started()) >= 3, timeout=40)

@@ -58,12 +58,15 @@ class Probe:
     listener: socket.socket
 
 
-def _probe(swarm: Swarm, credentials: Path) -> Probe:
-    """A shell command that looks for every secret, another issue's workspace, the user's
-    checkout, the tmux server, other processes, another loopback port and another issue through
-    the relay, writes what it found to `probe.txt` in the workspace, and commits it."""
+def _probe(swarm: Swarm, credentials: Path, own_login: str) -> Probe:
+    """A shell command that looks for every secret (`credentials`: your CLI's login; `own_login`:
+    where its CLI would find it in its own home, shown nothing there), another issue's
+    workspace, the user's checkout, the tmux server, other processes, another loopback port and
+    another issue through the relay, writes what it found to `probe.txt` in the workspace, and
+    commits it."""
     home = Path(swarm.env["HOME"])
     secrets = [
+        credentials,
         _plant(home / ".ssh" / "id_ed25519", "ssh key"),
         _plant(home / ".aws" / "credentials", "aws"),
         _plant(home / ".config" / "gh" / "hosts.yml", "gh token"),
@@ -80,7 +83,7 @@ def _probe(swarm: Swarm, credentials: Path) -> Probe:
     looks = " ".join(shlex.quote(str(path)) for path in secrets)
     command = (
         f'{{ for f in {looks}; do [ -e "$f" ] && echo "SEEN $f" && cat "$f"; done; '
-        f'echo "CREDENTIALS $(wc -c < {shlex.quote(str(credentials))})"; '
+        f'echo "CREDENTIALS $(cat "{own_login}" 2>/dev/null | wc -c)"; '
         "echo \"PROCESSES $(ls /proc | grep -c '^[0-9]')\"; "
         "echo \"INIT $(tr '\\0' ' ' < /proc/1/cmdline)\"; "
         f"(exec 3<>/dev/tcp/127.0.0.1/{listener.getsockname()[1]}) && echo REACHED; "
@@ -160,9 +163,9 @@ def _check(swarm: Swarm, probe: Probe, requests: list[object]) -> None:
 
 def test_a_worker_sees_its_workspace_and_nothing_else_of_the_machine(swarm: Swarm) -> None:
     _require_bwrap(swarm.env)
-    # The CLI's own login, in a folder the worker must use: shown empty.
+    # Your CLI's login: the daemon holds the key, so its own home shows none.
     credentials = _plant(swarm.config_dir / ".credentials.json", "oauth")
-    probe = _probe(swarm, credentials)
+    probe = _probe(swarm, credentials, "$CLAUDE_CONFIG_DIR/.credentials.json")
     controller(swarm)
     swarm.legion("issue", "create", "Probe", "--status", "In Progress")
     swarm.legion("issue", "create", "Someone else's", "--status", "Icebox")
@@ -180,9 +183,9 @@ def test_a_codex_worker_is_confined_the_same(
 ) -> None:
     _require_bwrap(swarm.env)
     swarm.env["LEGION_RUNTIMES"] = "implement=codex"
-    # Codex's own login (`codex login`), in its home: shown empty.
+    # Your `codex login`: the daemon holds the key, so its own home shows none.
     credentials = _plant(Path(swarm.env["CODEX_HOME"]) / "auth.json", "codex login")
-    probe = _probe(swarm, credentials)
+    probe = _probe(swarm, credentials, "$CODEX_HOME/auth.json")
     controller(swarm)
     swarm.legion("issue", "create", "Probe", "--status", "In Progress")
     swarm.legion("issue", "create", "Someone else's", "--status", "Icebox")

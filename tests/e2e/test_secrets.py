@@ -64,7 +64,7 @@ class Findings:
     places: dict[str, int] = field(default_factory=dict)  # kind of place: how many searched
     worker_env: dict[str, set[str]] = field(default_factory=dict)  # variable: session ids
     environments_read: set[str] = field(default_factory=set)  # the sessions looked at
-    claude_json: Path | None = None
+    claude_json: list[Path] = field(default_factory=list)  # each session home's
 
     def search(self, where: str, kind: str, data: bytes) -> None:
         self.places[kind] = self.places.get(kind, 0) + 1
@@ -221,7 +221,8 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Findings]:
                 daemon.terminate()
                 daemon.wait(30)
             scan(swarm, result, "after stop", [log])
-            result.claude_json = swarm.config_dir / ".claude.json"
+            homes = root.rglob("cli/claude-code/sessions/*/.claude.json")
+            result.claude_json = sorted(homes)
             yield result
 
 
@@ -234,13 +235,16 @@ def no_sentinel_anywhere_a_secret_could_leak(findings: Findings) -> None:
     assert findings.places["command lines"] > 20
 
 
-def claude_keeps_only_the_key_fingerprint_in_a_private_file(findings: Findings) -> None:
-    path = findings.claude_json
-    assert path is not None
+def claude_keeps_no_part_of_the_key_in_a_sessions_home(findings: Findings) -> None:
+    """The daemon holds the key: no session's own `.claude.json` approves it, not even by its
+    last characters (the CLI's fingerprint), and each is private."""
+    assert len(findings.claude_json) >= 3, findings.claude_json
     key = findings.sentinels.values["ANTHROPIC_API_KEY"]
-    config = json.loads(path.read_text())
-    assert config["customApiKeyResponses"]["approved"] == [key[-FINGERPRINT_CHARS:]]
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    for path in findings.claude_json:
+        config = json.loads(path.read_text())
+        assert config["customApiKeyResponses"]["approved"] == []
+        assert key[-FINGERPRINT_CHARS:] not in path.read_text()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def no_session_holds_the_model_key(findings: Findings) -> None:
@@ -257,6 +261,6 @@ def tracker_and_forge_tokens_do_not_reach_workers(findings: Findings) -> None:
 # each running the swarm again for its copy of the module's fixture.
 def test_no_secret_reaches_a_session_or_anywhere_it_could_leak(findings: Findings) -> None:
     no_sentinel_anywhere_a_secret_could_leak(findings)
-    claude_keeps_only_the_key_fingerprint_in_a_private_file(findings)
+    claude_keeps_no_part_of_the_key_in_a_sessions_home(findings)
     no_session_holds_the_model_key(findings)
     tracker_and_forge_tokens_do_not_reach_workers(findings)

@@ -27,7 +27,7 @@ def test_full_cycle_todo_to_done(swarm: Swarm) -> None:
     # the implementer's one session was resumed for the changes and for the retro
     project_id = swarm.json("config")["settings"]["project_id"]["value"]
     implementer = str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:implement"))
-    transcripts = list((swarm.config_dir / "projects").glob(f"*/{implementer}.jsonl"))
+    transcripts = swarm.transcripts(implementer)
     assert len(transcripts) == 1
     prompts = [
         json.dumps(json.loads(line).get("message", {}))
@@ -76,7 +76,7 @@ def test_blocked_worker_is_escalated_and_the_answer_relayed(swarm: Swarm) -> Non
     # the answer went into the planner's one session
     project_id = swarm.json("config")["settings"]["project_id"]["value"]
     planner = str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:plan"))
-    (transcript,) = (swarm.config_dir / "projects").glob(f"*/{planner}.jsonl")
+    (transcript,) = swarm.transcripts(planner)
     results = [
         json.loads(line)
         for line in transcript.read_text().splitlines()
@@ -146,7 +146,7 @@ def test_killed_controller_is_restarted_in_its_session_and_workers_keep_running(
         )
         project_id = swarm.json("config")["settings"]["project_id"]["value"]
         controller = str(uuid.uuid5(uuid.UUID(project_id), "controller"))
-        (transcript,) = (swarm.config_dir / "projects").glob(f"*/{controller}.jsonl")
+        (transcript,) = swarm.transcripts(controller)
         lines_before = len(transcript.read_text().splitlines())
         swarm.tmux("kill-window", "-t", f"legion-{project_id.replace('-', '')[:8]}:main")
         wait_until(
@@ -159,7 +159,7 @@ def test_killed_controller_is_restarted_in_its_session_and_workers_keep_running(
         )
         after = swarm.tmux("list-windows", "-a", "-F", "#{window_name} #{pane_pid}")
         assert f"{worker['window']} {worker_pid}" in after  # the same worker process
-        assert list((swarm.config_dir / "projects").glob(f"*/{controller}.jsonl")) == [transcript]
+        assert swarm.transcripts(controller) == [transcript]
     restarts = [e for e in swarm.json("log", "-n", "100") if e["action"] == "restart_controller"]
     assert len(restarts) >= 2  # the first start, and the restart
 

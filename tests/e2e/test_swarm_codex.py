@@ -7,7 +7,6 @@ retro."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,14 +40,16 @@ def _codex_prompts_by_session(server: FakeResponsesServer) -> dict[str, list[str
 def _assert_implementer_resumed_on_codex(swarm: Swarm, server: FakeResponsesServer) -> None:
     """One Codex session ran the implementer's three turns: implement, the changes, the retro;
     Legion's id of it links to that session's one rollout."""
-    link = session_link(swarm.env, _session(swarm, "LEG-1:implement"))
+    sid = _session(swarm, "LEG-1:implement")
+    home = swarm.cli_home(sid)  # its own CODEX_HOME
+    link = session_link({"CODEX_HOME": str(home)}, sid)
     codex_id = codex_session_id(link)
     assert codex_id is not None and link.resolve().name.endswith(f"{codex_id}.jsonl")
     prompts = _codex_prompts_by_session(server)[codex_id]
     assert "$legion-worker implement mode for LEG-1" in prompts[0]
     assert any("requested changes" in p for p in prompts)
     assert any("$legion-worker retro mode for LEG-1" in p for p in prompts)
-    rollouts = list((Path(swarm.env["CODEX_HOME"]) / "sessions").rglob(f"*{codex_id}.jsonl"))
+    rollouts = list((home / "sessions").rglob(f"*{codex_id}.jsonl"))
     assert rollouts == [link.resolve()]
 
 

@@ -171,11 +171,10 @@ def test_doctor_reports_a_custom_codex_provider_without_showing_secrets(tmp_path
     assert "model gpt-5.5, provider corp" in detail
     assert "https://llm.example.invalid:8443/v1" in detail
     assert "key in $CORP_LLM_KEY (set)" in detail
-    assert checks["codex skills"]["ok"] is False and checks["codex skills"]["required"] is False
-    assert "legion skills install --runtime codex" in str(checks["codex skills"]["fix"])
+    assert "codex skills" not in checks  # Legion's part of each session's own home
     text = run_legion("doctor", cwd=tmp_path, env=env)
     assert text.returncode == 0
-    assert "ok  codex config" in text.stdout and "warning  codex skills" in text.stdout
+    assert "ok  codex config" in text.stdout
     for shown in (result.stdout, result.stderr, text.stdout, text.stderr, unset.stdout):
         for value in hidden:
             assert value not in shown
@@ -258,16 +257,37 @@ def test_doctor_does_not_require_claude_code_when_every_role_runs_on_codex(
 
 
 def test_doctor_does_not_warn_about_codex_when_no_role_runs_on_it(tmp_path: Path) -> None:
-    """Codex found, but an old version, not logged in and no skills: with no role on Codex that
-    is information (`info`, no fix to act on), never a warning."""
+    """Codex found, but an old version and not logged in: with no role on Codex that is
+    information (`info`, no fix to act on), never a warning."""
     env = codex_env(tmp_path, LEGION_CODEX_BIN=str(fake_codex(tmp_path, "0.1.0")))
     text = run_legion("doctor", cwd=tmp_path, env=env).stdout
     lines = text.splitlines()
     codex = [n for n, line in enumerate(lines) if line.split()[1:2] == ["codex"]]
-    assert len(codex) == 4, text  # codex, codex version, codex config, codex skills
+    assert len(codex) == 3, text  # codex, codex version, codex config
     assert {lines[n].split()[0] for n in codex} == {"ok", "info"}, text
     assert not any("fix:" in lines[n + 1] for n in codex if n + 1 < len(lines)), text
     assert "not needed: no role runs on codex" in text
     with_role = run_legion("doctor", cwd=tmp_path, env={**env, "LEGION_RUNTIME": "codex"})
     assert "warning  codex version" in with_role.stdout
     assert "MISSING  codex config" in with_role.stdout
+
+
+def test_doctor_says_whether_claude_codes_sessions_have_a_credential(tmp_path: Path) -> None:
+    """Sessions run in homes of their own, their first run answered by Legion: what they need
+    of yours is a key the daemon holds, else your login (never shown)."""
+    config = tmp_path / "your-claude"
+    config.mkdir()
+    env = codex_env(
+        tmp_path, CLAUDE_CONFIG_DIR=str(config), ANTHROPIC_API_KEY="", ANTHROPIC_AUTH_TOKEN=""
+    )
+    env["CLAUDE_CODE_OAUTH_TOKEN"] = ""
+    none = checks_of(run_legion("doctor", "--json", cwd=tmp_path, env=env).stdout)["claude login"]
+    assert none["ok"] is False and none["required"] is False and none["detail"] == "none found"
+    assert "ANTHROPIC_API_KEY" in str(none["fix"])
+    (config / ".credentials.json").write_text('{"claudeAiOauth": {"accessToken": "tok-secret"}}')
+    result = run_legion("doctor", "--json", cwd=tmp_path, env=env)
+    login = checks_of(result.stdout)["claude login"]
+    assert login["ok"] is True and "your login" in str(login["detail"])
+    assert "tok-secret" not in result.stdout + result.stderr
+    held = run_legion("doctor", "--json", cwd=tmp_path, env={**env, "ANTHROPIC_API_KEY": "sk-k"})
+    assert checks_of(held.stdout)["claude login"]["detail"] == "the daemon holds ANTHROPIC_API_KEY"

@@ -123,7 +123,7 @@ def blocked_worker(project: Path) -> None:
     command = ["sh", "-c", f"cat '{printed}'; exec sleep 600"]
     workers.windows.tmux.new_session(workers.windows.session, "leg-1-implement", command, project)
     record = workers.registry.start("LEG-1", Mode.IMPLEMENT, "sid-1", "leg-1-implement", project)
-    transcript = workers.runtimes.of(record).transcript(workers.env, project, "sid-1")
+    transcript = workers.runtimes.of(record).transcript(project, "sid-1")
     transcript.parent.mkdir(parents=True, exist_ok=True)
     ask = {
         "type": "assistant",

@@ -111,7 +111,7 @@ def test_a_state_folder_inside_legion_stays_out_of_a_workers_sight(
         "sid-1", workspace, runtime, env, proxied=True, relayed=True, worker=True
     )
     shown = [*confinement.access.writable, *confinement.access.readable]
-    allowed = {supervisor.session_folder("sid-1"), run_folder(state)}
+    allowed = {supervisor.session_folder("sid-1"), run_folder(state), runtime.home("sid-1")}
     for path in shown:
         assert path in allowed or not (path == state or state.is_relative_to(path)), path
         assert path in allowed or not path.is_relative_to(state), path

@@ -22,11 +22,13 @@ from legion.bus.model import AgentStatus, MessageKind
 from legion.bus.sessions import register_session
 from legion.config import Project, load_project
 from legion.core.model import Label, Status
+from legion.plugins import CLAUDE_CODE
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.relay.client import fetch_wake_up
 from legion.relay.server import RelayServer
 from legion.runtime.claude.tasks import task_dir
+from legion.runtime.homes import session_home
 from legion.session_relay import session_ops
 from tests.support.cli import Result, run_legion
 
@@ -223,7 +225,8 @@ def test_the_wake_up_context_comes_from_the_daemon(scene: Scene) -> None:
     (scene.repo / "docs" / "plans").mkdir(parents=True)
     (scene.repo / "docs" / "plans" / "leg-1.md").write_text("# Plan\nstep one\n")
     # Its CLI's own task list, which the daemon reads where the session's runtime keeps it.
-    tasks = task_dir(os.environ, WORKER_SID)
+    home = session_home(scene.project.state_dir, CLAUDE_CODE, WORKER_SID)
+    tasks = task_dir(home, WORKER_SID)
     tasks.mkdir(parents=True)
     for n, (subject, status) in enumerate((("Write it", "completed"), ("Test it", "in_progress"))):
         task = {"id": str(n + 1), "subject": subject, "activeForm": subject, "status": status}

@@ -14,7 +14,7 @@ from legion.core.model import Status
 from legion.errors import InputError
 from legion.tui.commands import ServiceCommands
 from legion.tui.sources import ActionLogView, Board, ProjectSources, Unavailable
-from tests.support.cli import LegionRunner, write_trusted_config
+from tests.support.cli import LegionRunner
 
 
 def environment(cwd: Path) -> dict[str, str]:
@@ -141,11 +141,11 @@ def test_the_log_holds_the_projects_agents_events_among_its_actions(
     assert not any("elsewhere" in line.about for line in log.lines)
 
 
-def test_a_workers_task_list_is_read_from_the_projects_claude_home(
+def test_a_workers_task_list_is_read_from_its_sessions_own_home(
     project: Path, tmp_path: Path, legion: LegionRunner
 ) -> None:
-    """A project that names its CLI's home (as the demo's does) shows its workers' task lists
-    in `legion workers` and the TUI's peek, whoever asks (the caller's own home has none)."""
+    """A worker's task list is read from its session's own home in the project's state, and
+    shown in `legion workers` and the TUI's peek whoever asks (the caller's own home has none)."""
     import json
 
     from legion.backends import open_backends, open_workers
@@ -153,9 +153,8 @@ def test_a_workers_task_list_is_read_from_the_projects_claude_home(
     from legion.core.model import Mode
     from legion.sessions.registry import Registry
 
-    home = tmp_path / "claude-home"
-    config = project / ".legion" / "config.toml"
-    write_trusted_config(project, config.read_text() + f'claude_config_dir = "{home}"\n')
+    loaded = load_project(project)
+    home = loaded.state_dir / "cli" / "claude-code" / "sessions" / "sid-impl"  # its own
     tasks = home / "tasks" / "sid-impl"
     tasks.mkdir(parents=True)
     for n, (status, form) in enumerate(
@@ -163,7 +162,6 @@ def test_a_workers_task_list_is_read_from_the_projects_claude_home(
     ):
         document = {"id": str(n), "subject": form, "activeForm": form, "status": status}
         (tasks / f"{n}.json").write_text(json.dumps(document))
-    loaded = load_project(project)
     backends = open_backends(loaded)
     try:
         record = Registry(backends.db).start(

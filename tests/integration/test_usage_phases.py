@@ -35,7 +35,7 @@ def test_each_phase_gets_the_tokens_of_its_own_time(legion: LegionRunner, projec
                 "ended_at) VALUES ('LEG-1', ?, ?, 'w', ?, ?, ?)",
                 (mode, implement, str(project), started, ended),
             )
-    transcript = workers.runtimes.default.transcript(workers.env, project, implement)
+    transcript = workers.runtimes.default.transcript(project, implement)
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text(
         _response("a", "2026-01-01T10:05:00.000Z", 100)
@@ -68,7 +68,7 @@ def test_a_spent_budget_starts_no_worker_and_asks_a_human_whose_answer_allows_on
             "'2026-01-01T11:00:00Z')",
             (plan, str(project)),
         )
-    transcript = workers.runtimes.default.transcript(workers.env, project, plan)
+    transcript = workers.runtimes.default.transcript(project, plan)
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text(_response("a", "2026-01-01T10:05:00.000Z", 1500))  # 2,500 tokens
     reconciler = Reconciler(
@@ -116,8 +116,9 @@ def test_a_codex_sessions_tokens_come_from_its_rollout(
                 "ended_at, runtime) VALUES ('LEG-1', ?, ?, 'w', ?, ?, ?, 'codex')",
                 (mode, implement, str(project), started, ended),
             )
+    link = workers.runtimes.named("codex").transcript(project, implement)
     rollout = (
-        codex_home
+        link.parents[1]  # the session's own CODEX_HOME
         / "sessions"
         / "2026"
         / "01"
@@ -136,7 +137,6 @@ def test_a_codex_sessions_tokens_come_from_its_rollout(
         event = {"type": "token_count", "info": info}
         lines.append(json.dumps({"timestamp": when, "type": "event_msg", "payload": event}))
     rollout.write_text("\n".join(lines) + "\n")
-    link = workers.runtimes.named("codex").transcript(env, project, implement)
     link.parent.mkdir(parents=True)
     link.symlink_to(rollout)
     shown = json.loads(
@@ -170,7 +170,7 @@ def test_a_spent_budget_keeps_the_labels_that_say_which_worker_is_due(
             "'2026-01-01T11:00:00Z')",
             (implement, str(project)),
         )
-    transcript = workers.runtimes.default.transcript(workers.env, project, implement)
+    transcript = workers.runtimes.default.transcript(project, implement)
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text(_response("a", "2026-01-01T10:05:00.000Z", 1500))
     reconciler = Reconciler(

@@ -246,24 +246,3 @@ def test_write_private_replaces_a_planted_link_instead_of_writing_through_it(
     write_private(context, "the wake-up context\n")
     assert victim.read_bytes() == SECRET
     assert context.read_text() == "the wake-up context\n" and not context.is_symlink()
-
-
-def test_claude_codes_config_is_neither_read_nor_written_through_a_link(
-    tmp_path: Path, victim: Path
-) -> None:
-    """With CLAUDE_CONFIG_DIR set, `.claude.json` is in a folder sessions write, and the
-    daemon's start of a session updates it (`update_json_file`)."""
-    from legion.errors import ConfigError
-    from legion.runtime.claude.runtime import update_json_file
-
-    config = tmp_path / "claude" / ".claude.json"
-    config.parent.mkdir()
-    victim.write_text('{"hasCompletedOnboarding": true}')
-    config.symlink_to(victim)
-    with pytest.raises(ConfigError, match="cannot read"):
-        update_json_file(config, lambda document: document.setdefault("x", 1) is None)
-    assert victim.read_text() == '{"hasCompletedOnboarding": true}'
-    config.unlink()
-    os.mkfifo(config)
-    with pytest.raises(ConfigError, match="cannot read"):  # at once, not waiting on the fifo
-        update_json_file(config, lambda document: True)

@@ -105,7 +105,7 @@ def checkpoint_step(
     transcript = tmp_path / "session.jsonl"
     transcript.write_text('{"type":"user"}\n')
     runtime = SimpleNamespace(
-        transcript=lambda env, workspace, sid: transcript,
+        transcript=lambda workspace, sid: transcript,
         summarize=lambda path: TranscriptSummary(1, Turn.ENDED, None),
     )
     workers = SimpleNamespace(

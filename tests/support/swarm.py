@@ -83,6 +83,18 @@ class Swarm:
             check=False,
         ).stdout
 
+    def cli_home(self, sid: str) -> Path:
+        """Session `sid`'s own CLI home (`legion.runtime.homes`), in the project's state."""
+        state = Path(self.env["XDG_STATE_HOME"])
+        found = sorted(state.glob(f"legion/*/cli/*/sessions/{sid}"))
+        assert len(found) == 1, f"session {sid}'s home: {found}"
+        return found[0]
+
+    def transcripts(self, sid: str) -> list[Path]:
+        """Claude Code's transcripts of session `sid` (none while it has no home)."""
+        state = Path(self.env["XDG_STATE_HOME"])
+        return sorted(state.glob(f"legion/*/cli/*/sessions/{sid}/projects/*/{sid}.jsonl"))
+
     def worker(self, issue: str) -> dict[str, Any] | None:
         found = [w for w in self.json("workers") if w["issue"] == issue]
         return found[-1] if found else None

@@ -27,7 +27,7 @@ class Runtime:
         self.path = transcript
         self.turn = Turn.OPEN
 
-    def transcript(self, env: object, workspace: Path, sid: str) -> Path:
+    def transcript(self, workspace: Path, sid: str) -> Path:
         return self.path
 
     def summarize(self, transcript: Path) -> TranscriptSummary:

@@ -17,7 +17,6 @@ from legion.runtime.claude.paths import (
     base36,
     config_dir,
     encode_project_dir,
-    global_config_file,
     java_string_hash,
     newest_activity,
     transcript_path,
@@ -66,8 +65,6 @@ def test_encoded_names_are_safe_folder_names(path: str) -> None:
 def test_config_locations() -> None:
     assert config_dir({"HOME": "/h"}) == Path("/h/.claude")
     assert config_dir({"HOME": "/h", "CLAUDE_CONFIG_DIR": "/c"}) == Path("/c")
-    assert global_config_file({"HOME": "/h"}) == Path("/h/.claude.json")
-    assert global_config_file({"HOME": "/h", "CLAUDE_CONFIG_DIR": "/c"}) == Path("/c/.claude.json")
 
 
 def test_transcript_path_resolves_symlinks(tmp_path: Path) -> None:
@@ -75,8 +72,7 @@ def test_transcript_path_resolves_symlinks(tmp_path: Path) -> None:
     real.mkdir()
     link = tmp_path / "link"
     link.symlink_to(real)
-    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")}
-    path = transcript_path(env, link, "abc")
+    path = transcript_path(tmp_path / "cfg", link, "abc")
     assert (
         path
         == tmp_path / "cfg" / "projects" / encode_project_dir(str(real.resolve())) / "abc.jsonl"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -40,7 +39,7 @@ class Runtime:
         self.used = usage
         self.folder = folder or Path("/transcripts")
 
-    def transcript(self, env: Any, workspace: Path, sid: str) -> Path:
+    def transcript(self, workspace: Path, sid: str) -> Path:
         return self.folder / f"{sid}.jsonl"
 
     def summarize(self, transcript: Path) -> TranscriptSummary:

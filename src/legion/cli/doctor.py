@@ -59,12 +59,10 @@ def run_checks(project: Project | None = None) -> list[Check]:
         _tool("git", ["git", "--version"], "install git (e.g. apt-get install git)"),
         _tool("tmux", ["tmux", "-V"], "install tmux (e.g. apt-get install tmux)"),
     ]
-    from legion.skills import installed
-
     settings, every = _settings(project)
     needs_npm = False
     for plugin in plugins.RUNTIMES:
-        report: DoctorReport = plugins.load(plugin.doctor)(settings, every, os.environ, installed)
+        report: DoctorReport = plugins.load(plugin.doctor)(settings, every, os.environ)
         checks += report.checks
         needs_npm = needs_npm or report.needs_install
     npm = _tool("npm", ["npm", "--version"], "install Node.js and npm (apt-get install npm)")

@@ -202,32 +202,18 @@ def feedback(
     common.echo(f"{updated.identifier}: answer recorded; Legion relays it to the worker")
 
 
-def _preflight(project: Project) -> list[str]:
-    """Check what the swarm needs, and install the skills where each agent CLI the roles run
-    on finds them."""
+def _preflight(project: Project) -> None:
+    """Check what the swarm needs: tmux, and each agent CLI the roles run on. (Each session's
+    CLI home, with Legion's skills, is made as it starts: `legion.runtime.homes`.)"""
     from legion.backends import open_backends, open_workers
 
     workers = open_workers(project, open_backends(project))
     workers.windows.check_tmux()
-    runtimes = workers.runtimes.in_use()
-    for runtime in runtimes:
+    for runtime in workers.runtimes.in_use():
         runtime.executable()
-    # The controller runs in the repository: its CLI must be set up and trust it.
-    workers.runtimes.controller.prepare(os.environ, project.root)
-    notes: list[str] = []
-    try:
-        from legion import skills
-    except ImportError:
-        return notes
-    for runtime in runtimes:
-        target = runtime.skills_dir(os.environ)
-        if not skills.installed(target):
-            skills.install(target)
-            notes.append(f"installed the Legion skills in {target}")
-    return notes
 
 
-def _started(project: Project, pid: int, log_path: Path | None, notes: list[str]) -> dict[str, Any]:
+def _started(project: Project, pid: int, log_path: Path | None) -> dict[str, Any]:
     """What `legion start --json` prints: the daemon, its log, and how to watch the swarm."""
     from legion.backends import open_backends, open_workers
 
@@ -240,7 +226,6 @@ def _started(project: Project, pid: int, log_path: Path | None, notes: list[str]
         "log": None if log_path is None else str(log_path),
         "session": session,
         "attach": common.attach_command(project.settings.tmux_socket, session),
-        "notes": notes,
     }
 
 
@@ -273,7 +258,7 @@ def start(
         raise LegionError(
             f"Legion is already running for {project.root} (pid {pid}); `legion stop` stops it"
         )
-    notes = _preflight(project)
+    _preflight(project)
     settings = project.settings
     if foreground:
         config = DaemonConfig(
@@ -283,12 +268,10 @@ def start(
             restart_cooldown=settings.restart_cooldown,
             say_stop=not as_json,
         )
-        info = _started(project, os.getpid(), None, notes)
+        info = _started(project, os.getpid(), None)
         if as_json:
             common.print_json(info)
         else:
-            for note in notes:
-                typer.echo(note)
             typer.echo(f"Legion running for {project.root} ({config.mode} mode); Ctrl-C stops it")
             typer.echo(f"  watch: {info['attach']}")
         # What the daemon prints is its log (daemon.log when started in the background): it
@@ -310,12 +293,10 @@ def start(
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if running_pid(project) is not None:
-            info = _started(project, proc.pid, log_path, notes)
+            info = _started(project, proc.pid, log_path)
             if as_json:
                 common.print_json(info)
                 return
-            for note in notes:
-                typer.echo(note)
             typer.echo(
                 f"Legion started for {project.root} "
                 f"(pid {proc.pid}, {settings.controller_mode} mode)"

@@ -56,7 +56,7 @@ class WorkspaceCheckpoints:
 
     def _look(self, record: WorkerRecord) -> None:
         runtime = self.workers.runtimes.of(record)
-        transcript = runtime.transcript(self.workers.env, record.workspace, record.session_id)
+        transcript = runtime.transcript(record.workspace, record.session_id)
         try:
             moved = transcript_stat(transcript).st_mtime  # the session's own file, no link
         except OSError:

@@ -51,7 +51,7 @@ class ControllerSession:
 
     def transcript(self) -> Path:
         runtime = self.workers.runtimes.controller
-        return runtime.transcript(self.workers.env, self.project.root, self.id)
+        return runtime.transcript(self.project.root, self.id)
 
     def state(self) -> tuple[SessionState, float | None]:
         return controller_state_of(self.project, self.workers)

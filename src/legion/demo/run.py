@@ -11,7 +11,6 @@ Legion's state, a private Claude Code config, a private Codex home and a private
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -345,9 +344,9 @@ QUIET_REPORT_S = 10.0  # with nothing else to say, report what is running this o
 def _environment(
     folder: Path, identifiers: list[str], mode: str, real: bool, uses_codex: bool
 ) -> tuple[dict[str, str], list[FakeModelServer | FakeResponsesServer]]:
-    """The demo's private Claude Code config and Codex home, with Legion's skills, and the
-    environment that points the CLIs at them; unless `real`, the scripted servers too (started)."""
-    from legion import skills
+    """The demo's private Claude Code config and Codex home (each session runs in a home of its
+    own, with Legion's skills: `legion.runtime.homes`), and the environment that points the
+    CLIs at them; unless `real`, the scripted servers too (started)."""
     from legion.demo.model_server import FakeModelServer
     from legion.demo.offline import base_environment, codex_offline_home, offline_variables
     from legion.demo.responses_server import FakeResponsesServer
@@ -355,12 +354,8 @@ def _environment(
 
     config_dir = folder / "claude-config"
     config_dir.mkdir()
-    # A private config the demo owns, past the CLI's one-time onboarding screen.
-    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
     codex_home = folder / "codex-home"
     codex_home.mkdir()
-    skills.install(config_dir / "skills")
-    skills.install(codex_home / "skills")
     if real:
         env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config_dir), CODEX_HOME=str(codex_home))
         return env, []

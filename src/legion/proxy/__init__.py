@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from legion.plugins import CLAUDE_CODE, CODEX
+from legion.runtime.claude.paths import CREDENTIAL_VARIABLES
 
 # The model credentials a Claude Code session may be given; with a proxy that holds the
 # credential, none of them reaches the session.
-CLAUDE_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+CLAUDE_CREDENTIALS = CREDENTIAL_VARIABLES
 # The runtimes whose sessions the proxy serves.
 PROXIED = frozenset({CLAUDE_CODE, CODEX})
 # The path under which the proxy serves Codex's provider (Claude Code's API is at its root).

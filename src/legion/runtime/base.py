@@ -10,7 +10,8 @@ transcript), and how to read that record: the turn's state and any pending quest
 of its last activity, and the tokens it used. Delivery at a turn boundary and the context
 given back after a resume or a compaction are the runtime's too: `command` is handed the
 session's inbox and context files, which Claude Code's hooks read, and Codex's turn loop reads
-the same way. Skills are invoked through `skill_prompt` and installed in `skills_dir`.
+the same way. Skills are invoked through `skill_prompt`; they are Legion's part of every
+session's own home (`legion.runtime.homes`), which `prepare` makes.
 """
 
 from __future__ import annotations
@@ -56,18 +57,33 @@ class AgentRuntime(Protocol):
         """Variables the CLI needs besides those it inherits."""
         ...
 
-    def sandbox_access(self, env: Mapping[str, str], *, proxied: bool) -> Access:
-        """What a confined session of this CLI uses besides its workspace: its own folders
-        (read-write), its install (read-only), and, when the daemon holds its model credential
-        (`proxied`), the credential files it keeps to be shown empty."""
+    def home(self, session_id: str) -> Path:
+        """Session `session_id`'s own CLI home (`legion.runtime.homes`)."""
         ...
 
-    def prepare(self, env: Mapping[str, str], workspace: Path) -> None:
-        """Answer the CLI's first-run questions for this workspace, as the user's config
-        already does, so an unattended session does not stop at one."""
+    def sandbox_access(self, env: Mapping[str, str], session_id: str, *, own_login: bool) -> Access:
+        """What a confined session of this CLI uses besides its workspace: its own home
+        (read-write, with Legion's part of it read-only), its install (read-only), and, when
+        the daemon holds no key for it (`own_login`), your login file (read-only). `env`: the
+        daemon's, which says where your CLI's home is."""
         ...
 
-    def transcript(self, env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
+    def prepare(
+        self,
+        env: Mapping[str, str],
+        workspace: Path,
+        session_id: str,
+        *,
+        own_login: bool,
+        confined: bool,
+    ) -> dict[str, str]:
+        """Make the session's own home ready for its start in `workspace` (no process of it
+        runs), with the CLI's first-run questions answered there, so an unattended session
+        does not stop at one; `confined`: whether it runs in the sandbox. Returns the variables
+        that point the CLI at its home."""
+        ...
+
+    def transcript(self, workspace: Path, session_id: str) -> Path:
         """Where the session's record of the conversation is (it may not exist yet)."""
         ...
 
@@ -103,11 +119,7 @@ class AgentRuntime(Protocol):
         """The first prompt of a worker in `mode` on `issue` (how its skill is invoked)."""
         ...
 
-    def skills_dir(self, env: Mapping[str, str]) -> Path:
-        """Where the CLI finds the user's skills (Legion's are installed there)."""
-        ...
-
-    def task_list(self, env: Mapping[str, str], session_id: str) -> TaskList | None:
+    def task_list(self, session_id: str) -> TaskList | None:
         """The session's own task list (what it is in the middle of); None when the CLI
         keeps none, or the session has none."""
         ...

@@ -46,7 +46,7 @@ def observe_controller(project: Project, workers: WorkerManager) -> ControllerVi
     window = workers.windows.controller_window()
     sid = controller_session_id(project.settings.project_id)
     runtime = workers.runtimes.controller
-    transcript = runtime.transcript(workers.env, project.root, sid)
+    transcript = runtime.transcript(project.root, sid)
     alive = window is not None and not window.pane_dead
     summary = runtime.summarize(transcript) if alive else None
     return ControllerView(

@@ -121,7 +121,7 @@ class WorkerRoster:
             window = windows.get(record.window)
             alive = window is not None and not window.pane_dead
             runtime = self.runtimes.of(record)
-            transcript = runtime.transcript(self.env, record.workspace, record.session_id)
+            transcript = runtime.transcript(record.workspace, record.session_id)
             summary = runtime.summarize(transcript) if alive else None
             if summary is not None:
                 summary = self._with_asked_question(record.session_id, summary)
@@ -202,7 +202,7 @@ class WorkerRoster:
         """The worker's own task list, as its CLI keeps it (Claude Code's TaskCreate files);
         None when it has none. Read with the sessions' environment, so a project that names
         its CLI's home (the demo's) shows its workers' lists to whoever asks."""
-        return self.runtimes.of(record).task_list(self.env, record.session_id)
+        return self.runtimes.of(record).task_list(record.session_id)
 
     def usage(self, issue: str | None = None) -> dict[str, dict[str, Usage]]:
         """Tokens by issue and phase (mode): what the daemon's model proxy metered as each
@@ -227,7 +227,7 @@ class WorkerRoster:
         for records in by_session.values():
             records.sort(key=lambda r: (r.started_at, r.id))
             runtime = self.runtimes.of(records[-1])
-            transcript = runtime.transcript(self.env, records[0].workspace, records[0].session_id)
+            transcript = runtime.transcript(records[0].workspace, records[0].session_id)
             starts = [instant(r.started_at) for r in records]
             for when, used in runtime.usage(transcript):
                 at = instant(when)

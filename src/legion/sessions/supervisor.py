@@ -134,7 +134,6 @@ class SessionSupervisor:
             runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
             # Its sandbox: one that is required and cannot be had fails here too.
             sandbox = self.sandbox()
-            runtime.prepare(self.env, cwd)
         env = {key: value for key, value in self.env.items() if inheritable(key)}
         env |= runtime.environment(self.env)
         env |= {
@@ -168,14 +167,15 @@ class SessionSupervisor:
                 env[CAPABILITY_ENV] = token
                 env[SOCKET_ENV] = str(socket_path(self.project.state_dir))
         proxied = access is not None and access.holds(runtime.name) and token is not None
-        # No model key but the one its own CLI needs for its own provider, and none at all
-        # when the daemon's proxy holds it: its commands could read it from the CLI's process.
-        for variable in proxy.model_key_variables(env, besides=runtime.name, proxied=proxied):
-            env.pop(variable, None)
-        if access is not None and token is not None:
-            env = proxy.session_variables(runtime.name, access, token, env)
+        env = _model_variables(runtime.name, env, access, token, proxied=proxied)
+        # Its own home, made now that no process of it runs (`legion.runtime.homes`); your
+        # login is shown in it only when the daemon holds no key for its CLI. From its own
+        # variables: a key the daemon holds is approved nowhere a session reads.
+        confined = sandbox is not None and sandbox.confined
+        with span("start: its home", trace):
+            env |= runtime.prepare(env, cwd, sid, own_login=not proxied, confined=confined)
         # Decided only now: a leftover that was starting may have written the transcript.
-        transcript = runtime.transcript(self.env, cwd, sid)
+        transcript = runtime.transcript(cwd, sid)
         with span("start: register on the bus", trace):
             agent = self._register_on_bus(sid, extra_env.get("LEGION_MODE", ""), cwd, runtime.name)
         if agent is not None:
@@ -188,7 +188,7 @@ class SessionSupervisor:
             inbox=self.inbox_file(sid),
             context=self.context_file(sid),
         )
-        if sandbox is not None and sandbox.confined:
+        if confined:
             confinement = self._confinement(
                 sid,
                 cwd,
@@ -316,7 +316,7 @@ class SessionSupervisor:
             project_config=self.project.config_path,
             trust_records=_existing(records(state_home(env))),
             user_config=self._user_config_copy(env),
-            runtime=runtime.sandbox_access(env, proxied=proxied),
+            runtime=runtime.sandbox_access(self.env, sid, own_login=not proxied),
             env=env,
         )
         return Confinement(home, empty_file(state_dir), access)
@@ -439,6 +439,25 @@ class SessionSupervisor:
                 os.kill(stray, signal.SIGHUP)  # what tmux sends when it closes a window
         for stray in sorted(pids):
             wait_for_exit(stray)
+
+
+def _model_variables(
+    runtime: str,
+    env: dict[str, str],
+    access: proxy.ProxyAccess | None,
+    token: str | None,
+    *,
+    proxied: bool,
+) -> dict[str, str]:
+    """A session's environment `env` as its model calls need it: no model key but the one
+    its own CLI needs for its own provider, and none at all when the daemon's proxy holds it
+    (`proxied`: its commands could read it from the CLI's process); pointed at the proxy with
+    its capability `token` when there is one (`access`)."""
+    for variable in proxy.model_key_variables(env, besides=runtime, proxied=proxied):
+        env.pop(variable, None)
+    if access is not None and token is not None:
+        env = proxy.session_variables(runtime, access, token, env)
+    return env
 
 
 def _resumable(runtime: AgentRuntime, transcript: Path) -> bool:

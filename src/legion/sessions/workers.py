@@ -289,9 +289,7 @@ class WorkerManager:
             window = self.windows.live_window(record.session_id)
             if window is None:
                 return "not typed: its session does not run here"
-            transcript = self.runtimes.of(record).transcript(
-                self.env, record.workspace, record.session_id
-            )
+            transcript = self.runtimes.of(record).transcript(record.workspace, record.session_id)
             mark = transcript_size(transcript)
             taken = self.windows.type_prompt(window.id, command.prompt, transcript, mark)
         return f"typed into {record.window}" if taken else f"not taken by {record.window}"
@@ -368,7 +366,7 @@ class WorkerManager:
         """Where this host's CLIs keep (or resume from) each session of the issue's workers in
         `workspace`, by session id: what a checkpoint keeps, and where a takeover restores."""
         return {
-            sid: self.runtimes.for_worker(issue, mode).transcript(self.env, workspace, sid)
+            sid: self.runtimes.for_worker(issue, mode).transcript(workspace, sid)
             for mode, sid in self.issue_sessions(issue)
         }
 
@@ -416,7 +414,7 @@ class WorkerManager:
         """Open the recorded worker's window on this host and start its session there."""
         issue, mode, sid = record.issue, record.mode, record.session_id
         runtime = self.runtimes.of(record)
-        transcript = runtime.transcript(self.env, workspace, sid)
+        transcript = runtime.transcript(workspace, sid)
         size_before = transcript_size(transcript)
         try:
             window_id = self.supervisor.start_session_window(

@@ -273,8 +273,8 @@ class ProjectSources:
             state, _ = controller_state_of(project, workers)
             sid = agent.session_id or ""
             runtime = workers.runtimes.controller
-            transcript = runtime.transcript(workers.env, project.root, sid)
-            return window, transcript, state.value, runtime.task_list(workers.env, sid)
+            transcript = runtime.transcript(project.root, sid)
+            return window, transcript, state.value, runtime.task_list(sid)
         for view in workers.roster.views():
             if view.record.session_id == agent.session_id:
                 tasks = workers.roster.task_list(view.record)

@@ -1,17 +1,15 @@
 """`legion doctor`'s checks of Claude Code (the registry's `doctor` of its plugin): found,
-its version against the one Legion is tested with, its first-run set-up."""
+its version against the one Legion is tested with, a credential for its sessions."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 from legion.config import RUNTIME_ROLES, Settings
 from legion.errors import LegionError
 from legion.plugins import CLAUDE_CODE, DoctorCheck, DoctorReport
 from legion.runtime.claude import binary as claude_bin
-from legion.runtime.claude.paths import global_config_file
+from legion.runtime.claude.paths import CREDENTIAL_VARIABLES, config_dir
 
 Check = DoctorCheck
 CLAUDE_NAME = "claude"  # the command, as doctor lists it
@@ -21,11 +19,9 @@ def doctor_report(
     chosen: Settings | None,
     every: Sequence[Settings],
     env: Mapping[str, str],
-    skills_installed: Callable[[Path], bool],
 ) -> DoctorReport:
     """Needed unless every role of `chosen` (the project's settings, else the machine's) runs
-    elsewhere; with no settings, `legion demo`'s default needs it. (Its skills are not checked,
-    as before: `legion start` installs them.)"""
+    elsewhere; with no settings, `legion demo`'s default needs it."""
     needed = chosen is None or any(
         chosen.runtime_for(role) == CLAUDE_CODE for role in RUNTIME_ROLES
     )
@@ -34,7 +30,7 @@ def doctor_report(
 
 
 def _claude_checks(env: Mapping[str, str], required: bool = True) -> list[Check]:
-    """Claude Code: found (required when a role runs on it), its version, its set-up."""
+    """Claude Code: found (required when a role runs on it), its version, a credential."""
     from legion.config import machine_settings
 
     try:
@@ -65,18 +61,19 @@ def _claude_checks(env: Mapping[str, str], required: bool = True) -> list[Check]
                 required=False,
             )
         )
-    config = global_config_file(env)
-    try:
-        onboarded = json.loads(config.read_text(encoding="utf-8")).get("hasCompletedOnboarding")
-    except (OSError, ValueError, AttributeError):
-        onboarded = False
+    # Each session's home is Legion's, its first-run screens answered there; what it needs of
+    # yours is a credential: a key the daemon holds, else your login.
+    held = [name for name in CREDENTIAL_VARIABLES if env.get(name)]
+    login = config_dir(env) / ".credentials.json"
     checks.append(
         Check(
-            "claude setup",
-            onboarded is True,
-            "first-run setup done" if onboarded is True else f"not set up yet ({config})",
-            "run `claude` once and finish its first-run screens (needed by `legion start`; "
-            "`legion demo` does not need it)",
+            "claude login",
+            bool(held) or login.is_file(),
+            f"the daemon holds {held[0]}"
+            if held
+            else ("your login, read-only in sessions" if login.is_file() else "none found"),
+            "set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`) where "
+            "`legion start` runs, or log in with `claude` (`legion demo` needs neither)",
             required=False,
         )
     )

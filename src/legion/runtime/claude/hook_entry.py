@@ -81,9 +81,10 @@ def _task_list(runtime: str, env: Mapping[str, str], session: str | None) -> Tas
 
     if runtime != CLAUDE_CODE or session is None:
         return None
+    from legion.runtime.claude.paths import config_dir
     from legion.runtime.claude.tasks import read_tasks
 
-    return read_tasks(env, session)
+    return read_tasks(config_dir(env), session)  # its own home, inside its sandbox
 
 
 def answer(

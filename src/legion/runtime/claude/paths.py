@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 MAX_ENCODED_LENGTH = 200
+# The variables that may hold a Claude Code model credential (the daemon's, for its proxy; a
+# session's only when the daemon holds none).
+CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 _NOT_ALNUM = re.compile(r"[^a-zA-Z0-9]")
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -25,15 +28,6 @@ def config_dir(env: Mapping[str, str]) -> Path:
 def skills_dir(env: Mapping[str, str]) -> Path:
     """Where Claude Code finds the user's skills."""
     return config_dir(env) / "skills"
-
-
-def global_config_file(env: Mapping[str, str]) -> Path:
-    """The CLI's own state (onboarding, trusted folders): inside the config dir when it is set,
-    else `~/.claude.json` beside it."""
-    explicit = env.get("CLAUDE_CONFIG_DIR")
-    if explicit:
-        return Path(explicit).expanduser() / ".claude.json"
-    return Path(env.get("HOME") or Path.home()) / ".claude.json"
 
 
 def java_string_hash(text: str) -> int:
@@ -65,9 +59,10 @@ def encode_project_dir(path: str) -> str:
     return f"{encoded[:MAX_ENCODED_LENGTH]}-{base36(abs(java_string_hash(path)))}"
 
 
-def transcript_path(env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
+def transcript_path(home: Path, workspace: Path, session_id: str) -> Path:
+    """Where the CLI whose config folder is `home` keeps session `session_id` in `workspace`."""
     folder = project_folder(str(workspace))
-    return Path(f"{config_dir(env)}/projects/{folder}/{session_id}.jsonl")
+    return Path(f"{home}/projects/{folder}/{session_id}.jsonl")
 
 
 @functools.lru_cache(maxsize=4096)

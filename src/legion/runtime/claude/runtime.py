@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import sys
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,21 +26,16 @@ from legion.plugins import CLAUDE_CODE, runtime_plugin
 from legion.runtime.base import worker_skill_args
 from legion.runtime.claude import binary as claude_bin
 from legion.runtime.claude import hooks
-from legion.runtime.claude.paths import (
-    config_dir,
-    global_config_file,
-    newest_activity,
-    skills_dir,
-    transcript_path,
-)
+from legion.runtime.claude.paths import config_dir, newest_activity, transcript_path
 from legion.runtime.claude.settings import ClaudeSettings
 from legion.runtime.claude.tasks import read_tasks
 from legion.runtime.claude.transcript import session_usage, summarize_file
+from legion.runtime.homes import HomeLayout, SessionHomes
 from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import PendingQuestion, TranscriptSummary
 from legion.sandbox import install_root
 from legion.sandbox.policy import Access
-from legion.worker_files import read_text, replace_file
+from legion.worker_files import replace_file
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
 _API_KEY_VARIABLES = runtime_plugin(CLAUDE_CODE).secret_variables
@@ -114,21 +106,24 @@ def _settings_object(value: str) -> dict[str, Any]:
     return parsed
 
 
-def open_runtime(settings: Settings, lookup_env: Mapping[str, str]) -> ClaudeRuntime:
+def open_runtime(
+    settings: Settings, lookup_env: Mapping[str, str], state_dir: Path
+) -> ClaudeRuntime:
     """The registry's opener (`legion.plugins`): Claude Code as the project's settings set it
-    up."""
+    up, its sessions' homes in the project's state folder `state_dir`."""
     own = settings.section(ClaudeSettings)
     return ClaudeRuntime(
         settings=settings,
         permission_mode=own.permission_mode,
         extra_args=own.args,
         lookup_env=lookup_env,
+        state_dir=state_dir,
     )
 
 
 def configured_environment(settings: Settings) -> dict[str, str]:
-    """The variables the settings give Claude Code's sessions: the project's
-    CLAUDE_CONFIG_DIR."""
+    """The variables the settings give Legion's view of Claude Code: your CLAUDE_CONFIG_DIR,
+    where your login is (a session's own home is Legion's: `ClaudeRuntime.prepare`)."""
     folder = settings.section(ClaudeSettings).config_dir
     return {} if folder is None else {"CLAUDE_CONFIG_DIR": str(folder)}
 
@@ -142,6 +137,8 @@ class ClaudeRuntime:
     extra_args: tuple[str, ...] = ()
     # Where the cached install and PATH are looked up (the launching process's environment).
     lookup_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    # The project's state folder, where each session's own home is (`legion.runtime.homes`).
+    state_dir: Path | None = None
 
     def resolve(self) -> claude_bin.ClaudeBinary:
         if self.settings is None:
@@ -197,17 +194,21 @@ class ClaudeRuntime:
     def name(self) -> str:
         return CLAUDE_CODE
 
-    def sandbox_access(self, env: Mapping[str, str], *, proxied: bool) -> Access:
-        folder = config_dir(env)
-        return Access(
-            writable=(folder, global_config_file(env)),
-            readable=install_root(Path(self.executable())),
-            # The login `claude /login` keeps: the daemon's proxy speaks for the session.
-            hidden=(folder / ".credentials.json",) if proxied else (),
-        )
+    @property
+    def homes(self) -> SessionHomes:
+        return SessionHomes(self.state_dir, self.name, HOME_LAYOUT)
 
-    def transcript(self, env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
-        return transcript_path(env, workspace, session_id)
+    def home(self, session_id: str) -> Path:
+        """Session `session_id`'s own CLAUDE_CONFIG_DIR (`legion.runtime.homes`)."""
+        return self.homes.of(session_id)
+
+    def sandbox_access(self, env: Mapping[str, str], session_id: str, *, own_login: bool) -> Access:
+        login = _user_login(env) if own_login else None
+        installed = Access(readable=install_root(Path(self.executable())))
+        return self.homes.access(session_id, login) + installed
+
+    def transcript(self, workspace: Path, session_id: str) -> Path:
+        return transcript_path(self.home(session_id), workspace, session_id)
 
     def summarize(self, transcript: Path) -> TranscriptSummary | None:
         return summarize_file(transcript)
@@ -234,118 +235,70 @@ class ClaudeRuntime:
     def worker_prompt(self, issue: str, mode: Mode) -> str:
         return worker_prompt(issue, mode)
 
-    def skills_dir(self, env: Mapping[str, str]) -> Path:
-        return skills_dir(env)
+    def task_list(self, session_id: str) -> TaskList | None:
+        return read_tasks(self.home(session_id), session_id)
 
-    def task_list(self, env: Mapping[str, str], session_id: str) -> TaskList | None:
-        return read_tasks(env, session_id)
-
-    def prepare(self, env: Mapping[str, str], workspace: Path) -> None:
-        """Answer the CLI's first-run questions for this workspace the way the user's config
-        already has: trust the folder, and use the API key Legion was given."""
-        real = os.path.realpath(workspace)
+    def prepare(
+        self,
+        env: Mapping[str, str],
+        workspace: Path,
+        session_id: str,
+        *,
+        own_login: bool,
+        confined: bool,
+    ) -> dict[str, str]:
+        """Make the session's own home (`legion.runtime.homes`) ready for its start in
+        `workspace`, with the CLI's first-run questions answered there: its onboarding done,
+        the workspace trusted, the API key Legion was given approved. `own_login`: the daemon
+        holds no key for the session, which then uses your login (read-only). Returns the
+        variables that point the CLI at its home."""
         key_suffixes = [env[name][-20:] for name in _API_KEY_VARIABLES if env.get(name)]
-
-        config_file = global_config_file(env)
-
-        def update(config: dict[str, Any]) -> bool:
-            if config.get("hasCompletedOnboarding") is not True:
-                # Its first screens (theme, login) are the user's to answer, once.
-                raise ConfigError(
-                    f"Claude Code is not set up yet ({config_file} has not completed onboarding): "
-                    "run `claude` once and finish its first-run screens, then try again"
-                )
-            changed = False
-            projects = config.setdefault("projects", {})
-            entry = projects.setdefault(real, {})
-            if entry.get("hasTrustDialogAccepted") is not True:
-                entry["hasTrustDialogAccepted"] = True
-                changed = True
-            responses = config.setdefault("customApiKeyResponses", {})
-            approved = responses.setdefault("approved", [])
-            rejected = responses.setdefault("rejected", [])
-            for suffix in key_suffixes:
-                if suffix not in approved and suffix not in rejected:
-                    approved.append(suffix)
-                    changed = True
-            return changed
-
-        update_json_file(config_file, update)
+        state = {
+            # Its first screens (theme, login) are answered by Legion's settings.
+            "hasCompletedOnboarding": True,
+            "projects": {os.path.realpath(workspace): {"hasTrustDialogAccepted": True}},
+            "customApiKeyResponses": {"approved": key_suffixes, "rejected": []},
+        }
+        home = self.homes.prepare(
+            session_id,
+            files={"settings.json": b"{}\n"},
+            fresh={".claude.json": json.dumps(state, indent=2).encode("utf-8")},
+            login=_user_login(env) if own_login else None,
+            confined=confined,
+        )
+        _carry_over(config_dir(env), home, workspace, session_id)
+        return {"CLAUDE_CONFIG_DIR": str(home)}
 
 
-# Claude Code guards .claude.json with proper-lockfile: a *directory* `<file>.lock`, taken by
-# mkdir and considered stale after 10 s. Taking the same lock keeps a running CLI from
-# overwriting what Legion adds (and Legion from overwriting the CLI).
-LOCK_STALE_S = 10.0
-LOCK_WAIT_S = 15.0
+# What of a session's home is configuration, Legion's and read-only inside (the pinned CLI
+# loads each from its config folder: docs/claude-code-cli.md), and its login file.
+HOME_LAYOUT = HomeLayout(
+    config_files=("settings.json", "CLAUDE.md"),
+    config_folders=("skills", "commands", "agents", "plugins", "rules", "output-styles"),
+    login=".credentials.json",
+)
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    lock = path.with_name(path.name + ".lock")
-    deadline = time.monotonic() + LOCK_WAIT_S
-    while True:
-        try:
-            lock.mkdir()
-            break
-        except FileExistsError:
-            try:
-                stale = time.time() - lock.stat().st_mtime > LOCK_STALE_S
-            except FileNotFoundError:
-                continue  # released meanwhile
-            if stale:
-                with suppress(OSError):
-                    lock.rmdir()
-                continue
-            if time.monotonic() > deadline:
-                raise ConfigError(
-                    f"{lock} has been held for over {LOCK_WAIT_S:g} s; if no Claude Code runs, "
-                    "remove it"
-                ) from None
-            time.sleep(0.02 + random.random() * 0.05)
+def _user_login(env: Mapping[str, str]) -> Path | None:
+    """Your Claude Code login (`claude /login` keeps it in your config folder), if any."""
+    found = config_dir(env) / HOME_LAYOUT.login
+    return found if found.is_file() else None
+
+
+def _carry_over(user_home: Path, home: Path, workspace: Path, session_id: str) -> None:
+    """A session an older Legion ran in your own config folder goes on in its own home: its
+    transcript is copied there once (a regular file reached through no link), so that it is
+    resumed rather than started again."""
+    from legion.worker_files import read_transcript
+
+    target = transcript_path(home, workspace, session_id)
+    if target.exists():
+        return
     try:
-        yield
-    finally:
-        with suppress(OSError):
-            lock.rmdir()
-
-
-def update_json_file(path: Path, update: Any) -> None:
-    """Read-modify-write a JSON object file atomically, keeping every key we do not touch.
-
-    Under the CLI's own lock, and the replace is atomic, so the CLI never reads a half-written
-    file. A file that needs no change is only read, without the lock: every worker's start
-    asks, and running CLIs hold that lock often (a start waited up to a quarter second).
-    """
-    try:
-        if not update(json.loads(_read_config(path))):
-            return
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass  # missing, half-written or not an object: the locked path says which
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path):
-        try:
-            config = json.loads(_read_config(path))
-        except FileNotFoundError:
-            config = {}
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path}: cannot read Claude Code's config ({exc})") from None
-        if not isinstance(config, dict):
-            raise ConfigError(f"{path}: Claude Code's config is not a JSON object")
-        if not update(config):
-            return
-        # 0600: it holds which API keys are approved. A new file renamed over the name.
-        replace_file(path.parent, path.name, json.dumps(config, indent=2).encode("utf-8"))
-
-
-# Claude Code's own state file grows with every project it has seen; far past this is not it.
-CONFIG_BYTES = 64 * 1024 * 1024
-
-
-def _read_config(path: Path) -> str:
-    """The CLI's config file, which sessions can write: a regular file reached through no link,
-    never a fifo or a device (`legion.worker_files`)."""
-    return read_text(path.parent, path.name, cap=CONFIG_BYTES)
+        data = read_transcript(transcript_path(user_home, workspace, session_id))
+    except OSError:
+        return  # none, or not one Legion would read
+    replace_file(home, target.relative_to(home), data, folders=True)
 
 
 # The CLI's first-run dialogs, each with the option that means "go ahead". Config written by

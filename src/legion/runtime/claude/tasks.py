@@ -11,29 +11,28 @@ one that is not a task, is skipped, never an error."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 
 from legion.core.task_list import TaskList, summarize_tasks
-from legion.runtime.claude.paths import config_dir
 from legion.worker_files import Listed, read_regular, regular_files
 
 
-def task_dir(env: Mapping[str, str], session_id: str) -> Path:
-    return config_dir(env) / "tasks" / session_id
+def task_dir(home: Path, session_id: str) -> Path:
+    return home / "tasks" / session_id
 
 
 # A task file is a few hundred bytes; one past this is not the CLI's, and is skipped.
 TASK_FILE_BYTES = 64 * 1024
 
 
-def read_tasks(env: Mapping[str, str], session_id: str) -> TaskList | None:
-    """Session `session_id`'s task list, or None when it has none (or it cannot be read). The
-    CLI's folder is the sessions' to write: its files are read without following a link, and
-    only regular ones under `TASK_FILE_BYTES` (`legion.worker_files`)."""
-    root = config_dir(env)
+def read_tasks(home: Path, session_id: str) -> TaskList | None:
+    """Session `session_id`'s task list, or None when it has none (or it cannot be read), from
+    the CLI's config folder `home` (the session's own). It is the session's to write: its files
+    are read without following a link, and only regular ones under `TASK_FILE_BYTES`
+    (`legion.worker_files`)."""
+    root = home
     documents = []
-    for entry in sorted(regular_files(root, task_dir(env, session_id), ".json"), key=_name):
+    for entry in sorted(regular_files(root, task_dir(home, session_id), ".json"), key=_name):
         if entry.name.startswith("."):
             continue
         try:

@@ -1,10 +1,10 @@
 """`legion doctor`'s checks of Codex (the registry's `doctor` of its plugin): found, its
-version, what its config.toml says about the model's provider and key, Legion's skills for it."""
+version, what its config.toml says about the model's provider and key. (Legion's skills are
+Legion's part of each session's own home: `legion.runtime.homes`.)"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 from legion.config import Settings, roles_on
 from legion.core.text import url_without_secrets
@@ -18,12 +18,11 @@ def doctor_report(
     chosen: Settings | None,
     every: Sequence[Settings],
     env: Mapping[str, str],
-    skills_installed: Callable[[Path], bool],
 ) -> DoctorReport:
     """Needed when a role runs on Codex under the machine's or the project's settings; the
     binary is the one `chosen` (the project's, else the machine's) names."""
     roles = roles_on(CODEX, every)
-    checks = _codex_checks(chosen, roles, env, skills_installed)
+    checks = _codex_checks(chosen, roles, env)
     return DoctorReport(checks, needs_install=bool(roles) and not checks[0].ok)
 
 
@@ -90,29 +89,18 @@ def _codex_checks(
     settings: Settings | None,
     roles: list[str],
     env: Mapping[str, str],
-    installed: Callable[[Path], bool],
 ) -> list[Check]:
-    """Codex: found (required when a role runs on it), its version, its config, the skills."""
+    """Codex: found (required when a role runs on it), its version, its config."""
     from legion.runtime.codex import binary as codex_bin
-    from legion.runtime.codex.runtime import codex_home
 
     needed = bool(roles)
-    skills_dir = codex_home(env) / "skills"
-    have_skills = installed(skills_dir)
-    skills = Check(
-        "codex skills",
-        have_skills,
-        f"Legion's skills {'in' if have_skills else 'not installed in'} {skills_dir}",
-        "`legion skills install --runtime codex` (or `legion start` installs them)",
-        required=False,
-    )
     try:
         # None: the settings are broken, and the error says so where they are used
         binary = codex_bin.resolve_configured(settings, env)
     except LegionError as exc:
         if not needed:
             return [Check("codex", False, "not found; not used (no role runs on codex)", "", False)]
-        return [Check("codex", False, f"not found (used by {', '.join(roles)})", str(exc)), skills]
+        return [Check("codex", False, f"not found (used by {', '.join(roles)})", str(exc))]
     version = codex_bin.version_of(binary.path)
     if version is None:
         return [
@@ -123,8 +111,7 @@ def _codex_checks(
                 "reinstall it (`legion doctor --install --codex` puts the tested version in "
                 "Legion's cache)",
                 required=needed,
-            ),
-            skills,
+            )
         ]
     used = f"used by {', '.join(roles)}" if needed else "no role runs on codex"
     found = f"{version} at {binary.path} ({binary.source}); {used}"
@@ -140,7 +127,6 @@ def _codex_checks(
             )
         )
     checks.append(_codex_config(env, needed))
-    checks.append(skills)
     if not needed:
         # Nothing to act on while no role runs on Codex: information, not a warning.
         unused = "(not needed: no role runs on codex)"

@@ -27,11 +27,12 @@ from legion.config import Settings
 from legion.core.model import Mode
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
-from legion.errors import ConflictError
+from legion.errors import ConfigError, ConflictError
 from legion.plugins import CODEX
 from legion.runtime import npm_pin
 from legion.runtime.codex import binary as codex_bin
 from legion.runtime.codex.settings import CodexSettings
+from legion.runtime.homes import HomeLayout, SessionHomes
 from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import (
     PendingQuestion,
@@ -195,18 +196,72 @@ def _lines(path: Path) -> list[str]:
         return []
 
 
+# What of a session's home is configuration, Legion's and read-only inside (the pinned CLI
+# loads each from its home), and its login file.
+HOME_LAYOUT = HomeLayout(
+    config_files=("config.toml", "AGENTS.md", "AGENTS.override.md"),
+    config_folders=("skills", "prompts", "rules"),
+    login="auth.json",
+)
+# Your `config.toml` is a few kilobytes; one past this is not copied.
+CONFIG_BYTES = 1024 * 1024
+
+
+def _user_config(env: Mapping[str, str]) -> bytes:
+    """Your Codex `config.toml` (your own home's, which no session writes), or nothing."""
+    path = codex_home(env) / "config.toml"
+    try:
+        if path.stat().st_size > CONFIG_BYTES:
+            raise ConfigError(f"{path} is over {CONFIG_BYTES} bytes: not Codex's config")
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read Codex's config ({exc})") from None
+
+
+def _user_login(env: Mapping[str, str]) -> Path | None:
+    """Your `codex login` (it keeps it in your home's `auth.json`), if any."""
+    found = codex_home(env) / HOME_LAYOUT.login
+    return found if found.is_file() else None
+
+
+def _carry_over(user_home: Path, home: Path, session_id: str) -> None:
+    """A session an older Legion ran in your own CODEX_HOME goes on in its own home: its
+    rollout is copied there once (a regular file reached through no link) and linked as
+    Legion's transcript, so that it is resumed rather than started again."""
+    from legion.worker_files import read_transcript, replace_file, transcript_file
+
+    link = home / "legion" / f"{session_id}.jsonl"
+    if link.is_symlink():
+        return
+    old = user_home / "legion" / f"{session_id}.jsonl"
+    try:
+        _, below = transcript_file(old)
+        data = read_transcript(old)
+    except OSError:
+        return  # none, or not one Legion would read
+    replace_file(home, below, data, folders=True)
+    link.symlink_to(home / below)
+
+
 def skill_prompt(skill: str, args: str) -> str:
     """How a Codex session is told to use a skill: `$name`, as Codex mentions skills."""
     return f"${skill} {args}".rstrip()
 
 
-def open_runtime(settings: Settings, lookup_env: Mapping[str, str]) -> CodexRuntime:
-    """The registry's opener (`legion.plugins`): Codex as the project's settings set it up."""
-    return CodexRuntime(settings=settings, lookup_env=lookup_env)
+def open_runtime(
+    settings: Settings, lookup_env: Mapping[str, str], state_dir: Path
+) -> CodexRuntime:
+    """The registry's opener (`legion.plugins`): Codex as the project's settings set it up, its
+    sessions' homes in the project's state folder `state_dir`."""
+    return CodexRuntime(settings=settings, lookup_env=lookup_env, state_dir=state_dir)
 
 
 def configured_environment(settings: Settings) -> dict[str, str]:
-    """The variables the settings give Codex's sessions: the project's CODEX_HOME."""
+    """The variables the settings give Legion's view of Codex: your CODEX_HOME, whose
+    `config.toml` chooses the provider and whose login a session may use (a session's own home
+    is Legion's: `CodexRuntime.prepare`)."""
     home = settings.section(CodexSettings).home
     return {} if home is None else {"CODEX_HOME": str(home)}
 
@@ -217,6 +272,8 @@ class CodexRuntime:
 
     settings: Settings | None = None  # its codex_bin and codex_args
     lookup_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    # The project's state folder, where each session's own home is (`legion.runtime.homes`).
+    state_dir: Path | None = None
 
     @property
     def name(self) -> str:
@@ -262,21 +319,45 @@ class CodexRuntime:
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         return {}
 
-    def sandbox_access(self, env: Mapping[str, str], *, proxied: bool) -> Access:
-        home = codex_home(env)
-        return Access(
-            writable=(home,),
-            readable=install_root(Path(self.executable())),
-            # What `codex login` keeps: the daemon's proxy holds the provider's key.
-            hidden=(home / "auth.json",) if proxied else (),
+    @property
+    def homes(self) -> SessionHomes:
+        return SessionHomes(self.state_dir, NAME, HOME_LAYOUT)
+
+    def home(self, session_id: str) -> Path:
+        """Session `session_id`'s own CODEX_HOME (`legion.runtime.homes`)."""
+        return self.homes.of(session_id)
+
+    def sandbox_access(self, env: Mapping[str, str], session_id: str, *, own_login: bool) -> Access:
+        login = _user_login(env) if own_login else None
+        installed = Access(readable=install_root(Path(self.executable())))
+        return self.homes.access(session_id, login) + installed
+
+    def prepare(
+        self,
+        env: Mapping[str, str],
+        workspace: Path,
+        session_id: str,
+        *,
+        own_login: bool,
+        confined: bool,
+    ) -> dict[str, str]:
+        """Make the session's own home ready: your `config.toml` (its provider and model) as
+        Legion's part, read-only inside, Legion's skills, and your `codex login` only when the
+        daemon holds no key for Codex (`own_login`). `codex exec` asks no first-run question.
+        Returns the variables that point Codex at the home."""
+        home = self.homes.prepare(
+            session_id,
+            files={"config.toml": _user_config(env)},
+            fresh={},
+            login=_user_login(env) if own_login else None,
+            confined=confined,
         )
+        (home / "legion").mkdir(mode=0o700, exist_ok=True)
+        _carry_over(codex_home(env), home, session_id)
+        return {"CODEX_HOME": str(home)}
 
-    def prepare(self, env: Mapping[str, str], workspace: Path) -> None:
-        """Nothing to answer: `codex exec` asks no first-run question."""
-        session_link(env, "x").parent.mkdir(parents=True, exist_ok=True)
-
-    def transcript(self, env: Mapping[str, str], workspace: Path, session_id: str) -> Path:
-        return session_link(env, session_id)
+    def transcript(self, workspace: Path, session_id: str) -> Path:
+        return self.home(session_id) / "legion" / f"{session_id}.jsonl"
 
     def summarize(self, transcript: Path) -> TranscriptSummary | None:
         try:
@@ -324,9 +405,6 @@ class CodexRuntime:
 
         return skill_prompt("legion-worker", worker_skill_args(issue, mode))
 
-    def skills_dir(self, env: Mapping[str, str]) -> Path:
-        return skills_dir(env)
-
-    def task_list(self, env: Mapping[str, str], session_id: str) -> TaskList | None:
+    def task_list(self, session_id: str) -> TaskList | None:
         """Codex keeps no task list a session's files show (its plan is in the rollout)."""
         return None
