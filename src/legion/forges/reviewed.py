@@ -57,7 +57,6 @@ class MergedTree:
 
     tree: str
     clean: bool
-    conflicted: tuple[str, ...] = ()
 
 
 def merged_tree(repo: Path | GitPlace, base: str, head: str) -> MergedTree:
@@ -74,9 +73,7 @@ def merged_tree(repo: Path | GitPlace, base: str, head: str) -> MergedTree:
     )
     if trial.returncode not in (0, 1) or not trial.stdout.strip():
         raise GitError(f"git merge-tree failed: {last_line(trial.stderr or trial.stdout)}")
-    lines = trial.stdout.splitlines()
-    conflicted = tuple(line for line in lines[1:] if line.strip())
-    return MergedTree(lines[0].strip(), trial.returncode == 0, conflicted)
+    return MergedTree(trial.stdout.splitlines()[0].strip(), trial.returncode == 0)
 
 
 def differing_paths(repo: Path | GitPlace, one: str, other: str) -> list[str]:
