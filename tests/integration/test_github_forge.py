@@ -101,6 +101,7 @@ def forge(repo: Path, github: FakeGitHub, sleeps: Sleeps) -> GitHubForge:
 def commit_on_branch(repo: Path, branch: str, filename: str, text: str) -> str:
     exists = git(repo, "branch", "--list", branch).strip()
     git(repo, "switch", "--quiet", *([] if exists else ["-c"]), branch)
+    (repo / filename).parent.mkdir(parents=True, exist_ok=True)
     (repo / filename).write_text(text, encoding="utf-8")
     git(repo, "add", filename)
     git(repo, "commit", "--quiet", "-m", f"Change {filename}")
@@ -453,6 +454,47 @@ def test_merge_squashes_and_is_idempotent(
     assert github.merges == [(1, "SQUASH")]
     with pytest.raises(ConflictError, match="is merged"):
         forge.set_draft("1", True)
+
+
+def test_a_merge_given_the_reviewed_head_lands_only_its_work(
+    forge: GitHubForge, github: FakeGitHub, repo: Path, remote: Path
+) -> None:
+    """Issue 35: with the head an approving review saw, GitHub's PR is merged only when what
+    lands is that head's work but for the retro's note, and exactly the head checked."""
+    reviewed = commit_on_branch(repo, "legion/eng-22", "twenty.txt", "22\n")
+    forge.create_pr("ENG-22", "legion/eng-22")
+    assert forge.branch_head("ENG-22") == reviewed
+    # A commit after the approval, not yet on GitHub: it is the head a merge would land.
+    extra = commit_on_branch(repo, "legion/eng-22", "twenty.txt", "22, and more\n")
+    assert forge.branch_head("ENG-22") == extra
+    with pytest.raises(ConflictError) as refused:
+        forge.merge("ENG-22", reviewed=reviewed)
+    assert "the head changed after the review" in str(refused.value)
+    assert "twenty.txt" in str(refused.value) and github.merges == []
+    # Reviewed again at the new head, with the retro's note on top: merged, at that head.
+    note = commit_on_branch(repo, "legion/eng-22", "docs/solutions/eng-22.md", "# Notes\n")
+    merged = forge.merge("ENG-22", reviewed=extra)
+    assert merged.state is PrState.MERGED and github.merges == [(1, "SQUASH")]
+    merge_request = next(r for r in github.requests if r.operation == "MergePullRequest")
+    assert merge_request.variables["expectedHeadOid"] == note
+
+
+def test_a_push_between_the_check_and_the_merge_merges_nothing(
+    forge: GitHubForge, github: FakeGitHub, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reviewed = commit_on_branch(repo, "legion/eng-23", "twenty.txt", "23\n")
+    forge.create_pr("ENG-23", "legion/eng-23")
+    checked = forge._check_reviewed
+
+    def check_then_push(record: object, head: str) -> None:
+        checked(record, head)  # type: ignore[arg-type]
+        commit_on_branch(repo, "legion/eng-23", "sneaky.txt", "unreviewed\n")
+        git(repo, "push", "--quiet", "origin", "legion/eng-23")
+
+    monkeypatch.setattr(forge, "_check_reviewed", check_then_push)
+    with pytest.raises(ConflictError, match="Head branch was modified"):
+        forge.merge("ENG-23", reviewed=reviewed)
+    assert github.merges == []
 
 
 def test_merge_uses_the_configured_method(repo: Path, github: FakeGitHub, sleeps: Sleeps) -> None:

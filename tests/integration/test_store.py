@@ -20,6 +20,7 @@ from legion.bus import postgres_schema as bus_schema
 from legion.bus.stored import PostgresBus, SqliteBus
 from legion.core.model import Mode
 from legion.errors import StoreError
+from legion.forges.reviewed import ReviewedHeads
 from legion.proxy.budget import Allowances
 from legion.proxy.ledger import Spender, UsageLedger
 from legion.proxy.limits import HoldRecord
@@ -74,6 +75,17 @@ def test_capabilities_and_the_model_ledger(open_store: Callable[[], Store]) -> N
     allowances.set("LEG-1", 500)
     allowances.set("LEG-1", 900)
     assert Allowances(open_store()).get("LEG-1") == 900
+
+
+def test_the_heads_approving_reviews_saw(open_store: Callable[[], Store]) -> None:
+    heads = ReviewedHeads(open_store())
+    assert heads.head(7, "legion/leg-7") is None
+    heads.record(7, "legion/leg-7", "a" * 40)
+    heads.record(7, "legion/leg-7", "b" * 40)  # approved again, at a newer head
+    assert ReviewedHeads(open_store()).head(7, "legion/leg-7") == "b" * 40
+    assert heads.head(7, "legion/leg-8") is None  # another PR of that number: nothing pinned
+    heads.forget(7)
+    assert heads.head(7, "legion/leg-7") is None
 
 
 def test_the_model_hold_and_asked_questions(open_store: Callable[[], Store]) -> None:

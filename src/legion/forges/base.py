@@ -108,4 +108,14 @@ class Forge(Protocol):
 
     def add_review(self, ref: str, outcome: str, *, body: str, author: str) -> PullRequest: ...
 
-    def merge(self, ref: str) -> PullRequest: ...
+    def branch_head(self, ref: str) -> str | None:
+        """The commit the PR's branch is at now, as a merge would land it (None: no branch)."""
+        ...
+
+    def merge(self, ref: str, *, reviewed: str | None = None) -> PullRequest:
+        """Merge the PR into its base. With `reviewed` (the head its approving review saw,
+        from Legion's records), only when what lands is that head's work but for notes under
+        `docs/solutions/` and a clean merge of the base (`legion.core.reviewed_head`), and
+        exactly the head that was checked; else a `ConflictError` saying a new review is
+        needed."""
+        ...

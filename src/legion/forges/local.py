@@ -31,6 +31,7 @@ from legion.errors import (
 )
 from legion.faults import fault_point
 from legion.forges.base import PrState, PullRequest, Review
+from legion.forges.reviewed import reviewed_refusal
 from legion.git import (
     current_branch,
     is_ancestor,
@@ -177,7 +178,11 @@ class LocalForge:
             conn.execute("UPDATE pull_requests SET updated_at = ? WHERE id = ?", (stamp, row_id))
             return self._load(conn, row_id)
 
-    def merge(self, ref: str) -> PullRequest:
+    def branch_head(self, ref: str) -> str | None:
+        pr = self.get_pr(ref)
+        return self._branch_head(pr.branch, self._remote())
+
+    def merge(self, ref: str, *, reviewed: str | None = None) -> PullRequest:
         pr = self.get_pr(ref)
         if pr.state is PrState.MERGED:
             return pr  # idempotent: merging a merged PR is done already
@@ -194,7 +199,7 @@ class LocalForge:
             remote = self._remote()
             if remote is not None:
                 self._catch_up(current.base, remote)
-            merge_commit = self._git_merge(current, remote)
+            merge_commit = self._git_merge(current, remote, reviewed)
         fault_point("merge_after_git")
         with self._db.write() as conn:
             row_id = self._row_id(conn, str(pr.number))
@@ -277,7 +282,7 @@ class LocalForge:
             return
         run_git(self.repo, "update-ref", "-m", why, f"refs/heads/{base}", to, was or "")
 
-    def _git_merge(self, pr: PullRequest, remote: str | None) -> str:
+    def _git_merge(self, pr: PullRequest, remote: str | None, reviewed: str | None) -> str:
         base_sha = rev_parse(self.repo, f"refs/heads/{pr.base}")
         head_sha = self._branch_head(pr.branch, remote)
         # The PR exists but the repository no longer matches it: a conflict, not bad input.
@@ -307,6 +312,12 @@ class LocalForge:
         if trial.returncode != 0:
             raise GitError(f"git merge-tree failed: {trial.stderr.strip() or trial.stdout.strip()}")
         tree = trial.stdout.splitlines()[0].strip()
+        if reviewed is not None:
+            # What lands is checked against what the review saw, and the merge commit below
+            # is made of exactly this base and head.
+            refusal = reviewed_refusal(self.repo, pr.number, reviewed, base_sha, tree)
+            if refusal is not None:
+                raise ConflictError(refusal)
         message = merge_message(pr)
         commit = run_git(
             self.repo,

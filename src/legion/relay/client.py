@@ -265,7 +265,14 @@ class RelayForge:
         )
         return _one(answer, PullRequest)
 
-    def merge(self, ref: str) -> PullRequest:
+    def branch_head(self, ref: str) -> str | None:
+        answer = self._client.call("forge.branch_head", ref=ref)
+        return None if answer is None else _one(answer, str)
+
+    def merge(self, ref: str, *, reviewed: str | None = None) -> PullRequest:
+        # The daemon merges only the head a review session's approval recorded, taken from its
+        # own records: what a session says it reviewed is never sent.
+        del reviewed
         return _one(self._client.call("forge.merge", ref=ref), PullRequest)
 
 

@@ -35,6 +35,9 @@ controller, its Oracle) may make any call. An `issue` capability for issue X (a 
 - open X's pull request (`create_pr(issue=X)`), and `set_draft`, `add_review` and `merge` only a
   pull request whose issue is X, each only in its role (`legion.core.roles`: the implementer
   opens it, only a review session reviews, only a finish session marks it ready and merges);
+  an approval records the head it saw (`legion.forges.reviewed.ReviewedHeads`), and a merge
+  lands only that head's work (`legion.core.reviewed_head`: but for notes under
+  `docs/solutions/` and a clean merge of the base);
 - nothing else: listing every issue or pull request, or any call on another issue, is refused
   with one line (`NotPermittedError`, exit 2) naming what it may act on and what it asked for.
 
@@ -62,6 +65,7 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.core import marks, roles
 from legion.core.model import ReviewOutcome, Status, normalize_identifier
 from legion.core.ratelimit import Bucket
+from legion.core.reviewed_head import no_reviewed_head
 from legion.errors import (
     BackendError,
     BackendErrorKind,
@@ -73,6 +77,7 @@ from legion.errors import (
     ProtocolError,
 )
 from legion.forges.base import Forge, PrState, PullRequest
+from legion.forges.reviewed import ReviewedHeads
 from legion.relay import fallback_folder, socket_path
 from legion.relay.capabilities import Capabilities, Scope
 from legion.relay.protocol import (
@@ -432,13 +437,27 @@ def _set_draft(call: Call) -> Any:
     return call.forge.set_draft(ref, call.flag("draft"))
 
 
+def _branch_head(call: Call) -> Any:
+    ref = call.text("ref")
+    call.pr(ref, writing=False)
+    return call.forge.branch_head(ref)
+
+
 def _add_review(call: Call) -> Any:
     ref = call.text("ref")
     call.pr(ref, writing=True)
     call.in_role("add_review")
-    return call.forge.add_review(
-        ref, call.text("outcome"), body=call.written("body"), author=call.author()
-    )
+    outcome = call.text("outcome")
+    # The head this approval is for, read before the review is recorded: a commit pushed
+    # meanwhile is not taken as reviewed.
+    head = call.forge.branch_head(ref) if outcome == "approved" else None
+    pr = call.forge.add_review(ref, outcome, body=call.written("body"), author=call.author())
+    heads = ReviewedHeads(call.backends.db)
+    if outcome == "approved" and head is not None:
+        heads.record(pr.number, pr.branch, head)
+    elif outcome != "commented":
+        heads.forget(pr.number)  # changes asked for (or no branch to pin): no approved head
+    return pr
 
 
 def _merge(call: Call) -> Any:
@@ -446,13 +465,20 @@ def _merge(call: Call) -> Any:
     call.pr(ref, writing=True)
     call.in_role("merge")
     pr = call.forge.get_pr(ref)
-    if pr.state is PrState.OPEN and pr.review is not ReviewOutcome.APPROVED:
+    if pr.state is not PrState.OPEN:
+        return call.forge.merge(ref)  # merged already (done), or closed (refused there)
+    if pr.review is not ReviewOutcome.APPROVED:
         # Whatever moved the issue along (its status is the worker's to write), only approved
         # work is merged by a session.
         raise NotPermittedError(
             f"PR #{pr.number} has no approving review: a review session approves it first"
         )
-    return call.forge.merge(ref)
+    # And only the work the approval saw (`legion.core.reviewed_head`): the head a review
+    # session approved, from Legion's own records.
+    reviewed = ReviewedHeads(call.backends.db).head(pr.number, pr.branch)
+    if reviewed is None:
+        raise NotPermittedError(no_reviewed_head(pr.number))
+    return call.forge.merge(str(pr.number), reviewed=reviewed)
 
 
 Operation = Callable[[Call], Any]
@@ -501,6 +527,7 @@ OPS: dict[str, Operation] = {
     "forge.list_prs": _list_prs,
     "forge.prs_by_issue": _prs_by_issue,
     "forge.set_draft": _set_draft,
+    "forge.branch_head": _branch_head,
     "forge.add_review": _add_review,
     "forge.merge": _merge,
 }

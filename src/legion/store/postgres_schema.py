@@ -187,4 +187,15 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE model_usage ADD COLUMN unread INTEGER NOT NULL DEFAULT 0;
     """,
+    # 5: the heads approving reviews saw, as SQLite's 14.
+    pg_ddl(
+        """
+    CREATE TABLE reviewed_heads (
+        pr_number INTEGER PRIMARY KEY,
+        branch TEXT NOT NULL,
+        head TEXT NOT NULL,
+        reviewed_at TEXT NOT NULL
+    );
+    """
+    ),
 )

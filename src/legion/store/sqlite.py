@@ -222,6 +222,16 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE model_usage ADD COLUMN unread INTEGER NOT NULL DEFAULT 0;
     """,
+    # 14: the head commit each pull request's approving review saw, recorded by the relay
+    # (`legion.forges.reviewed`): a session's merge lands only that head's work.
+    """
+    CREATE TABLE reviewed_heads (
+        pr_number INTEGER PRIMARY KEY,
+        branch TEXT NOT NULL,
+        head TEXT NOT NULL,
+        reviewed_at TEXT NOT NULL
+    );
+    """,
 )
 
 

@@ -41,6 +41,8 @@ from legion.forges.github.records import GitHubPullRequest, record_of
 from legion.forges.github.remote import RemoteBranches
 from legion.forges.github.review_labels import ReviewLabels
 from legion.forges.github.reviews import REVIEW_OUTCOMES, review_comment
+from legion.forges.reviewed import merged_tree, reviewed_refusal
+from legion.git import rev_parse
 from legion.github.settings import GitHubSettings
 from legion.graphql_client import DEFAULT_TIMEOUT_S, GraphQLClient
 
@@ -179,7 +181,16 @@ class GitHubForge:
         )
         return record_of(data["addComment"]["subject"]).pr
 
-    def merge(self, ref: str) -> PullRequest:
+    def branch_head(self, ref: str) -> str | None:
+        # As `_push_reviewed_work` finds it: the local branch when GitHub's lacks some of it
+        # (the merge pushes it first), else GitHub's.
+        record = self.lookups.find(ref)
+        local = self.branches.head(record.pr.branch)
+        if local is None or local == record.head_oid:
+            return record.head_oid or None
+        return record.head_oid if self.branches.contains(record.head_oid, local) else local
+
+    def merge(self, ref: str, *, reviewed: str | None = None) -> PullRequest:
         record = self.lookups.find(ref)
         pr = record.pr
         if pr.state is PrState.MERGED:
@@ -196,8 +207,11 @@ class GitHubForge:
                 f"PR #{pr.number} cannot be merged: {pr.branch} conflicts with {pr.base}; "
                 f"merge {pr.base} into {pr.branch}, resolve the conflicts, and try again"
             )
+        if reviewed is not None:
+            self._check_reviewed(record, reviewed)
         method = MERGE_METHODS[self.project.settings.section(GitHubSettings).merge_method]
         try:
+            # GitHub merges this head or nothing: a push after the check fails the merge.
             data = self.client.execute(
                 docs.MERGE_PULL_REQUEST,
                 {"id": record.node_id, "method": method, "expectedHeadOid": record.head_oid},
@@ -218,6 +232,29 @@ class GitHubForge:
         merged = record_of(data["mergePullRequest"]["pullRequest"]).pr
         self.branches.fetch_base(merged.base)
         return merged
+
+    def _check_reviewed(self, record: GitHubPullRequest, reviewed: str) -> None:
+        """Unless merging the head GitHub has (`record.head_oid`, which the merge then
+        expects) into the remote's base lands the reviewed head's work but for notes under
+        `docs/solutions/` (`legion.core.reviewed_head`), refuse."""
+        pr = record.pr
+        base = self.branches.fetch_branch(pr.base)
+        self.branches.fetch_branch(pr.branch)  # the head's commits, and the reviewed one's
+        root = self.project.root
+        if not record.head_oid or rev_parse(root, record.head_oid) is None:
+            raise ConflictError(
+                f"PR #{pr.number}: its head on GitHub is not in {root} after a fetch; "
+                "try the merge again"
+            )
+        landing = merged_tree(root, base, record.head_oid)
+        if not landing.clean:
+            raise ConflictError(
+                f"PR #{pr.number} cannot be merged: {pr.branch} conflicts with {pr.base}; "
+                f"merge {pr.base} into {pr.branch}, resolve the conflicts, and try again"
+            )
+        refusal = reviewed_refusal(root, pr.number, reviewed, base, landing.tree)
+        if refusal is not None:
+            raise ConflictError(refusal)
 
     def _push_reviewed_work(self, record: GitHubPullRequest) -> GitHubPullRequest:
         """Push commits made on the local branch since the PR was opened (the fixes a review

@@ -42,6 +42,27 @@ class RemoteBranches:
                 f"if {remote} has commits the local branch lacks, merge them into it first"
             )
 
+    def fetch_branch(self, branch: str) -> str:
+        """Fetch the remote's `branch` (to its remote-tracking ref) and return its commit."""
+        remote = self.project.settings.remote
+        tracking = f"refs/remotes/{remote}/{branch}"
+        fetched = run_git(
+            self.project.root,
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            remote,
+            f"+refs/heads/{branch}:{tracking}",
+            check=False,
+        )
+        commit = rev_parse(self.project.root, tracking) if fetched.returncode == 0 else None
+        if commit is None:
+            raise ConflictError(
+                f"cannot fetch {branch} from {remote}: "
+                f"{last_line(fetched.stderr or fetched.stdout)}; try again"
+            )
+        return commit
+
     def default_title(self, identifier: str, branch: str) -> str:
         """The branch's last commit subject, after the issue unless it names the issue."""
         subject = run_git(
