@@ -90,6 +90,7 @@ def open_backends(
     real backends whatever the environment (the daemon, and its relay server, are the ones
     that make the calls). `store`: the project's store as the caller opened it (the daemon's,
     fenced by its lease)."""
+    from legion.fleet import fenced_on_lease
     from legion.relay import CAPABILITY_ENV, SOCKET_ENV
 
     settings = project.settings
@@ -100,10 +101,15 @@ def open_backends(
         return Backends(
             RelayTracker(client),
             RelayForge(client),
-            lambda: open_store(project),
+            # A command the daemon runs for a session writes under the daemon's lease.
+            lambda: fenced_on_lease(open_store(project), project.env),
             relay=client,
         )
-    db = store if store is not None else open_store(project, create=create)
+    db = (
+        store
+        if store is not None
+        else fenced_on_lease(open_store(project, create=create), project.env)
+    )
     tracker = _opener(TRACKER_OPENERS, "tracker", settings.tracker)(project, db)
     forge = _opener(FORGE_OPENERS, "forge", settings.forge)(project, db)
     return Backends(tracker, forge, db)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,23 +293,55 @@ def _lease(conn: Connection) -> Lease | None:
     return Lease(str(row["holder"]), int(row["epoch"]), float(row["expires_at"]))
 
 
+# The lease a `legion` command the daemon runs for a session (`legion.run`) writes under:
+# "<host> <epoch>". Its writes are fenced on it, as the daemon's own are.
+LEASE_ENV = "LEGION_FENCE_LEASE"
+
+
+def fenced_on_lease(store: Store, env: Mapping[str, str]) -> Store:
+    """`store`, fenced on the lease `env` names (`LEASE_ENV`), else as it is."""
+    host, _, epoch = env.get(LEASE_ENV, "").partition(" ")
+    if not host or not epoch.isdigit():
+        return store
+    fenced = FencedStore(store, host)
+    fenced.epoch = int(epoch)
+    return fenced
+
+
 class FencedStore(StoreView):
     """The daemon's store while it leads: each write first checks, in its own transaction,
     that the lease is still this host's under the epoch it led with; a daemon that lost it (a
     pause, a cut link) writes nothing. Unfenced while `epoch` is None (it does not lead)."""
 
-    def __init__(self, store: Store, host: str) -> None:
+    def __init__(
+        self, store: Store, host: str, epoch_of: Callable[[], int | None] | None = None
+    ) -> None:
+        """`epoch_of`: where the epoch is read at each write (another FencedStore's: `over`),
+        else `epoch`, set by whoever leads."""
         super().__init__(store)
         self._fleet = Fleet(store)
         self.host = host
         self.epoch: int | None = None
+        self._epoch_of = epoch_of
+
+    def over(self, store: Store) -> FencedStore:
+        """`store` (another opening of this project's store: a relay call's) fenced on this
+        one's lease, under whatever epoch it leads with when that writes."""
+        return FencedStore(store, self.host, lambda: self.epoch)
+
+    @property
+    def lease(self) -> tuple[str, int] | None:
+        """(host, epoch) while it leads: what a `legion` run for it fences its writes on
+        (`LEASE_ENV`)."""
+        epoch = self._epoch_of() if self._epoch_of is not None else self.epoch
+        return None if epoch is None else (self.host, epoch)
 
     @contextmanager
     def _fenced(self) -> Iterator[Connection]:
         with self._store.write() as conn:
-            epoch = self.epoch
-            if epoch is not None:
-                self._fleet.check(self.host, epoch, conn)
+            lease = self.lease
+            if lease is not None:
+                self._fleet.check(lease[0], lease[1], conn)
             yield conn
 
     def write(self) -> AbstractContextManager[Connection]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from legion.config import Project
 from legion.core.model import CONTROLLER_MODE
 from legion.core.usage import Usage
 from legion.errors import InputError, LegionError, NotPermittedError, ProtocolError
+from legion.fleet import LEASE_ENV
 from legion.relay import CAPABILITY_ENV, RUN_BY_DAEMON_ENV, SOCKET_ENV, socket_path
 
 if TYPE_CHECKING:
@@ -41,16 +42,28 @@ if TYPE_CHECKING:
 # -- the daemon's side -------------------------------------------------------------------------
 
 
-def session_ops(project: Project, env: Mapping[str, str]) -> dict[str, Operation]:
+def session_ops(
+    project: Project,
+    env: Mapping[str, str],
+    *,
+    lease: Callable[[], tuple[str, int] | None] = lambda: None,
+) -> dict[str, Operation]:
     """The relay operations of a session acting as itself, for the daemon of `project` (its
-    environment `env` says where the bus is)."""
-    return _SessionOps(project, env).ops()
+    environment `env` says where the bus is). `lease`: the daemon's lease while it leads (host,
+    epoch), which a command it runs for a session writes under."""
+    return _SessionOps(project, env, lease).ops()
 
 
 class _SessionOps:
-    def __init__(self, project: Project, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        project: Project,
+        env: Mapping[str, str],
+        lease: Callable[[], tuple[str, int] | None],
+    ) -> None:
         self.project = project
         self.env = dict(env)
+        self.lease = lease
 
     def ops(self) -> dict[str, Operation]:
         return {
@@ -292,6 +305,10 @@ class _SessionOps:
             SOCKET_ENV: str(socket_path(self.project.state_dir)),
             RUN_BY_DAEMON_ENV: "1",
         }
+        env.pop(LEASE_ENV, None)
+        lease = self.lease()
+        if lease is not None:  # its writes are fenced as the daemon's own are
+            env[LEASE_ENV] = f"{lease[0]} {lease[1]}"
         root = self.project.root
 
         def work() -> dict[str, Any]:

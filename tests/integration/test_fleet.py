@@ -22,7 +22,7 @@ from legion.core.liveness import SessionState
 from legion.core.model import Mode
 from legion.daemon.bus_listener import BusListener
 from legion.errors import ConflictError, NotFoundError
-from legion.fleet import FencedStore, Fleet, LeaseLostError
+from legion.fleet import LEASE_ENV, FencedStore, Fleet, LeaseLostError, fenced_on_lease
 from legion.runtime.transcript import question_from_input
 from legion.sessions.placement import START, TYPE, HostSessions
 from legion.sessions.registry import Registry
@@ -83,6 +83,39 @@ def test_a_lease_that_ran_out_is_taken_and_its_old_holder_is_fenced(
     # Following (no epoch), it writes what a follower writes.
     old.epoch = None
     ActionLog(old).append("-", "fleet_follow", OutcomeKind.DONE)
+
+
+def test_the_relays_writes_and_a_command_run_for_a_session_are_fenced_as_the_daemons(
+    open_store: Callable[[], Store],
+) -> None:
+    """The relay opens the store for each call, and a command the daemon runs for the
+    controller (`legion.run`) opens its own: both write under the daemon's lease (issue 35),
+    so a leader that lost it writes nothing through them either."""
+    store = open_store()
+    fleet = Fleet(store)
+    for name in ("alpha", "beta"):
+        fleet.join(name, 2, 60.0)
+    daemons = FencedStore(open_store(), "alpha")
+    lease = fleet.lead("alpha", 0.5)
+    assert lease is not None
+    daemons.epoch = lease.epoch
+    relay_call = LocalTracker(daemons.over(open_store()), issue_key="LEG")
+    assert daemons.lease == ("alpha", lease.epoch)
+    command = ActionLog(fenced_on_lease(open_store(), {LEASE_ENV: f"alpha {lease.epoch}"}))
+    relay_call.create_issue("a relay call's, while alpha leads")
+    command.append("LEG-1", "dispatch", OutcomeKind.DONE)
+    time.sleep(0.6)  # alpha paused past its lease
+    assert fleet.lead("beta", 30.0) is not None
+    with pytest.raises(LeaseLostError):
+        relay_call.create_issue("a relay call's, after alpha lost the lease")
+    with pytest.raises(LeaseLostError):
+        command.append("LEG-2", "dispatch", OutcomeKind.DONE)
+    assert [i.title for i in LocalTracker(store, issue_key="LEG").list_issues()] == [
+        "a relay call's, while alpha leads"
+    ]
+    daemons.epoch = None  # following: the relay writes what a follower's does
+    relay_call.create_issue("a follower's relay call")
+    assert fenced_on_lease(store, {LEASE_ENV: "garbage"}) is store
 
 
 def test_a_draining_host_gives_up_the_lead_and_a_lost_one_is_told(

@@ -19,7 +19,7 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus import postgres_schema as bus_schema
 from legion.bus.stored import PostgresBus, SqliteBus
 from legion.core.model import Mode
-from legion.errors import StoreError
+from legion.errors import ConflictError, StoreError
 from legion.forges.reviewed import ReviewedHeads
 from legion.proxy.budget import Allowances
 from legion.proxy.ledger import Spender, UsageLedger
@@ -49,6 +49,30 @@ def test_the_worker_registry(open_store: Callable[[], Store], tmp_path: Path) ->
     registry.retire(again.id)
     assert registry.current() == []
     assert len(Registry(open_store()).history()) == 2
+
+
+def test_one_live_worker_per_issue_holds_in_the_store(
+    open_store: Callable[[], Store], tmp_path: Path
+) -> None:
+    """Two starters (a follower's `legion dispatch`, the leader's pass) each look and find no
+    live worker; the one that records second is refused in its own transaction."""
+    leader, follower = Registry(open_store()), Registry(open_store())
+    dead = leader.start("LEG-1", Mode.PLAN, "sid-plan", "leg-1-plan", tmp_path)
+    seen_by_both = frozenset({dead.id})  # a dead planner: no live worker
+    first = follower.start(
+        "LEG-1", Mode.IMPLEMENT, "sid-impl", "leg-1-implement", tmp_path, host="beta",
+        seen=seen_by_both,
+    )  # fmt: skip
+    with pytest.raises(ConflictError, match="leg-1-implement on beta was started meanwhile"):
+        leader.start(
+            "LEG-1", Mode.IMPLEMENT, "sid-impl", "leg-1-implement", tmp_path, seen=seen_by_both
+        )
+    assert [record.id for record in leader.current()] == [dead.id, first.id]
+    # Another issue, and a look that saw the new record, are not held back.
+    leader.start("LEG-2", Mode.PLAN, "sid-2", "leg-2-plan", tmp_path, seen=frozenset())
+    leader.start(
+        "LEG-1", Mode.REVIEW, "sid-rev", "leg-1-review", tmp_path, seen={dead.id, first.id}
+    )
 
 
 def test_capabilities_and_the_model_ledger(open_store: Callable[[], Store]) -> None:

@@ -354,11 +354,14 @@ class Daemon:
         from legion.session_relay import session_ops
 
         project = self.project
+        fenced = self.fenced
         server = relay_server(
             project.state_dir,
-            lambda: open_backends(project, direct=True),
-            # A session's bus and records, as the session its capability says.
-            ops=session_ops(project, self.env),
+            # Its writes are fenced on this daemon's lease, as the daemon's own are.
+            lambda: open_backends(project, direct=True, store=fenced.over(open_store(project))),
+            # A session's bus and records, as the session its capability says; a command run
+            # for one writes under the lease too.
+            ops=session_ops(project, self.env, lease=lambda: fenced.lease),
         )
         server.start()
         return server

@@ -6,10 +6,12 @@ outside as *dead* rather than forget it, and what makes dispatch refuse a second
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from legion.core.model import Mode, normalize_identifier
+from legion.errors import ConflictError
 from legion.plugins import DEFAULT_RUNTIME
 from legion.store import Row, Store, now
 
@@ -56,10 +58,28 @@ class Registry:
         workspace: Path,
         runtime: str = DEFAULT_RUNTIME,
         host: str = "",
+        seen: Collection[int] | None = None,
     ) -> WorkerRecord:
-        """Record a new worker, retiring any earlier record for the same issue and mode."""
+        """Record a new worker, retiring any earlier record for the same issue and mode.
+
+        `seen`: the issue's current records the caller looked at and found no live worker in.
+        Any other is a start recorded meanwhile (another `legion dispatch`, another host of the
+        fleet): a ConflictError, in the transaction that would record this one, so that one
+        live worker per issue holds in the store, not only in each caller's look."""
         identifier = normalize_identifier(issue)
         with self._db.write() as conn:
+            if seen is not None:
+                rows = conn.execute(
+                    'SELECT id, "window", host FROM workers WHERE issue = ? AND ended_at IS NULL',
+                    (identifier,),
+                ).fetchall()
+                other = [row for row in rows if row["id"] not in seen]
+                if other:
+                    where = f" on {other[0]['host']}" if other[0]["host"] else ""
+                    raise ConflictError(
+                        f"{identifier} already has a live worker: window {other[0]['window']}"
+                        f"{where} was started meanwhile; see `legion workers`"
+                    )
             stamp = now()
             conn.execute(
                 "UPDATE workers SET ended_at = ? WHERE issue = ? AND mode = ? AND ended_at IS NULL",

@@ -143,14 +143,16 @@ class WorkerManager:
         self.supervisor.require_daemon()
         with self._lock():
             with span("start: look at workers", identifier):
-                live = [view for view in self.roster.views_of(identifier) if view.state.is_live]
+                views = self.roster.views_of(identifier)
+            live = [view for view in views if view.state.is_live]
             if live:
                 raise ConflictError(
                     f"{identifier} already has a live worker: window {live[0].record.window} "
                     f"({live[0].state.value}); see `legion workers`"
                 )
             prompt = self.worker_prompt(identifier, mode)
-            return self._start_placed(identifier, mode, prompt, wait, marked)
+            seen = frozenset(view.record.id for view in views)
+            return self._start_placed(identifier, mode, prompt, wait, marked, seen)
 
     def worker_prompt(self, issue: str, mode: Mode) -> str:
         """How `mode`'s worker on `issue` is told to use its skill, on the CLI it runs on."""
@@ -196,21 +198,29 @@ class WorkerManager:
             # A new window, not typed into a running one: the CLI there, a daemon to host it.
             self.runtimes.for_worker(identifier, mode).executable()
             self.supervisor.require_daemon()
-            return self._start_placed(identifier, mode, prompt, wait, marked)
+            seen = frozenset(view.record.id for view in views)
+            return self._start_placed(identifier, mode, prompt, wait, marked, seen)
 
     def _start_placed(
-        self, identifier: str, mode: Mode, prompt: str, wait: bool, marked: Marker
+        self,
+        identifier: str,
+        mode: Mode,
+        prompt: str,
+        wait: bool,
+        marked: Marker,
+        seen: frozenset[int],
     ) -> WorkerView:
         """Start the worker on the host placement picks: here, in this host's workspace, or
-        on another host of the fleet, asked through the store."""
+        on another host of the fleet, asked through the store. `seen`: the issue's records the
+        caller found no live worker in (`Registry.start`)."""
         latest = self.registry.latest(identifier)
         from_host = latest.host if latest is not None else ""
         host = self._place(identifier, from_host)
         if host != self.host:
-            return self._ask_start(host, identifier, mode, prompt, from_host, marked)
+            return self._ask_start(host, identifier, mode, prompt, from_host, marked, seen)
         with span("start: workspace", identifier):
             workspace = self._workspace(identifier, from_host)
-        return self._start(identifier, mode, workspace, prompt, wait, marked)
+        return self._start(identifier, mode, workspace, prompt, wait, marked, seen)
 
     def _place(self, identifier: str, from_host: str) -> str:
         """The host the issue's next session starts on (`legion.core.fleet.place`): always
@@ -235,7 +245,14 @@ class WorkerManager:
         return placed
 
     def _ask_start(
-        self, host: str, issue: str, mode: Mode, prompt: str, from_host: str, marked: Marker
+        self,
+        host: str,
+        issue: str,
+        mode: Mode,
+        prompt: str,
+        from_host: str,
+        marked: Marker,
+        seen: frozenset[int],
     ) -> WorkerView:
         """Record the worker under `host` and ask that host to start it (`legion.sessions.
         placement`). Its workspace is that host's, recorded when it starts."""
@@ -244,7 +261,9 @@ class WorkerManager:
         runtime = self.runtimes.for_worker(issue, mode)
         name = window_name(issue, mode)
         with span("start: record", issue):
-            record = self.registry.start(issue, mode, sid, name, Path(), runtime.name, host=host)
+            record = self.registry.start(
+                issue, mode, sid, name, Path(), runtime.name, host=host, seen=seen
+            )
         with marked(issue), span("start: ask the host", issue):
             self.placement.ask(
                 host,
@@ -390,7 +409,14 @@ class WorkerManager:
             self.registry.retire(view.record.id)
 
     def _start(
-        self, issue: str, mode: Mode, workspace: Path, prompt: str, wait: bool, marked: Marker
+        self,
+        issue: str,
+        mode: Mode,
+        workspace: Path,
+        prompt: str,
+        wait: bool,
+        marked: Marker,
+        seen: frozenset[int],
     ) -> WorkerView:
         sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
         runtime = self.runtimes.for_worker(issue, mode)
@@ -402,7 +428,7 @@ class WorkerManager:
         # which the next pass forgets.
         with span("start: record", issue):
             record = self.registry.start(
-                issue, mode, sid, name, workspace, runtime.name, host=self.host
+                issue, mode, sid, name, workspace, runtime.name, host=self.host, seen=seen
             )
         fault_point("after_registry_start")
         with marked(issue):
