@@ -257,6 +257,63 @@ def test_connections_are_bounded_and_an_idle_one_is_closed(
         proxy.stop()
 
 
+class Trickler:
+    """A sender that sends `prefix` at once, then `rest` a byte at a time, each byte well
+    within the idle timeout, until it is all sent or the proxy closes the connection."""
+
+    def __init__(self, port: int, prefix: bytes, rest: bytes) -> None:
+        self.connection = socket.create_connection(("127.0.0.1", port), timeout=8)
+        self.connection.sendall(prefix)
+        self._rest = rest
+        self._thread = threading.Thread(target=self._trickle, daemon=True)
+        self._thread.start()
+
+    def _trickle(self) -> None:
+        for byte in self._rest:
+            try:
+                self.connection.send(bytes([byte]))
+            except OSError:
+                return  # cut
+            time.sleep(0.05)
+
+    def answer(self) -> bytes:
+        """Everything the proxy sent until it closed the connection."""
+        answer = b""
+        while chunk := self.connection.recv(65536):
+            answer += chunk
+        return answer
+
+    def close(self) -> None:
+        self.connection.close()
+        self._thread.join()
+
+
+def test_a_sender_that_trickles_its_request_is_cut_at_its_deadline(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    """A byte within each idle timeout (120 s) kept a connection, and its thread, for ever: a
+    request's head must come whole within its deadline of its first byte, and its body within
+    its own; past either, 408 and the connection closed, its slot free for another."""
+    token, body = capability(db_path), json.dumps(REQUEST).encode()
+    proxy = start(
+        db_path, model, max_connections=2, head_deadline=1.0, body_deadline=1.0, min_body_rate=1e9
+    )
+    head = (post("/v1/messages", token, body) + "\r\n\r\n").encode()
+    try:
+        for prefix, rest in ((b"", head), (head, body)):  # the head trickled, then the body
+            slow = Trickler(proxy.port, prefix, rest)
+            try:
+                answer = slow.answer()  # no TimeoutError: the proxy closes it
+            finally:
+                slow.close()
+            assert answer.startswith(b"HTTP/1.1 408 ") and b"not sent in time" in answer
+            wait_until("its slot free", lambda: proxy.slots._value == 2, timeout=20)  # type: ignore[attr-defined]
+        assert model.requests == []
+        assert raw(proxy, post("/v1/messages", token, body), body)[0] == 200
+    finally:
+        proxy.stop()
+
+
 class _NoUsage(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
