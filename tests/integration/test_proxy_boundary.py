@@ -21,10 +21,14 @@ import pytest
 
 from legion.backends import open_backends
 from legion.config import load_project
+from legion.core.model import Mode
+from legion.daemon.loop import registered_worker
+from legion.plugins import CLAUDE_CODE, CODEX
 from legion.proxy import server as proxy_server
 from legion.proxy.ledger import UsageLedger
 from legion.proxy.server import ModelProxy, Upstream, upstream_from
 from legion.relay.capabilities import Capabilities
+from legion.sessions.registry import Registry
 from legion.store.sqlite import SqliteStore
 from tests.fakes.model_server import FakeModelServer, Scenario, text
 from tests.support.cli import run_legion
@@ -184,6 +188,45 @@ def test_only_the_runtimes_model_calls_are_forwarded(db_path: Path, model: FakeM
         # there, recorded as not served: it went to the right place).
         status, _ = raw(proxy, post("/codex/responses", token, body), body)
         assert [r.path for r in model.requests] == ["/v1/responses"]
+    finally:
+        proxy.stop()
+
+
+def test_a_session_uses_only_its_own_runtimes_model_api(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    """A capability is its session's, and the session runs one CLI (the worker registry says
+    which; the controller's is the daemon's choice): a Claude Code session's capability on
+    Codex's route (another provider, another key), or a Codex session's on Claude Code's, is
+    refused (403) before anything is sent."""
+    store = SqliteStore(db_path)
+    registry = Registry(store)
+    registry.start("LEG-1", Mode.IMPLEMENT, "s-1", "leg-1-implement", Path("/w1"), CLAUDE_CODE)
+    registry.start("LEG-2", Mode.IMPLEMENT, "s-2", "leg-2-implement", Path("/w2"), CODEX)
+    claude = capability(db_path)
+    codex = Capabilities(store).mint("LEG-2", mode="implement", session_id="s-2")
+    controller = Capabilities(store).mint(None, mode="controller", session_id="c-1")
+    body = json.dumps(REQUEST).encode()
+    proxy = start(
+        db_path,
+        model,
+        codex=Upstream(model.base_url + "/v1", {"authorization": "Bearer codex-key"}),
+        workers=registered_worker,
+        controller_runtime=CLAUDE_CODE,
+    )
+    try:
+        for token, target in (
+            (claude, "/codex/responses"),
+            (controller, "/codex/responses"),
+            (codex, "/v1/messages"),
+        ):
+            status, answer = raw(proxy, post(target, token, body), body)
+            assert status == 403 and b"permission_error" in answer, (target, answer)
+        assert model.requests == []
+        # Each on its own runtime's route goes on.
+        assert raw(proxy, post("/v1/messages", claude, body), body)[0] == 200
+        raw(proxy, post("/codex/responses", codex, body), body)
+        assert [r.path for r in model.requests] == ["/v1/messages", "/v1/responses"]
     finally:
         proxy.stop()
 

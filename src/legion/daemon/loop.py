@@ -39,7 +39,7 @@ from legion.sessions.placement import wake_name
 from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
 from legion.statefiles import open_private, private_folder, touch_private, write_private
-from legion.store import open_store
+from legion.store import Store, open_store
 from legion.tracing import mark, span
 
 from .budget_step import BudgetStop
@@ -367,7 +367,7 @@ class Daemon:
         """The model proxy (`legion.proxy`), on the port it had last time when that is free (the
         sessions it served then are still pointed at it), and the file that tells whoever
         starts a session where it is."""
-        from legion.store import Store, store_opener
+        from legion.store import store_opener
 
         state = self.project.state_dir
         open_db = store_opener(self.project, self.backends.db)
@@ -376,20 +376,13 @@ class Daemon:
         upstream = upstream_from(self.env)
         codex = codex_upstream_from(self.env | configured_environment(self.project.settings))
         controller = self.workers.runtimes.controller.name
-
-        def worker(db: Store, session_id: str) -> Spender | None:
-            record = Registry(db).by_session(session_id)
-            if record is None:
-                return None
-            return Spender(session_id, record.issue, record.mode.value, record.runtime)
-
         before = read_access(state)
         port = 0
         if before is not None:
             with contextlib.suppress(ValueError):
                 port = int(before.url.rsplit(":", 1)[1])
         options: dict[str, Any] = {
-            "workers": worker,
+            "workers": registered_worker,
             "controller_runtime": controller,
             "limits": self.project.settings.limits,
             "refused": self.budget_stop.refused,
@@ -515,6 +508,15 @@ class Daemon:
         finally:
             self.delivery.end()
         return StepResult(requeue_after=soonest(self.config.tick, [statuses, delivered], 0.0))
+
+
+def registered_worker(db: Store, session_id: str) -> Spender | None:
+    """The worker Legion recorded as running session `session_id` (its issue, mode and
+    runtime), for the model proxy; None when it knows none."""
+    record = Registry(db).by_session(session_id)
+    if record is None:
+        return None
+    return Spender(session_id, record.issue, record.mode.value, record.runtime)
 
 
 def stop(project: Project, timeout: float = 20.0) -> int | None:

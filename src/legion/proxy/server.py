@@ -51,6 +51,7 @@ from .routes import (
     body_refusal,
     forward,
     forwarded_headers,
+    runtime_refusal,
 )
 
 if TYPE_CHECKING:
@@ -577,6 +578,10 @@ class _Handler(BaseHTTPRequestHandler):
                     "Legion's model proxy: this session's capability is unknown or revoked "
                     "(the session was retired or started again)",
                 )
+                return
+            wrong = runtime_refusal(api, spender.runtime)
+            if wrong is not None:
+                self._refuse_unread(wrong)
                 return
             self._reading.by = time.monotonic() + proxy.body_deadline + length / proxy.min_body_rate
             body = self.rfile.read(length) if length else b""
