@@ -53,7 +53,7 @@ from .idle_step import IdleSpendWatch
 from .reaper import StuckWorkerReaper
 from .reconcile_step import PauseReport, ReconcileStep
 from .starts_step import LOOK_EVERY_S, StartFollowUp
-from .steps import Step, StepResult, log_failure, soonest
+from .steps import DONE, Step, StepResult, log_failure, soonest
 
 # However often the wake pipe is poked (any session can write it), a pass starts at most this
 # long after the one before: a burst of pokes is one more pass, not one each (issue 35).
@@ -182,6 +182,7 @@ class Daemon:
             self._hosting = [
                 Step("host_commands", work.commands),
                 Step("worker_start", self.start_follow_up.run),
+                Step("exited_sessions", self._exited_sessions),
                 Step("worker_health", self.reaper.run),
                 Step("close_retired", work.close_retired),
                 Step("session_reports", work.report),
@@ -207,6 +208,7 @@ class Daemon:
             return [
                 Step("budget_stop", self.budget_stop.run),
                 Step("idle_spend", self.idle_spend.run),
+                Step("exited_sessions", self._exited_sessions),
                 Step("worker_health", self.reaper.run),
                 Step("deliver_messages", self._bus_steps),
                 Step("checkpoint", self.checkpoints.run),
@@ -216,6 +218,7 @@ class Daemon:
             Step("budget_stop", self.budget_stop.run),
             Step("idle_spend", self.idle_spend.run),
             Step("controller_health", self.supervisor.run),
+            Step("exited_sessions", self._exited_sessions),
             Step("worker_health", self.reaper.run),
             Step("wake_controller", self.wakeups.note_handled),
             Step("deliver_messages", self._bus_steps),
@@ -231,6 +234,12 @@ class Daemon:
         steps.append(Step("checkpoint", self.checkpoints.run))
         steps.append(Step("pause_dispatch", self.pause_report.run))
         return steps
+
+    def _exited_sessions(self) -> StepResult:
+        """The sessions whose CLI exited by itself lose their capability, as every session
+        Legion ends does (`SessionWindows.end_exited`)."""
+        self.workers.windows.end_exited()
+        return DONE
 
     @property
     def paused_reason(self) -> str | None:
