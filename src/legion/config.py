@@ -509,10 +509,13 @@ def _layer_from_file(
     data, table = read_config(path, repo=repo)
     widening = _widening(table, below) if repo and state is not None else {}
     if state is not None and widening and not trust.is_trusted(state, path, data):
+        raises = [key for key in widening if SPEC_BY_NAME[key].caps]
+        what = [] if len(raises) == len(widening) else ["what Legion runs, or where"]
+        what += ["a budget above your own"] if raises else []
         raise ConfigError(
-            f"{path} sets what only you choose (what Legion runs or where, or a budget above "
-            f"your own): {', '.join(widening.values())}; set it in your user config or a "
-            "LEGION_* variable, or read the file and run `legion trust` to trust it as it is"
+            f"{path} sets what only you choose ({'; '.join(what)}): "
+            f"{', '.join(widening.values())}; set it in your user config or a LEGION_* "
+            "variable, or read the file and run `legion trust` to trust it as it is"
         )
     for key, raw in table.items():
         spec = SPEC_BY_NAME.get(key)
