@@ -284,10 +284,11 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("statuses", _statuses, {}, parse_env=_statuses_from_env),
     SettingSpec("base_branch", _branch),
     SettingSpec("state_dir", path, widens=True),
-    SettingSpec("wip_limit", _wip_limit),
-    SettingSpec("token_budget", _wip_limit),
-    SettingSpec("daily_token_budget", _wip_limit),
-    SettingSpec("idle_spend_limit", _wip_limit, DEFAULT_IDLE_SPEND_LIMIT),
+    # Bounds on spending: a repository's config may lower them, never raise them (`caps`).
+    SettingSpec("wip_limit", _wip_limit, caps=True),
+    SettingSpec("token_budget", _wip_limit, caps=True),
+    SettingSpec("daily_token_budget", _wip_limit, caps=True),
+    SettingSpec("idle_spend_limit", _wip_limit, DEFAULT_IDLE_SPEND_LIMIT, caps=True),
     SettingSpec("prices", _prices, {}, parse_env=_prices_from_env),
     SettingSpec("labels", _labels, (), parse_env=_labels_from_env),
     SettingSpec(
@@ -456,37 +457,65 @@ def read_toml(path: Path) -> dict[str, Any]:
     return read_config(path)[1]
 
 
-def widening_keys(table: Mapping[str, Any]) -> list[str]:
+def widening_keys(table: Mapping[str, Any], below: Mapping[str, Any] | None = None) -> list[str]:
     """The keys of a config table that choose what Legion runs or where (`SettingSpec.widens`),
     set to anything but their default (which widens nothing: `legion init` writes the embedded
-    tracker's name). A value that does not parse is left to its parse to report."""
-    found = []
+    tracker's name), and the bounds on spending (`SettingSpec.caps`) it raises above `below`
+    (the user's own values by key: their config's; a key not there, its default). A value that
+    does not parse is left to its parse to report."""
+    return list(_widening(table, below))
+
+
+def _widening(table: Mapping[str, Any], below: Mapping[str, Any] | None) -> dict[str, str]:
+    """`widening_keys`, each with how it is named in the refusal."""
+    found: dict[str, str] = {}
     for key, raw in table.items():
         spec = SPEC_BY_NAME.get(key)
-        if spec is None or not spec.widens:
+        if spec is None or not (spec.widens or spec.caps):
             continue
         try:
             value = spec.parse(raw)
         except ValueError:
             continue  # its parse says what is wrong with it
-        if value != spec.default:
-            found.append(key)
+        if spec.caps:
+            bound = (below or {}).get(key, spec.default)
+            if _above(value, bound):
+                found[key] = f"{key} ({_limit(value)}, over your {_limit(bound)})"
+        elif value != spec.default:
+            found[key] = key
     return found
 
 
+def _above(value: int | None, bound: int | None) -> bool:
+    """Whether the bound `value` allows more than `bound` (None: unlimited)."""
+    return bound is not None and (value is None or value > bound)
+
+
+def _limit(value: int | None) -> str:
+    return "unlimited" if value is None else str(value)
+
+
 def _layer_from_file(
-    path: Path, *, repo: bool, state: Path | None = None
+    path: Path,
+    *,
+    repo: bool,
+    state: Path | None = None,
+    below: Mapping[str, Any] | None = None,
 ) -> dict[str, tuple[Any, str]]:
     """One file's settings. `state`: for a repository's config, the user's state home, where
-    the files the user trusts are recorded (None: trusted, for `legion trust` itself)."""
+    the files the user trusts are recorded (None: trusted, for `legion trust` itself); `below`:
+    the user's own values by key, which a repository's config may lower, not raise."""
     layer: dict[str, tuple[Any, str]] = {}
     data, table = read_config(path, repo=repo)
-    widening = widening_keys(table) if repo and state is not None else []
+    widening = _widening(table, below) if repo and state is not None else {}
     if state is not None and widening and not trust.is_trusted(state, path, data):
+        raises = [key for key in widening if SPEC_BY_NAME[key].caps]
+        what = [] if len(raises) == len(widening) else ["what Legion runs, or where"]
+        what += ["a budget above your own"] if raises else []
         raise ConfigError(
-            f"{path} sets what only you choose (what Legion runs, or where): "
-            f"{', '.join(widening)}; set it in your user config or a LEGION_* variable, or read "
-            "the file and run `legion trust` to trust it as it is"
+            f"{path} sets what only you choose ({'; '.join(what)}): "
+            f"{', '.join(widening.values())}; set it in your user config or a LEGION_* "
+            "variable, or read the file and run `legion trust` to trust it as it is"
         )
     for key, raw in table.items():
         spec = SPEC_BY_NAME.get(key)
@@ -505,6 +534,12 @@ def _layer_from_file(
     return layer
 
 
+def user_values(env: Mapping[str, str]) -> dict[str, Any]:
+    """The user's own config's values by key (what a repository's config may lower)."""
+    layer = _layer_from_file(user_config_path(env), repo=False)
+    return {key: value for key, (value, _) in layer.items()}
+
+
 def _parse(spec: SettingSpec, raw: Any, where: str, *, from_env: bool = False) -> Any:
     parse = spec.parse_env if from_env and spec.parse_env is not None else spec.parse
     try:
@@ -521,8 +556,8 @@ def resolve_settings(
     trusting: bool = False,
 ) -> Settings:
     """Merge every layer, highest first, validating each value where it came from. A
-    repository's config that widens what runs must be trusted (`legion.trust`), unless
-    `trusting` (`legion trust`, which shows it first)."""
+    repository's config that widens what runs, or raises a budget above the user's own, must
+    be trusted (`legion.trust`), unless `trusting` (`legion trust`, which shows it first)."""
     layers: list[dict[str, tuple[Any, str]]] = []
     layers.append(
         {
@@ -542,8 +577,10 @@ def resolve_settings(
         }
     )
     state = None if trusting else state_home(env)
-    layers.append(_layer_from_file(repo_config, repo=True, state=state))
-    layers.append(_layer_from_file(user_config_path(env), repo=False))
+    user = _layer_from_file(user_config_path(env), repo=False)
+    below = {key: value for key, (value, _) in user.items()}
+    layers.append(_layer_from_file(repo_config, repo=True, state=state, below=below))
+    layers.append(user)
 
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}

@@ -23,6 +23,10 @@ class SettingSpec:
     # remote): a repository's config may set it only once the user trusts that file
     # (`legion.trust`), since whoever lands a commit writes that file.
     widens: bool = False
+    # A bound on spending (a token budget, a limit; None: unlimited): a repository's config may
+    # lower it below what the user's config (or the default) allows, and raise it only once the
+    # user trusts that file, as a `widens` setting.
+    caps: bool = False
     parse_env: Callable[[Any], Any] | None = None  # when a variable's text needs other parsing
     # How `legion config` shows the value, when it may hold a secret (a URL's password).
     shown: Callable[[Any], Any] | None = None

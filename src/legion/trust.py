@@ -2,8 +2,9 @@
 
 A repository's `.legion/config.toml` is written by whoever can land a commit, a worker
 included, so the settings that choose programs, their arguments, the sandbox, folders, remotes
-or the store (`SettingSpec.widens`) are the user's: their user config or their environment. A
-repository's config that sets one is refused until the user trusts that exact file, as direnv
+or the store (`SettingSpec.widens`) are the user's: their user config or their environment; so
+is raising a budget (`SettingSpec.caps`: a repository's config may only lower one). A
+repository's config that does either is refused until the user trusts that exact file, as direnv
 does: the record is the file's content hash, kept in the user's state folder (where no session
 writes), so any change to the file undoes it.
 """

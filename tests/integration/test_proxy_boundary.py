@@ -21,10 +21,14 @@ import pytest
 
 from legion.backends import open_backends
 from legion.config import load_project
+from legion.core.model import Mode
+from legion.daemon.loop import registered_worker
+from legion.plugins import CLAUDE_CODE, CODEX
 from legion.proxy import server as proxy_server
 from legion.proxy.ledger import UsageLedger
 from legion.proxy.server import ModelProxy, Upstream, upstream_from
 from legion.relay.capabilities import Capabilities
+from legion.sessions.registry import Registry
 from legion.store.sqlite import SqliteStore
 from tests.fakes.model_server import FakeModelServer, Scenario, text
 from tests.support.cli import run_legion
@@ -188,6 +192,45 @@ def test_only_the_runtimes_model_calls_are_forwarded(db_path: Path, model: FakeM
         proxy.stop()
 
 
+def test_a_session_uses_only_its_own_runtimes_model_api(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    """A capability is its session's, and the session runs one CLI (the worker registry says
+    which; the controller's is the daemon's choice): a Claude Code session's capability on
+    Codex's route (another provider, another key), or a Codex session's on Claude Code's, is
+    refused (403) before anything is sent."""
+    store = SqliteStore(db_path)
+    registry = Registry(store)
+    registry.start("LEG-1", Mode.IMPLEMENT, "s-1", "leg-1-implement", Path("/w1"), CLAUDE_CODE)
+    registry.start("LEG-2", Mode.IMPLEMENT, "s-2", "leg-2-implement", Path("/w2"), CODEX)
+    claude = capability(db_path)
+    codex = Capabilities(store).mint("LEG-2", mode="implement", session_id="s-2")
+    controller = Capabilities(store).mint(None, mode="controller", session_id="c-1")
+    body = json.dumps(REQUEST).encode()
+    proxy = start(
+        db_path,
+        model,
+        codex=Upstream(model.base_url + "/v1", {"authorization": "Bearer codex-key"}),
+        workers=registered_worker,
+        controller_runtime=CLAUDE_CODE,
+    )
+    try:
+        for token, target in (
+            (claude, "/codex/responses"),
+            (controller, "/codex/responses"),
+            (codex, "/v1/messages"),
+        ):
+            status, answer = raw(proxy, post(target, token, body), body)
+            assert status == 403 and b"permission_error" in answer, (target, answer)
+        assert model.requests == []
+        # Each on its own runtime's route goes on.
+        assert raw(proxy, post("/v1/messages", claude, body), body)[0] == 200
+        raw(proxy, post("/codex/responses", codex, body), body)
+        assert [r.path for r in model.requests] == ["/v1/messages", "/v1/responses"]
+    finally:
+        proxy.stop()
+
+
 def test_a_bodys_length_is_checked_before_it_is_read_and_the_proxy_goes_on(
     db_path: Path, model: FakeModelServer
 ) -> None:
@@ -252,6 +295,63 @@ def test_connections_are_bounded_and_an_idle_one_is_closed(
             assert connection.recv(65536) == b""
             connection.close()
         wait_until("their places free", lambda: proxy.slots._value == 2, timeout=20)  # type: ignore[attr-defined]
+        assert raw(proxy, post("/v1/messages", token, body), body)[0] == 200
+    finally:
+        proxy.stop()
+
+
+class Trickler:
+    """A sender that sends `prefix` at once, then `rest` a byte at a time, each byte well
+    within the idle timeout, until it is all sent or the proxy closes the connection."""
+
+    def __init__(self, port: int, prefix: bytes, rest: bytes) -> None:
+        self.connection = socket.create_connection(("127.0.0.1", port), timeout=8)
+        self.connection.sendall(prefix)
+        self._rest = rest
+        self._thread = threading.Thread(target=self._trickle, daemon=True)
+        self._thread.start()
+
+    def _trickle(self) -> None:
+        for byte in self._rest:
+            try:
+                self.connection.send(bytes([byte]))
+            except OSError:
+                return  # cut
+            time.sleep(0.05)
+
+    def answer(self) -> bytes:
+        """Everything the proxy sent until it closed the connection."""
+        answer = b""
+        while chunk := self.connection.recv(65536):
+            answer += chunk
+        return answer
+
+    def close(self) -> None:
+        self.connection.close()
+        self._thread.join()
+
+
+def test_a_sender_that_trickles_its_request_is_cut_at_its_deadline(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    """A byte within each idle timeout (120 s) kept a connection, and its thread, for ever: a
+    request's head must come whole within its deadline of its first byte, and its body within
+    its own; past either, 408 and the connection closed, its slot free for another."""
+    token, body = capability(db_path), json.dumps(REQUEST).encode()
+    proxy = start(
+        db_path, model, max_connections=2, head_deadline=1.0, body_deadline=1.0, min_body_rate=1e9
+    )
+    head = (post("/v1/messages", token, body) + "\r\n\r\n").encode()
+    try:
+        for prefix, rest in ((b"", head), (head, body)):  # the head trickled, then the body
+            slow = Trickler(proxy.port, prefix, rest)
+            try:
+                answer = slow.answer()  # no TimeoutError: the proxy closes it
+            finally:
+                slow.close()
+            assert answer.startswith(b"HTTP/1.1 408 ") and b"not sent in time" in answer
+            wait_until("its slot free", lambda: proxy.slots._value == 2, timeout=20)  # type: ignore[attr-defined]
+        assert model.requests == []
         assert raw(proxy, post("/v1/messages", token, body), body)[0] == 200
     finally:
         proxy.stop()

@@ -953,3 +953,48 @@ def test_every_end_of_a_session_revokes_its_capability(
         headers={"authorization": f"Bearer {token}"},
     )
     assert asked.status_code == 401
+
+
+def test_a_session_that_ends_by_itself_loses_its_capability_once_the_daemon_sees_it(
+    relay: Relay, workers: WorkerManager, proxy: ModelProxy
+) -> None:
+    """Its CLI quit, crashed or finished, and nothing of Legion's closed its window (its dead
+    pane is kept for `peek`): the daemon's tick (`end_exited`) revokes its capability once it
+    sees that, so that the relay and the proxy refuse it; a running session keeps its own, and
+    so does the session's next start."""
+    capabilities = Capabilities(relay.backends.db)
+    token = relay.capability("LEG-2", sid=ENDING_SID)
+    running = relay.capability("LEG-2", sid="sid-running")
+    workers.windows.start("LEG-2-running", SLEEPER, relay.repo, tag="sid-running")
+    quits = [sys.executable, "-c", "pass"]
+    exited = workers.windows.start("LEG-2-implement", quits, relay.repo, tag=ENDING_SID)
+    wait_until(
+        "its pane dead",
+        lambda: any(w.id == exited.id and w.pane_dead for w in workers.windows.list()),
+        timeout=20,
+    )
+    assert capabilities.lookup(token) is not None  # until the daemon looks
+    wait_until(
+        "its capability revoked by the daemon's look",
+        lambda: workers.windows.end_exited() is not None and capabilities.lookup(token) is None,
+        timeout=20,
+    )
+    refused = relay.worker(token, "issue", "show", "LEG-2")
+    assert refused.returncode == 2
+    assert "does not know this session's capability" in one_line_error(refused)
+    asked = httpx.post(
+        f"{proxy.url}/v1/messages",
+        json={"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]},
+        headers={"authorization": f"Bearer {token}"},
+    )
+    assert asked.status_code == 401
+    assert capabilities.lookup(running) is not None
+    assert relay.worker(running, "issue", "show", "LEG-2").returncode == 0
+    # A new start of the session closes its dead window, then mints: that one is kept.
+    workers.windows.close_and_wait(exited)
+    again = relay.capability("LEG-2", sid=ENDING_SID)
+    assert list(workers.windows.end_exited()) == []
+    assert capabilities.lookup(again) is not None
+    # Only what was minted before a look goes (the look saw a pane older than it).
+    assert capabilities.revoke_session(ENDING_SID, minted_before="2000-01-01T00:00:00Z") == 0
+    assert capabilities.lookup(again) is not None

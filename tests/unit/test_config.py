@@ -274,6 +274,47 @@ def test_a_widening_key_at_its_default_needs_no_trust(tmp_path: Path) -> None:
     assert resolve_settings(path, env_for(tmp_path / "home")).tracker == "embedded"
 
 
+@pytest.mark.parametrize(
+    ("key", "user", "raised", "lowered"),
+    [
+        ("token_budget", 1000, 5000, 500),
+        ("token_budget", 1000, "unlimited", 0),
+        ("daily_token_budget", 20000, 20001, 20000),
+        ("idle_spend_limit", None, 6_000_000, 4_000_000),  # over its default
+        ("idle_spend_limit", None, "unlimited", 1),
+        ("wip_limit", 2, 3, 1),
+    ],
+)
+def test_a_repositorys_config_may_lower_a_budget_but_not_raise_it_until_trusted(
+    tmp_path: Path, key: str, user: int | None, raised: int | str, lowered: int
+) -> None:
+    """A worker can land `.legion/config.toml`: a budget there may only lower what the user's
+    config (or the default) allows; one above it, or unlimited, waits for `legion trust`."""
+    from legion import trust
+    from legion.config import state_home
+
+    home = tmp_path / "home"
+    if user is not None:
+        user_config(home, f"{key} = {user}\n")
+    env, path = env_for(home), tmp_path / ".legion" / "config.toml"
+    write_repo_config(tmp_path, {"project_id": PROJECT, key: lowered})
+    assert resolve_settings(path, env).sources[key] == str(path)
+    write_repo_config(tmp_path, {"project_id": PROJECT, key: raised})
+    with pytest.raises(ConfigError, match=f"a budget above your own\\): {key} \\(") as info:
+        resolve_settings(path, env)
+    assert "legion trust" in str(info.value) and "\n" not in str(info.value)
+    assert "over your" in str(info.value)
+    trust.trust(state_home(env), path, path.read_bytes())
+    assert resolve_settings(path, env).sources[key] == str(path)
+
+
+def test_a_budget_raised_over_the_users_is_named_with_both_values(tmp_path: Path) -> None:
+    user_config(tmp_path / "home", "token_budget = 1000\n")
+    write_repo_config(tmp_path, {"project_id": PROJECT, "token_budget": "unlimited"})
+    with pytest.raises(ConfigError, match=r"token_budget \(unlimited, over your 1000\);"):
+        resolve_settings(tmp_path / ".legion" / "config.toml", env_for(tmp_path / "home"))
+
+
 def test_a_repositorys_config_is_read_through_no_link_and_only_when_regular(
     tmp_path: Path,
 ) -> None:

@@ -397,9 +397,10 @@ def trust_config(
 
     Settings that choose a program, its arguments, the sandbox, a folder, a remote (`sandbox`,
     `claude_bin`, `claude_args`, `codex_args`, `tmux_config`, `state_dir`, `remote`,
-    `github_repo`, …) are read from a repository's config only once you trust that exact file:
-    whoever lands a commit writes it. Read the file first: this prints what it sets, then
-    records its hash in your state folder. Any change to the file undoes it.
+    `github_repo`, …), and budgets above your own (`token_budget`, `daily_token_budget`,
+    `idle_spend_limit`, `wip_limit`), are read from a repository's config only once you trust
+    that exact file: whoever lands a commit writes it. Read the file first: this prints what
+    it sets, then records its hash in your state folder. Any change to the file undoes it.
     """
     from legion import trust
     from legion.config import (
@@ -410,13 +411,14 @@ def trust_config(
         resolve_settings,
         state_home,
         toml_value,
+        user_values,
         widening_keys,
     )
 
     config = find_project_root(common.repo_path(ctx)) / CONFIG_DIR_NAME / CONFIG_FILE_NAME
     resolve_settings(config, os.environ, trusting=True)  # every key valid, or one line why
     data, table = read_config(config, repo=True)
-    widening = {key: table[key] for key in widening_keys(table)}
+    widening = {key: table[key] for key in widening_keys(table, user_values(os.environ))}
     digest = trust.trust(state_home(os.environ), config, data)
     if as_json:
         common.print_json({"config": str(config), "sha256": digest, "widens": widening})

@@ -39,7 +39,7 @@ from legion.sessions.placement import wake_name
 from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
 from legion.statefiles import open_private, private_folder, touch_private, write_private
-from legion.store import open_store
+from legion.store import Store, open_store
 from legion.tracing import mark, span
 
 from .budget_step import BudgetStop
@@ -53,7 +53,7 @@ from .idle_step import IdleSpendWatch
 from .reaper import StuckWorkerReaper
 from .reconcile_step import PauseReport, ReconcileStep
 from .starts_step import LOOK_EVERY_S, StartFollowUp
-from .steps import Step, StepResult, log_failure, soonest
+from .steps import DONE, Step, StepResult, log_failure, soonest
 
 # However often the wake pipe is poked (any session can write it), a pass starts at most this
 # long after the one before: a burst of pokes is one more pass, not one each (issue 35).
@@ -182,6 +182,7 @@ class Daemon:
             self._hosting = [
                 Step("host_commands", work.commands),
                 Step("worker_start", self.start_follow_up.run),
+                Step("exited_sessions", self._exited_sessions),
                 Step("worker_health", self.reaper.run),
                 Step("close_retired", work.close_retired),
                 Step("session_reports", work.report),
@@ -207,6 +208,7 @@ class Daemon:
             return [
                 Step("budget_stop", self.budget_stop.run),
                 Step("idle_spend", self.idle_spend.run),
+                Step("exited_sessions", self._exited_sessions),
                 Step("worker_health", self.reaper.run),
                 Step("deliver_messages", self._bus_steps),
                 Step("checkpoint", self.checkpoints.run),
@@ -216,6 +218,7 @@ class Daemon:
             Step("budget_stop", self.budget_stop.run),
             Step("idle_spend", self.idle_spend.run),
             Step("controller_health", self.supervisor.run),
+            Step("exited_sessions", self._exited_sessions),
             Step("worker_health", self.reaper.run),
             Step("wake_controller", self.wakeups.note_handled),
             Step("deliver_messages", self._bus_steps),
@@ -231,6 +234,12 @@ class Daemon:
         steps.append(Step("checkpoint", self.checkpoints.run))
         steps.append(Step("pause_dispatch", self.pause_report.run))
         return steps
+
+    def _exited_sessions(self) -> StepResult:
+        """The sessions whose CLI exited by itself lose their capability, as every session
+        Legion ends does (`SessionWindows.end_exited`)."""
+        self.workers.windows.end_exited()
+        return DONE
 
     @property
     def paused_reason(self) -> str | None:
@@ -370,7 +379,7 @@ class Daemon:
         """The model proxy (`legion.proxy`), on the port it had last time when that is free (the
         sessions it served then are still pointed at it), and the file that tells whoever
         starts a session where it is."""
-        from legion.store import Store, store_opener
+        from legion.store import store_opener
 
         state = self.project.state_dir
         open_db = store_opener(self.project, self.backends.db)
@@ -379,20 +388,13 @@ class Daemon:
         upstream = upstream_from(self.env)
         codex = codex_upstream_from(self.env | configured_environment(self.project.settings))
         controller = self.workers.runtimes.controller.name
-
-        def worker(db: Store, session_id: str) -> Spender | None:
-            record = Registry(db).by_session(session_id)
-            if record is None:
-                return None
-            return Spender(session_id, record.issue, record.mode.value, record.runtime)
-
         before = read_access(state)
         port = 0
         if before is not None:
             with contextlib.suppress(ValueError):
                 port = int(before.url.rsplit(":", 1)[1])
         options: dict[str, Any] = {
-            "workers": worker,
+            "workers": registered_worker,
             "controller_runtime": controller,
             "limits": self.project.settings.limits,
             "refused": self.budget_stop.refused,
@@ -518,6 +520,15 @@ class Daemon:
         finally:
             self.delivery.end()
         return StepResult(requeue_after=soonest(self.config.tick, [statuses, delivered], 0.0))
+
+
+def registered_worker(db: Store, session_id: str) -> Spender | None:
+    """The worker Legion recorded as running session `session_id` (its issue, mode and
+    runtime), for the model proxy; None when it knows none."""
+    record = Registry(db).by_session(session_id)
+    if record is None:
+        return None
+    return Spender(session_id, record.issue, record.mode.value, record.runtime)
 
 
 def stop(project: Project, timeout: float = 20.0) -> int | None:

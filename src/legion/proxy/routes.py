@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from legion.plugins import CLAUDE_CODE, CODEX
+
 # Anthropic's Messages API takes at most 32 MB a request; nothing a CLI sends is larger.
 MAX_BODY = 32 * 1024 * 1024
 
@@ -113,12 +115,38 @@ class Api:
     header_prefixes: tuple[str, ...]
     refused_fields: tuple[str, ...] = ()
     refused_tools: frozenset[str] = frozenset()
+    runtime: str = ""  # the runtime whose CLI sends it (`legion.plugins`)
 
 
-CLAUDE_API = Api(CLAUDE_ROUTES, CLAUDE_HEADERS, CLAUDE_HEADER_PREFIXES, CLAUDE_REFUSED_FIELDS)
-CODEX_API = Api(
-    CODEX_ROUTES, CODEX_HEADERS, CODEX_HEADER_PREFIXES, CODEX_REFUSED_FIELDS, CODEX_REFUSED_TOOLS
+CLAUDE_API = Api(
+    CLAUDE_ROUTES,
+    CLAUDE_HEADERS,
+    CLAUDE_HEADER_PREFIXES,
+    CLAUDE_REFUSED_FIELDS,
+    runtime=CLAUDE_CODE,
 )
+CODEX_API = Api(
+    CODEX_ROUTES,
+    CODEX_HEADERS,
+    CODEX_HEADER_PREFIXES,
+    CODEX_REFUSED_FIELDS,
+    CODEX_REFUSED_TOOLS,
+    runtime=CODEX,
+)
+
+
+def runtime_refusal(api: Api, session_runtime: str) -> Refusal | None:
+    """Why a session may not use `api`: it runs another runtime (a Claude Code session's
+    capability on Codex's provider, or the other way round: another provider, another key,
+    routes its own CLI never sends). A session whose runtime Legion has not recorded ("") is
+    not refused here."""
+    if not session_runtime or session_runtime == api.runtime:
+        return None
+    return Refusal(
+        403,
+        "permission_error",
+        f"Legion's model proxy: this session runs {session_runtime}, not {api.runtime}",
+    )
 
 
 def body_refusal(api: Api, body: Mapping[str, Any]) -> Refusal | None:

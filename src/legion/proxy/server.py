@@ -18,6 +18,7 @@ sends (`x-claude-code-session-id`): metered, not contained.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import select
@@ -25,6 +26,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -49,10 +51,12 @@ from .routes import (
     body_refusal,
     forward,
     forwarded_headers,
+    runtime_refusal,
 )
 
 if TYPE_CHECKING:
     import httpx
+    from _typeshed import WriteableBuffer
 
     from legion.store import Store
 
@@ -81,6 +85,13 @@ MAX_CONNECTIONS = 128
 # A connection that sends nothing (between requests, or in the middle of one) for this long is
 # closed: a CLI opens a new one; a slow sender holds no thread for ever.
 IDLE_TIMEOUT_S = 120.0
+# A request's head is read whole within this long of its first byte, and its body within
+# `BODY_DEADLINE_S` and a second for each `MIN_BODY_RATE` bytes it declares; later, it is told
+# 408 and its connection closed: a sender that trickles a byte within each idle timeout holds
+# no thread for ever. (A CLI sends over loopback or its sandbox's bridge: far faster.)
+HEAD_DEADLINE_S = 30.0
+BODY_DEADLINE_S = 30.0
+MIN_BODY_RATE = 64 * 1024
 # A session's model calls forwarded at once (its subagents run side by side); one more is told
 # 429 (the CLI retries). Usage is counted as each answer ends, so this bounds how far past a
 # budget one session's parallel requests can go before the next is refused.
@@ -163,6 +174,9 @@ class ModelProxy:
         unix_socket: Path | None = None,
         max_connections: int = MAX_CONNECTIONS,
         max_in_flight: int = MAX_IN_FLIGHT,
+        head_deadline: float = HEAD_DEADLINE_S,
+        body_deadline: float = BODY_DEADLINE_S,
+        min_body_rate: float = MIN_BODY_RATE,
     ) -> None:
         """`open_db`: the project database, opened for each request (a connection belongs to
         one thread, and each request is served by its own). `codex`: Codex's provider, served
@@ -173,7 +187,8 @@ class ModelProxy:
         it also listens, for sessions confined to a network of their own (`legion.sandbox`:
         each one's bridge carries its connections here). `max_connections`: how many
         connections it serves at once, over both; `max_in_flight`: how many of one session's
-        model calls it forwards at once."""
+        model calls it forwards at once. `head_deadline`, `body_deadline`, `min_body_rate`: by
+        when a request's head and body must have come (`HEAD_DEADLINE_S`)."""
         self.upstream = upstream
         self.codex = codex
         self.open_db = open_db
@@ -184,6 +199,9 @@ class ModelProxy:
         self.hold = ModelHold(open_db)
         self.slots = threading.BoundedSemaphore(max_connections)
         self.max_in_flight = max_in_flight
+        self.head_deadline = head_deadline
+        self.body_deadline = body_deadline
+        self.min_body_rate = min_body_rate
         self._in_flight: dict[str, int] = {}  # by session id ("": sessions Legion cannot name)
         self._in_flight_lock = threading.Lock()
         self._client: httpx.Client | None = None
@@ -356,14 +374,98 @@ class _UnixServer(_Bounded, socketserver.UnixStreamServer):
         super().__init__(path, handler)
 
 
+_LATE = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+)
+
+
+class _Late(Exception):
+    """A request's head or body did not come by its deadline (never a `TimeoutError`, which
+    `http.server` takes for an idle connection and closes without a word)."""
+
+
+class _Deadlines(io.RawIOBase):
+    """The connection's bytes, for its `rfile`: each read waits at most the idle timeout, and
+    never past `by` (a `time.monotonic()` instant, while a request's head or body is read)."""
+
+    def __init__(self, connection: socket.socket, idle: float | None) -> None:
+        self.connection = connection
+        self.idle = idle
+        self.by: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        wait, late = self.idle, False
+        if self.by is not None:
+            left = self.by - time.monotonic()
+            if left <= 0:
+                raise _Late
+            late = wait is None or left <= wait
+            wait = left if late else wait
+        self.connection.settimeout(wait)
+        try:
+            return self.connection.recv_into(buffer)
+        except TimeoutError:
+            if late:
+                raise _Late from None
+            raise
+        finally:
+            self.connection.settimeout(self.idle)  # its answer is written with the idle one
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the CLIs use it
     disable_nagle_algorithm = True  # each chunk goes out as it comes, not after a delayed ACK
     timeout = IDLE_TIMEOUT_S
     server: _Server | _UnixServer
+    _reading: _Deadlines
+    _buffered: io.BufferedReader
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the daemon's stderr is its log: no line per request
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the connection stays open: read through the deadlines instead
+        self._reading = _Deadlines(self.connection, self.timeout)
+        self._buffered = io.BufferedReader(self._reading)
+        self.rfile = self._buffered
+
+    def handle_one_request(self) -> None:
+        """One request, its head read within `head_deadline` of its first byte (before that
+        byte, the connection may idle up to the idle timeout, as between requests)."""
+        try:
+            if not self._buffered.peek(1):
+                self.close_connection = True  # the client closed it
+                return
+        except OSError:  # idle past the timeout, or reset
+            self.close_connection = True
+            return
+        self._reading.by = time.monotonic() + self.server.proxy.head_deadline
+        try:
+            super().handle_one_request()
+        except _Late:
+            self.close_connection = True
+            self._late()
+        finally:
+            self._reading.by = None
+
+    def _late(self) -> None:
+        body = json.dumps(
+            {
+                "type": "error",
+                "error": {
+                    "type": "timeout_error",
+                    "message": "Legion's model proxy: the request was not sent in time",
+                },
+            }
+        ).encode()
+        with contextlib.suppress(OSError):
+            self.connection.settimeout(1.0)
+            self.connection.sendall(_LATE % (len(body), body))
 
     # Every method is answered in the API's error shape; only a route's own is forwarded.
     def do_GET(self) -> None:
@@ -477,7 +579,13 @@ class _Handler(BaseHTTPRequestHandler):
                     "(the session was retired or started again)",
                 )
                 return
+            wrong = runtime_refusal(api, spender.runtime)
+            if wrong is not None:
+                self._refuse_unread(wrong)
+                return
+            self._reading.by = time.monotonic() + proxy.body_deadline + length / proxy.min_body_rate
             body = self.rfile.read(length) if length else b""
+            self._reading.by = None
             if len(body) < length:  # the sender went away mid-body
                 self.close_connection = True
                 return

@@ -5,7 +5,8 @@ its environment (`LEGION_CAPABILITY`) when the session starts, and kept in the p
 only as its SHA-256, with its scope: `issue` (a worker: the identifier of the issue it works
 on) or `project` (the controller, whose Oracle runs in the same session). Minting one for a
 session revokes the ones minted for that session before (a restarted session has a new
-process), and every end of a session revokes its own (`SessionWindows.end`). Capabilities
+process), and every end of a session revokes its own (`SessionWindows.end`; a session whose
+CLI exited by itself, once the daemon sees it: `SessionWindows.end_exited`). Capabilities
 outlive the daemon: a daemon started again finds its sessions still running and must still
 answer them.
 
@@ -90,8 +91,17 @@ class Capabilities:
         issue = row["issue"] if row["scope"] == "issue" else None
         return Scope(issue=issue, mode=row["mode"], session_id=row["session_id"])
 
-    def revoke_session(self, session_id: str) -> int:
-        """Revoke every token of session `session_id`; how many there were."""
+    def revoke_session(self, session_id: str, *, minted_before: str | None = None) -> int:
+        """Revoke every token of session `session_id` (`minted_before`: only those minted
+        before that instant, a `legion.store.now()`, to the second); how many there were."""
         with self._db.write() as conn:
-            cursor = conn.execute("DELETE FROM capabilities WHERE session_id = ?", (session_id,))
+            if minted_before is None:
+                cursor = conn.execute(
+                    "DELETE FROM capabilities WHERE session_id = ?", (session_id,)
+                )
+            else:
+                cursor = conn.execute(
+                    "DELETE FROM capabilities WHERE session_id = ? AND created_at < ?",
+                    (session_id, minted_before),
+                )
         return cursor.rowcount

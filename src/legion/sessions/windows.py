@@ -16,6 +16,7 @@ from legion.errors import TmuxError
 from legion.runtime.tmux import Attach, Tmux, Window
 from legion.sessions import prompting
 from legion.sessions.observer import CONTROLLER_WINDOW
+from legion.store import now
 
 # The window that keeps the project's tmux session open while no session runs.
 ANCHOR_WINDOW = "legion"
@@ -27,14 +28,26 @@ CONFIRM_GAP_S = 0.4
 
 class SessionWindows:
     def __init__(
-        self, project: Project, tmux: Tmux, ended: Callable[[str], object] | None = None
+        self,
+        project: Project,
+        tmux: Tmux,
+        ended: Callable[[str], object] | None = None,
+        exited: Callable[[str, str], object] | None = None,
     ) -> None:
-        """`ended`: what is done as a session ends (its capability revoked), with its id."""
+        """`ended`: what is done as a session ends (its capability revoked), with its id;
+        `exited`: what is done once a session's CLI is seen to have exited by itself, with its
+        id and when the look that saw it began (its capabilities minted before then revoked)."""
         self.project = project
         self.tmux = tmux
         self._ended = ended
+        self._exited = exited
         self._looking = 0  # how deep in `one_look` blocks
         self._look: list[Window] | None = None  # the windows seen in this look, until a change
+        self._look_at = ""  # when that look began (`legion.store.now`)
+        # Dead windows whose session's end was done: when first (window id: instant), and
+        # those done again at a later second (see `end_exited`).
+        self._exit_seen: dict[str, str] = {}
+        self._exit_done: set[str] = set()
 
     @contextlib.contextmanager
     def one_look(self) -> Iterator[None]:
@@ -74,12 +87,17 @@ class SessionWindows:
     def list(self) -> list[Window]:
         """The project's windows. Raises `TmuxUnavailable` when tmux cannot say which run: that
         is unknown, never "none"."""
+        return list(self._seen()[0])
+
+    def _seen(self) -> tuple[Sequence[Window], str]:
+        """`list`, and when the look it comes from began (`legion.store.now`)."""
         if self._looking and self._look is not None:
-            return list(self._look)
+            return list(self._look), self._look_at
+        at = now()
         windows = self.tmux.list_windows(self.session)
         if self._looking:
-            self._look = windows
-        return list(windows)
+            self._look, self._look_at = windows, at
+        return list(windows), at
 
     def controller_window(self) -> Window | None:
         """The controller's window (dead or alive), or None when there is none."""
@@ -146,6 +164,43 @@ class SessionWindows:
                 file=sys.stderr,
                 flush=True,
             )
+
+    def end_exited(self) -> Sequence[str]:
+        """A session whose CLI exited by itself (its dead pane kept for `peek`: the CLI quit,
+        crashed, or finished) ends too once Legion sees it: its capability is revoked, as at
+        every end Legion makes (`end`). Only the capabilities minted before the look that saw
+        the dead pane go: a start of the same session closes that window before it mints its
+        own, so one minted since is a new session's. (Minting is recorded to the second: a
+        dead window is done again at a later second, then left.) The sessions done now."""
+        if self._exited is None:
+            return []
+        windows, at = self._seen()
+        done = []
+        for window in windows:
+            if not window.pane_dead or not window.tag or window.id in self._exit_done:
+                continue
+            first = self._exit_seen.get(window.id)
+            if first is not None and at <= first:
+                continue  # done at this second already
+            try:
+                self._exited(window.tag, at)
+            except Exception as exc:  # said; looked at again at the next tick
+                print(
+                    f"legion: session {window.tag}'s capability not revoked: "
+                    f"{type(exc).__name__}: {exc}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                continue
+            if first is None:
+                self._exit_seen[window.id] = at
+            else:
+                self._exit_done.add(window.id)
+            done.append(window.tag)
+        present = {window.id for window in windows}
+        self._exit_seen = {key: at for key, at in self._exit_seen.items() if key in present}
+        self._exit_done &= present
+        return done
 
     def close_window(self, window: Window, *, pane_pid: int | None = None) -> None:
         """Close a window (a stuck worker's: the reconciler restarts its session; a killed

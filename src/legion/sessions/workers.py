@@ -69,6 +69,15 @@ def window_name(issue: str, mode: Mode) -> str:
     return f"{normalize_identifier(issue).lower()}-{mode.value}"
 
 
+def _revoke_before(capabilities: Capabilities) -> Callable[[str, str], object]:
+    """A session's capabilities minted before an instant, revoked (`SessionWindows.end_exited`)."""
+
+    def revoke(session_id: str, before: str) -> int:
+        return capabilities.revoke_session(session_id, minted_before=before)
+
+    return revoke
+
+
 class WorkerManager:
     def __init__(
         self,
@@ -95,7 +104,10 @@ class WorkerManager:
         self.capabilities = capabilities
         self.runtimes = RuntimeChoice(project.settings, registry, runtime, runtimes)
         self.windows = SessionWindows(
-            project, tmux, None if capabilities is None else capabilities.revoke_session
+            project,
+            tmux,
+            None if capabilities is None else capabilities.revoke_session,
+            None if capabilities is None else _revoke_before(capabilities),
         )
         self.starts = StartWatch(self.windows)
         self.supervisor = SessionSupervisor(
