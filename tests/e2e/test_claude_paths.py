@@ -23,7 +23,7 @@ def test_transcript_path_matches_the_cli(tmp_path: Path, depth: int) -> None:
         session = new_session_id()
         result = cenv.run("-p", "hello", "--session-id", session, timeout=60)
         assert result.returncode == 0, result.stderr
-    expected = transcript_path(cenv.env, workspace, session)
+    expected = transcript_path(cenv.config_dir, workspace, session)
     assert (len(expected.parent.name) > 200) == (depth == 12)
     found = sorted((cenv.config_dir / "projects").glob(f"*/{session}.jsonl"))
     assert found == [expected]

@@ -64,8 +64,13 @@ def _firsts(server: FakeResponsesServer, scenario: str) -> list[RecordedRequest]
     return [r for r in server.requests_for_scenario(scenario) if r.turn == 0]
 
 
+def _link(swarm: Swarm, sid: str) -> Path:
+    """Legion's link to the session's rollout, in the session's own CODEX_HOME."""
+    return session_link({"CODEX_HOME": str(swarm.cli_home(sid))}, sid)
+
+
 def _codex_id(swarm: Swarm, worker: dict[str, Any]) -> str:
-    found = codex_session_id(session_link(swarm.env, worker["session_id"]))
+    found = codex_session_id(_link(swarm, worker["session_id"]))
     assert found is not None
     return found
 
@@ -175,7 +180,7 @@ def test_after_codex_compacts_the_next_turn_brings_back_the_wake_up_context(
         assert "You are using `legion-worker` in plan mode for LEG-1" in prompt
         [first] = _firsts(codex_server, "first")
         assert "You are @" not in (first.prompt or "")  # once, after the compaction
-        rollout = session_link(swarm.env, worker["session_id"]).read_text()
+        rollout = _link(swarm, worker["session_id"]).read_text()
         assert '"type":"compacted"' in rollout
         bus = SqliteBus(bus_path(swarm.env))
         try:

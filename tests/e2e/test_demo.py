@@ -112,10 +112,11 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     assert "1 of 1 issue Done" in result.stdout and f"({mode} mode, {runtime})." in result.stdout
     assert "(codex_bin (LEGION_CODEX_BIN))" in result.stdout
     assert ("Claude Code:" in result.stdout) is (runtime == "mixed")
-    rollouts = list((demo / "codex-home" / "sessions").rglob("rollout-*.jsonl"))
+    # Each session's own home is in the demo project's state.
+    rollouts = list(demo.rglob("cli/codex/sessions/*/sessions/**/rollout-*.jsonl"))
     # codex: a session per role (the controller's too); mixed: the implementer's only
     assert len(rollouts) == (5 if runtime == "codex" else 1), rollouts
-    transcripts = list((demo / "claude-config" / "projects").rglob("*.jsonl"))
+    transcripts = list(demo.rglob("cli/claude-code/sessions/*/projects/*/*.jsonl"))
     assert (transcripts == []) is (runtime == "codex")
     config = (demo / "repo" / ".legion" / "config.toml").read_text()
     assert ('runtime = "codex"' in config) is (runtime == "codex")

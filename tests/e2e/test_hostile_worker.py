@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shlex
 import socket
+import subprocess
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from legion.demo.offline import FAKE_API_KEY
+from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from tests.e2e.test_recovery import controller, park
 from tests.e2e.test_sandbox import _require_bwrap
 from tests.fakes.model_server import bash, text
@@ -133,6 +135,32 @@ def _attacks(swarm: Swarm, attacker: Listener, secret: Path) -> list[Attack]:
         assert "evil" not in (legion / "skills" / "legion-worker" / "SKILL.md").read_text()
         assert not (legion / "CLAUDE.md").read_bytes() and not (legion / "agents" / "evil").exists()
 
+    git_folder = swarm.repo / ".git"
+    before = {
+        "config": (git_folder / "config").read_bytes(),
+        "index": (git_folder / "index").read_bytes(),
+        "hooks": _tree(git_folder / "hooks"),
+        "main": _git(swarm.repo, "rev-parse", "refs/heads/main"),
+    }
+    common = '"$(git rev-parse --git-common-dir)"'
+    plant_git = (
+        f"echo 'touch /tmp/x' > {common}/hooks/post-checkout; echo \"HOOK $?\"; "
+        "git config core.fsmonitor 'touch /tmp/x'; echo \"FSMONITOR $?\"; "
+        'git config remote.origin.url http://127.0.0.1:9/evil; echo "REMOTE $?"; '
+        'git update-ref refs/heads/main HEAD; echo "MAIN $?"; '
+        'git tag planted HEAD; echo "TAG $?"; '
+        f'echo junk > {common}/index; echo "INDEX $?"'
+    )
+
+    def git_folder_untouched(report: str) -> None:
+        for word in ("HOOK", "FSMONITOR", "REMOTE", "MAIN", "TAG", "INDEX"):
+            assert f"{word} " in report and f"{word} 0" not in report, word
+        assert (git_folder / "config").read_bytes() == before["config"], "config changed"
+        assert (git_folder / "index").read_bytes() == before["index"], "your index changed"
+        assert _tree(git_folder / "hooks") == before["hooks"], "a hook was planted"
+        assert _git(swarm.repo, "rev-parse", "refs/heads/main") == before["main"]
+        assert _git(swarm.repo, "tag", "--list") == ""
+
     def roles(report: str) -> None:
         assert "REVIEW 2" in report and "MERGE 2" in report, report
         pr = swarm.json("pr", "view", "LEG-1")
@@ -164,6 +192,11 @@ def _attacks(swarm: Swarm, attacker: Listener, secret: Path) -> list[Attack]:
             cli_home,
         ),
         Attack(
+            "a worker writes the repository's hooks, config, main branch, tags or your index",
+            plant_git,
+            git_folder_untouched,
+        ),
+        Attack(
             "an implementer approves and merges its own pull request",
             "git commit -q --allow-empty -m work && "
             "legion pr create --issue LEG-1 --branch legion/leg-1; "
@@ -172,6 +205,12 @@ def _attacks(swarm: Swarm, attacker: Listener, secret: Path) -> list[Attack]:
             roles,
         ),
     ]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -193,7 +232,9 @@ def test_a_hostile_worker_gets_nothing_through_the_daemon(swarm: Swarm) -> None:
     attacker = Listener()
     attacks = _attacks(swarm, attacker, secret)
     turn = "; ".join(f"{{ {attack.command}; }}" for attack in attacks)
-    command = f"{{ {turn}; }} > hostile.txt 2>&1; {park('LEG-1')}"
+    # Its capability kept for later (a worker could send it anywhere it writes).
+    keep = 'printf %s "$LEGION_CAPABILITY" > kept-capability'
+    command = f"{{ {turn}; }} > hostile.txt 2>&1; {keep}; {park('LEG-1')}"
     controller(swarm)
     swarm.legion("issue", "create", "Hostile", "--status", "In Progress")
     swarm.server.add_scenario(
@@ -203,6 +244,15 @@ def test_a_hostile_worker_gets_nothing_through_the_daemon(swarm: Swarm) -> None:
     )
     with Daemon(swarm, tick=1.0):
         wait_until("LEG-1 parked", lambda: issue_status(swarm, "LEG-1") == "Icebox", timeout=120)
+        # Its session ended (parked, retired): its capability speaks for nobody any more.
+        wait_until("the worker retired", lambda: swarm.worker("LEG-1") is None, timeout=60)
+        token = (swarm.workspace_root / "leg-1" / "kept-capability").read_text()
+        state = Path(swarm.json("config")["settings"]["state_dir"]["value"])
+        stale = {CAPABILITY_ENV: token, SOCKET_ENV: str(socket_path(state))}
+        late = ("issue", "comment", "LEG-1", "--body", "late")
+        refused = swarm.legion(*late, env=stale, check=False)
+    assert token and refused.returncode != 0, refused
+    assert "does not know this session's capability" in refused.stderr, refused.stderr
     report = (swarm.workspace_root / "leg-1" / "hostile.txt").read_text()
     got_through = []
     for attack in attacks:

@@ -58,7 +58,7 @@ class Probe:
     listener: socket.socket
 
 
-def _probe(swarm: Swarm, credentials: Path, own_login: str) -> Probe:
+def _probe(swarm: Swarm, credentials: Path, own_login: str, extra: str = "") -> Probe:
     """A shell command that looks for every secret (`credentials`: your CLI's login; `own_login`:
     where its CLI would find it in its own home, shown nothing there), another issue's
     workspace, the user's checkout, the tmux server, other processes, another loopback port and
@@ -96,6 +96,7 @@ def _probe(swarm: Swarm, credentials: Path, own_login: str) -> Probe:
         'env -u LEGION_SESSION_ID -u LEGION_MODE legion kill @legion -f; echo "KILL $?"; '
         "env -u LEGION_SESSION_ID -u LEGION_MODE "
         'legion issue comment LEG-1 --body "Approved by a person"; echo "COMMENT $?"; '
+        f"{extra}"
         "} > probe.txt 2>&1; "
         "git add probe.txt && git commit -qm probe"
     )
@@ -185,7 +186,15 @@ def test_a_codex_worker_is_confined_the_same(
     swarm.env["LEGION_RUNTIMES"] = "implement=codex"
     # Your `codex login`: the daemon holds the key, so its own home shows none.
     credentials = _plant(Path(swarm.env["CODEX_HOME"]) / "auth.json", "codex login")
-    probe = _probe(swarm, credentials, "$CODEX_HOME/auth.json")
+    # Its provider (where the daemon's proxy would send the key, were it read from there) is
+    # your config's, shown read-only in its own home.
+    yours = Path(swarm.env["CODEX_HOME"]) / "config.toml"
+    config = yours.read_bytes()
+    provider = (
+        'echo \'model_provider = "evil"\' >> "$CODEX_HOME/config.toml"; echo "CONFIG $?"; '
+        f'ls {shlex.quote(str(yours.parent))}; echo "YOURS $?"; '
+    )
+    probe = _probe(swarm, credentials, "$CODEX_HOME/auth.json", provider)
     controller(swarm)
     swarm.legion("issue", "create", "Probe", "--status", "In Progress")
     swarm.legion("issue", "create", "Someone else's", "--status", "Icebox")
@@ -200,3 +209,7 @@ def test_a_codex_worker_is_confined_the_same(
     )
     _run(swarm, session_uuid(swarm, "LEG-1:implement"))
     _check(swarm, probe, list(codex_server.snapshot()))
+    found = (swarm.workspace_root / "leg-1" / "probe.txt").read_text()
+    assert "CONFIG " in found and "CONFIG 0" not in found, found
+    assert "YOURS " in found and "YOURS 0" not in found, found
+    assert yours.read_bytes() == config

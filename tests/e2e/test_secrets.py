@@ -242,7 +242,7 @@ def claude_keeps_no_part_of_the_key_in_a_sessions_home(findings: Findings) -> No
     key = findings.sentinels.values["ANTHROPIC_API_KEY"]
     for path in findings.claude_json:
         config = json.loads(path.read_text())
-        assert config["customApiKeyResponses"]["approved"] == []
+        assert config.get("customApiKeyResponses", {}).get("approved", []) == []
         assert key[-FINGERPRINT_CHARS:] not in path.read_text()
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
 

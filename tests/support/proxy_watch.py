@@ -112,10 +112,13 @@ def assert_no_session_held_the_key(seen: SessionEnvironments, demo: Path) -> Non
         assert environ["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
     # A bearer token is no key the CLI asks about: no dialog was answered for a capability
     # (the CLI would have kept its last 20 characters as approved).
-    config = json.loads((demo / "claude-config" / ".claude.json").read_text())
-    approved = config.get("customApiKeyResponses", {}).get("approved", [])
+    homes = sorted(demo.rglob("cli/claude-code/sessions/*/.claude.json"))
+    assert homes, "no session's own home"
     tokens = {environ["ANTHROPIC_AUTH_TOKEN"][-20:] for environ in seen.clis.values()}
-    assert not tokens & set(approved), approved
+    for home in homes:
+        config = json.loads(home.read_text())
+        approved = config.get("customApiKeyResponses", {}).get("approved", [])
+        assert not tokens & set(approved), approved
 
 
 # Credentials a user may have in the environment they run Legion from: none may reach a session
