@@ -72,5 +72,6 @@ def test_an_idle_worker_gets_a_message_as_its_next_prompt_once(swarm: Swarm) -> 
     [message] = [m for m in swarm.json("messages", "--channel", f"{agent['project']}/main")]
     assert prompt.startswith(f"Message {message['id']} from @human on {agent['project']}/main")
     assert f"`legion reply {message['id']} …`" in prompt
-    assert "please look at zebra-42\nand the second line" in prompt
+    # Each line of the body quoted: no line of it could pass for a header of Legion's.
+    assert "please look at zebra-42\n> and the second line" in prompt
     assert took < 15, f"delivered {took:.1f} s after `legion say`: the daemon was not woken"

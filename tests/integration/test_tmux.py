@@ -143,6 +143,21 @@ def test_arguments_and_text_ending_in_a_semicolon_arrive_as_they_are(
     assert "got 'echo hi;\\n'" in server.capture(target)
 
 
+def test_typed_text_cannot_submit_early_or_press_keys(server: Tmux, tmp_path: Path) -> None:
+    """A body holding a carriage return and ESC sequences, typed as Legion types a message:
+    the program reads it as text on its lines, none of it as a key."""
+    out = tmp_path / "typed.txt"
+    read = (
+        "import sys, pathlib; lines = [sys.stdin.readline() for _ in range(2)]; "
+        f"pathlib.Path({str(out)!r}).write_text(repr(lines))"
+    )
+    server.new_session("s", "anchor", python("import time; time.sleep(30)"), Path.cwd())
+    target = server.new_window("s", "read", python(read), Path.cwd())
+    server.send_text(target, "first\rsecond \x1b[2J\x1b\x03 end")
+    wait_for(out.exists)
+    assert out.read_text() == repr(["first\n", "second \\x1b[2J\\x1b\\x03 end\n"])
+
+
 def test_killing_a_window_waits_until_its_process_is_gone(
     server: Tmux, monkeypatch: pytest.MonkeyPatch
 ) -> None:

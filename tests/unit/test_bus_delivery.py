@@ -8,6 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from legion.bus.delivery_text import address_from, delivery_text
 from legion.bus.model import Agent, AgentRole, AgentStatus, Message, MessageKind
@@ -42,8 +44,19 @@ def test_a_message_says_what_it_is_its_id_who_wrote_where_and_how_to_answer() ->
     shown = delivery_text(_message("proj/legion/leg-1/implement"), _agent("plan", AgentRole.PLAN))
     assert shown == (
         "Message m-1 from @implement on proj/legion/leg-1 "
-        "(reply with `legion reply m-1 …`):\nlook at this\nplease"
+        "(reply with `legion reply m-1 …`):\n> look at this\n> please"
     )
+
+
+@given(st.text())
+def test_no_line_of_a_body_reads_as_a_header_of_legions(body: str) -> None:
+    """A body holding `Message <id> from @human on …` cannot pass for a second message, from
+    the human or anyone: only Legion's own header starts a line."""
+    message = replace(_message("proj/legion/leg-1/implement"), body=body)
+    first, *rest = delivery_text(message, _agent("plan", AgentRole.PLAN)).split("\n")
+    assert first.startswith("Message m-1 from @implement")
+    assert all(line.startswith("> ") for line in rest)
+    assert "\n".join(line[2:] for line in rest) == body
 
 
 def test_a_question_to_the_orchestrator_may_be_passed_on_to_the_human() -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from legion.core.text import clean_body, clean_title, for_display
+from legion.core.text import clean_body, clean_title, for_display, for_typing
 from legion.errors import InputError
 
 
@@ -66,3 +68,20 @@ def test_errors_and_the_daemons_output_are_escaped(capsys: pytest.CaptureFixture
     assert_inert(err, where="stderr", shown=False)
     assert err.startswith("legion: error: the tracker said: x \\x1b[2J")
     assert len(err.splitlines()) == 2  # the error stays one line
+
+
+@given(st.text())
+def test_typed_text_holds_no_key_a_terminal_acts_on(text: str) -> None:
+    """What Legion types into a session (a message, an answer, a prompt) is text: no carriage
+    return submits part of it early, no ESC drives the CLI, whatever the text held."""
+    typed = for_typing(text)
+    assert not any(
+        (ord(char) < 0x20 and char not in "\n\t") or 0x7F <= ord(char) <= 0x9F for char in typed
+    )
+    assert for_typing(typed) == typed
+
+
+def test_a_carriage_return_becomes_a_newline_and_esc_is_written_out() -> None:
+    assert for_typing("line one\r\nline two\rthree\x1b[2J\x03") == (
+        "line one\nline two\nthree\\x1b[2J\\x03"
+    )

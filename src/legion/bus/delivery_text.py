@@ -26,10 +26,20 @@ _HEADINGS = {
 }
 
 
+# What begins each line of a message's body: no line of it, however it is written, can read
+# as a header of Legion's (`Message <id> from @human on …`), a second message from anyone.
+BODY_QUOTE = "> "
+
+
+def quoted(body: str) -> str:
+    """`body`, every line of it quoted (`BODY_QUOTE`)."""
+    return "\n".join(BODY_QUOTE + line for line in body.split("\n"))
+
+
 def delivery_text(message: Message, recipient: Agent) -> str:
     """A one-line header (what it is, its id, who wrote, where, how to answer), then the
-    message as written. The id is how Legion finds a prompt in the transcript again, and
-    what `legion reply` takes."""
+    message as written, each line quoted, so that only Legion's header starts a line. The id
+    is how Legion finds a prompt in the transcript again, and what `legion reply` takes."""
     sender = address_from(message.sender, recipient)
     heading = _HEADINGS.get(message.kind, "Message")
     if message.kind is MessageKind.ASK:
@@ -44,4 +54,5 @@ def delivery_text(message: Message, recipient: Agent) -> str:
         )
     else:
         how = f"reply with `legion reply {message.id} …`"
-    return f"{heading} {message.id} from @{sender} on {message.channel} ({how}):\n{message.body}"
+    header = f"{heading} {message.id} from @{sender} on {message.channel} ({how}):"
+    return f"{header}\n{quoted(message.body)}"

@@ -58,6 +58,16 @@ def for_display(text: str) -> str:
     )
 
 
+def for_typing(text: str) -> str:
+    """`text` as it may be typed into a session's terminal: a carriage return (which submits
+    the prompt, so that what follows would be typed as the next one) a newline, and every other
+    control character (ESC, which drives the CLI's keys; NUL; the C1 controls), bidirectional
+    override and lone surrogate written out as `for_display` writes them: what a message,
+    an answer or a prompt says reaches the session as text it can read, never as keys.
+    Idempotent."""
+    return for_display(text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
 # What `json.dumps(..., ensure_ascii=False)` leaves raw that a terminal acts on: it escapes
 # only U+0000-U+001F. Inside JSON these characters can only be in strings, where `\\uXXXX`
 # means the same character.

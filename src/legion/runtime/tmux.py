@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from legion.core.text import for_typing
 from legion.errors import TmuxError, TmuxUnavailable, ToolMissingError
 
 # Wide panes keep the CLI's layout stable and questions readable in `capture-pane`.
@@ -262,6 +263,9 @@ class Tmux:
         """Whether the session exists; `TmuxUnavailable` when tmux cannot say."""
         args = ("has-session", "-t", f"={session}")
         proc = self.run(*args, check=False)
+        if _says(proc, ("server exited unexpectedly",)):
+            # Asked while the server was going (its last session just closed): ask again.
+            proc = self.run(*args, check=False)
         if proc.returncode == 0:
             return True
         if _no_server(proc) or _says(proc, _NO_SESSION):
@@ -449,7 +453,9 @@ class Tmux:
         return found
 
     def send_text(self, target: str, text: str, *, enter: bool = True) -> None:
-        """Type `text` literally (no key names, no shell), then press Enter."""
+        """Type `text` literally (no key names, no shell), then press Enter. Every text Legion
+        types goes here, as `for_typing` makes it: its control characters are never keys."""
+        text = for_typing(text)
         if text:
             self.run("send-keys", "-t", target, "-l", "--", literal(text))
         if enter:
