@@ -28,7 +28,11 @@ if TYPE_CHECKING:
 # backend: operation name: document. Filled at import by each integration's documents module.
 DOCUMENTS: dict[str, dict[str, str]] = {}
 
-DEFAULT_TIMEOUT_S = 20.0
+DEFAULT_TIMEOUT_S = 20.0  # for each wait on the server (a connection, the next bytes)
+# An answer is read whole within this long and up to this size, however the server sends it: a
+# server that trickles bytes, or sends without end, holds no step of the daemon.
+ANSWER_DEADLINE_S = 60.0
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
 MAX_WAIT_S = 30.0  # a rate limit that resets sooner is waited out; a later one is reported
 TRANSIENT_RETRIES = 2
 
@@ -67,6 +71,8 @@ class GraphQLClient:
     headers: Mapping[str, str]
     classify: Callable[[Mapping[str, Any]], BackendErrorKind | None] = lambda error: None
     timeout: float = DEFAULT_TIMEOUT_S
+    answer_deadline: float = ANSWER_DEADLINE_S
+    max_answer_bytes: int = MAX_ANSWER_BYTES
     max_wait: float = MAX_WAIT_S
     transport: httpx.BaseTransport | None = None
     sleep: Callable[[float], None] = time.sleep
@@ -126,6 +132,8 @@ class GraphQLClient:
             attempt += 1
             try:
                 return call()
+            except _Unbounded:
+                raise  # asking again would hold the caller as long again
             except BackendError as exc:
                 wait = self._wait_before_retry(exc, attempt)
                 if wait is None or (not idempotent and exc.delivered and not _refused(exc)):
@@ -178,10 +186,12 @@ class GraphQLClient:
         import httpx
 
         self.requests_made += 1
+        started = time.monotonic()
         try:
-            response = self._http().request(
+            with self._http().stream(
                 method, url, json=None if payload is None else dict(payload)
-            )
+            ) as response:
+                content = self._bounded(response, operation, started)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             error = self._error(
                 BackendErrorKind.TRANSIENT,
@@ -218,7 +228,7 @@ class GraphQLClient:
                 BackendErrorKind.TRANSIENT, f"server error (HTTP {status})", operation
             )
         try:
-            body = response.json() if response.content else None
+            body = json.loads(content) if content else None
         except (ValueError, json.JSONDecodeError):
             raise self._error(
                 BackendErrorKind.TRANSIENT, f"malformed answer (HTTP {status}, not JSON)", operation
@@ -233,6 +243,30 @@ class GraphQLClient:
             return body
         data, missing = self._graphql_data(body, status, operation, response.headers, partial)
         return (data, missing) if partial else data
+
+    def _bounded(self, response: httpx.Response, operation: str, started: float) -> bytes:
+        """The answer's body, read up to `max_answer_bytes` and until `answer_deadline` from
+        the request's start; past either, an `_Unbounded` error, and the rest is not read."""
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_answer_bytes:
+            raise self._unbounded(f"an answer of {declared} bytes", operation)
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > self.max_answer_bytes:
+                raise self._unbounded(f"an answer over {self.max_answer_bytes} bytes", operation)
+            if time.monotonic() - started > self.answer_deadline:
+                raise self._unbounded(
+                    f"no whole answer within {self.answer_deadline:g} s", operation
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _unbounded(self, what: str, operation: str) -> _Unbounded:
+        return _Unbounded(
+            self.backend, BackendErrorKind.TRANSIENT, f"{what}: not read", operation=operation
+        )
 
     def _graphql_data(
         self,
@@ -271,6 +305,10 @@ class GraphQLClient:
         from urllib.parse import urlsplit
 
         return urlsplit(self.url).netloc or self.url
+
+
+class _Unbounded(BackendError):
+    """An answer past the client's bounds (`GraphQLClient._bounded`): not asked again."""
 
 
 def next_cursor(connection: Mapping[str, Any]) -> str | None:

@@ -287,6 +287,8 @@ class _SessionOps:
                 "a session's commands run in its own project: no options before the command "
                 f"(asked: {' '.join(argv[: at + 1])})"
             )
+        if follows(argv, at):
+            raise InputError(FOLLOW_REFUSAL)
         # A file named here would be read outside the session's sandbox: its own `legion`
         # sends the text instead (`cli._in_daemon`); a request that still names one is refused.
         named = named_files(argv)
@@ -359,6 +361,25 @@ DAEMON_COMMANDS = frozenset(
         "task",
     }
 )
+FOLLOW_REFUSAL = "a session cannot follow the bus's events through the daemon"
+
+
+def follows(argv: Sequence[str], at: int) -> bool:
+    """Whether `argv` (its command at `at`) asks `legion events` to follow without end, which
+    would hold a connection of the daemon's for the command's whole timeout: `--follow`, or
+    `-f` alone or among other short flags."""
+    if argv[at] != "events":
+        return False
+    for arg in argv[at + 1 :]:
+        if arg == "--":
+            return False
+        if arg == "--follow" or arg.startswith("--follow="):
+            return True
+        if arg.startswith("-") and not arg.startswith("--") and "f" in arg[1:]:
+            return True
+    return False
+
+
 # A command the daemon runs for a session has this long; the client waits a little longer.
 COMMAND_TIMEOUT_S = 300.0
 

@@ -47,6 +47,7 @@ class Fault:
     body: bytes | None = None  # raw body; None with status 200 means "answer normally"
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to wait before answering (past the client's timeout)
+    trickle: float = 0.0  # seconds between the body's bytes (a server that never finishes)
     operation: str | None = None  # only requests of this operation name
     errors: list[dict[str, Any]] | None = None  # a GraphQL error response, status 200 or given
 
@@ -211,7 +212,13 @@ def _handler_for(fake: GraphQLFake) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             return
 
-        def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        def _send(
+            self,
+            status: int,
+            body: bytes,
+            headers: dict[str, str] | None = None,
+            trickle: float = 0.0,
+        ) -> None:
             self.send_response(status)
             merged = {"Content-Type": "application/json"} | (headers or {})
             for key, value in merged.items():
@@ -219,7 +226,13 @@ def _handler_for(fake: GraphQLFake) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self.wfile.write(body)  # unless the client gave up (a timeout test)
+                if not trickle:
+                    self.wfile.write(body)  # unless the client gave up (a timeout test)
+                    return
+                for at in range(len(body)):
+                    self.wfile.write(body[at : at + 1])
+                    self.wfile.flush()
+                    time.sleep(trickle)
 
         def _read(self) -> bytes:
             length = int(self.headers.get("Content-Length") or 0)
@@ -265,7 +278,7 @@ def _handler_for(fake: GraphQLFake) -> type[BaseHTTPRequestHandler]:
                     if body is None:
                         body = json.dumps({"data": None, "errors": fault.errors or []}).encode()
                     record.status = fault.status
-                    self._send(fault.status, body, fault.headers)
+                    self._send(fault.status, body, fault.headers, fault.trickle)
                     return
             if not fake.authorized(self.headers.get("Authorization")):
                 status, answer = fake.unauthorized()

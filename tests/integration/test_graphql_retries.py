@@ -78,3 +78,28 @@ def test_a_mutation_that_never_left_is_sent_again() -> None:
         )
     assert not info.value.delivered and "cannot reach" in str(info.value)
     assert len(sleeps) == 2  # retried twice, then reported
+
+
+def test_an_answer_past_its_size_or_its_deadline_is_not_read_nor_asked_again(
+    fake: FakeLinear,
+) -> None:
+    """Issue 36: a server (or a man in the middle) that sends a huge answer, or trickles it
+    a byte at a time within each read timeout, holds no step of the daemon: the client stops
+    at its bounds, says which, and does not ask again."""
+    import time
+
+    sleeps: list[float] = []
+    client = client_for(fake.api_url, sleeps)
+    client.max_answer_bytes = 4096
+    fake.fail_next(Fault(body=b'{"data": {"x": "' + b"a" * 10_000 + b'"}}'))
+    with pytest.raises(BackendError, match="an answer of 10019 bytes: not read"):
+        client.execute(docs.VIEWER)
+    client.max_answer_bytes = 1 << 20
+    client.answer_deadline = 0.5
+    fake.fail_next(Fault(body=b'{"data": {"viewer": {"id": "u"}}}' + b" " * 200, trickle=0.02))
+    started = time.monotonic()
+    with pytest.raises(BackendError, match=r"no whole answer within 0\.5 s: not read"):
+        client.execute(docs.VIEWER)
+    assert time.monotonic() - started < 3
+    assert sleeps == [] and fake.operations().count("LinearViewer") == 2
+    assert client.execute(docs.VIEWER)["viewer"]["id"]  # a plain answer still reads

@@ -299,3 +299,44 @@ def test_the_daemon_reads_no_file_a_controllers_command_names(scene: Scene) -> N
         env=as_controller,
     )
     assert crafted.returncode == 2 and len(crafted.stderr.strip().splitlines()) == 1
+
+
+def test_the_daemon_refuses_to_follow_events_for_a_session_and_caps_its_commands(
+    scene: Scene,
+) -> None:
+    """Issue 36: `legion events --follow` through the daemon would hold one of its connections
+    for the command's whole timeout; a request made by hand, however it spells the flag, is
+    refused by the daemon itself. And one capability has at most `MAX_COMMANDS_AT_ONCE`
+    commands running there at once."""
+    import threading
+
+    from legion.errors import InputError
+    from legion.relay.client import RelayClient
+    from legion.relay.protocol import VERSION
+    from legion.relay.server import MAX_COMMANDS_AT_ONCE, Deferred, RelayExecutor
+    from legion.session_relay import run_in_daemon
+
+    token = Capabilities(scene.backends.db).mint(None, mode="controller", session_id=CONTROLLER_SID)
+    client = RelayClient(scene.socket, token, wait=0.5)
+    for argv in (["events", "--follow"], ["events", "-n", "5", "-jf"], ["events", "--follow=1"]):
+        with pytest.raises(InputError, match="cannot follow the bus's events"):
+            run_in_daemon(client, argv, None)
+
+    release = threading.Event()
+    executor = RelayExecutor(
+        lambda: open_backends(scene.project, direct=True),
+        {"slow": lambda call: Deferred(lambda: release.wait(10))},
+    )
+    request = {"version": VERSION, "op": "slow", "capability": token, "args": {}}
+    line = (json.dumps(request) + "\n").encode()
+    held = [executor.answer(line) for _ in range(MAX_COMMANDS_AT_ONCE)]
+    assert all(isinstance(answer, Deferred) for answer in held)
+    refused = executor.answer(line)
+    assert not isinstance(refused, Deferred) and "commands running in the daemon" in str(refused)
+    release.set()
+    assert isinstance(held[0], Deferred)
+    held[0].answer("slow")  # one ends: the next may run
+    assert isinstance(executor.answer(line), Deferred)
+    other = Capabilities(scene.backends.db).mint(None, mode="controller", session_id="other")
+    other_line = line.replace(token.encode(), other.encode())
+    assert isinstance(executor.answer(other_line), Deferred)  # another session is not held up

@@ -92,15 +92,21 @@ def _in_daemon(args: list[str]) -> int | None:
 
     if not session_has_relay(os.environ) or os.environ.get(RUN_BY_DAEMON_ENV):
         return None
-    from legion.session_relay import DAEMON_COMMANDS, command_index, run_in_daemon
+    from legion.session_relay import (
+        DAEMON_COMMANDS,
+        FOLLOW_REFUSAL,
+        command_index,
+        follows,
+        run_in_daemon,
+    )
 
     at = command_index(args)
     if at is None or args[at] not in DAEMON_COMMANDS or {"--help", "-h"} & set(args):
         return None  # help is answered here
-    if args[at] == "events" and {"--follow", "-f"} & set(args):
+    if follows(args, at):  # the daemon refuses it too
         from legion.errors import InputError
 
-        raise InputError("a session cannot follow the bus's events through the daemon")
+        raise InputError(FOLLOW_REFUSAL)
     from legion.relay.client import session_client
 
     client = session_client(os.environ)

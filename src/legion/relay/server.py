@@ -547,6 +547,12 @@ _MAX_BUCKETS = 4096
 UNKNOWN_LOG_EVERY_S = 10.0
 
 
+# Commands one capability may have the daemon run at once (`legion.run`, each in a connection
+# of its own for up to its timeout): past them, one more is refused, so that one session never
+# holds every connection slot.
+MAX_COMMANDS_AT_ONCE = 4
+
+
 class RelayExecutor:
     """Answers requests on backends it opens on first use (in the thread that calls it: a
     SQLite connection stays in its thread), again after a failed open."""
@@ -566,6 +572,35 @@ class RelayExecutor:
         self._buckets: dict[str, Bucket] = {}  # by capability; only the executor's thread
         self._unknown = 0  # unknown capabilities' requests not yet logged
         self._unknown_logged_at = -UNKNOWN_LOG_EVERY_S
+        self._running: dict[str, int] = {}  # by capability: its deferred commands not done
+        self._running_lock = threading.Lock()  # their ends are in connection threads
+
+    def _counted(self, capability: str, deferred: Deferred, op: str) -> Deferred:
+        """`deferred`, counted against its capability's `MAX_COMMANDS_AT_ONCE` until its work
+        ends; past them, refused as rate limited."""
+        with self._running_lock:
+            running = self._running.get(capability, 0)
+            if running >= MAX_COMMANDS_AT_ONCE:
+                raise BackendError(
+                    "the Legion daemon",
+                    BackendErrorKind.RATE_LIMITED,
+                    f"this session has {running} commands running in the daemon already; "
+                    "call again when one ends",
+                    operation=op,
+                    retry_after=1.0,
+                )
+            self._running[capability] = running + 1
+
+        def work() -> Any:
+            try:
+                return deferred.work()
+            finally:
+                with self._running_lock:
+                    left = self._running.pop(capability, 1) - 1
+                    if left:
+                        self._running[capability] = left
+
+        return Deferred(work)
 
     def _within_rate(self, capability: str, scope: Scope, op: str) -> None:
         """Unless the capability has a call left (`WORKER_CALLS`, `CONTROLLER_CALLS`), refuse
@@ -617,7 +652,9 @@ class RelayExecutor:
                 result = run(call)
             except NotPermittedError as exc:
                 raise self._logged(scope, exc) from None
-            return result if isinstance(result, Deferred) else result_answer(result)
+            if isinstance(result, Deferred):
+                return self._counted(request.capability, result, op)
+            return result_answer(result)
         except LegionError as exc:
             return error_answer(exc)
         except Exception as exc:

@@ -104,16 +104,29 @@ def created_once(
         return again
 
 
-def paged(fetch: Callable[[str | None], Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+# Pages of one connection read at most: far past any issue's comments or a project's issues.
+MAX_PAGES = 1000
+
+
+def paged(
+    fetch: Callable[[str | None], Mapping[str, Any]], backend: str = "graphql"
+) -> Iterator[dict[str, Any]]:
     """Every node of a connection: `fetch(after)` returns one page of it (nodes, pageInfo);
-    a null node (an item hidden from the credential) is skipped."""
+    a null node (an item hidden from the credential) is skipped. A server that names a cursor
+    it named before (it would be asked again without end), or pages past `MAX_PAGES`, is an
+    error (`backend`'s), never a loop."""
     after: str | None = None
+    seen: set[str] = set()
     while True:
         page = fetch(after)
         yield from (node for node in page["nodes"] if node)
         after = next_cursor(page)
         if after is None:
             return
+        if after in seen or len(seen) >= MAX_PAGES:
+            why = "named a page cursor again" if after in seen else f"paged past {MAX_PAGES}"
+            raise BackendError(backend, BackendErrorKind.INVALID, f"the server {why}: stopped")
+        seen.add(after)
 
 
 def comment_text(body: str, author: str, *, by_legion: bool) -> str:

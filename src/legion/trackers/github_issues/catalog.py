@@ -97,7 +97,7 @@ class RepositoryCatalog:
             page: Mapping[str, Any] = self.repository_data(docs.LABEL_PAGE, {"after": after})
             return page["labels"]  # type: ignore[no-any-return]
 
-        labels = {node["name"]: node["id"] for node in paged(label_page)}
+        labels = {node["name"]: node["id"] for node in paged(label_page, "github")}
         project = None
         if self.project_number is not None:
             project = self._project_board(repo.get("owner") or {})

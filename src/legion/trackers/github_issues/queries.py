@@ -100,4 +100,4 @@ class IssueQueries:
             connection: Mapping[str, Any] = issue["comments"]
             return connection
 
-        return paged(page)
+        return paged(page, "github")

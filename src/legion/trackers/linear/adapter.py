@@ -138,7 +138,7 @@ class LinearTracker(GraphQLTracker):
             connection: Mapping[str, Any] = node["comments"]
             return connection
 
-        comments = [to_comment(found, named) for found in paged(page)]
+        comments = [to_comment(found, named) for found in paged(page, "linear")]
         comments.sort(key=lambda comment: comment.created_at)
         return comments
 

@@ -104,4 +104,7 @@ def pages(
     client: GraphQLClient, doc: Document, variables: Mapping[str, Any], connection: str
 ) -> Iterator[dict[str, Any]]:
     """Every node of the connection `connection` a query returns, page after page."""
-    return paged(lambda after: client.execute(doc, {**variables, "after": after})[connection])
+    return paged(
+        lambda after: client.execute(doc, {**variables, "after": after})[connection],
+        client.backend,
+    )
