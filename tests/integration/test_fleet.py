@@ -17,7 +17,7 @@ from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus.model import AgentRole, Channel
 from legion.bus.stored import PostgresBus
 from legion.config import load_project
-from legion.core.fleet import HostState
+from legion.core.fleet import HostState, Lease
 from legion.core.liveness import SessionState
 from legion.core.model import Mode
 from legion.daemon.bus_listener import BusListener
@@ -57,17 +57,26 @@ def test_hosts_join_and_one_leads(open_store: Callable[[], Store], tmp_path: Pat
     assert fleet.leader() == taken
 
 
-def test_a_lease_that_ran_out_is_taken_and_its_old_holder_is_fenced(
+def alpha_leads_briefly(
     open_store: Callable[[], Store],
-) -> None:
+) -> tuple[Store, Fleet, FencedStore, Lease]:
+    """Hosts alpha and beta; alpha leads on a half-second lease, its daemon's store fenced on
+    it: (the store, the fleet, alpha's fenced store, the lease)."""
     store = open_store()
     fleet = Fleet(store)
     for name in ("alpha", "beta"):
         fleet.join(name, 2, 60.0)
-    old = FencedStore(open_store(), "alpha")
+    fenced = FencedStore(open_store(), "alpha")
     lease = fleet.lead("alpha", 0.5)
     assert lease is not None
-    old.epoch = lease.epoch
+    fenced.epoch = lease.epoch
+    return store, fleet, fenced, lease
+
+
+def test_a_lease_that_ran_out_is_taken_and_its_old_holder_is_fenced(
+    open_store: Callable[[], Store],
+) -> None:
+    store, fleet, old, lease = alpha_leads_briefly(open_store)
     tracker = LocalTracker(old, issue_key="LEG")
     tracker.create_issue("written while alpha leads")
     time.sleep(0.6)  # alpha paused past its lease
@@ -91,14 +100,7 @@ def test_the_relays_writes_and_a_command_run_for_a_session_are_fenced_as_the_dae
     """The relay opens the store for each call, and a command the daemon runs for the
     controller (`legion.run`) opens its own: both write under the daemon's lease (issue 35),
     so a leader that lost it writes nothing through them either."""
-    store = open_store()
-    fleet = Fleet(store)
-    for name in ("alpha", "beta"):
-        fleet.join(name, 2, 60.0)
-    daemons = FencedStore(open_store(), "alpha")
-    lease = fleet.lead("alpha", 0.5)
-    assert lease is not None
-    daemons.epoch = lease.epoch
+    store, fleet, daemons, lease = alpha_leads_briefly(open_store)
     relay_call = LocalTracker(daemons.over(open_store()), issue_key="LEG")
     assert daemons.lease == ("alpha", lease.epoch)
     command = ActionLog(fenced_on_lease(open_store(), {LEASE_ENV: f"alpha {lease.epoch}"}))

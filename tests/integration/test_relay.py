@@ -944,6 +944,11 @@ def test_every_end_of_a_session_revokes_its_capability(
     assert relay.worker(token, "issue", "show", "LEG-2").returncode == 0
     ENDS[end](workers, window)
     assert Capabilities(relay.backends.db).lookup(token) is None
+    assert_refused_everywhere(relay, proxy, token)
+
+
+def assert_refused_everywhere(relay: Relay, proxy: ModelProxy, token: str) -> None:
+    """`token` speaks for nobody: the relay and the model proxy both refuse it."""
     refused = relay.worker(token, "issue", "show", "LEG-2")
     assert refused.returncode == 2
     assert "does not know this session's capability" in one_line_error(refused)
@@ -979,15 +984,7 @@ def test_a_session_that_ends_by_itself_loses_its_capability_once_the_daemon_sees
         lambda: workers.windows.end_exited() is not None and capabilities.lookup(token) is None,
         timeout=20,
     )
-    refused = relay.worker(token, "issue", "show", "LEG-2")
-    assert refused.returncode == 2
-    assert "does not know this session's capability" in one_line_error(refused)
-    asked = httpx.post(
-        f"{proxy.url}/v1/messages",
-        json={"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]},
-        headers={"authorization": f"Bearer {token}"},
-    )
-    assert asked.status_code == 401
+    assert_refused_everywhere(relay, proxy, token)
     assert capabilities.lookup(running) is not None
     assert relay.worker(running, "issue", "show", "LEG-2").returncode == 0
     # A new start of the session closes its dead window, then mints: that one is kept.

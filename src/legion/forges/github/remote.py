@@ -42,8 +42,9 @@ class RemoteBranches:
                 f"if {remote} has commits the local branch lacks, merge them into it first"
             )
 
-    def fetch_branch(self, branch: str) -> str:
-        """Fetch the remote's `branch` (to its remote-tracking ref) and return its commit."""
+    def _fetch(self, branch: str) -> tuple[bool, str, str]:
+        """Fetch the remote's `branch` to its remote-tracking ref: whether it was fetched, the
+        ref, and what git said."""
         remote = self.project.settings.remote
         tracking = f"refs/remotes/{remote}/{branch}"
         fetched = run_git(
@@ -55,11 +56,16 @@ class RemoteBranches:
             f"+refs/heads/{branch}:{tracking}",
             check=False,
         )
-        commit = rev_parse(self.project.root, tracking) if fetched.returncode == 0 else None
+        return fetched.returncode == 0, tracking, fetched.stderr or fetched.stdout
+
+    def fetch_branch(self, branch: str) -> str:
+        """Fetch the remote's `branch` (to its remote-tracking ref) and return its commit."""
+        remote = self.project.settings.remote
+        ok, tracking, said = self._fetch(branch)
+        commit = rev_parse(self.project.root, tracking) if ok else None
         if commit is None:
             raise ConflictError(
-                f"cannot fetch {branch} from {remote}: "
-                f"{last_line(fetched.stderr or fetched.stdout)}; try again"
+                f"cannot fetch {branch} from {remote}: {last_line(said)}; try again"
             )
         return commit
 
@@ -79,20 +85,11 @@ class RemoteBranches:
         then fast-forward the local base where that is safe. Where it is not (offline, local
         commits, a checkout with local changes) nothing is touched, and a warning says so."""
         remote = self.project.settings.remote
-        tracking = f"refs/remotes/{remote}/{base}"
-        fetched = run_git(
-            self.project.root,
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            remote,
-            f"+refs/heads/{base}:{tracking}",
-            check=False,
-        )
-        if fetched.returncode != 0:
+        ok, tracking, said = self._fetch(base)
+        if not ok:
             self.warn(
-                f"merged, but cannot fetch {base} from {remote} "
-                f"({last_line(fetched.stderr or fetched.stdout)}): local {base} not updated"
+                f"merged, but cannot fetch {base} from {remote} ({last_line(said)}): "
+                f"local {base} not updated"
             )
             return
         merged = rev_parse(self.project.root, tracking)
