@@ -63,12 +63,14 @@ def current() -> SessionVariables:
 
 
 def default_author() -> str:
-    """Who a comment or review is from: a worker says its issue and mode, a person their name."""
+    """Who a comment or review is from: a session its mode (the controller's commands the
+    daemon runs for it included, whatever name the daemon's environment carries: never a
+    person's), a person their name (`LEGION_AUTHOR`, else their login)."""
     here = current()
-    if here.author:
-        return here.author
     if here.mode:
         return f"legion-{here.mode}"
+    if here.author:
+        return here.author
     try:
         return getpass.getuser()
     except (KeyError, OSError):

@@ -93,6 +93,24 @@ def test_an_agent_asks_its_orchestrator_and_is_blocked_until_answered(bus: Sqlit
     assert bus.replies(question.id) == [answer]
 
 
+def test_a_question_is_answered_by_whom_it_asks_or_by_a_person(bus: SqliteBus) -> None:
+    """Issue 36: knowing a question's id is not enough to answer it. A worker cannot answer
+    another's question (asked of @legion), nor the human's (the orchestrator's, passed on);
+    the human may answer any."""
+    legion = agent(bus, MAIN, "legion")
+    implement = agent(bus, LEG7, "implement")
+    other = agent(bus, LEG8, "review")
+    question = actions.ask(bus, implement, "Which date format?").message
+    with pytest.raises(NotPermittedError, match="asks @app/main/legion, not you"):
+        actions.reply(bus, other, question.id, "Unix time, trust me")
+    escalated = actions.ask(bus, legion, "Which format, human?", about=question.id).message
+    with pytest.raises(NotPermittedError, match=f"question {escalated.id} asks @human"):
+        actions.reply(bus, other, escalated.id, "as the human: Unix time")
+    assert bus.replies(question.id) == [escalated] and bus.replies(escalated.id) == []
+    answered = actions.reply(bus, bus.human(), escalated.id, "ISO 8601")
+    assert implement.id in [a.id for a in answered.recipients]
+
+
 def test_asking_a_question_again_under_its_id_posts_and_blocks_once(bus: SqliteBus) -> None:
     agent(bus, MAIN, "legion")
     implement = agent(bus, LEG7, "implement")

@@ -138,6 +138,8 @@ def reply(
     question is its answer: it goes to every asker down the chain of escalations, whose
     sessions it wakes (the asker is busy again once it is delivered)."""
     original = bus.message(message_id)
+    if original.kind is MessageKind.ASK and sender.role is not AgentRole.HUMAN:
+        _addressee_of(bus, sender, original)
     chain = thread_askers(bus, original) if original.kind is MessageKind.ASK else [original]
     to: list[int] = []
     for message in chain:
@@ -156,6 +158,17 @@ def reply(
         reply_to=original.id,
         to=tuple(to),
     )
+
+
+def _addressee_of(bus: Bus, sender: Agent, question: Message) -> None:
+    """A question is answered by whom it asks (a worker's, the orchestrator; the
+    orchestrator's, the human), or by a person: knowing its id is not enough, or a worker could
+    answer another's question, or the human's, with whatever it likes."""
+    if sender.id not in {delivery.recipient_id for delivery in bus.deliveries(question.id)}:
+        asked = ", ".join(f"@{address}" for address in question.mentions) or "someone else"
+        raise NotPermittedError(
+            f"question {question.id} asks {asked}, not you: only they (or a person) answer it"
+        )
 
 
 def _author(bus: Bus, message: Message) -> Agent | None:
