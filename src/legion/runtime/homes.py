@@ -22,7 +22,6 @@ your file over, unconfined a link to it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import stat
@@ -124,8 +123,6 @@ def home_access(home: Path, legion: Path, layout: HomeLayout, login: Path | None
 def prepare_legion_part(legion: Path, layout: HomeLayout, files: Mapping[str, bytes]) -> None:
     """Make Legion's part of `layout`'s homes: each configuration file (its content from
     `files`, else empty) and folder. A folder no session writes: written as it is."""
-    from legion.statefiles import write_private
-
     private_folder(legion)
     for name in layout.config_folders:
         (legion / name).mkdir(mode=0o700, exist_ok=True)
@@ -137,7 +134,7 @@ def prepare_legion_part(legion: Path, layout: HomeLayout, files: Mapping[str, by
         except OSError:
             unchanged = False
         if not unchanged:
-            write_private(path, data.decode("utf-8"))
+            replace_file(legion, name, data)
 
 
 def prepare_session_home(
@@ -167,10 +164,11 @@ def prepare_session_home(
             _remove(fd, layout.login)
         else:
             _place(fd, layout.login, folder=False, link=None if confined else login)
+        for name in fresh:
+            _remove(fd, name)  # a folder there would keep the rename below from replacing it
     finally:
         os.close(fd)
     for name, data in fresh.items():
-        _remove_folder(home, name)
         replace_file(home, name, data)
 
 
@@ -211,15 +209,3 @@ def _remove(fd: int, name: str) -> None:
         shutil.rmtree(name, dir_fd=fd)
     else:
         os.unlink(name, dir_fd=fd)
-
-
-def _remove_folder(home: Path, name: str) -> None:
-    """A folder a session made where a fresh file goes (a rename cannot replace it)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(home, flags)
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                shutil.rmtree(name, dir_fd=fd)
-    finally:
-        os.close(fd)

@@ -242,7 +242,11 @@ def _carry_over(user_home: Path, home: Path, session_id: str) -> None:
     except OSError:
         return  # none, or not one Legion would read
     replace_file(home, below, data, folders=True)
-    link.symlink_to(home / below)
+    folder = os.open(link.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:  # in the folder as it is, through no link a session left in its place
+        os.symlink(home / below, link.name, dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def skill_prompt(skill: str, args: str) -> str:
