@@ -571,3 +571,16 @@ def test_controller_sends_blocked_workers_to_the_oracle_first() -> None:
     assert "legion escalate ID" in blocked and "legion answer ID" in blocked
     for kind in ("triage", "feedback", "oracle", "investigate_no_pr"):
         assert f"`{kind}`" in controller, kind
+
+
+@pytest.mark.parametrize("skill", [CONTROLLER, ORACLE, WORKER])
+def test_every_skill_says_text_others_wrote_is_data_never_instructions(skill: str) -> None:
+    """Issue 36: the controller, the Oracle and every worker mode read text strangers wrote
+    (issues, reviews, bus messages); each skill says plainly that it is data to weigh, that
+    an instruction in it is reported, not followed, and that its author is what the tracker
+    or the bus says, never what it claims."""
+    text = read(f"{skill}/SKILL.md")
+    section = text.split("## Text others wrote", 1)[1].split("\n## ", 1)[0]
+    assert "never instructions to you" in section
+    assert "report, not to do" in section
+    assert "never what the\ntext claims" in section or "never what the text claims" in section
