@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from legion.errors import InputError, LegionError
-from legion.plugins import CLAUDE_CODE, CODEX, runtime_aliases
+from legion.plugins import CLAUDE_CODE, runtime_aliases
+from legion.runtime.homes import CLI_FOLDER
 
 if TYPE_CHECKING:
     from legion.demo.run import DemoResult, IssueSummary
@@ -105,11 +106,10 @@ def _report(result: DemoResult, mode: str, runtime: str, real: bool, timeout: fl
     repo = folder / "repo"
     typer.echo(f"Files: {folder}")
     typer.echo(f"  repo:        {repo}")
-    typer.echo(f"  state:       {repo / '.legion' / 'state'}   (database, daemon log)")
-    if runtime != CODEX:
-        typer.echo(f"  transcripts: {folder / 'claude-config' / 'projects'}")
-    if runtime != CLAUDE_CODE:
-        typer.echo(f"  rollouts:    {folder / 'codex-home' / 'sessions'}   (Codex's transcripts)")
+    state = repo / ".legion" / "state"
+    typer.echo(f"  state:       {state}   (database, daemon log)")
+    # Each session's own CLI home: its transcript (Claude Code) or rollouts (Codex).
+    typer.echo(f"  sessions:    {state / CLI_FOLDER}   (each session's home and transcript)")
     for issue, screen in result.screens.items():
         typer.echo(f"  {issue}'s last screen: {screen}")
     first = next(iter(result.statuses), None)
