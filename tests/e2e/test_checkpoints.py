@@ -44,5 +44,5 @@ def test_a_workers_turn_end_checkpoints_its_workspace_and_transcript(swarm: Swar
         assert now.read().startswith(kept)  # the session's transcript, as it was then
     # Left as it was: the file not added, the branch where the worker left it.
     assert git(workspace, "status", "--porcelain=v1", "--untracked=all") == "?? notes/plan.md\n"
-    assert git(swarm.repo, "rev-parse", "legion/leg-1").strip() == found.base
+    assert git(workspace, "rev-parse", "legion/leg-1").strip() == found.base
     assert not [e for e in swarm.json("log", "-n", "100") if e["action"] == "checkpoint"]

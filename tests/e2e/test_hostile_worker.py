@@ -142,24 +142,33 @@ def _attacks(swarm: Swarm, attacker: Listener, secret: Path) -> list[Attack]:
         "hooks": _tree(git_folder / "hooks"),
         "main": _git(swarm.repo, "rev-parse", "refs/heads/main"),
     }
-    common = '"$(git rev-parse --git-common-dir)"'
+    readme = _git(swarm.repo, "rev-parse", "main:README.md")
+    before["readme"] = _git(swarm.repo, "cat-file", "blob", readme)
+    theirs = shlex.quote(str(git_folder))
+    loose = f"{theirs}/objects/{readme[:2]}/{readme[2:]}"
+    # The project's git folder, named outright (the workspace's own repository is the issue's).
     plant_git = (
-        f"echo 'touch /tmp/x' > {common}/hooks/post-checkout; echo \"HOOK $?\"; "
+        f"echo 'touch /tmp/x' > {theirs}/hooks/post-checkout; echo \"HOOK $?\"; "
         "git config core.fsmonitor 'touch /tmp/x'; echo \"FSMONITOR $?\"; "
-        'git config remote.origin.url http://127.0.0.1:9/evil; echo "REMOTE $?"; '
-        'git update-ref refs/heads/main HEAD; echo "MAIN $?"; '
-        'git tag planted HEAD; echo "TAG $?"; '
-        f'echo junk > {common}/index; echo "INDEX $?"'
+        f'git --git-dir={theirs} config remote.origin.url http://127.0.0.1:9/evil; '
+        'echo "REMOTE $?"; '
+        f'git --git-dir={theirs} update-ref refs/heads/main HEAD; echo "MAIN $?"; '
+        f'git --git-dir={theirs} update-ref refs/heads/legion/leg-9 HEAD; echo "OTHER $?"; '
+        f'git --git-dir={theirs} tag planted HEAD; echo "TAG $?"; '
+        f'chmod u+w {loose}; echo evil > {loose}; echo "OBJECT $?"; '
+        f'echo junk > {theirs}/index; echo "INDEX $?"'
     )
 
     def git_folder_untouched(report: str) -> None:
-        for word in ("HOOK", "FSMONITOR", "REMOTE", "MAIN", "TAG", "INDEX"):
+        for word in ("HOOK", "FSMONITOR", "REMOTE", "MAIN", "OTHER", "TAG", "OBJECT", "INDEX"):
             assert f"{word} " in report and f"{word} 0" not in report, word
         assert (git_folder / "config").read_bytes() == before["config"], "config changed"
         assert (git_folder / "index").read_bytes() == before["index"], "your index changed"
         assert _tree(git_folder / "hooks") == before["hooks"], "a hook was planted"
         assert _git(swarm.repo, "rev-parse", "refs/heads/main") == before["main"]
+        assert _git(swarm.repo, "cat-file", "blob", readme) == before["readme"]
         assert _git(swarm.repo, "tag", "--list") == ""
+        assert "legion/leg-9" not in _git(swarm.repo, "branch", "--list", "legion/*")
 
     def roles(report: str) -> None:
         assert "REVIEW 2" in report and "MERGE 2" in report, report
@@ -192,7 +201,7 @@ def _attacks(swarm: Swarm, attacker: Listener, secret: Path) -> list[Attack]:
             cli_home,
         ),
         Attack(
-            "a worker writes the repository's hooks, config, main branch, tags or your index",
+            "a worker writes the repository's hooks, config, branches, tags, objects or index",
             plant_git,
             git_folder_untouched,
         ),

@@ -156,7 +156,7 @@ def test_two_workspaces_stay_isolated(swarm: Swarm) -> None:
     assert not (one / "only-2.txt").exists() and not (two / "only-1.txt").exists()
     wait_until("both commits", lambda: "work-2" in git(two, "log", "--oneline", "-1"))
     wait_until("commit 1", lambda: "work-1" in git(one, "log", "--oneline", "-1"))
-    assert "only-2.txt" not in git(swarm.repo, "ls-tree", "-r", "--name-only", "legion/leg-1")
+    assert "only-2.txt" not in git(one, "ls-tree", "-r", "--name-only", "legion/leg-1")
     assert {w["issue"] for w in swarm.json("workers")} == {"LEG-1", "LEG-2"}
 
 

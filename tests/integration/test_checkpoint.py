@@ -77,7 +77,7 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     planner = tmp_path / "claude" / "planner.jsonl"
     planner.write_text('{"type":"user","message":"plan"}\n', encoding="utf-8")
     sessions = {"sid-impl": transcript, "sid-plan": planner, "sid-review": tmp_path / "none"}
-    saved = checkpoint.save(worktree_place(origin, work), "leg-1", sessions)
+    saved = checkpoint.save(place := worktree_place(origin, work), "leg-1", sessions, home=place)
 
     assert saved.ref == "refs/legion/checkpoints/LEG-1" and saved.base == head
     assert saved.sessions == ("sid-impl", "sid-plan")
@@ -104,7 +104,7 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     where = {"sid-impl": restored_transcript, "sid-plan": restored_planner}
 
     found = checkpoint.restore(
-        worktree_place(other, again), "LEG-1", where | {"sid-review": tmp_path / "no"}
+        worktree_place(other, again), "LEG-1", where | {"sid-review": tmp_path / "no"}, home=other
     )
 
     assert found is not None and found.commit == saved.commit
@@ -124,7 +124,7 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     assert restored_transcript.read_bytes() == TRANSCRIPT.encode("utf-8")
     assert restored_planner.read_text() == '{"type":"user","message":"plan"}\n'
     assert not (tmp_path / "no").exists()  # a session the checkpoint does not hold
-    assert checkpoint.restore(worktree_place(other, again), "LEG-2") is None
+    assert checkpoint.restore(worktree_place(other, again), "LEG-2", home=other) is None
 
 
 def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_its_base(
@@ -134,10 +134,10 @@ def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_it
     work = worktree(origin, tmp_path / "ws" / "leg-3", "legion/leg-3", new=True)
     (work / "a.txt").write_text("one\n")
     place = worktree_place(origin, work)
-    first = checkpoint.save(place, "LEG-3")  # no transcript yet
+    first = checkpoint.save(place, "LEG-3", home=place)  # no transcript yet
     assert first.sessions == ()
     (work / "a.txt").write_text("two\n")
-    second = checkpoint.save(place, "LEG-3")
+    second = checkpoint.save(place, "LEG-3", home=place)
     assert second.commit != first.commit
     assert checkpoint.find(origin, "LEG-3") == second
     # Work after the checkpoint: a commit and a change. Restoring goes back to the checkpoint:
@@ -145,7 +145,7 @@ def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_it
     git(work, "add", "a.txt")
     git(work, "commit", "-q", "-m", "after the checkpoint")
     (work / "b.txt").write_text("later\n")
-    checkpoint.restore(place, "LEG-3")
+    checkpoint.restore(place, "LEG-3", home=place)
     assert git(work, "rev-parse", "HEAD").strip() == second.base
     assert (work / "a.txt").read_text() == "two\n"
     assert git(work, "status", "--porcelain=v1", "--untracked=all").splitlines() == [
@@ -161,7 +161,8 @@ def test_a_workspace_removed_with_nothing_left_in_it_takes_its_checkpoint_along(
     worktrees = GitWorktrees(origin, tmp_path / "ws", "main")
     work = worktrees.ensure("LEG-4").path
     (work / "a.txt").write_text("wip\n")
-    checkpoint.save(worktrees.place_of("LEG-4"), "LEG-4")
+    place = worktrees.place_of("LEG-4")
+    checkpoint.save(place, "LEG-4", home=worktrees.home_place(place))
     assert checkpoint.find(origin, "LEG-4") is not None
     with pytest.raises(ConflictError):
         worktrees.remove("LEG-4")  # kept: a file in it is in no commit
@@ -197,7 +198,7 @@ def test_a_transcript_replaced_by_a_link_to_a_secret_puts_nothing_of_it_in_the_c
     os.mkfifo(fifo)
     sessions = {"sid-impl": planted, "sid-plan": honest, "sid-review": fifo}
 
-    saved = checkpoint.save(worktree_place(origin, work), "leg-1", sessions)
+    saved = checkpoint.save(place := worktree_place(origin, work), "leg-1", sessions, home=place)
 
     assert saved.sessions == ("sid-plan",)
     assert [why.split(":")[0] for why in saved.refused] == ["sid-impl", "sid-review"]
@@ -209,7 +210,7 @@ def test_a_transcript_replaced_by_a_link_to_a_secret_puts_nothing_of_it_in_the_c
                 assert SECRET not in git(origin, "cat-file", "blob", name).encode()
 
     # Restoring writes a new file over the planted link, never into its target.
-    checkpoint.restore(worktree_place(origin, work), "LEG-1", {"sid-plan": planted})
+    checkpoint.restore(worktree_place(origin, work), "LEG-1", {"sid-plan": planted}, home=origin)
     assert victim.read_bytes() == SECRET
     assert not planted.is_symlink() and planted.read_text() == TRANSCRIPT
 
@@ -227,10 +228,10 @@ def test_a_host_that_lost_the_issue_does_not_overwrite_the_new_hosts_checkpoint(
     work = worktree(origin, tmp_path / "ws" / "leg-1", "legion/leg-1", new=True)
     git(work, "push", "-q", "shared", "legion/leg-1")
     (work / "a.txt").write_text("first\n")
-    checkpoint.save(worktree_place(origin, work), "leg-1", {})
+    checkpoint.save(worktree_place(origin, work), "leg-1", {}, home=worktree_place(origin, work))
     checkpoint.push(origin, "shared", "LEG-1")
     (work / "a.txt").write_text("second\n")
-    checkpoint.save(worktree_place(origin, work), "leg-1", {})
+    checkpoint.save(worktree_place(origin, work), "leg-1", {}, home=worktree_place(origin, work))
     checkpoint.push(origin, "shared", "LEG-1")  # its own last one: replaced
 
     # Another host takes the issue over, and checkpoints it there.
@@ -239,14 +240,16 @@ def test_a_host_that_lost_the_issue_does_not_overwrite_the_new_hosts_checkpoint(
     git(other, "branch", "-q", "legion/leg-1", "origin/legion/leg-1")
     assert checkpoint.fetch(other, "origin", "LEG-1")
     again = worktree(other, tmp_path / "ws2" / "leg-1", "legion/leg-1", new=False)
-    checkpoint.restore(worktree_place(other, again), "LEG-1")
+    checkpoint.restore(worktree_place(other, again), "LEG-1", home=other)
     (again / "a.txt").write_text("on the new host\n")
-    newer = checkpoint.save(worktree_place(other, again), "leg-1", {})
+    newer = checkpoint.save(
+        worktree_place(other, again), "leg-1", {}, home=worktree_place(other, again)
+    )
     checkpoint.push(other, "origin", "LEG-1")
 
     # The first host, cut off meanwhile, checkpoints once more: refused, the newer one stays.
     (work / "a.txt").write_text("stale\n")
-    checkpoint.save(worktree_place(origin, work), "leg-1", {})
+    checkpoint.save(worktree_place(origin, work), "leg-1", {}, home=worktree_place(origin, work))
     with pytest.raises(ConflictError, match="not the one this host last sent or took"):
         checkpoint.push(origin, "shared", "LEG-1")
     held = git(remote, "rev-parse", "refs/legion/checkpoints/LEG-1").strip()

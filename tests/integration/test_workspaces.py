@@ -17,6 +17,7 @@ from legion.core.model import Status
 from legion.errors import ConflictError
 from legion.store.sqlite import SqliteStore
 from legion.trackers.local import LocalTracker
+from legion.workspaces import issue_repo
 from legion.workspaces.git_worktree import GitWorktrees
 from legion.workspaces.jj import JjWorkspaces
 from legion.workspaces.sweep import sweep_done
@@ -68,11 +69,12 @@ def test_never_removes_work(worktrees: GitWorktrees, git_repo: Path, tmp_path: P
     assert not check.dirty and check.unmerged
     with pytest.raises(ConflictError, match="neither merged"):
         worktrees.remove("LEG-1")
-    # pushed counts as safe: the work lives on the remote
+    # pushed counts as safe: the work lives on the remote (pushed from your clone, where the
+    # check brought the worker's commits home)
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
     git(git_repo, "remote", "add", "origin", str(remote))
-    git(ws.path, "push", "-q", "origin", "legion/leg-1")
+    git(git_repo, "push", "-q", "origin", ws.branch)
     assert worktrees.check("LEG-1").safe_to_remove
     worktrees.remove("LEG-1")
     assert not ws.path.exists()
@@ -88,6 +90,7 @@ def test_sweep_only_touches_done_issues(
     for n in (1, 2, 3, 4):
         worktrees.ensure(f"LEG-{n}")
     commit(worktrees.path_for("LEG-1"), "done.txt")
+    issue_repo.bring_home(git_repo, "legion/leg-1")  # as the forge does before it merges
     git(git_repo, "merge", "-q", "--no-ff", "-m", "merge", "legion/leg-1")
     (worktrees.path_for("LEG-2") / "wip.txt").write_text("wip")
     for n in (1, 2, 4):
@@ -282,3 +285,107 @@ def test_a_jj_repository_git_cannot_see_is_refused_in_one_line(git_repo: Path) -
     dispatch = run_legion("dispatch", "LEG-1", "plan", cwd=git_repo)
     assert dispatch.returncode == 2 and "jj repository without git" in dispatch.stderr
     assert "Traceback" not in dispatch.stderr
+
+
+def has_ref(repo: Path, ref: str) -> bool:
+    """Whether `ref` (a name, or an object's hash) is there."""
+    import subprocess
+
+    found = subprocess.run(["git", "cat-file", "-e", ref], cwd=repo, check=False)
+    return found.returncode == 0
+
+
+def test_a_worker_writes_its_issues_own_repository_and_its_branch_comes_home_by_a_fetch(
+    worktrees: GitWorktrees, git_repo: Path
+) -> None:
+    """Issue 35: a workspace is a worktree of its issue's repository. What the worker commits,
+    and any ref it writes there (another issue's branch, the base), stays there; the project's
+    repository takes only the issue's branch, by a fetch, when Legion reads it."""
+    ws = worktrees.ensure("LEG-1")
+    own = worktrees.repo_for("LEG-1")
+    assert own.is_relative_to(git_repo / ".git") and (own / "worktrees" / "leg-1").is_dir()
+    base = git(git_repo, "rev-parse", "main").strip()
+    commit(ws.path, "work.txt")
+    head = git(ws.path, "rev-parse", "HEAD").strip()
+    git(ws.path, "update-ref", "refs/heads/legion/leg-2", "HEAD")  # another issue's branch
+    git(ws.path, "update-ref", "refs/heads/main", "HEAD")  # the base
+    assert not has_ref(git_repo, "legion/leg-1") and not has_ref(git_repo, head)
+
+    issue_repo.bring_home(git_repo, ws.branch)
+
+    assert git(git_repo, "rev-parse", "legion/leg-1").strip() == head
+    assert git(git_repo, "rev-parse", "main").strip() == base
+    assert not has_ref(git_repo, "legion/leg-2")
+    # A session's start sets the base in the issue's repository back to the project's.
+    worktrees.ensure("LEG-1")
+    assert git(ws.path, "rev-parse", "main").strip() == base
+
+
+def test_an_object_the_worker_replaced_is_never_taken(
+    worktrees: GitWorktrees, git_repo: Path
+) -> None:
+    """Git does not check an object's hash when it reads it; a fetch does. A worker that
+    swaps its commit's file for other bytes under the same name gets its branch refused, and
+    the project's repository holds nothing of it."""
+    import zlib
+
+    ws = worktrees.ensure("LEG-1")
+    commit(ws.path, "work.txt")
+    blob = git(ws.path, "rev-parse", "HEAD:work.txt").strip()
+    loose = worktrees.repo_for("LEG-1") / "objects" / blob[:2] / blob[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(b"blob 6\0evil!\n"))
+
+    with pytest.raises(ConflictError, match="cannot take legion/leg-1"):
+        issue_repo.bring_home(git_repo, ws.branch)
+
+    assert not has_ref(git_repo, "legion/leg-1") and not has_ref(git_repo, blob)
+
+
+def test_a_workspace_an_older_legion_made_is_moved_into_its_issues_repository(
+    worktrees: GitWorktrees, git_repo: Path
+) -> None:
+    """A worktree of the project's repository, as Legion made them before issue 35, becomes one
+    of its issue's own at its next session's start: its branch, files and index kept."""
+    path = worktrees.path_for("LEG-1")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    git(git_repo, "worktree", "add", "-q", "-b", "legion/leg-1", str(path), "main")
+    commit(path, "old.txt")
+    (path / "staged.txt").write_text("staged\n")
+    git(path, "add", "staged.txt")
+    head = git(path, "rev-parse", "HEAD").strip()
+    assert [w.issue for w in worktrees.list()] == ["LEG-1"]
+
+    moved = worktrees.ensure("LEG-1")
+
+    place = worktrees.place_at(moved.path)
+    assert place.common_dir == worktrees.repo_for("LEG-1")
+    assert git(moved.path, "rev-parse", "HEAD").strip() == head
+    assert git(moved.path, "status", "--porcelain").splitlines() == ["A  staged.txt"]
+    assert "leg-1" not in git(git_repo, "worktree", "list")
+    commit(moved.path, "new.txt")
+    issue_repo.bring_home(git_repo, moved.branch)
+    assert git(git_repo, "log", "-1", "--format=%s", "legion/leg-1").strip() == "new.txt"
+
+
+def test_a_checkpoint_is_kept_in_the_projects_repository_staged_work_and_all(
+    worktrees: GitWorktrees, git_repo: Path
+) -> None:
+    """A checkpoint is written where no worker writes: the project's repository, its base
+    fetched there; a file staged but not committed (whose object only the worker's repository
+    has) is in it all the same."""
+    from legion.workspaces import checkpoint
+
+    ws = worktrees.ensure("LEG-1")
+    commit(ws.path, "done.txt")
+    (ws.path / "staged.txt").write_text("staged\n")
+    git(ws.path, "add", "staged.txt")
+    place = worktrees.place_at(ws.path)
+
+    saved = checkpoint.save(place, "LEG-1", home=worktrees.home_place(place))
+
+    assert checkpoint.find(git_repo, "LEG-1") == saved
+    loose = place.common_dir / "objects" / saved.commit[:2] / saved.commit[2:]
+    assert not loose.exists()  # not in the worker's repository's own objects
+    listing = git(git_repo, "ls-tree", "-r", "--name-only", saved.commit).split()
+    assert {"workspace/done.txt", "workspace/staged.txt"} <= set(listing)

@@ -24,6 +24,7 @@ from legion.runtime.transcript import TranscriptSummary, Turn
 from legion.sessions.registry import WorkerRecord
 from legion.store.sqlite import SqliteStore
 from legion.workspaces.git_worktree import GitWorktrees
+from legion.workspaces.issue_repo import bring_home
 from legion.workspaces.sweep import sweep_done
 from tests.support.cli import git
 
@@ -40,6 +41,11 @@ def project(tmp_path: Path) -> tuple[GitWorktrees, Path]:
     git(repo, "-c", "user.name=U", "-c", "user.email=u@u", "commit", "-q", "-m", "initial")
     worktrees = GitWorktrees(repo, tmp_path / "proj-workspaces", "main")
     return worktrees, worktrees.ensure("LEG-1").path
+
+
+def has_ref(repo: Path, ref: str) -> bool:
+    found = subprocess.run(["git", "rev-parse", "--verify", "-q", ref], cwd=repo, check=False)
+    return found.returncode == 0
 
 
 def victim_home(tmp_path: Path) -> Path:
@@ -162,7 +168,7 @@ def test_a_workspace_whose_admin_folder_names_another_is_refused(tmp_path: Path)
     """The other end of the link is in the git folder a worker writes too: both ends must
     agree."""
     worktrees, workspace = project(tmp_path)
-    admin = worktrees.repo / ".git" / "worktrees" / workspace.name
+    admin = worktrees.place_at(workspace).git_dir
     (admin / "gitdir").write_text(f"{tmp_path / 'home' / '.git'}\n")
     step, log = checkpoint_step(tmp_path, worktrees, workspace)
 
@@ -184,8 +190,12 @@ def test_a_work_tree_named_in_the_workspaces_own_git_config_is_not_followed(
     repo_git = worktrees.repo / ".git"
     home = victim_home(tmp_path)
     (workspace / "work.txt").write_text("the worker's own\n")
-    git(worktrees.repo, "config", "extensions.worktreeConfig", "true")
-    admin = repo_git / "worktrees" / "leg-1"
+    place = worktrees.place_at(workspace)
+    # (Its issue repository's config is read-only inside the sandbox: unconfined, it is not.)
+    git(
+        workspace, "--git-dir", str(place.common_dir), "config", "extensions.worktreeConfig", "true"
+    )
+    admin = place.git_dir
     (admin / "config.worktree").write_text(f"[core]\n\tworktree = {home}\n")
     before = files_of(home)
     step, log = checkpoint_step(tmp_path, worktrees, workspace)
@@ -194,7 +204,7 @@ def test_a_work_tree_named_in_the_workspaces_own_git_config_is_not_followed(
 
     assert log.tail(10) == []
     assert files_of(home) == before
-    assert not objects_hold_secret(repo_git)
+    assert not objects_hold_secret(repo_git) and not objects_hold_secret(place.common_dir)
     listing = ["ls-tree", "-r", "--name-only", "refs/legion/checkpoints/LEG-1"]
     found = git(worktrees.repo, *listing).split()
     assert "workspace/work.txt" in found and "workspace/.ssh/id_ed25519" not in found
@@ -237,7 +247,7 @@ def test_a_workspace_whose_admin_folder_names_another_repository_is_refused(
     home = victim_home(tmp_path)
     mine = own_repository(workspace, home)
     git(workspace, "--git-dir", str(mine), "update-ref", "refs/heads/legion/leg-1", "HEAD")
-    admin = worktrees.repo / ".git" / "worktrees" / "leg-1"
+    admin = worktrees.place_at(workspace).git_dir
     (admin / "commondir").write_text(f"{mine}\n")
     before = files_of(home)
     step, log = checkpoint_step(tmp_path, worktrees, workspace)
@@ -272,7 +282,9 @@ def test_the_embedded_forge_does_not_move_the_base_through_a_tampered_workspace(
     """A worker checks the base out in its workspace (its admin folder's HEAD, in the git
     folder it writes) and points its `.git` at a repository of its own, at the base, whose
     work tree is the victim and whose objects are the project's: the merge's fast-forward of
-    the checked-out base would write the merged files into the victim."""
+    the checked-out base would write the merged files into the victim. Its workspace is a
+    worktree of its issue's own repository, so the base is checked out nowhere the project's
+    repository knows: the base moves by its ref, and nothing is written anywhere else."""
     from legion.forges.local import LocalForge
     from legion.trackers.local import LocalTracker
 
@@ -294,16 +306,13 @@ def test_the_embedded_forge_does_not_move_the_base_through_a_tampered_workspace(
     main = git(git_repo, "rev-parse", "main").strip()
     git(workspace, "--git-dir", str(mine), "update-ref", "refs/heads/main", main)
     git(workspace, "--git-dir", str(mine), "--work-tree", str(home), "read-tree", "main")
-    (worktrees.repo / ".git" / "worktrees" / workspace.name / "HEAD").write_text(
-        "ref: refs/heads/main\n"
-    )
+    (worktrees.place_at(workspace).git_dir / "HEAD").write_text("ref: refs/heads/main\n")
     (workspace / ".git").write_text(f"gitdir: {mine}\n")
     before = files_of(home)
 
-    with pytest.raises(ConflictError, match="was tampered with") as refused:
-        forge.merge("LEG-1")
+    merged = forge.merge("LEG-1")
 
-    assert "\n" not in str(refused.value)
+    assert git(git_repo, "rev-parse", "main").strip() == merged.merge_commit
     assert files_of(home) == before
 
 
@@ -336,7 +345,11 @@ def test_the_next_session_binds_the_projects_git_folder_not_the_one_the_worker_n
 
     writable = confinement.access.writable
     assert (project / ".git").resolve() in confinement.access.readable
-    assert (project / ".git" / "objects").resolve() in writable
+    issue_repo = workers.workspaces.repo_for("LEG-1")  # type: ignore[attr-defined]
+    assert issue_repo / "objects" in writable and issue_repo / "objects" / "info" in (
+        confinement.access.readable
+    )
+    assert (project / ".git" / "objects").resolve() not in writable
     shown = [*writable, *confinement.access.readable]
     assert not any(other == path or other.is_relative_to(path) for path in shown), shown
     backends.db.close()
@@ -417,14 +430,23 @@ def test_a_worker_commits_on_its_branch_and_writes_nothing_else_of_the_git_folde
         "commit -qm work && git rev-parse HEAD"
     )
     assert work.returncode == 0, work.stderr
+    own = workers.workspaces.repo_for("LEG-1")  # type: ignore[attr-defined]
+    assert not has_ref(project, "legion/leg-1")  # its commit is in its own repository
+    bring_home(project, "legion/leg-1")  # as Legion does before it reads the branch
     assert git(project, "rev-parse", "legion/leg-1").strip() == work.stdout.strip()
+    a_blob = git(project, "rev-parse", "main:README.md").strip()
+    its_bytes = git(project, "cat-file", "blob", a_blob)
     for attack in (
         f"echo 'touch /tmp/owned' > {git_folder}/hooks/post-checkout",
         f"git config --file {git_folder}/config core.hooksPath /tmp",
-        "git update-ref refs/heads/main HEAD",
+        "git config core.hooksPath /tmp",  # its own repository's config: Legion's too
+        f"echo /tmp > {own}/objects/info/alternates",
+        f"git --git-dir={git_folder} update-ref refs/heads/main HEAD",
+        f"git --git-dir={git_folder} update-ref refs/heads/legion/leg-2 HEAD",
         f"git --git-dir={git_folder} --work-tree={project} update-index --add README.md",
         f"echo x > {git_folder}/refs/heads/main",
-        "git checkout -q -b outside-legion",
+        f"cp work.txt {git_folder}/objects/{a_blob[:2]}/{a_blob[2:]}",
+        f"touch {own}/packed-refs",
     ):
         done = confined(attack)
         assert done.returncode != 0, (attack, done.stdout, done.stderr)
@@ -432,4 +454,6 @@ def test_a_worker_commits_on_its_branch_and_writes_nothing_else_of_the_git_folde
         "main": git(project, "rev-parse", "main").encode()
     }
     assert after == before
+    assert git(project, "cat-file", "blob", a_blob) == its_bytes
+    assert not has_ref(project, "legion/leg-2")
     assert not (git_folder / "hooks" / "post-checkout").exists()

@@ -78,25 +78,25 @@ def test_a_moved_session_is_checkpointed_at_its_turns_end_or_when_due(tmp_path: 
     worktrees, workspace = issue_workspace(tmp_path)
     checkpoints, runtime = step(tmp_path, worktrees, workspace, every=3600)
     checkpoints.run()
-    assert checkpoint.find(workspace, "LEG-1") is None  # no session yet: nothing to keep
+    assert checkpoint.find(worktrees.repo, "LEG-1") is None  # no session yet: nothing to keep
     touch(runtime.path, "turn 1\n", 1000.0)
     (workspace / "a.txt").write_text("one\n")
     checkpoints.run()  # first seen mid-turn: not at once
-    assert checkpoint.find(workspace, "LEG-1") is None
+    assert checkpoint.find(worktrees.repo, "LEG-1") is None
     runtime.turn = Turn.ENDED
     checkpoints.run()  # its turn ended: taken
-    first = checkpoint.find(workspace, "LEG-1")
+    first = checkpoint.find(worktrees.repo, "LEG-1")
     assert first is not None
     runtime.turn = Turn.OPEN
     (workspace / "a.txt").write_text("two\n")
     checkpoints.run()  # the session did not move: not again
-    assert checkpoint.find(workspace, "LEG-1") == first
+    assert checkpoint.find(worktrees.repo, "LEG-1") == first
     touch(runtime.path, "turn 1, more\n", 1001.0)
     checkpoints.run()  # moved, mid-turn, and one was taken lately: later
-    assert checkpoint.find(workspace, "LEG-1") == first
+    assert checkpoint.find(worktrees.repo, "LEG-1") == first
     runtime.turn = Turn.ENDED
     checkpoints.run()  # its turn ended: taken
-    second = checkpoint.find(workspace, "LEG-1")
+    second = checkpoint.find(worktrees.repo, "LEG-1")
     assert second is not None and second != first
     assert git(workspace, "show", f"{second.commit}:workspace/a.txt") == "two\n"
     # Mid-turn, once `checkpoint_every` has passed since the last.
@@ -104,7 +104,7 @@ def test_a_moved_session_is_checkpointed_at_its_turns_end_or_when_due(tmp_path: 
     runtime.turn = Turn.OPEN
     touch(runtime.path, "turn 2\n", 1002.0)
     checkpoints.run()
-    third = checkpoint.find(workspace, "LEG-1")
+    third = checkpoint.find(worktrees.repo, "LEG-1")
     assert third is not None and third != second
     assert ActionLog(SqliteStore(tmp_path / "legion.db")).tail(10) == []  # successes say nothing
 
@@ -130,9 +130,9 @@ def test_only_this_hosts_workers_are_checkpointed(tmp_path: Path) -> None:
     runtime.turn = Turn.ENDED
     touch(runtime.path, "turn 1\n", 1000.0)
     elsewhere.run()
-    assert checkpoint.find(workspace, "LEG-1") is None
+    assert checkpoint.find(worktrees.repo, "LEG-1") is None
     here, runtime = step(tmp_path, worktrees, workspace, every=0.0, host="build-1")
     runtime.turn = Turn.ENDED
     touch(runtime.path, "turn 1\n", 1000.0)
     here.run()
-    assert checkpoint.find(workspace, "LEG-1") is not None
+    assert checkpoint.find(worktrees.repo, "LEG-1") is not None

@@ -77,15 +77,18 @@ class WorkspaceCheckpoints:
         try:
             # Git runs on the folders Legion made, once the workspace's `.git` is found still
             # pointing there: a tampered one is said (once) and left, never checkpointed.
-            place = self.workers.workspaces.place_at(record.workspace)
+            workspaces = self.workers.workspaces
+            place = workspaces.place_at(record.workspace)
             transcripts = self.workers.issue_transcripts(record.issue, record.workspace)
-            saved = checkpoint.save(place, record.issue, transcripts)
+            # Kept in the project's repository, never the issue's (which its worker writes).
+            home = workspaces.home_place(place)
+            saved = checkpoint.save(place, record.issue, transcripts, home=home)
             for why in saved.refused:  # a session planted something where a transcript goes
                 self.log.append(
                     record.issue, "checkpoint", OutcomeKind.FAILED, f"transcript refused: {why}"
                 )
             if self.remote is not None:
-                checkpoint.push(place, self.remote, record.issue)
+                checkpoint.push(home, self.remote, record.issue)
         except LegionError as exc:
             if record.id not in self._failing:
                 self._failing.add(record.id)

@@ -43,6 +43,7 @@ from legion.git import (
 )
 from legion.locking import exclusive
 from legion.store import Connection, Row, Store, is_postgres, now
+from legion.workspaces import issue_repo
 
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
 _PR_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
@@ -120,6 +121,7 @@ class LocalForge:
         base = self.base_branch
         if branch == base:
             raise InputError(f"the PR branch must differ from the base branch {base!r}")
+        issue_repo.bring_home(self.repo, branch)  # the worker's commits, checked, first
         if rev_parse(self.repo, f"refs/heads/{branch}") is None:
             raise NotFoundError(f"no branch {branch!r} in {self.repo} (commit and create it first)")
         with self._db.write() as conn:
@@ -246,7 +248,9 @@ class LocalForge:
 
     def _branch_head(self, branch: str, remote: str | None) -> str | None:
         """A PR branch's head: this clone's; in a fleet, the shared remote's where this clone
-        has none or an older one (its worker ran on another host, and pushed it there)."""
+        has none or an older one (its worker ran on another host, and pushed it there). The
+        worker's commits here are brought home (`issue_repo.bring_home`) first."""
+        issue_repo.bring_home(self.repo, branch)
         ours = rev_parse(self.repo, f"refs/heads/{branch}")
         if remote is None:
             return ours

@@ -167,11 +167,10 @@ def install_root(binary: Path) -> tuple[Path, ...]:
 
 
 def worker_git_parts(git_folder: Path, workspace: Path) -> tuple[Path, ...]:
-    """What of the repository's git folder a worker writes: the objects (its commits), its own
-    worktree's admin folder (`worktrees/<name>`: its HEAD and index), and the `legion/`
-    branches with their logs (its branch). The rest (hooks, config, `main` and every other
-    ref, the index of your checkout) it only reads: git would run what it wrote there outside
-    any sandbox. The `legion/` folders are made here, as a bind needs them."""
+    """What of the project's git folder a jj workspace's worker writes: the objects (its
+    commits), its worktree's admin folder, and the `legion/` branches with their logs (made
+    here, as a bind needs them). A git workspace writes none of it: it is a worktree of its
+    issue's own repository (`legion.workspaces.issue_repo.sandbox_parts`)."""
     own_refs = (
         git_folder / "refs" / "heads" / "legion",
         git_folder / "logs" / "refs" / "heads" / "legion",
@@ -187,7 +186,7 @@ def session_access(
     workspace: Path,
     workspace_writable: bool = True,
     git_folder: Path | None,
-    git_writable: tuple[Path, ...] = (),
+    git_writable: tuple[tuple[Path, ...], tuple[Path, ...]] = ((), ()),
     session_state: tuple[Path, ...],
     daemon: tuple[Path, ...],
     project_config: Path,
@@ -196,20 +195,20 @@ def session_access(
     runtime: Access,
     env: Mapping[str, str],
 ) -> Access:
-    """What one session may use: a worker writes its workspace, the controller only reads its
-    own (the user's checkout). `git_folder`: the project's repository's git folder (a
-    worktree's objects and refs are there), found from the project's checkout, never from the
-    workspace, whose `.git` a worker writes (it would choose which repository its next session
-    may write); shown read-only, but for `git_writable` (`worker_git_parts`: a worker's
-    objects, admin folder and branches). `session_state`: what of Legion's state it may write
-    (its own folder, with its inbox and context files, which its hooks update; all of it for a
-    session with no daemon to ask); `daemon`: the folders of the daemon's sockets and wake-up
-    FIFO, shown read-only; `trust_records`: the user's records of the repository configs they
-    trust (`legion.trust`), read-only, so that the session's own `legion` loads the project's
-    config as the daemon does; `user_config`: where the user's Legion config is and the copy
-    without its secrets shown there (`legion.core.session_config`: the real one may hold the
-    fleet store's password), None when there is none; `runtime`: its CLI's own
-    (`AgentRuntime.sandbox_access`)."""
+    """What one session may use: a worker writes its workspace, the controller only reads its own
+    (the user's checkout). `git_folder`: the project's repository's git folder (a worktree's
+    objects and refs are there), found from the project's checkout, never from the workspace,
+    whose `.git` a worker writes (it would choose which repository its next session may write);
+    shown read-only, but for `git_writable` (`worker_git_parts`: what of its issue's repository
+    a worker writes, and what inside that it only reads). `session_state`: what of Legion's
+    state it may write (its own folder, with its inbox and context files, which its hooks
+    update; all of it for a session with no daemon to ask); `daemon`: the folders of the
+    daemon's sockets and wake-up FIFO, shown read-only; `trust_records`: the user's records of
+    the repository configs they trust (`legion.trust`), read-only, so that the session's own
+    `legion` loads the project's config as the daemon does; `user_config`: where the user's
+    Legion config is and the copy without its secrets shown there (`legion.core.session_config`:
+    the real one may hold the fleet store's password), None when there is none; `runtime`: its
+    CLI's own (`AgentRuntime.sandbox_access`)."""
     home = Path(env.get("HOME") or Path.home())
     git_config = (home / ".gitconfig", Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "git")
     node = shutil.which("node", path=env.get("PATH"))
@@ -219,11 +218,12 @@ def session_access(
     return (
         Access(
             writable=(
-                *((workspace, *git_writable) if workspace_writable else ()),
+                *((workspace, *git_writable[0]) if workspace_writable else ()),
                 *session_state,
             ),
             readable=(
                 *git,
+                *(git_writable[1] if workspace_writable else ()),
                 *(() if workspace_writable else (workspace,)),
                 *daemon,
                 *legion_install(),

@@ -50,6 +50,7 @@ from legion.statefiles import private_folder, write_private
 from legion.store import STORE_SECRET_VARIABLES
 from legion.tracing import span
 from legion.trust import records
+from legion.workspaces import issue_repo
 
 # Variables of the dispatcher that must not reach a worker: tmux's would make the CLI think it
 # runs in the dispatcher's pane; those a Claude Code session sets for its tools' processes
@@ -306,9 +307,9 @@ class SessionSupervisor:
             workspace_writable=worker,
             git_folder=git_folder,
             git_writable=(
-                worker_git_parts(git_folder, workspace)
+                self._git_parts(git_folder, workspace)
                 if worker and git_folder is not None and workspace != self.project.root
-                else ()
+                else ((), ())
             ),
             session_state=session_state,
             daemon=daemon,
@@ -320,6 +321,16 @@ class SessionSupervisor:
             env=env,
         )
         return Confinement(home, empty_file(state_dir), access)
+
+    @staticmethod
+    def _git_parts(git_folder: Path, workspace: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+        """What of git a worker writes, and what inside that it only reads: of its issue's own
+        repository for a git workspace (`issue_repo.sandbox_parts`), of the project's for a
+        jj one (`worker_git_parts`)."""
+        repo = issue_repo.repo_of(git_folder, workspace.name)
+        if issue_repo.exists(repo):
+            return issue_repo.sandbox_parts(repo, workspace)
+        return worker_git_parts(git_folder, workspace), ()
 
     def _user_config_copy(self, env: Mapping[str, str]) -> tuple[Path, Path] | None:
         """The user's Legion config and the copy of it a confined session is shown in its place,
@@ -372,7 +383,11 @@ class SessionSupervisor:
         try:
             # Its branch read at the git folders Legion made, never found from the workspace
             # (whose `.git` the worker writes): a tampered one is said, and not registered.
-            at = worktree_place(self.project.root, workspace)
+            git_dir = main_git_dir(self.project.root)
+            found = None
+            if git_dir is not None and workspace != self.project.root:
+                found = issue_repo.place_at(git_dir, workspace)  # a worker's
+            at = found or worktree_place(self.project.root, workspace)
             bus = open_bus(self.env)
             try:
                 return register_session(

@@ -371,7 +371,8 @@ class WorkerManager:
             )
         else:
             transcripts = self.issue_transcripts(issue, workspace)
-            found = checkpoint.restore(self._workspaces.place_at(workspace), issue, transcripts)
+            place = self._workspaces.place_at(workspace)
+            found = checkpoint.restore(place, issue, transcripts, home=self.project.root)
             taken = checkpoint.taken_at(self.project.root, issue) if found else None
             when = stamp_at(taken) if taken is not None else "unknown"
             held = found.sessions if found is not None else ()

@@ -94,6 +94,11 @@ class Workspaces(Protocol):
         workspace git does not keep (jj)."""
         ...
 
+    def home_place(self, workspace: GitPlace) -> GitPlace:
+        """Where Legion writes what it makes of the checked workspace `workspace` (a
+        checkpoint): a repository no worker writes, the workspace as the work tree."""
+        ...
+
     def check(self, issue: str) -> WorkspaceCheck: ...
 
     def remove(self, issue: str) -> None:

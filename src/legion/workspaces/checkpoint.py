@@ -34,6 +34,7 @@ from legion.core.model import normalize_identifier
 from legion.errors import ConflictError
 from legion.git import GitPlace, rev_parse, run_git
 from legion.worker_files import open_regular, read_transcript, replace_file, transcript_home
+from legion.workspaces import issue_repo
 
 CHECKPOINT_REFS = "refs/legion/checkpoints/"
 # The checkpoint each issue's ref on the shared remote held when this host last sent or took it.
@@ -70,38 +71,53 @@ def checkpoint_ref(issue: str) -> str:
 
 
 def save(
-    workspace: GitPlace, issue: str, transcripts: Mapping[str, Path] | None = None
+    workspace: GitPlace,
+    issue: str,
+    transcripts: Mapping[str, Path] | None = None,
+    *,
+    home: GitPlace,
 ) -> Checkpoint:
     """Checkpoint `workspace` (a git worktree of the issue's branch, its git folders named:
     `GitWorktrees.place_of`, never found from the workspace) and `transcripts` (by session id;
-    those that exist) on the issue's ref; the workspace, its index and its branch are left
+    those that exist) on the issue's ref, in `home`: the repository Legion keeps it in, the
+    workspace as its work tree (`GitWorktrees.home_place`: the project's, never the issue's
+    repository a worker writes). The workspace, its index and its branch are left
     untouched."""
     base = rev_parse(workspace, "HEAD")
     if base is None:
         raise ConflictError(f"{workspace.work_tree} has no commit to checkpoint on")
+    if home.common_dir != workspace.common_dir:
+        # The worker's commits, into Legion's repository by a fetch that checks each object.
+        issue_repo.fetch_commit(home, workspace.common_dir, base)
     with tempfile.TemporaryDirectory(prefix="legion-checkpoint-") as scratch:
         index = os.path.join(scratch, "index")
         own_index = {"GIT_INDEX_FILE": index}
         # A copy of the workspace's index, whose file stamps spare hashing every file again;
-        # without one, HEAD's tree.
-        if not _copy_regular(workspace.git_dir / "index", index):
-            run_git(workspace, "read-tree", base, env=own_index)
-        # Every file but the ignored ones, deletions included, from the worktree's root.
-        run_git(workspace, "add", "--all", "--", ":/", env=own_index)
-        files = run_git(workspace, "write-tree", env=own_index).stdout.strip()
+        # without one (or when it names what only the worker's repository holds: staged, not
+        # committed), HEAD's tree.
+        files = None
+        if _copy_regular(workspace.git_dir / "index", index):
+            run_git(home, "add", "--all", "--", ":/", env=own_index)
+            written = run_git(home, "write-tree", env=own_index, check=False)
+            files = written.stdout.strip() if written.returncode == 0 else None
+        if files is None:
+            run_git(home, "read-tree", base, env=own_index)
+            # Every file but the ignored ones, deletions included, from the worktree's root.
+            run_git(home, "add", "--all", "--", ":/", env=own_index)
+            files = run_git(home, "write-tree", env=own_index).stdout.strip()
         entries = [f"040000 tree {files}\t{FILES}"]
-        blobs, refused = _transcript_blobs(workspace, transcripts or {}, scratch)
+        blobs, refused = _transcript_blobs(home, transcripts or {}, scratch)
     if blobs:
         listing = "".join(f"100644 blob {blob}\t{sid}.jsonl\n" for sid, blob in blobs.items())
-        sessions = run_git(workspace, "mktree", input_text=listing).stdout.strip()
+        sessions = run_git(home, "mktree", input_text=listing).stdout.strip()
         entries.append(f"040000 tree {sessions}\t{SESSIONS}")
-    tree = run_git(workspace, "mktree", input_text="\n".join(entries) + "\n").stdout.strip()
+    tree = run_git(home, "mktree", input_text="\n".join(entries) + "\n").stdout.strip()
     message = f"Legion checkpoint of {normalize_identifier(issue)}"
     commit = run_git(
-        workspace, "commit-tree", tree, "-p", base, "-m", message, env=_IDENTITY
+        home, "commit-tree", tree, "-p", base, "-m", message, env=_IDENTITY
     ).stdout.strip()
     ref = checkpoint_ref(issue)
-    run_git(workspace, "update-ref", ref, commit)
+    run_git(home, "update-ref", ref, commit)
     return Checkpoint(ref, commit, base, tuple(blobs), refused)
 
 
@@ -164,14 +180,19 @@ def find(repo: Path | GitPlace, issue: str) -> Checkpoint | None:
 
 
 def restore(
-    workspace: GitPlace, issue: str, transcripts: Mapping[str, Path] | None = None
+    workspace: GitPlace,
+    issue: str,
+    transcripts: Mapping[str, Path] | None = None,
+    *,
+    home: Path | GitPlace,
 ) -> Checkpoint | None:
     """Lay the issue's last checkpoint into `workspace` (a git worktree of the issue's branch,
     its git folders named: `GitWorktrees.place_of`):
     the branch set to the checkpoint's base, the files as they were (uncommitted changes left
     uncommitted), and each session's transcript it holds written where `transcripts` (by
-    session id) says this host's CLI resumes it from. None when there is none."""
-    found = find(workspace, issue)
+    session id) says this host's CLI resumes it from; found in `home` (where `save` kept it),
+    whose objects the workspace's repository has (its alternates). None when there is none."""
+    found = find(home, issue)
     if found is None:
         return None
     files = f"{found.commit}:{FILES}"

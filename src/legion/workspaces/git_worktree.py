@@ -1,9 +1,11 @@
-"""Workspaces as git worktrees on branch `legion/<issue>`.
+"""Workspaces as git worktrees on branch `legion/<issue>`, each of its issue's own repository.
 
-Each is made by `git worktree add` at `<workspace root>/<issue>`, with its admin folder at
-`<repository's git folder>/worktrees/<issue>`: both are Legion's records, never read back from
-the workspace. Before git runs on one (its status, its removal, a checkpoint, a restore), its
-`.git` is checked to still point there (`place_of`); a tampered one is reported and left.
+Each is made by `git worktree add` at `<workspace root>/<issue>`, in the issue's repository
+(`legion.workspaces.issue_repo`: `<repository's git folder>/legion/issues/<issue>.git`), with
+its admin folder at `<that repository>/worktrees/<issue>`: all are Legion's records, never read
+back from the workspace. Before git runs on one (its status, its removal, a checkpoint, a
+restore), its `.git` is checked to still point there (`place_of`); a tampered one is reported
+and left.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from legion.core.ids import BRANCH_PREFIX, branch_for
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError, GitError, InputError, TamperedWorkspaceError
 from legion.git import GitPlace, checked_worktree, main_git_dir, rev_parse, run_git
-from legion.workspaces import checkpoint
+from legion.workspaces import checkpoint, issue_repo
 from legion.workspaces.base import (
     Workspace,
     WorkspaceCheck,
@@ -79,19 +81,55 @@ class GitWorktrees:
             self._git_dir = found
         return self._git_dir
 
-    def admin_for(self, workspace: Path) -> Path:
-        """The admin folder `git worktree add` made for the workspace at `workspace` (named by
-        its folder: `ensure` makes sure git chose no other)."""
-        return self.git_dir / "worktrees" / workspace.name
+    def repo_for(self, issue: str) -> Path:
+        """The issue's own repository (`legion.workspaces.issue_repo`)."""
+        return issue_repo.repo_of(self.git_dir, issue)
+
+    def _older(self, workspace: Path) -> bool:
+        """Whether `workspace` is a worktree of the project's own repository (as an older Legion
+        made them), not of its issue's."""
+        return os.path.isdir(self.git_dir / "worktrees" / workspace.name) and (
+            workspace.resolve() in self._registered()
+        )
 
     def place_at(self, workspace: Path) -> GitPlace:
         """Where to run git on the workspace Legion made at `workspace`, once checked; a
-        TamperedWorkspaceError saying what was found when its `.git` points elsewhere."""
-        return checked_worktree(self.git_dir, workspace, self.admin_for(workspace))
+        TamperedWorkspaceError saying what was found when its `.git` points elsewhere. A
+        workspace an older Legion made in the project's own repository is checked there (until
+        its next start moves it: `_move_in`)."""
+        place = issue_repo.place_at(self.git_dir, workspace)
+        if place is not None:
+            return place
+        older = self.git_dir / "worktrees" / workspace.name
+        if self._older(workspace):
+            return checked_worktree(self.git_dir, workspace, older)
+        repo = self.repo_for(workspace.name)  # none: said as its missing git folder
+        return checked_worktree(repo, workspace, repo / "worktrees" / workspace.name)
 
     def place_of(self, issue: str) -> GitPlace:
         """`place_at` the issue's workspace."""
         return self.place_at(self.path_for(issue))
+
+    def home_place(self, workspace: GitPlace) -> GitPlace:
+        """Where Legion writes what it makes of a checked workspace (a checkpoint): the
+        project's own repository, with the workspace as the work tree, never the issue's
+        repository a worker writes."""
+        home = self.git_dir
+        return GitPlace(git_dir=home, common_dir=home, work_tree=workspace.work_tree)
+
+    def _base_refs(self) -> dict[str, str]:
+        """The base branch as the project has it, for an issue's repository: `BASE`, and
+        `REMOTE/BASE` as last fetched when there is a remote."""
+        refs: dict[str, str] = {}
+        local = rev_parse(self.repo, f"refs/heads/{self.base_branch}")
+        if local is not None:
+            refs[f"refs/heads/{self.base_branch}"] = local
+        if self.remote is not None:
+            tracking = f"refs/remotes/{self.remote}/{self.base_branch}"
+            fetched = rev_parse(self.repo, tracking)
+            if fetched is not None:
+                refs[tracking] = fetched
+        return refs
 
     def start_point(self) -> str:
         """Where a new issue branch starts."""
@@ -105,7 +143,8 @@ class GitWorktrees:
         return self.root / normalize_identifier(issue).lower()
 
     def _registered(self) -> dict[Path, str]:
-        """Worktree path -> branch, for this repository's linked worktrees."""
+        """Worktree path -> branch, for the project's repository's own linked worktrees (an
+        older Legion's workspaces, and any of the user's)."""
         listing = run_git(self.repo, "worktree", "list", "--porcelain").stdout
         result: dict[Path, str] = {}
         path: Path | None = None
@@ -120,34 +159,67 @@ class GitWorktrees:
         path = self.path_for(issue)
         if not path.is_dir():
             return None
-        branch = self._registered().get(path.resolve())
-        if branch is None:
+        repo = self.repo_for(issue)
+        made = issue_repo.exists(repo) and os.path.isdir(repo / "worktrees" / path.name)
+        if not made and not self._older(path):
             return None
-        return Workspace(normalize_identifier(issue), path, branch, self.kind)
+        return Workspace(normalize_identifier(issue), path, branch_for(issue), self.kind)
 
     def ensure(self, issue: str) -> Workspace:
+        path = self.path_for(issue)
+        if path.is_dir() and self._older(path):
+            self._move_in(issue, path)
         existing = self.get(issue)
         if existing is not None:
+            # A session starts: the base as it is now, to merge or compare with.
+            issue_repo.set_refs(self.repo_for(issue), self._base_refs())
             return existing
-        path = self.path_for(issue)
         claim_folder(path, f"a worktree of {self.repo}")
-        run_git(self.repo, "worktree", "prune")  # forget worktrees whose folders were deleted
-        admin = self.admin_for(path)
+        repo = issue_repo.create(self.git_dir, self.repo, issue)
+        admin = repo / "worktrees" / path.name
+        if os.path.lexists(admin):
+            issue_repo.run_bare(repo, "worktree", "prune")  # its folder was deleted
         if os.path.lexists(admin):
             # git would name the new one otherwise, and Legion would take it for tampered.
             raise ConflictError(
                 f"{admin} is another worktree's: remove it (`git worktree remove`) and retry"
             )
         branch = branch_for(issue)
-        if rev_parse(self.repo, f"refs/heads/{branch}") is not None:
-            run_git(self.repo, "worktree", "add", "--quiet", str(path), branch)
-        else:
-            run_git(
-                self.repo, "worktree", "add", "--quiet", "--no-track",
-                "-b", branch, str(path), self.start_point(),
-            )  # fmt: skip
+        refs = self._base_refs()
+        if issue_repo.head_of(repo, branch) is None:
+            # The project's branch when it has one (pushed, restored, an earlier workspace's).
+            start = rev_parse(self.repo, f"refs/heads/{branch}") or rev_parse(
+                self.repo, self.start_point()
+            )
+            if start is None:
+                raise GitError(f"{self.repo} has no commit on {self.start_point()} to start from")
+            refs[f"refs/heads/{branch}"] = start
+        issue_repo.set_refs(repo, refs)
+        issue_repo.run_bare(repo, "worktree", "add", "--quiet", str(path), branch)
         self.place_at(path)  # as git made it, or said
         return Workspace(normalize_identifier(issue), path, branch, self.kind)
+
+    def _move_in(self, issue: str, path: Path) -> None:
+        """Make the workspace an older Legion made as a worktree of the project's repository a
+        worktree of its issue's own (no worker of it runs: a session is about to start): the
+        branch copied there, the admin folder moved, both links rewritten."""
+        old = self.git_dir / "worktrees" / path.name
+        checked_worktree(self.git_dir, path, old)  # a tampered one is left as it is
+        repo = issue_repo.create(self.git_dir, self.repo, issue)
+        admin = repo / "worktrees" / path.name
+        if os.path.lexists(admin):
+            raise ConflictError(f"{admin} is another worktree's: remove it and retry")
+        refs = self._base_refs()
+        branch = branch_for(issue)
+        head = rev_parse(self.repo, f"refs/heads/{branch}")
+        if head is not None:
+            refs[f"refs/heads/{branch}"] = head
+        issue_repo.set_refs(repo, refs)
+        os.rename(old, admin)
+        _replace(admin / "commondir", "../..\n")
+        _replace(path / ".git", f"gitdir: {admin}\n")
+        run_git(self.repo, "worktree", "prune")
+        self.place_at(path)
 
     def check(self, issue: str) -> WorkspaceCheck:
         workspace = self.get(issue)
@@ -161,14 +233,19 @@ class GitWorktrees:
         listing = run_git(place, "status", "--porcelain", "-z", "--ignored=matching").stdout
         status, ignored_paths = parse_status(listing)
         ignored = precious(ignored_paths, self.regenerable)
-        unmerged = run_git(
-            self.repo, "rev-list", "--max-count=1", workspace.branch,
-            "--not", self.base_branch, "--remotes",
-        ).stdout.strip()  # fmt: skip
         details = []
+        try:
+            # The worker's commits, into the project's repository, to be judged there.
+            issue_repo.bring_home(self.repo, workspace.branch)
+            unmerged = run_git(
+                self.repo, "rev-list", "--max-count=1", workspace.branch,
+                "--not", self.base_branch, "--remotes",
+            ).stdout.strip()  # fmt: skip
+        except ConflictError as exc:
+            unmerged, details = "unknown", [str(exc)]
         if status:
             details.append(f"{len(status)} uncommitted change(s)")
-        if unmerged:
+        if unmerged and not details:
             details.append(
                 f"commits on {workspace.branch} neither merged into {self.base_branch} nor pushed"
             )
@@ -183,21 +260,42 @@ class GitWorktrees:
             return
         workspace = self.get(issue)
         assert workspace is not None
-        run_git(self.repo, "worktree", "remove", str(workspace.path))
+        repo = self.repo_for(issue)
+        if issue_repo.exists(repo):
+            issue_repo.run_bare(repo, "worktree", "remove", str(workspace.path))
+        else:
+            run_git(self.repo, "worktree", "remove", str(workspace.path))
         # Safe delete: only succeeds when the branch is merged; a pushed branch stays.
         run_git(self.repo, "branch", "-d", workspace.branch, check=False)
+        issue_repo.delete(repo)  # its branch is home: nothing of it is lost
         # Nothing was left in it to keep: its checkpoint neither.
         checkpoint.forget(self.repo, issue)
 
     def list(self) -> list[Workspace]:
-        found = []
         root = self.root.resolve()
-        for path, branch in sorted(self._registered().items()):
-            if path.parent != root or not branch.startswith(BRANCH_PREFIX):
+        paths = {p for p, branch in self._registered().items() if branch.startswith(BRANCH_PREFIX)}
+        repos = self.git_dir.joinpath(*issue_repo.ISSUES)
+        if repos.is_dir():
+            paths |= {root / repo.name.removesuffix(".git") for repo in repos.glob("*.git")}
+        found = []
+        for path in sorted(paths):
+            if path.parent != root:
                 continue
             try:
                 issue = normalize_identifier(path.name)
             except InputError:
                 continue  # a folder someone else put there
-            found.append(Workspace(issue, path, branch, self.kind))
+            workspace = self.get(issue)
+            if workspace is not None:
+                found.append(workspace)
         return found
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `text` as the file at `path`, a new file renamed over the name (through no link:
+    the workspace and its admin folder are a worker's)."""
+    fresh = path.with_name(path.name + ".legion-new")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(fresh, path)

@@ -136,6 +136,9 @@ class JjWorkspaces:
     def place_at(self, workspace: Path) -> GitPlace:
         raise ConflictError(f"{workspace} is a jj workspace: git is not run on it")
 
+    def home_place(self, workspace: GitPlace) -> GitPlace:
+        raise ConflictError(f"{workspace.work_tree} is a jj workspace: git is not run on it")
+
     def check(self, issue: str) -> WorkspaceCheck:
         if self.get(issue) is None:
             return WorkspaceCheck(exists=False)

@@ -10,6 +10,7 @@ from legion.config import Project
 from legion.core.text import MAX_TITLE_CHARS, clean_title
 from legion.errors import ConflictError
 from legion.git import fast_forward, last_line, rev_parse, run_git
+from legion.workspaces import issue_repo
 
 
 class RemoteBranches:
@@ -21,7 +22,9 @@ class RemoteBranches:
         self.warn = warn
 
     def head(self, branch: str) -> str | None:
-        """The local branch's commit, or None when there is no such branch."""
+        """The local branch's commit, or None when there is no such branch; its worker's commits
+        brought home first (`issue_repo.bring_home`)."""
+        issue_repo.bring_home(self.project.root, branch)
         return rev_parse(self.project.root, f"refs/heads/{branch}")
 
     def contains(self, commit: str, ancestor: str) -> bool:
@@ -34,6 +37,7 @@ class RemoteBranches:
     def push(self, branch: str) -> None:
         """Push the branch to the remote with the user's git credentials (never the token)."""
         remote = self.project.settings.remote
+        issue_repo.bring_home(self.project.root, branch)
         refspec = f"refs/heads/{branch}:refs/heads/{branch}"
         result = run_git(self.project.root, "push", "--quiet", remote, refspec, check=False)
         if result.returncode != 0:
