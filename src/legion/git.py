@@ -20,7 +20,7 @@ import os
 import re
 import stat
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,7 +125,7 @@ def git_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def safety_overrides(
-    repo: Path, env: Mapping[str, str], command: str = ""
+    repo: Path, env: Mapping[str, str], command: str = "", *, timeout: float | None = None
 ) -> tuple[list[str], list[str]]:
     """Arguments that turn off every way the repository's own git folder could make git run a
     program: `-c` settings (before the command) and the command's own options (after it).
@@ -140,6 +140,7 @@ def safety_overrides(
         capture_output=True,
         env=env,
         check=False,
+        timeout=timeout,
     )
     outer: dict[str, str] = {}  # global/system values, last one wins as in git
     helpers: list[tuple[str, str]] = []  # the user's credential helpers, in order
@@ -178,32 +179,48 @@ def safety_overrides(
     return args, sorted(set(options))
 
 
+# What runs git confined (`legion.sandbox.git_jail`): the argv of git, wrapped.
+Wrap = Callable[[list[str]], list[str]]
+# How long git may take on a `GitPlace` (a workspace, whose files, index and HEAD a worker
+# writes: a pipe planted where git reads would hold it for ever), unless a caller says.
+PLACE_TIMEOUT_S = 600.0
+
+
 def run_git(
     repo: Path | GitPlace,
     *args: str,
     check: bool = True,
     input_text: str | None = None,
     env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    wrap: Wrap | None = None,
 ) -> GitResult:
     """`git ARGS` in `repo` (a folder, where git finds its repository itself: the user's
     checkout; or a `GitPlace`, where it finds nothing), safe from the repository's own settings
     (`safety_overrides`); `env`: variables added (`GIT_INDEX_FILE`, say) to what git gets of
-    this process's."""
+    this process's. On what a worker writes: `timeout` (seconds: a pipe it planted where git
+    reads would hold git, and the daemon, for ever; a GitError past it) and `wrap` (git run
+    confined, seeing only what the command needs: `legion.sandbox.git_jail`)."""
     if isinstance(repo, GitPlace):
         cwd, env = repo.work_tree, git_env() | repo.env() | dict(env or {})
+        timeout = PLACE_TIMEOUT_S if timeout is None else timeout
     else:
         cwd, env = repo, git_env() | dict(env or {})
     try:
-        settings, options = safety_overrides(cwd, env, args[0] if args else "")
+        settings, options = safety_overrides(cwd, env, args[0] if args else "", timeout=timeout)
+        argv = ["git", *settings, *args[:1], *options, *args[1:]]
         proc = subprocess.run(
-            ["git", *settings, *args[:1], *options, *args[1:]],
+            wrap(argv) if wrap is not None else argv,
             cwd=cwd,
             capture_output=True,
             text=True,
             input=input_text,
             env=env,
             check=False,
+            timeout=timeout,
         )
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} took over {timeout:.0f} s: stopped") from None
     except FileNotFoundError:
         raise ToolMissingError(
             "git is not installed: install git (e.g. apt-get install git)"

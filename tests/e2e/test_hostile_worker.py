@@ -150,7 +150,7 @@ def _attacks(swarm: Swarm, attacker: Listener, secret: Path) -> list[Attack]:
     plant_git = (
         f"echo 'touch /tmp/x' > {theirs}/hooks/post-checkout; echo \"HOOK $?\"; "
         "git config core.fsmonitor 'touch /tmp/x'; echo \"FSMONITOR $?\"; "
-        f'git --git-dir={theirs} config remote.origin.url http://127.0.0.1:9/evil; '
+        f"git --git-dir={theirs} config remote.origin.url http://127.0.0.1:9/evil; "
         'echo "REMOTE $?"; '
         f'git --git-dir={theirs} update-ref refs/heads/main HEAD; echo "MAIN $?"; '
         f'git --git-dir={theirs} update-ref refs/heads/legion/leg-9 HEAD; echo "OTHER $?"; '

@@ -19,7 +19,6 @@ import pytest
 from legion.actionlog import ActionLog
 from legion.core.model import Mode
 from legion.daemon.checkpoint_step import WorkspaceCheckpoints
-from legion.errors import ConflictError
 from legion.runtime.transcript import TranscriptSummary, Turn
 from legion.sessions.registry import WorkerRecord
 from legion.store.sqlite import SqliteStore

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
+from legion.core.ids import issue_for_branch
 from legion.core.marks import mark
 from legion.core.model import Status
 from legion.core.statusmap import StatusMap
 from legion.errors import ConfigError, InputError, NotFoundError
 from legion.forges.base import PrState
-from legion.forges.github.records import as_issues, current, issue_for_branch, record_of
+from legion.forges.github.records import as_issues, current, record_of
 from legion.forges.github.reviews import (
     APPROVED_LABEL,
     CHANGES_LABEL,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from legion.core.model import Mode, normalize_identifier
-from legion.errors import ConfigError
+from legion.errors import ConfigError, InputError
 
 
 def project_namespace(project_id: str) -> uuid.UUID:
@@ -33,6 +33,16 @@ def branch_for(issue: str) -> str:
     """The branch an issue's work is on (`legion/leg-12`): its workspace's, its pull
     request's, whatever the workspace kind and the forge."""
     return f"{BRANCH_PREFIX}{normalize_identifier(issue).lower()}"
+
+
+def issue_for_branch(branch: str) -> str | None:
+    """The issue a `legion/<issue>` branch is for, or None for any other branch."""
+    if not branch.startswith(BRANCH_PREFIX):
+        return None
+    try:
+        return normalize_identifier(branch.removeprefix(BRANCH_PREFIX))
+    except InputError:
+        return None
 
 
 def short_id(project_id: str) -> str:

@@ -26,20 +26,21 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from legion.errors import ConfigError
 from legion.statefiles import touch_private
 
-from .policy import Access, Confinement, bwrap_argv, paths_of
+from .policy import Access, Confinement, bwrap_argv, git_jail_argv, paths_of
 
 __all__ = [
     "Access",
     "Confinement",
     "Sandbox",
     "empty_file",
+    "git_jail",
     "reported",
     "resolve",
     "session_access",
@@ -128,6 +129,22 @@ def wrap(sandbox: Sandbox, confinement: Confinement, argv: Sequence[str]) -> lis
         return list(argv)
     existing = [path for path in paths_of(confinement) if path.exists()]
     return bwrap_argv(sandbox.bwrap, confinement, argv, existing=existing)
+
+
+def git_jail(
+    writable: Iterable[Path], readable: Iterable[Path], env: Mapping[str, str] | None = None
+) -> Callable[[list[str]], list[str]] | None:
+    """What confines Legion's own git on what a worker wrote (`policy.git_jail_argv`), for
+    `legion.git.run_git`'s `wrap`; None where bubblewrap cannot run (there, sessions run
+    unconfined too, and can do anything the daemon's git could be led to)."""
+    source = os.environ if env is None else env
+    found = find_bwrap(source)
+    if found is None or probe(found) is not None:
+        return None
+    limit = shutil.which("prlimit", path=source.get("PATH"))
+    kept = [path for path in writable if path.exists()]
+    shown = [path for path in readable if path.exists()]
+    return lambda argv: git_jail_argv(found, argv, writable=kept, readable=shown, prlimit=limit)
 
 
 def empty_file(state_dir: Path) -> Path:

@@ -139,3 +139,37 @@ def bwrap_argv(
         if shown in present:
             args += ["--ro-bind", str(shown), str(inside)]
     return [*args, "--", *argv]
+
+
+# How much memory (its data: what it allocates, not the packs it maps) confined git may take:
+# a link planted at a ref to `/dev/urandom` (which git needs for its temporary files) would
+# otherwise be read without end.
+GIT_JAIL_DATA_BYTES = 1 << 30
+
+
+def git_jail_argv(
+    bwrap: str,
+    argv: Sequence[str],
+    *,
+    writable: Iterable[Path],
+    readable: Iterable[Path],
+    prlimit: str | None = None,
+) -> list[str]:
+    """The command that runs Legion's own git (`argv`) on what a worker wrote: the system
+    read-only, a private `/tmp`, of `/dev` only `null` and `urandom` (no `/dev/zero` a planted
+    link could have read), no `/proc`, no network, and only `writable` and `readable` of the
+    rest: a link the worker planted, in its refs, objects or workspace, leads nowhere outside
+    them. Its memory is bounded (`GIT_JAIL_DATA_BYTES`, by `prlimit` when there is one)."""
+    args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    for folder in SYSTEM:
+        args += ["--ro-bind-try", folder, folder]
+    for secret in SYSTEM_SECRET_FOLDERS:
+        args += ["--tmpfs", secret]
+    for device in ("/dev/null", "/dev/urandom"):
+        args += ["--dev-bind", device, device]
+    args += ["--tmpfs", "/tmp"]
+    mounts = [("--bind", p) for p in writable] + [("--ro-bind", p) for p in readable]
+    for kind, path in _depth_order(mounts):
+        args += [kind, str(path), str(path)]
+    bounded = [prlimit, f"--data={GIT_JAIL_DATA_BYTES}", "--"] if prlimit else []
+    return [*args, "--", *bounded, *argv]

@@ -348,11 +348,9 @@ class WorkerManager:
         first (unless it holds work: then the start is refused, in a line)."""
         remote = self.shared_remote
         moved = remote is not None and from_host not in ("", self.host)
-        found = self._workspaces.get(identifier)
-        if found is not None and not moved:
-            return found.path
-        if found is not None:
+        if moved and self._workspaces.get(identifier) is not None:
             self._workspaces.remove(identifier)
+        # The one there is, or a new one; either way, as a session starts (the base it sees).
         workspace = self._workspaces.ensure(identifier).path
         if moved and remote is not None:
             with span("start: take over", identifier):

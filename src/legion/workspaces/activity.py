@@ -12,6 +12,7 @@ from pathlib import Path
 
 from legion.git import GitPlace, run_git
 
+_READ_TIMEOUT_S = 30.0
 # Folders never looked into: the version control's own.
 _SKIPPED = frozenset({".git", ".jj"})
 
@@ -26,7 +27,10 @@ def last_change(
         return None
     newest = 0.0
     if place is not None:
-        committed = run_git(place, "log", "-1", "--format=%ct", "HEAD", check=False)
+        # Bounded: a pipe the worker planted in its repository would hold git for ever.
+        committed = run_git(
+            place, "log", "-1", "--format=%ct", "HEAD", check=False, timeout=_READ_TIMEOUT_S
+        )
         if committed.returncode == 0 and committed.stdout.strip().isdigit():
             newest = float(committed.stdout.strip())
     for root, folders, files in os.walk(workspace):

@@ -86,7 +86,11 @@ class Workspaces(Protocol):
 
     def get(self, issue: str) -> Workspace | None: ...
 
-    def ensure(self, issue: str) -> Workspace: ...
+    def ensure(self, issue: str) -> Workspace:
+        """The issue's workspace: the one there is, else a new one. Called as each of its
+        sessions starts (no worker of the issue runs): what Legion keeps current in it (the
+        base branch) is set then."""
+        ...
 
     def place_at(self, workspace: Path) -> GitPlace:
         """Where to run git on the workspace Legion made at `workspace`, its `.git` checked to

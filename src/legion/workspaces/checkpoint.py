@@ -32,7 +32,8 @@ from pathlib import Path
 
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError
-from legion.git import GitPlace, rev_parse, run_git
+from legion.git import GitPlace, Wrap, rev_parse, run_git
+from legion.sandbox import git_jail
 from legion.worker_files import open_regular, read_transcript, replace_file, transcript_home
 from legion.workspaces import issue_repo
 
@@ -83,13 +84,24 @@ def save(
     workspace as its work tree (`GitWorktrees.home_place`: the project's, never the issue's
     repository a worker writes). The workspace, its index and its branch are left
     untouched."""
-    base = rev_parse(workspace, "HEAD")
-    if base is None:
+    # The workspace's HEAD, read where a link planted in its repository leads nowhere else.
+    seen = git_jail(
+        writable=[], readable=[workspace.work_tree, workspace.common_dir, home.common_dir]
+    )
+    head = run_git(
+        workspace, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False, wrap=seen
+    )
+    base = head.stdout.strip() if head.returncode == 0 else None
+    if not base:
         raise ConflictError(f"{workspace.work_tree} has no commit to checkpoint on")
     if home.common_dir != workspace.common_dir:
         # The worker's commits, into Legion's repository by a fetch that checks each object.
-        issue_repo.fetch_commit(home, workspace.common_dir, base)
+        issue_repo.fetch_commit(home.common_dir, workspace.common_dir, base)
     with tempfile.TemporaryDirectory(prefix="legion-checkpoint-") as scratch:
+        # Git on the worker's files runs confined: only the workspace (read-only), Legion's
+        # repository and this scratch folder exist for it, so a path in the index copied
+        # below, or a link, that leads out of the workspace finds nothing there.
+        jail = git_jail(writable=[home.common_dir, Path(scratch)], readable=[workspace.work_tree])
         index = os.path.join(scratch, "index")
         own_index = {"GIT_INDEX_FILE": index}
         # A copy of the workspace's index, whose file stamps spare hashing every file again;
@@ -97,32 +109,33 @@ def save(
         # committed), HEAD's tree.
         files = None
         if _copy_regular(workspace.git_dir / "index", index):
-            run_git(home, "add", "--all", "--", ":/", env=own_index)
-            written = run_git(home, "write-tree", env=own_index, check=False)
+            run_git(home, "add", "--all", "--", ":/", env=own_index, wrap=jail)
+            written = run_git(home, "write-tree", env=own_index, check=False, wrap=jail)
             files = written.stdout.strip() if written.returncode == 0 else None
         if files is None:
-            run_git(home, "read-tree", base, env=own_index)
+            run_git(home, "read-tree", base, env=own_index, wrap=jail)
             # Every file but the ignored ones, deletions included, from the worktree's root.
-            run_git(home, "add", "--all", "--", ":/", env=own_index)
-            files = run_git(home, "write-tree", env=own_index).stdout.strip()
+            run_git(home, "add", "--all", "--", ":/", env=own_index, wrap=jail)
+            files = run_git(home, "write-tree", env=own_index, wrap=jail).stdout.strip()
         entries = [f"040000 tree {files}\t{FILES}"]
-        blobs, refused = _transcript_blobs(home, transcripts or {}, scratch)
-    if blobs:
-        listing = "".join(f"100644 blob {blob}\t{sid}.jsonl\n" for sid, blob in blobs.items())
-        sessions = run_git(home, "mktree", input_text=listing).stdout.strip()
-        entries.append(f"040000 tree {sessions}\t{SESSIONS}")
-    tree = run_git(home, "mktree", input_text="\n".join(entries) + "\n").stdout.strip()
-    message = f"Legion checkpoint of {normalize_identifier(issue)}"
-    commit = run_git(
-        home, "commit-tree", tree, "-p", base, "-m", message, env=_IDENTITY
-    ).stdout.strip()
-    ref = checkpoint_ref(issue)
-    run_git(home, "update-ref", ref, commit)
+        blobs, refused = _transcript_blobs(home, transcripts or {}, scratch, jail)
+        if blobs:
+            listing = "".join(f"100644 blob {blob}\t{sid}.jsonl\n" for sid, blob in blobs.items())
+            sessions = run_git(home, "mktree", input_text=listing, wrap=jail).stdout.strip()
+            entries.append(f"040000 tree {sessions}\t{SESSIONS}")
+        listed = "\n".join(entries) + "\n"
+        tree = run_git(home, "mktree", input_text=listed, wrap=jail).stdout.strip()
+        message = f"Legion checkpoint of {normalize_identifier(issue)}"
+        commit = run_git(
+            home, "commit-tree", tree, "-p", base, "-m", message, env=_IDENTITY, wrap=jail
+        ).stdout.strip()
+        ref = checkpoint_ref(issue)
+        run_git(home, "update-ref", ref, commit, wrap=jail)
     return Checkpoint(ref, commit, base, tuple(blobs), refused)
 
 
 def _transcript_blobs(
-    workspace: GitPlace, transcripts: Mapping[str, Path], scratch: str
+    workspace: GitPlace, transcripts: Mapping[str, Path], scratch: str, jail: Wrap | None
 ) -> tuple[dict[str, str], tuple[str, ...]]:
     """Each transcript's blob (by session id, sorted), and why each refused one was left out.
     A transcript is in the CLI's home, which sessions write: it is copied only as a regular
@@ -141,7 +154,7 @@ def _transcript_blobs(
         copy = os.path.join(scratch, f"{sid}.jsonl")
         with open(copy, "wb") as handle:
             handle.write(data)
-        blobs[sid] = run_git(workspace, "hash-object", "-w", "--", copy).stdout.strip()
+        blobs[sid] = run_git(workspace, "hash-object", "-w", "--", copy, wrap=jail).stdout.strip()
     return blobs, tuple(refused)
 
 

@@ -11,6 +11,7 @@ and left.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from legion.core.ids import BRANCH_PREFIX, branch_for
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError, GitError, InputError, TamperedWorkspaceError
 from legion.git import GitPlace, checked_worktree, main_git_dir, rev_parse, run_git
+from legion.sandbox import git_jail
 from legion.workspaces import checkpoint, issue_repo
 from legion.workspaces.base import (
     Workspace,
@@ -175,25 +177,21 @@ class GitWorktrees:
             issue_repo.set_refs(self.repo_for(issue), self._base_refs())
             return existing
         claim_folder(path, f"a worktree of {self.repo}")
-        repo = issue_repo.create(self.git_dir, self.repo, issue)
-        admin = repo / "worktrees" / path.name
-        if os.path.lexists(admin):
-            issue_repo.run_bare(repo, "worktree", "prune")  # its folder was deleted
-        if os.path.lexists(admin):
-            # git would name the new one otherwise, and Legion would take it for tampered.
-            raise ConflictError(
-                f"{admin} is another worktree's: remove it (`git worktree remove`) and retry"
-            )
         branch = branch_for(issue)
+        if issue_repo.exists(self.repo_for(issue)):
+            # Its folder was deleted, its repository kept: the worker's branch comes home (a
+            # checked fetch), and the repository is made anew, nothing of it read again.
+            issue_repo.bring_home(self.repo, branch)
+            issue_repo.delete(self.repo_for(issue))
+        repo = issue_repo.create(self.git_dir, self.repo, issue)
         refs = self._base_refs()
-        if issue_repo.head_of(repo, branch) is None:
-            # The project's branch when it has one (pushed, restored, an earlier workspace's).
-            start = rev_parse(self.repo, f"refs/heads/{branch}") or rev_parse(
-                self.repo, self.start_point()
-            )
-            if start is None:
-                raise GitError(f"{self.repo} has no commit on {self.start_point()} to start from")
-            refs[f"refs/heads/{branch}"] = start
+        # The project's branch when it has one (pushed, restored, an earlier workspace's).
+        start = rev_parse(self.repo, f"refs/heads/{branch}") or rev_parse(
+            self.repo, self.start_point()
+        )
+        if start is None:
+            raise GitError(f"{self.repo} has no commit on {self.start_point()} to start from")
+        refs[f"refs/heads/{branch}"] = start
         issue_repo.set_refs(repo, refs)
         issue_repo.run_bare(repo, "worktree", "add", "--quiet", str(path), branch)
         self.place_at(path)  # as git made it, or said
@@ -229,8 +227,15 @@ class GitWorktrees:
             place = self.place_at(workspace.path)
         except TamperedWorkspaceError as exc:
             return WorkspaceCheck(True, detail=str(exc), tampered=True)
-        # `--ignored`: ignored files too (`!!`), which `git worktree remove` would delete.
-        listing = run_git(place, "status", "--porcelain", "-z", "--ignored=matching").stdout
+        # `--ignored`: ignored files too (`!!`), which removing the workspace would delete.
+        # Confined, with nothing written (not even the index's refreshed stamps, through a link
+        # the worker left there) and no submodule looked into (git would run what the
+        # submodule's own config names).
+        jail = git_jail(writable=[], readable=[workspace.path, self.git_dir])
+        listing = run_git(
+            place, "status", "--porcelain", "-z", "--ignored=matching",
+            "--ignore-submodules=all", env={"GIT_OPTIONAL_LOCKS": "0"}, wrap=jail,
+        ).stdout  # fmt: skip
         status, ignored_paths = parse_status(listing)
         ignored = precious(ignored_paths, self.regenerable)
         details = []
@@ -260,14 +265,13 @@ class GitWorktrees:
             return
         workspace = self.get(issue)
         assert workspace is not None
-        repo = self.repo_for(issue)
-        if issue_repo.exists(repo):
-            issue_repo.run_bare(repo, "worktree", "remove", str(workspace.path))
-        else:
-            run_git(self.repo, "worktree", "remove", str(workspace.path))
+        # Deleted by Legion, not by git (which would read the worker's files once more, its
+        # submodules' config too): through no link, the folder and its repository.
+        shutil.rmtree(workspace.path)
+        run_git(self.repo, "worktree", "prune")  # one an older Legion made in your repository
         # Safe delete: only succeeds when the branch is merged; a pushed branch stays.
         run_git(self.repo, "branch", "-d", workspace.branch, check=False)
-        issue_repo.delete(repo)  # its branch is home: nothing of it is lost
+        issue_repo.delete(self.repo_for(issue))  # its branch is home: nothing of it is lost
         # Nothing was left in it to keep: its checkpoint neither.
         checkpoint.forget(self.repo, issue)
 

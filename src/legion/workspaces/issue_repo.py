@@ -27,10 +27,10 @@ import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from legion.core.ids import BRANCH_PREFIX
-from legion.core.model import normalize_identifier
-from legion.errors import ConflictError, InputError
-from legion.git import GitPlace, checked_worktree, last_line, main_git_dir, run_git
+from legion.core.ids import issue_for_branch
+from legion.errors import ConflictError, GitError, InputError
+from legion.git import GitPlace, GitResult, checked_worktree, last_line, main_git_dir, run_git
+from legion.sandbox import git_jail
 
 ISSUES = ("legion", "issues")
 # A fetch from a worker's repository checks each object's hash (as every fetch does) and its
@@ -40,6 +40,15 @@ _CHECKED = {
     "GIT_CONFIG_KEY_0": "transfer.fsckObjects",
     "GIT_CONFIG_VALUE_0": "true",
 }
+# Legion's own ref updates in an issue's repository keep no log (see `set_refs`).
+_NO_LOG = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "core.logAllRefUpdates",
+    "GIT_CONFIG_VALUE_0": "false",
+}
+# How long taking a worker's work may run: a pipe it planted where git reads would hold the
+# fetch for ever.
+FETCH_TIMEOUT_S = 300.0
 # What of the project's own config an issue's repository carries (copied when it is made): who
 # commits, and how files are written. Never a setting that names a program (hooks, filters,
 # fsmonitor...): those stay the project's, which the daemon's own git never runs either.
@@ -76,6 +85,13 @@ def _is_folder(path: Path) -> bool:
     """A real folder (`lstat`: a link to one is not)."""
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
 
@@ -160,8 +176,10 @@ def place_at(git_dir: Path, workspace: Path) -> GitPlace | None:
 
 def set_refs(repo: Path, refs: Mapping[str, str]) -> None:
     """Set refs of the issue's repository (full names, to commits the project's objects hold),
-    while no worker of the issue runs, its refs folders checked to be folders (a link planted
-    there would lead git's writes elsewhere)."""
+    while no worker of the issue runs. Whatever the worker left where git reads or writes for
+    them is not followed: a folder on the way that is no folder is refused, a ref that is no
+    regular file (a link, a pipe) is removed first, and so is its log (git appends to a log
+    through a link), and none is written."""
     for ref, commit in refs.items():
         for tree in (repo, repo / "logs"):
             folder = tree
@@ -172,25 +190,25 @@ def set_refs(repo: Path, refs: Mapping[str, str]) -> None:
                         f"{repo} was tampered with ({folder} is not a folder): "
                         "Legion leaves it alone"
                     )
-        run_bare(repo, "update-ref", "--no-deref", ref, commit)
+        log = repo / "logs" / ref
+        if os.path.lexists(log):
+            os.unlink(log)
+        if os.path.lexists(repo / ref) and not _is_regular(repo / ref):
+            os.unlink(repo / ref)
+        run_git(repo, "update-ref", "--no-deref", ref, commit, env=_NO_LOG | {"GIT_DIR": str(repo)})
 
 
-def head_of(repo: Path, branch: str) -> str | None:
-    found = run_bare(
-        repo, "rev-parse", "--verify", "--quiet", "--end-of-options",
-        f"refs/heads/{branch}^{{commit}}", check=False,
-    ).strip()  # fmt: skip
-    return found or None
-
-
-def issue_of(branch: str) -> str | None:
-    """The issue a `legion/<ISSUE>` branch is the branch of; None for any other branch."""
-    if not branch.startswith(BRANCH_PREFIX):
-        return None
-    try:
-        return normalize_identifier(branch.removeprefix(BRANCH_PREFIX))
-    except InputError:
-        return None
+def _fetch(git_dir: Path, repo: Path, *wanted: str) -> GitResult:
+    """Fetch `wanted` from the issue's repository `repo` into the project's (`git_dir`), run
+    confined (`legion.sandbox.git_jail`): the worker's refs and objects, links and all, are
+    read where only the issue's repository (read-only) and the project's git folder exist, so
+    no link it planted leads to another repository, a secret or a device; and bounded in time."""
+    jail = git_jail(writable=[git_dir], readable=[repo])
+    return run_git(
+        git_dir, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
+        str(repo), *wanted, check=False, env=_CHECKED | {"GIT_DIR": str(git_dir)},
+        timeout=FETCH_TIMEOUT_S, wrap=jail,
+    )  # fmt: skip
 
 
 def bring_home(project_root: Path, branch: str) -> None:
@@ -199,7 +217,7 @@ def bring_home(project_root: Path, branch: str) -> None:
     for a branch with no issue repository here (not an issue's, an issue worked on another
     host, or whose workspace is gone): the project's branch is the one there is. A
     ConflictError when the fetch fails (the branch deleted in the workspace, say)."""
-    issue = issue_of(branch)
+    issue = issue_for_branch(branch)
     git_dir = main_git_dir(project_root) if issue is not None else None
     if issue is None or git_dir is None:
         return
@@ -207,10 +225,10 @@ def bring_home(project_root: Path, branch: str) -> None:
     if not exists(repo):
         return
     ref = f"refs/heads/{branch}"
-    fetched = run_git(
-        project_root, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
-        str(repo), f"+{ref}:{ref}", check=False, env=_CHECKED,
-    )  # fmt: skip
+    try:
+        fetched = _fetch(git_dir, repo, f"+{ref}:{ref}")
+    except GitError as exc:
+        fetched = GitResult(1, "", str(exc))
     if fetched.returncode != 0:
         raise ConflictError(
             f"cannot take {branch} from its workspace's repository {repo}: "
@@ -218,16 +236,17 @@ def bring_home(project_root: Path, branch: str) -> None:
         )
 
 
-def fetch_commit(home: Path | GitPlace, repo: Path, commit: str) -> None:
-    """Make sure the project's repository (`home`) has `commit` (a workspace's HEAD), fetched
-    from the issue's repository when it has not (checked like any fetch)."""
-    has = run_git(home, "cat-file", "-e", f"{commit}^{{commit}}", check=False)
+def fetch_commit(git_dir: Path, repo: Path, commit: str) -> None:
+    """Make sure the project's repository (its git folder `git_dir`) has `commit` (a
+    workspace's HEAD), fetched from the issue's repository when it has not (as `bring_home`)."""
+    has = run_git(git_dir, "cat-file", "-e", f"{commit}^{{commit}}", check=False,
+                  env={"GIT_DIR": str(git_dir)})  # fmt: skip
     if has.returncode == 0:
         return
-    fetched = run_git(
-        home, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
-        str(repo), commit, check=False, env=_CHECKED,
-    )  # fmt: skip
+    try:
+        fetched = _fetch(git_dir, repo, commit)
+    except GitError as exc:
+        fetched = GitResult(1, "", str(exc))
     if fetched.returncode != 0:
         raise ConflictError(
             f"cannot take commit {commit[:12]} from {repo}: "

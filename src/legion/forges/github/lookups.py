@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from legion.core.ids import branch_for
+from legion.core.ids import branch_for, issue_for_branch
 from legion.core.marks import PULL_REQUEST_PATH
 from legion.core.model import normalize_identifier
 from legion.errors import BackendError, BackendErrorKind, InputError, NotFoundError
@@ -21,7 +21,6 @@ from legion.forges.github.records import (
     as_issues,
     current,
     is_legions,
-    issue_for_branch,
     record_of,
 )
 from legion.github.repository import web_host

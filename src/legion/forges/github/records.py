@@ -8,9 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
-from legion.core.ids import BRANCH_PREFIX
+from legion.core.ids import issue_for_branch
 from legion.core.model import normalize_identifier
-from legion.errors import InputError
 from legion.forges.base import PrState, PullRequest
 from legion.forges.github.checks import checks_of
 from legion.forges.github.reviews import reviews_of
@@ -31,16 +30,6 @@ class GitHubPullRequest:
     head_oid: str
     mergeable: str  # MERGEABLE, CONFLICTING or UNKNOWN (GitHub computes it lazily)
     checks: str | None  # the head commit's combined check state: SUCCESS, FAILURE, PENDING ...
-
-
-def issue_for_branch(branch: str) -> str | None:
-    """The issue a `legion/<issue>` branch is for, or None for any other branch."""
-    if not branch.startswith(BRANCH_PREFIX):
-        return None
-    try:
-        return normalize_identifier(branch.removeprefix(BRANCH_PREFIX))
-    except InputError:
-        return None
 
 
 def record_of(node: Mapping[str, Any]) -> GitHubPullRequest:
