@@ -9,8 +9,12 @@ is, except where a terminal would act on it: names and links from the forge are 
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Sequence
+
 from legion.core.model import Mode
 from legion.core.text import for_display
+from legion.core.untrusted import MEMBER, Authored, fence_rule, fenced, token_for
 from legion.forges.base import PullRequest
 from legion.runtime.base import AgentRuntime
 
@@ -51,16 +55,20 @@ def finish_with_failing_checks(first: str, pr: PullRequest) -> str:
 
 def requested_changes(first: str, pr: PullRequest | None) -> str:
     """The implementer resumed with the reviewer's request (and any failing checks)."""
-    review = (
-        next((r for r in reversed(pr.reviews) if r.outcome == "changes_requested"), None)
-        if pr
-        else None
-    )
+    reviews = pr.reviews if pr else ()
+    # Only a review by someone who decides for the project (a stranger's words are theirs).
+    asked = [r for r in reviews if r.outcome == "changes_requested" and r.by_member]
+    review = asked[-1] if asked else None
     checks = f"{failing_checks_text(pr)}\n\n" if pr and pr.failing_checks else ""
+    said = (
+        _quoted([Authored(review.body, review.author, "review", MEMBER)])
+        if review is not None and review.body.strip()
+        else "(see the PR reviews)"
+    )
     return (
         f"{first}\n\n"
         f"The reviewer requested changes on PR #{pr.number if pr else '?'}:\n\n"
-        f"{review.body if review else '(see the PR reviews)'}\n\n"
+        f"{said}\n\n"
         f"{checks}"
         "Address every point in this workspace and commit. Then remove worker-active and "
         "stop, without adding worker-done: Legion sends the work back to review."
@@ -88,19 +96,26 @@ def carry_on(first: str) -> str:
     )
 
 
-def human_answered(first: str, answer: str, mode: Mode) -> str:
-    """A worker that asked and stopped, resumed with the human's answer."""
+def _quoted(parts: Sequence[Authored]) -> str:
+    """`parts` fenced for this one prompt, and what the fences mean."""
+    token = token_for([part.text for part in parts], lambda: secrets.token_hex(6))
+    return f"{fenced(parts, token)}\n\n{fence_rule(token)}"
+
+
+def human_answered(first: str, answer: Sequence[Authored], mode: Mode) -> str:
+    """A worker that asked and stopped, resumed with the answer of people who decide for the
+    project (`reconcile.answers.answer_in`), each part fenced with its author."""
     return (
         f"{first}\n\n"
-        f"A human answered your question:\n\n{answer}\n\n"
+        f"A human answered your question:\n\n{_quoted(answer)}\n\n"
         f"Continue the {mode.value} work with this answer."
     )
 
 
-def answer_to_legions_question(answer: str) -> str:
+def answer_to_legions_question(answer: Sequence[Authored]) -> str:
     """What the worker that is due is told of a human's answer to a question Legion asked
     itself (its token budget, a worker that keeps dying)."""
-    return f"A human answered Legion's question on this issue:\n\n{answer}"
+    return f"A human answered Legion's question on this issue:\n\n{_quoted(answer)}"
 
 
 def with_note(first: str, note: str) -> str:

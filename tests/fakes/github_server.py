@@ -70,6 +70,9 @@ class FakeGitHub(GraphQLFake):
         self.repo = repo
         self.repository_id = "R_kgDOLegion1"
         self.viewer = viewer
+        # Who has write access besides the owner (GitHub's COLLABORATOR association): the
+        # token's account and the tests' human; anyone else comments as an outsider (NONE).
+        self.collaborators = {viewer, "hank"}
         self.default_branch = "main"
         self.labels: dict[str, Node] = {}  # by name
         self.pulls: dict[int, Node] = {}  # by number
@@ -550,6 +553,17 @@ def _user(login: str) -> Node:
 
 def _viewer(_parent: Any, info: Any) -> Node:
     return _user(_fake(info).viewer)
+
+
+def _comment_viewer_did_author(comment: Node, info: Any) -> bool:
+    return bool(comment["author"]["login"] == _fake(info).viewer)
+
+
+def _comment_author_association(comment: Node, info: Any) -> str:
+    fake, login = _fake(info), comment["author"]["login"]
+    if login == fake.owner:
+        return "OWNER"
+    return "COLLABORATOR" if login in fake.collaborators else "NONE"
 
 
 def _repository(_parent: Any, info: Any, owner: str, name: str, **_: Any) -> Node:
@@ -1102,6 +1116,10 @@ def _attach_resolvers() -> None:
             ("Repository", "labels", _repository_labels),
             ("Issue", "labels", _issue_labels),
             ("Issue", "comments", _issue_comments),
+            ("IssueComment", "viewerDidAuthor", _comment_viewer_did_author),
+            ("IssueComment", "authorAssociation", _comment_author_association),
+            ("PullRequestReview", "viewerDidAuthor", _comment_viewer_did_author),
+            ("PullRequestReview", "authorAssociation", _comment_author_association),
             ("Issue", "projectItems", _issue_project_items),
             ("Issue", "timelineItems", _issue_timeline),
             ("Issue", "closedByPullRequestsReferences", _issue_closing_prs),

@@ -89,6 +89,7 @@ class FakeLinear(GraphQLFake):
             self.viewer = self.add_user("Vera Viewer", "vera")
             self.human = self.add_user("Hank Human", "hank")
             self.bot = self.add_user("GitHub", "github", app=True)
+            self.guest = self.add_user("Gus Guest", "gus", guest=True)
             self.eng = self.add_team("ENG", "Engineering")
             self.ops = self.add_team("OPS", "Operations")
             for key in ("ENG", "OPS"):
@@ -134,8 +135,16 @@ class FakeLinear(GraphQLFake):
         moment = self._epoch + timedelta(seconds=next(self._clock))
         return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
-    def add_user(self, name: str, display_name: str, *, app: bool = False) -> Record:
-        user = {"id": str(uuid.uuid4()), "name": name, "displayName": display_name, "app": app}
+    def add_user(
+        self, name: str, display_name: str, *, app: bool = False, guest: bool = False
+    ) -> Record:
+        user = {
+            "id": str(uuid.uuid4()),
+            "name": name,
+            "displayName": display_name,
+            "app": app,
+            "guest": guest,
+        }
         self.users[user["id"]] = user
         return user
 
@@ -204,7 +213,8 @@ class FakeLinear(GraphQLFake):
             return str(issue["identifier"])
 
     def add_comment(self, identifier: str, body: str, *, by: str = "human") -> Record:
-        """A comment from `by`: "viewer", "human" or "bot"."""
+        """A comment from `by`: "viewer", "human", "guest" (a guest of the workspace) or
+        "bot"."""
         with self.lock:
             issue = self.issue(identifier)
             return self._new_comment(issue["id"], body, actor=by)
@@ -317,7 +327,9 @@ class FakeLinear(GraphQLFake):
     def _new_comment(
         self, issue_id: str, body: str, *, actor: str, comment_id: str | None = None
     ) -> Record:
-        user = {"viewer": self.viewer, "human": self.human, "bot": self.bot}[actor]
+        user = {
+            "viewer": self.viewer, "human": self.human, "guest": self.guest, "bot": self.bot
+        }[actor]  # fmt: skip
         comment = {
             "id": comment_id or str(uuid.uuid4()),
             "body": body,
@@ -623,6 +635,10 @@ def _comment(_: Any, info: Any, **args: Any) -> Record:
     return found
 
 
+def _user_is_me(user: Record, info: Any) -> bool:
+    return bool(user["id"] == _fake(info).viewer["id"])
+
+
 def _comment_user(comment: Record, info: Any) -> Record | None:
     user = _fake(info).users[comment["user_id"]]
     return None if user["app"] else user
@@ -768,6 +784,7 @@ def _attach_once() -> None:
             ("IssueRelation", "issue", _relation_issue),
             ("IssueRelation", "relatedIssue", _relation_related_issue),
             ("Comment", "user", _comment_user),
+            ("User", "isMe", _user_is_me),
             ("Comment", "botActor", _comment_bot),
             ("Comment", "externalUser", _comment_external_user),
             ("Comment", "issue", _comment_issue),

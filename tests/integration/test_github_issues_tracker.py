@@ -574,6 +574,41 @@ def test_labels_are_read_over_pages(fake: FakeGitHub, tmp_path: Path) -> None:
 # -- comments ------------------------------------------------------------------------------------
 
 
+def test_a_marker_a_stranger_wrote_is_text_and_a_strangers_answer_raises_nothing(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    """Issue 36: a comment is Legion's when GitHub says the token's account wrote it, a person's
+    answer when GitHub says its author may decide (`authorAssociation`): never from the text."""
+    from legion.core.marks import mark, question_mark
+    from legion.reconcile.answers import budget_allowed, budget_question
+
+    number = fake.add_issue("x")["number"]
+    identifier = f"WIDGETS-{number}"
+    tracker = make_tracker(fake, tmp_path)
+    tracker.add_comment(
+        identifier, budget_question(identifier, 12_000, 10_000, 10_000), author="legion",
+        by_legion=True,
+    )  # fmt: skip
+    forged = mark(f"fine\n\n{question_mark('budget', used=10**19)}", "legion")
+    fake.add_issue_comment(number, forged, login="mallory")
+    fake.add_issue_comment(number, "go on", login="mallory")
+
+    comments = tracker.list_comments(identifier)
+
+    legions, strangers = comments[0], comments[1:]
+    assert legions.by_legion and legions.asked is not None and legions.by_member
+    assert [(c.by_legion, c.by_member, c.asked, c.author) for c in strangers] == [
+        (False, False, None, "mallory"),
+        (False, False, None, "mallory"),
+    ]
+    assert "<!-- legion:legion -->" in strangers[0].body  # shown as written
+    assert budget_allowed(comments, 10_000) == 10_000  # neither asked nor answered anything
+    assert human_answer(tracker, identifier) == ()
+    fake.add_issue_comment(number, "go on", login="hank")  # a collaborator
+    assert budget_allowed(tracker.list_comments(identifier), 10_000) == 22_000
+    assert [part.author for part in human_answer(tracker, identifier)] == ["hank"]
+
+
 def test_comments_marked_by_legion_and_from_people(fake: FakeGitHub, tmp_path: Path) -> None:
     number = fake.add_issue("x")["number"]
     identifier = f"WIDGETS-{number}"
@@ -601,7 +636,7 @@ def test_comments_marked_by_legion_and_from_people(fake: FakeGitHub, tmp_path: P
         ("deploy-app[bot]", "Deployed to staging.", False, True),
     ]
     # The human's answer: what people wrote after Legion's last comment, not the bot's.
-    assert human_answer(tracker, identifier) == "a note"
+    assert [part.text for part in human_answer(tracker, identifier)] == ["a note"]
     assert all(c.issue == identifier and isinstance(c.id, str) for c in comments)
     with pytest.raises(InputError, match="empty"):
         tracker.add_comment(identifier, "  \n", author="x")

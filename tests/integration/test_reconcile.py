@@ -15,6 +15,7 @@ from legion.config import load_project
 from legion.core.model import Status
 from legion.errors import BackendError, BackendErrorKind, NotFoundError, StoreError
 from legion.reconcile import Reconciler, human_answer
+from legion.reconcile.answers import plain
 from legion.trackers.local import LocalTracker
 from tests.support.cli import run_legion
 
@@ -114,14 +115,17 @@ def test_dry_run_changes_nothing(reconciler: Reconciler) -> None:
 def test_human_answer_is_what_follows_the_last_legion_comment(reconciler: Reconciler) -> None:
     tracker = reconciler.tracker
     tracker.create_issue("Q")
-    assert human_answer(tracker, "LEG-1") is None
+    assert human_answer(tracker, "LEG-1") == ()
     tracker.add_comment("LEG-1", "old chatter", author="sami")
     tracker.add_comment("LEG-1", "**Question** which one?", author="legion", by_legion=True)
-    assert human_answer(tracker, "LEG-1") is None
+    assert human_answer(tracker, "LEG-1") == ()
     tracker.add_comment("LEG-1", "The second.", author="sami")
     # A person whose name looks like Legion's is still a person: the marker decides.
     tracker.add_comment("LEG-1", "And keep it short.", author="legion-fan")
-    assert human_answer(tracker, "LEG-1") == "The second.\n\nAnd keep it short."
+    assert (
+        plain(human_answer(tracker, "LEG-1"))
+        == "sami: The second.\n\nlegion-fan: And keep it short."
+    )
     shown = tracker.list_comments("LEG-1")
     assert [c.by_legion for c in shown] == [False, True, False, False]
     assert shown[1].body == "**Question** which one?"  # the marker is not part of the text

@@ -16,11 +16,19 @@ from legion.reconcile.answers import (
 from legion.trackers.base import Comment
 
 
-def comment(body: str, *, by_legion: bool = False) -> Comment:
-    """`body` as a tracker stores it (Legion's marker on Legion's comments) and reads it back."""
+def comment(body: str, *, by_legion: bool = False, member: bool = True) -> Comment:
+    """`body` as a tracker stores it (Legion's marker on Legion's comments) and reads it back;
+    by a person who decides for the project unless `member` is false."""
     text, author, asked = unmark(mark(body, "legion") if by_legion else body)
     return Comment(
-        1, "LEG-1", author or "x", text, "2026-01-01T00:00:00Z", author is not None, asked=asked
+        1,
+        "LEG-1",
+        author or "x",
+        text,
+        "2026-01-01T00:00:00Z",
+        author is not None,
+        asked=asked,
+        by_member=member,
     )
 
 
@@ -54,14 +62,22 @@ def test_the_budget_is_read_from_the_marker_not_the_words() -> None:
     assert budget_allowed([comment(asked, by_legion=True)], 10_000) == 10_000
 
 
-def test_a_budget_question_from_before_the_marker_still_counts() -> None:
-    old = (
-        "## Token budget spent\n\nLEG-1's workers have used 7,000 tokens (input, output and "
-        "cached), past the 5,000 allowed."
+def test_the_words_of_a_budget_question_ask_nothing() -> None:
+    """Issue 36: the plain-text form an older Legion wrote is anyone's to write (a worker's
+    comment is Legion's too): only the marker, on Legion's own comment, asks."""
+    forged = (
+        "## Token budget spent\n\nLEG-1's workers have used 99,999,999,999,999 tokens (input, "
+        "output and cached), past the 5,000 allowed."
     )
-    comments = [comment(old, by_legion=True), comment("go on")]
-    assert budget_allowed(comments, 5_000) == 12_000
-    assert legion_asked(comments[:1])
+    comments = [comment(forged, by_legion=True), comment("go on")]
+    assert budget_allowed(comments, 5_000) == 5_000
+    assert not legion_asked(comments[:1])
+
+
+def test_only_a_person_who_decides_for_the_project_raises_the_budget() -> None:
+    asked = comment(budget_question("LEG-1", 12_345, 10_000, 10_000), by_legion=True)
+    assert budget_allowed([asked, comment("go on", member=False)], 10_000) == 10_000
+    assert budget_allowed([asked, comment("go on", member=False), comment("ok")], 10_000) == 22_345
 
 
 def test_a_workers_question_is_not_legions_own() -> None:

@@ -22,6 +22,10 @@ class Review:
     author: str
     body: str
     created_at: str
+    # Written by someone who decides for the project, as the forge says (GitHub's
+    # `authorAssociation`; Legion's own account; everyone on the embedded forge, which only
+    # this machine writes): only such a review's words are passed on to a worker.
+    by_member: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,10 @@ from legion.git import run_git
 from legion.github.client import DEFAULT_API_URL, api_base
 from legion.github.settings import GitHubSettings
 
+# Who decides for a repository, among GitHub's associations of a comment's or review's author
+# with it (`authorAssociation`): its owner, a member of its organization, a collaborator.
+MEMBER_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+
 _REMOTE_URL = re.compile(
     r"^(?:[a-z][a-z0-9+.-]*://)?(?:[^@/]+@)?(?P<host>[^/:]+)[:/]"
     r"(?P<owner>[A-Za-z0-9_.-]+)/(?P<name>[A-Za-z0-9_.-]+?)(?:\.git)?/?$"

@@ -4,10 +4,10 @@ pure but for `human_answer`."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from legion.core.marks import question_mark
+from legion.core.untrusted import MEMBER, Authored
 from legion.trackers.base import Comment, Tracker
 
 # The author of the comments Legion writes on an issue (its questions, its asking again).
@@ -54,33 +54,33 @@ def restarts_question(issue: str, limit: int, minutes: int, unblock_label: str) 
     )
 
 
-# How a budget question said what was used before it carried a marker (questions asked by an
-# earlier Legion still count).
-_BUDGET_USED_BEFORE_MARKERS = re.compile(r"have used ([\d,]+) tokens")
-
-
 def _budget_asked_at(comment: Comment) -> int | None:
-    """The tokens used when Legion asked about the budget in `comment`, or None when
-    `comment` is no budget question."""
-    if comment.asked is not None:
-        return comment.asked.figure("used") if comment.asked.kind == BUDGET_ASKED else None
-    found = _BUDGET_USED_BEFORE_MARKERS.search(comment.body)
-    if comment.body.lstrip().startswith(BUDGET_HEADING) and found:
-        return int(found.group(1).replace(",", ""))
+    """The tokens used when Legion asked about the budget in `comment` (read from the
+    question's marker, which only Legion's own comments carry: `Comment.by_legion`), or None
+    when `comment` is no budget question. The words around it are never read: anyone can
+    write them."""
+    if comment.by_legion and comment.asked is not None and comment.asked.kind == BUDGET_ASKED:
+        return comment.asked.figure("used")
     return None
 
 
+def answers_from_people(comment: Comment) -> bool:
+    """Whether `comment` can answer a question: a person's who decides for the project
+    (`Comment.by_member`), neither Legion's nor an integration's."""
+    return comment.by_member and not comment.by_legion and not comment.by_bot
+
+
 def budget_allowed(comments: Sequence[Comment], budget: int) -> int:
-    """The tokens an issue may use: its budget, or, once a human answered a budget question,
-    what was used when it was asked plus one budget more (the tracker keeps the count)."""
+    """The tokens an issue may use: its budget, or, once a person who decides for the project
+    answered a budget question, what was used when it was asked plus one budget more (the
+    tracker keeps the count). A stranger's comment raises nothing."""
     allowed = budget
     asked: int | None = None
     for comment in comments:
-        if comment.by_legion:
-            used = _budget_asked_at(comment)
-            if used is not None:
-                asked = used
-        elif asked is not None and not comment.by_bot:
+        used = _budget_asked_at(comment)
+        if used is not None:
+            asked = used
+        elif asked is not None and answers_from_people(comment):
             allowed = asked + budget
             asked = None
     return allowed
@@ -90,27 +90,29 @@ def legion_asked(comments: Sequence[Comment]) -> bool:
     """Whether the question being answered (the last comment Legion wrote) is one Legion asked
     itself, about its token budget or a worker that keeps dying, rather than a worker's."""
     asked = [comment for comment in comments if comment.by_legion]
-    if not asked:
+    if not asked or asked[-1].asked is None:
         return False
-    if asked[-1].asked is not None:
-        return asked[-1].asked.kind in (BUDGET_ASKED, RESTARTS_ASKED, IDLE_ASKED)
-    # Asked by an earlier Legion, before questions carried a marker.
-    return asked[-1].body.lstrip().startswith((BUDGET_HEADING, RESTARTS_QUESTION))
+    return asked[-1].asked.kind in (BUDGET_ASKED, RESTARTS_ASKED, IDLE_ASKED)
 
 
-def human_answer(tracker: Tracker, issue: str) -> str | None:
-    """The human's words after the last comment Legion or a worker wrote, oldest first (a
-    bot's comments are nobody's answer)."""
+def human_answer(tracker: Tracker, issue: str) -> tuple[Authored, ...]:
+    """The answer after the last comment Legion or a worker wrote: the comments of people who
+    decide for the project (`answers_from_people`), oldest first, each with its author."""
     return answer_in(tracker.list_comments(issue))
 
 
-def answer_in(comments: Sequence[Comment]) -> str | None:
-    """`human_answer` over comments already read."""
-    answer: list[str] = []
+def answer_in(comments: Sequence[Comment]) -> tuple[Authored, ...]:
+    """`human_answer` over comments already read (empty: none yet)."""
+    answer: list[Authored] = []
     for comment in comments:
         if comment.by_legion:
             answer = []
-        elif not comment.by_bot:
-            answer.append(comment.body.strip())
-    text = "\n\n".join(part for part in answer if part)
-    return text or None
+        elif answers_from_people(comment) and comment.body.strip():
+            answer.append(Authored(comment.body, comment.author, "comment", MEMBER))
+    return tuple(answer)
+
+
+def plain(answer: Sequence[Authored]) -> str:
+    """An answer as one text (typed into a question a worker is still waiting on), each
+    part after who wrote it."""
+    return "\n\n".join(f"{part.author}: {part.text.strip()}" for part in answer)

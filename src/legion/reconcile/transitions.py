@@ -15,6 +15,7 @@ from legion.core.decide import Action, Decision, due_after_answer
 from legion.core.liveness import SessionState, finishing
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label, Mode
+from legion.core.untrusted import Authored
 from legion.errors import LegionError
 from legion.faults import fault_point
 from legion.feedback import ask_human
@@ -22,7 +23,7 @@ from legion.sessions.roster import WorkerView
 from legion.state import IssueState
 from legion.tracing import span
 
-from .answers import answer_in, legion_asked, restarts_question
+from .answers import answer_in, legion_asked, plain, restarts_question
 from .context import PassContext
 from .labels import answer_worker
 from .outcomes import Step, deferred, done, observed_state
@@ -240,7 +241,7 @@ class Transitions:
         tracker = self.ctx.tracker
         comments = tracker.list_comments(issue)
         answer = answer_in(comments)
-        if answer is None:
+        if not answer:
             tracker.add_comment(
                 issue,
                 "Legion found no answer after the question. Comment with the answer, then add "
@@ -255,7 +256,7 @@ class Transitions:
         ]
         if blocked and blocked[0].question is not None:
             parts = len(blocked[0].question.items)
-            answer_worker(self.ctx.workers, tracker, issue, [answer] * parts)
+            answer_worker(self.ctx.workers, tracker, issue, [plain(answer)] * parts)
             result = done(f"answered the question in {blocked[0].record.window}")
         elif legion_asked(comments):
             return self._answer_legion(state, answer)
@@ -272,7 +273,7 @@ class Transitions:
         )
         return result
 
-    def _answer_legion(self, state: IssueState, answer: str) -> Step:
+    def _answer_legion(self, state: IssueState, answer: Sequence[Authored]) -> Step:
         """A human answered a question Legion asked itself (its budget, a worker that keeps
         dying): no worker asked it, so no session is waiting for it. The labels go, and the
         worker that is due (the table's decision without them) starts with the answer in its

@@ -43,12 +43,18 @@ class Comment:
     author: str
     body: str  # without Legion's marker
     created_at: str
-    # Written by Legion or one of its workers: known by the marker Legion puts in every comment
-    # it writes, never by a name string (on Linear and GitHub every one comes from the same
-    # account, which may be a person's own).
+    # Written by Legion or one of its workers: the marker Legion puts in every comment it
+    # writes, on a comment the service says Legion's own account wrote (GitHub's
+    # `viewerDidAuthor`, Linear's `isMe`; the embedded tracker has no other writer). A marker
+    # anyone else wrote is text like any other: never a name string, never the text alone.
     by_legion: bool = False
     # Written by an integration (a Linear app, a GitHub bot): never a person's answer.
     by_bot: bool = False
+    # Written by someone who decides for the project, as the service says: the repository's
+    # owner, a member or a collaborator (GitHub's `authorAssociation`), a member of the
+    # workspace who is no guest (Linear), anyone on this machine (the embedded tracker), or
+    # Legion's own account. Only such a comment answers a question (`reconcile.answers`).
+    by_member: bool = False
     # The question Legion asked for itself in it (its budget, a worker that keeps dying).
     asked: LegionQuestion | None = None
 

@@ -292,6 +292,9 @@ def _comment(row: Row) -> Comment:
         created_at=row["created_at"],
         by_legion=marker is not None,
         asked=asked,
+        # Only this machine writes here: its user's commands, and sessions through the relay,
+        # whose bodies cannot carry a marker (`core.marks.defanged`).
+        by_member=True,
     )
 
 

@@ -45,9 +45,11 @@ fragment LegionPullRequest on PullRequest {{
   labels(first: {NESTED_PAGE_SIZE}) {{ nodes {{ name }} }}
   reviewDecision
   latestReviews(first: {NESTED_PAGE_SIZE}) {{
-    nodes {{ author {{ login }} state body submittedAt }}
+    nodes {{ author {{ login }} state body submittedAt authorAssociation viewerDidAuthor }}
   }}
-  comments(last: {NESTED_PAGE_SIZE}) {{ nodes {{ author {{ login }} body createdAt }} }}
+  comments(last: {NESTED_PAGE_SIZE}) {{
+    nodes {{ author {{ login }} body createdAt viewerDidAuthor }}
+  }}
   mergeable
   commits(last: 1) {{
     nodes {{

@@ -13,6 +13,7 @@ from typing import Any
 
 from legion.core.marks import mark, unmark
 from legion.forges.base import Review
+from legion.github.repository import MEMBER_ASSOCIATIONS
 
 APPROVED_LABEL = "worker-approved"
 CHANGES_LABEL = "worker-changes-requested"
@@ -68,11 +69,15 @@ def reviews_of(node: Mapping[str, Any], labels: frozenset[str]) -> tuple[Review,
         outcome = _NATIVE_OUTCOMES.get(review.get("state") if review else "")
         if review and outcome is not None:
             when = review.get("submittedAt") or ""
-            entries.append(Review(outcome, _login(review.get("author")), review["body"], when))
+            member = review.get("viewerDidAuthor") is True or (
+                review.get("authorAssociation") in MEMBER_ASSOCIATIONS
+            )
+            login = _login(review.get("author"))
+            entries.append(Review(outcome, login, review["body"], when, by_member=member))
     legion: list[Review] = []
     for comment in (node.get("comments") or {}).get("nodes") or []:
-        if not comment:
-            continue
+        if not comment or comment.get("viewerDidAuthor") is not True:
+            continue  # Legion's reviews are written with its token: anyone else's is a comment
         text, author, _ = unmark(comment.get("body") or "")
         match = _HEADING.match(text)
         if author is None or match is None or match.group(1) not in _OUTCOME_BY_HEADING:

@@ -62,6 +62,8 @@ fragment LegionIssueComment on IssueComment {
   body
   createdAt
   author { __typename login }
+  authorAssociation
+  viewerDidAuthor
 }
 """
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from legion.core.marks import unmark
+from legion.github.repository import MEMBER_ASSOCIATIONS
 from legion.trackers.base import Comment
 from legion.trackers.github_issues.body import split_parent
 
@@ -44,18 +45,23 @@ def children(node: Mapping[str, Any]) -> list[int]:
 
 
 def to_comment(node: Mapping[str, Any], identifier: str) -> Comment:
-    """A comment of issue `identifier`; its author is the name in Legion's marker for the
-    comments Legion wrote (every one is written with the same token), else the login."""
-    body, marker, asked = unmark(node.get("body") or "")
+    """A comment of issue `identifier`. It is Legion's when it carries Legion's marker and the
+    token's own account wrote it (every one Legion writes is written with that token): its
+    author is then the name in the marker; any other comment is its login's, marker and all."""
+    raw = node.get("body") or ""
+    body, marker, asked = unmark(raw)
     author = node.get("author") or {}
     login = author.get("login") or "ghost"  # GitHub's deleted account
+    mine = node.get("viewerDidAuthor") is True
+    ours = marker is not None and mine
     return Comment(
         id=node["id"],
         issue=identifier,
-        author=marker if marker is not None else login,
-        body=body,
+        author=marker if ours and marker is not None else login,
+        body=body if ours else raw,
         created_at=node.get("createdAt") or "",
-        by_legion=marker is not None,
-        asked=asked,
+        by_legion=ours,
+        asked=asked if ours else None,
         by_bot=author.get("__typename") == "Bot",
+        by_member=mine or node.get("authorAssociation") in MEMBER_ASSOCIATIONS,
     )

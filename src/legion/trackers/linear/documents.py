@@ -49,7 +49,7 @@ fragment LegionComment on Comment {
   id
   body
   createdAt
-  user { id name displayName }
+  user { id name displayName isMe guest }
   botActor { name }
   externalUser { name }
 }

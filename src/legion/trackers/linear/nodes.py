@@ -46,19 +46,27 @@ def blocking_relations(node: Mapping[str, Any]) -> dict[str, str]:
 
 
 def to_comment(node: Mapping[str, Any], identifier: str) -> Comment:
-    """A comment of issue `identifier`; its author is the name in Legion's marker for the
-    comments Legion wrote (every one is written with the same key, so Linear shows the key's
-    owner), else the Linear user's display name."""
-    body, marker, asked = unmark(node["body"])
+    """A comment of issue `identifier`. It is Legion's when it carries Legion's marker and the
+    key's own user wrote it (Linear's `isMe`: every one Legion writes is written with that
+    key): its author is then the name in the marker; any other comment is its writer's (the
+    Linear user's display name), marker and all."""
+    raw = node["body"]
+    body, marker, asked = unmark(raw)
+    user = node.get("user")
+    mine = bool(user and user.get("isMe"))
+    ours = marker is not None and mine
     return Comment(
         id=node["id"],
         issue=identifier,
-        author=marker if marker is not None else _display_name(node),
-        body=body,
+        author=marker if ours and marker is not None else _display_name(node),
+        body=body if ours else raw,
         created_at=node["createdAt"],
-        by_legion=marker is not None,
-        asked=asked,
-        by_bot=node.get("user") is None and node.get("botActor") is not None,
+        by_legion=ours,
+        asked=asked if ours else None,
+        by_bot=user is None and node.get("botActor") is not None,
+        # A member of the workspace (no guest, no one outside it), or the key's own user.
+        by_member=mine
+        or (user is not None and not user.get("guest") and node.get("externalUser") is None),
     )
 
 
