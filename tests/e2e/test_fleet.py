@@ -457,7 +457,8 @@ def test_a_humans_answer_is_typed_into_a_worker_on_another_host(alpha: Swarm, be
         ],
     )
     answered = Scenario(
-        r"A human answered your question:\s*Hello",
+        # The answer comes fenced, named: who wrote it, as the tracker says.
+        r"A human answered your question:\s*<<<legion-quoted \w+: comment by [^>]+>>>\s*Hello",
         [
             [
                 bash(

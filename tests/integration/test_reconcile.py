@@ -122,10 +122,9 @@ def test_human_answer_is_what_follows_the_last_legion_comment(reconciler: Reconc
     tracker.add_comment("LEG-1", "The second.", author="sami")
     # A person whose name looks like Legion's is still a person: the marker decides.
     tracker.add_comment("LEG-1", "And keep it short.", author="legion-fan")
-    assert (
-        plain(human_answer(tracker, "LEG-1"))
-        == "sami: The second.\n\nlegion-fan: And keep it short."
-    )
+    answer = human_answer(tracker, "LEG-1")
+    assert [part.author for part in answer] == ["sami", "legion-fan"]
+    assert plain(answer) == "The second.\n\nAnd keep it short."
     shown = tracker.list_comments("LEG-1")
     assert [c.by_legion for c in shown] == [False, True, False, False]
     assert shown[1].body == "**Question** which one?"  # the marker is not part of the text

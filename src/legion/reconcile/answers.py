@@ -113,6 +113,6 @@ def answer_in(comments: Sequence[Comment]) -> tuple[Authored, ...]:
 
 
 def plain(answer: Sequence[Authored]) -> str:
-    """An answer as one text (typed into a question a worker is still waiting on), each
-    part after who wrote it."""
-    return "\n\n".join(f"{part.author}: {part.text.strip()}" for part in answer)
+    """An answer as one text, typed into a question a worker is still waiting on: its words
+    alone (an option it offered must read as that option; only members' comments are in it)."""
+    return "\n\n".join(part.text.strip() for part in answer)
