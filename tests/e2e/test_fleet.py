@@ -438,6 +438,13 @@ def test_workers_run_on_another_host_than_the_leaders(
     assert alpha.json("workers") == []
 
 
+def planned_with_the_answer(swarm: Swarm) -> bool:
+    """The planner's last turn done: its plan posted, and `worker-active` off."""
+    shown = swarm.json("issue", "show", "LEG-1")
+    said = [c["body"] for c in shown["comments"]]
+    return "## Plan: say Hello" in said and "worker-active" not in shown["labels"]
+
+
 def test_a_humans_answer_is_typed_into_a_worker_on_another_host(alpha: Swarm, beta: Swarm) -> None:
     """A planner placed on beta asks a human and ends its turn, still running. The answer
     (`legion feedback`, on alpha) is relayed by alpha, the leader, into that live session:
@@ -463,8 +470,7 @@ def test_a_humans_answer_is_typed_into_a_worker_on_another_host(alpha: Swarm, be
             [
                 bash(
                     "legion issue comment LEG-1 --body '## Plan: say Hello' "
-                    "&& legion issue move LEG-1 Icebox "
-                    "&& legion issue label LEG-1 --remove worker-active"
+                    "&& legion issue label LEG-1 --add user-input-needed --remove worker-active"
                 )
             ],
             [text("Planned with the answer.")],
@@ -489,7 +495,7 @@ def test_a_humans_answer_is_typed_into_a_worker_on_another_host(alpha: Swarm, be
             )
             alpha.legion("feedback", "LEG-1", "Hello")
             beta.server.wait_for_turn("answered", 0, timeout=60)
-            wait_until("LEG-1 parked", lambda: issue_status(alpha, "LEG-1") == "Icebox")
+            wait_until("LEG-1 planned", lambda: planned_with_the_answer(alpha))
     typed = [e["detail"] for e in alpha.json("log", "-n", "200") if e["action"] == "host_type"]
     assert typed and "typed into leg-1-plan" in typed[0], typed
     # One session: the answer went into the planner's conversation on beta, which asked.

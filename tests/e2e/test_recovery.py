@@ -53,8 +53,14 @@ def busy(seconds: int) -> str:
 
 
 def park(issue: str) -> str:
-    """What a resumed worker does here: take the issue out of the flow, so the test ends still."""
-    return f"legion issue move {issue} Icebox && legion issue label {issue} --remove worker-active"
+    """What a resumed worker does here: take the issue out of the flow, so the test ends still
+    (it asks a human: a worker moves no issue, `legion.core.roles`)."""
+    return f"legion issue label {issue} --add user-input-needed --remove worker-active"
+
+
+def parked(swarm: Swarm, issue: str) -> bool:
+    found = labels(swarm, issue)
+    return "user-input-needed" in found and "worker-active" not in found
 
 
 def controller(swarm: Swarm) -> None:
@@ -167,7 +173,7 @@ def test_a_stuck_worker_is_killed_only_when_both_signals_agree_then_resumed(swar
         # for stale_after (counted from its last touch, not from the loop's last sleep).
         wait_until("killed", lambda: actions(swarm, "kill_stuck_worker"), timeout=stale_after + 10)
         assert time.monotonic() - touched >= stale_after - 0.5
-        wait_until("resumed and parked", lambda: issue_status(swarm, "LEG-1") == "Icebox")
+        wait_until("resumed and parked", lambda: parked(swarm, "LEG-1"))
     no_overlap(watch)
     assert len(actions(swarm, "kill_stuck_worker")) == 1
     assert [e["outcome"] for e in actions(swarm, REDISPATCH)] == ["done"]
@@ -368,7 +374,7 @@ def test_after_the_human_clears_the_flag_the_worker_is_started_again(swarm: Swar
         swarm.legion("issue", "label", "LEG-1", "--remove", "user-input-needed")
         wait_until(
             "started again, or asked again",
-            lambda: issue_status(swarm, "LEG-1") == "Icebox" or len(asked(swarm)) > 1,
+            lambda: parked(swarm, "LEG-1") or len(asked(swarm)) > 1,
         )
     no_overlap(watch)
     assert len(asked(swarm)) == 1, "asked the human again instead of starting the worker"
@@ -445,10 +451,7 @@ def test_an_orphaned_worker_active_label_is_recovered(swarm: Swarm) -> None:
         # `park` moves the issue, then takes the label off: two commands, both waited for.
         wait_until(
             "recovered",
-            lambda: (
-                issue_status(swarm, "LEG-1") == "Icebox"
-                and "worker-active" not in labels(swarm, "LEG-1")
-            ),
+            lambda: parked(swarm, "LEG-1") and "worker-active" not in labels(swarm, "LEG-1"),
         )
     no_overlap(watch)
     assert [e["outcome"] for e in actions(swarm, REDISPATCH)] == ["done"]
@@ -466,7 +469,7 @@ def test_a_daemon_killed_mid_pass_loses_nothing_and_starts_nothing_twice(
     shim = TmuxShim(tmp_path / "shim")
     for n in (1, 2, 3):
         swarm.legion("issue", "create", f"Work {n}", "--status", "In Progress")
-        end = "legion issue move LEG-3 Done" if n == 3 else park(f"LEG-{n}")
+        end = park(f"LEG-{n}")
         work = (
             f"echo {n} > work-{n}.txt && git add -A && (git diff --cached --quiet || "
             f"git commit -qm work-{n}) && {end}"
@@ -495,10 +498,9 @@ def test_a_daemon_killed_mid_pass_loses_nothing_and_starts_nothing_twice(
         shim.clear("slow-after-leg-2-implement")
 
         with Daemon(swarm, tick=0.5, extra_env=env):
-            for n, end in ((1, "Icebox"), (2, "Icebox"), (3, "Done")):
-                wait_until(
-                    f"LEG-{n} {end}", lambda n=n, end=end: issue_status(swarm, f"LEG-{n}") == end
-                )
+            for n in (1, 2, 3):
+                wait_until(f"LEG-{n} parked", lambda n=n: parked(swarm, f"LEG-{n}"))
+            swarm.legion("issue", "move", "LEG-3", "Done")  # a person closes it
             wait_until(
                 "LEG-3's workspace looked at",
                 lambda: [e for e in actions(swarm, "sweep_workspace", "LEG-3")],
@@ -546,7 +548,7 @@ def test_the_tmux_server_killed_everything_is_restarted_in_its_sessions(swarm: S
         (controller_transcript,) = transcripts_of(swarm, controller_sid)
         controller_lines = len(controller_transcript.read_text().splitlines())
         swarm.tmux("kill-server")
-        wait_until("worker resumed and parked", lambda: issue_status(swarm, "LEG-1") == "Icebox")
+        wait_until("worker resumed and parked", lambda: parked(swarm, "LEG-1"))
         wait_until(
             "controller back in its session",
             lambda: (
@@ -607,7 +609,7 @@ def test_tmux_not_answering_is_unknown_not_dead_and_nothing_is_restarted(
         assert any(e["outcome"] == "failed" for e in during)
         assert "user-input-needed" not in labels(swarm, "LEG-1")
         # And everything carries on: the worker finishes, the reviewer is started.
-        wait_until("reviewed and parked", lambda: issue_status(swarm, "LEG-1") == "Icebox")
+        wait_until("reviewed and parked", lambda: parked(swarm, "LEG-1"))
     no_overlap(watch)
     assert len(watch.seen[worker_sid]) == 1 and len(watch.seen[controller_sid]) == 1
     assert actions(swarm, "transition_to_needs_review")

@@ -168,20 +168,25 @@ def test_another_issue_is_refused_in_one_line_and_logged(relay: Relay) -> None:
         ("issue", "show", "LEG-3"),
         ("issue", "comments", "LEG-3"),
         ("issue", "list"),
-        ("issue", "create", "Loose work"),  # neither a child of LEG-2 nor for triage
     ):
         result = relay.worker(token, *args)
         assert result.returncode == 2, (args, result.stderr)
         assert "this worker may" in one_line_error(result)
+    # Creating issues is the architect's (children) and the retro's (for triage) alone.
+    loose = relay.worker(token, "issue", "create", "Loose work")
+    assert loose.returncode == 2
+    assert "an implement session may not create issues" in one_line_error(loose)
     assert "private" not in relay.worker(token, "issue", "show", "LEG-3").stdout
     entries = [e for e in ActionLog(relay.backends.db).tail(50) if e.action == "relay_refuse"]
     assert entries and all(e.issue == "LEG-2" for e in entries)
     assert entries[0].detail == "this worker may act only on LEG-2 (asked: LEG-3)"
     assert all(token not in e.detail for e in entries)
     # What the architect and the retro create is allowed: a child, an issue for triage.
-    child = relay.worker(token, "issue", "create", "Sub-task", "--parent", "LEG-2")
+    architect = relay.capability("LEG-2", mode="architect")
+    child = relay.worker(architect, "issue", "create", "Sub-task", "--parent", "LEG-2")
     assert child.returncode == 0, child.stderr
-    triage = relay.worker(token, "issue", "create", "Spotted", "--status", "Triage")
+    retro = relay.capability("LEG-2", mode="retro")
+    triage = relay.worker(retro, "issue", "create", "Spotted", "--status", "Triage")
     assert triage.returncode == 0, triage.stderr
 
 
@@ -242,7 +247,7 @@ def test_a_worker_cannot_forge_legions_markers_in_what_it_writes(relay: Relay) -
 
 def test_a_worker_orders_its_children_and_waits_for_them(relay: Relay) -> None:
     """An architect's "blocked by": on its issue and its children, with blockers it may read."""
-    token = relay.capability("LEG-2")
+    token = relay.capability("LEG-2", mode="architect")
     created = relay.worker(
         token, "issue", "create", "Second step", "--parent", "LEG-2", "--blocked-by", "LEG-4"
     )
@@ -455,10 +460,12 @@ def test_the_adapters_return_what_the_backends_return(relay: Relay) -> None:
     added = tracker.add_comment("LEG-2", "hello", author="someone")
     assert tracker.list_comments("LEG-2") == [added] == direct.list_comments("LEG-2")
     assert tracker.set_status("LEG-3", Status.TODO).status is Status.TODO
-    both = {"worker-done", "worker-active"}
-    assert tracker.update_labels("LEG-3", add=sorted(both)).labels == both
-    assert tracker.update_labels("LEG-3", remove=["worker-done"]).labels == {"worker-active"}
-    made = tracker.create_issue("New", labels=["worker-done"], parent="LEG-1")
+    waiting = {"user-input-needed"}
+    assert tracker.update_labels("LEG-3", add=sorted(waiting)).labels == waiting
+    direct.update_labels("LEG-3", add=["user-feedback-given"])  # a person answered
+    both = ["user-input-needed", "user-feedback-given"]
+    assert tracker.update_labels("LEG-3", remove=both).labels == set()
+    made = tracker.create_issue("New", parent="LEG-1", status=Status.TODO)
     assert made == direct.get_issue(made.identifier)
     git(relay.repo, "branch", "legion/leg-3")
     pr = forge.create_pr("LEG-3", "legion/leg-3", draft=True)
@@ -995,3 +1002,44 @@ def test_a_session_that_ends_by_itself_loses_its_capability_once_the_daemon_sees
     # Only what was minted before a look goes (the look saw a pane older than it).
     assert capabilities.revoke_session(ENDING_SID, minted_before="2000-01-01T00:00:00Z") == 0
     assert capabilities.lookup(again) is not None
+
+
+def test_the_roles_table_holds_through_the_relay_for_the_attacks_it_is_for(relay: Relay) -> None:
+    """Issue 36: what a worker or a controller steered by what it read would try, through the
+    real `legion` of a session: each refused in one line, logged, and nothing changed."""
+    tracker = relay.backends.tracker
+    implementer = relay.capability("LEG-2")
+    retro = relay.capability("LEG-2", mode="retro")
+    controller = relay.capability(None)
+    before = len(tracker.list_issues())
+    attempts = [
+        (implementer, ("issue", "move", "LEG-2", "Done"), "may not move an issue"),
+        (implementer, ("issue", "label", "LEG-2", "--add", "user-feedback-given"),
+         "only a person says they answered"),
+        (implementer, ("issue", "label", "LEG-2", "--remove", "user-input-needed"),
+         "may not remove `user-input-needed`"),
+        (retro, ("issue", "create", "Answered!", "--status", "Triage", "--label",
+                 "user-input-needed", "--label", "user-feedback-given"), "Legion's to set"),
+        (retro, ("issue", "create", "Go", "--status", "In Progress"), "only in Triage"),
+        (controller, ("issue", "move", "LEG-3", "Done"), "may not move an issue to Done"),
+        (controller, ("issue", "label", "LEG-3", "--add", "worker-done"),
+         "the controller may not add `worker-done`"),
+    ]  # fmt: skip
+    for token, args, said in attempts:
+        result = relay.worker(token, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert said in one_line_error(result), (args, result.stderr)
+    tracker.update_labels("LEG-3", add=["user-input-needed"])  # a question for a person
+    early = relay.worker(controller, "issue", "label", "LEG-3", "--remove", "user-input-needed")
+    assert early.returncode == 2 and "before a person answered" in one_line_error(early)
+    assert tracker.get_issue("LEG-3").labels == {"user-input-needed"}
+    assert tracker.get_issue("LEG-2").status is not Status.DONE
+    assert len(tracker.list_issues()) == before
+    logged = [e for e in ActionLog(relay.backends.db).tail(50) if e.action == "relay_refuse"]
+    assert len(logged) >= len(attempts) + 1
+    # The retro's follow-ups: a handful, then no more.
+    for n in range(5):
+        made = relay.worker(retro, "issue", "create", f"Follow-up {n}", "--status", "Triage")
+        assert made.returncode == 0, made.stderr
+    sixth = relay.worker(retro, "issue", "create", "One more", "--status", "Triage")
+    assert sixth.returncode == 2 and "at most 5 a session" in one_line_error(sixth)

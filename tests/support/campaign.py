@@ -7,7 +7,7 @@ server, and `legion start --foreground` as a separate process with `LEGION_TEST_
 When the armed point has killed its process (the daemon, or for the merge points the finisher's
 `legion pr merge`), the daemon is started again without the fault, and the swarm must finish:
 
-- every issue Done, none lost;
+- every issue closed (the feature Done, the duplicate set aside in Icebox), none lost;
 - never two live processes on one Claude session id: any session of the project (the
   controller's, every mode of every issue), sampled from /proc all through the run
   (`SessionWatch`), not only looked at in the end;
@@ -128,10 +128,10 @@ def issue_scenarios(issue: str) -> list[Scenario]:
 
 
 def controller_scenarios(triage: str) -> list[Scenario]:
-    """The controller: woken for `<triage>:triage` it closes that issue (a duplicate);
+    """The controller: woken for `<triage>:triage` it sets that issue aside (a duplicate);
     otherwise it has nothing to judge."""
     head = r"<command-name>/legion-controller</command-name>"
-    close = f"legion issue move {triage} Done"
+    close = f"legion issue move {triage} Icebox"  # a duplicate: the controller closes none
     return [
         Scenario(
             rf"{head}[\s\S]*{triage}:triage",
@@ -246,8 +246,8 @@ def run_point(spec: str, root: Path, home: Path, *, timeout: float = 120.0) -> R
             return kill_log.read_text().splitlines() if kill_log.exists() else []
 
         def finished() -> bool:
-            done = all(issue_status(swarm, i) == "Done" for i in ("LEG-1", "LEG-2"))
-            return done and not workspace.exists()
+            done = issue_status(swarm, "LEG-1") == "Done"
+            return done and issue_status(swarm, "LEG-2") == "Icebox" and not workspace.exists()
 
         with SessionWatch(sids) as watch, _BranchWatch(swarm.repo) as branches:
             first = _Daemon(swarm, armed, daemon_log)
@@ -312,8 +312,8 @@ def run_daemon_kills(
         workspace = swarm.workspace_root / "leg-1"
 
         def finished() -> bool:
-            closed = all(issue_status(swarm, i) == "Done" for i in ("LEG-1", "LEG-2"))
-            return closed and not workspace.exists()
+            closed = issue_status(swarm, "LEG-1") == "Done"
+            return closed and issue_status(swarm, "LEG-2") == "Icebox" and not workspace.exists()
 
         with SessionWatch(project_sessions(swarm)) as watch, _BranchWatch(swarm.repo) as branches:
             for delay in kills:

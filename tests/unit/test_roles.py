@@ -38,3 +38,97 @@ def test_the_controller_opens_and_readies_but_neither_reviews_nor_merges() -> No
         why = controller_refusal(operation)
         assert why is not None and why.startswith("the controller may not")
     assert controller_refusal("get_pr") is None
+
+
+# -- the tracker's writes (issue 36): statuses, labels, new issues -----------------------------
+
+from legion.core.model import Label, Status  # noqa: E402
+from legion.core.roles import (  # noqa: E402
+    CONTROLLER,
+    creation_refusal,
+    label_refusal,
+    status_refusal,
+)
+
+WHO = [m.value for m in Mode] + [CONTROLLER, ""]
+STATUS_ALLOWED = {
+    ("finish", Status.DONE),
+    ("finish", Status.NEEDS_REVIEW),
+    *(
+        (CONTROLLER, s)
+        for s in (Status.TRIAGE, Status.ICEBOX, Status.BACKLOG, Status.TODO, Status.IN_PROGRESS)
+    ),
+}
+
+
+@pytest.mark.parametrize("who", WHO)
+@pytest.mark.parametrize("status", list(Status))
+def test_each_session_sets_only_its_statuses(who: str, status: Status) -> None:
+    why = status_refusal(who, status)
+    assert (why is None) == ((who, status) in STATUS_ALLOWED), why
+
+
+ADDS = {**{m.value: {"worker-done", "user-input-needed"} for m in Mode}}
+ADDS[CONTROLLER] = {"user-input-needed"}
+REMOVES = {**{m.value: {"worker-active", "worker-done"} for m in Mode}}
+REMOVES[CONTROLLER] = {label.value for label in Label}
+
+
+@pytest.mark.parametrize("who", WHO)
+@pytest.mark.parametrize("label", [label.value for label in Label] + ["frontend"])
+def test_each_session_puts_on_and_takes_off_only_its_labels(who: str, label: str) -> None:
+    answered = frozenset({"user-feedback-given"})
+    added = label_refusal(who, frozenset({label}), frozenset(), answered)
+    removed = label_refusal(who, frozenset(), frozenset({label}), answered)
+    own = label == "frontend"  # the project's own label: anyone's
+    assert (added is None) == (own or label in ADDS.get(who, set())), added
+    assert (removed is None) == (own or label in REMOVES.get(who, set())), removed
+
+
+def test_the_controller_answers_nothing_that_waits_for_a_person() -> None:
+    waiting = frozenset({"user-input-needed"})
+    why = label_refusal(CONTROLLER, frozenset(), waiting, waiting)
+    assert why is not None and "before a person answered" in why
+    assert label_refusal(CONTROLLER, frozenset({"user-feedback-given"}), frozenset(), waiting)
+
+
+def create(who: str, **kwargs: object) -> str | None:
+    asked: dict[str, object] = {
+        "parent": None, "own": "LEG-2", "status": Status.TRIAGE, "labels": frozenset(),
+        "created": 0,
+    }  # fmt: skip
+    asked.update(kwargs)
+    return creation_refusal(who, **asked)  # type: ignore[arg-type]
+
+
+def test_the_architect_files_children_the_retro_follow_ups_the_controller_routes() -> None:
+    assert create("architect", parent="LEG-2", status=Status.TODO) is None
+    assert create("architect", parent="leg-2", status=Status.BACKLOG) is None
+    assert create("architect", parent="LEG-3", status=Status.TODO)  # not its own
+    assert create("architect", status=Status.TRIAGE)  # no parent
+    assert create("architect", parent="LEG-2", status=Status.IN_PROGRESS)
+    assert create("architect", parent="LEG-2", status=Status.TODO, created=20)
+    assert create("retro") is None
+    assert create("retro", parent="LEG-2")
+    assert create("retro", status=Status.TODO)
+    assert create("retro", created=5)
+    for mode in ("plan", "implement", "review", "finish", ""):
+        assert create(mode, parent="LEG-2", status=Status.TODO)
+        assert create(mode)
+    assert create(CONTROLLER, parent="LEG-9", status=Status.BACKLOG, labels={"legion"}) is None
+    assert create(CONTROLLER, status=Status.DONE)
+    assert create(CONTROLLER, status=Status.IN_PROGRESS)
+
+
+@pytest.mark.parametrize("who", ["architect", "retro", CONTROLLER])
+@pytest.mark.parametrize("label", [label.value for label in Label])
+def test_no_session_creates_an_issue_with_a_workflow_label(who: str, label: str) -> None:
+    why = create(who, parent="LEG-2", status=Status.TODO if who != "retro" else Status.TRIAGE,
+                 labels=frozenset({label}))  # fmt: skip
+    if who == "retro":
+        why = create(who, labels=frozenset({label}))
+    assert why is not None and "Legion's to set" in why
+
+
+def test_a_worker_labels_nothing_it_creates() -> None:
+    assert create("retro", labels=frozenset({"frontend"}))

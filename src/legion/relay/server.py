@@ -144,9 +144,12 @@ class Call:
         op: str,
         args: dict[str, Any],
         capability: str = "",
+        created: dict[str, int] | None = None,
     ):
         self.backends = backends
         self.capability = capability  # the token the request came with (the session's own)
+        # Issues each capability created (`legion.core.roles.CREATION_ROLES`' bound).
+        self.created = {} if created is None else created
         self.tracker = backends.tracker
         self.forge = backends.forge
         self.scope = scope
@@ -228,6 +231,16 @@ class Call:
                 f"this worker may read only {mine}, its parent and its children (asked: {asked})"
             )
         return NotPermittedError(f"this worker may act only on {mine} (asked: {asked})")
+
+    def who(self) -> str:
+        """Who is asking, in the roles' tables (`legion.core.roles`): the worker's mode, or the
+        controller for a project's capability."""
+        return roles.CONTROLLER if self.scope.issue is None else self.scope.mode
+
+    def allowed(self, refusal: str | None) -> None:
+        """Refuse with `refusal` (the roles' one line), unless it is None."""
+        if refusal is not None:
+            raise NotPermittedError(refusal)
 
     def in_role(self, operation: str) -> None:
         """Unless the worker's mode (or, for a project's capability, the controller) may make
@@ -332,38 +345,50 @@ def _get_issue(call: Call) -> Any:
 def _create_issue(call: Call) -> Any:
     parent = call.optional_text("parent")
     status = call.status("status")
-    if call.scope.issue is not None:
-        if parent is None and status is not Status.TRIAGE:
-            raise NotPermittedError(
-                f"this worker may create only sub-issues of {call.scope.issue} "
-                f"(--parent {call.scope.issue}), or issues in Triage"
-            )
-        if parent is not None:
-            call.own(parent)
+    labels = call.texts("labels")
+    if parent is not None and call.scope.issue is not None:
+        call.own(parent)
+    call.allowed(
+        roles.creation_refusal(
+            call.who(),
+            parent=parent,
+            own=call.scope.issue,
+            status=status,
+            labels=frozenset(labels),
+            created=call.created.get(call.capability, 0),
+        )
+    )
     blocked_by = call.texts("blocked_by")
     call.blockers(blocked_by, "the new issue")
-    return call.tracker.create_issue(
+    created = call.tracker.create_issue(
         call.text("title"),
         body=call.written("body"),
         status=status,
-        labels=call.texts("labels"),
+        labels=labels,
         parent=parent,
         blocked_by=blocked_by,
     )
+    call.created[call.capability] = call.created.get(call.capability, 0) + 1
+    return created
 
 
 def _set_status(call: Call) -> Any:
     identifier = call.text("identifier")
     call.own(identifier)
-    return call.tracker.set_status(identifier, call.status("status"))
+    status = call.status("status")
+    call.allowed(roles.status_refusal(call.who(), status))
+    return call.tracker.set_status(identifier, status)
 
 
 def _update_labels(call: Call) -> Any:
     identifier = call.text("identifier")
     call.own(identifier)
-    return call.tracker.update_labels(
-        identifier, add=call.texts("add"), remove=call.texts("remove")
+    add, remove = call.texts("add"), call.texts("remove")
+    current = call.tracker.get_issue(identifier).labels if call.scope.issue is None else set()
+    call.allowed(
+        roles.label_refusal(call.who(), frozenset(add), frozenset(remove), frozenset(current))
     )
+    return call.tracker.update_labels(identifier, add=add, remove=remove)
 
 
 def _set_blocked_by(call: Call) -> Any:
@@ -574,6 +599,7 @@ class RelayExecutor:
         self._unknown_logged_at = -UNKNOWN_LOG_EVERY_S
         self._running: dict[str, int] = {}  # by capability: its deferred commands not done
         self._running_lock = threading.Lock()  # their ends are in connection threads
+        self._created: dict[str, int] = {}  # issues each capability created; executor thread
 
     def _counted(self, capability: str, deferred: Deferred, op: str) -> Deferred:
         """`deferred`, counted against its capability's `MAX_COMMANDS_AT_ONCE` until its work
@@ -648,7 +674,7 @@ class RelayExecutor:
                 raise InputError(f"the Legion daemon has no operation {op!r}")
             self._within_rate(request.capability, scope, op)
             try:
-                call = Call(backends, scope, op, request.args, request.capability)
+                call = Call(backends, scope, op, request.args, request.capability, self._created)
                 result = run(call)
             except NotPermittedError as exc:
                 raise self._logged(scope, exc) from None
