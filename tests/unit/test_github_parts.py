@@ -168,7 +168,11 @@ def test_a_pr_node_reads_as_its_branchs_issue_with_its_label_verdict() -> None:
 
 
 def test_a_review_comment_without_its_label_is_only_a_comment() -> None:
-    comment = {"body": review_comment("changes_requested", "fix", "rev"), "createdAt": "x"}
+    comment = {
+        "body": review_comment("changes_requested", "fix", "rev"),
+        "createdAt": "x",
+        "viewerDidAuthor": True,  # Legion's token wrote it
+    }
     (review,) = reviews_of({"comments": {"nodes": [comment]}}, frozenset())
     assert review.outcome == "commented" and review.body == "fix"
     assert reviews_of({"comments": {"nodes": [{"body": mark("hello", "rev")}]}}, frozenset()) == ()
