@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from legion.bus.model import Agent, Channel, Message, Posted
 from legion.config import Project
+from legion.core import roles
 from legion.core.model import CONTROLLER_MODE
 from legion.core.usage import Usage
 from legion.errors import InputError, LegionError, NotPermittedError, ProtocolError
 from legion.fleet import LEASE_ENV
 from legion.relay import CAPABILITY_ENV, RUN_BY_DAEMON_ENV, SOCKET_ENV, socket_path
+from legion.relay.capabilities import Capabilities
 
 if TYPE_CHECKING:
     from legion.bus import Bus
@@ -299,11 +301,20 @@ class _SessionOps:
         # session's own capability). It sees tmux, the bus and the database, as the daemon does.
         kept_back = {*model_key_variables(self.env), *backend_secret_variables()}
         env = {name: value for name, value in self.env.items() if name not in kept_back}
+        capability = call.capability
+        if command in LEGIONS_PASSES:
+            # Legion's own moves, the decision table's (`legion.core.roles.LEGION`): asked for
+            # by the controller, steered by nothing it wrote. Their capability is in this
+            # process's environment alone, never the session's, and the next one replaces it.
+            own_pass = f"{roles.LEGION}:{command}:{scope.session_id}"
+            capability = Capabilities(call.backends.db).mint(
+                None, mode=roles.LEGION, session_id=own_pass
+            )
         env |= {
             "LEGION_SESSION_ID": scope.session_id,
             "LEGION_MODE": scope.mode or CONTROLLER_MODE,
             "LEGION_REPO": str(self.project.root),
-            CAPABILITY_ENV: call.capability,
+            CAPABILITY_ENV: capability,
             SOCKET_ENV: str(socket_path(self.project.state_dir)),
             RUN_BY_DAEMON_ENV: "1",
         }
@@ -361,6 +372,9 @@ DAEMON_COMMANDS = frozenset(
         "task",
     }
 )
+# Of those, Legion's own passes: the decision table's moves (transitions, starts), run with
+# Legion's authority (`legion.core.roles.LEGION`), not the controller's.
+LEGIONS_PASSES = frozenset({"reconcile", "dispatch", "resume"})
 FOLLOW_REFUSAL = "a session cannot follow the bus's events through the daemon"
 
 

@@ -18,9 +18,9 @@ from legion.backends import open_backends
 from legion.config import load_project
 from legion.reconcile import BUDGET_HEADING
 from legion.reconcile.answers import IDLE_HEADING
-from tests.e2e.test_recovery import controller, labels, legion_comments, park
+from tests.e2e.test_recovery import controller, labels, legion_comments, park, parked
 from tests.fakes.model_server import Scenario, bash, text
-from tests.support.swarm import Daemon, Swarm, actions, issue_status, session_uuid
+from tests.support.swarm import Daemon, Swarm, actions, session_uuid
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -113,7 +113,7 @@ def test_a_429_is_a_wait_and_a_spent_budget_stops_the_session_at_once_and_asks_o
 
         # A human allows more: the same session goes on.
         swarm.legion("feedback", "LEG-1", "go on")
-        wait_until("LEG-1 parked", lambda: issue_status(swarm, "LEG-1") == "Icebox", timeout=90)
+        wait_until("LEG-1 parked", lambda: parked(swarm, "LEG-1"), timeout=90)
         answered = swarm.server.requests_for_scenario("answered")
         assert answered and {r.headers.get("x-claude-code-session-id") for r in answered} == {sid}
         assert len(spent) < len(metered(swarm, "LEG-1"))  # metered again
@@ -150,7 +150,7 @@ def test_a_worker_spending_without_progress_is_stopped_and_asked_about_once(
         [stop] = actions(swarm, "idle_spend_stop", "LEG-1")
         assert "without progress (idle_spend_limit 100,000)" in stop["detail"]
         assert len(swarm.server.requests_for_scenario("loop")) < 40
-        wait_until("LEG-2 parked", lambda: issue_status(swarm, "LEG-2") == "Icebox", timeout=90)
+        wait_until("LEG-2 parked", lambda: parked(swarm, "LEG-2"), timeout=90)
     assert sum(metered(swarm, "LEG-2")) > IDLE_LIMIT  # past the limit, but never idle
     assert actions(swarm, "idle_spend_stop", "LEG-2") == []
     questions = [c for c in legion_comments(swarm, "LEG-1") if c.startswith(IDLE_HEADING)]

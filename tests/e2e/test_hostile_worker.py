@@ -25,10 +25,10 @@ import pytest
 
 from legion.demo.offline import FAKE_API_KEY
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
-from tests.e2e.test_recovery import controller, park
+from tests.e2e.test_recovery import controller, park, parked
 from tests.e2e.test_sandbox import _require_bwrap
 from tests.fakes.model_server import bash, text
-from tests.support.swarm import Daemon, Swarm, issue_status, session_uuid
+from tests.support.swarm import Daemon, Swarm, session_uuid
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -252,7 +252,7 @@ def test_a_hostile_worker_gets_nothing_through_the_daemon(swarm: Swarm) -> None:
         name="hostile",
     )
     with Daemon(swarm, tick=1.0):
-        wait_until("LEG-1 parked", lambda: issue_status(swarm, "LEG-1") == "Icebox", timeout=120)
+        wait_until("LEG-1 parked", lambda: parked(swarm, "LEG-1"), timeout=120)
         # Its session ended (parked, retired): its capability speaks for nobody any more.
         wait_until("the worker retired", lambda: swarm.worker("LEG-1") is None, timeout=60)
         token = (swarm.workspace_root / "leg-1" / "kept-capability").read_text()

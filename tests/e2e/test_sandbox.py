@@ -20,13 +20,13 @@ from legion.bus import bus_path, open_bus
 from legion.bus.model import AgentStatus
 from legion.runtime.tmux import session_processes
 from legion.sandbox import find_bwrap, probe
-from tests.e2e.test_recovery import controller, park
+from tests.e2e.test_recovery import controller, park, parked
 from tests.fakes.model_server import bash, text
 from tests.fakes.responses_server import FakeResponsesServer
 from tests.fakes.responses_server import bash as codex_bash
 from tests.fakes.responses_server import text as codex_text
 from tests.support.cli import git
-from tests.support.swarm import Daemon, Swarm, issue_status, session_uuid, state_dir
+from tests.support.swarm import Daemon, Swarm, session_uuid, state_dir
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -116,7 +116,7 @@ def _run(swarm: Swarm, sid: str) -> None:
             for kind in ("mnt", "pid", "net"):
                 ours = os.readlink(f"/proc/self/ns/{kind}")
                 assert os.readlink(f"/proc/{pid}/ns/{kind}") != ours, kind
-        wait_until("LEG-1 parked", lambda: issue_status(swarm, "LEG-1") == "Icebox", timeout=90)
+        wait_until("LEG-1 parked", lambda: parked(swarm, "LEG-1"), timeout=90)
 
 
 def _check(swarm: Swarm, probe: Probe, requests: list[object]) -> None:

@@ -67,8 +67,11 @@ def controller_refusal(operation: str) -> str | None:
     )
 
 
-# Who a project's capability is, in the tables below.
+# Who a project's capability is, in the tables below: the controller's session; or Legion's own
+# pass (`legion reconcile`, a start: the decision table's moves, which the controller may ask
+# for, run by the daemon, but not steer), whose writes the tables do not bound.
 CONTROLLER = "controller"
+LEGION = "legion"
 _WORKERS = tuple(mode.value for mode in Mode)
 
 # The statuses each may set: a worker on its own issue, the controller on any.
@@ -127,6 +130,8 @@ def _who(who: str) -> str:
 
 def status_refusal(who: str, status: Status) -> str | None:
     """Why `who` (a worker mode, on its own issue; or `CONTROLLER`) may not set `status`."""
+    if who == LEGION:
+        return None
     allowed = STATUS_ROLES.get(who, frozenset())
     if status in allowed:
         return None
@@ -143,6 +148,8 @@ def label_refusal(
     who: str, add: frozenset[str], remove: frozenset[str], current: frozenset[str]
 ) -> str | None:
     """Why `who` may not put `add` on and take `remove` off an issue that carries `current`."""
+    if who == LEGION:
+        return None
     adds, removes = LABEL_ROLES.get(who, (frozenset(), frozenset()))
     for names, allowed, doing in ((add, adds, "add"), (remove, removes, "remove")):
         for name in sorted(names):
@@ -174,6 +181,8 @@ def creation_refusal(
 ) -> str | None:
     """Why `who` (whose own issue is `own`) may not create an issue in `status` under
     `parent` with `labels`, having created `created` already in this session."""
+    if who == LEGION:
+        return None
     rule = CREATION_ROLES.get(who)
     if rule is None:
         return (

@@ -233,9 +233,11 @@ class Call:
         return NotPermittedError(f"this worker may act only on {mine} (asked: {asked})")
 
     def who(self) -> str:
-        """Who is asking, in the roles' tables (`legion.core.roles`): the worker's mode, or the
-        controller for a project's capability."""
-        return roles.CONTROLLER if self.scope.issue is None else self.scope.mode
+        """Who is asking, in the roles' tables (`legion.core.roles`): the worker's mode; for a
+        project's capability the controller, or Legion's own pass run for it."""
+        if self.scope.issue is not None:
+            return self.scope.mode
+        return roles.LEGION if self.scope.mode == roles.LEGION else roles.CONTROLLER
 
     def allowed(self, refusal: str | None) -> None:
         """Refuse with `refusal` (the roles' one line), unless it is None."""
