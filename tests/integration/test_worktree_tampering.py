@@ -456,3 +456,31 @@ def test_a_worker_commits_on_its_branch_and_writes_nothing_else_of_the_git_folde
     assert git(project, "cat-file", "blob", a_blob) == its_bytes
     assert not has_ref(project, "legion/leg-2")
     assert not (git_folder / "hooks" / "post-checkout").exists()
+
+
+def test_a_jj_workspace_is_not_started_confined(project: Path, tmp_path: Path) -> None:
+    """A jj workspace's worker would write the project's objects and every `legion/` branch
+    (jj keeps one store): confined, it is refused in one line, with what to do instead."""
+    import dataclasses
+
+    from legion.backends import open_backends, open_workers
+    from legion.config import load_project
+    from legion.errors import ConfigError
+    from tests.integration.test_doctor import fake_claude
+
+    claude = fake_claude(tmp_path, "2.1.328")
+    env = dict(os.environ) | {"LEGION_CLAUDE_BIN": str(claude)}
+    loaded = load_project(project, env=env)
+    backends = open_backends(loaded, create=True)
+    workers = open_workers(loaded, backends, env)
+    workspace = workers.workspaces.ensure("LEG-1").path
+    runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
+    supervisor = workers.supervisor
+    jj = dataclasses.replace(loaded.settings, workspace_vcs="jj")
+    supervisor.project = dataclasses.replace(loaded, settings=jj)
+
+    with pytest.raises(ConfigError, match='use `workspace_vcs = "git"`'):
+        supervisor._confinement(
+            "sid-1", workspace, runtime, env, proxied=True, relayed=True, worker=True
+        )
+    backends.db.close()

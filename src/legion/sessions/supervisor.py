@@ -24,7 +24,7 @@ from legion.bus.model import Agent, AgentStatus
 from legion.config import Project, read_toml, state_home, user_config_path
 from legion.core.session_config import toml_text, without_secrets
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
-from legion.errors import NoDaemonError
+from legion.errors import ConfigError, NoDaemonError
 from legion.fleet import host_name
 from legion.git import main_git_dir, worktree_place
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
@@ -301,6 +301,14 @@ class SessionSupervisor:
         # given no capability (a supervisor made without the project's database to mint one)
         # opens them itself.
         session_state = (own,) if relayed else (state_dir, bus_path(env).parent)
+        if worker and self.project.settings.workspace_vcs == "jj":
+            # jj keeps one store for every workspace: a worker would write your repository's
+            # objects and every `legion/` branch (`docs/threat-model.md`, "Open").
+            raise ConfigError(
+                "a jj workspace cannot be confined to its own issue's objects yet: use "
+                '`workspace_vcs = "git"` (git worktrees, in a colocated jj repository too), or '
+                '`sandbox = "none"` to run jj workers unconfined'
+            )
         git_folder = main_git_dir(self.project.root)
         access = session_access(
             workspace=workspace,
@@ -325,8 +333,8 @@ class SessionSupervisor:
     @staticmethod
     def _git_parts(git_folder: Path, workspace: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
         """What of git a worker writes, and what inside that it only reads: of its issue's own
-        repository for a git workspace (`issue_repo.sandbox_parts`), of the project's for a
-        jj one (`worker_git_parts`)."""
+        repository (`issue_repo.sandbox_parts`); of the project's for a workspace an older
+        Legion made, until its next start moves it (`worker_git_parts`)."""
         repo = issue_repo.repo_of(git_folder, workspace.name)
         if issue_repo.exists(repo):
             return issue_repo.sandbox_parts(repo, workspace)

@@ -198,17 +198,26 @@ def set_refs(repo: Path, refs: Mapping[str, str]) -> None:
         run_git(repo, "update-ref", "--no-deref", ref, commit, env=_NO_LOG | {"GIT_DIR": str(repo)})
 
 
-def _fetch(git_dir: Path, repo: Path, *wanted: str) -> GitResult:
-    """Fetch `wanted` from the issue's repository `repo` into the project's (`git_dir`), run
-    confined (`legion.sandbox.git_jail`): the worker's refs and objects, links and all, are
-    read where only the issue's repository (read-only) and the project's git folder exist, so
-    no link it planted leads to another repository, a secret or a device; and bounded in time."""
+def _fetch(git_dir: Path, repo: Path, what: str, *wanted: str) -> None:
+    """Fetch `wanted` (`what`, to say) from the issue's repository `repo` into the project's
+    (`git_dir`), run confined (`legion.sandbox.git_jail`): the worker's refs and objects, links
+    and all, are read where only the issue's repository (read-only) and the project's git
+    folder exist, so no link it planted leads to another repository, a secret or a device;
+    and bounded in time. A ConflictError saying why when it fails."""
     jail = git_jail(writable=[git_dir], readable=[repo])
-    return run_git(
-        git_dir, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
-        str(repo), *wanted, check=False, env=_CHECKED | {"GIT_DIR": str(git_dir)},
-        timeout=FETCH_TIMEOUT_S, wrap=jail,
-    )  # fmt: skip
+    try:
+        fetched = run_git(
+            git_dir, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
+            str(repo), *wanted, check=False, env=_CHECKED | {"GIT_DIR": str(git_dir)},
+            timeout=FETCH_TIMEOUT_S, wrap=jail,
+        )  # fmt: skip
+    except GitError as exc:
+        fetched = GitResult(1, "", str(exc))
+    if fetched.returncode != 0:
+        raise ConflictError(
+            f"cannot take {what} from its workspace's repository {repo}: "
+            f"{last_line(fetched.stderr or fetched.stdout)}"
+        )
 
 
 def bring_home(project_root: Path, branch: str) -> None:
@@ -222,18 +231,9 @@ def bring_home(project_root: Path, branch: str) -> None:
     if issue is None or git_dir is None:
         return
     repo = repo_of(git_dir, issue)
-    if not exists(repo):
-        return
-    ref = f"refs/heads/{branch}"
-    try:
-        fetched = _fetch(git_dir, repo, f"+{ref}:{ref}")
-    except GitError as exc:
-        fetched = GitResult(1, "", str(exc))
-    if fetched.returncode != 0:
-        raise ConflictError(
-            f"cannot take {branch} from its workspace's repository {repo}: "
-            f"{last_line(fetched.stderr or fetched.stdout)}"
-        )
+    if exists(repo):
+        ref = f"refs/heads/{branch}"
+        _fetch(git_dir, repo, branch, f"+{ref}:{ref}")
 
 
 def fetch_commit(git_dir: Path, repo: Path, commit: str) -> None:
@@ -241,17 +241,8 @@ def fetch_commit(git_dir: Path, repo: Path, commit: str) -> None:
     workspace's HEAD), fetched from the issue's repository when it has not (as `bring_home`)."""
     has = run_git(git_dir, "cat-file", "-e", f"{commit}^{{commit}}", check=False,
                   env={"GIT_DIR": str(git_dir)})  # fmt: skip
-    if has.returncode == 0:
-        return
-    try:
-        fetched = _fetch(git_dir, repo, commit)
-    except GitError as exc:
-        fetched = GitResult(1, "", str(exc))
-    if fetched.returncode != 0:
-        raise ConflictError(
-            f"cannot take commit {commit[:12]} from {repo}: "
-            f"{last_line(fetched.stderr or fetched.stdout)}"
-        )
+    if has.returncode != 0:
+        _fetch(git_dir, repo, f"commit {commit[:12]}", commit)
 
 
 def sandbox_parts(repo: Path, workspace: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
