@@ -13,6 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,19 @@ def project(tmp_path: Path) -> tuple[GitWorktrees, Path]:
     git(repo, "-c", "user.name=U", "-c", "user.email=u@u", "commit", "-q", "-m", "initial")
     worktrees = GitWorktrees(repo, tmp_path / "proj-workspaces", "main")
     return worktrees, worktrees.ensure("LEG-1").path
+
+
+def project_workers(project: Path, tmp_path: Path) -> tuple[dict[str, str], Any, Any, Any]:
+    """The project's loaded config, backends and workers, on a fake Claude Code CLI."""
+    from legion.backends import open_backends, open_workers
+    from legion.config import load_project
+    from tests.integration.test_doctor import fake_claude
+
+    claude = fake_claude(tmp_path, "2.1.328")
+    env = dict(os.environ) | {"LEGION_CLAUDE_BIN": str(claude)}
+    loaded = load_project(project, env=env)
+    backends = open_backends(loaded, create=True)
+    return env, loaded, backends, open_workers(loaded, backends, env)
 
 
 def has_ref(repo: Path, ref: str) -> bool:
@@ -395,20 +409,13 @@ def test_a_worker_commits_on_its_branch_and_writes_nothing_else_of_the_git_folde
     its worktree's admin folder and the `legion/` branches, and only reads the rest (hooks
     the user's own git would run, config, `main`, the index of the user's checkout). Run in
     the real sandbox, with the binds a worker's session gets."""
-    from legion.backends import open_backends, open_workers
-    from legion.config import load_project
     from legion.sandbox import Sandbox, find_bwrap, probe, wrap
-    from tests.integration.test_doctor import fake_claude
 
     found = find_bwrap(os.environ)
     assert found is not None, "bubblewrap is not installed: apt install bubblewrap"
     if probe(found) is not None:
         pytest.skip(f"this machine cannot confine a process: {probe(found)}")
-    claude = fake_claude(tmp_path, "2.1.328")
-    env = dict(os.environ) | {"LEGION_CLAUDE_BIN": str(claude)}
-    loaded = load_project(project, env=env)
-    backends = open_backends(loaded, create=True)
-    workers = open_workers(loaded, backends, env)
+    env, _, backends, workers = project_workers(project, tmp_path)
     workspace = workers.workspaces.ensure("LEG-1").path
     runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
     confinement = workers.supervisor._confinement(
@@ -463,16 +470,9 @@ def test_a_jj_workspace_is_not_started_confined(project: Path, tmp_path: Path) -
     (jj keeps one store): confined, it is refused in one line, with what to do instead."""
     import dataclasses
 
-    from legion.backends import open_backends, open_workers
-    from legion.config import load_project
     from legion.errors import ConfigError
-    from tests.integration.test_doctor import fake_claude
 
-    claude = fake_claude(tmp_path, "2.1.328")
-    env = dict(os.environ) | {"LEGION_CLAUDE_BIN": str(claude)}
-    loaded = load_project(project, env=env)
-    backends = open_backends(loaded, create=True)
-    workers = open_workers(loaded, backends, env)
+    env, loaded, backends, workers = project_workers(project, tmp_path)
     workspace = workers.workspaces.ensure("LEG-1").path
     runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
     supervisor = workers.supervisor
