@@ -389,3 +389,14 @@ def test_a_checkpoint_is_kept_in_the_projects_repository_staged_work_and_all(
     assert not loose.exists()  # not in the worker's repository's own objects
     listing = git(git_repo, "ls-tree", "-r", "--name-only", saved.commit).split()
     assert {"workspace/done.txt", "workspace/staged.txt"} <= set(listing)
+
+
+def test_a_check_says_both_what_is_uncommitted_and_what_is_unmerged(
+    worktrees: GitWorktrees,
+) -> None:
+    ws = worktrees.ensure("LEG-1")
+    commit(ws.path, "done.txt")
+    (ws.path / "draft.txt").write_text("unsaved")
+    check = worktrees.check("LEG-1")
+    assert check.dirty and check.unmerged
+    assert "uncommitted" in check.detail and "neither merged" in check.detail

@@ -246,14 +246,15 @@ class GitWorktrees:
                 self.repo, "rev-list", "--max-count=1", workspace.branch,
                 "--not", self.base_branch, "--remotes",
             ).stdout.strip()  # fmt: skip
-        except ConflictError as exc:
-            unmerged, details = "unknown", [str(exc)]
-        if status:
-            details.append(f"{len(status)} uncommitted change(s)")
-        if unmerged and not details:
-            details.append(
+            why_unmerged = (
                 f"commits on {workspace.branch} neither merged into {self.base_branch} nor pushed"
             )
+        except ConflictError as exc:
+            unmerged, why_unmerged = "unknown", str(exc)  # kept: what it holds is not known
+        if status:
+            details.append(f"{len(status)} uncommitted change(s)")
+        if unmerged:
+            details.append(why_unmerged)
         if ignored:
             details.append(ignored_detail(ignored))
         return WorkspaceCheck(
