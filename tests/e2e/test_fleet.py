@@ -673,8 +673,13 @@ def test_the_demo_spread_over_three_hosts(
     # The questions asked on beta and gamma were answered by alpha's controller.
     answered = [e for e in alpha.json("log", "-n", "1000") if e["action"] == "host_answer"]
     assert answered, "no answer crossed hosts"
-    oracle_asked = alpha.server.requests_for_scenario("LEG-2:oracle")
-    assert oracle_asked and alpha.server.requests_for_scenario("LEG-3:oracle")
+    # Each in a wake of its own, or both in one (asked close together).
+    oracle_woken = [
+        name
+        for name in ("LEG-2:oracle", "LEG-3:oracle", "LEG-2:LEG-3:oracle")
+        if alpha.server.requests_for_scenario(name)
+    ]
+    assert oracle_woken in (["LEG-2:oracle", "LEG-3:oracle"], ["LEG-2:LEG-3:oracle"]), oracle_woken
     notes = json.dumps([r.messages for r in alpha.server.requests_for_scenario("note")])
     implemented_on = {
         name

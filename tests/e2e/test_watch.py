@@ -12,13 +12,15 @@ message delivered meanwhile, a daemon is started again (the CLI retries until it
 from __future__ import annotations
 
 import json
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from legion.bus import bus_path
-from legion.bus.model import AgentStatus, Channel, DeliveryState, EventKind
+from legion.bus.model import AgentStatus, Channel, DeliveryState, Event, EventKind
 from legion.bus.stored import SqliteBus
 from tests.fakes.model_server import RecordedRequest, bash, text
 from tests.support.cli import LEGION_BIN
@@ -72,12 +74,16 @@ def _delivery(swarm: Swarm, message_id: str, agent_id: int) -> tuple[DeliverySta
     return found.state, found.attempts
 
 
-def _status_events(swarm: Swarm, agent_id: int) -> list[tuple[EventKind, str]]:
+def _events_of(swarm: Swarm, agent_id: int) -> list[Event]:
     bus = _bus(swarm)
     try:
-        return [(e.kind, e.detail) for e in bus.events() if e.agent_id == agent_id]
+        return [e for e in bus.events() if e.agent_id == agent_id]
     finally:
         bus.close()
+
+
+def _status_events(swarm: Swarm, agent_id: int) -> list[tuple[EventKind, str]]:
+    return [(e.kind, e.detail) for e in _events_of(swarm, agent_id)]
 
 
 def test_say_to_an_idle_worker_with_no_daemon_types_it_in_once(swarm: Swarm) -> None:
@@ -166,12 +172,17 @@ def test_statuses_are_read_from_the_sessions_and_stop_all_marks_what_it_stopped(
         "busy", lambda: agent_of(swarm, worker["session_id"])["status"] == "busy", timeout=30
     )
 
+    before = time.time()
     stopped = swarm.legion("stop", "--all")
-    assert "Closed tmux session" in stopped.stdout
+    assert "Closed tmux session" in stopped.stdout, stopped.stderr
     for who in (agent, controller):
         assert agent_of(swarm, who["session_id"])["status"] == "failed", who["address"]
-        assert (EventKind.AGENT_FAILED, "stopped by `legion stop --all`") in _status_events(
-            swarm, who["id"]
+        events = _events_of(swarm, who["id"])
+        began = datetime.fromtimestamp(before, UTC).isoformat()
+        stop_event = (EventKind.AGENT_FAILED, "stopped by `legion stop --all`")
+        assert stop_event in [(e.kind, e.detail) for e in events], (
+            f"stop began at {began}; {stopped.stderr}; "
+            + "; ".join(f"{e.created_at} {e.kind.value} {e.detail}" for e in events)
         )
     # It no longer runs, so it is not "busy (in the middle of a turn)": killed without -f.
     killed = swarm.json("kill", agent["address"])

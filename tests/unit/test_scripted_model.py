@@ -46,3 +46,22 @@ def test_a_prompt_merged_into_a_tool_result_is_caught_only_by_a_scenario_that_as
     )
     plain = FakeModelServer([Scenario("go on", [[text("x")]], name="answered"), spend])
     assert played(plain, PROMPT, TOOL_USE, merged) == ("spend", 1)
+
+
+def test_the_oracle_deals_with_every_question_its_wake_names() -> None:
+    """Two questions asked close together reach the controller in one wake: the scripted
+    Oracle answers both there (a real model would), and each alone in a wake of its own."""
+    from legion.demo.swarm_script import swarm_script
+
+    script = swarm_script(["LEG-1", "LEG-2"], ask=("LEG-1", "LEG-2"), oracle={"LEG-1": "Hi"})
+
+    def wake(items: str) -> str:
+        return f"<command-args>wake: needs judgment: {items} (auto mode)</command-args>"
+
+    both = script.find(wake("LEG-2:oracle, LEG-1:oracle"))
+    assert both is not None and both.name == "LEG-1:LEG-2:oracle"
+    (command,) = [block.input["command"] for block in both.turns[1]]
+    assert "legion answer LEG-1 Hi" in command and "legion escalate LEG-2" in command
+    alone = script.find(wake("LEG-2:oracle"))
+    assert alone is not None and alone.name == "LEG-2:oracle"
+    assert script.find(wake("LEG-12:oracle")) is None

@@ -20,6 +20,7 @@ reasoning and answers (`legion answer`), or asks a human (`legion escalate`).
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from collections.abc import Mapping
@@ -131,35 +132,63 @@ def issue_scenarios(
     ]
 
 
-def oracle_scenarios(issue: str, answer: str | None) -> list[model_server.Scenario]:
-    """The controller woken for `<issue>:oracle`: it loads the legion-oracle skill, then with an
-    `answer` comments its reasoning and answers the worker's question; without one it hands the
-    question to a human."""
+def _oracle_command(issue: str, answer: str | None) -> str:
+    """What the controller's Oracle runs for `issue`: with an `answer` it comments its
+    reasoning and answers the worker's question; without one it hands the question to a
+    human."""
     if answer is None:
         reason = (
             "The issue, its comments and docs/solutions/ do not say which greeting to use; "
             "that is the product owner's choice."
         )
-        command = f"legion escalate {issue} --reason {shlex.quote(reason)}"
-        summary = f"{issue}: asked a human."
-    else:
-        comment = (
-            f"## Oracle\n\n**Answer:** {answer}\n\n"
-            "**Evidence:** the issue body names it.\n\n"
-            "**Why no other answer fits:** the body leaves no other reading."
-        )
-        command = (
-            f"legion issue comment {issue} --body {shlex.quote(comment)}"
-            f" && legion answer {issue} {shlex.quote(answer)}"
-        )
-        summary = f"{issue}: answered {answer}."
-    turns: list[model_server.Turn] = [
-        [tool_use("Skill", {"skill": "legion-oracle", "args": issue})],
-        [model_server.bash(command, summary)],
-        [model_server.text(summary)],
-    ]
-    match = rf"<command-args>[^<]*\b{re.escape(issue)}:oracle\b"
-    return [model_server.Scenario(match, turns, name=f"{issue}:oracle", regex=True)]
+        return f"legion escalate {issue} --reason {shlex.quote(reason)}"
+    comment = (
+        f"## Oracle\n\n**Answer:** {answer}\n\n"
+        "**Evidence:** the issue body names it.\n\n"
+        "**Why no other answer fits:** the body leaves no other reading."
+    )
+    return (
+        f"legion issue comment {issue} --body {shlex.quote(comment)}"
+        f" && legion answer {issue} {shlex.quote(answer)}"
+    )
+
+
+def oracle_scenarios(answers: Mapping[str, str | None]) -> list[model_server.Scenario]:
+    """The controller woken for `<issue>:oracle` items: it loads the legion-oracle skill, then
+    deals with every question the wake names, as a real model would (`_oracle_command`). Two
+    questions asked close together come in one wake, so each set of two or more issues has a
+    scenario of its own, the larger sets first."""
+    scenarios: list[model_server.Scenario] = []
+    issues = list(answers)
+    for size in range(len(issues), 0, -1):
+        for together in itertools.combinations(issues, size):
+            command = " && ".join(_oracle_command(issue, answers[issue]) for issue in together)
+            summary = "; ".join(
+                f"{issue}: asked a human." if answers[issue] is None
+                else f"{issue}: answered {answers[issue]}."
+                for issue in together
+            )  # fmt: skip
+            turns: list[model_server.Turn] = [
+                [tool_use("Skill", {"skill": "legion-oracle", "args": ", ".join(together)})],
+                [model_server.bash(command, summary)],
+                [model_server.text(summary)],
+            ]
+            # Every issue named in the one prompt (a lookahead each), and no other asker.
+            named = "".join(rf"(?=[^<]*\b{re.escape(issue)}:oracle\b)" for issue in together)
+            others = "".join(
+                rf"(?![^<]*\b{re.escape(issue)}:oracle\b)"
+                for issue in issues
+                if issue not in together
+            )
+            scenarios.append(
+                model_server.Scenario(
+                    rf"<command-args>{named}{others}",
+                    turns,
+                    name=":".join(together) + ":oracle",
+                    regex=True,
+                )
+            )
+    return scenarios
 
 
 def controller_scenarios(mode: str, flavor: str = CLAUDE_CODE) -> list[Any]:
@@ -189,8 +218,7 @@ def swarm_script(
     answers = dict(oracle or {})
     scenarios: list[Any] = []
     if flavor == CLAUDE_CODE:
-        for issue in ask:
-            scenarios += oracle_scenarios(issue, answers.get(issue))
+        scenarios += oracle_scenarios({issue: answers.get(issue) for issue in ask})
     scenarios += controller_scenarios(mode, flavor)
     for issue in issues:
         scenarios += issue_scenarios(
