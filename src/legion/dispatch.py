@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from legion.core import roles
 from legion.core.model import Mode, Status
-from legion.errors import InputError, NotFoundError
-from legion.identity import require_spawner
+from legion.errors import InputError, NotFoundError, NotPermittedError
+from legion.identity import require_spawner, role
 
 if TYPE_CHECKING:
     from legion.backends import Backends
@@ -49,10 +50,15 @@ def start_worker(
     env: Mapping[str, str] | None = None,
 ) -> WorkerView:
     """Start `mode`'s worker for `issue` in its workspace: refused for a worker's session, for
-    an issue with a live worker, and (unless `force`) for one blocked by an issue not Done."""
+    an issue with a live worker, (unless `force`) for one blocked by an issue not Done, and for
+    the controller, but for its issue's phase (`legion.core.roles.dispatch_refusal`)."""
     from legion.backends import open_workers
 
     require_spawner("start workers")
+    status = backends.tracker.get_issue(issue).status
+    refusal = roles.dispatch_refusal(role(), status, mode, force=force)
+    if refusal is not None:
+        raise NotPermittedError(refusal)
     if not force:
         refuse_blocked(backends.tracker, issue)
     from legion.reconcile import start_worker as start_marked  # `worker-active`'s one writer

@@ -77,6 +77,12 @@ def default_author() -> str:
         return "user"
 
 
+def role() -> str:
+    """Who runs this command, in the roles' tables (`legion.core.roles`): the controller (its
+    commands the daemon runs for it included), a worker's mode, or "" for a person."""
+    return current().mode or ""
+
+
 def require_spawner(what: str) -> None:
     """Only the orchestrator (and the human) starts sessions: a worker asks `@legion` instead
     (the seed's one privilege). A worker's session has its mode in `LEGION_MODE`."""

@@ -132,3 +132,45 @@ def test_no_session_creates_an_issue_with_a_workflow_label(who: str, label: str)
 
 def test_a_worker_labels_nothing_it_creates() -> None:
     assert create("retro", labels=frozenset({"frontend"}))
+
+
+# -- the controller's starts and answers ----------------------------------------------------
+
+from legion.core.roles import answer_refusal, dispatch_refusal  # noqa: E402
+
+DISPATCH_ALLOWED = {
+    (Status.BACKLOG, Mode.ARCHITECT),
+    (Status.TODO, Mode.PLAN),
+    (Status.IN_PROGRESS, Mode.IMPLEMENT),
+    (Status.NEEDS_REVIEW, Mode.REVIEW),
+    (Status.NEEDS_REVIEW, Mode.IMPLEMENT),
+    (Status.RETRO, Mode.RETRO),
+    (Status.RETRO, Mode.FINISH),
+}
+
+
+@pytest.mark.parametrize("status", list(Status))
+@pytest.mark.parametrize("mode", list(Mode))
+def test_the_controller_starts_only_its_issues_phase_and_a_person_anything(
+    status: Status, mode: Mode
+) -> None:
+    why = dispatch_refusal(CONTROLLER, status, mode, force=False)
+    assert (why is None) == ((status, mode) in DISPATCH_ALLOWED), why
+    assert dispatch_refusal("", status, mode, force=True) is None
+
+
+def test_the_controller_never_forces_a_start() -> None:
+    why = dispatch_refusal(CONTROLLER, Status.TODO, Mode.PLAN, force=True)
+    assert why is not None and "--force" in why
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [set(), {"frontend"}, {"user-input-needed"}, {"user-feedback-given"}, {"worker-active"}],
+)
+def test_the_controller_answers_only_a_question_no_person_owns(labels: set[str]) -> None:
+    owned = bool(labels & {"user-input-needed", "user-feedback-given"})
+    why = answer_refusal(CONTROLLER, frozenset(labels))
+    assert (why is None) == (not owned), why
+    assert answer_refusal("", frozenset(labels)) is None  # a person answers any
+    assert answer_refusal("legion", frozenset(labels)) is None  # Legion relays a person's

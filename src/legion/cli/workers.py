@@ -99,7 +99,8 @@ def answer(
     identifier = backends.tracker.get_issue(issue).identifier  # an unknown issue is bad input
     from legion.reconcile import answer_worker
 
-    view = answer_worker(open_workers(project, backends), backends.tracker, identifier, text)
+    workers = open_workers(project, backends)
+    view = answer_worker(workers, backends.tracker, identifier, text, who=identity.role())
     _show(view, as_json, f"answered; {view.record.window} goes on")
 
 

@@ -204,3 +204,53 @@ def creation_refusal(
     if created >= rule.at_most:
         return f"{_who(who)} created {created} issues already: at most {rule.at_most} a session"
     return None
+
+
+# The workers the controller may start on an issue in each status: the ones its phase runs (what
+# the decision table would start there: the retro's finisher in Retro, the implementer again in
+# Needs Review for the changes asked), never a later phase's. A person starts any.
+DISPATCH_ROLES: dict[Status, frozenset[Mode]] = {
+    Status.BACKLOG: frozenset({Mode.ARCHITECT}),
+    Status.TODO: frozenset({Mode.PLAN}),
+    Status.IN_PROGRESS: frozenset({Mode.IMPLEMENT}),
+    Status.NEEDS_REVIEW: frozenset({Mode.REVIEW, Mode.IMPLEMENT}),
+    Status.RETRO: frozenset({Mode.RETRO, Mode.FINISH}),
+}
+
+
+def dispatch_refusal(who: str, status: Status, mode: Mode, *, force: bool) -> str | None:
+    """Why `who` may not start `mode`'s worker on an issue in `status` (`force`: though the
+    issue waits for another). Only the controller is bounded: a person starts what they like."""
+    if who != CONTROLLER:
+        return None
+    if force:
+        return "the controller may not start a worker with --force: a person decides that"
+    allowed = DISPATCH_ROLES.get(status, frozenset())
+    if mode in allowed:
+        return None
+    if not allowed:
+        return f"the controller may not start a worker on an issue in {status.value}"
+    shown = " or ".join(sorted(m.value for m in allowed))
+    return (
+        f"the controller may not start {_a(mode.value)} worker on an issue in {status.value} "
+        f"(only {shown})"
+    )
+
+
+def answer_refusal(who: str, labels: frozenset[str]) -> str | None:
+    """Why `who` may not answer a worker's question on an issue carrying `labels`: once the
+    question went to a person (`user-input-needed`) or a person answered
+    (`user-feedback-given`), the answer is theirs, not the controller's (its Oracle's)."""
+    if who != CONTROLLER:
+        return None
+    owned = sorted(
+        name
+        for name in labels
+        if Label.from_name(name) in (Label.USER_INPUT_NEEDED, Label.USER_FEEDBACK_GIVEN)
+    )
+    if not owned:
+        return None
+    return (
+        f"the controller may not answer a question a person owns (`{owned[0]}`): the person "
+        "answers it on the issue or with their own `legion answer`"
+    )

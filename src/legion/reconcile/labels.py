@@ -11,7 +11,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 
+from legion.core import roles
 from legion.core.model import Label, Mode
+from legion.errors import NotPermittedError
 from legion.faults import fault_point
 from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
@@ -53,10 +55,19 @@ def resume_worker(
 
 
 def answer_worker(
-    workers: WorkerManager, tracker: Tracker, issue: str, answers: Sequence[str]
+    workers: WorkerManager,
+    tracker: Tracker,
+    issue: str,
+    answers: Sequence[str],
+    *,
+    who: str = roles.LEGION,
 ) -> WorkerView:
     """Answer a blocked worker's question (`WorkerManager.answer`); once it has taken the
-    answer, the issue no longer waits for a human."""
+    answer, the issue no longer waits for a human. `who` answers (`legion.core.roles`): the
+    controller may not answer what a person owns, and is refused before anything is typed."""
+    refusal = roles.answer_refusal(who, frozenset(tracker.get_issue(issue).labels))
+    if refusal is not None:
+        raise NotPermittedError(refusal)
     view = workers.answer(issue, answers)
     tracker.update_labels(
         view.record.issue, remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value]
