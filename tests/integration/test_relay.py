@@ -48,6 +48,7 @@ from legion.session_relay import session_ops
 from legion.sessions.workers import WorkerManager
 from legion.store.sqlite import SqliteStore
 from legion.trackers.base import Issue, Tracker
+from tests.fakes.github_server import FakeGitHub
 from tests.support.cli import LEGION_BIN, Result, git, run_legion
 
 # Imported here, not in the test: it finds the pinned Claude Code CLI under the real HOME.
@@ -195,6 +196,12 @@ def test_each_mode_makes_only_its_roles_pull_request_calls(relay: Relay) -> None
     session merges: a worker steered by what it read cannot approve or merge its own work."""
     git(relay.repo, "branch", "legion/leg-2")
     implementer = relay.capability("LEG-2", mode="implement")
+    git(relay.repo, "branch", "legion/leg-3")
+    for branch in ("legion/leg-3", "main"):  # another issue's work, or the base, as its own
+        elsewhere = relay.worker(implementer, "pr", "create", "--issue", "LEG-2", "--branch",
+                                 branch)  # fmt: skip
+        assert elsewhere.returncode == 2, elsewhere.stderr
+        assert "only from legion/leg-2" in one_line_error(elsewhere)
     assert relay.worker(implementer, "pr", "create", "--issue", "LEG-2", "--branch",
                         "legion/leg-2").returncode == 0  # fmt: skip
     for mode, args, role in (
@@ -713,7 +720,9 @@ def test_the_daemon_serves_the_relay_from_start_to_stop(
 
 
 @pytest.fixture
-def remote_project(git_repo: Path, tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+def remote_project(
+    git_repo: Path, tmp_path: Path
+) -> Iterator[tuple[Path, dict[str, str], FakeGitHub]]:
     """A project on Linear and GitHub (the fake servers on 127.0.0.1, a local bare repository
     as the remote); the environment with the credentials is the daemon's, nobody else's."""
     from tests.fakes.github_server import FakeGitHub
@@ -737,13 +746,13 @@ def remote_project(git_repo: Path, tmp_path: Path) -> Iterator[tuple[Path, dict[
         init = ("init", "--tracker", "linear", "--team", "ENG", "--forge", "github")
         made = run_legion(*init, "--repo", "acme/widgets", cwd=git_repo, env=daemon_env)
         assert made.returncode == 0, made.stderr
-        yield git_repo, daemon_env
+        yield git_repo, daemon_env, github
 
 
 def test_a_worker_on_linear_and_github_holds_no_credential_and_still_works(
-    remote_project: tuple[Path, dict[str, str]],
+    remote_project: tuple[Path, dict[str, str], FakeGitHub],
 ) -> None:
-    repo, daemon_env = remote_project
+    repo, daemon_env, _ = remote_project
     secrets = {name: daemon_env[name] for name in ("LINEAR_API_KEY", "GITHUB_TOKEN")}
     daemon_project = load_project(repo, env=daemon_env)
     assert relay_needed(daemon_project.settings)
@@ -801,6 +810,49 @@ def test_a_worker_on_linear_and_github_holds_no_credential_and_still_works(
         denied = worker("issue", "show", "ENG-2")
     assert denied.returncode == 1
     assert "legion doctor" in one_line_error(denied) and "wrongwrong" not in denied.stderr
+    backends.db.close()
+
+
+def test_a_worker_writes_no_pull_request_but_its_own_whatever_its_body_says(
+    remote_project: tuple[Path, dict[str, str], FakeGitHub],
+) -> None:
+    """A fork's pull request, or one on another branch, whose body says "Fixes ENG-2": the
+    review and finish sessions of ENG-2 may read it but not approve or merge it (issue 36),
+    named by its number as the text that steered them would name it."""
+    repo, daemon_env, github = remote_project
+    daemon_project = load_project(repo, env=daemon_env)
+    backends = open_backends(daemon_project, direct=True)
+    backends.tracker.create_issue("Parent")  # ENG-1
+    backends.tracker.create_issue("The worker's", parent="ENG-1", status=Status.NEEDS_REVIEW)
+    fork = github.add_pr("legion/eng-2", fork=True, body="Fixes ENG-2", head_oid="a" * 40)
+    other = github.add_pr("feature/eng-2", body="Fixes ENG-2", head_oid="b" * 40)
+    path = socket_path(daemon_project.state_dir)
+    secrets = ("LINEAR_API_KEY", "GITHUB_TOKEN")
+    base_env = {name: value for name, value in os.environ.items() if name not in secrets}
+
+    def session(mode: str, *args: str) -> Result:
+        token = Capabilities(backends.db).mint("ENG-2", mode=mode, session_id=f"s-{mode}")
+        env = base_env | {CAPABILITY_ENV: token, SOCKET_ENV: str(path), "LEGION_MODE": mode}
+        return run_legion(*args, cwd=repo, env=env | {"LEGION_RELAY_WAIT": "1"})
+
+    with RelayServer(
+        path,
+        lambda: open_backends(daemon_project, direct=True),
+        ops=session_ops(daemon_project, os.environ),
+    ):
+        for pr, said in ((fork, "is from a fork"), (other, "is from feature/eng-2")):
+            number = f"#{pr['number']}"
+            read = session("review", "pr", "view", number, "--json")
+            assert read.returncode == 0, read.stderr
+            approved = session("review", "pr", "review", number, "--approve", "--body", "Fine.")
+            merged = session("finish", "pr", "merge", number)
+            for refused in (approved, merged):
+                assert refused.returncode == 2, refused.stderr
+                assert "may write only its own pull request" in one_line_error(refused)
+                assert said in one_line_error(refused)
+    for pr in (fork, other):
+        assert github.pulls[pr["number"]]["_reviews"] == []
+        assert github.pulls[pr["number"]]["state"] == "OPEN"
     backends.db.close()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from legion.backends import Backends, open_backends
+from legion.backends import Backends, open_backends, open_workers
 from legion.bus import Bus, open_bus
 from legion.bus.model import AgentStatus, MessageKind
 from legion.bus.sessions import register_session
@@ -212,6 +212,27 @@ def test_the_daemon_runs_the_controllers_commands_in_its_project(scene: Scene) -
     assert elsewhere.returncode == 2 and "no options before the command" in elsewhere.stderr
     missing = scene.worker("dispatch", "LEG-99", "implement", env=as_controller)
     assert missing.returncode == 2 and "LEG-99" in missing.stderr
+
+
+def test_the_controllers_starts_and_answers_are_bounded_by_its_role(scene: Scene) -> None:
+    """Run through the daemon, the controller starts only the worker its issue's phase runs,
+    never with --force, and answers no question that went to a person: each refused before
+    anything starts or is typed (`legion.core.roles.dispatch_refusal`, `answer_refusal`)."""
+    token = Capabilities(scene.backends.db).mint(None, mode="controller", session_id=CONTROLLER_SID)
+    as_controller = {CAPABILITY_ENV: token, "LEGION_SESSION_ID": ""}
+    # LEG-2 is in Todo: its planner, not a finisher that would merge and close it.
+    finisher = scene.worker("dispatch", "LEG-2", "finish", env=as_controller)
+    assert finisher.returncode == 2, finisher.stderr
+    assert "may not start a finish worker on an issue in Todo (only plan)" in finisher.stderr
+    forced = scene.worker("dispatch", "LEG-2", "plan", "--force", env=as_controller)
+    assert forced.returncode == 2 and "--force" in forced.stderr, forced.stderr
+    # A question a person owns: the controller's answer is refused, the labels stay.
+    scene.backends.tracker.update_labels("LEG-1", add=[Label.USER_INPUT_NEEDED.value])
+    answered = scene.worker("answer", "LEG-1", "Postgres", env=as_controller)
+    assert answered.returncode == 2, answered.stderr
+    assert "may not answer a question a person owns" in answered.stderr
+    assert Label.USER_INPUT_NEEDED.value in scene.backends.tracker.get_issue("LEG-1").labels
+    assert open_workers(scene.project, scene.backends).roster.records() == []
 
 
 def test_a_revoked_capability_speaks_for_nobody(scene: Scene) -> None:

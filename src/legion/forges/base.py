@@ -56,6 +56,9 @@ class PullRequest:
     url: str = ""  # where a person opens it; "" for the embedded forge
     # The CI checks on the head commit; the embedded forge has no CI, so none.
     check_runs: tuple[Check, ...] = ()
+    # Its head is another repository's (a fork's): someone else's work, which no session
+    # writes to, whatever its branch or body names.
+    from_fork: bool = False
 
     @property
     def checks(self) -> ChecksState:

@@ -63,6 +63,7 @@ from typing import Any, Protocol
 
 from legion.actionlog import ActionLog, OutcomeKind
 from legion.core import marks, roles
+from legion.core.ids import branch_for
 from legion.core.model import ReviewOutcome, Status, normalize_identifier
 from legion.core.ratelimit import Bucket
 from legion.core.reviewed_head import no_reviewed_head
@@ -318,6 +319,14 @@ class Call:
         pr = self.forge.get_pr(ref)
         if writing:
             self.own(pr.issue)
+            # Its own pull request only: a fork's, or one on another branch whose body says
+            # "Fixes" this issue, is someone else's work to review or merge.
+            if pr.from_fork or pr.branch != branch_for(mine):
+                where = "a fork" if pr.from_fork else pr.branch
+                raise NotPermittedError(
+                    f"this worker may write only its own pull request, from {branch_for(mine)} "
+                    f"of this repository (PR {ref} is from {where})"
+                )
         else:
             try:
                 self.readable(pr.issue)
@@ -421,9 +430,15 @@ def _create_pr(call: Call) -> Any:
     issue = call.text("issue")
     call.own(issue)
     call.in_role("create_pr")
+    branch = call.text("branch")
+    if branch != branch_for(issue):  # another issue's work, or the base, as this one's
+        raise NotPermittedError(
+            f"a session opens {issue}'s pull request only from {branch_for(issue)} "
+            f"(asked: {branch})"
+        )
     return call.forge.create_pr(
         issue,
-        call.text("branch"),
+        branch,
         title=call.optional_text("title"),
         body=call.written("body"),
         draft=call.flag("draft"),

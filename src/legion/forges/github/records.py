@@ -58,6 +58,7 @@ def record_of(node: Mapping[str, Any]) -> GitHubPullRequest:
         updated_at=node.get("updatedAt") or "",
         url=node.get("url") or "",
         check_runs=checks_of(rollup, node.get("url") or ""),
+        from_fork=bool(node.get("isCrossRepository")),
     )
     return GitHubPullRequest(
         pr=pr,
