@@ -901,9 +901,24 @@ def _issue_labels(issue: Node, info: Any, first: int | None = None, **_: Any) ->
 
 
 def _issue_comments(
-    issue: Node, _info: Any, first: int | None = None, after: str | None = None, **_: Any
+    issue: Node,
+    _info: Any,
+    first: int | None = None,
+    after: str | None = None,
+    last: int | None = None,
+    before: str | None = None,
+    **_: Any,
 ) -> Node:
+    """A page of an issue's comments, forward (`first` after `after`) or, as GitHub pages
+    with `last`, backward (the `last` before `before`). Cursors are positions; a page's
+    start cursor is its first comment's, its end cursor the position after its last."""
     comments = issue["_comments"]
+    if last is not None:
+        if not 0 < last <= 100:
+            raise FakeError("You must provide a `last` value between 1 and 100.")
+        end = int(before) if before else len(comments)
+        start = max(0, end - last)
+        return _connection(comments[start:end], start, end < len(comments))
     offset = int(after) if after else 0
     size = first or 100
     return _connection(comments[offset : offset + size], offset, offset + size < len(comments))

@@ -450,17 +450,45 @@ def compare(got: Any, comparator: dict[str, Any], where: str) -> bool:
     return True
 
 
-def connection(items: list[Record], first: int | None, after: str | None) -> Record:
-    """A page of `items` (cursor: the item's id), as Linear pages: forward, `first` at most."""
+def connection(
+    items: list[Record],
+    first: int | None,
+    after: str | None,
+    last: int | None = None,
+    before: str | None = None,
+) -> Record:
+    """A page of `items` (cursor: the item's id), as Linear pages: forward, `first` at most
+    after `after`; or, given `last`, backward: the `last` before `before`."""
+    ids = [item["id"] for item in items]
+
+    def index(cursor: str) -> int:
+        if cursor not in ids:
+            raise _input_error("invalid cursor")
+        return ids.index(cursor)
+
+    if last is not None:
+        if first is not None or after is not None:
+            raise _input_error("first/after and last/before cannot be combined")
+        if not 0 < last <= MAX_PAGE:
+            raise _input_error(f"last must be between 1 and {MAX_PAGE}")
+        end = len(items) if before is None else index(before)
+        start = max(0, end - last)
+        page = items[start:end]
+        return {
+            "nodes": page,
+            "pageInfo": {
+                "hasNextPage": end < len(items),
+                "hasPreviousPage": start > 0,
+                "startCursor": page[0]["id"] if page else None,
+                "endCursor": page[-1]["id"] if page else None,
+            },
+        }
     size = DEFAULT_PAGE if first is None else first
     if not 0 < size <= MAX_PAGE:
         raise _input_error(f"first must be between 1 and {MAX_PAGE}")
     start = 0
     if after is not None:
-        ids = [item["id"] for item in items]
-        if after not in ids:
-            raise _input_error("invalid cursor")
-        start = ids.index(after) + 1
+        start = index(after) + 1
     page = items[start : start + size]
     return {
         "nodes": page,
@@ -622,9 +650,11 @@ def _relation_delete(_: Any, info: Any, id: str) -> Record:
 
 def _issue_comments(issue: Record, info: Any, **args: Any) -> Record:
     fake = _fake(info)
-    _no_unknown(args, {"first", "after"})
+    _no_unknown(args, {"first", "after", "last", "before"})
     comments = [c for c in fake.comments.values() if c["issue_id"] == issue["id"]]
-    return connection(comments, args.get("first"), args.get("after"))
+    return connection(
+        comments, args.get("first"), args.get("after"), args.get("last"), args.get("before")
+    )
 
 
 def _comment(_: Any, info: Any, **args: Any) -> Record:

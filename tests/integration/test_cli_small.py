@@ -171,3 +171,28 @@ def test_usage_says_when_none_is_recorded_then_sums_by_issue_phase_and_model(
     assert f"prices = {{ {expected} }}" in shown
     bad = legion("usage", env={"LEGION_PRICES": '{"m": {"input": -1, "output": 1}}'})
     assert bad.returncode == 1 and "at least 0" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_issue_show_gives_the_latest_comments_and_says_there_are_earlier_ones(
+    legion: LegionRunner, project: Path
+) -> None:
+    from legion.backends import open_backends
+    from legion.config import load_project
+
+    legion("issue", "create", "Talked about")
+    backends = open_backends(load_project(project))
+    try:
+        for n in range(102):
+            backends.tracker.add_comment("LEG-1", f"note {n}", author="hank")
+    finally:
+        backends.db.close()
+    shown = json.loads(legion("issue", "show", "LEG-1", "--json").stdout)
+    assert shown["earlier_comments"] is True
+    assert [c["body"] for c in shown["comments"]][::99] == ["note 2", "note 101"]
+    assert "(the latest 100 comments; every one: `legion issue comments LEG-1`)" in (
+        legion("issue", "show", "LEG-1").stdout
+    )
+    every = json.loads(legion("issue", "comments", "LEG-1", "--json").stdout)
+    assert len(every) == 102
+    last = json.loads(legion("issue", "comments", "LEG-1", "--last", "2", "--json").stdout)
+    assert [c["body"] for c in last] == ["note 100", "note 101"]

@@ -938,3 +938,27 @@ def test_blocked_by_lines_are_written_before_the_parent_line() -> None:
     assert blocker_numbers("Text\nBLOCKED BY: #7\nmore") == [7]
     assert with_blockers("Text\nblocked by #7\nmore", [8], [7]) == "Text\nmore\n\nBlocked by #8"
     assert blocker_numbers("This is blocked by #7, in prose.") == []
+
+
+def test_an_issue_with_ten_thousand_comments_is_read_from_its_end(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    """Issue 36: a look at an issue (a person's answer, a budget's reply) reads its latest
+    comments in one request, however many it holds; a longer read pages back from the end."""
+    number = fake.add_issue("x")["number"]
+    identifier = f"WIDGETS-{number}"
+    tracker = make_tracker(fake, tmp_path)
+    for n in range(10_000):
+        fake.add_issue_comment(number, f"noise {n}", login="mallory")
+    tracker.add_comment(identifier, "Which database?", author="legion", by_legion=True)
+    fake.add_issue_comment(number, "Postgres.", login="hank")
+    fake.requests.clear()
+
+    assert [(part.text, part.author) for part in human_answer(tracker, identifier)] == [
+        ("Postgres.", "hank")
+    ]
+    assert len(fake.requests) == 1
+    latest = tracker.list_comments(identifier, newest=250)
+    assert [c.body for c in latest[:2]] == ["noise 9752", "noise 9753"]
+    assert [c.body for c in latest[-2:]] == ["Which database?", "Postgres."]
+    assert len(latest) == 250 and len(fake.requests) == 1 + math.ceil(250 / COMMENT_PAGE_SIZE)

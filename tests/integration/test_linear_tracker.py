@@ -690,3 +690,26 @@ def test_bad_blockers_are_refused_before_anything_is_written(
     with pytest.raises(InputError, match="no issue ENG-99"):
         tracker.create_issue("never", blocked_by=["ENG-99"])
     assert len(fake.relations) == 1 and len(fake.issues) == 3
+
+
+def test_an_issue_with_ten_thousand_comments_is_read_from_its_end(
+    fake: FakeLinear, tmp_path: Path
+) -> None:
+    """Issue 36: a look at an issue (a person's answer, a budget's reply) reads its latest
+    comments in one request, however many it holds; a longer read pages back from the end."""
+    issue = fake.add_issue("x")
+    tracker = make_tracker(fake, tmp_path)
+    for n in range(10_000):
+        fake.add_comment(issue, f"noise {n}", by="guest")
+    tracker.add_comment(issue, "Which database?", author="legion", by_legion=True)
+    fake.add_comment(issue, "Postgres.", by="human")
+    fake.requests.clear()
+
+    assert [(part.text, part.author) for part in human_answer(tracker, issue)] == [
+        ("Postgres.", "hank")
+    ]
+    assert len(fake.requests) == 1
+    latest = tracker.list_comments(issue, newest=250)
+    assert [c.body for c in latest[:2]] == ["noise 9752", "noise 9753"]
+    assert [c.body for c in latest[-2:]] == ["Which database?", "Postgres."]
+    assert len(latest) == 250 and len(fake.requests) == 1 + math.ceil(250 / COMMENT_PAGE_SIZE)

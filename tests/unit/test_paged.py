@@ -35,3 +35,47 @@ def test_pages_without_end_stop_at_the_bound() -> None:
     with pytest.raises(BackendError, match=f"paged past {MAX_PAGES}"):
         list(paged(endless))
     assert len(read) == MAX_PAGES + 1
+
+
+# -- `paged_back`: the latest nodes, read from the end ------------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from legion.trackers.graphql import paged_back  # noqa: E402
+
+
+def back_pages(items: list[int]) -> Any:
+    """A connection over `items` paged backward, cursors being positions (GitHub's way)."""
+    asked: list[int] = []
+
+    def fetch(before: str | None, last: int) -> dict[str, Any]:
+        asked.append(last)
+        end = len(items) if before is None else int(before)
+        start = max(0, end - last)
+        return {
+            "nodes": items[start:end],
+            "pageInfo": {"hasPreviousPage": start > 0, "startCursor": str(start)},
+        }
+
+    return fetch, asked
+
+
+@given(st.integers(0, 60), st.integers(0, 70), st.integers(1, 9))
+def test_the_latest_nodes_in_order_in_as_few_pages_as_their_size_allows(
+    count: int, limit: int, size: int
+) -> None:
+    items = list(range(count))
+    fetch, asked = back_pages(items)
+    got = paged_back(fetch, limit, size)
+    assert got == items[max(0, count - limit) :] if limit else got == []
+    assert len(asked) <= max(1, -(-limit // size))
+    assert all(0 < last <= size for last in asked)
+
+
+def test_a_cursor_named_again_stops_the_reading_back() -> None:
+    def fetch(before: str | None, last: int) -> dict[str, Any]:
+        return {"nodes": [1], "pageInfo": {"hasPreviousPage": True, "startCursor": "same"}}
+
+    with pytest.raises(BackendError, match="github: the server named a page cursor again"):
+        paged_back(fetch, 10, 1, "github")

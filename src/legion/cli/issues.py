@@ -11,7 +11,7 @@ from legion import identity
 from legion.cli import common, render
 from legion.core.model import Status, normalize_identifier
 from legion.errors import InputError, LegionError, NotFoundError
-from legion.trackers.base import Issue
+from legion.trackers.base import RECENT_COMMENTS, Issue
 
 app = typer.Typer(
     help="Create, read and update issues.",
@@ -106,10 +106,13 @@ def show(
     identifier: str,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Show an issue with its comments, pull request and the tokens its workers used."""
+    """Show an issue with its latest comments, pull request and the tokens its workers used."""
     project, backends = common.backends(ctx)
     issue = backends.tracker.get_issue(identifier)
-    comments = backends.tracker.list_comments(issue.identifier)
+    # One more than shown: whether there are earlier ones, in the same read.
+    comments = backends.tracker.list_comments(issue.identifier, newest=RECENT_COMMENTS + 1)
+    earlier = len(comments) > RECENT_COMMENTS
+    comments = comments[-RECENT_COMMENTS:]
     try:
         pr = backends.forge.get_pr(issue.identifier)
     except NotFoundError:
@@ -123,11 +126,14 @@ def show(
             for name, status in blockers
         ]
         data["comments"] = [render.comment_json(c) for c in comments]
+        data["earlier_comments"] = earlier
         data["pr"] = None if pr is None else render.pr_json(pr)
         data["usage"] = render.usage_json(usage)
         common.print_json(data)
     else:
-        common.console().print(render.issue_detail(issue, comments, pr, usage, blockers))
+        common.console().print(
+            render.issue_detail(issue, comments, pr, usage, blockers, earlier=earlier)
+        )
 
 
 def _blocker_statuses(tracker: Any, issue: Issue) -> list[tuple[str, Status | None]]:
@@ -272,11 +278,15 @@ def comment(
 def comments(
     ctx: typer.Context,
     identifier: str,
+    last: Annotated[
+        int | None,
+        typer.Option("--last", min=1, help="Only the latest N comments (read from the end)."),
+    ] = None,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """List an issue's comments, oldest first."""
+    """List an issue's comments, oldest first (in a session, at most its latest 500)."""
     _, backends = common.backends(ctx)
-    found = backends.tracker.list_comments(identifier)
+    found = backends.tracker.list_comments(identifier, newest=last)
     if as_json:
         common.print_json([render.comment_json(c) for c in found])
         return

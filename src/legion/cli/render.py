@@ -141,7 +141,9 @@ def issue_detail(
     pr: PullRequest | None,
     usage: Mapping[str, Usage] | None = None,
     blockers: Sequence[tuple[str, Status | None]] = (),
+    earlier: bool = False,
 ) -> Any:
+    """`earlier`: the issue has comments before `comments` (the latest), not shown."""
     from rich.console import Group
     from rich.text import Text
 
@@ -173,6 +175,15 @@ def issue_detail(
         parts.append(Text(usage_line(usage)))
     if issue.body:
         parts += [Text(""), shown(issue.body)]
+    if earlier:
+        parts += [
+            Text(""),
+            Text(
+                f"(the latest {len(comments)} comments; every one: "
+                f"`legion issue comments {issue.identifier}`)",
+                style="dim",
+            ),
+        ]
     for comment in comments:
         parts += [
             Text(""),

@@ -26,7 +26,7 @@ from legion.proxy.ledger import UsageLedger
 from legion.reconcile.answers import idle_question
 from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
-from legion.trackers.base import Tracker
+from legion.trackers.base import RECENT_COMMENTS, Tracker
 from legion.workspaces.activity import last_change
 
 from .steps import DONE, StepResult
@@ -90,7 +90,7 @@ class IdleSpendWatch:
             last_change(workspace, self.regenerable, place),
             self.last_post(view.record.session_id),
         ]
-        comments = self.tracker.list_comments(view.record.issue)
+        comments = self.tracker.list_comments(view.record.issue, newest=RECENT_COMMENTS)
         signs += [instant(c.created_at) for c in comments if c.asked is None]
         found = [sign for sign in signs if sign is not None]
         return max(found) if found else None

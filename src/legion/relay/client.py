@@ -215,8 +215,10 @@ class RelayTracker:
         )
         return _one(answer, Comment)
 
-    def list_comments(self, identifier: str) -> list[Comment]:
-        return _list_of(self._client.call("tracker.list_comments", identifier=identifier), Comment)
+    def list_comments(self, identifier: str, *, newest: int | None = None) -> list[Comment]:
+        """The daemon reads a session at most its latest `SESSION_COMMENTS`, whatever it asks."""
+        answer = self._client.call("tracker.list_comments", identifier=identifier, newest=newest)
+        return _list_of(answer, Comment)
 
 
 class RelayForge:

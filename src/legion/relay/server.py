@@ -420,10 +420,17 @@ def _add_comment(call: Call) -> Any:
     )
 
 
+# The most comments of one issue a session reads in one call: the latest this many. Every
+# comment of an issue holding thousands would cost the daemon's token one request a hundred.
+SESSION_COMMENTS = 500
+
+
 def _list_comments(call: Call) -> Any:
     identifier = call.text("identifier")
     call.readable(identifier)
-    return call.tracker.list_comments(identifier)
+    newest = call.optional_int("newest")
+    newest = SESSION_COMMENTS if newest is None else max(0, min(newest, SESSION_COMMENTS))
+    return call.tracker.list_comments(identifier, newest=newest)
 
 
 def _create_pr(call: Call) -> Any:

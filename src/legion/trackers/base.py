@@ -10,6 +10,10 @@ from legion.core.marks import LegionQuestion
 from legion.core.model import Label, Status, normalize_identifier
 from legion.errors import InputError
 
+# The comments Legion reads of an issue at a look (an answer, a budget's reply): the latest
+# this many, one request on Linear and GitHub, however many the issue holds.
+RECENT_COMMENTS = 100
+
 
 @dataclass(frozen=True, slots=True)
 class Issue:
@@ -185,4 +189,7 @@ class Tracker(Protocol):
         """Comment as `author`; `by_legion` when Legion or a worker writes it (it is marked)."""
         ...
 
-    def list_comments(self, identifier: str) -> list[Comment]: ...
+    def list_comments(self, identifier: str, *, newest: int | None = None) -> list[Comment]:
+        """The issue's comments, oldest first; with `newest`, only that many of the latest
+        (read from the end: what Legion looks for is recent, and an issue may hold thousands)."""
+        ...

@@ -129,6 +129,38 @@ def paged(
         seen.add(after)
 
 
+def paged_back(
+    fetch: Callable[[str | None, int], Mapping[str, Any]],
+    limit: int,
+    page_size: int,
+    backend: str = "graphql",
+) -> list[dict[str, Any]]:
+    """The last `limit` nodes of a connection, read from its end: `fetch(before, last)`
+    returns the page of (at most) `last` nodes before cursor `before` (nodes, pageInfo with
+    `hasPreviousPage` and `startCursor`). In the connection's order; null nodes skipped. A
+    cursor named twice is an error (`backend`'s), never a loop."""
+    pages: list[list[dict[str, Any]]] = []
+    count = 0
+    before: str | None = None
+    seen: set[str] = set()
+    while count < limit:
+        page = fetch(before, min(page_size, limit - count))
+        nodes = [node for node in page["nodes"] if node is not None]
+        pages.append(nodes)
+        count += len(nodes)
+        info = page.get("pageInfo") or {}
+        before = info.get("startCursor") if info.get("hasPreviousPage") else None
+        if before is None or not page["nodes"]:
+            break
+        if before in seen:
+            raise BackendError(
+                backend, BackendErrorKind.INVALID, "the server named a page cursor again: stopped"
+            )
+        seen.add(before)
+    found = [node for nodes in reversed(pages) for node in nodes]
+    return found[-limit:] if limit > 0 else []
+
+
 def comment_text(body: str, author: str, *, by_legion: bool) -> str:
     """A comment's body as written: checked, and carrying Legion's marker (with the author it
     writes as) when Legion writes it."""

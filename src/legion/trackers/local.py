@@ -50,15 +50,15 @@ class LocalTracker:
         with self._db.read() as conn:
             return self._load(conn, self._row_id(conn, identifier))
 
-    def list_comments(self, identifier: str) -> list[Comment]:
+    def list_comments(self, identifier: str, *, newest: int | None = None) -> list[Comment]:
         with self._db.read() as conn:
             issue_id = self._row_id(conn, identifier)
             rows = conn.execute(
                 "SELECT c.*, i.identifier FROM comments c JOIN issues i ON i.id = c.issue_id "
-                "WHERE c.issue_id = ? ORDER BY c.id",
-                (issue_id,),
+                "WHERE c.issue_id = ? ORDER BY c.id DESC LIMIT ?",
+                (issue_id, -1 if newest is None else max(0, newest)),
             ).fetchall()
-        return [_comment(row) for row in rows]
+        return [_comment(row) for row in reversed(rows)]
 
     # -- writing -------------------------------------------------------------------------------
 

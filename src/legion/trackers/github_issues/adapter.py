@@ -191,9 +191,10 @@ class GitHubIssuesTracker(GraphQLTracker):
         node = self.queries.fetch(identifier)
         return self._mapped(node, children(node))
 
-    def list_comments(self, identifier: str) -> list[Comment]:
+    def list_comments(self, identifier: str, *, newest: int | None = None) -> list[Comment]:
         normalized, _ = self.keys.number(identifier)
-        comments = [to_comment(node, normalized) for node in self.queries.comments(normalized)]
+        nodes = self.queries.comments(normalized, newest)
+        comments = [to_comment(node, normalized) for node in nodes]
         comments.sort(key=lambda comment: comment.created_at)
         return comments
 

@@ -180,12 +180,15 @@ query IssueByNumber(
 COMMENTS = document(
     BACKEND,
     f"""
-query IssueComments($owner: String!, $name: String!, $number: Int!, $after: String) {{
+query IssueComments(
+  $owner: String!, $name: String!, $number: Int!,
+  $first: Int, $after: String, $last: Int, $before: String
+) {{
   repository(owner: $owner, name: $name) {{
     issue(number: $number) {{
-      comments(first: {COMMENT_PAGE_SIZE}, after: $after) {{
+      comments(first: $first, after: $after, last: $last, before: $before) {{
         nodes {{ ...LegionIssueComment }}
-        pageInfo {{ hasNextPage endCursor }}
+        pageInfo {{ hasNextPage endCursor hasPreviousPage startCursor }}
       }}
     }}
   }}

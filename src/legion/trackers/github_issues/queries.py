@@ -15,7 +15,7 @@ from legion.trackers.github_issues import documents as docs
 from legion.trackers.github_issues.catalog import RepositoryCatalog
 from legion.trackers.github_issues.identifiers import IssueKeys
 from legion.trackers.github_issues.nodes import IssueNode
-from legion.trackers.graphql import paged
+from legion.trackers.graphql import paged, paged_back
 
 DONE_PAGES = 5  # `list_issues(status=Done)`: the 500 most recently updated closed issues
 
@@ -88,16 +88,22 @@ class IssueQueries:
             if after is None or (pages is not None and read >= pages):
                 return
 
-    def comments(self, identifier: str) -> Iterator[dict[str, Any]]:
-        """Every comment node of issue `identifier` (KEY-N, normalized)."""
+    def comments(self, identifier: str, newest: int | None = None) -> list[dict[str, Any]]:
+        """The comment nodes of issue `identifier` (KEY-N, normalized), oldest first: every
+        one, or (`newest`) only that many of the latest, read from the end."""
         _, number = self.keys.number(identifier)
 
-        def page(after: str | None) -> Mapping[str, Any]:
-            repo = self.catalog.repository_data(docs.COMMENTS, {"number": number, "after": after})
+        def fetch(variables: dict[str, Any]) -> Mapping[str, Any]:
+            repo = self.catalog.repository_data(docs.COMMENTS, {"number": number, **variables})
             issue = repo.get("issue")
             if not isinstance(issue, dict):
                 raise self.keys.not_found(identifier)
             connection: Mapping[str, Any] = issue["comments"]
             return connection
 
-        return paged(page, "github")
+        size = docs.COMMENT_PAGE_SIZE
+        if newest is None:
+            return list(paged(lambda after: fetch({"first": size, "after": after}), "github"))
+        return paged_back(
+            lambda before, last: fetch({"last": last, "before": before}), newest, size, "github"
+        )

@@ -40,7 +40,13 @@ from legion.core.text import clean_body, clean_title
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
 from legion.graphql_client import GraphQLClient
 from legion.trackers.base import Comment, Issue, blocker_change
-from legion.trackers.graphql import CACHE_TTL_S, GraphQLTracker, comment_text, paged
+from legion.trackers.graphql import (
+    CACHE_TTL_S,
+    GraphQLTracker,
+    comment_text,
+    paged,
+    paged_back,
+)
 from legion.trackers.linear import documents as docs
 from legion.trackers.linear.client import pages
 from legion.trackers.linear.creates import Creates
@@ -125,20 +131,30 @@ class LinearTracker(GraphQLTracker):
         node = self._fetch(identifier)
         return self._mapped(node)
 
-    def list_comments(self, identifier: str) -> list[Comment]:
+    def list_comments(self, identifier: str, *, newest: int | None = None) -> list[Comment]:
         normalized = normalize_identifier(identifier)
         named = normalized  # as Linear names the issue (an identifier from before a move too)
 
-        def page(after: str | None) -> Mapping[str, Any]:
+        def fetch(variables: dict[str, Any]) -> Mapping[str, Any]:
             nonlocal named
-            data = self._execute_for(normalized, docs.COMMENTS, {"id": normalized, "after": after})
+            data = self._execute_for(normalized, docs.COMMENTS, {"id": normalized, **variables})
             node = data["issue"]
             self._check_team(normalized, node)
             named = node["identifier"]
             connection: Mapping[str, Any] = node["comments"]
             return connection
 
-        comments = [to_comment(found, named) for found in paged(page, "linear")]
+        size = docs.COMMENT_PAGE_SIZE
+        if newest is None:
+            nodes = list(paged(lambda after: fetch({"first": size, "after": after}), "linear"))
+        else:
+            nodes = paged_back(
+                lambda before, last: fetch({"last": last, "before": before}),
+                newest,
+                size,
+                "linear",
+            )
+        comments = [to_comment(found, named) for found in nodes]
         comments.sort(key=lambda comment: comment.created_at)
         return comments
 

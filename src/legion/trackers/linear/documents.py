@@ -125,13 +125,15 @@ query LinearIssue($id: String!) {{
 COMMENTS = document(
     "linear",
     f"""
-query LinearComments($id: String!, $after: String) {{
+query LinearComments(
+  $id: String!, $first: Int, $after: String, $last: Int, $before: String
+) {{
   issue(id: $id) {{
     identifier
     team {{ key }}
-    comments(first: {COMMENT_PAGE_SIZE}, after: $after) {{
+    comments(first: $first, after: $after, last: $last, before: $before) {{
       nodes {{ ...LegionComment }}
-      pageInfo {{ hasNextPage endCursor }}
+      pageInfo {{ hasNextPage endCursor hasPreviousPage startCursor }}
     }}
   }}
 }}
