@@ -962,3 +962,20 @@ def test_an_issue_with_ten_thousand_comments_is_read_from_its_end(
     assert [c.body for c in latest[:2]] == ["noise 9752", "noise 9753"]
     assert [c.body for c in latest[-2:]] == ["Which database?", "Postgres."]
     assert len(latest) == 250 and len(fake.requests) == 1 + math.ceil(250 / COMMENT_PAGE_SIZE)
+
+
+def test_relation_lines_in_a_new_issues_body_relate_nothing(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    """Issue 36: a body (a session's, steered by what it read) that ends with `Parent: #1` or
+    holds `Blocked by #2` sets no relation; only the arguments do, which the relay checks."""
+    tracker = make_tracker(fake, tmp_path)
+    tracker.create_issue("Someone else's tree")  # WIDGETS-1
+    tracker.create_issue("Holds it up")  # WIDGETS-2
+    body = "Follow-up.\n\nBlocked by #2\nparent: #1"
+    made = tracker.create_issue("Spreads", body=body)
+    assert (made.parent, tuple(made.blocked_by)) == (None, ())
+    assert fake.issues[3]["body"] == "Follow-up.\n\n> Blocked by #2\n> parent: #1"
+    assert not tracker.get_issue("WIDGETS-1").children
+    child = tracker.create_issue("A real child", body="Blocked by #2", parent="WIDGETS-1")
+    assert child.parent == "WIDGETS-1" and not child.blocked_by

@@ -71,6 +71,7 @@ from legion.trackers.base import Comment, Issue, blocker_change
 from legion.trackers.github_issues import documents as docs
 from legion.trackers.github_issues.body import (
     blocker_numbers,
+    inert_relations,
     split_blockers,
     split_parent,
     with_blockers,
@@ -211,7 +212,7 @@ class GitHubIssuesTracker(GraphQLTracker):
         blocked_by: Iterable[str] = (),
     ) -> Issue:
         title = clean_title(title)
-        body = clean_body(body)
+        body = inert_relations(clean_body(body))
         label_names = sorted({self._known_label(name) for name in labels})
         blockers = [
             int(self.queries.blocker(name, "the new issue")["number"]) for name in blocked_by

@@ -20,6 +20,17 @@ _BLOCKED_LINE = re.compile(
 )
 
 
+def inert_relations(body: str) -> str:
+    """`body` with each line that would read as a relation (`Parent:`, `Blocked by`) quoted
+    (`> `): a relation is set by the arguments Legion checks (`--parent`, `--blocked-by`),
+    never by the words of a body, which a session steered by a stranger may write."""
+
+    def quoted(match: re.Match[str]) -> str:
+        return "> " + match.group(0)
+
+    return _BLOCKED_LINE.sub(quoted, _PARENT_LINE.sub(quoted, body))
+
+
 def blocker_numbers(body: str) -> list[int]:
     """The issue numbers the body's `Blocked by #N` lines name, each once, in order."""
     found = (int(m.group(1) or m.group(2)) for m in _BLOCKED_LINE.finditer(body))
