@@ -727,7 +727,8 @@ def _create_pull_request(_parent: Any, info: Any, input: dict[str, Any]) -> Node
     if fake.remote is not None and fake.remote_head(head) is None:
         raise _unprocessable("Head sha can't be blank, No commits between main and " + head)
     for pr in fake.pulls.values():
-        if pr["headRefName"] == head and pr["state"] == "OPEN":
+        # A fork's branch of the same name is another head (`someone:legion/eng-2`).
+        if pr["headRefName"] == head and pr["state"] == "OPEN" and not pr["isCrossRepository"]:
             raise _unprocessable(f"A pull request already exists for {fake.owner}:{head}.")
     pr = fake.add_pr(
         head,

@@ -850,9 +850,20 @@ def test_a_worker_writes_no_pull_request_but_its_own_whatever_its_body_says(
                 assert refused.returncode == 2, refused.stderr
                 assert "may write only its own pull request" in one_line_error(refused)
                 assert said in one_line_error(refused)
+        # Its own, whose body would close another issue on merge: that keyword links nothing.
+        git(repo, "branch", "legion/eng-2")
+        body = "Fixes ENG-1 on the way.\n\nCloses #1"
+        opened = session("implement", "pr", "create", "--issue", "ENG-2", "--branch",
+                         "legion/eng-2", "--body", body)  # fmt: skip
+        assert opened.returncode == 0, opened.stderr
     for pr in (fork, other):
         assert github.pulls[pr["number"]]["_reviews"] == []
         assert github.pulls[pr["number"]]["state"] == "OPEN"
+    [own] = [pr for pr in github.pulls.values() if pr["headRefName"] == "legion/eng-2"
+             and not pr["isCrossRepository"]]  # fmt: skip
+    assert own["body"].startswith(
+        "Fixes (not linked) ENG-1 on the way.\n\nCloses (not linked) #1"
+    ), own["body"]
     backends.db.close()
 
 

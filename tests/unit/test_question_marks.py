@@ -85,3 +85,28 @@ def test_a_workers_question_is_not_legions_own() -> None:
     workers = comment("## Question from the implement worker\n\n> UTC?", by_legion=True)
     assert not legion_asked([workers])
     assert budget_allowed([workers, comment("UTC")], 10) == 10
+
+
+# -- a pull request body a session wrote closes nothing but its own issue -------------------
+
+import pytest  # noqa: E402
+
+from legion.core.marks import inert_closing  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("Fixes ENG-2", "Fixes ENG-2"),  # its own
+        ("resolves eng-2.", "resolves eng-2."),
+        ("Fixes ENG-12", "Fixes (not linked) ENG-12"),
+        ("Closes #3 and fixes: #4", "Closes (not linked) #3 and fixes (not linked): #4"),
+        ("CLOSED acme/widgets#9", "CLOSED (not linked) acme/widgets#9"),
+        ("fixed https://github.com/acme/widgets/issues/4",
+         "fixed (not linked) https://github.com/acme/widgets/issues/4"),
+        ("prefix the fixes list; see ENG-3", "prefix the fixes list; see ENG-3"),  # no keyword
+        ("Affixes #3", "Affixes #3"),  # not a word of its own
+    ],
+)  # fmt: skip
+def test_a_session_pull_request_body_closes_only_its_own_issue(body: str, expected: str) -> None:
+    assert inert_closing(body, "ENG-2") == expected

@@ -100,3 +100,25 @@ def defanged(text: str) -> str:
     opener made visible text (`&lt;!--`, which Markdown shows as written): no marker of
     Legion's (its authorship, a question it asked for itself) can be forged in it."""
     return text.replace("<!--", "&lt;!--")
+
+
+# A closing keyword and what it closes, as GitHub and Linear read a pull request's body: "Fixes
+# #12", "closes: acme/widgets#3", "Resolves ENG-12", "fixed https://…/issues/4".
+_CLOSING = re.compile(
+    r"\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)(:?[ \t]+|:)"
+    r"((?:[\w.-]+/[\w.-]+)?#[0-9]+|https?://\S+|[A-Za-z][A-Za-z0-9]{0,9}-[0-9]+)",
+    re.IGNORECASE,
+)
+
+
+def inert_closing(text: str, own: str) -> str:
+    """A pull request's body a session wrote, closing nothing but its own issue `own`: every
+    other closing keyword gets "(not linked)" after it, so GitHub and Linear close and link
+    nothing on its word (a merge would otherwise close the issues it names)."""
+
+    def kept(match: re.Match[str]) -> str:
+        if match.group(3).upper() == own.upper():
+            return match.group(0)
+        return f"{match.group(1)} (not linked){match.group(2)}{match.group(3)}"
+
+    return _CLOSING.sub(kept, text)

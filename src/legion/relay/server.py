@@ -447,7 +447,7 @@ def _create_pr(call: Call) -> Any:
         issue,
         branch,
         title=call.optional_text("title"),
-        body=call.written("body"),
+        body=marks.inert_closing(call.written("body"), issue),
         draft=call.flag("draft"),
     )
 
