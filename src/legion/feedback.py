@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from legion.core.model import Label
 from legion.errors import ConflictError
-from legion.trackers.base import RECENT_COMMENTS, Comment, Issue, Tracker
+from legion.trackers.base import Comment, Issue, Tracker, since_legion_wrote
 
 if TYPE_CHECKING:
     from legion.config import Project
@@ -96,7 +96,7 @@ def waiting_for_human(tracker: Tracker) -> list[TrackerQuestion]:
     for issue in tracker.list_issues(label=Label.USER_INPUT_NEEDED.value):
         if Label.USER_FEEDBACK_GIVEN.value in issue.labels:
             continue
-        comments = tracker.list_comments(issue.identifier, newest=RECENT_COMMENTS)
+        comments = since_legion_wrote(tracker, issue.identifier)
         asked = [c for c in comments if c.body.lstrip().startswith(QUESTION_HEADING)] or [
             c for c in comments if c.by_legion
         ]

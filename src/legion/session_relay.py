@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from legion.bus.model import Agent, Channel, Message, Posted
+from legion.bus.model import Agent, Channel, Message, MessageKind, Posted
 from legion.config import Project
 from legion.core import roles
+from legion.core.ids import issue_for_branch
 from legion.core.model import CONTROLLER_MODE
 from legion.core.usage import Usage
-from legion.errors import InputError, LegionError, NotPermittedError, ProtocolError
+from legion.errors import InputError, LegionError, NotFoundError, NotPermittedError, ProtocolError
 from legion.fleet import LEASE_ENV
 from legion.relay import CAPABILITY_ENV, RUN_BY_DAEMON_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
@@ -175,15 +176,40 @@ class _SessionOps:
         from legion.bus import actions
         from legion.bus.validate import clean_message_id
 
+        original = clean_message_id(call.text("original"))
         with self._bus() as bus:
+            self._no_answer_a_person_owns(call, bus, original)
             posted = actions.reply(
                 bus,
                 self._speaker(call, bus),
-                clean_message_id(call.text("original")),
+                original,
                 self._body(call),
                 reply_id=self._id(call, "message_id"),
             )
             return self._posted(bus, posted)
+
+    def _no_answer_a_person_owns(self, call: Call, bus: Bus, original: str) -> None:
+        """The controller's reply to a worker's question is an answer, as `legion answer` is:
+        refused once that question went to a person (`legion.core.roles.answer_refusal`). The
+        worker's issue is its session's, from Legion's records (its channel's branch else)."""
+        if call.who() != roles.CONTROLLER:
+            return
+        try:
+            asked = bus.message(original)
+            asker = bus.resolve_agent(asked.sender, asked.channel)
+        except NotFoundError:
+            return  # the reply itself says there is no such message
+        if asked.kind is not MessageKind.ASK:
+            return
+        record = self._workers(call).roster.record_of(asker.session_id or "")
+        issue = record.issue if record is not None else issue_for_branch(asked.branch)
+        if issue is None:
+            return
+        refusal = roles.answer_refusal(
+            roles.CONTROLLER, frozenset(call.tracker.get_issue(issue).labels)
+        )
+        if refusal is not None:
+            raise NotPermittedError(refusal)
 
     def complete(self, call: Call) -> Any:
         from legion.completion import complete

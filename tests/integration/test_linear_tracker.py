@@ -713,3 +713,9 @@ def test_an_issue_with_ten_thousand_comments_is_read_from_its_end(
     assert [c.body for c in latest[:2]] == ["noise 9752", "noise 9753"]
     assert [c.body for c in latest[-2:]] == ["Which database?", "Postgres."]
     assert len(latest) == 250 and len(fake.requests) == 1 + math.ceil(250 / COMMENT_PAGE_SIZE)
+    # Strangers bury the answer under 150 comments: the look reaches back to Legion's question.
+    for n in range(150):
+        fake.add_comment(issue, f"flood {n}", by="guest")
+    fake.requests.clear()
+    assert [part.text for part in human_answer(tracker, issue)] == ["Postgres."]
+    assert len(fake.requests) == 1 + math.ceil(1000 / COMMENT_PAGE_SIZE)

@@ -68,6 +68,8 @@ def test_status_and_comments(tracker: LocalTracker) -> None:
         ("legion-plan", "plan: do it"),
         ("sami", "looks fine"),
     ]
+    assert [c.body for c in tracker.list_comments("LEG-1", newest=1)] == ["looks fine"]
+    assert tracker.list_comments("LEG-1", newest=0) == []
 
 
 @pytest.mark.parametrize(

@@ -850,8 +850,12 @@ def test_a_worker_writes_no_pull_request_but_its_own_whatever_its_body_says(
                 assert refused.returncode == 2, refused.stderr
                 assert "may write only its own pull request" in one_line_error(refused)
                 assert said in one_line_error(refused)
-        # Its own, whose body would close another issue on merge: that keyword links nothing.
+        # Its own, whose title names another issue (a tracker links it there): refused.
         git(repo, "branch", "legion/eng-2")
+        titled = session("implement", "pr", "create", "--issue", "ENG-2", "--branch",
+                         "legion/eng-2", "--title", "ENG-2: and eng-1 too")  # fmt: skip
+        assert titled.returncode == 2 and "names only its own issue" in one_line_error(titled)
+        # Whose body would close another issue on merge: that keyword links nothing.
         body = "Fixes ENG-1 on the way.\n\nCloses #1"
         opened = session("implement", "pr", "create", "--issue", "ENG-2", "--branch",
                          "legion/eng-2", "--body", body)  # fmt: skip

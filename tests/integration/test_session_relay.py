@@ -21,7 +21,7 @@ from legion.bus import Bus, open_bus
 from legion.bus.model import AgentStatus, MessageKind
 from legion.bus.sessions import register_session
 from legion.config import Project, load_project
-from legion.core.model import Label, Status
+from legion.core.model import Label, Mode, Status
 from legion.plugins import CLAUDE_CODE
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
@@ -30,6 +30,7 @@ from legion.relay.server import RelayServer
 from legion.runtime.claude.tasks import task_dir
 from legion.runtime.homes import session_home
 from legion.session_relay import session_ops
+from legion.sessions.registry import Registry
 from tests.support.cli import Result, run_legion
 
 WORKER_SID = "worker-session"
@@ -233,6 +234,39 @@ def test_the_controllers_starts_and_answers_are_bounded_by_its_role(scene: Scene
     assert "may not answer a question a person owns" in answered.stderr
     assert Label.USER_INPUT_NEEDED.value in scene.backends.tracker.get_issue("LEG-1").labels
     assert open_workers(scene.project, scene.backends).roster.records() == []
+    # Nor by `resume`, which starts a worker that does not run.
+    resumed = scene.worker("resume", "LEG-2", "finish", "--prompt", "Merge it.", env=as_controller)
+    assert resumed.returncode == 2, resumed.stderr
+    assert "may not start a finish worker on an issue in Todo" in resumed.stderr
+    waiting = scene.worker("resume", "LEG-1", "implement", "--prompt", "A person said: go.",
+                           env=as_controller)  # fmt: skip
+    assert waiting.returncode == 2 and "a question a person owns" in waiting.stderr
+    assert open_workers(scene.project, scene.backends).roster.records() == []
+
+
+def test_the_controller_answers_in_no_persons_place_by_another_way(scene: Scene) -> None:
+    """An attacker's review: with a question that went to a person, the steered controller
+    tried a reply on the bus, and taking the labels off the worker's issue first."""
+    Registry(scene.backends.db).start(
+        "LEG-1", Mode.IMPLEMENT, WORKER_SID, "leg-1-implement", scene.repo
+    )  # Legion's record of which issue the asking session works on
+    asked = scene.worker("ask", "Postgres or SQLite? (a person decides)")
+    assert asked.returncode == 0, asked.stderr
+    [question] = [m for m in scene.bus.messages(channel=None) if m.kind is MessageKind.ASK]
+    tracker = scene.backends.tracker
+    tracker.update_labels("LEG-1", add=[Label.USER_INPUT_NEEDED.value])
+    token = Capabilities(scene.backends.db).mint(None, mode="controller", session_id=CONTROLLER_SID)
+    as_controller = {CAPABILITY_ENV: token, "LEGION_SESSION_ID": ""}
+    replied = scene.worker("reply", question.id, "A person said: Postgres.", env=as_controller)
+    assert replied.returncode == 2 and "a question a person owns" in replied.stderr
+    assert not [m for m in scene.bus.messages(channel=None) if m.kind is MessageKind.ANSWER]
+    # The person answers; the controller would take the labels off and answer for them.
+    tracker.update_labels("LEG-1", add=[Label.USER_FEEDBACK_GIVEN.value])
+    stripped = scene.worker("issue", "label", "LEG-1", "--remove", "user-input-needed",
+                            "--remove", "user-feedback-given", env=as_controller)  # fmt: skip
+    assert stripped.returncode == 2, stripped.stderr
+    assert "may not take `user-feedback-given` off an issue in In Progress" in stripped.stderr
+    assert tracker.get_issue("LEG-1").labels >= {"user-input-needed", "user-feedback-given"}
 
 
 def test_a_revoked_capability_speaks_for_nobody(scene: Scene) -> None:

@@ -79,3 +79,16 @@ def test_a_cursor_named_again_stops_the_reading_back() -> None:
 
     with pytest.raises(BackendError, match="github: the server named a page cursor again"):
         paged_back(fetch, 10, 1, "github")
+
+
+def test_pages_of_hidden_nodes_without_end_stop_at_the_bound() -> None:
+    asked = []
+
+    def fetch(before: str | None, last: int) -> dict[str, Any]:
+        asked.append(before)
+        cursor = str(len(asked))
+        return {"nodes": [None], "pageInfo": {"hasPreviousPage": True, "startCursor": cursor}}
+
+    with pytest.raises(BackendError, match=f"paged past {MAX_PAGES}"):
+        paged_back(fetch, 10, 5)
+    assert len(asked) == MAX_PAGES + 1

@@ -100,7 +100,15 @@ from legion.core.marks import inert_closing  # noqa: E402
         ("Fixes ENG-2", "Fixes ENG-2"),  # its own
         ("resolves eng-2.", "resolves eng-2."),
         ("Fixes ENG-12", "Fixes (not linked) ENG-12"),
-        ("Closes #3 and fixes: #4", "Closes (not linked) #3 and fixes (not linked): #4"),
+        ("Closes #3 and fixes: #4", "Closes (not linked) #3 and fixes: (not linked) #4"),
+        ("Fixes ENG-2, ENG-1 and ENG-5", "Fixes ENG-2, (not linked) ENG-1 and (not linked) ENG-5"),
+        ("Fixing\u00a0ENG-1", "Fixing\u00a0(not linked) ENG-1"),  # a no-break space
+        ("Implements\nENG-1", "Implements\n(not linked) ENG-1"),
+        ("**Completed** [ENG-1](https://linear.app/x/issue/ENG-1)",
+         "**Completed** [(not linked) ENG-1]((not linked) https://linear.app/x/issue/ENG-1)"),
+        ("Resolving <https://github.com/acme/widgets/issues/4>",
+         "Resolving <(not linked) https://github.com/acme/widgets/issues/4>"),
+        ("Fixes#3", "Fixes (not linked) #3"),
         ("CLOSED acme/widgets#9", "CLOSED (not linked) acme/widgets#9"),
         ("fixed https://github.com/acme/widgets/issues/4",
          "fixed (not linked) https://github.com/acme/widgets/issues/4"),
@@ -110,3 +118,10 @@ from legion.core.marks import inert_closing  # noqa: E402
 )  # fmt: skip
 def test_a_session_pull_request_body_closes_only_its_own_issue(body: str, expected: str) -> None:
     assert inert_closing(body, "ENG-2") == expected
+
+
+def test_a_title_names_the_other_issues_of_its_project_it_would_be_linked_to() -> None:
+    from legion.core.marks import foreign_references
+
+    assert foreign_references("ENG-2: UTF-8 names, SHA-256 and eng-12", "ENG-2") == ["eng-12"]
+    assert foreign_references("ENG-2: XENG-3 and ENG-20 and ENG-2", "ENG-2") == ["ENG-20"]

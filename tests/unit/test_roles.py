@@ -71,7 +71,8 @@ def test_each_session_sets_only_its_statuses(who: str, status: Status) -> None:
 ADDS = {**{m.value: {"worker-done", "user-input-needed"} for m in Mode}}
 ADDS[CONTROLLER] = {"user-input-needed"}
 REMOVES = {**{m.value: {"worker-active", "worker-done"} for m in Mode}}
-REMOVES[CONTROLLER] = {label.value for label in Label}
+# `user-feedback-given` only where the answer is its own to act on (below).
+REMOVES[CONTROLLER] = {label.value for label in Label} - {"user-feedback-given"}
 
 
 @pytest.mark.parametrize("who", WHO)
@@ -90,6 +91,21 @@ def test_the_controller_answers_nothing_that_waits_for_a_person() -> None:
     why = label_refusal(CONTROLLER, frozenset(), waiting, waiting)
     assert why is not None and "before a person answered" in why
     assert label_refusal(CONTROLLER, frozenset({"user-feedback-given"}), frozenset(), waiting)
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_the_controller_takes_an_answer_off_only_where_no_worker_waits_for_it(
+    status: Status,
+) -> None:
+    """Else it could take the labels off a worker's issue and answer in the person's place."""
+    answered = frozenset({"user-input-needed", "user-feedback-given"})
+    why = label_refusal(CONTROLLER, frozenset(), answered, answered, status)
+    mine = status in (Status.TRIAGE, Status.ICEBOX, Status.DONE)
+    assert (why is None) == mine, why
+    assert (
+        label_refusal(CONTROLLER, frozenset(), frozenset({"user-input-needed"}), answered, status)
+        is None
+    )
 
 
 def create(who: str, **kwargs: object) -> str | None:

@@ -79,7 +79,7 @@ def resume(
     from legion.reconcile import resume_worker
 
     workers = open_workers(project, backends)
-    view = resume_worker(workers, backends.tracker, issue, parsed, text)
+    view = resume_worker(workers, backends.tracker, issue, parsed, text, who=identity.role())
     _show(view, as_json, f"prompt sent to {view.record.window} (session {view.record.session_id})")
 
 

@@ -102,23 +102,41 @@ def defanged(text: str) -> str:
     return text.replace("<!--", "&lt;!--")
 
 
-# A closing keyword and what it closes, as GitHub and Linear read a pull request's body: "Fixes
-# #12", "closes: acme/widgets#3", "Resolves ENG-12", "fixed https://…/issues/4".
-_CLOSING = re.compile(
-    r"\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)(:?[ \t]+|:)"
-    r"((?:[\w.-]+/[\w.-]+)?#[0-9]+|https?://\S+|[A-Za-z][A-Za-z0-9]{0,9}-[0-9]+)",
-    re.IGNORECASE,
+# A closing word and what it closes, as GitHub and Linear read a pull request's body: "Fixes
+# #12", "closes: acme/widgets#3", "Resolves ENG-12", "**Fixing** [ENG-4](…)", "Implements
+# ENG-2, ENG-5 and ENG-6", "fixed https://…/issues/4". Between the word and each reference:
+# emphasis, a colon, brackets, commas, "and", any spaces (new lines and no-break ones too).
+_CLOSING_WORD = (
+    r"\b(?:clos(?:e|es|ed|ing)|fix(?:es|ed|ing)?|resolv(?:e|es|ed|ing)"
+    r"|complet(?:e|es|ed|ing)|implement(?:s|ed|ing)?)\b"
 )
+_REFERENCE = r"(?:[\w.-]+/[\w.-]+)?#[0-9]+|https?://[^\s)\]>]+|[A-Za-z][A-Za-z0-9]{0,9}-[0-9]+"
+_BETWEEN = r"(?:[\s*_~`:,\[\]()<>]|&|\band\b)*"
+_CLOSING = re.compile(rf"{_CLOSING_WORD}((?:{_BETWEEN}(?:{_REFERENCE}))+)", re.IGNORECASE)
+_ONE_REFERENCE = re.compile(_REFERENCE)
 
 
 def inert_closing(text: str, own: str) -> str:
     """A pull request's body a session wrote, closing nothing but its own issue `own`: every
-    other closing keyword gets "(not linked)" after it, so GitHub and Linear close and link
-    nothing on its word (a merge would otherwise close the issues it names)."""
+    other reference a closing word governs gets "(not linked)" before it, so GitHub and Linear
+    close and link nothing on its word (a merge would otherwise close the issues it names)."""
+
+    def each(reference: re.Match[str]) -> str:
+        found = reference.group(0)
+        return found if found.upper() == own.upper() else f"(not linked) {found}"
 
     def kept(match: re.Match[str]) -> str:
-        if match.group(3).upper() == own.upper():
-            return match.group(0)
-        return f"{match.group(1)} (not linked){match.group(2)}{match.group(3)}"
+        word, tail = match.group(0)[: match.start(1) - match.start(0)], match.group(1)
+        inert = _ONE_REFERENCE.sub(each, tail)
+        glued = _ONE_REFERENCE.match(tail) is not None and inert != tail  # "Fixes#3"
+        return word + (" " if glued else "") + inert
 
     return _CLOSING.sub(kept, text)
+
+
+def foreign_references(title: str, own: str) -> list[str]:
+    """The issues of `own`'s project (its key) other than `own` that `title` names: what a
+    tracker links a pull request to by its title alone."""
+    key = own.rsplit("-", 1)[0]
+    named = re.findall(rf"(?<![A-Za-z0-9]){re.escape(key)}-[0-9]+(?![0-9])", title, re.I)
+    return [name for name in named if name.upper() != own.upper()]

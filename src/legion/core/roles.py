@@ -144,10 +144,21 @@ def status_refusal(who: str, status: Status) -> str | None:
     return f"{_who(who)} may not move an issue to {status.value} (only to: {shown})"
 
 
+# Where a person's answer is the controller's to act on (no worker waits there): only there does
+# it take `user-feedback-given` off. Elsewhere Legion relays the answer to the worker, and a
+# controller that took the label off first could answer in the person's place.
+CONTROLLER_ANSWERS = frozenset({Status.TRIAGE, Status.ICEBOX, Status.DONE})
+
+
 def label_refusal(
-    who: str, add: frozenset[str], remove: frozenset[str], current: frozenset[str]
+    who: str,
+    add: frozenset[str],
+    remove: frozenset[str],
+    current: frozenset[str],
+    status: Status | None = None,
 ) -> str | None:
-    """Why `who` may not put `add` on and take `remove` off an issue that carries `current`."""
+    """Why `who` may not put `add` on and take `remove` off an issue that carries `current`,
+    in `status` (None: not known, as for a worker, whose own issue it is)."""
     if who == LEGION:
         return None
     adds, removes = LABEL_ROLES.get(who, (frozenset(), frozenset()))
@@ -161,6 +172,16 @@ def label_refusal(
     taken_off = {Label.from_name(name) for name in remove}
     if who == CONTROLLER and Label.USER_INPUT_NEEDED in taken_off and answered not in current:
         return f"the controller may not take `{waiting}` off before a person answered"
+    if (
+        who == CONTROLLER
+        and Label.USER_FEEDBACK_GIVEN in taken_off
+        and status not in CONTROLLER_ANSWERS
+    ):
+        return (
+            f"the controller may not take `{answered}` off an issue "
+            f"{'of unknown status' if status is None else 'in ' + status.value}: Legion relays "
+            "that answer to its worker (only on Triage, Icebox and Done issues is it yours)"
+        )
     return None
 
 

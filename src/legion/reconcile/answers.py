@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from legion.core.marks import question_mark
 from legion.core.untrusted import MEMBER, Authored
-from legion.trackers.base import RECENT_COMMENTS, Comment, Tracker
+from legion.trackers.base import Comment, Tracker, since_legion_wrote
 
 # The author of the comments Legion writes on an issue (its questions, its asking again).
 BUDGET_HEADING = "## Token budget spent"
@@ -98,7 +98,7 @@ def legion_asked(comments: Sequence[Comment]) -> bool:
 def human_answer(tracker: Tracker, issue: str) -> tuple[Authored, ...]:
     """The answer after the last comment Legion or a worker wrote: the comments of people who
     decide for the project (`answers_from_people`), oldest first, each with its author."""
-    return answer_in(tracker.list_comments(issue, newest=RECENT_COMMENTS))
+    return answer_in(since_legion_wrote(tracker, issue))
 
 
 def answer_in(comments: Sequence[Comment]) -> tuple[Authored, ...]:

@@ -48,9 +48,19 @@ def resume_worker(
     prompt: str,
     *,
     wait: bool = True,
+    who: str = roles.LEGION,
 ) -> WorkerView:
-    """Give `mode`'s session on `issue` a prompt (`WorkerManager.resume`), marked
-    `worker-active`."""
+    """Give `mode`'s session on `issue` a prompt (`WorkerManager.resume`, which starts it
+    again when it does not run), marked `worker-active`. `who` asks (`legion.core.roles`): the
+    controller only the worker its issue's phase runs, and none whose question a person owns
+    (its prompt would answer it), refused before anything starts or is typed."""
+    if who != roles.LEGION:
+        found = tracker.get_issue(issue)
+        refusal = roles.dispatch_refusal(who, found.status, mode, force=False) or (
+            roles.answer_refusal(who, frozenset(found.labels))
+        )
+        if refusal is not None:
+            raise NotPermittedError(refusal)
     return workers.resume(issue, mode, prompt, wait=wait, marked=partial(worker_active, tracker))
 
 

@@ -25,7 +25,7 @@ from legion.feedback import ask_human
 from legion.pause import DispatchPause
 from legion.proxy.budget import Allowances
 from legion.sessions.roster import WorkerRoster, WorkerView
-from legion.trackers.base import RECENT_COMMENTS, Tracker
+from legion.trackers.base import Tracker, since_legion_wrote
 
 from .answers import budget_allowed, budget_question
 from .context import PassContext
@@ -181,9 +181,7 @@ class Starts:
         used = total(self.ctx.workers.roster.usage(issue).get(issue, {}).values()).total
         if used < budget:
             return None
-        allowed = budget_allowed(
-            self.ctx.tracker.list_comments(issue, newest=RECENT_COMMENTS), budget
-        )
+        allowed = budget_allowed(since_legion_wrote(self.ctx.tracker, issue), budget)
         if allowed > budget and not self.ctx.dry_run:
             Allowances(self.ctx.log.db).set(issue, allowed)
         spent = over_issue_budget(issue, used, budget, allowed)

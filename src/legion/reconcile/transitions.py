@@ -22,7 +22,7 @@ from legion.feedback import ask_human
 from legion.sessions.roster import WorkerView
 from legion.state import IssueState
 from legion.tracing import span
-from legion.trackers.base import RECENT_COMMENTS
+from legion.trackers.base import since_legion_wrote
 
 from .answers import answer_in, legion_asked, plain, restarts_question
 from .context import PassContext
@@ -240,7 +240,7 @@ class Transitions:
         question Legion asked itself."""
         issue = state.issue.identifier
         tracker = self.ctx.tracker
-        comments = tracker.list_comments(issue, newest=RECENT_COMMENTS)
+        comments = since_legion_wrote(tracker, issue)
         answer = answer_in(comments)
         if not answer:
             tracker.add_comment(

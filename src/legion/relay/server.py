@@ -395,9 +395,15 @@ def _update_labels(call: Call) -> Any:
     identifier = call.text("identifier")
     call.own(identifier)
     add, remove = call.texts("add"), call.texts("remove")
-    current = call.tracker.get_issue(identifier).labels if call.scope.issue is None else set()
+    found = call.tracker.get_issue(identifier) if call.scope.issue is None else None
     call.allowed(
-        roles.label_refusal(call.who(), frozenset(add), frozenset(remove), frozenset(current))
+        roles.label_refusal(
+            call.who(),
+            frozenset(add),
+            frozenset(remove),
+            frozenset(found.labels if found is not None else ()),
+            found.status if found is not None else None,
+        )
     )
     return call.tracker.update_labels(identifier, add=add, remove=remove)
 
@@ -443,10 +449,16 @@ def _create_pr(call: Call) -> Any:
             f"a session opens {issue}'s pull request only from {branch_for(issue)} "
             f"(asked: {branch})"
         )
+    title = call.optional_text("title")
+    others = marks.foreign_references(title or "", issue)
+    if others:  # a tracker links a pull request to every issue its title names
+        raise NotPermittedError(
+            f"a pull request's title names only its own issue, {issue} (it names {others[0]})"
+        )
     return call.forge.create_pr(
         issue,
         branch,
-        title=call.optional_text("title"),
+        title=title,
         body=marks.inert_closing(call.written("body"), issue),
         draft=call.flag("draft"),
     )

@@ -193,3 +193,19 @@ class Tracker(Protocol):
         """The issue's comments, oldest first; with `newest`, only that many of the latest
         (read from the end: what Legion looks for is recent, and an issue may hold thousands)."""
         ...
+
+
+# How far back a look reaches when the latest comments hold none of Legion's (an issue flooded
+# since it asked): ten requests at most on Linear and GitHub, then the question is out of reach
+# and nothing answers it (the issue keeps waiting for a person).
+THREAD_COMMENTS = 1000
+
+
+def since_legion_wrote(tracker: Tracker, issue: str) -> list[Comment]:
+    """The issue's latest comments, reaching back to the last one Legion (or a worker) wrote,
+    where its question is: the latest `RECENT_COMMENTS` (one request), or, when none of those
+    is Legion's, up to `THREAD_COMMENTS`. Oldest first."""
+    comments = tracker.list_comments(issue, newest=RECENT_COMMENTS)
+    if len(comments) < RECENT_COMMENTS or any(comment.by_legion for comment in comments):
+        return comments
+    return tracker.list_comments(issue, newest=THREAD_COMMENTS)

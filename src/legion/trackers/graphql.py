@@ -138,7 +138,8 @@ def paged_back(
     """The last `limit` nodes of a connection, read from its end: `fetch(before, last)`
     returns the page of (at most) `last` nodes before cursor `before` (nodes, pageInfo with
     `hasPreviousPage` and `startCursor`). In the connection's order; null nodes skipped. A
-    cursor named twice is an error (`backend`'s), never a loop."""
+    cursor named twice, or pages past `MAX_PAGES` (of nodes all hidden), is an error
+    (`backend`'s), never a loop."""
     pages: list[list[dict[str, Any]]] = []
     count = 0
     before: str | None = None
@@ -152,10 +153,9 @@ def paged_back(
         before = info.get("startCursor") if info.get("hasPreviousPage") else None
         if before is None or not page["nodes"]:
             break
-        if before in seen:
-            raise BackendError(
-                backend, BackendErrorKind.INVALID, "the server named a page cursor again: stopped"
-            )
+        if before in seen or len(seen) >= MAX_PAGES:
+            why = "named a page cursor again" if before in seen else f"paged past {MAX_PAGES}"
+            raise BackendError(backend, BackendErrorKind.INVALID, f"the server {why}: stopped")
         seen.add(before)
     found = [node for nodes in reversed(pages) for node in nodes]
     return found[-limit:] if limit > 0 else []

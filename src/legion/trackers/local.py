@@ -53,11 +53,14 @@ class LocalTracker:
     def list_comments(self, identifier: str, *, newest: int | None = None) -> list[Comment]:
         with self._db.read() as conn:
             issue_id = self._row_id(conn, identifier)
-            rows = conn.execute(
+            query = (
                 "SELECT c.*, i.identifier FROM comments c JOIN issues i ON i.id = c.issue_id "
-                "WHERE c.issue_id = ? ORDER BY c.id DESC LIMIT ?",
-                (issue_id, -1 if newest is None else max(0, newest)),
-            ).fetchall()
+                "WHERE c.issue_id = ? ORDER BY c.id DESC"
+            )
+            arguments: tuple[int, ...] = (issue_id,)
+            if newest is not None:
+                query, arguments = f"{query} LIMIT ?", (issue_id, max(0, newest))
+            rows = conn.execute(query, arguments).fetchall()
         return [_comment(row) for row in reversed(rows)]
 
     # -- writing -------------------------------------------------------------------------------
