@@ -208,6 +208,7 @@ def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     config = tmp_path / "claude-config"
     config.mkdir()
     (config / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
+    (config / ".credentials.json").write_text("{}")  # logged in (it never reaches a model)
     monkeypatch.setenv("LEGION_CLAUDE_BIN", str(binary))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
     return binary

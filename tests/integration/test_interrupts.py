@@ -42,6 +42,8 @@ def test_start_in_the_foreground_stops_at_once_and_says_what_it_stops(
     project: Path, tmux_socket: Path, tmp_path: Path, isolated_env: Path
 ) -> None:
     (isolated_env / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
+    (isolated_env / ".claude").mkdir()
+    (isolated_env / ".claude" / ".credentials.json").write_text("{}")  # logged in
     assert run_legion("issue", "create", "One", cwd=project).returncode == 0
     env = {**os.environ, "LEGION_CLAUDE_BIN": str(slow_claude(tmp_path)), "LEGION_TICK": "1"}
     proc = subprocess.Popen(

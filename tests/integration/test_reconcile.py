@@ -141,7 +141,20 @@ def test_start_refuses_clearly_without_what_it_needs(project: Path, tmp_path: Pa
     (bin_dir / "git").symlink_to("/usr/bin/git")
     no_tmux = run_legion("start", cwd=project, env={"PATH": str(bin_dir)})
     assert no_tmux.returncode != 0 and "tmux is not installed" in no_tmux.stderr
-    for result in (outside, no_claude, no_tmux):
+    # Neither a key nor a login: the swarm would sit at the CLI's login screen, looking busy.
+    claude = tmp_path / "claude"
+    claude.write_text("#!/bin/sh\necho '2.1.328 (Claude Code)'\n")
+    claude.chmod(0o755)
+    unkeyed = {name: "" for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+                                      "CLAUDE_CODE_OAUTH_TOKEN")}  # fmt: skip
+    no_model = run_legion(
+        "start", cwd=project, env=unkeyed | {"LEGION_CLAUDE_BIN": str(claude),
+                                             "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")},
+    )  # fmt: skip
+    assert no_model.returncode == 1, no_model.stderr
+    assert "Claude Code sessions would reach no model (no key, no login)" in no_model.stderr
+    assert "ANTHROPIC_API_KEY" in no_model.stderr and "`claude`" in no_model.stderr
+    for result in (outside, no_claude, no_tmux, no_model):
         assert len(result.stderr.strip().splitlines()) == 1
     status = run_legion("status", "--json", cwd=project)
     assert '"pid": null' in status.stdout

@@ -108,10 +108,12 @@ class TmuxShim:
 @contextmanager
 def start_environment(tmp_path: Path) -> Iterator[dict[str, str]]:
     """What `legion start` runs with in a test: this process's environment, a private tmux
-    server, a Claude Code config past its first-run screens, workspaces beside the test."""
+    server, a Claude Code config past its first-run screens and logged in (a login file: no
+    session here reaches a model), workspaces beside the test."""
     config_dir = tmp_path / "claude-config"
     config_dir.mkdir(exist_ok=True)
     (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
+    (config_dir / ".credentials.json").write_text("{}")
     with private_tmux_socket() as socket:
         yield dict(os.environ) | {
             "LEGION_TMUX_SOCKET": str(socket),

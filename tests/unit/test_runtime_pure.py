@@ -433,3 +433,30 @@ def test_an_unusable_settings_flag_in_claude_args_is_a_config_error(
 
     with pytest.raises(ConfigError, match="claude_args"):
         ClaudeRuntime(extra_args=given).command("sid", "go", resume=False)
+
+
+def not_logged_in(text: str = "Not logged in · Please run /login", **fields: object) -> str:
+    """The entry the pinned CLI writes when it cannot reach the model (seen with 2.1.328)."""
+    return line(
+        "assistant",
+        message={
+            "role": "assistant",
+            "model": "<synthetic>",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "stop_sequence",
+        },
+        isApiErrorMessage=True,
+        **fields,
+    )
+
+
+def test_a_cli_that_cannot_reach_the_model_says_so_in_its_summary() -> None:
+    said = summarize([user("plan"), not_logged_in(error="authentication_failed")])
+    assert said.unreachable == "Not logged in · Please run /login"
+    assert summarize([user("x"), not_logged_in("Invalid API key · Please run /login")]).unreachable
+    # Another API error (the CLI retries those, or a person resends) is not this.
+    overloaded = not_logged_in("API Error: 529 overloaded", error="overloaded")
+    assert summarize([user("x"), overloaded]).unreachable is None
+    # Fixed and resent: the session goes on.
+    again = [user("plan"), not_logged_in(), user("plan"), assistant({"type": "text", "text": "ok"})]
+    assert summarize(again).unreachable is None

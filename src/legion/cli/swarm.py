@@ -17,7 +17,7 @@ from legion.cli import common, render
 from legion.config import Project
 from legion.core.usage import total
 from legion.daemon_link import hosts_controller, running_pid
-from legion.errors import InputError, LegionError
+from legion.errors import ConfigError, InputError, LegionError
 
 if TYPE_CHECKING:
     from legion.status import StatusReport
@@ -203,14 +203,19 @@ def feedback(
 
 
 def _preflight(project: Project) -> None:
-    """Check what the swarm needs: tmux, and each agent CLI the roles run on. (Each session's
-    CLI home, with Legion's skills, is made as it starts: `legion.runtime.homes`.)"""
+    """Check what the swarm needs: tmux, and each agent CLI the roles run on, with a credential
+    to reach a model (a swarm without one would sit at its CLI's login screen, looking busy).
+    Each session's CLI home, with Legion's skills, is made as it starts (`legion.runtime.homes`).
+    """
     from legion.backends import open_backends, open_workers
 
     workers = open_workers(project, open_backends(project))
     workers.windows.check_tmux()
     for runtime in workers.runtimes.in_use():
         runtime.executable()
+        refusal = runtime.no_credential(os.environ)
+        if refusal is not None:
+            raise ConfigError(refusal)
 
 
 def _started(project: Project, pid: int, log_path: Path | None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from legion.actionlog import ActionLog, OutcomeKind
+from legion.bus.model import AgentStatus
 from legion.config import Project
 from legion.core.ids import controller_session_id
 from legion.core.liveness import (
@@ -32,8 +33,18 @@ from legion.judgments import Judgment, JudgmentQueue, wake_reason
 from legion.pause import DispatchPause
 from legion.prompts import controller_prompt
 from legion.reconcile import START_FAILURES
-from legion.reconcile.starts import count_failed_start, log_record
-from legion.sessions.observer import CONTROLLER_WINDOW, controller_state_of
+from legion.reconcile.starts import (
+    CREDENTIAL_HINT,
+    count_failed_start,
+    hold_unreachable,
+    log_record,
+)
+from legion.sessions.observer import (
+    CONTROLLER_WINDOW,
+    ControllerView,
+    controller_state_of,
+    observe_controller,
+)
 from legion.sessions.prompting import transcript_size
 from legion.sessions.workers import WorkerManager
 
@@ -55,6 +66,9 @@ class ControllerSession:
 
     def state(self) -> tuple[SessionState, float | None]:
         return controller_state_of(self.project, self.workers)
+
+    def view(self) -> ControllerView:
+        return observe_controller(self.project, self.workers)
 
     def prompt(self, reason: str) -> str:
         return controller_prompt(self.mode, reason, self.workers.runtimes.controller)
@@ -85,11 +99,15 @@ class ControllerSupervisor:
 
     def run(self) -> StepResult:
         try:
-            state, activity = self.controller.state()
+            view = self.controller.view()
         except LegionError as exc:
             # tmux did not answer: the controller may well be running. Unknown is not dead.
             detail = f"controller state unknown, left alone: {exc}"
             log_failure(self.log, "controller_health", detail)
+            return DONE
+        state, activity = view.state, view.last_activity
+        if view.unreachable is not None and view.window is not None:
+            self._unreachable(view)
             return DONE
         stale = stale_mid_turn(state, activity, time.time(), self.stale_after)
         silent = self._stuck_before_transcript(state, activity)
@@ -121,6 +139,20 @@ class ControllerSupervisor:
         self.judgments.delivered([item.id for item in items], mark)
         self.log.append("-", "restart_controller", OutcomeKind.DONE, why)
         return DONE
+
+    def _unreachable(self, view: ControllerView) -> None:
+        """A controller whose CLI could not reach the model waits for a person to fix that: it
+        is stopped, marked failed with what its CLI said, and dispatch paused (its line says how
+        to fix it); started again after the cooldown, as a dead one is."""
+        assert view.window is not None
+        workers = self.controller.workers
+        workers.windows.close_window(view.window)
+        why = f"the controller could not reach the model: {view.unreachable}"
+        workers.supervisor.mark_on_bus(self.controller.id, AgentStatus.FAILED, why)
+        fix = workers.runtimes.controller.no_credential(workers.env) or CREDENTIAL_HINT
+        log_failure(self.log, "controller_health", f"{why} ({fix})")
+        hold_unreachable(self.pause, log_record(self.log), why, fix)
+        self.last_restart = time.monotonic()  # its next start waits the cooldown
 
     def _stuck_before_transcript(self, state: SessionState, activity: float | None) -> bool:
         """Whether the live controller has written no transcript, and its screen has shown the

@@ -135,7 +135,9 @@ class Daemon:
             restart_cooldown=config.restart_cooldown,
         )
         self.wakeups = ControllerWakeups(controller, self.judgments, self.log)
-        self.reaper = StuckWorkerReaper(self.workers, self.log, stale_after=config.stale_after)
+        self.reaper = StuckWorkerReaper(
+            self.workers, self.log, stale_after=config.stale_after, pause=self.pause
+        )
         self.delivery = BusSteps(project, self.workers, self.log, self.env, self.pause.reason)
         # With the bus in PostgreSQL, a post on another host wakes this daemon.
         bus_url = bus_store(self.env)

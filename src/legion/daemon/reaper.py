@@ -8,7 +8,11 @@ import time
 from datetime import datetime
 
 from legion.actionlog import ActionLog, OutcomeKind
+from legion.bus.model import AgentStatus
 from legion.core.liveness import ScreenSeen, SessionState, screen_seen, worker_stuck
+from legion.pause import DispatchPause
+from legion.reconcile.starts import CREDENTIAL_HINT, hold_unreachable, log_record
+from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
 
 from .steps import DONE, StepResult
@@ -20,10 +24,18 @@ SCREEN_EVERY_S = 5.0
 
 
 class StuckWorkerReaper:
-    def __init__(self, workers: WorkerManager, log: ActionLog, *, stale_after: float) -> None:
+    def __init__(
+        self,
+        workers: WorkerManager,
+        log: ActionLog,
+        *,
+        stale_after: float,
+        pause: DispatchPause | None = None,
+    ) -> None:
         self.workers = workers
         self.log = log
         self.stale_after = stale_after
+        self.pause = pause
         # window id -> what its screen shows, and since when: all the reaper remembers
         self.screens: dict[str, ScreenSeen] = {}
         self.looked_at: dict[str, float] = {}  # window id -> when its screen was last read
@@ -57,6 +69,10 @@ class StuckWorkerReaper:
             self.looked_at[window_id] = now
         for view in views:
             assert view.window is not None
+            if view.unreachable is not None:
+                if not self.workers.starts.watching(view.window.id):
+                    self._unreachable(view)  # (a start still watched: once it has begun)
+                continue
             window_id = view.window.id
             screen = screens.get(window_id)
             before = self.screens.get(window_id)
@@ -86,6 +102,22 @@ class StuckWorkerReaper:
         self.screens = seen
         self.looked_at = {key: at for key, at in self.looked_at.items() if key in seen}
         return DONE
+
+    def _unreachable(self, view: WorkerView) -> None:
+        """A worker whose CLI could not reach the model (no credential, or one refused) waits
+        for a person to fix that and would look busy meanwhile: it is stopped at once, marked
+        failed with what its CLI said, and dispatch paused (its line says how to fix it), not
+        left for `stale_after`."""
+        assert view.window is not None
+        self.workers.windows.close_window(view.window)
+        runtime = self.workers.runtimes.of(view.record)
+        fix = runtime.no_credential(self.workers.env) or CREDENTIAL_HINT
+        why = f"{view.record.window} could not reach the model: {view.unreachable}"
+        self.workers.supervisor.mark_on_bus(view.record.session_id, AgentStatus.FAILED, why)
+        record = log_record(self.log)
+        record(view.record.issue, "worker_start", OutcomeKind.FAILED, why)
+        if self.pause is not None:
+            hold_unreachable(self.pause, record, why, fix)
 
 
 def _digest(screen: str) -> str:

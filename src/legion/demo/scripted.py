@@ -311,6 +311,10 @@ class RecordedRequest(Generic[K]):
 # --------------------------------------------------------------------------------------------
 
 
+# The error type of a refused request, by its status (as Anthropic's API names them).
+_REFUSAL_KINDS = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+
+
 class ScriptedHandler(BaseHTTPRequestHandler):
     """The HTTP plumbing: a subclass routes its API (`_route_get`, `_route_post`) and says how
     its errors and streams look (`_error`, `_sse_events`, `_body_problem`)."""
@@ -434,7 +438,7 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         refusal = self.server.fake.take_refusal()
         if refusal is not None:
             status, headers = refusal
-            kind = "rate_limit_error" if status == 429 else "overloaded_error"
+            kind = _REFUSAL_KINDS.get(status, "overloaded_error")
             payload = {"type": "error", "error": {"type": kind, "message": f"scripted {status}"}}
             self._record("refused", body, response=payload)
             return self._send_json(status, payload, headers)
@@ -631,8 +635,9 @@ class ScriptedServer(Generic[T, S, R]):
     def refuse_next(
         self, status: int, count: int = 1, headers: Mapping[str, str] | None = None
     ) -> None:
-        """Answer the next `count` model requests with `status` (429: rate limited, 529:
-        overloaded) and `headers` (`retry-after`, a provider's reset) instead of a turn."""
+        """Answer the next `count` model requests with `status` (401: the key refused, 429:
+        rate limited, 529: overloaded) and `headers` (`retry-after`, a provider's reset)
+        instead of a turn."""
         with self._lock:
             self._refusals += [(status, dict(headers or {}))] * count
 

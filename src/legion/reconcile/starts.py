@@ -260,6 +260,24 @@ def settle_starts(
     return paused
 
 
+# What to check when a session's CLI could not reach the model though a credential was found
+# (a key refused, a login expired).
+CREDENTIAL_HINT = "check the key `legion start` runs with, or your CLI's login: `legion doctor`"
+
+
+def hold_unreachable(pause: DispatchPause, record: Record, why: str, fix: str) -> str | None:
+    """A session's CLI could not reach the model (`why`, its words): that does not mend itself
+    (a key or login to fix), so dispatch pauses at once, as for a credential a tracker refused,
+    with how to fix it; the pause line, logged, when this paused it."""
+    reason = pause.hold(
+        f"dispatch paused: {why} ({fix}); once fixed, start Legion again "
+        "(`legion stop`, `legion start`)"
+    )
+    if reason is not None:
+        record("-", "pause_dispatch", OutcomeKind.FAILED, reason)
+    return reason
+
+
 def count_failed_start(
     pause: DispatchPause, record: Record, cause: str, hint: str = ""
 ) -> str | None:

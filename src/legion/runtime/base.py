@@ -38,6 +38,11 @@ class AgentRuntime(Protocol):
         """The CLI to run; a `ToolMissingError` saying how to get it when there is none."""
         ...
 
+    def no_credential(self, env: Mapping[str, str]) -> str | None:
+        """Why its sessions could reach no model, started from `env` (the daemon's: the keys it
+        holds) with your own login: one line saying how to fix it; None when they can."""
+        ...
+
     def command(
         self,
         session_id: str,

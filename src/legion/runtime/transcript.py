@@ -77,6 +77,10 @@ class TranscriptSummary:
     entries: int
     turn: Turn
     pending_question: PendingQuestion | None
+    # What the CLI said when its last request could not reach the model for want of a working
+    # credential ("Not logged in · Please run /login"): it waits for a person to fix that, so
+    # the session will do nothing however long it is left. None when its last word was not that.
+    unreachable: str | None = None
 
 
 def read_tail(path: Path, max_bytes: int = TAIL_BYTES) -> list[str]:

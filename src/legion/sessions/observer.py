@@ -38,6 +38,7 @@ class ControllerView:
     last_activity: float | None
     window: Window | None
     transcript: Path
+    unreachable: str | None = None  # what its CLI said when it could not reach the model
 
 
 def observe_controller(project: Project, workers: WorkerManager) -> ControllerView:
@@ -50,7 +51,11 @@ def observe_controller(project: Project, workers: WorkerManager) -> ControllerVi
     alive = window is not None and not window.pane_dead
     summary = runtime.summarize(transcript) if alive else None
     return ControllerView(
-        classify(alive, summary), runtime.last_activity(transcript), window, transcript
+        classify(alive, summary),
+        runtime.last_activity(transcript),
+        window,
+        transcript,
+        summary.unreachable if summary is not None else None,
     )
 
 

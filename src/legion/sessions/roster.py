@@ -45,6 +45,8 @@ class WorkerView:
     transcript: Path
     last_activity: float | None
     question: PendingQuestion | None
+    # What its CLI said when it could not reach the model (`TranscriptSummary.unreachable`).
+    unreachable: str | None = None
 
     def to_json(self, now: float) -> dict[str, Any]:
         age = None if self.last_activity is None else round(max(0.0, now - self.last_activity), 1)
@@ -135,6 +137,7 @@ class WorkerRoster:
                     transcript,
                     runtime.last_activity(transcript),
                     question,
+                    summary.unreachable if summary is not None else None,
                 )
             )
         return views

@@ -90,6 +90,11 @@ class StartWatch:
         """Whether a start is still being watched."""
         return bool(self._starting)
 
+    def watching(self, window_id: str) -> bool:
+        """Whether the start in window `window_id` is still being watched: what becomes of it
+        is this watch's to say (a step that closed it meanwhile would make it a failed start)."""
+        return any(item.window_id == window_id for item in self._starting)
+
     def await_starts(self) -> list[tuple[str, str]]:
         """Wait until every worker started without waiting has recorded its first prompt,
         getting each CLI past any first-run dialog on the way. Returns (issue, why) for those

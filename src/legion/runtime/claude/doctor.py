@@ -61,20 +61,28 @@ def _claude_checks(env: Mapping[str, str], required: bool = True) -> list[Check]
                 required=False,
             )
         )
-    # Each session's home is Legion's, its first-run screens answered there; what it needs of
-    # yours is a credential: a key the daemon holds, else your login.
-    held = [name for name in CREDENTIAL_VARIABLES if env.get(name)]
-    login = config_dir(env) / ".credentials.json"
-    checks.append(
-        Check(
-            "claude login",
-            bool(held) or login.is_file(),
-            f"the daemon holds {held[0]}"
-            if held
-            else ("your login, read-only in sessions" if login.is_file() else "none found"),
-            "set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`) where "
-            "`legion start` runs, or log in with `claude` (`legion demo` needs neither)",
-            required=False,
-        )
-    )
+    checks.append(credential_check(env))
     return checks
+
+
+# Where the CLI finds a credential besides a key: a cloud provider's own (its variables say so).
+_CLOUD_VARIABLES = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX")
+
+
+def credential_check(env: Mapping[str, str]) -> Check:
+    """Whether Claude Code sessions can reach a model: each session's home is Legion's, its
+    first-run screens answered there; what it needs of yours is a credential, a key the daemon
+    holds (from `env`, where `legion start` runs), else your login (`claude` keeps it in its
+    config folder), else a cloud provider's."""
+    held = [name for name in (*CREDENTIAL_VARIABLES, *_CLOUD_VARIABLES) if env.get(name)]
+    login = config_dir(env) / ".credentials.json"
+    return Check(
+        "claude login",
+        bool(held) or login.is_file(),
+        f"the daemon holds {held[0]}"
+        if held
+        else ("your login, read-only in sessions" if login.is_file() else "none found"),
+        "set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`) where "
+        "`legion start` runs, or log in with `claude` (`legion demo` needs neither)",
+        required=False,
+    )

@@ -148,6 +148,14 @@ class ClaudeRuntime:
     def executable(self) -> str:
         return str(self.resolve().path)
 
+    def no_credential(self, env: Mapping[str, str]) -> str | None:
+        from legion.runtime.claude.doctor import credential_check
+
+        found = credential_check(env)
+        if found.ok:
+            return None
+        return f"Claude Code sessions would reach no model (no key, no login): {found.fix}"
+
     def command(
         self,
         session_id: str,

@@ -48,6 +48,23 @@ def _content_blocks(entry: dict[str, Any]) -> list[dict[str, Any]]:
 # Only lines naming one of these are parsed: most of a transcript is bookkeeping
 # (attachments, snapshots, request shapes) that says nothing about the turn.
 _RELEVANT = ('"assistant"', '"user"', '"turn_duration"')
+# How the pinned CLI records a request it could not make for want of a working credential: an
+# assistant entry marked `isApiErrorMessage`, with `"error": "authentication_failed"` and its
+# screen's words ("Not logged in · Please run /login", "Invalid API key · Please run /login").
+_UNREACHABLE_ERRORS = frozenset({"authentication_failed"})
+_UNREACHABLE_WORDS = ("Please run /login", "Invalid API key", "Not logged in")
+
+
+def unreachable(entry: dict[str, Any]) -> str | None:
+    """What an assistant entry says when it is the CLI's own note that it could not reach the
+    model (no credential, or one refused), else None."""
+    if not entry.get("isApiErrorMessage"):
+        return None
+    texts = [block for block in _content_blocks(entry) if block.get("type") == "text"]
+    said = " ".join(str(block.get("text", "")) for block in texts).strip()
+    if entry.get("error") in _UNREACHABLE_ERRORS or any(w in said for w in _UNREACHABLE_WORDS):
+        return said or str(entry.get("error"))
+    return None
 
 
 def summarize(lines: Iterable[str]) -> TranscriptSummary:
@@ -55,6 +72,7 @@ def summarize(lines: Iterable[str]) -> TranscriptSummary:
     turn = Turn.NONE
     last_tool_use: tuple[str, str, Any] | None = None  # (id, name, input)
     answered: set[str] = set()
+    cannot: str | None = None  # the last entry's word that the model cannot be reached
     for line in lines:
         if not any(marker in line for marker in _RELEVANT):
             continue
@@ -65,6 +83,8 @@ def summarize(lines: Iterable[str]) -> TranscriptSummary:
         if not isinstance(entry, dict):
             continue
         kind = entry.get("type")
+        if kind in ("assistant", "user"):
+            cannot = unreachable(entry) if kind == "assistant" else None
         if kind == "assistant":
             entries += 1
             turn = Turn.OPEN
@@ -91,7 +111,7 @@ def summarize(lines: Iterable[str]) -> TranscriptSummary:
         tool_use_id, name, raw_input = last_tool_use
         if name == ASK_USER_QUESTION and tool_use_id not in answered:
             pending = question_from_input(tool_use_id, raw_input)
-    return TranscriptSummary(entries, turn, pending)
+    return TranscriptSummary(entries, turn, pending, cannot)
 
 
 # Summaries by transcript, kept while the file is unchanged (same size and mtime): an idle

@@ -26,6 +26,11 @@ def doctor_report(
     return DoctorReport(checks, needs_install=bool(roles) and not checks[0].ok)
 
 
+def credential_check(env: Mapping[str, str]) -> Check:
+    """Whether Codex sessions can reach a model: `_codex_config`, required."""
+    return _codex_config(env, True)
+
+
 def _codex_config(env: Mapping[str, str], required: bool) -> Check:
     """What `$CODEX_HOME/config.toml` says about the model, its provider and how Codex
     authenticates to it; never the value of a key or token."""

@@ -289,6 +289,14 @@ class CodexRuntime:
     def executable(self) -> str:
         return str(self.resolve().path)
 
+    def no_credential(self, env: Mapping[str, str]) -> str | None:
+        from legion.runtime.codex.doctor import credential_check
+
+        found = credential_check(env)
+        if found.ok:
+            return None
+        return f"Codex sessions would reach no model ({found.detail}): {found.fix}"
+
     def command(
         self,
         session_id: str,
