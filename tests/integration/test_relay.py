@@ -466,12 +466,13 @@ def test_the_adapters_return_what_the_backends_return(relay: Relay) -> None:
     assert tracker.get_issue("leg-2") == direct.get_issue("LEG-2")
     added = tracker.add_comment("LEG-2", "hello", author="someone")
     assert tracker.list_comments("LEG-2") == [added] == direct.list_comments("LEG-2")
-    assert tracker.set_status("LEG-3", Status.TODO).status is Status.TODO
+    assert tracker.set_status("LEG-3", Status.TRIAGE).status is Status.TRIAGE
     waiting = {"user-input-needed"}
     assert tracker.update_labels("LEG-3", add=sorted(waiting)).labels == waiting
     direct.update_labels("LEG-3", add=["user-feedback-given"])  # a person answered
-    both = ["user-input-needed", "user-feedback-given"]
+    both = ["user-input-needed", "user-feedback-given"]  # in Triage, the controller's to act on
     assert tracker.update_labels("LEG-3", remove=both).labels == set()
+    assert tracker.set_status("LEG-3", Status.TODO).status is Status.TODO
     made = tracker.create_issue("New", parent="LEG-1", status=Status.TODO)
     assert made == direct.get_issue(made.identifier)
     git(relay.repo, "branch", "legion/leg-3")
