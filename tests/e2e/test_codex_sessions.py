@@ -6,6 +6,7 @@ the conversation, the next turn brings back the session's wake-up context."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.fakes.responses_server import (
     pause,
     text,
 )
+from tests.support.cli import LEGION_BIN
 from tests.support.swarm import Daemon, Swarm, agent_of, screen, window_id
 from tests.support.waits import wait_until
 
@@ -193,10 +195,22 @@ def test_after_codex_compacts_the_next_turn_brings_back_the_wake_up_context(
 def test_a_codex_session_that_cannot_start_fails_its_dispatch_with_codexs_reason(
     swarm: Swarm, codex_server: FakeResponsesServer
 ) -> None:
-    swarm.env |= PLAN_ON_CODEX
-    del swarm.env[API_KEY_ENV]  # the provider's key is missing: Codex's first request fails
     swarm.legion("issue", "create", "Doomed")
-    with hosted(swarm):  # nor has its daemon the key: Codex reaches its provider itself
+    unkeyed = {name: value for name, value in swarm.env.items() if name != API_KEY_ENV}
+    # The provider's key missing where `legion start` runs: the swarm is refused, in one line.
+    refused = subprocess.run(
+        [str(LEGION_BIN), "start", "--mode", "manual"], cwd=swarm.repo,
+        env=unkeyed | PLAN_ON_CODEX, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 1, refused.stderr
+    assert "Codex sessions would reach no model" in refused.stderr
+    assert f"set {API_KEY_ENV}" in refused.stderr
+    # A daemon whose roles run on Claude Code starts without it; a Codex worker started by
+    # hand then (its daemon holds no key for it: Codex reaches its provider itself) fails its
+    # first request, and the dispatch says so with Codex's reason.
+    swarm.env = unkeyed
+    with Daemon(swarm, tick=0.5, mode="manual"):
+        swarm.env = unkeyed | PLAN_ON_CODEX
         result = swarm.legion("dispatch", "LEG-1", "plan", check=False)
     assert result.returncode != 0
     [line] = result.stderr.strip().splitlines()

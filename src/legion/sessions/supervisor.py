@@ -438,7 +438,7 @@ class SessionSupervisor:
                 flush=True,
             )
 
-    def stop_stray(self, sid: str) -> None:
+    def stop_stray(self, sid: str, *, force: bool = False) -> None:
         """End every process still running session `sid` outside the windows tmux shows, and
         wait for each: one session never runs in two processes, even for a moment. Such a
         process is one whose window is gone while it lives on: its tmux server died (killed,
@@ -447,7 +447,9 @@ class SessionSupervisor:
         forked for a tool outlived its parent. Found on their command lines (`/proc`), and
         the one last started on the session (its pid file: a launcher not yet the CLI, or
         where there is no /proc). Whose each is is checked on its command line, so a reused pid
-        is safe."""
+        is safe. `force`: SIGKILL at once (a fleet host whose lease lapses: another host may
+        start the session any moment; its transcript is resumed there, a torn last line and
+        all)."""
         pids = set(session_processes(sid, self.host))
         try:
             pid = int(self._pid_file(sid).read_text().strip())
@@ -459,9 +461,10 @@ class SessionSupervisor:
                 pids.add(pid)
         for stray in pids:
             with contextlib.suppress(OSError):
-                os.kill(stray, signal.SIGHUP)  # what tmux sends when it closes a window
+                # SIGHUP: what tmux sends when it closes a window
+                os.kill(stray, signal.SIGKILL if force else signal.SIGHUP)
         for stray in sorted(pids):
-            wait_for_exit(stray)
+            wait_for_exit(stray, grace=0.0 if force else None)
 
 
 def _model_variables(
