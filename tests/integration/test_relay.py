@@ -1111,3 +1111,20 @@ def test_the_roles_table_holds_through_the_relay_for_the_attacks_it_is_for(relay
         assert made.returncode == 0, made.stderr
     sixth = relay.worker(retro, "issue", "create", "One more", "--status", "Triage")
     assert sixth.returncode == 2 and "at most 5 a session" in one_line_error(sixth)
+
+
+def test_a_session_reads_at_most_its_issues_latest_comments(relay: Relay) -> None:
+    """However many comments an issue holds, a session's read costs the daemon a bounded few
+    requests: the latest `SESSION_COMMENTS`, whatever it asks for."""
+    import json
+
+    from legion.relay.server import SESSION_COMMENTS
+
+    for n in range(SESSION_COMMENTS + 20):
+        relay.backends.tracker.add_comment("LEG-2", f"note {n}", author="hank")
+    implementer = relay.capability("LEG-2")
+    every = json.loads(relay.worker(implementer, "issue", "comments", "LEG-2", "--json").stdout)
+    assert len(every) == SESSION_COMMENTS and every[-1]["body"] == f"note {SESSION_COMMENTS + 19}"
+    asked = relay.worker(implementer, "issue", "comments", "LEG-2", "--last", "3", "--json")
+    bodies = [c["body"] for c in json.loads(asked.stdout)]
+    assert bodies == [f"note {SESSION_COMMENTS + n}" for n in (17, 18, 19)]
