@@ -55,7 +55,11 @@ SETTINGS: dict[str, SettingDoc] = {
         "Review). `legion doctor` lists the tracker's states that map to nothing.",
         env=' (`"QA=Needs Review,Doing=In Progress"`: pairs separated by commas)',
     ),
-    "base_branch": SettingDoc("branch name", "Where pull requests merge."),
+    "base_branch": SettingDoc(
+        "branch name",
+        "Where pull requests merge.",
+        default="the branch checked out at `legion init`, which writes it",
+    ),
     "state_dir": SettingDoc(
         "path",
         "Where the project's database, logs, sessions' homes and checkpoints' bookkeeping "
@@ -247,7 +251,7 @@ SETTINGS: dict[str, SettingDoc] = {
     ),
     "claude_args": SettingDoc(
         "list of strings",
-        'Extra arguments for every Claude Code session, e.g. `["--model", "sonnet"]`.',
+        'Extra arguments for every worker on Claude Code, e.g. `["--model", "sonnet"]`.',
         env=" (split like a shell's words)",
     ),
     "permission_mode": SettingDoc(
@@ -469,7 +473,8 @@ COMMAND_NOTES: dict[str, str] = {
     ),
     "task": "A task is pending, assigned or done (derived, never stored).",
     "tui": (
-        "Every project's `project/branch` channels with their agents (`*` busy, `?` blocked, "
+        "The control centre (Textual): every project's `project/branch` channels with their "
+        "agents (`*` busy, `?` blocked, "
         "`o` complete, `x` failed, `-` idle; archived ones folded away) and unread counts, the "
         "selected channel's live messages, a chat line with `@agent` completion, the inbox of "
         "questions waiting for you (answered in place, back into the asking session), the "
@@ -488,7 +493,8 @@ COMMAND_NOTES: dict[str, str] = {
         "See the [README's Quickstart](../README.md#quickstart). The first run installs the "
         "pinned Claude Code into `~/.cache/legion/claude-code` with npm. It stops at once, "
         "with the cause and the fix, if a worker cannot start (the worker's last screen is "
-        "saved in the demo folder). `--runtime codex` runs every session on Codex "
+        "saved in the demo folder, since `legion peek` goes with the demo's tmux server). "
+        "`--runtime codex` runs every session on Codex "
         "(installed the same way into `~/.cache/legion/codex`); offline, each CLI talks to "
         "its own scripted server; with `--real`, Codex uses OpenAI's API with your "
         "`OPENAI_API_KEY`, in a private `CODEX_HOME` (that path has not been run against the "
