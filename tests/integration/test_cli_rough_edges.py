@@ -441,4 +441,4 @@ def test_every_command_help_has_an_example(tmp_path: Path) -> None:
         if leaf and path not in screens and "--json" not in result.stdout:
             no_json.append(" ".join(["legion", *path]))
     assert not missing, f"no Example: in the --help of {missing}"
-    assert not no_json, f"no --json on {no_json}"  # the README promises it on every command
+    assert not no_json, f"no --json on {no_json}"  # docs/commands.md promises it on every command

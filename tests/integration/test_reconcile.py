@@ -76,8 +76,8 @@ def test_a_failing_call_is_logged_and_retried_without_harm(reconciler: Reconcile
 def test_an_issue_not_found_is_logged_once_and_waits_for_a_change(
     reconciler: Reconciler,
 ) -> None:
-    """A not-found will not pass by itself (README: "an item not found is logged once and not
-    tried again until the issue changes"), whichever layer said it."""
+    """A not-found will not pass by itself (docs/backends.md: "an item not found is logged once
+    and not tried again until the issue changes"), whichever layer said it."""
     tracker = reconciler.tracker
     assert isinstance(tracker, FlakyTracker)
     tracker.create_issue("One", labels=["worker-done"])
