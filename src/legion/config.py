@@ -733,7 +733,7 @@ def write_repo_config(root: Path, values: Mapping[str, Any]) -> Path:
     folder = root / CONFIG_DIR_NAME
     folder.mkdir(exist_ok=True)
     path = folder / CONFIG_FILE_NAME
-    lines = ["# Legion project settings. See README.md, 'Configuration'."]
+    lines = ["# Legion project settings. See Legion's docs/configuration.md."]
     lines += [f"{key} = {toml_value(value)}" for key, value in values.items() if value is not None]
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")

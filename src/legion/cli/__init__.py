@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LegionError as exc:
         _say_error(str(exc))
         # Naming what does not exist (an issue, a pull request, a branch, a worker) is bad
-        # input like a malformed value: exit 2, as the README states.
+        # input like a malformed value: exit 2, as docs/commands.md states.
         return 2 if isinstance(exc, NotFoundError) else exc.exit_code
     except UnicodeError as exc:
         # Text that is not UTF-8 (an argument, standard input, a file) is bad input.

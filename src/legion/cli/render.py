@@ -396,7 +396,7 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
 
 # -- `legion config` ---------------------------------------------------------------------------
 
-# What an unset setting means, in the words of the README's configuration table.
+# What an unset setting means (`legion config`; docs/configuration.md shows it as the default).
 UNSET_MEANING = {
     "base_branch": "the branch checked out in the repository",
     "linear_team": "none: needed only with the Linear tracker",

@@ -219,7 +219,7 @@ class SessionSupervisor:
     def require_daemon(self) -> None:
         """Refuse a session's start while no daemon runs for the project: only under it does a
         session reach the model, the tracker and the bus without holding a key or seeing
-        Legion's state (README, "Sessions run in a sandbox")."""
+        Legion's state (docs/security.md, "Sessions run in a sandbox")."""
         if running_pid(self.project) is None:
             raise NoDaemonError(
                 f"no daemon runs for {self.project.root}, and a session starts only under it "
