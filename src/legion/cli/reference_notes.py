@@ -44,7 +44,8 @@ SETTINGS: dict[str, SettingDoc] = {
     ),
     "remote": SettingDoc(
         "git remote name",
-        "The git remote the GitHub forge pushes issue branches to and merges from; in a fleet "
+        "The git remote the GitHub forge pushes issue branches to (and fetches the base from "
+        "after a merge); in a fleet "
         "(a PostgreSQL `store`), where each workspace checkpoint is pushed and the embedded "
         "forge merges.",
     ),
@@ -62,8 +63,8 @@ SETTINGS: dict[str, SettingDoc] = {
     ),
     "state_dir": SettingDoc(
         "path",
-        "Where the project's database, logs, sessions' homes and checkpoints' bookkeeping "
-        "live (folders 0700, files 0600).",
+        "Where the project's database and logs live, and each session's own CLI home "
+        "(`cli/<runtime>/sessions/<id>/`); folders 0700, files 0600.",
         default="`$XDG_STATE_HOME/legion/<project_id>`",
     ),
     "wip_limit": SettingDoc(
