@@ -130,6 +130,7 @@ def test_the_turn_loop_resumes_codex_by_its_own_id(tmp_path: Path) -> None:
     argv = session.argv("-starts with a dash")
     assert argv[:2] == ["/bin/codex", "exec"] and "--json" in argv
     assert "allow_login_shell=false" in argv  # a login shell would lose Legion's PATH
+    assert "check_for_update_on_startup=false" in argv  # Legion runs the CLI it pinned
     assert "shell_environment_policy.ignore_default_excludes=false" in argv  # a worker: no keys
     assert argv[-4:] == ["--model", "m", "--", "-starts with a dash"]
     session._codex_id = CODEX_ID

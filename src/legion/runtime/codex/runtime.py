@@ -57,6 +57,9 @@ EXEC_FLAGS = (
     # A login shell would rebuild PATH from /etc/profile and lose the `legion` Legion put first.
     "--config",
     "allow_login_shell=false",
+    # Legion runs the CLI it pinned: no session looks for (or offers) a newer one.
+    "--config",
+    "check_for_update_on_startup=false",
 )
 # A worker's commands do not see variables named like credentials (*KEY*, *SECRET*, *TOKEN*):
 # Codex holds the model key, and the commands it runs never get it. Not the controller's: the
