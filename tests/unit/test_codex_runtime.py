@@ -202,6 +202,12 @@ def test_window_lines_say_what_codex_did() -> None:
         "─ turn done: 10 in (4 cached), 2 out"
     ]
     assert render_event({"type": "turn.failed", "error": {"message": "boom"}}) == ["! boom"]
+    refused = "unexpected status 401 Unauthorized: Incorrect API key provided: sk-ab***yz, url: u"
+    for failed in (
+        {"type": "error", "message": refused},
+        {"type": "turn.failed", "error": {"message": refused}},
+    ):
+        assert render_event(failed) == ["! unexpected status 401 Unauthorized"]  # no key's part
     assert render_event({"type": "thread.started", "thread_id": "x"}) == []
 
 

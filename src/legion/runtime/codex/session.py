@@ -120,6 +120,16 @@ def _short(text: str, width: int = 160) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+# A key refused: what the server said after it (OpenAI's words quote part of the key) is not
+# shown in the window.
+_KEY_REFUSED = "unexpected status 401"
+
+
+def _error_text(message: object) -> str:
+    text = str(message)
+    return text.split(":", 1)[0] if text.startswith(_KEY_REFUSED) else text
+
+
 def render_event(event: Mapping[str, Any]) -> list[str]:
     """Pure: the window's lines for one `codex exec --json` event."""
     kind = event.get("type")
@@ -132,7 +142,7 @@ def render_event(event: Mapping[str, Any]) -> list[str]:
             output = str(item.get("aggregated_output") or "").rstrip().splitlines()
             return lines + [f"  {line}" for line in output[-OUTPUT_LINES:]]
         if item.get("type") == "error":
-            return [f"! {item.get('message', '')}"]
+            return [f"! {_error_text(item.get('message', ''))}"]
         return []
     if kind == "turn.completed":
         usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
@@ -144,7 +154,7 @@ def render_event(event: Mapping[str, Any]) -> list[str]:
     if kind in ("turn.failed", "error"):
         error = event.get("error") if isinstance(event.get("error"), dict) else event
         assert isinstance(error, dict)
-        return [f"! {error.get('message', 'the turn failed')}"]
+        return [f"! {_error_text(error.get('message', 'the turn failed'))}"]
     return []
 
 
