@@ -6,6 +6,7 @@ the conversation, the next turn brings back the session's wake-up context."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,6 +95,11 @@ def test_a_typed_prompt_is_the_next_turn_of_the_same_codex_session(
             swarm, codex_server, [[exec_command("env > env.txt")], [text("Planned.")]]
         )
         assert worker["runtime"] == "codex"
+        # Codex found Legion's skill in the session's own home (`$CODEX_HOME/skills`) and
+        # inlined its body for the `$legion-worker` mention.
+        sent = json.dumps(_firsts(codex_server, "plan")[0].body)
+        assert "<name>legion-worker</name>" in sent
+        assert "You are an autonomous worker in a Legion swarm." in sent
         # the model's commands see Legion's variables, and no credential: not even the model key
         seen = (Path(worker["workspace"]) / "env.txt").read_text()
         assert f"LEGION_SESSION_ID={worker['session_id']}" in seen

@@ -1,20 +1,22 @@
-"""A first real run that never silently does nothing (issue 37), on the real Claude Code CLI: a
-session whose CLI cannot reach the model (a login that does not work) is recognised at once,
-stopped, marked failed with what its CLI said, and counted toward the dispatch pause, which
-`legion status` shows with how to fix it; nothing sits at its login screen looking busy until
-`stale_after`."""
+"""A first real run that never silently does nothing (issue 37), on the real Claude Code and Codex
+CLIs: a session whose CLI cannot reach the model (a login that does not work, a key refused) is
+recognised at once, stopped, marked failed with what its CLI said, and counted toward the
+dispatch pause, which `legion status` shows with how to fix it; nothing sits at its login screen
+looking busy until `stale_after`."""
 
 from __future__ import annotations
 
 import pytest
 
 from legion.core.ids import controller_session_id
+from tests.fakes.responses_server import FakeResponsesServer
 from tests.support.swarm import Daemon, Swarm, agent_of, project_id
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
 NOT_LOGGED_IN = "Not logged in · Please run /login"
+REFUSED = "unexpected status 401 Unauthorized"  # Codex's words for a key the server refused
 
 
 def test_sessions_whose_cli_cannot_reach_the_model_are_failed_and_dispatch_paused(
@@ -52,3 +54,37 @@ def test_sessions_whose_cli_cannot_reach_the_model_are_failed_and_dispatch_pause
     assert controller["status"] == "failed"
     assert swarm.worker("LEG-1")["state"] == "dead"  # type: ignore[index]
     assert not swarm.server.requests_for_scenario("plan")  # nothing reached the model
+
+
+def test_codex_sessions_whose_key_is_refused_are_failed_and_dispatch_paused(
+    swarm: Swarm, codex_server: FakeResponsesServer
+) -> None:
+    """The same on Codex: the model's server refuses the key (401) at each session's first
+    turn; Codex's turn loop keeps the session, whose rollout says why, and Legion reads it."""
+    swarm.env["LEGION_RUNTIME"] = "codex"  # the controller and every worker
+    codex_server.refuse_next(401, 100)
+    swarm.legion("issue", "create", "Feature", "--body", "Add it.")
+    with Daemon(swarm):
+        log = wait_until(
+            "the controller failed and dispatch paused",
+            lambda: (
+                (log := swarm.json("log", "-n", "100"))
+                and any(
+                    e["action"] == "controller_health" and e["outcome"] == "failed" for e in log
+                )
+                and any(e["action"] == "pause_dispatch" for e in log)
+                and log
+            ),
+            timeout=100,
+        )
+        paused = swarm.json("status")["dispatch_paused"]
+    health = [e["detail"] for e in log if e["action"] == "controller_health"]
+    assert any(f"the controller could not reach the model: {REFUSED}" in d for d in health)
+    assert REFUSED in paused["reason"] and "legion start" in paused["reason"], paused
+    assert "scripted 401" not in paused["reason"]  # Codex's words, not the server's
+    # A planner started meanwhile failed the same way; none reached a scripted turn.
+    starts = [e["detail"] for e in log if e["action"] == "worker_start"]
+    assert all(d == f"leg-1-plan could not reach the model: {REFUSED}" for d in starts), starts
+    controller = agent_of(swarm, controller_session_id(project_id(swarm)))
+    assert controller["status"] == "failed"
+    assert all(r.kind == "refused" for r in codex_server.response_requests())

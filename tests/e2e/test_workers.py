@@ -68,6 +68,11 @@ def test_dispatch_runs_a_worker_that_writes_and_signals_done(swarm: Swarm) -> No
     assert Path(worker["transcript"]).is_relative_to(home)
     assert not list(swarm.config_dir.glob("projects/*/*.jsonl"))
     assert not (swarm.config_dir / "settings.json").exists()
+    # The CLI found Legion's skill in that home (`$CLAUDE_CONFIG_DIR/skills`), not the stand-in
+    # in yours, and gave the model its body.
+    sent = json.dumps([request.body for request in swarm.server.message_requests()])
+    assert "You are an autonomous worker in a Legion swarm." in sent
+    assert "test stand-in" not in sent
 
 
 def test_resume_appends_to_the_same_session_live_and_after_the_window_died(swarm: Swarm) -> None:

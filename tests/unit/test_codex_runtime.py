@@ -59,6 +59,36 @@ def test_a_turn_in_progress_is_a_task_started_without_its_task_complete() -> Non
     assert summary.turn is Turn.ENDED and summary.pending_question is None
 
 
+def failed(turn: str, message: str, info: object) -> str:
+    """A turn's end as Codex records one that failed (seen with 0.169.0)."""
+    error = {"message": message, "codex_error_info": info}
+    return event("task_complete", turn_id=turn, last_agent_message=None, error=error)
+
+
+def http(status: int) -> dict[str, Any]:
+    return {"http_connection_failed": {"http_status_code": status}}
+
+
+def test_a_turn_that_could_not_reach_the_model_says_so_until_the_next_begins() -> None:
+    said = "unexpected status 401 Unauthorized: Incorrect API key provided: sk-ab***yz, url: u"
+    refused = [event("task_started", turn_id="a"), failed("a", said, http(401))]
+    # Codex's words, never the server's (which may quote part of the key).
+    assert summarize_rollout(refused).unreachable == "unexpected status 401 Unauthorized"
+    no_key = failed("a", "Missing environment variable: `K`.", "other")
+    assert summarize_rollout([event("task_started", turn_id="a"), no_key]).unreachable == (
+        "Missing environment variable: `K`."
+    )
+    again = [*refused, event("task_started", turn_id="b")]
+    assert summarize_rollout(again).unreachable is None  # resent: the session goes on
+    done = [*again, event("task_complete", turn_id="b")]
+    assert summarize_rollout(done).unreachable is None
+    # Other failures are not this: a rate limit, an overloaded server, an aborted turn.
+    for other in (failed("a", "unexpected status 429", http(429)), failed("a", "x", "other")):
+        assert summarize_rollout([event("task_started", turn_id="a"), other]).unreachable is None
+    aborted = [*refused, event("turn_aborted", turn_id="a")]
+    assert summarize_rollout(aborted).unreachable is None
+
+
 def test_tokens_are_each_responses_own_with_cached_input_counted_apart() -> None:
     first = {"input_tokens": 1000, "cached_input_tokens": 600, "output_tokens": 50}
     second = {"input_tokens": 2000, "cached_input_tokens": 0, "output_tokens": 70}
@@ -130,6 +160,7 @@ def test_the_turn_loop_resumes_codex_by_its_own_id(tmp_path: Path) -> None:
     argv = session.argv("-starts with a dash")
     assert argv[:2] == ["/bin/codex", "exec"] and "--json" in argv
     assert "allow_login_shell=false" in argv  # a login shell would lose Legion's PATH
+    assert "check_for_update_on_startup=false" in argv  # Legion runs the CLI it pinned
     assert "shell_environment_policy.ignore_default_excludes=false" in argv  # a worker: no keys
     assert argv[-4:] == ["--model", "m", "--", "-starts with a dash"]
     session._codex_id = CODEX_ID
@@ -171,6 +202,12 @@ def test_window_lines_say_what_codex_did() -> None:
         "─ turn done: 10 in (4 cached), 2 out"
     ]
     assert render_event({"type": "turn.failed", "error": {"message": "boom"}}) == ["! boom"]
+    refused = "unexpected status 401 Unauthorized: Incorrect API key provided: sk-ab***yz, url: u"
+    for failed in (
+        {"type": "error", "message": refused},
+        {"type": "turn.failed", "error": {"message": refused}},
+    ):
+        assert render_event(failed) == ["! unexpected status 401 Unauthorized"]  # no key's part
     assert render_event({"type": "thread.started", "thread_id": "x"}) == []
 
 

@@ -423,6 +423,14 @@ def test_a_settings_flag_in_claude_args_is_merged_not_left_to_replace_legions(
     assert "--verbose" in argv and not any(a.startswith("--settings=") for a in argv)
 
 
+def test_a_session_never_updates_the_pinned_cli() -> None:
+    from legion.runtime.claude.runtime import ClaudeRuntime
+
+    # The variable the pinned CLI reads (not `autoUpdates: false` in its config, which it would
+    # move into settings.json, Legion's and read-only in the session's home).
+    assert ClaudeRuntime().environment({})["DISABLE_AUTOUPDATER"] == "1"
+
+
 @pytest.mark.usefixtures("fixed_claude")
 @pytest.mark.parametrize("given", [("--settings",), ("--settings", "[1]"), ("--settings=/nope",)])
 def test_an_unusable_settings_flag_in_claude_args_is_a_config_error(

@@ -191,7 +191,10 @@ class ClaudeRuntime:
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """What the CLI needs besides the caller's environment."""
-        extra: dict[str, str] = {}
+        # Legion runs the CLI it pinned (`legion doctor --install`): a session never updates it
+        # (the pinned CLI reads this variable; its config's `autoUpdates: false` it would move
+        # into settings.json, which is Legion's and read-only in the session's home).
+        extra: dict[str, str] = {"DISABLE_AUTOUPDATER": "1"}
         if self.permission_mode == "bypass" and os.geteuid() == 0:
             # As root the CLI refuses to skip permissions unless told it runs in a sandbox;
             # choosing bypass mode for workers is that statement.

@@ -57,6 +57,9 @@ EXEC_FLAGS = (
     # A login shell would rebuild PATH from /etc/profile and lose the `legion` Legion put first.
     "--config",
     "allow_login_shell=false",
+    # Legion runs the CLI it pinned: no session looks for (or offers) a newer one.
+    "--config",
+    "check_for_update_on_startup=false",
 )
 # A worker's commands do not see variables named like credentials (*KEY*, *SECRET*, *TOKEN*):
 # Codex holds the model key, and the commands it runs never get it. Not the controller's: the
@@ -127,13 +130,65 @@ def _event(record: Mapping[str, object]) -> tuple[str, Mapping[str, object]] | N
     return str(payload.get("type")), payload
 
 
+# How the pinned Codex records a turn it could not run for want of a working credential (seen
+# with 0.169.0, `codex exec`, against a server answering 401): the turn's `task_complete` holds
+# its `error`, `{"message": "unexpected status 401 Unauthorized: <the server's words>, url: …",
+# "codex_error_info": {"http_connection_failed": {"http_status_code": 401}}}`; with no key in
+# the variable its provider's `env_key` names, `{"message": "Missing environment variable:
+# `<name>`.", "codex_error_info": "other"}`.
+_UNREACHABLE_STATUSES = frozenset({401})
+_NO_KEY = "Missing environment variable: "
+
+
+def _error(payload: Mapping[str, object]) -> tuple[str, object]:
+    """A turn's end's error: its message and `codex_error_info` ("", None: none)."""
+    error = payload.get("error")
+    if not isinstance(error, dict):
+        return "", None
+    return str(error.get("message", "")), error.get("codex_error_info")
+
+
+def key_refused(payload: Mapping[str, object]) -> str | None:
+    """What a turn's end (`task_complete`) says when the model's server refused Codex's key
+    (HTTP 401), else None. Codex's own words only: what the server said (which may quote part
+    of the key) is left out."""
+    message, info = _error(payload)
+    failed = info.get("http_connection_failed") if isinstance(info, dict) else None
+    if not isinstance(failed, dict) or failed.get("http_status_code") not in _UNREACHABLE_STATUSES:
+        return None
+    said = message.split(":", 1)[0].strip()  # "unexpected status 401 Unauthorized"
+    return said if said.startswith("unexpected status") else f"HTTP {failed['http_status_code']}"
+
+
+def unreachable(payload: Mapping[str, object]) -> str | None:
+    """What a turn's end (`task_complete`) says when Codex could not reach the model (its key
+    refused, or none), else None."""
+    refused = key_refused(payload)
+    if refused is not None:
+        return refused
+    message, _ = _error(payload)
+    return message.strip()[:200] if message.startswith(_NO_KEY) else None
+
+
+def last_turn_refused(lines: Iterable[str]) -> bool:
+    """Pure: whether the rollout's last turn ended with its key refused (`key_refused`)."""
+    last: Mapping[str, object] | None = None
+    for record in _records(lines):
+        event = _event(record)
+        if event is not None and event[0] in ("task_started", "task_complete", "turn_aborted"):
+            last = event[1] if event[0] == "task_complete" else None
+    return last is not None and key_refused(last) is not None
+
+
 def summarize_rollout(lines: Iterable[str]) -> TranscriptSummary:
     """Pure: the turn's state from a rollout's lines. A `task_started` without its
     `task_complete` is a turn in progress. Codex's `exec` turns never wait on a question (it
-    has no way to answer one), so there is never a pending question."""
+    has no way to answer one), so there is never a pending question. `unreachable`: the last
+    turn ended for want of a working credential (`unreachable`), and none began since."""
     entries = 0
     open_turns: set[str] = set()
     started = False
+    cannot: str | None = None
     for record in _records(lines):
         entries += 1
         event = _event(record)
@@ -144,11 +199,13 @@ def summarize_rollout(lines: Iterable[str]) -> TranscriptSummary:
         if kind == "task_started":
             started = True
             open_turns.add(turn_id)
+            cannot = None
         elif kind in ("task_complete", "turn_aborted"):
             open_turns.discard(turn_id)
+            cannot = unreachable(payload) if kind == "task_complete" else None
     if not started:
         return TranscriptSummary(entries, Turn.NONE if entries == 0 else Turn.OPEN, None)
-    return TranscriptSummary(entries, Turn.OPEN if open_turns else Turn.ENDED, None)
+    return TranscriptSummary(entries, Turn.OPEN if open_turns else Turn.ENDED, None, cannot)
 
 
 def rollout_usage(lines: Iterable[str]) -> list[tuple[str, Usage]]:
@@ -385,7 +442,7 @@ class CodexRuntime:
         # The turn loop knows whether a turn's process runs: a turn killed half-way leaves a
         # `task_started` with no end in the rollout, but its session waits for input.
         if said == "idle":
-            return TranscriptSummary(summary.entries, Turn.ENDED, None)
+            return TranscriptSummary(summary.entries, Turn.ENDED, None, summary.unreachable)
         if said == "running":
             return TranscriptSummary(summary.entries, Turn.OPEN, None)
         return summary

@@ -44,6 +44,7 @@ from legion.runtime.codex.runtime import (
     codex_session_id,
     compactions,
     find_rollout,
+    last_turn_refused,
     session_link,
     turn_state_file,
 )
@@ -119,6 +120,16 @@ def _short(text: str, width: int = 160) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+# A key refused: what the server said after it (OpenAI's words quote part of the key) is not
+# shown in the window.
+_KEY_REFUSED = "unexpected status 401"
+
+
+def _error_text(message: object) -> str:
+    text = str(message)
+    return text.split(":", 1)[0] if text.startswith(_KEY_REFUSED) else text
+
+
 def render_event(event: Mapping[str, Any]) -> list[str]:
     """Pure: the window's lines for one `codex exec --json` event."""
     kind = event.get("type")
@@ -131,7 +142,7 @@ def render_event(event: Mapping[str, Any]) -> list[str]:
             output = str(item.get("aggregated_output") or "").rstrip().splitlines()
             return lines + [f"  {line}" for line in output[-OUTPUT_LINES:]]
         if item.get("type") == "error":
-            return [f"! {item.get('message', '')}"]
+            return [f"! {_error_text(item.get('message', ''))}"]
         return []
     if kind == "turn.completed":
         usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
@@ -143,7 +154,7 @@ def render_event(event: Mapping[str, Any]) -> list[str]:
     if kind in ("turn.failed", "error"):
         error = event.get("error") if isinstance(event.get("error"), dict) else event
         assert isinstance(error, dict)
-        return [f"! {error.get('message', 'the turn failed')}"]
+        return [f"! {_error_text(error.get('message', 'the turn failed'))}"]
     return []
 
 
@@ -198,6 +209,26 @@ class Session:
             temporary.unlink()
         temporary.symlink_to(rollout)
         temporary.replace(self.link)
+
+    def _link_refused(self) -> bool:
+        """After a first turn that failed: when the model's server refused Codex's key
+        (`runtime.key_refused`), the session is linked and waits, as Claude Code waits at its
+        login screen, so that Legion reads why from its rollout at once (it stops the session
+        and pauses dispatch); True then. A first turn that made no request (no key, an unknown
+        provider) leaves no session (False): its start fails with Codex's reason."""
+        if self._codex_id is None:
+            return False
+        rollout = find_rollout(self.home, self._codex_id)
+        if rollout is None:
+            return False
+        try:
+            lines = rollout.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return False
+        if not last_turn_refused(lines):
+            return False
+        self._link(self._codex_id)
+        return self.started
 
     def _compactions(self) -> int:
         try:
@@ -291,7 +322,8 @@ class Session:
                     self._codex_id = str(event["thread_id"])
                 elif kind.startswith(("item.", "turn.completed")) and self._codex_id:
                     # Linked once the model has answered: a session whose first request
-                    # fails (no key, no provider) is no session, and its window says why.
+                    # fails (no key, no provider) is no session, and its window says why;
+                    # one whose key was refused is linked after (`_link_refused`).
                     self._link(self._codex_id)
                 if kind in ("turn.failed", "error") or (
                     kind == "item.completed" and event.get("item", {}).get("type") == "error"
@@ -326,7 +358,7 @@ class Session:
                     pending_context = None
                 before = self._compactions()
                 status = self.turn(prompt)
-                if status != 0 and not self.started:
+                if status != 0 and not self.started and not self._link_refused():
                     # Nothing to resume: end here, so that the start fails with the reason.
                     self._say(f"codex could not start the session: {self.last_error or status}")
                     return 1
