@@ -155,6 +155,28 @@ def test_an_unreachable_model_is_a_502_with_the_apis_error_shape(db_path: Path) 
         proxy.stop()
 
 
+def test_the_apis_refusal_of_the_daemons_key_reaches_the_session_in_the_proxys_words(
+    db_path: Path, model: FakeModelServer
+) -> None:
+    """A provider's "wrong key" answer quotes part of the key it was sent (OpenAI's does; the
+    scripted server does too): the session gets the status and error type, never that text."""
+    token = Capabilities(SqliteStore(db_path)).mint("LEG-1", mode="plan", session_id="sid-1")
+    key = "sk-daemon-secret-0123456789abcdef"
+    env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": key}
+    proxy = start_proxy(db_path, env)
+    model.refuse_next(401)
+    try:
+        refused = ask(proxy, {"authorization": f"Bearer {token}"})
+    finally:
+        proxy.stop()
+    sent = model.snapshot()[-1].response
+    assert key[:7] in json.dumps(sent) and key[-4:] in json.dumps(sent)  # what the API said
+    assert refused.status_code == 401
+    assert refused.json()["error"]["type"] == "authentication_error"
+    assert key[:7] not in refused.text and key[-4:] not in refused.text
+    assert "refused the credential" in refused.json()["error"]["message"]
+
+
 def test_the_daemon_serves_the_proxy_on_the_same_port_and_status_says_who_holds_the_key(
     project: Path, tmp_path: Path, model: FakeModelServer
 ) -> None:

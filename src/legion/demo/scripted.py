@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -439,7 +440,10 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         if refusal is not None:
             status, headers = refusal
             kind = _REFUSAL_KINDS.get(status, "overloaded_error")
-            payload = {"type": "error", "error": {"type": kind, "message": f"scripted {status}"}}
+            message = f"scripted {status}"
+            if status == 401:  # as OpenAI's says it: part of the key it was sent
+                message += f": incorrect API key provided: {_key_hint(self.headers)}"
+            payload = {"type": "error", "error": {"type": kind, "message": message}}
             self._record("refused", body, response=payload)
             return self._send_json(status, payload, headers)
         response, record = self.server.fake.answer(body)
@@ -786,3 +790,9 @@ def main(
         stop.wait()
     running.stop()
     return 0
+
+
+def _key_hint(headers: Message) -> str:
+    """The part of a request's key a provider's "wrong key" message quotes."""
+    key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+    return f"{key[:7]}***{key[-4:]}" if len(key) > 12 else "***"

@@ -149,6 +149,25 @@ def runtime_refusal(api: Api, session_runtime: str) -> Refusal | None:
     )
 
 
+# Upstream answers whose body Legion replaces: a provider's "wrong key" message quotes part of
+# the key it was sent (OpenAI's does), which is the daemon's, never the session's to read.
+KEY_REFUSED_STATUSES = {401: "authentication_error", 403: "permission_error"}
+
+
+def upstream_key_refusal(status: int) -> Refusal | None:
+    """What a session is told in place of the API's own answer when the API refused the key
+    the daemon holds: the status and the error type, in the proxy's own words."""
+    kind = KEY_REFUSED_STATUSES.get(status)
+    if kind is None:
+        return None
+    return Refusal(
+        status,
+        kind,
+        f"the model API refused the credential Legion's daemon holds ({status}): "
+        "check the key where `legion start` runs, then start it again",
+    )
+
+
 def body_refusal(api: Api, body: Mapping[str, Any]) -> Refusal | None:
     """Why a request's JSON body is not forwarded, if it asks the provider to reach a server
     or run something for the session (`CLAUDE_REFUSED_FIELDS`, `CODEX_REFUSED_FIELDS`)."""

@@ -52,6 +52,7 @@ from .routes import (
     forward,
     forwarded_headers,
     runtime_refusal,
+    upstream_key_refusal,
 )
 
 if TYPE_CHECKING:
@@ -635,6 +636,11 @@ class _Handler(BaseHTTPRequestHandler):
         streaming = request.get("stream") is True
         response = self._send_held(proxy, allowed.url, headers, body)
         if response is None:
+            return
+        key_refused = upstream_key_refusal(response.status_code)
+        if key_refused is not None:
+            response.close()  # its body, unread, may quote the key
+            self._refuse_for(key_refused)
             return
         meter = UsageMeter(streaming=streaming, watched=QUESTION_TOOLS)
         ledger = UsageLedger(db)
