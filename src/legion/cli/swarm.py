@@ -20,6 +20,7 @@ from legion.daemon_link import hosts_controller, running_pid
 from legion.errors import ConfigError, InputError, LegionError
 
 if TYPE_CHECKING:
+    from legion.start_plan import StartPlan
     from legion.status import StatusReport
 
 
@@ -218,8 +219,58 @@ def _preflight(project: Project) -> None:
             raise ConfigError(refusal)
 
 
-def _started(project: Project, pid: int, log_path: Path | None) -> dict[str, Any]:
-    """What `legion start --json` prints: the daemon, its log, and how to watch the swarm."""
+def _plan(project: Project) -> StartPlan:
+    """What a daemon started now would start first, and the bounds on spending."""
+    from legion.backends import open_backends, open_workers
+    from legion.start_plan import plan_start
+
+    backends = open_backends(project)
+    try:
+        workers = open_workers(project, backends)
+        return plan_start(project, backends, workers, project.settings.controller_mode)
+    finally:
+        backends.db.close()
+
+
+def _say_plan(project: Project, plan: StartPlan, *, now: bool) -> None:
+    """The plan for people: what starts, what waits and why, and the bounds on spending."""
+    starts = "starts" if now else "would start"
+    typer.echo(f"Legion {starts} for {project.root} ({plan.mode} mode):")
+    if plan.controller is None:
+        typer.echo("  controller: none (manual mode: workers start only by `legion dispatch`)")
+    else:
+        typer.echo(f"  controller: a {plan.controller} session, in tmux window `main`")
+    if plan.mode == "llm":
+        typer.echo("  workers:    the controller chooses; the decision table suggests:")
+    elif plan.mode == "auto":
+        typer.echo("  workers:    its first pass:")
+    for o in plan.first_pass:
+        common.echo(f"    {o.issue}: {o.action}: {o.kind}" + (f" ({o.detail})" if o.detail else ""))
+    if plan.mode != "manual" and not plan.first_pass:
+        typer.echo("    none: no issue is ready (`legion state` shows each issue's next step)")
+    typer.echo(
+        f"  bounds on spending (set in {plan.config} or LEGION_* variables; "
+        "`legion config` shows where each comes from):"
+    )
+    for bound in plan.bounds:
+        value = "unlimited" if bound.value is None else f"{bound.value:,}"
+        where = render.source_text(bound.source, bound.env_var)
+        common.echo(f"    {bound.name:18} {value:>11}  ({where}): {bound.meaning}")
+
+
+def _say_dry_run(project: Project, plan: StartPlan, as_json: bool) -> None:
+    if as_json:
+        common.print_json({"root": str(project.root), "dry_run": True, "plan": plan.to_json()})
+        return
+    _say_plan(project, plan, now=False)
+    typer.echo("Nothing started (--dry-run): `legion start` starts it.")
+
+
+def _started(
+    project: Project, pid: int, log_path: Path | None, plan: StartPlan | None
+) -> dict[str, Any]:
+    """What `legion start --json` prints: the daemon, its log, how to watch the swarm, and
+    what it starts first (`plan`, as `--dry-run` prints it)."""
     from legion.backends import open_backends, open_workers
 
     session = open_workers(project, open_backends(project)).windows.session
@@ -231,6 +282,7 @@ def _started(project: Project, pid: int, log_path: Path | None) -> dict[str, Any
         "log": None if log_path is None else str(log_path),
         "session": session,
         "attach": common.attach_command(project.settings.tmux_socket, session),
+        "plan": None if plan is None else plan.to_json(),
     }
 
 
@@ -242,11 +294,21 @@ def start(
         typer.Option(help="Controller mode: auto, llm, or manual (workers start only by hand)."),
     ] = None,
     tick: Annotated[float | None, typer.Option(help="Seconds between ticks.")] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Say what would start and the budgets; start nothing."),
+    ] = False,
+    say_plan: Annotated[
+        bool, typer.Option("--plan/--no-plan", hidden=True, help="Say what starts first.")
+    ] = True,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Start the swarm: the daemon, the controller, and (through them) the workers.
 
-    Prints the daemon's pid, its log, and the tmux command that shows the swarm at work.
+    First says what starts now (the controller; the workers the first pass starts, and those
+    the WIP limit or a budget keeps waiting) and the bounds on spending in force, with where
+    to set them; --dry-run says only that. Then prints the daemon's pid, its log, and the tmux
+    command that shows the swarm at work.
     """
     from legion.config import load_project
     from legion.daemon import Daemon, DaemonConfig
@@ -265,6 +327,13 @@ def start(
         )
     _preflight(project)
     settings = project.settings
+    plan = _plan(project) if say_plan or dry_run else None
+    if dry_run:
+        assert plan is not None
+        _say_dry_run(project, plan, as_json)
+        return
+    if plan is not None and not as_json:
+        _say_plan(project, plan, now=True)
     if foreground:
         config = DaemonConfig(
             mode=settings.controller_mode,
@@ -273,7 +342,7 @@ def start(
             restart_cooldown=settings.restart_cooldown,
             say_stop=not as_json,
         )
-        info = _started(project, os.getpid(), None)
+        info = _started(project, os.getpid(), None, plan)
         if as_json:
             common.print_json(info)
         else:
@@ -288,7 +357,7 @@ def start(
         return
     log_path = project.state_dir / "daemon.log"
     argv = [sys.executable, "-m", "legion", "--repo", str(project.root), "start", "--foreground"]
-    argv += ["--mode", settings.controller_mode, "--tick", str(settings.tick)]
+    argv += ["--mode", settings.controller_mode, "--tick", str(settings.tick), "--no-plan"]
     from legion.statefiles import open_private_binary_append
 
     with open_private_binary_append(log_path) as out:
@@ -298,7 +367,7 @@ def start(
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if running_pid(project) is not None:
-            info = _started(project, proc.pid, log_path)
+            info = _started(project, proc.pid, log_path, plan)
             if as_json:
                 common.print_json(info)
                 return

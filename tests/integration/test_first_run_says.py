@@ -1,0 +1,89 @@
+"""A first real run never silently does nothing: `legion start` says what it starts and the
+bounds on spending before it starts (`--dry-run` only that), `legion issue create` says when
+the issue is picked up, and `legion stop` says what it stopped and what still runs. Each
+through the real `legion` console script, on a private tmux server, with a `claude` that
+only sleeps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import LegionRunner
+
+
+@pytest.fixture
+def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `claude` that only sleeps, and a Claude Code config that has seen its first run."""
+    binary = tmp_path / "bin" / "claude"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\nexec sleep 600\n")
+    binary.chmod(0o755)
+    config = tmp_path / "claude-config"
+    config.mkdir()
+    (config / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
+    (config / ".credentials.json").write_text("{}")  # logged in (it never reaches a model)
+    monkeypatch.setenv("LEGION_CLAUDE_BIN", str(binary))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    return binary
+
+
+def test_start_dry_run_says_what_would_start_and_the_budgets_and_starts_nothing(
+    legion: LegionRunner, project: Path, tmux_socket: Path, fake_claude: Path
+) -> None:
+    for title in ("One", "Two", "Three"):
+        legion("issue", "create", title)
+    env = {"LEGION_WIP_LIMIT": "2", "LEGION_TOKEN_BUDGET": "1000000"}
+
+    dry = legion("start", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    text = dry.stdout
+    assert "would start" in text and "controller: a claude-code session" in text
+    assert "LEG-1: dispatch_planner: planned (plan worker)" in text
+    assert "LEG-2: dispatch_planner: planned (plan worker)" in text
+    assert "LEG-3: dispatch_planner: deferred (WIP limit 2 reached)" in text
+    assert "token_budget" in text and "1,000,000" in text and "LEGION_TOKEN_BUDGET" in text
+    assert "daily_token_budget" in text and "unlimited" in text
+    assert str(project / ".legion" / "config.toml") in text and "legion config" in text
+    assert "Nothing started" in text
+
+    plan = json.loads(legion("start", "--dry-run", "--json", env=env).stdout)["plan"]
+    assert plan["mode"] == "auto" and plan["controller"] == {"runtime": "claude-code"}
+    assert [(o["issue"], o["outcome"]) for o in plan["first_pass"]] == [
+        ("LEG-1", "planned"),
+        ("LEG-2", "planned"),
+        ("LEG-3", "deferred"),
+    ]
+    bounds = {b["name"]: b for b in plan["bounds"]}
+    assert bounds["wip_limit"]["value"] == 2 and bounds["wip_limit"]["source"] == "env"
+    assert bounds["daily_token_budget"]["value"] is None
+    assert {"token_budget", "idle_spend_limit"} <= bounds.keys()
+
+    # Nothing started and nothing changed: no daemon, no worker, no label, no action logged.
+    status = json.loads(legion("status", "--json").stdout)
+    assert status["daemon"]["pid"] is None and status["workers"] == []
+    assert json.loads(legion("log", "--json").stdout) == []
+    issues = json.loads(legion("issue", "list", "--json").stdout)
+    assert all(issue["labels"] == [] for issue in issues)
+
+    # Without --dry-run it says the same first, then starts.
+    started = legion("start", "--tick", "3600", env=env)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "Legion starts for" in started.stdout
+        assert "LEG-3: dispatch_planner: deferred (WIP limit 2 reached)" in started.stdout
+        assert "Legion started for" in started.stdout
+    finally:
+        legion("stop", "--all")
+
+
+def test_start_dry_run_in_manual_mode_starts_no_worker(
+    legion: LegionRunner, tmux_socket: Path, fake_claude: Path
+) -> None:
+    legion("issue", "create", "One")
+    plan = json.loads(legion("start", "--dry-run", "--mode", "manual", "--json").stdout)["plan"]
+    assert plan["controller"] is None and plan["first_pass"] == []
+    text = legion("start", "--dry-run", "--mode", "manual").stdout
+    assert "controller: none (manual mode" in text
