@@ -75,8 +75,26 @@ def test_start_dry_run_says_what_would_start_and_the_budgets_and_starts_nothing(
         assert "Legion starts for" in started.stdout
         assert "LEG-3: dispatch_planner: deferred (WIP limit 2 reached)" in started.stdout
         assert "Legion started for" in started.stdout
+        created = legion("issue", "create", "Four")
+        assert created.stdout == "LEG-4\n"
+        assert "LEG-4 is in Todo: the running daemon picks it up at its next tick" in (
+            created.stderr
+        )
     finally:
         legion("stop", "--all")
+
+
+def test_issue_create_says_when_the_issue_is_picked_up(legion: LegionRunner) -> None:
+    created = legion("issue", "create", "One")
+    # The identifier alone on stdout (`ID=$(legion issue create …)`); when, on stderr.
+    assert created.stdout == "LEG-1\n"
+    assert created.stderr.strip() == "LEG-1 is in Todo: no daemon runs; `legion start` works on it"
+    later = legion("issue", "create", "Later", "--status", "Backlog", "--json")
+    assert json.loads(later.stdout)["pickup"] == (
+        "LEG-2 is in Backlog: Legion leaves it alone until it is labelled `legion` or `epic`"
+    )
+    blocked = legion("issue", "create", "After", "--blocked-by", "LEG-1")
+    assert "once LEG-1 is Done" in blocked.stderr
 
 
 def test_start_dry_run_in_manual_mode_starts_no_worker(
