@@ -105,3 +105,39 @@ def test_start_dry_run_in_manual_mode_starts_no_worker(
     assert plan["controller"] is None and plan["first_pass"] == []
     text = legion("start", "--dry-run", "--mode", "manual").stdout
     assert "controller: none (manual mode" in text
+
+
+def test_stop_says_what_still_runs_and_stop_all_what_it_stopped(
+    legion: LegionRunner, tmux_socket: Path, fake_claude: Path
+) -> None:
+    started = legion("start", "--tick", "3600")
+    try:
+        assert started.returncode == 0, started.stderr
+        stopped = legion("stop")
+        assert stopped.returncode == 0, stopped.stderr
+        assert "Legion stopped (pid" in stopped.stdout
+        assert "Still running: the controller (tmux session legion-" in stopped.stdout
+        assert "`legion stop --all` stops them too" in stopped.stdout
+        assert json.loads(legion("stop", "--json").stdout)["still_running"] == [
+            {"kind": "controller", "issue": None, "mode": None, "window": "main"}
+        ]
+        assert json.loads(legion("status", "--json").stdout)["controller"]["state"] == "running"
+    finally:
+        all_stopped = legion("stop", "--all")
+    assert all_stopped.returncode == 0, all_stopped.stderr
+    assert "Legion was not running." in all_stopped.stdout
+    assert ": stopped the controller." in all_stopped.stdout
+    assert "Still running" not in all_stopped.stdout
+    # A clean stop is "stopped", not "dead".
+    assert "controller: stopped" in legion("status").stdout
+    assert json.loads(legion("status", "--json").stdout)["controller"]["state"] == "stopped"
+    assert json.loads(legion("stop", "--json").stdout) == {
+        "stopped": False,
+        "pid": None,
+        "closed_session": None,
+        "stopped_sessions": [],
+        "still_running": [],
+    }
+    # A one-machine project's log has no fleet in it.
+    actions = {entry["action"] for entry in json.loads(legion("log", "--json").stdout)}
+    assert "daemon_start" in actions and "fleet_lead" not in actions

@@ -20,8 +20,9 @@ from legion.daemon_link import hosts_controller, running_pid
 from legion.errors import ConfigError, InputError, LegionError
 
 if TYPE_CHECKING:
+    from legion.sessions.workers import WorkerManager
     from legion.start_plan import StartPlan
-    from legion.status import StatusReport
+    from legion.status import RunningSession, StatusReport
 
 
 def reconcile(
@@ -393,28 +394,63 @@ def stop(
     ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Stop the daemon. Workers keep running (their sessions stay resumable) unless --all."""
+    """Stop the daemon. The controller and the workers keep running (their sessions stay
+    resumable; `legion start` takes them up again) unless --all. Says what it stopped and
+    what still runs."""
     from legion import daemon
+    from legion.backends import open_backends, open_workers
 
     project = common.project(ctx)
     pid = daemon.stop(project)
+    workers = open_workers(project, open_backends(project))
+    running, unknown = _running(project, workers)
     closed: str | None = None
     session: str | None = None
+    stopped: list[RunningSession] = []
     if all_windows:
-        from legion.backends import open_backends, open_workers
-
-        workers = open_workers(project, open_backends(project))
         session = workers.windows.session
         if _close_and_mark(project, workers.windows.close_all):
-            closed = session
+            closed, stopped = session, running
+            running, unknown = _running(project, workers)
     if as_json:
-        common.print_json({"stopped": pid is not None, "pid": pid, "closed_session": closed})
+        common.print_json(
+            {
+                "stopped": pid is not None,
+                "pid": pid,
+                "closed_session": closed,
+                "stopped_sessions": [r.to_json() for r in stopped],
+                "still_running": None if unknown else [r.to_json() for r in running],
+            }
+        )
         return
     typer.echo("Legion was not running." if pid is None else f"Legion stopped (pid {pid}).")
     if session is not None:
+        names = ", ".join(r.name for r in stopped)
         typer.echo(
-            f"Closed tmux session {session}." if closed else f"No tmux session {session} was open."
+            (f"Closed tmux session {session}" + (f": stopped {names}." if names else "."))
+            if closed
+            else f"No tmux session {session} was open."
         )
+    if unknown:
+        common.echo(f"What still runs is unknown: {unknown}")
+    elif running:
+        names = ", ".join(r.name for r in running)
+        typer.echo(
+            f"Still running: {names} (tmux session {workers.windows.session}); "
+            "`legion stop --all` stops them too, `legion start` takes them up again."
+        )
+    elif not all_windows:
+        typer.echo("Nothing else runs.")
+
+
+def _running(project: Project, workers: WorkerManager) -> tuple[list[RunningSession], str | None]:
+    """The sessions that run, or why that is unknown (tmux did not answer)."""
+    from legion.status import running_sessions
+
+    try:
+        return running_sessions(project, workers), None
+    except LegionError as exc:
+        return [], str(exc)
 
 
 def _close_and_mark(project: Project, close: Callable[[], bool]) -> bool:
@@ -482,6 +518,8 @@ def _print_status(report: StatusReport) -> None:
         typer.echo(
             f"WIP:        {code} code worker(s) of {'unlimited' if limit is None else limit}"
         )
+    from legion.status import shown_state
+
     for view in report.workers or []:
         phases = report.usage.get(view.record.issue)
         used = total(phases.values()).total if phases else 0
@@ -490,7 +528,8 @@ def _print_status(report: StatusReport) -> None:
         host = f"on {view.record.host:10} " if report.fleet_line is not None else ""
         common.echo(
             f"  {view.record.issue:8} {view.record.mode.value:10} "
-            f"{view.state.value:8} {host}{view.record.runtime:11} {view.record.window}{tokens}"
+            f"{shown_state(view.state, pid is not None):8} {host}{view.record.runtime:11} "
+            f"{view.record.window}{tokens}"
         )
     if report.judgments:
         typer.echo("judgment queue:")
