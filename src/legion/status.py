@@ -239,8 +239,9 @@ class RunningSession:
         return "the controller" if self.issue is None else f"{self.issue} {self.mode}"
 
     def to_json(self) -> dict[str, Any]:
-        kind = "controller" if self.issue is None else "worker"
-        return {"kind": kind, "issue": self.issue, "mode": self.mode, "window": self.window}
+        if self.issue is None:
+            return {"kind": "controller", "window": self.window}
+        return {"kind": "worker", "issue": self.issue, "mode": self.mode, "window": self.window}
 
 
 def running_sessions(project: Project, workers: WorkerManager) -> list[RunningSession]:

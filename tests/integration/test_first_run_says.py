@@ -7,11 +7,13 @@ only sleeps."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import LegionRunner
+from tests.support.waits import wait_until
 
 
 @pytest.fixture
@@ -110,26 +112,33 @@ def test_start_dry_run_in_manual_mode_starts_no_worker(
 def test_stop_says_what_still_runs_and_stop_all_what_it_stopped(
     legion: LegionRunner, tmux_socket: Path, fake_claude: Path
 ) -> None:
+    legion("issue", "create", "One")
     started = legion("start", "--tick", "3600")
     try:
         assert started.returncode == 0, started.stderr
+        wait_until("LEG-1's planner", lambda: json.loads(legion("workers", "--json").stdout))
         stopped = legion("stop")
         assert stopped.returncode == 0, stopped.stderr
         assert "Legion stopped (pid" in stopped.stdout
-        assert "Still running: the controller (tmux session legion-" in stopped.stdout
+        assert "Still running: the controller, LEG-1 plan (tmux session legion-" in stopped.stdout
         assert "`legion stop --all` stops them too" in stopped.stdout
         assert json.loads(legion("stop", "--json").stdout)["still_running"] == [
-            {"kind": "controller", "issue": None, "mode": None, "window": "main"}
+            {"kind": "controller", "window": "main"},
+            {"kind": "worker", "issue": "LEG-1", "mode": "plan", "window": "leg-1-plan"},
         ]
         assert json.loads(legion("status", "--json").stdout)["controller"]["state"] == "running"
     finally:
         all_stopped = legion("stop", "--all")
     assert all_stopped.returncode == 0, all_stopped.stderr
     assert "Legion was not running." in all_stopped.stdout
-    assert ": stopped the controller." in all_stopped.stdout
+    assert ": stopped the controller, LEG-1 plan." in all_stopped.stdout
     assert "Still running" not in all_stopped.stdout
     # A clean stop is "stopped", not "dead".
-    assert "controller: stopped" in legion("status").stdout
+    status = legion("status").stdout
+    assert "controller: stopped" in status
+    assert re.search(r"LEG-1 +plan +stopped ", status), status
+    workers = legion("workers").stdout
+    assert "Last output" in workers and "dead" not in workers and "stopped" in workers
     assert json.loads(legion("status", "--json").stdout)["controller"]["state"] == "stopped"
     assert json.loads(legion("stop", "--json").stdout) == {
         "stopped": False,
