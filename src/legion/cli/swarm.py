@@ -402,26 +402,37 @@ def stop(
 
     project = common.project(ctx)
     pid = daemon.stop(project)
-    workers = open_workers(project, open_backends(project))
-    running, unknown = _running(project, workers)
+    workers: WorkerManager | None = None
+    running: list[RunningSession] = []
+    unknown: str | None = None
+    try:
+        workers = open_workers(project, open_backends(project))
+    except LegionError as exc:
+        if all_windows:
+            raise  # nothing is closed without them: said, not passed over
+        unknown = str(exc)  # the daemon is stopped all the same
+    else:
+        running, unknown = _running(project, workers)
     closed: str | None = None
     session: str | None = None
     stopped: list[RunningSession] = []
-    if all_windows:
+    if workers is not None and all_windows:
         session = workers.windows.session
         if _close_and_mark(project, workers.windows.close_all):
             closed, stopped = session, running
             running, unknown = _running(project, workers)
     if as_json:
-        common.print_json(
-            {
-                "stopped": pid is not None,
-                "pid": pid,
-                "closed_session": closed,
-                "stopped_sessions": [r.to_json() for r in stopped],
-                "still_running": None if unknown else [r.to_json() for r in running],
-            }
-        )
+        data: dict[str, Any] = {
+            "stopped": pid is not None,
+            "pid": pid,
+            "closed_session": closed,
+            "stopped_sessions": [r.to_json() for r in stopped],
+            # None: unknown (why, in `unknown`), never "nothing runs"
+            "still_running": None if unknown else [r.to_json() for r in running],
+        }
+        if unknown:
+            data["unknown"] = unknown
+        common.print_json(data)
         return
     typer.echo("Legion was not running." if pid is None else f"Legion stopped (pid {pid}).")
     if session is not None:
@@ -433,7 +444,7 @@ def stop(
         )
     if unknown:
         common.echo(f"What still runs is unknown: {unknown}")
-    elif running:
+    elif running and workers is not None:
         names = ", ".join(r.name for r in running)
         typer.echo(
             f"Still running: {names} (tmux session {workers.windows.session}); "
