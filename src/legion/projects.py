@@ -7,7 +7,7 @@ import os
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from legion import plugins
 from legion.backends import open_backends
@@ -26,6 +26,9 @@ from legion.errors import ConfigError, InputError
 from legion.git import current_branch, rev_parse
 from legion.trust import trust
 from legion.workspaces.jj import refuse_jj_only
+
+if TYPE_CHECKING:
+    from legion.trackers.base import Issue, Tracker
 
 
 def init_project(
@@ -118,6 +121,26 @@ def pickup_line(project: Project) -> str:
         backends.db.close()
     opt_in = project.settings.backlog_opt_in_labels
     return pickup_summary(((issue.status, issue.labels) for issue in issues), opt_in)
+
+
+def issue_pickup_line(project: Project, tracker: Tracker, issue: Issue) -> str:
+    """When Legion picks up `issue`, in one line (`legion issue create` says it): its status
+    and opt-in, its blockers not Done (one read each), and whether a daemon runs, in what
+    mode."""
+    from legion.core.model import Status
+    from legion.core.pickup import issue_pickup
+    from legion.daemon_link import running_mode, running_pid
+
+    waits_for = [b for b in issue.blocked_by if tracker.get_issue(b).status is not Status.DONE]
+    mode = (running_mode(project) or "auto") if running_pid(project) is not None else None
+    return issue_pickup(
+        issue.identifier,
+        issue.status,
+        issue.labels,
+        project.settings.backlog_opt_in_labels,
+        mode,
+        waits_for,
+    )
 
 
 def _refuse_other_settings(project: Project, requested: Mapping[str, Any]) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from legion.config import Project
+from legion.core.liveness import SessionState
 from legion.core.usage import Usage
 from legion.daemon_link import heartbeat_file, hosts_controller, running_pid
 from legion.errors import LegionError
@@ -27,6 +28,19 @@ if TYPE_CHECKING:
     from legion.sessions.workers import WorkerManager
 
 
+# A session that is not running while no daemon runs: it ended with the swarm (`legion stop
+# --all`, the end of `legion demo`), or ran past a stop; nothing restarts it before a start.
+# With a daemon running, one not running is "dead": the daemon restarts or resumes it.
+STOPPED = "stopped"
+
+
+def shown_state(state: SessionState, daemon_runs: bool) -> str:
+    """A session's state as `legion status` and `legion workers` say it to people."""
+    if state is SessionState.DEAD and not daemon_runs:
+        return STOPPED
+    return state.value
+
+
 @dataclass(frozen=True)
 class KeptWorkspace:
     issue: str
@@ -39,8 +53,9 @@ class StatusReport:
     heartbeat_age_s: float | None
     controller_window: str
     controller_runtime: str
-    # running, idle, blocked, dead; "not started" (no window, transcript or daemon ever);
-    # "unknown" when tmux did not answer
+    # running, idle, blocked, dead (a daemon runs, to restart it); "stopped" (it ran, and no
+    # daemon runs); "not started" (no window, transcript or daemon ever); "unknown" when tmux
+    # did not answer
     controller_state: str
     controller_transcript_age_s: float | None
     workers: list[WorkerView] | None  # None: tmux did not answer, so which run is unknown
@@ -142,6 +157,10 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
 
     now = time.time()
     daemon = running_pid(project)
+    try:
+        beat: float | None = round(now - heartbeat_file(project).stat().st_mtime, 1)
+    except OSError:
+        beat = None  # no daemon ever ran here
     unknown: str | None = None
     views: list[WorkerView] | None
     activity: float | None
@@ -149,17 +168,15 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         views = workers.roster.views()
         controller, activity = controller_state_of(project, workers)
         state = controller.value
-        if state == "dead" and activity is None and daemon is None:
-            state = "not started"  # no window, no transcript, no daemon: never ran
+        if state == "dead" and activity is None and daemon is None and beat is None:
+            state = "not started"  # no window, no transcript, no daemon ever: never ran
+        elif state == "dead" and daemon is None:
+            state = STOPPED  # ended with the swarm: nothing is to restart it before a start
         elif state == "dead" and daemon is not None and not hosts_controller(project):
             state = "none (manual mode)"  # the daemon runs no controller
     except LegionError as exc:  # tmux did not answer: what runs is unknown, not nothing
         unknown = str(exc)
         views, state, activity = None, "unknown", None
-    try:
-        beat: float | None = round(now - heartbeat_file(project).stat().st_mtime, 1)
-    except OSError:
-        beat = None
     hosts, store_now = Fleet(backends.db).hosts(project.settings.host_timeout)
     code = None
     if views is not None:
@@ -207,3 +224,39 @@ def _kept_workspaces(
     except LegionError as exc:
         return [KeptWorkspace("-", str(exc))]
     return [KeptWorkspace(r.issue, r.reason) for r in results if not r.would_remove]
+
+
+@dataclass(frozen=True)
+class RunningSession:
+    """A session of the project whose process runs: the controller's or a worker's."""
+
+    window: str
+    issue: str | None = None  # None: the controller
+    mode: str | None = None
+
+    @property
+    def name(self) -> str:
+        return "the controller" if self.issue is None else f"{self.issue} {self.mode}"
+
+    def to_json(self) -> dict[str, Any]:
+        if self.issue is None:
+            return {"kind": "controller", "window": self.window}
+        return {"kind": "worker", "issue": self.issue, "mode": self.mode, "window": self.window}
+
+
+def running_sessions(project: Project, workers: WorkerManager) -> list[RunningSession]:
+    """The project's sessions whose process runs now (live: running, idle or blocked), the
+    controller first (`legion stop` says which it leaves running, or stopped). Raises
+    `LegionError` when tmux does not answer."""
+    from legion.sessions.observer import CONTROLLER_WINDOW, controller_state_of
+
+    found = []
+    controller, _ = controller_state_of(project, workers)
+    if controller.is_live:
+        found.append(RunningSession(CONTROLLER_WINDOW))
+    for view in workers.roster.views(here_only=True):
+        if view.state.is_live:
+            found.append(
+                RunningSession(view.record.window, view.record.issue, view.record.mode.value)
+            )
+    return found

@@ -237,6 +237,8 @@ def test_start_and_stop_json_and_attach_command(
         "stopped": False,
         "pid": None,
         "closed_session": None,
+        "stopped_sessions": [],
+        "still_running": [],
     }
 
     human = legion("start", "--tick", "3600")

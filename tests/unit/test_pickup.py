@@ -9,7 +9,7 @@ import pytest
 
 from legion.config import resolve_settings, write_repo_config
 from legion.core.model import Status
-from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, opted_in, pickup_summary
+from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, issue_pickup, opted_in, pickup_summary
 from legion.errors import ConfigError
 
 PROJECT = "7b4f0862-b775-4cb0-9a67-85400c6f44a8"
@@ -66,3 +66,30 @@ def test_the_setting_defaults_validates_and_takes_every_layer(repo_config: Path)
     for bad in ("legion", ["bad\nlabel"], ["*", "legion"]):
         with pytest.raises(ConfigError, match=r"backlog.opt.in.labels"):
             resolve_settings(repo_config, env, {"backlog_opt_in_labels": bad})
+
+
+def test_one_issue_says_when_it_is_picked_up() -> None:
+    opt_in = DEFAULT_BACKLOG_OPT_IN
+    todo = Status.TODO
+    assert issue_pickup("LEG-4", todo, [], opt_in, None) == (
+        "LEG-4 is in Todo: no daemon runs; `legion start` works on it"
+    )
+    assert issue_pickup("LEG-4", todo, [], opt_in, "auto") == (
+        "LEG-4 is in Todo: the running daemon picks it up at its next tick"
+    )
+    assert issue_pickup("LEG-4", todo, [], opt_in, "llm", ["LEG-1", "LEG-2"]) == (
+        "LEG-4 is in Todo: the running daemon picks it up once LEG-1, LEG-2 are Done"
+    )
+    assert issue_pickup("LEG-4", todo, [], opt_in, "manual") == (
+        "LEG-4 is in Todo: the daemon runs in manual mode; `legion dispatch LEG-4 plan` starts "
+        "its worker"
+    )
+    backlog = Status.BACKLOG
+    assert issue_pickup("LEG-4", backlog, [], opt_in, "auto") == (
+        "LEG-4 is in Backlog: Legion leaves it alone until it is labelled `legion` or `epic`"
+    )
+    assert issue_pickup("LEG-4", backlog, ["Epic"], opt_in, None).endswith(
+        "`legion start` works on it"
+    )
+    assert "triage" in issue_pickup("LEG-4", Status.TRIAGE, [], opt_in, "auto")
+    assert issue_pickup("LEG-4", Status.ICEBOX, [], opt_in, "auto").endswith("leaves it alone")

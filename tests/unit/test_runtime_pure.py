@@ -324,6 +324,18 @@ def test_any_other_tmux_failure_is_unknown(stderr: str, monkeypatch: pytest.Monk
         Tmux().find_window("legion-1234", "main")
 
 
+def test_a_server_going_is_asked_again_until_it_says_it_has_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `legion stop --all` closes the last session, then looks at what runs (and marks the
+    # agents stopped): asked as the server exits, tmux says "server exited unexpectedly".
+    answers = [_answer(1, stderr="server exited unexpectedly"), _answer(1, stderr="lost server")]
+    answers.append(_answer(1, stderr="no server running on /tmp/lgt-x/sock"))
+    monkeypatch.setattr(Tmux, "run", lambda self, *args, check=True: answers.pop(0))
+    assert Tmux().list_windows("legion-1234") == []
+    assert answers == []
+
+
 def test_windows_are_parsed_with_their_tag(monkeypatch: pytest.MonkeyPatch) -> None:
     out = "@1\tlegion\t0\t101\tpython3\t\n@2\tleg-1-plan\t1\t102\tclaude\tsid-1\n@3\told\t0\t\tsh\n"
     monkeypatch.setattr(Tmux, "_list", lambda self, session: _answer(0, stdout=out))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,6 +12,10 @@ from legion.cli import common, render
 from legion.core.model import Status, normalize_identifier
 from legion.errors import InputError, LegionError, NotFoundError
 from legion.trackers.base import RECENT_COMMENTS, Issue
+
+if TYPE_CHECKING:
+    from legion.config import Project
+    from legion.trackers.base import Tracker
 
 app = typer.Typer(
     help="Create, read and update issues.",
@@ -71,10 +75,26 @@ def create(
         blocked_by=blockers,
     )
     common.changed(project)
+    pickup = _pickup(project, backends.tracker, issue)
     if as_json:
-        common.print_json(render.issue_json(issue))
-    else:
-        common.echo(issue.identifier)
+        common.print_json(render.issue_json(issue) | {"pickup": pickup})
+        return
+    common.echo(issue.identifier)
+    if pickup is not None:  # on stderr: `ID=$(legion issue create …)` holds the identifier
+        common.echo(pickup, err=True)
+
+
+def _pickup(project: Project, tracker: Tracker, issue: Issue) -> str | None:
+    """When Legion picks the new issue up; None for a session's own (its daemon runs) or when
+    it cannot be told (said as such)."""
+    from legion.projects import issue_pickup_line
+
+    if identity.current().in_session:
+        return None
+    try:
+        return issue_pickup_line(project, tracker, issue)
+    except LegionError as exc:
+        return f"When Legion picks it up is unknown: {exc}"
 
 
 @app.command(

@@ -20,7 +20,9 @@ from legion.daemon_link import hosts_controller, running_pid
 from legion.errors import ConfigError, InputError, LegionError
 
 if TYPE_CHECKING:
-    from legion.status import StatusReport
+    from legion.sessions.workers import WorkerManager
+    from legion.start_plan import StartPlan
+    from legion.status import RunningSession, StatusReport
 
 
 def reconcile(
@@ -218,8 +220,58 @@ def _preflight(project: Project) -> None:
             raise ConfigError(refusal)
 
 
-def _started(project: Project, pid: int, log_path: Path | None) -> dict[str, Any]:
-    """What `legion start --json` prints: the daemon, its log, and how to watch the swarm."""
+def _plan(project: Project) -> StartPlan:
+    """What a daemon started now would start first, and the bounds on spending."""
+    from legion.backends import open_backends, open_workers
+    from legion.start_plan import plan_start
+
+    backends = open_backends(project)
+    try:
+        workers = open_workers(project, backends)
+        return plan_start(project, backends, workers, project.settings.controller_mode)
+    finally:
+        backends.db.close()
+
+
+def _say_plan(project: Project, plan: StartPlan, *, now: bool) -> None:
+    """The plan for people: what starts, what waits and why, and the bounds on spending."""
+    starts = "starts" if now else "would start"
+    typer.echo(f"Legion {starts} for {project.root} ({plan.mode} mode):")
+    if plan.controller is None:
+        typer.echo("  controller: none (manual mode: workers start only by `legion dispatch`)")
+    else:
+        typer.echo(f"  controller: a {plan.controller} session, in tmux window `main`")
+    if plan.mode == "llm":
+        typer.echo("  workers:    the controller chooses; the decision table suggests:")
+    elif plan.mode == "auto":
+        typer.echo("  workers:    its first pass:")
+    for o in plan.first_pass:
+        common.echo(f"    {o.issue}: {o.action}: {o.kind}" + (f" ({o.detail})" if o.detail else ""))
+    if plan.mode != "manual" and not plan.first_pass:
+        typer.echo("    none: no issue is ready (`legion state` shows each issue's next step)")
+    typer.echo(
+        f"  bounds on spending (set in {plan.config} or LEGION_* variables; "
+        "`legion config` shows where each comes from):"
+    )
+    for bound in plan.bounds:
+        value = "unlimited" if bound.value is None else f"{bound.value:,}"
+        where = render.source_text(bound.source, bound.env_var)
+        common.echo(f"    {bound.name:18} {value:>11}  ({where}): {bound.meaning}")
+
+
+def _say_dry_run(project: Project, plan: StartPlan, as_json: bool) -> None:
+    if as_json:
+        common.print_json({"root": str(project.root), "dry_run": True, "plan": plan.to_json()})
+        return
+    _say_plan(project, plan, now=False)
+    typer.echo("Nothing started (--dry-run): `legion start` starts it.")
+
+
+def _started(
+    project: Project, pid: int, log_path: Path | None, plan: StartPlan | None
+) -> dict[str, Any]:
+    """What `legion start --json` prints: the daemon, its log, how to watch the swarm, and
+    what it starts first (`plan`, as `--dry-run` prints it)."""
     from legion.backends import open_backends, open_workers
 
     session = open_workers(project, open_backends(project)).windows.session
@@ -231,6 +283,7 @@ def _started(project: Project, pid: int, log_path: Path | None) -> dict[str, Any
         "log": None if log_path is None else str(log_path),
         "session": session,
         "attach": common.attach_command(project.settings.tmux_socket, session),
+        "plan": None if plan is None else plan.to_json(),
     }
 
 
@@ -242,11 +295,21 @@ def start(
         typer.Option(help="Controller mode: auto, llm, or manual (workers start only by hand)."),
     ] = None,
     tick: Annotated[float | None, typer.Option(help="Seconds between ticks.")] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Say what would start and the budgets; start nothing."),
+    ] = False,
+    say_plan: Annotated[
+        bool, typer.Option("--plan/--no-plan", hidden=True, help="Say what starts first.")
+    ] = True,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Start the swarm: the daemon, the controller, and (through them) the workers.
 
-    Prints the daemon's pid, its log, and the tmux command that shows the swarm at work.
+    First says what starts now (the controller; the workers the first pass starts, and those
+    the WIP limit or a budget keeps waiting) and the bounds on spending in force, with where
+    to set them; --dry-run says only that. Then prints the daemon's pid, its log, and the tmux
+    command that shows the swarm at work.
     """
     from legion.config import load_project
     from legion.daemon import Daemon, DaemonConfig
@@ -265,6 +328,13 @@ def start(
         )
     _preflight(project)
     settings = project.settings
+    plan = _plan(project) if say_plan or dry_run else None
+    if dry_run:
+        assert plan is not None
+        _say_dry_run(project, plan, as_json)
+        return
+    if plan is not None and not as_json:
+        _say_plan(project, plan, now=True)
     if foreground:
         config = DaemonConfig(
             mode=settings.controller_mode,
@@ -273,7 +343,7 @@ def start(
             restart_cooldown=settings.restart_cooldown,
             say_stop=not as_json,
         )
-        info = _started(project, os.getpid(), None)
+        info = _started(project, os.getpid(), None, plan)
         if as_json:
             common.print_json(info)
         else:
@@ -288,7 +358,7 @@ def start(
         return
     log_path = project.state_dir / "daemon.log"
     argv = [sys.executable, "-m", "legion", "--repo", str(project.root), "start", "--foreground"]
-    argv += ["--mode", settings.controller_mode, "--tick", str(settings.tick)]
+    argv += ["--mode", settings.controller_mode, "--tick", str(settings.tick), "--no-plan"]
     from legion.statefiles import open_private_binary_append
 
     with open_private_binary_append(log_path) as out:
@@ -298,7 +368,7 @@ def start(
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if running_pid(project) is not None:
-            info = _started(project, proc.pid, log_path)
+            info = _started(project, proc.pid, log_path, plan)
             if as_json:
                 common.print_json(info)
                 return
@@ -324,28 +394,74 @@ def stop(
     ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Stop the daemon. Workers keep running (their sessions stay resumable) unless --all."""
+    """Stop the daemon. The controller and the workers keep running (their sessions stay
+    resumable; `legion start` takes them up again) unless --all. Says what it stopped and
+    what still runs."""
     from legion import daemon
+    from legion.backends import open_backends, open_workers
 
     project = common.project(ctx)
     pid = daemon.stop(project)
+    workers: WorkerManager | None = None
+    running: list[RunningSession] = []
+    unknown: str | None = None
+    try:
+        workers = open_workers(project, open_backends(project))
+    except LegionError as exc:
+        if all_windows:
+            raise  # nothing is closed without them: said, not passed over
+        unknown = str(exc)  # the daemon is stopped all the same
+    else:
+        running, unknown = _running(project, workers)
     closed: str | None = None
     session: str | None = None
-    if all_windows:
-        from legion.backends import open_backends, open_workers
-
-        workers = open_workers(project, open_backends(project))
+    stopped: list[RunningSession] = []
+    if workers is not None and all_windows:
         session = workers.windows.session
         if _close_and_mark(project, workers.windows.close_all):
-            closed = session
+            closed, stopped = session, running
+            running, unknown = _running(project, workers)
     if as_json:
-        common.print_json({"stopped": pid is not None, "pid": pid, "closed_session": closed})
+        data: dict[str, Any] = {
+            "stopped": pid is not None,
+            "pid": pid,
+            "closed_session": closed,
+            "stopped_sessions": [r.to_json() for r in stopped],
+            # None: unknown (why, in `unknown`), never "nothing runs"
+            "still_running": None if unknown else [r.to_json() for r in running],
+        }
+        if unknown:
+            data["unknown"] = unknown
+        common.print_json(data)
         return
     typer.echo("Legion was not running." if pid is None else f"Legion stopped (pid {pid}).")
     if session is not None:
+        names = ", ".join(r.name for r in stopped)
         typer.echo(
-            f"Closed tmux session {session}." if closed else f"No tmux session {session} was open."
+            (f"Closed tmux session {session}" + (f": stopped {names}." if names else "."))
+            if closed
+            else f"No tmux session {session} was open."
         )
+    if unknown:
+        common.echo(f"What still runs is unknown: {unknown}")
+    elif running and workers is not None:
+        names = ", ".join(r.name for r in running)
+        typer.echo(
+            f"Still running: {names} (tmux session {workers.windows.session}); "
+            "`legion stop --all` stops them too, `legion start` takes them up again."
+        )
+    elif not all_windows:
+        typer.echo("Nothing else runs.")
+
+
+def _running(project: Project, workers: WorkerManager) -> tuple[list[RunningSession], str | None]:
+    """The sessions that run, or why that is unknown (tmux did not answer)."""
+    from legion.status import running_sessions
+
+    try:
+        return running_sessions(project, workers), None
+    except LegionError as exc:
+        return [], str(exc)
 
 
 def _close_and_mark(project: Project, close: Callable[[], bool]) -> bool:
@@ -413,6 +529,8 @@ def _print_status(report: StatusReport) -> None:
         typer.echo(
             f"WIP:        {code} code worker(s) of {'unlimited' if limit is None else limit}"
         )
+    from legion.status import shown_state
+
     for view in report.workers or []:
         phases = report.usage.get(view.record.issue)
         used = total(phases.values()).total if phases else 0
@@ -421,7 +539,8 @@ def _print_status(report: StatusReport) -> None:
         host = f"on {view.record.host:10} " if report.fleet_line is not None else ""
         common.echo(
             f"  {view.record.issue:8} {view.record.mode.value:10} "
-            f"{view.state.value:8} {host}{view.record.runtime:11} {view.record.window}{tokens}"
+            f"{shown_state(view.state, pid is not None):8} {host}{view.record.runtime:11} "
+            f"{view.record.window}{tokens}"
         )
     if report.judgments:
         typer.echo("judgment queue:")

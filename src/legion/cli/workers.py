@@ -127,14 +127,20 @@ def workers(
         return
     from rich.table import Table
 
+    from legion.daemon_link import running_pid
     from legion.fleet import host_name
+    from legion.status import shown_state
     from legion.store import is_postgres
 
     # In a fleet, which host runs each (another host's as it last reported them).
     here = host_name(project.settings) if is_postgres(project.settings.store) else None
     table = Table(box=None, header_style="bold", pad_edge=False)
     host = ("Host",) if here is not None else ()
-    columns = ("Issue", "Mode", *host, "State", "Runtime", "Window", "Active", "Tasks", "Question")
+    # Its transcript's last change: a session that is not running may have written just now.
+    columns = (
+        "Issue", "Mode", *host, "State", "Runtime", "Window", "Last output", "Tasks", "Question"
+    )  # fmt: skip
+    daemon_runs = running_pid(project) is not None
     for column in columns:
         table.add_column(column, overflow="fold")
     for view in views:
@@ -145,7 +151,7 @@ def workers(
             for_display(view.record.issue),
             view.record.mode.value,
             *([] if here is None else [for_display(view.record.host or "-")]),
-            view.state.value,
+            shown_state(view.state, daemon_runs),
             for_display(view.record.runtime),
             for_display(view.record.window),
             "-" if age is None else f"{age:.0f}s ago",

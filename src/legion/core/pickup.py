@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from legion.core.decide import is_picked_up
+from legion.core.decide import PHASE_MODE, is_picked_up
 from legion.core.model import Status
 
 # A label a person adds to a Backlog issue for Legion's architect to take it.
@@ -67,3 +67,37 @@ def pickup_summary(issues: Iterable[tuple[Status, frozenset[str]]], opt_in: Sequ
     if left[Status.TRIAGE]:
         line += f"; for the controller to triage: {_count(left[Status.TRIAGE], 'Triage')}"
     return line
+
+
+def issue_pickup(
+    identifier: str,
+    status: Status,
+    labels: Iterable[str],
+    opt_in: Sequence[str],
+    daemon_mode: str | None,
+    waits_for: Sequence[str] = (),
+) -> str:
+    """One line: when Legion picks up this one issue (`legion issue create` says it).
+    `daemon_mode`: the running daemon's controller mode, None when none runs; `waits_for`: the
+    issue's blockers that are not Done."""
+    where = f"{identifier} is in {status.value}"
+    if status is Status.BACKLOG and not opted_in(labels, opt_in):
+        if opt_in:
+            return f"{where}: Legion leaves it alone until it is labelled {_either(opt_in)}"
+        return f"{where}: Legion leaves it alone until it moves to Todo"
+    if status is Status.TRIAGE:
+        return f"{where}: left for the controller to triage; no worker starts on it"
+    if not is_picked_up(status, opted_in(labels, opt_in)):
+        return f"{where}: Legion leaves it alone"
+    after = ""
+    if waits_for:
+        after = f" once {', '.join(waits_for)} {'is' if len(waits_for) == 1 else 'are'} Done"
+    if daemon_mode is None:
+        return f"{where}: no daemon runs; `legion start` works on it{after}"
+    if daemon_mode == "manual":
+        mode = PHASE_MODE[status].value
+        return (
+            f"{where}: the daemon runs in manual mode; "
+            f"`legion dispatch {identifier} {mode}` starts its worker{after}"
+        )
+    return f"{where}: the running daemon picks it up{after or ' at its next tick'}"

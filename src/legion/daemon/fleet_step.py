@@ -220,7 +220,7 @@ class FleetMembership:
         was = self.leading_epoch
         self.leading_epoch = epoch
         self.fenced.epoch = epoch
-        if epoch is not None:
+        if epoch is not None and self.in_fleet:  # on one machine it always leads: no news
             self.log.append(
                 "-",
                 "fleet_lead",

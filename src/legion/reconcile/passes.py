@@ -133,19 +133,23 @@ class Reconciler:
         dry_run: bool = False,
         wait: float = LOCK_TIMEOUT_S,
         on_wait: Callable[[str], None] | None = None,
+        as_start: bool = False,
     ) -> list[Outcome]:
         """One pass. Another pass in progress is waited for, up to `wait` seconds (`on_wait`
-        is told once whom it waits for); then ConflictError, naming the holder."""
+        is told once whom it waits for); then ConflictError, naming the holder. `as_start`
+        (with `dry_run`): as the first pass of a daemon `legion start` starts now would see it,
+        with a daemon to host the workers and no dispatch pause (a start clears it)."""
         lock = self.project.state_dir / "reconcile.lock"
         with exclusive(lock, timeout=wait, on_wait=on_wait):
-            return _Pass(self, dry_run).run()
+            return _Pass(self, dry_run, as_start=as_start and dry_run).run()
 
 
 class _Pass:
     """One pass's phases, in order; each is handed the workers as last observed."""
 
-    def __init__(self, owner: Reconciler, dry_run: bool) -> None:
+    def __init__(self, owner: Reconciler, dry_run: bool, *, as_start: bool = False) -> None:
         self.o = owner
+        self.as_start = as_start
         self.ctx = PassContext(
             tracker=owner.tracker,
             workers=owner.workers,
@@ -177,7 +181,9 @@ class _Pass:
 
     def _phases(self) -> None:
         ctx, guard, o = self.ctx, self.ctx.guard, self.o
-        guard.paused = guard.observed("the dispatch pause", o.pause.reason)
+        guard.paused = (
+            None if self.as_start else guard.observed("the dispatch pause", o.pause.reason)
+        )
         views = self._observe_workers()
         with span("pass: list issues"):
             listed = guard.observed("issues", o.tracker.list_issues)
@@ -221,7 +227,7 @@ class _Pass:
             wip_limit=o.wip_limit,
             token_budget=o.token_budget,
             model_held=held,
-            hosted=running_pid(o.project) is not None,
+            hosted=self.as_start or running_pid(o.project) is not None,
             await_starts=o.await_starts,
             capacity=capacity,
             draining=bool(draining),

@@ -143,6 +143,17 @@ class Starts:
             return None
         return deferred("no daemon runs to host the worker (`legion start`)")
 
+    def plan(self, issue: str, mode: Mode) -> Step:
+        """A dry run's start: what `start` would do, changing nothing but the pass's own count
+        (a planned worker takes its place toward the WIP limit, as a started one would)."""
+        blocked = self.blocked(issue, mode)
+        if blocked is not None:
+            return blocked
+        self.sessions += 1
+        if counts_toward_wip(mode):
+            self.code_workers += 1
+        return Step(OutcomeKind.PLANNED, f"{mode.value} worker")
+
     def start(self, issue: str, mode: Mode, prompt: str | None = None) -> Step:
         """Start `mode`'s worker on `issue` (its session resumed with `prompt`, when given)
         unless `blocked`; the pass collects it at its end (`collect`)."""

@@ -56,13 +56,37 @@ class Transitions:
         """The issue's action, under the pass's guard (backing off the issue on a failure)."""
         decision = state.decision
         handler = self.handler(decision.action)
-        with span(f"action: {decision.action.value}", state.issue.identifier):
+        issue, mode = state.issue.identifier, decision.mode
+        observed = observed_state(state.issue, state.pr, decision.action.value)
+        if decision.action is Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH:
+            mode = self._latest_mode(issue, mode)  # the mode restarted, as `redispatch` does
+        if self.ctx.dry_run and mode is not None:
+            # A start is planned through its admission (pause, WIP limit, budget, a daemon to
+            # host it), so a dry run says which workers would start now and which would wait.
             self.ctx.guard.guarded(
-                state.issue.identifier,
+                issue,
                 decision.action.value,
-                lambda: handler(state, decision),
-                state=observed_state(state.issue, state.pr, decision.action.value),
+                lambda: self._plan(issue, decision.action, mode),
+                plan=False,
+                state=observed,
             )
+            return
+        with span(f"action: {decision.action.value}", issue):
+            self.ctx.guard.guarded(
+                issue, decision.action.value, lambda: handler(state, decision), state=observed
+            )
+
+    def _plan(self, issue: str, action: Action, mode: Mode) -> Step:
+        """A dry run of an action that starts a worker: the start through its admission. A
+        move (or a stale `worker-done` cleared) is made whether or not the start waits, as
+        `transition` and `remove_stale_done` make it."""
+        start = self.starts.plan(issue, mode)
+        target = action.target_status
+        if target is None and action is not Action.REMOVE_STALE_WORKER_DONE:
+            return start
+        first = "clear the stale worker-done" if target is None else f"move to {target.value}"
+        later = "deferred: " if start.kind is OutcomeKind.DEFERRED else ""
+        return Step(OutcomeKind.PLANNED, f"{first}; then {later}{start.detail}")
 
     def handler(self, action: Action) -> Handler:
         handlers: dict[Action, Handler] = {

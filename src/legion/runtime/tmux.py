@@ -50,6 +50,9 @@ _LIST_FORMAT = "\t".join(
 _NO_SERVER = ("no server running on",)
 _NO_SESSION = ("can't find session", "session not found")
 _NO_WINDOW = ("can't find window", "window not found", "can't find pane")
+# What a client says when it asked a server that was exiting: no answer yet, ask again.
+_GOING = ("server exited unexpectedly", "lost server")
+_GOING_RETRIES = 20
 
 
 # The only variables a tmux command (and so a server it starts) gets. A server keeps the
@@ -262,10 +265,7 @@ class Tmux:
     def has_session(self, session: str) -> bool:
         """Whether the session exists; `TmuxUnavailable` when tmux cannot say."""
         args = ("has-session", "-t", f"={session}")
-        proc = self.run(*args, check=False)
-        if _says(proc, ("server exited unexpectedly",)):
-            # Asked while the server was going (its last session just closed): ask again.
-            proc = self.run(*args, check=False)
+        proc = self._ask(*args)
         if proc.returncode == 0:
             return True
         if _no_server(proc) or _says(proc, _NO_SESSION):
@@ -354,7 +354,19 @@ class Tmux:
         return windows
 
     def _list(self, session: str) -> subprocess.CompletedProcess[str]:
-        return self.run("list-windows", "-t", f"={session}", "-F", _LIST_FORMAT, check=False)
+        return self._ask("list-windows", "-t", f"={session}", "-F", _LIST_FORMAT)
+
+    def _ask(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """A question to the server, asked again while it is going (its last session just
+        closed: `legion stop --all`, then a look at what runs), until it has gone and says
+        so ("no server running"), for up to a second."""
+        proc = self.run(*args, check=False)
+        for _ in range(_GOING_RETRIES):
+            if not _says(proc, _GOING):
+                break
+            time.sleep(0.05)
+            proc = self.run(*args, check=False)
+        return proc
 
     def attach_command(self, session: str, window_id: str, environ: Mapping[str, str]) -> Attach:
         """What shows `window_id` in the terminal whose environment is `environ`: inside a
