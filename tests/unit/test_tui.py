@@ -703,6 +703,34 @@ def test_d_on_the_board_dispatches_the_suggested_mode_for_the_highlighted_issue(
     run(scenario)
 
 
+def test_the_board_says_the_next_step_in_words(world: World) -> None:
+    world.sources.board_view = Board(
+        "app",
+        (
+            BoardIssue(
+                Status.IN_PROGRESS,
+                "LEG-7",
+                "Parser",
+                "-",
+                "-",
+                Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH,
+                Mode.IMPLEMENT,
+            ),
+        ),
+        (),
+    )
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f4")
+            text = await until_shown(pilot, app, "re-dispatch implement (worker gone)")
+            assert "remove_worker_active" not in text
+
+    run(scenario)
+
+
 def test_d_on_an_empty_board_says_so(world: World) -> None:
     world.sources.board_view = Board("app", (), ())
 

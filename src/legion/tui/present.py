@@ -34,7 +34,7 @@ from legion.bus.model import (
     Message,
     MessageKind,
 )
-from legion.core.decide import Action
+from legion.core.decide import Action, Decision
 from legion.core.model import Mode, Status
 from legion.core.task_list import TaskList
 from legion.core.text import for_display
@@ -459,8 +459,14 @@ def dispatch_choice(issue: BoardLine) -> DispatchChoice | str:
     if issue.action is Action.SKIP:
         return f"nothing to dispatch for {name} in {issue.phase.value} now (the table says skip)"
     if issue.action not in DISPATCHABLE or issue.mode is None:
-        return f"{name}: the next step is {issue.action.value}, not a dispatch (the daemon's)"
+        return f"{name}: the next step is {next_step(issue)}, not a dispatch (the daemon's)"
     return DispatchChoice(name, issue.mode)
+
+
+def next_step(issue: BoardLine) -> str:
+    """What the decision table suggests for `issue`, in words (`Decision.words`, as
+    `legion state` says it), never the action's internal name."""
+    return Decision(issue.action, issue.mode).words
 
 
 def dispatch_hint(issue: BoardLine) -> str:
@@ -468,7 +474,9 @@ def dispatch_hint(issue: BoardLine) -> str:
     choice = dispatch_choice(issue)
     if isinstance(choice, str):
         return choice
-    return f"{choice.identifier}: d dispatches {choice.mode.value} ({issue.action.value})"
+    hint = f"{choice.identifier}: d dispatches {choice.mode.value}"
+    words = next_step(issue)
+    return hint if words == f"dispatch {choice.mode.value}" else f"{hint} ({words})"
 
 
 # -- the inbox ----------------------------------------------------------------------------------
