@@ -333,7 +333,9 @@ def test_an_unknown_mention_is_one_line_in_the_app_and_nothing_is_posted(world: 
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             before = world.bus.messages()
+            await pilot.press("enter")  # on the open channel in the sidebar: its chat line
             chat = app.query_one(ChatInput)
+            assert app.focused is chat
             chat.value = "@nobody are you there?"
             await pilot.press("enter")
             await settle(pilot)
@@ -961,8 +963,9 @@ def test_no_channels_yet_says_so(tmp_path: Path) -> None:
 def test_the_project_here_is_listed_from_the_start_and_the_chat_line_posts_there(
     tmp_path: Path,
 ) -> None:
-    """A project with no agent and no message yet: its channel is listed and open, the chat
-    line has the focus, and what is typed and sent lands in that channel."""
+    """A project with no agent and no message yet: its channel is listed, open and
+    highlighted in the sidebar, which has the focus; Enter goes to its chat line, and what is
+    typed and sent lands in that channel."""
     path = tmp_path / "bus.db"
     SqliteBus(path).close()
     here = Channel("repo", "main")
@@ -976,6 +979,8 @@ def test_the_project_here_is_listed_from_the_start_and_the_chat_line_posts_there
             text = screen_text(app)
             assert "No channels yet" not in text
             assert "repo/main" in text.splitlines()[1]  # listed in the sidebar
+            assert isinstance(app.focused, Sidebar)
+            await pilot.press("enter")
             assert isinstance(app.focused, ChatInput)
             await pilot.press(*"hello from the first screen", "enter")
             await settle(pilot)
@@ -1003,6 +1008,7 @@ def test_tab_without_a_completion_stays_in_the_chat_line_so_letters_never_act(
             chat = app.query_one(ChatInput)
             # The sidebar's highlight on a live agent: `a` there would archive it, `k` kill it.
             app.query_one(Sidebar).highlighted = sidebar_index(app, f"a:{world.implement.id}")
+            await pilot.press("f2")
             assert app.focused is chat
             await pilot.press("tab")
             await pilot.press(*"please also add a test")
@@ -1022,7 +1028,7 @@ def test_f2_focuses_the_chat_line_and_reentering_keeps_the_draft(world: World) -
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             chat = app.query_one(ChatInput)
-            await pilot.press(*"a draft")
+            await pilot.press("f2", *"a draft")
             await pilot.press("escape")
             assert isinstance(app.focused, Sidebar)
             await pilot.press("f2")
@@ -1050,13 +1056,13 @@ def test_the_focused_area_is_marked_in_the_text(world: World) -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             lines = screen_text(app).splitlines()
-            assert "╔" in lines[-4] and "║" in lines[-3]  # the chat line
-            assert "╔" not in lines[0]
-            await pilot.press("escape")
-            await pilot.pause()
-            lines = screen_text(app).splitlines()
             assert lines[0].startswith("╔") and lines[1].startswith("║")  # the sidebar
             assert "╔" not in lines[-4]
+            await pilot.press("f2")
+            await pilot.pause()
+            lines = screen_text(app).splitlines()
+            assert "╔" in lines[-4] and "║" in lines[-3]  # the chat line
+            assert "╔" not in lines[0]
 
     run(scenario)
 
@@ -1067,7 +1073,7 @@ def test_human_is_offered_by_completion(world: World) -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             chat = app.query_one(ChatInput)
-            await pilot.press("@", "h", "u")
+            await pilot.press("f2", "@", "h", "u")
             await settle(pilot)
             await pilot.press("tab")
             assert chat.value == "@human "
@@ -1130,7 +1136,7 @@ def test_question_mark_opens_the_help_listing_every_key(world: World) -> None:
         app = world.app(channel=LEG7)
         async with app.run_test(size=(100, 50)) as pilot:
             await settle(pilot)
-            await pilot.press("escape", "question_mark")
+            await pilot.press("question_mark")  # the first key pressed: the help
             text = await until_shown(pilot, app, "Keys")
             for key in documented:
                 assert key in text, key

@@ -329,7 +329,12 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("F1", "anywhere", "this help"),
     ("Tab / Shift+Tab", "anywhere", "next / previous area (in the chat line Tab only completes)"),
     ("Escape", "anywhere", "to the sidebar"),
-    ("↑ ↓, Enter", "sidebar", "move; open the channel (an agent's: its channel), or Archived"),
+    (
+        "↑ ↓, Enter",
+        "sidebar",
+        "move; open the channel (an agent's: its channel), or Archived; "
+        "Enter on the open channel: to its chat line",
+    ),
     ("o", "sidebar", "attach: the highlighted agent's live session here, read-write (C-b d back)"),
     ("a", "sidebar", "archive the highlighted agent (asks first: y/n)"),
     ("k / K", "sidebar", "kill the highlighted agent (K: even mid-turn); asks first: y/n"),
