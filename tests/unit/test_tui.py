@@ -17,6 +17,7 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
+from legion.agent_control import Killed, kill_with
 from legion.bus import Bus, actions
 from legion.bus.model import (
     Agent,
@@ -94,10 +95,12 @@ class FakeSources:
             raise ConflictError(self.attach_with.reason)
         return self.attach_with
 
-    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Agent:
-        return actions.kill(bus, bus.human(), target, force=force, stop=self._stop)
+    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Killed:
+        return kill_with(bus, bus.human(), target, force=force, stop=self._stop)
 
     def _stop(self, agent: Agent) -> bool:
+        if agent.session_id is None:
+            return False  # as `legion kill`'s: no session, nothing to stop
         self.stopped.append(agent.address)
         return True
 
@@ -612,10 +615,32 @@ def test_kill_needs_force_for_a_busy_agent(world: World) -> None:
             assert "busy" in app.said[-1] and "K kills it anyway" in app.said[-1]
             assert world.agent(world.implement).status is AgentStatus.BUSY
             await pilot.press("K", "y")
-            await until_said(pilot, app, "killed @")
+            await until_said(pilot, app, "force-killed @app/legion/LEG-7/implement: its session")
             assert world.agent(world.implement).status is AgentStatus.FAILED
             assert world.sources.stopped == ["app/legion/LEG-7/implement"]
             await until_shown(pilot, app, "x @implement")
+
+    run(scenario)
+
+
+def test_killing_an_agent_with_no_session_says_there_was_nothing_to_kill(world: World) -> None:
+    done = world.bus.register_agent(
+        LEG7, "plan", role=AgentRole.PLAN, runtime="claude-code", session_id=None
+    )
+    world.bus.update_agent(done.id, status=AgentStatus.COMPLETE)
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await highlight_agent(pilot, app, done)
+            await pilot.press("k", "y")
+            await until_said(pilot, app, "nothing to kill")
+            assert app.said[-1] == (
+                "nothing to kill: @app/legion/LEG-7/plan is complete, with no running session"
+            )
+            assert world.agent(done).status is AgentStatus.COMPLETE
+            assert world.sources.stopped == []
 
     run(scenario)
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from legion.tui.projects import ProjectFinder
 
 if TYPE_CHECKING:
+    from legion.agent_control import Killed
     from legion.bus import Bus
     from legion.bus.model import Agent, Posted
     from legion.core.model import Mode
@@ -31,9 +32,9 @@ if TYPE_CHECKING:
 class Commands(Protocol):
     """The human's deeds outside the bus, as the CLI does them."""
 
-    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Agent:
-        """The human ends `target`'s session (`force`: even mid-turn, SIGKILL at once); the
-        agent as it is after."""
+    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Killed:
+        """The human ends `target`'s session (`force`: even mid-turn, SIGKILL at once); what
+        was done (`Killed.said` says it as `legion kill` does)."""
         ...
 
     def attach(self, bus: Bus, target: Agent, environ: Mapping[str, str]) -> Attach:
@@ -68,7 +69,7 @@ class ServiceCommands:
         self.env = env
         self.projects = ProjectFinder(env, cwd, known_projects)
 
-    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Agent:
+    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Killed:
         from legion.agent_control import kill
 
         return kill(bus, bus.human(), target, force=force, env=self.env)
