@@ -32,6 +32,7 @@ from legion.bus.stored import SqliteBus
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import ConflictError
+from legion.messaging import HandOver
 from legion.runtime.tmux import Attach
 from legion.tui.app import LegionApp
 from legion.tui.chat import ChatInput, MessageLog
@@ -104,8 +105,16 @@ class FakeSources:
         self.stopped.append(agent.address)
         return True
 
-    def hand_over(self, bus: Bus, posted: Posted) -> None:
+    def hand_over(self, bus: Bus, posted: Posted) -> Mapping[str, str]:
         self.woken.append(posted.message.channel.project)
+        # As `messaging.hand_over` says it when no daemon runs: a busy agent takes it at
+        # the end of its turn, any other is delivered to now.
+        return {
+            agent.address: HandOver.AT_TURN_END
+            if agent.status is AgentStatus.BUSY
+            else HandOver.DELIVERED
+            for agent in posted.recipients
+        }
 
     def tracker_questions(self) -> TrackerInbox:
         self.inbox_reads += 1
@@ -326,6 +335,24 @@ def test_a_message_with_a_mention_is_posted_and_delivered_to_the_agent(world: Wo
         assert [(d.recipient_id, d.state) for d in deliveries] == [
             (world.implement.id, DeliveryState.PENDING)
         ]
+
+    run(scenario)
+
+
+def test_a_posted_message_says_whom_it_woke_and_what_became_of_it(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("enter", *"@review @implement look", "enter")
+            await until_said(pilot, app, "wakes @review, @implement")
+            assert app.said[-1].splitlines() == [
+                "wakes @review, @implement",  # as `legion say` says it
+                "delivered to @review",
+                "@implement is busy: its session gets the message at the end of its turn",
+            ]
+            await pilot.press(*"thanks all", "enter")
+            await until_said(pilot, app, "wakes nobody")
 
     run(scenario)
 
@@ -1009,7 +1036,7 @@ def test_the_project_here_is_listed_from_the_start_and_the_chat_line_posts_there
             assert isinstance(app.focused, ChatInput)
             await pilot.press(*"hello from the first screen", "enter")
             await settle(pilot)
-            assert app.said == []
+            assert app.said == ["wakes nobody"]  # no error; no mention, so nobody woken
             assert "@human hello from the first screen" in screen_text(app)
 
     run(scenario)

@@ -42,8 +42,9 @@ class Commands(Protocol):
         environment is `environ`."""
         ...
 
-    def hand_over(self, bus: Bus, posted: Posted) -> None:
-        """After the human posted: the message handed over now, as after `legion say`."""
+    def hand_over(self, bus: Bus, posted: Posted) -> Mapping[str, str]:
+        """After the human posted: the message handed over now, as after `legion say`; what
+        became of it, by address of each addressee with a session (`HandOver` values)."""
         ...
 
     def give_feedback(self, project: str, issue: str, text: str) -> str:
@@ -79,12 +80,12 @@ class ServiceCommands:
 
         return attach_command(bus, target, environ)
 
-    def hand_over(self, bus: Bus, posted: Posted) -> None:
+    def hand_over(self, bus: Bus, posted: Posted) -> Mapping[str, str]:
         from legion.messaging import hand_over
 
         # The project whose daemon is told is the channel's: the human speaks there.
         channel = posted.message.channel
-        hand_over(bus, posted, self.env, lambda: self.projects.named(channel.project))
+        return hand_over(bus, posted, self.env, lambda: self.projects.named(channel.project))
 
     def give_feedback(self, project: str, issue: str, text: str) -> str:
         # `legion feedback`'s own function: the same check, author and wake-up.
