@@ -908,6 +908,40 @@ def test_the_log_shows_actions_and_the_agents_events_by_time(world: World) -> No
     run(scenario)
 
 
+def test_the_log_keeps_its_outcome_column_at_100_columns(world: World) -> None:
+    world.sources.log_view = ActionLogView(
+        "app",
+        (
+            LogLine(
+                "2026-11-26T10:00:00Z",
+                "LEG-7",
+                "remove_worker_active_and_redispatch",
+                "deferred",
+                "leg-7-implement is finishing its turn; retried in 30 s when the window closes",
+            ),
+            LogLine(
+                "2026-11-26T10:00:05Z",
+                "@app/legion/LEG-7/implement",
+                "compaction",
+                "event",
+                "the context was compacted after 180,000 tokens of the parser's tests",
+            ),
+        ),
+    )
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            await pilot.press("f6")
+            text = await until_shown(pilot, app, "Outcome", "deferred", "event")
+            assert "…" in text  # the long columns are cut, not the outcome
+            row = next(line for line in text.splitlines() if "deferred" in line)
+            assert "remove_worker" in row and "leg-7-impl" in row  # each column still begins
+
+    run(scenario)
+
+
 def test_o_attaches_the_highlighted_agent_by_running_the_tmux_command(
     world: World, tmp_path: Path
 ) -> None:

@@ -404,3 +404,14 @@ def test_the_board_says_which_host_runs_each_worker_in_a_fleet() -> None:
     # Another host's, as that host last reported it (dead once that host is lost).
     assert worker_text("plan", "running", "build-2", "build-1") == "plan running on build-2"
     assert worker_text("plan", "dead", "build-2", "build-1") == "plan dead on build-2"
+
+
+def test_log_columns_fit_by_cutting_all_but_the_kept_ones() -> None:
+    from legion.tui.present import fit_columns
+
+    assert fit_columns([8, 30, 35, 8, 60], 200, keep=(0, 3)) == [8, 30, 35, 8, 60]
+    fitted = fit_columns([8, 30, 35, 8, 60], 70, keep=(0, 3), minimum=8)
+    assert sum(fitted) == 70 and fitted[0] == 8 and fitted[3] == 8
+    assert min(fitted[1], fitted[2], fitted[4]) >= 8
+    # No room at all: the kept columns stay whole, the rest at their minimum.
+    assert fit_columns([8, 30, 35, 8, 60], 10, keep=(0, 3), minimum=8) == [8, 8, 8, 8, 8]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
@@ -583,6 +583,33 @@ def markdown_line(line: str) -> Text:
 def one_line(text: str) -> str:
     """An error as one notification line."""
     return " ".join(text.split())
+
+
+# -- the log --------------------------------------------------------------------------------------
+
+
+def fit_columns(
+    natural: Sequence[int], room: int, keep: Collection[int], minimum: int = 6
+) -> list[int]:
+    """Widths for columns whose content is `natural` cells wide, to fit `room` cells: the
+    columns at the indexes in `keep` whole; the others cut, the widest first, down to
+    `minimum` (or their natural width, if less). What cannot fit then is past the edge."""
+    widths = list(natural)
+    excess = sum(widths) - room
+    while excess > 0:
+        cuttable = [i for i, w in enumerate(widths) if i not in keep and w > minimum]
+        if not cuttable:
+            break
+        widest = max(cuttable, key=lambda i: (widths[i], i))
+        widths[widest] -= 1
+        excess -= 1
+    return widths
+
+
+def cell(text: str) -> Text:
+    """A table cell of text Legion did not write: escaped, on one line, cut with `…` where
+    its column is narrower."""
+    return Text(" ".join(for_display(text).split()), no_wrap=True, overflow="ellipsis")
 
 
 # -- peeking --------------------------------------------------------------------------------------
