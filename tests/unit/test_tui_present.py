@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from legion.bus.model import Agent, AgentRole, AgentStatus, Channel, Message, MessageKind
-from legion.core.decide import Action
+from legion.core.decide import Action, Decision
 from legion.core.model import Mode, Status
 from legion.tui.present import (
     AgentRow,
@@ -281,7 +281,7 @@ def test_d_on_the_board_means_the_suggested_mode_when_it_is_a_plain_start() -> N
     for status, action, mode in cases:
         assert dispatch_choice(issue(status, action, mode)) == DispatchChoice("LEG-7", mode)
     hint = dispatch_hint(issue(Status.TODO, Action.DISPATCH_PLANNER, Mode.PLAN))
-    assert hint == "LEG-7: d dispatches plan (dispatch_planner)"
+    assert hint == "LEG-7: d dispatches plan"
 
 
 def test_d_on_the_board_says_why_not_otherwise() -> None:
@@ -310,7 +310,8 @@ def test_d_on_the_board_says_why_not_otherwise() -> None:
         (Action.RELAY_USER_FEEDBACK, Mode.IMPLEMENT),
     ):
         said = dispatch_choice(issue(Status.IN_PROGRESS, action, mode))
-        assert isinstance(said, str) and action.value in said and "\n" not in said
+        assert isinstance(said, str) and "\n" not in said
+        assert Decision(action, mode).words in said and action.value not in said  # in words
 
 
 def test_the_inbox_merges_bus_and_tracker_questions_oldest_first() -> None:
