@@ -14,7 +14,7 @@ from legion.core.model import Status
 from legion.errors import InputError
 from legion.tui.commands import ServiceCommands
 from legion.tui.sources import ActionLogView, Board, ProjectSources, Unavailable
-from tests.support.cli import LegionRunner
+from tests.support.cli import LegionRunner, git
 
 
 def environment(cwd: Path) -> dict[str, str]:
@@ -212,3 +212,34 @@ def test_a_project_is_the_one_its_name_on_the_bus_means_never_another(
     with pytest.raises(ConflictError) as refused:
         ProjectFinder(environment(outside), outside, dict).find(None)
     assert str(refused.value) == NO_PROJECT
+
+
+def test_the_board_says_which_prs_were_merged_or_closed(
+    project: Path, legion: LegionRunner
+) -> None:
+    from legion.backends import open_backends
+    from legion.config import load_project
+
+    assert legion("issue", "create", "Merged work").returncode == 0
+    assert legion("issue", "create", "Dropped work", "--status", "In Progress").returncode == 0
+    for n in (1, 2):
+        git(project, "switch", "--quiet", "-c", f"feature-{n}")
+        (project / f"f{n}.txt").write_text(f"{n}\n")
+        git(project, "add", f"f{n}.txt")
+        git(project, "commit", "--quiet", "-m", f"work {n}")
+        git(project, "switch", "--quiet", "main")
+        created = legion("pr", "create", "--issue", f"LEG-{n}", "--branch", f"feature-{n}")
+        assert created.returncode == 0, created.stderr
+    assert legion("pr", "review", "1", "--approve").returncode == 0
+    assert legion("pr", "merge", "1").returncode == 0
+    assert legion("issue", "move", "LEG-1", "Done").returncode == 0
+    backends = open_backends(load_project(project))
+    with backends.db.write() as conn:  # the embedded forge has no `close`: as a person would
+        conn.execute("UPDATE pull_requests SET state = 'closed' WHERE number = 2")
+    backends.db.close()
+    board = sources(project).board(None)
+    assert isinstance(board, Board), board
+    assert {i.identifier: i.review for i in board.issues} == {
+        "LEG-1": "#1 merged",  # Done: looked up for the board alone
+        "LEG-2": "#2 closed",  # no PR to the decision table, but said
+    }

@@ -407,6 +407,31 @@ def test_the_board_says_which_host_runs_each_worker_in_a_fleet() -> None:
     assert worker_text("plan", "dead", "build-2", "build-1") == "plan dead on build-2"
 
 
+def test_the_board_marks_a_worker_that_cannot_reach_the_model() -> None:
+    from legion.tui.sources import state_text, worker_text
+
+    assert worker_text("implement", "idle", "", None, unreachable=True) == (
+        "implement idle, cannot reach the model"
+    )
+    assert worker_text("plan", "idle", "b-2", "b-1", unreachable=True) == (
+        "plan idle on b-2, cannot reach the model"
+    )
+    assert state_text("running", False) == "running"  # the peek's state line, unmarked
+
+
+def test_the_pr_cell_says_merged_and_closed() -> None:
+    from legion.forges.base import PrState, PullRequest
+    from legion.tui.sources import review_text
+
+    pr = PullRequest(3, "LEG-1", "t", "", "b", "main", PrState.OPEN, is_draft=False)
+    assert review_text(pr, "approved") == "#3 approved"
+    assert review_text(replace(pr, is_draft=True), "none") == "#3 draft"
+    assert review_text(replace(pr, state=PrState.MERGED), "approved") == "#3 merged"
+    assert review_text(None, "none", replace(pr, state=PrState.CLOSED)) == "#3 closed"
+    assert review_text(None, "unknown") == "unknown"
+    assert review_text(None, "none") == "-"
+
+
 def test_log_columns_fit_by_cutting_all_but_the_kept_ones() -> None:
     from legion.tui.present import fit_columns
 
