@@ -6,10 +6,11 @@ sessions are not the agent's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from legion.bus import Bus, actions
-from legion.bus.model import Agent
+from legion.bus.model import Agent, AgentStatus
 from legion.errors import InputError, LegionError
 from legion.runtime.tmux import Attach
 from legion.sessions.workers import WorkerManager
@@ -34,7 +35,47 @@ def workers_of(bus: Bus, agent: Agent, env: Mapping[str, str] | None = None) -> 
     return open_workers(project, open_backends(project), env)
 
 
-def kill(bus: Bus, actor: Agent, target: Agent, *, force: bool, env: Mapping[str, str]) -> Agent:
+@dataclass(frozen=True, slots=True)
+class Killed:
+    """What a kill did: the agent as it is after, and whether a running session was ended."""
+
+    agent: Agent
+    stopped: bool  # a running session was ended
+    marked: bool  # the agent was marked failed (it had not ended)
+    force: bool
+
+    @property
+    def said(self) -> str:
+        """What `legion kill` and the TUI say of it, in one line: never "killed" when no
+        session ran."""
+        from legion.core.text import for_display
+
+        who = f"@{for_display(self.agent.address)}"
+        if self.stopped:
+            return f"{'force-killed' if self.force else 'killed'} {who}: its session ended"
+        if self.marked:
+            return f"no session of {who} was running: marked {self.agent.status.value}"
+        return f"nothing to kill: {who} is {self.agent.status.value}, with no running session"
+
+
+def kill_with(
+    bus: Bus, actor: Agent, target: Agent, *, force: bool, stop: Callable[[Agent], bool]
+) -> Killed:
+    """`legion.bus.actions.kill` with `stop` (True when it ended a running session), and what
+    it did."""
+    stopped: list[bool] = []
+
+    def stopping(found: Agent) -> bool:
+        stopped.append(stop(found))
+        return stopped[-1]
+
+    before = bus.agent(target.id).status
+    after = actions.kill(bus, actor, target, force=force, stop=stopping)
+    marked = after.status is AgentStatus.FAILED and before is not AgentStatus.FAILED
+    return Killed(after, any(stopped), marked, force)
+
+
+def kill(bus: Bus, actor: Agent, target: Agent, *, force: bool, env: Mapping[str, str]) -> Killed:
     """`actor` ends `target`'s session (`legion.bus.actions.kill` says who may and when),
     its status looked at first: "busy" must be true now, not what was last seen, so with no
     daemon the session is looked at."""
@@ -49,7 +90,7 @@ def kill(bus: Bus, actor: Agent, target: Agent, *, force: bool, env: Mapping[str
             workers_of(bus, found, env).supervisor.stop_session(found.session_id, force=force)
         )
 
-    return actions.kill(bus, actor, target, force=force, stop=stop)
+    return kill_with(bus, actor, target, force=force, stop=stop)
 
 
 def attach_command(bus: Bus, target: Agent, env: Mapping[str, str]) -> Attach:

@@ -54,6 +54,49 @@ class HandOver(StrEnum):
     PENDING = "pending"  # not taken yet (another watcher has it, or tmux did not answer)
 
 
+# What `legion say` (and the TUI, after a post) tells of a hand-over, by its `HandOver` value
+# ("daemon": the project's daemon delivers it, as always: nothing to say).
+_SAID = {
+    HandOver.DELIVERED.value: "delivered to {agent}",
+    HandOver.AT_TURN_END.value: (
+        "{agent} is busy: its session gets the message at the end of its turn"
+    ),
+    HandOver.WAITS_FOR_START.value: "{agent} is not running: the message waits for `legion start`",
+    HandOver.PENDING.value: (
+        "{agent} has not taken the message yet: it waits for `legion start` "
+        "(or an open `legion tui`)"
+    ),
+}
+
+
+def _short(address: str, channel: Channel) -> str:
+    """An address as written in `channel`: the name alone on the same branch, branch/name in
+    the same project."""
+    if address.startswith(f"{channel}/"):
+        return address.removeprefix(f"{channel}/")
+    return address.removeprefix(f"{channel.project}/")
+
+
+def wakes_said(posted: Posted) -> str:
+    """Whom a post wakes, as `legion say` says it: `wakes @implement, @review` (`wakes
+    nobody`: a message with no mention wakes no agent)."""
+    channel = posted.message.channel
+    woken = ", ".join(f"@{_short(agent.address, channel)}" for agent in posted.recipients)
+    return f"wakes {woken or 'nobody'}"
+
+
+def hand_over_said(posted: Posted, delivery: Mapping[str, str]) -> list[str]:
+    """What became of a post for each addressee (`delivery`: by address, `HandOver` values,
+    as `hand_over` returns them or a session's relay reports them), a line each, as `legion
+    say` prints them and the TUI shows them; nothing where the daemon delivers as always."""
+    channel = posted.message.channel
+    return [
+        _SAID[how].format(agent=f"@{_short(address, channel)}")
+        for address, how in delivery.items()
+        if how in _SAID
+    ]
+
+
 _HANDED = {
     Handed.DELIVERED: HandOver.DELIVERED,
     Handed.AT_TURN_END: HandOver.AT_TURN_END,

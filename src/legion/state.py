@@ -60,6 +60,9 @@ class IssueState:
     opted_in: bool = False  # carries an opt-in label (`backlog_opt_in_labels`)
     open_blockers: tuple[str, ...] = ()  # the issues blocking it that are not Done
     checks: ChecksState = ChecksState.NONE  # the PR's CI checks as the table saw them
+    # Its latest PR when that was closed unmerged: no PR to the table (the work needs a new
+    # one), shown as `#3 closed` where a person reads the board.
+    closed_pr: PullRequest | None = None
 
     @property
     def waiting(self) -> str | None:
@@ -197,8 +200,9 @@ def observe(
     states = []
     for issue in issues:
         pr = None if prs is None else prs.get(issue.identifier)
+        closed = None
         if pr is not None and pr.state is PrState.CLOSED:
-            pr = None  # a closed PR is no PR: the work needs a new one
+            pr, closed = None, pr  # a closed PR is no PR: the work needs a new one
         review = ReviewOutcome.UNKNOWN if prs is None else (pr.review if pr else ReviewOutcome.NONE)
         checks = ChecksState.UNKNOWN if prs is None else (pr.checks if pr else ChecksState.NONE)
         chosen = opted_in(issue.labels, opt_in)
@@ -231,6 +235,7 @@ def observe(
                 chosen,
                 blocked_by,
                 checks,
+                closed,
             )
         )
     return Snapshot(states, warnings, errors)

@@ -694,6 +694,18 @@ def test_kill_needs_to_know_where_the_agents_project_lives(
     cli_bus.update_agent(here.id, status=AgentStatus.IDLE)
     assert ok_json(legion("kill", "plan", "--json"))["status"] == "failed"
 
+    # A completed agent with no session: nothing to kill, said so (the TUI says the same).
+    done = cli_bus.register_agent(
+        Channel("repo", "main"), "review", role=AgentRole.REVIEW, runtime="t", session_id=None
+    )
+    cli_bus.update_agent(done.id, status=AgentStatus.COMPLETE)
+    said = legion("kill", "review")
+    assert said.returncode == 0, said
+    assert said.stdout.strip() == (
+        "nothing to kill: @repo/main/review is complete, with no running session"
+    )
+    assert cli_bus.agent(done.id).status is AgentStatus.COMPLETE
+
 
 def ok_json_list(result: Result) -> list[dict]:
     assert result.returncode == 0, result

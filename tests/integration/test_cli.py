@@ -150,7 +150,7 @@ def test_state_json(legion: LegionRunner, project: Path) -> None:
     assert state["LEG-2"]["pr"] == {"number": 1, "is_draft": False, "review": "approved"}
     assert state["LEG-2"]["checks"] == "none"  # the embedded forge has no CI
     table = legion("state")
-    assert "transition to retro (retro)" in table.stdout and table.returncode == 0
+    assert "move to Retro, start retro" in table.stdout and table.returncode == 0
 
 
 def test_pr_commands(legion: LegionRunner, project: Path) -> None:

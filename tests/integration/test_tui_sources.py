@@ -3,6 +3,7 @@ tmux socket that runs nothing): the board, the action log, and why a peek cannot
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from legion.core.model import Status
 from legion.errors import InputError
 from legion.tui.commands import ServiceCommands
 from legion.tui.sources import ActionLogView, Board, ProjectSources, Unavailable
-from tests.support.cli import LegionRunner
+from tests.support.cli import LegionRunner, git
+from tests.unit.test_tui import RecordingApp, settle, until_shown
 
 
 def environment(cwd: Path) -> dict[str, str]:
@@ -212,3 +214,42 @@ def test_a_project_is_the_one_its_name_on_the_bus_means_never_another(
     with pytest.raises(ConflictError) as refused:
         ProjectFinder(environment(outside), outside, dict).find(None)
     assert str(refused.value) == NO_PROJECT
+
+
+def test_the_board_says_which_prs_were_merged_or_closed(project: Path) -> None:
+    from legion.backends import open_backends
+    from legion.config import load_project
+
+    backends = open_backends(load_project(project))
+    backends.tracker.create_issue("Merged work")
+    backends.tracker.create_issue("Dropped work", status=Status.IN_PROGRESS)
+    for n in (1, 2):
+        git(project, "switch", "--quiet", "-c", f"feature-{n}")
+        (project / f"f{n}.txt").write_text(f"{n}\n")
+        git(project, "add", f"f{n}.txt")
+        git(project, "commit", "--quiet", "-m", f"work {n}")
+        git(project, "switch", "--quiet", "main")
+        backends.forge.create_pr(f"LEG-{n}", f"feature-{n}")
+    backends.forge.add_review("1", "approved", body="", author="person")
+    backends.forge.merge("1")
+    backends.tracker.set_status("LEG-1", Status.DONE)
+    with backends.db.write() as conn:  # the embedded forge has no `close`: as a person would
+        conn.execute("UPDATE pull_requests SET state = 'closed' WHERE number = 2")
+    backends.db.close()
+    board = sources(project).board(None)
+    assert isinstance(board, Board), board
+    assert {i.identifier: i.review for i in board.issues} == {
+        "LEG-1": "#1 merged",  # Done: looked up for the board alone
+        "LEG-2": "#2 closed",  # no PR to the decision table, but said
+    }
+
+    async def scenario() -> None:  # as the human sees it: F4
+        bus_file = project.parent / "tui-bus.db"
+        SqliteBus(bus_file).close()
+        app = RecordingApp(lambda: SqliteBus(bus_file), sources(project), commands(project))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            await pilot.press("f4")
+            await until_shown(pilot, app, "LEG-1  -  #1 merged", "LEG-2  -  #2 closed")
+
+    asyncio.run(scenario())

@@ -174,11 +174,11 @@ def test_state_says_the_checks_and_why_it_waits() -> None:
     assert failing.to_json()["suggested_action"] == "resume_implementer_for_checks"
     assert failing.to_json()["waiting"] is None
     text = _printed(state_table(Snapshot([failing], []), width=120))
-    assert "checks failing" in text and "resume implementer for checks (implement)" in text
+    assert "checks failing" in text and "resume implement (checks failing)" in text
 
     no_ci = _state(C.NONE)
     text = _printed(state_table(Snapshot([no_ci], []), width=120))
-    assert "checks" not in text and "transition to retro (retro)" in text
+    assert "checks" not in text and "move to Retro, start retro" in text
     unknown = _state(C.UNKNOWN, review=R.UNKNOWN)
     assert unknown.to_json()["checks"] == "unknown"
     assert unknown.waiting == "forge not read"

@@ -210,6 +210,14 @@ def test_every_action_is_reachable() -> None:
     assert reached == set(Action)
 
 
+def test_every_decision_is_said_in_words_never_by_its_internal_name() -> None:
+    for _, observation, _, _ in ROWS:
+        decision = decide(observation)
+        assert "_" not in decision.words and "{" not in decision.words
+    redispatch = Decision(A.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, Mode.IMPLEMENT)
+    assert redispatch.words == "re-dispatch implement (worker gone)"
+
+
 def test_retro_runs_in_the_implementers_session() -> None:
     decision = decide(obs(S.NEEDS_REVIEW, DONE, pr=R.APPROVED))
     assert decision.mode is Mode.RETRO

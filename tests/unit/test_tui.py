@@ -17,6 +17,7 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
+from legion.agent_control import Killed, kill_with
 from legion.bus import Bus, actions
 from legion.bus.model import (
     Agent,
@@ -31,6 +32,7 @@ from legion.bus.stored import SqliteBus
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import ConflictError
+from legion.messaging import HandOver
 from legion.runtime.tmux import Attach
 from legion.tui.app import LegionApp
 from legion.tui.chat import ChatInput, MessageLog
@@ -94,15 +96,25 @@ class FakeSources:
             raise ConflictError(self.attach_with.reason)
         return self.attach_with
 
-    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Agent:
-        return actions.kill(bus, bus.human(), target, force=force, stop=self._stop)
+    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Killed:
+        return kill_with(bus, bus.human(), target, force=force, stop=self._stop)
 
     def _stop(self, agent: Agent) -> bool:
+        if agent.session_id is None:
+            return False  # as `legion kill`'s: no session, nothing to stop
         self.stopped.append(agent.address)
         return True
 
-    def hand_over(self, bus: Bus, posted: Posted) -> None:
+    def hand_over(self, bus: Bus, posted: Posted) -> Mapping[str, str]:
         self.woken.append(posted.message.channel.project)
+        # As `messaging.hand_over` says it when no daemon runs: a busy agent takes it at
+        # the end of its turn, any other is delivered to now.
+        return {
+            agent.address: HandOver.AT_TURN_END
+            if agent.status is AgentStatus.BUSY
+            else HandOver.DELIVERED
+            for agent in posted.recipients
+        }
 
     def tracker_questions(self) -> TrackerInbox:
         self.inbox_reads += 1
@@ -327,13 +339,33 @@ def test_a_message_with_a_mention_is_posted_and_delivered_to_the_agent(world: Wo
     run(scenario)
 
 
+def test_a_posted_message_says_whom_it_woke_and_what_became_of_it(world: World) -> None:
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("enter", *"@review @implement look", "enter")
+            await until_said(pilot, app, "wakes @review, @implement")
+            assert app.said[-1].splitlines() == [
+                "wakes @review, @implement",  # as `legion say` says it
+                "delivered to @review",
+                "@implement is busy: its session gets the message at the end of its turn",
+            ]
+            await pilot.press(*"thanks all", "enter")
+            await until_said(pilot, app, "wakes nobody")
+
+    run(scenario)
+
+
 def test_an_unknown_mention_is_one_line_in_the_app_and_nothing_is_posted(world: World) -> None:
     async def scenario() -> None:
         app = world.app(channel=LEG7)
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             before = world.bus.messages()
+            await pilot.press("enter")  # on the open channel in the sidebar: its chat line
             chat = app.query_one(ChatInput)
+            assert app.focused is chat
             chat.value = "@nobody are you there?"
             await pilot.press("enter")
             await settle(pilot)
@@ -610,10 +642,32 @@ def test_kill_needs_force_for_a_busy_agent(world: World) -> None:
             assert "busy" in app.said[-1] and "K kills it anyway" in app.said[-1]
             assert world.agent(world.implement).status is AgentStatus.BUSY
             await pilot.press("K", "y")
-            await until_said(pilot, app, "killed @")
+            await until_said(pilot, app, "force-killed @app/legion/LEG-7/implement: its session")
             assert world.agent(world.implement).status is AgentStatus.FAILED
             assert world.sources.stopped == ["app/legion/LEG-7/implement"]
             await until_shown(pilot, app, "x @implement")
+
+    run(scenario)
+
+
+def test_killing_an_agent_with_no_session_says_there_was_nothing_to_kill(world: World) -> None:
+    done = world.bus.register_agent(
+        LEG7, "plan", role=AgentRole.PLAN, runtime="claude-code", session_id=None
+    )
+    world.bus.update_agent(done.id, status=AgentStatus.COMPLETE)
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await highlight_agent(pilot, app, done)
+            await pilot.press("k", "y")
+            await until_said(pilot, app, "nothing to kill")
+            assert app.said[-1] == (
+                "nothing to kill: @app/legion/LEG-7/plan is complete, with no running session"
+            )
+            assert world.agent(done).status is AgentStatus.COMPLETE
+            assert world.sources.stopped == []
 
     run(scenario)
 
@@ -699,6 +753,34 @@ def test_d_on_the_board_dispatches_the_suggested_mode_for_the_highlighted_issue(
             await pilot.press("d")
             await until_said(pilot, app, "already has a live worker")
             assert world.sources.dispatched == [("app", "LEG-8", Mode.PLAN)]
+
+    run(scenario)
+
+
+def test_the_board_says_the_next_step_in_words(world: World) -> None:
+    world.sources.board_view = Board(
+        "app",
+        (
+            BoardIssue(
+                Status.IN_PROGRESS,
+                "LEG-7",
+                "Parser",
+                "-",
+                "-",
+                Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH,
+                Mode.IMPLEMENT,
+            ),
+        ),
+        (),
+    )
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f4")
+            text = await until_shown(pilot, app, "re-dispatch implement (worker gone)")
+            assert "remove_worker_active" not in text
 
     run(scenario)
 
@@ -826,6 +908,40 @@ def test_the_log_shows_actions_and_the_agents_events_by_time(world: World) -> No
     run(scenario)
 
 
+def test_the_log_keeps_its_outcome_column_at_100_columns(world: World) -> None:
+    world.sources.log_view = ActionLogView(
+        "app",
+        (
+            LogLine(
+                "2026-11-26T10:00:00Z",
+                "LEG-7",
+                "remove_worker_active_and_redispatch",
+                "deferred",
+                "leg-7-implement is finishing its turn; retried in 30 s when the window closes",
+            ),
+            LogLine(
+                "2026-11-26T10:00:05Z",
+                "@app/legion/LEG-7/implement",
+                "compaction",
+                "event",
+                "the context was compacted after 180,000 tokens of the parser's tests",
+            ),
+        ),
+    )
+
+    async def scenario() -> None:
+        app = world.app(channel=LEG7)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            await pilot.press("f6")
+            text = await until_shown(pilot, app, "Outcome", "deferred", "event")
+            assert "…" in text  # the long columns are cut, not the outcome
+            row = next(line for line in text.splitlines() if "deferred" in line)
+            assert "remove_worker" in row and "leg-7-impl" in row  # each column still begins
+
+    run(scenario)
+
+
 def test_o_attaches_the_highlighted_agent_by_running_the_tmux_command(
     world: World, tmp_path: Path
 ) -> None:
@@ -933,8 +1049,9 @@ def test_no_channels_yet_says_so(tmp_path: Path) -> None:
 def test_the_project_here_is_listed_from_the_start_and_the_chat_line_posts_there(
     tmp_path: Path,
 ) -> None:
-    """A project with no agent and no message yet: its channel is listed and open, the chat
-    line has the focus, and what is typed and sent lands in that channel."""
+    """A project with no agent and no message yet: its channel is listed, open and
+    highlighted in the sidebar, which has the focus; Enter goes to its chat line, and what is
+    typed and sent lands in that channel."""
     path = tmp_path / "bus.db"
     SqliteBus(path).close()
     here = Channel("repo", "main")
@@ -948,10 +1065,12 @@ def test_the_project_here_is_listed_from_the_start_and_the_chat_line_posts_there
             text = screen_text(app)
             assert "No channels yet" not in text
             assert "repo/main" in text.splitlines()[1]  # listed in the sidebar
+            assert isinstance(app.focused, Sidebar)
+            await pilot.press("enter")
             assert isinstance(app.focused, ChatInput)
             await pilot.press(*"hello from the first screen", "enter")
             await settle(pilot)
-            assert app.said == []
+            assert app.said == ["wakes nobody"]  # no error; no mention, so nobody woken
             assert "@human hello from the first screen" in screen_text(app)
 
     run(scenario)
@@ -975,6 +1094,7 @@ def test_tab_without_a_completion_stays_in_the_chat_line_so_letters_never_act(
             chat = app.query_one(ChatInput)
             # The sidebar's highlight on a live agent: `a` there would archive it, `k` kill it.
             app.query_one(Sidebar).highlighted = sidebar_index(app, f"a:{world.implement.id}")
+            await pilot.press("f2")
             assert app.focused is chat
             await pilot.press("tab")
             await pilot.press(*"please also add a test")
@@ -994,7 +1114,7 @@ def test_f2_focuses_the_chat_line_and_reentering_keeps_the_draft(world: World) -
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             chat = app.query_one(ChatInput)
-            await pilot.press(*"a draft")
+            await pilot.press("f2", *"a draft")
             await pilot.press("escape")
             assert isinstance(app.focused, Sidebar)
             await pilot.press("f2")
@@ -1022,13 +1142,13 @@ def test_the_focused_area_is_marked_in_the_text(world: World) -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             lines = screen_text(app).splitlines()
-            assert "╔" in lines[-4] and "║" in lines[-3]  # the chat line
-            assert "╔" not in lines[0]
-            await pilot.press("escape")
-            await pilot.pause()
-            lines = screen_text(app).splitlines()
             assert lines[0].startswith("╔") and lines[1].startswith("║")  # the sidebar
             assert "╔" not in lines[-4]
+            await pilot.press("f2")
+            await pilot.pause()
+            lines = screen_text(app).splitlines()
+            assert "╔" in lines[-4] and "║" in lines[-3]  # the chat line
+            assert "╔" not in lines[0]
 
     run(scenario)
 
@@ -1039,7 +1159,7 @@ def test_human_is_offered_by_completion(world: World) -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             chat = app.query_one(ChatInput)
-            await pilot.press("@", "h", "u")
+            await pilot.press("f2", "@", "h", "u")
             await settle(pilot)
             await pilot.press("tab")
             assert chat.value == "@human "
@@ -1102,7 +1222,7 @@ def test_question_mark_opens_the_help_listing_every_key(world: World) -> None:
         app = world.app(channel=LEG7)
         async with app.run_test(size=(100, 50)) as pilot:
             await settle(pilot)
-            await pilot.press("escape", "question_mark")
+            await pilot.press("question_mark")  # the first key pressed: the help
             text = await until_shown(pilot, app, "Keys")
             for key in documented:
                 assert key in text, key

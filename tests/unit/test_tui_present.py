@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from legion.bus.model import Agent, AgentRole, AgentStatus, Channel, Message, MessageKind
-from legion.core.decide import Action
+from legion.core.decide import Action, Decision
 from legion.core.model import Mode, Status
 from legion.tui.present import (
     AgentRow,
@@ -281,7 +281,7 @@ def test_d_on_the_board_means_the_suggested_mode_when_it_is_a_plain_start() -> N
     for status, action, mode in cases:
         assert dispatch_choice(issue(status, action, mode)) == DispatchChoice("LEG-7", mode)
     hint = dispatch_hint(issue(Status.TODO, Action.DISPATCH_PLANNER, Mode.PLAN))
-    assert hint == "LEG-7: d dispatches plan (dispatch_planner)"
+    assert hint == "LEG-7: d dispatches plan"
 
 
 def test_d_on_the_board_says_why_not_otherwise() -> None:
@@ -310,7 +310,8 @@ def test_d_on_the_board_says_why_not_otherwise() -> None:
         (Action.RELAY_USER_FEEDBACK, Mode.IMPLEMENT),
     ):
         said = dispatch_choice(issue(Status.IN_PROGRESS, action, mode))
-        assert isinstance(said, str) and action.value in said and "\n" not in said
+        assert isinstance(said, str) and "\n" not in said
+        assert Decision(action, mode).words in said and action.value not in said  # in words
 
 
 def test_the_inbox_merges_bus_and_tracker_questions_oldest_first() -> None:
@@ -404,3 +405,39 @@ def test_the_board_says_which_host_runs_each_worker_in_a_fleet() -> None:
     # Another host's, as that host last reported it (dead once that host is lost).
     assert worker_text("plan", "running", "build-2", "build-1") == "plan running on build-2"
     assert worker_text("plan", "dead", "build-2", "build-1") == "plan dead on build-2"
+
+
+def test_the_board_marks_a_worker_that_cannot_reach_the_model() -> None:
+    from legion.tui.sources import state_text, worker_text
+
+    assert worker_text("implement", "idle", "", None, unreachable=True) == (
+        "implement idle, cannot reach the model"
+    )
+    assert worker_text("plan", "idle", "b-2", "b-1", unreachable=True) == (
+        "plan idle on b-2, cannot reach the model"
+    )
+    assert state_text("running", False) == "running"  # the peek's state line, unmarked
+
+
+def test_the_pr_cell_says_merged_and_closed() -> None:
+    from legion.forges.base import PrState, PullRequest
+    from legion.tui.sources import review_text
+
+    pr = PullRequest(3, "LEG-1", "t", "", "b", "main", PrState.OPEN, is_draft=False)
+    assert review_text(pr, "approved") == "#3 approved"
+    assert review_text(replace(pr, is_draft=True), "none") == "#3 draft"
+    assert review_text(replace(pr, state=PrState.MERGED), "approved") == "#3 merged"
+    assert review_text(None, "none", replace(pr, state=PrState.CLOSED)) == "#3 closed"
+    assert review_text(None, "unknown") == "unknown"
+    assert review_text(None, "none") == "-"
+
+
+def test_log_columns_fit_by_cutting_all_but_the_kept_ones() -> None:
+    from legion.tui.present import fit_columns
+
+    assert fit_columns([8, 30, 35, 8, 60], 200, keep=(0, 3)) == [8, 30, 35, 8, 60]
+    fitted = fit_columns([8, 30, 35, 8, 60], 70, keep=(0, 3), minimum=8)
+    assert sum(fitted) == 70 and fitted[0] == 8 and fitted[3] == 8
+    assert min(fitted[1], fitted[2], fitted[4]) >= 8
+    # No room at all: the kept columns stay whole, the rest at their minimum.
+    assert fit_columns([8, 30, 35, 8, 60], 10, keep=(0, 3), minimum=8) == [8, 8, 8, 8, 8]

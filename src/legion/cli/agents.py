@@ -92,9 +92,9 @@ def kill(
     target = bus_common.target(bus, speaker, agent)
     killed = kill_agent(bus, speaker.agent, target, force=force, env=os.environ)
     if as_json:
-        common.print_json(agent_json(killed))
+        common.print_json(agent_json(killed.agent))
         return
-    common.echo(f"@{killed.address}: {killed.status.value}")
+    common.echo(killed.said)
 
 
 def attach(

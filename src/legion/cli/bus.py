@@ -114,26 +114,13 @@ def _report(posted: Posted, delivery: dict[str, str], as_json: bool, verb: str =
             }
         )
         return
+    from legion.messaging import hand_over_said, wakes_said
+
     verb = verb if posted.created else f"already {verb}"
-    woken = ", ".join(f"@{bus_common.short(a, message.channel)}" for a in wakes) or "nobody"
-    common.echo(f"{verb} #{message.seq} in {message.channel} (id {message.id}); wakes {woken}")
-    for address, how in delivery.items():
-        said = _SAID.get(how)
-        if said is not None:
-            common.echo(said.format(agent=f"@{bus_common.short(address, message.channel)}"))
-
-
-# What `legion say` tells of a delivery, by its value in `--json`'s "delivery" ("daemon": the
-# project's daemon delivers it, as always: nothing to say).
-_SAID = {
-    "delivered": "delivered to {agent}",
-    "at_turn_end": "{agent} is busy: its session gets the message at the end of its turn",
-    "waits_for_start": "{agent} is not running: the message waits for `legion start`",
-    "pending": (
-        "{agent} has not taken the message yet: it waits for `legion start` "
-        "(or an open `legion tui`)"
-    ),
-}
+    where = f"#{message.seq} in {message.channel} (id {message.id})"
+    common.echo(f"{verb} {where}; {wakes_said(posted)}")
+    for line in hand_over_said(posted, delivery):
+        common.echo(line)
 
 
 MessageIdOption = typer.Option(

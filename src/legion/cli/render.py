@@ -342,8 +342,7 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
                 pr += f", checks {state.checks.value}"
         elif state.pr_review.value == "unknown":
             pr = "unknown"
-        mode = state.decision.mode
-        action = _words(state.decision.action.value) + ("" if mode is None else f" ({mode.value})")
+        action = state.decision.words
         if state.left_alone:
             action += " (no opt-in label)"  # `backlog_opt_in_labels`
         elif state.open_blockers and state.decision.action.value == "skip":

@@ -144,6 +144,35 @@ class Decision:
     def session_mode(self) -> Mode | None:
         return None if self.mode is None else session_mode(self.mode)
 
+    @property
+    def words(self) -> str:
+        """The decision for people (`legion state`, the TUI's board), never the action's
+        internal name: `re-dispatch implement (worker gone)`, `move to Retro, start retro`."""
+        mode = "a worker" if self.mode is None else self.mode.value
+        return _WORDS[self.action].format(mode=mode)
+
+
+# Each action in words (`Decision.words`); `{mode}` is the worker it starts or resumes.
+_WORDS: dict[Action, str] = {
+    Action.SKIP: "skip",
+    Action.DISPATCH_ARCHITECT: "dispatch {mode}",
+    Action.DISPATCH_PLANNER: "dispatch {mode}",
+    Action.DISPATCH_IMPLEMENTER: "dispatch {mode}",
+    Action.DISPATCH_REVIEWER: "dispatch {mode}",
+    Action.DISPATCH_FINISHER: "dispatch {mode} (merges the PR)",
+    Action.RESUME_IMPLEMENTER_FOR_CHANGES: "resume {mode} (changes requested)",
+    Action.RESUME_IMPLEMENTER_FOR_CHECKS: "resume {mode} (checks failing)",
+    Action.RESUME_IMPLEMENTER_FOR_RETRO: "resume the implementer for {mode}",
+    Action.RELAY_USER_FEEDBACK: "relay the human's answer to {mode}",
+    Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH: "re-dispatch {mode} (worker gone)",
+    Action.REMOVE_STALE_WORKER_DONE: "re-dispatch {mode} (stale worker-done cleared)",
+    Action.INVESTIGATE_NO_PR: "investigate (review done, no PR found)",
+    Action.TRANSITION_TO_TODO: "move to Todo, start {mode}",
+    Action.TRANSITION_TO_IN_PROGRESS: "move to In Progress, start {mode}",
+    Action.TRANSITION_TO_NEEDS_REVIEW: "move to Needs Review, start {mode}",
+    Action.TRANSITION_TO_RETRO: "move to Retro, start {mode}",
+}
+
 
 _SKIP = Decision(Action.SKIP)
 _LEFT_TO_JUDGMENT = frozenset({Status.TRIAGE, Status.ICEBOX, Status.DONE})

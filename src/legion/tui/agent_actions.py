@@ -91,7 +91,7 @@ class AgentActions:
             return
         finally:
             bus.close()
-        self.app.call_from_thread(self.app.notify, f"killed @{killed.address}")
+        self.app.call_from_thread(self.app.notify, killed.said)  # as `legion kill` says it
 
     def attach(self, target: Agent | None) -> None:
         """The agent's live session in this terminal, read-write. Outside Legion's tmux

@@ -39,7 +39,7 @@ from legion.tui.agent_actions import AgentActions
 from legion.tui.attempt import attempt
 from legion.tui.board import BoardView
 from legion.tui.channels import Channels
-from legion.tui.chat import HISTORY, ChatInput, ChatView, MessageLog
+from legion.tui.chat import HISTORY, ChatView, MessageLog
 from legion.tui.closing import while_open
 from legion.tui.commands import Commands
 from legion.tui.inbox import InboxView
@@ -171,6 +171,7 @@ class LegionApp(App[int]):
             self, self.bus, self.human, open_bus, commands, lambda: self.watcher.want("bus")
         )
         self._syncs = SyncWaits()
+        self._first_view_shown = False  # the tabs show their first view as they mount
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -218,7 +219,9 @@ class LegionApp(App[int]):
                 group="watcher",
                 thread=True,
             )
-        self.query_one(ChatInput).focus()
+        # The sidebar first: single keys act at once (`?` the help, `a`, `k`, `o`), and
+        # Enter on the open channel (or F2, or a click) goes to its chat line.
+        self.query_one(Sidebar).focus()
 
     def on_resize(self, event: Resize) -> None:
         # A wide terminal gives the sidebar room for long branch names.
@@ -262,6 +265,8 @@ class LegionApp(App[int]):
         if isinstance(row, ArchivedHeader):
             self.channels.archived_expanded = not row.expanded
             self._refresh_sidebar()
+        elif isinstance(row, ChannelRow) and row.channel == self.selected:
+            self.action_view("chat")  # open already: Enter goes to its chat line
         elif isinstance(row, ChannelRow | ArchivedChannelRow):
             self.open_channel(row.channel)
         elif isinstance(row, AgentRow):
@@ -379,7 +384,10 @@ class LegionApp(App[int]):
         self.watcher.show(view=self._view())
         if self._view() == "inbox":
             self.watcher.want("bus")
-        self.query_one(Views).focus_shown()
+        if self._first_view_shown or self._view() != "chat":
+            self.query_one(Views).focus_shown()
+        # The first is the tabs' own, as they mount: the focus stays in the sidebar.
+        self._first_view_shown = True
 
     def action_refresh_view(self) -> None:
         """Ctrl+R: the shown view read again now (in the inbox, the trackers too)."""

@@ -10,7 +10,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.events import MouseScrollUp, Resize
+from textual.events import Focus, MouseScrollUp, Resize
 from textual.suggester import Suggester
 from textual.widgets import RichLog, Static, TabPane
 
@@ -49,9 +49,20 @@ class ChatInput(TextLine):
         Binding("tab", "complete", "Complete @", show=False, priority=True),
     ]
 
+    # Empty and not focused, the line says how to get into it (the TUI opens in the sidebar).
+    TYPING = "Message (@ completes with Tab)"
+    WAITING = "F2 to write here (@ completes with Tab)"
+
     def action_complete(self) -> None:
         if self.cursor_at_end and self._suggestion:
             self.action_cursor_right()  # takes the suggestion
+
+    def on_focus(self, event: Focus) -> None:
+        super().on_focus(event)
+        self.placeholder = self.TYPING
+
+    def on_blur(self) -> None:
+        self.placeholder = self.WAITING
 
 
 class MessageLog(RichLog):
@@ -183,7 +194,7 @@ class ChatView(TabPane):
         yield Static("", id="chat-title")
         yield MessageLog(self.render_message, id="messages")
         yield ChatInput(
-            placeholder="Message (@ completes with Tab)",
+            placeholder=ChatInput.WAITING,
             suggester=self.suggester,
             id="chat-input",
         )

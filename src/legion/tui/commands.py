@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from legion.tui.projects import ProjectFinder
 
 if TYPE_CHECKING:
+    from legion.agent_control import Killed
     from legion.bus import Bus
     from legion.bus.model import Agent, Posted
     from legion.core.model import Mode
@@ -31,9 +32,9 @@ if TYPE_CHECKING:
 class Commands(Protocol):
     """The human's deeds outside the bus, as the CLI does them."""
 
-    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Agent:
-        """The human ends `target`'s session (`force`: even mid-turn, SIGKILL at once); the
-        agent as it is after."""
+    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Killed:
+        """The human ends `target`'s session (`force`: even mid-turn, SIGKILL at once); what
+        was done (`Killed.said` says it as `legion kill` does)."""
         ...
 
     def attach(self, bus: Bus, target: Agent, environ: Mapping[str, str]) -> Attach:
@@ -41,8 +42,9 @@ class Commands(Protocol):
         environment is `environ`."""
         ...
 
-    def hand_over(self, bus: Bus, posted: Posted) -> None:
-        """After the human posted: the message handed over now, as after `legion say`."""
+    def hand_over(self, bus: Bus, posted: Posted) -> Mapping[str, str]:
+        """After the human posted: the message handed over now, as after `legion say`; what
+        became of it, by address of each addressee with a session (`HandOver` values)."""
         ...
 
     def give_feedback(self, project: str, issue: str, text: str) -> str:
@@ -68,7 +70,7 @@ class ServiceCommands:
         self.env = env
         self.projects = ProjectFinder(env, cwd, known_projects)
 
-    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Agent:
+    def kill(self, bus: Bus, target: Agent, *, force: bool) -> Killed:
         from legion.agent_control import kill
 
         return kill(bus, bus.human(), target, force=force, env=self.env)
@@ -78,12 +80,12 @@ class ServiceCommands:
 
         return attach_command(bus, target, environ)
 
-    def hand_over(self, bus: Bus, posted: Posted) -> None:
+    def hand_over(self, bus: Bus, posted: Posted) -> Mapping[str, str]:
         from legion.messaging import hand_over
 
         # The project whose daemon is told is the channel's: the human speaks there.
         channel = posted.message.channel
-        hand_over(bus, posted, self.env, lambda: self.projects.named(channel.project))
+        return hand_over(bus, posted, self.env, lambda: self.projects.named(channel.project))
 
     def give_feedback(self, project: str, issue: str, text: str) -> str:
         # `legion feedback`'s own function: the same check, author and wake-up.

@@ -17,6 +17,7 @@ from legion.bus.model import Agent, Channel, Message, Posted
 from legion.errors import LegionError
 from legion.tui.attempt import attempt
 from legion.tui.commands import Commands
+from legion.tui.present import one_line
 
 
 class Posting:
@@ -68,10 +69,20 @@ class Posting:
         )
 
     def _hand_over_now(self, posted: Posted) -> None:
+        """Hand the post over, then say what became of it as `legion say` does: whom it wakes
+        and, for each addressee, delivered, at the end of its turn, or waiting."""
+        from legion.messaging import hand_over_said, wakes_said
+
+        if not posted.created:
+            return  # the same post again: handed over the first time
         bus = self.open_bus()
         try:
-            self.commands.hand_over(bus, posted)
-        except LegionError:
-            return  # a daemon that is not told delivers at its next tick
+            delivery = self.commands.hand_over(bus, posted)
+        except LegionError as exc:
+            # A daemon that is not told delivers at its next tick.
+            lines = [f"{wakes_said(posted)}; not handed over now ({one_line(str(exc))})"]
+        else:
+            lines = [wakes_said(posted), *hand_over_said(posted, delivery)]
         finally:
             bus.close()
+        self.app.call_from_thread(self.app.notify, "\n".join(lines))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
@@ -34,7 +34,7 @@ from legion.bus.model import (
     Message,
     MessageKind,
 )
-from legion.core.decide import Action
+from legion.core.decide import Action, Decision
 from legion.core.model import Mode, Status
 from legion.core.task_list import TaskList
 from legion.core.text import for_display
@@ -329,7 +329,12 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("F1", "anywhere", "this help"),
     ("Tab / Shift+Tab", "anywhere", "next / previous area (in the chat line Tab only completes)"),
     ("Escape", "anywhere", "to the sidebar"),
-    ("↑ ↓, Enter", "sidebar", "move; open the channel (an agent's: its channel), or Archived"),
+    (
+        "↑ ↓, Enter",
+        "sidebar",
+        "move; open the channel (an agent's: its channel), or Archived; "
+        "Enter on the open channel: to its chat line",
+    ),
     ("o", "sidebar", "attach: the highlighted agent's live session here, read-write (C-b d back)"),
     ("a", "sidebar", "archive the highlighted agent (asks first: y/n)"),
     ("k / K", "sidebar", "kill the highlighted agent (K: even mid-turn); asks first: y/n"),
@@ -459,8 +464,14 @@ def dispatch_choice(issue: BoardLine) -> DispatchChoice | str:
     if issue.action is Action.SKIP:
         return f"nothing to dispatch for {name} in {issue.phase.value} now (the table says skip)"
     if issue.action not in DISPATCHABLE or issue.mode is None:
-        return f"{name}: the next step is {issue.action.value}, not a dispatch (the daemon's)"
+        return f"{name}: the next step is {next_step(issue)}, not a dispatch (the daemon's)"
     return DispatchChoice(name, issue.mode)
+
+
+def next_step(issue: BoardLine) -> str:
+    """What the decision table suggests for `issue`, in words (`Decision.words`, as
+    `legion state` says it), never the action's internal name."""
+    return Decision(issue.action, issue.mode).words
 
 
 def dispatch_hint(issue: BoardLine) -> str:
@@ -468,7 +479,9 @@ def dispatch_hint(issue: BoardLine) -> str:
     choice = dispatch_choice(issue)
     if isinstance(choice, str):
         return choice
-    return f"{choice.identifier}: d dispatches {choice.mode.value} ({issue.action.value})"
+    hint = f"{choice.identifier}: d dispatches {choice.mode.value}"
+    words = next_step(issue)
+    return hint if words == f"dispatch {choice.mode.value}" else f"{hint} ({words})"
 
 
 # -- the inbox ----------------------------------------------------------------------------------
@@ -570,6 +583,33 @@ def markdown_line(line: str) -> Text:
 def one_line(text: str) -> str:
     """An error as one notification line."""
     return " ".join(text.split())
+
+
+# -- the log --------------------------------------------------------------------------------------
+
+
+def fit_columns(
+    natural: Sequence[int], room: int, keep: Collection[int], minimum: int = 6
+) -> list[int]:
+    """Widths for columns whose content is `natural` cells wide, to fit `room` cells: the
+    columns at the indexes in `keep` whole; the others cut, the widest first, down to
+    `minimum` (or their natural width, if less). What cannot fit then is past the edge."""
+    widths = list(natural)
+    excess = sum(widths) - room
+    while excess > 0:
+        cuttable = [i for i, w in enumerate(widths) if i not in keep and w > minimum]
+        if not cuttable:
+            break
+        widest = max(cuttable, key=lambda i: (widths[i], i))
+        widths[widest] -= 1
+        excess -= 1
+    return widths
+
+
+def cell(text: str) -> Text:
+    """A table cell of text Legion did not write: escaped, on one line, cut with `…` where
+    its column is narrower."""
+    return Text(" ".join(for_display(text).split()), no_wrap=True, overflow="ellipsis")
 
 
 # -- peeking --------------------------------------------------------------------------------------

@@ -11,7 +11,9 @@ connection belongs to the thread that opened it). A view that cannot be had is a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -32,9 +34,11 @@ from legion.tui.projects import ProjectFinder, name_of
 if TYPE_CHECKING:
     from legion.config import Project
     from legion.core.task_list import TaskList
+    from legion.forges.base import Forge, PullRequest
     from legion.runtime.tmux import Window
     from legion.sessions.workers import WorkerManager
     from legion.store import Store
+    from legion.trackers.base import Issue
 
 # The board's columns, in the order work moves (Triage and Icebox first: not yet planned).
 PHASES: tuple[Status, ...] = (
@@ -50,6 +54,11 @@ PHASES: tuple[Status, ...] = (
 # The bus's newest events read for a project's log: the bus holds every project's, so a
 # project's last ones are looked for among this many.
 EVENTS_READ = 2000
+# A Done issue's pull request (merged, or closed) is looked up for the board alone (the
+# decision table reads none there, so `legion state` asks the forge about none): each once,
+# and again after this long only while it has none, so a board read costs no forge request
+# but for issues newly Done.
+DONE_PR_TTL_S = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +170,9 @@ class ProjectSources:
         open its own connection (`Bus.projects` on a bus opened for the call)."""
         self.env = env
         self.projects = ProjectFinder(env, cwd, known_projects)
+        # (project, issue) -> its pull request (None: none) and when it was looked up.
+        self._done_prs: dict[tuple[str, str], tuple[PullRequest | None, float]] = {}
+        self._done_lock = threading.Lock()
 
     def project(self, name: str | None) -> Project | Unavailable:
         """Project `name` where the bus says it lives; else the project the TUI was started
@@ -195,7 +207,11 @@ class ProjectSources:
                 views = manager.roster.views()
                 for view in views:
                     workers[view.record.issue] = worker_text(
-                        view.record.mode.value, view.state.value, view.record.host, here
+                        view.record.mode.value,
+                        view.state.value,
+                        view.record.host,
+                        here,
+                        unreachable=view.unreachable is not None,
                     )
                 live = {view.record.issue for view in views if view.state.is_live}
                 latest = manager.roster.latest_modes()
@@ -212,6 +228,11 @@ class ProjectSources:
                 KnownLiveWorkers(live, latest),
                 opt_in=project.settings.backlog_opt_in_labels,
             )
+            done = self._done_prs_of(
+                name_of(project),
+                backends.forge,
+                [s.issue for s in snapshot.issues if s.issue.status is Status.DONE and not s.pr],
+            )
         order = {phase: n for n, phase in enumerate(PHASES)}
         issues = sorted(
             (
@@ -220,7 +241,11 @@ class ProjectSources:
                     identifier=state.issue.identifier,
                     title=state.issue.title,
                     worker=workers.get(state.issue.identifier, "unknown" if unknown else "-"),
-                    review=_review(state.pr, state.pr_review.value),
+                    review=review_text(
+                        state.pr or done.get(state.issue.identifier),
+                        state.pr_review.value,
+                        state.closed_pr,
+                    ),
                     action=state.decision.action,
                     mode=state.decision.mode,
                     live=state.has_live_worker,
@@ -232,6 +257,40 @@ class ProjectSources:
         return Board(
             name_of(project), tuple(issues), tuple(warnings + snapshot.warnings), hosts=hosts
         )
+
+    def _done_prs_of(
+        self, project: str, forge: Forge, issues: Sequence[Issue]
+    ) -> dict[str, PullRequest]:
+        """The pull requests of Done `issues` (merged, or closed), by issue: asked of the forge
+        for those not looked up yet (or that had none `DONE_PR_TTL_S` ago), in one batched
+        request; a forge that does not answer leaves them unknown until the next reading."""
+        now = time.monotonic()
+        with self._done_lock:
+            known = {i.identifier: self._done_prs.get((project, i.identifier)) for i in issues}
+        wanted = [
+            issue
+            for issue in issues
+            if (seen := known[issue.identifier]) is None
+            or (seen[0] is None and now - seen[1] > DONE_PR_TTL_S)
+        ]
+        if wanted:
+            try:
+                found = forge.prs_by_issue(
+                    [i.identifier for i in wanted],
+                    links={i.identifier: i.links for i in wanted if i.links},
+                )
+            except LegionError:
+                found = None
+            if found is not None:
+                with self._done_lock:
+                    for issue in wanted:
+                        self._done_prs[(project, issue.identifier)] = (
+                            found.get(issue.identifier),
+                            now,
+                        )
+        with self._done_lock:
+            entries = {i.identifier: self._done_prs.get((project, i.identifier)) for i in issues}
+        return {key: seen[0] for key, seen in entries.items() if seen and seen[0] is not None}
 
     def peek(self, agent: Agent, lines: int) -> Peek | Unavailable:
         if not agent.session_id:
@@ -267,18 +326,19 @@ class ProjectSources:
         """The agent's tmux window (None: not running), its transcript, its state and its
         task list."""
         if agent.name == ORCHESTRATOR_NAME:
-            from legion.sessions.observer import controller_state_of
+            from legion.sessions.observer import observe_controller
 
-            window = workers.windows.controller_window()
-            state, _ = controller_state_of(project, workers)
+            controller = observe_controller(project, workers)
             sid = agent.session_id or ""
             runtime = workers.runtimes.controller
             transcript = runtime.transcript(project.root, sid)
-            return window, transcript, state.value, runtime.task_list(sid)
+            state = state_text(controller.state.value, controller.unreachable is not None)
+            return controller.window, transcript, state, runtime.task_list(sid)
         for view in workers.roster.views():
             if view.record.session_id == agent.session_id:
                 tasks = workers.roster.task_list(view.record)
-                return view.window, view.transcript, view.state.value, tasks
+                state = state_text(view.state.value, view.unreachable is not None)
+                return view.window, view.transcript, state, tasks
         raise _NoWorker(f"@{agent.address} is not one of the project's workers now")
 
     def action_log(self, project: str | None, limit: int) -> ActionLogView | Unavailable:
@@ -381,12 +441,25 @@ def _hosts(db: Store, project: Project) -> str | None:
     return hosts_line(Fleet(db).hosts(project.settings.host_timeout)[0])
 
 
-def worker_text(mode: str, state: str, host: str, here: str | None) -> str:
-    """Pure: a worker as the board says it: its mode and state, and in a fleet (`here`: this
-    host) the host that runs it (another host's state as that host last reported it)."""
-    if here is None or not host:
-        return f"{mode} {state}"
-    return f"{mode} {state} on {host}"
+UNREACHABLE = "cannot reach the model"
+
+
+def state_text(state: str, unreachable: bool) -> str:
+    """Pure: a session's state, marked when its CLI said it cannot reach the model (the
+    daemon holds dispatch then: `legion status` says why)."""
+    return f"{state}, {UNREACHABLE}" if unreachable else state
+
+
+def worker_text(
+    mode: str, state: str, host: str, here: str | None, *, unreachable: bool = False
+) -> str:
+    """Pure: a worker as the board says it: its mode and state (`idle, cannot reach the
+    model` when its CLI said so), and in a fleet (`here`: this host) the host that runs it
+    (another host's state as that host last reported it)."""
+    shown = f"{mode} {state}"
+    if here is not None and host:
+        shown += f" on {host}"
+    return state_text(shown, unreachable)
 
 
 class _NoWorker(LegionError):
@@ -398,11 +471,18 @@ def _issue_number(issue: BoardIssue) -> tuple[int, str]:
     return (int(digits) if digits.isdigit() else 0, issue.identifier)
 
 
-def _review(pr: object, outcome: str) -> str:
-    from legion.forges.base import PullRequest
+def review_text(pr: PullRequest | None, outcome: str, closed: PullRequest | None = None) -> str:
+    """Pure: the board's PR cell: `#3 approved`, `#3 draft`, `#3 merged`, `#3 closed` (a
+    closed PR, which the decision table reads as none: `closed`), `unknown` when the forge
+    did not answer, `-` without a PR."""
+    from legion.forges.base import PrState
 
-    if not isinstance(pr, PullRequest):
+    if pr is None:
+        if closed is not None:
+            return f"#{closed.number} closed"
         return "unknown" if outcome == "unknown" else "-"
+    if pr.state is not PrState.OPEN:
+        return f"#{pr.number} {pr.state.value}"
     return f"#{pr.number} {'draft' if pr.is_draft else outcome.replace('_', ' ')}"
 
 
