@@ -154,11 +154,12 @@ class Watcher:
 
     # -- statuses ------------------------------------------------------------------------------
 
-    def sync_statuses(self, detail: str = "observed") -> None:
+    def sync_statuses(self, detail: str = "observed", *, stopped: bool = False) -> None:
         """Keep each agent's status on the bus true to its session (busy, idle, blocked on a
         question, failed when its process is not running); what an agent said of itself
         (complete, archived, blocked by `legion ask`) stands until it is prompted again.
-        `detail`: why, in the status event (`observed`, or who stopped the sessions)."""
+        `detail`: why, in the status event (`observed`, or who stopped the sessions);
+        `stopped`: a clean stop ended them, so a session not running is stopped, not failed."""
         settled = (AgentStatus.COMPLETE, AgentStatus.ARCHIVED)
         agents = [a for a in self.agents(include_archived=False) if a.status not in settled]
         if not agents:
@@ -178,6 +179,8 @@ class Watcher:
                 self.bus.unanswered_asks(agent.id)
             )
             status = observed_status(agent.status, target.state if target else None, waiting)
+            if stopped and status is AgentStatus.FAILED:
+                status = AgentStatus.STOPPED
             if status is not None and status is not agent.status:
                 self.bus.update_agent(agent.id, status=status, detail=detail)
 
@@ -372,6 +375,7 @@ def observe(
     detail: str = "observed",
     *,
     timeout: float = 5.0,
+    stopped: bool = False,
 ) -> bool:
     """Make the statuses of `project`'s agents true to their sessions now, when no daemon runs
     for it (a running daemon does it every tick), waiting up to `timeout` seconds for another
@@ -379,7 +383,7 @@ def observe(
     with unwatched(project, bus, env, timeout=timeout) as watcher:
         if watcher is None:
             return watched(project)
-        watcher.sync_statuses(detail)
+        watcher.sync_statuses(detail, stopped=stopped)
         return True
 
 
@@ -398,7 +402,7 @@ def close_and_mark(
     with unwatched(project, bus, env, timeout=timeout) as watcher:
         closed = close()
         if watcher is not None:
-            watcher.sync_statuses(detail)
+            watcher.sync_statuses(detail, stopped=True)
         return closed
 
 
@@ -436,7 +440,9 @@ def projects_to_watch(
         if root is None:
             continue
         live = agent.status in _LIVE
-        reachable = live or (statuses and agent.status is not AgentStatus.FAILED)
+        reachable = live or (
+            statuses and agent.status not in (AgentStatus.FAILED, AgentStatus.STOPPED)
+        )
         if (statuses and live) or (
             reachable and bus.pending_deliveries(recipient_id=agent.id, limit=1)
         ):

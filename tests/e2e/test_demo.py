@@ -63,14 +63,16 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
     bus = SqliteBus(bus_path(os.environ))
     try:
         agents = bus.agents(include_archived=True)
-        stopped = [(e.agent_id, e.detail) for e in bus.events() if e.kind is EventKind.AGENT_FAILED]
+        stopped = [
+            (e.agent_id, e.detail) for e in bus.events() if e.kind is EventKind.AGENT_STOPPED
+        ]
     finally:
         bus.close()
     workers = {(a.branch, a.name): a.status for a in agents if a.role is not AgentRole.CONTROLLER}
     assert set(workers.values()) == {AgentStatus.COMPLETE}, workers
     assert ("legion/leg-1", "finish") in workers and ("legion/leg-2", "finish") in workers
     (controller,) = [a for a in agents if a.role is AgentRole.CONTROLLER]
-    assert controller.status is AgentStatus.FAILED
+    assert controller.status is AgentStatus.STOPPED
     assert (controller.id, "the demo ended") in stopped
     # Every command the closing lines suggest works as printed, from the user's shell (where
     # `legion` need not be on PATH), and shows the demo's figures: its tokens too.

@@ -176,17 +176,17 @@ def test_statuses_are_read_from_the_sessions_and_stop_all_marks_what_it_stopped(
     stopped = swarm.legion("stop", "--all")
     assert "Closed tmux session" in stopped.stdout, stopped.stderr
     for who in (agent, controller):
-        assert agent_of(swarm, who["session_id"])["status"] == "failed", who["address"]
+        assert agent_of(swarm, who["session_id"])["status"] == "stopped", who["address"]
         events = _events_of(swarm, who["id"])
         began = datetime.fromtimestamp(before, UTC).isoformat()
-        stop_event = (EventKind.AGENT_FAILED, "stopped by `legion stop --all`")
+        stop_event = (EventKind.AGENT_STOPPED, "stopped by `legion stop --all`")
         assert stop_event in [(e.kind, e.detail) for e in events], (
             f"stop began at {began}; {stopped.stderr}; "
             + "; ".join(f"{e.created_at} {e.kind.value} {e.detail}" for e in events)
         )
     # It no longer runs, so it is not "busy (in the middle of a turn)": killed without -f.
     killed = swarm.json("kill", agent["address"])
-    assert killed["status"] == "failed"
+    assert killed["status"] == "stopped"
 
 
 def test_a_worker_retired_after_its_mode_is_done_is_complete_never_failed(

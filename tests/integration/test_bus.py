@@ -353,6 +353,17 @@ def test_migrations_run_on_an_existing_bus_and_keep_its_messages(
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == len(every)
         assert "reply_to" in {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
+        # The agents table was made again (a new status): every reference still holds.
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    stopped = upgraded.update_agent(legion.id, status=AgentStatus.STOPPED, detail="stopped")
+    assert stopped.status is AgentStatus.STOPPED and upgraded.messages()[0].sender == legion.address
+    # The references name the new table: a delivery to no agent is refused.
+    with sqlite3.connect(path) as conn, pytest.raises(sqlite3.IntegrityError, match="FOREIGN"):
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(
+            "INSERT INTO deliveries (message_seq, recipient_id, state, updated_at) "
+            "VALUES (1, 999, 'pending', '')"
+        )
     upgraded.close()
     monkeypatch.setattr(bus_schema, "MIGRATIONS", every[:1])
     with pytest.raises(StoreError, match="newer Legion"):

@@ -392,7 +392,8 @@ def test_event_kinds_have_the_short_names_people_type() -> None:
     from legion.bus.model import EventKind
 
     assert [kind.short_name for kind in EventKind] == [
-        "message", "registered", "blocked", "completed", "failed", "archived", "compaction",
+        "message", "registered", "blocked", "completed", "failed", "archived", "stopped",
+        "compaction",
     ]  # fmt: skip
 
 

@@ -34,7 +34,9 @@ from legion.errors import (
 # privilege, the orchestrator's (and the human's, who is above it).
 _IN_CHARGE = frozenset({AgentRole.CONTROLLER, AgentRole.HUMAN})
 # What an agent may still be told after it ended: a message wakes it (the daemon resumes it).
-_ENDED = frozenset({AgentStatus.COMPLETE, AgentStatus.FAILED, AgentStatus.ARCHIVED})
+_ENDED = frozenset(
+    {AgentStatus.COMPLETE, AgentStatus.FAILED, AgentStatus.ARCHIVED, AgentStatus.STOPPED}
+)
 
 
 def check_current(agent: Agent, spawn_instance: int | None) -> None:

@@ -22,6 +22,9 @@ class AgentStatus(Enum):
     COMPLETE = "complete"
     FAILED = "failed"
     ARCHIVED = "archived"
+    # Its session was ended by a clean stop (`legion stop --all`, the demo's end): not a
+    # failure; it runs again when the swarm takes it up.
+    STOPPED = "stopped"
 
     @classmethod
     def parse(cls, text: str) -> AgentStatus:
@@ -66,6 +69,7 @@ class EventKind(Enum):
     AGENT_COMPLETED = "agent_completed"
     AGENT_FAILED = "agent_failed"
     AGENT_ARCHIVED = "agent_archived"
+    AGENT_STOPPED = "agent_stopped"
     COMPACTION_START = "compaction_start"
 
     @property
@@ -83,6 +87,7 @@ STATUS_EVENTS: dict[AgentStatus, EventKind] = {
     AgentStatus.COMPLETE: EventKind.AGENT_COMPLETED,
     AgentStatus.FAILED: EventKind.AGENT_FAILED,
     AgentStatus.ARCHIVED: EventKind.AGENT_ARCHIVED,
+    AgentStatus.STOPPED: EventKind.AGENT_STOPPED,
 }
 
 

@@ -105,4 +105,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER messages_posted AFTER INSERT ON messages
         FOR EACH ROW EXECUTE FUNCTION messages_posted();
     """,
+    # 2: an agent may be "stopped" (a clean stop ended its session).
+    """
+    ALTER TABLE agents DROP CONSTRAINT agents_status_check;
+    ALTER TABLE agents ADD CONSTRAINT agents_status_check CHECK
+        (status IN ('busy', 'idle', 'blocked', 'complete', 'failed', 'archived', 'stopped'));
+    """,
 )

@@ -105,4 +105,30 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE projects_by_id RENAME TO projects;
     CREATE INDEX projects_root ON projects(root) WHERE project_id IS NULL;
     """,
+    # 4: an agent may be "stopped" (a clean stop ended its session). SQLite cannot change a
+    # CHECK in place: the table is made again (`legion.store.sqlite` runs migrations with
+    # foreign keys off, and checks them before it commits).
+    """
+    CREATE TABLE agents_new (
+        id INTEGER PRIMARY KEY,
+        project TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        name TEXT NOT NULL,
+        role TEXT NOT NULL,
+        runtime TEXT NOT NULL,
+        session_id TEXT,
+        status TEXT NOT NULL
+            CHECK (status IN
+                ('busy', 'idle', 'blocked', 'complete', 'failed', 'archived', 'stopped')),
+        spawn_instance INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        UNIQUE (project, branch, name)
+    );
+    INSERT INTO agents_new SELECT id, project, branch, name, role, runtime, session_id, status,
+        spawn_instance, created_at, updated_at FROM agents;
+    DROP TABLE agents;
+    ALTER TABLE agents_new RENAME TO agents;
+    CREATE INDEX agents_session ON agents(session_id);
+    """,
 )

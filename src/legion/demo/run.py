@@ -306,7 +306,7 @@ def _retire_stopped(
 ) -> None:
     """Retire every worker record, and mark what the end of the demo stopped: the agent of a
     worker whose issue is Done ended its mode (complete); one stopped mid-work, and the
-    controller, are not running (failed, "the demo ended"); none is left busy."""
+    controller, are not running (stopped, "the demo ended"); none is left busy."""
     from legion.bus import open_bus
     from legion.watch import observe
 
@@ -323,7 +323,7 @@ def _retire_stopped(
         try:
             # What is left of the sessions (a hook still ending) may hold the watch lock for
             # a while on a loaded machine: the last statuses are worth waiting for.
-            observe(project, bus, env, detail="the demo ended", timeout=30.0)
+            observe(project, bus, env, detail="the demo ended", timeout=30.0, stopped=True)
         finally:
             bus.close()
     except LegionError:

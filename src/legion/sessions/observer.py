@@ -85,10 +85,11 @@ def observed_status(
         return None
     if current is AgentStatus.BLOCKED and waiting_for_answer:
         return None
+    ended = (AgentStatus.FAILED, AgentStatus.STOPPED)
     if session is None:
-        return None if current is AgentStatus.FAILED else AgentStatus.COMPLETE
+        return None if current in ended else AgentStatus.COMPLETE
     status = SESSION_STATUS[session]
-    if current is AgentStatus.FAILED and status is AgentStatus.FAILED:
+    if current in ended and status is AgentStatus.FAILED:
         return None
     return status
 

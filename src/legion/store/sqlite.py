@@ -335,6 +335,10 @@ class SqliteStore:
             return
         if version > latest:
             raise self._too_new(version)
+        # Off while a migration makes a table again (SQLite's way to change a constraint): a
+        # dropped table's rows are not deleted from those that refer to it. The script checks
+        # every reference before it commits.
+        self._conn.execute("PRAGMA foreign_keys = OFF")
         try:
             self._conn.executescript(migration_script(version, self._migrations))
         except sqlite3.Error:
@@ -347,6 +351,8 @@ class SqliteStore:
             if now_at > latest:
                 raise self._too_new(now_at) from None
             raise
+        finally:
+            self._conn.execute("PRAGMA foreign_keys = ON")
 
     def _too_new(self, version: int) -> StoreError:
         return StoreError(
@@ -433,5 +439,12 @@ def migration_script(version: int, migrations: Sequence[str] | None = None) -> s
     ]
     for number in range(version, len(migrations)):
         parts.append(f"-- migration {number + 1}\n{migrations[number].strip()}\n;")
-    parts += [f"PRAGMA user_version = {len(migrations)};", "COMMIT;"]
+    parts += [
+        # Migrations run with foreign keys off: every reference is checked here instead.
+        "CREATE TEMP TABLE legion_reference_guard (broken INTEGER NOT NULL CHECK (broken = 0));",
+        "INSERT INTO temp.legion_reference_guard SELECT count(*) FROM pragma_foreign_key_check;",
+        "DROP TABLE temp.legion_reference_guard;",
+        f"PRAGMA user_version = {len(migrations)};",
+        "COMMIT;",
+    ]
     return "\n".join(parts)

@@ -47,6 +47,7 @@ GLYPHS: dict[AgentStatus, str] = {
     AgentStatus.FAILED: "x",
     AgentStatus.IDLE: "-",
     AgentStatus.ARCHIVED: ".",
+    AgentStatus.STOPPED: "=",
 }
 GLYPH_STYLES: dict[AgentStatus, str] = {
     AgentStatus.BUSY: "bold green",
@@ -55,6 +56,7 @@ GLYPH_STYLES: dict[AgentStatus, str] = {
     AgentStatus.FAILED: "bold red",
     AgentStatus.IDLE: "dim",
     AgentStatus.ARCHIVED: "dim",
+    AgentStatus.STOPPED: "dim",
 }
 # A label for each kind but plain talk, and its colour.
 KIND_LABELS: dict[MessageKind, tuple[str, str]] = {
