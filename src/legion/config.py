@@ -520,8 +520,7 @@ def _layer_from_file(
     for key, raw in table.items():
         spec = SPEC_BY_NAME.get(key)
         if spec is None:
-            known = ", ".join(SPEC_BY_NAME)
-            raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
+            raise ConfigError(unknown_setting(f'"{key}"', key, f"in {path}"))
         if spec.repo_only and not repo:
             raise ConfigError(f"{path}: key {key!r} belongs in the repository's {CONFIG_FILE_NAME}")
         if spec.user_only and repo:
@@ -532,6 +531,58 @@ def _layer_from_file(
             )
         layer[key] = (_parse(spec, raw, f"{path}: key {key!r}"), str(path))
     return layer
+
+
+def unknown_setting(shown: str, name: str, where: str) -> str:
+    """The one line that refuses a setting nobody knows: the one it likely meant, else every
+    setting's name."""
+    from legion.core.suggest import closest
+
+    match = closest(name, SPEC_BY_NAME)
+    if match is not None:
+        meant = f'"{match}"' if shown.startswith('"') else SPEC_BY_NAME[match].env_var
+        return f"unknown setting {shown} {where}: did you mean {meant}?"
+    return f"unknown setting {shown} {where} (the settings: {', '.join(SPEC_BY_NAME)})"
+
+
+# The LEGION_* variables that are no setting: what Legion sets in the sessions, the daemon's
+# commands and its own processes, and the switches for debugging and tests. Any other LEGION_*
+# variable close to a setting's is refused as a misspelt setting (`environment_typos`).
+OTHER_VARIABLES = frozenset(
+    {
+        "LEGION_AUTHOR", "LEGION_CAPABILITY", "LEGION_CODEX_OVERRIDES", "LEGION_DEBUG",
+        "LEGION_FAKE_OPENAI_KEY",
+        "LEGION_FENCE_LEASE", "LEGION_HOOK_CONTEXT", "LEGION_HOOK_INBOX", "LEGION_HOST",
+        "LEGION_ISSUE_ID", "LEGION_MODE", "LEGION_MODEL_TOKEN", "LEGION_RELAY_SOCKET",
+        "LEGION_RELAY_WAIT", "LEGION_REPO", "LEGION_RUN_BY_DAEMON", "LEGION_SESSION_ID",
+        "LEGION_SPAWN_INSTANCE", "LEGION_TEST_KILL_AT", "LEGION_TEST_KILL_LOG", "LEGION_TRACE",
+        "LEGION_WAKE",
+    }
+)  # fmt: skip
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[str]:
+    """The LEGION_* variables set in `env` that are neither a setting nor one of Legion's own
+    (`OTHER_VARIABLES`), by name: ignored, so most likely a misspelt setting."""
+    settings = {spec.env_var for spec in SPECS}
+    return sorted(
+        name
+        for name in env
+        if name.startswith("LEGION_") and name not in settings and name not in OTHER_VARIABLES
+    )
+
+
+def _refuse_misspelt_variables(env: Mapping[str, str]) -> None:
+    """A LEGION_* variable close to a setting's is refused, as an unknown key in a file is: it
+    would otherwise be ignored without a word. One close to none is left alone (another
+    program's, maybe); `legion doctor` names it."""
+    from legion.core.suggest import closest
+
+    for name in unknown_variables(env):
+        if closest(name.removeprefix("LEGION_").lower(), SPEC_BY_NAME) is not None:
+            raise ConfigError(
+                unknown_setting(name, name.removeprefix("LEGION_").lower(), "in the environment")
+            )
 
 
 def user_values(env: Mapping[str, str]) -> dict[str, Any]:
@@ -558,6 +609,7 @@ def resolve_settings(
     """Merge every layer, highest first, validating each value where it came from. A
     repository's config that widens what runs, or raises a budget above the user's own, must
     be trusted (`legion.trust`), unless `trusting` (`legion trust`, which shows it first)."""
+    _refuse_misspelt_variables(env)
     layers: list[dict[str, tuple[Any, str]]] = []
     layers.append(
         {

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 
 Check = DoctorCheck
+_SETTINGS_CHECKS = frozenset({"config", "project config"})
 
 
 def _tool_version(argv: list[str]) -> str | None:
@@ -94,11 +96,61 @@ def _sandbox(settings: Settings | None) -> Check:
     )
 
 
-def _load_project(ctx: typer.Context) -> Project | None:
+def _load_project(ctx: typer.Context) -> tuple[Project | None, list[Check]]:
+    """The project here (None outside one, or when its settings do not load), and the checks
+    of what every other command loads first: the environment's LEGION_* variables and your
+    user config, then the project's .legion/config.toml. A failure is the line the other
+    commands refuse with."""
+    from legion.config import find_project_root, machine_settings, unknown_variables
+    from legion.config import user_config_path as user_config
+
+    checks: list[Check] = []
+    mine = user_config(os.environ)
     try:
-        return common.project(ctx)
+        machine_settings(os.environ)
+    except LegionError as exc:
+        broken = str(exc)
+        checks.append(Check("config", False, broken, f"correct it in {_where(broken, mine)}"))
+    else:
+        broken = ""
+        shown = str(mine) if mine.exists() else "no user config"
+        checks.append(Check("config", True, f"{shown}; LEGION_* variables read"))
+    for name in (name for name in unknown_variables(os.environ) if name not in broken):
+        checks.append(
+            Check(
+                "environment",
+                False,
+                f"{name} is no setting of Legion's: ignored",
+                "unset it: a setting's variable is its name in capitals after LEGION_ "
+                "(LEGION_WIP_LIMIT)",
+                required=False,
+            )
+        )
+    try:
+        find_project_root(common.repo_path(ctx))
     except LegionError:
-        return None
+        return None, checks  # no project here: doctor checks the machine only
+    try:
+        project = common.project(ctx)
+    except LegionError as exc:
+        if str(exc) != broken:  # the same line once is enough
+            checks.append(Check("project config", False, str(exc), _project_fix(str(exc))))
+        return None, checks
+    checks.append(Check("project config", True, str(project.config_path)))
+    return project, checks
+
+
+def _where(message: str, mine: Path) -> str:
+    """What to edit for a broken setting: the variable the message names, else the file."""
+    if message.startswith("environment ") or " in the environment" in message:
+        return "your environment"
+    return str(mine)
+
+
+def _project_fix(message: str) -> str:
+    if "legion trust" in message:
+        return "read the file, then run `legion trust`, or move those settings to your config"
+    return "correct the file (`legion config` shows every setting once it loads)"
 
 
 def _project_lines(project: Project | None) -> tuple[dict[str, str] | None, list[Check]]:
@@ -163,15 +215,17 @@ def doctor(
     ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Check what Legion needs (git, tmux, Claude Code, npm; the Codex CLI, its config.toml and
-    Legion's skills for it, required when a role runs on Codex; and in a project its tracker and
-    forge: credentials, team or repository, statuses, labels) and say how to fix what is missing.
+    """Check what Legion needs (your settings: the LEGION_* variables, your user config and the
+    project's .legion/config.toml, each refused as every other command would refuse it; git,
+    tmux, Claude Code, npm; the Codex CLI, its config.toml and Legion's skills for it, required
+    when a role runs on Codex; and in a project its tracker and forge: credentials, team or
+    repository, statuses, labels) and say how to fix what is missing.
 
     Exits 0 when everything required is there, 1 otherwise.
     """
     from legion.config import roles_on
 
-    found = _load_project(ctx)
+    found, config_checks = _load_project(ctx)
     if install:
         say = (lambda text: None) if as_json else (lambda text: typer.echo(text, err=True))
         asked = {plugins.CODEX} if codex else set()
@@ -182,7 +236,7 @@ def doctor(
             default = plugin.name == plugins.DEFAULT_RUNTIME
             if default or plugin.name in asked or roles_on(plugin.name, every):
                 plugins.load(plugin.install)(os.environ, say)
-    checks = run_checks(found)
+    checks = config_checks + run_checks(found)
     project, backend = _project_lines(found)
     checks += backend
     ok = all(check.ok for check in checks if check.required)
@@ -193,6 +247,8 @@ def doctor(
     else:
         for check in checks:
             mark = "ok" if check.ok else ("MISSING" if check.required else "warning")
+            if not check.ok and check.required and check.name in _SETTINGS_CHECKS:
+                mark = "INVALID"  # a setting there is wrong, not a tool missing
             if not check.ok and not check.required and not check.fix:
                 mark = "info"  # nothing to fix: e.g. Codex, missing, when no role runs on it
             common.echo(f"{mark:>8}  {check.name:<15} {check.detail}")
