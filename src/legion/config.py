@@ -416,7 +416,18 @@ def user_config_path(env: Mapping[str, str]) -> Path:
     return Path(base) / "legion" / CONFIG_FILE_NAME
 
 
+# Where the machine's Legion state is, when not under $XDG_STATE_HOME: `legion demo` keeps
+# its own in the demo's folder, so that removing the folder leaves nothing of it behind.
+STATE_HOME_ENV = "LEGION_STATE_HOME"
+
+
 def state_home(env: Mapping[str, str]) -> Path:
+    """The machine's Legion state: the bus, the configs you trust, each project's state unless
+    its `state_dir` says otherwise, the TUI's read marks. `$LEGION_STATE_HOME` when set, else
+    `$XDG_STATE_HOME/legion` (`~/.local/state/legion`)."""
+    own = env.get(STATE_HOME_ENV, "")
+    if own:
+        return Path(own).expanduser()
     base = env.get("XDG_STATE_HOME") or str(
         Path(env.get("HOME", "~")).expanduser() / ".local" / "state"
     )
@@ -551,11 +562,11 @@ def unknown_setting(shown: str, name: str, where: str) -> str:
 OTHER_VARIABLES = frozenset(
     {
         "LEGION_AUTHOR", "LEGION_CAPABILITY", "LEGION_CODEX_OVERRIDES", "LEGION_DEBUG",
-        "LEGION_FAKE_OPENAI_KEY",
-        "LEGION_FENCE_LEASE", "LEGION_HOOK_CONTEXT", "LEGION_HOOK_INBOX", "LEGION_HOST",
-        "LEGION_ISSUE_ID", "LEGION_MODE", "LEGION_MODEL_TOKEN", "LEGION_RELAY_SOCKET",
-        "LEGION_RELAY_WAIT", "LEGION_REPO", "LEGION_RUN_BY_DAEMON", "LEGION_SESSION_ID",
-        "LEGION_SPAWN_INSTANCE", "LEGION_TEST_KILL_AT", "LEGION_TEST_KILL_LOG", "LEGION_TRACE",
+        "LEGION_FAKE_OPENAI_KEY", "LEGION_FENCE_LEASE", "LEGION_HOOK_CONTEXT",
+        "LEGION_HOOK_INBOX", "LEGION_HOST", "LEGION_ISSUE_ID", "LEGION_MODE",
+        "LEGION_MODEL_TOKEN", "LEGION_RELAY_SOCKET", "LEGION_RELAY_WAIT", "LEGION_REPO",
+        "LEGION_RUN_BY_DAEMON", "LEGION_SESSION_ID", "LEGION_SPAWN_INSTANCE",
+        "LEGION_STATE_HOME", "LEGION_TEST_KILL_AT", "LEGION_TEST_KILL_LOG", "LEGION_TRACE",
         "LEGION_WAKE",
     }
 )  # fmt: skip

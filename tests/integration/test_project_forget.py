@@ -163,3 +163,30 @@ def test_forgetting_takes_what_belongs_to_the_project_on_either_engine(
     assert [agent.address for agent in bus.agents()] == ["one/main/legion"]
     assert bus.forget_project("two") is None
     assert bus.forget_project("") is None  # the human's, who belongs to no project
+
+
+def test_a_state_home_of_its_own_keeps_the_bus_and_trust_in_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`LEGION_STATE_HOME` (what `legion demo` runs under, so that removing its folder leaves
+    nothing behind): the bus, the trust records and the project's state are there, none of it
+    in the machine's state folder."""
+    import shutil
+
+    from legion.config import state_home
+
+    machine = state_home(os.environ)
+    own = tmp_path / "demo" / "state"
+    monkeypatch.setenv("LEGION_STATE_HOME", str(own))
+    app = new_project(tmp_path / "demo" / "app")  # init, and its config trusted
+    said(app, "hello")
+    assert ok(run_legion("project", "list", "--json", cwd=app)) == [
+        {"name": "app", "project_id": load_project(app).settings.project_id,
+         "root": str(app), "exists": True, "agents": 0},
+    ]  # fmt: skip
+    assert (own / "bus.db").exists() and not machine.exists()
+    # Without it, the machine's bus knows nothing of the project.
+    monkeypatch.delenv("LEGION_STATE_HOME")
+    assert ok(run_legion("project", "list", "--json", cwd=tmp_path)) == []
+    shutil.rmtree(tmp_path / "demo")
+    assert sorted(path.name for path in machine.iterdir()) == ["bus.db"]  # the last command's
