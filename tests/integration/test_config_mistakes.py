@@ -76,6 +76,14 @@ def test_a_misspelt_choice_is_answered_with_the_one_it_meant(git_repo: Path) -> 
         "'linaer': did you mean \"linear\"?\n"
     )
     assert not (git_repo / ".legion").exists()
+    for args, said in (
+        (["demo", "--runtime", "codx"], 'did you mean "codex"?'),
+        (["demo", "--mode", "lm"], 'did you mean "llm"?'),
+        (["events", "--kind", "blokced"], 'did you mean "blocked"?'),
+    ):
+        result = run_legion(*args, cwd=git_repo)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, (args, result)
+        assert result.stderr.strip().endswith(said), result.stderr
 
 
 @pytest.mark.parametrize("as_json", [False, True])

@@ -49,14 +49,17 @@ def demo(
     """Run the whole swarm on a throwaway repository: every issue from Todo to Done.
 
     Ctrl-C (or SIGTERM) stops it at once: it cleans up and exits 130 (143)."""
+    from legion.core.suggest import did_you_mean
     from legion.demo.run import RUNTIME_CHOICES, run_demo
 
     if mode not in ("auto", "llm"):
-        raise InputError(f"unknown controller mode {mode!r} (known: auto, llm)")
+        hint = did_you_mean(mode, ("auto", "llm"))
+        raise InputError(f"unknown controller mode {mode!r} (known: auto, llm){hint}")
     runtime = runtime_aliases().get(runtime, runtime)
     if runtime not in RUNTIME_CHOICES:
         known = ", ".join(RUNTIME_CHOICES)
-        raise InputError(f"unknown runtime {runtime!r} (known: {known})")
+        hint = did_you_mean(runtime, RUNTIME_CHOICES)
+        raise InputError(f"unknown runtime {runtime!r} (known: {known}){hint}")
     if not timeout > 0 or timeout == float("inf"):
         raise InputError(f"--timeout must be a number of seconds above 0, not {timeout:g}")
     folder = None if directory is None else _checked_folder(directory)
