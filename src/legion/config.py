@@ -531,7 +531,7 @@ def _layer_from_file(
     for key, raw in table.items():
         spec = SPEC_BY_NAME.get(key)
         if spec is None:
-            raise ConfigError(unknown_setting(f'"{key}"', key, f"in {path}"))
+            raise ConfigError(unknown_setting(key, f"in {path}"))
         if spec.repo_only and not repo:
             raise ConfigError(f"{path}: key {key!r} belongs in the repository's {CONFIG_FILE_NAME}")
         if spec.user_only and repo:
@@ -544,14 +544,16 @@ def _layer_from_file(
     return layer
 
 
-def unknown_setting(shown: str, name: str, where: str) -> str:
-    """The one line that refuses a setting nobody knows: the one it likely meant, else every
-    setting's name."""
+def unknown_setting(name: str, where: str, *, variable: bool = False) -> str:
+    """The one line that refuses a setting nobody knows (a key `name`, or with `variable` the
+    variable of that name): the one it likely meant, else every setting's name."""
     from legion.core.suggest import closest
 
-    match = closest(name, SPEC_BY_NAME)
+    key = name.removeprefix("LEGION_").lower() if variable else name
+    shown = name if variable else f'"{name}"'
+    match = closest(key, SPEC_BY_NAME)
     if match is not None:
-        meant = f'"{match}"' if shown.startswith('"') else SPEC_BY_NAME[match].env_var
+        meant = SPEC_BY_NAME[match].env_var if variable else f'"{match}"'
         return f"unknown setting {shown} {where}: did you mean {meant}?"
     return f"unknown setting {shown} {where} (the settings: {', '.join(SPEC_BY_NAME)})"
 
@@ -572,28 +574,33 @@ OTHER_VARIABLES = frozenset(
 )  # fmt: skip
 
 
-def unknown_variables(env: Mapping[str, str]) -> list[str]:
+def _unknown_variables(env: Mapping[str, str]) -> list[tuple[str, str | None]]:
     """The LEGION_* variables set in `env` that are neither a setting nor one of Legion's own
-    (`OTHER_VARIABLES`), by name: ignored, so most likely a misspelt setting."""
+    (`OTHER_VARIABLES`), by name, each with the setting it is close to (None: none)."""
+    from legion.core.suggest import closest
+
     settings = {spec.env_var for spec in SPECS}
-    return sorted(
-        name
-        for name in env
+    return [
+        (name, closest(name.removeprefix("LEGION_").lower(), SPEC_BY_NAME))
+        for name in sorted(env)
         if name.startswith("LEGION_") and name not in settings and name not in OTHER_VARIABLES
-    )
+    ]
+
+
+def ignored_variables(env: Mapping[str, str]) -> list[str]:
+    """The LEGION_* variables Legion ignores: neither a setting's, nor Legion's own, nor close
+    to a setting's (one close to a setting's is refused as misspelt). `legion doctor` names
+    them."""
+    return [name for name, meant in _unknown_variables(env) if meant is None]
 
 
 def _refuse_misspelt_variables(env: Mapping[str, str]) -> None:
     """A LEGION_* variable close to a setting's is refused, as an unknown key in a file is: it
     would otherwise be ignored without a word. One close to none is left alone (another
-    program's, maybe); `legion doctor` names it."""
-    from legion.core.suggest import closest
-
-    for name in unknown_variables(env):
-        if closest(name.removeprefix("LEGION_").lower(), SPEC_BY_NAME) is not None:
-            raise ConfigError(
-                unknown_setting(name, name.removeprefix("LEGION_").lower(), "in the environment")
-            )
+    program's, maybe): `ignored_variables`."""
+    for name, meant in _unknown_variables(env):
+        if meant is not None:
+            raise ConfigError(unknown_setting(name, "in the environment", variable=True))
 
 
 def user_values(env: Mapping[str, str]) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -101,7 +100,13 @@ def _load_project(ctx: typer.Context) -> tuple[Project | None, list[Check]]:
     of what every other command loads first: the environment's LEGION_* variables and your
     user config, then the project's .legion/config.toml. A failure is the line the other
     commands refuse with."""
-    from legion.config import find_project_root, machine_settings, unknown_variables
+    from legion.config import (
+        CONFIG_DIR_NAME,
+        CONFIG_FILE_NAME,
+        find_project_root,
+        ignored_variables,
+        machine_settings,
+    )
     from legion.config import user_config_path as user_config
 
     checks: list[Check] = []
@@ -110,12 +115,13 @@ def _load_project(ctx: typer.Context) -> tuple[Project | None, list[Check]]:
         machine_settings(os.environ)
     except LegionError as exc:
         broken = str(exc)
-        checks.append(Check("config", False, broken, f"correct it in {_where(broken, mine)}"))
+        fix = f"correct the setting it names (in {mine} or your environment)"
+        checks.append(Check("config", False, broken, fix))
     else:
         broken = ""
         shown = str(mine) if mine.exists() else "no user config"
         checks.append(Check("config", True, f"{shown}; LEGION_* variables read"))
-    for name in (name for name in unknown_variables(os.environ) if name not in broken):
+    for name in ignored_variables(os.environ):
         checks.append(
             Check(
                 "environment",
@@ -127,30 +133,19 @@ def _load_project(ctx: typer.Context) -> tuple[Project | None, list[Check]]:
             )
         )
     try:
-        find_project_root(common.repo_path(ctx))
+        root = find_project_root(common.repo_path(ctx))
     except LegionError:
         return None, checks  # no project here: doctor checks the machine only
     try:
         project = common.project(ctx)
     except LegionError as exc:
         if str(exc) != broken:  # the same line once is enough
-            checks.append(Check("project config", False, str(exc), _project_fix(str(exc))))
+            config = root / CONFIG_DIR_NAME / CONFIG_FILE_NAME
+            fix = f"correct the setting it names in {config}, or do as it says"
+            checks.append(Check("project config", False, str(exc), fix))
         return None, checks
     checks.append(Check("project config", True, str(project.config_path)))
     return project, checks
-
-
-def _where(message: str, mine: Path) -> str:
-    """What to edit for a broken setting: the variable the message names, else the file."""
-    if message.startswith("environment ") or " in the environment" in message:
-        return "your environment"
-    return str(mine)
-
-
-def _project_fix(message: str) -> str:
-    if "legion trust" in message:
-        return "read the file, then run `legion trust`, or move those settings to your config"
-    return "correct the file (`legion config` shows every setting once it loads)"
 
 
 def _project_lines(project: Project | None) -> tuple[dict[str, str] | None, list[Check]]:
