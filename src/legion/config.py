@@ -416,7 +416,18 @@ def user_config_path(env: Mapping[str, str]) -> Path:
     return Path(base) / "legion" / CONFIG_FILE_NAME
 
 
+# Where the machine's Legion state is, when not under $XDG_STATE_HOME: `legion demo` keeps
+# its own in the demo's folder, so that removing the folder leaves nothing of it behind.
+STATE_HOME_ENV = "LEGION_STATE_HOME"
+
+
 def state_home(env: Mapping[str, str]) -> Path:
+    """The machine's Legion state: the bus, the configs you trust, each project's state unless
+    its `state_dir` says otherwise, the TUI's read marks. `$LEGION_STATE_HOME` when set, else
+    `$XDG_STATE_HOME/legion` (`~/.local/state/legion`)."""
+    own = env.get(STATE_HOME_ENV, "")
+    if own:
+        return Path(own).expanduser()
     base = env.get("XDG_STATE_HOME") or str(
         Path(env.get("HOME", "~")).expanduser() / ".local" / "state"
     )
@@ -520,8 +531,7 @@ def _layer_from_file(
     for key, raw in table.items():
         spec = SPEC_BY_NAME.get(key)
         if spec is None:
-            known = ", ".join(SPEC_BY_NAME)
-            raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
+            raise ConfigError(unknown_setting(key, f"in {path}"))
         if spec.repo_only and not repo:
             raise ConfigError(f"{path}: key {key!r} belongs in the repository's {CONFIG_FILE_NAME}")
         if spec.user_only and repo:
@@ -532,6 +542,65 @@ def _layer_from_file(
             )
         layer[key] = (_parse(spec, raw, f"{path}: key {key!r}"), str(path))
     return layer
+
+
+def unknown_setting(name: str, where: str, *, variable: bool = False) -> str:
+    """The one line that refuses a setting nobody knows (a key `name`, or with `variable` the
+    variable of that name): the one it likely meant, else every setting's name."""
+    from legion.core.suggest import closest
+
+    key = name.removeprefix("LEGION_").lower() if variable else name
+    shown = name if variable else f'"{name}"'
+    match = closest(key, SPEC_BY_NAME)
+    if match is not None:
+        meant = SPEC_BY_NAME[match].env_var if variable else f'"{match}"'
+        return f"unknown setting {shown} {where}: did you mean {meant}?"
+    return f"unknown setting {shown} {where} (the settings: {', '.join(SPEC_BY_NAME)})"
+
+
+# The LEGION_* variables that are no setting: what Legion sets in the sessions, the daemon's
+# commands and its own processes, and the switches for debugging and tests. Any other LEGION_*
+# variable close to a setting's is refused as a misspelt setting (`environment_typos`).
+OTHER_VARIABLES = frozenset(
+    {
+        "LEGION_AUTHOR", "LEGION_CAPABILITY", "LEGION_CODEX_OVERRIDES", "LEGION_DEBUG",
+        "LEGION_FAKE_OPENAI_KEY", "LEGION_FENCE_LEASE", "LEGION_HOOK_CONTEXT",
+        "LEGION_HOOK_INBOX", "LEGION_HOST", "LEGION_ISSUE_ID", "LEGION_MODE",
+        "LEGION_MODEL_TOKEN", "LEGION_RELAY_SOCKET", "LEGION_RELAY_WAIT", "LEGION_REPO",
+        "LEGION_RUN_BY_DAEMON", "LEGION_SESSION_ID", "LEGION_SPAWN_INSTANCE",
+        "LEGION_STATE_HOME", "LEGION_TEST_KILL_AT", "LEGION_TEST_KILL_LOG", "LEGION_TRACE",
+        "LEGION_WAKE",
+    }
+)  # fmt: skip
+
+
+def _unknown_variables(env: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """The LEGION_* variables set in `env` that are neither a setting nor one of Legion's own
+    (`OTHER_VARIABLES`), by name, each with the setting it is close to (None: none)."""
+    from legion.core.suggest import closest
+
+    settings = {spec.env_var for spec in SPECS}
+    return [
+        (name, closest(name.removeprefix("LEGION_").lower(), SPEC_BY_NAME))
+        for name in sorted(env)
+        if name.startswith("LEGION_") and name not in settings and name not in OTHER_VARIABLES
+    ]
+
+
+def ignored_variables(env: Mapping[str, str]) -> list[str]:
+    """The LEGION_* variables Legion ignores: neither a setting's, nor Legion's own, nor close
+    to a setting's (one close to a setting's is refused as misspelt). `legion doctor` names
+    them."""
+    return [name for name, meant in _unknown_variables(env) if meant is None]
+
+
+def _refuse_misspelt_variables(env: Mapping[str, str]) -> None:
+    """A LEGION_* variable close to a setting's is refused, as an unknown key in a file is: it
+    would otherwise be ignored without a word. One close to none is left alone (another
+    program's, maybe): `ignored_variables`."""
+    for name, meant in _unknown_variables(env):
+        if meant is not None:
+            raise ConfigError(unknown_setting(name, "in the environment", variable=True))
 
 
 def user_values(env: Mapping[str, str]) -> dict[str, Any]:
@@ -558,6 +627,7 @@ def resolve_settings(
     """Merge every layer, highest first, validating each value where it came from. A
     repository's config that widens what runs, or raises a budget above the user's own, must
     be trusted (`legion.trust`), unless `trusting` (`legion trust`, which shows it first)."""
+    _refuse_misspelt_variables(env)
     layers: list[dict[str, tuple[Any, str]]] = []
     layers.append(
         {

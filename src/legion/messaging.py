@@ -194,6 +194,11 @@ def events_asked_for(names: Collection[str]) -> set[EventKind]:
     for name in names:
         kind = known.get(name.strip().lower()) or short.get(name.strip().lower())
         if kind is None:
-            raise InputError(f"unknown event kind {name!r} (known: {', '.join(sorted(known))})")
+            from legion.core.suggest import did_you_mean
+
+            hint = did_you_mean(name.strip().lower(), [*short, *known])
+            raise InputError(
+                f"unknown event kind {name!r} (known: {', '.join(sorted(known))}){hint}"
+            )
         kinds.add(kind)
     return kinds

@@ -1,4 +1,5 @@
-"""Creating a Legion project in a git repository."""
+"""Creating a Legion project in a git repository (`legion init`), and forgetting one on the
+machine's bus (`legion project forget`)."""
 
 from __future__ import annotations
 
@@ -22,12 +23,21 @@ from legion.config import (
     widening_keys,
     write_repo_config,
 )
-from legion.errors import ConfigError, InputError
+from legion.errors import (
+    ConfigError,
+    ConflictError,
+    InputError,
+    LegionError,
+    NotFoundError,
+    NotPermittedError,
+)
 from legion.git import current_branch, rev_parse
 from legion.trust import trust
 from legion.workspaces.jj import refuse_jj_only
 
 if TYPE_CHECKING:
+    from legion.bus import Bus
+    from legion.bus.model import ForgottenProject, KnownProject
     from legion.trackers.base import Issue, Tracker
 
 
@@ -162,3 +172,82 @@ def _refuse_other_settings(project: Project, requested: Mapping[str, Any]) -> No
         f"set {want} in {project.config_path} (issues already filed stay where they are), "
         "then run `legion doctor` to check the new settings"
     )
+
+
+def known_project(bus: Bus, which: str | None, here: Callable[[], Project]) -> KnownProject:
+    """The project on the bus `which` names (its name on the bus, as `legion agents` shows it,
+    or its project id); None: the project here (`here`), found by its id."""
+    from legion.core.suggest import did_you_mean
+
+    known = bus.known_projects()
+    if which is None:
+        project = here()
+        wanted = project.settings.project_id
+        found = [entry for entry in known if entry.project_id == wanted]
+        if not found:
+            raise NotFoundError(f"the bus knows no project at {project.root}: nothing to forget")
+        return found[0]
+    for entry in known:
+        if which in (entry.name, entry.project_id):
+            return entry
+    hint = did_you_mean(which, [entry.name for entry in known])
+    raise NotFoundError(
+        f"the bus knows no project {json.dumps(which)}{hint}"
+        + ("" if hint else " (`legion project list` shows those it knows)")
+    )
+
+
+def forget_project(
+    bus: Bus,
+    which: str | None,
+    here: Callable[[], Project],
+    env: Mapping[str, str],
+    confirm: Callable[[KnownProject], bool] = lambda project: True,
+) -> tuple[KnownProject, ForgottenProject | None]:
+    """Take the project `which` names (`known_project`) off the machine's bus: its agents,
+    channels, messages, tasks (what belongs to a project: `legion.bus.stored.projects`), so it
+    leaves `legion agents` and the TUI. A person's act only: never a session's (one could wipe
+    what others said), and never while the project's daemon runs (it would register its agents
+    again at once). `confirm` is asked last; None when it said no."""
+    from legion.identity import SessionVariables
+    from legion.relay import session_has_relay
+
+    session = SessionVariables.read(env)
+    if session.in_session or session.session_id or session_has_relay(env):
+        raise NotPermittedError(
+            "a session may not forget a project: a person does, at their own terminal"
+        )
+    project = known_project(bus, which, here)
+    pid = _daemon_of(project, env)
+    if pid is not None:
+        where = "" if project.root is None else f" (`legion -C {project.root} stop`)"
+        shown = "" if pid < 0 else f" (pid {pid})"
+        raise ConflictError(
+            f"the daemon of project {json.dumps(project.name)} runs{shown}: stop it first{where}"
+        )
+    if not confirm(project):
+        return project, None
+    forgotten = bus.forget_project(project.name)
+    if forgotten is None:  # forgotten in the meantime, by another `forget`
+        raise NotFoundError(f"the bus knows no project {json.dumps(project.name)}")
+    return project, forgotten
+
+
+def _daemon_of(project: KnownProject, env: Mapping[str, str]) -> int | None:
+    """The pid of the project's running daemon (-1: running, pid unknown), else None: looked
+    for where its config puts its state, and where the state goes by default."""
+    from legion.daemon_link import lock_held, running_pid
+
+    places: list[Path] = []
+    if project.root is not None:
+        try:
+            loaded: Project | None = load_project(project.root, env)
+        except (LegionError, OSError):
+            loaded = None  # moved, deleted or broken: its default state is looked at below
+        if loaded is not None and project.project_id in (None, loaded.settings.project_id):
+            pid = running_pid(loaded)
+            if pid is not None:
+                return pid
+    if project.project_id is not None:
+        places.append(state_home(env) / project.project_id / "daemon.lock")
+    return -1 if any(lock_held(place) for place in places) else None

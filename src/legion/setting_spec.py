@@ -59,7 +59,9 @@ def section_value(section: SettingsSection, key: str) -> Any:
 def choice(options: tuple[str, ...]) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if not isinstance(value, str) or value.strip().lower() not in options:
-            raise ValueError(f"must be one of {', '.join(options)}, got {value!r}")
+            raise ValueError(
+                f"must be one of {', '.join(options)}, got {value!r}{_meant(value, options)}"
+            )
         return value.strip().lower()
 
     return parse
@@ -68,10 +70,19 @@ def choice(options: tuple[str, ...]) -> Callable[[Any], str]:
 def choice_exact(options: tuple[str, ...]) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if value not in options:
-            raise ValueError(f"must be one of {', '.join(options)}, got {value!r}")
+            raise ValueError(
+                f"must be one of {', '.join(options)}, got {value!r}{_meant(value, options)}"
+            )
         return str(value)
 
     return parse
+
+
+def _meant(value: Any, options: tuple[str, ...]) -> str:
+    """`: did you mean "x"?` when a string given is close to one of `options`."""
+    from legion.core.suggest import did_you_mean
+
+    return did_you_mean(value.strip().lower(), options) if isinstance(value, str) else ""
 
 
 def path(value: Any) -> Path:

@@ -16,7 +16,8 @@ from legion.backends import open_backends, open_workers
 from legion.bus import bus_path
 from legion.bus.model import AgentRole, AgentStatus, EventKind
 from legion.bus.stored import SqliteBus
-from legion.config import load_project
+from legion.config import load_project, state_home
+from legion.trust import records
 from tests.support.claude_env import find_claude
 from tests.support.cli import run_legion
 from tests.support.codex_env import find_codex
@@ -45,7 +46,12 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
         )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert_no_session_held_the_key(seen, tmp_path / "demo")
-    assert_the_ledger_is_the_transcripts(tmp_path / "demo" / "repo", env, "LEG-1")
+    # The demo's bus and its trust in its config are in its folder: nothing of it is left
+    # outside once the folder goes (three demos once left 33 agents in `legion agents`).
+    machine = state_home(os.environ)
+    assert not bus_path(os.environ).exists() and not records(machine).exists()
+    own = {"LEGION_STATE_HOME": str(tmp_path / "demo" / "state")}
+    assert_the_ledger_is_the_transcripts(tmp_path / "demo" / "repo", env | own, "LEG-1")
     assert "SCRIPTED model" in result.stdout
     assert "2 of 2 issues Done" in result.stdout
     for issue in ("LEG-1", "LEG-2"):
@@ -56,11 +62,11 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
     assert (repo / "src" / "feature_1.py").exists() and (
         repo / "docs" / "solutions" / "leg-2.md"
     ).exists()
-    log = run_legion("log", "-n", "500", cwd=repo, env=env)
+    log = run_legion("log", "-n", "500", cwd=repo, env=env | own)
     assert "dispatch_finisher" in log.stdout
     # Stopping marks what it stopped: on the bus as the demo left it (nobody has looked since),
     # every worker ended its mode, and the controller it stopped is not running; none is busy.
-    bus = SqliteBus(bus_path(os.environ))
+    bus = SqliteBus(bus_path(own))
     try:
         agents = bus.agents(include_archived=True)
         stopped = [
@@ -79,15 +85,20 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
     advice = result.stdout.split("Look around", 1)[1].split("Remove them all", 1)[0]
     commands = [line.split("   (")[0].strip() for line in advice.splitlines()[1:]]
     assert commands[0] == f"cd {repo}", commands
+    assert commands[1] == f"export LEGION_STATE_HOME={tmp_path / 'demo' / 'state'}", commands
     shell_env = {**os.environ, **env, "PATH": "/usr/bin:/bin"}
-    for command in commands[1:]:
+    for command in commands[2:]:
         ran = subprocess.run(
-            ["bash", "-c", f"{commands[0]} && {command}"],
+            ["bash", "-c", f"{commands[0]} && {commands[1]} && {command}"],
             env=shell_env, capture_output=True, text=True, check=False, timeout=60,
         )  # fmt: skip
         assert ran.returncode == 0 and ran.stdout.strip(), (command, ran.stderr)
         if " issue show " in command:
             assert re.search(r"^Tokens: [\d.]+k? in", ran.stdout, re.MULTILINE), ran.stdout
+        if command.endswith(" agents"):
+            assert "@repo/legion/leg-1/finish" in ran.stdout, ran.stdout
+    # Your own bus has none of the demo's agents.
+    assert run_legion("agents", cwd=tmp_path, env=env).stdout.strip() == "No agents."
 
 
 @pytest.mark.parametrize(
@@ -124,6 +135,7 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     assert ('runtime = "codex"' in config) is (runtime == "codex")
     # Codex's sessions went through the daemon's model proxy too: metered by phase, as their
     # rollouts count them.
+    env |= {"LEGION_STATE_HOME": str(demo / "state")}  # its own bus and trust
     usage = json.loads(run_legion("usage", "--json", cwd=demo / "repo", env=env).stdout)
     metered: dict[str, int] = {}
     for row in usage:

@@ -53,7 +53,7 @@ def test_precedence(repo_config: Path, tmp_path: Path) -> None:
     [
         ('project_id = "x"\n', "key 'project_id' must be a UUID"),
         (f'project_id = "{PROJECT}"\nwip_limit = -1\n', "key 'wip_limit' must be a whole number"),
-        (f'project_id = "{PROJECT}"\ntrakcer = "local"\n', "unknown key 'trakcer'"),
+        (f'project_id = "{PROJECT}"\ntrakcer = "local"\n', 'unknown setting "trakcer"'),
         (
             f'project_id = "{PROJECT}"\ntracker = "jira"\n',
             "key 'tracker' must be one of embedded, linear",
@@ -338,3 +338,20 @@ def test_a_repositorys_config_is_read_through_no_link_and_only_when_regular(
     os.mkfifo(folder / "config.toml")
     with pytest.raises(ConfigError, match="not a regular file"):
         resolve_settings(folder / "config.toml", env_for(tmp_path / "home"))
+
+
+def test_every_legion_variable_legion_reads_is_a_setting_or_named_as_its_own() -> None:
+    """A LEGION_* variable close to a setting's is refused as misspelt: each variable Legion
+    itself sets or reads must be a setting's or in `OTHER_VARIABLES`, or it would be refused."""
+    import re
+
+    from legion.config import OTHER_VARIABLES, SPECS
+
+    source = Path(__file__).parents[2] / "src" / "legion"
+    named = {
+        found
+        for path in source.rglob("*.py")
+        for found in re.findall(r"[\"'](LEGION_[A-Z0-9_]+)[\"']", path.read_text())
+    }
+    settings = {spec.env_var for spec in SPECS}
+    assert named - settings - OTHER_VARIABLES == set()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 
 from legion.errors import InputError
 
@@ -222,3 +223,25 @@ class Task:
         if self.assigned_agent_id is not None:
             return TaskState.ASSIGNED
         return TaskState.PENDING
+
+
+@dataclass(frozen=True, slots=True)
+class KnownProject:
+    """A project the bus knows: by its name on the bus, where it lived when last seen (None:
+    an older Legion wrote its agents or messages without recording it), its project id (None
+    likewise) and how many agents it has."""
+
+    name: str
+    project_id: str | None
+    root: Path | None
+    agents: int
+
+
+@dataclass(frozen=True, slots=True)
+class ForgottenProject:
+    """What forgetting a project took off the bus."""
+
+    name: str
+    agents: int
+    messages: int
+    tasks: int

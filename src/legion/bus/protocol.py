@@ -20,6 +20,8 @@ from legion.bus.model import (
     Draft,
     Event,
     EventKind,
+    ForgottenProject,
+    KnownProject,
     Message,
     MessageKind,
     PendingDelivery,
@@ -78,6 +80,15 @@ class Bus(Protocol):
 
     def projects(self) -> dict[str, Path]:
         """Every project the bus has seen, by name: where it lives."""
+        ...
+
+    def known_projects(self) -> list[KnownProject]:
+        """Every project the bus has a record or an agent of, by name."""
+        ...
+
+    def forget_project(self, name: str) -> ForgottenProject | None:
+        """Take the project `name` off the bus, all of it at once (what belongs to a project:
+        `legion.bus.stored.projects`); None when the bus knows no such project."""
         ...
 
     def replaced(self) -> bool:

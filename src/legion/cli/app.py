@@ -23,6 +23,7 @@ from legion.cli import (
     fleet,
     issues,
     oracle,
+    project,
     prs,
     render,
     swarm,
@@ -86,6 +87,7 @@ def _example(name: str) -> str | None:
 app.add_typer(issues.app, name="issue")
 app.add_typer(prs.app, name="pr")
 app.add_typer(workspaces.app, name="workspace")
+app.add_typer(project.app, name="project")
 app.command("demo", epilog=_example("demo"))(demo.demo)
 app.command("doctor", epilog=common.example("legion doctor", "legion doctor --install --json"))(
     doctor.doctor

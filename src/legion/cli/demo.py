@@ -49,14 +49,17 @@ def demo(
     """Run the whole swarm on a throwaway repository: every issue from Todo to Done.
 
     Ctrl-C (or SIGTERM) stops it at once: it cleans up and exits 130 (143)."""
+    from legion.core.suggest import did_you_mean
     from legion.demo.run import RUNTIME_CHOICES, run_demo
 
     if mode not in ("auto", "llm"):
-        raise InputError(f"unknown controller mode {mode!r} (known: auto, llm)")
+        hint = did_you_mean(mode, ("auto", "llm"))
+        raise InputError(f"unknown controller mode {mode!r} (known: auto, llm){hint}")
     runtime = runtime_aliases().get(runtime, runtime)
     if runtime not in RUNTIME_CHOICES:
         known = ", ".join(RUNTIME_CHOICES)
-        raise InputError(f"unknown runtime {runtime!r} (known: {known})")
+        hint = did_you_mean(runtime, RUNTIME_CHOICES)
+        raise InputError(f"unknown runtime {runtime!r} (known: {known}){hint}")
     if not timeout > 0 or timeout == float("inf"):
         raise InputError(f"--timeout must be a number of seconds above 0, not {timeout:g}")
     folder = None if directory is None else _checked_folder(directory)
@@ -82,10 +85,13 @@ def demo(
 def _report(result: DemoResult, mode: str, runtime: str, real: bool, timeout: float) -> None:
     """The closing lines: the figures, where the files are, what to run next (as it runs from
     the user's shell), and how it ended."""
-    from legion.demo.run import issues_text
+    from legion.config import STATE_HOME_ENV
+    from legion.demo.run import demo_state_home, issues_text
 
     folder = result.folder
     legion = legion_command()
+    # The demo's own bus and trust: every command below needs it to see the demo's.
+    own_state = f"{STATE_HOME_ENV}={shlex.quote(str(demo_state_home(folder)))}"
     done = [issue for issue, status in result.statuses.items() if status == "Done"]
     typer.echo("")
     typer.echo(
@@ -110,14 +116,17 @@ def _report(result: DemoResult, mode: str, runtime: str, real: bool, timeout: fl
     typer.echo(f"  state:       {state}   (database, daemon log)")
     # Each session's own CLI home: its transcript (Claude Code) or rollouts (Codex).
     typer.echo(f"  sessions:    {state / CLI_FOLDER}   (each session's home and transcript)")
+    typer.echo(f"  bus:         {demo_state_home(folder)}   (the demo's own: its agents, messages)")
     for issue, screen in result.screens.items():
         typer.echo(f"  {issue}'s last screen: {screen}")
     first = next(iter(result.statuses), None)
     typer.echo("Look around (every command as it runs from here):")
     typer.echo(f"  cd {shlex.quote(str(repo))}")
+    typer.echo(f"  export {own_state}   (the demo's own bus, not your machine's)")
     typer.echo(f"  {legion} issue list")
     if first is not None:
         typer.echo(f"  {legion} issue show {first}   (its comments, pull request and tokens)")
+    typer.echo(f"  {legion} agents   (its sessions, on its bus)")
     typer.echo(f"  {legion} log")
     typer.echo(f"Remove them all with: rm -rf {shlex.quote(str(folder))}")
     if result.interrupted is not None:
@@ -133,8 +142,8 @@ def _report(result: DemoResult, mode: str, runtime: str, real: bool, timeout: fl
     if len(done) != len(result.statuses):
         raise LegionError(
             f"the demo ran out of time after {timeout:g} s with "
-            f"{issues_text(len(result.statuses) - len(done))} not Done; see `{legion} log` "
-            f"in {repo}"
+            f"{issues_text(len(result.statuses) - len(done))} not Done; see `{own_state} "
+            f"{legion} log` in {repo}"
         )
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 
 Check = DoctorCheck
+_SETTINGS_CHECKS = frozenset({"config", "project config"})
 
 
 def _tool_version(argv: list[str]) -> str | None:
@@ -94,11 +95,57 @@ def _sandbox(settings: Settings | None) -> Check:
     )
 
 
-def _load_project(ctx: typer.Context) -> Project | None:
+def _load_project(ctx: typer.Context) -> tuple[Project | None, list[Check]]:
+    """The project here (None outside one, or when its settings do not load), and the checks
+    of what every other command loads first: the environment's LEGION_* variables and your
+    user config, then the project's .legion/config.toml. A failure is the line the other
+    commands refuse with."""
+    from legion.config import (
+        CONFIG_DIR_NAME,
+        CONFIG_FILE_NAME,
+        find_project_root,
+        ignored_variables,
+        machine_settings,
+    )
+    from legion.config import user_config_path as user_config
+
+    checks: list[Check] = []
+    mine = user_config(os.environ)
     try:
-        return common.project(ctx)
+        machine_settings(os.environ)
+    except LegionError as exc:
+        broken = str(exc)
+        fix = f"correct the setting it names (in {mine} or your environment)"
+        checks.append(Check("config", False, broken, fix))
+    else:
+        broken = ""
+        shown = str(mine) if mine.exists() else "no user config"
+        checks.append(Check("config", True, f"{shown}; LEGION_* variables read"))
+    for name in ignored_variables(os.environ):
+        checks.append(
+            Check(
+                "environment",
+                False,
+                f"{name} is no setting of Legion's: ignored",
+                "unset it: a setting's variable is its name in capitals after LEGION_ "
+                "(LEGION_WIP_LIMIT)",
+                required=False,
+            )
+        )
+    try:
+        root = find_project_root(common.repo_path(ctx))
     except LegionError:
-        return None
+        return None, checks  # no project here: doctor checks the machine only
+    try:
+        project = common.project(ctx)
+    except LegionError as exc:
+        if str(exc) != broken:  # the same line once is enough
+            config = root / CONFIG_DIR_NAME / CONFIG_FILE_NAME
+            fix = f"correct the setting it names in {config}, or do as it says"
+            checks.append(Check("project config", False, str(exc), fix))
+        return None, checks
+    checks.append(Check("project config", True, str(project.config_path)))
+    return project, checks
 
 
 def _project_lines(project: Project | None) -> tuple[dict[str, str] | None, list[Check]]:
@@ -163,15 +210,17 @@ def doctor(
     ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Check what Legion needs (git, tmux, Claude Code, npm; the Codex CLI, its config.toml and
-    Legion's skills for it, required when a role runs on Codex; and in a project its tracker and
-    forge: credentials, team or repository, statuses, labels) and say how to fix what is missing.
+    """Check what Legion needs (your settings: the LEGION_* variables, your user config and the
+    project's .legion/config.toml, each refused as every other command would refuse it; git,
+    tmux, Claude Code, npm; the Codex CLI, its config.toml and Legion's skills for it, required
+    when a role runs on Codex; and in a project its tracker and forge: credentials, team or
+    repository, statuses, labels) and say how to fix what is missing.
 
     Exits 0 when everything required is there, 1 otherwise.
     """
     from legion.config import roles_on
 
-    found = _load_project(ctx)
+    found, config_checks = _load_project(ctx)
     if install:
         say = (lambda text: None) if as_json else (lambda text: typer.echo(text, err=True))
         asked = {plugins.CODEX} if codex else set()
@@ -182,7 +231,7 @@ def doctor(
             default = plugin.name == plugins.DEFAULT_RUNTIME
             if default or plugin.name in asked or roles_on(plugin.name, every):
                 plugins.load(plugin.install)(os.environ, say)
-    checks = run_checks(found)
+    checks = config_checks + run_checks(found)
     project, backend = _project_lines(found)
     checks += backend
     ok = all(check.ok for check in checks if check.required)
@@ -193,6 +242,8 @@ def doctor(
     else:
         for check in checks:
             mark = "ok" if check.ok else ("MISSING" if check.required else "warning")
+            if not check.ok and check.required and check.name in _SETTINGS_CHECKS:
+                mark = "INVALID"  # a setting there is wrong, not a tool missing
             if not check.ok and not check.required and not check.fix:
                 mark = "info"  # nothing to fix: e.g. Codex, missing, when no role runs on it
             common.echo(f"{mark:>8}  {check.name:<15} {check.detail}")

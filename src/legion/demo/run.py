@@ -6,24 +6,27 @@ every issue went Todo -> Done through plan, implement, review (with one round of
 and finish. `--runtime` chooses the agent CLI: Claude Code (the default), Codex for every session,
 or mixed (Codex implementers, Claude Code for every other role); Codex sessions get their own
 scripted Responses-API server. Everything it makes lives in the demo folder: the repository,
-Legion's state, a private Claude Code config, a private Codex home and a private tmux server.
+Legion's state, the machine's state it would otherwise share (its own bus, its trust in its
+config: `LEGION_STATE_HOME` is the folder's `state/`), a private Claude Code config, a private
+Codex home and a private tmux server. Removing the folder leaves nothing of it behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from legion.backends import Backends, open_backends
-from legion.config import Project, machine_settings
+from legion.config import STATE_HOME_ENV, Project, machine_settings
 from legion.core.ids import controller_session_id
 from legion.core.model import Label, Status
 from legion.errors import LegionError, ToolMissingError
@@ -147,13 +150,50 @@ def run_demo(
 ) -> DemoResult:
     """Check what the demo needs, then make `folder` (None: a new temporary one) and run it
     there: a failed check leaves nothing behind."""
-    from legion.daemon import Daemon, DaemonConfig
-
     _check_prerequisites(runtime, real)
     uses_claude, uses_codex = runtime != CODEX, runtime != CLAUDE_CODE
     claude = demo_claude(os.environ, say) if uses_claude else None
     codex = demo_codex(os.environ, say) if uses_codex else None
     folder = _make_folder(folder)
+    with _state_home(demo_state_home(folder)):
+        return _run(folder, issues, mode, real, timeout, say, runtime, claude, codex)
+
+
+def demo_state_home(folder: Path) -> Path:
+    """The demo's own machine state (`LEGION_STATE_HOME`): its bus, its trust in its config."""
+    return folder / "state"
+
+
+@contextlib.contextmanager
+def _state_home(state: Path) -> Iterator[None]:
+    """This process's `LEGION_STATE_HOME` is the demo's while it runs: every part of Legion it
+    runs (`legion init`'s trust, the daemon, its sessions, which inherit it) reads and writes
+    the demo's bus, never the machine's."""
+    before = os.environ.get(STATE_HOME_ENV)
+    os.environ[STATE_HOME_ENV] = str(state)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(STATE_HOME_ENV, None)
+        else:
+            os.environ[STATE_HOME_ENV] = before
+
+
+def _run(
+    folder: Path,
+    issues: int,
+    mode: str,
+    real: bool,
+    timeout: float,
+    say: Callable[[str], None],
+    runtime: str,
+    claude: ClaudeBinary | None,
+    codex: Binary | None,
+) -> DemoResult:
+    from legion.daemon import Daemon, DaemonConfig
+
+    uses_claude, uses_codex = runtime != CODEX, runtime != CLAUDE_CODE
     repo = folder / "repo"
     homes = {
         # Recorded in the demo project's config: `legion issue show` and `legion workers`, run

@@ -48,6 +48,8 @@ class StoreBus:
         projects = StoredProjects(db)
         self.claim_project = projects.claim_project
         self.projects = projects.projects
+        self.known_projects = projects.known_projects
+        self.forget_project = projects.forget_project
 
         posting = StoredPosting(db, signal)
         self.post = posting.post
