@@ -434,10 +434,10 @@ def test_every_command_help_has_an_example(tmp_path: Path) -> None:
         assert result.returncode == 0, (path, result.stderr)
         if not re.search(r"^\s*Example:", result.stdout, re.MULTILINE):
             missing.append(" ".join(["legion", *path]))
-        leaf = "Commands:" not in result.stdout
-        # A screen (the TUI, an attached session) and the demo's story print nothing a program
-        # would read.
-        screens = (["demo"], ["tui"], ["attach"])
+        leaf = "COMMAND [ARGS]..." not in result.stdout.splitlines()[0]
+        # A screen (the TUI, an attached session), the demo's story, a help text and a shell
+        # script print nothing a program would read.
+        screens = (["demo"], ["tui"], ["attach"], ["help"], ["completion"])
         if leaf and path not in screens and "--json" not in result.stdout:
             no_json.append(" ".join(["legion", *path]))
     assert not missing, f"no Example: in the --help of {missing}"

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer._click import Context, HelpFormatter
+from typer.core import TyperGroup
 from typer.main import get_command_name
 from typer.models import CommandInfo
 
@@ -17,6 +19,7 @@ from legion.cli import (
     agents,
     bus,
     common,
+    completion,
     demo,
     doctor,
     events,
@@ -31,11 +34,74 @@ from legion.cli import (
     workspaces,
 )
 from legion.config import SPECS, Project
-from legion.errors import LegionError
+from legion.errors import InputError, LegionError
 from legion.projects import init_project, pickup_line
+
+# `legion --help` lists the commands in these sections, in this order (as gh does); a test
+# checks every command is in exactly one. A command added without a section is listed under
+# "Other commands" rather than hidden.
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "Getting started",
+        ("init", "demo", "doctor", "config", "trust", "skills", "help", "completion"),
+    ),
+    ("Issues and pull requests", ("issue", "pr", "state", "workspace")),
+    (
+        "The swarm",
+        (
+            "start",
+            "stop",
+            "status",
+            "reconcile",
+            "log",
+            "usage",
+            "workers",
+            "peek",
+            "dispatch",
+            "resume",
+            "answer",
+            "feedback",
+        ),
+    ),
+    (
+        "Agents and the bus",
+        ("tui", "say", "messages", "agents", "events", "attach", "kill", "archive"),
+    ),
+    ("The fleet", ("hosts", "host")),
+    (
+        "Commands the agents run (in their sessions; rarely by hand)",
+        ("ask", "reply", "complete", "escalate", "task"),
+    ),
+)
+OTHER_SECTION = "Other commands"
+
+
+class SectionedGroup(TyperGroup):
+    """The root group: its help lists the commands by section (`SECTIONS`), one column."""
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        shown = {}
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                shown[name] = command
+        if not shown:
+            return
+        placed = {name for _, names in SECTIONS for name in names}
+        sections = [(title, [n for n in names if n in shown]) for title, names in SECTIONS]
+        sections.append((OTHER_SECTION, [n for n in shown if n not in placed]))
+        width = max(len(name) for name in shown)
+        limit = formatter.width - 6 - width
+        for title, names in sections:
+            if names:
+                rows = [(n.ljust(width), shown[n].get_short_help_str(limit)) for n in names]
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
 
 app = typer.Typer(
     name="legion",
+    cls=SectionedGroup,
     help="Runs a swarm of coding agents through your issue tracker.",
     no_args_is_help=True,
     add_completion=False,
@@ -147,6 +213,45 @@ def tui(ctx: typer.Context) -> None:
     code = run_tui(os.environ, common.repo_path(ctx))
     if code:
         raise typer.Exit(code)
+
+
+app.command(
+    "completion",
+    epilog=common.example('eval "$(legion completion bash)"', "legion completion fish | source"),
+)(completion.completion)
+
+
+@app.command(
+    "help",
+    epilog=common.example("legion help issue create", "legion help"),
+)
+def help_command(
+    words: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[COMMAND [SUBCOMMAND]]", help="A command, and a subcommand of it."),
+    ] = None,
+) -> None:
+    """Show a command's help: `legion help issue create` is `legion issue create --help`;
+    `legion help` alone is `legion --help`."""
+    from typer._click.core import Context as ClickContext
+    from typer.main import get_command
+
+    command = get_command(app)  # the whole tree, whatever `app_for` kept
+    ctx = ClickContext(command, info_name="legion", **command.context_settings)
+    path = "legion"
+    for word in words or ():
+        if not isinstance(command, TyperGroup):
+            raise InputError(f"`{path}` has no subcommands (see `{path} --help`)")
+        sub = command.get_command(ctx, word)
+        if sub is None or sub.hidden:
+            names = [name for name, cmd in command.commands.items() if not cmd.hidden]
+            raise InputError(
+                f"no command `{path} {word}`{common.did_you_mean(word, names)} "
+                f"(see `{path} --help`)"
+            )
+        command, path = sub, f"{path} {word}"
+        ctx = ClickContext(command, info_name=word, parent=ctx, **command.context_settings)
+    typer.echo(ctx.get_help())
 
 
 def _version(value: bool) -> None:

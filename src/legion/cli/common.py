@@ -7,7 +7,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -35,6 +35,16 @@ def checked_option(setting: str, value: Any, option: str) -> Any:
         return SPEC_BY_NAME[setting].parse(value)
     except ValueError as exc:
         raise InputError(f"{option} {exc}") from None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """The end of a one-line error about an unknown name: the names close to it, if any."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(set(choices)), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(repr(name) for name in close)}?)"
 
 
 def repo_path(ctx: typer.Context) -> Path:

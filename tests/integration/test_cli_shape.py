@@ -1,0 +1,146 @@
+"""The shape of the command line, as gh's: `legion --help` by section, `legion help CMD`,
+`legion completion SHELL` (a script a real bash runs), the global -q/-v, `legion config get|set`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import LEGION_BIN, Result, run_legion
+
+
+def one_line_error(result: Result, code: int, fragment: str = "") -> None:
+    assert result.returncode == code, result
+    assert result.stdout == "", result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("legion: error: "), result.stderr
+    assert fragment in lines[0], lines[0]
+
+
+# -- 1. `legion --help` by section -------------------------------------------------------------
+
+
+def _help_sections(text: str) -> dict[str, list[str]]:
+    """Each section of a help text (a line ending in `:` at the margin) and the first word of
+    its lines."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line and not line[0].isspace() and line.endswith(":"):
+            current = sections.setdefault(line[:-1], [])
+        elif not line.strip():
+            current = None
+        elif current is not None and line.startswith("  ") and not line.startswith("   "):
+            current.append(line.split()[0])
+    return sections
+
+
+def test_root_help_lists_every_command_in_exactly_one_section(tmp_path: Path) -> None:
+    import typer.main
+
+    from legion.cli.app import OTHER_SECTION, SECTIONS, app
+
+    commands = set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    listed = [name for _, names in SECTIONS for name in names]
+    assert sorted(listed) == sorted(set(listed)), "a command in two sections"
+    assert set(listed) == commands, (set(listed) - commands, commands - set(listed))
+
+    result = run_legion("--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    sections = _help_sections(result.stdout)
+    assert OTHER_SECTION not in sections
+    shown = [name for title, names in sections.items() if title != "Options" for name in names]
+    assert sorted(shown) == sorted(commands)
+    assert list(sections)[1] == "Getting started"
+    assert sections["Getting started"][0] == "init"
+    agents = next(title for title in sections if title.startswith("Commands the agents run"))
+    assert {"ask", "reply", "complete", "escalate"} <= set(sections[agents])
+    # One column for every section.
+    starts = {
+        line.index(line.split()[1])
+        for title, names in sections.items()
+        if title != "Options"
+        for line in result.stdout.splitlines()
+        if line.startswith("  ") and line.split()[0] in names and len(line.split()) > 1
+    }
+    assert len(starts) == 1, starts
+
+
+# -- 3. `legion help CMD [SUB]` ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("words", [[], ["issue"], ["issue", "create"], ["tui"], ["help"]])
+def test_help_command_is_the_help_option(tmp_path: Path, words: list[str]) -> None:
+    by_command = run_legion("help", *words, cwd=tmp_path)
+    by_option = run_legion(*words, "--help", cwd=tmp_path)
+    assert by_command.returncode == by_option.returncode == 0, by_command.stderr
+    assert by_command.stdout == by_option.stdout
+
+
+def test_help_of_an_unknown_command_suggests_one(tmp_path: Path) -> None:
+    one_line_error(run_legion("help", "isue", cwd=tmp_path), 2, "did you mean 'issue'")
+    one_line_error(run_legion("help", "issue", "crate", cwd=tmp_path), 2, "'create'")
+    one_line_error(run_legion("help", "state", "x", cwd=tmp_path), 2, "no subcommands")
+
+
+# -- 2. `legion completion SHELL` --------------------------------------------------------------
+
+
+def _complete(tmp_path: Path, words: str, cword: int) -> list[str]:
+    env = {**os.environ, "_LEGION_COMPLETE": "complete_bash"}
+    env |= {"COMP_WORDS": words, "COMP_CWORD": str(cword)}
+    proc = subprocess.run(
+        [str(LEGION_BIN)], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_completion_answers_the_command_line(tmp_path: Path) -> None:
+    assert _complete(tmp_path, "legion iss", 1) == ["issue"]
+    assert {"create", "list", "show"} <= set(_complete(tmp_path, "legion issue ", 2))
+    # A name that is the start of another is not completed as the command it names.
+    assert set(_complete(tmp_path, "legion host", 1)) == {"host", "hosts"}
+    assert _complete(tmp_path, "legion -C . issue comm", 4) == ["comment", "comments"]
+    assert "--body-file" in _complete(tmp_path, "legion issue create --", 3)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_the_bash_script_completes_in_a_real_bash(tmp_path: Path) -> None:
+    script = (
+        'eval "$(legion completion bash)"\n'
+        "COMP_WORDS=(legion iss); COMP_CWORD=1; _legion_completion legion\n"
+        'echo "one: ${COMPREPLY[*]}"\n'
+        'COMP_WORDS=(legion issue ""); COMP_CWORD=2; _legion_completion legion\n'
+        'echo "two: ${COMPREPLY[*]}"\n'
+    )
+    env = {**os.environ, "PATH": f"{LEGION_BIN.parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines())
+    assert lines["one"] == "issue"
+    assert {"create", "list", "show"} <= set(lines["two"].split())
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_prints_a_script_for_each_shell(tmp_path: Path, shell: str) -> None:
+    result = run_legion("completion", shell, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "_LEGION_COMPLETE=complete_" + shell in result.stdout
+
+
+def test_completion_of_an_unknown_shell_is_refused(tmp_path: Path) -> None:
+    one_line_error(run_legion("completion", "tcsh", cwd=tmp_path), 2, "unknown shell 'tcsh'")
+    assert re.search("bash", run_legion("completion", "--help", cwd=tmp_path).stdout)
