@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli import LEGION_BIN, Result, run_legion
+from tests.support.cli import LEGION_BIN, LegionRunner, Result, run_legion
 
 
 def one_line_error(result: Result, code: int, fragment: str = "") -> None:
@@ -144,3 +146,55 @@ def test_completion_prints_a_script_for_each_shell(tmp_path: Path, shell: str) -
 def test_completion_of_an_unknown_shell_is_refused(tmp_path: Path) -> None:
     one_line_error(run_legion("completion", "tcsh", cwd=tmp_path), 2, "unknown shell 'tcsh'")
     assert re.search("bash", run_legion("completion", "--help", cwd=tmp_path).stdout)
+
+
+# -- 5. `legion config get|set` ----------------------------------------------------------------
+
+
+def test_config_set_then_get_keeps_the_file(legion: LegionRunner, project: Path) -> None:
+    config = project / ".legion" / "config.toml"
+    before = config.read_text(encoding="utf-8")
+    assert legion("config").stdout.startswith("# project:")  # no subcommand: every setting
+    done = legion("config", "set", "wip_limit", "3")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{config}: wip_limit = 3"
+    assert legion("config", "get", "wip_limit").stdout == "3\n"
+    assert legion("config", "set", "base_branch", "main").returncode == 0
+    assert legion("config", "get", "base_branch").stdout == "main\n"
+    got = json.loads(legion("config", "get", "base_branch", "--json").stdout)
+    assert got == {"key": "base_branch", "value": "main", "source": str(config)}
+    after = config.read_text(encoding="utf-8")
+    assert after.startswith(before)  # what was there is kept, line for line
+    assert tomllib.loads(after)["wip_limit"] == 3
+
+
+def test_config_set_refuses_bad_keys_and_values(legion: LegionRunner, project: Path) -> None:
+    config = project / ".legion" / "config.toml"
+    before = config.read_text(encoding="utf-8")
+    one_line_error(legion("config", "set", "wip_limt", "3"), 2, "did you mean 'wip_limit'")
+    one_line_error(legion("config", "get", "wip_limt"), 2, "did you mean 'wip_limit'")
+    one_line_error(legion("config", "set", "tick", "soon"), 2, "tick must be")
+    one_line_error(legion("config", "set", "store", "sqlite"), 2, "--user")
+    one_line_error(
+        legion("config", "set", "tick", "5", env={"LEGION_MODE": "implement"}), 2, "session"
+    )
+    assert config.read_text(encoding="utf-8") == before
+
+
+def test_config_set_of_what_runs_says_the_file_needs_trust(
+    legion: LegionRunner, project: Path
+) -> None:
+    done = legion("config", "set", "sandbox", "none")
+    assert done.returncode == 0, done.stderr
+    assert "legion trust" in done.stderr and "sandbox" in done.stderr
+    assert legion("config").returncode == 1  # not read until trusted
+    assert legion("trust").returncode == 0
+    assert legion("config", "get", "sandbox").stdout == "none\n"
+
+
+def test_config_set_user_writes_the_user_config(legion: LegionRunner, isolated_env: Path) -> None:
+    done = legion("config", "set", "tick", "30", "--user")
+    assert done.returncode == 0, done.stderr
+    user = isolated_env / "config" / "legion" / "config.toml"
+    assert tomllib.loads(user.read_text(encoding="utf-8")) == {"tick": 30}
+    assert legion("config", "get", "tick").stdout == "30.0\n"

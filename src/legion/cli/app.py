@@ -446,17 +446,15 @@ def _table_value(item: Any) -> Any:
     return getattr(item, "value", item)
 
 
-@app.command("config", epilog=common.example("legion config", "legion config --json"))
-def show_config(
-    ctx: typer.Context,
-    as_json: Annotated[bool, common.JsonOption] = False,
-) -> None:
-    """The settings in effect, and where each comes from.
+config_app = typer.Typer(
+    epilog=common.example(
+        "legion config", "legion config get base_branch", "legion config set wip_limit 3"
+    ),
+)
 
-    Printed as TOML, each value's source in a comment after it (a file, a LEGION_* variable, the
-    command line, or "default"); a setting with no value is a comment: `# name: unset (...)`.
-    """
-    project = common.project(ctx)
+
+def _config_rows(project: Project) -> dict[str, dict[str, Any]]:
+    """Every setting's value in effect, as its file would hold it, and where it comes from."""
     settings = project.settings
     effective: dict[str, Any] = {
         "state_dir": project.state_dir,
@@ -474,6 +472,23 @@ def show_config(
         elif isinstance(value, Mapping):  # [statuses]: names only; [prices]: tables
             value = {key: _table_value(item) for key, item in value.items()}
         rows[spec.name] = {"value": value, "source": settings.sources.get(spec.name, "default")}
+    return rows
+
+
+@config_app.callback(invoke_without_command=True)
+def show_config(
+    ctx: typer.Context,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """The settings in effect, and where each comes from; `get` and `set` one.
+
+    Printed as TOML, each value's source in a comment after it (a file, a LEGION_* variable, the
+    command line, or "default"); a setting with no value is a comment: `# name: unset (...)`.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    project = common.project(ctx)
+    rows = _config_rows(project)
     if as_json:
         common.print_json({"root": str(project.root), "settings": rows})
         return
@@ -491,6 +506,113 @@ def show_config(
     if os.environ.get("LEGION_REPO"):
         lines.insert(1, "# (the repository comes from LEGION_REPO)")
     common.echo("\n".join(lines))
+
+
+@config_app.command(
+    "get", epilog=common.example("legion config get base_branch", "legion config get tick --json")
+)
+def config_get(
+    ctx: typer.Context,
+    key: Annotated[
+        str, typer.Argument(metavar="KEY", help="A setting, as `legion config` names it.")
+    ],
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Print one setting's value in effect: a string as it is, anything else as TOML; nothing
+    when it is unset."""
+    from legion.config import SPEC_BY_NAME, toml_value
+
+    if key not in SPEC_BY_NAME:
+        raise InputError(
+            f"unknown setting {key!r}{common.did_you_mean(key, SPEC_BY_NAME)}; "
+            "`legion config` lists them all"
+        )
+    row = _config_rows(common.project(ctx))[key]
+    if as_json:
+        common.print_json({"key": key, **row})
+        return
+    value = row["value"]
+    if value is not None:
+        common.echo(value if isinstance(value, str) else toml_value(value))
+
+
+@config_app.command(
+    "set",
+    epilog=common.example(
+        "legion config set base_branch main",
+        "legion config set wip_limit 3",
+        'legion config set labels \'["docs", "bug"]\'',
+        "legion config set claude_bin ~/bin/claude --user",
+    ),
+)
+def config_set(
+    ctx: typer.Context,
+    key: Annotated[
+        str, typer.Argument(metavar="KEY", help="A setting, as `legion config` names it.")
+    ],
+    value: Annotated[
+        str,
+        typer.Argument(
+            metavar="VALUE",
+            help='Its value: read as TOML (3, true, ["a", "b"]) when the setting takes that, '
+            "else as a string.",
+        ),
+    ],
+    user: Annotated[
+        bool,
+        typer.Option(
+            "--user",
+            help="Write your user config (~/.config/legion/config.toml), not the project's.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Set a setting in the project's .legion/config.toml (or, with --user, your own config),
+    checked by the rules Legion reads it with; the rest of the file is kept as it is.
+
+    A repository's config that sets what Legion runs (`legion trust` lists those settings) is
+    read only once you trust it again: any change to it undoes `legion trust`. Not from inside
+    a Legion session."""
+    from legion import identity
+    from legion.config import (
+        CONFIG_DIR_NAME,
+        CONFIG_FILE_NAME,
+        check_config_key,
+        config_value,
+        find_project_root,
+        read_toml,
+        toml_value,
+        user_config_path,
+        user_values,
+        widening_keys,
+        write_config_value,
+    )
+    from legion.errors import NotPermittedError
+
+    here = identity.current()
+    if here.in_session or here.session_id:
+        raise NotPermittedError("a Legion session does not change Legion's settings")
+    spec = check_config_key(key, repo=not user)
+    raw = config_value(spec, value)
+    if user:
+        path = user_config_path(os.environ)
+    else:
+        path = find_project_root(common.repo_path(ctx)) / CONFIG_DIR_NAME / CONFIG_FILE_NAME
+    write_config_value(path, key, raw)
+    untrusted = [] if user else widening_keys(read_toml(path), user_values(os.environ))
+    if as_json:
+        common.print_json({"config": str(path), "key": key, "value": raw, "needs_trust": untrusted})
+        return
+    common.echo(f"{path}: {key} = {toml_value(raw)}")
+    if untrusted:
+        common.echo(
+            f"legion: warning: {path} sets what only you choose ({', '.join(untrusted)}): "
+            "Legion reads it only once you read it and run `legion trust`",
+            err=True,
+        )
+
+
+app.add_typer(config_app, name="config")
 
 
 @app.command("trust", epilog=common.example("legion trust", "legion trust --json"))
