@@ -105,7 +105,9 @@ def _complete(tmp_path: Path, words: str, cword: int) -> list[str]:
 
 def test_completion_answers_the_command_line(tmp_path: Path) -> None:
     assert _complete(tmp_path, "legion iss", 1) == ["issue"]
-    assert {"create", "list", "show"} <= set(_complete(tmp_path, "legion issue ", 2))
+    assert {"create", "list", "show", "close", "reopen", "edit"} <= set(
+        _complete(tmp_path, "legion issue ", 2)
+    )
     # A name that is the start of another is not completed as the command it names.
     assert set(_complete(tmp_path, "legion host", 1)) == {"host", "hosts"}
     assert _complete(tmp_path, "legion -C . issue comm", 4) == ["comment", "comments"]
@@ -133,7 +135,7 @@ def test_the_bash_script_completes_in_a_real_bash(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines())
     assert lines["one"] == "issue"
-    assert {"create", "list", "show"} <= set(lines["two"].split())
+    assert {"create", "list", "show", "close", "reopen", "edit"} <= set(lines["two"].split())
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
@@ -198,3 +200,48 @@ def test_config_set_user_writes_the_user_config(legion: LegionRunner, isolated_e
     user = isolated_env / "config" / "legion" / "config.toml"
     assert tomllib.loads(user.read_text(encoding="utf-8")) == {"tick": 30}
     assert legion("config", "get", "tick").stdout == "30.0\n"
+
+
+# -- 6. `legion issue edit | close | reopen` ---------------------------------------------------
+
+
+def test_issue_edit_changes_title_body_and_labels(legion: LegionRunner, project: Path) -> None:
+    issue = legion("issue", "create", "First", "--body", "old").stdout.strip()
+    done = legion("issue", "edit", issue, "--title", "Second", "--body", "new")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{issue}: edited (Second)\n"
+    (project / "spec.md").write_text("from a file\n", encoding="utf-8")
+    labelled = legion(
+        "issue", "edit", issue, "--body-file", "spec.md", "--add-label", "worker-done", "--json"
+    )
+    data = json.loads(labelled.stdout)
+    assert (data["title"], data["body"], data["labels"]) == (
+        "Second",
+        "from a file\n",
+        ["worker-done"],
+    )
+    removed = json.loads(
+        legion("issue", "edit", issue, "--remove-label", "worker-done", "--json").stdout
+    )
+    assert removed["labels"] == []
+
+
+def test_issue_edit_refuses_nothing_an_empty_title_and_a_session(legion: LegionRunner) -> None:
+    issue = legion("issue", "create", "First").stdout.strip()
+    one_line_error(legion("issue", "edit", issue), 2, "nothing to do")
+    one_line_error(legion("issue", "edit", issue, "--title", " "), 2, "title")
+    one_line_error(legion("issue", "edit", "LEG-99", "--title", "x"), 2, "LEG-99")
+    in_session = {"LEGION_MODE": "implement", "LEGION_ISSUE_ID": issue}
+    one_line_error(legion("issue", "edit", issue, "--body", "x", env=in_session), 2, "session")
+    assert json.loads(legion("issue", "show", issue, "--json").stdout)["title"] == "First"
+
+
+def test_issue_close_and_reopen(legion: LegionRunner) -> None:
+    issue = legion("issue", "create", "First").stdout.strip()
+    assert legion("issue", "close", issue).stdout == f"{issue}: Todo -> Done\n"
+    assert legion("issue", "close", issue).stdout == f"{issue}: already closed\n"
+    assert json.loads(legion("issue", "show", issue, "--json").stdout)["status"] == "Done"
+    assert legion("issue", "reopen", issue).stdout == f"{issue}: Done -> Todo\n"
+    assert legion("issue", "reopen", issue).stdout == f"{issue}: already open (Todo)\n"
+    assert json.loads(legion("issue", "reopen", issue, "--json").stdout)["status"] == "Todo"
+    one_line_error(legion("issue", "close", "LEG-99"), 2, "LEG-99")

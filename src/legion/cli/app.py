@@ -587,11 +587,8 @@ def config_set(
         widening_keys,
         write_config_value,
     )
-    from legion.errors import NotPermittedError
 
-    here = identity.current()
-    if here.in_session or here.session_id:
-        raise NotPermittedError("a Legion session does not change Legion's settings")
+    identity.require_person("change Legion's settings")
     spec = check_config_key(key, repo=not user)
     raw = config_value(spec, value)
     if user:
