@@ -245,3 +245,37 @@ def test_issue_close_and_reopen(legion: LegionRunner) -> None:
     assert legion("issue", "reopen", issue).stdout == f"{issue}: already open (Todo)\n"
     assert json.loads(legion("issue", "reopen", issue, "--json").stdout)["status"] == "Todo"
     one_line_error(legion("issue", "close", "LEG-99"), 2, "LEG-99")
+
+
+# -- 8. `legion attach NAME` -------------------------------------------------------------------
+
+
+def test_attach_without_a_terminal_is_one_line(legion: LegionRunner) -> None:
+    one_line_error(legion("attach", "LEG-1", env={"TMUX": ""}), 2, "needs a terminal")
+
+
+def test_attach_to_nothing_lists_the_live_workers(project: Path) -> None:
+    """On a terminal (a pseudo-terminal here), a name that names no worker and no agent is one
+    line that says what runs."""
+    import pty
+
+    main_fd, other_fd = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [str(LEGION_BIN), "attach", "nosuch"],
+            cwd=project,
+            env={**os.environ, "TMUX": ""},
+            stdin=other_fd,
+            stdout=other_fd,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(other_fd)
+        os.close(main_fd)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("legion: error: "), proc.stderr
+    assert "nosuch" in lines[0] and "no worker is running in this project" in lines[0]

@@ -140,7 +140,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "complete": ('legion complete "Plan posted: 4 steps"',),
     "kill": ("legion kill legion/LEG-7/implement", "legion kill implement -f"),
     "archive": ("legion archive legion/LEG-7/review",),
-    "attach": ("legion attach legion/LEG-7/implement", "legion attach legion"),
+    "attach": ("legion attach LEG-7", "legion attach legion/LEG-7/implement"),
 }
 
 
