@@ -279,3 +279,51 @@ def test_attach_to_nothing_lists_the_live_workers(project: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("legion: error: "), proc.stderr
     assert "nosuch" in lines[0] and "no worker is running in this project" in lines[0]
+
+
+# -- 7. `legion log --follow` ------------------------------------------------------------------
+
+
+def test_log_follow_prints_new_entries_until_ctrl_c(legion: LegionRunner, project: Path) -> None:
+    import signal
+
+    from legion.actionlog import ActionLog, OutcomeKind
+    from legion.backends import open_backends
+    from legion.config import load_project
+
+    issue = legion("issue", "create", "First").stdout.strip()
+    log = ActionLog(open_backends(load_project(project)).db)
+    log.append(issue, "transition_to_in_progress", OutcomeKind.DONE)
+    follower = subprocess.Popen(
+        [str(LEGION_BIN), "log", "--follow", "--json", "--issue", issue],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout is not None
+        first = json.loads(follower.stdout.readline())
+        assert (first["issue"], first["action"]) == (issue, "transition_to_in_progress")
+        log.append("LEG-99", "elsewhere", OutcomeKind.DONE)  # another issue: not shown
+        log.append(issue, "dispatch_implementer", OutcomeKind.FAILED, "no tmux")
+        later = json.loads(follower.stdout.readline())
+        assert (later["action"], later["outcome"], later["detail"]) == (
+            "dispatch_implementer",
+            "failed",
+            "no tmux",
+        )
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(timeout=10) == 0
+        assert follower.stderr is not None and follower.stderr.read() == ""
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+
+
+def test_a_session_cannot_follow_the_log_through_the_daemon() -> None:
+    from legion.session_relay import follows
+
+    assert follows(["log", "--follow"], 0) and follows(["log", "-n", "5", "-f"], 0)
+    assert not follows(["log", "-n", "5"], 0)

@@ -7,15 +7,17 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import typer
 
 from legion.backends import Backends, open_backends
 from legion.config import Project, load_project
 from legion.errors import InputError
+
+T = TypeVar("T")
 
 JsonOption = typer.Option("--json", help="Print machine-readable JSON.")
 
@@ -35,6 +37,30 @@ def checked_option(setting: str, value: Any, option: str) -> Any:
         return SPEC_BY_NAME[setting].parse(value)
     except ValueError as exc:
         raise InputError(f"{option} {exc}") from None
+
+
+FOLLOW_POLL_S = 0.2  # how often a `--follow` looks for what is new
+
+
+def follow(
+    fetch: Callable[[int], Sequence[T]],
+    cursor: int,
+    show: Callable[[Sequence[T]], None],
+    position: Callable[[T], int],
+) -> None:
+    """`--follow`: every `FOLLOW_POLL_S`, `show` what `fetch` finds after `cursor` (the
+    `position` of the last thing shown), until Ctrl-C, which is how one stops: not an error."""
+    import time
+
+    try:
+        while True:
+            time.sleep(FOLLOW_POLL_S)
+            found = fetch(cursor)
+            if found:
+                show(found)
+                cursor = position(found[-1])
+    except KeyboardInterrupt:
+        return
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
