@@ -327,3 +327,59 @@ def test_a_session_cannot_follow_the_log_through_the_daemon() -> None:
 
     assert follows(["log", "--follow"], 0) and follows(["log", "-n", "5", "-f"], 0)
     assert not follows(["log", "-n", "5"], 0)
+
+
+# -- 4. `-q` and `-v` --------------------------------------------------------------------------
+
+
+def test_quiet_prints_only_results(legion: LegionRunner) -> None:
+    assert legion("issue", "list").stdout == "No issues.\n"
+    assert legion("-q", "issue", "list").stdout == ""
+    created = legion("-q", "issue", "create", "First")
+    assert (created.returncode, created.stdout, created.stderr) == (0, "LEG-1\n", "")
+    assert "LEG-1" in legion("--quiet", "issue", "list").stdout  # a result stays
+
+
+def test_init_says_to_commit_the_folder_and_quiet_says_only_that_it_did(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", str(git_repo), str(other)], check=True)
+    loud = run_legion("init", cwd=git_repo)
+    assert "Commit .legion/" in loud.stdout and "Next:" in loud.stdout
+    quiet = run_legion("-q", "init", cwd=other)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == f"Initialised Legion in {other}\n"
+
+
+def test_verbose_says_where_things_come_from_on_stderr(legion: LegionRunner, project: Path) -> None:
+    plain = legion("issue", "create", "First")
+    loud = legion("-v", "issue", "create", "Second")
+    assert (plain.stdout, loud.stdout) == ("LEG-1\n", "LEG-2\n")  # the result is the same
+    assert plain.stderr == ""
+    assert f"legion: project {project} (config {project / '.legion' / 'config.toml'})" in (
+        loud.stderr
+    )
+    assert "legion: tracker embedded (from " in loud.stderr
+    assert re.search(r"^legion: took [0-9.]+ s$", loud.stderr, re.MULTILINE)
+    # Pruned start-up sees the root's flags too: the same output as the whole tree's.
+    assert legion("-v", "-C", str(project), "issue", "list").returncode == 0
+
+
+def test_quiet_and_verbose_together_are_refused(legion: LegionRunner) -> None:
+    one_line_error(legion("-q", "-v", "state"), 2, "not both")
+
+
+def test_pruned_start_up_skips_the_roots_options() -> None:
+    from legion.cli.app import app, app_for
+
+    def names(args: list[str]) -> list[str]:
+        pruned = app_for(args)
+        return [i.name or "" for i in pruned.registered_groups] + [
+            (i.callback.__name__ if i.callback else "") for i in pruned.registered_commands
+        ]
+
+    assert names(["-q", "issue", "list"]) == ["issue"]
+    assert names(["-v", "-C", "/tmp", "--quiet", "state"]) == ["state"]
+    assert names(["--repo=/tmp", "-v", "completion", "bash"]) == ["completion"]
+    assert app_for(["iss"]) is app and app_for(["-q"]) is app

@@ -33,7 +33,7 @@ from legion.cli import (
     workers,
     workspaces,
 )
-from legion.config import SPECS, Project
+from legion.config import CONFIG_DIR_NAME, SPECS, Project
 from legion.errors import InputError, LegionError
 from legion.projects import init_project, pickup_line
 
@@ -274,12 +274,38 @@ def root(
             exists=True,
         ),
     ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="Print only results (identifiers, tables, values, JSON): no hints, no notes "
+            "that a list is empty. Errors and warnings still go to stderr.",
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Also print, on stderr, where the project, its settings and its state come "
+            "from, and how long the command took.",
+        ),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
 ) -> None:
-    ctx.obj = {"repo": repo}
+    if quiet and verbose:
+        raise InputError("give -q (--quiet) or -v (--verbose), not both")
+    level = common.QUIET if quiet else common.VERBOSE if verbose else common.NORMAL
+    ctx.obj = {"repo": repo, "verbosity": level}
+    if verbose:
+        import time
+
+        started = time.monotonic()
+        ctx.call_on_close(lambda: common.debug(f"took {time.monotonic() - started:.2f} s"))
 
 
 @app.command(
@@ -383,12 +409,16 @@ def init(
         return
     root_dir, config_path = project.root, project.config_path
     typer.echo(f"Initialised Legion in {root_dir}")
-    typer.echo(f"  config:     {config_path}")
-    typer.echo(f"  project id: {project.settings.project_id}")
-    typer.echo(f"  state:      {project.state_dir}")
+    common.info(f"  config:     {config_path}")
+    common.info(f"  project id: {project.settings.project_id}")
+    common.info(f"  state:      {project.state_dir}")
     if pickup is not None:
         typer.echo(pickup)
-    typer.echo('Next: `legion issue create "Your first issue"`, then `legion state`.')
+    common.info(
+        f"Commit {CONFIG_DIR_NAME}/ (its config.toml is the project's: every clone and every "
+        "worker reads it)."
+    )
+    common.info('Next: `legion issue create "Your first issue"`, then `legion state`.')
 
 
 def _pickup(project: Project) -> str | None:
@@ -430,7 +460,7 @@ def state(
 
     out = common.console()
     if not snapshot.issues:
-        out.print('No issues yet: `legion issue create "Title"` adds one.')
+        common.info('No issues yet: `legion issue create "Title"` adds one.')
     else:
         common.print_table(render.state_table(snapshot, out.width))
     for warning in snapshot.warnings:
@@ -664,6 +694,9 @@ def _command_name(info: CommandInfo) -> str | None:
     return get_command_name(info.callback.__name__) if info.callback else None
 
 
+ROOT_FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose"})
+
+
 def app_for(args: Sequence[str]) -> typer.Typer:
     """The command tree with only the command `args` name, when they name one: turning a
     command's signature into its options is most of a short command's start-up (about a
@@ -671,10 +704,13 @@ def app_for(args: Sequence[str]) -> typer.Typer:
     Anything else (`--help`, no command, a name that is not a command) gets the whole tree,
     so its help, its suggestions and its errors are those of the whole tree."""
     rest = list(args)
-    if rest[:1] in (["--repo"], ["-C"]):
-        rest = rest[2:]
-    elif rest and rest[0].startswith("--repo="):
-        rest = rest[1:]
+    while rest:  # the root's own options
+        if rest[0] in ("--repo", "-C"):
+            rest = rest[2:]
+        elif rest[0].startswith("--repo=") or rest[0] in ROOT_FLAGS:
+            rest = rest[1:]
+        else:
+            break
     if not rest or rest[0].startswith("-"):
         return app
     word = rest[0]

@@ -73,6 +73,32 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {' or '.join(repr(name) for name in close)}?)"
 
 
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+
+
+def verbosity() -> int:
+    """The root's `-q` (QUIET) or `-v` (VERBOSE) for the command running now; NORMAL else."""
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return int((obj or {}).get("verbosity", NORMAL))
+
+
+def info(text: str) -> None:
+    """A line that says something about the result rather than being it (a hint, what to do
+    next, that a list is empty): left out under `-q`. Escaped as `echo` escapes."""
+    if verbosity() > QUIET:
+        echo(text)
+
+
+def debug(text: str) -> None:
+    """A line on stderr under `-v` only: where the project, its settings and its state come
+    from, how long the command took."""
+    if verbosity() >= VERBOSE:
+        echo(f"legion: {text}", err=True)
+
+
 def repo_path(ctx: typer.Context) -> Path:
     obj = ctx.find_root().obj or {}
     repo = obj.get("repo")
@@ -80,7 +106,22 @@ def repo_path(ctx: typer.Context) -> Path:
 
 
 def project(ctx: typer.Context) -> Project:
-    return load_project(repo_path(ctx))
+    loaded = load_project(repo_path(ctx))
+    if verbosity() >= VERBOSE:
+        from legion.config import user_config_path
+
+        settings = loaded.settings
+        debug(f"project {loaded.root} (config {loaded.config_path})")
+        debug(f"user config {user_config_path(os.environ)}")
+        debug(f"state {loaded.state_dir}")
+        from legion.config import SPEC_BY_NAME
+
+        for name in ("tracker", "forge", "store"):
+            spec, value = SPEC_BY_NAME[name], settings.value(name)
+            shown = spec.shown(value) if spec.shown is not None else value
+            shown = "SQLite in the state folder" if shown is None else shown
+            debug(f"{name} {shown} (from {settings.sources.get(name, 'default')})")
+    return loaded
 
 
 def backends(ctx: typer.Context) -> tuple[Project, Backends]:

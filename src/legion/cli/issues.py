@@ -100,7 +100,7 @@ def list_issues(
     if as_json:
         common.print_json([render.issue_json(issue) for issue in found])
     elif not found:
-        typer.echo("No issues.")
+        common.info("No issues.")
     else:
         common.print_table(render.issues_table(found, common.console().width))
 

@@ -107,7 +107,7 @@ def log(
             common.echo(line)
 
     if not entries and not as_json:
-        typer.echo(f"No actions logged{f' for {only}' if only else ''} yet.")
+        common.info(f"No actions logged{f' for {only}' if only else ''} yet.")
     show(entries)
     if follow:
         common.follow(
