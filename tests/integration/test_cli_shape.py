@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -383,3 +384,31 @@ def test_pruned_start_up_skips_the_roots_options() -> None:
     assert names(["-v", "-C", "/tmp", "--quiet", "state"]) == ["state"]
     assert names(["--repo=/tmp", "-v", "completion", "bash"]) == ["completion"]
     assert app_for(["iss"]) is app and app_for(["-q"]) is app
+
+
+# -- 9. no `{title}` in a help text ------------------------------------------------------------
+
+
+def test_no_help_shows_a_placeholder_in_braces() -> None:
+    import typer.main
+    from typer._click.core import Context
+    from typer.core import TyperGroup
+
+    from legion.cli.app import app
+
+    braces: list[str] = []
+
+    def walk(command: Any, ctx: Any, path: list[str]) -> None:
+        braces.extend(
+            f"{' '.join(path)}: {line}" for line in ctx.get_help().splitlines() if "{" in line
+        )
+        if isinstance(command, TyperGroup):
+            for name, sub in command.commands.items():
+                walk(sub, Context(sub, info_name=name, parent=ctx, **sub.context_settings),
+                     [*path, name])  # fmt: skip
+
+    root = typer.main.get_command(app)
+    walk(root, Context(root, info_name="legion", **root.context_settings), ["legion"])
+    assert braces == []
+    usage = run_legion("issue", "create", "--help", cwd=Path.cwd()).stdout.splitlines()[0]
+    assert usage == "Usage: legion issue create [OPTIONS] TITLE"

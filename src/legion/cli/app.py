@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer._click import Context, HelpFormatter
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_name
 from typer.models import CommandInfo
 
@@ -686,6 +687,30 @@ def trust_config(
     for key, value in widening.items():
         common.echo(f"  {key} = {toml_value(value)}")
     common.echo("Any change to the file undoes this: run `legion trust` again after reading it.")
+
+
+class LegionCommand(TyperCommand):
+    """Every leaf command: its usage line names a required argument in capitals (`TITLE`),
+    not as typer writes it (`{title}`), which reads as a template left unfilled."""
+
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
+        return [
+            re.sub(r"\{([^{}]+)\}", lambda found: found.group(1).upper(), piece)
+            for piece in super().collect_usage_pieces(ctx)
+        ]
+
+
+def _use_legion_command(tree: typer.Typer) -> None:
+    """Make every leaf command of `tree` (its groups' too) a `LegionCommand`."""
+    for info in tree.registered_commands:
+        if info.cls in (None, TyperCommand):  # typer's default, not a class of the command's own
+            info.cls = LegionCommand
+    for group in tree.registered_groups:
+        if group.typer_instance is not None:
+            _use_legion_command(group.typer_instance)
+
+
+_use_legion_command(app)
 
 
 def _command_name(info: CommandInfo) -> str | None:
