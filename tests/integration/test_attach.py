@@ -22,7 +22,14 @@ from legion.bus.sessions import register_session
 from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from legion.runtime.tmux import TAG_OPTION
-from tests.support.cli import LEGION_BIN, LegionRunner, Result, git, write_trusted_config
+from tests.support.cli import (
+    LEGION_BIN,
+    LegionRunner,
+    Result,
+    git,
+    run_legion,
+    write_trusted_config,
+)
 
 # What the agent's window runs: it writes the first line typed into it to a file, then waits.
 AGENT = "import sys, time; open(sys.argv[1], 'w').write(sys.stdin.readline()); time.sleep(600)"
@@ -187,8 +194,6 @@ def test_attach_takes_an_issue_or_a_window_as_legion_workers_shows_it(
     clients = wait_for("a client on Legion's server", legion_server.clients)
     assert clients == [[setup["session"], setup["window"], "0"]]
     # A name that names nothing says which workers run.
-    from tests.support.cli import run_legion
-
     unknown = run_legion(
         "attach", "LEG-9", cwd=setup["project"], env={"TMUX": f"{user.socket},1,0"}
     )
