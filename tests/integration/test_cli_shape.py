@@ -113,6 +113,10 @@ def test_completion_answers_the_command_line(tmp_path: Path) -> None:
     assert set(_complete(tmp_path, "legion host", 1)) == {"host", "hosts"}
     assert _complete(tmp_path, "legion -C . issue comm", 4) == ["comment", "comments"]
     assert "--body-file" in _complete(tmp_path, "legion issue create --", 3)
+    # `legion help` completes the names it takes.
+    assert _complete(tmp_path, "legion help iss", 2) == ["issue"]
+    assert _complete(tmp_path, "legion help issue cl", 3) == ["close"]
+    assert _complete(tmp_path, "legion help state ", 3) == []
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")

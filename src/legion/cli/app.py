@@ -216,6 +216,21 @@ def tui(ctx: typer.Context) -> None:
         raise typer.Exit(code)
 
 
+def _help_words(ctx: typer.Context, incomplete: str) -> list[str]:
+    """What `legion help …<TAB>` completes: the commands (or the subcommands of the one
+    named) that start with what was typed."""
+    from typer.main import get_command
+
+    command: Any = get_command(app)
+    for word in ctx.params.get("words") or ():
+        command = command.commands.get(word) if isinstance(command, TyperGroup) else None
+        if command is None:
+            return []
+    if not isinstance(command, TyperGroup):
+        return []
+    return [name for name in command.commands if name.startswith(incomplete)]
+
+
 app.command(
     "completion",
     epilog=common.example('eval "$(legion completion bash)"', "legion completion fish | source"),
@@ -229,7 +244,11 @@ app.command(
 def help_command(
     words: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[COMMAND [SUBCOMMAND]]", help="A command, and a subcommand of it."),
+        typer.Argument(
+            metavar="[COMMAND [SUBCOMMAND]]",
+            help="A command, and a subcommand of it.",
+            autocompletion=_help_words,
+        ),
     ] = None,
 ) -> None:
     """Show a command's help: `legion help issue create` is `legion issue create --help`;
