@@ -416,3 +416,14 @@ def test_no_help_shows_a_placeholder_in_braces() -> None:
     assert braces == []
     usage = run_legion("issue", "create", "--help", cwd=Path.cwd()).stdout.splitlines()[0]
     assert usage == "Usage: legion issue create [OPTIONS] TITLE"
+
+
+def test_config_set_never_prints_a_urls_password(legion: LegionRunner, isolated_env: Path) -> None:
+    url = "postgresql://legion:s3cret@db.example:5432/legion"
+    done = legion("config", "set", "store", url, "--user")
+    assert done.returncode == 0, done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    user = isolated_env / "config" / "legion" / "config.toml"
+    assert tomllib.loads(user.read_text(encoding="utf-8"))["store"] == url
+    shown = legion("config", "set", "store", url, "--user", "--json").stdout
+    assert "s3cret" not in shown

@@ -647,10 +647,13 @@ def config_set(
         path = find_project_root(common.repo_path(ctx)) / CONFIG_DIR_NAME / CONFIG_FILE_NAME
     write_config_value(path, key, raw)
     untrusted = [] if user else widening_keys(read_toml(path), user_values(os.environ))
+    shown = spec.shown(raw) if spec.shown is not None else raw  # a URL's password: never
     if as_json:
-        common.print_json({"config": str(path), "key": key, "value": raw, "needs_trust": untrusted})
+        common.print_json(
+            {"config": str(path), "key": key, "value": shown, "needs_trust": untrusted}
+        )
         return
-    common.echo(f"{path}: {key} = {toml_value(raw)}")
+    common.echo(f"{path}: {key} = {toml_value(shown)}")
     if untrusted:
         common.echo(
             f"legion: warning: {path} sets what only you choose ({', '.join(untrusted)}): "
