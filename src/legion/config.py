@@ -823,16 +823,19 @@ def with_config_value(text: str, key: str, value: Any) -> str:
     return after
 
 
-def write_config_value(path: Path, key: str, value: Any) -> None:
+def write_config_value(path: Path, key: str, value: Any, *, repo: bool = False) -> None:
     """Set `key` in the config file at `path` (made if missing), atomically, keeping the
-    rest of the file."""
-    _, _ = read_config(path)  # a broken file is reported as loading reports it
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    updated = with_config_value(text, key, value)
+    rest of the file. A repository's is read as loading reads it (a regular file, no link)."""
+    data, _ = read_config(path, repo=repo)  # a broken file is reported as loading reports it
+    updated = with_config_value(data.decode("utf-8"), key, value)
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(updated, encoding="utf-8")
-    tmp.replace(path)
+    # A new file of a name drawn now (O_EXCL): never one a commit put there, nor its link.
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=path.parent, prefix=".config-", suffix=".tmp", delete=False
+    ) as tmp:
+        tmp.write(updated)
+    if repo:  # the project's, committed: readable as git checks it out (the user's stays 0600)
+        os.chmod(tmp.name, 0o644)
+    Path(tmp.name).replace(path)

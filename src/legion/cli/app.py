@@ -645,7 +645,7 @@ def config_set(
         path = user_config_path(os.environ)
     else:
         path = find_project_root(common.repo_path(ctx)) / CONFIG_DIR_NAME / CONFIG_FILE_NAME
-    write_config_value(path, key, raw)
+    write_config_value(path, key, raw, repo=not user)
     untrusted = [] if user else widening_keys(read_toml(path), user_values(os.environ))
     shown = spec.shown(raw) if spec.shown is not None else raw  # a URL's password: never
     if as_json:
