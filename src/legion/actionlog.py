@@ -70,6 +70,20 @@ class ActionLog:
             for r in reversed(rows)
         ]
 
+    def after(self, entry_id: int, issue: str | None = None) -> list[Entry]:
+        """The entries written after entry `entry_id`, oldest first (`legion log --follow`)."""
+        query = "SELECT * FROM actions WHERE id > ?"
+        params: tuple[Any, ...] = (entry_id,)
+        if issue is not None:
+            query += " AND issue = ?"
+            params = (*params, issue)
+        with self._db.read() as conn:
+            rows = conn.execute(query + " ORDER BY id", params).fetchall()
+        return [
+            Entry(r["id"], r["at"], r["issue"], r["action"], OutcomeKind(r["outcome"]), r["detail"])
+            for r in rows
+        ]
+
     def count_since(
         self, issue: str, action: str, since: str, *, reset_by: str | None = None
     ) -> int:

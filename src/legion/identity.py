@@ -93,6 +93,14 @@ def require_spawner(what: str) -> None:
         )
 
 
+def require_person(what: str) -> None:
+    """What only a person does at their terminal (change Legion's settings, rewrite what an
+    issue asks for): refused in any session Legion started, the controller's included."""
+    here = current()
+    if here.in_session or here.session_id:
+        raise NotPermittedError(f"a Legion session does not {what}")
+
+
 def written_by_legion() -> bool:
     """Whether this command runs inside a Legion session, so what it writes is Legion's."""
     return current().in_session

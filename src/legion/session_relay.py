@@ -401,14 +401,14 @@ DAEMON_COMMANDS = frozenset(
 # Of those, Legion's own passes: the decision table's moves (transitions, starts), run with
 # Legion's authority (`legion.core.roles.LEGION`), not the controller's.
 LEGIONS_PASSES = frozenset({"reconcile", "dispatch", "resume"})
-FOLLOW_REFUSAL = "a session cannot follow the bus's events through the daemon"
+FOLLOW_REFUSAL = "a session cannot follow the bus's events or the action log through the daemon"
 
 
 def follows(argv: Sequence[str], at: int) -> bool:
-    """Whether `argv` (its command at `at`) asks `legion events` to follow without end, which
-    would hold a connection of the daemon's for the command's whole timeout: `--follow`, or
-    `-f` alone or among other short flags."""
-    if argv[at] != "events":
+    """Whether `argv` (its command at `at`) asks `legion events` or `legion log` to follow
+    without end, which would hold a connection of the daemon's for the command's whole
+    timeout: `--follow`, or `-f` alone or among other short flags."""
+    if argv[at] not in ("events", "log"):
         return False
     for arg in argv[at + 1 :]:
         if arg == "--":

@@ -21,6 +21,7 @@ EXPECTED_OPERATIONS = {
     "IssueClose",
     "IssueReopen",
     "IssueUpdateBody",
+    "IssueUpdateTitle",
     "IssueAddLabels",
     "IssueRemoveLabels",
     "IssueCreateLabel",

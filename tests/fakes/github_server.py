@@ -1038,7 +1038,7 @@ def _set_issue_state(fake: FakeGitHub, node_id: str, state: str, reason: str | N
 
 def _update_issue(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
     fake = _fake(info)
-    unknown = {key for key, value in input.items() if value is not None} - {"id", "body"}
+    unknown = {key for key, value in input.items() if value is not None} - {"id", "body", "title"}
     if unknown:
         raise FakeError(f"the fake GitHub does not implement updating {sorted(unknown)}")
     issue = fake.labelable_by_node_id(input["id"])
@@ -1046,6 +1046,8 @@ def _update_issue(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
         raise _not_found(f"Could not resolve to an Issue with the global id of '{input['id']}'")
     if input.get("body") is not None:
         issue["body"] = input["body"]
+    if input.get("title") is not None:
+        issue["title"] = input["title"]
     fake.touch(issue)
     return {"issue": issue, "clientMutationId": None}
 

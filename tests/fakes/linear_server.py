@@ -732,7 +732,7 @@ def _issue_update(_: Any, info: Any, id: str, input: dict[str, Any]) -> Record:
     except KeyError:
         raise _not_found("Issue") from None
     team = fake.teams[issue["team_id"]]
-    supported = {"stateId", "addedLabelIds", "removedLabelIds", "labelIds", "title"}
+    supported = {"stateId", "addedLabelIds", "removedLabelIds", "labelIds", "title", "description"}
     unknown = set(input) - supported
     if unknown:
         raise FakeError(f"the fake Linear does not implement the update of {sorted(unknown)}")
@@ -749,6 +749,8 @@ def _issue_update(_: Any, info: Any, id: str, input: dict[str, Any]) -> Record:
     issue["label_ids"] = [i for i in issue["label_ids"] if i not in removed]
     if "title" in input:
         issue["title"] = input["title"]
+    if "description" in input:
+        issue["description"] = input["description"]
     issue["updatedAt"] = fake.now()
     return {"success": True, "lastSyncId": 1.0, "issue": issue}
 

@@ -22,7 +22,14 @@ from legion.bus.sessions import register_session
 from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from legion.runtime.tmux import TAG_OPTION
-from tests.support.cli import LEGION_BIN, LegionRunner, Result, git, write_trusted_config
+from tests.support.cli import (
+    LEGION_BIN,
+    LegionRunner,
+    Result,
+    git,
+    run_legion,
+    write_trusted_config,
+)
 
 # What the agent's window runs: it writes the first line typed into it to a file, then waits.
 AGENT = "import sys, time; open(sys.argv[1], 'w').write(sys.stdin.readline()); time.sleep(600)"
@@ -168,16 +175,48 @@ def test_attach_inside_legions_own_tmux_switches_the_client(setup: dict[str, Any
     ])  # fmt: skip
 
 
+@pytest.mark.parametrize("name", ["LEG-1", "leg-1", "leg-1-implement"])
+def test_attach_takes_an_issue_or_a_window_as_legion_workers_shows_it(
+    setup: dict[str, Any], name: str
+) -> None:
+    from legion.core.model import Mode
+
+    loaded = load_project(setup["project"])
+    workers = open_workers(loaded, open_backends(loaded), dict(os.environ))
+    workers.roster.registry.start(
+        "LEG-1", Mode.IMPLEMENT, "sid-implement", "leg-1-implement", setup["project"]
+    )
+    legion_server, user = setup["legion"], setup["user"]
+    user(
+        "new-session", "-d", "-s", "human", "-x", "120", "-y", "40", "-c", str(setup["project"]),
+        "--", str(LEGION_BIN), "attach", name,
+    )  # fmt: skip
+    clients = wait_for("a client on Legion's server", legion_server.clients)
+    assert clients == [[setup["session"], setup["window"], "0"]]
+    # A name that names nothing says which workers run.
+    unknown = run_legion(
+        "attach", "LEG-9", cwd=setup["project"], env={"TMUX": f"{user.socket},1,0"}
+    )
+    one_line_error(unknown, "live workers: LEG-1 implement (window leg-1-implement)", 2)
+
+
 def test_attach_to_an_unknown_or_stopped_agent_is_a_clear_error(
     legion: LegionRunner, setup: dict[str, Any]
 ) -> None:
-    one_line_error(legion("attach", "nobody"), "unknown address @nobody", 2)
+    # As from a terminal of another tmux server (`legion attach` needs a terminal).
+    on_a_terminal = {"TMUX": f"{setup['user'].socket},1,0"}
     one_line_error(
-        legion("attach", "legion/LEG-1/review"),
+        legion("attach", "nobody", env=on_a_terminal),
+        "unknown address @nobody",
+        2,
+    )
+    one_line_error(
+        legion("attach", "legion/LEG-1/review", env=on_a_terminal),
         "@repo/legion/LEG-1/review is not running",
         1,
     )
-    one_line_error(legion("attach", "human"), "no session to attach to", 2)
+    one_line_error(legion("attach", "human", env=on_a_terminal), "no session to attach to", 2)
+    one_line_error(legion("attach", "nobody"), "needs a terminal", 2)
     assert setup["legion"].clients() == []
 
 

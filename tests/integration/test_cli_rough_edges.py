@@ -64,7 +64,7 @@ def test_state_table_fits_80_columns(legion: LegionRunner, project: Path) -> Non
     assert "Add a --verbose flag" in text and "…" in text and long_title not in text
     for label in ("worker-done", "user-input-needed", "user-feedback-given", "worker-active"):
         assert label in text  # never cut: labels wrap under the title
-    assert "relay user feedback" in text and "(review)" in text
+    assert "relay the human" in text and "answer to" in text and "review" in text
     assert "#1 changes" in text and "requested" in text
 
     wide = legion("state", env={"COLUMNS": "200"})
@@ -436,10 +436,10 @@ def test_every_command_help_has_an_example(tmp_path: Path) -> None:
         assert result.returncode == 0, (path, result.stderr)
         if not re.search(r"^\s*Example:", result.stdout, re.MULTILINE):
             missing.append(" ".join(["legion", *path]))
-        leaf = "Commands:" not in result.stdout
-        # A screen (the TUI, an attached session) and the demo's story print nothing a program
-        # would read.
-        screens = (["demo"], ["tui"], ["attach"])
+        leaf = "COMMAND [ARGS]..." not in result.stdout.splitlines()[0]
+        # A screen (the TUI, an attached session), the demo's story, a help text and a shell
+        # script print nothing a program would read.
+        screens = (["demo"], ["tui"], ["attach"], ["help"], ["completion"])
         if leaf and path not in screens and "--json" not in result.stdout:
             no_json.append(" ".join(["legion", *path]))
     assert not missing, f"no Example: in the --help of {missing}"

@@ -979,3 +979,19 @@ def test_relation_lines_in_a_new_issues_body_relate_nothing(
     assert not tracker.get_issue("WIDGETS-1").children
     child = tracker.create_issue("A real child", body="Blocked by #2", parent="WIDGETS-1")
     assert child.parent == "WIDGETS-1" and not child.blocked_by
+
+
+def test_edit_issue_keeps_the_parent_and_blocker_lines(fake: FakeGitHub, tmp_path: Path) -> None:
+    tracker = make_tracker(fake, tmp_path)
+    tracker.create_issue("Parent")
+    tracker.create_issue("Blocker")
+    child = tracker.create_issue("Child", body="old", parent="WIDGETS-1", blocked_by=["WIDGETS-2"])
+    number = number_of(child)
+    edited = tracker.edit_issue(child.identifier, title="New child", body="new\nParent: #9")
+    assert (edited.title, edited.body) == ("New child", "new\n> Parent: #9")
+    assert (edited.parent, edited.blocked_by) == ("WIDGETS-1", ("WIDGETS-2",))
+    assert fake.issues[number]["title"] == "New child"
+    assert fake.issues[number]["body"].endswith("Blocked by #2\nParent: WIDGETS-1 (#1)")
+    fake.requests.clear()
+    tracker.edit_issue(child.identifier, title="New child", body="new\nParent: #9")
+    assert not {"IssueUpdateTitle", "IssueUpdateBody"} & set(ops(fake))

@@ -719,3 +719,19 @@ def test_an_issue_with_ten_thousand_comments_is_read_from_its_end(
     fake.requests.clear()
     assert [part.text for part in human_answer(tracker, issue)] == ["Postgres."]
     assert len(fake.requests) == 1 + math.ceil(1000 / COMMENT_PAGE_SIZE)
+
+
+def test_edit_issue_sets_title_and_description_and_writes_nothing_unchanged(
+    fake: FakeLinear, tmp_path: Path
+) -> None:
+    issue = fake.add_issue("Old title", description="Old body")
+    tracker = make_tracker(fake, tmp_path)
+    edited = tracker.edit_issue(issue, title="New title")
+    assert (edited.title, edited.body) == ("New title", "Old body")
+    edited = tracker.edit_issue(issue, body="New body")
+    assert (edited.title, edited.body) == ("New title", "New body")
+    fake.requests.clear()
+    assert tracker.edit_issue(issue, title="New title").title == "New title"
+    assert "LinearIssueUpdate" not in ops(fake)
+    with pytest.raises(InputError):
+        tracker.edit_issue(issue, title="  ")

@@ -139,6 +139,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "reconcile",
                 "watch",
                 "status",
+                "start_plan",
                 "projects",
                 "messaging",
                 "agent_control",

@@ -27,6 +27,7 @@ PLUGIN_FILES = (
     "github/",
     "runtime/claude",
     "runtime/codex",
+    "cli/reference_notes.py",  # the settings' reference, whose examples name them as a user writes
 )
 NAME = re.compile(r"""["'](?:claude|codex|linear|github|embedded|claude-code)["']""")
 

@@ -25,6 +25,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Answered before importing anything heavy: the cold-start path must stay fast.
         print(f"legion {__version__}")
         return 0
+    if os.environ.get("_LEGION_COMPLETE"):  # the shell's completion script asking
+        from legion.cli.completion import answer
+
+        answered = answer(os.environ)
+        if answered is not None:
+            return answered
     if not args and sys.stdin.isatty() and sys.stdout.isatty():
         args = ["tui"]  # `legion` alone on a terminal opens the TUI; in a pipe, the help
 

@@ -99,25 +99,103 @@ def kill(
 
 def attach(
     ctx: typer.Context,
-    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent, as in a mention.")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME",
+            help="An issue (its live worker), a worker's window as `legion workers` shows it, "
+            "or an agent's address as in a mention.",
+        ),
+    ],
 ) -> None:
-    """Open the agent's live session in this terminal: its tmux window, read-write (what you
-    type goes to the agent). Detach with tmux's prefix key then d (C-b d by default); the
-    session runs on. Inside tmux on the same server, switches this client to it instead."""
-    from legion.agent_control import attach_command
+    """Open a live session in this terminal: its tmux window, read-write (what you type goes
+    to the agent). NAME is an issue (`LEG-7`: its live worker), a worker's window as `legion
+    workers` shows it, or an agent's address (`legion/LEG-7/implement`, `legion`). Detach with
+    tmux's prefix key then d (C-b d by default); the session runs on. Inside tmux on the same
+    server, switches this client to it instead. Needs a terminal."""
+    from legion.errors import InputError, LegionError
 
-    bus = bus_common.open_bus()
-    target = bus_common.target(bus, bus_common.speaker_of(ctx, bus), agent)
-    attach_with = attach_command(bus, target, os.environ)
-    bus.close()
+    inside_tmux = bool(os.environ.get("TMUX"))
+    if not inside_tmux and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise InputError(
+            "`legion attach` needs a terminal: run it in one, not in a pipe or a script"
+        )
+    attach_with = _worker_attach(ctx, name)
+    if attach_with is None:
+        from legion.agent_control import attach_command
+
+        bus = bus_common.open_bus()
+        try:
+            target = bus_common.target(bus, bus_common.speaker_of(ctx, bus), name)
+        except InputError as exc:
+            raise InputError(f"{exc}; {_live_workers(ctx)}") from None
+        attach_with = attach_command(bus, target, os.environ)
+        bus.close()
     argv = attach_with.argv
     sys.stdout.flush()
     try:
         os.execvpe(argv[0], argv, attach_with.env)
     except OSError as exc:
-        from legion.errors import LegionError
-
         raise LegionError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+
+def _live_views(ctx: typer.Context) -> tuple[Any, list[Any]] | None:
+    """This project's worker manager and its live workers; None outside a project (or when
+    tmux cannot say)."""
+    from legion.backends import open_workers
+    from legion.errors import LegionError
+
+    try:
+        project, backends = common.backends(ctx)
+        manager = open_workers(project, backends)
+        views = manager.roster.views()
+    except LegionError:
+        return None
+    return manager, [view for view in views if view.state.is_live and view.window is not None]
+
+
+def _worker_attach(ctx: typer.Context, name: str) -> Any:
+    """How to attach to the live worker `name` names (its issue, or its window); None when
+    it names none of this project's workers."""
+    from legion.core.model import normalize_identifier
+    from legion.errors import InputError, LegionError
+
+    found = _live_views(ctx)
+    if found is None:
+        return None
+    manager, live = found
+    matches = [view for view in live if view.record.window == name]
+    if not matches:
+        try:
+            issue = normalize_identifier(name)
+        except LegionError:
+            return None
+        matches = [view for view in live if view.record.issue == issue]
+        if not matches:
+            if any(view.record.issue == issue for view in manager.roster.views()):
+                raise InputError(f"{issue} has no live worker; {_listed(live)}")
+            return None
+    if len(matches) > 1:
+        windows = ", ".join(for_display(view.record.window) for view in matches)
+        raise InputError(f"{for_display(name)} has several live workers: name a window ({windows})")
+    return manager.windows.attach_command(matches[0].window.id, os.environ)
+
+
+def _listed(live: list[Any]) -> str:
+    if not live:
+        return "no worker is running in this project"
+    shown = [
+        f"{for_display(view.record.issue)} {view.record.mode.value} "
+        f"(window {for_display(view.record.window)})"
+        for view in live
+    ]
+    return "live workers: " + ", ".join(shown)
+
+
+def _live_workers(ctx: typer.Context) -> str:
+    """A hint for a name that names nothing: the live workers, as `legion attach` takes them."""
+    found = _live_views(ctx)
+    return "see `legion agents`" if found is None else _listed(found[1])
 
 
 def archive(

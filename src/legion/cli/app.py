@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer._click import Context, HelpFormatter
+from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_name
 from typer.models import CommandInfo
 
@@ -17,6 +20,7 @@ from legion.cli import (
     agents,
     bus,
     common,
+    completion,
     demo,
     doctor,
     events,
@@ -31,12 +35,75 @@ from legion.cli import (
     workers,
     workspaces,
 )
-from legion.config import SPECS, Project
-from legion.errors import LegionError
+from legion.config import CONFIG_DIR_NAME, SPECS, Project
+from legion.errors import InputError, LegionError
 from legion.projects import init_project, pickup_line
+
+# `legion --help` lists the commands in these sections, in this order (as gh does); a test
+# checks every command is in exactly one. A command added without a section is listed under
+# "Other commands" rather than hidden.
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "Getting started",
+        ("init", "demo", "doctor", "config", "trust", "project", "skills", "help", "completion"),
+    ),
+    ("Issues and pull requests", ("issue", "pr", "state", "workspace")),
+    (
+        "The swarm",
+        (
+            "start",
+            "stop",
+            "status",
+            "reconcile",
+            "log",
+            "usage",
+            "workers",
+            "peek",
+            "dispatch",
+            "resume",
+            "answer",
+            "feedback",
+        ),
+    ),
+    (
+        "Agents and the bus",
+        ("tui", "say", "messages", "agents", "events", "attach", "kill", "archive"),
+    ),
+    ("The fleet", ("hosts", "host")),
+    (
+        "Commands the agents run (in their sessions; rarely by hand)",
+        ("ask", "reply", "complete", "escalate", "task"),
+    ),
+)
+OTHER_SECTION = "Other commands"
+
+
+class SectionedGroup(TyperGroup):
+    """The root group: its help lists the commands by section (`SECTIONS`), one column."""
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        shown = {}
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                shown[name] = command
+        if not shown:
+            return
+        placed = {name for _, names in SECTIONS for name in names}
+        sections = [(title, [n for n in names if n in shown]) for title, names in SECTIONS]
+        sections.append((OTHER_SECTION, [n for n in shown if n not in placed]))
+        width = max(len(name) for name in shown)
+        limit = formatter.width - 6 - width
+        for title, names in sections:
+            if names:
+                rows = [(n.ljust(width), shown[n].get_short_help_str(limit)) for n in names]
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
 
 app = typer.Typer(
     name="legion",
+    cls=SectionedGroup,
     help="Runs a swarm of coding agents through your issue tracker.",
     no_args_is_help=True,
     add_completion=False,
@@ -53,7 +120,7 @@ app = typer.Typer(
 # Each command's help ends with an example (a test checks every command has one).
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "demo": ("legion demo --issues 1 --dir /tmp/legion-demo",),
-    "start": ("legion start --mode auto --tick 30",),
+    "start": ("legion start --dry-run", "legion start --mode auto --tick 30"),
     "stop": ("legion stop --all",),
     "status": ("legion status --json",),
     "reconcile": ("legion reconcile --dry-run",),
@@ -75,7 +142,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "complete": ('legion complete "Plan posted: 4 steps"',),
     "kill": ("legion kill legion/LEG-7/implement", "legion kill implement -f"),
     "archive": ("legion archive legion/LEG-7/review",),
-    "attach": ("legion attach legion/LEG-7/implement", "legion attach legion"),
+    "attach": ("legion attach LEG-7", "legion attach legion/LEG-7/implement"),
 }
 
 
@@ -151,6 +218,64 @@ def tui(ctx: typer.Context) -> None:
         raise typer.Exit(code)
 
 
+def _help_words(ctx: typer.Context, incomplete: str) -> list[str]:
+    """What `legion help …<TAB>` completes: the commands (or the subcommands of the one
+    named) that start with what was typed."""
+    from typer.main import get_command
+
+    command: Any = get_command(app)
+    for word in ctx.params.get("words") or ():
+        command = command.commands.get(word) if isinstance(command, TyperGroup) else None
+        if command is None:
+            return []
+    if not isinstance(command, TyperGroup):
+        return []
+    return [name for name in command.commands if name.startswith(incomplete)]
+
+
+app.command(
+    "completion",
+    epilog=common.example('eval "$(legion completion bash)"', "legion completion fish | source"),
+)(completion.completion)
+
+
+@app.command(
+    "help",
+    epilog=common.example("legion help issue create", "legion help"),
+)
+def help_command(
+    words: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[COMMAND [SUBCOMMAND]]",
+            help="A command, and a subcommand of it.",
+            autocompletion=_help_words,
+        ),
+    ] = None,
+) -> None:
+    """Show a command's help: `legion help issue create` is `legion issue create --help`;
+    `legion help` alone is `legion --help`."""
+    from typer._click.core import Context as ClickContext
+    from typer.main import get_command
+
+    command = get_command(app)  # the whole tree, whatever `app_for` kept
+    ctx = ClickContext(command, info_name="legion", **command.context_settings)
+    path = "legion"
+    for word in words or ():
+        if not isinstance(command, TyperGroup):
+            raise InputError(f"`{path}` has no subcommands (see `{path} --help`)")
+        sub = command.get_command(ctx, word)
+        if sub is None or sub.hidden:
+            names = [name for name, cmd in command.commands.items() if not cmd.hidden]
+            raise InputError(
+                f"no command `{path} {word}`{common.did_you_mean(word, names)} "
+                f"(see `{path} --help`)"
+            )
+        command, path = sub, f"{path} {word}"
+        ctx = ClickContext(command, info_name=word, parent=ctx, **command.context_settings)
+    typer.echo(ctx.get_help())
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"legion {__version__}")
@@ -171,12 +296,38 @@ def root(
             exists=True,
         ),
     ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="Print only results (identifiers, tables, values, JSON): no hints, no notes "
+            "that a list is empty. Errors and warnings still go to stderr.",
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Also print, on stderr, where the project, its settings and its state come "
+            "from, and how long the command took.",
+        ),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
 ) -> None:
-    ctx.obj = {"repo": repo}
+    if quiet and verbose:
+        raise InputError("give -q (--quiet) or -v (--verbose), not both")
+    level = common.QUIET if quiet else common.VERBOSE if verbose else common.NORMAL
+    ctx.obj = {"repo": repo, "verbosity": level}
+    if verbose:
+        import time
+
+        started = time.monotonic()
+        ctx.call_on_close(lambda: common.debug(f"took {time.monotonic() - started:.2f} s"))
 
 
 @app.command(
@@ -280,12 +431,16 @@ def init(
         return
     root_dir, config_path = project.root, project.config_path
     typer.echo(f"Initialised Legion in {root_dir}")
-    typer.echo(f"  config:     {config_path}")
-    typer.echo(f"  project id: {project.settings.project_id}")
-    typer.echo(f"  state:      {project.state_dir}")
+    common.info(f"  config:     {config_path}")
+    common.info(f"  project id: {project.settings.project_id}")
+    common.info(f"  state:      {project.state_dir}")
     if pickup is not None:
         typer.echo(pickup)
-    typer.echo('Next: `legion issue create "Your first issue"`, then `legion state`.')
+    common.info(
+        f"Commit {CONFIG_DIR_NAME}/ (its config.toml is the project's: every clone and every "
+        "worker reads it)."
+    )
+    common.info('Next: `legion issue create "Your first issue"`, then `legion state`.')
 
 
 def _pickup(project: Project) -> str | None:
@@ -327,7 +482,7 @@ def state(
 
     out = common.console()
     if not snapshot.issues:
-        out.print('No issues yet: `legion issue create "Title"` adds one.')
+        common.info('No issues yet: `legion issue create "Title"` adds one.')
     else:
         common.print_table(render.state_table(snapshot, out.width))
     for warning in snapshot.warnings:
@@ -343,17 +498,15 @@ def _table_value(item: Any) -> Any:
     return getattr(item, "value", item)
 
 
-@app.command("config", epilog=common.example("legion config", "legion config --json"))
-def show_config(
-    ctx: typer.Context,
-    as_json: Annotated[bool, common.JsonOption] = False,
-) -> None:
-    """The settings in effect, and where each comes from.
+config_app = typer.Typer(
+    epilog=common.example(
+        "legion config", "legion config get base_branch", "legion config set wip_limit 3"
+    ),
+)
 
-    Printed as TOML, each value's source in a comment after it (a file, a LEGION_* variable, the
-    command line, or "default"); a setting with no value is a comment: `# name: unset (...)`.
-    """
-    project = common.project(ctx)
+
+def _config_rows(project: Project) -> dict[str, dict[str, Any]]:
+    """Every setting's value in effect, as its file would hold it, and where it comes from."""
     settings = project.settings
     effective: dict[str, Any] = {
         "state_dir": project.state_dir,
@@ -371,6 +524,23 @@ def show_config(
         elif isinstance(value, Mapping):  # [statuses]: names only; [prices]: tables
             value = {key: _table_value(item) for key, item in value.items()}
         rows[spec.name] = {"value": value, "source": settings.sources.get(spec.name, "default")}
+    return rows
+
+
+@config_app.callback(invoke_without_command=True)
+def show_config(
+    ctx: typer.Context,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """The settings in effect, and where each comes from; `get` and `set` one.
+
+    Printed as TOML, each value's source in a comment after it (a file, a LEGION_* variable, the
+    command line, or "default"); a setting with no value is a comment: `# name: unset (...)`.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    project = common.project(ctx)
+    rows = _config_rows(project)
     if as_json:
         common.print_json({"root": str(project.root), "settings": rows})
         return
@@ -388,6 +558,113 @@ def show_config(
     if os.environ.get("LEGION_REPO"):
         lines.insert(1, "# (the repository comes from LEGION_REPO)")
     common.echo("\n".join(lines))
+
+
+@config_app.command(
+    "get", epilog=common.example("legion config get base_branch", "legion config get tick --json")
+)
+def config_get(
+    ctx: typer.Context,
+    key: Annotated[
+        str, typer.Argument(metavar="KEY", help="A setting, as `legion config` names it.")
+    ],
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Print one setting's value in effect: a string as it is, anything else as TOML; nothing
+    when it is unset."""
+    from legion.config import SPEC_BY_NAME, toml_value
+
+    if key not in SPEC_BY_NAME:
+        raise InputError(
+            f"unknown setting {key!r}{common.did_you_mean(key, SPEC_BY_NAME)}; "
+            "`legion config` lists them all"
+        )
+    row = _config_rows(common.project(ctx))[key]
+    if as_json:
+        common.print_json({"key": key, **row})
+        return
+    value = row["value"]
+    if value is not None:
+        common.echo(value if isinstance(value, str) else toml_value(value))
+
+
+@config_app.command(
+    "set",
+    epilog=common.example(
+        "legion config set base_branch main",
+        "legion config set wip_limit 3",
+        'legion config set labels \'["docs", "bug"]\'',
+        "legion config set claude_bin ~/bin/claude --user",
+    ),
+)
+def config_set(
+    ctx: typer.Context,
+    key: Annotated[
+        str, typer.Argument(metavar="KEY", help="A setting, as `legion config` names it.")
+    ],
+    value: Annotated[
+        str,
+        typer.Argument(
+            metavar="VALUE",
+            help='Its value: read as TOML (3, true, ["a", "b"]) when the setting takes that, '
+            "else as a string.",
+        ),
+    ],
+    user: Annotated[
+        bool,
+        typer.Option(
+            "--user",
+            help="Write your user config (~/.config/legion/config.toml), not the project's.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Set a setting in the project's .legion/config.toml (or, with --user, your own config),
+    checked by the rules Legion reads it with; the rest of the file is kept as it is.
+
+    A repository's config that sets what Legion runs (`legion trust` lists those settings) is
+    read only once you trust it again: any change to it undoes `legion trust`. Not from inside
+    a Legion session."""
+    from legion import identity
+    from legion.config import (
+        CONFIG_DIR_NAME,
+        CONFIG_FILE_NAME,
+        check_config_key,
+        config_value,
+        find_project_root,
+        read_toml,
+        toml_value,
+        user_config_path,
+        user_values,
+        widening_keys,
+        write_config_value,
+    )
+
+    identity.require_person("change Legion's settings")
+    spec = check_config_key(key, repo=not user)
+    raw = config_value(spec, value)
+    if user:
+        path = user_config_path(os.environ)
+    else:
+        path = find_project_root(common.repo_path(ctx)) / CONFIG_DIR_NAME / CONFIG_FILE_NAME
+    write_config_value(path, key, raw, repo=not user)
+    untrusted = [] if user else widening_keys(read_toml(path), user_values(os.environ))
+    shown = spec.shown(raw) if spec.shown is not None else raw  # a URL's password: never
+    if as_json:
+        common.print_json(
+            {"config": str(path), "key": key, "value": shown, "needs_trust": untrusted}
+        )
+        return
+    common.echo(f"{path}: {key} = {toml_value(shown)}")
+    if untrusted:
+        common.echo(
+            f"legion: warning: {path} sets what only you choose ({', '.join(untrusted)}): "
+            "Legion reads it only once you read it and run `legion trust`",
+            err=True,
+        )
+
+
+app.add_typer(config_app, name="config")
 
 
 @app.command("trust", epilog=common.example("legion trust", "legion trust --json"))
@@ -436,10 +713,37 @@ def trust_config(
     common.echo("Any change to the file undoes this: run `legion trust` again after reading it.")
 
 
+class LegionCommand(TyperCommand):
+    """Every leaf command: its usage line names a required argument in capitals (`TITLE`),
+    not as typer writes it (`{title}`), which reads as a template left unfilled."""
+
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
+        return [
+            re.sub(r"\{([^{}]+)\}", lambda found: found.group(1).upper(), piece)
+            for piece in super().collect_usage_pieces(ctx)
+        ]
+
+
+def _use_legion_command(tree: typer.Typer) -> None:
+    """Make every leaf command of `tree` (its groups' too) a `LegionCommand`."""
+    for info in tree.registered_commands:
+        if info.cls in (None, TyperCommand):  # typer's default, not a class of the command's own
+            info.cls = LegionCommand
+    for group in tree.registered_groups:
+        if group.typer_instance is not None:
+            _use_legion_command(group.typer_instance)
+
+
+_use_legion_command(app)
+
+
 def _command_name(info: CommandInfo) -> str | None:
     if info.name:
         return info.name
     return get_command_name(info.callback.__name__) if info.callback else None
+
+
+ROOT_FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose"})
 
 
 def app_for(args: Sequence[str]) -> typer.Typer:
@@ -449,10 +753,13 @@ def app_for(args: Sequence[str]) -> typer.Typer:
     Anything else (`--help`, no command, a name that is not a command) gets the whole tree,
     so its help, its suggestions and its errors are those of the whole tree."""
     rest = list(args)
-    if rest[:1] in (["--repo"], ["-C"]):
-        rest = rest[2:]
-    elif rest and rest[0].startswith("--repo="):
-        rest = rest[1:]
+    while rest:  # the root's own options
+        if rest[0] in ("--repo", "-C"):
+            rest = rest[2:]
+        elif rest[0].startswith("--repo=") or rest[0] in ROOT_FLAGS:
+            rest = rest[1:]
+        else:
+            break
     if not rest or rest[0].startswith("-"):
         return app
     word = rest[0]

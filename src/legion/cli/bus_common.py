@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the bus is imported by its commands only: other commands st
     from legion.identity import Speaker
     from legion.relay.client import RelayClient
 
-FOLLOW_POLL_S = 0.2  # how often `--follow` looks for new messages or events
+FOLLOW_POLL_S = common.FOLLOW_POLL_S  # how often `--follow` looks for new messages or events
 DEFAULT_LAST = 50
 
 ChannelOption = typer.Option(

@@ -7,15 +7,17 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import typer
 
 from legion.backends import Backends, open_backends
 from legion.config import Project, load_project
 from legion.errors import InputError
+
+T = TypeVar("T")
 
 JsonOption = typer.Option("--json", help="Print machine-readable JSON.")
 
@@ -37,6 +39,66 @@ def checked_option(setting: str, value: Any, option: str) -> Any:
         raise InputError(f"{option} {exc}") from None
 
 
+FOLLOW_POLL_S = 0.2  # how often a `--follow` looks for what is new
+
+
+def follow(
+    fetch: Callable[[int], Sequence[T]],
+    cursor: int,
+    show: Callable[[Sequence[T]], None],
+    position: Callable[[T], int],
+) -> None:
+    """`--follow`: every `FOLLOW_POLL_S`, `show` what `fetch` finds after `cursor` (the
+    `position` of the last thing shown), until Ctrl-C, which is how one stops: not an error."""
+    import time
+
+    try:
+        while True:
+            time.sleep(FOLLOW_POLL_S)
+            found = fetch(cursor)
+            if found:
+                show(found)
+                cursor = position(found[-1])
+    except KeyboardInterrupt:
+        return
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """The end of a one-line error about an unknown name: the names close to it, if any."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(set(choices)), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(repr(name) for name in close)}?)"
+
+
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+
+
+def verbosity() -> int:
+    """The root's `-q` (QUIET) or `-v` (VERBOSE) for the command running now; NORMAL else."""
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return int((obj or {}).get("verbosity", NORMAL))
+
+
+def info(text: str, *, err: bool = False) -> None:
+    """A line that says something about the result rather than being it (a hint, what to do
+    next, that a list is empty): left out under `-q`. Escaped as `echo` escapes."""
+    if verbosity() > QUIET:
+        echo(text, err=err)
+
+
+def debug(text: str) -> None:
+    """A line on stderr under `-v` only: where the project, its settings and its state come
+    from, how long the command took."""
+    if verbosity() >= VERBOSE:
+        echo(f"legion: {text}", err=True)
+
+
 def repo_path(ctx: typer.Context) -> Path:
     obj = ctx.find_root().obj or {}
     repo = obj.get("repo")
@@ -44,7 +106,22 @@ def repo_path(ctx: typer.Context) -> Path:
 
 
 def project(ctx: typer.Context) -> Project:
-    return load_project(repo_path(ctx))
+    loaded = load_project(repo_path(ctx))
+    if verbosity() >= VERBOSE:
+        from legion.config import user_config_path
+
+        settings = loaded.settings
+        debug(f"project {loaded.root} (config {loaded.config_path})")
+        debug(f"user config {user_config_path(os.environ)}")
+        debug(f"state {loaded.state_dir}")
+        from legion.config import SPEC_BY_NAME
+
+        for name in ("tracker", "forge", "store"):
+            spec, value = SPEC_BY_NAME[name], settings.value(name)
+            shown = spec.shown(value) if spec.shown is not None else value
+            shown = "SQLite in the state folder" if shown is None else shown
+            debug(f"{name} {shown} (from {settings.sources.get(name, 'default')})")
+    return loaded
 
 
 def backends(ctx: typer.Context) -> tuple[Project, Backends]:

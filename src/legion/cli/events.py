@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from legion.cli import bus_common, common
-from legion.cli.bus_common import DEFAULT_LAST, FOLLOW_POLL_S
+from legion.cli.bus_common import DEFAULT_LAST
 from legion.core.text import for_display
 
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
@@ -95,16 +94,12 @@ def events(
             typer.echo("No events.")
         return
     # Nothing shown: no event matches yet, so each that comes is newer than 0.
-    cursor = shown[-1].id if shown else 0
-    try:
-        while True:
-            time.sleep(FOLLOW_POLL_S)
-            found = fetch(cursor, None)
-            if found:
-                _show_events(found, addresses, as_json)
-                cursor = found[-1].id
-    except KeyboardInterrupt:
-        return  # Ctrl-C is how one stops following: not an error
+    common.follow(
+        lambda cursor: fetch(cursor, None),
+        shown[-1].id if shown else 0,
+        lambda found: _show_events(found, addresses, as_json),
+        lambda event: event.id,
+    )
 
 
 def _show_events(found: Iterable[Event], addresses: Mapping[int, str], as_json: bool) -> None:

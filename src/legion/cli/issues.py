@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from legion.config import Project
     from legion.trackers.base import Tracker
 
+# `legion issue close` moves an issue to Done, `reopen` back to Todo: Legion's statuses, each
+# backend's own name for it from the project's [statuses] table.
+CLOSED = Status.DONE
+REOPENED = Status.TODO
+
 app = typer.Typer(
     help="Create, read and update issues.",
     no_args_is_help=True,
@@ -81,7 +86,7 @@ def create(
         return
     common.echo(issue.identifier)
     if pickup is not None:  # on stderr: `ID=$(legion issue create …)` holds the identifier
-        common.echo(pickup, err=True)
+        common.info(pickup, err=True)
 
 
 def _pickup(project: Project, tracker: Tracker, issue: Issue) -> str | None:
@@ -115,7 +120,7 @@ def list_issues(
     if as_json:
         common.print_json([render.issue_json(issue) for issue in found])
     elif not found:
-        typer.echo("No issues.")
+        common.info("No issues.")
     else:
         common.print_table(render.issues_table(found, common.console().width))
 
@@ -198,6 +203,92 @@ def move(
         common.print_json(render.issue_json(issue))
     else:
         common.echo(f"{issue.identifier}: {before.status.value} -> {issue.status.value}")
+
+
+@app.command(
+    epilog=common.example(
+        'legion issue edit LEG-3 --title "Add a --verbose flag to every command"',
+        "legion issue edit LEG-3 --body-file spec.md --add-label docs",
+    )
+)
+def edit(
+    ctx: typer.Context,
+    identifier: str,
+    title: Annotated[str | None, typer.Option("--title", "-t", help="The new title.")] = None,
+    body: Annotated[str | None, typer.Option("--body", "-b", help="The new body.")] = None,
+    body_file: Annotated[Path | None, BodyFileOption] = None,
+    add_label: Annotated[
+        list[str] | None, typer.Option("--add-label", help="A label to add (repeatable).")
+    ] = None,
+    remove_label: Annotated[
+        list[str] | None, typer.Option("--remove-label", help="A label to remove (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Change an issue's title, body or labels. The body replaces the old one (GitHub: the
+    parent and blocker lines Legion keeps in it stay). Not from inside a Legion session: a
+    worker comments instead."""
+    text = common.read_text_arg(body, body_file, "the body")
+    if title is None and text is None and not add_label and not remove_label:
+        raise InputError(
+            "nothing to do: give --title, --body (or --body-file), --add-label or --remove-label"
+        )
+    if title is not None or text is not None:
+        identity.require_person("rewrite an issue's title or body: comment instead")
+    project, backends = common.backends(ctx)
+    issue = backends.tracker.get_issue(identifier)
+    if title is not None or text is not None:
+        issue = backends.tracker.edit_issue(issue.identifier, title=title, body=text)
+    if add_label or remove_label:
+        issue = backends.tracker.update_labels(
+            issue.identifier, add=add_label or (), remove=remove_label or ()
+        )
+    common.changed(project)
+    if as_json:
+        common.print_json(render.issue_json(issue))
+    else:
+        common.echo(f"{issue.identifier}: edited ({issue.title})")
+
+
+def _close_or_reopen(ctx: typer.Context, identifier: str, closing: bool, as_json: bool) -> None:
+    target = CLOSED if closing else REOPENED
+    project, backends = common.backends(ctx)
+    before = backends.tracker.get_issue(identifier)
+    if (before.status is CLOSED) is closing:
+        issue, line = before, f"{before.identifier}: already {'closed' if closing else 'open'}"
+        if not closing:
+            line += f" ({before.status.value})"
+    else:
+        issue = backends.tracker.set_status(before.identifier, target)
+        common.changed(project)
+        line = f"{issue.identifier}: {before.status.value} -> {issue.status.value}"
+    if as_json:
+        common.print_json(render.issue_json(issue))
+    else:
+        common.echo(line)
+
+
+@app.command(epilog=common.example("legion issue close LEG-3"))
+def close(
+    ctx: typer.Context,
+    identifier: str,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Close an issue: move it to Done (the tracker's own name for Done, from [statuses]; on
+    GitHub the issue is closed). Legion starts no more workers on it. Closing a closed issue
+    changes nothing."""
+    _close_or_reopen(ctx, identifier, True, as_json)
+
+
+@app.command(epilog=common.example("legion issue reopen LEG-3"))
+def reopen(
+    ctx: typer.Context,
+    identifier: str,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """Reopen a closed (Done) issue: move it back to Todo, where Legion plans it again. An
+    issue that is not closed keeps its status."""
+    _close_or_reopen(ctx, identifier, False, as_json)
 
 
 @app.command(

@@ -53,7 +53,7 @@ def list_prs(ctx: typer.Context, as_json: Annotated[bool, common.JsonOption] = F
     if as_json:
         common.print_json([render.pr_json(pr) for pr in found])
     elif not found:
-        typer.echo("No pull requests.")
+        common.info("No pull requests.")
     else:
         common.print_table(render.prs_table(found))
 

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -80,24 +80,44 @@ def log(
         int, typer.Option("--lines", "-n", min=1, max=100000, help="How many entries.")
     ] = 20,
     issue: Annotated[str | None, typer.Option("--issue", "-i", help="Only this issue.")] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new entries until Ctrl-C.")
+    ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """The action log: what Legion did, to which issue, and how it went."""
-    from legion.actionlog import ActionLog
+    """The action log: what Legion did, to which issue, and how it went (with --follow, then
+    each new entry as it is written). With --follow --json, one JSON object per line."""
+    from legion.actionlog import ActionLog, Entry
     from legion.core.model import normalize_identifier
 
     _, backends = common.backends(ctx)
     # An identifier that names no issue is bad input, not an empty log.
     only = backends.tracker.get_issue(normalize_identifier(issue)).identifier if issue else None
-    entries = ActionLog(backends.db).tail(lines, only)
-    if as_json:
+    log = ActionLog(backends.db)
+    entries = log.tail(lines, only)
+    if as_json and not follow:
         common.print_json([entry.to_json() for entry in entries])
         return
-    if not entries:
-        typer.echo(f"No actions logged{f' for {only}' if only else ''} yet.")
-    for entry in entries:
-        detail = f"  {entry.detail}" if entry.detail else ""
-        common.echo(f"{entry.at}  {entry.issue:8}  {entry.action}: {entry.outcome}{detail}")
+
+    def show(found: Sequence[Entry]) -> None:
+        for entry in found:
+            if as_json:
+                line = common.json_text(entry.to_json())
+            else:
+                detail = f"  {entry.detail}" if entry.detail else ""
+                line = f"{entry.at}  {entry.issue:8}  {entry.action}: {entry.outcome}{detail}"
+            common.echo(line)
+
+    if not entries and not as_json:
+        common.info(f"No actions logged{f' for {only}' if only else ''} yet.")
+    show(entries)
+    if follow:
+        common.follow(
+            lambda cursor: log.after(cursor, only),
+            entries[-1].id if entries else 0,
+            show,
+            lambda entry: entry.id,
+        )
 
 
 def usage(

@@ -123,7 +123,7 @@ def workers(
         )
         return
     if not views:
-        typer.echo("No workers.")
+        common.info("No workers.")
         return
     from rich.table import Table
 

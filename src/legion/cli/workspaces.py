@@ -42,7 +42,7 @@ def list_workspaces(
         common.print_json(rows)
         return
     if not rows:
-        typer.echo("No workspaces.")
+        common.info("No workspaces.")
     for row in rows:
         note = f"  ({row['detail']})" if row["detail"] else ""
         common.echo(f"{row['issue']}  {row['path']}  [{row['branch']}]{note}")
@@ -95,7 +95,7 @@ def clean(
         common.print_json(rows)
         return
     if not rows:
-        typer.echo("No workspaces of Done issues.")
+        common.info("No workspaces of Done issues.")
     for row in rows:
         if row["outcome"] == "would_remove":
             common.echo(f"{row['issue']}: {row['reason']}")

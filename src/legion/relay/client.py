@@ -29,6 +29,7 @@ from legion.errors import (
     BackendError,
     BackendErrorKind,
     LegionError,
+    NotPermittedError,
     ProtocolError,
     RelayUnavailableError,
 )
@@ -186,6 +187,16 @@ class RelayTracker:
     def set_status(self, identifier: str, status: Status) -> Issue:
         answer = self._client.call("tracker.set_status", identifier=identifier, status=status)
         return _one(answer, Issue)
+
+    def edit_issue(
+        self, identifier: str, *, title: str | None = None, body: str | None = None
+    ) -> Issue:
+        """A session does not rewrite an issue's title or body (what it was asked to do): it
+        comments instead. Refused here, before the daemon is asked."""
+        raise NotPermittedError(
+            f"a Legion session does not edit {identifier}'s title or body: comment instead "
+            "(`legion issue comment`)"
+        )
 
     def update_labels(
         self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()

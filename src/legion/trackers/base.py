@@ -171,6 +171,13 @@ class Tracker(Protocol):
 
     def set_status(self, identifier: str, status: Status) -> Issue: ...
 
+    def edit_issue(
+        self, identifier: str, *, title: str | None = None, body: str | None = None
+    ) -> Issue:
+        """Set the issue's title and/or body (None: unchanged), checked as at creation. The
+        lines Legion keeps in a body (GitHub's `Parent:` and `Blocked by`) are kept."""
+        ...
+
     def update_labels(
         self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
     ) -> Issue: ...

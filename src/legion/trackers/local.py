@@ -118,6 +118,25 @@ class LocalTracker:
             )
             return self._load(conn, issue_id)
 
+    def edit_issue(
+        self, identifier: str, *, title: str | None = None, body: str | None = None
+    ) -> Issue:
+        new_title = clean_title(title) if title is not None else None
+        new_body = clean_body(body) if body is not None else None
+        with self._db.write() as conn:
+            issue_id = self._row_id(conn, identifier)
+            if new_title is not None:
+                conn.execute(
+                    "UPDATE issues SET title = ?, updated_at = ? WHERE id = ? AND title != ?",
+                    (new_title, now(), issue_id, new_title),
+                )
+            if new_body is not None:
+                conn.execute(
+                    "UPDATE issues SET body = ?, updated_at = ? WHERE id = ? AND body != ?",
+                    (new_body, now(), issue_id, new_body),
+                )
+            return self._load(conn, issue_id)
+
     def update_labels(
         self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
     ) -> Issue:

@@ -248,6 +248,40 @@ class GitHubIssuesTracker(GraphQLTracker):
         sub_issues = children(node)
         return self._mapped(self.status_store.set(node, status), sub_issues)
 
+    def edit_issue(
+        self, identifier: str, *, title: str | None = None, body: str | None = None
+    ) -> Issue:
+        new_title = clean_title(title) if title is not None else None
+        text = inert_relations(clean_body(body)) if body is not None else None
+        node = self.queries.fetch(identifier)
+        sub_issues = children(node)
+        me = self.keys.of(node)
+        if new_title is not None and new_title != node.get("title"):
+            data = self._execute_for(
+                me,
+                docs.UPDATE_ISSUE_TITLE,
+                {"id": node["id"], "title": new_title, "withProject": self.uses_project},
+            )
+            node = data["updateIssue"]["issue"]
+        if text is not None:
+            # Legion's lines stay: the parent and the blockers are set by their own commands.
+            raw = node.get("body") or ""
+            parent = split_parent(raw)[1]
+            if parent is not None:
+                text = with_parent(text, self.issue_key, parent)
+            blockers = blocker_numbers(raw)
+            if blockers:
+                text = with_blockers(text, blockers)
+            clean_body(text)  # still within GitHub's limit with the lines
+            if text != raw:
+                data = self._execute_for(
+                    me,
+                    docs.UPDATE_ISSUE_BODY,
+                    {"id": node["id"], "body": text, "withProject": self.uses_project},
+                )
+                node = data["updateIssue"]["issue"]
+        return self._mapped(node, sub_issues)
+
     def update_labels(
         self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
     ) -> Issue:

@@ -251,6 +251,19 @@ mutation IssueUpdateBody($id: ID!, $body: String!, $withProject: Boolean!) {{
 """,
 )
 
+# The title (`legion issue edit --title`).
+UPDATE_ISSUE_TITLE = document(
+    BACKEND,
+    f"""
+mutation IssueUpdateTitle($id: ID!, $title: String!, $withProject: Boolean!) {{
+  updateIssue(input: {{id: $id, title: $title}}) {{
+    issue {{ ...LegionIssue }}
+  }}
+}}
+{_ISSUE_FIELDS}
+""",
+)
+
 # Only the labels named change: a label a person set meanwhile is never clobbered.
 ADD_LABELS = document(
     BACKEND,

@@ -212,6 +212,21 @@ class LinearTracker(GraphQLTracker):
         state = self.catalog.state_for(status, self.statuses)
         return self._update(node, {"stateId": state.id})
 
+    def edit_issue(
+        self, identifier: str, *, title: str | None = None, body: str | None = None
+    ) -> Issue:
+        change: dict[str, str] = {}
+        if title is not None:
+            change["title"] = clean_title(title)
+        if body is not None:
+            change["description"] = clean_body(body)
+        node = self._fetch(identifier)
+        current = {"title": node.get("title") or "", "description": node.get("description") or ""}
+        change = {key: value for key, value in change.items() if current[key] != value}
+        if not change:
+            return self._mapped(node)
+        return self._update(node, change)
+
     def update_labels(
         self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
     ) -> Issue:
