@@ -21,6 +21,7 @@ from legion.core.fleet import HostState, Lease
 from legion.core.liveness import SessionState
 from legion.core.model import Mode
 from legion.daemon.bus_listener import BusListener
+from legion.daemon_link import lock_held
 from legion.errors import ConflictError, NotFoundError
 from legion.fleet import LEASE_ENV, FencedStore, Fleet, LeaseLostError, fenced_on_lease
 from legion.runtime.transcript import question_from_input
@@ -296,3 +297,106 @@ def test_starts_asked_of_a_host_and_the_hosts_reports(
     after = placement.reports()
     assert list(after) == [two.id] and after[two.id].last_activity is None
     assert after[two.id].question == question
+
+
+# -- two daemons on one machine -------------------------------------------------------------------
+
+
+def _host_env(tmp_path: Path, name: str, store_url: str, host_timeout: float) -> dict[str, str]:
+    """Host `name` of a fleet on this machine, in the project's one clone: its own state
+    folder, tmux server and name (what docs/fleet.md's "two hosts on one machine" sets)."""
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    return {
+        "LEGION_STORE": store_url,
+        "LEGION_HOST_NAME": name,
+        "LEGION_STATE_DIR": str(folder / "state"),
+        "LEGION_TMUX_SOCKET": str(folder / "tmux.sock"),
+        "LEGION_TMUX_CONFIG": "/dev/null",
+        "LEGION_HOST_TIMEOUT": str(host_timeout),
+        "LEGION_WORKSPACE_ROOT": str(folder / "workspaces"),
+    }
+
+
+@pytest.fixture
+def sleeping_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `claude` that only sleeps, and a Claude Code config that has seen its first run: what
+    `legion start` checks for (the daemons here run in manual mode, no session)."""
+    binary = tmp_path / "bin" / "claude"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\nexec sleep 600\n")
+    binary.chmod(0o755)
+    config = tmp_path / "claude-config"
+    config.mkdir()
+    (config / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
+    (config / ".credentials.json").write_text("{}")
+    monkeypatch.setenv("LEGION_CLAUDE_BIN", str(binary))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    return binary
+
+
+def _hosts(store: Store) -> dict[str, dict[str, object]]:
+    hosts, now = Fleet(store).hosts(60.0)
+    return {host.name: host.to_json(now) for host in hosts}
+
+
+def _fences(socket: str) -> list[int]:
+    """The fence processes of the tmux server at `socket` (`legion.fence`)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"legion.fence" in args and socket.encode() in args:
+            found.append(int(proc.name))
+    return found
+
+
+def test_stop_all_on_the_leader_hands_the_lease_over_at_once(
+    git_repo: Path, postgres_url: str, tmp_path: Path, sleeping_claude: Path
+) -> None:
+    """`legion stop --all` on the leader closes its sessions, and then gives the lease up that
+    its daemon kept for them: the follower leads at its next heartbeat (a third of
+    `host_timeout`), not once the lease runs out; the leader's fence ends with its sessions,
+    and its host is stopped. Two real daemons on one PostgreSQL store."""
+    timeout = 9.0  # the lease lasts 9 s; a follower looks for it every 3 s
+    assert run_legion("init", cwd=git_repo, env={"LEGION_STORE": postgres_url}).returncode == 0
+    alpha = _host_env(tmp_path, "alpha", postgres_url, timeout)
+    beta = _host_env(tmp_path, "beta", postgres_url, timeout)
+    store = open_store(load_project(git_repo, {**os.environ, **alpha}))
+    try:
+        started = run_legion("start", "--mode", "manual", "--json", cwd=git_repo, env=alpha)
+        assert started.returncode == 0, started.stderr
+        name = json.loads(started.stdout)["session"]
+        wait_until("alpha leads", lambda: _hosts(store).get("alpha", {}).get("leader"))
+        # A session of alpha's: a process in its project's tmux session.
+        socket = alpha["LEGION_TMUX_SOCKET"]
+        subprocess.run(
+            ["tmux", "-S", socket, "-f", "/dev/null", "new-session", "-d", "-s", name, "sleep 600"],
+            check=True,
+        )
+        started = run_legion("start", "--mode", "manual", cwd=git_repo, env=beta)
+        assert started.returncode == 0, started.stderr
+        wait_until("beta joins", lambda: "beta" in _hosts(store))
+        assert _fences(socket)
+
+        stopped = run_legion("stop", "--all", cwd=git_repo, env=alpha)
+        assert stopped.returncode == 0, stopped.stderr
+        assert f"Closed tmux session {name}." in stopped.stdout
+        handed = time.monotonic()
+        # Given up: alpha's daemon renewed it within 3 s of its stop, for 9 s.
+        lease = Fleet(store).leader()
+        assert lease is None or lease.holder == "beta"
+        wait_until("beta leads", lambda: _hosts(store)["beta"]["leader"], timeout=timeout)
+        assert time.monotonic() - handed < timeout / 3 + 2  # at beta's next heartbeat
+        hosts = _hosts(store)
+        assert hosts["beta"]["epoch"] == 2 and hosts["alpha"]["state"] == "stopped"
+        wait_until("alpha's fence ends", lambda: not _fences(socket), timeout=3)
+    finally:
+        store.close()
+        for host in (beta, alpha):
+            if lock_held(Path(host["LEGION_STATE_DIR"], "daemon.lock")):
+                run_legion("stop", "--all", cwd=git_repo, env=host)

@@ -336,8 +336,11 @@ def stop(
 
         workers = open_workers(project, open_backends(project))
         session = workers.windows.session
-        if _close_and_mark(project, workers.windows.close_all):
+        # In a fleet, no process of a session may outlive this: the lease passes next.
+        close = workers.close_now if workers.in_fleet else workers.windows.close_all
+        if _close_and_mark(project, close):
             closed = session
+        _hand_over(project, pid)
     if as_json:
         common.print_json({"stopped": pid is not None, "pid": pid, "closed_session": closed})
         return
@@ -346,6 +349,17 @@ def stop(
         typer.echo(
             f"Closed tmux session {session}." if closed else f"No tmux session {session} was open."
         )
+
+
+def _hand_over(project: Project, pid: int | None) -> None:
+    """In a fleet, the lease the stopped daemon kept for its sessions passes now that they are
+    closed (`legion.fleet.hand_over`)."""
+    from legion.fleet import hand_over
+
+    try:
+        hand_over(project, pid)
+    except LegionError as exc:  # the lease runs out by itself all the same
+        typer.echo(f"legion: the leader lease was not handed over: {exc}", err=True)
 
 
 def _close_and_mark(project: Project, close: Callable[[], bool]) -> bool:

@@ -456,19 +456,10 @@ class Daemon:
 
     def _stop_sessions_now(self) -> bool:
         """This host's lease lapsed (or, a follower, its heartbeat): every session it runs ends
-        now, before another host may start it under the same id. Its tmux session closes (a
-        hangup each), and what of a session still runs then is killed at once, not given the
-        grace a hangup gets: a CLI slow to exit would otherwise run beside its successor.
-        Whether there was a tmux session to close."""
-        windows = self.workers.windows
-        try:
-            ending = [window.tag for window in windows.list() if window.tag]
-        except LegionError:
-            ending = []  # tmux does not answer: its session is closed all the same, if it can
-        closed = windows.close_all()
-        for sid in ending:
-            self.workers.supervisor.stop_stray(sid, force=True)
-        return closed
+        now, before another host may start it under the same id (`WorkerManager.close_now`: a
+        CLI slow to exit would otherwise run beside its successor). Whether there was a tmux
+        session to close."""
+        return self.workers.close_now()
 
     def _unreachable(self, why: str) -> None:
         """The store's server cannot be reached: said once, on the daemon's log (the action
