@@ -400,3 +400,36 @@ def test_stop_all_on_the_leader_hands_the_lease_over_at_once(
         for host in (beta, alpha):
             if lock_held(Path(host["LEGION_STATE_DIR"], "daemon.lock")):
                 run_legion("stop", "--all", cwd=git_repo, env=host)
+
+
+def test_a_follower_says_where_the_controller_and_a_worker_run(
+    git_repo: Path, postgres_url: str, tmux_socket: Path, tmp_path: Path
+) -> None:
+    """On a follower, the leader's controller and a worker of another host have no window
+    here: `legion status` says the controller is on the leader's host (not dead), and `legion
+    peek` where the worker runs."""
+    env = {"LEGION_STORE": postgres_url, "LEGION_HOST_NAME": "beta"}
+    assert run_legion("init", cwd=git_repo, env=env).returncode == 0
+    project = load_project(git_repo, {**os.environ, **env})
+    store = open_store(project)
+    try:
+        issue = LocalTracker(store, issue_key="LEG").create_issue("Greet").identifier
+        Fleet(store).join("alpha", 2, 60.0, machine="elsewhere", pid=1)
+        assert Fleet(store).lead("alpha", 60.0) is not None
+        Registry(store).start(issue, Mode.PLAN, "sid", "leg-1-plan", tmp_path, host="alpha")
+    finally:
+        store.close()
+    status = json.loads(run_legion("status", "--json", cwd=git_repo, env=env).stdout)
+    assert status["controller"]["state"] == "on host alpha, the leader"
+    assert status["controller"]["host"] == "alpha"
+    text = run_legion("status", cwd=git_repo, env=env).stdout
+    assert "controller: on host alpha, the leader (" in text
+    peek = run_legion("peek", issue, cwd=git_repo, env=env)
+    assert (peek.returncode, peek.stderr) == (
+        2,
+        f"legion: error: {issue}'s worker runs on host alpha: run `legion peek {issue}` there\n",
+    )
+    # On the leader's own host, the controller is this host's (here: not started).
+    alpha = {**env, "LEGION_HOST_NAME": "alpha"}
+    mine = json.loads(run_legion("status", "--json", cwd=git_repo, env=alpha).stdout)
+    assert mine["controller"]["host"] is None and mine["controller"]["state"] != "dead"
