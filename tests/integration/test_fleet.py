@@ -30,7 +30,8 @@ from legion.sessions.registry import Registry
 from legion.store import Store, open_store
 from legion.trackers.local import LocalTracker
 from legion.watch import watched
-from tests.support.cli import LegionRunner, run_legion
+from tests.support.claude_env import REPO_ROOT
+from tests.support.cli import LEGION_BIN, LegionRunner, git, run_legion
 from tests.support.waits import wait_until
 
 
@@ -433,3 +434,101 @@ def test_a_follower_says_where_the_controller_and_a_worker_run(
     alpha = {**env, "LEGION_HOST_NAME": "alpha"}
     mine = json.loads(run_legion("status", "--json", cwd=git_repo, env=alpha).stdout)
     assert mine["controller"]["host"] is None and mine["controller"]["state"] != "dead"
+
+
+def _doc_blocks(heading: str) -> list[str]:
+    """The `sh` code blocks of docs/fleet.md's section `heading`, comments stripped."""
+    doc = (REPO_ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
+    section = doc.split(f"### {heading}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in section.split("```sh\n")[1:]]
+    return [
+        "\n".join(line.split("  #")[0] for line in block.splitlines() if line.strip())
+        for block in blocks
+    ]
+
+
+def test_two_hosts_on_one_machine_as_the_docs_say(
+    postgres_url: str, isolated_env: Path, sleeping_claude: Path
+) -> None:
+    """docs/fleet.md's "Two hosts on one machine", run literally under one HOME: both hosts
+    join, one leads; a third start that would share a running host's state folder or tmux
+    session is refused in one line naming what to set; the docs' stop lines stop both."""
+    home = isolated_env
+    app = home / "src" / "app"
+    app.mkdir(parents=True)
+    git(app, "init", "--quiet")
+    (app / "README.md").write_text("# app\n", encoding="utf-8")
+    git(app, "add", "README.md")
+    git(app, "commit", "--quiet", "-m", "initial")
+    assert run_legion("init", cwd=app, env={"LEGION_STORE": postgres_url}).returncode == 0
+    git(app, "add", ".")
+    git(app, "commit", "--quiet", "-m", "Legion")
+    config = home / "config" / "legion" / "config.toml"  # the user config (XDG_CONFIG_HOME)
+    config.parent.mkdir(parents=True)
+    config.write_text(f"store = {json.dumps(postgres_url)}\n", encoding="utf-8")
+    config.chmod(0o600)
+    env = {
+        **os.environ,
+        "PATH": f"{LEGION_BIN.parent}:{os.environ['PATH']}",
+        "LEGION_CONTROLLER_MODE": "manual",  # no session needed here
+        "LEGION_TMUX_CONFIG": "/dev/null",
+    }
+    start, stop = _doc_blocks("Two hosts on one machine")
+    try:
+        done = subprocess.run(
+            ["bash", "-ec", start],
+            check=False,
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()}
+        assert rows["one"][1:3] == ["*", "up"] and rows["two"][1] == "up", done.stdout
+        fleet = home / "fleet"
+        # One's state folder from the other clone: refused, naming one's checkout.
+        shared = run_legion(
+            "start",
+            cwd=fleet / "two",
+            env={**env, "LEGION_HOST_NAME": "three", "LEGION_STATE_DIR": str(fleet / "one.state")},
+        )
+        assert (shared.returncode, shared.stdout) == (1, "")
+        assert shared.stderr == (
+            f"legion: error: the state folder {fleet / 'one.state'} is in use by Legion running "
+            f"for {fleet / 'one'} (pid {_pid(fleet / 'one.state')}): give each host on this "
+            "machine its own LEGION_STATE_DIR, LEGION_TMUX_SOCKET and LEGION_HOST_NAME "
+            "(docs/fleet.md)\n"
+        )
+        # A state folder of its own, but one's tmux server: refused too.
+        tmux = run_legion(
+            "start",
+            cwd=fleet / "two",
+            env={
+                **env,
+                "LEGION_HOST_NAME": "three",
+                "LEGION_STATE_DIR": str(fleet / "three.state"),
+                "LEGION_TMUX_SOCKET": str(fleet / "one.tmux"),
+            },
+        )
+        assert tmux.returncode == 1 and tmux.stderr.count("\n") == 1, tmux.stderr
+        assert f"on {fleet / 'one.tmux'} is in use by the Legion of state folder " in tmux.stderr
+        assert str(fleet / "one.state") in tmux.stderr
+    finally:
+        stopped = subprocess.run(
+            ["bash", "-ec", stop],
+            check=False,
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert stopped.returncode == 0, stopped.stderr
+    for name in ("one", "two"):
+        assert not lock_held(home / "fleet" / f"{name}.state" / "daemon.lock")
+
+
+def _pid(state: Path) -> int:
+    return int((state / "daemon.pid").read_text().split()[0])

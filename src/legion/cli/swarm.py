@@ -16,7 +16,7 @@ from legion import plugins
 from legion.cli import common, render
 from legion.config import Project
 from legion.core.usage import total
-from legion.daemon_link import hosts_controller, running_pid
+from legion.daemon_link import hosts_controller, running_pid, start_refusal
 from legion.errors import ConfigError, InputError, LegionError
 
 if TYPE_CHECKING:
@@ -258,11 +258,9 @@ def start(
         "tick": None if tick is None else common.checked_option("tick", tick, "option --tick"),
     }
     project = load_project(common.repo_path(ctx), flags=flags)
-    pid = running_pid(project)
-    if pid is not None:
-        raise LegionError(
-            f"Legion is already running for {project.root} (pid {pid}); `legion stop` stops it"
-        )
+    refusal = start_refusal(project)  # one runs here, or another host here shares its folders
+    if refusal is not None:
+        raise LegionError(refusal)
     _preflight(project)
     settings = project.settings
     if foreground:

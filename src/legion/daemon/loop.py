@@ -22,7 +22,15 @@ from legion.backends import Backends, open_backends, open_workers
 from legion.bus import bus_store
 from legion.bus.sessions import project_channel_name
 from legion.config import Project
-from legion.daemon_link import heartbeat_file, pid_file, poke, running_pid, wake_fifo
+from legion.daemon_link import (
+    heartbeat_file,
+    pid_file,
+    poke,
+    running_pid,
+    start_refusal,
+    tmux_claim,
+    wake_fifo,
+)
 from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachableError
 from legion.fence import FenceProcess
 from legion.fleet import FencedStore, host_name
@@ -257,16 +265,42 @@ class Daemon:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                pid = running_pid(self.project)
                 raise ConflictError(
-                    f"Legion is already running for this project (pid {pid}); "
-                    "`legion stop` stops it"
+                    start_refusal(self.project) or "Legion is already running for this project"
                 ) from None
-            write_private(pid_file(self.project), f"{os.getpid()} {self.config.mode}\n")
             try:
+                with self._tmux_claimed():
+                    write_private(
+                        pid_file(self.project),
+                        f"{os.getpid()} {self.config.mode}\n{self.project.root}\n",
+                    )
+                    try:
+                        yield
+                    finally:
+                        pid_file(self.project).unlink(missing_ok=True)
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _tmux_claimed(self) -> Iterator[None]:
+        """Hold this project's session on its tmux server (`daemon_link.tmux_claim`): a second
+        daemon on this machine with a state folder of its own but the same tmux server is
+        refused, rather than closing this one's sessions."""
+        claim = tmux_claim(self.project)
+        private_folder(claim.parent)
+        with open_private(claim) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise ConflictError(
+                    start_refusal(self.project) or "the project's tmux session is in use"
+                ) from None
+            try:
+                handle.truncate(0)
+                handle.write(f"{self.project.state_dir}\n")
+                handle.flush()
                 yield
             finally:
-                pid_file(self.project).unlink(missing_ok=True)
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
