@@ -17,6 +17,7 @@ from legion.errors import LegionError
 from legion.fleet import Fleet, Host, host_name, hosts_line
 from legion.proxy import ProxyAccess, read_access
 from legion.sandbox import Sandbox, reported
+from legion.store import is_postgres
 
 # The controller's states when no session of it lives here.
 NOT_HERE = ("dead", "not started", "none (manual mode)")
@@ -169,7 +170,11 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
     hosts, store_now = Fleet(backends.db).hosts(project.settings.host_timeout)
     # In a fleet the controller runs on the leader's host: a follower has no window of it.
     leader = next((host.name for host in hosts if host.leader), None)
-    elsewhere = leader is not None and leader != host_name(project.settings)
+    elsewhere = (
+        is_postgres(project.settings.store)
+        and leader is not None
+        and leader != host_name(project.settings)
+    )
     controller_host = leader if elsewhere and state in NOT_HERE else None
     if controller_host is not None:
         state = f"on host {controller_host}, the leader"
