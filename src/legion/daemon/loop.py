@@ -287,8 +287,16 @@ class Daemon:
         daemon on this machine with a state folder of its own but the same tmux server is
         refused, rather than closing this one's sessions."""
         claim = tmux_claim(self.project)
-        private_folder(claim.parent)
-        with open_private(claim) as handle:
+        try:
+            private_folder(claim.parent)
+            if claim.parent.stat().st_uid != os.getuid():
+                raise PermissionError(f"{claim.parent} is not this user's")
+            handle = open_private(claim)
+        except OSError as exc:  # a safeguard, not a reason not to run
+            print(f"legion daemon: the tmux session is not claimed: {exc}", file=sys.stderr)
+            yield
+            return
+        with handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
