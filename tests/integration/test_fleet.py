@@ -532,3 +532,16 @@ def test_two_hosts_on_one_machine_as_the_docs_say(
 
 def _pid(state: Path) -> int:
     return int((state / "daemon.pid").read_text().split()[0])
+
+
+def test_the_fleet_demo_refuses_bad_options_in_one_line(tmp_path: Path) -> None:
+    """`legion demo --hosts N`'s options, refused before anything is made."""
+    for args, message in [
+        (["--store", "postgresql://x/y"], "--store goes with --hosts N (2 or more)"),
+        (["--hosts", "2", "--runtime", "codex"], "--hosts runs Claude Code on the scripted"),
+        (["--hosts", "2", "--store", "mysql://x/y"], "--store must be a postgresql:// URL"),
+    ]:
+        done = run_legion("demo", *args, "--dir", str(tmp_path / "d"), cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"legion: error: {message}") and done.stderr.count("\n") == 1
+        assert not (tmp_path / "d").exists()
