@@ -545,3 +545,23 @@ def test_the_fleet_demo_refuses_bad_options_in_one_line(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith(f"legion: error: {message}") and done.stderr.count("\n") == 1
         assert not (tmp_path / "d").exists()
+
+
+def test_the_fleet_demo_without_postgresql_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from legion.demo import fleet
+    from legion.errors import ToolMissingError
+    from legion.store import private_server
+
+    def missing() -> Path:
+        raise ToolMissingError(private_server.INSTALL_HINT)
+
+    monkeypatch.setattr(private_server, "_bin_dir", missing)
+    with pytest.raises(ToolMissingError) as refused:
+        fleet._check_postgres(None)
+    assert str(refused.value) == (
+        "the demo on several hosts needs PostgreSQL: install it (apt-get install postgresql), "
+        "or give a server's URL with --store postgresql://…"
+    )
+    fleet._check_postgres("postgresql://db/legion")  # a server given: none needed here

@@ -120,9 +120,23 @@ def _fleet_demo(
         check_store(store)
     _check_prerequisites(CLAUDE_CODE, False)
     made = _make_folder(folder)
-    result = run_fleet_demo(
-        made, hosts=hosts, issues=issues, mode=mode, store=store, timeout=timeout, say=typer.echo
-    )
+    previous = signal.signal(signal.SIGTERM, _terminate)  # stops as Ctrl-C does: cleaned up
+    try:
+        result = run_fleet_demo(
+            made,
+            hosts=hosts,
+            issues=issues,
+            mode=mode,
+            store=store,
+            timeout=timeout,
+            say=typer.echo,
+        )
+    except KeyboardInterrupt as exc:
+        how = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+        typer.echo("legion: the demo was interrupted; its hosts are stopped", err=True)
+        raise typer.Exit(128 + how) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     done = [issue for issue, status in result.statuses.items() if status == "Done"]
     typer.echo("")
     typer.echo(f"{len(done)} of {len(result.statuses)} issues Done in {result.seconds:.0f} s.")
@@ -133,8 +147,9 @@ def _fleet_demo(
         typer.echo(f"Host {result.killed} was killed mid-work; moved to another host: {moved}.")
     typer.echo(f"Files: {result.folder}   (each host's in hosts/<name>/)")
     typer.echo(f"Remove them all with: rm -rf {shlex.quote(str(result.folder))}")
-    if result.interrupted:
-        raise typer.Exit(130)
+    if result.interrupted is not None:
+        typer.echo("legion: the demo was interrupted; its hosts are stopped", err=True)
+        raise typer.Exit(128 + result.interrupted)
     if len(done) != len(result.statuses):
         raise LegionError(f"the demo on {hosts} hosts ran out of time after {timeout:g} s")
 

@@ -61,7 +61,7 @@ class FleetDemoResult:
     hosts_of: dict[str, list[str]]  # issue -> the hosts its workers ran on, in order
     killed: str | None  # the host killed mid-work
     moved: list[str] = field(default_factory=list)  # issues that went on on another host
-    interrupted: bool = False
+    interrupted: int | None = None  # the signal that stopped it (SIGINT, SIGTERM)
 
 
 def check_store(url: str) -> None:
@@ -284,7 +284,7 @@ def _run(
     victim: Host | None = None
     first_seen: dict[int, float] = {}
     moved: list[str] = []
-    interrupted = False
+    interrupted: int | None = None
     try:
         while time.monotonic() < deadline:
             issues = tracker.list_issues()
@@ -324,8 +324,8 @@ def _run(
             ):
                 break
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (`legion.cli.demo`): the hosts stop
+        interrupted = signal.SIGINT if type(exc) is KeyboardInterrupt else signal.SIGTERM
     return FleetDemoResult(
         folder,
         time.monotonic() - started,
