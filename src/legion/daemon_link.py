@@ -5,6 +5,7 @@ Kept apart from the daemon so that every write command can poke it without impor
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -60,6 +61,79 @@ def running_pid(project: Project) -> int | None:
         return int(pid_file(project).read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return -1  # running, pid unknown
+
+
+def running_root(project: Project) -> Path | None:
+    """The checkout the project's running daemon runs for (the pid file's second line), or
+    None when none runs or it did not say."""
+    if running_pid(project) is None:
+        return None
+    try:
+        lines = pid_file(project).read_text().splitlines()
+    except OSError:
+        return None
+    return Path(lines[1]) if len(lines) > 1 and lines[1] else None
+
+
+def short_folder() -> Path:
+    """This user's short private folder in /tmp (0700, checked ours by whoever serves a socket
+    in it): where the relay's sockets fall back to (`legion.relay.socket_path`), and the
+    tmux claims are. /tmp, not $TMPDIR or $XDG_RUNTIME_DIR: a user's shells may differ in
+    those, and the path must be the same for every process of the user."""
+    return Path("/tmp") / f"legion-{os.getuid()}"
+
+
+def tmux_claim(project: Project) -> Path:
+    """The lock a daemon holds on its tmux server's session for the project, whatever its state
+    folder: two daemons on one machine whose state folders differ but whose tmux server is the
+    same (no `tmux_socket` of their own) would close each other's sessions. In the short
+    private folder (`short_folder`)."""
+    from legion.core.ids import short_id
+
+    server = tmux_server(project)
+    session = f"legion-{short_id(project.settings.project_id)}"
+    digest = hashlib.sha256(f"{server}\0{session}".encode()).hexdigest()[:16]
+    return short_folder() / f"tmux-{digest}.lock"
+
+
+def tmux_server(project: Project) -> str:
+    """The tmux server the project's sessions run on, as a user names it."""
+    socket = project.settings.tmux_socket
+    if socket is not None:
+        return str(socket.expanduser().resolve())
+    return f"tmux's default server (under {project.env.get('TMUX_TMPDIR') or '/tmp'})"
+
+
+# What a second host on this machine needs of its own (docs/fleet.md, "Two hosts on one
+# machine").
+OWN_HOST = "give each host on this machine its own LEGION_STATE_DIR, LEGION_TMUX_SOCKET and "
+OWN_HOST += "LEGION_HOST_NAME (docs/fleet.md)"
+
+
+def start_refusal(project: Project) -> str | None:
+    """Why a daemon may not start for `project` here, in one line, or None: one runs already
+    on its state folder (for this checkout, or another one sharing it: a second host on this
+    machine without a state folder of its own), or on its tmux server's session."""
+    pid = running_pid(project)
+    if pid is not None:
+        root = running_root(project)
+        if root is not None and root != project.root:
+            return (
+                f"the state folder {project.state_dir} is in use by Legion running for {root} "
+                f"(pid {pid}): {OWN_HOST}"
+            )
+        return f"Legion is already running for {project.root} (pid {pid}); `legion stop` stops it"
+    claim = tmux_claim(project)
+    if lock_held(claim):
+        try:
+            other = claim.read_text(encoding="utf-8").strip() or "another"
+        except OSError:
+            other = "another"
+        return (
+            f"the tmux session of this project on {tmux_server(project)} is in use by the "
+            f"Legion of state folder {other}: {OWN_HOST}"
+        )
+    return None
 
 
 def running_mode(project: Project) -> str | None:

@@ -9,6 +9,8 @@ the pipe ends without a word of release (the daemon died), the fence waits until
 and then, unless a daemon of the project runs here again (it holds the project's lock, and
 leads or not as the store says), closes the daemon's tmux session: every session it ran. A
 daemon that stops of itself says what becomes of its sessions first (`FenceProcess.release`).
+It ends early once that tmux session is gone (`legion stop --all` closed it after the daemon
+stopped): nothing is left for it to close.
 
 Lines on the pipe: `until <monotonic seconds>` (the lease holds until then), `none` (no lease:
 nothing to fence), `keep` (the daemon stopped, and its sessions may go on).
@@ -25,7 +27,10 @@ import time
 from pathlib import Path
 
 from legion.daemon_link import lock_held
+from legion.errors import TmuxUnavailable
 from legion.runtime.tmux import Tmux
+
+LOOK_S = 1.0  # how often it looks, while it waits, whether the tmux session is still there
 
 
 class FenceProcess:
@@ -55,13 +60,15 @@ class FenceProcess:
         they were stopped already): the fence ends without closing anything."""
         self._say("keep")
         self.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=5)
 
     def close(self) -> None:
+        """The daemon stops, and its sessions go on under the lease it keeps: the fence waits
+        for its end (not the daemon, which goes now)."""
         with contextlib.suppress(OSError):
             os.close(self._write)
         self._write = -1
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=5)
 
     def _say(self, line: str) -> None:
         if line == self._said or self._write < 0:
@@ -88,10 +95,15 @@ def main(argv: list[str] | None = None) -> int:
             ends = float(value) if word == "until" else None
     if ends is None:
         return 0  # it led nothing: nothing runs that another host may start
-    time.sleep(max(0.0, ends - time.monotonic()))
+    tmux = Tmux(socket=args.socket, config=args.config)
+    while (left := ends - time.monotonic()) > 0:
+        time.sleep(min(left, LOOK_S))
+        with contextlib.suppress(TmuxUnavailable):
+            if not tmux.has_session(args.session):
+                return 0  # closed already (`legion stop --all`): nothing runs to fence
     if lock_held(args.lock):
         return 0  # a daemon runs here again: it leads these sessions, or stops them itself
-    Tmux(socket=args.socket, config=args.config).kill_session(args.session)
+    tmux.kill_session(args.session)
     return 0
 
 

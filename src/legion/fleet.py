@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from legion.config import Settings
+from legion.config import Project, Settings
 from legion.core.fleet import (
     HostState,
     Lease,
@@ -27,7 +27,7 @@ from legion.core.fleet import (
 )
 from legion.errors import ConflictError, NotFoundError, StoreError
 from legion.runtime.tmux import process_alive
-from legion.store import Connection, Store, StoreView
+from legion.store import Connection, Store, StoreView, is_postgres, open_store
 
 LEADER = "leader"
 
@@ -282,6 +282,20 @@ class Fleet:
             )
             for row in rows
         ], now
+
+
+def hand_over(project: Project, pid: int | None) -> None:
+    """`legion stop --all` closed this host's sessions after its daemon (`pid`, None: none
+    ran) stopped: the lease that daemon kept for them is given up now, so another host leads
+    at its next heartbeat, and its host is marked stopped, so the leader restarts its workers
+    elsewhere at once. Nothing on one machine (SQLite)."""
+    if not is_postgres(project.settings.store):
+        return
+    store = open_store(project)
+    try:
+        Fleet(store).leave(host_name(project.settings), pid=-1 if pid is None else pid)
+    finally:
+        store.close()
 
 
 def _lease(conn: Connection) -> Lease | None:

@@ -15,9 +15,10 @@ from legion.core.liveness import SessionState
 from legion.core.usage import Usage
 from legion.daemon_link import heartbeat_file, hosts_controller, running_pid
 from legion.errors import LegionError
-from legion.fleet import Fleet, Host, hosts_line
+from legion.fleet import Fleet, Host, host_name, hosts_line
 from legion.proxy import ProxyAccess, read_access
 from legion.sandbox import Sandbox, reported
+from legion.store import is_postgres
 
 if TYPE_CHECKING:
     from legion.actionlog import Entry
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 # --all`, the end of `legion demo`), or ran past a stop; nothing restarts it before a start.
 # With a daemon running, one not running is "dead": the daemon restarts or resumes it.
 STOPPED = "stopped"
+# The controller's states when no session of it lives here.
+NOT_HERE = ("dead", STOPPED, "not started", "none (manual mode)")
 
 
 def shown_state(state: SessionState, daemon_runs: bool) -> str:
@@ -55,7 +58,7 @@ class StatusReport:
     controller_runtime: str
     # running, idle, blocked, dead (a daemon runs, to restart it); "stopped" (it ran, and no
     # daemon runs); "not started" (no window, transcript or daemon ever); "unknown" when tmux
-    # did not answer
+    # did not answer; "on host X, the leader" on a fleet's follower
     controller_state: str
     controller_transcript_age_s: float | None
     workers: list[WorkerView] | None  # None: tmux did not answer, so which run is unknown
@@ -73,6 +76,8 @@ class StatusReport:
     model_proxy: ProxyAccess | None = None
     # Why no model request goes now (the provider's rate limit, the day's budget), or None.
     model_held: str | None = None
+    # The fleet's host the controller runs on, when not this one (the leader's), else None.
+    controller_host: str | None = None
     # How sessions run: confined by bubblewrap, or why not (`legion.sandbox`).
     sandbox: Sandbox | None = None
     # The fleet's hosts (`legion.fleet`), and the store's time they are measured against.
@@ -109,6 +114,7 @@ class StatusReport:
                 "runtime": self.controller_runtime,
                 "state": self.controller_state,
                 "transcript_age_s": self.controller_transcript_age_s,
+                "host": self.controller_host,
             },
             "workers": None
             if self.workers is None
@@ -178,6 +184,16 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         unknown = str(exc)
         views, state, activity = None, "unknown", None
     hosts, store_now = Fleet(backends.db).hosts(project.settings.host_timeout)
+    # In a fleet the controller runs on the leader's host: a follower has no window of it.
+    leader = next((host.name for host in hosts if host.leader), None)
+    elsewhere = (
+        is_postgres(project.settings.store)
+        and leader is not None
+        and leader != host_name(project.settings)
+    )
+    controller_host = leader if elsewhere and state in NOT_HERE else None
+    if controller_host is not None:
+        state = f"on host {controller_host}, the leader"
     code = None
     if views is not None:
         code = sum(1 for v in views if v.state.is_live and counts_toward_wip(v.record.mode))
@@ -190,6 +206,7 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         controller_window=CONTROLLER_WINDOW,
         controller_runtime=workers.runtimes.controller.name,
         controller_state=state,
+        controller_host=controller_host,
         controller_transcript_age_s=None if activity is None else round(now - activity, 1),
         workers=views,
         unknown=unknown,

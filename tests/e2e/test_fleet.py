@@ -21,6 +21,7 @@ import pytest
 
 from legion.demo.swarm_script import controller_scenarios, swarm_script
 from tests.fakes.model_server import Scenario, ask_user_question, bash, text, tool_result_text
+from tests.support.claude_env import find_claude
 from tests.support.cli import git, run_legion
 from tests.support.fleet import (
     SessionSampler,
@@ -689,3 +690,25 @@ def test_the_demo_spread_over_three_hosts(
     for name in implemented_on - {"alpha"}:
         assert f"implemented on {name}" in notes, (name, notes[-2000:])
     assert len(implemented_on) >= 2, windows.seen
+
+
+@pytest.mark.timeout(300)
+def test_the_fleet_demo_moves_an_issue_when_its_host_dies(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """`legion demo --hosts 2` (`legion.demo.fleet`): two hosts on one store; the host running
+    the implementer is killed, and the issue goes on to Done on the other. The store's
+    password is never printed."""
+    done = run_legion(
+        "demo", "--hosts", "2", "--issues", "1", "--store", postgres_url,
+        "--dir", str(tmp_path / "demo"), cwd=tmp_path,
+        env={"LEGION_CLAUDE_BIN": str(find_claude())}, timeout=280,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Legion demo on 2 hosts (alpha, beta)" in done.stdout
+    assert "killing host alpha" in done.stdout
+    assert "LEG-1 moves: its implement worker starts again on beta" in done.stdout
+    assert "1 of 1 issues Done" in done.stdout
+    assert "LEG-1: Done, ran on alpha, beta" in done.stdout
+    password = postgres_url.split(":")[2].split("@", maxsplit=1)[0]
+    assert password not in done.stdout + done.stderr

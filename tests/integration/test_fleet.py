@@ -21,6 +21,7 @@ from legion.core.fleet import HostState, Lease
 from legion.core.liveness import SessionState
 from legion.core.model import Mode
 from legion.daemon.bus_listener import BusListener
+from legion.daemon_link import lock_held
 from legion.errors import ConflictError, NotFoundError
 from legion.fleet import LEASE_ENV, FencedStore, Fleet, LeaseLostError, fenced_on_lease
 from legion.runtime.transcript import question_from_input
@@ -29,7 +30,8 @@ from legion.sessions.registry import Registry
 from legion.store import Store, open_store
 from legion.trackers.local import LocalTracker
 from legion.watch import watched
-from tests.support.cli import LegionRunner, run_legion
+from tests.support.claude_env import REPO_ROOT
+from tests.support.cli import LEGION_BIN, LegionRunner, git, run_legion
 from tests.support.waits import wait_until
 
 
@@ -296,3 +298,270 @@ def test_starts_asked_of_a_host_and_the_hosts_reports(
     after = placement.reports()
     assert list(after) == [two.id] and after[two.id].last_activity is None
     assert after[two.id].question == question
+
+
+# -- two daemons on one machine -------------------------------------------------------------------
+
+
+def _host_env(tmp_path: Path, name: str, store_url: str, host_timeout: float) -> dict[str, str]:
+    """Host `name` of a fleet on this machine, in the project's one clone: its own state
+    folder, tmux server and name (what docs/fleet.md's "two hosts on one machine" sets)."""
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    return {
+        "LEGION_STORE": store_url,
+        "LEGION_HOST_NAME": name,
+        "LEGION_STATE_DIR": str(folder / "state"),
+        "LEGION_TMUX_SOCKET": str(folder / "tmux.sock"),
+        "LEGION_TMUX_CONFIG": "/dev/null",
+        "LEGION_HOST_TIMEOUT": str(host_timeout),
+        "LEGION_WORKSPACE_ROOT": str(folder / "workspaces"),
+    }
+
+
+@pytest.fixture
+def sleeping_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `claude` that only sleeps, and a Claude Code config that has seen its first run: what
+    `legion start` checks for (the daemons here run in manual mode, no session)."""
+    binary = tmp_path / "bin" / "claude"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\nexec sleep 600\n")
+    binary.chmod(0o755)
+    config = tmp_path / "claude-config"
+    config.mkdir()
+    (config / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
+    (config / ".credentials.json").write_text("{}")
+    monkeypatch.setenv("LEGION_CLAUDE_BIN", str(binary))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    return binary
+
+
+def _hosts(store: Store) -> dict[str, dict[str, object]]:
+    hosts, now = Fleet(store).hosts(60.0)
+    return {host.name: host.to_json(now) for host in hosts}
+
+
+def _fences(socket: str) -> list[int]:
+    """The fence processes of the tmux server at `socket` (`legion.fence`)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"legion.fence" in args and socket.encode() in args:
+            found.append(int(proc.name))
+    return found
+
+
+def test_stop_all_on_the_leader_hands_the_lease_over_at_once(
+    git_repo: Path, postgres_url: str, tmp_path: Path, sleeping_claude: Path
+) -> None:
+    """`legion stop --all` on the leader closes its sessions, and then gives the lease up that
+    its daemon kept for them: the follower leads at its next heartbeat (a third of
+    `host_timeout`), not once the lease runs out; the leader's fence ends with its sessions,
+    and its host is stopped. Two real daemons on one PostgreSQL store."""
+    timeout = 9.0  # the lease lasts 9 s; a follower looks for it every 3 s
+    assert run_legion("init", cwd=git_repo, env={"LEGION_STORE": postgres_url}).returncode == 0
+    alpha = _host_env(tmp_path, "alpha", postgres_url, timeout)
+    beta = _host_env(tmp_path, "beta", postgres_url, timeout)
+    store = open_store(load_project(git_repo, {**os.environ, **alpha}))
+    try:
+        started = run_legion("start", "--mode", "manual", "--json", cwd=git_repo, env=alpha)
+        assert started.returncode == 0, started.stderr
+        name = json.loads(started.stdout)["session"]
+        wait_until("alpha leads", lambda: _hosts(store).get("alpha", {}).get("leader"))
+        # A session of alpha's: a process in its project's tmux session.
+        socket = alpha["LEGION_TMUX_SOCKET"]
+        subprocess.run(
+            ["tmux", "-S", socket, "-f", "/dev/null", "new-session", "-d", "-s", name, "sleep 600"],
+            check=True,
+        )
+        started = run_legion("start", "--mode", "manual", cwd=git_repo, env=beta)
+        assert started.returncode == 0, started.stderr
+        wait_until("beta joins", lambda: "beta" in _hosts(store))
+        assert _fences(socket)
+
+        stopped = run_legion("stop", "--all", cwd=git_repo, env=alpha)
+        assert stopped.returncode == 0, stopped.stderr
+        assert f"Closed tmux session {name}." in stopped.stdout
+        handed = time.monotonic()
+        # Given up: alpha's daemon renewed it within 3 s of its stop, for 9 s.
+        lease = Fleet(store).leader()
+        assert lease is None or lease.holder == "beta"
+        wait_until("beta leads", lambda: _hosts(store)["beta"]["leader"], timeout=timeout)
+        assert time.monotonic() - handed < timeout / 3 + 2  # at beta's next heartbeat
+        hosts = _hosts(store)
+        assert hosts["beta"]["epoch"] == 2 and hosts["alpha"]["state"] == "stopped"
+        wait_until("alpha's fence ends", lambda: not _fences(socket), timeout=3)
+    finally:
+        store.close()
+        for host in (beta, alpha):
+            if lock_held(Path(host["LEGION_STATE_DIR"], "daemon.lock")):
+                run_legion("stop", "--all", cwd=git_repo, env=host)
+
+
+def test_a_follower_says_where_the_controller_and_a_worker_run(
+    git_repo: Path, postgres_url: str, tmux_socket: Path, tmp_path: Path
+) -> None:
+    """On a follower, the leader's controller and a worker of another host have no window
+    here: `legion status` says the controller is on the leader's host (not dead), and `legion
+    peek` where the worker runs."""
+    env = {"LEGION_STORE": postgres_url, "LEGION_HOST_NAME": "beta"}
+    assert run_legion("init", cwd=git_repo, env=env).returncode == 0
+    project = load_project(git_repo, {**os.environ, **env})
+    store = open_store(project)
+    try:
+        issue = LocalTracker(store, issue_key="LEG").create_issue("Greet").identifier
+        Fleet(store).join("alpha", 2, 60.0, machine="elsewhere", pid=1)
+        assert Fleet(store).lead("alpha", 60.0) is not None
+        Registry(store).start(issue, Mode.PLAN, "sid", "leg-1-plan", tmp_path, host="alpha")
+    finally:
+        store.close()
+    status = json.loads(run_legion("status", "--json", cwd=git_repo, env=env).stdout)
+    assert status["controller"]["state"] == "on host alpha, the leader"
+    assert status["controller"]["host"] == "alpha"
+    text = run_legion("status", cwd=git_repo, env=env).stdout
+    assert "controller: on host alpha, the leader (" in text
+    peek = run_legion("peek", issue, cwd=git_repo, env=env)
+    assert (peek.returncode, peek.stderr) == (
+        2,
+        f"legion: error: {issue}'s worker runs on host alpha: run `legion peek {issue}` there\n",
+    )
+    # On the leader's own host, the controller is this host's (here: not started).
+    alpha = {**env, "LEGION_HOST_NAME": "alpha"}
+    mine = json.loads(run_legion("status", "--json", cwd=git_repo, env=alpha).stdout)
+    assert mine["controller"]["host"] is None and mine["controller"]["state"] != "dead"
+
+
+def _doc_blocks(heading: str) -> list[str]:
+    """The `sh` code blocks of docs/fleet.md's section `heading`, comments stripped."""
+    doc = (REPO_ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
+    section = doc.split(f"### {heading}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in section.split("```sh\n")[1:]]
+    return [
+        "\n".join(line.split("  #")[0] for line in block.splitlines() if line.strip())
+        for block in blocks
+    ]
+
+
+def test_two_hosts_on_one_machine_as_the_docs_say(
+    postgres_url: str, isolated_env: Path, sleeping_claude: Path
+) -> None:
+    """docs/fleet.md's "Two hosts on one machine", run literally under one HOME: both hosts
+    join, one leads; a third start that would share a running host's state folder or tmux
+    session is refused in one line naming what to set; the docs' stop lines stop both."""
+    home = isolated_env
+    app = home / "src" / "app"
+    app.mkdir(parents=True)
+    git(app, "init", "--quiet")
+    (app / "README.md").write_text("# app\n", encoding="utf-8")
+    git(app, "add", "README.md")
+    git(app, "commit", "--quiet", "-m", "initial")
+    assert run_legion("init", cwd=app, env={"LEGION_STORE": postgres_url}).returncode == 0
+    git(app, "add", ".")
+    git(app, "commit", "--quiet", "-m", "Legion")
+    config = home / "config" / "legion" / "config.toml"  # the user config (XDG_CONFIG_HOME)
+    config.parent.mkdir(parents=True)
+    config.write_text(f"store = {json.dumps(postgres_url)}\n", encoding="utf-8")
+    config.chmod(0o600)
+    env = {
+        **os.environ,
+        "PATH": f"{LEGION_BIN.parent}:{os.environ['PATH']}",
+        "LEGION_CONTROLLER_MODE": "manual",  # no session needed here
+        "LEGION_TMUX_CONFIG": "/dev/null",
+    }
+    start, stop = _doc_blocks("Two hosts on one machine")
+    try:
+        done = subprocess.run(
+            ["bash", "-ec", start],
+            check=False,
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()}
+        assert rows["one"][1:3] == ["*", "up"] and rows["two"][1] == "up", done.stdout
+        fleet = home / "fleet"
+        # One's state folder from the other clone: refused, naming one's checkout.
+        shared = run_legion(
+            "start",
+            cwd=fleet / "two",
+            env={**env, "LEGION_HOST_NAME": "three", "LEGION_STATE_DIR": str(fleet / "one.state")},
+        )
+        assert (shared.returncode, shared.stdout) == (1, "")
+        assert shared.stderr == (
+            f"legion: error: the state folder {fleet / 'one.state'} is in use by Legion running "
+            f"for {fleet / 'one'} (pid {_pid(fleet / 'one.state')}): give each host on this "
+            "machine its own LEGION_STATE_DIR, LEGION_TMUX_SOCKET and LEGION_HOST_NAME "
+            "(docs/fleet.md)\n"
+        )
+        # A state folder of its own, but one's tmux server: refused too.
+        tmux = run_legion(
+            "start",
+            cwd=fleet / "two",
+            env={
+                **env,
+                "LEGION_HOST_NAME": "three",
+                "LEGION_STATE_DIR": str(fleet / "three.state"),
+                "LEGION_TMUX_SOCKET": str(fleet / "one.tmux"),
+            },
+        )
+        assert tmux.returncode == 1 and tmux.stderr.count("\n") == 1, tmux.stderr
+        assert f"on {fleet / 'one.tmux'} is in use by the Legion of state folder " in tmux.stderr
+        assert str(fleet / "one.state") in tmux.stderr
+    finally:
+        stopped = subprocess.run(
+            ["bash", "-ec", stop],
+            check=False,
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert stopped.returncode == 0, stopped.stderr
+    for name in ("one", "two"):
+        assert not lock_held(home / "fleet" / f"{name}.state" / "daemon.lock")
+
+
+def _pid(state: Path) -> int:
+    return int((state / "daemon.pid").read_text().split()[0])
+
+
+def test_the_fleet_demo_refuses_bad_options_in_one_line(tmp_path: Path) -> None:
+    """`legion demo --hosts N`'s options, refused before anything is made."""
+    for args, message in [
+        (["--store", "postgresql://x/y"], "--store goes with --hosts N (2 or more)"),
+        (["--hosts", "2", "--runtime", "codex"], "--hosts runs Claude Code on the scripted"),
+        (["--hosts", "2", "--store", "mysql://x/y"], "--store must be a postgresql:// URL"),
+    ]:
+        done = run_legion("demo", *args, "--dir", str(tmp_path / "d"), cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"legion: error: {message}") and done.stderr.count("\n") == 1
+        assert not (tmp_path / "d").exists()
+
+
+def test_the_fleet_demo_without_postgresql_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from legion.demo import fleet
+    from legion.errors import ToolMissingError
+    from legion.store import private_server
+
+    def missing() -> Path:
+        raise ToolMissingError(private_server.INSTALL_HINT)
+
+    monkeypatch.setattr(private_server, "_bin_dir", missing)
+    with pytest.raises(ToolMissingError) as refused:
+        fleet._check_postgres(None)
+    assert str(refused.value) == (
+        "the demo on several hosts needs PostgreSQL: install it (apt-get install postgresql), "
+        "or give a server's URL with --store postgresql://…"
+    )
+    fleet._check_postgres("postgresql://db/legion")  # a server given: none needed here

@@ -145,7 +145,7 @@ def test_psycopg_missing_is_said_with_the_install_command(
         "init", cwd=repo, env={**env, "LEGION_STORE": postgres_url, "PYTHONPATH": str(blocker)}
     )
     assert done.returncode == 1
-    assert "pip install 'legion-swarm[postgresql]'" in done.stderr
+    assert "pip install 'psycopg[binary]>=3.2,<4' 'psycopg-pool>=3.2,<4'" in done.stderr
     # Installed, the same command goes on: nothing was left half-made.
     shutil.rmtree(blocker)
     store = {**env, "LEGION_STORE": postgres_url}

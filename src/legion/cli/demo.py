@@ -45,6 +45,22 @@ def demo(
         ),
     ] = CLAUDE_CODE,
     timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 600.0,
+    hosts: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=5,
+            help="Run it on a fleet of this many hosts on this machine, on PostgreSQL, and "
+            "kill one mid-work: its issue moves to another host.",
+        ),
+    ] = 1,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="With --hosts: the PostgreSQL store (postgresql://…); default: a private "
+            "server in the demo folder (needs PostgreSQL's initdb)."
+        ),
+    ] = None,
 ) -> None:
     """Run the whole swarm on a throwaway repository: every issue from Todo to Done.
 
@@ -63,6 +79,9 @@ def demo(
     if not timeout > 0 or timeout == float("inf"):
         raise InputError(f"--timeout must be a number of seconds above 0, not {timeout:g}")
     folder = None if directory is None else _checked_folder(directory)
+    if hosts > 1 or store is not None:
+        _fleet_demo(folder, hosts, issues, mode, real, runtime, store, timeout)
+        return
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         result = run_demo(
@@ -80,6 +99,62 @@ def demo(
     finally:
         signal.signal(signal.SIGTERM, previous)
     _report(result, mode, runtime, real, timeout)
+
+
+def _fleet_demo(
+    folder: Path | None,
+    hosts: int,
+    issues: int,
+    mode: str,
+    real: bool,
+    runtime: str,
+    store: str | None,
+    timeout: float,
+) -> None:
+    """`legion demo --hosts N`: `legion.demo.fleet`."""
+    from legion.demo.fleet import check_store, run_fleet_demo
+    from legion.demo.run import _check_prerequisites, _make_folder
+
+    if hosts < 2:
+        raise InputError("--store goes with --hosts N (2 or more): the demo on a fleet")
+    if real or runtime != CLAUDE_CODE:
+        raise InputError("--hosts runs Claude Code on the scripted model: no --real, no --runtime")
+    if store is not None:
+        check_store(store)
+    _check_prerequisites(CLAUDE_CODE, False)
+    made = _make_folder(folder)
+    previous = signal.signal(signal.SIGTERM, _terminate)  # stops as Ctrl-C does: cleaned up
+    try:
+        result = run_fleet_demo(
+            made,
+            hosts=hosts,
+            issues=issues,
+            mode=mode,
+            store=store,
+            timeout=timeout,
+            say=typer.echo,
+        )
+    except KeyboardInterrupt as exc:
+        how = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+        typer.echo("legion: the demo was interrupted; its hosts are stopped", err=True)
+        raise typer.Exit(128 + how) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    done = [issue for issue, status in result.statuses.items() if status == "Done"]
+    typer.echo("")
+    typer.echo(f"{len(done)} of {len(result.statuses)} issues Done in {result.seconds:.0f} s.")
+    for issue, ran in result.hosts_of.items():
+        typer.echo(f"  {issue}: {result.statuses.get(issue, '?')}, ran on {', '.join(ran) or '-'}")
+    if result.killed is not None:
+        moved = ", ".join(result.moved) or "none yet"
+        typer.echo(f"Host {result.killed} was killed mid-work; moved to another host: {moved}.")
+    typer.echo(f"Files: {result.folder}   (each host's in hosts/<name>/)")
+    typer.echo(f"Remove them all with: rm -rf {shlex.quote(str(result.folder))}")
+    if result.interrupted is not None:
+        typer.echo("legion: the demo was interrupted; its hosts are stopped", err=True)
+        raise typer.Exit(128 + result.interrupted)
+    if len(done) != len(result.statuses):
+        raise LegionError(f"the demo on {hosts} hosts ran out of time after {timeout:g} s")
 
 
 def _report(result: DemoResult, mode: str, runtime: str, real: bool, timeout: float) -> None:

@@ -16,7 +16,7 @@ from legion import plugins
 from legion.cli import common, render
 from legion.config import Project
 from legion.core.usage import total
-from legion.daemon_link import hosts_controller, running_pid
+from legion.daemon_link import hosts_controller, running_pid, start_refusal
 from legion.errors import ConfigError, InputError, LegionError
 
 if TYPE_CHECKING:
@@ -341,11 +341,9 @@ def start(
         "tick": None if tick is None else common.checked_option("tick", tick, "option --tick"),
     }
     project = load_project(common.repo_path(ctx), flags=flags)
-    pid = running_pid(project)
-    if pid is not None:
-        raise LegionError(
-            f"Legion is already running for {project.root} (pid {pid}); `legion stop` stops it"
-        )
+    refusal = start_refusal(project)  # one runs here, or another host here shares its folders
+    if refusal is not None:
+        raise LegionError(refusal)
     _preflight(project)
     settings = project.settings
     plan = _plan(project) if say_plan or dry_run else None
@@ -438,9 +436,12 @@ def stop(
     stopped: list[RunningSession] = []
     if workers is not None and all_windows:
         session = workers.windows.session
-        if _close_and_mark(project, workers.windows.close_all):
+        # In a fleet, no process of a session may outlive this: the lease passes next.
+        close = workers.close_now if workers.in_fleet else workers.windows.close_all
+        if _close_and_mark(project, close):
             closed, stopped = session, running
             running, unknown = _running(project, workers)
+        _hand_over(project, pid)
     if as_json:
         data: dict[str, Any] = {
             "stopped": pid is not None,
@@ -482,6 +483,17 @@ def _running(project: Project, workers: WorkerManager) -> tuple[list[RunningSess
         return running_sessions(project, workers), None
     except LegionError as exc:
         return [], str(exc)
+
+
+def _hand_over(project: Project, pid: int | None) -> None:
+    """In a fleet, the lease the stopped daemon kept for its sessions passes now that they are
+    closed (`legion.fleet.hand_over`)."""
+    from legion.fleet import hand_over
+
+    try:
+        hand_over(project, pid)
+    except LegionError as exc:  # the lease runs out by itself all the same
+        typer.echo(f"legion: the leader lease was not handed over: {exc}", err=True)
 
 
 def _close_and_mark(project: Project, close: Callable[[], bool]) -> bool:

@@ -22,7 +22,15 @@ from legion.backends import Backends, open_backends, open_workers
 from legion.bus import bus_store
 from legion.bus.sessions import project_channel_name
 from legion.config import Project
-from legion.daemon_link import heartbeat_file, pid_file, poke, running_pid, wake_fifo
+from legion.daemon_link import (
+    heartbeat_file,
+    pid_file,
+    poke,
+    running_pid,
+    start_refusal,
+    tmux_claim,
+    wake_fifo,
+)
 from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachableError
 from legion.fence import FenceProcess
 from legion.fleet import FencedStore, host_name
@@ -257,16 +265,50 @@ class Daemon:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                pid = running_pid(self.project)
                 raise ConflictError(
-                    f"Legion is already running for this project (pid {pid}); "
-                    "`legion stop` stops it"
+                    start_refusal(self.project) or "Legion is already running for this project"
                 ) from None
-            write_private(pid_file(self.project), f"{os.getpid()} {self.config.mode}\n")
             try:
+                with self._tmux_claimed():
+                    write_private(
+                        pid_file(self.project),
+                        f"{os.getpid()} {self.config.mode}\n{self.project.root}\n",
+                    )
+                    try:
+                        yield
+                    finally:
+                        pid_file(self.project).unlink(missing_ok=True)
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _tmux_claimed(self) -> Iterator[None]:
+        """Hold this project's session on its tmux server (`daemon_link.tmux_claim`): a second
+        daemon on this machine with a state folder of its own but the same tmux server is
+        refused, rather than closing this one's sessions."""
+        claim = tmux_claim(self.project)
+        try:
+            private_folder(claim.parent)
+            if claim.parent.stat().st_uid != os.getuid():
+                raise PermissionError(f"{claim.parent} is not this user's")
+            handle = open_private(claim)
+        except OSError as exc:  # a safeguard, not a reason not to run
+            print(f"legion daemon: the tmux session is not claimed: {exc}", file=sys.stderr)
+            yield
+            return
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise ConflictError(
+                    start_refusal(self.project) or "the project's tmux session is in use"
+                ) from None
+            try:
+                handle.truncate(0)
+                handle.write(f"{self.project.state_dir}\n")
+                handle.flush()
                 yield
             finally:
-                pid_file(self.project).unlink(missing_ok=True)
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -456,19 +498,10 @@ class Daemon:
 
     def _stop_sessions_now(self) -> bool:
         """This host's lease lapsed (or, a follower, its heartbeat): every session it runs ends
-        now, before another host may start it under the same id. Its tmux session closes (a
-        hangup each), and what of a session still runs then is killed at once, not given the
-        grace a hangup gets: a CLI slow to exit would otherwise run beside its successor.
-        Whether there was a tmux session to close."""
-        windows = self.workers.windows
-        try:
-            ending = [window.tag for window in windows.list() if window.tag]
-        except LegionError:
-            ending = []  # tmux does not answer: its session is closed all the same, if it can
-        closed = windows.close_all()
-        for sid in ending:
-            self.workers.supervisor.stop_stray(sid, force=True)
-        return closed
+        now, before another host may start it under the same id (`WorkerManager.close_now`: a
+        CLI slow to exit would otherwise run beside its successor). Whether there was a tmux
+        session to close."""
+        return self.workers.close_now()
 
     def _unreachable(self, why: str) -> None:
         """The store's server cannot be reached: said once, on the daemon's log (the action

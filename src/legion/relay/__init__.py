@@ -92,4 +92,6 @@ def socket_path(state_dir: Path, name: str = SOCKET_NAME) -> Path:
 def fallback_folder() -> Path:
     # /tmp, not $TMPDIR or $XDG_RUNTIME_DIR: a user's shells may differ in those, and the
     # path must be the same for the daemon and for whoever starts a worker.
-    return Path("/tmp") / f"legion-{os.getuid()}"  # the server checks it is ours and 0700
+    from legion.daemon_link import short_folder
+
+    return short_folder()  # the server checks it is ours and 0700

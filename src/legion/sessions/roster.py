@@ -179,6 +179,10 @@ class WorkerRoster:
         question = question_from_input(asked.tool_use_id, asked.input)
         return replace(summary, pending_question=question)
 
+    def _elsewhere(self, record: WorkerRecord) -> bool:
+        """Whether the worker was started on another host of the fleet than this one."""
+        return self.here is not None and record.host not in ("", self.here)
+
     def views_of(self, issue: str) -> list[WorkerView]:
         """The workers of `issue` (its identifier, normalized)."""
         return [view for view in self.views() if view.record.issue == issue]
@@ -243,10 +247,21 @@ class WorkerRoster:
     def peek(self, issue: str, lines: int = 40) -> tuple[WorkerView, str]:
         """The issue's worker (its live one, else its last) and its window's last `lines`."""
         identifier = normalize_identifier(issue)
-        views = [view for view in self.views_of(identifier) if view.window is not None]
+        every = self.views_of(identifier)
+        views = [view for view in every if view.window is not None]
+        # In a fleet, a worker on another host has its window there.
+        remote = [view for view in every if self._elsewhere(view.record)]
+        live = [view for view in views if view.state.is_live]
+        live_remote = [view for view in remote if view.state.is_live]
+        if (live_remote and not live) or (remote and not views):
+            there = (live_remote or remote)[-1].record.host
+            verb = "runs" if live_remote else "ran"
+            raise NotFoundError(
+                f"{identifier}'s worker {verb} on host {there}: run `legion peek {identifier}` "
+                "there"
+            )
         if not views:
             raise NotFoundError(f"{identifier} has no worker window (see `legion workers`)")
-        live = [view for view in views if view.state.is_live]
         view = (live or views)[-1]
         assert view.window is not None
         return view, self.windows.screen(view.window.id, lines=lines)

@@ -28,7 +28,7 @@ from legion.core.liveness import SessionState
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Mode, normalize_identifier
 from legion.core.stamps import stamp_at
-from legion.errors import ConflictError, InputError, NoRoomError, WorkerStartError
+from legion.errors import ConflictError, InputError, LegionError, NoRoomError, WorkerStartError
 from legion.faults import fault_point
 from legion.fleet import Fleet, host_name
 from legion.locking import exclusive
@@ -556,6 +556,20 @@ class WorkerManager:
             return "not answered: the answers were not a list"
         view = self.answer(record.issue, answers)
         return f"answered in {view.record.window}"
+
+    def close_now(self) -> bool:
+        """Close every session this host runs now, so none may run on once another host may
+        start it under the same id: its tmux session closes (a hangup each), and what of a
+        session still runs then is killed at once (SIGKILL), not given the grace a hangup
+        gets elsewhere. Whether there was a tmux session to close."""
+        try:
+            ending = [window.tag for window in self.windows.list() if window.tag]
+        except LegionError:
+            ending = []  # tmux does not answer: its session is closed all the same, if it can
+        closed = self.windows.close_all()
+        for sid in ending:
+            self.supervisor.stop_stray(sid, force=True)
+        return closed
 
     def forget(self, record: WorkerRecord) -> None:
         """Retire a worker's record without touching its window (the end of a demo)."""

@@ -56,7 +56,11 @@ LINK_CHECKS: dict[str, Any] = {
     "tcp_user_timeout": 10_000,  # ms
 }
 POOL_SIZE = 4
-INSTALL_HINT = "pip install 'legion-swarm[postgresql]'"
+# Into Legion's own environment, however it was installed (from a clone: `pip install
+# '.[postgresql]'`): the `postgresql` extra's two packages.
+INSTALL_HINT = (
+    "pip install 'psycopg[binary]>=3.2,<4' 'psycopg-pool>=3.2,<4' in Legion's environment"
+)
 # Seconds since the epoch by the server's clock: one clock for every host's leases.
 CLOCK_SQL = "extract(epoch FROM clock_timestamp())::float8"
 
