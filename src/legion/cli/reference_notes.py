@@ -198,7 +198,7 @@ SETTINGS: dict[str, SettingDoc] = {
     "store": SettingDoc(
         "`sqlite` or a `postgresql://` URL",
         "Where Legion keeps its records: a `postgresql://` URL puts them in PostgreSQL, for "
-        "a fleet of hosts (install with `pip install 'legion-swarm[postgresql]'`; see "
+        "a fleet of hosts (from a clone, install with `pip install '.[postgresql]'`; see "
         "[the fleet](fleet.md)). A machine's setting (every project here shares the bus, "
         "kept in the same place) and a credential: `legion config` shows it without its "
         "password.",
