@@ -126,6 +126,8 @@ async def screens(path: Path, size: tuple[int, int]) -> dict[str, str]:
         lambda: SqliteBus(path), fake, fake, channel=LEG7, format_time=lambda _: "12:00"
     )
     implement_key = f"a:{app.bus.resolve_agent('implement', LEG7).id}"
+    # No animation: a tab's underline sliding over, caught half way on a loaded machine.
+    app.animation_level = "none"
     async with app.run_test(size=size) as pilot:
         # Each screen once what it shows and the footer (drawn on its own, last) are there.
         found["chat"] = await until_shown(pilot, app, "daemon restarted", FOOTER)
