@@ -92,3 +92,30 @@ def test_a_session_sees_the_users_trust_read_only(
     shown = records(state_home(os.environ))
     assert shown in confinement.access.readable
     assert not any(shown.is_relative_to(path) for path in confinement.access.writable)
+
+
+def test_config_set_writes_through_no_link_a_commit_planted(
+    legion: LegionRunner, project: Path, isolated_env: Path
+) -> None:
+    """A worker lands `.legion/config.toml` as a link to your own config (or `.legion` as a
+    link to its folder): your `legion config set` in the checkout would write a setting there
+    that no `legion trust` guards. It is refused in one line, and writes nothing anywhere."""
+    user = isolated_env / "config" / "legion" / "config.toml"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text("tick = 30\n", encoding="utf-8")
+    folder = project / ".legion"
+    (folder / "config.toml").unlink()
+    (folder / "config.toml").symlink_to(user)
+    refused = legion("config", "set", "claude_bin", "/tmp/not-claude")
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "symbolic link" in refused.stderr
+    assert user.read_text(encoding="utf-8") == "tick = 30\n"
+    assert (folder / "config.toml").is_symlink()
+
+    (folder / "config.toml").unlink()
+    folder.rmdir()
+    folder.symlink_to(user.parent)
+    refused = legion("config", "set", "claude_bin", "/tmp/not-claude")
+    assert refused.returncode != 0 and "symbolic link" in refused.stderr, refused.stderr
+    assert user.read_text(encoding="utf-8") == "tick = 30\n"
+    assert sorted(p.name for p in user.parent.iterdir()) == ["config.toml"]
