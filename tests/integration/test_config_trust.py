@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.cli import LegionRunner, git
+from tests.support.cli import LegionRunner, git, run_legion
 
 
 def test_a_committed_config_that_widens_what_runs_waits_for_the_users_trust(
@@ -119,3 +119,25 @@ def test_config_set_writes_through_no_link_a_commit_planted(
     assert refused.returncode != 0 and "symbolic link" in refused.stderr, refused.stderr
     assert user.read_text(encoding="utf-8") == "tick = 30\n"
     assert sorted(p.name for p in user.parent.iterdir()) == ["config.toml"]
+
+
+def test_legion_init_writes_through_no_link_a_commit_planted(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    """A commit (a worker's, landed; a stranger's repository you cloned) leaves
+    `.legion/config.toml.tmp` a link to a file of yours (`~/.ssh/authorized_keys`) and no
+    config: your `legion init` there writes the new config as a new file, never through the
+    link, and the file of yours is as it was."""
+    yours = tmp_path / "authorized_keys"
+    yours.write_text("ssh-ed25519 AAAA you@laptop\n", encoding="utf-8")
+    folder = git_repo / ".legion"
+    folder.mkdir()
+    (folder / "config.toml.tmp").symlink_to(yours)
+    git(git_repo, "add", ".legion")
+    git(git_repo, "commit", "-qm", "Tidy")
+    done = run_legion("init", cwd=git_repo)
+    assert done.returncode == 0, done.stderr
+    assert yours.read_text(encoding="utf-8") == "ssh-ed25519 AAAA you@laptop\n"
+    config = folder / "config.toml"
+    assert config.is_file() and not config.is_symlink()
+    assert "project_id" in config.read_text(encoding="utf-8")
