@@ -802,15 +802,21 @@ def _toml_char(char: str) -> str:
 
 
 def write_repo_config(root: Path, values: Mapping[str, Any]) -> Path:
-    """Write .legion/config.toml atomically (never a half-written file)."""
+    """Write .legion/config.toml atomically (never a half-written file). What is in `.legion`
+    is whatever a commit put there: a new file of a name drawn now, made through no link
+    (`legion.worker_files.replace_file`), renamed over the name; `.legion` a link is refused."""
+    from legion.worker_files import replace_file
+
     folder = root / CONFIG_DIR_NAME
-    folder.mkdir(exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir()
     path = folder / CONFIG_FILE_NAME
     lines = ["# Legion project settings. See Legion's docs/configuration.md."]
     lines += [f"{key} = {toml_value(value)}" for key, value in values.items() if value is not None]
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        replace_file(root, path, ("\n".join(lines) + "\n").encode("utf-8"), mode=0o644)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write: {exc}") from None
     return path
 
 

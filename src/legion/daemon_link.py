@@ -4,9 +4,12 @@ Kept apart from the daemon so that every write command can poke it without impor
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import hashlib
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,7 +45,9 @@ def heartbeat_file(project: Project) -> Path:
 def lock_held(lock: Path) -> bool:
     """Whether a process holds the lock file `lock` (a daemon's); False when there is none."""
     try:
-        with lock.open("r") as handle:
+        # Non-blocking: a fifo planted at its name answers at once rather than hanging.
+        fd = os.open(lock, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "r") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -81,6 +86,28 @@ def short_folder() -> Path:
     tmux claims are. /tmp, not $TMPDIR or $XDG_RUNTIME_DIR: a user's shells may differ in
     those, and the path must be the same for every process of the user."""
     return Path("/tmp") / f"legion-{os.getuid()}"
+
+
+def own_short_folder(*, create: bool = True) -> Path:
+    """`short_folder`, made (0700) when missing and `create`, once checked to be this user's
+    own folder: anyone on the machine may make `/tmp/legion-<uid>` first, as a link (to a
+    folder of this user's, which would be made 0700 and written; as root, to any) or as a
+    folder of their own (holding a lock they hold, a fifo). Looked at without following a link
+    (`lstat`); /tmp's sticky bit keeps another user from replacing it once checked. A
+    PermissionError naming it when it is not this user's; FileNotFoundError when it is missing
+    and not `create`."""
+    folder = short_folder()
+    if create:
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise PermissionError(
+            errno.EPERM, f"{folder} is not a folder of this user's (a link, or another user's)"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        folder.chmod(0o700)  # a folder (lstat), so no link is followed
+    return folder
 
 
 def tmux_claim(project: Project) -> Path:
@@ -124,6 +151,10 @@ def start_refusal(project: Project) -> str | None:
             )
         return f"Legion is already running for {project.root} (pid {pid}); `legion stop` stops it"
     claim = tmux_claim(project)
+    try:
+        own_short_folder(create=False)
+    except OSError:
+        return None  # no claim is held in it (nor made: `Daemon._tmux_claimed`)
     if lock_held(claim):
         try:
             other = claim.read_text(encoding="utf-8").strip() or "another"

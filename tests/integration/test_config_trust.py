@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.cli import LegionRunner, git
+from tests.support.cli import LegionRunner, git, run_legion
 
 
 def test_a_committed_config_that_widens_what_runs_waits_for_the_users_trust(
@@ -92,3 +92,52 @@ def test_a_session_sees_the_users_trust_read_only(
     shown = records(state_home(os.environ))
     assert shown in confinement.access.readable
     assert not any(shown.is_relative_to(path) for path in confinement.access.writable)
+
+
+def test_config_set_writes_through_no_link_a_commit_planted(
+    legion: LegionRunner, project: Path, isolated_env: Path
+) -> None:
+    """A worker lands `.legion/config.toml` as a link to your own config (or `.legion` as a
+    link to its folder): your `legion config set` in the checkout would write a setting there
+    that no `legion trust` guards. It is refused in one line, and writes nothing anywhere."""
+    user = isolated_env / "config" / "legion" / "config.toml"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text("tick = 30\n", encoding="utf-8")
+    folder = project / ".legion"
+    (folder / "config.toml").unlink()
+    (folder / "config.toml").symlink_to(user)
+    refused = legion("config", "set", "claude_bin", "/tmp/not-claude")
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "symbolic link" in refused.stderr
+    assert user.read_text(encoding="utf-8") == "tick = 30\n"
+    assert (folder / "config.toml").is_symlink()
+
+    (folder / "config.toml").unlink()
+    folder.rmdir()
+    folder.symlink_to(user.parent)
+    refused = legion("config", "set", "claude_bin", "/tmp/not-claude")
+    assert refused.returncode != 0 and "symbolic link" in refused.stderr, refused.stderr
+    assert user.read_text(encoding="utf-8") == "tick = 30\n"
+    assert sorted(p.name for p in user.parent.iterdir()) == ["config.toml"]
+
+
+def test_legion_init_writes_through_no_link_a_commit_planted(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    """A commit (a worker's, landed; a stranger's repository you cloned) leaves
+    `.legion/config.toml.tmp` a link to a file of yours (`~/.ssh/authorized_keys`) and no
+    config: your `legion init` there writes the new config as a new file, never through the
+    link, and the file of yours is as it was."""
+    yours = tmp_path / "authorized_keys"
+    yours.write_text("ssh-ed25519 AAAA you@laptop\n", encoding="utf-8")
+    folder = git_repo / ".legion"
+    folder.mkdir()
+    (folder / "config.toml.tmp").symlink_to(yours)
+    git(git_repo, "add", ".legion")
+    git(git_repo, "commit", "-qm", "Tidy")
+    done = run_legion("init", cwd=git_repo)
+    assert done.returncode == 0, done.stderr
+    assert yours.read_text(encoding="utf-8") == "ssh-ed25519 AAAA you@laptop\n"
+    config = folder / "config.toml"
+    assert config.is_file() and not config.is_symlink()
+    assert "project_id" in config.read_text(encoding="utf-8")

@@ -359,10 +359,10 @@ def test_the_daemon_reads_no_file_a_controllers_command_names(scene: Scene) -> N
 def test_the_daemon_refuses_to_follow_events_for_a_session_and_caps_its_commands(
     scene: Scene,
 ) -> None:
-    """Issue 36: `legion events --follow` through the daemon would hold one of its connections
-    for the command's whole timeout; a request made by hand, however it spells the flag, is
-    refused by the daemon itself. And one capability has at most `MAX_COMMANDS_AT_ONCE`
-    commands running there at once."""
+    """Issue 36: `legion events --follow` (or `legion log --follow`) through the daemon would
+    hold one of its connections for the command's whole timeout; a request made by hand,
+    however it spells the flag, is refused by the daemon itself. And one capability has at
+    most `MAX_COMMANDS_AT_ONCE` commands running there at once."""
     import threading
 
     from legion.errors import InputError
@@ -373,7 +373,13 @@ def test_the_daemon_refuses_to_follow_events_for_a_session_and_caps_its_commands
 
     token = Capabilities(scene.backends.db).mint(None, mode="controller", session_id=CONTROLLER_SID)
     client = RelayClient(scene.socket, token, wait=0.5)
-    for argv in (["events", "--follow"], ["events", "-n", "5", "-jf"], ["events", "--follow=1"]):
+    for argv in (
+        ["events", "--follow"],
+        ["events", "-n", "5", "-jf"],
+        ["events", "--follow=1"],
+        ["log", "--follow"],  # the action log's follow holds a connection as long
+        ["log", "-n", "5", "-f"],
+    ):
         with pytest.raises(InputError, match="cannot follow the bus's events"):
             run_in_daemon(client, argv, None)
 

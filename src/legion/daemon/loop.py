@@ -24,6 +24,7 @@ from legion.bus.sessions import project_channel_name
 from legion.config import Project
 from legion.daemon_link import (
     heartbeat_file,
+    own_short_folder,
     pid_file,
     poke,
     running_pid,
@@ -288,9 +289,7 @@ class Daemon:
         refused, rather than closing this one's sessions."""
         claim = tmux_claim(self.project)
         try:
-            private_folder(claim.parent)
-            if claim.parent.stat().st_uid != os.getuid():
-                raise PermissionError(f"{claim.parent} is not this user's")
+            own_short_folder()  # this user's, never through a link planted in /tmp
             handle = open_private(claim)
         except OSError as exc:  # a safeguard, not a reason not to run
             print(f"legion daemon: the tmux session is not claimed: {exc}", file=sys.stderr)

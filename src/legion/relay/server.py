@@ -67,6 +67,7 @@ from legion.core.ids import branch_for
 from legion.core.model import ReviewOutcome, Status, normalize_identifier
 from legion.core.ratelimit import Bucket
 from legion.core.reviewed_head import no_reviewed_head
+from legion.daemon_link import own_short_folder
 from legion.errors import (
     BackendError,
     BackendErrorKind,
@@ -764,16 +765,13 @@ def prepare_folder(path: Path) -> None:
     if folder != fallback_folder():
         private_folder(folder)
         return
-    with contextlib.suppress(FileExistsError):
-        folder.mkdir(mode=0o700)
-    info = os.lstat(folder)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+    try:
+        own_short_folder()
+    except PermissionError:
         raise ConfigError(
             f"{folder} is not a folder of this user: the Legion daemon cannot put its socket "
             "there; remove it, or set `state_dir` to a shorter path"
-        )
-    if info.st_mode & 0o077:
-        folder.chmod(0o700)
+        ) from None
 
 
 def remove_stale(path: Path) -> None:
