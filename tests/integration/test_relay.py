@@ -1102,9 +1102,14 @@ def test_the_roles_table_holds_through_the_relay_for_the_attacks_it_is_for(relay
     assert early.returncode == 2 and "before a person answered" in one_line_error(early)
     assert tracker.get_issue("LEG-3").labels == {"user-input-needed"}
     assert tracker.get_issue("LEG-2").status is not Status.DONE
+    # A merged, finished issue taken up again (and spent on) is a person's call.
+    tracker.set_status("LEG-3", Status.DONE)
+    reopened = relay.worker(controller, "issue", "move", "LEG-3", "Todo")
+    assert reopened.returncode == 2 and "may not reopen a Done issue" in one_line_error(reopened)
+    assert tracker.get_issue("LEG-3").status is Status.DONE
     assert len(tracker.list_issues()) == before
     logged = [e for e in ActionLog(relay.backends.db).tail(50) if e.action == "relay_refuse"]
-    assert len(logged) >= len(attempts) + 1
+    assert len(logged) >= len(attempts) + 2
     # The retro's follow-ups: a handful, then no more.
     for n in range(5):
         made = relay.worker(retro, "issue", "create", f"Follow-up {n}", "--status", "Triage")

@@ -68,6 +68,16 @@ def test_each_session_sets_only_its_statuses(who: str, status: Status) -> None:
     assert (why is None) == ((who, status) in STATUS_ALLOWED), why
 
 
+@pytest.mark.parametrize("who", WHO)
+@pytest.mark.parametrize("status", list(Status))
+def test_no_session_reopens_a_done_issue(who: str, status: Status) -> None:
+    why = status_refusal(who, status, Status.DONE)
+    if status is Status.DONE:
+        assert (why is None) == ((who, status) in STATUS_ALLOWED), why
+    else:
+        assert why is not None and "may not reopen a Done issue" in why
+
+
 ADDS = {**{m.value: {"worker-done", "user-input-needed"} for m in Mode}}
 ADDS[CONTROLLER] = {"user-input-needed"}
 REMOVES = {**{m.value: {"worker-active", "worker-done"} for m in Mode}}

@@ -128,10 +128,17 @@ def _who(who: str) -> str:
     return "the controller" if who == CONTROLLER else f"{_a(who or 'worker')} session"
 
 
-def status_refusal(who: str, status: Status) -> str | None:
-    """Why `who` (a worker mode, on its own issue; or `CONTROLLER`) may not set `status`."""
+def status_refusal(who: str, status: Status, current: Status | None = None) -> str | None:
+    """Why `who` (a worker mode, on its own issue; or `CONTROLLER`) may not set `status` on an
+    issue now in `current` (None: not read). A Done issue was merged and finished: taking it up
+    again (and spending on it) is a person's call, never one an issue's text steers."""
     if who == LEGION:
         return None
+    if current is Status.DONE and status is not Status.DONE:
+        return (
+            f"{_who(who)} may not reopen a Done issue: a person does (`legion issue reopen`), "
+            "or files a new one"
+        )
     allowed = STATUS_ROLES.get(who, frozenset())
     if status in allowed:
         return None

@@ -388,7 +388,10 @@ def _set_status(call: Call) -> Any:
     identifier = call.text("identifier")
     call.own(identifier)
     status = call.status("status")
-    call.allowed(roles.status_refusal(call.who(), status))
+    found = call.tracker.get_issue(identifier) if call.scope.issue is None else None
+    call.allowed(
+        roles.status_refusal(call.who(), status, found.status if found is not None else None)
+    )
     return call.tracker.set_status(identifier, status)
 
 
