@@ -86,7 +86,8 @@ def test_demo_runs_every_issue_to_done(tmp_path: Path) -> None:
     commands = [line.split("   (")[0].strip() for line in advice.splitlines()[1:]]
     assert commands[0] == f"cd {repo}", commands
     assert commands[1] == f"export LEGION_STATE_HOME={tmp_path / 'demo' / 'state'}", commands
-    shell_env = {**os.environ, **env, "PATH": "/usr/bin:/bin"}
+    # A terminal's width: the agents' addresses on one line each.
+    shell_env = {**os.environ, **env, "PATH": "/usr/bin:/bin", "COLUMNS": "200"}
     for command in commands[2:]:
         ran = subprocess.run(
             ["bash", "-c", f"{commands[0]} && {commands[1]} && {command}"],

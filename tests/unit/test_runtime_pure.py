@@ -336,6 +336,21 @@ def test_a_server_going_is_asked_again_until_it_says_it_has_gone(
     assert answers == []
 
 
+def test_a_server_that_stopped_answering_is_asked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not going: lost from the first answer, so the look reports unknown at once (a daemon's
+    # tick looks several times, and must not wait a second on each).
+    asked: list[tuple[str, ...]] = []
+
+    def run(self: Tmux, *args: str, check: bool = True) -> Any:
+        asked.append(args)
+        return _answer(1, stderr="lost server")
+
+    monkeypatch.setattr(Tmux, "run", run)
+    with pytest.raises(TmuxUnavailable):
+        Tmux().list_windows("legion-1234")
+    assert len(asked) == 1
+
+
 def test_windows_are_parsed_with_their_tag(monkeypatch: pytest.MonkeyPatch) -> None:
     out = "@1\tlegion\t0\t101\tpython3\t\n@2\tleg-1-plan\t1\t102\tclaude\tsid-1\n@3\told\t0\t\tsh\n"
     monkeypatch.setattr(Tmux, "_list", lambda self, session: _answer(0, stdout=out))

@@ -51,8 +51,10 @@ _NO_SERVER = ("no server running on",)
 _NO_SESSION = ("can't find session", "session not found")
 _NO_WINDOW = ("can't find window", "window not found", "can't find pane")
 # What a client says when it asked a server that was exiting: no answer yet, ask again.
+# Only once the first answer was the former: a server that answers "lost server" from the
+# start stopped answering, which a look reports as unknown at once rather than wait on.
 _GOING = ("server exited unexpectedly", "lost server")
-_GOING_RETRIES = 20
+_GOING_FOR_S = 1.0
 
 
 # The only variables a tmux command (and so a server it starts) gets. A server keeps the
@@ -361,9 +363,10 @@ class Tmux:
         closed: `legion stop --all`, then a look at what runs), until it has gone and says
         so ("no server running"), for up to a second."""
         proc = self.run(*args, check=False)
-        for _ in range(_GOING_RETRIES):
-            if not _says(proc, _GOING):
-                break
+        if not _says(proc, _GOING[:1]):
+            return proc
+        deadline = time.monotonic() + _GOING_FOR_S
+        while _says(proc, _GOING) and time.monotonic() < deadline:
             time.sleep(0.05)
             proc = self.run(*args, check=False)
         return proc
