@@ -45,9 +45,9 @@ def test_a_message_typed_in_the_tui_wakes_a_worker_whose_answer_shows_on_screen(
         assert f"{project}/legion/leg-1" in _screen(swarm)
 
         line = f"@{project}/legion/leg-1/plan zebra-tui, say something"
-        swarm.tmux(
-            "send-keys", "-t", "=tui:", "F2"
-        )  # to the chat line (focus starts in the sidebar)
+        # To the chat line (focus starts in the sidebar), typing once it has the focus.
+        swarm.tmux("send-keys", "-t", "=tui:", "F2")
+        wait_until("the chat line focused", lambda: "Message (@ completes" in _screen(swarm))
         swarm.tmux("send-keys", "-t", "=tui:", "-l", line)
         swarm.tmux("send-keys", "-t", "=tui:", "Enter")
         wait_until(
