@@ -143,6 +143,31 @@ def test_the_bash_script_completes_in_a_real_bash(tmp_path: Path) -> None:
     assert {"create", "list", "show", "close", "reopen", "edit"} <= set(lines["two"].split())
 
 
+def test_the_zsh_script_completes_in_a_real_zsh(tmp_path: Path) -> None:
+    """zsh's completion system itself needs a terminal: its two entry points the script uses
+    (`compdef`, `_arguments`) are stood in for, and print what they were given."""
+    script = (
+        "compdef() { :; }\n"
+        '_arguments() { print -r -- "got: $*"; }\n'
+        'eval "$(legion completion zsh)"\n'
+        "words=(legion iss); CURRENT=2; _legion_completion\n"
+        'words=(legion issue ""); CURRENT=3; _legion_completion\n'
+    )
+    env = {**os.environ, "PATH": f"{LEGION_BIN.parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        ["zsh", "-f", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()
+    assert first.startswith("got: *: :((") and '"issue":' in first and '"init":' not in first
+    assert all(f'"{name}":' in second for name in ("create", "list", "close", "reopen", "edit"))
+
+
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_completion_prints_a_script_for_each_shell(tmp_path: Path, shell: str) -> None:
     result = run_legion("completion", shell, cwd=tmp_path)
