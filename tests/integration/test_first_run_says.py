@@ -12,23 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import LegionRunner
+from tests.support.cli import LegionRunner, sleeping_claude
 from tests.support.waits import wait_until
 
 
 @pytest.fixture
 def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `claude` that only sleeps, and a Claude Code config that has seen its first run."""
-    binary = tmp_path / "bin" / "claude"
-    binary.parent.mkdir()
-    binary.write_text("#!/bin/sh\nexec sleep 600\n")
-    binary.chmod(0o755)
-    config = tmp_path / "claude-config"
-    config.mkdir()
-    (config / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
-    (config / ".credentials.json").write_text("{}")  # logged in (it never reaches a model)
-    monkeypatch.setenv("LEGION_CLAUDE_BIN", str(binary))
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    """A `claude` that only sleeps (`tests.support.cli.sleeping_claude`)."""
+    values: dict[str, str] = {}
+    binary = sleeping_claude(tmp_path, values)
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
     return binary
 
 

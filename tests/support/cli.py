@@ -59,3 +59,20 @@ def write_trusted_config(root: Path, text: str) -> None:
     config = root / ".legion" / "config.toml"
     config.write_text(text, encoding="utf-8")
     trust(state_home(os.environ), config, config.read_bytes())
+
+
+def sleeping_claude(tmp_path: Path, environ: dict[str, str]) -> Path:
+    """A `claude` that only sleeps, and a Claude Code config that has seen its first run and is
+    logged in (it never reaches a model), named in `environ` (`LEGION_CLAUDE_BIN`,
+    `CLAUDE_CONFIG_DIR`)."""
+    binary = tmp_path / "bin" / "claude"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\nexec sleep 600\n")
+    binary.chmod(0o755)
+    config = tmp_path / "claude-config"
+    config.mkdir()
+    (config / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
+    (config / ".credentials.json").write_text("{}")
+    environ["LEGION_CLAUDE_BIN"] = str(binary)
+    environ["CLAUDE_CONFIG_DIR"] = str(config)
+    return binary
