@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.campaign import CAMPAIGN, DAEMON_KILLS, QUICK, run_daemon_kills, run_point
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(330)]
 
 # The suite kills at the points whose crash did, or could most easily, lose or repeat work; the
 # whole campaign (every point) runs with FAULTS_CAMPAIGN=all, or as bench/faults.py.

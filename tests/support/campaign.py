@@ -73,6 +73,9 @@ QUICK: tuple[str, ...] = (
     "judgment_typed",
 )
 
+# How long the swarm has to finish once it runs unarmed: the cycle takes some 30 s alone, and
+# was seen to take over 110 s on a machine loaded with the rest of the suite.
+FINISH_S = 180.0
 # Short times, as in tests/e2e/test_recovery.py: a worker that ended its turn without finishing
 # (its command was killed) is restarted after STALE_AFTER seconds.
 TICK = "0.5"
@@ -228,7 +231,7 @@ def campaign_swarm(root: Path, home: Path) -> Iterator[Swarm]:
         yield swarm
 
 
-def run_point(spec: str, root: Path, home: Path, *, timeout: float = 120.0) -> RunResult:
+def run_point(spec: str, root: Path, home: Path, *, timeout: float = FINISH_S) -> RunResult:
     """Kill the swarm at `spec` (`point` or `point:N`), start it again without the fault, and
     check what it did. Problems are returned, not raised, so a campaign can count them."""
     started = time.monotonic()
@@ -263,18 +266,7 @@ def run_point(spec: str, root: Path, home: Path, *, timeout: float = 120.0) -> R
             second = _Daemon(swarm, base, daemon_log)
             try:
                 if not _wait(finished, timeout):
-                    states = {i: issue_status(swarm, i) for i in ("LEG-1", "LEG-2")}
-                    # What the swarm showed then (its panes, the model requests, the daemon's
-                    # log, its last actions), for a stall that does not come back when run
-                    # again.
-                    actions = json.dumps(swarm.json("log", "-n", "30"), indent=1)
-                    shown = [*failure_sections(swarm), ("last actions", actions)]
-                    problems.append(
-                        f"not finished within {timeout:g} s: {states}, "
-                        f"workspace {'kept' if workspace.exists() else 'removed'}; "
-                        f"LEG-1: {swarm.json('issue', 'show', 'LEG-1')['labels']}\n"
-                        + "\n".join(f"--- {title}\n{text}" for title, text in shown)
-                    )
+                    problems.append(_unfinished(swarm, timeout, workspace))
             finally:
                 second.stop()
         problems += _check(swarm, watch, branches)
@@ -297,7 +289,7 @@ DAEMON_KILLS: tuple[float, ...] = (1.5, 2.5, 3.5)
 
 
 def run_daemon_kills(
-    root: Path, home: Path, kills: tuple[float, ...] = DAEMON_KILLS, *, timeout: float = 120.0
+    root: Path, home: Path, kills: tuple[float, ...] = DAEMON_KILLS, *, timeout: float = FINISH_S
 ) -> RunResult:
     """Start the daemon, SIGKILL it `len(kills)` times (each `kills[i]` seconds after it was
     started), starting it again each time, then let it finish; the same checks as
@@ -329,12 +321,26 @@ def run_daemon_kills(
             last = _Daemon(swarm, env, daemon_log)
             try:
                 if not _wait(finished, timeout):
-                    states = {i: issue_status(swarm, i) for i in ("LEG-1", "LEG-2")}
-                    problems.append(f"not finished within {timeout:g} s: {states}")
+                    problems.append(_unfinished(swarm, timeout, workspace))
             finally:
                 last.stop()
         problems += _check(swarm, watch, branches)
     return RunResult("daemon killed", done, time.monotonic() - started, problems)
+
+
+def _unfinished(swarm: Swarm, timeout: float, workspace: Path) -> str:
+    """Where the swarm stood when it had not finished in time, and what it showed then (its
+    panes, the model requests, the daemon's log, its last actions): for a stall that does not
+    come back when run again."""
+    states = {i: issue_status(swarm, i) for i in ("LEG-1", "LEG-2")}
+    actions = json.dumps(swarm.json("log", "-n", "30"), indent=1)
+    shown = [*failure_sections(swarm), ("last actions", actions)]
+    return (
+        f"not finished within {timeout:g} s: {states}, "
+        f"workspace {'kept' if workspace.exists() else 'removed'}; "
+        f"LEG-1: {swarm.json('issue', 'show', 'LEG-1')['labels']}\n"
+        + "\n".join(f"--- {title}\n{text}" for title, text in shown)
+    )
 
 
 def _check(swarm: Swarm, watch: SessionWatch, branches: _BranchWatch) -> list[str]:
