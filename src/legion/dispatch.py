@@ -63,4 +63,5 @@ def start_worker(
         refuse_blocked(backends.tracker, issue)
     from legion.reconcile import start_worker as start_marked  # `worker-active`'s one writer
 
-    return start_marked(open_workers(project, backends, env), backends.tracker, issue, mode)
+    workers = open_workers(project, backends, env)
+    return start_marked(workers, backends.tracker, issue, mode, asked=True)
