@@ -1,0 +1,141 @@
+"""Workspace setup on a real git workspace, run by its detached runner under real bubblewrap
+(`legion.workspaces.setup`, through `WorkerManager.setup_gate`, which a worker's start passes
+first): what it may write and read, its log, a failure said once and backed off, a change of
+the commands tried at once, a timeout that kills what it started.
+
+Needs bubblewrap; where the machine forbids the namespaces it needs, skipped, saying why."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from legion.backends import open_backends, open_workers
+from legion.config import load_project
+from legion.sandbox import find_bwrap, probe
+from legion.sessions.workers import WorkerManager
+from legion.workspaces import setup
+from legion.workspaces.setup import SetupPendingError
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _require_bwrap() -> None:
+    found = find_bwrap(os.environ)
+    assert found is not None, "bubblewrap is not installed: apt install bubblewrap"
+    problem = probe(found)
+    if problem is not None:
+        pytest.skip(f"this machine cannot confine a process: {problem}")
+
+
+def _workers(project: Path, commands: Sequence[str], **more: object) -> WorkerManager:
+    loaded = load_project(project, flags={"workspace_setup": list(commands), **more})
+    return open_workers(loaded, open_backends(loaded))
+
+
+def _issue(workers: WorkerManager) -> tuple[str, Path]:
+    issue = workers.tracker.create_issue("Set me up").identifier
+    return issue, workers.workspaces.ensure(issue).path
+
+
+def _settled(workers: WorkerManager, issue: str, timeout: float = 30.0) -> setup.SetupState:
+    files = workers.setup_files(issue)
+    deadline = time.monotonic() + timeout
+    while (state := setup.current(files)).running is not None:
+        assert time.monotonic() < deadline, files.output()
+        time.sleep(0.05)
+    return state
+
+
+def _pending(workers: WorkerManager, issue: str, workspace: Path) -> str:
+    with pytest.raises(SetupPendingError) as caught:
+        workers.setup_gate(issue, workspace)
+    return str(caught.value)
+
+
+def test_setup_writes_its_workspace_and_cache_and_nothing_of_the_home(project: Path) -> None:
+    _require_bwrap()
+    home = Path(os.environ["HOME"])
+    (home / "secret.txt").write_text("hunter2\n")
+    workers = _workers(
+        project,
+        [
+            "echo built > built.txt",
+            'mkdir -p "$UV_CACHE_DIR" && echo warm > "$UV_CACHE_DIR/warm.txt"',
+            'cat "$HOME/secret.txt" 2>/dev/null || echo no-secret',
+            f'touch "$HOME/planted" {home}/planted-too 2>/dev/null; echo done',
+        ],
+    )
+    issue, workspace = _issue(workers)
+    assert "waiting for workspace setup" in _pending(workers, issue, workspace)
+    state = _settled(workers, issue)
+    assert state.status() == "ok", workers.setup_files(issue).output()
+    workers.setup_gate(issue, workspace)  # the session's start goes on now
+    assert (workspace / "built.txt").read_text() == "built\n"
+    cache = workers.project.state_dir / "cache"
+    assert (cache / "uv" / "warm.txt").read_text() == "warm\n"
+    log = workers.setup_files(issue).output()
+    assert "$ echo built > built.txt" in log and "no-secret" in log and "hunter2" not in log
+    assert not (home / "planted").exists() and not (home / "planted-too").exists()
+    # The next session in it refreshes first only when there are refresh commands: none here.
+    workers.setup_gate(issue, workspace)
+
+
+def test_a_failure_is_said_once_backs_off_and_a_change_retries_at_once(project: Path) -> None:
+    _require_bwrap()
+    workers = _workers(project, ["echo step one", "echo broken >&2; exit 3"])
+    issue, workspace = _issue(workers)
+    _pending(workers, issue, workspace)
+    state = _settled(workers, issue)
+    assert state.status() == "failed" and state.last is not None
+    assert state.last.exit_code == 3 and state.last.command == "echo broken >&2; exit 3"
+    for _ in range(3):  # the daemon's ticks
+        assert "tried again in" in _pending(workers, issue, workspace)
+    comments = [c.body for c in workers.tracker.list_comments(issue)]
+    assert len(comments) == 1, comments
+    assert "exited with 3" in comments[0] and "```text\n$ echo step one\nstep one" in comments[0]
+    assert setup.current(workers.setup_files(issue)).running is None  # backing off
+    # A person's `legion dispatch` tries again at once (and fails again: said once more).
+    with pytest.raises(SetupPendingError):
+        workers.setup_gate(issue, workspace, asked=True)
+    assert _settled(workers, issue).failures == 2
+    _pending(workers, issue, workspace)  # the next tick says so
+    assert len(workers.tracker.list_comments(issue)) == 2
+    # Mended commands run at once, whatever the back-off; success lets the start go on.
+    mended = _workers(project, ["echo fine > fixed.txt"])
+    _pending(mended, issue, workspace)
+    assert _settled(mended, issue).status() == "ok"
+    mended.setup_gate(issue, workspace)
+    assert (workspace / "fixed.txt").exists()
+    assert len(mended.tracker.list_comments(issue)) == 2
+
+
+def test_a_timeout_kills_what_setup_started(project: Path) -> None:
+    _require_bwrap()
+    workers = _workers(project, ["sleep 31.25 & sleep 31.5"], workspace_setup_timeout=1)
+    issue, workspace = _issue(workers)
+    _pending(workers, issue, workspace)
+    state = _settled(workers, issue)
+    assert state.last is not None and state.last.timed_out
+    assert "timed out after" in state.last.why
+    deadline = time.monotonic() + 5
+    while _sleepers():
+        assert time.monotonic() < deadline, "setup's processes outlived its time limit"
+        time.sleep(0.1)
+
+
+def _sleepers() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                args = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if args[:1] == [b"sleep"] and args[1:2] in ([b"31.25"], [b"31.5"]):
+                found.append(int(entry.name))
+    return found
