@@ -7,7 +7,9 @@ Needs bubblewrap; where the machine forbids the namespaces it needs, skipped, sa
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +22,7 @@ from legion.sandbox import find_bwrap, probe
 from legion.sessions.workers import WorkerManager
 from legion.workspaces import setup
 from legion.workspaces.setup import SetupPendingError
+from tests.support.cli import run_legion
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -85,7 +88,9 @@ def test_setup_writes_its_workspace_and_cache_and_nothing_of_the_home(project: P
     workers.setup_gate(issue, workspace)
 
 
-def test_a_failure_is_said_once_backs_off_and_a_change_retries_at_once(project: Path) -> None:
+def test_a_failure_is_said_once_backs_off_and_a_change_retries_at_once(
+    project: Path, tmux_socket: Path
+) -> None:
     _require_bwrap()
     workers = _workers(project, ["echo step one", "echo broken >&2; exit 3"])
     issue, workspace = _issue(workers)
@@ -99,6 +104,16 @@ def test_a_failure_is_said_once_backs_off_and_a_change_retries_at_once(project: 
     assert len(comments) == 1, comments
     assert "exited with 3" in comments[0] and "```text\n$ echo step one\nstep one" in comments[0]
     assert setup.current(workers.setup_files(issue)).running is None  # backing off
+    # Shown: `legion workspace list` says it failed and when it runs again; `legion peek`,
+    # with no worker window, shows its output.
+    (row,) = json.loads(run_legion("workspace", "list", "--json", cwd=project).stdout)
+    assert row["setup"]["status"] == "failed" and row["setup"]["attempt"] == 1
+    listed = run_legion("workspace", "list", cwd=project).stdout
+    assert "setup: failed (attempt 1, again in 1 min)" in listed
+    peeked = run_legion("peek", issue, cwd=project)
+    assert peeked.returncode == 0, peeked.stderr
+    assert "workspace setup (failed: `echo broken >&2; exit 3` exited with 3)" in peeked.stdout
+    assert "broken" in peeked.stdout.splitlines()[-1]
     # A person's `legion dispatch` tries again at once (and fails again: said once more).
     with pytest.raises(SetupPendingError):
         workers.setup_gate(issue, workspace, asked=True)
@@ -136,6 +151,32 @@ def _sleepers() -> list[int]:
                 args = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if args[:1] == [b"sleep"] and args[1:2] in ([b"31.25"], [b"31.5"]):
+            if args[:1] == [b"sleep"] and args[1:2] in ([b"31.25"], [b"31.5"], [b"31.75"]):
                 found.append(int(entry.name))
     return found
+
+
+def test_a_runner_killed_with_its_daemon_is_run_again(project: Path) -> None:
+    _require_bwrap()
+    workers = _workers(project, ["test -e ran-once || { touch ran-once; sleep 31.75; }"])
+    issue, workspace = _issue(workers)
+    _pending(workers, issue, workspace)
+    files = workers.setup_files(issue)
+    setup._CHILDREN.clear()  # another daemon: it knows the runner by its pid and start time
+    deadline = time.monotonic() + 10
+    while not (workspace / "ran-once").exists():
+        assert time.monotonic() < deadline, files.output()
+        time.sleep(0.05)
+    assert "(it runs)" in _pending(workers, issue, workspace)  # found running: not run twice
+    running = files.load().running
+    assert running is not None and files.load().attempt == 1
+    os.kill(running.pid, signal.SIGKILL)  # killed with the machine's daemon, say
+    deadline = time.monotonic() + 10
+    while setup.pid_start(running.pid) is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    _pending(workers, issue, workspace)  # dead without a result: run again
+    state = _settled(workers, issue)
+    assert state.status() == "ok" and state.attempt == 2 and state.failures == 0
+    workers.setup_gate(issue, workspace)
+    assert not _sleepers()  # what the killed runner ran died with it
