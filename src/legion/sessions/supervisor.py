@@ -352,6 +352,11 @@ class SessionSupervisor:
         if not sandbox.confined:
             env = {key: value for key, value in self.env.items() if inheritable(key)}
             return Plan(lambda command: setup_argv(None, None, command, network), workspace, env)
+        if self.project.settings.workspace_vcs == "jj":
+            raise ConfigError(
+                "a jj workspace's setup cannot be confined to its own issue's objects yet: use "
+                '`workspace_vcs = "git"`, or `sandbox = "none"`'
+            )
         cache = private_folder(self.project.state_dir / CACHE_FOLDER)
         home = Path(self.env.get("HOME") or Path.home())
         env = {name: self.env[name] for name in PASSED_VARIABLES if name in self.env}
