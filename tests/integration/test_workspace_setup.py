@@ -22,7 +22,8 @@ from legion.sandbox import find_bwrap, probe
 from legion.sessions.workers import WorkerManager
 from legion.workspaces import setup
 from legion.workspaces.setup import SetupPendingError
-from tests.support.cli import run_legion
+from tests.support.cli import LegionRunner, run_legion, sleeping_claude
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -180,3 +181,37 @@ def test_a_runner_killed_with_its_daemon_is_run_again(project: Path) -> None:
     assert state.status() == "ok" and state.attempt == 2 and state.failures == 0
     workers.setup_gate(issue, workspace)
     assert not _sleepers()  # what the killed runner ran died with it
+
+
+def test_the_daemon_starts_the_worker_once_setup_is_done(
+    legion: LegionRunner, project: Path, tmux_socket: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Through the real `legion` and its daemon (a `claude` that only sleeps): the first
+    pass defers the worker and starts setup; the runner's end wakes the daemon, whose next
+    pass starts the worker in the prepared workspace."""
+    values: dict[str, str] = {"LEGION_WORKSPACE_SETUP": "echo prepared > prepared.txt"}
+    sleeping_claude(tmp_path, values)
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    legion("issue", "create", "Needs its dependencies")
+    dry = legion("start", "--dry-run")
+    assert "LEG-1: dispatch_planner: deferred (waiting for workspace setup)" in dry.stdout
+    started = legion("start", "--tick", "3600")  # no tick comes: the runner's end wakes it
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "LEG-1: dispatch_planner: deferred (waiting for workspace setup)" in started.stdout
+        workers = wait_until(
+            "the worker",
+            lambda: json.loads(legion("workers", "--json").stdout),
+            timeout=40,
+        )
+        (row,) = json.loads(legion("workspace", "list", "--json").stdout)
+        assert row["setup"]["status"] == "ok"
+        assert (Path(row["path"]) / "prepared.txt").read_text() == "prepared\n"
+        assert [w["issue"] for w in workers] == ["LEG-1"]
+        log = json.loads(legion("log", "-n", "50", "--json").stdout)
+        deferred = [e for e in log if e["action"] == "dispatch_planner"]
+        assert "waiting for workspace setup" in deferred[0]["detail"], deferred
+    finally:
+        legion("stop", "--all")
