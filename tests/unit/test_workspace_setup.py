@@ -132,3 +132,25 @@ def test_the_comment_fences_the_output_it_quotes() -> None:
     assert "`npm ci` exited with 1" in text and "legion dispatch LEG-3" in text
     assert "`````text\n````\n@everyone ```\n`````" in text
     assert code_block("plain") == "```text\nplain\n```"
+
+
+def test_the_commands_are_a_repository_configs_only_once_trusted() -> None:
+    from legion.config import SPEC_BY_NAME, widening_keys
+
+    table = {"workspace_setup": ["npm ci"], "workspace_refresh": "uv sync", "wip_limit": 1}
+    assert widening_keys(table) == ["workspace_setup", "workspace_refresh"]
+    assert widening_keys({"workspace_setup": []}) == []  # none: widens nothing
+    spec = SPEC_BY_NAME["workspace_setup"]
+    assert spec.parse("uv sync --frozen") == ("uv sync --frozen",)  # one string, one command
+    assert spec.parse(["a && b", "c"]) == ("a && b", "c")
+    assert spec.parse_env is not None and spec.parse_env("uv sync\n\nnpm ci\n") == (
+        "uv sync",
+        "npm ci",
+    )
+    for bad in ([1], [""], {"a": "b"}):
+        try:
+            spec.parse(bad)
+        except ValueError as exc:
+            assert "list of shell commands" in str(exc)
+        else:
+            raise AssertionError(f"{bad!r} parsed")
