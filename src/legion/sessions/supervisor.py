@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ from legion.sandbox import (
     Sandbox,
     bridge,
     empty_file,
+    install_root,
     legion_install,
     session_access,
     worker_git_parts,
@@ -373,6 +375,7 @@ class SessionSupervisor:
             and Path(folder) not in (home, Path("/"))
             and Path(folder) not in home.parents
         )
+        node = shutil.which("node", path=env.get("PATH"))
         access = Access(
             writable=(workspace, *git_parts[0], cache),
             readable=(
@@ -380,6 +383,7 @@ class SessionSupervisor:
                 *git_parts[1],
                 *legion_install(),
                 *programs,
+                *(install_root(Path(node)) if node else ()),  # npm's prefix, as a session's
             ),
         )
         confinement = Confinement(home, empty_file(self.project.state_dir), access)

@@ -50,7 +50,12 @@ from legion.core.workspace_setup import (
 from legion.daemon_link import poke
 from legion.errors import ConflictError
 from legion.sandbox import Confinement, Sandbox, bridge, wrap
-from legion.statefiles import open_private, private_folder, write_private
+from legion.statefiles import (
+    open_private,
+    open_private_binary_append,
+    private_folder,
+    write_private,
+)
 
 FOLDER = "workspace-setup"
 CACHE_FOLDER = "cache"
@@ -228,14 +233,16 @@ def launch(
     }
     write_private(files.run, json.dumps(spec))
     write_private(files.log, "")  # this run's output alone
-    child = subprocess.Popen(
-        [sys.executable, "-m", "legion.workspaces.setup", str(files.run)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-    )
+    # The runner's own words (a crash) go to the log too.
+    with open_private_binary_append(files.log) as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "legion.workspaces.setup", str(files.run)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
     _CHILDREN[child.pid] = child
     return Running(run_id, kind.value, want, child.pid, pid_start(child.pid) or "", time.time())
 
