@@ -215,3 +215,18 @@ def test_the_daemon_starts_the_worker_once_setup_is_done(
         assert "waiting for workspace setup" in deferred[0]["detail"], deferred
     finally:
         legion("stop", "--all")
+
+
+def test_a_later_session_runs_the_refresh_commands_first(project: Path) -> None:
+    _require_bwrap()
+    workers = _workers(
+        project, ["echo set-up >> runs.txt"], workspace_refresh=["echo refreshed >> runs.txt"]
+    )
+    issue, workspace = _issue(workers)
+    _pending(workers, issue, workspace)
+    _settled(workers, issue)
+    workers.setup_gate(issue, workspace)  # the first session starts
+    assert "waiting for workspace refresh" in _pending(workers, issue, workspace)
+    assert _settled(workers, issue).status() == "ok"
+    workers.setup_gate(issue, workspace)  # the second
+    assert (workspace / "runs.txt").read_text() == "set-up\nrefreshed\n"
