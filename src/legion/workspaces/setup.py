@@ -275,7 +275,7 @@ def gate(
         return
     moment = time.time() if now is None else now
     state = current(files)
-    if asked:
+    if asked and state.running is None:  # asked while one runs: that run is the retry
         state = replace(state, retry_now=True)
     decision = decide(commands, state, moment)
     if decision.action is Action.REPORT and state.last is not None:
