@@ -238,6 +238,25 @@ def _prices_from_env(value: Any) -> dict[str, Price]:
         ) from None
 
 
+def _shell_commands(value: Any) -> tuple[str, ...]:
+    """A list of shell commands (each run as `bash -c COMMAND`); one string is one command."""
+    if isinstance(value, str):
+        value = [value] if value.strip() else []
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(item, str) and item.strip() for item in value
+    ):
+        raise ValueError(f"must be a list of shell commands (strings), got {value!r}")
+    if any("\0" in item for item in value):
+        raise ValueError("a command may not hold a NUL character")
+    return tuple(value)
+
+
+def _shell_commands_from_env(value: Any) -> tuple[str, ...]:
+    """From a variable: one command a line."""
+    text = value if isinstance(value, str) else ""
+    return tuple(line for line in text.splitlines() if line.strip())
+
+
 def _host_name(value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", value):
         raise ValueError(
@@ -309,6 +328,14 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("regenerable", strings, DEFAULT_REGENERABLE),
     SettingSpec("controller_mode", choice(("auto", "llm", "manual")), "auto"),
     SettingSpec("sandbox", choice(("bwrap", "none")), widens=True),
+    # Commands run in a worker's workspace: the user's, or a trusted repository config's.
+    SettingSpec(
+        "workspace_setup", _shell_commands, (), parse_env=_shell_commands_from_env, widens=True
+    ),
+    SettingSpec(
+        "workspace_refresh", _shell_commands, (), parse_env=_shell_commands_from_env, widens=True
+    ),
+    SettingSpec("workspace_setup_timeout", _seconds, 900.0),
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),
     SettingSpec("checkpoint_every", _seconds, 300.0),
@@ -365,6 +392,11 @@ class Settings:
     controller_mode: str = "auto"
     # How workers are confined: "bwrap", "none"; None: bubblewrap where it works (`legion.sandbox`).
     sandbox: str | None = None
+    # Shell commands run in a new workspace before its first session, and before each later
+    # one; the seconds each list may take (`legion.workspaces.setup`).
+    workspace_setup: tuple[str, ...] = ()
+    workspace_refresh: tuple[str, ...] = ()
+    workspace_setup_timeout: float = 900.0
     tick: float = 60.0
     restart_cooldown: float = 60.0
     checkpoint_every: float = 300.0  # seconds between a running worker's checkpoints

@@ -62,5 +62,13 @@ def start_worker(
     if not force:
         refuse_blocked(backends.tracker, issue)
     from legion.reconcile import start_worker as start_marked  # `worker-active`'s one writer
+    from legion.workspaces.setup import SetupPendingError
 
-    return start_marked(open_workers(project, backends, env), backends.tracker, issue, mode)
+    workers = open_workers(project, backends, env)
+    try:
+        return start_marked(workers, backends.tracker, issue, mode, asked=True)
+    except SetupPendingError as exc:
+        raise SetupPendingError(
+            f"{exc}; the worker starts after it: the daemon's next pass starts it when due, "
+            f"or run `legion dispatch {issue} {mode.value}` again"
+        ) from None

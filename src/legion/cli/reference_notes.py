@@ -184,6 +184,29 @@ SETTINGS: dict[str, SettingDoc] = {
         "`none`: sessions run unconfined (said by `legion status` and the TUI); unset: "
         "confined wherever bubblewrap works, else unconfined. See [security](security.md).",
     ),
+    "workspace_setup": SettingDoc(
+        "list of shell commands",
+        'Run in a new workspace, in order, before its first session (`["uv sync", "npm '
+        'ci"]`): each as `bash -c COMMAND`, confined like a session but writing also a cache '
+        "folder of the project's state (`XDG_CACHE_HOME`, `UV_CACHE_DIR`, `npm_config_cache`, "
+        "`PIP_CACHE_DIR`), with no network yet. Run again when the list changes. A repository's "
+        "config sets it only once trusted (`legion trust`). See "
+        "[workspaces](workspaces.md).",
+        default="none",
+        env=" (one command a line)",
+    ),
+    "workspace_refresh": SettingDoc(
+        "list of shell commands",
+        "Run, like `workspace_setup`, before each later session in a workspace (after its base "
+        "moved, say). See [workspaces](workspaces.md).",
+        default="none",
+        env=" (one command a line)",
+    ),
+    "workspace_setup_timeout": SettingDoc(
+        "seconds",
+        "Seconds the whole `workspace_setup` (or `workspace_refresh`) list may take; at the "
+        "limit its processes are killed and the run failed.",
+    ),
     "tick": SettingDoc(
         "seconds",
         "Seconds between daemon ticks (changes made through `legion` wake it at once).",

@@ -13,11 +13,12 @@ from legion.backends import open_workers
 from legion.cli import common
 from legion.core.model import Mode
 from legion.core.text import for_display
-from legion.errors import InputError
+from legion.errors import InputError, NotFoundError
 
 if TYPE_CHECKING:
     from legion.core.task_list import TaskList
     from legion.sessions.roster import WorkerView
+    from legion.sessions.workers import WorkerManager
 
 
 def dispatch(
@@ -174,10 +175,18 @@ def peek(
     ] = 40,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """The last lines of a worker's screen (blank lines below the last output don't count)."""
+    """The last lines of a worker's screen (blank lines below the last output don't count).
+    With no worker window, while its workspace's setup runs or after it failed: that setup's
+    output."""
     project, backends = common.backends(ctx)
     identifier = backends.tracker.get_issue(issue).identifier  # an unknown issue is bad input
-    view, captured = open_workers(project, backends).roster.peek(identifier, lines)
+    workers = open_workers(project, backends)
+    try:
+        view, captured = workers.roster.peek(identifier, lines)
+    except NotFoundError:
+        if not _peek_setup(workers, identifier, lines, as_json):
+            raise
+        return
     screen = last_lines(captured, lines)
     if as_json:
         data = view.to_json(time.time())
@@ -190,6 +199,25 @@ def peek(
         # tmux's capture (without -e) holds no escape sequences, but the characters on the
         # screen are the worker's: a bidirectional override or a stray control is escaped.
         common.echo(screen)
+
+
+def _peek_setup(workers: WorkerManager, issue: str, lines: int, as_json: bool) -> bool:
+    """Show the output of `issue`'s workspace setup when it runs or failed; whether it did."""
+    from legion.workspaces.setup import summary
+
+    files = workers.setup_files(issue)
+    found = summary(files)
+    if found["status"] not in ("running", "failed"):
+        return False
+    output = files.output(lines)
+    if as_json:
+        common.print_json({"issue": issue, "setup": found, "lines": lines, "screen": output})
+        return True
+    why = f": {found['why']}" if found.get("why") else ""
+    common.echo(f"--- {issue} workspace setup ({found['status']}{why})")
+    if output:
+        common.echo(output)  # the commands' words: escaped as a worker's screen is
+    return True
 
 
 def last_lines(captured: str, count: int) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import time
+from typing import Annotated, Any
 
 import typer
 
 from legion.backends import open_workers, open_workspaces
 from legion.cli import common
+from legion.workspaces.setup import SetupFiles, summary
 from legion.workspaces.sweep import sweep_done
 
 app = typer.Typer(
@@ -21,12 +23,15 @@ app = typer.Typer(
 def list_workspaces(
     ctx: typer.Context, as_json: Annotated[bool, common.JsonOption] = False
 ) -> None:
-    """Each workspace, its branch, and whether it holds uncommitted or unmerged work."""
+    """Each workspace, its branch, whether it holds uncommitted or unmerged work, and its
+    setup (`workspace_setup`): none, running, ok, or failed (its attempt, when it runs again)."""
     project, _ = common.backends(ctx)  # a project with its database, as every command's
     workspaces = open_workspaces(project)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    now = time.time()
     for workspace in workspaces.list():
         check = workspaces.check(workspace.issue)
+        setup = summary(SetupFiles(project.state_dir, workspace.issue), now)
         rows.append(
             {
                 "issue": workspace.issue,
@@ -36,6 +41,7 @@ def list_workspaces(
                 "dirty": check.dirty,
                 "unmerged": check.unmerged,
                 "detail": check.detail,
+                "setup": setup,
             }
         )
     if as_json:
@@ -45,7 +51,18 @@ def list_workspaces(
         common.info("No workspaces.")
     for row in rows:
         note = f"  ({row['detail']})" if row["detail"] else ""
-        common.echo(f"{row['issue']}  {row['path']}  [{row['branch']}]{note}")
+        shown = setup_shown(row["setup"], now)
+        common.echo(f"{row['issue']}  {row['path']}  [{row['branch']}]  setup: {shown}{note}")
+
+
+def setup_shown(setup: dict[str, Any], now: float) -> str:
+    """none, running, ok, or failed (attempt N, again in M min)."""
+    status = str(setup["status"])
+    if status != "failed":
+        return status
+    next_at = setup.get("next_at")
+    when = "when asked" if next_at is None else f"again in {max(0, next_at - now) / 60:.0f} min"
+    return f"failed (attempt {setup['attempt']}, {when})"
 
 
 @app.command(

@@ -34,10 +34,19 @@ def worker_active(tracker: Tracker, issue: str) -> Iterator[None]:
 
 
 def start_worker(
-    workers: WorkerManager, tracker: Tracker, issue: str, mode: Mode, *, wait: bool = True
+    workers: WorkerManager,
+    tracker: Tracker,
+    issue: str,
+    mode: Mode,
+    *,
+    wait: bool = True,
+    asked: bool = False,
 ) -> WorkerView:
-    """Start `mode`'s worker on `issue` (`WorkerManager.dispatch`), marked `worker-active`."""
-    return workers.dispatch(issue, mode, wait=wait, marked=partial(worker_active, tracker))
+    """Start `mode`'s worker on `issue` (`WorkerManager.dispatch`), marked `worker-active`.
+    `asked`: a person asked (a failed workspace setup is tried again at once)."""
+    return workers.dispatch(
+        issue, mode, wait=wait, marked=partial(worker_active, tracker), asked=asked
+    )
 
 
 def resume_worker(

@@ -26,6 +26,7 @@ from legion.pause import DispatchPause
 from legion.proxy.budget import Allowances
 from legion.sessions.roster import WorkerRoster, WorkerView
 from legion.trackers.base import Tracker, since_legion_wrote
+from legion.workspaces.setup import SetupPendingError
 
 from .answers import budget_allowed, budget_question
 from .context import PassContext
@@ -149,6 +150,9 @@ class Starts:
         blocked = self.blocked(issue, mode)
         if blocked is not None:
             return blocked
+        waits = self.ctx.workers.setup_waits(issue)
+        if waits is not None:
+            return deferred(waits)
         self.sessions += 1
         if counts_toward_wip(mode):
             self.code_workers += 1
@@ -170,7 +174,7 @@ class Starts:
                 view = start_worker(workers, tracker, issue, mode, wait=False)
             else:
                 view = resume_worker(workers, tracker, issue, mode, prompt, wait=False)
-        except NoRoomError as exc:
+        except (NoRoomError, SetupPendingError) as exc:
             return deferred(str(exc))
         except START_FAILURES as exc:
             self._start_failed(str(exc))

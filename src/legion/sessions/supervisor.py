@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Mapping
@@ -35,10 +36,13 @@ from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import HOST_ENV, process_args, session_processes, wait_for_exit
 from legion.sandbox import (
+    Access,
     Confinement,
     Sandbox,
     bridge,
     empty_file,
+    install_root,
+    legion_install,
     session_access,
     worker_git_parts,
 )
@@ -51,6 +55,15 @@ from legion.store import STORE_SECRET_VARIABLES
 from legion.tracing import span
 from legion.trust import records
 from legion.workspaces import issue_repo
+from legion.workspaces.setup import (
+    CACHE_FOLDER,
+    NO_NETWORK,
+    PASSED_VARIABLES,
+    Plan,
+    SetupNetwork,
+    cache_env,
+    setup_argv,
+)
 
 # Variables of the dispatcher that must not reach a worker: tmux's would make the CLI think it
 # runs in the dispatcher's pane; those a Claude Code session sets for its tools' processes
@@ -329,6 +342,54 @@ class SessionSupervisor:
             env=env,
         )
         return Confinement(home, empty_file(state_dir), access)
+
+    def setup_plan(self, workspace: Path, network: SetupNetwork = NO_NETWORK) -> Plan:
+        """How an issue's workspace setup runs (`legion.workspaces.setup`): confined like its
+        worker (its workspace and the git parts a worker writes), plus the project's cache
+        folder, read-write for setup alone, with `network` (none yet: the seam for an egress
+        allow-list); its environment holds no secret. Unconfined (`sandbox = "none"`, or no
+        bubblewrap), plainly in the workspace, with the dispatcher's environment less what no
+        session gets."""
+        sandbox = self.sandbox()
+        if not sandbox.confined:
+            env = {key: value for key, value in self.env.items() if inheritable(key)}
+            return Plan(lambda command: setup_argv(None, None, command, network), workspace, env)
+        if self.project.settings.workspace_vcs == "jj":
+            raise ConfigError(
+                "a jj workspace's setup cannot be confined to its own issue's objects yet: use "
+                '`workspace_vcs = "git"`, or `sandbox = "none"`'
+            )
+        cache = private_folder(self.project.state_dir / CACHE_FOLDER)
+        home = Path(self.env.get("HOME") or Path.home())
+        env = {name: self.env[name] for name in PASSED_VARIABLES if name in self.env}
+        env |= {"HOME": str(home), **cache_env(cache)}
+        git_folder = main_git_dir(self.project.root)
+        git_parts: tuple[tuple[Path, ...], tuple[Path, ...]] = ((), ())
+        if git_folder is not None and workspace != self.project.root:
+            git_parts = self._git_parts(git_folder, workspace)
+        # The programs on its PATH outside the system's (`~/.local/bin`, say), read-only.
+        programs = tuple(
+            Path(folder)
+            for folder in env.get("PATH", "").split(os.pathsep)
+            if folder.startswith("/")
+            and Path(folder) not in (home, Path("/"))
+            and Path(folder) not in home.parents
+        )
+        node = shutil.which("node", path=env.get("PATH"))
+        access = Access(
+            writable=(workspace, *git_parts[0], cache),
+            readable=(
+                *((git_folder,) if git_folder is not None else ()),
+                *git_parts[1],
+                *legion_install(),
+                *programs,
+                *(install_root(Path(node)) if node else ()),  # npm's prefix, as a session's
+            ),
+        )
+        confinement = Confinement(home, empty_file(self.project.state_dir), access)
+        return Plan(
+            lambda command: setup_argv(sandbox, confinement, command, network), workspace, env
+        )
 
     @staticmethod
     def _git_parts(git_folder: Path, workspace: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:

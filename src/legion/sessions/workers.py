@@ -28,6 +28,8 @@ from legion.core.liveness import SessionState
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Mode, normalize_identifier
 from legion.core.stamps import stamp_at
+from legion.core.workspace_setup import Commands
+from legion.daemon_link import wake_fifo
 from legion.errors import ConflictError, InputError, LegionError, NoRoomError, WorkerStartError
 from legion.faults import fault_point
 from legion.fleet import Fleet, host_name
@@ -53,8 +55,9 @@ from legion.sessions.windows import SessionWindows
 from legion.store import is_postgres
 from legion.tracing import span
 from legion.trackers.base import Tracker
-from legion.workspaces import checkpoint
+from legion.workspaces import checkpoint, setup
 from legion.workspaces.base import Workspaces
+from legion.workspaces.setup import SetupFiles
 
 # How long an answer for a worker on another host may take to reach that host's daemon (its
 # NOTIFY wakes it at once; without it, its next tick), beside the time to type it in.
@@ -141,13 +144,18 @@ class WorkerManager:
     def _lock(self) -> AbstractContextManager[None]:
         return exclusive(self.project.state_dir / "workers.lock")
 
-    def dispatch(self, issue: str, mode: Mode, *, marked: Marker, wait: bool = True) -> WorkerView:
+    def dispatch(
+        self, issue: str, mode: Mode, *, marked: Marker, wait: bool = True, asked: bool = False
+    ) -> WorkerView:
         """Start `mode`'s worker for `issue` in the issue's workspace; one live worker per issue.
         `marked`: the workflow's mark that a worker is on the issue (the reconciler's
         `worker_active`), held from after the worker is recorded until its window runs.
 
         With `wait`, return once its session has begun; without, the caller collects the start
-        with `starts.await_starts()` (so that a reconcile pass starts several workers at once)."""
+        with `starts.await_starts()` (so that a reconcile pass starts several workers at once).
+        `asked`: a person asked for it (`legion dispatch`): a failed workspace setup is tried
+        again at once. While the workspace's setup runs (or backs off) the start raises
+        SetupPendingError (`legion.workspaces.setup`)."""
         with span("start: look up issue", issue):
             identifier = self.tracker.get_issue(issue).identifier
         # Before its workspace or its record exists: the CLI there, then a daemon to host it.
@@ -164,7 +172,7 @@ class WorkerManager:
                 )
             prompt = self.worker_prompt(identifier, mode)
             seen = frozenset(view.record.id for view in views)
-            return self._start_placed(identifier, mode, prompt, wait, marked, seen)
+            return self._start_placed(identifier, mode, prompt, wait, marked, seen, asked=asked)
 
     def worker_prompt(self, issue: str, mode: Mode) -> str:
         """How `mode`'s worker on `issue` is told to use its skill, on the CLI it runs on."""
@@ -221,6 +229,8 @@ class WorkerManager:
         wait: bool,
         marked: Marker,
         seen: frozenset[int],
+        *,
+        asked: bool = False,
     ) -> WorkerView:
         """Start the worker on the host placement picks: here, in this host's workspace, or
         on another host of the fleet, asked through the store. `seen`: the issue's records the
@@ -232,7 +242,42 @@ class WorkerManager:
             return self._ask_start(host, identifier, mode, prompt, from_host, marked, seen)
         with span("start: workspace", identifier):
             workspace = self._workspace(identifier, from_host)
+        with span("start: workspace setup", identifier):
+            self.setup_gate(identifier, workspace, asked=asked)
         return self._start(identifier, mode, workspace, prompt, wait, marked, seen)
+
+    def setup_commands(self) -> Commands:
+        settings = self.project.settings
+        return Commands(
+            settings.workspace_setup, settings.workspace_refresh, settings.workspace_setup_timeout
+        )
+
+    def setup_files(self, issue: str) -> SetupFiles:
+        return SetupFiles(self.project.state_dir, issue)
+
+    def setup_gate(self, issue: str, workspace: Path, *, asked: bool = False) -> None:
+        """Return when a session may start in `workspace` now; else run its setup (or refresh)
+        or wait for it, raising SetupPendingError (`legion.workspaces.setup.gate`). A failure
+        is said on the issue once."""
+
+        def comment(text: str) -> None:
+            self.tracker.add_comment(issue, text, author=LEGION_AUTHOR, by_legion=True)
+
+        setup.gate(
+            self.setup_files(issue),
+            issue,
+            self.setup_commands(),
+            lambda: self.supervisor.setup_plan(workspace),
+            comment,
+            asked=asked,
+            wake=wake_fifo(self.project),
+        )
+
+    def setup_waits(self, issue: str) -> str | None:
+        """Why a start of `issue`'s worker would wait for its workspace's setup now (a dry
+        run's plan), or None; changes nothing."""
+        found = setup.look(self.setup_files(issue), self.setup_commands())
+        return None if found is None else found.detail
 
     def _place(self, identifier: str, from_host: str) -> str:
         """The host the issue's next session starts on (`legion.core.fleet.place`): always
