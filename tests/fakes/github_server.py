@@ -88,6 +88,8 @@ class FakeGitHub(GraphQLFake):
         self.owner_type = "Organization"
         self.has_issues = True
         self.commit_checks: dict[str, list[Node]] = {}  # by commit oid: its check contexts
+        # The checks every head commit has that `set_checks` gave none (CI on every push).
+        self.head_checks: list[Node] = []
         self.required_checks: set[str] = set()  # names branch protection requires to pass
         self.job_logs: dict[int, bytes] = {}  # GitHub Actions jobs' logs, by job id
         # Where a log's URL redirects (a signed URL on a storage host), as GitHub does; None:
@@ -119,6 +121,7 @@ class FakeGitHub(GraphQLFake):
             self.owner_type = "Organization"
             self.has_issues = True
             self.commit_checks.clear()
+            self.head_checks = []
             self.required_checks.clear()
             self.job_logs.clear()
             if self.storage is not None:
@@ -815,6 +818,8 @@ def _pr_commits(pr: Node, info: Any, **_: Any) -> Node:
     fake = _fake(info)
     oid = fake.head_oid(pr)
     checks = fake.commit_checks.get(oid)
+    if checks is None and fake.head_checks:
+        checks = list(fake.head_checks)
     rollup: Node | None
     if checks:
         rollup = {"__typename": "StatusCheckRollup", "id": f"SCR_{oid[:8]}"}
