@@ -9,6 +9,7 @@ embedded tracker and forge on the same database, standing in for the remote ones
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import socket
@@ -919,6 +920,13 @@ def test_a_worker_reads_its_own_prs_checks_and_logs_and_no_other_issues(
         log = worker("pr", "checks", "ENG-2", "--log", "test")
         assert log.returncode == 0, log.stderr
         assert log.stdout == "collecting\n\\x1b]52;c;aGk=\\x07E   assert 1 == 2\n"
+        log_json = json.loads(worker("pr", "checks", "ENG-2", "--log", "test", "--json").stdout)
+        assert log_json["log"] == "collecting\n\x1b]52;c;aGk=\x07E   assert 1 == 2\n"
+        assert (log_json["number"], log_json["cut"], log_json["check"]["state"]) == (
+            2,
+            False,
+            "failing",
+        )
         # A check that names nothing is bad input, exit 2, as `pr view` of no PR is.
         missing = worker("pr", "checks", "ENG-2", "--log", "nope")
         assert missing.returncode == 2
