@@ -35,6 +35,8 @@ ANSWER_DEADLINE_S = 60.0
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 MAX_WAIT_S = 30.0  # a rate limit that resets sooner is waited out; a later one is reported
 TRANSIENT_RETRIES = 2
+MAX_REDIRECTS = 3  # a download's, each followed without the credential
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,127 @@ class GraphQLClient:
         safe = method.upper() in ("GET", "HEAD", "PUT", "DELETE")
         return self._retrying(
             lambda: self._once(method, url, operation, payload, graphql), idempotent=safe
+        )
+
+    def download_tail(self, url: str, operation: str, *, keep: int) -> tuple[bytes, bool]:
+        """The last `keep` bytes of what a GET of `url` answers, and whether more came before
+        them. The credential goes to `url` alone: a redirect (GitHub answers a log's URL with
+        one to a signed URL on a storage host) is followed with no credential header, to
+        https only (or to the scheme of `url`, a local server's http), at most
+        `MAX_REDIRECTS` times; the storage host is asked for the end only (a `Range`), and
+        an answer of the whole is read within the answer's deadline, its end kept."""
+        answer: tuple[bytes, bool] = self._retrying(lambda: self._tail_once(url, operation, keep))
+        return answer
+
+    def _tail_once(self, url: str, operation: str, keep: int) -> tuple[bytes, bool]:
+        from urllib.parse import urljoin, urlsplit
+
+        import httpx
+
+        started = time.monotonic()
+        target, credential = url, True
+        allowed = {"https", urlsplit(url).scheme}
+        for _hop in range(MAX_REDIRECTS + 1):
+            self.requests_made += 1
+            bare = None if credential else self._bare_http()
+            headers = {} if credential else {"Range": f"bytes=-{keep}"}
+            try:
+                with (bare or self._http()).stream("GET", target, headers=headers) as response:
+                    location = response.headers.get("location")
+                    if response.status_code in _REDIRECTS and location:
+                        target = urljoin(target, location)
+                        if urlsplit(target).scheme not in allowed:
+                            raise self._error(
+                                BackendErrorKind.INVALID,
+                                f"redirected to a {urlsplit(target).scheme or 'relative'} URL",
+                                operation,
+                            )
+                        credential = False  # never past the first host
+                        continue
+                    failure = self._download_failure(response, operation, credential)
+                    if failure is not None:
+                        raise failure
+                    return self._kept_end(response, operation, started, keep)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                error = self._error(
+                    BackendErrorKind.TRANSIENT,
+                    f"cannot reach {urlsplit(target).hostname}: {type(exc).__name__}",
+                    operation,
+                )
+                error.delivered = False
+                raise error from None
+            except httpx.TimeoutException:
+                raise self._error(
+                    BackendErrorKind.TRANSIENT, f"no answer within {self.timeout:g} s", operation
+                ) from None
+            except httpx.HTTPError as exc:
+                raise self._error(
+                    BackendErrorKind.TRANSIENT,
+                    f"cannot reach {urlsplit(target).hostname}: {type(exc).__name__}",
+                    operation,
+                ) from None
+            finally:
+                if bare is not None:
+                    bare.close()
+        raise self._error(
+            BackendErrorKind.INVALID, f"more than {MAX_REDIRECTS} redirects", operation
+        )
+
+    def _download_failure(
+        self, response: httpx.Response, operation: str, credential: bool
+    ) -> BackendError | None:
+        status = response.status_code
+        if status in (200, 206):
+            return None
+        if credential and (status == 429 or (status == 403 and _rate_limit_exhausted(response))):
+            return self._error(
+                BackendErrorKind.RATE_LIMITED,
+                "rate limited",
+                operation,
+                retry_after=reset_after(response.headers),
+            )
+        if credential and status in (401, 403):
+            return self._error(
+                BackendErrorKind.AUTH, f"the credential was refused (HTTP {status})", operation
+            )
+        if status in (404, 410):
+            return self._error(BackendErrorKind.NOT_FOUND, f"not found (HTTP {status})", operation)
+        if status >= 500 or not credential:
+            # The storage host's refusal (an expired signed URL): asking again gets a new one.
+            return self._error(
+                BackendErrorKind.TRANSIENT, f"could not be read (HTTP {status})", operation
+            )
+        return self._error(BackendErrorKind.INVALID, f"refused (HTTP {status})", operation)
+
+    def _kept_end(
+        self, response: httpx.Response, operation: str, started: float, keep: int
+    ) -> tuple[bytes, bool]:
+        """The last `keep` bytes of the answer, read until `answer_deadline`; and whether
+        there was more before them (a partial answer, 206, is the end of more)."""
+        kept = bytearray()
+        more = response.status_code == 206 and not response.headers.get(
+            "content-range", ""
+        ).startswith("bytes 0-")
+        for chunk in response.iter_bytes():
+            if time.monotonic() - started > self.answer_deadline:
+                raise self._unbounded(
+                    f"no whole answer within {self.answer_deadline:g} s", operation
+                )
+            kept += chunk
+            if len(kept) > keep:
+                del kept[: len(kept) - keep]
+                more = True
+        return bytes(kept), more
+
+    def _bare_http(self) -> httpx.Client:
+        """A client with no credential header, for wherever a redirect leads."""
+        import httpx
+
+        return httpx.Client(
+            timeout=self.timeout,
+            transport=self.transport,
+            headers={"User-Agent": "legion"},
+            trust_env=False,
         )
 
     def _retrying(self, call: Callable[[], Any], *, idempotent: bool = True) -> Any:

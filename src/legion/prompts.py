@@ -48,9 +48,16 @@ def finish_with_failing_checks(first: str, pr: PullRequest) -> str:
     return (
         f"{first}\n\n"
         f"{failing_checks_text(pr)}\n\n"
-        "Merge only once they pass: read each log, fix what fails on the PR's branch, "
-        "run the tests and push; if a failure is not this work's to fix, ask a human."
+        f"Merge only once they pass: read each log ({_log_command(pr)}), fix what fails on "
+        "the PR's branch, run the tests and push; if a failure is not this work's to fix, "
+        "ask a human."
     )
+
+
+def _log_command(pr: PullRequest) -> str:
+    """The command that prints the end of a check's log (`legion pr checks`): the forge's
+    token stays with the daemon, which fetches it."""
+    return f"`legion pr checks {for_display(pr.issue or str(pr.number))} --log NAME`"
 
 
 def requested_changes(first: str, pr: PullRequest | None) -> str:
@@ -80,7 +87,8 @@ def fix_failing_checks(first: str, pr: PullRequest) -> str:
     return (
         f"{first}\n\n"
         f"{failing_checks_text(pr)}\n\n"
-        f"Read each log, fix the cause on {pr.branch} in this workspace, run the tests, "
+        f"Read each log ({_log_command(pr)}), fix the cause on {pr.branch} in this "
+        "workspace, run the tests, "
         "commit and push. Then remove worker-active and stop, without adding worker-done: "
         "Legion sends the work back to review. If a failure is not this work's to fix "
         "(a broken runner, a check of another change), ask a human instead."

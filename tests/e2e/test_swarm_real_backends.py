@@ -10,6 +10,7 @@ the state folder are searched: no token anywhere a worker could see it.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from legion.demo.swarm_script import swarm_script
+from tests.fakes.github_server import check_run
+from tests.fakes.model_server import bash, text
 from tests.support.cli import git
 from tests.support.linear_github import (
     SECRETS,
@@ -97,7 +100,18 @@ def test_full_cycle_on_linear_and_github(swarm: Swarm, linear_github: LinearAndG
     linear, github = linear_github.linear, linear_github.github
     issue = linear.add_issue("Feature one", state="Todo", description="Add feature one.")
     assert issue == "ENG-1"
-    swarm.server.script.scenarios.extend(swarm_script([issue]).scenarios)  # type: ignore[arg-type]
+    # CI on every push, passing; the finisher reads its log through the daemon (issue 38),
+    # from its sandbox, and comments it before it merges.
+    test = check_run("test", url="https://ci.example/test")
+    github.head_checks = [test]
+    github.set_job_log(test, "collected 1 item\n\ntest_feature_1.py .\n1 passed in 0.01s\n")
+    scenarios = swarm_script([issue]).scenarios
+    at = next(n for n, s in enumerate(scenarios) if s.name == f"{issue}:finish")
+    merge = scenarios[at].turns[0][0].input["command"]
+    read_log = f'legion issue comment {issue} --body "$(legion pr checks {issue} --log test)"'
+    turns = [[bash(f"{read_log} && {merge}", "Merged.")], [text("Merged.")]]
+    scenarios[at] = dataclasses.replace(scenarios[at], turns=turns)
+    swarm.server.script.scenarios.extend(scenarios)  # type: ignore[arg-type]
     modes = ("plan", "implement", "review", "finish")
     sids = {session_uuid(swarm, f"{issue}:{mode}") for mode in modes}
     workspace = swarm.workspace_root / "eng-1"
@@ -124,6 +138,10 @@ def test_full_cycle_on_linear_and_github(swarm: Swarm, linear_github: LinearAndG
     reviews = [body for body in github.comments(1) if "Legion review" in body]
     assert len(reviews) == 2, github.comments(1)
     assert "Please add a docstring." in reviews[0] and "Looks good now." in reviews[1]
+    # The finisher read the CI log's end through the daemon; the storage host saw no token.
+    assert any("test_feature_1.py .\n1 passed in 0.01s" in c["body"] for c in comments)
+    assert github.storage is not None and github.storage.seen
+    assert all(auth is None for _path, auth, _range in github.storage.seen)
 
     # The credentials never reached a session: not in any live environment the watch read,
     # while every session had its capability and the relay's socket instead.

@@ -26,15 +26,19 @@ Issues and pull requests share their numbers, as on GitHub.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
+import secrets
 import subprocess
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.graphql_server import FakeError, GraphQLFake, attach
+from tests.fakes.graphql_server import FakeError, GraphQLFake, RawAnswer, attach
 from tests.fakes.schemas import github_schema
 
 Node = dict[str, Any]
@@ -84,8 +88,23 @@ class FakeGitHub(GraphQLFake):
         self.owner_type = "Organization"
         self.has_issues = True
         self.commit_checks: dict[str, list[Node]] = {}  # by commit oid: its check contexts
+        # The checks every head commit has that `set_checks` gave none (CI on every push).
+        self.head_checks: list[Node] = []
         self.required_checks: set[str] = set()  # names branch protection requires to pass
+        self.job_logs: dict[int, bytes] = {}  # GitHub Actions jobs' logs, by job id
+        # Where a log's URL redirects (a signed URL on a storage host), as GitHub does; None:
+        # the API answers with the log itself.
+        self.storage: LogStorage | None = LogStorage()
+        self.route("GET", r"/repos/([^/]+)/([^/]+)/actions/jobs/([0-9]+)/logs", _job_logs)
         self.reset(remote=remote, permission=permission)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[GraphQLFake]:
+        """The API, and the storage host its log URLs redirect to (another port)."""
+        with contextlib.ExitStack() as stack:
+            if self.storage is not None:
+                stack.enter_context(self.storage.running())
+            yield stack.enter_context(super().running())
 
     def reset(self, *, remote: Path | None = None, permission: str = "WRITE") -> None:
         """Empty again, for the next test (one running fake can serve a whole module)."""
@@ -102,7 +121,11 @@ class FakeGitHub(GraphQLFake):
             self.owner_type = "Organization"
             self.has_issues = True
             self.commit_checks.clear()
+            self.head_checks = []
             self.required_checks.clear()
+            self.job_logs.clear()
+            if self.storage is not None:
+                self.storage.reset()
             self.remote = remote
             self.permission = permission
             self._clock = 0
@@ -338,6 +361,12 @@ class FakeGitHub(GraphQLFake):
             self.required_checks = set(required)
             return oid
 
+    def set_job_log(self, check: Node, text: str | bytes) -> None:
+        """The log of the GitHub Actions job a `check_run` is (its `databaseId`)."""
+        with self.lock:
+            data = text.encode() if isinstance(text, str) else text
+            self.job_logs[int(check["databaseId"])] = data
+
     def vanish(self, number: int) -> None:
         with self.lock:
             self.vanished.add(number)
@@ -444,10 +473,12 @@ class FakeGitHub(GraphQLFake):
 def check_run(
     name: str, status: str = "COMPLETED", conclusion: str | None = "SUCCESS", url: str = ""
 ) -> Node:
-    """A check run (GitHub Actions, a CI app) as GitHub shows it in a commit's rollup."""
+    """A check run (GitHub Actions, a CI app) as GitHub shows it in a commit's rollup; its
+    `databaseId` is its job's id (`set_job_log`)."""
     return {
         "__typename": "CheckRun",
         "id": f"CR_{_sha(name)[:8]}",
+        "databaseId": int(_sha(name)[:7], 16),
         "name": name,
         "status": status,
         "conclusion": conclusion if status == "COMPLETED" else None,
@@ -518,6 +549,106 @@ def _unmet_requirements(fake: FakeGitHub, pr: Node) -> str | None:
         f"{len(unmet)} of {len(fake.required_checks)} required status checks have not "
         f"succeeded: {', '.join(counts)}."
     )
+
+
+def _job_logs(fake: GraphQLFake, _payload: dict[str, Any], match: re.Match[str]) -> Any:
+    """`GET /repos/{owner}/{repo}/actions/jobs/{job_id}/logs`: GitHub's 302 to a signed URL
+    on its storage host (or, without one, the log itself); 404 for a job it does not know."""
+    assert isinstance(fake, FakeGitHub)
+    owner, repo, job = match.group(1), match.group(2), int(match.group(3))
+    log = fake.job_logs.get(job)
+    if (owner, repo) != (fake.owner, fake.repo) or log is None:
+        return 404, {"message": "Not Found"}
+    if fake.storage is None:
+        return 200, RawAnswer(log, {"Content-Type": "text/plain"})
+    return 302, RawAnswer(b"", {"Location": fake.storage.signed(log)})
+
+
+class LogStorage:
+    """A storage host on 127.0.0.1 (a port of its own) serving signed URLs, as GitHub's logs
+    are: no credential is needed, and each request's `Authorization` header is recorded (None
+    when it had none). It answers a `Range: bytes=-N` with the last N bytes (206)."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+        self.seen: list[tuple[str, str | None, str | None]] = []  # (path, Authorization, Range)
+        # Where the next request is redirected once more, if set (a chain of hops).
+        self.redirect_to: str | None = None
+        self.lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "the storage host is not running"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def reset(self) -> None:
+        with self.lock:
+            self.blobs.clear()
+            self.seen.clear()
+            self.redirect_to = None
+
+    def signed(self, data: bytes) -> str:
+        key = secrets.token_hex(8)
+        with self.lock:
+            self.blobs[key] = data
+        return f"{self.url}/blobs/{key}?sig={secrets.token_hex(8)}"
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[LogStorage]:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _storage_handler(self))
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        self._server = server
+        try:
+            yield self
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
+            self._server = None
+
+
+def _storage_handler(storage: LogStorage) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            wanted = self.headers.get("Range")
+            with storage.lock:
+                storage.seen.append((path, self.headers.get("Authorization"), wanted))
+                data = storage.blobs.get(path.removeprefix("/blobs/"))
+                onward, storage.redirect_to = storage.redirect_to, None
+            if onward is not None:
+                self._send(302, b"", {"Location": onward})
+                return
+            if data is None:
+                self._send(404, b"BlobNotFound", {"Content-Type": "text/plain"})
+                return
+            suffix = re.fullmatch(r"bytes=-([0-9]+)", wanted or "")
+            if suffix is None or int(suffix.group(1)) >= len(data):
+                self._send(200, data, {"Content-Type": "text/plain"})
+                return
+            start = len(data) - int(suffix.group(1))
+            headers = {"Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"}
+            self._send(206, data[start:], headers)
+
+    return Handler
 
 
 def _sha(text: str) -> str:
@@ -687,6 +818,8 @@ def _pr_commits(pr: Node, info: Any, **_: Any) -> Node:
     fake = _fake(info)
     oid = fake.head_oid(pr)
     checks = fake.commit_checks.get(oid)
+    if checks is None and fake.head_checks:
+        checks = list(fake.head_checks)
     rollup: Node | None
     if checks:
         rollup = {"__typename": "StatusCheckRollup", "id": f"SCR_{oid[:8]}"}

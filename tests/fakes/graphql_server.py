@@ -189,6 +189,15 @@ class GraphQLFake:
         return formatted
 
 
+@dataclass
+class RawAnswer:
+    """What a REST handler answers that is not JSON: bytes as they are, with headers (a
+    redirect's `Location`, a log's `text/plain`)."""
+
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
 class FakeError(Exception):
     """Raised by a resolver: becomes a GraphQL error with these extensions (Linear's `code`,
     GitHub's `type`: NOT_FOUND ...)."""
@@ -291,6 +300,9 @@ def _handler_for(fake: GraphQLFake) -> type[BaseHTTPRequestHandler]:
             else:
                 status, answer = self._rest(method, path, payload)
             record.status = status
+            if isinstance(answer, RawAnswer):
+                self._send(status, answer.body, answer.headers)
+                return
             self._send(status, b"" if answer is None else json.dumps(answer).encode())
 
         def _rest(self, method: str, path: str, payload: Any) -> tuple[int, Any]:

@@ -892,3 +892,84 @@ def test_a_local_base_with_changes_or_its_own_commits_is_left_as_it_is_and_said(
     forge.merge("ENG-34")
     assert git(repo, "rev-parse", "refs/heads/main").strip() == mine
     assert "main has commits the merged base lacks" in warnings[-1]
+
+
+# -- a check's log (issue 38) --------------------------------------------------------------------
+
+
+def test_checks_list_with_status_and_a_log_comes_capped_without_the_token_past_github(
+    forge: GitHubForge, github: FakeGitHub
+) -> None:
+    """`pr_checks` lists the head's check runs as GitHub says them; a job's log is the end of
+    it only (last 200 lines, 64 KiB), fetched from the storage host GitHub redirects to,
+    which never sees the token."""
+    from legion.core.text import LOG_TAIL_BYTES, LOG_TAIL_LINES
+
+    github.add_pr("legion/eng-46", head_oid="c" * 40)
+    test = check_run("test (3.12)", conclusion="FAILURE", url="https://ci.example/t/1")
+    github.set_checks(1, check_run("lint"), test, status_context("deploy", "PENDING"))
+    lines = [f"line {n}: {'x' * 20}\n" for n in range(5000)] + ["\x1b[31mFAILED\x1b[0m test_x\n"]
+    github.set_job_log(test, "".join(lines))
+
+    found = forge.pr_checks("ENG-46")
+    assert found.number == 1 and found.head == "c" * 40 and found.log is None
+    assert [(c.name, c.state, c.status, c.conclusion) for c in found.checks] == [
+        ("lint", ChecksState.PASSING, "completed", "success"),
+        ("test (3.12)", ChecksState.FAILING, "completed", "failure"),
+        ("deploy", ChecksState.PENDING, "", "pending"),
+    ]
+
+    got = forge.pr_checks("1", log="test (3.12)").log
+    assert got is not None and got.name == "test (3.12)" and got.cut
+    shown = got.text.splitlines(keepends=True)
+    assert len(shown) == LOG_TAIL_LINES and shown == lines[-LOG_TAIL_LINES:]
+    assert len(got.text.encode()) <= LOG_TAIL_BYTES
+    # The storage host was asked for the end only, and never with a credential.
+    assert github.storage is not None and github.storage.seen
+    assert all(auth is None for _path, auth, _range in github.storage.seen)
+    assert all(wanted and wanted.startswith("bytes=-") for _p, _a, wanted in github.storage.seen)
+    # Found by case too; a log longer than 64 KiB in 200 lines is cut to 64 KiB.
+    github.set_job_log(test, "".join(f"{n} {'y' * 1000}\n" for n in range(300)))
+    capped = forge.pr_checks("ENG-46", log="TEST (3.12)").log
+    assert capped is not None and capped.cut and len(capped.text.encode()) <= LOG_TAIL_BYTES
+    assert capped.text.endswith(f"299 {'y' * 1000}\n")
+
+
+def test_a_redirect_chain_to_another_host_never_gets_the_token(
+    forge: GitHubForge, github: FakeGitHub
+) -> None:
+    github.add_pr("legion/eng-47", head_oid="d" * 40)
+    build = check_run("build", conclusion="FAILURE")
+    github.set_checks(1, build)
+    github.set_job_log(build, "error: it broke\n")
+    storage = github.storage
+    assert storage is not None
+    # The storage host sends it on once more, to a URL of its own: no token there either.
+    storage.redirect_to = storage.signed(b"moved: it broke\n")
+    got = forge.pr_checks("ENG-47", log="build").log
+    assert got is not None and got.text == "moved: it broke\n" and not got.cut
+    assert len(storage.seen) == 2 and all(auth is None for _p, auth, _r in storage.seen)
+    # Only the API itself got the token, once.
+    assert [r.path for r in github.requests if r.method == "GET"] == [
+        f"/repos/acme/widgets/actions/jobs/{build['databaseId']}/logs"
+    ]
+    # A redirect off https (or the API's own scheme) is not followed.
+    storage.redirect_to = "file:///etc/passwd"
+    with pytest.raises(BackendError) as caught:
+        forge.pr_checks("ENG-47", log="build")
+    assert "redirected to a file URL" in str(caught.value)
+
+
+def test_a_missing_pr_check_or_log_is_not_found_in_one_line(
+    forge: GitHubForge, github: FakeGitHub
+) -> None:
+    github.add_pr("legion/eng-48", head_oid="e" * 40)
+    github.set_checks(1, check_run("lint"), status_context("ci/legacy", "FAILURE", "https://x/1"))
+    with pytest.raises(NotFoundError, match=r"^PR #1 has no check 'nope' \(its checks: lint, "):
+        forge.pr_checks("ENG-48", log="nope")
+    with pytest.raises(NotFoundError, match=r"has no log on GitHub .* see https://x/1$"):
+        forge.pr_checks("ENG-48", log="ci/legacy")
+    with pytest.raises(NotFoundError, match="'lint' of PR #1 has no log GitHub serves"):
+        forge.pr_checks("ENG-48", log="lint")  # a job GitHub keeps no log of: 404
+    with pytest.raises(NotFoundError):
+        forge.pr_checks("ENG-49")

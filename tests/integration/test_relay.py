@@ -9,6 +9,7 @@ embedded tracker and forge on the same database, standing in for the remote ones
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import socket
@@ -870,6 +871,95 @@ def test_a_worker_writes_no_pull_request_but_its_own_whatever_its_body_says(
         "Fixes (not linked) ENG-1 on the way.\n\nCloses (not linked) #1"
     ), own["body"]
     backends.db.close()
+
+
+def test_a_worker_reads_its_own_prs_checks_and_logs_and_no_other_issues(
+    remote_project: tuple[Path, dict[str, str], FakeGitHub],
+) -> None:
+    """`legion pr checks` through the daemon on GitHub (issue 38): a worker lists its own
+    PR's checks and reads a failing one's log (the daemon fetches it; no token in the
+    session), escaped; another issue's PR, even its parent's it may view, is refused."""
+    from tests.fakes.github_server import check_run
+
+    repo, daemon_env, github = remote_project
+    daemon_project = load_project(repo, env=daemon_env)
+    backends = open_backends(daemon_project, direct=True)
+    backends.tracker.create_issue("Parent")  # ENG-1
+    backends.tracker.create_issue("The worker's", parent="ENG-1", status=Status.NEEDS_REVIEW)
+    parents = github.add_pr("legion/eng-1", head_oid="1" * 40)
+    own = github.add_pr("legion/eng-2", head_oid="2" * 40)
+    test = check_run("test", conclusion="FAILURE", url="https://ci.example/t")
+    github.set_checks(own["number"], check_run("lint"), test)
+    github.set_checks(parents["number"], check_run("secret-ci", conclusion="FAILURE"))
+    github.set_job_log(test, "collecting\n\x1b]52;c;aGk=\x07E   assert 1 == 2\n")
+    path = socket_path(daemon_project.state_dir)
+    secrets = ("LINEAR_API_KEY", "GITHUB_TOKEN")
+    env = {name: value for name, value in os.environ.items() if name not in secrets}
+    token = Capabilities(backends.db).mint("ENG-2", mode="finish", session_id="s-finish")
+    env |= {CAPABILITY_ENV: token, SOCKET_ENV: str(path), "LEGION_MODE": "finish"}
+    env["LEGION_RELAY_WAIT"] = "1"
+
+    def worker(*args: str) -> Result:
+        result = run_legion(*args, cwd=repo, env=env)
+        assert daemon_env["GITHUB_TOKEN"] not in result.stdout + result.stderr
+        return result
+
+    with RelayServer(
+        path,
+        lambda: open_backends(daemon_project, direct=True),
+        ops=session_ops(daemon_project, os.environ),
+    ):
+        listed = worker("pr", "checks", "ENG-2")
+        assert listed.returncode == 0, listed.stderr
+        lines = listed.stdout.splitlines()
+        assert lines[0].split() == ["passing", "lint", "completed/success"]
+        assert lines[1].split() == ["failing", "test", "completed/failure", "https://ci.example/t"]
+        as_json = worker("pr", "checks", str(own["number"]), "--json")
+        assert as_json.returncode == 0, as_json.stderr
+        assert '"conclusion": "failure"' in as_json.stdout
+        log = worker("pr", "checks", "ENG-2", "--log", "test")
+        assert log.returncode == 0, log.stderr
+        assert log.stdout == "collecting\n\\x1b]52;c;aGk=\\x07E   assert 1 == 2\n"
+        log_json = json.loads(worker("pr", "checks", "ENG-2", "--log", "test", "--json").stdout)
+        assert log_json["log"] == "collecting\n\x1b]52;c;aGk=\x07E   assert 1 == 2\n"
+        assert (log_json["number"], log_json["cut"], log_json["check"]["state"]) == (
+            2,
+            False,
+            "failing",
+        )
+        # A check that names nothing is bad input, exit 2, as `pr view` of no PR is.
+        missing = worker("pr", "checks", "ENG-2", "--log", "nope")
+        assert missing.returncode == 2
+        assert one_line_error(missing) == (
+            "legion: error: PR #2 has no check 'nope' (its checks: lint, test)"
+        )
+        # Its parent's PR it may view, but not read the checks of: by issue, by number.
+        assert worker("pr", "view", "ENG-1").returncode == 0
+        for ref, asked in (("ENG-1", "ENG-1"), ("1", "PR 1 of ENG-1")):
+            refused = worker("pr", "checks", ref, "--log", "secret-ci")
+            assert refused.returncode == 2, refused.stderr
+            assert one_line_error(refused) == (
+                "legion: error: this worker may read the checks of only ENG-2's pull "
+                f"request (asked: {asked})"
+            )
+    assert github.storage is not None and github.storage.seen
+    assert all(auth is None for _path, auth, _range in github.storage.seen)
+    backends.db.close()
+
+
+def test_the_embedded_forge_lists_no_checks_through_the_relay(relay: Relay) -> None:
+    git(relay.repo, "branch", "legion/leg-2")
+    relay.backends.forge.create_pr("LEG-2", "legion/leg-2")
+    token = relay.capability("LEG-2")
+    listed = relay.worker(token, "pr", "checks", "LEG-2")
+    assert (listed.returncode, listed.stdout) == (0, "no checks: the embedded forge runs no CI\n")
+    assert relay.worker(token, "pr", "checks", "LEG-2", "--json").stdout.strip() == "[]"
+    log = relay.worker(token, "pr", "checks", "LEG-2", "--log", "test")
+    assert log.returncode == 2 and one_line_error(log) == (
+        "legion: error: PR #1 has no check 'test': the embedded forge runs no CI"
+    )
+    refused = relay.worker(token, "pr", "checks", "LEG-1")
+    assert refused.returncode == 2 and "checks of only LEG-2's" in one_line_error(refused)
 
 
 # -- slow clients ----------------------------------------------------------------------------------

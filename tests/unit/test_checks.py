@@ -140,7 +140,13 @@ def test_pr_view_lists_the_checks_that_are_not_passing_escaped() -> None:
     data = pr_json(pr(failing))
     assert data["checks"] == "failing"
     assert data["failing_checks"] == [
-        {"name": HOSTILE, "state": "failing", "url": "https://ci.example/\x1b[2J"}
+        {
+            "name": HOSTILE,
+            "state": "failing",
+            "status": "",
+            "conclusion": "",
+            "url": "https://ci.example/\x1b[2J",
+        }
     ]
     assert pr_json(pr())["checks"] == "none" and pr_json(pr())["failing_checks"] == []
 
@@ -199,3 +205,39 @@ def test_a_workers_prompt_names_each_failing_check_and_its_log_escaped() -> None
         "- lint\\x1b]52;c;aGk=\\x07\\u202e: https://ci.example/1",
         "- ci/lint (no log link; see the PR's checks)",
     ]
+
+
+# -- a check's log (issue 38) --------------------------------------------------------------------
+
+
+@given(st.text(alphabet=st.sampled_from("ab\n\u00e9\u4e2d"), max_size=3000), st.booleans())
+def test_a_log_tail_is_the_end_within_both_caps(text: str, cut: bool) -> None:
+    from legion.core.text import log_tail
+
+    with_small = {"LOG_TAIL_LINES": 20, "LOG_TAIL_BYTES": 200}
+    import legion.core.text as module
+
+    saved = {name: getattr(module, name) for name in with_small}
+    try:
+        for name, value in with_small.items():
+            setattr(module, name, value)
+        tail, left_out = log_tail(text, cut=cut)
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+    assert len(tail.encode()) <= 200 and len(tail.splitlines()) <= 20
+    assert text.endswith(tail)
+    assert left_out == (cut or tail != text)
+
+
+def test_the_named_check_is_exact_then_by_case_else_not_found() -> None:
+    from legion.errors import NotFoundError
+    from legion.forges.base import named_check
+
+    lint, test = Check("Lint", C.PASSING), Check("test", C.FAILING)
+    assert named_check((lint, test), "test", 1) is test
+    assert named_check((lint, test), "lint", 1) is lint
+    with pytest.raises(NotFoundError, match=r"^PR #3 has no check 'x' \(its checks: Lint, test\)$"):
+        named_check((lint, test), "x", 3)
+    with pytest.raises(NotFoundError, match="its checks: none"):
+        named_check((), "x", 3)

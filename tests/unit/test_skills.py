@@ -40,6 +40,7 @@ COMMANDS: dict[str, set[str] | dict[str, set[str]]] = {
         "view": set(),
         "ready": set(),
         "review": {"--approve", "--request-changes", "--comment", "--body", "--body-file"},
+        "checks": {"--log"},
         "merge": set(),
     },
     "state": set(),
@@ -369,7 +370,9 @@ def test_finish_merges_only_after_ci_and_handles_failing_checks() -> None:
         "Merge only after CI passes",
         "`pending`: wait here",
         "Do not stop to wait",
-        "`failing`: for each failing check, read its log (`url`",
+        # Issue 38: the log through the daemon, which holds the forge's token.
+        "`failing`: for each failing check, read the end of its log with `legion pr checks ID "
+        "--log NAME`",
         "fix the cause on `BRANCH`, run the full test suite, commit",
         "and push",
         "ask a human, naming the check and its link",
@@ -378,6 +381,8 @@ def test_finish_merges_only_after_ci_and_handles_failing_checks() -> None:
         assert needle in checks, needle
     assert "failing checks" in flat(read(f"{WORKER}/workflows/implement.md"))
     assert "`failing_checks`" in read(f"{WORKER}/workflows/review.md")
+    for mode in ("implement", "review"):
+        assert "legion pr checks ID --log NAME" in flat(read(f"{WORKER}/workflows/{mode}.md"))
 
 
 def test_asking_a_human_protocol() -> None:

@@ -9,6 +9,7 @@ import typer
 
 from legion import identity
 from legion.cli import common, render
+from legion.core.text import LOG_TAIL_BYTES, LOG_TAIL_LINES
 from legion.errors import InputError
 
 app = typer.Typer(
@@ -159,6 +160,50 @@ def review(
     )
     note = "" if outcome == pr.review.value else f"; review outcome still {pr.review.value}"
     typer.echo(f"#{pr.number}: {said}{note}")
+
+
+@app.command(
+    epilog=common.example(
+        "legion pr checks LEG-3", "legion pr checks LEG-3 --log lint", "legion pr checks 2 --json"
+    )
+)
+def checks(
+    ctx: typer.Context,
+    ref: Annotated[str, RefArgument],
+    log: Annotated[
+        str | None,
+        typer.Option(
+            "--log",
+            metavar="NAME",
+            help=f"Print the end of this check's log: its last {LOG_TAIL_LINES} lines, at most "
+            f"{LOG_TAIL_BYTES // 1024} KiB.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """List the CI checks on a pull request's head, or print the end of one check's log."""
+    _, backends = common.backends(ctx)
+    found = backends.forge.pr_checks(ref, log=log)
+    if found.log is not None:
+        if as_json:
+            common.print_json(render.check_log_json(found))
+            return
+        if found.log.cut:
+            common.info(
+                f"(the end of {found.log.name!r}'s log on PR #{found.number}: earlier lines "
+                "left out)",
+                err=True,
+            )
+        text = found.log.text
+        common.echo(text[:-1] if text.endswith("\n") else text)
+        return
+    if as_json:
+        common.print_json([render.check_json(check) for check in found.checks])
+    elif not found.checks:
+        common.info(f"no checks: {found.note}" if found.note else f"PR #{found.number}: no checks")
+    else:
+        for line in render.check_lines(found.checks):
+            common.echo(line)
 
 
 @app.command(epilog=common.example("legion pr merge 2"))

@@ -342,7 +342,19 @@ COMMAND_NOTES: dict[str, str] = {
     "pr view": (
         "REF: `3`, `#3`, or an issue id. Shows the CI checks (`Checks: failing`, then each "
         "failing or pending check with its log link; `--json`: `checks`, `check_runs`, "
-        "`failing_checks` with `name` and `url`)."
+        "`failing_checks` with `name`, `state`, `status`, `conclusion` and `url`)."
+    ),
+    "pr checks": (
+        "REF: `3`, `#3`, or an issue id. One line per check on the PR's head: its state "
+        "(`passing`, `failing`, `pending`), name, what the forge says (`completed/failure`) and "
+        "its link; `--json`: a list of `{name, state, status, conclusion, url}`. The embedded "
+        "forge runs no CI: `no checks: the embedded forge runs no CI`. `--log NAME` prints the "
+        "end of that check's log (a GitHub Actions job's), at most its last 200 lines and 64 "
+        "KiB (a line on stderr says when earlier lines were left out; `--json`: `{number, "
+        "head, check, log, cut}`), every control character escaped (`\\x1b`): it is CI's "
+        "text. In a session the daemon fetches it (the token stays there; GitHub's redirect to "
+        "its log storage is followed without the token), and a worker reads only its own "
+        "issue's pull request."
     ),
     "pr review": "Says what was recorded and, when it differs, the PR's review outcome.",
     "pr merge": (
@@ -553,5 +565,9 @@ COMMAND_EXITS: dict[str, str] = {
     "demo": "; 130 when interrupted, 143 when stopped by SIGTERM",
     "feedback": "; 1 for an issue that asked nothing",
     "pr merge": "; 1 for a draft or a conflict",
+    "pr checks": (
+        "; 2 for a PR or a check that does not exist, or a check with no log to read (a "
+        "commit status, a job GitHub keeps no log of)"
+    ),
     "start": "; 1 for a second daemon, or when no session could reach a model",
 }

@@ -9,7 +9,7 @@ from legion.core.model import ChecksState, Mode, Status
 from legion.core.stamps import utc_stamp
 from legion.core.text import for_display
 from legion.core.usage import Usage, total
-from legion.forges.base import Check, PullRequest, Review
+from legion.forges.base import Check, PrChecks, PullRequest, Review
 from legion.state import Snapshot
 from legion.trackers.base import Comment, Issue
 
@@ -67,7 +67,38 @@ def pr_json(pr: PullRequest) -> dict[str, Any]:
 
 
 def check_json(check: Check) -> dict[str, Any]:
-    return {"name": check.name, "state": check.state.value, "url": check.url}
+    return {
+        "name": check.name,
+        "state": check.state.value,
+        "status": check.status,
+        "conclusion": check.conclusion,
+        "url": check.url,
+    }
+
+
+def check_lines(checks: Sequence[Check]) -> list[str]:
+    """One line per check: its state, name, what the forge says of it, and its link
+    (unescaped: printed through `common.echo`)."""
+    said = ["/".join(part for part in (check.status, check.conclusion) if part) for check in checks]
+    width = max(len(check.name) for check in checks) if checks else 0
+    return [
+        f"{check.state.value:<8} {check.name:<{min(width, 40)}}  {words}"
+        + (f"  {check.url}" if check.url else "")
+        for check, words in zip(checks, said, strict=True)
+    ]
+
+
+def check_log_json(found: PrChecks) -> dict[str, Any]:
+    """`legion pr checks REF --log NAME --json`: the PR, the check, and the end of its log."""
+    assert found.log is not None
+    check = next((c for c in found.checks if c.name == found.log.name), None)
+    return {
+        "number": found.number,
+        "head": found.head,
+        "check": None if check is None else check_json(check),
+        "log": found.log.text,
+        "cut": found.log.cut,
+    }
 
 
 def review_json(review: Review) -> dict[str, Any]:

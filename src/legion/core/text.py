@@ -134,3 +134,32 @@ def url_without_secrets(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{host}:{port}" if port is not None else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+# How much of a CI log `legion pr checks --log` shows: its end, where a failure is told.
+LOG_TAIL_LINES = 200
+LOG_TAIL_BYTES = 64 * 1024
+
+
+def log_tail(text: str, *, cut: bool = False) -> tuple[str, bool]:
+    """The end of a log as Legion shows it: its last `LOG_TAIL_LINES` lines, and at most
+    `LOG_TAIL_BYTES` bytes of UTF-8 (a first line cut short there is left out, unless it is
+    the only one: then its end). With whether anything was left out (`cut`: `text` is itself
+    the end of a longer log, whose first line may be cut short)."""
+    lines = text.splitlines(keepends=True)
+    if cut and len(lines) > 1:
+        lines = lines[1:]  # the line the download began in the middle of
+    if len(lines) > LOG_TAIL_LINES:
+        lines, cut = lines[-LOG_TAIL_LINES:], True
+    kept: list[str] = []
+    size = 0
+    for line in reversed(lines):
+        size += len(line.encode("utf-8", "surrogatepass"))
+        if size > LOG_TAIL_BYTES:
+            cut = True
+            if not kept:  # one line longer than the whole budget: its end
+                end = line.encode("utf-8", "surrogatepass")[-LOG_TAIL_BYTES:]
+                kept.append(end.decode("utf-8", "ignore"))
+            break
+        kept.append(line)
+    return "".join(reversed(kept)), cut

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
 from legion.core.model import ChecksState, ReviewOutcome, combine_checks
+from legion.errors import NotFoundError
 
 
 class PrState(Enum):
@@ -37,6 +38,50 @@ class Check:
     name: str
     state: ChecksState
     url: str = ""
+    # What the forge says of it, lowercased: a check run's `status` (queued, in_progress,
+    # completed) and `conclusion` (success, failure, timed_out, ...; "" until it completes);
+    # a commit status has no status and its state as conclusion. And the forge's handle on
+    # its log ("" when it has none it can read: a commit status). Detail, not identity.
+    status: str = field(default="", compare=False)
+    conclusion: str = field(default="", compare=False)
+    log_id: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckLog:
+    """The end of one check's log: at most its last `legion.core.text.LOG_TAIL_LINES` lines
+    and `LOG_TAIL_BYTES` bytes (`cut`: earlier lines were left out). The forge's text, CI's
+    output: untrusted; escape it where it is printed."""
+
+    name: str
+    text: str
+    cut: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PrChecks:
+    """The CI checks on a pull request's head commit, and one check's log when asked for.
+    `note` is the forge's word when it has none to show (the embedded forge runs no CI)."""
+
+    number: int
+    head: str  # the head commit ("" when the forge does not say)
+    checks: tuple[Check, ...] = ()
+    log: CheckLog | None = None
+    note: str = ""
+
+
+def named_check(checks: tuple[Check, ...], name: str, number: int) -> Check:
+    """The check of PR `number` called `name` (exactly, else the only one whose name matches
+    ignoring case); NotFoundError saying which there are."""
+    for check in checks:
+        if check.name == name:
+            return check
+    alike = [check for check in checks if check.name.casefold() == name.casefold()]
+    if len(alike) == 1:
+        return alike[0]
+    names = ", ".join(check.name for check in checks[:20]) or "none"
+    more = f" and {len(checks) - 20} more" if len(checks) > 20 else ""
+    raise NotFoundError(f"PR #{number} has no check {name!r} (its checks: {names}{more})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,4 +170,10 @@ class Forge(Protocol):
         `docs/solutions/` and a clean merge of the base (`legion.core.reviewed_head`), and
         exactly the head that was checked; else a `ConflictError` saying a new review is
         needed."""
+        ...
+
+    def pr_checks(self, ref: str, *, log: str | None = None) -> PrChecks:
+        """The CI checks on the head of the PR `ref` (as `get_pr`); with `log`, also the end
+        of that check's log (`CheckLog`). NotFoundError when the PR, the check, or its log
+        does not exist."""
         ...

@@ -30,7 +30,7 @@ from legion.errors import (
     TamperedWorkspaceError,
 )
 from legion.faults import fault_point
-from legion.forges.base import PrState, PullRequest, Review
+from legion.forges.base import PrChecks, PrState, PullRequest, Review
 from legion.forges.reviewed import reviewed_refusal
 from legion.git import (
     current_branch,
@@ -46,6 +46,7 @@ from legion.store import Connection, Row, Store, is_postgres, now
 from legion.workspaces import issue_repo
 
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
+NO_CI = "the embedded forge runs no CI"
 _PR_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
 
 
@@ -103,6 +104,14 @@ class LocalForge:
             if previous is None or pr.state is PrState.OPEN or previous.state is not PrState.OPEN:
                 current[pr.issue] = pr
         return current
+
+    def pr_checks(self, ref: str, *, log: str | None = None) -> PrChecks:
+        """No checks: the embedded forge runs no CI (its PRs are local branches)."""
+        pr = self.get_pr(ref)
+        if log is not None:
+            raise NotFoundError(f"PR #{pr.number} has no check {log!r}: {NO_CI}")
+        head = rev_parse(self.repo, f"refs/heads/{pr.branch}") or ""
+        return PrChecks(pr.number, head, (), None, NO_CI)
 
     # -- writing -------------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from legion.errors import (
     ProtocolError,
     RelayUnavailableError,
 )
-from legion.forges.base import PullRequest
+from legion.forges.base import PrChecks, PullRequest
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.protocol import MAX_LINE_BYTES, answer_value, dump_line, load_line, request
 from legion.trackers.base import Comment, Issue
@@ -281,6 +281,9 @@ class RelayForge:
     def branch_head(self, ref: str) -> str | None:
         answer = self._client.call("forge.branch_head", ref=ref)
         return None if answer is None else _one(answer, str)
+
+    def pr_checks(self, ref: str, *, log: str | None = None) -> PrChecks:
+        return _one(self._client.call("forge.pr_checks", ref=ref, log=log), PrChecks)
 
     def merge(self, ref: str, *, reviewed: str | None = None) -> PullRequest:
         # The daemon merges only the head a review session's approval recorded, taken from its

@@ -45,10 +45,10 @@ from legion.bus.model import (
     Task,
     TaskState,
 )
-from legion.core.model import Status
+from legion.core.model import ChecksState, Status
 from legion.core.usage import Usage
 from legion.errors import BackendError, BackendErrorKind, LegionError, ProtocolError
-from legion.forges.base import PrState, PullRequest, Review
+from legion.forges.base import Check, CheckLog, PrChecks, PrState, PullRequest, Review
 from legion.trackers.base import Comment, Issue
 
 VERSION = 1
@@ -57,10 +57,14 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 
 DATACLASSES: dict[str, type[Any]] = {
     cls.__name__: cls
-    for cls in (Issue, Comment, PullRequest, Review, Agent, Channel, Message, Posted, Task, Usage)
+    for cls in (
+        *(Issue, Comment, PullRequest, Review, Check, PrChecks, CheckLog),
+        *(Agent, Channel, Message, Posted, Task, Usage),
+    )
 }
 ENUMS: dict[str, type[Enum]] = {
-    cls.__name__: cls for cls in (Status, PrState, AgentRole, AgentStatus, MessageKind, TaskState)
+    cls.__name__: cls
+    for cls in (Status, PrState, ChecksState, AgentRole, AgentStatus, MessageKind, TaskState)
 }
 
 

@@ -32,6 +32,7 @@ controller, its Oracle) may make any call. An `issue` capability for issue X (a 
 - set what blocks X or one of X's children (`set_blocked_by`, and `create_issue`'s
   `blocked_by`), with blockers it may read (X, its parent, its children): an architect orders
   its sub-issues and makes X wait for them;
+- read the CI checks and a check's log of X's own pull request only (`pr_checks`);
 - open X's pull request (`create_pr(issue=X)`), and `set_draft`, `add_review` and `merge` only a
   pull request whose issue is X, each only in its role (`legion.core.roles`: the implementer
   opens it, only a review session reviews, only a finish session marks it ready and merges);
@@ -306,6 +307,22 @@ class Call:
                     f"no issue {name} to block {blocked} (see `legion issue list`)"
                 ) from None
 
+    def own_pr(self, ref: str) -> None:
+        """Unless the scope covers the pull request `ref` as its own issue's (a worker reads
+        the CI checks and logs of its own PR only), refuse."""
+        mine = self.scope.issue
+        if mine is None:
+            return
+        if _looks_like_issue(ref):
+            issue, asked = ref, ref
+        else:
+            issue = self.forge.get_pr(ref).issue  # which issue a number is for: the forge says
+            asked = f"PR {ref} of {issue or 'no issue'}"
+        if not _same(issue, mine):
+            raise NotPermittedError(
+                f"this worker may read the checks of only {mine}'s pull request (asked: {asked})"
+            )
+
     def pr(self, ref: str, *, writing: bool) -> PullRequest | None:
         """Unless the scope covers the pull request `ref`, refuse. Returns it when it had to be
         fetched to tell (a number: which issue it is for is on the forge)."""
@@ -508,6 +525,12 @@ def _branch_head(call: Call) -> Any:
     return call.forge.branch_head(ref)
 
 
+def _pr_checks(call: Call) -> Any:
+    ref = call.text("ref")
+    call.own_pr(ref)
+    return call.forge.pr_checks(ref, log=call.optional_text("log"))
+
+
 def _add_review(call: Call) -> Any:
     ref = call.text("ref")
     call.pr(ref, writing=True)
@@ -595,6 +618,7 @@ OPS: dict[str, Operation] = {
     "forge.branch_head": _branch_head,
     "forge.add_review": _add_review,
     "forge.merge": _merge,
+    "forge.pr_checks": _pr_checks,
 }
 
 

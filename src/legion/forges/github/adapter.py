@@ -23,7 +23,14 @@ from typing import Any
 from legion.config import Project
 from legion.core.ids import branch_for
 from legion.core.model import normalize_identifier
-from legion.core.text import clean_body, clean_branch, clean_title, for_display
+from legion.core.text import (
+    LOG_TAIL_BYTES,
+    clean_body,
+    clean_branch,
+    clean_title,
+    for_display,
+    log_tail,
+)
 from legion.errors import (
     BackendError,
     BackendErrorKind,
@@ -32,7 +39,7 @@ from legion.errors import (
     InputError,
     NotFoundError,
 )
-from legion.forges.base import PrState, PullRequest
+from legion.forges.base import CheckLog, PrChecks, PrState, PullRequest, named_check
 from legion.forges.github import documents as docs
 from legion.forges.github.checks import checks_line
 from legion.forges.github.connection import RepositoryConnection
@@ -102,6 +109,40 @@ class GitHubForge:
         self, issues: Collection[str], links: Mapping[str, Collection[str]] | None = None
     ) -> dict[str, PullRequest]:
         return {issue: record.pr for issue, record in self.lookups.by_issue(issues, links).items()}
+
+    def pr_checks(self, ref: str, *, log: str | None = None) -> PrChecks:
+        record = self.lookups.find(ref)
+        pr = record.pr
+        found = None
+        if log is not None:
+            check = named_check(pr.check_runs, log, pr.number)
+            if not check.log_id:
+                where = f": see {check.url}" if check.url else ""
+                raise NotFoundError(
+                    f"check {check.name!r} of PR #{pr.number} has no log on GitHub (a commit "
+                    f"status, not a GitHub Actions job){where}"
+                )
+            found = self._job_log(pr.number, check.name, check.log_id, check.url)
+        return PrChecks(pr.number, record.head_oid, pr.check_runs, found)
+
+    def _job_log(self, number: int, name: str, job: str, url: str) -> CheckLog:
+        """The end of a GitHub Actions job's log (the REST API's; GitHub answers with a
+        redirect to a signed URL, which the client follows without the token)."""
+        # A few lines more than are shown: the first, cut short, is left out.
+        keep = LOG_TAIL_BYTES + 4096
+        logs = f"{self.connection.api_base}/repos/{self.connection.slug}/actions/jobs/{job}/logs"
+        try:
+            raw, more = self.client.download_tail(logs, "GET job logs", keep=keep)
+        except BackendError as exc:
+            if exc.kind is not BackendErrorKind.NOT_FOUND:
+                raise
+            where = f": see {url}" if url else ""
+            raise NotFoundError(
+                f"check {name!r} of PR #{number} has no log GitHub serves (not a GitHub "
+                f"Actions job, still running, or past its retention){where}"
+            ) from None
+        text, cut = log_tail(raw.decode("utf-8", "replace"), cut=more)
+        return CheckLog(name, text, cut)
 
     # -- writing -------------------------------------------------------------------------------
 

@@ -38,10 +38,25 @@ def check_of(node: Any) -> Check | None:
             state = ChecksState.FAILING
         else:
             state = ChecksState.PASSING
-        return Check(str(node.get("name") or "check"), state, str(node.get("detailsUrl") or ""))
+        # A GitHub Actions job's id is its check run's: its log is the job's
+        # (`GitHubForge.pr_checks`); another app's check run has none there.
+        job = node.get("databaseId")
+        return Check(
+            str(node.get("name") or "check"),
+            state,
+            str(node.get("detailsUrl") or ""),
+            status=str(node.get("status") or "").lower(),
+            conclusion=str(node.get("conclusion") or "").lower(),
+            log_id=str(job) if isinstance(job, int) and not isinstance(job, bool) else "",
+        )
     if kind == "StatusContext":
         state = _STATUS_STATES.get(str(node.get("state")), ChecksState.PASSING)
-        return Check(str(node.get("context") or "status"), state, str(node.get("targetUrl") or ""))
+        return Check(
+            str(node.get("context") or "status"),
+            state,
+            str(node.get("targetUrl") or ""),
+            conclusion=str(node.get("state") or "").lower(),
+        )
     return None
 
 

@@ -14,7 +14,7 @@ from legion.config import Project
 from legion.errors import BackendError, BackendErrorKind
 from legion.forges.github import documents as docs
 from legion.forges.github.reviews import APPROVED_LABEL, CHANGES_LABEL
-from legion.github.client import github_client
+from legion.github.client import api_base, github_client
 from legion.github.repository import repository_name
 from legion.graphql_client import DEFAULT_TIMEOUT_S, Document, GraphQLClient
 
@@ -65,6 +65,11 @@ class RepositoryConnection:
         if self._repository is None:
             self._repository = repository_name(self.project)
         return self._repository
+
+    @property
+    def api_base(self) -> str:
+        """The REST API's base URL (`legion.github.client.api_base`)."""
+        return api_base(self.project.env)
 
     @property
     def slug(self) -> str:

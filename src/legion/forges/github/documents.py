@@ -60,7 +60,7 @@ fragment LegionPullRequest on PullRequest {{
             totalCount
             nodes {{
               __typename
-              ... on CheckRun {{ name status conclusion detailsUrl }}
+              ... on CheckRun {{ databaseId name status conclusion detailsUrl }}
               ... on StatusContext {{ context state targetUrl }}
             }}
           }}
