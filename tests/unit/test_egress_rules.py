@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from legion.core import egress
-from legion.core.egress import ADDRESS, NAME, WEB_PORTS, WILDCARD, Rule
+from legion.core.egress import ADDRESS, NAME, WEB_PORTS, Rule
 
 
 def rules(*entries: str) -> tuple[Rule, ...]:

@@ -184,6 +184,17 @@ SETTINGS: dict[str, SettingDoc] = {
         "`none`: sessions run unconfined (said by `legion status` and the TUI); unset: "
         "confined wherever bubblewrap works, else unconfined. See [security](security.md).",
     ),
+    "sandbox_egress": SettingDoc(
+        "list of hosts",
+        "Where a confined session may connect besides the model, through the daemon's egress "
+        "proxy (its `HTTPS_PROXY`): `pypi.org` (ports 80 and 443), `pypi.org:8443`, "
+        "`*.crates.io` (names under it), `127.0.0.1:8080` or `[::1]:8080` or `localhost:8080` "
+        "(a local service, also shown at its own address inside), and the preset "
+        "`@registries` (PyPI, npm, yarn, crates.io, the Go proxy, GitHub; HTTPS only). Empty: "
+        "nothing but the model. A repository's config only narrows your list (what both "
+        "allow). See [security](security.md#egress).",
+        env="entries separated by commas or spaces",
+    ),
     "tick": SettingDoc(
         "seconds",
         "Seconds between daemon ticks (changes made through `legion` wake it at once).",
