@@ -42,7 +42,14 @@ def test_address_literals_need_their_port_and_match_only_themselves() -> None:
     assert egress.allowing(allowed, "::1", 9090) is not None
     assert egress.allowing(allowed, "localhost", 7000) is not None
     assert egress.allowing(allowed, "localhost", 8080) is None
-    assert egress.forwarded(allowed) == (("127.0.0.1", 8080), ("::1", 9090), ("127.0.0.1", 7000))
+    assert egress.forwarded(allowed) == (
+        ("127.0.0.1", 8080, "127.0.0.1"),
+        ("::1", 9090, "::1"),
+        ("127.0.0.1", 7000, "localhost"),
+    )
+    assert egress.forwarded(rules("localhost:80", "127.0.0.1:80", "pypi.org")) == (
+        ("127.0.0.1", 80, "localhost"),
+    )
 
 
 @pytest.mark.parametrize(

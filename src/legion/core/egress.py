@@ -224,11 +224,11 @@ def narrow(user: Sequence[Rule], repository: Sequence[Rule]) -> tuple[Rule, ...]
     return tuple(kept)
 
 
-def forwarded(rules: Iterable[Rule]) -> tuple[tuple[str, int], ...]:
+def forwarded(rules: Iterable[Rule]) -> tuple[tuple[str, int, str], ...]:
     """The loopback destinations a session's bridge shows at their own address inside its
-    sandbox: each address rule for a loopback address (or `localhost`, shown at 127.0.0.1), by
-    (address, port)."""
-    found: dict[tuple[str, int], None] = {}
+    sandbox: for each address rule of a loopback address (or `localhost`, shown at 127.0.0.1),
+    (the address inside, the port, the host its `CONNECT` names); an address once."""
+    found: dict[tuple[str, int], str] = {}
     for rule in rules:
         if rule.kind != ADDRESS:
             continue
@@ -237,8 +237,8 @@ def forwarded(rules: Iterable[Rule]) -> tuple[tuple[str, int], ...]:
         if address is None or not address.is_loopback:
             continue
         for port in sorted(rule.ports):
-            found[(inside, port)] = None
-    return tuple(found)
+            found.setdefault((inside, port), rule.host)
+    return tuple((inside, port, host) for (inside, port), host in found.items())
 
 
 # The port a session's bridge takes inside its sandbox for the egress proxy (the one HTTP
@@ -256,6 +256,28 @@ def egress_port(taken: Iterable[int]) -> int:
     return port
 
 
+def variables(port: int) -> dict[str, str]:
+    """What points a session's HTTP clients at its egress proxy, at `port` inside its sandbox:
+    the standard variables (curl, git, pip and requests, cargo, Go, Node's npm and Claude
+    Code), npm's and yarn's own, and what goes direct (the model's bridge, a forwarded local
+    address)."""
+    url = f"http://127.0.0.1:{port}"
+    direct = "127.0.0.1,::1"
+    return {
+        "HTTPS_PROXY": url,
+        "HTTP_PROXY": url,
+        "https_proxy": url,
+        "http_proxy": url,
+        "NO_PROXY": direct,
+        "no_proxy": direct,
+        "npm_config_proxy": url,
+        "npm_config_https_proxy": url,
+        "npm_config_noproxy": direct,
+        "YARN_HTTP_PROXY": url,
+        "YARN_HTTPS_PROXY": url,
+    }
+
+
 def refusal(host: str, port: int, *, resolved: str | None = None) -> str:
     """The one line a refused session (and its log) is told; `resolved`: the special address
     (`special`) a name allowed led to."""
@@ -266,8 +288,10 @@ def refusal(host: str, port: int, *, resolved: str | None = None) -> str:
             "address, which sandbox_egress allows only when that address is listed with its "
             f'port (`"{resolved}:{port}"`, or `"localhost:{port}"`) in your user config'
         )
+    literal = host == LOOPBACK_NAME or _address(host) is not None
+    bare = "" if literal else f' (or "{shown}" for ports 80 and 443)'
     return (
         f"legion: {shown}:{port} is not allowed by sandbox_egress; to allow it, add "
-        f'"{shown}:{port}" (or "{shown}" for ports 80 and 443) to sandbox_egress in your '
-        "user config (~/.config/legion/config.toml) or LEGION_SANDBOX_EGRESS"
+        f'"{shown}:{port}"{bare} to sandbox_egress in your user config '
+        "(~/.config/legion/config.toml) or LEGION_SANDBOX_EGRESS"
     )
