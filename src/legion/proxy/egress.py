@@ -537,16 +537,17 @@ class RefusalCount:
         shown = f"[{self.host}]" if ":" in self.host else self.host
         who = self.issue or self.session_id[:8]
         times = "once" if self.count == 1 else f"{self.count} times"
-        return f"{who}: {shown}:{self.port} refused {times}"
+        return f"{who}: {shown}:{self.port} ({times})"
 
 
-def refusal_counts(db: Store, limit: int = 10) -> list[RefusalCount]:
-    """The destinations most lately refused, by session."""
+def refusal_counts(db: Store, limit: int = 10, *, since: str = "") -> list[RefusalCount]:
+    """The destinations most lately refused, by session; `since`: only those refused at or
+    after that instant (a `legion.store.now()`)."""
     with db.read() as conn:
         rows = conn.execute(
             "SELECT session_id, issue, host, port, count, last_at FROM egress_refusals "
-            "ORDER BY last_at DESC, host, port LIMIT ?",
-            (limit,),
+            "WHERE last_at >= ? ORDER BY last_at DESC, host, port LIMIT ?",
+            (since, limit),
         ).fetchall()
     return [
         RefusalCount(
