@@ -104,8 +104,44 @@ def _site(folder: Path) -> Path:
     return site
 
 
+PROBE = "legion_egress_probe"
+
+
+def _simple_index(site: Path) -> None:
+    """A wheel of one module, served as a PEP 503 simple index under `site/simple/`."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {
+        f"{PROBE}/__init__.py": b"REACHED = 'installed through the egress proxy'\n",
+        f"{PROBE}-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: legion-egress-probe\n"
+        b"Version: 1.0\n",
+        f"{PROBE}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\n"
+        b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+        for name, data in files.items()
+    ]
+    files[f"{PROBE}-1.0.dist-info/RECORD"] = (
+        "\n".join([*record, f"{PROBE}-1.0.dist-info/RECORD,,"]) + "\n"
+    ).encode()
+    wheel = site / f"{PROBE}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    project = site / "simple" / "legion-egress-probe"
+    project.mkdir(parents=True)
+    (project / "index.html").write_text(
+        f'<!DOCTYPE html><html><body><a href="../../{wheel.name}#sha256={digest}">'
+        f"{wheel.name}</a></body></html>\n"
+    )
+
+
 INSIDE = """
-import json, os, socket, subprocess, urllib.error, urllib.request
+import json, os, socket, subprocess, sys, urllib.error, urllib.request
 
 def get(url):
     try:
@@ -138,7 +174,12 @@ found = {
     "git_clone": run("git", "clone", "-q", f"http://localhost:{PLAIN}/repo.git", "/tmp/clone"),
     "git_ls_remote": run("git", "ls-remote", f"https://localhost:{TLS}/repo.git"),
     "forged": forged(),
+    "pip": run(sys.executable, "-m", "pip", "install", "-q", "--no-cache-dir", "--target",
+               "/tmp/installed", "--index-url", f"https://localhost:{TLS}/simple/",
+               "legion-egress-probe"),
 }
+if os.path.exists("/tmp/installed/legion_egress_probe/__init__.py"):
+    found["installed"] = open("/tmp/installed/legion_egress_probe/__init__.py").read()
 if os.path.exists("/tmp/clone/README.md"):
     found["cloned"] = open("/tmp/clone/README.md").read()
 print(json.dumps(found))
@@ -165,6 +206,7 @@ def test_a_confined_session_reaches_what_sandbox_egress_allows_and_nothing_else(
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
     site = _site(tmp_path)
+    _simple_index(site)
     host = _loopback_hostname()
     plain_server, tls_server, literal_server = _serve(site), _serve(site, tls), _serve(site)
     plain, tls_port, literal = next(plain_server), next(tls_server), next(literal_server)
@@ -219,6 +261,8 @@ def test_a_confined_session_reaches_what_sandbox_egress_allows_and_nothing_else(
             "HOME": str(tmp_path / "home"),
             "LEGION_CAPABILITY": token,
             "GIT_CONFIG_NOSYSTEM": "1",
+            "PIP_CONFIG_FILE": os.devnull,  # no machine's index or links: only the proxy's
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             **egress.variables(egress_port),
             **trusted,
         }
@@ -256,6 +300,8 @@ def test_a_confined_session_reaches_what_sandbox_egress_allows_and_nothing_else(
         status, line = found["to_loopback"]
         assert status == 403 and "resolves to 127." in line
     assert found["forged"].startswith("HTTP/1.1 407")
+    assert found["pip"][0] == 0, found["pip"]  # a PEP 503 index over TLS, through CONNECT
+    assert found["installed"] == "REACHED = 'installed through the egress proxy'\n"
 
     counted = {(c.host, c.port): c for c in refusal_counts(store)}
     assert counted[("localhost", literal)].count == 1
