@@ -5,6 +5,7 @@ not resolve. (What a confined session reaches through it: `test_sandbox_egress.p
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -129,3 +130,51 @@ def test_the_bridge_command_says_its_egress_and_forwards() -> None:
     assert bridge.command(["claude"], egress=bridge.Egress(3128, "/e.sock"))[3:] == ["--", "claude"]
     assert bridge._parse_bridged(["4000", "/m", "--egress", "x", "/e"]) is None
     assert bridge._parse_bridged(["4000", "/m", "--egress", "1", "/e", "--forward", "a"]) is None
+
+
+def test_the_daemon_serves_its_egress_proxy_only_while_the_list_allows_something(
+    project: Path, tmp_path: Path
+) -> None:
+    """The real daemon (in this process; no CLI, so the controller's start fails): with
+    `sandbox_egress` set, its egress socket answers beside the model proxy's (a stranger is
+    refused) and `legion status` says what is allowed; stopped, the socket is gone."""
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+
+    from legion.config import load_project
+    from legion.daemon import Daemon, DaemonConfig
+    from legion.proxy import EGRESS_SOCKET_NAME
+    from legion.relay import socket_path
+    from tests.support.cli import run_legion
+
+    tmux_dir = Path(tempfile.mkdtemp(prefix="lge-"))
+    env = dict(os.environ) | {
+        "LEGION_TMUX_SOCKET": str(tmux_dir / "sock"),
+        "LEGION_TMUX_CONFIG": "/dev/null",
+        "LEGION_CLAUDE_BIN": str(tmp_path / "no-such-claude"),
+        "LEGION_SANDBOX_EGRESS": "@registries, 127.0.0.1:8080",
+    }
+    loaded = load_project(project, env=env)
+    where = socket_path(loaded.state_dir, EGRESS_SOCKET_NAME)
+    seen: list[bytes] = []
+
+    def look(backends: object) -> bool:
+        with _ask(where, b"LEGION-EGRESS stranger\nCONNECT pypi.org:443 HTTP/1.1\r\n\r\n") as c:
+            seen.append(_status(c))
+        status = run_legion("status", "--json", cwd=project, env=env)
+        allowed = json.loads(status.stdout)["egress"]["allowed"]
+        assert allowed[0] == "pypi.org:443" and allowed[-1] == "127.0.0.1:8080"
+        assert "egress:     pypi.org:443, " in run_legion("status", cwd=project, env=env).stdout
+        return True
+
+    try:
+        Daemon(loaded, DaemonConfig(tick=0.2, run_for=20.0, stop_when=look), env).run()
+    finally:
+        subprocess.run(
+            ["tmux", "-S", str(tmux_dir / "sock"), "kill-server"], capture_output=True, check=False
+        )
+        shutil.rmtree(tmux_dir, ignore_errors=True)
+    assert seen == [b"HTTP/1.1 407 Proxy Authentication Required"]
+    assert not where.exists()

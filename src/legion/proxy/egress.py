@@ -9,7 +9,7 @@ environment), then one ordinary proxy request:
 
 - `CONNECT host:port` (TLS, or anything else: the bytes are carried as they come);
 - an absolute-form request, `GET http://host[:port]/path` (plain HTTP): sent on with its target
-  in origin form, without its `Proxy-*` headers, with `Connection: close`.
+  in origin form, its `Host` the target's, without its `Proxy-*` headers, with `Connection: close`.
 
 The daemon resolves the name itself (a sandbox has no DNS), checks every address it connects to
 (`legion.core.egress.address_allowed`: a name never leads to a loopback, link-local, unspecified
@@ -406,7 +406,9 @@ def _read_head(client: socket.socket, deadline: float) -> tuple[str, bytes, byte
     return token, after[:end], after[end:]
 
 
-_DROPPED = ("proxy-", "connection:", "keep-alive:")
+# Dropped from a plain HTTP request's head: the proxy's own headers, the connection's, and its
+# Host (set again from the target, so the request names the host it was allowed for).
+_DROPPED = ("proxy-", "connection:", "keep-alive:", "host:")
 
 
 def _parse_request(head: bytes) -> _Request:
@@ -434,7 +436,9 @@ def _parse_request(head: bytes) -> _Request:
     if split.query:
         path += "?" + split.query
     headers = [line for line in lines[1:] if line and not line.lower().startswith(_DROPPED)]
-    forwarded = "\r\n".join([f"{method} {path} {version}", *headers, "Connection: close", "", ""])
+    authority = split.netloc.rpartition("@")[2]
+    first = [f"{method} {path} {version}", f"Host: {authority}"]
+    forwarded = "\r\n".join([*first, *headers, "Connection: close", "", ""])
     return _Request(False, host, port, forwarded.encode("latin-1"))
 
 
