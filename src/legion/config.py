@@ -273,6 +273,28 @@ def _positive(value: Any) -> int:
     return value
 
 
+def _egress(value: Any) -> tuple[str, ...]:
+    """`sandbox_egress`: its entries as `legion.core.egress` says them again (a preset
+    expanded), each checked."""
+    from legion.core import egress
+
+    if not isinstance(value, list | tuple) or not all(isinstance(i, str) for i in value):
+        raise ValueError(
+            f'must be a list of strings (`["pypi.org", "@registries"]`), got {value!r}'
+        )
+    return egress.texts(egress.parse(value))
+
+
+def _egress_from_env(value: Any) -> tuple[str, ...]:
+    return _egress(str(value).replace(",", " ").split())
+
+
+def _egress_narrowed(user: tuple[str, ...], repository: tuple[str, ...]) -> tuple[str, ...]:
+    from legion.core import egress
+
+    return egress.texts(egress.narrow(egress.parse(user), egress.parse(repository)))
+
+
 def _store_url(value: Any) -> str | None:
     # Never quoted back: the URL may carry a password.
     if not isinstance(value, str):
@@ -336,6 +358,15 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
         "workspace_refresh", _shell_commands, (), parse_env=_shell_commands_from_env, widens=True
     ),
     SettingSpec("workspace_setup_timeout", _seconds, 900.0),
+    # Where a confined session may connect besides the model (`legion.core.egress`); a
+    # repository's config only narrows the user's list.
+    SettingSpec(
+        "sandbox_egress",
+        _egress,
+        (),
+        parse_env=_egress_from_env,
+        narrows=_egress_narrowed,
+    ),
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),
     SettingSpec("checkpoint_every", _seconds, 300.0),
@@ -397,6 +428,8 @@ class Settings:
     workspace_setup: tuple[str, ...] = ()
     workspace_refresh: tuple[str, ...] = ()
     workspace_setup_timeout: float = 900.0
+    # Where a confined session may connect besides the model: `legion.core.egress`'s entries.
+    sandbox_egress: tuple[str, ...] = ()
     tick: float = 60.0
     restart_cooldown: float = 60.0
     checkpoint_every: float = 300.0  # seconds between a running worker's checkpoints
@@ -687,13 +720,20 @@ def resolve_settings(
 
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    repository = layers[2]
     for spec in SPECS:
-        for layer in layers:
+        for index, layer in enumerate(layers):
+            if spec.narrows is not None and index == 2:
+                continue  # the repository's value narrows the user's, below
             if spec.name in layer:
                 values[spec.name], sources[spec.name] = layer[spec.name]
                 break
         else:
             values[spec.name], sources[spec.name] = spec.default, "default"
+        if spec.narrows is not None and spec.name in repository:
+            narrower, where = repository[spec.name]
+            values[spec.name] = spec.narrows(values[spec.name], narrower)
+            sources[spec.name] = f"{sources[spec.name]}, narrowed by {where}"
     if values["project_id"] is None:
         raise ConfigError(
             f"{repo_config}: missing key 'project_id' (run `legion init` to create it)"

@@ -27,6 +27,10 @@ class SettingSpec:
     # lower it below what the user's config (or the default) allows, and raise it only once the
     # user trusts that file, as a `widens` setting.
     caps: bool = False
+    # What a repository's config sets only narrows the user's value (theirs, from their
+    # config or a LEGION_* variable; else the default): `narrows(user, repository)` is what is
+    # used (the egress allow-list: a repository may allow less, never more).
+    narrows: Callable[[Any, Any], Any] | None = None
     parse_env: Callable[[Any], Any] | None = None  # when a variable's text needs other parsing
     # How `legion config` shows the value, when it may hold a secret (a URL's password).
     shown: Callable[[Any], Any] | None = None

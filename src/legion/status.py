@@ -17,6 +17,7 @@ from legion.daemon_link import heartbeat_file, hosts_controller, running_pid
 from legion.errors import LegionError
 from legion.fleet import Fleet, Host, host_name, hosts_line
 from legion.proxy import ProxyAccess, read_access
+from legion.proxy.egress import RefusalCount, refusal_counts
 from legion.sandbox import Sandbox, reported
 from legion.store import is_postgres
 
@@ -83,6 +84,17 @@ class StatusReport:
     # The fleet's hosts (`legion.fleet`), and the store's time they are measured against.
     hosts: list[Host] = field(default_factory=list)
     store_now: float = 0.0
+    # Where confined sessions may connect besides the model (`sandbox_egress`), and the
+    # connections the egress proxy refused lately, by session and destination.
+    egress: tuple[str, ...] = ()
+    egress_refused: list[RefusalCount] = field(default_factory=list)
+
+    @property
+    def egress_line(self) -> str:
+        """One line: what confined sessions may reach besides the model."""
+        if not self.egress:
+            return "nothing but the model (sandbox_egress is empty)"
+        return ", ".join(self.egress)
 
     @property
     def sandbox_line(self) -> str:
@@ -141,6 +153,10 @@ class StatusReport:
             else {"confined": self.sandbox.confined, "why": self.sandbox.why},
         }
         data["hosts"] = [host.to_json(self.store_now) for host in self.hosts]
+        data["egress"] = {
+            "allowed": list(self.egress),
+            "refused": [count.to_json() for count in self.egress_refused],
+        }
         if self.unknown is not None:
             data["unknown"] = self.unknown
         return data
@@ -223,6 +239,8 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
         sandbox=reported(project.settings.sandbox, project.env),
         hosts=hosts,
         store_now=store_now,
+        egress=project.settings.sandbox_egress,
+        egress_refused=refusal_counts(backends.db),
     )
 
 

@@ -112,6 +112,20 @@ def test_the_heads_approving_reviews_saw(open_store: Callable[[], Store]) -> Non
     assert heads.head(7, "legion/leg-7") is None
 
 
+def test_the_egress_proxys_refusals(open_store: Callable[[], Store]) -> None:
+    """Counted by session and destination; a session's first to a host (on any port) is the
+    one the action log says."""
+    from legion.proxy.egress import Refused, record_refusal, refusal_counts
+
+    store = open_store()
+    assert record_refusal(store, Refused("s-1", "LEG-1", "pypi.org", 443))
+    assert not record_refusal(store, Refused("s-1", "LEG-1", "pypi.org", 443))
+    assert not record_refusal(open_store(), Refused("s-1", "LEG-1", "pypi.org", 80))
+    assert record_refusal(store, Refused("s-2", "", "pypi.org", 443))
+    counts = {(c.session_id, c.port): c.count for c in refusal_counts(open_store())}
+    assert counts == {("s-1", 443): 2, ("s-1", 80): 1, ("s-2", 443): 1}
+
+
 def test_the_model_hold_and_asked_questions(open_store: Callable[[], Store]) -> None:
     store = open_store()
     hold = HoldRecord(store)

@@ -57,6 +57,24 @@ def test_the_board_says_loudly_when_workers_run_unconfined(
     assert [i.worker for i in board.issues] == ["-"]
 
 
+def test_the_board_says_what_the_egress_proxy_refused_lately(
+    project: Path, legion: LegionRunner
+) -> None:
+    from legion.config import load_project
+    from legion.proxy.egress import Refused, record_refusal
+    from legion.store import open_store
+
+    assert legion("issue", "create", "Add a flag").returncode == 0
+    env = environment(project)
+    store = open_store(load_project(project, env))
+    record_refusal(store, Refused("s-1", "LEG-1", "pypi.org", 443))
+    record_refusal(store, Refused("s-1", "LEG-1", "pypi.org", 443))
+    store.close()
+    board = ProjectSources(env, project, dict).board(None)
+    assert isinstance(board, Board), board
+    assert "egress refused LEG-1: pypi.org:443 (2 times)" in board.warnings
+
+
 def test_the_board_of_a_project_the_bus_knows(
     project: Path, legion: LegionRunner, tmp_path: Path
 ) -> None:

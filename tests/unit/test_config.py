@@ -355,3 +355,34 @@ def test_every_legion_variable_legion_reads_is_a_setting_or_named_as_its_own() -
     }
     settings = {spec.env_var for spec in SPECS}
     assert named - settings - OTHER_VARIABLES == set()
+
+
+def test_a_repositorys_egress_list_only_narrows_the_users(tmp_path: Path) -> None:
+    """`sandbox_egress` is the user's: a repository's config (which a worker can land) keeps
+    what both allow, and never needs trust; a bad entry is one line naming the file and key."""
+    home = tmp_path / "home"
+    path = tmp_path / ".legion" / "config.toml"
+    write_repo_config(tmp_path, {"project_id": PROJECT})
+    assert resolve_settings(path, env_for(home)).sandbox_egress == ()
+    user_config(home, 'sandbox_egress = ["*.crates.io", "pypi.org", "127.0.0.1:8080"]\n')
+    settings = resolve_settings(path, env_for(home))
+    assert settings.sandbox_egress == ("*.crates.io", "pypi.org", "127.0.0.1:8080")
+    write_repo_config(
+        tmp_path, {"project_id": PROJECT, "sandbox_egress": ["index.crates.io", "evil.com"]}
+    )
+    settings = resolve_settings(path, env_for(home))
+    assert settings.sandbox_egress == ("index.crates.io",)
+    assert "narrowed by" in settings.sources["sandbox_egress"]
+    variable = env_for(home, LEGION_SANDBOX_EGRESS="evil.com, index.crates.io:443")
+    narrowed = ("evil.com", "index.crates.io:443")  # the variable is the user's word
+    assert resolve_settings(path, variable).sandbox_egress == narrowed
+    write_repo_config(tmp_path, {"project_id": PROJECT, "sandbox_egress": ["@registries"]})
+    assert resolve_settings(path, env_for(home)).sandbox_egress == (
+        "pypi.org:443",
+        "static.crates.io:443",
+        "index.crates.io:443",
+    )
+    user_config(home, 'sandbox_egress = ["pypi.org", "127.0.0.1"]\n')
+    with pytest.raises(ConfigError) as raised:
+        resolve_settings(path, env_for(home))
+    assert "sandbox_egress" in str(raised.value) and "\n" not in str(raised.value)

@@ -189,8 +189,8 @@ SETTINGS: dict[str, SettingDoc] = {
         'Run in a new workspace, in order, before its first session (`["uv sync", "npm '
         'ci"]`): each as `bash -c COMMAND`, confined like a session but writing also a cache '
         "folder of the project's state (`XDG_CACHE_HOME`, `UV_CACHE_DIR`, `npm_config_cache`, "
-        "`PIP_CACHE_DIR`), with no network yet. Run again when the list changes. A repository's "
-        "config sets it only once trusted (`legion trust`). See "
+        "`PIP_CACHE_DIR`), with the network `sandbox_egress` allows. Run again when the list "
+        "changes. A repository's config sets it only once trusted (`legion trust`). See "
         "[workspaces](workspaces.md).",
         default="none",
         env=" (one command a line)",
@@ -206,6 +206,17 @@ SETTINGS: dict[str, SettingDoc] = {
         "seconds",
         "Seconds the whole `workspace_setup` (or `workspace_refresh`) list may take; at the "
         "limit its processes are killed and the run failed.",
+    ),
+    "sandbox_egress": SettingDoc(
+        "list of hosts",
+        "Where a confined session may connect besides the model, through the daemon's egress "
+        "proxy (its `HTTPS_PROXY`): `pypi.org` (ports 80 and 443), `pypi.org:8443`, "
+        "`*.crates.io` (names under it), `127.0.0.1:8080` or `[::1]:8080` or `localhost:8080` "
+        "(a local service, also shown at its own address inside), and the preset "
+        "`@registries` (PyPI, npm, yarn, crates.io, the Go proxy, GitHub; HTTPS only). Empty: "
+        "nothing but the model. A repository's config only narrows your list (what both "
+        "allow). See [security](security.md#egress).",
+        env="entries separated by commas or spaces",
     ),
     "tick": SettingDoc(
         "seconds",
@@ -394,7 +405,10 @@ COMMAND_NOTES: dict[str, str] = {
         "with no daemon, that no session starts; `model_proxy` in `--json`), whether model "
         "requests are held (the provider's rate limit, the day's budget: `model: HELD: …`, "
         "`model_held` in `--json`), whether workers run confined (`sandbox:`, loudly `NONE` "
-        "when not; `sandbox` in `--json`), the fleet's hosts when there is more than one "
+        "when not; `sandbox` in `--json`), where confined sessions may connect besides the "
+        "model and what the egress proxy refused lately, by session and destination, with how "
+        "often (`egress:`, when `sandbox_egress` is set or something was refused; `egress` in "
+        "`--json`: `allowed`, `refused`), the fleet's hosts when there is more than one "
         "(`hosts:` each one's state, sessions of its capacity and the leader; `hosts` in "
         "`--json`, always), workers (with the agent CLI each runs on, the host on a fleet of "
         "more than one, and the tokens of each one's issue), WIP, whether dispatch is paused "

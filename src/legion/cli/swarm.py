@@ -549,6 +549,10 @@ def _print_status(report: StatusReport) -> None:
     if report.model_held is not None:
         common.echo(f"model:      HELD: {report.model_held}")
     common.echo(f"sandbox:    {report.sandbox_line}")
+    if report.egress or report.egress_refused:
+        common.echo(f"egress:     {report.egress_line}")
+    for refused in report.egress_refused:
+        common.echo(f"  refused   {refused.line()}")
     if report.fleet_line is not None:
         common.echo(f"hosts:      {report.fleet_line}")
     pause = report.pause

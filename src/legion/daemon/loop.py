@@ -38,7 +38,14 @@ from legion.fleet import FencedStore, host_name
 from legion.judgments import JudgmentQueue
 from legion.pause import DispatchPause
 from legion.plugins import CLAUDE_CODE, CODEX
-from legion.proxy import PROXY_SOCKET_NAME, access, read_access, write_access
+from legion.proxy import (
+    EGRESS_SOCKET_NAME,
+    PROXY_SOCKET_NAME,
+    access,
+    read_access,
+    write_access,
+)
+from legion.proxy.egress import EgressProxy
 from legion.proxy.ledger import Spender
 from legion.proxy.server import ModelProxy, codex_upstream_from, upstream_from
 from legion.reconcile import Reconciler
@@ -336,6 +343,7 @@ class Daemon:
             os.mkfifo(fifo, 0o600)
             relay: RelayServer | None = None
             model_proxy: ModelProxy | None = None
+            egress_proxy: EgressProxy | None = None
             # Read-write, so the FIFO never reports end-of-file when a writer goes away.
             fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
             started = time.monotonic()
@@ -357,6 +365,7 @@ class Daemon:
                     self.bus_listener.start()
                 relay = self._start_relay()  # before the first tick starts any session
                 model_proxy = self._start_model_proxy()
+                egress_proxy = self._start_egress_proxy()
                 while not self._stopping:
                     self.tick()
                     if self._finished(started):
@@ -371,6 +380,8 @@ class Daemon:
                     relay.stop()
                 if model_proxy is not None:
                     model_proxy.stop()  # its file stays: the next start takes the same port
+                if egress_proxy is not None:
+                    egress_proxy.stop()
                 with contextlib.suppress(FileNotFoundError):
                     fifo.unlink()
                 for sig, handler in previous.items():
@@ -452,6 +463,24 @@ class Daemon:
         holders = [CLAUDE_CODE] if upstream.holds_credential else []
         holders += [CODEX] if codex is not None else []
         write_access(state, access(server.url, holders, str(options["unix_socket"])))
+        return server
+
+    def _start_egress_proxy(self) -> EgressProxy | None:
+        """The egress proxy (`legion.proxy.egress`) on its socket beside the model proxy's, for
+        the destinations `sandbox_egress` allows; None when it allows none (a session's bridge
+        then offers no egress: `legion.sessions.supervisor`)."""
+        from legion.core import egress
+        from legion.proxy.egress import counting
+        from legion.store import store_opener
+
+        path = socket_path(self.project.state_dir, EGRESS_SOCKET_NAME)
+        rules = egress.parse(self.project.settings.sandbox_egress)
+        if not rules:
+            path.unlink(missing_ok=True)  # a session started now is given no egress
+            return None
+        open_db = store_opener(self.project, self.backends.db)
+        server = EgressProxy(path, rules, open_db, refused=counting(open_db))
+        server.start()
         return server
 
     def _finished(self, started: float) -> bool:

@@ -34,6 +34,9 @@ CODEX_PATH = "/codex"
 ACCESS_FILE = "model-proxy"
 # Its Unix socket's name (`legion.relay.socket_path` says where it goes).
 PROXY_SOCKET_NAME = "model.sock"
+# The egress proxy's (`legion.proxy.egress`), beside it: served only when `sandbox_egress`
+# allows anything.
+EGRESS_SOCKET_NAME = "egress.sock"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """A confined session's first process (its pid 1): `python -m legion.sandbox.bridge [PORT
-SOCKET] -- ARGV...`.
+SOCKET [--egress EPORT ESOCKET [--forward ADDRESS PORT HOST]...]] -- ARGV...`.
 
 It runs ARGV (the CLI) as its child and ends with it, with its exit code. As the sandbox's
 init it passes on what is sent to it alone (a SIGTERM) and reaps what its child leaves
@@ -15,6 +15,14 @@ nor any other address on the machine is reachable. Its CLI was told the model pr
 `http://127.0.0.1:PORT`: this process listens there, inside the session's network, and carries
 each connection, both ways and as the bytes come (a stream is never held back), to the
 daemon's proxy on its Unix socket, which the sandbox shows.
+
+Given `--egress EPORT ESOCKET` (`sandbox_egress` allows something), it also listens on EPORT,
+where the session's HTTP clients were told their proxy is (`HTTPS_PROXY`), and carries each
+connection to the daemon's egress proxy (`legion.proxy.egress`) after one line that says the
+session's capability, read from this process's environment (`LEGION_CAPABILITY`), never from
+its command line, which `ps` shows outside the sandbox. Each `--forward ADDRESS PORT HOST` (a
+local service `sandbox_egress` lists by its address) is shown at its own address inside: a
+connection there is carried to the egress proxy as a `CONNECT HOST:PORT`.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import FrameType
 
 _CHUNK = 64 * 1024
@@ -36,12 +45,37 @@ RESEND_S = 1.0  # a forwarded signal is sent once more after this
 WATCH_MS = 200  # how often the window's size is looked at
 
 
+# Where the bridge finds the session's capability (`legion.relay.CAPABILITY_ENV`).
+CAPABILITY_ENV = "LEGION_CAPABILITY"
+EGRESS_PREAMBLE = b"LEGION-EGRESS "
+_ANSWER_BYTES = 16 * 1024  # the most of the egress proxy's answer to a forward's CONNECT read
+
+
+@dataclass(frozen=True)
+class Egress:
+    """The session's way to the egress proxy: the `port` its HTTP clients use inside, the
+    proxy's `socket`, and the local services shown at their own address inside (`forwards`:
+    (address, port, the host to `CONNECT` to), `legion.core.egress.forwarded`)."""
+
+    port: int
+    socket: str
+    forwards: tuple[tuple[str, int, str], ...] = ()
+
+
 def command(
-    argv: Sequence[str], port: int | None = None, proxy_socket: str | None = None
+    argv: Sequence[str],
+    port: int | None = None,
+    proxy_socket: str | None = None,
+    *,
+    egress: Egress | None = None,
 ) -> list[str]:
     """The argv that runs `argv` under this process (under this Python), bridging `port` to
-    `proxy_socket` when given."""
+    `proxy_socket` when given, and with them the egress proxy (`egress`)."""
     bridged = [] if port is None or proxy_socket is None else [str(port), proxy_socket]
+    if bridged and egress is not None:
+        bridged += ["--egress", str(egress.port), egress.socket]
+        for address, forwarded, host in egress.forwards:
+            bridged += ["--forward", address, str(forwarded), host]
     return [sys.executable, "-m", "legion.sandbox.bridge", *bridged, "--", *argv]
 
 
@@ -57,12 +91,25 @@ def _pump(source: socket.socket, target: socket.socket) -> None:
             target.shutdown(socket.SHUT_WR)
 
 
-def _carry(client: socket.socket, proxy_socket: str) -> None:
+def _carry(client: socket.socket, proxy_socket: str, first: bytes = b"", connect: str = "") -> None:
+    """`client`'s connection, both ways, to `proxy_socket`, after `first` (the egress proxy's
+    preamble); with `connect`, a destination the egress proxy is first asked for (its answer
+    read and dropped: the client sees only the destination's bytes)."""
     with client:
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with upstream:
             try:
                 upstream.connect(proxy_socket)
+                if connect:
+                    first += f"CONNECT {connect} HTTP/1.1\r\nHost: {connect}\r\n\r\n".encode()
+                if first:
+                    upstream.sendall(first)
+                if connect:
+                    rest = _connected(upstream)
+                    if rest is None:
+                        return  # refused: the client sees its connection closed
+                    if rest:
+                        client.sendall(rest)
             except OSError:
                 return  # no daemon: the CLI sees a closed connection and retries
             back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
@@ -71,19 +118,98 @@ def _carry(client: socket.socket, proxy_socket: str) -> None:
             back.join()
 
 
-def _serve(listener: socket.socket, proxy_socket: str) -> None:
+def _connected(upstream: socket.socket) -> bytes | None:
+    """The egress proxy's answer to a `CONNECT`, read: what came after it when it said 200,
+    else None."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = upstream.recv(_ANSWER_BYTES)
+        if not chunk or len(answer) > _ANSWER_BYTES:
+            return None
+        answer += chunk
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split(b" ")
+    return rest if len(status) > 1 and status[1] == b"200" else None
+
+
+def _serve(
+    listener: socket.socket, proxy_socket: str, first: bytes = b"", connect: str = ""
+) -> None:
     while True:
         try:
             client, _ = listener.accept()
         except OSError:
             return
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=_carry, args=(client, proxy_socket), daemon=True).start()
+        threading.Thread(
+            target=_carry, args=(client, proxy_socket, first, connect), daemon=True
+        ).start()
+
+
+def _listen(address: str, port: int) -> socket.socket | None:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        return socket.create_server((address, port), family=family)
+    except OSError as exc:
+        print(
+            f"legion: the sandbox's bridge cannot listen on {address}:{port}: {exc}",
+            file=sys.stderr,
+        )
+        return None
+
+
+def _start_egress(egress: Egress, taken: set[int]) -> None:
+    """Listen for the session's egress (`egress.port`) and its forwarded local services; a
+    session without a capability gets none (said once on its window)."""
+    token = os.environ.get(CAPABILITY_ENV, "")
+    if not token:
+        print("legion: no capability in the session's environment: no egress", file=sys.stderr)
+        return
+    first = EGRESS_PREAMBLE + token.encode() + b"\n"
+    listener = _listen("127.0.0.1", egress.port)
+    if listener is not None:
+        threading.Thread(target=_serve, args=(listener, egress.socket, first), daemon=True).start()
+    for address, port, host in egress.forwards:
+        if (address in ("127.0.0.1", "::1") and port in taken) or port == egress.port:
+            print(
+                f"legion: {address}:{port} is the bridge's own port: not forwarded", file=sys.stderr
+            )
+            continue
+        forward = _listen(address, port)
+        if forward is None:
+            continue
+        connect = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        threading.Thread(
+            target=_serve, args=(forward, egress.socket, first, connect), daemon=True
+        ).start()
 
 
 def _usage() -> int:
-    print("usage: python -m legion.sandbox.bridge [PORT SOCKET] -- ARGV...", file=sys.stderr)
+    print(
+        "usage: python -m legion.sandbox.bridge [PORT SOCKET [--egress EPORT ESOCKET "
+        "[--forward ADDRESS PORT HOST]...]] -- ARGV...",
+        file=sys.stderr,
+    )
     return 2
+
+
+def _parse_bridged(bridged: list[str]) -> tuple[int, str, Egress | None] | None:
+    """PORT SOCKET [--egress EPORT ESOCKET [--forward ADDRESS PORT HOST]...]; None: not so."""
+    if len(bridged) < 2 or not bridged[0].isdigit():
+        return None
+    port, proxy_socket, rest = int(bridged[0]), bridged[1], bridged[2:]
+    if not rest:
+        return port, proxy_socket, None
+    if len(rest) < 3 or rest[0] != "--egress" or not rest[1].isdigit():
+        return None
+    egress_port, egress_socket, rest = int(rest[1]), rest[2], rest[3:]
+    forwards: list[tuple[str, int, str]] = []
+    while rest:
+        if len(rest) < 4 or rest[0] != "--forward" or not rest[2].isdigit():
+            return None
+        forwards.append((rest[1], int(rest[2]), rest[3]))
+        rest = rest[4:]
+    return port, proxy_socket, Egress(egress_port, egress_socket, tuple(forwards))
 
 
 def main(args: Sequence[str]) -> int:
@@ -91,16 +217,19 @@ def main(args: Sequence[str]) -> int:
         return _usage()
     split = list(args).index("--")
     bridged, argv = list(args[:split]), list(args[split + 1 :])
-    if not argv or len(bridged) not in (0, 2) or (bridged and not bridged[0].isdigit()):
+    parsed = _parse_bridged(bridged) if bridged else None
+    if not argv or (bridged and parsed is None):
         return _usage()
-    if bridged:
-        port, proxy_socket = int(bridged[0]), bridged[1]
+    if parsed is not None:
+        port, proxy_socket, egress = parsed
         try:
             listener = socket.create_server(("127.0.0.1", port))
         except OSError as exc:
             print(f"legion: the sandbox's bridge cannot listen on {port}: {exc}", file=sys.stderr)
             return 1
         threading.Thread(target=_serve, args=(listener, proxy_socket), daemon=True).start()
+        if egress is not None:
+            _start_egress(egress, {port})
     # Handlers, not SIG_IGN: the child gets the default ones back when it execs.
     signal.signal(signal.SIGINT, lambda signum, frame: None)  # an interrupt is the CLI's own
     started: list[subprocess.Popen[bytes]] = []

@@ -23,13 +23,14 @@ from pathlib import Path
 from legion import proxy
 from legion.bus.model import Agent, AgentStatus
 from legion.config import Project, read_toml, state_home, user_config_path
+from legion.core import egress as egress_rules
 from legion.core.session_config import toml_text, without_secrets
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.errors import ConfigError, NoDaemonError
 from legion.fleet import host_name
 from legion.git import main_git_dir, worktree_place
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
-from legion.proxy import PROXY_SOCKET_NAME
+from legion.proxy import EGRESS_SOCKET_NAME, PROXY_SOCKET_NAME
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
@@ -214,7 +215,15 @@ class SessionSupervisor:
             )
             # A session on its own login (the daemon holds no key) keeps the network: its CLI
             # renews that login with its provider directly.
-            argv = self._confined(sandbox, argv, confinement, access if proxied else None)
+            # With its way to what `sandbox_egress` allows, for one with a network of its own
+            # (the machine's reaches everything anyway) and a capability.
+            argv = self._confined(
+                sandbox,
+                argv,
+                confinement,
+                access if proxied else None,
+                egress=self._egress(env, access) if proxied and relay else None,
+            )
         with span("start: open the window", trace):
             handover = launch.Handover(self.project.state_dir / "launch", argv, cwd, env)
             handover.start()
@@ -271,17 +280,36 @@ class SessionSupervisor:
         argv: list[str],
         confinement: Confinement,
         access: proxy.ProxyAccess | None,
+        *,
+        egress: bridge.Egress | None = None,
     ) -> list[str]:
         """`argv` in `confinement`, with a network of its own whose one way out is its bridge
-        to the daemon's model proxy (`access`); without one (no daemon runs, the proxy does not
-        serve its CLI or holds no key for it), the machine's network."""
+        to the daemon's model proxy (`access`), and to its egress proxy (`egress`); without
+        one (no daemon runs, the proxy does not serve its CLI or holds no key for it), the
+        machine's network."""
         port = None if access is None else access.port
         if access is not None and access.socket is not None and port is not None:
-            argv = bridge.command(argv, port, access.socket)
+            argv = bridge.command(argv, port, access.socket, egress=egress)
         else:
             argv = bridge.command(argv)  # the sandbox's pid 1 all the same
             confinement = replace(confinement, network=True)
         return sandbox_wrap(sandbox, confinement, argv)
+
+    def _egress(
+        self, env: dict[str, str], access: proxy.ProxyAccess | None
+    ) -> bridge.Egress | None:
+        """A confined session's way to the daemon's egress proxy, its HTTP clients pointed
+        there in its environment `env` (changed in place); None (and `env` as it was) when
+        `sandbox_egress` allows nothing, or the daemon serves no egress proxy (started before
+        it was set)."""
+        rules = egress_rules.parse(self.project.settings.sandbox_egress)
+        where = socket_path(self.project.state_dir, EGRESS_SOCKET_NAME)
+        if not rules or access is None or access.port is None or not where.is_socket():
+            return None
+        forwards = egress_rules.forwarded(rules)
+        port = egress_rules.egress_port({access.port, *(port for _, port, _ in forwards)})
+        env.update(egress_rules.variables(port))
+        return bridge.Egress(port, str(where), forwards)
 
     def _confinement(
         self,
@@ -306,6 +334,7 @@ class SessionSupervisor:
                     run_folder(state_dir),
                     socket_path(state_dir).parent,
                     socket_path(state_dir, PROXY_SOCKET_NAME).parent,
+                    socket_path(state_dir, EGRESS_SOCKET_NAME).parent,
                 )
             )
         )

@@ -198,4 +198,20 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """
     ),
+    # 6: the egress proxy's refusals, as SQLite's 15.
+    pg_ddl(
+        """
+    CREATE TABLE egress_refusals (
+        session_id TEXT NOT NULL,
+        issue TEXT NOT NULL,
+        host TEXT NOT NULL,
+        port INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        first_at TEXT NOT NULL,
+        last_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, host, port)
+    );
+    CREATE INDEX egress_refusals_last ON egress_refusals(last_at);
+    """
+    ),
 )

@@ -232,6 +232,21 @@ MIGRATIONS: tuple[str, ...] = (
         reviewed_at TEXT NOT NULL
     );
     """,
+    # 15: the connections the egress proxy refused, by session and destination, with how
+    # often (`legion.proxy.egress`; `legion status` shows them).
+    """
+    CREATE TABLE egress_refusals (
+        session_id TEXT NOT NULL,
+        issue TEXT NOT NULL,
+        host TEXT NOT NULL,
+        port INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        first_at TEXT NOT NULL,
+        last_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, host, port)
+    );
+    CREATE INDEX egress_refusals_last ON egress_refusals(last_at);
+    """,
 )
 
 

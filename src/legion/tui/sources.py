@@ -221,6 +221,7 @@ class ProjectSources:
             hosts = _hosts(backends.db, project)
             warnings += _holds(backends.db, project)
             warnings += _unconfined(project)
+            warnings += _egress_refused(backends.db)
             snapshot = observe(
                 project.settings.project_id,
                 backends.tracker,
@@ -492,6 +493,23 @@ def _unconfined(project: Project) -> list[str]:
 
     found = reported(project.settings.sandbox, project.env)
     return [] if found.confined else [f"sandbox {found.summary}"]
+
+
+# How long a refusal of the egress proxy stays on the board (`legion status` shows the last
+# ones, however old).
+EGRESS_REFUSED_SHOWN_S = 3600
+
+
+def _egress_refused(db: Store) -> list[str]:
+    """What the egress proxy refused a session lately, said on the board as `legion status`
+    says it (`sandbox_egress` does not allow it)."""
+    from datetime import UTC, datetime, timedelta
+
+    from legion.proxy.egress import refusal_counts
+
+    since = datetime.now(UTC) - timedelta(seconds=EGRESS_REFUSED_SHOWN_S)
+    stamp = since.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return [f"egress refused {count.line()}" for count in refusal_counts(db, 3, since=stamp)]
 
 
 def _holds(db: Store, project: Project) -> list[str]:
