@@ -127,7 +127,11 @@ def test_the_bridge_command_says_its_egress_and_forwards() -> None:
             3128, "/run/e.sock", (("127.0.0.1", 8080, "localhost"), ("::1", 9090, "::1"))
         ),
     )
-    assert bridge.command(["claude"], egress=bridge.Egress(3128, "/e.sock"))[3:] == ["--", "claude"]
+    # A workspace's setup: the egress proxy alone, no model.
+    alone = bridge.command(["bash"], egress=bridge.Egress(3128, "/e.sock"))
+    assert alone[3:] == ["--egress", "3128", "/e.sock", "--", "bash"]
+    assert bridge._parse_bridged(alone[3:-2]) == (None, "", bridge.Egress(3128, "/e.sock"))
+    assert bridge.command(["claude"])[3:] == ["--", "claude"]
     assert bridge._parse_bridged(["4000", "/m", "--egress", "x", "/e"]) is None
     assert bridge._parse_bridged(["4000", "/m", "--egress", "1", "/e", "--forward", "a"]) is None
 

@@ -41,7 +41,7 @@ from legion.relay import (
     relay_needed,
     socket_path,
 )
-from legion.relay.capabilities import Capabilities
+from legion.relay.capabilities import SETUP_MODE, Capabilities, setup_session
 from legion.relay.client import RelayClient, RelayForge, RelayTracker
 from legion.relay.server import RelayServer
 from legion.runtime.tmux import Window
@@ -154,6 +154,23 @@ def test_a_worker_opens_and_merges_only_its_own_pull_request(relay: Relay) -> No
     assert relay.backends.forge.get_pr("2").reviews == ()
     ready = relay.worker(token, "pr", "view", "1", "--json")
     assert ready.returncode == 0 and '"issue": "LEG-2"' in ready.stdout
+
+
+def test_a_workspace_setups_capability_opens_the_egress_proxy_alone(relay: Relay) -> None:
+    """What a workspace's setup shows the egress proxy is worth nothing to the relay (nor to
+    the model proxy, which looks it up the same way): a command it ran that left it in the
+    workspace gives the issue's next worker no more than it has."""
+    token = Capabilities(relay.backends.db).mint(
+        "LEG-2", mode=SETUP_MODE, session_id=setup_session("LEG-2")
+    )
+    refused = relay.worker(token, "issue", "comment", "LEG-2", "--body", "from setup")
+    assert refused.returncode == 2, refused.stderr
+    assert "does not know this session's capability" in one_line_error(refused)
+    assert relay.backends.tracker.list_comments("LEG-2") == []
+    capabilities = Capabilities(relay.backends.db)
+    assert capabilities.lookup(token) is None
+    scope = capabilities.lookup(token, egress=True)
+    assert scope is not None and scope.issue == "LEG-2" and scope.mode == SETUP_MODE
 
 
 def test_another_issue_is_refused_in_one_line_and_logged(relay: Relay) -> None:

@@ -21,9 +21,6 @@ import ssl
 import subprocess
 import sys
 import textwrap
-import threading
-from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -37,30 +34,14 @@ from legion.sandbox import Access, Confinement, bridge, empty_file, legion_insta
 from legion.store import open_store
 from tests.integration.test_sandbox_confinement import _sandbox
 from tests.support.cli import LegionRunner
+from tests.support.package_index import serve, simple_index
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.fixture(autouse=True)
 def _private_tmux(tmux_socket: Path) -> None:
     """`legion status` looks at tmux: a private server."""
-
-
-def _serve(site: Path, tls: ssl.SSLContext | None = None) -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=site))
-    if tls is not None:
-        server.socket = tls.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -105,39 +86,6 @@ def _site(folder: Path) -> Path:
 
 
 PROBE = "legion_egress_probe"
-
-
-def _simple_index(site: Path) -> None:
-    """A wheel of one module, served as a PEP 503 simple index under `site/simple/`."""
-    import base64
-    import hashlib
-    import zipfile
-
-    files = {
-        f"{PROBE}/__init__.py": b"REACHED = 'installed through the egress proxy'\n",
-        f"{PROBE}-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: legion-egress-probe\n"
-        b"Version: 1.0\n",
-        f"{PROBE}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\n"
-        b"Root-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = [
-        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
-        for name, data in files.items()
-    ]
-    files[f"{PROBE}-1.0.dist-info/RECORD"] = (
-        "\n".join([*record, f"{PROBE}-1.0.dist-info/RECORD,,"]) + "\n"
-    ).encode()
-    wheel = site / f"{PROBE}-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    project = site / "simple" / "legion-egress-probe"
-    project.mkdir(parents=True)
-    (project / "index.html").write_text(
-        f'<!DOCTYPE html><html><body><a href="../../{wheel.name}#sha256={digest}">'
-        f"{wheel.name}</a></body></html>\n"
-    )
 
 
 INSIDE = """
@@ -206,9 +154,9 @@ def test_a_confined_session_reaches_what_sandbox_egress_allows_and_nothing_else(
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
     site = _site(tmp_path)
-    _simple_index(site)
+    simple_index(site, PROBE, b"REACHED = 'installed through the egress proxy'\n")
     host = _loopback_hostname()
-    plain_server, tls_server, literal_server = _serve(site), _serve(site, tls), _serve(site)
+    plain_server, tls_server, literal_server = serve(site), serve(site, tls), serve(site)
     plain, tls_port, literal = next(plain_server), next(tls_server), next(literal_server)
     entries = [f"localhost:{plain}", f"localhost:{tls_port}", f"127.0.0.1:{literal}"]
     entries += [f"{host}:{plain}"] if host else []

@@ -124,10 +124,12 @@ def issue_scenarios(issue: str) -> list[Scenario]:
         ("retro", retro, "Learnings committed."),
         ("finish", finish, "Merged and closed."),
     ]
-    return [
-        Scenario(_args(mode, issue), _one(command, summary), name=f"{issue}:{mode}", regex=True)
-        for mode, command, summary in plays
-    ]
+    return [play(mode, issue, command, summary) for mode, command, summary in plays]
+
+
+def play(mode: str, issue: str, command: str, summary: str) -> Scenario:
+    """`mode`'s worker on `issue`: runs `command` in one turn, then says `summary`."""
+    return Scenario(_args(mode, issue), _one(command, summary), name=f"{issue}:{mode}", regex=True)
 
 
 def controller_scenarios(triage: str) -> list[Scenario]:

@@ -251,7 +251,7 @@ class EgressProxy:
 
         db = self.open_db()
         try:
-            scope = Capabilities(db).lookup(token)
+            scope = Capabilities(db).lookup(token, egress=True)
         finally:
             db.close()
         return None if scope is None else (scope.session_id, scope.issue or "")

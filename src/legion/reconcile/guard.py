@@ -8,6 +8,7 @@ which the reconciler keeps."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from legion.errors import BackendError, BackendErrorKind, LegionError, NotFoundE
 from legion.pause import DispatchPause
 
 from .outcomes import Outcome, Step
+
+_NUMBERS = re.compile(r"\d+")
 
 
 class Unknown(Exception):
@@ -34,6 +37,10 @@ class Backoffs:
     clock: Callable[[], float] = time.monotonic
     held: dict[str, backoff.Held] = field(default_factory=dict)
     quiet_until: float = 0.0
+    # The last deferral logged of each (issue, action), its numbers left out: a step that
+    # waits (for a workspace's setup, a turn's end) is logged when its reason changes, not
+    # at every pass.
+    deferrals: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def quiet_for(self) -> float:
         """Seconds until a rate-limited backend may be asked again (0 when it may now)."""
@@ -70,8 +77,17 @@ class PassGuard:
         retry_after: float | None = None,
     ) -> None:
         self.outcomes.append(Outcome(issue, action, kind, detail, retry_after))
-        if not self.dry_run:
-            self.log.append(issue, action, kind, detail)
+        if self.dry_run:
+            return
+        key = (issue, action)
+        if kind is OutcomeKind.DEFERRED:
+            gist = _NUMBERS.sub("#", detail)  # "tried again in 41 s" is the same reason at 40
+            if self.backoffs.deferrals.get(key) == gist:
+                return
+            self.backoffs.deferrals[key] = gist
+        else:
+            self.backoffs.deferrals.pop(key, None)
+        self.log.append(issue, action, kind, detail)
 
     def failed(
         self,

@@ -34,6 +34,15 @@ from dataclasses import dataclass
 from legion.core.model import normalize_identifier
 from legion.store import Store, now
 
+# The mode of a workspace setup's capability: what its commands show the egress proxy, and
+# nothing else (`Capabilities.lookup`).
+SETUP_MODE = "workspace-setup"
+
+
+def setup_session(issue: str) -> str:
+    """The session id a workspace setup's capability is minted for (one run at a time)."""
+    return f"setup:{normalize_identifier(issue)}"
+
 
 @dataclass(frozen=True, slots=True)
 class Scope:
@@ -76,9 +85,12 @@ class Capabilities:
             )
         return token
 
-    def lookup(self, token: str) -> Scope | None:
+    def lookup(self, token: str, *, egress: bool = False) -> Scope | None:
         """The scope of `token`, or None when it is unknown or revoked. (Looked up by its hash:
-        the hash of a 256-bit random token gives an attacker timing nothing to work with.)"""
+        the hash of a 256-bit random token gives an attacker timing nothing to work with.) A
+        workspace setup's capability (`SETUP_MODE`) is known only to the egress proxy
+        (`egress`): the commands it ran (and what they left in the workspace) reach neither
+        the relay nor the model with it."""
         if not token:
             return None
         with self._db.read() as conn:
@@ -87,6 +99,8 @@ class Capabilities:
                 (_digest(token),),
             ).fetchone()
         if row is None:
+            return None
+        if row["mode"] == SETUP_MODE and not egress:
             return None
         issue = row["issue"] if row["scope"] == "issue" else None
         return Scope(issue=issue, mode=row["mode"], session_id=row["session_id"])

@@ -1,5 +1,5 @@
 """A confined session's first process (its pid 1): `python -m legion.sandbox.bridge [PORT
-SOCKET [--egress EPORT ESOCKET [--forward ADDRESS PORT HOST]...]] -- ARGV...`.
+SOCKET] [--egress EPORT ESOCKET [--forward ADDRESS PORT HOST]...] -- ARGV...`.
 
 It runs ARGV (the CLI) as its child and ends with it, with its exit code. As the sandbox's
 init it passes on what is sent to it alone (a SIGTERM) and reaps what its child leaves
@@ -70,9 +70,10 @@ def command(
     egress: Egress | None = None,
 ) -> list[str]:
     """The argv that runs `argv` under this process (under this Python), bridging `port` to
-    `proxy_socket` when given, and with them the egress proxy (`egress`)."""
+    `proxy_socket` when given, and the egress proxy (`egress`) when given (a workspace's setup
+    has it alone: no model)."""
     bridged = [] if port is None or proxy_socket is None else [str(port), proxy_socket]
-    if bridged and egress is not None:
+    if egress is not None:
         bridged += ["--egress", str(egress.port), egress.socket]
         for address, forwarded, host in egress.forwards:
             bridged += ["--forward", address, str(forwarded), host]
@@ -186,18 +187,22 @@ def _start_egress(egress: Egress, taken: set[int]) -> None:
 
 def _usage() -> int:
     print(
-        "usage: python -m legion.sandbox.bridge [PORT SOCKET [--egress EPORT ESOCKET "
-        "[--forward ADDRESS PORT HOST]...]] -- ARGV...",
+        "usage: python -m legion.sandbox.bridge [PORT SOCKET] [--egress EPORT ESOCKET "
+        "[--forward ADDRESS PORT HOST]...] -- ARGV...",
         file=sys.stderr,
     )
     return 2
 
 
-def _parse_bridged(bridged: list[str]) -> tuple[int, str, Egress | None] | None:
-    """PORT SOCKET [--egress EPORT ESOCKET [--forward ADDRESS PORT HOST]...]; None: not so."""
-    if len(bridged) < 2 or not bridged[0].isdigit():
-        return None
-    port, proxy_socket, rest = int(bridged[0]), bridged[1], bridged[2:]
+def _parse_bridged(bridged: list[str]) -> tuple[int | None, str, Egress | None] | None:
+    """[PORT SOCKET] [--egress EPORT ESOCKET [--forward ADDRESS PORT HOST]...], not empty;
+    None: not so."""
+    port: int | None = None
+    proxy_socket, rest = "", bridged
+    if rest and rest[0] != "--egress":
+        if len(rest) < 2 or not rest[0].isdigit():
+            return None
+        port, proxy_socket, rest = int(rest[0]), rest[1], rest[2:]
     if not rest:
         return port, proxy_socket, None
     if len(rest) < 3 or rest[0] != "--egress" or not rest[1].isdigit():
@@ -222,14 +227,17 @@ def main(args: Sequence[str]) -> int:
         return _usage()
     if parsed is not None:
         port, proxy_socket, egress = parsed
-        try:
-            listener = socket.create_server(("127.0.0.1", port))
-        except OSError as exc:
-            print(f"legion: the sandbox's bridge cannot listen on {port}: {exc}", file=sys.stderr)
-            return 1
-        threading.Thread(target=_serve, args=(listener, proxy_socket), daemon=True).start()
+        if port is not None:
+            try:
+                listener = socket.create_server(("127.0.0.1", port))
+            except OSError as exc:
+                print(
+                    f"legion: the sandbox's bridge cannot listen on {port}: {exc}", file=sys.stderr
+                )
+                return 1
+            threading.Thread(target=_serve, args=(listener, proxy_socket), daemon=True).start()
         if egress is not None:
-            _start_egress(egress, {port})
+            _start_egress(egress, set() if port is None else {port})
     # Handlers, not SIG_IGN: the child gets the default ones back when it execs.
     signal.signal(signal.SIGINT, lambda signum, frame: None)  # an interrupt is the CLI's own
     started: list[subprocess.Popen[bytes]] = []

@@ -32,7 +32,7 @@ from legion.git import main_git_dir, worktree_place
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.proxy import EGRESS_SOCKET_NAME, PROXY_SOCKET_NAME
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
-from legion.relay.capabilities import Capabilities
+from legion.relay.capabilities import SETUP_MODE, Capabilities, setup_session
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import HOST_ENV, process_args, session_processes, wait_for_exit
@@ -58,10 +58,8 @@ from legion.trust import records
 from legion.workspaces import issue_repo
 from legion.workspaces.setup import (
     CACHE_FOLDER,
-    NO_NETWORK,
     PASSED_VARIABLES,
     Plan,
-    SetupNetwork,
     cache_env,
     setup_argv,
 )
@@ -372,17 +370,17 @@ class SessionSupervisor:
         )
         return Confinement(home, empty_file(state_dir), access)
 
-    def setup_plan(self, workspace: Path, network: SetupNetwork = NO_NETWORK) -> Plan:
-        """How an issue's workspace setup runs (`legion.workspaces.setup`): confined like its
+    def setup_plan(self, issue: str, workspace: Path) -> Plan:
+        """How `issue`'s workspace setup runs (`legion.workspaces.setup`): confined like its
         worker (its workspace and the git parts a worker writes), plus the project's cache
-        folder, read-write for setup alone, with `network` (none yet: the seam for an egress
-        allow-list); its environment holds no secret. Unconfined (`sandbox = "none"`, or no
-        bubblewrap), plainly in the workspace, with the dispatcher's environment less what no
-        session gets."""
+        folder, read-write for setup alone, with the network `sandbox_egress` allows (through
+        the daemon's egress proxy, under a capability good for nothing else); its environment
+        holds no secret. Unconfined (`sandbox = "none"`, or no bubblewrap), plainly in the
+        workspace, with the dispatcher's environment less what no session gets."""
         sandbox = self.sandbox()
         if not sandbox.confined:
             env = {key: value for key, value in self.env.items() if inheritable(key)}
-            return Plan(lambda command: setup_argv(None, None, command, network), workspace, env)
+            return Plan(lambda command: setup_argv(None, None, command, None), workspace, env)
         if self.project.settings.workspace_vcs == "jj":
             raise ConfigError(
                 "a jj workspace's setup cannot be confined to its own issue's objects yet: use "
@@ -415,10 +413,33 @@ class SessionSupervisor:
                 *(install_root(Path(node)) if node else ()),  # npm's prefix, as a session's
             ),
         )
+        egress, capability = self._setup_egress(issue, env)
+        if egress is not None:
+            access += Access(readable=(Path(egress.socket),))  # that socket alone of the daemon's
         confinement = Confinement(home, empty_file(self.project.state_dir), access)
         return Plan(
-            lambda command: setup_argv(sandbox, confinement, command, network), workspace, env
+            lambda command: setup_argv(sandbox, confinement, command, egress),
+            workspace,
+            env,
+            capability,
         )
+
+    def _setup_egress(
+        self, issue: str, env: dict[str, str]
+    ) -> tuple[bridge.Egress | None, str | None]:
+        """A confined setup's way to the daemon's egress proxy and the capability it shows
+        there (minted now, for this run: `SETUP_MODE`, which neither the relay nor the model
+        proxy knows), its HTTP clients pointed there in `env` (changed in place); (None, None)
+        when `sandbox_egress` allows nothing or no egress proxy runs."""
+        rules = egress_rules.parse(self.project.settings.sandbox_egress)
+        where = socket_path(self.project.state_dir, EGRESS_SOCKET_NAME)
+        if not rules or self.capabilities is None or not where.is_socket():
+            return None, None
+        token = self.capabilities.mint(issue, mode=SETUP_MODE, session_id=setup_session(issue))
+        forwards = egress_rules.forwarded(rules)
+        port = egress_rules.egress_port({port for _, port, _ in forwards})
+        env.update(egress_rules.variables(port))
+        return bridge.Egress(port, str(where), forwards), token
 
     @staticmethod
     def _git_parts(git_folder: Path, workspace: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:

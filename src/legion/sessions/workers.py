@@ -34,7 +34,7 @@ from legion.errors import ConflictError, InputError, LegionError, NoRoomError, W
 from legion.faults import fault_point
 from legion.fleet import Fleet, host_name
 from legion.locking import exclusive
-from legion.relay.capabilities import Capabilities
+from legion.relay.capabilities import Capabilities, setup_session
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import Tmux, Window
 from legion.sessions.placement import (
@@ -263,11 +263,17 @@ class WorkerManager:
         def comment(text: str) -> None:
             self.tracker.add_comment(issue, text, author=LEGION_AUTHOR, by_legion=True)
 
+        files = self.setup_files(issue)
+        capabilities = self.supervisor.capabilities
+        if capabilities is not None and setup.current(files).running is None:
+            # No run goes on: the capability the last one showed the egress proxy is worth
+            # nothing now (a command may have left it in the workspace).
+            capabilities.revoke_session(setup_session(issue))
         setup.gate(
-            self.setup_files(issue),
+            files,
             issue,
             self.setup_commands(),
-            lambda: self.supervisor.setup_plan(workspace),
+            lambda: self.supervisor.setup_plan(issue, workspace),
             comment,
             asked=asked,
             wake=wake_fifo(self.project),

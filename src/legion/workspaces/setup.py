@@ -77,19 +77,6 @@ class SetupPendingError(ConflictError):
     failure): the reconciler defers it, as for a full host."""
 
 
-@dataclass(frozen=True)
-class SetupNetwork:
-    """What network a confined setup has: none (a network of its own with only loopback), or
-    an HTTP proxy the bridge forwards to (`port` inside, the daemon's `socket`): the seam for
-    an egress allow-list."""
-
-    port: int | None = None
-    socket: str | None = None
-
-
-NO_NETWORK = SetupNetwork()
-
-
 def shell() -> str:
     return shutil.which("bash") or "/bin/sh"
 
@@ -98,20 +85,17 @@ def setup_argv(
     sandbox: Sandbox | None,
     confinement: Confinement | None,
     command: str,
-    network: SetupNetwork,
+    egress: bridge.Egress | None,
 ) -> list[str]:
     """The argv that runs one setup `command` (`bash -c COMMAND`, never interpolated):
-    confined, under the sandbox's bridge as its pid 1, dying with its runner; unconfined as
-    it is (`sandbox` None or not confining)."""
+    confined, under the sandbox's bridge as its pid 1, dying with its runner, in a network of
+    its own whose one way out is the daemon's egress proxy (`egress`; None: none at all);
+    unconfined as it is (`sandbox` None or not confining)."""
     argv = [shell(), "-c", command]
     if sandbox is None or not sandbox.confined or confinement is None:
         return argv
-    if network.port is not None and network.socket is not None:
-        inner = bridge.command(argv, network.port, network.socket)
-    else:
-        inner = bridge.command(argv)
-        confinement = replace(confinement, network=False)
-    wrapped = wrap(sandbox, confinement, inner)
+    inner = bridge.command(argv, egress=egress)
+    wrapped = wrap(sandbox, replace(confinement, network=False), inner)
     # Killed with its runner: the runner's own kill at the time limit reaches inside.
     return [wrapped[0], "--die-with-parent", *wrapped[1:]]
 
@@ -212,9 +196,11 @@ def launch(
     env: Mapping[str, str],
     timeout: float,
     wake: Path | None,
+    capability: str | None = None,
 ) -> Running:
     """Start the runner for `argvs` (one command each) in a session of its own; it returns at
-    once."""
+    once. `capability`: what the commands' bridge shows the egress proxy, handed to the runner
+    in its environment (never in `run.json` or its command line)."""
     run_id = secrets.token_hex(8)
     private_folder(files.folder)
     files.result.unlink(missing_ok=True)
@@ -235,8 +221,12 @@ def launch(
     write_private(files.log, "")  # this run's output alone
     # The runner's own words (a crash) go to the log too.
     with open_private_binary_append(files.log) as log:
+        runner_env = {k: v for k, v in os.environ.items() if k != bridge.CAPABILITY_ENV}
+        if capability:
+            runner_env[bridge.CAPABILITY_ENV] = capability
         child = subprocess.Popen(
             [sys.executable, "-m", "legion.workspaces.setup", str(files.run)],
+            env=runner_env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -254,6 +244,7 @@ class Plan:
     argv: Callable[[str], list[str]]
     cwd: Path
     env: Mapping[str, str]
+    capability: str | None = None  # shown to the egress proxy by the commands' bridge
 
 
 def gate(
@@ -312,6 +303,7 @@ def _run(
         env=plan.env,
         timeout=commands.timeout,
         wake=wake,
+        capability=plan.capability,
     )
     return replace(state, running=running, attempt=state.attempt + 1, retry_now=False)
 
@@ -359,6 +351,9 @@ def run(spec: Mapping[str, Any]) -> Result:
     deadline = time.monotonic() + float(spec["timeout"])
     log = Path(spec["log"])
     command, code, timed_out = "", 0, False
+    # The egress proxy's capability comes in the runner's environment, not in the spec.
+    capability = os.environ.get(bridge.CAPABILITY_ENV)
+    env = {**spec["env"], **({bridge.CAPABILITY_ENV: capability} if capability else {})}
     with open_private(log, "a") as out:
         for argv, shown in zip(spec["argvs"], spec["shown"], strict=True):
             command = shown
@@ -368,7 +363,7 @@ def run(spec: Mapping[str, Any]) -> Result:
                 process = subprocess.Popen(
                     argv,
                     cwd=spec["cwd"],
-                    env=spec["env"],
+                    env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
