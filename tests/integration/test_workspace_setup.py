@@ -80,7 +80,7 @@ def test_setup_writes_its_workspace_and_cache_and_nothing_of_the_home(project: P
     assert state.status() == "ok", workers.setup_files(issue).output()
     workers.setup_gate(issue, workspace)  # the session's start goes on now
     assert (workspace / "built.txt").read_text() == "built\n"
-    cache = workers.project.state_dir / "cache"
+    cache = workers.project.state_dir / "cache" / issue  # the issue's own
     assert (cache / "uv" / "warm.txt").read_text() == "warm\n"
     log = workers.setup_files(issue).output()
     assert "$ echo built > built.txt" in log and "no-secret" in log and "hunter2" not in log

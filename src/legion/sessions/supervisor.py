@@ -57,10 +57,10 @@ from legion.tracing import span
 from legion.trust import records
 from legion.workspaces import issue_repo
 from legion.workspaces.setup import (
-    CACHE_FOLDER,
     PASSED_VARIABLES,
     Plan,
     cache_env,
+    cache_folder,
     setup_argv,
 )
 
@@ -372,11 +372,11 @@ class SessionSupervisor:
 
     def setup_plan(self, issue: str, workspace: Path) -> Plan:
         """How `issue`'s workspace setup runs (`legion.workspaces.setup`): confined like its
-        worker (its workspace and the git parts a worker writes), plus the project's cache
-        folder, read-write for setup alone, with the network `sandbox_egress` allows (through
-        the daemon's egress proxy, under a capability good for nothing else); its environment
-        holds no secret. Unconfined (`sandbox = "none"`, or no bubblewrap), plainly in the
-        workspace, with the dispatcher's environment less what no session gets."""
+        worker (its workspace and the git parts a worker writes), plus the issue's own cache
+        folder (`cache_folder`), read-write for setup alone, with the network `sandbox_egress`
+        allows (through the daemon's egress proxy, under a capability good for nothing else);
+        its environment holds no secret. Unconfined (`sandbox = "none"`, or no bubblewrap),
+        plainly in the workspace, with the dispatcher's environment less what no session gets."""
         sandbox = self.sandbox()
         if not sandbox.confined:
             env = {key: value for key, value in self.env.items() if inheritable(key)}
@@ -386,7 +386,7 @@ class SessionSupervisor:
                 "a jj workspace's setup cannot be confined to its own issue's objects yet: use "
                 '`workspace_vcs = "git"`, or `sandbox = "none"`'
             )
-        cache = private_folder(self.project.state_dir / CACHE_FOLDER)
+        cache = private_folder(cache_folder(self.project.state_dir, issue))
         home = Path(self.env.get("HOME") or Path.home())
         env = {name: self.env[name] for name in PASSED_VARIABLES if name in self.env}
         env |= {"HOME": str(home), **cache_env(cache)}

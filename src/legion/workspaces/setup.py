@@ -100,6 +100,14 @@ def setup_argv(
     return [wrapped[0], "--die-with-parent", *wrapped[1:]]
 
 
+def cache_folder(state_dir: Path, issue: str) -> Path:
+    """The cache folder of `issue`'s setup: its own, never another issue's. A setup runs what
+    its workspace holds (a package's build script, an npm script), which its worker may have
+    planted: what it writes in a cache it must not be able to leave for another issue's setup
+    to install (and so into that issue's workspace and pull request)."""
+    return state_dir / CACHE_FOLDER / normalize_identifier(issue)
+
+
 def cache_env(cache: Path) -> dict[str, str]:
     return {name: str(cache / sub) if sub else str(cache) for name, sub in CACHE_VARIABLES.items()}
 
