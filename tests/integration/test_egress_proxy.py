@@ -182,3 +182,37 @@ def test_the_daemon_serves_its_egress_proxy_only_while_the_list_allows_something
         shutil.rmtree(tmux_dir, ignore_errors=True)
     assert seen == [b"HTTP/1.1 407 Proxy Authentication Required"]
     assert not where.exists()
+
+
+def test_a_session_asking_name_after_name_fills_neither_the_store_nor_the_action_log(
+    tmp_path: Path,
+) -> None:
+    """Each refusal is counted and a session's first to a host said in the action log: a
+    session that asks for a new made-up name each time must not make a row and a line each."""
+    from legion.actionlog import ActionLog
+    from legion.proxy.egress import MAX_REFUSED_PER_SESSION, counting, refusal_counts
+
+    db = tmp_path / "legion.db"
+    token = Capabilities(SqliteStore(db)).mint("LEG-1", session_id="s-1")
+    path = tmp_path / "egress.sock"
+    server = EgressProxy(
+        path, egress.parse(["pypi.org"]), lambda: SqliteStore(db),
+        refused=counting(lambda: SqliteStore(db)),
+    )  # fmt: skip
+    server.start()
+    preamble = b"LEGION-EGRESS " + token.encode() + b"\n"
+    asked = MAX_REFUSED_PER_SESSION + 30
+    try:
+        for number in range(asked):
+            request = b"CONNECT n%d.attacker.example:443 HTTP/1.1\r\n\r\n" % number
+            with _ask(path, preamble + request) as client:
+                assert _status(client) == b"HTTP/1.1 403 Forbidden"
+    finally:
+        server.stop()
+    store = SqliteStore(db)
+    counts = refusal_counts(store, limit=1000)
+    assert len(counts) <= MAX_REFUSED_PER_SESSION + 1
+    assert sum(count.count for count in counts) == asked  # every one counted still
+    said = [entry for entry in ActionLog(store).tail(1000) if entry.action == "egress_refused"]
+    assert len(said) <= MAX_REFUSED_PER_SESSION + 1
+    assert "(other hosts) (30 times)" in [count.line().split(": ", 1)[1] for count in counts]

@@ -481,14 +481,20 @@ def counting(open_db: Callable[[], Store]) -> Callable[[Refused], None]:
 
         db = open_db()
         try:
-            if record_refusal(db, refusal):
+            if (counted := record_refusal(db, refusal)) is not None:
+                refusal = counted
                 shown = f"[{refusal.host}]" if ":" in refusal.host else refusal.host
+                what = (
+                    f"more than {MAX_REFUSED_PER_SESSION} destinations were refused; the "
+                    "others are counted together"
+                    if refusal.host == OTHER_HOSTS
+                    else f"{shown}:{refusal.port} is not allowed by sandbox_egress"
+                )
                 ActionLog(db).append(
                     refusal.issue or "-",
                     "egress_refused",
                     OutcomeKind.FAILED,
-                    f"session {refusal.session_id}: {shown}:{refusal.port} is not allowed by "
-                    "sandbox_egress (counted in `legion status`)",
+                    f"session {refusal.session_id}: {what} (counted in `legion status`)",
                 )
         finally:
             db.close()
@@ -496,13 +502,33 @@ def counting(open_db: Callable[[], Store]) -> Callable[[Refused], None]:
     return refused
 
 
-def record_refusal(db: Store, refusal: Refused) -> bool:
-    """Count `refusal` in the store; whether it is the session's first to that host (on any
-    port): the action log then says so."""
+# The destinations counted apart for one session; the refusals of a session past them (one
+# that asks name after name) are counted together, under `OTHER_HOSTS`, said once in the
+# action log: a session cannot fill the store or the action log with names of its making.
+MAX_REFUSED_PER_SESSION = 50
+OTHER_HOSTS = "(other hosts)"
+
+
+def record_refusal(db: Store, refusal: Refused) -> Refused | None:
+    """Count `refusal` in the store; when it is the session's first to that host (on any
+    port), the refusal as counted (the action log then says so), else None. Past
+    `MAX_REFUSED_PER_SESSION` destinations, the session's others are counted together
+    (`OTHER_HOSTS`, port 0)."""
     from legion.store import now
 
     stamp = now()
     with db.write() as conn:
+        known = conn.execute(
+            "SELECT 1 FROM egress_refusals WHERE session_id = ? AND host = ? AND port = ?",
+            (refusal.session_id, refusal.host, refusal.port),
+        ).fetchone()
+        if known is None:
+            held = conn.execute(
+                "SELECT COUNT(*) AS held FROM egress_refusals WHERE session_id = ?",
+                (refusal.session_id,),
+            ).fetchone()
+            if int(held["held"]) >= MAX_REFUSED_PER_SESSION:
+                refusal = Refused(refusal.session_id, refusal.issue, OTHER_HOSTS, 0)
         conn.execute(
             "INSERT INTO egress_refusals (session_id, issue, host, port, count, first_at, "
             "last_at) VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (session_id, host, port) DO "
@@ -513,7 +539,7 @@ def record_refusal(db: Store, refusal: Refused) -> bool:
             "SELECT SUM(count) AS total FROM egress_refusals WHERE session_id = ? AND host = ?",
             (refusal.session_id, refusal.host),
         ).fetchone()
-    return int(row["total"]) == 1
+    return refusal if int(row["total"]) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -541,7 +567,8 @@ class RefusalCount:
         shown = f"[{self.host}]" if ":" in self.host else self.host
         who = self.issue or self.session_id[:8]
         times = "once" if self.count == 1 else f"{self.count} times"
-        return f"{who}: {shown}:{self.port} ({times})"
+        where = shown if self.host == OTHER_HOSTS else f"{shown}:{self.port}"
+        return f"{who}: {where} ({times})"
 
 
 def refusal_counts(db: Store, limit: int = 10, *, since: str = "") -> list[RefusalCount]:
