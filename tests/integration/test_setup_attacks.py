@@ -75,3 +75,44 @@ def test_one_issues_setup_cannot_poison_the_cache_another_issues_setup_installs_
     state = _set_up(workers, victim, victim_workspace)
     assert state.status() == "ok", workers.setup_files(victim).output()
     assert "poisoned" not in workers.setup_files(victim).output().splitlines()
+
+
+def test_the_runner_reads_only_the_end_of_a_log_its_commands_swelled(tmp_path: Path) -> None:
+    """The commands write the log through the descriptor the runner hands them, and may make
+    it as large as they like (sparse: `truncate` on their own stdout costs no disk). The
+    runner, Legion's own process outside the sandbox, must still write its result, reading
+    only the log's end (here it may take no more than 1 GiB of memory)."""
+    import json
+    import resource
+    import subprocess
+    import sys
+
+    spec = {
+        "run_id": "r",
+        "kind": "setup",
+        "hash": "h",
+        "argvs": [["bash", "-c", "truncate -s 3G /proc/self/fd/1 && echo the end"]],
+        "shown": ["swell"],
+        "cwd": str(tmp_path),
+        "env": {"PATH": os.environ["PATH"]},
+        "timeout": 30,
+        "log": str(tmp_path / "output.log"),
+        "result": str(tmp_path / "result.json"),
+        "wake": None,
+    }
+    (tmp_path / "run.json").write_text(json.dumps(spec))
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    ran = subprocess.run(
+        [sys.executable, "-m", "legion.workspaces.setup", str(tmp_path / "run.json")],
+        check=False,
+        preexec_fn=limited,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["ok"] and result["tail"][-1].endswith("the end")

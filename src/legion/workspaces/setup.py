@@ -163,14 +163,24 @@ class SetupFiles:
             return None
 
     def output(self, lines: int = 40) -> str:
-        try:
-            with self.log.open("rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                handle.seek(max(0, handle.tell() - 64 * 1024))
-                text = handle.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return "\n".join(log_end(self.log).splitlines()[-lines:])
+
+
+# The most of a log's end read (by `legion peek`, and by the runner for its result's tail).
+LOG_END_BYTES = 64 * 1024
+
+
+def log_end(log: Path) -> str:
+    """The last `LOG_END_BYTES` of `log`, as text: the commands write it through the
+    descriptor they were handed, and may make it as large as they like (a sparse `truncate`
+    costs them nothing); "" when it cannot be read."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - LOG_END_BYTES))
+            return handle.read(LOG_END_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 # The runners this process started, by pid: polled, so none is left a zombie.
@@ -390,9 +400,7 @@ def run(spec: Mapping[str, Any]) -> Result:
                 break
             if code != 0:
                 break
-    text = ""
-    with contextlib.suppress(OSError):
-        text = log.read_text(encoding="utf-8", errors="replace")
+    text = log_end(log)  # the end alone: the commands may have swelled it
     return Result(
         run_id=str(spec["run_id"]),
         kind=str(spec["kind"]),
