@@ -216,3 +216,56 @@ def test_a_session_asking_name_after_name_fills_neither_the_store_nor_the_action
     said = [entry for entry in ActionLog(store).tail(1000) if entry.action == "egress_refused"]
     assert len(said) <= MAX_REFUSED_PER_SESSION + 1
     assert "(other hosts) (30 times)" in [count.line().split(": ", 1)[1] for count in counts]
+
+
+def test_a_sandbox_holding_connections_silent_leaves_the_others_theirs(
+    tmp_path: Path, echo: int
+) -> None:
+    """A confined process (bubblewrap, a network of its own) opens connection after connection
+    to the egress proxy and says nothing: it holds only its sandbox's share, never every slot,
+    and another session's request is carried at once."""
+    import subprocess
+    import sys
+
+    from legion.sandbox import find_bwrap, probe
+
+    found = find_bwrap(os.environ)
+    assert found is not None, "bubblewrap is not installed: apt install bubblewrap"
+    if (problem := probe(found)) is not None:
+        pytest.skip(f"this machine cannot confine a process: {problem}")
+    db = tmp_path / "legion.db"
+    token = Capabilities(SqliteStore(db)).mint("LEG-2", session_id="s-2")
+    path = tmp_path / "egress.sock"
+    server = EgressProxy(
+        path, egress.parse([f"127.0.0.1:{echo}"]), lambda: SqliteStore(db),
+        max_connections=8, max_per_peer=3, head_deadline=20,
+    )  # fmt: skip
+    server.start()
+    hold = (
+        "import socket, sys, time\n"
+        "held = []\n"
+        "for _ in range(20):\n"
+        "    s = socket.socket(socket.AF_UNIX)\n"
+        "    s.connect(sys.argv[1])\n"
+        "    held.append(s)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    hostile = subprocess.Popen(
+        [found, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net",
+         "--unshare-pid", "--die-with-parent", "--bind", str(tmp_path), str(tmp_path),
+         sys.executable, "-c", hold, str(path)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert hostile.stdout is not None and hostile.stdout.readline() == "held\n"
+        time.sleep(0.2)  # its connections accepted
+        preamble = b"LEGION-EGRESS " + token.encode() + b"\n"
+        with _ask(path, preamble + b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n" % echo) as client:
+            assert _status(client) == b"HTTP/1.1 200 Connection established"
+            client.sendall(b"ping")
+            assert client.recv(10) == b"ping"
+    finally:
+        hostile.kill()
+        hostile.wait()
+        server.stop()

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -54,6 +56,10 @@ IDLE_TIMEOUT_S = 300.0
 # Connections served at once, by every session, and by one session (one more: 503, 429).
 MAX_CONNECTIONS = 256
 MAX_PER_SESSION = 64
+# Connections at once from one sandbox (its network namespace, known from the connecting
+# process before it says anything), said or not its capability: one that opens connections and
+# says nothing must not take every one of `MAX_CONNECTIONS` from the others (then 429).
+MAX_PER_PEER = MAX_PER_SESSION
 # What one session run (one capability) may carry, both ways together: at most this many bytes
 # (then its connections are closed and new ones refused), at most this fast.
 MAX_BYTES_PER_RUN = 2 << 30
@@ -120,6 +126,7 @@ class EgressProxy:
         refused: Callable[[Refused], None] = lambda refusal: None,
         max_connections: int = MAX_CONNECTIONS,
         max_per_session: int = MAX_PER_SESSION,
+        max_per_peer: int = MAX_PER_PEER,
         max_bytes_per_run: int = MAX_BYTES_PER_RUN,
         max_bytes_per_s: float = MAX_BYTES_PER_S,
         head_deadline: float = HEAD_DEADLINE_S,
@@ -137,6 +144,7 @@ class EgressProxy:
         self.refused = refused
         self.slots = threading.BoundedSemaphore(max_connections)
         self.max_per_session = max_per_session
+        self.max_per_peer = max_per_peer
         self.max_bytes_per_run = max_bytes_per_run
         self.max_bytes_per_s = max_bytes_per_s
         self.head_deadline = head_deadline
@@ -144,6 +152,7 @@ class EgressProxy:
         self.idle_timeout = idle_timeout
         self._lock = threading.Lock()
         self._sessions: dict[str, int] = {}
+        self._peers: dict[int, int] = {}
         self._runs: dict[str, _Run] = {}
         self._open: set[socket.socket] = set()
         self._stopping = False
@@ -176,19 +185,42 @@ class EgressProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            peer = _peer(client)
+            with self._lock:
+                held = self._peers.get(peer, 0)
+                if held < self.max_per_peer:
+                    self._peers[peer] = held + 1
+            if held >= self.max_per_peer:
+                _refuse_now(
+                    client,
+                    429,
+                    f"legion: this sandbox has {self.max_per_peer} egress connections open "
+                    "already; retry when one has ended",
+                )
+                continue
             if not self.slots.acquire(blocking=False):
+                self._release_peer(peer)
                 _refuse_now(client, 503, "legion: the egress proxy serves no more connections now")
                 continue
             try:
-                threading.Thread(target=self._handle, args=(client,), daemon=True).start()
+                threading.Thread(target=self._handle, args=(client, peer), daemon=True).start()
             except BaseException:
+                self._release_peer(peer)
                 self.slots.release()
                 client.close()
                 raise
 
+    def _release_peer(self, peer: int) -> None:
+        with self._lock:
+            left = self._peers.get(peer, 1) - 1
+            if left > 0:
+                self._peers[peer] = left
+            else:
+                self._peers.pop(peer, None)
+
     # -- one connection ------------------------------------------------------------------------
 
-    def _handle(self, client: socket.socket) -> None:
+    def _handle(self, client: socket.socket, peer: int) -> None:
         try:
             with client:
                 self._track(client, True)
@@ -201,6 +233,7 @@ class EgressProxy:
                 finally:
                     self._track(client, False)
         finally:
+            self._release_peer(peer)
             self.slots.release()
 
     def _track(self, connection: socket.socket, opened: bool) -> None:
@@ -460,6 +493,18 @@ def _host_port(text: str, default: int | None) -> tuple[str, int]:
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise _Answer(400, f"legion: {text[:100]!r} has no valid port")
     return host, int(port_text)
+
+
+def _peer(client: socket.socket) -> int:
+    """Which sandbox `client` connected from: the network namespace of the process at its
+    other end (each confined session and setup has its own); 0 when that cannot be known (the
+    process is gone), one key for all such."""
+    try:
+        found = client.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid = struct.unpack("3i", found)[0]
+        return os.stat(f"/proc/{pid}/ns/net").st_ino if pid > 0 else 0
+    except OSError:
+        return 0
 
 
 def _refuse_now(client: socket.socket, status: int, line: str) -> None:
