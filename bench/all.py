@@ -34,6 +34,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("delivery", "a message to an idle agent; a daemon tick's CPU with 50 agents"),
     ("tick", "a whole daemon tick's CPU with 50 live workers, by step"),
     ("proxy", "what the model proxy adds to a streamed model call"),
+    ("egress", "what the egress proxy adds to a confined fetch; its throughput"),
     ("session_relay", "a session's `say` and the controller's `state` through the daemon"),
     ("bus", "bus posts per second, one process and four"),
     ("tui", "the TUI's first paint and its reaction with 10,000 messages"),

@@ -295,7 +295,13 @@ def test_pr_view_shows_the_checks_and_the_failing_ones_with_their_links(
     assert isinstance(data, dict)
     assert data["checks"] == "failing"
     assert data["failing_checks"] == [
-        {"name": HOSTILE_NAME, "state": "failing", "url": "https://ci.example/runs/7"}
+        {
+            "name": HOSTILE_NAME,
+            "state": "failing",
+            "status": "completed",
+            "conclusion": "failure",
+            "url": "https://ci.example/runs/7",
+        }
     ]
     assert [c["state"] for c in data["check_runs"]] == ["failing", "pending", "passing"]
     raw = cli("pr", "view", issue, "--json").stdout
