@@ -1,11 +1,13 @@
-"""What the benchmarks share: a git repository to run on, and the offline Claude Code
-environment of a swarm on the scripted model."""
+"""What the benchmarks share: a git repository to run on, the offline Claude Code
+environment of a swarm on the scripted model, and how times are summed up and printed."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -14,6 +16,31 @@ from pathlib import Path
 
 from legion.demo.offline import base_environment, offline_variables
 from legion.skills import install
+
+
+def p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100)[98] if len(values) > 1 else values[0]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return int(probe.getsockname()[1])
+
+
+def wait_for(port: int) -> None:
+    """Until something listens on `port` of 127.0.0.1 (a bridge, say)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listened on {port}")
 
 
 def git(repo: Path, *args: str) -> None:

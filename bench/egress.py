@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import make_repo
+from common import free_port, make_repo, ms, p99, wait_for
 from legion.backends import open_backends
 from legion.core import egress
 from legion.projects import init_project
@@ -43,30 +42,6 @@ from legion.store.sqlite import SqliteStore
 class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
-
-
-def p99(values: list[float]) -> float:
-    return statistics.quantiles(values, n=100)[98] if len(values) > 1 else values[0]
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms"
-
-
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
-
-
-def wait_for(port: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("the bridge did not listen")
 
 
 def fetch(client: httpx.Client, url: str) -> float:

@@ -138,6 +138,21 @@ class GraphQLClient:
         answer: tuple[bytes, bool] = self._retrying(lambda: self._tail_once(url, operation, keep))
         return answer
 
+    def _unreachable(self, exc: httpx.HTTPError, host: str, operation: str) -> BackendError:
+        """The transient failure a request that got no answer from `host` is."""
+        import httpx
+
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+            return self._error(
+                BackendErrorKind.TRANSIENT, f"no answer within {self.timeout:g} s", operation
+            )
+        error = self._error(
+            BackendErrorKind.TRANSIENT, f"cannot reach {host}: {type(exc).__name__}", operation
+        )
+        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+            error.delivered = False  # never sent: safe to send again, whatever it does
+        return error
+
     def _tail_once(self, url: str, operation: str, keep: int) -> tuple[bytes, bool]:
         from urllib.parse import urljoin, urlsplit
 
@@ -167,24 +182,8 @@ class GraphQLClient:
                     if failure is not None:
                         raise failure
                     return self._kept_end(response, operation, started, keep)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                error = self._error(
-                    BackendErrorKind.TRANSIENT,
-                    f"cannot reach {urlsplit(target).hostname}: {type(exc).__name__}",
-                    operation,
-                )
-                error.delivered = False
-                raise error from None
-            except httpx.TimeoutException:
-                raise self._error(
-                    BackendErrorKind.TRANSIENT, f"no answer within {self.timeout:g} s", operation
-                ) from None
             except httpx.HTTPError as exc:
-                raise self._error(
-                    BackendErrorKind.TRANSIENT,
-                    f"cannot reach {urlsplit(target).hostname}: {type(exc).__name__}",
-                    operation,
-                ) from None
+                raise self._unreachable(exc, str(urlsplit(target).hostname), operation) from None
             finally:
                 if bare is not None:
                     bare.close()
@@ -315,24 +314,8 @@ class GraphQLClient:
                 method, url, json=None if payload is None else dict(payload)
             ) as response:
                 content = self._bounded(response, operation, started)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            error = self._error(
-                BackendErrorKind.TRANSIENT,
-                f"cannot reach {self._host()}: {type(exc).__name__}",
-                operation,
-            )
-            error.delivered = False  # never sent: safe to send again, whatever it does
-            raise error from None
-        except httpx.TimeoutException:
-            raise self._error(
-                BackendErrorKind.TRANSIENT, f"no answer within {self.timeout:g} s", operation
-            ) from None
         except httpx.HTTPError as exc:
-            raise self._error(
-                BackendErrorKind.TRANSIENT,
-                f"cannot reach {self._host()}: {type(exc).__name__}",
-                operation,
-            ) from None
+            raise self._unreachable(exc, self._host(), operation) from None
         status = response.status_code
         if status == 429 or (status == 403 and _rate_limit_exhausted(response)):
             raise self._error(

@@ -89,9 +89,7 @@ def test_a_python_project_with_a_dependency_goes_through_the_cycle_confined(
         pytest.skip(f"this machine cannot confine a process: {problem}")
     site = Path(tempfile.mkdtemp(dir=tmp_path))
     simple_index(site, DEPENDENCY, b"def greet(name):\n    return f'hello, {name}'\n")
-    index = serve(site)
-    port = next(index)
-    try:
+    with serve(site) as port:
         repo = tmp_path / "repo"
         _project(repo)
         with open_swarm(tmp_path, repo, isolated_env) as swarm:
@@ -104,8 +102,6 @@ def test_a_python_project_with_a_dependency_goes_through_the_cycle_confined(
             ]
             swarm.server.script.scenarios.extend(implement)
             _run_to_done(swarm)
-    finally:
-        index.close()
 
 
 def _configure(swarm: Swarm, port: int) -> None:

@@ -40,6 +40,7 @@ from typing import Any
 
 from tests.fakes.graphql_server import FakeError, GraphQLFake, RawAnswer, attach
 from tests.fakes.schemas import github_schema
+from tests.fakes.serving import threaded_server
 
 Node = dict[str, Any]
 
@@ -597,18 +598,12 @@ class LogStorage:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[LogStorage]:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _storage_handler(self))
-        server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-        thread.start()
-        self._server = server
-        try:
-            yield self
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(5)
-            self._server = None
+        with threaded_server(_storage_handler(self)) as server:
+            self._server = server
+            try:
+                yield self
+            finally:
+                self._server = None
 
 
 def _storage_handler(storage: LogStorage) -> type[BaseHTTPRequestHandler]:

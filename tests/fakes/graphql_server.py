@@ -35,6 +35,8 @@ from graphql import (
     validate,
 )
 
+from tests.fakes.serving import threaded_server
+
 Resolver = Callable[..., Any]
 RestHandler = Callable[["GraphQLFake", dict[str, Any], re.Match[str]], tuple[int, Any]]
 
@@ -117,18 +119,12 @@ class GraphQLFake:
 
     @contextmanager
     def running(self) -> Iterator[GraphQLFake]:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-        thread.start()
-        self._server = server
-        try:
-            yield self
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(5)
-            self._server = None
+        with threaded_server(_handler_for(self)) as server:
+            self._server = server
+            try:
+                yield self
+            finally:
+                self._server = None
 
     # -- what subclasses override --------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 a command confined as a session is (bubblewrap, a network of its own, the bridge as its first
 process with its egress port and forwards, the proxy variables a session gets) that fetches
 from loopback servers by name through `HTTP_PROXY` and, over TLS with a test CA, through
-`CONNECT`: with Python's urllib, curl and git (a dumb-HTTP repository). What the list does not
+`CONNECT`: with Python's urllib, curl, git (a dumb-HTTP repository), pip (a PEP 503 index)
+and npm (a registry), none told more than the variables a session gets. What the list does not
 allow is refused (403, counted, in `legion status --json`), a loopback literal is reached at
 its own address inside, a forged capability is refused, a name that resolves to loopback is
 refused unless its address is listed.
@@ -12,6 +13,7 @@ Needs bubblewrap (skipped where the machine forbids its namespaces, saying why) 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -34,7 +36,7 @@ from legion.sandbox import Access, Confinement, bridge, empty_file, legion_insta
 from legion.store import open_store
 from tests.integration.test_sandbox_confinement import _sandbox
 from tests.support.cli import LegionRunner
-from tests.support.package_index import serve, simple_index
+from tests.support.package_index import npm_registry, serve, simple_index
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -86,6 +88,8 @@ def _site(folder: Path) -> Path:
 
 
 PROBE = "legion_egress_probe"
+NPM_PROBE = "legion-egress-npm-probe"
+NPM_SOURCE = b"module.exports = 'installed through the egress proxy';\n"
 
 
 INSIDE = """
@@ -125,7 +129,13 @@ found = {
     "pip": run(sys.executable, "-m", "pip", "install", "-q", "--no-cache-dir", "--target",
                "/tmp/installed", "--index-url", f"https://localhost:{TLS}/simple/",
                "legion-egress-probe"),
+    "npm": run("npm", "install", "--prefix", "/tmp/npm-project", "--registry",
+               f"https://localhost:{TLS}/", "--no-audit", "--no-fund", "--cache", "/tmp/npm-cache",
+               "legion-egress-npm-probe"),
 }
+npm_installed = "/tmp/npm-project/node_modules/legion-egress-npm-probe/index.js"
+if os.path.exists(npm_installed):
+    found["npm_installed"] = open(npm_installed).read()
 if os.path.exists("/tmp/installed/legion_egress_probe/__init__.py"):
     found["installed"] = open("/tmp/installed/legion_egress_probe/__init__.py").read()
 if os.path.exists("/tmp/clone/README.md"):
@@ -156,8 +166,11 @@ def test_a_confined_session_reaches_what_sandbox_egress_allows_and_nothing_else(
     site = _site(tmp_path)
     simple_index(site, PROBE, b"REACHED = 'installed through the egress proxy'\n")
     host = _loopback_hostname()
-    plain_server, tls_server, literal_server = serve(site), serve(site, tls), serve(site)
-    plain, tls_port, literal = next(plain_server), next(tls_server), next(literal_server)
+    servers = contextlib.ExitStack()
+    plain, tls_port, literal = (
+        servers.enter_context(serve(site, way)) for way in (None, tls, None)
+    )
+    npm_registry(site, f"https://localhost:{tls_port}", NPM_PROBE, NPM_SOURCE)
     entries = [f"localhost:{plain}", f"localhost:{tls_port}", f"127.0.0.1:{literal}"]
     entries += [f"{host}:{plain}"] if host else []
     rules = egress.parse(entries)
@@ -226,8 +239,7 @@ def test_a_confined_session_reaches_what_sandbox_egress_allows_and_nothing_else(
         found = json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         server.stop()
-        for serving in (plain_server, tls_server, literal_server):
-            serving.close()
+        servers.close()
 
     hello = "hello from outside\n"
     assert found["http"] == [200, hello]
@@ -250,6 +262,9 @@ def test_a_confined_session_reaches_what_sandbox_egress_allows_and_nothing_else(
     assert found["forged"].startswith("HTTP/1.1 407")
     assert found["pip"][0] == 0, found["pip"]  # a PEP 503 index over TLS, through CONNECT
     assert found["installed"] == "REACHED = 'installed through the egress proxy'\n"
+    # npm's registry over TLS, through CONNECT, with only the variables a session gets.
+    assert found["npm"][0] == 0, found["npm"]
+    assert found["npm_installed"] == NPM_SOURCE.decode()
 
     counted = {(c.host, c.port): c for c in refusal_counts(store)}
     assert counted[("localhost", literal)].count == 1

@@ -7,11 +7,13 @@ import base64
 import functools
 import hashlib
 import ssl
-import threading
 import zipfile
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
+
+from tests.fakes.serving import threaded_server
 
 
 class _Quiet(SimpleHTTPRequestHandler):
@@ -19,18 +21,12 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
+@contextmanager
 def serve(site: Path, tls: ssl.SSLContext | None = None) -> Iterator[int]:
-    """Serve `site` on a free port of 127.0.0.1 (with `tls`, over TLS): yields the port once,
-    and stops serving when closed."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=site))
-    if tls is not None:
-        server.socket = tls.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    """Serve `site` on a free port of 127.0.0.1 (with `tls`, over TLS) while the block lasts:
+    its port."""
+    with threaded_server(functools.partial(_Quiet, directory=site), tls) as server:
         yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -63,3 +59,44 @@ def simple_index(site: Path, module: str, source: bytes, version: str = "1.0") -
         f"{wheel.name}</a></body></html>\n"
     )
     return name
+
+
+def npm_registry(
+    site: Path, base_url: str, name: str, source: bytes, version: str = "1.0.0"
+) -> None:
+    """A package of one file (`index.js`, being `source`), laid out in `site` as npm's registry
+    serves it: its document at `/NAME`, its tarball under `/tarballs/`, at `base_url`."""
+    import io
+    import json
+    import tarfile
+
+    files = {
+        "package/package.json": json.dumps({"name": name, "version": version}).encode(),
+        "package/index.js": source,
+    }
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as archive:
+        for path, data in files.items():
+            entry = tarfile.TarInfo(path)
+            entry.size = len(data)
+            archive.addfile(entry, io.BytesIO(data))
+    tarball = packed.getvalue()
+    (site / "tarballs").mkdir(exist_ok=True)
+    (site / "tarballs" / f"{name}-{version}.tgz").write_bytes(tarball)
+    integrity = base64.b64encode(hashlib.sha512(tarball).digest()).decode()
+    document = {
+        "name": name,
+        "dist-tags": {"latest": version},
+        "versions": {
+            version: {
+                "name": name,
+                "version": version,
+                "dist": {
+                    "tarball": f"{base_url.rstrip('/')}/tarballs/{name}-{version}.tgz",
+                    "shasum": hashlib.sha1(tarball).hexdigest(),
+                    "integrity": f"sha512-{integrity}",
+                },
+            }
+        },
+    }
+    (site / name).write_text(json.dumps(document))
