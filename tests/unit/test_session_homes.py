@@ -41,7 +41,13 @@ def test_a_start_makes_the_sessions_own_home_with_its_first_run_answered(tmp_pat
     runtime, env, workspace = claude(tmp_path)
     variables = runtime.prepare(env, workspace, SID, own_login=False, confined=True)
     home = runtime.home(SID)
-    assert variables == {"CLAUDE_CONFIG_DIR": str(home)}
+    # Confined, with the daemon's key: its network has no way to the CLI's telemetry.
+    assert variables == {
+        "CLAUDE_CONFIG_DIR": str(home),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    unconfined = runtime.prepare(env, workspace, SID, own_login=False, confined=False)
+    assert unconfined == {"CLAUDE_CONFIG_DIR": str(home)}
     assert home == tmp_path / "state" / "cli" / "claude-code" / "sessions" / SID
     state = json.loads((home / ".claude.json").read_text())
     assert state["hasCompletedOnboarding"] is True

@@ -278,7 +278,12 @@ class ClaudeRuntime:
             confined=confined,
         )
         _carry_over(config_dir(env), home, workspace, session_id)
-        return {"CLAUDE_CONFIG_DIR": str(home)}
+        variables = {"CLAUDE_CONFIG_DIR": str(home)}
+        if confined and not own_login:
+            # Its network reaches the model and what `sandbox_egress` allows: its telemetry and
+            # error reports would only be refused there, each counted as a host to allow.
+            variables["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
+        return variables
 
 
 # What of a session's home is configuration, Legion's and read-only inside (the pinned CLI
