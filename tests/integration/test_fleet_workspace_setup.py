@@ -174,6 +174,14 @@ def test_a_start_asked_of_another_host_waits_there_for_its_workspace_setup(
     # Said as it changed (setup started, runs, failed), not at every pass.
     assert 3 <= len(deferred) <= 5, deferred
 
+    # A person's `legion dispatch` on the host that runs it tries again at once (and it
+    # fails again: said once more); on the leader the worker is live (starting).
+    again = run_legion("dispatch", broken, "plan", cwd=fleet.repo, env=fleet.beta)
+    assert again.returncode == 1 and "waiting for workspace setup" in again.stderr, again
+    wait_until("the second failure is said", lambda: len(tracker.list_comments(broken)) == 2)
+    assert fleet.setups()[broken]["attempt"] == 2
+    assert [c.id for c in placement.pending("beta")] == [bad_start]
+
     # The leader is deposed: its START is dropped at beta's next pass, and the worker is
     # reported dead (the new leader decides again).
     Fleet(fleet.store).leave("alpha")
@@ -182,4 +190,4 @@ def test_a_start_asked_of_another_host_waits_there_for_its_workspace_setup(
     outcome = wait_until("dropped", lambda: placement.outcome(bad_start), timeout=10)
     assert outcome == f"dropped: asked under epoch {fleet.epoch}"
     wait_until("reported dead", lambda: fleet.reported(bad) == (SessionState.DEAD, None))
-    assert len(tracker.list_comments(broken)) == 1
+    assert len(tracker.list_comments(broken)) == 2
