@@ -396,7 +396,8 @@ class WorkerManager:
         with self._lock():
             with span("start: workspace", issue):
                 workspace = self._workspace(issue, from_host)
-            self.placement.placed(record.id, workspace)
+            if record.workspace != workspace:  # (written once, not at each try)
+                self.placement.placed(record.id, workspace)
             with span("start: workspace setup", issue):
                 self.setup_gate(issue, workspace)
             self._open(record, workspace, command.prompt, wait=False)
