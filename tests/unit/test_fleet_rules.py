@@ -13,6 +13,7 @@ from legion.core.fleet import (
     Room,
     default_max_sessions,
     host_state,
+    hosted_state,
     leads,
     place,
     remote_session_state,
@@ -124,3 +125,12 @@ def test_another_hosts_worker_is_seen_as_reported_while_its_host_lives() -> None
     # Asked of its host, not reported yet: starting for the allowance, then dead.
     assert remote_session_state(up, None, 59.0, 60.0) is SessionState.RUNNING
     assert remote_session_state(up, None, 61.0, 60.0) is SessionState.DEAD
+
+
+def test_a_worker_waiting_for_its_setup_is_reported_starting_not_dead() -> None:
+    """A start asked of a host waits there for its workspace's setup (no window yet): reported
+    running, so the leader neither takes it for dead nor starts it elsewhere."""
+    assert hosted_state(SessionState.DEAD, True) is SessionState.RUNNING
+    assert hosted_state(SessionState.DEAD, False) is SessionState.DEAD
+    for seen in (SessionState.RUNNING, SessionState.IDLE, SessionState.BLOCKED):
+        assert hosted_state(seen, True) is seen and hosted_state(seen, False) is seen

@@ -19,6 +19,7 @@ from legion.core.workspace_setup import (
     decide,
     ended,
     failure_comment,
+    last_change,
     started_session,
 )
 
@@ -154,3 +155,12 @@ def test_the_commands_are_a_repository_configs_only_once_trusted() -> None:
             assert "list of shell commands" in str(exc)
         else:
             raise AssertionError(f"{bad!r} parsed")
+
+
+def test_the_setups_last_change_is_its_outputs_or_its_runs_latest() -> None:
+    assert last_change(SetupState(), None) is None
+    under_way = SetupState(running=running(Kind.SETUP, SETUP.setup))  # started at 100
+    assert last_change(under_way, None) == 100.0
+    assert last_change(under_way, 105.0) == 105.0  # its output changed since
+    failed = SetupState(last=result(Kind.SETUP, SETUP.setup, ok=False), failures=1)
+    assert last_change(failed, 105.0) == 110.0  # it ended after its last output

@@ -124,3 +124,14 @@ def remote_session_state(
     if reported is not None:
         return reported
     return SessionState.RUNNING if since_start <= start_allowance else SessionState.DEAD
+
+
+def hosted_state(seen: SessionState, waits_for_setup: bool) -> SessionState:
+    """What a host reports of a worker of its own, seen `seen` here. A worker whose start the
+    leader asked and which waits for its workspace's setup (running, or backing off after a
+    failure: `legion.core.workspace_setup`) has no window yet, so it is seen dead; it is
+    reported running (starting) instead, and its START stays pending: the leader neither takes
+    it for dead nor starts it again elsewhere while its setup goes on."""
+    if waits_for_setup and seen is SessionState.DEAD:
+        return SessionState.RUNNING
+    return seen

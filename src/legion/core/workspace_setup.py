@@ -241,6 +241,23 @@ def decide(commands: Commands, state: SetupState, now: float) -> Decision:
     return Decision(Action.RUN, kind, want, detail=f"waiting for workspace {kind.value}")
 
 
+def last_change(state: SetupState, log_changed: float | None) -> float | None:
+    """When the workspace's setup last did something: its output's last change (`log_changed`,
+    the log's mtime), its run's start, or its last run's end, whichever came last; None for a
+    setup that never ran. What a fleet's host reports as the activity of a worker whose start
+    waits for it (`legion.core.fleet.hosted_state`)."""
+    times = [
+        moment
+        for moment in (
+            log_changed,
+            None if state.running is None else state.running.started,
+            None if state.last is None else state.last.finished,
+        )
+        if moment is not None
+    ]
+    return max(times) if times else None
+
+
 def started_session(state: SetupState) -> SetupState:
     """A session started in the workspace: its next start runs the refresh commands."""
     return replace(state, consumed=True, retry_now=False)

@@ -14,12 +14,22 @@ from __future__ import annotations
 import time
 
 from legion.actionlog import ActionLog, OutcomeKind
+from legion.core.fleet import hosted_state
 from legion.core.liveness import SessionState
 from legion.errors import LegionError
 from legion.fleet import Fleet
 from legion.sessions.observer import CONTROLLER_WINDOW
-from legion.sessions.placement import ANSWER, START, TYPE, HostSessions, Report, Seen
+from legion.sessions.placement import (
+    ANSWER,
+    START,
+    TYPE,
+    HostCommand,
+    HostSessions,
+    Report,
+    Seen,
+)
 from legion.sessions.workers import WorkerManager
+from legion.workspaces.setup import SetupPendingError
 from legion.workspaces.sweep import sweep_done
 
 from .steps import DONE, StepResult
@@ -38,6 +48,9 @@ class HostWork:
         self._running: set[str] = set()  # the issues its workers were on at the last sweep
         self._swept_at = -SWEEP_EVERY_S  # when it last swept (monotonic)
         self._kept: dict[str, str] = {}  # a workspace kept, and why (said once)
+        # The workers whose asked start waits for their workspace's setup, at the last pass
+        # over the commands: worker id -> what its gate decided (logged when it changes).
+        self._setup_waits: dict[int, str] = {}
 
     @property
     def host(self) -> str:
@@ -49,8 +62,20 @@ class HostWork:
         epoch is dropped: its leader was deposed, and the new one decides again from what it
         sees."""
         pending = self.placement.pending(self.host)
+        waits: dict[int, str] = {}
+        try:
+            self._carry_out(pending, waits)
+        except BaseException:
+            # Those not looked at again wait as they did: unknown is not dead.
+            self._setup_waits |= waits
+            raise
+        self._setup_waits = waits
+        return DONE
+
+    def _carry_out(self, pending: list[HostCommand], waits: dict[int, str]) -> None:
+        """`commands`' work; `waits` gets each worker whose start waits for its setup."""
         if not pending:
-            return DONE
+            return
         lease = Fleet(self.workers.registry.db).leader()
         if any(command.kind == START for command in pending):
             # Retired windows close before new ones open. The leader counts a host's room by
@@ -72,6 +97,14 @@ class HostWork:
                 continue
             try:
                 outcome = carry_out(command)
+            except SetupPendingError as exc:
+                # Pending still: tried again at the next pass (its runner pokes the wake-up
+                # pipe when it ends); reported running meanwhile (`report`).
+                waits[command.worker_id] = exc.action
+                if self._setup_waits.get(command.worker_id) != exc.action:
+                    detail = f"worker {command.worker_id}: {exc}"
+                    self.log.append("-", "host_start", OutcomeKind.DEFERRED, detail)
+                continue
             except LegionError as exc:
                 outcome = f"failed: {exc}"
                 if command.kind == START:
@@ -79,7 +112,6 @@ class HostWork:
             self.placement.finish(command.id, outcome)
             detail = f"worker {command.worker_id}: {outcome}"
             self.log.append("-", f"host_{command.kind}", OutcomeKind.DONE, detail)
-        return DONE
 
     def _report_dead(self, worker_id: int) -> None:
         """A start that failed here: the leader sees the worker dead now (and restarts it, as
@@ -107,9 +139,14 @@ class HostWork:
         """Report the state of each worker this host runs (only what changed)."""
         views = self.workers.roster.views(here_only=True)
         views = [view for view in views if view.record.host == self.host]
-        states: dict[int, Seen] = {
-            view.record.id: (view.state, view.last_activity, view.question) for view in views
-        }
+        states: dict[int, Seen] = {}
+        for view in views:
+            waits = view.record.id in self._setup_waits and view.window is None
+            state = hosted_state(view.state, waits)
+            activity = (
+                self.workers.setup_activity(view.record.issue) if waits else view.last_activity
+            )
+            states[view.record.id] = (state, activity, view.question)
         before = self._reports()
         self.placement.report(self.host, states, before)
         self._reported = {

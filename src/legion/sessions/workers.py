@@ -279,6 +279,10 @@ class WorkerManager:
             wake=wake_fifo(self.project),
         )
 
+    def setup_activity(self, issue: str) -> float | None:
+        """When `issue`'s workspace setup here last did something (`setup.activity`)."""
+        return setup.activity(self.setup_files(issue))
+
     def setup_waits(self, issue: str) -> str | None:
         """Why a start of `issue`'s worker would wait for its workspace's setup now (a dry
         run's plan), or None; changes nothing."""
@@ -378,16 +382,24 @@ class WorkerManager:
 
     def start_asked(self, command: HostCommand) -> str:
         """Carry out a start the leader asked of this host: the workspace (restored from the
-        issue's last checkpoint when the issue moved here), the window, the session. How it
-        went, in a line."""
+        issue's last checkpoint when the issue moved here), its setup, the window, the session.
+        How it went, in a line. While the workspace's setup runs or backs off, raises
+        SetupPendingError (`setup_gate`): the command stays pending, tried again at this host's
+        next pass (`legion.daemon.host_step`)."""
         record = self._asked_of_me(command)
         if record is None:
             return "not started: the worker is no longer this host's"
         issue = record.issue
+        # A start tried again (its setup ran meanwhile) took the issue over the first time: the
+        # workspace it recorded is this host's now, not to be restored again under its setup.
+        from_host = self.host if record.workspace != Path() else command.from_host
         with self._lock():
             with span("start: workspace", issue):
-                workspace = self._workspace(issue, command.from_host)
-            self.placement.placed(record.id, workspace)
+                workspace = self._workspace(issue, from_host)
+            if record.workspace != workspace:  # (written once, not at each try)
+                self.placement.placed(record.id, workspace)
+            with span("start: workspace setup", issue):
+                self.setup_gate(issue, workspace)
             self._open(record, workspace, command.prompt, wait=False)
         return f"started {record.window} in {workspace}"
 

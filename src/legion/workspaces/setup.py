@@ -44,6 +44,7 @@ from legion.core.workspace_setup import (
     decide,
     ended,
     failure_comment,
+    last_change,
     started_session,
     tail,
 )
@@ -74,7 +75,12 @@ KILL_GRACE_S = 2.0
 
 class SetupPendingError(ConflictError):
     """A worker's start waits for its workspace's setup (running, or backing off after a
-    failure): the reconciler defers it, as for a full host."""
+    failure): the reconciler defers it, as for a full host. `action`: what the gate decided
+    (`Action.RUN`, `WAIT` or `HOLD`; "" when unknown)."""
+
+    def __init__(self, message: str, action: str = "") -> None:
+        super().__init__(message)
+        self.action = action
 
 
 def shell() -> str:
@@ -298,7 +304,9 @@ def gate(
     if decision.action is Action.RUN:
         state = _run(files, decision, state, commands, plan(), wake)
     files.save(state)
-    raise SetupPendingError(f"{issue}: {decision.detail} (`legion peek {issue}` shows it)")
+    raise SetupPendingError(
+        f"{issue}: {decision.detail} (`legion peek {issue}` shows it)", decision.action.value
+    )
 
 
 def _run(
@@ -332,6 +340,16 @@ def look(files: SetupFiles, commands: Commands, now: float | None = None) -> Dec
         return None
     decision = decide(commands, current(files), time.time() if now is None else now)
     return None if decision.action is Action.START else decision
+
+
+def activity(files: SetupFiles) -> float | None:
+    """When the issue's setup last did something (`last_change`): its output's last change,
+    its run's start or its last run's end."""
+    try:
+        changed: float | None = files.log.stat().st_mtime
+    except OSError:
+        changed = None
+    return last_change(current(files), changed)
 
 
 def summary(files: SetupFiles, now: float | None = None) -> dict[str, Any]:
