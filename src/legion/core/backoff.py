@@ -29,9 +29,12 @@ class Held:
     state: Hashable  # the issue's observed state when it failed
 
 
-def delay(failures: int, retry_after: float | None = None) -> float:
-    """How long to wait after the `failures`-th transient failure in a row."""
-    exponential = min(CAP_S, BASE_S * 2.0 ** max(0, failures - 1))
+def delay(
+    failures: int, retry_after: float | None = None, *, base: float = BASE_S, cap: float = CAP_S
+) -> float:
+    """How long to wait after the `failures`-th transient failure in a row: `base`, doubled
+    with each failure after the first, at most `cap`, never sooner than `retry_after`."""
+    exponential = min(cap, base * 2.0 ** max(0, failures - 1))
     return max(exponential, retry_after or 0.0)
 
 

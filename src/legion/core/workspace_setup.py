@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from legion.core.backoff import delay
+
 BASE_S = 60.0
 CAP_S = 60 * 60.0
 DEFAULT_TIMEOUT_S = 900.0
@@ -38,9 +40,7 @@ def commands_hash(commands: Sequence[str]) -> str:
 
 def backoff(failures: int) -> float:
     """How long to wait after the `failures`-th failure in a row: 1, 2, 4 … minutes, capped."""
-    if failures <= 0:
-        return 0.0
-    return min(CAP_S, BASE_S * 2.0 ** (failures - 1))
+    return delay(failures, base=BASE_S, cap=CAP_S) if failures > 0 else 0.0
 
 
 @dataclass(frozen=True)
