@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from legion.demo.run import make_repository
-from legion.sandbox import find_bwrap, probe
 from tests.support.campaign import DONE, TICK, issue_scenarios, play
 from tests.support.cli import git
 from tests.support.package_index import serve, simple_index
+from tests.support.sandbox import require_sandbox
 from tests.support.swarm import Daemon, Swarm, issue_status, open_swarm
 from tests.support.waits import wait_until
 
@@ -82,11 +82,7 @@ def _implement(issue: str) -> str:
 def test_a_python_project_with_a_dependency_goes_through_the_cycle_confined(
     tmp_path: Path, isolated_env: Path
 ) -> None:
-    bwrap = find_bwrap({"PATH": "/usr/bin:/bin"})
-    assert bwrap is not None, "bubblewrap is not installed: apt install bubblewrap"
-    problem = probe(bwrap)
-    if problem is not None:
-        pytest.skip(f"this machine cannot confine a process: {problem}")
+    require_sandbox()
     site = Path(tempfile.mkdtemp(dir=tmp_path))
     simple_index(site, DEPENDENCY, b"def greet(name):\n    return f'hello, {name}'\n")
     with serve(site) as port:

@@ -19,29 +19,19 @@ import pytest
 from legion.bus import bus_path, open_bus
 from legion.bus.model import AgentStatus
 from legion.runtime.tmux import session_processes
-from legion.sandbox import find_bwrap, probe
 from tests.e2e.test_recovery import controller, park, parked
 from tests.fakes.model_server import bash, text
 from tests.fakes.responses_server import FakeResponsesServer
 from tests.fakes.responses_server import bash as codex_bash
 from tests.fakes.responses_server import text as codex_text
 from tests.support.cli import git
+from tests.support.sandbox import require_sandbox
 from tests.support.swarm import Daemon, Swarm, session_uuid, state_dir
 from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 SENTINEL = "sentinel-7f3a9c"
-
-
-def _require_bwrap(env: dict[str, str]) -> None:
-    """bubblewrap must be installed (the README asks for it, `.ci/run` installs it); a machine
-    whose kernel or container refuses it namespaces is one this cannot be tested on."""
-    found = find_bwrap(env)
-    assert found is not None, "bubblewrap is not installed: apt install bubblewrap"
-    problem = probe(found)
-    if problem is not None:
-        pytest.skip(f"this machine cannot confine a process: {problem}")
 
 
 def _plant(path: Path, what: str) -> Path:
@@ -163,7 +153,7 @@ def _check(swarm: Swarm, probe: Probe, requests: list[object]) -> None:
 
 
 def test_a_worker_sees_its_workspace_and_nothing_else_of_the_machine(swarm: Swarm) -> None:
-    _require_bwrap(swarm.env)
+    require_sandbox(swarm.env)
     # Your CLI's login: the daemon holds the key, so its own home shows none.
     credentials = _plant(swarm.config_dir / ".credentials.json", "oauth")
     probe = _probe(swarm, credentials, "$CLAUDE_CONFIG_DIR/.credentials.json")
@@ -182,7 +172,7 @@ def test_a_worker_sees_its_workspace_and_nothing_else_of_the_machine(swarm: Swar
 def test_a_codex_worker_is_confined_the_same(
     swarm: Swarm, codex_server: FakeResponsesServer
 ) -> None:
-    _require_bwrap(swarm.env)
+    require_sandbox(swarm.env)
     swarm.env["LEGION_RUNTIMES"] = "implement=codex"
     # Your `codex login`: the daemon holds the key, so its own home shows none.
     credentials = _plant(Path(swarm.env["CODEX_HOME"]) / "auth.json", "codex login")

@@ -23,25 +23,14 @@ import pytest
 from legion.sandbox import (
     Access,
     Confinement,
-    Sandbox,
     bridge,
     empty_file,
-    find_bwrap,
     legion_install,
-    probe,
     wrap,
 )
+from tests.support.sandbox import require_sandbox
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _sandbox() -> Sandbox:
-    found = find_bwrap(os.environ)
-    assert found is not None, "bubblewrap is not installed: apt install bubblewrap"
-    problem = probe(found)
-    if problem is not None:
-        pytest.skip(f"this machine cannot confine a process: {problem}")
-    return Sandbox(found, "bubblewrap")
 
 
 def _confined(tmp_path: Path, code: str) -> list[str]:
@@ -54,7 +43,7 @@ def _confined(tmp_path: Path, code: str) -> list[str]:
         access=Access(readable=legion_install()),
     )
     argv = bridge.command([sys.executable, "-c", textwrap.dedent(code)])
-    return wrap(_sandbox(), confinement, argv)
+    return wrap(require_sandbox(), confinement, argv)
 
 
 class Pane:
@@ -216,7 +205,7 @@ def test_a_session_reads_the_users_legion_config_without_its_secrets(
         backends.db.close()
     looks = f"cat {real}; echo; cat {real.parent / 'notes.txt'}; echo > {real}; echo WROTE $?"
     argv = bridge.command(["sh", "-c", looks])
-    command = wrap(_sandbox(), confinement, argv)
+    command = wrap(require_sandbox(), confinement, argv)
     done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
     seen = done.stdout + done.stderr
     assert password not in seen and token not in seen, seen

@@ -34,9 +34,9 @@ from legion.proxy.egress import EgressProxy, counting, refusal_counts
 from legion.relay.capabilities import Capabilities
 from legion.sandbox import Access, Confinement, bridge, empty_file, legion_install, wrap
 from legion.store import open_store
-from tests.integration.test_sandbox_confinement import _sandbox
 from tests.support.cli import LegionRunner
 from tests.support.package_index import npm_registry, serve, simple_index
+from tests.support.sandbox import require_sandbox
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -159,7 +159,7 @@ def _loopback_hostname() -> str:
 def test_a_confined_session_reaches_what_sandbox_egress_allows_and_nothing_else(
     project: Path, legion: LegionRunner, tmp_path: Path
 ) -> None:
-    sandbox = _sandbox()
+    sandbox = require_sandbox()
     ca, cert, key = _test_ca(tmp_path)
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)

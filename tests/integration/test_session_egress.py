@@ -20,8 +20,8 @@ from legion.plugins import CODEX
 from legion.proxy.egress import EgressProxy
 from legion.relay import socket_path
 from legion.store import open_store
-from tests.integration.test_sandbox_confinement import _sandbox
 from tests.support.package_index import serve
+from tests.support.sandbox import require_sandbox
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.timeout(120)
 def test_a_confined_session_is_pointed_at_its_egress_and_reaches_what_is_allowed(
     project: Path, tmp_path: Path, tmux_socket: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _sandbox()  # skipped where bubblewrap cannot confine
+    require_sandbox()  # skipped where bubblewrap cannot confine
     site = tmp_path / "site"
     site.mkdir()
     (site / "hello.txt").write_text("fetched through egress\n")

@@ -15,20 +15,12 @@ import pytest
 
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
-from legion.sandbox import find_bwrap, probe
 from legion.sessions.workers import WorkerManager
 from legion.workspaces import setup
 from legion.workspaces.setup import SetupPendingError
+from tests.support.sandbox import require_sandbox
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _require_bwrap() -> None:
-    found = find_bwrap(os.environ)
-    assert found is not None, "bubblewrap is not installed: apt install bubblewrap"
-    problem = probe(found)
-    if problem is not None:
-        pytest.skip(f"this machine cannot confine a process: {problem}")
 
 
 def _workers(project: Path, commands: Sequence[str]) -> WorkerManager:
@@ -52,7 +44,7 @@ def test_one_issues_setup_cannot_poison_the_cache_another_issues_setup_installs_
 ) -> None:
     """The commands of a workspace's setup run what its worker planted (a package's build
     script): what they write in the cache must not be what another issue's setup reads."""
-    _require_bwrap()
+    require_sandbox()
     cache = load_project(project).state_dir / "cache"
     workers = _workers(
         project,

@@ -18,22 +18,14 @@ import pytest
 
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
-from legion.sandbox import find_bwrap, probe
 from legion.sessions.workers import WorkerManager
 from legion.workspaces import setup
 from legion.workspaces.setup import SetupPendingError
 from tests.support.cli import LegionRunner, run_legion, sleeping_claude
+from tests.support.sandbox import require_sandbox
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _require_bwrap() -> None:
-    found = find_bwrap(os.environ)
-    assert found is not None, "bubblewrap is not installed: apt install bubblewrap"
-    problem = probe(found)
-    if problem is not None:
-        pytest.skip(f"this machine cannot confine a process: {problem}")
 
 
 def _workers(project: Path, commands: Sequence[str], **more: object) -> WorkerManager:
@@ -62,7 +54,7 @@ def _pending(workers: WorkerManager, issue: str, workspace: Path) -> str:
 
 
 def test_setup_writes_its_workspace_and_cache_and_nothing_of_the_home(project: Path) -> None:
-    _require_bwrap()
+    require_sandbox()
     home = Path(os.environ["HOME"])
     (home / "secret.txt").write_text("hunter2\n")
     workers = _workers(
@@ -92,7 +84,7 @@ def test_setup_writes_its_workspace_and_cache_and_nothing_of_the_home(project: P
 def test_a_failure_is_said_once_backs_off_and_a_change_retries_at_once(
     project: Path, tmux_socket: Path
 ) -> None:
-    _require_bwrap()
+    require_sandbox()
     workers = _workers(project, ["echo step one", "echo broken >&2; exit 3"])
     issue, workspace = _issue(workers)
     _pending(workers, issue, workspace)
@@ -131,7 +123,7 @@ def test_a_failure_is_said_once_backs_off_and_a_change_retries_at_once(
 
 
 def test_a_timeout_kills_what_setup_started(project: Path) -> None:
-    _require_bwrap()
+    require_sandbox()
     workers = _workers(project, ["sleep 31.25 & sleep 31.5"], workspace_setup_timeout=1)
     issue, workspace = _issue(workers)
     _pending(workers, issue, workspace)
@@ -158,7 +150,7 @@ def _sleepers() -> list[int]:
 
 
 def test_a_runner_killed_with_its_daemon_is_run_again(project: Path) -> None:
-    _require_bwrap()
+    require_sandbox()
     workers = _workers(project, ["test -e ran-once || { touch ran-once; sleep 31.75; }"])
     issue, workspace = _issue(workers)
     _pending(workers, issue, workspace)
@@ -218,7 +210,7 @@ def test_the_daemon_starts_the_worker_once_setup_is_done(
 
 
 def test_a_later_session_runs_the_refresh_commands_first(project: Path) -> None:
-    _require_bwrap()
+    require_sandbox()
     workers = _workers(
         project, ["echo set-up >> runs.txt"], workspace_refresh=["echo refreshed >> runs.txt"]
     )
