@@ -30,6 +30,7 @@ from legion.sessions.registry import Registry
 from legion.store import Store, open_store
 from legion.trackers.local import LocalTracker
 from legion.watch import watched
+from tests.support import cli
 from tests.support.claude_env import REPO_ROOT
 from tests.support.cli import LEGION_BIN, LegionRunner, git, run_legion
 from tests.support.waits import wait_until
@@ -323,16 +324,10 @@ def _host_env(tmp_path: Path, name: str, store_url: str, host_timeout: float) ->
 def sleeping_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A `claude` that only sleeps, and a Claude Code config that has seen its first run: what
     `legion start` checks for (the daemons here run in manual mode, no session)."""
-    binary = tmp_path / "bin" / "claude"
-    binary.parent.mkdir()
-    binary.write_text("#!/bin/sh\nexec sleep 600\n")
-    binary.chmod(0o755)
-    config = tmp_path / "claude-config"
-    config.mkdir()
-    (config / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
-    (config / ".credentials.json").write_text("{}")
-    monkeypatch.setenv("LEGION_CLAUDE_BIN", str(binary))
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    named: dict[str, str] = {}
+    binary = cli.sleeping_claude(tmp_path, named)
+    for name, value in named.items():
+        monkeypatch.setenv(name, value)
     return binary
 
 
