@@ -63,12 +63,19 @@ def codex_server(swarm: Swarm, tmp_path: Path) -> Iterator[FakeResponsesServer]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A failed test on a swarm reports what its sessions showed at the moment it failed (each
+    """A failed test on a swarm (or on several, a fleet's hosts) reports what its sessions showed at the moment it failed (each
     pane's last lines), the model requests that came, and the daemon's log: what is needed to
     tell a flake's cause after the fact, when the test's folders are gone."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
-    swarm = getattr(item, "funcargs", {}).get("swarm")
-    if report.when == "call" and report.failed and isinstance(swarm, Swarm):
+    if report.when != "call" or not report.failed:
+        return
+    swarms = {n: v for n, v in getattr(item, "funcargs", {}).items() if isinstance(v, Swarm)}
+    seen: set[int] = set()  # a fleet's `alpha` is its `swarm`: shown once, by its own name
+    for name, swarm in sorted(swarms.items(), key=lambda named: named[0] == "swarm"):
+        if id(swarm) in seen:
+            continue
+        seen.add(id(swarm))
+        prefix = "" if len(swarms) == 1 else f"{name}: "
         for title, text in failure_sections(swarm):
-            report.sections.append((title, text))
+            report.sections.append((prefix + title, text))

@@ -385,6 +385,21 @@ def _worker_windows(swarm: Swarm) -> set[str]:
     return {name for name in listed.split() if name not in ("main", "legion")}
 
 
+def stood(*hosts: Swarm) -> str:
+    """Where LEG-1 stood, as each host saw it: for a fleet test that did not finish in time."""
+    said = []
+    for host in hosts:
+        shown = host.json("issue", "show", "LEG-1")
+        workers = [(w["host"], w["mode"], w["state"]) for w in host.json("workers")]
+        actions = [f"{e['at']} {e['action']}: {e['detail']}" for e in host.json("log", "-n", "12")]
+        said.append(
+            f"{host.repo}: {shown['status']} {shown['labels']} workers={workers}\n  "
+            + "\n  ".join(actions)
+        )
+    return "\n".join(said)
+
+
+@pytest.mark.timeout(400)  # alone it takes a minute; beside the suite's other swarms, four
 def test_workers_run_on_another_host_than_the_leaders(
     shared_remote: Path, alpha: Swarm, beta: Swarm
 ) -> None:
@@ -417,7 +432,7 @@ def test_workers_run_on_another_host_than_the_leaders(
         with Daemon(alpha):
             wait_until("alpha leads", lambda: leads(alpha, "alpha"))
             with Daemon(beta):
-                wait_until("LEG-1 Done", done, timeout=200)
+                wait_until("LEG-1 Done", done, timeout=300, explain=lambda: stood(alpha, beta))
                 wait_until("beta closes the last window", lambda: not _worker_windows(beta))
                 workspace = beta.workspace_root / "leg-1"
                 wait_until("beta sweeps LEG-1's workspace", lambda: not workspace.exists())

@@ -26,8 +26,8 @@ import pytest
 from legion.demo.offline import FAKE_API_KEY
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from tests.e2e.test_recovery import controller, park, parked
-from tests.e2e.test_sandbox import _require_bwrap
 from tests.fakes.model_server import bash, text
+from tests.support.sandbox import require_sandbox
 from tests.support.swarm import Daemon, Swarm, session_uuid
 from tests.support.waits import wait_until
 
@@ -253,7 +253,7 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 def test_a_hostile_worker_gets_nothing_through_the_daemon(swarm: Swarm) -> None:
-    _require_bwrap(swarm.env)
+    require_sandbox(swarm.env)
     secret = Path(swarm.env["HOME"]) / ".ssh" / "id_ed25519"
     secret.parent.mkdir(parents=True, exist_ok=True)
     secret.write_text(f"ssh key {SENTINEL}\n")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from legion.demo.swarm_script import swarm_script
-from tests.e2e.test_sandbox import _require_bwrap
 from tests.fakes.model_server import bash, text, tool_result_text
 from tests.support.cli import git
+from tests.support.sandbox import require_sandbox
 from tests.support.swarm import Daemon, Swarm, issue_status
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -32,7 +32,7 @@ OBEYS = (
 
 
 def test_a_controller_that_obeys_an_issue_body_is_refused_at_every_step(swarm: Swarm) -> None:
-    _require_bwrap(swarm.env)  # the secret's refusal is the sandbox's
+    require_sandbox(swarm.env)  # the secret's refusal is the sandbox's
     secret = Path(swarm.env["HOME"]) / ".ssh" / "id_ed25519"
     secret.parent.mkdir(parents=True, exist_ok=True)
     secret.write_text(f"key {SENTINEL}\n")

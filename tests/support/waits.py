@@ -12,10 +12,15 @@ from typing import Any
 
 
 def wait_until(
-    what: str, check: Callable[[], Any], timeout: float = 45.0, *, interval: float = 0.25
+    what: str,
+    check: Callable[[], Any],
+    timeout: float = 45.0,
+    *,
+    interval: float = 0.25,
+    explain: Callable[[], str] | None = None,
 ) -> Any:
-    """`check()`'s first true answer, asked every `interval` seconds; fails, saying `what`,
-    after `timeout` seconds."""
+    """`check()`'s first true answer, asked every `interval` seconds; fails, saying `what`
+    (and `explain()`, where the wait stood, read at that moment), after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -23,7 +28,13 @@ def wait_until(
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+    stood = ""
+    if explain is not None:
+        try:
+            stood = f"\n{explain()}"
+        except Exception as error:  # a report never hides the timeout it reports
+            stood = f"\n(could not say where it stood: {error})"
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r}){stood}")
 
 
 def heartbeat_stamp(heartbeat: Path) -> int | None:
