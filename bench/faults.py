@@ -1,6 +1,7 @@
-"""The kill campaign over every named fault point (`legion.faults.POINTS`): for each, a small
-swarm is SIGKILLed at the point and run again without the fault (tests/support/campaign.py says
-what is checked). Prints each point's result and how many kill points were survived.
+"""The kill campaign over every named fault point (`legion.diagnostics.faults.POINTS`): for
+each, a small swarm is SIGKILLed at the point and run again without the fault
+(tests/support/campaign.py says what is checked). Prints each point's result and how many
+kill points were survived.
 
 Run: .venv/bin/python bench/faults.py [POINT[:N] ...]   (needs the pinned Claude Code:
 legion doctor --install)

@@ -3,7 +3,8 @@
 1. Reaction latency: from a worker adding `worker-done` to the window of the next mode's worker
    appearing, over 20 transitions (4 issues x 5 each), with a 60 s tick so that only the
    wake-up a `legion` write sends can explain a fast reaction. Target: median <= 1 s, p95 <= 2 s.
-   Then where that time goes: the swarm runs with `LEGION_TRACE` (`legion.tracing`), and each
+   Then where that time goes: the swarm runs with `LEGION_TRACE`
+   (`legion.diagnostics.tracing`), and each
    hand-off, from the start of the worker's `legion issue label` to the new window, is split
    among the steps that ran in it (each instant to the innermost step running then; another
    issue's steps as "other issues"; no step at all as "no step running"), with the median and
@@ -37,8 +38,8 @@ from common import make_repo, swarm_env
 from legion.demo.model_server import FakeModelServer
 from legion.demo.run import run_demo
 from legion.demo.swarm_script import swarm_script
+from legion.diagnostics.tracing import TRACE_ENV, Span, read_spans
 from legion.projects import init_project
-from legion.tracing import TRACE_ENV, Span, read_spans
 
 LEGION = Path(sys.executable).with_name("legion")
 ISSUES = ["LEG-1", "LEG-2", "LEG-3", "LEG-4"]

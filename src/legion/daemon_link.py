@@ -198,7 +198,7 @@ def turn_ended(env: Mapping[str, str]) -> None:
     """A session's turn is over (its Stop hook, Codex's turn loop): a worker that said it is
     done is closed only once its turn ends, so the daemon looks now rather than at its next
     retry. Never blocks, never fails."""
-    from legion.tracing import mark
+    from legion.diagnostics.tracing import mark
 
     mark("session: turn ended", env.get("LEGION_ISSUE_ID") or "-")
     fifo = env.get(WAKE_ENV)

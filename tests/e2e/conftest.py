@@ -63,9 +63,10 @@ def codex_server(swarm: Swarm, tmp_path: Path) -> Iterator[FakeResponsesServer]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A failed test on a swarm (or on several, a fleet's hosts) reports what its sessions showed at the moment it failed (each
-    pane's last lines), the model requests that came, and the daemon's log: what is needed to
-    tell a flake's cause after the fact, when the test's folders are gone."""
+    """A failed test on a swarm (or on several, a fleet's hosts) reports what its sessions
+    showed at the moment it failed (each pane's last lines), the model requests that came, and
+    the daemon's log: what is needed to tell a flake's cause after the fact, when the test's
+    folders are gone."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if report.when != "call" or not report.failed:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from legion.demo.run import make_repository
-from legion.faults import KILL_AT_VARIABLE, KILL_LOG_VARIABLE, POINTS
+from legion.diagnostics.faults import KILL_AT_VARIABLE, KILL_LOG_VARIABLE, POINTS
 from tests.fakes.model_server import Scenario, bash, text
 from tests.support.cli import LEGION_BIN, git
 from tests.support.processes import SessionWatch

@@ -12,7 +12,7 @@ from types import ModuleType
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legion.tracing import Span
+from legion.diagnostics.tracing import Span
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

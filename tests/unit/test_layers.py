@@ -88,8 +88,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "foundations",
         frozenset(
             {
-                "faults",
-                "tracing",
+                "diagnostics",
                 "statefiles",
                 "trust",
                 "worker_files",

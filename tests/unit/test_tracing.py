@@ -1,5 +1,5 @@
-"""`legion.tracing`: off unless `LEGION_TRACE` names a file; then each span is one JSON line
-that `read_spans` gives back, a command's span starting when its process started."""
+"""`legion.diagnostics.tracing`: off unless `LEGION_TRACE` names a file; then each span is one
+JSON line that `read_spans` gives back, a command's span starting when its process started."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from legion import tracing
-from legion.tracing import TRACE_ENV, Span, command_span, mark, read_spans, span
+from legion.diagnostics import tracing
+from legion.diagnostics.tracing import TRACE_ENV, Span, command_span, mark, read_spans, span
 
 
 def test_nothing_is_written_when_tracing_is_off(

@@ -41,8 +41,8 @@ from legion.bus.inbox import TYPED
 from legion.bus.model import Agent, AgentStatus, PendingDelivery
 from legion.bus.protocol import Bus
 from legion.core.liveness import SETTLE_S
+from legion.diagnostics.faults import fault_point
 from legion.errors import LegionError, NotFoundError
-from legion.faults import fault_point
 
 # How long a session must have been idle before a delivery types into it is a liveness rule
 # (`legion.core.liveness.SETTLE_S`); typing itself is the door's (the session supervisor's).

@@ -157,7 +157,7 @@ def _files_read_here(args: list[str], at: int) -> tuple[list[str], str | None]:
 
 def entry() -> None:
     if os.environ.get("LEGION_TRACE"):  # bench/swarm.py: each command is a span of the trace
-        from legion.tracing import command_span
+        from legion.diagnostics.tracing import command_span
 
         with command_span(sys.argv[1:]):
             code = main()

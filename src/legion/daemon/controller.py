@@ -27,8 +27,8 @@ from legion.core.liveness import (
     stale_mid_turn,
     transcript_grew,
 )
+from legion.diagnostics.faults import fault_point
 from legion.errors import LegionError
-from legion.faults import fault_point
 from legion.judgments import Judgment, JudgmentQueue, wake_reason
 from legion.pause import DispatchPause
 from legion.prompts import controller_prompt

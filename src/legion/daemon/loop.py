@@ -32,6 +32,7 @@ from legion.daemon_link import (
     tmux_claim,
     wake_fifo,
 )
+from legion.diagnostics.tracing import mark, span
 from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachableError
 from legion.fence import FenceProcess
 from legion.fleet import FencedStore, host_name
@@ -56,7 +57,6 @@ from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
 from legion.statefiles import open_private, private_folder, touch_private, write_private
 from legion.store import Store, open_store
-from legion.tracing import mark, span
 
 from .budget_step import BudgetStop
 from .bus_listener import BusListener

@@ -22,6 +22,7 @@ from pathlib import Path
 from legion.config import Project
 from legion.core.model import normalize_identifier
 from legion.core.text import clean_body, clean_branch, clean_title
+from legion.diagnostics.faults import fault_point
 from legion.errors import (
     ConflictError,
     GitError,
@@ -29,7 +30,6 @@ from legion.errors import (
     NotFoundError,
     TamperedWorkspaceError,
 )
-from legion.faults import fault_point
 from legion.forges.base import PrChecks, PrState, PullRequest, Review
 from legion.forges.reviewed import reviewed_refusal
 from legion.git import (

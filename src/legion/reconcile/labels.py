@@ -13,8 +13,8 @@ from functools import partial
 
 from legion.core import roles
 from legion.core.model import Label, Mode
+from legion.diagnostics.faults import fault_point
 from legion.errors import NotPermittedError
-from legion.faults import fault_point
 from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
 from legion.trackers.base import Tracker

@@ -17,6 +17,7 @@ from legion.core.decide import Action
 from legion.core.fleet import HostState
 from legion.core.model import Status
 from legion.daemon_link import running_pid
+from legion.diagnostics.tracing import span
 from legion.fleet import Fleet, this_host
 from legion.forges.base import Forge
 from legion.judgments import JudgmentQueue
@@ -26,7 +27,6 @@ from legion.proxy.limits import why_held
 from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
 from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
-from legion.tracing import span
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
 

@@ -16,12 +16,12 @@ from legion.core.liveness import SessionState, finishing
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label, Mode
 from legion.core.untrusted import Authored
+from legion.diagnostics.faults import fault_point
+from legion.diagnostics.tracing import span
 from legion.errors import LegionError
-from legion.faults import fault_point
 from legion.feedback import ask_human
 from legion.sessions.roster import WorkerView
 from legion.state import IssueState
-from legion.tracing import span
 from legion.trackers.base import since_legion_wrote
 
 from .answers import answer_in, legion_asked, plain, restarts_question

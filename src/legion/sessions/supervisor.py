@@ -26,6 +26,7 @@ from legion.config import Project, read_toml, state_home, user_config_path
 from legion.core import egress as egress_rules
 from legion.core.session_config import toml_text, without_secrets
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
+from legion.diagnostics.tracing import span
 from legion.errors import ConfigError, NoDaemonError
 from legion.fleet import host_name
 from legion.git import main_git_dir, worktree_place
@@ -53,7 +54,6 @@ from legion.sessions.starts import StartWatch
 from legion.sessions.windows import SessionWindows
 from legion.statefiles import private_folder, write_private
 from legion.store import STORE_SECRET_VARIABLES
-from legion.tracing import span
 from legion.trust import records
 from legion.workspaces import issue_repo
 from legion.workspaces.setup import (

@@ -30,8 +30,9 @@ from legion.core.model import Mode, normalize_identifier
 from legion.core.stamps import stamp_at
 from legion.core.workspace_setup import Commands
 from legion.daemon_link import wake_fifo
+from legion.diagnostics.faults import fault_point
+from legion.diagnostics.tracing import span
 from legion.errors import ConflictError, InputError, LegionError, NoRoomError, WorkerStartError
-from legion.faults import fault_point
 from legion.fleet import Fleet, host_name
 from legion.locking import exclusive
 from legion.relay.capabilities import Capabilities, setup_session
@@ -53,7 +54,6 @@ from legion.sessions.starts import StartWatch
 from legion.sessions.supervisor import SessionSupervisor
 from legion.sessions.windows import SessionWindows
 from legion.store import is_postgres
-from legion.tracing import span
 from legion.trackers.base import Tracker
 from legion.workspaces import checkpoint, setup
 from legion.workspaces.base import Workspaces

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from legion.core.model import Status
+from legion.diagnostics.faults import fault_point
 from legion.errors import LegionError
-from legion.faults import fault_point
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
 
