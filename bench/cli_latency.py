@@ -22,7 +22,7 @@ from pathlib import Path
 from common import git, make_repo
 from legion.backends import open_backends
 from legion.core.model import Status
-from legion.projects import init_project
+from legion.services.projects import init_project
 
 LEGION = Path(sys.executable).with_name("legion")
 STATUSES = [Status.BACKLOG, Status.TODO, Status.IN_PROGRESS, Status.NEEDS_REVIEW, Status.RETRO]

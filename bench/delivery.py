@@ -58,8 +58,8 @@ from legion.core.liveness import SETTLE_S
 from legion.core.model import Mode
 from legion.daemon import Daemon, DaemonConfig
 from legion.daemon_link import notify, wake_fifo
-from legion.projects import init_project
 from legion.runtime.tmux import Tmux
+from legion.services.projects import init_project
 from legion.sessions.registry import Registry
 from legion.sessions.workers import window_name
 

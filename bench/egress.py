@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import free_port, make_repo, ms, p99, wait_for
 from legion.backends import open_backends
 from legion.core import egress
-from legion.projects import init_project
 from legion.proxy.egress import EgressProxy
 from legion.relay.capabilities import Capabilities
 from legion.sandbox import bridge
+from legion.services.projects import init_project
 from legion.store.sqlite import SqliteStore
 
 

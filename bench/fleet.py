@@ -42,7 +42,7 @@ from legion.bus.stored import PostgresBus  # noqa: E402
 from legion.core.liveness import SessionState  # noqa: E402
 from legion.core.model import Mode  # noqa: E402
 from legion.daemon.bus_listener import BusListener  # noqa: E402
-from legion.fleet import Fleet  # noqa: E402
+from legion.fleet.hosts import Fleet  # noqa: E402
 from legion.sessions.placement import HostSessions, Report, Seen  # noqa: E402
 from legion.sessions.registry import Registry  # noqa: E402
 from legion.store import Store  # noqa: E402

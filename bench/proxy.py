@@ -31,10 +31,10 @@ from common import free_port, make_repo, ms, p99, wait_for
 from legion.backends import open_backends
 from legion.demo.model_server import FakeModelServer, Scenario
 from legion.demo.scripted import text
-from legion.projects import init_project
 from legion.proxy.server import ModelProxy, upstream_from
 from legion.relay.capabilities import Capabilities
 from legion.sandbox import bridge
+from legion.services.projects import init_project
 from legion.store.sqlite import SqliteStore
 
 REQUEST = {

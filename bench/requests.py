@@ -27,12 +27,12 @@ from tests.fakes.github_server import FakeGitHub
 from tests.fakes.linear_server import FakeLinear
 
 from common import make_repo
-from legion.actionlog import ActionLog
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
-from legion.projects import init_project
 from legion.reconcile import Reconciler
-from legion.state import KnownLiveWorkers, observe
+from legion.reconcile.observe import KnownLiveWorkers, observe
+from legion.services.projects import init_project
+from legion.store.actionlog import ActionLog
 
 # Published hourly limits for one credential (Linear: API key requests; GitHub: GraphQL points,
 # where a query under 100 nodes per connection costs one point).

@@ -2,7 +2,7 @@
 
 A confined session sees neither the bus nor the project's database (issue 21): its `legion
 say` is posted by the daemon's relay, as the session its capability names, and the
-controller's `legion state --json` is run by the daemon for it (`legion.session_relay`). Each
+controller's `legion state --json` is run by the daemon for it (`legion.services.session_ops`). Each
 command is run N times the old way (the session opens the bus and the database itself) and N
 times through a real relay server with the daemon's operations, alternating. Printed: the
 median wall time of the real `legion` command each way, and the ratio.
@@ -28,11 +28,11 @@ from legion.backends import open_backends
 from legion.bus import open_bus
 from legion.bus.sessions import register_session
 from legion.core.model import Status
-from legion.projects import init_project
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 from legion.relay.server import RelayServer
-from legion.session_relay import session_ops
+from legion.services.projects import init_project
+from legion.services.session_ops import session_ops
 
 LEGION = Path(sys.executable).parent / "legion"
 

@@ -39,7 +39,7 @@ from legion.demo.model_server import FakeModelServer
 from legion.demo.run import run_demo
 from legion.demo.swarm_script import swarm_script
 from legion.diagnostics.tracing import TRACE_ENV, Span, read_spans
-from legion.projects import init_project
+from legion.services.projects import init_project
 
 LEGION = Path(sys.executable).with_name("legion")
 ISSUES = ["LEG-1", "LEG-2", "LEG-3", "LEG-4"]

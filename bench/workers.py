@@ -33,8 +33,8 @@ from legion.backends import Backends, open_backends
 from legion.config import Project
 from legion.core.ids import session_id
 from legion.core.model import Mode
-from legion.projects import init_project
 from legion.runtime.claude.paths import transcript_path
+from legion.services.projects import init_project
 from legion.sessions.registry import Registry
 
 LEGION = Path(sys.executable).with_name("legion")

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class Backends:
     """A project's tracker and forge, and its database (Legion's own records). In a session
     with the relay the database is opened only when asked for: a confined session has none to
-    open, and needs none for what it runs (`legion.session_relay`)."""
+    open, and needs none for what it runs (`legion.services.session_ops`)."""
 
     def __init__(
         self,
@@ -90,7 +90,7 @@ def open_backends(
     real backends whatever the environment (the daemon, and its relay server, are the ones
     that make the calls). `store`: the project's store as the caller opened it (the daemon's,
     fenced by its lease)."""
-    from legion.fleet import fenced_on_lease
+    from legion.fleet.hosts import fenced_on_lease
     from legion.relay import CAPABILITY_ENV, SOCKET_ENV
 
     settings = project.settings

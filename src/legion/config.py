@@ -436,7 +436,7 @@ class Settings:
     # Where Legion keeps what it shares: None, the SQLite file in the state folder; a
     # `postgresql://` URL, a PostgreSQL database every host of a fleet reaches (a credential).
     store: str | None = None
-    # This machine in the fleet (`legion.fleet`): its name (None: the hostname), how many
+    # This machine in the fleet (`legion.fleet.hosts`): its name (None: the hostname), how many
     # sessions it runs at once (None: from its cores and memory), and how long without a
     # heartbeat before a host is lost (also how long the leader lease lasts).
     host_name: str | None = None
@@ -508,8 +508,8 @@ def read_config(path: Path, *, repo: bool = False) -> tuple[bytes, dict[str, Any
     """The file's bytes and its table (b"" and {} when it does not exist); a broken file is a
     ConfigError. One read serves both, so what is trusted is what is used. A repository's
     `.legion/config.toml` is whatever was committed: it is read through no link, only when it
-    is a regular file, and up to `MAX_REPO_CONFIG` bytes (`legion.worker_files`)."""
-    from legion.worker_files import read_regular
+    is a regular file, and up to `MAX_REPO_CONFIG` bytes (`legion.files.worker_written`)."""
+    from legion.files.worker_written import read_regular
 
     below = path.parent.parent if repo and path.parent.name == CONFIG_DIR_NAME else None
     try:
@@ -876,8 +876,9 @@ def _toml_char(char: str) -> str:
 def write_repo_config(root: Path, values: Mapping[str, Any]) -> Path:
     """Write .legion/config.toml atomically (never a half-written file). What is in `.legion`
     is whatever a commit put there: a new file of a name drawn now, made through no link
-    (`legion.worker_files.replace_file`), renamed over the name; `.legion` a link is refused."""
-    from legion.worker_files import replace_file
+    (`legion.files.worker_written.replace_file`), renamed over the name; `.legion` a link is
+    refused."""
+    from legion.files.worker_written import replace_file
 
     folder = root / CONFIG_DIR_NAME
     with contextlib.suppress(FileExistsError):

@@ -264,8 +264,8 @@ def _kind(path: Path) -> Kind:
 
 def _read_link_file(path: Path) -> str | None:
     """A small regular file's text, read without following a link or waiting on a pipe
-    (`legion.worker_files`); None when it is not one."""
-    from legion.worker_files import read_regular
+    (`legion.files.worker_written`); None when it is not one."""
+    from legion.files.worker_written import read_regular
 
     try:
         data = read_regular(path.parent, path.name, cap=_LINK_FILE_MAX, past_cap="head")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from legion.statefiles import write_private
+from legion.files.private import write_private
 
 # The folder of the user's state home (`legion.config.state_home`) that holds the records, one
 # file per config path.

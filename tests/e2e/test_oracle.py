@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.demo.swarm_script import swarm_script
 from legion.reconcile import Reconciler
+from legion.store.actionlog import ActionLog, OutcomeKind
 from tests.fakes.model_server import text
 from tests.support.swarm import Daemon, Swarm, judgments
 from tests.support.waits import wait_until

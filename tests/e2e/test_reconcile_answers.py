@@ -14,12 +14,12 @@ import time
 
 import pytest
 
-from legion.actionlog import ActionLog
 from legion.backends import Backends, open_backends, open_workers
 from legion.config import load_project
 from legion.core.model import Status
 from legion.demo.swarm_script import swarm_script
 from legion.reconcile import BUDGET_HEADING, Outcome, Reconciler
+from legion.store.actionlog import ActionLog
 from tests.support.swarm import Swarm
 
 # Its reconcile passes start workers under a daemon in manual mode (`host`).

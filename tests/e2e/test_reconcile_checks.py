@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.reconcile import Reconciler
+from legion.store.actionlog import ActionLog, OutcomeKind
 from tests.fakes.github_server import check_run, status_context
 from tests.support.linear_github import LinearAndGitHub, init_on_linear_and_github
 from tests.support.swarm import Swarm

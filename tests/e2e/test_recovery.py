@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from legion.demo.swarm_script import controller_scenarios
-from legion.locking import exclusive
+from legion.files.locking import exclusive
 from tests.fakes.model_server import Scenario, bash, pause, text
 from tests.support.cli import LEGION_BIN, Result, git
 from tests.support.processes import SessionWatch, cmdline

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from legion.actionlog import ActionLog
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core.ids import session_id
 from legion.core.model import Mode, Status
 from legion.reconcile import start_worker
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, relay_needed, socket_path
+from legion.store.actionlog import ActionLog
 from tests.fakes.model_server import bash, text
 from tests.support.processes import session_processes
 from tests.support.swarm import Daemon, Swarm

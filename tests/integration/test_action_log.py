@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.store import Store
+from legion.store.actionlog import ActionLog, OutcomeKind
 
 
 def test_restarts_are_counted_after_the_last_question_to_a_human(

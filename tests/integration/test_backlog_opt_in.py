@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.reconcile import Reconciler
+from legion.store.actionlog import ActionLog, OutcomeKind
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.linear_server import FakeLinear
 from tests.support.cli import git, run_legion

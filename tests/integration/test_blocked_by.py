@@ -13,7 +13,7 @@ import pytest
 from legion.core.model import Status
 from legion.errors import InputError
 from legion.forges.local import LocalForge
-from legion.state import BLOCKER_LOOKUPS, KnownLiveWorkers, Snapshot, observe
+from legion.reconcile.observe import BLOCKER_LOOKUPS, KnownLiveWorkers, Snapshot, observe
 from legion.store import sqlite as dbmod
 from legion.store.sqlite import SqliteStore
 from legion.trackers.base import Issue
@@ -148,7 +148,7 @@ def test_an_older_database_migrates(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert tracker.get_issue("LEG-2").blocked_by == ("LEG-1",)
 
 
-# -- `legion.state`: blockers outside the listing ------------------------------------------------
+# -- `legion.reconcile.observe`: blockers outside the listing --------------------------------------
 
 
 class CountingTracker:

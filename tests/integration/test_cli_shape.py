@@ -317,9 +317,9 @@ def test_attach_to_nothing_lists_the_live_workers(project: Path) -> None:
 def test_log_follow_prints_new_entries_until_ctrl_c(legion: LegionRunner, project: Path) -> None:
     import signal
 
-    from legion.actionlog import ActionLog, OutcomeKind
     from legion.backends import open_backends
     from legion.config import load_project
+    from legion.store.actionlog import ActionLog, OutcomeKind
 
     issue = legion("issue", "create", "First").stdout.strip()
     log = ActionLog(open_backends(load_project(project)).db)
@@ -353,7 +353,7 @@ def test_log_follow_prints_new_entries_until_ctrl_c(legion: LegionRunner, projec
 
 
 def test_a_session_cannot_follow_the_log_through_the_daemon() -> None:
-    from legion.session_relay import follows
+    from legion.services.session_ops import follows
 
     assert follows(["log", "--follow"], 0) and follows(["log", "-n", "5", "-f"], 0)
     assert not follows(["log", "-n", "5"], 0)

@@ -118,7 +118,7 @@ def test_a_session_whose_first_turn_is_refused_waits_where_legion_reads_why(
 
 def test_a_first_turn_that_made_no_request_leaves_no_session(tmp_path: Path) -> None:
     """No key (or a provider Codex does not know): no request was made, nothing to resume; the
-    start fails with Codex's reason, the same at every start (`legion.pause`)."""
+    start fails with Codex's reason, the same at every start (`legion.sessions.pause`)."""
     session, env = replaying(tmp_path, "no-key")
     assert session.run("go", resumed=False, terminal=None) == 1
     assert codex_session_id(session_link(env, "sid")) is None

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends
 from legion.config import load_project
 from legion.core.model import Status
 from legion.daemon import Daemon, DaemonConfig
+from legion.store.actionlog import ActionLog, OutcomeKind
 from tests.support.cli import Result, run_legion
 from tests.support.tmux import start_environment
 

@@ -16,12 +16,18 @@ from legion.core.decide import Action, Decision
 from legion.core.liveness import SessionState
 from legion.core.model import Mode, ReviewOutcome, Status
 from legion.errors import StoreError
-from legion.judgments import JudgmentKind, JudgmentQueue, JudgmentState, Need, judgment_needs
-from legion.pause import PAUSE_AFTER, DispatchPause, normalize_cause
+from legion.reconcile.judgments import (
+    JudgmentKind,
+    JudgmentQueue,
+    JudgmentState,
+    Need,
+    judgment_needs,
+)
+from legion.reconcile.observe import IssueState
 from legion.runtime.transcript import PendingQuestion, QuestionItem
+from legion.sessions.pause import PAUSE_AFTER, DispatchPause, normalize_cause
 from legion.sessions.registry import WorkerRecord
 from legion.sessions.roster import WorkerView
-from legion.state import IssueState
 from legion.store import Store
 from legion.store import sqlite as dbmod
 from legion.store.sqlite import SqliteStore

@@ -1,4 +1,4 @@
-"""The fleet in the store (`legion.fleet`), on SQLite and on a real PostgreSQL server: hosts'
+"""The fleet in the store (`legion.fleet.hosts`), on SQLite and on a real PostgreSQL server: hosts'
 heartbeats, the leader lease by the store's clock, drains, and the fence that keeps a daemon
 that lost the lease from writing."""
 
@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus.model import AgentRole, Channel
 from legion.bus.stored import PostgresBus
 from legion.config import load_project
@@ -23,13 +22,14 @@ from legion.core.model import Mode
 from legion.daemon.bus_listener import BusListener
 from legion.daemon_link import lock_held
 from legion.errors import ConflictError, NotFoundError
-from legion.fleet import LEASE_ENV, FencedStore, Fleet, LeaseLostError, fenced_on_lease
+from legion.fleet.hosts import LEASE_ENV, FencedStore, Fleet, LeaseLostError, fenced_on_lease
 from legion.runtime.transcript import question_from_input
+from legion.services.agent_watch import watched
 from legion.sessions.placement import START, TYPE, HostSessions
 from legion.sessions.registry import Registry
 from legion.store import Store, open_store
+from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.trackers.local import LocalTracker
-from legion.watch import watched
 from tests.support import cli
 from tests.support.claude_env import REPO_ROOT
 from tests.support.cli import LEGION_BIN, LegionRunner, git, run_legion
@@ -337,7 +337,7 @@ def _hosts(store: Store) -> dict[str, dict[str, object]]:
 
 
 def _fences(socket: str) -> list[int]:
-    """The fence processes of the tmux server at `socket` (`legion.fence`)."""
+    """The fence processes of the tmux server at `socket` (`legion.fleet.fence`)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -346,7 +346,7 @@ def _fences(socket: str) -> list[int]:
             args = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"legion.fence" in args and socket.encode() in args:
+        if b"legion.fleet.fence" in args and socket.encode() in args:
             found.append(int(proc.name))
     return found
 

@@ -21,7 +21,7 @@ import pytest
 from legion.config import load_project
 from legion.core.liveness import SessionState
 from legion.core.model import Mode
-from legion.fleet import Fleet
+from legion.fleet.hosts import Fleet
 from legion.sessions.placement import START, HostSessions, wake_name
 from legion.sessions.registry import Registry
 from legion.store import Store, open_store

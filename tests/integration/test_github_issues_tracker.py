@@ -900,7 +900,7 @@ def test_state_reads_blockers_from_the_listing_and_a_missing_one_blocks_nothing(
     fake: FakeGitHub, tmp_path: Path
 ) -> None:
     from legion.forges.local import LocalForge
-    from legion.state import KnownLiveWorkers, observe
+    from legion.reconcile.observe import KnownLiveWorkers, observe
     from legion.store.sqlite import SqliteStore
 
     fake.add_issue("open blocker", labels=("status: Todo",))  # 1

@@ -112,8 +112,8 @@ def blocked_worker(project: Path) -> None:
     from legion.backends import open_backends, open_workers
     from legion.config import load_project
     from legion.core.model import Mode
-    from legion.judgments import JudgmentKind, JudgmentQueue, judgment_needs
-    from legion.state import observe
+    from legion.reconcile.judgments import JudgmentKind, JudgmentQueue, judgment_needs
+    from legion.reconcile.observe import observe
 
     loaded = load_project(project)
     backends = open_backends(loaded)
@@ -172,7 +172,7 @@ def refused_by_the_relay(project: Path) -> None:
     from legion.relay.capabilities import Capabilities
     from legion.relay.client import RelayClient
     from legion.relay.server import RelayServer, socket_path
-    from legion.session_relay import session_ops
+    from legion.services.session_ops import session_ops
 
     loaded = load_project(project)
     backends = open_backends(loaded)

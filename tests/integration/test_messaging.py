@@ -1,5 +1,5 @@
-"""`legion.messaging` on a real SQLite bus, without the CLI around it: the rules `legion say`,
-`messages`, `events` and `task` follow, callable by the TUI and the daemon alike; and a piece
+"""`legion.services.messaging` on a real SQLite bus, without the CLI around it: the rules `legion
+say`, `messages`, `events` and `task` follow, callable by the TUI and the daemon alike; and a piece
 of the SQLite bus working on its own over the one database."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from legion.bus.stored import SqliteBus
 from legion.bus.stored.tasks import StoredTasks
 from legion.config import Project
 from legion.errors import InputError, NotFoundError
-from legion.identity import Speaker
-from legion.messaging import events_asked_for, hand_over, known_channel, reading
+from legion.services.messaging import events_asked_for, hand_over, known_channel, reading
+from legion.sessions.identity import Speaker
 from legion.store.sqlite import SqliteStore
 
 HERE = Channel("app", "main")

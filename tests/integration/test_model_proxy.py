@@ -19,7 +19,6 @@ from typing import Any
 import httpx
 import pytest
 
-from legion.actionlog import ActionLog
 from legion.backends import open_backends
 from legion.config import load_project
 from legion.core.budget import Limits, Spent
@@ -31,6 +30,7 @@ from legion.proxy.questions import AskedQuestions
 from legion.proxy.server import ModelProxy, upstream_from
 from legion.relay.capabilities import Capabilities
 from legion.runtime.transcript import question_from_input
+from legion.store.actionlog import ActionLog
 from legion.store.sqlite import SqliteStore
 from tests.fakes.model_server import FakeModelServer, Scenario, ask_user_question, text
 

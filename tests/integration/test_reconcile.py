@@ -9,13 +9,13 @@ from typing import ClassVar
 
 import pytest
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core.model import Status
 from legion.errors import BackendError, BackendErrorKind, NotFoundError, StoreError
 from legion.reconcile import Reconciler, human_answer
 from legion.reconcile.answers import plain
+from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.trackers.local import LocalTracker
 from tests.support.cli import run_legion
 
@@ -175,7 +175,7 @@ def test_skills_install_in_both_scopes(project: Path, tmp_path: Path) -> None:
 def test_reconcile_does_not_wait_forever_for_a_pass_in_progress(project: Path) -> None:
     """Another process holds the reconcile lock: `legion reconcile` says whom it waits for,
     then gives up with one line naming the holder, and exit 1."""
-    from legion.locking import exclusive
+    from legion.files.locking import exclusive
 
     loaded = load_project(project)
     with exclusive(loaded.state_dir / "reconcile.lock"):

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.forges.github import GitHubForge
 from legion.reconcile import Outcome, Reconciler
+from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.trackers.linear.adapter import open_tracker
 from legion.trackers.linear.client import linear_client
 from tests.fakes.github_server import FakeGitHub

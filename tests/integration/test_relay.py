@@ -26,7 +26,6 @@ from typing import Any
 import httpx
 import pytest
 
-from legion.actionlog import ActionLog
 from legion.backends import TRACKER_OPENERS, Backends, open_backends, open_workers
 from legion.config import Project, load_project
 from legion.core.model import Label, Status
@@ -45,8 +44,9 @@ from legion.relay.capabilities import SETUP_MODE, Capabilities, setup_session
 from legion.relay.client import RelayClient, RelayForge, RelayTracker
 from legion.relay.server import RelayServer
 from legion.runtime.tmux import Window
-from legion.session_relay import session_ops
+from legion.services.session_ops import session_ops
 from legion.sessions.workers import WorkerManager
+from legion.store.actionlog import ActionLog
 from legion.store.sqlite import SqliteStore
 from legion.trackers.base import Issue, Tracker
 from tests.fakes.github_server import FakeGitHub

@@ -27,13 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from legion.actionlog import ActionLog
 from legion.config import load_project
 from legion.core import egress
 from legion.proxy.egress import EgressProxy, counting, refusal_counts
 from legion.relay.capabilities import Capabilities
 from legion.sandbox import Access, Confinement, bridge, empty_file, legion_install, wrap
 from legion.store import open_store
+from legion.store.actionlog import ActionLog
 from tests.support.cli import LegionRunner
 from tests.support.package_index import npm_registry, serve, simple_index
 from tests.support.sandbox import require_sandbox

@@ -1,4 +1,4 @@
-"""A session's bus and records through the relay (`legion.session_relay`): the real `legion`
+"""A session's bus and records through the relay (`legion.services.session_ops`): the real `legion`
 CLI as a confined worker runs it (a capability and the socket in its environment, and Legion's
 state out of sight), against a relay server in this process with the daemon's operations.
 
@@ -29,7 +29,7 @@ from legion.relay.client import fetch_wake_up
 from legion.relay.server import RelayServer
 from legion.runtime.claude.tasks import task_dir
 from legion.runtime.homes import session_home
-from legion.session_relay import session_ops
+from legion.services.session_ops import session_ops
 from legion.sessions.registry import Registry
 from tests.support.cli import Result, run_legion
 
@@ -304,10 +304,10 @@ def test_the_daemon_reads_no_file_a_controllers_command_names(scene: Scene) -> N
     reads the file (here: relative to its own folder, where the daemon, running in the
     project's root, would have found the victim), and a request that still names a file is
     refused, in one line, and logged."""
-    from legion.actionlog import ActionLog
     from legion.errors import LegionError
     from legion.relay.client import RelayClient
-    from legion.session_relay import run_in_daemon
+    from legion.services.session_ops import run_in_daemon
+    from legion.store.actionlog import ActionLog
 
     token = Capabilities(scene.backends.db).mint(None, mode="controller", session_id=CONTROLLER_SID)
     as_controller = {CAPABILITY_ENV: token, "LEGION_SESSION_ID": ""}
@@ -369,7 +369,7 @@ def test_the_daemon_refuses_to_follow_events_for_a_session_and_caps_its_commands
     from legion.relay.client import RelayClient
     from legion.relay.protocol import VERSION
     from legion.relay.server import MAX_COMMANDS_AT_ONCE, Deferred, RelayExecutor
-    from legion.session_relay import run_in_daemon
+    from legion.services.session_ops import run_in_daemon
 
     token = Capabilities(scene.backends.db).mint(None, mode="controller", session_id=CONTROLLER_SID)
     client = RelayClient(scene.socket, token, wait=0.5)

@@ -15,7 +15,6 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus import postgres_schema as bus_schema
 from legion.bus.stored import PostgresBus, SqliteBus
 from legion.core.model import Mode
@@ -29,6 +28,7 @@ from legion.proxy.questions import AskedQuestions
 from legion.relay.capabilities import Capabilities
 from legion.sessions.registry import Registry
 from legion.store import Store
+from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.store.postgres import PostgresStore, pg_sql, where
 from legion.store.postgres_schema import MIGRATIONS as PG_MIGRATIONS
 from legion.store.sqlite import SqliteStore

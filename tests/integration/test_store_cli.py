@@ -13,7 +13,7 @@ from pathlib import Path
 from legion.config import load_project
 from legion.core.liveness import SessionState
 from legion.core.model import Mode
-from legion.fleet import Fleet
+from legion.fleet.hosts import Fleet
 from legion.sessions.placement import HostSessions
 from legion.sessions.registry import Registry
 from legion.store import open_store

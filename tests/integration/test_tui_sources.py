@@ -122,12 +122,12 @@ def test_the_action_log_and_a_peek_without_a_window(project: Path, legion: Legio
 def test_the_log_holds_the_projects_agents_events_among_its_actions(
     project: Path, legion: LegionRunner, tmp_path: Path
 ) -> None:
-    from legion.actionlog import ActionLog, OutcomeKind
     from legion.backends import open_backends
     from legion.bus import bus_path
     from legion.bus.model import EventKind
     from legion.bus.sessions import register_session
     from legion.config import load_project
+    from legion.store.actionlog import ActionLog, OutcomeKind
 
     assert legion("issue", "create", "Add a flag").returncode == 0
     loaded = load_project(project)

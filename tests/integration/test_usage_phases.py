@@ -53,8 +53,8 @@ def test_each_phase_gets_the_tokens_of_its_own_time(legion: LegionRunner, projec
 def test_a_spent_budget_starts_no_worker_and_asks_a_human_whose_answer_allows_one_more(
     legion: LegionRunner, project: Path
 ) -> None:
-    from legion.actionlog import ActionLog
     from legion.reconcile import BUDGET_HEADING, Reconciler
+    from legion.store.actionlog import ActionLog
 
     legion("issue", "create", "Expensive")
     loaded = load_project(project, flags={"token_budget": 2000})
@@ -153,10 +153,10 @@ def test_a_spent_budget_keeps_the_labels_that_say_which_worker_is_due(
 ) -> None:
     """Retro + worker-done with the budget spent: the finisher is due. Legion asks before it
     clears anything, so the answer starts the finisher, not the retro again (issue 24, 20)."""
-    from legion.actionlog import ActionLog
     from legion.core.decide import Observation, due_after_answer
     from legion.core.model import Label, Status
     from legion.reconcile import BUDGET_HEADING, Reconciler, legion_asked
+    from legion.store.actionlog import ActionLog
 
     legion("issue", "create", "Finishing", "--status", "Retro", "--label", "worker-done")
     loaded = load_project(project, flags={"token_budget": 2000})

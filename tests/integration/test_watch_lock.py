@@ -1,5 +1,5 @@
-"""Who delivers when no daemon runs (`legion.watch`), on a real project, bus and lock files: a
-watcher that is not the daemon never acts beside a daemon, even one that started while it
+"""Who delivers when no daemon runs (`legion.services.agent_watch`), on a real project, bus and lock
+files: a watcher that is not the daemon never acts beside a daemon, even one that started while it
 waited for the project's watch lock."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from legion.bus.sessions import project_channel_name, register_session
 from legion.bus.stored import SqliteBus
 from legion.config import load_project
 from legion.daemon_link import pid_file, running_pid
-from legion.watch import deliver_now, watch_lock
+from legion.services.agent_watch import deliver_now, watch_lock
 
 
 def test_a_watcher_leaves_the_delivery_to_a_daemon_that_started_while_it_waited(

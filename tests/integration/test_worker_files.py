@@ -1,5 +1,5 @@
-"""`legion.worker_files`: what a worker plants in a tree it can write (a link, a fifo, a device,
-a huge file) is refused or capped, on real files, links and fifos."""
+"""`legion.files.worker_written`: what a worker plants in a tree it can write (a link, a fifo, a
+device, a huge file) is refused or capped, on real files, links and fifos."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from legion.worker_files import (
+from legion.files.worker_written import (
     RefusedFile,
     read_regular,
     read_text,
@@ -235,7 +235,7 @@ def test_links_planted_at_the_inbox_lock_and_the_inbox_leave_their_targets_alone
 def test_write_private_replaces_a_planted_link_instead_of_writing_through_it(
     tmp_path: Path, victim: Path
 ) -> None:
-    from legion.statefiles import write_private
+    from legion.files.private import write_private
 
     folder = tmp_path / "state" / "sessions" / "sid"
     folder.mkdir(parents=True)

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from legion.actionlog import ActionLog
 from legion.core.model import Mode
 from legion.daemon.checkpoint_step import WorkspaceCheckpoints
 from legion.runtime.transcript import TranscriptSummary, Turn
 from legion.sessions.registry import WorkerRecord
+from legion.store.actionlog import ActionLog
 from legion.store.sqlite import SqliteStore
 from legion.workspaces.git_worktree import GitWorktrees
 from legion.workspaces.issue_repo import bring_home

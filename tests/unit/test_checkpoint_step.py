@@ -9,11 +9,11 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from legion.actionlog import ActionLog
 from legion.core.model import Mode
 from legion.daemon.checkpoint_step import WorkspaceCheckpoints
 from legion.runtime.transcript import TranscriptSummary, Turn
 from legion.sessions.registry import WorkerRecord
+from legion.store.actionlog import ActionLog
 from legion.store.sqlite import SqliteStore
 from legion.workspaces import checkpoint
 from legion.workspaces.git_worktree import GitWorktrees

@@ -14,7 +14,7 @@ from legion.core.decide import Observation, decide
 from legion.core.model import ChecksState, Label, ReviewOutcome, Status, combine_checks
 from legion.forges.base import Check, PrState, PullRequest, Review
 from legion.forges.github.checks import FAILED_CONCLUSIONS, check_of, checks_line, checks_of
-from legion.state import IssueState, Snapshot
+from legion.reconcile.observe import IssueState, Snapshot
 from legion.trackers.base import Issue
 
 C = ChecksState
@@ -191,7 +191,7 @@ def test_state_says_the_checks_and_why_it_waits() -> None:
 
 
 def test_a_workers_prompt_names_each_failing_check_and_its_log_escaped() -> None:
-    from legion.prompts import failing_checks_text
+    from legion.sessions.prompts import failing_checks_text
 
     text = failing_checks_text(
         pr(

@@ -1,11 +1,11 @@
-"""Who a comment is from (`legion.identity.default_author`): a session never writes under a
+"""Who a comment is from (`legion.sessions.identity.default_author`): a session never writes under a
 person's name, whatever name its environment carries."""
 
 from __future__ import annotations
 
 import pytest
 
-from legion.identity import default_author
+from legion.sessions.identity import default_author
 
 
 def test_a_person_writes_under_their_name(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -89,11 +89,9 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset(
             {
                 "diagnostics",
-                "statefiles",
+                "files",
                 "trust",
-                "worker_files",
                 "git",
-                "locking",
                 "config",
                 "store",
                 "graphql_client",
@@ -107,45 +105,12 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "adapters and stores",
         frozenset(
-            {
-                "trackers",
-                "forges",
-                "github",
-                "workspaces",
-                "bus",
-                "relay",
-                "runtime",
-                "actionlog",
-                "pause",
-                "fleet",
-                "fence",
-            }
+            {"trackers", "forges", "github", "workspaces", "bus", "relay", "runtime", "fleet"}
         ),
     ),
     (
         "services",
-        frozenset(
-            {
-                "backends",
-                "identity",
-                "state",
-                "judgments",
-                "prompts",
-                "feedback",
-                "sessions",
-                "dispatch",
-                "completion",
-                "reconcile",
-                "watch",
-                "status",
-                "start_plan",
-                "projects",
-                "messaging",
-                "agent_control",
-                "proxy",
-                "session_relay",
-            }
-        ),
+        frozenset({"backends", "sessions", "reconcile", "proxy", "services"}),
     ),
     ("shells", frozenset({"daemon", "tui", "demo", "skills", "cli", "__main__"})),
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from legion.errors import ConflictError
-from legion.locking import exclusive
+from legion.files.locking import exclusive
 
 
 def test_a_held_lock_makes_the_waiter_give_up_naming_the_holder(tmp_path: Path) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, cast
 
-from legion.actionlog import OutcomeKind
 from legion.core.liveness import SessionState
 from legion.core.model import Mode
 from legion.reconcile.context import PassContext
 from legion.reconcile.starts import Starts
+from legion.store.actionlog import OutcomeKind
 
 
 def _view(mode: Mode, state: SessionState) -> Any:

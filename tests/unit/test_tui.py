@@ -17,7 +17,6 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
-from legion.agent_control import Killed, kill_with
 from legion.bus import Bus, actions
 from legion.bus.model import (
     Agent,
@@ -32,8 +31,9 @@ from legion.bus.stored import SqliteBus
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import ConflictError
-from legion.messaging import HandOver
 from legion.runtime.tmux import Attach
+from legion.services.agent_control import Killed, kill_with
+from legion.services.messaging import HandOver
 from legion.tui.app import LegionApp
 from legion.tui.chat import ChatInput, MessageLog
 from legion.tui.present import KEYS, AgentRow, ArchivedHeader, ChannelRow, Row

@@ -8,11 +8,11 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legion import prompts
 from legion.core.model import Mode
 from legion.core.untrusted import MEMBER, Authored, fenced, token_for
 from legion.forges.base import PrState, PullRequest, Review
 from legion.forges.github.reviews import review_comment, reviews_of
+from legion.sessions import prompts
 
 
 @given(texts=st.lists(st.text(max_size=60), min_size=1, max_size=4), seed=st.integers(0, 50))

@@ -151,7 +151,7 @@ def newest_plan(workspace: Path) -> Plan | None:
     """The most recently changed `docs/plans/*.md` of the workspace, if any. The workspace is
     the worker's (the daemon reads this for it): a link there is never followed, only a
     regular file is read, and only its first `PLAN_BYTES`; a refused file is named, not read."""
-    from legion.worker_files import read_regular, regular_files
+    from legion.files.worker_written import read_regular, regular_files
 
     plans = [
         (entry.stat.st_mtime, entry.path)

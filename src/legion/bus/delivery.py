@@ -1,5 +1,5 @@
 """Message delivery's state machine: each pending delivery is handed to its addressee's session
-once, whoever watches the project (`legion.watch` wires it to the sessions).
+once, whoever watches the project (`legion.services.agent_watch` wires it to the sessions).
 
 A delivery's states, kept on the bus:
 
@@ -80,8 +80,8 @@ class SessionAt:
 
 
 class SessionDoor(Protocol):
-    """How delivery reaches the sessions; the shell (`legion.watch`) opens it with tmux and the
-    agent runtimes."""
+    """How delivery reaches the sessions; the shell (`legion.services.agent_watch`) opens it with
+    tmux and the agent runtimes."""
 
     def look(self, agent: Agent) -> SessionAt:
         """The agent's session, as the watcher's look saw it."""
@@ -264,7 +264,7 @@ class Delivery:
 
 def seen_in(transcript: Path, item: PendingDelivery) -> bool:
     """Whether the session's transcript holds the message's id: a prompt with it was taken."""
-    from legion.worker_files import read_transcript
+    from legion.files.worker_written import read_transcript
 
     try:  # the session's file: no link followed, at most its last WHOLE_BYTES
         return item.message.id.encode() in read_transcript(transcript)

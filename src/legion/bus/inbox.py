@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from legion.locking import exclusive_folder
-from legion.statefiles import private_folder
-from legion.worker_files import read_regular, replace_file
+from legion.files.locking import exclusive_folder
+from legion.files.private import private_folder
+from legion.files.worker_written import read_regular, replace_file
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -150,7 +150,7 @@ def update_inbox(path: Path, change: Callable[[Inbox], tuple[T, Inbox | None]]) 
     The inbox's folder (`sessions/<id>/`) is the session's to write, and the daemon reads and
     writes it too: the lock is the folder's own (no lock file a link could stand in for), the
     file is read only as a regular file reached through no link, and written as a new file
-    renamed over the name (`legion.worker_files`). A refused file is an InboxError."""
+    renamed over the name (`legion.files.worker_written`). A refused file is an InboxError."""
     folder = private_folder(path.parent)  # Legion's; the session cannot replace it
     with exclusive_folder(folder, timeout=LOCK_TIMEOUT_S):
         try:

@@ -11,7 +11,7 @@ both call, each translating from and to its own CLI.
   back: its wake-up context, assembled fresh from the bus, else the one kept.
 
 A session given the relay gets its wake-up context from the daemon, which assembles it with this
-same code (`legion.session_relay`): a confined session sees no bus.
+same code (`legion.services.session_ops`): a confined session sees no bus.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def compacting(session: HookedSession, *, trigger: str) -> None:
     read then)."""
     text = current_context(session, why="compact", compaction=trigger)
     if text is not None and session.context is not None:
-        from legion.statefiles import write_private
+        from legion.files.private import write_private
 
         write_private(session.context, text)
 

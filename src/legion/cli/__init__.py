@@ -91,14 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _in_daemon(args: list[str]) -> int | None:
     """In a session Legion gave the relay, a command that needs the tmux server, the bus or
-    the project's database is run by the daemon (`legion.session_relay.DAEMON_COMMANDS`: a
+    the project's database is run by the daemon (`legion.services.session_ops.DAEMON_COMMANDS`: a
     confined session sees none of them; the daemon refuses a worker): its exit code, after
     printing what it printed. None: run here."""
     from legion.relay import RUN_BY_DAEMON_ENV, session_has_relay
 
     if not session_has_relay(os.environ) or os.environ.get(RUN_BY_DAEMON_ENV):
         return None
-    from legion.session_relay import (
+    from legion.services.session_ops import (
         DAEMON_COMMANDS,
         FOLLOW_REFUSAL,
         command_index,

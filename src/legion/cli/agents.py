@@ -44,7 +44,7 @@ def agents(
 
     A project's daemon keeps its agents' statuses true; for a project no daemon runs for, the
     sessions are looked at now (tmux and the transcripts)."""
-    from legion.watch import observe_all
+    from legion.services.agent_watch import observe_all
 
     bus = bus_common.open_bus()
     observe_all(bus, os.environ)
@@ -85,7 +85,7 @@ def kill(
 ) -> None:
     """End an agent's session (@legion and the human only). The swarm may start the issue's
     worker again: the tracker decides; move the issue to stop its work for good."""
-    from legion.agent_control import kill as kill_agent
+    from legion.services.agent_control import kill as kill_agent
 
     bus = bus_common.open_bus()
     speaker = bus_common.speaker_of(ctx, bus)
@@ -122,7 +122,7 @@ def attach(
         )
     attach_with = _worker_attach(ctx, name)
     if attach_with is None:
-        from legion.agent_control import attach_command
+        from legion.services.agent_control import attach_command
 
         bus = bus_common.open_bus()
         try:

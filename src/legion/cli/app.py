@@ -37,7 +37,7 @@ from legion.cli import (
 )
 from legion.config import CONFIG_DIR_NAME, SPECS, Project
 from legion.errors import InputError, LegionError
-from legion.projects import init_project, pickup_line
+from legion.services.projects import init_project, pickup_line
 
 # `legion --help` lists the commands in these sections, in this order (as gh does); a test
 # checks every command is in exactly one. A command added without a section is listed under
@@ -466,7 +466,7 @@ def state(
 
     from legion.backends import open_workers
     from legion.core.text import for_display
-    from legion.state import observe
+    from legion.reconcile.observe import observe
 
     project, backends = common.backends(ctx)
     snapshot = observe(
@@ -625,7 +625,6 @@ def config_set(
     A repository's config that sets what Legion runs (`legion trust` lists those settings) is
     read only once you trust it again: any change to it undoes `legion trust`. Not from inside
     a Legion session."""
-    from legion import identity
     from legion.config import (
         CONFIG_DIR_NAME,
         CONFIG_FILE_NAME,
@@ -639,6 +638,7 @@ def config_set(
         widening_keys,
         write_config_value,
     )
+    from legion.sessions import identity
 
     identity.require_person("change Legion's settings")
     spec = check_config_key(key, repo=not user)

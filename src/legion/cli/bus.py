@@ -11,19 +11,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from legion import identity
 from legion.cli import bus_common, common
 from legion.cli.bus_common import DEFAULT_LAST, FOLLOW_POLL_S, ChannelOption
 from legion.core.stamps import utc_stamp
 from legion.core.text import for_display
+from legion.sessions import identity
 
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
     from legion.bus import Bus
     from legion.bus.model import Channel, Message, Posted
-    from legion.completion import Completion
     from legion.config import Project
-    from legion.messaging import Reading
-    from legion.session_relay import RelayedReading
+    from legion.services.messaging import Reading
+    from legion.services.mode_completion import Completion
+    from legion.services.session_ops import RelayedReading
     from legion.trackers.base import Tracker
 
 
@@ -74,9 +74,9 @@ def say(
     chosen_id = clean_message_id(message_id) if message_id is not None else None
     client = bus_common.session_client()
     if client is not None:
-        from legion import session_relay
+        from legion.services import session_ops
 
-        relayed = session_relay.say(client, body, channel=wanted, message_id=chosen_id)
+        relayed = session_ops.say(client, body, channel=wanted, message_id=chosen_id)
         _report(relayed.posted, relayed.delivery, as_json)
         return
     from legion.bus import actions
@@ -93,7 +93,7 @@ def say(
 def _report_posted(
     ctx: typer.Context, bus: Bus, posted: Posted, as_json: bool, verb: str = "posted"
 ) -> None:
-    from legion.messaging import hand_over
+    from legion.services.messaging import hand_over
 
     delivery = hand_over(bus, posted, os.environ, lambda: common.project(ctx))
     _report(posted, {address: how.value for address, how in delivery.items()}, as_json, verb)
@@ -101,7 +101,7 @@ def _report_posted(
 
 def _report(posted: Posted, delivery: dict[str, str], as_json: bool, verb: str = "posted") -> None:
     """What a post did, and what became of it for each addressee with a session (by the
-    values of `legion.messaging.HandOver`)."""
+    values of `legion.services.messaging.HandOver`)."""
     message = posted.message
     wakes = [agent.address for agent in posted.recipients]
     if as_json:
@@ -114,7 +114,7 @@ def _report(posted: Posted, delivery: dict[str, str], as_json: bool, verb: str =
             }
         )
         return
-    from legion.messaging import hand_over_said, wakes_said
+    from legion.services.messaging import hand_over_said, wakes_said
 
     verb = verb if posted.created else f"already {verb}"
     where = f"#{message.seq} in {message.channel} (id {message.id})"
@@ -156,9 +156,9 @@ def ask(
     about_id = clean_message_id(about) if about is not None else None
     client = bus_common.session_client()
     if client is not None:
-        from legion import session_relay
+        from legion.services import session_ops
 
-        relayed = session_relay.ask(client, body, about=about_id, message_id=chosen_id)
+        relayed = session_ops.ask(client, body, about=about_id, message_id=chosen_id)
         _report(relayed.posted, relayed.delivery, as_json, "asked")
         return
     bus = bus_common.open_bus()
@@ -192,9 +192,9 @@ def reply(
     chosen_id = clean_message_id(message_id) if message_id is not None else None
     client = bus_common.session_client()
     if client is not None:
-        from legion import session_relay
+        from legion.services import session_ops
 
-        relayed = session_relay.reply(client, original, body, message_id=chosen_id)
+        relayed = session_ops.reply(client, original, body, message_id=chosen_id)
         _report(relayed.posted, relayed.delivery, as_json, "replied")
         return
     bus = bus_common.open_bus()
@@ -212,15 +212,15 @@ def complete(
 ) -> None:
     """Say your mode is done: a worker's issue gets `worker-done` (and loses `worker-active`),
     so Legion moves it on; the completion is posted in your channel. Your last command."""
-    from legion.completion import complete as complete_mode
-    from legion.identity import current
+    from legion.services.mode_completion import complete as complete_mode
+    from legion.sessions.identity import current
 
     text = None if summary is None else bus_common.read_text(summary)
     client = bus_common.session_client()
     if client is not None:
-        from legion import session_relay
+        from legion.services import session_ops
 
-        done: Completion | session_relay.Completed = session_relay.complete(client, text)
+        done: Completion | session_ops.Completed = session_ops.complete(client, text)
     else:
         bus = bus_common.open_bus()
         speaker = bus_common.speaker_of(ctx, bus)
@@ -276,13 +276,13 @@ def messages(
 
     What is shown that was addressed to you counts as read. With --follow --json, one JSON
     object per line."""
-    from legion.messaging import reading
+    from legion.services.messaging import reading
 
     wanted = bus_common.parse_channel(channel)
     client = bus_common.session_client()
     feed: Reading | RelayedReading
     if client is not None:
-        from legion.session_relay import RelayedReading
+        from legion.services.session_ops import RelayedReading
 
         feed = RelayedReading(client, wanted, unread)  # the daemon reads it, as this session
     else:

@@ -17,8 +17,8 @@ from legion.errors import InputError, NotPermittedError
 if TYPE_CHECKING:  # the bus is imported by its commands only: other commands start faster
     from legion.bus import Bus
     from legion.bus.model import Agent, Channel
-    from legion.identity import Speaker
     from legion.relay.client import RelayClient
+    from legion.sessions.identity import Speaker
 
 FOLLOW_POLL_S = common.FOLLOW_POLL_S  # how often `--follow` looks for new messages or events
 DEFAULT_LAST = 50
@@ -55,8 +55,8 @@ def session_client() -> RelayClient | None:
 
 
 def speaker_of(ctx: typer.Context, bus: Bus) -> Speaker:
-    """Who runs this command on the bus (`legion.identity.identify`)."""
-    from legion.identity import identify
+    """Who runs this command on the bus (`legion.sessions.identity.identify`)."""
+    from legion.sessions.identity import identify
 
     return identify(bus, os.environ, Path.cwd(), lambda: common.project(ctx))
 
@@ -70,7 +70,7 @@ def parse_channel(given: str | None) -> Channel | None:
 
 def known(ctx: typer.Context, bus: Bus, channel: Channel | None) -> Channel | None:
     """`channel`, refused when the bus knows no such project (`messaging.known_channel`)."""
-    from legion.messaging import known_channel
+    from legion.services.messaging import known_channel
 
     return known_channel(bus, channel, lambda: common.project(ctx))
 

@@ -182,7 +182,7 @@ def _pickup(project: Project) -> str:
     """What Legion will work on among the tracker's issues (the Backlog opt-in), or why that
     is unknown."""
     from legion.core.text import for_display
-    from legion.projects import pickup_line
+    from legion.services.projects import pickup_line
 
     try:
         return pickup_line(project)

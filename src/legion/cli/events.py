@@ -69,7 +69,7 @@ def events(
     every agent on the bus (all projects on this machine).
 
     With --follow --json, one JSON object per line."""
-    from legion.messaging import events_asked_for
+    from legion.services.messaging import events_asked_for
 
     kinds = events_asked_for(kind or [])
     bus = bus_common.open_bus()

@@ -17,7 +17,7 @@ def hosts(ctx: typer.Context, as_json: Annotated[bool, common.JsonOption] = Fals
     (no heartbeat for longer than `host_timeout`). On one machine with SQLite the fleet is this
     machine alone.
     """
-    from legion.fleet import Fleet
+    from legion.fleet.hosts import Fleet
 
     project, backends = common.backends(ctx)
     found, now = Fleet(backends.db).hosts(project.settings.host_timeout)
@@ -62,7 +62,7 @@ def drain(
 ) -> None:
     """Drain a host: it takes no new issue and finishes those it has; leading, it gives up the
     lead once no worker runs on it. A daemon started again on it undoes the drain."""
-    from legion.fleet import Fleet
+    from legion.fleet.hosts import Fleet
 
     _, backends = common.backends(ctx)
     Fleet(backends.db).drain(name, draining=not undo)

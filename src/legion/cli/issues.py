@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from legion import identity
 from legion.cli import common, render
 from legion.core.model import Status, normalize_identifier
 from legion.errors import InputError, LegionError, NotFoundError
+from legion.sessions import identity
 from legion.trackers.base import RECENT_COMMENTS, Issue
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def create(
 def _pickup(project: Project, tracker: Tracker, issue: Issue) -> str | None:
     """When Legion picks the new issue up; None for a session's own (its daemon runs) or when
     it cannot be told (said as such)."""
-    from legion.projects import issue_pickup_line
+    from legion.services.projects import issue_pickup_line
 
     if identity.current().in_session:
         return None
@@ -179,7 +179,7 @@ def _usage(project: Any, backends: Any, identifier: str) -> dict[str, Any]:
     from legion.backends import open_workers
 
     if backends.relay is not None:
-        from legion.session_relay import usage
+        from legion.services.session_ops import usage
 
         return usage(backends.relay, identifier)
 

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from legion import identity
 from legion.cli import common
 from legion.errors import InputError
+from legion.sessions import identity
 
 
 def escalate(
@@ -42,7 +42,7 @@ def escalate(
     from legion.cli import render
     from legion.core.liveness import SessionState
     from legion.core.model import Label
-    from legion.feedback import ask_human, escalation_comment
+    from legion.reconcile.humans import ask_human, escalation_comment
 
     why = common.read_text_arg(reason, reason_file, "the reason")
     project, backends = common.backends(ctx)

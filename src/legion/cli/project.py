@@ -79,7 +79,7 @@ def project_forget(
 
     Refused while its daemon runs, and inside a Legion session. Asks first on a terminal;
     elsewhere it needs --yes."""
-    from legion.projects import forget_project
+    from legion.services.projects import forget_project
 
     def confirm(project: KnownProject) -> bool:
         if yes:

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from legion import identity
 from legion.cli import common, render
 from legion.core.text import LOG_TAIL_BYTES, LOG_TAIL_LINES
 from legion.errors import InputError
+from legion.sessions import identity
 
 app = typer.Typer(
     help="Open, review and merge pull requests.",

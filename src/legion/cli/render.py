@@ -10,7 +10,7 @@ from legion.core.stamps import utc_stamp
 from legion.core.text import for_display
 from legion.core.usage import Usage, total
 from legion.forges.base import Check, PrChecks, PullRequest, Review
-from legion.state import Snapshot
+from legion.reconcile.observe import Snapshot
 from legion.trackers.base import Comment, Issue
 
 # Everything a tracker or a forge wrote (titles, bodies, comments, authors, labels, branch

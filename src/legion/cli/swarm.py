@@ -20,9 +20,9 @@ from legion.daemon_link import hosts_controller, running_pid, start_refusal
 from legion.errors import ConfigError, InputError, LegionError
 
 if TYPE_CHECKING:
+    from legion.services.start_plan import StartPlan
+    from legion.services.swarm_status import RunningSession, StatusReport
     from legion.sessions.workers import WorkerManager
-    from legion.start_plan import StartPlan
-    from legion.status import RunningSession, StatusReport
 
 
 def reconcile(
@@ -44,10 +44,10 @@ def reconcile(
 
     With a daemon running, a worker's question goes to the controller's Oracle first; without
     one, straight to a human. While dispatch is paused, says so (on stderr) and why."""
-    from legion.actionlog import ActionLog
     from legion.backends import open_workers
-    from legion.pause import DispatchPause
     from legion.reconcile import Reconciler
+    from legion.sessions.pause import DispatchPause
+    from legion.store.actionlog import ActionLog
 
     project, backends = common.backends(ctx)
     workers = open_workers(project, backends)
@@ -87,8 +87,8 @@ def log(
 ) -> None:
     """The action log: what Legion did, to which issue, and how it went (with --follow, then
     each new entry as it is written). With --follow --json, one JSON object per line."""
-    from legion.actionlog import ActionLog, Entry
     from legion.core.model import normalize_identifier
+    from legion.store.actionlog import ActionLog, Entry
 
     _, backends = common.backends(ctx)
     # An identifier that names no issue is bad input, not an empty log.
@@ -212,7 +212,7 @@ def feedback(
 
     Only an issue labelled user-input-needed is waiting for an answer; any other is refused.
     """
-    from legion.feedback import answer_from_person
+    from legion.reconcile.humans import answer_from_person
 
     project, backends = common.backends(ctx)
     updated, comment = answer_from_person(project, backends.tracker, issue, text)
@@ -243,7 +243,7 @@ def _preflight(project: Project) -> None:
 def _plan(project: Project) -> StartPlan:
     """What a daemon started now would start first, and the bounds on spending."""
     from legion.backends import open_backends, open_workers
-    from legion.start_plan import plan_start
+    from legion.services.start_plan import plan_start
 
     backends = open_backends(project)
     try:
@@ -377,7 +377,7 @@ def start(
     log_path = project.state_dir / "daemon.log"
     argv = [sys.executable, "-m", "legion", "--repo", str(project.root), "start", "--foreground"]
     argv += ["--mode", settings.controller_mode, "--tick", str(settings.tick), "--no-plan"]
-    from legion.statefiles import open_private_binary_append
+    from legion.files.private import open_private_binary_append
 
     with open_private_binary_append(log_path) as out:
         proc = subprocess.Popen(
@@ -477,7 +477,7 @@ def stop(
 
 def _running(project: Project, workers: WorkerManager) -> tuple[list[RunningSession], str | None]:
     """The sessions that run, or why that is unknown (tmux did not answer)."""
-    from legion.status import running_sessions
+    from legion.services.swarm_status import running_sessions
 
     try:
         return running_sessions(project, workers), None
@@ -487,8 +487,8 @@ def _running(project: Project, workers: WorkerManager) -> tuple[list[RunningSess
 
 def _hand_over(project: Project, pid: int | None) -> None:
     """In a fleet, the lease the stopped daemon kept for its sessions passes now that they are
-    closed (`legion.fleet.hand_over`)."""
-    from legion.fleet import hand_over
+    closed (`legion.fleet.hosts.hand_over`)."""
+    from legion.fleet.hosts import hand_over
 
     try:
         hand_over(project, pid)
@@ -501,7 +501,7 @@ def _close_and_mark(project: Project, close: Callable[[], bool]) -> bool:
     are read from the sessions (not running: failed, with who stopped them), not left busy.
     Whether there were sessions to close."""
     from legion.bus import open_bus
-    from legion.watch import close_and_mark
+    from legion.services.agent_watch import close_and_mark
 
     closed: list[bool] = []
 
@@ -528,7 +528,7 @@ def status(
     """The daemon, the controller, the workers, WIP, whether dispatch is paused, the judgment
     queue, and the last actions."""
     from legion.backends import open_workers
-    from legion.status import read_status
+    from legion.services.swarm_status import read_status
 
     project, backends = common.backends(ctx)
     report = read_status(project, backends, open_workers(project, backends))
@@ -565,7 +565,7 @@ def _print_status(report: StatusReport) -> None:
         typer.echo(
             f"WIP:        {code} code worker(s) of {'unlimited' if limit is None else limit}"
         )
-    from legion.status import shown_state
+    from legion.services.swarm_status import shown_state
 
     for view in report.workers or []:
         phases = report.usage.get(view.record.issue)

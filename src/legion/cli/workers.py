@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from legion import identity
 from legion.backends import open_workers
 from legion.cli import common
 from legion.core.model import Mode
 from legion.core.text import for_display
 from legion.errors import InputError, NotFoundError
+from legion.sessions import identity
 
 if TYPE_CHECKING:
     from legion.core.task_list import TaskList
@@ -35,7 +35,7 @@ def dispatch(
 ) -> None:
     """Start a worker for an issue in its workspace (refused if one is already live, or if
     the issue is blocked by one that is not Done, unless --force)."""
-    from legion.dispatch import start_worker
+    from legion.services.dispatch import start_worker
 
     parsed = Mode.parse(mode)
     project, backends = common.backends(ctx)
@@ -129,8 +129,8 @@ def workers(
     from rich.table import Table
 
     from legion.daemon_link import running_pid
-    from legion.fleet import host_name
-    from legion.status import shown_state
+    from legion.fleet.hosts import host_name
+    from legion.services.swarm_status import shown_state
     from legion.store import is_postgres
 
     # In a fleet, which host runs each (another host's as it last reported them).

@@ -6,7 +6,8 @@ expires, all times by the store's clock (never a host's). The leader runs the co
 reconciler's passes; the others keep their heartbeat and wait to lead. A lease is taken when
 nobody holds it or it expired, renewed by its holder before it expires, and given up by a
 draining host. Each change of holder raises the epoch, so a write made under an old epoch (a
-leader paused past its lease, or cut off) is known for what it is and refused (`legion.fleet`).
+leader paused past its lease, or cut off) is known for what it is and refused
+(`legion.fleet.hosts`).
 """
 
 from __future__ import annotations

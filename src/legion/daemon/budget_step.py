@@ -14,11 +14,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.budget import Spent
 from legion.proxy.ledger import Spender
 from legion.reconcile.starts import ask_about_budget
 from legion.sessions.workers import WorkerManager
+from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.trackers.base import Tracker
 
 from .steps import DONE, StepResult

@@ -1,19 +1,20 @@
-"""The daemon's bus steps: agents' statuses, then message delivery (both `legion.watch`'s),
-on one long-lived connection to the bus that a replaced or failing bus file never breaks."""
+"""The daemon's bus steps: agents' statuses, then message delivery (both
+`legion.services.agent_watch`'s), on one long-lived connection to the bus that a replaced or failing
+bus file never breaks."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus import Bus, bus_where, open_bus
 from legion.bus.model import EventKind
 from legion.config import Project
 from legion.core.stamps import instant
 from legion.errors import StoreError
+from legion.services.agent_watch import Watcher, watch_lock
 from legion.sessions.workers import WorkerManager
-from legion.watch import Watcher, watch_lock
+from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .steps import DONE, StepResult, log_failure
 
@@ -99,7 +100,7 @@ class BusSteps:
 
     @property
     def watcher(self) -> Watcher:
-        """The project's statuses and deliveries (`legion.watch`), on one look at the
+        """The project's statuses and deliveries (`legion.services.agent_watch`), on one look at the
         sessions per tick, shared by both steps (a new one each tick)."""
         if self._watcher is None:
             workers = self.workers

@@ -14,12 +14,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.errors import LegionError
+from legion.files.worker_written import transcript_stat
 from legion.runtime.transcript import Turn
 from legion.sessions.registry import WorkerRecord
 from legion.sessions.workers import WorkerManager
-from legion.worker_files import transcript_stat
+from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.workspaces import checkpoint
 
 from .steps import DONE, StepResult

@@ -13,7 +13,6 @@ import hashlib
 import time
 from pathlib import Path
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus.model import AgentStatus
 from legion.config import Project
 from legion.core.ids import controller_session_id
@@ -29,10 +28,8 @@ from legion.core.liveness import (
 )
 from legion.diagnostics.faults import fault_point
 from legion.errors import LegionError
-from legion.judgments import Judgment, JudgmentQueue, wake_reason
-from legion.pause import DispatchPause
-from legion.prompts import controller_prompt
 from legion.reconcile import START_FAILURES
+from legion.reconcile.judgments import Judgment, JudgmentQueue, wake_reason
 from legion.reconcile.starts import (
     CREDENTIAL_HINT,
     count_failed_start,
@@ -45,8 +42,11 @@ from legion.sessions.observer import (
     controller_state_of,
     observe_controller,
 )
+from legion.sessions.pause import DispatchPause
 from legion.sessions.prompting import transcript_size
+from legion.sessions.prompts import controller_prompt
 from legion.sessions.workers import WorkerManager
+from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .steps import DONE, StepResult, log_failure
 

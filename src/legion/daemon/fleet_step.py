@@ -1,4 +1,4 @@
-"""This daemon's place in the fleet (`legion.fleet`): its heartbeat, and the leader lease.
+"""This daemon's place in the fleet (`legion.fleet.hosts`): its heartbeat, and the leader lease.
 
 Every session of a project runs on its leader's host (the controller and the workers): a
 follower is a standby. A thread of its own writes the heartbeat and takes or renews the lease
@@ -18,12 +18,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.config import Project
 from legion.core.fleet import Lease
 from legion.errors import LegionError, StoreUnreachableError
-from legion.fleet import FencedStore, Fleet, this_host
+from legion.fleet.hosts import FencedStore, Fleet, this_host
 from legion.store import is_postgres, open_store
+from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .steps import DONE, StepResult
 
@@ -53,7 +53,7 @@ class FleetMembership:
         self.stop_sessions = stop_sessions
         self.sessions_running = sessions_running
         # Told the lease's end by this machine's clock at each change (None: no lease): the
-        # fence (`legion.fence`), which closes the sessions if the daemon dies.
+        # fence (`legion.fleet.fence`), which closes the sessions if the daemon dies.
         self.on_lease: Callable[[float | None], object] = lambda ends: None
         # In a fleet (a PostgreSQL store) another host may start these sessions; on one
         # machine nobody else can.

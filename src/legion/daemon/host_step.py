@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import time
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.fleet import hosted_state
 from legion.core.liveness import SessionState
 from legion.errors import LegionError
-from legion.fleet import Fleet
+from legion.fleet.hosts import Fleet
 from legion.sessions.observer import CONTROLLER_WINDOW
 from legion.sessions.placement import (
     ANSWER,
@@ -29,6 +28,7 @@ from legion.sessions.placement import (
     Seen,
 )
 from legion.sessions.workers import WorkerManager
+from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.workspaces.setup import SetupPendingError
 from legion.workspaces.sweep import sweep_done
 

@@ -15,17 +15,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label
 from legion.core.stamps import instant, stamp_at
 from legion.errors import LegionError
-from legion.feedback import ask_human
 from legion.git import GitPlace
 from legion.proxy.ledger import UsageLedger
 from legion.reconcile.answers import idle_question
+from legion.reconcile.humans import ask_human
 from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
+from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.trackers.base import RECENT_COMMENTS, Tracker
 from legion.workspaces.activity import last_change
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.backends import Backends, open_backends, open_workers
 from legion.bus import bus_store
 from legion.bus.sessions import project_channel_name
@@ -34,10 +33,9 @@ from legion.daemon_link import (
 )
 from legion.diagnostics.tracing import mark, span
 from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachableError
-from legion.fence import FenceProcess
-from legion.fleet import FencedStore, host_name
-from legion.judgments import JudgmentQueue
-from legion.pause import DispatchPause
+from legion.files.private import open_private, private_folder, touch_private, write_private
+from legion.fleet.fence import FenceProcess
+from legion.fleet.hosts import FencedStore, host_name
 from legion.plugins import CLAUDE_CODE, CODEX
 from legion.proxy import (
     EGRESS_SOCKET_NAME,
@@ -50,13 +48,15 @@ from legion.proxy.egress import EgressProxy
 from legion.proxy.ledger import Spender
 from legion.proxy.server import ModelProxy, codex_upstream_from, upstream_from
 from legion.reconcile import Reconciler
+from legion.reconcile.judgments import JudgmentQueue
 from legion.relay import socket_path
 from legion.relay.server import RelayServer, relay_server
+from legion.sessions.pause import DispatchPause
 from legion.sessions.placement import wake_name
 from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
-from legion.statefiles import open_private, private_folder, touch_private, write_private
 from legion.store import Store, open_store
+from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .budget_step import BudgetStop
 from .bus_listener import BusListener
@@ -106,7 +106,7 @@ class Daemon:
         self.config = config
         self.env = dict(env)
         # Its own calls go straight to the backends: it holds the credentials. Its store is
-        # fenced by the leader lease while it leads (`legion.fleet`).
+        # fenced by the leader lease while it leads (`legion.fleet.hosts`).
         self.fenced = FencedStore(open_store(project), host_name(project.settings))
         self.backends: Backends = open_backends(project, direct=True, store=self.fenced)
         self.workers: WorkerManager = open_workers(project, self.backends, self.env)
@@ -391,7 +391,7 @@ class Daemon:
 
     def _start_fence(self) -> FenceProcess | None:
         """In a fleet, the fence that closes this host's sessions if the daemon dies while it
-        leads (`legion.fence`); on one machine, none."""
+        leads (`legion.fleet.fence`); on one machine, none."""
         if not self.membership.in_fleet:
             return None
         windows = self.workers.windows
@@ -414,7 +414,7 @@ class Daemon:
         """The relay socket, which every session it starts sends its tracker and forge calls
         to (the embedded backends' too); the daemon holds the project's lock, so a socket left
         by a killed daemon is replaced."""
-        from legion.session_relay import session_ops
+        from legion.services.session_ops import session_ops
 
         project = self.project
         fenced = self.fenced

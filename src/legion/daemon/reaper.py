@@ -7,13 +7,13 @@ import hashlib
 import time
 from datetime import datetime
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus.model import AgentStatus
 from legion.core.liveness import ScreenSeen, SessionState, screen_seen, worker_stuck
-from legion.pause import DispatchPause
 from legion.reconcile.starts import CREDENTIAL_HINT, hold_unreachable, log_record
+from legion.sessions.pause import DispatchPause
 from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
+from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .steps import DONE, StepResult
 

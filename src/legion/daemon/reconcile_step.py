@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from legion.pause import DispatchPause
 from legion.reconcile import Reconciler
+from legion.sessions.pause import DispatchPause
 
 from .steps import DONE, StepResult
 

@@ -5,10 +5,10 @@ a worker that died as it started toward the dispatch pause, as a waiting pass wo
 
 from __future__ import annotations
 
-from legion.actionlog import ActionLog
-from legion.pause import DispatchPause
 from legion.reconcile.starts import log_record, settle_starts
+from legion.sessions.pause import DispatchPause
 from legion.sessions.workers import WorkerManager
+from legion.store.actionlog import ActionLog
 
 from .steps import DONE, StepResult
 

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.errors import LegionError
+from legion.store.actionlog import ActionLog, OutcomeKind
 
 
 @dataclass(frozen=True)

@@ -245,7 +245,7 @@ def _fences_and_tmux(host: Host, how: int) -> None:
         if not entry.name.isdigit():
             continue
         args = process_args(int(entry.name))
-        if args is not None and "legion.fence" in args and str(host.socket) in args:
+        if args is not None and "legion.fleet.fence" in args and str(host.socket) in args:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(entry.name), how)
     subprocess.run(
@@ -262,7 +262,7 @@ def _run(
     started: float,
     say: Callable[[str], None],
 ) -> FleetDemoResult:
-    from legion.fleet import Fleet
+    from legion.fleet.hosts import Fleet
     from legion.sessions.registry import Registry
 
     tracker, registry = backends.tracker, Registry(backends.db)

@@ -32,7 +32,6 @@ from legion.core.model import Label, Status
 from legion.errors import LegionError, ToolMissingError
 from legion.git import run_git
 from legion.plugins import CLAUDE_CODE, CODEX
-from legion.projects import init_project
 from legion.runtime.claude import binary as claude_bin
 from legion.runtime.claude.binary import ClaudeBinary
 from legion.runtime.claude.settings import ClaudeSettings
@@ -40,6 +39,7 @@ from legion.runtime.codex import binary as codex_bin
 from legion.runtime.codex.settings import CodexSettings
 from legion.runtime.npm_pin import Binary
 from legion.sandbox import reported
+from legion.services.projects import init_project
 
 if TYPE_CHECKING:
     from legion.demo.model_server import FakeModelServer, RecordedRequest
@@ -298,8 +298,8 @@ def _save_screens(
 ) -> dict[str, Path]:
     """The last screen of each worker that failed to start, saved before the demo's tmux server
     goes (with it, `legion peek`): issue -> file."""
-    from legion.actionlog import ActionLog
     from legion.backends import open_workers
+    from legion.store.actionlog import ActionLog
 
     workers = open_workers(project, backends, env)
     failed = {
@@ -348,7 +348,7 @@ def _retire_stopped(
     worker whose issue is Done ended its mode (complete); one stopped mid-work, and the
     controller, are not running (stopped, "the demo ended"); none is left busy."""
     from legion.bus import open_bus
-    from legion.watch import observe
+    from legion.services.agent_watch import observe
 
     try:
         done = {i.identifier for i in backends.tracker.list_issues() if i.status is Status.DONE}

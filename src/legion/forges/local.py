@@ -30,6 +30,7 @@ from legion.errors import (
     NotFoundError,
     TamperedWorkspaceError,
 )
+from legion.files.locking import exclusive
 from legion.forges.base import PrChecks, PrState, PullRequest, Review
 from legion.forges.reviewed import reviewed_refusal
 from legion.git import (
@@ -41,7 +42,6 @@ from legion.git import (
     worktree_for_branch,
     worktree_place,
 )
-from legion.locking import exclusive
 from legion.store import Connection, Row, Store, is_postgres, now
 from legion.workspaces import issue_repo
 

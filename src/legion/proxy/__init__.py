@@ -73,7 +73,7 @@ def access(url: str, credentials: Iterable[str], socket: str | None = None) -> P
 
 
 def write_access(state_dir: Path, found: ProxyAccess) -> None:
-    from legion.statefiles import write_private
+    from legion.files.private import write_private
 
     record = {"url": found.url, "credentials": sorted(found.credentials), "socket": found.socket}
     write_private(state_dir / ACCESS_FILE, json.dumps(record) + "\n")

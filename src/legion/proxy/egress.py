@@ -522,7 +522,7 @@ def counting(open_db: Callable[[], Store]) -> Callable[[Refused], None]:
     first to a host in the action log."""
 
     def refused(refusal: Refused) -> None:
-        from legion.actionlog import ActionLog, OutcomeKind
+        from legion.store.actionlog import ActionLog, OutcomeKind
 
         db = open_db()
         try:

@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.budget import Limits
 from legion.core.stamps import instant, stamp_at
 from legion.store import Store, now
+from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .budget import spent_limit
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from legion.actionlog import OutcomeKind
 from legion.core.liveness import SessionState
 from legion.core.model import Label, Status
 from legion.sessions.roster import WorkerView
+from legion.store.actionlog import OutcomeKind
 from legion.trackers.base import Issue
 from legion.workspaces.sweep import sweep_done
 

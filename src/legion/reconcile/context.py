@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from legion.actionlog import ActionLog
-from legion.judgments import JudgmentQueue
-from legion.pause import DispatchPause
+from legion.reconcile.judgments import JudgmentQueue
+from legion.sessions.pause import DispatchPause
 from legion.sessions.workers import WorkerManager
+from legion.store.actionlog import ActionLog
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
 

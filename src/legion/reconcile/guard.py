@@ -14,10 +14,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.core import backoff
 from legion.errors import BackendError, BackendErrorKind, LegionError, NotFoundError
-from legion.pause import DispatchPause
+from legion.sessions.pause import DispatchPause
+from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .outcomes import Outcome, Step
 

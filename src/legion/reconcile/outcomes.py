@@ -6,8 +6,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from legion.actionlog import OutcomeKind
 from legion.forges.base import PullRequest
+from legion.store.actionlog import OutcomeKind
 from legion.trackers.base import Issue
 
 

@@ -11,22 +11,22 @@ from collections.abc import Callable
 from contextlib import suppress
 from functools import partial
 
-from legion.actionlog import ActionLog
 from legion.config import Project
 from legion.core.decide import Action
 from legion.core.fleet import HostState
 from legion.core.model import Status
 from legion.daemon_link import running_pid
 from legion.diagnostics.tracing import span
-from legion.fleet import Fleet, this_host
+from legion.files.locking import LOCK_TIMEOUT_S, exclusive
+from legion.fleet.hosts import Fleet, this_host
 from legion.forges.base import Forge
-from legion.judgments import JudgmentQueue
-from legion.locking import LOCK_TIMEOUT_S, exclusive
-from legion.pause import DispatchPause
 from legion.proxy.limits import why_held
+from legion.reconcile.judgments import JudgmentQueue
+from legion.reconcile.observe import IssueState, KnownLiveWorkers, Snapshot, observe
+from legion.sessions.pause import DispatchPause
 from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
-from legion.state import IssueState, KnownLiveWorkers, Snapshot, observe
+from legion.store.actionlog import ActionLog
 from legion.trackers.base import Tracker
 from legion.workspaces.base import Workspaces
 

@@ -9,14 +9,14 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
-from legion.actionlog import OutcomeKind
 from legion.core.liveness import SessionState
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label
-from legion.feedback import ask_human, escalation_comment
-from legion.judgments import JudgmentKind, judgment_needs
+from legion.reconcile.humans import ask_human, escalation_comment
+from legion.reconcile.judgments import JudgmentKind, judgment_needs
+from legion.reconcile.observe import Snapshot
 from legion.sessions.roster import WorkerView
-from legion.state import Snapshot
+from legion.store.actionlog import OutcomeKind
 from legion.trackers.base import Issue
 
 from .context import PassContext

@@ -8,8 +8,6 @@ import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 
-from legion import prompts
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.core.budget import Spent, over_issue_budget
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label, Mode
@@ -21,10 +19,12 @@ from legion.errors import (
     ToolMissingError,
     WorkerStartError,
 )
-from legion.feedback import ask_human
-from legion.pause import DispatchPause
 from legion.proxy.budget import Allowances
+from legion.reconcile.humans import ask_human
+from legion.sessions import prompts
+from legion.sessions.pause import DispatchPause
 from legion.sessions.roster import WorkerRoster, WorkerView
+from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.trackers.base import Tracker, since_legion_wrote
 from legion.workspaces.setup import SetupPendingError
 

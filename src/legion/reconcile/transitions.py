@@ -9,8 +9,6 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 
-from legion import prompts
-from legion.actionlog import OutcomeKind
 from legion.core.decide import Action, Decision, due_after_answer
 from legion.core.liveness import SessionState, finishing
 from legion.core.marks import LEGION_AUTHOR
@@ -19,9 +17,11 @@ from legion.core.untrusted import Authored
 from legion.diagnostics.faults import fault_point
 from legion.diagnostics.tracing import span
 from legion.errors import LegionError
-from legion.feedback import ask_human
+from legion.reconcile.humans import ask_human
+from legion.reconcile.observe import IssueState
+from legion.sessions import prompts
 from legion.sessions.roster import WorkerView
-from legion.state import IssueState
+from legion.store.actionlog import OutcomeKind
 from legion.trackers.base import since_legion_wrote
 
 from .answers import answer_in, legion_asked, plain, restarts_question

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 # What a session started by Legion finds in its environment.
 CAPABILITY_ENV = "LEGION_CAPABILITY"
 SOCKET_ENV = "LEGION_RELAY_SOCKET"
-# Set in a command the daemon runs for a session (`legion.session_relay`): it runs here, and is
-# not sent back to the daemon.
+# Set in a command the daemon runs for a session (`legion.services.session_ops`): it runs here, and
+# is not sent back to the daemon.
 RUN_BY_DAEMON_ENV = "LEGION_RUN_BY_DAEMON"
 
 SOCKET_NAME = "relay.sock"

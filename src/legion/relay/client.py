@@ -312,7 +312,7 @@ def relay_client(env: Mapping[str, str], state_dir: Path) -> RelayClient:
 def session_client(env: Mapping[str, str]) -> RelayClient | None:
     """The relay client of the session this runs in, when Legion gave it one (its capability
     and the socket in its environment): then the bus and Legion's records are the daemon's to
-    reach (`legion.session_relay`); None for anyone else."""
+    reach (`legion.services.session_ops`); None for anyone else."""
     given, capability = env.get(SOCKET_ENV), env.get(CAPABILITY_ENV)
     if not (given and capability):
         return None

@@ -17,7 +17,7 @@ command the daemon runs for the controller) checks its scope there and returns a
 which the request's own connection thread finishes.
 
 Besides the tracker's and the forge's operations (`OPS`, below), the server answers those it
-is given (`ops`): the service layer's `legion.session_relay`, what a session does as itself
+is given (`ops`): the service layer's `legion.services.session_ops`, what a session does as itself
 (the bus, its wake-up context, the controller's commands).
 
 Every request carries a capability (`legion.relay.capabilities`). A `project` capability (the
@@ -62,7 +62,6 @@ from concurrent.futures import CancelledError, Future
 from pathlib import Path
 from typing import Any, Protocol
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.core import marks, roles
 from legion.core.ids import branch_for
 from legion.core.model import ReviewOutcome, Status, normalize_identifier
@@ -79,6 +78,7 @@ from legion.errors import (
     NotPermittedError,
     ProtocolError,
 )
+from legion.files.private import private_folder
 from legion.forges.base import Forge, PrState, PullRequest
 from legion.forges.reviewed import ReviewedHeads
 from legion.relay import fallback_folder, socket_path
@@ -91,8 +91,8 @@ from legion.relay.protocol import (
     parse_request,
     result_answer,
 )
-from legion.statefiles import private_folder
 from legion.store import Store
+from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.trackers.base import Issue, Tracker
 
 

@@ -13,7 +13,7 @@ agents, plugins; Codex's `config.toml`) is Legion's part, shown read-only; what 
 of its own state there (`.claude.json` with its MCP servers) Legion writes afresh at every
 start (`fresh`). So a session cannot leave configuration behind for the session that resumes
 its conversation later (a retro resumes its implementer's), and the daemon reads only its
-transcripts and task files there, through no link (`legion.worker_files`).
+transcripts and task files there, through no link (`legion.files.worker_written`).
 
 Your login (the file your CLI keeps it in) is shown to a session, read-only, only when the
 daemon holds no key for its CLI; confined, the home's entry is a placeholder bubblewrap shows
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from legion.errors import ConfigError
+from legion.files.private import private_folder
+from legion.files.worker_written import replace_file
 from legion.sandbox.policy import Access
-from legion.statefiles import private_folder
-from legion.worker_files import replace_file
 
 CLI_FOLDER = "cli"
 LEGION_PART = "legion"

@@ -123,7 +123,7 @@ def process_alive(pid: int) -> bool:
 SESSION_FLAGS = ("--session-id", "--resume", "--session")
 
 
-# In each session's environment: the fleet host that started it (`legion.fleet.host_name`).
+# In each session's environment: the fleet host that started it (`legion.fleet.hosts.host_name`).
 HOST_ENV = "LEGION_HOST"
 
 

@@ -13,7 +13,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from legion.worker_files import open_regular, read_transcript, transcript_file
+from legion.files.worker_written import open_regular, read_transcript, transcript_file
 
 # Enough for the last several turns of a busy session; the whole file can be many megabytes.
 TAIL_BYTES = 512 * 1024

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from legion.errors import ConfigError
-from legion.statefiles import touch_private
+from legion.files.private import touch_private
 
 from .policy import Access, Confinement, bwrap_argv, git_jail_argv, paths_of
 

@@ -16,7 +16,7 @@ from legion.runtime.transcript import prompt_fingerprint, records_prompt
 
 def transcript_size(path: Path) -> int:
     """A transcript's size in bytes; 0 for one not written yet."""
-    from legion.worker_files import transcript_stat
+    from legion.files.worker_written import transcript_stat
 
     try:  # the session's file: a link or a fifo planted there counts as none
         return transcript_stat(path).st_size

@@ -20,7 +20,7 @@ from legion.core.stamps import instant
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage, larger_per_phase
 from legion.errors import NotFoundError
-from legion.fleet import Fleet
+from legion.fleet.hosts import Fleet
 from legion.proxy.ledger import UsageLedger
 from legion.proxy.questions import AskedQuestions
 from legion.runtime.tmux import Window

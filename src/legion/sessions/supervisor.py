@@ -28,7 +28,8 @@ from legion.core.session_config import toml_text, without_secrets
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.diagnostics.tracing import span
 from legion.errors import ConfigError, NoDaemonError
-from legion.fleet import host_name
+from legion.files.private import private_folder, write_private
+from legion.fleet.hosts import host_name
 from legion.git import main_git_dir, worktree_place
 from legion.plugins import CLAUDE_CODE, backend_secret_variables
 from legion.proxy import EGRESS_SOCKET_NAME, PROXY_SOCKET_NAME
@@ -52,7 +53,6 @@ from legion.sandbox import resolve as resolve_sandbox
 from legion.sandbox import wrap as sandbox_wrap
 from legion.sessions.starts import StartWatch
 from legion.sessions.windows import SessionWindows
-from legion.statefiles import private_folder, write_private
 from legion.store import STORE_SECRET_VARIABLES
 from legion.trust import records
 from legion.workspaces import issue_repo

@@ -33,8 +33,8 @@ from legion.daemon_link import wake_fifo
 from legion.diagnostics.faults import fault_point
 from legion.diagnostics.tracing import span
 from legion.errors import ConflictError, InputError, LegionError, NoRoomError, WorkerStartError
-from legion.fleet import Fleet, host_name
-from legion.locking import exclusive
+from legion.files.locking import exclusive
+from legion.fleet.hosts import Fleet, host_name
 from legion.relay.capabilities import Capabilities, setup_session
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import Tmux, Window
@@ -127,7 +127,7 @@ class WorkerManager:
         self._workspaces = workspaces
         # The fleet's name for this machine, recorded with each worker it starts.
         self.host = host_name(project.settings)
-        # In a fleet, the shared remote its hosts' checkpoints go to (`legion.fleet`).
+        # In a fleet, the shared remote its hosts' checkpoints go to (`legion.fleet.hosts`).
         self.in_fleet = is_postgres(project.settings.store)
         self.shared_remote = project.settings.remote if self.in_fleet else None
         # The epoch this host leads the fleet under (set by the daemon while it leads): only a

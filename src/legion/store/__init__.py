@@ -127,7 +127,7 @@ def store_opener(project: Project, opened: Store) -> Callable[[], Store]:
 
 class StoreView:
     """Another store, as it is: a wrapper that changes one thing overrides that one method
-    (`_Shared` its `close`, `legion.fleet.FencedStore` its `write`)."""
+    (`_Shared` its `close`, `legion.fleet.hosts.FencedStore` its `write`)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

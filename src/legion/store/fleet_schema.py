@@ -1,4 +1,4 @@
-"""The fleet's tables (`legion.fleet`), one text for both engines' migrations (SQLite's 11 and
+"""The fleet's tables (`legion.fleet.hosts`), one text for both engines' migrations (SQLite's 11 and
 12, PostgreSQL's 2 and 3): times are seconds since the epoch by the store's clock."""
 
 FLEET_TABLES = """

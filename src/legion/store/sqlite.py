@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from legion.errors import StoreError
-from legion.statefiles import private_folder
+from legion.files.private import private_folder
 from legion.store import Connection
 from legion.store.fleet_schema import FLEET_TABLES, HOST_SESSION_TABLES
 
@@ -208,7 +208,7 @@ MIGRATIONS: tuple[str, ...] = (
         at REAL NOT NULL
     );
     """,
-    # 11: the fleet (`legion.fleet`): each daemon's host, its heartbeat and capacity; the
+    # 11: the fleet (`legion.fleet.hosts`): each daemon's host, its heartbeat and capacity; the
     # leader lease; which host runs each worker.
     FLEET_TABLES
     + """

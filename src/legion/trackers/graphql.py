@@ -17,8 +17,8 @@ from typing import Any, Generic, Protocol, TypeVar
 from legion.core.marks import mark
 from legion.core.text import clean_comment, clean_title
 from legion.errors import BackendError, BackendErrorKind, InputError, NotFoundError
+from legion.files.private import write_private
 from legion.graphql_client import Document, GraphQLClient, next_cursor
-from legion.statefiles import write_private
 from legion.trackers.base import canonical_label, check_label, known_labels
 
 CACHE_TTL_S = 600.0  # the cached workspace is refetched after this long

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Protocol
 from legion.tui.projects import ProjectFinder
 
 if TYPE_CHECKING:
-    from legion.agent_control import Killed
     from legion.bus import Bus
     from legion.bus.model import Agent, Posted
     from legion.core.model import Mode
     from legion.runtime.tmux import Attach
+    from legion.services.agent_control import Killed
 
 
 class Commands(Protocol):
@@ -71,17 +71,17 @@ class ServiceCommands:
         self.projects = ProjectFinder(env, cwd, known_projects)
 
     def kill(self, bus: Bus, target: Agent, *, force: bool) -> Killed:
-        from legion.agent_control import kill
+        from legion.services.agent_control import kill
 
         return kill(bus, bus.human(), target, force=force, env=self.env)
 
     def attach(self, bus: Bus, target: Agent, environ: Mapping[str, str]) -> Attach:
-        from legion.agent_control import attach_command
+        from legion.services.agent_control import attach_command
 
         return attach_command(bus, target, environ)
 
     def hand_over(self, bus: Bus, posted: Posted) -> Mapping[str, str]:
-        from legion.messaging import hand_over
+        from legion.services.messaging import hand_over
 
         # The project whose daemon is told is the channel's: the human speaks there.
         channel = posted.message.channel
@@ -89,7 +89,7 @@ class ServiceCommands:
 
     def give_feedback(self, project: str, issue: str, text: str) -> str:
         # `legion feedback`'s own function: the same check, author and wake-up.
-        from legion.feedback import answer_from_person
+        from legion.reconcile.humans import answer_from_person
 
         found = self.projects.named(project)
         with self.projects.backends(found) as backends:
@@ -99,7 +99,7 @@ class ServiceCommands:
     def dispatch(self, project: str, issue: str, mode: Mode) -> str:
         # `legion dispatch`'s own function: the same refusals (a worker's session, a live
         # worker, an issue blocked by one not Done).
-        from legion.dispatch import start_worker
+        from legion.services.dispatch import start_worker
 
         found = self.projects.named(project)
         with self.projects.backends(found) as backends:

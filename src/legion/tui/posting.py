@@ -71,7 +71,7 @@ class Posting:
     def _hand_over_now(self, posted: Posted) -> None:
         """Hand the post over, then say what became of it as `legion say` does: whom it wakes
         and, for each addressee, delivered, at the end of its turn, or waiting."""
-        from legion.messaging import hand_over_said, wakes_said
+        from legion.services.messaging import hand_over_said, wakes_said
 
         if not posted.created:
             return  # the same post again: handed over the first time

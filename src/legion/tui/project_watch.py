@@ -1,6 +1,6 @@
 """An open TUI is the watcher of every project on this machine that no daemon runs for
-(`legion.watch`, the daemon's own delivery and status code, under each project's watch
-lock): messages to idle agents typed in, and every few passes each agent's status read from
+(`legion.services.agent_watch`, the daemon's own delivery and status code, under each project's
+watch lock): messages to idle agents typed in, and every few passes each agent's status read from
 its session.
 
 This one polls, every `WATCH_S`, and is not a loop of the app's watcher
@@ -40,7 +40,7 @@ class ProjectWatch:
         handed their messages and, with `statuses`, every agent's status read from its
         session. A project that cannot be had is skipped."""
         from legion.bus import open_bus
-        from legion.watch import load, projects_to_watch, watch
+        from legion.services.agent_watch import load, projects_to_watch, watch
 
         bus = open_bus(self.env)
         try:

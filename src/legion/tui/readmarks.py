@@ -18,7 +18,7 @@ from pathlib import Path
 
 from legion.bus.model import Channel
 from legion.config import state_home
-from legion.statefiles import write_private
+from legion.files.private import write_private
 
 FILE_NAME = "tui.json"
 

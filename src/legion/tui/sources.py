@@ -85,7 +85,7 @@ class Board:
     project: str
     issues: tuple[BoardIssue, ...]
     warnings: tuple[str, ...]
-    hosts: str | None = None  # the fleet's hosts in one line (`legion.fleet.hosts_line`)
+    hosts: str | None = None  # the fleet's hosts in one line (`legion.fleet.hosts.hosts_line`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +118,7 @@ class ActionLogView:
 
 @dataclass(frozen=True, slots=True)
 class TrackerAsk:
-    """An issue waiting for a human's answer (`legion.feedback.waiting_for_human`)."""
+    """An issue waiting for a human's answer (`legion.reconcile.humans.waiting_for_human`)."""
 
     project: str  # the project's name on the bus
     identifier: str
@@ -194,7 +194,7 @@ class ProjectSources:
             return Unavailable(f"the board of {name_of(found)} cannot be read: {exc}")
 
     def _board(self, project: Project) -> Board:
-        from legion.state import KnownLiveWorkers, observe
+        from legion.reconcile.observe import KnownLiveWorkers, observe
 
         with self.projects.backends(project) as backends:
             warnings: list[str] = []
@@ -343,7 +343,7 @@ class ProjectSources:
         raise _NoWorker(f"@{agent.address} is not one of the project's workers now")
 
     def action_log(self, project: str | None, limit: int) -> ActionLogView | Unavailable:
-        from legion.actionlog import ActionLog
+        from legion.store.actionlog import ActionLog
 
         found = self.project(project)
         if isinstance(found, Unavailable):
@@ -391,7 +391,7 @@ class ProjectSources:
 
     def tracker_questions(self) -> TrackerInbox:
         from legion.config import load_project
-        from legion.feedback import waiting_for_human
+        from legion.reconcile.humans import waiting_for_human
 
         try:
             known = self.projects.known()
@@ -427,7 +427,7 @@ class ProjectSources:
 
 def fleet_host(project: Project) -> str | None:
     """This host's name in the project's fleet (a PostgreSQL store); None on one machine."""
-    from legion.fleet import host_name
+    from legion.fleet.hosts import host_name
     from legion.store import is_postgres
 
     return host_name(project.settings) if is_postgres(project.settings.store) else None
@@ -435,7 +435,7 @@ def fleet_host(project: Project) -> str | None:
 
 def _hosts(db: Store, project: Project) -> str | None:
     """The fleet's hosts in one line, when the project runs on more than one."""
-    from legion.fleet import Fleet, hosts_line
+    from legion.fleet.hosts import Fleet, hosts_line
 
     if fleet_host(project) is None:
         return None
@@ -515,8 +515,8 @@ def _egress_refused(db: Store) -> list[str]:
 def _holds(db: Store, project: Project) -> list[str]:
     """What keeps workers from starting, said on the board as `legion status` says it: the
     dispatch pause, and a hold on the model (the provider's rate limit, the day's budget)."""
-    from legion.pause import DispatchPause
     from legion.proxy.limits import why_held
+    from legion.sessions.pause import DispatchPause
 
     paused = DispatchPause(db).reason()
     held = why_held(db, project.settings.limits)

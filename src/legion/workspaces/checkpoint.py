@@ -32,9 +32,9 @@ from pathlib import Path
 
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError
+from legion.files.worker_written import open_regular, read_transcript, replace_file, transcript_home
 from legion.git import GitPlace, Wrap, rev_parse, run_git
 from legion.sandbox import git_jail
-from legion.worker_files import open_regular, read_transcript, replace_file, transcript_home
 from legion.workspaces import issue_repo
 
 CHECKPOINT_REFS = "refs/legion/checkpoints/"
@@ -139,8 +139,9 @@ def _transcript_blobs(
 ) -> tuple[dict[str, str], tuple[str, ...]]:
     """Each transcript's blob (by session id, sorted), and why each refused one was left out.
     A transcript is in the CLI's home, which sessions write: it is copied only as a regular
-    file reached through no link, whole and under `TRANSCRIPT_BYTES` (`legion.worker_files`),
-    into the scratch folder, and git hashes that copy, never the path the session controls."""
+    file reached through no link, whole and under `TRANSCRIPT_BYTES`
+    (`legion.files.worker_written`), into the scratch folder, and git hashes that copy, never the
+    path the session controls."""
     blobs: dict[str, str] = {}
     refused: list[str] = []
     for sid in sorted(transcripts):
@@ -161,7 +162,7 @@ def _transcript_blobs(
 def _copy_regular(source: Path, target: str) -> bool:
     """Copy `source` to `target` when it is a regular file (never through a link, never
     waiting on a pipe: the admin folder is in the git folder a worker writes;
-    `legion.worker_files`); False when it is not one, or cannot be read."""
+    `legion.files.worker_written`); False when it is not one, or cannot be read."""
     try:
         fd = open_regular(source.parent, source.name)
     except OSError:
@@ -222,7 +223,7 @@ def restore(
             run_git(workspace, "checkout", found.commit, "--", *names, env=own)
             for sid, path in wanted.items():
                 # Into the CLI's home, which sessions write: a new file renamed over the
-                # name, through no link (`legion.worker_files`).
+                # name, through no link (`legion.files.worker_written`).
                 home = transcript_home(path)
                 home.mkdir(parents=True, exist_ok=True)  # the CLI's home: Legion's or the user's
                 with open(os.path.join(tree, SESSIONS, f"{sid}.jsonl"), "rb") as handle:

@@ -50,13 +50,13 @@ from legion.core.workspace_setup import (
 )
 from legion.daemon_link import poke
 from legion.errors import ConflictError
-from legion.sandbox import Confinement, Sandbox, bridge, wrap
-from legion.statefiles import (
+from legion.files.private import (
     open_private,
     open_private_binary_append,
     private_folder,
     write_private,
 )
+from legion.sandbox import Confinement, Sandbox, bridge, wrap
 
 FOLDER = "workspace-setup"
 CACHE_FOLDER = "cache"

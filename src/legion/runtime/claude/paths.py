@@ -75,8 +75,8 @@ def project_folder(workspace: str) -> str:
 
 def newest_activity(transcript: Path) -> float | None:
     """Newest mtime of the transcript and its subagents' transcripts; None when it has none.
-    The CLI's folder is the sessions': no link there is followed (`legion.worker_files`)."""
-    from legion.worker_files import regular_files, stat_regular, transcript_file
+    The CLI's folder is the sessions': no link there is followed (`legion.files.worker_written`)."""
+    from legion.files.worker_written import regular_files, stat_regular, transcript_file
 
     try:
         root, below = transcript_file(transcript)

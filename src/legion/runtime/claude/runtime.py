@@ -22,6 +22,7 @@ from legion.core.model import Mode
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.errors import ConfigError
+from legion.files.worker_written import replace_file
 from legion.plugins import CLAUDE_CODE, runtime_plugin
 from legion.runtime.base import worker_skill_args
 from legion.runtime.claude import binary as claude_bin
@@ -35,7 +36,6 @@ from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import PendingQuestion, TranscriptSummary
 from legion.sandbox import install_root
 from legion.sandbox.policy import Access
-from legion.worker_files import replace_file
 
 # The API key variables the CLI asks the user to approve once ("Do you want to use this key?").
 _API_KEY_VARIABLES = runtime_plugin(CLAUDE_CODE).secret_variables
@@ -305,7 +305,7 @@ def _carry_over(user_home: Path, home: Path, workspace: Path, session_id: str) -
     """A session an older Legion ran in your own config folder goes on in its own home: its
     transcript is copied there once (a regular file reached through no link), so that it is
     resumed rather than started again."""
-    from legion.worker_files import read_transcript
+    from legion.files.worker_written import read_transcript
 
     target = transcript_path(home, workspace, session_id)
     if target.exists():

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from legion.core.task_list import TaskList, summarize_tasks
-from legion.worker_files import Listed, read_regular, regular_files
+from legion.files.worker_written import Listed, read_regular, regular_files
 
 
 def task_dir(home: Path, session_id: str) -> Path:
@@ -29,7 +29,7 @@ def read_tasks(home: Path, session_id: str) -> TaskList | None:
     """Session `session_id`'s task list, or None when it has none (or it cannot be read), from
     the CLI's config folder `home` (the session's own). It is the session's to write: its files
     are read without following a link, and only regular ones under `TASK_FILE_BYTES`
-    (`legion.worker_files`)."""
+    (`legion.files.worker_written`)."""
     root = home
     documents = []
     for entry in sorted(regular_files(root, task_dir(home, session_id), ".json"), key=_name):

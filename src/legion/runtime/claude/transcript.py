@@ -14,19 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from legion.core.usage import Usage, anthropic_usage
+from legion.files.worker_written import (
+    Listed,
+    read_transcript,
+    regular_files,
+    transcript_file,
+    transcript_stat,
+)
 from legion.runtime.transcript import (
     TAIL_BYTES,
     TranscriptSummary,
     Turn,
     question_from_input,
     read_tail,
-)
-from legion.worker_files import (
-    Listed,
-    read_transcript,
-    regular_files,
-    transcript_file,
-    transcript_stat,
 )
 
 ASK_USER_QUESTION = "AskUserQuestion"

@@ -28,6 +28,7 @@ from legion.core.model import Mode
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
 from legion.errors import ConfigError, ConflictError
+from legion.files.worker_written import read_text, read_transcript, transcript_stat
 from legion.plugins import CODEX
 from legion.runtime import npm_pin
 from legion.runtime.codex import binary as codex_bin
@@ -42,7 +43,6 @@ from legion.runtime.transcript import (
 )
 from legion.sandbox import install_root
 from legion.sandbox.policy import Access
-from legion.worker_files import read_text, read_transcript, transcript_stat
 
 NAME = CODEX
 ROLLOUT_ID = re.compile(
@@ -287,7 +287,7 @@ def _carry_over(user_home: Path, home: Path, session_id: str) -> None:
     """A session an older Legion ran in your own CODEX_HOME goes on in its own home: its
     rollout is copied there once (a regular file reached through no link) and linked as
     Legion's transcript, so that it is resumed rather than started again."""
-    from legion.worker_files import read_transcript, replace_file, transcript_file
+    from legion.files.worker_written import read_transcript, replace_file, transcript_file
 
     link = home / "legion" / f"{session_id}.jsonl"
     if link.is_symlink():

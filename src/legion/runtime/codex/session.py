@@ -190,7 +190,7 @@ class Session:
         self.out.flush()
 
     def _state(self, state: str) -> None:
-        from legion.statefiles import write_private
+        from legion.files.private import write_private
 
         with contextlib.suppress(OSError):
             write_private(turn_state_file(self.link), state + "\n")

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from legion.actionlog import ActionLog
 from legion.backends import Backends
 from legion.config import SPECS, Project
 from legion.reconcile import Outcome, Reconciler
 from legion.sessions.workers import WorkerManager
+from legion.store.actionlog import ActionLog
 
 # What each bound on spending holds back, in a few words (a setting with none is still shown).
 BOUND_MEANING: dict[str, str] = {

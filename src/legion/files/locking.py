@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from legion.errors import ConflictError
-from legion.statefiles import open_private
+from legion.files.private import open_private
 
 LOCK_TIMEOUT_S = 120.0
 _POLL_S = 0.05

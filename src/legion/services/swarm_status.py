@@ -15,19 +15,19 @@ from legion.core.liveness import SessionState
 from legion.core.usage import Usage
 from legion.daemon_link import heartbeat_file, hosts_controller, running_pid
 from legion.errors import LegionError
-from legion.fleet import Fleet, Host, host_name, hosts_line
+from legion.fleet.hosts import Fleet, Host, host_name, hosts_line
 from legion.proxy import ProxyAccess, read_access
 from legion.proxy.egress import RefusalCount, refusal_counts
 from legion.sandbox import Sandbox, reported
 from legion.store import is_postgres
 
 if TYPE_CHECKING:
-    from legion.actionlog import Entry
     from legion.backends import Backends
-    from legion.judgments import Judgment
-    from legion.pause import PauseState
+    from legion.reconcile.judgments import Judgment
+    from legion.sessions.pause import PauseState
     from legion.sessions.roster import WorkerView
     from legion.sessions.workers import WorkerManager
+    from legion.store.actionlog import Entry
 
 
 # A session that is not running while no daemon runs: it ended with the swarm (`legion stop
@@ -81,7 +81,7 @@ class StatusReport:
     controller_host: str | None = None
     # How sessions run: confined by bubblewrap, or why not (`legion.sandbox`).
     sandbox: Sandbox | None = None
-    # The fleet's hosts (`legion.fleet`), and the store's time they are measured against.
+    # The fleet's hosts (`legion.fleet.hosts`), and the store's time they are measured against.
     hosts: list[Host] = field(default_factory=list)
     store_now: float = 0.0
     # Where confined sessions may connect besides the model (`sandbox_egress`), and the
@@ -163,19 +163,19 @@ class StatusReport:
 
     @property
     def fleet_line(self) -> str | None:
-        """The hosts in one line (`legion.fleet.hosts_line`); None on a fleet of one."""
+        """The hosts in one line (`legion.fleet.hosts.hosts_line`); None on a fleet of one."""
         return hosts_line(self.hosts)
 
 
 def read_status(project: Project, backends: Backends, workers: WorkerManager) -> StatusReport:
     """The project's status now. tmux that does not answer makes the workers unknown (and the
     controller's state `unknown`), never "none running"."""
-    from legion.actionlog import ActionLog
-    from legion.judgments import JudgmentQueue
-    from legion.pause import DispatchPause
     from legion.proxy.limits import why_held
     from legion.reconcile import counts_toward_wip
+    from legion.reconcile.judgments import JudgmentQueue
     from legion.sessions.observer import CONTROLLER_WINDOW, controller_state_of
+    from legion.sessions.pause import DispatchPause
+    from legion.store.actionlog import ActionLog
 
     now = time.time()
     daemon = running_pid(project)

@@ -31,7 +31,7 @@ from legion.core.ids import issue_for_branch
 from legion.core.model import CONTROLLER_MODE
 from legion.core.usage import Usage
 from legion.errors import InputError, LegionError, NotFoundError, NotPermittedError, ProtocolError
-from legion.fleet import LEASE_ENV
+from legion.fleet.hosts import LEASE_ENV
 from legion.relay import CAPABILITY_ENV, RUN_BY_DAEMON_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import Capabilities
 
@@ -100,7 +100,7 @@ class _SessionOps:
     def _speaker(self, call: Call, bus: Bus) -> Agent:
         """The session's agent on the bus: the capability's session, registered now if its
         start could not."""
-        from legion.identity import identify
+        from legion.sessions.identity import identify
 
         scope = call.scope
         if not scope.session_id:
@@ -112,7 +112,7 @@ class _SessionOps:
         return found.agent
 
     def _posted(self, bus: Bus, posted: Posted) -> dict[str, Any]:
-        from legion.messaging import hand_over
+        from legion.services.messaging import hand_over
 
         delivery = hand_over(bus, posted, self.env, lambda: self.project)
         return {
@@ -137,7 +137,7 @@ class _SessionOps:
 
     def _channel(self, call: Call, bus: Bus) -> Channel | None:
         from legion.bus.address import parse_channel
-        from legion.messaging import known_channel
+        from legion.services.messaging import known_channel
 
         named = call.optional_text("channel")
         wanted = None if named is None else parse_channel(named)
@@ -212,8 +212,8 @@ class _SessionOps:
             raise NotPermittedError(refusal)
 
     def complete(self, call: Call) -> Any:
-        from legion.completion import complete
-        from legion.identity import SessionVariables
+        from legion.services.mode_completion import complete
+        from legion.sessions.identity import SessionVariables
 
         scope = call.scope
         session = SessionVariables(session_id=scope.session_id, mode=scope.mode, issue=scope.issue)
@@ -234,7 +234,7 @@ class _SessionOps:
 
     def read(self, call: Call) -> Any:
         """Messages as `legion messages` shows them (what it returns counts as read)."""
-        from legion.messaging import Reading
+        from legion.services.messaging import Reading
 
         with self._bus() as bus:
             channel = self._channel(call, bus)
@@ -445,7 +445,7 @@ def command_index(argv: Sequence[str]) -> int | None:
 @dataclass(frozen=True)
 class Relayed:
     """What a post through the relay did: the message, and what became of it for each
-    addressee with a session (`legion.messaging.HandOver`'s values)."""
+    addressee with a session (`legion.services.messaging.HandOver`'s values)."""
 
     posted: Posted
     delivery: dict[str, str]
@@ -491,7 +491,7 @@ def complete(client: RelayClient, summary: str | None) -> Completed:
 
 @dataclass
 class RelayedReading:
-    """`legion messages` for a session, read as `legion.messaging.Reading` is: the daemon
+    """`legion messages` for a session, read as `legion.services.messaging.Reading` is: the daemon
     reads the bus for it, as the session its capability says, and counts what it returns as
     read (so `shown` has nothing left to do). `channel`: the one read, once read."""
 

@@ -25,8 +25,8 @@ from typing import Any
 from legion.core.decide import Action
 from legion.core.liveness import SessionState
 from legion.core.model import Label, Status
+from legion.reconcile.observe import IssueState
 from legion.sessions.roster import WorkerView
-from legion.state import IssueState
 from legion.store import Connection, Row, Store, now
 
 REASON_CHARS = 200

@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from legion.actionlog import ActionLog, OutcomeKind
 from legion.bus import Bus
 from legion.bus.delivery import (
     NO_LIVE_SESSION,
@@ -38,11 +37,12 @@ from legion.core.ids import controller_session_id
 from legion.core.liveness import SETTLE_S, SessionState
 from legion.daemon_link import running_pid
 from legion.errors import ConflictError, LegionError, NotFoundError
-from legion.locking import exclusive
+from legion.files.locking import exclusive
 from legion.sessions.observer import ObservedSession, observe_sessions, observed_status
 from legion.sessions.prompting import transcript_size
 from legion.sessions.workers import WorkerManager
 from legion.store import is_postgres
+from legion.store.actionlog import ActionLog, OutcomeKind
 
 WATCH_LOCK = "watch.lock"
 
@@ -289,7 +289,7 @@ def watched(project: Project) -> bool:
         return True
     if not is_postgres(project.settings.store):
         return False
-    from legion.fleet import Fleet
+    from legion.fleet.hosts import Fleet
     from legion.store import open_store
 
     try:

@@ -81,7 +81,7 @@ def answer_from_person(
     `give_feedback` writes it, from whoever runs this, and the daemon woken to relay it."""
     from legion.core.text import clean_comment
     from legion.daemon_link import notify
-    from legion.identity import default_author
+    from legion.sessions.identity import default_author
 
     clean_comment(text)
     updated, comment = give_feedback(tracker, issue, text, author=default_author())

@@ -4,7 +4,7 @@ daemon will, what a reader was shown counting as read, and which events are aske
 
 The CLI parses and renders around these, so the rules live here once: a channel of a project
 the bus does not know is refused rather than posted to where nobody reads; whoever posts
-delivers when no daemon runs for an addressee's project (`legion.watch.deliver_now`).
+delivers when no daemon runs for an addressee's project (`legion.services.agent_watch.deliver_now`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from legion.bus.sessions import project_channel_name
 from legion.config import Project
 from legion.daemon_link import notify
 from legion.errors import InputError, LegionError
-from legion.identity import Speaker
+from legion.sessions.identity import Speaker
 
 
 def known_channel(bus: Bus, channel: Channel | None, here: Callable[[], Project]) -> Channel | None:
@@ -108,8 +108,8 @@ def hand_over(
     bus: Bus, posted: Posted, env: Mapping[str, str], here: Callable[[], Project]
 ) -> dict[str, HandOver]:
     """After a post: the daemon of the project `here` is told to deliver now, and whoever
-    watches delivers, as the daemon would (`legion.watch.deliver_now`), to each addressee
-    with a session whose project no daemon runs for. What became of it, by address of each
+    watches delivers, as the daemon would (`legion.services.agent_watch.deliver_now`), to each
+    addressee with a session whose project no daemon runs for. What became of it, by address of each
     addressee with a session; nothing for a message to nobody or one posted before (a retry:
     it was handed over then)."""
     if not (posted.created and posted.recipients):
@@ -124,7 +124,7 @@ def hand_over(
 
 
 def _deliver(bus: Bus, posted: Posted, env: Mapping[str, str]) -> dict[str, HandOver]:
-    from legion.watch import deliver_now, load
+    from legion.services.agent_watch import deliver_now, load
 
     by_project: dict[str, list[Agent]] = {}
     for agent in posted.recipients:

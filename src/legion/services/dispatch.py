@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from legion.core import roles
 from legion.core.model import Mode, Status
 from legion.errors import InputError, NotFoundError, NotPermittedError
-from legion.identity import require_spawner, role
+from legion.sessions.identity import require_spawner, role
 
 if TYPE_CHECKING:
     from legion.backends import Backends

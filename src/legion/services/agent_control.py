@@ -79,7 +79,7 @@ def kill(bus: Bus, actor: Agent, target: Agent, *, force: bool, env: Mapping[str
     """`actor` ends `target`'s session (`legion.bus.actions.kill` says who may and when),
     its status looked at first: "busy" must be true now, not what was last seen, so with no
     daemon the session is looked at."""
-    from legion.watch import observe_all
+    from legion.services.agent_watch import observe_all
 
     observe_all(bus, env, [target.project])
 

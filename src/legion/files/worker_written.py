@@ -259,6 +259,7 @@ def transcript_stat(path: Path) -> os.stat_result:
 def read_transcript(
     path: Path, *, start: int = 0, cap: int = WHOLE_BYTES, past_cap: PastCap = "tail"
 ) -> bytes:
-    """The transcript's bytes from `start`, at most `cap` of them (`legion.worker_files`)."""
+    """The transcript's bytes from `start`, at most `cap` of them
+    (`legion.files.worker_written`)."""
     root, below = transcript_file(path)
     return read_regular(root, below, cap=cap, past_cap=past_cap, start=start)

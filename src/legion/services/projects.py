@@ -209,8 +209,8 @@ def forget_project(
     leaves `legion agents` and the TUI. A person's act only: never a session's (one could wipe
     what others said), and never while the project's daemon runs (it would register its agents
     again at once). `confirm` is asked last; None when it said no."""
-    from legion.identity import SessionVariables
     from legion.relay import session_has_relay
+    from legion.sessions.identity import SessionVariables
 
     session = SessionVariables.read(env)
     if session.in_session or session.session_id or session_has_relay(env):

@@ -18,7 +18,7 @@ from legion.errors import InputError
 if TYPE_CHECKING:
     from legion.bus import Bus
     from legion.bus.model import Posted
-    from legion.identity import SessionVariables
+    from legion.sessions.identity import SessionVariables
     from legion.trackers.base import Tracker
 
 

@@ -38,7 +38,7 @@ class FenceProcess:
 
     def __init__(self, tmux: Tmux, session: str, lock: Path) -> None:
         read, self._write = os.pipe()
-        argv = [sys.executable, "-P", "-m", "legion.fence", "--session", session]
+        argv = [sys.executable, "-P", "-m", "legion.fleet.fence", "--session", session]
         argv += ["--lock", str(lock), "--fd", str(read)]
         if tmux.socket is not None:
             argv += ["--socket", str(tmux.socket)]
@@ -79,7 +79,7 @@ class FenceProcess:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="legion.fence")
+    parser = argparse.ArgumentParser(prog="legion.fleet.fence")
     parser.add_argument("--session", required=True)
     parser.add_argument("--lock", type=Path, required=True)
     parser.add_argument("--fd", type=int, required=True)
