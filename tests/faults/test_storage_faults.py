@@ -4,7 +4,9 @@ Each failure must be one line on stderr (`legion: error: …`, exit 1), with not
 afterwards the database passes SQLite's integrity check and holds exactly what the commands that
 succeeded wrote. A read-only or full file system is made for real (a read-only bind mount, a
 small tmpfs) when the tests run as root, which is how CI runs them; as another user a read-only
-folder is a chmod, and the full disk is skipped (mounting needs root).
+folder is a chmod, and the full disk is skipped (mounting needs root). A machine that refuses
+the mounts skips them too, saying why, except on CI (`CI` set), where each such skip is a
+failure (`tests.support.ci`): there the proof must run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ci import skip_here_fail_on_ci
 from tests.support.cli import LEGION_BIN, Result, run_legion
 
 ROOT = os.geteuid() == 0
@@ -78,7 +81,7 @@ def read_only(folder: Path) -> Iterator[None]:
     try:
         mount("--bind", str(folder), str(folder))
     except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot bind-mount here: {exc.stderr.strip()}")
+        skip_here_fail_on_ci(f"cannot bind-mount here: {exc.stderr.strip()}")
     try:
         mount("-o", "remount,bind,ro", str(folder))
         yield
@@ -132,17 +135,18 @@ def test_a_read_only_state_folder_is_a_one_line_error_and_nothing_half_written(
     assert legion(project, "issue", "create", "Three").stdout.strip() == "LEG-3"
 
 
-@pytest.mark.skipif(not ROOT, reason="making a small file system needs root (mount)")
 @pytest.mark.parametrize("leave", [0, 256 * 1024], ids=["full", "nearly-full"])
 def test_a_full_disk_is_a_one_line_error_and_leaves_the_database_intact(
     project: Path, tmp_path: Path, leave: int
 ) -> None:
+    if not ROOT:
+        skip_here_fail_on_ci("making a small file system needs root (mount)")
     state = tmp_path / "small-state"
     state.mkdir()
     try:
         mount("-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(state))
     except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot mount a tmpfs here: {exc.stderr.strip()}")
+        skip_here_fail_on_ci(f"cannot mount a tmpfs here: {exc.stderr.strip()}")
     try:
         env = {"LEGION_STATE_DIR": str(state)}
         assert legion(project, "init", env=env).returncode == 0

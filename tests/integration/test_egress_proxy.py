@@ -19,6 +19,7 @@ from legion.proxy.egress import EgressProxy
 from legion.relay.capabilities import Capabilities
 from legion.sandbox import bridge
 from legion.store.sqlite import SqliteStore
+from tests.support.sandbox import require_sandbox
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -227,12 +228,8 @@ def test_a_sandbox_holding_connections_silent_leaves_the_others_theirs(
     import subprocess
     import sys
 
-    from legion.sandbox import find_bwrap, probe
-
-    found = find_bwrap(os.environ)
-    assert found is not None, "bubblewrap is not installed: apt install bubblewrap"
-    if (problem := probe(found)) is not None:
-        pytest.skip(f"this machine cannot confine a process: {problem}")
+    found = require_sandbox().bwrap
+    assert found is not None
     db = tmp_path / "legion.db"
     token = Capabilities(SqliteStore(db)).mint("LEG-2", session_id="s-2")
     path = tmp_path / "egress.sock"

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from legion.errors import ConfigError
-from legion.sandbox import empty_file, find_bwrap, probe, reported, resolve
+from legion.sandbox import empty_file, reported, resolve
 from tests.integration.test_doctor import fake_claude, no_claude_path
 from tests.support.cli import LegionRunner, run_legion
+from tests.support.sandbox import require_sandbox
 
 
 @pytest.fixture(autouse=True)
@@ -44,9 +45,7 @@ def test_without_bubblewrap_status_says_why_and_how_to_get_it(
 
 
 def test_status_says_confined_where_bubblewrap_works(legion: LegionRunner) -> None:
-    found = find_bwrap(os.environ)
-    if found is None or probe(found) is not None:
-        pytest.skip("bubblewrap cannot confine a process on this machine")
+    require_sandbox()
     text, data = _status(legion, {})
     assert data["sandbox"] == {"confined": True, "why": "bubblewrap"}
     assert "sandbox:    sessions confined by bubblewrap" in text

@@ -27,6 +27,7 @@ from legion.workspaces.git_worktree import GitWorktrees
 from legion.workspaces.issue_repo import bring_home
 from legion.workspaces.sweep import sweep_done
 from tests.support.cli import git
+from tests.support.sandbox import require_sandbox
 
 SECRET = b"-----BEGIN OPENSSH PRIVATE KEY----- the-victims-key\n"
 
@@ -333,11 +334,11 @@ def test_the_next_session_binds_the_projects_git_folder_not_the_one_the_worker_n
     project: Path, tmp_path: Path
 ) -> None:
     """The git folder a session may write comes from the project's checkout: a worker that
-    named another of the user's repositories in its `.git` does not get it bound, and
-    (where bubblewrap runs here) cannot write it from inside its next sandbox."""
+    named another of the user's repositories in its `.git` does not get it bound, and cannot
+    write it from inside its next sandbox."""
     from legion.backends import open_backends, open_workers
     from legion.config import load_project
-    from legion.sandbox import Sandbox, find_bwrap, probe, wrap
+    from legion.sandbox import wrap
     from tests.integration.test_doctor import fake_claude
 
     other = tmp_path / "other"
@@ -366,11 +367,11 @@ def test_the_next_session_binds_the_projects_git_folder_not_the_one_the_worker_n
     shown = [*writable, *confinement.access.readable]
     assert not any(other == path or other.is_relative_to(path) for path in shown), shown
     backends.db.close()
-    found = find_bwrap(env)
-    if found is None or probe(found) is not None:
-        return  # no bubblewrap here: the binds above are what it would be given
+    # Where bubblewrap cannot confine, the binds above are what it would be given: skipped
+    # from here (failed on CI).
+    sandbox = require_sandbox(env)
     planted = other / ".git" / "hooks" / "post-checkout"
-    argv = wrap(Sandbox(found, "bubblewrap"), confinement, ["sh", "-c", f"echo x > {planted}"])
+    argv = wrap(sandbox, confinement, ["sh", "-c", f"echo x > {planted}"])
     done = subprocess.run(argv, cwd=workspace, capture_output=True, text=True, check=False)
     assert done.returncode != 0 and not planted.exists(), done.stderr
 
@@ -409,12 +410,9 @@ def test_a_worker_commits_on_its_branch_and_writes_nothing_else_of_the_git_folde
     its worktree's admin folder and the `legion/` branches, and only reads the rest (hooks
     the user's own git would run, config, `main`, the index of the user's checkout). Run in
     the real sandbox, with the binds a worker's session gets."""
-    from legion.sandbox import Sandbox, find_bwrap, probe, wrap
+    from legion.sandbox import wrap
 
-    found = find_bwrap(os.environ)
-    assert found is not None, "bubblewrap is not installed: apt install bubblewrap"
-    if probe(found) is not None:
-        pytest.skip(f"this machine cannot confine a process: {probe(found)}")
+    sandbox = require_sandbox()
     env, _, backends, workers = project_workers(project, tmp_path)
     workspace = workers.workspaces.ensure("LEG-1").path
     runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
@@ -428,7 +426,7 @@ def test_a_worker_commits_on_its_branch_and_writes_nothing_else_of_the_git_folde
     }
 
     def confined(script: str) -> subprocess.CompletedProcess[str]:
-        argv = wrap(Sandbox(found, "bubblewrap"), confinement, ["sh", "-c", script])
+        argv = wrap(sandbox, confinement, ["sh", "-c", script])
         return subprocess.run(argv, cwd=workspace, capture_output=True, text=True, check=False)
 
     work = confined(

@@ -5,6 +5,7 @@ one store; what runs each session, read from /proc; and a host lost at once (SIG
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -191,3 +192,33 @@ def session_processes() -> dict[str, list[int]]:
 def sessions_of(sid: str) -> list[int]:
     """The live Claude Code processes running session `sid`."""
     return session_processes().get(sid, [])
+
+
+def sessions_on_host(host: str) -> dict[str, set[str]]:
+    """What the live Claude Code processes of fleet host `host` (its name as `LEGION_HOST` in
+    their environment) run: by the session id in their environment (`LEGION_SESSION_ID`), the
+    session ids their command lines name (after `--session-id` or `--resume`). A session
+    resumed under a new id would show the new one here, whatever its environment says."""
+    mine = f"LEGION_HOST={host}".encode()
+    found: dict[str, set[str]] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if mine not in environ or not argv[0].rsplit("/", 1)[-1].startswith("claude"):
+            continue
+        variables = [v for v in environ if v.startswith(b"LEGION_SESSION_ID=")]
+        if not variables:
+            continue
+        sid = variables[0].split(b"=", 1)[1].decode()
+        named = {
+            value
+            for flag, value in itertools.pairwise(argv)
+            if flag in ("--session-id", "--resume")
+        }
+        found.setdefault(sid, set()).update(named)
+    return found

@@ -1,6 +1,7 @@
 """The TUI's main screens as text, at 80x24 and 160x48, against the files in
-`__snapshots__/test_tui_snapshots/`. A difference fails with both screens shown; after a
-deliberate change, `UPDATE_TUI_SNAPSHOTS=1` rewrites the files (review them in the diff).
+`__snapshots__/test_tui_snapshots/`. A difference fails with both screens shown, and so does a
+missing file; after a deliberate change, `UPDATE_TUI_SNAPSHOTS=1` writes the files (review them
+in the diff): no run writes one unasked (`tests.support.snapshots`).
 
 Text rather than SVG: the files read in a diff, and they do not change with Textual's colours
 or fonts. What colour alone would show is also in the text (glyphs, labels, marks)."""
@@ -8,7 +9,6 @@ or fonts. What colour alone would show is also in the text (glyphs, labels, mark
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.tui.sidebar import Sidebar
 from legion.tui.sources import Board, BoardIssue, Peek
+from tests.support.snapshots import snapshot_problems, updating
 from tests.unit.test_tui import (
     LEG7,
     MAIN,
@@ -149,14 +150,21 @@ async def screens(path: Path, size: tuple[int, int]) -> dict[str, str]:
 @pytest.mark.parametrize("size", SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
 def test_main_screens(bus_path: Path, size: tuple[int, int]) -> None:
     shown = asyncio.run(screens(bus_path, size))
-    update = os.environ.get("UPDATE_TUI_SNAPSHOTS") == "1"
-    differ = []
-    for name, text in shown.items():
-        path = SNAPSHOTS / f"{name}_{size[0]}x{size[1]}.txt"
-        if update or not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            continue
-        if path.read_text(encoding="utf-8") != text:
-            differ.append(f"{path.name}: expected\n{path.read_text(encoding='utf-8')}\ngot\n{text}")
-    assert not differ, "\n".join(differ) + "\n(UPDATE_TUI_SNAPSHOTS=1 rewrites them)"
+    files = {f"{name}_{size[0]}x{size[1]}.txt": text for name, text in shown.items()}
+    problems = snapshot_problems(SNAPSHOTS, files, update=updating())
+    assert not problems, "\n".join(problems)
+
+
+def test_a_missing_snapshot_fails_and_is_not_written(tmp_path: Path) -> None:
+    """Only `UPDATE_TUI_SNAPSHOTS=1` writes a file: a run that wrote what it then compared
+    against would pass whatever the screen showed."""
+    (tmp_path / "kept.txt").write_text("kept", encoding="utf-8")
+    shown = {"kept.txt": "kept", "new.txt": "a screen"}
+    [missing, hint] = snapshot_problems(tmp_path, shown)
+    assert missing.startswith("new.txt: no snapshot file") and "UPDATE_TUI_SNAPSHOTS=1" in hint
+    assert not (tmp_path / "new.txt").exists()
+    [different, _] = snapshot_problems(tmp_path, {"kept.txt": "changed"})
+    assert different == "kept.txt: expected\nkept\ngot\nchanged"
+    assert snapshot_problems(tmp_path, shown, update=True) == []
+    assert (tmp_path / "new.txt").read_text(encoding="utf-8") == "a screen"
+    assert snapshot_problems(tmp_path, shown) == []

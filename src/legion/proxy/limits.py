@@ -126,13 +126,13 @@ class HoldRecord:
             return conn.execute("DELETE FROM model_hold").rowcount > 0
 
 
-def why_held(db: Store, limits: Limits) -> str | None:
-    """Why no worker should start now for want of the model (a provider's hold, the day's
-    budget spent), or None."""
-    held = HoldRecord(db).active()
+def why_held(db: Store, limits: Limits, at: datetime | None = None) -> str | None:
+    """Why no worker should start at `at` (now by default) for want of the model (a
+    provider's hold, the day's budget spent), or None."""
+    held = HoldRecord(db).active(at)
     if held is not None:
         return held
-    daily = spent_limit(db, Limits(daily_token_budget=limits.daily_token_budget), "")
+    daily = spent_limit(db, Limits(daily_token_budget=limits.daily_token_budget), "", at)
     return None if daily is None else daily.describe()
 
 

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -178,6 +179,7 @@ class ModelProxy:
         head_deadline: float = HEAD_DEADLINE_S,
         body_deadline: float = BODY_DEADLINE_S,
         min_body_rate: float = MIN_BODY_RATE,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         """`open_db`: the project database, opened for each request (a connection belongs to
         one thread, and each request is served by its own). `codex`: Codex's provider, served
@@ -189,7 +191,8 @@ class ModelProxy:
         each one's bridge carries its connections here). `max_connections`: how many
         connections it serves at once, over both; `max_in_flight`: how many of one session's
         model calls it forwards at once. `head_deadline`, `body_deadline`, `min_body_rate`: by
-        when a request's head and body must have come (`HEAD_DEADLINE_S`)."""
+        when a request's head and body must have come (`HEAD_DEADLINE_S`). `clock`: the time
+        the day's budget counts from (its day begins at 00:00 UTC; a test gives another)."""
         self.upstream = upstream
         self.codex = codex
         self.open_db = open_db
@@ -197,6 +200,7 @@ class ModelProxy:
         self.controller_runtime = controller_runtime
         self.limits = limits
         self.refused = refused
+        self.clock = clock
         self.hold = ModelHold(open_db)
         self.slots = threading.BoundedSemaphore(max_connections)
         self.max_in_flight = max_in_flight
@@ -624,7 +628,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse_for(refused)
             return
         # Every route is a model call: within the budgets, or not sent at all.
-        spent = spent_limit(db, proxy.limits, spender.issue)
+        spent = spent_limit(db, proxy.limits, spender.issue, proxy.clock())
         if spent is not None:
             # The daemon is told first: whoever has the answer finds the daemon knowing.
             proxy.refused(spender, spent)
