@@ -63,7 +63,7 @@ def legion(project: Path, env: dict[str, str], *args: str) -> Result:
 
 
 def test_a_missing_claude_pauses_dispatch_and_the_demo_stops_at_once(
-    project: Path, env: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    project: Path, env: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     missing = tmp_path / "no-such-claude"
     env["LEGION_CLAUDE_BIN"] = str(missing)
@@ -77,9 +77,9 @@ def test_a_missing_claude_pauses_dispatch_and_the_demo_stops_at_once(
     assert "\n" not in reason and str(missing) in reason
     assert reason.startswith("dispatch paused: 2 worker starts in a row failed")
     assert "legion start" in reason
-    # Said once on stderr, and once in the action log.
-    err = capfd.readouterr().err
-    assert err.count("dispatch paused") == 1 and f"legion: {reason}" in err
+    # Said once in the daemon's log, and once in the action log.
+    said = [r for r in caplog.records if "dispatch paused" in r.getMessage()]
+    assert [(r.levelname, r.getMessage()) for r in said] == [("WARNING", reason)]
     log = log_of(project, env).tail(200)
     paused = [e for e in log if e.action == "pause_dispatch"]
     assert [(e.outcome, e.detail) for e in paused] == [(OutcomeKind.FAILED, reason)]

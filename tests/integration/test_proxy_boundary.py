@@ -8,6 +8,7 @@ read is recorded as unread."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -374,7 +375,7 @@ class _NoUsage(BaseHTTPRequestHandler):
 
 
 def test_an_answer_whose_usage_cannot_be_read_is_recorded_as_unread(
-    project: Path, db_path: Path, capfd: pytest.CaptureFixture[str]
+    project: Path, db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), _NoUsage)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
@@ -399,12 +400,42 @@ def test_an_answer_whose_usage_cannot_be_read_is_recorded_as_unread(
         upstream.shutdown()
     [row] = UsageLedger(SqliteStore(db_path)).rows()
     assert (row.issue, row.responses, row.unread, row.used.total) == ("LEG-1", 1, 1, 0)
-    assert "model usage unread: LEG-1's answer from /v1/messages" in capfd.readouterr().err
+    [said] = [r for r in caplog.records if "model usage unread" in r.getMessage()]
+    assert said.getMessage().startswith("model usage unread: LEG-1's answer from /v1/messages")
+    assert (said.levelname, getattr(said, "issue", None)) == ("WARNING", "LEG-1")
     shown = run_legion("usage", cwd=project)
     assert shown.returncode == 0, shown.stderr
     assert "1 of them reported no usage the proxy could read" in shown.stdout
     as_json = run_legion("usage", "--json", cwd=project)
     assert json.loads(as_json.stdout)[0]["unread_responses"] == 1
+
+
+def test_a_failure_the_proxy_logs_quotes_neither_the_key_nor_a_capability(
+    db_path: Path, model: FakeModelServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The proxy sees the daemon's model key and each session's capability: what it logs when a
+    request fails quotes neither, and neither does what the session is told, even when the
+    failure's own text quotes the key (a key read with a stray line end, which the HTTP
+    client refuses to send, quoting it)."""
+    caplog.set_level(logging.DEBUG, logger="legion")
+    key = "sk-the-real-key-0123456789"
+    env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": key + "\n"}
+    proxy = ModelProxy(upstream_from(env), lambda: SqliteStore(db_path, create=False))
+    proxy.start()
+    token, stranger = capability(db_path), "cap-nobody-knows-0123456789"
+    try:
+        url = f"{proxy.url}/v1/messages"
+        broken = httpx.post(url, json=REQUEST, headers={"x-api-key": token})
+        unknown = httpx.post(url, json=REQUEST, headers={"x-api-key": stranger})
+    finally:
+        proxy.stop()
+    assert broken.status_code == 502 and key not in broken.text
+    assert unknown.status_code == 401
+    said = caplog.text
+    assert "the model API cannot be reached: LocalProtocolError" in said
+    assert "unknown or revoked capability" in said
+    for secret in (key, token, stranger):
+        assert secret not in said
 
 
 def test_what_the_head_refuses_is_answered_before_any_body_is_read(

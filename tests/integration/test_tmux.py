@@ -304,7 +304,7 @@ def test_a_screen_judged_still_is_looked_at_again_before_it_counts(
 
 
 def test_a_session_ends_even_when_its_capability_cannot_be_revoked(
-    server: Tmux, project: Path, capfd: pytest.CaptureFixture[str]
+    server: Tmux, project: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Every close revokes the session's capability (`SessionWindows.end`); a store that fails
     then is said in one line and keeps no window open (a fleet host that lost its lead must
@@ -325,5 +325,5 @@ def test_a_session_ends_even_when_its_capability_cannot_be_revoked(
     assert windows.close_all()
     assert not windows.running()
     assert ended == ["sid-1", "sid-2"]
-    said = capfd.readouterr().err
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert "session sid-2's capability not revoked: StoreError: the store does not answer" in said

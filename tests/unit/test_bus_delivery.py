@@ -121,7 +121,7 @@ def test_legion_complete_writes_the_completion_protocols_labels(
 
 
 def test_a_bus_that_cannot_be_opened_is_reported_and_the_start_goes_on(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from legion.sessions.supervisor import SessionSupervisor
 
@@ -129,4 +129,5 @@ def test_a_bus_that_cannot_be_opened_is_reported_and_the_start_goes_on(
     blocked.write_text("")  # the state home's parent is a file: the bus cannot be created
     manager = SimpleNamespace(env={"XDG_STATE_HOME": str(blocked)}, project=None)
     SessionSupervisor._register_on_bus(manager, "sid-1", "plan", tmp_path, "claude-code")  # type: ignore[arg-type]
-    assert "session sid-1 not registered on the bus" in capsys.readouterr().err
+    [said] = [r for r in caplog.records if "not registered on the bus" in r.getMessage()]
+    assert said.levelname == "WARNING" and getattr(said, "session", None) == "sid-1"

@@ -43,6 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     if ran is not None:
         return ran
+    from legion.diagnostics.log import setup_command
+
+    setup_command()  # what the modules it runs log is said as its own output: `legion: warning:`
 
     from typer import Abort
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError

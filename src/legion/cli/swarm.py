@@ -20,6 +20,7 @@ from legion.daemon_link import hosts_controller, running_pid, start_refusal
 from legion.errors import ConfigError, InputError, LegionError
 
 if TYPE_CHECKING:
+    from legion.daemon import DaemonConfig
     from legion.services.start_plan import StartPlan
     from legion.services.swarm_status import RunningSession, StatusReport
     from legion.sessions.workers import WorkerManager
@@ -228,9 +229,11 @@ def _preflight(project: Project) -> None:
     """Check what the swarm needs: tmux, and each agent CLI the roles run on, with a credential
     to reach a model (a swarm without one would sit at its CLI's login screen, looking busy).
     Each session's CLI home, with Legion's skills, is made as it starts (`legion.runtime.homes`).
-    """
+    And the daemon's log level: refused here, not only in the background daemon's log."""
     from legion.backends import open_backends, open_workers
+    from legion.diagnostics.log import level_from
 
+    level_from(os.environ)
     workers = open_workers(project, open_backends(project))
     workers.windows.check_tmux()
     for runtime in workers.runtimes.in_use():
@@ -307,6 +310,18 @@ def _started(
     }
 
 
+def _run_daemon(project: Project, config: DaemonConfig) -> None:
+    """The daemon, in this process, until it stops. What it logs is on stderr (`daemon.log`
+    when started in the background): it quotes trackers, forges and workers, so it is escaped
+    like any output."""
+    from legion.daemon import Daemon
+    from legion.diagnostics.log import setup
+
+    setup()
+    with common.escaped_output():
+        Daemon(project, config, os.environ).run()
+
+
 def start(
     ctx: typer.Context,
     foreground: Annotated[bool, typer.Option("--foreground", help="Run in this terminal.")] = False,
@@ -332,7 +347,7 @@ def start(
     command that shows the swarm at work.
     """
     from legion.config import load_project
-    from legion.daemon import Daemon, DaemonConfig
+    from legion.daemon import DaemonConfig
 
     flags = {
         "controller_mode": None
@@ -367,10 +382,7 @@ def start(
         else:
             typer.echo(f"Legion running for {project.root} ({config.mode} mode); Ctrl-C stops it")
             typer.echo(f"  watch: {info['attach']}")
-        # What the daemon prints is its log (daemon.log when started in the background): it
-        # quotes trackers, forges and workers, so it is escaped like any output.
-        with common.escaped_output():
-            Daemon(project, config, os.environ).run()
+        _run_daemon(project, config)
         if not as_json:
             typer.echo(f"Legion stopped (pid {os.getpid()}).")
         return

@@ -13,7 +13,7 @@ always leads.
 from __future__ import annotations
 
 import contextlib
-import sys
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +26,8 @@ from legion.store import is_postgres, open_store
 from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .steps import DONE, StepResult
+
+logger = logging.getLogger(__name__)
 
 RETRY_S = 1.0  # between two heartbeats that could not reach the store
 WATCH_S = 0.2  # how often the watchdog looks whether the lease ran out by this machine's clock
@@ -163,7 +165,7 @@ class FleetMembership:
                         self.unreachable(str(exc))
                     elif str(exc) != self._failing:
                         self._failing = str(exc)
-                        print(f"legion daemon: fleet heartbeat: {exc}", file=sys.stderr, flush=True)
+                        logger.warning("fleet heartbeat: %s", exc, extra={"step": "fleet"})
         finally:
             if store is not None:
                 store.close()

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import select
 import signal
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -31,6 +31,7 @@ from legion.daemon_link import (
     tmux_claim,
     wake_fifo,
 )
+from legion.diagnostics import log as logs
 from legion.diagnostics.tracing import mark, span
 from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachableError
 from legion.files.private import open_private, private_folder, touch_private, write_private
@@ -74,6 +75,8 @@ from .steps import DONE, Step, StepResult, log_failure, soonest
 # However often the wake pipe is poked (any session can write it), a pass starts at most this
 # long after the one before: a burst of pokes is one more pass, not one each (issue 35).
 MIN_PASS_GAP_S = 0.25
+
+logger = logging.getLogger(__name__)
 
 # `manual`: the daemon hosts sessions (their model proxy and relay, the bus, budgets, health)
 # but runs no controller and no reconcile pass: every worker is started by hand.
@@ -299,7 +302,7 @@ class Daemon:
             own_short_folder()  # this user's, never through a link planted in /tmp
             handle = open_private(claim)
         except OSError as exc:  # a safeguard, not a reason not to run
-            print(f"legion daemon: the tmux session is not claimed: {exc}", file=sys.stderr)
+            logger.warning("the tmux session is not claimed: %s", exc)
             yield
             return
         with handle:
@@ -324,11 +327,11 @@ class Daemon:
         self.stopped_by = signum  # the demo says it was interrupted, not out of time
         if self.config.say_stop:
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-            print(
-                f"legion: {name}: stopping the daemon (pid {os.getpid()}) once this pass ends; "
-                "the controller and workers keep running (`legion stop --all` closes them)",
-                file=sys.stderr,
-                flush=True,
+            logger.info(
+                "%s: stopping the daemon (pid %d) once this pass ends; the controller and "
+                "workers keep running (`legion stop --all` closes them)",
+                name,
+                os.getpid(),
             )
 
     def run(self) -> None:
@@ -347,6 +350,7 @@ class Daemon:
             # Read-write, so the FIFO never reports end-of-file when a writer goes away.
             fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
             started = time.monotonic()
+            logger.info("daemon started (pid %d, %s mode)", os.getpid(), self.config.mode)
             self.log.append(
                 "-",
                 "daemon_start",
@@ -388,6 +392,7 @@ class Daemon:
                     signal.signal(sig, handler)
                 self.delivery.close()
                 self.log.append("-", "daemon_stop", OutcomeKind.DONE, f"pid {os.getpid()}")
+                logger.info("daemon stopped (pid %d)", os.getpid())
 
     def _start_fence(self) -> FenceProcess | None:
         """In a fleet, the fence that closes this host's sessions if the daemon dies while it
@@ -537,17 +542,13 @@ class Daemon:
         self._store_down_now = True
         if self._store_down is None:
             self._store_down = why
-            print(
-                f"legion daemon: {why}; every step waits until it answers",
-                file=sys.stderr,
-                flush=True,
-            )
+            logger.warning("%s; every step waits until it answers", why)
 
     def _store_back(self) -> None:
         down, self._store_down_now = self._store_down_now, False
         if not down and self._store_down is not None:
             self._store_down = None
-            print("legion daemon: the store answers again", file=sys.stderr, flush=True)
+            logger.info("the store answers again")
             with contextlib.suppress(LegionError):
                 self.log.append("-", "store", OutcomeKind.DONE, "the store answers again")
 
@@ -576,7 +577,7 @@ class Daemon:
         """One part of a tick. Whatever goes wrong is logged and the daemon carries on: it is the
         thing that must not stop."""
         try:
-            with span(f"tick: {step.name}"):
+            with span(f"tick: {step.name}"), logs.context(step=step.name):
                 return step.run()
         except StoreUnreachableError as exc:
             self._unreachable(str(exc))

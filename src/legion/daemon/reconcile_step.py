@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 
 from legion.reconcile import Reconciler
 from legion.sessions.pause import DispatchPause
 
 from .steps import DONE, StepResult
+
+logger = logging.getLogger(__name__)
 
 
 class ReconcileStep:
@@ -26,8 +28,8 @@ class ReconcileStep:
 
 
 class PauseReport:
-    """Says once, on stderr (the daemon's log when it runs in the background), that dispatch
-    is paused and why; the reconciler wrote the same line to the action log."""
+    """Says once, in the daemon's log, that dispatch is paused and why; the reconciler wrote
+    the same line to the action log."""
 
     def __init__(self, pause: DispatchPause, *, say: bool) -> None:
         self.pause = pause
@@ -37,6 +39,6 @@ class PauseReport:
     def run(self) -> StepResult:
         reason = self.pause.reason()
         if reason is not None and reason != self.reported and self.say:
-            print(f"legion: {reason}", file=sys.stderr, flush=True)
+            logger.warning("%s", reason)
         self.reported = reason
         return DONE

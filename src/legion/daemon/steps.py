@@ -10,12 +10,14 @@ its own (`legion.core.backoff`, in the reconciler), so a step's error never stop
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from legion.errors import LegionError
 from legion.store.actionlog import ActionLog, OutcomeKind
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,8 @@ def soonest(tick: float, results: Iterable[StepResult], floor: float = 0.05) -> 
 
 
 def log_failure(log: ActionLog, name: str, detail: str) -> None:
-    """A step's failure, in the action log; on stderr (the daemon's log) if even that fails."""
+    """A step's failure, in the action log; in the daemon's log if even that fails."""
     try:
         log.append("-", name, OutcomeKind.FAILED, detail)
-    except LegionError:
-        print(f"legion daemon: {name} failed: {detail}", file=sys.stderr, flush=True)
+    except LegionError as exc:
+        logger.error("%s failed: %s (not in the action log: %s)", name, detail, exc)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import socket
 import struct
@@ -44,6 +45,8 @@ from legion.core.egress import Rule
 
 if TYPE_CHECKING:
     from legion.store import Store
+
+logger = logging.getLogger(__name__)
 
 PREAMBLE = b"LEGION-EGRESS "
 # A request's preamble and head must have come whole within this long, and be no larger.
@@ -183,7 +186,9 @@ class EgressProxy:
         while not self._stopping:
             try:
                 client, _ = self._listener.accept()
-            except OSError:
+            except OSError as exc:
+                if not self._stopping:  # else: closed by `stop`, as it should be
+                    logger.error("the egress proxy stops listening: %s", exc)
                 return
             peer = _peer(client)
             with self._lock:
@@ -228,8 +233,8 @@ class EgressProxy:
                     self._serve_one(client)
                 except _Answer as refused:
                     _refuse_now(client, refused.status, refused.line)
-                except OSError:
-                    pass
+                except OSError as exc:  # the session or the destination went away
+                    logger.debug("an egress connection ended: %s", exc)
                 finally:
                     self._track(client, False)
         finally:
@@ -319,8 +324,16 @@ class EgressProxy:
 
     def _refused(self, refusal: Refused) -> None:
         # Counting it must not keep the answer from going.
-        with contextlib.suppress(Exception):
+        try:
             self.refused(refusal)
+        except Exception as exc:
+            logger.warning(
+                "an egress refusal (%s:%d) not counted: %s",
+                refusal.host,
+                refusal.port,
+                exc,
+                extra={"issue": refusal.issue, "session": refusal.session_id},
+            )
 
     def _connect(
         self, rule: Rule, session_id: str, issue: str, host: str, port: int
@@ -343,7 +356,13 @@ class EgressProxy:
             upstream.settimeout(self.connect_timeout)
             try:
                 upstream.connect(address)
-            except OSError:
+            except OSError as exc:
+                logger.debug(
+                    "egress: %s does not answer: %s",
+                    address[0],
+                    exc,
+                    extra={"issue": issue, "session": session_id},
+                )
                 upstream.close()
                 continue
             return upstream
@@ -512,8 +531,8 @@ def _refuse_now(client: socket.socket, status: int, line: str) -> None:
         client.settimeout(1.0)
         client.sendall(answer(status, line))
         client.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
+    except OSError as exc:
+        logger.debug("an egress refusal (%d) not sent: %s", status, exc)
     client.close()
 
 

@@ -9,6 +9,7 @@ its one row in the project database (`model_hold`) for whoever else asks."""
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -22,6 +23,8 @@ from legion.store import Store, now
 from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .budget import spent_limit
+
+logger = logging.getLogger(__name__)
 
 # What the provider answers when the account is rate limited, or the model overloaded.
 HELD_STATUSES = frozenset({429, 529})
@@ -206,11 +209,12 @@ class ModelHold:
     def _write(self, write: Callable[[Store], object]) -> None:
         try:
             db = self.open_db()
-        except Exception:
+        except Exception as exc:
+            logger.warning("the model API's hold not recorded: %s", exc)
             return
         try:
             write(db)
-        except Exception:  # a hold not recorded still holds; the next one is recorded
-            pass
+        except Exception as exc:  # a hold not recorded still holds; the next one is recorded
+            logger.warning("the model API's hold not recorded: %s", exc)
         finally:
             db.close()

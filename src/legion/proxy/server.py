@@ -20,11 +20,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import select
 import socket
 import socketserver
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -45,6 +45,7 @@ from .questions import QUESTION_TOOLS, AskedQuestions
 from .routes import (
     CLAUDE_API,
     CODEX_API,
+    CREDENTIAL_HEADERS,
     Api,
     Forward,
     Refusal,
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
     from legion.store import Store
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 NO_LIMITS = Limits()
@@ -344,12 +347,13 @@ class _Bounded(socketserver.ThreadingMixIn):
                     },
                 }
             ).encode()
+            logger.debug("a connection refused: the model proxy serves all it may already")
             try:
                 request.settimeout(1.0)
                 request.sendall(_BUSY % (len(body), body))
                 request.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
+            except OSError as exc:
+                logger.debug("the refused connection was not told why: %s", exc)
             request.close()
             return
         try:
@@ -446,13 +450,15 @@ class _Handler(BaseHTTPRequestHandler):
             if not self._buffered.peek(1):
                 self.close_connection = True  # the client closed it
                 return
-        except OSError:  # idle past the timeout, or reset
+        except OSError as exc:  # idle past the timeout, or reset
+            logger.debug("a model proxy connection closed: %s", exc)
             self.close_connection = True
             return
         self._reading.by = time.monotonic() + self.server.proxy.head_deadline
         try:
             super().handle_one_request()
         except _Late:
+            logger.debug("a request to the model proxy was not sent in time: 408")
             self.close_connection = True
             self._late()
         finally:
@@ -508,8 +514,10 @@ class _Handler(BaseHTTPRequestHandler):
             try:
                 response = proxy.send(proxy.build(self.command, url, headers, body))
             except Exception as exc:  # httpx.HTTPError, an OSError: the upstream is unreachable
+                reason = _without_credentials(f"{type(exc).__name__}: {exc}", headers)
+                logger.warning("the model API cannot be reached: %s", reason)
                 self._refuse(
-                    502, "api_error", f"Legion's model proxy could not reach the API: {exc}"
+                    502, "api_error", f"Legion's model proxy could not reach the API: {reason}"
                 )
                 return None
             if response.status_code not in HELD_STATUSES:
@@ -540,10 +548,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _refuse_for(self, refusal: Refusal) -> None:
-        print(
-            f"legion: model proxy refused {self.command} {self.path[:200]!r}: {refusal.message}",
-            file=sys.stderr,
-            flush=True,
+        logger.warning(
+            "model proxy refused %s %r: %s", self.command, self.path[:200], refusal.message
         )
         self._refuse(refusal.status, refusal.kind, refusal.message)
 
@@ -570,12 +576,19 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             db = proxy.open_db()
         except Exception as exc:  # the database cannot be opened: nothing can be checked
+            logger.warning("model proxy: the store cannot be opened, request refused: %s", exc)
             self.close_connection = True
             self._refuse(503, "api_error", f"Legion's model proxy: {exc}")
             return
         try:
             spender = proxy.spender(db, incoming, upstream)
             if spender is None:
+                # Never the token itself: it may be a live session's, or a key sent by mistake.
+                logger.warning(
+                    "model proxy refused %s %r: unknown or revoked capability",
+                    self.command,
+                    self.path[:200],
+                )
                 self.close_connection = True
                 self._refuse(
                     401,
@@ -591,11 +604,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._reading.by = time.monotonic() + proxy.body_deadline + length / proxy.min_body_rate
             body = self.rfile.read(length) if length else b""
             self._reading.by = None
+            who = _whose(spender)
             if len(body) < length:  # the sender went away mid-body
+                logger.debug("a request's sender went away mid-body", extra=who)
                 self.close_connection = True
                 return
             with proxy.in_flight(spender.session_id) as taken:
                 if not taken:
+                    logger.debug(
+                        "a model call refused: %d run already", proxy.max_in_flight, extra=who
+                    )
                     self._refuse(
                         429,
                         "rate_limit_error",
@@ -672,6 +690,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
+            logger.debug("the CLI went away mid-answer", extra=_whose(spender))
             self.close_connection = True  # the CLI went away: what passed is still recorded
         finally:
             response.close()
@@ -705,7 +724,7 @@ def _forget_question(db: Store, session_id: str) -> None:
     try:
         AskedQuestions(db).forget(session_id)
     except Exception as exc:  # never fails the session
-        print(f"legion: model question not forgotten: {exc}", file=sys.stderr, flush=True)
+        logger.warning("model question not forgotten: %s", exc, extra={"session": session_id})
 
 
 def _keep_question(db: Store, spender: Spender, meter: UsageMeter) -> None:
@@ -716,7 +735,7 @@ def _keep_question(db: Store, spender: Spender, meter: UsageMeter) -> None:
     try:
         AskedQuestions(db).record(spender.session_id, calls[-1])
     except Exception as exc:  # never fails the session: its transcript says it in the end
-        print(f"legion: model question not kept: {exc}", file=sys.stderr, flush=True)
+        logger.warning("model question not kept: %s", exc, extra=_whose(spender))
 
 
 def _record(
@@ -733,11 +752,29 @@ def _record(
             return
         ledger.record_unread(spender)
     except Exception as exc:  # a ledger that cannot be written never fails the session
-        print(f"legion: model usage not recorded: {exc}", file=sys.stderr, flush=True)
+        logger.warning("model usage not recorded: %s", exc, extra=_whose(spender))
     who = spender.issue or spender.mode or "a session"
-    print(
-        f"legion: model usage unread: {who}'s answer from {path} reported no usage the proxy "
-        "can read (recorded as unread: no budget counts it)",
-        file=sys.stderr,
-        flush=True,
+    logger.warning(
+        "model usage unread: %s's answer from %s reported no usage the proxy can read "
+        "(recorded as unread: no budget counts it)",
+        who,
+        path,
+        extra=_whose(spender),
     )
+
+
+def _whose(spender: Spender) -> dict[str, str]:
+    """A log line's issue and session: the spender's."""
+    return {"issue": spender.issue, "session": spender.session_id}
+
+
+def _without_credentials(text: str, headers: Mapping[str, str]) -> str:
+    """`text` with the credential a request's `headers` carry masked, wherever it shows (an
+    error's text may quote a URL or a header)."""
+    for name in CREDENTIAL_HEADERS:
+        value = headers.get(name, "").strip()
+        # Stripped: a key with a stray line end is quoted by the error it causes.
+        for secret in (value, value.removeprefix("Bearer ").strip()):
+            if len(secret) >= 8:
+                text = text.replace(secret, "***")
+    return text

@@ -48,13 +48,13 @@ A refusal (and an unknown capability) is written to the action log, without the 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import queue
 import socket
 import socketserver
 import stat
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -94,6 +94,8 @@ from legion.relay.protocol import (
 from legion.store import Store
 from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.trackers.base import Issue, Tracker
+
+logger = logging.getLogger(__name__)
 
 
 class Backends(Protocol):
@@ -593,11 +595,7 @@ class Deferred:
 def _internal(op: str, exc: Exception) -> dict[str, Any]:
     # A bug, or a backend's error it did not map: one line in the daemon's log, and the same
     # for the client, which reports an internal error.
-    print(
-        f"legion relay: internal error in {op}: {type(exc).__name__}: {exc}",
-        file=sys.stderr,
-        flush=True,
-    )
+    logger.error("relay: internal error in %s: %s: %s", op, type(exc).__name__, exc)
     return error_answer(exc)
 
 

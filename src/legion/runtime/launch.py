@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import secrets
 import signal
@@ -22,6 +23,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
+
+logger = logging.getLogger(__name__)
 
 # How long either end waits for the other: the window's process has to start (a Python
 # interpreter), and a launcher whose dispatcher died must not wait forever.
@@ -105,22 +108,25 @@ def read_spec(
 
 def main(args: Sequence[str]) -> int:
     if len(args) != 1:
-        print("usage: python -m legion.runtime.launch SPEC", file=sys.stderr)
+        logger.error("usage: python -m legion.runtime.launch SPEC")
         return 2
     path = Path(args[0])
     try:
         argv, cwd, env = read_spec(path)
     except (OSError, ValueError, TimeoutError) as exc:
-        print(f"legion: cannot read launch spec {path}: {exc}", file=sys.stderr)
+        logger.error("cannot read launch spec %s: %s", path, exc)
         return 1
     os.chdir(cwd)
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as exc:
-        print(f"legion: cannot start {argv[0]}: {exc}", file=sys.stderr)
+        logger.error("cannot start %s: %s", argv[0], exc)
         return 127
     return 0  # not reached: exec replaced this process
 
 
 if __name__ == "__main__":
+    from legion.diagnostics.log import setup
+
+    setup(strict=False)  # a session is never failed for its log
     sys.exit(main(sys.argv[1:]))

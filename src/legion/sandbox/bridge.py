@@ -28,6 +28,7 @@ connection there is carried to the egress proxy as a `CONNECT HOST:PORT`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import signal
@@ -39,6 +40,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
+
+logger = logging.getLogger(__name__)
 
 _CHUNK = 64 * 1024
 RESEND_S = 1.0  # a forwarded signal is sent once more after this
@@ -152,10 +155,7 @@ def _listen(address: str, port: int) -> socket.socket | None:
     try:
         return socket.create_server((address, port), family=family)
     except OSError as exc:
-        print(
-            f"legion: the sandbox's bridge cannot listen on {address}:{port}: {exc}",
-            file=sys.stderr,
-        )
+        logger.warning("the sandbox's bridge cannot listen on %s:%d: %s", address, port, exc)
         return None
 
 
@@ -164,7 +164,7 @@ def _start_egress(egress: Egress, taken: set[int]) -> None:
     session without a capability gets none (said once on its window)."""
     token = os.environ.get(CAPABILITY_ENV, "")
     if not token:
-        print("legion: no capability in the session's environment: no egress", file=sys.stderr)
+        logger.warning("no capability in the session's environment: no egress")
         return
     first = EGRESS_PREAMBLE + token.encode() + b"\n"
     listener = _listen("127.0.0.1", egress.port)
@@ -172,9 +172,7 @@ def _start_egress(egress: Egress, taken: set[int]) -> None:
         threading.Thread(target=_serve, args=(listener, egress.socket, first), daemon=True).start()
     for address, port, host in egress.forwards:
         if (address in ("127.0.0.1", "::1") and port in taken) or port == egress.port:
-            print(
-                f"legion: {address}:{port} is the bridge's own port: not forwarded", file=sys.stderr
-            )
+            logger.warning("%s:%d is the bridge's own port: not forwarded", address, port)
             continue
         forward = _listen(address, port)
         if forward is None:
@@ -186,10 +184,9 @@ def _start_egress(egress: Egress, taken: set[int]) -> None:
 
 
 def _usage() -> int:
-    print(
+    logger.error(
         "usage: python -m legion.sandbox.bridge [PORT SOCKET] [--egress EPORT ESOCKET "
-        "[--forward ADDRESS PORT HOST]...] -- ARGV...",
-        file=sys.stderr,
+        "[--forward ADDRESS PORT HOST]...] -- ARGV..."
     )
     return 2
 
@@ -231,9 +228,7 @@ def main(args: Sequence[str]) -> int:
             try:
                 listener = socket.create_server(("127.0.0.1", port))
             except OSError as exc:
-                print(
-                    f"legion: the sandbox's bridge cannot listen on {port}: {exc}", file=sys.stderr
-                )
+                logger.error("the sandbox's bridge cannot listen on %d: %s", port, exc)
                 return 1
             threading.Thread(target=_serve, args=(listener, proxy_socket), daemon=True).start()
         if egress is not None:
@@ -266,7 +261,7 @@ def main(args: Sequence[str]) -> int:
     try:
         started.append(subprocess.Popen(argv))
     except OSError as exc:
-        print(f"legion: cannot start {argv[0]}: {exc}", file=sys.stderr)
+        logger.error("cannot start %s: %s", argv[0], exc)
         return 127
     for waiting in pending:
         forward(waiting, None)
@@ -334,6 +329,9 @@ def _reap_until(pid: int) -> int:
 
 
 if __name__ == "__main__":
+    from legion.diagnostics.log import setup
+
+    setup(strict=False)  # a session is never failed for its log
     code = main(sys.argv[1:])
     sys.stdout.flush()
     # The pumps' threads end with the process; a signal's death is 128 + its number.

@@ -12,6 +12,7 @@ private named pipe (`legion.runtime.launch`), so its environment is never on a c
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -63,6 +64,8 @@ from legion.workspaces.setup import (
     cache_folder,
     setup_argv,
 )
+
+logger = logging.getLogger(__name__)
 
 # Variables of the dispatcher that must not reach a worker: tmux's would make the CLI think it
 # runs in the dispatcher's pane; those a Claude Code session sets for its tools' processes
@@ -521,10 +524,12 @@ class SessionSupervisor:
             finally:
                 bus.close()
         except Exception as exc:  # whatever it is, the worker still starts
-            print(
-                f"legion: session {sid} not registered on the bus: {type(exc).__name__}: {exc}",
-                file=sys.stderr,
-                flush=True,
+            logger.warning(
+                "session %s not registered on the bus: %s: %s",
+                sid,
+                type(exc).__name__,
+                exc,
+                extra={"session": sid},
             )
             return None
 
@@ -542,11 +547,13 @@ class SessionSupervisor:
             finally:
                 bus.close()
         except Exception as exc:  # whatever it is, the worker is retired all the same
-            print(
-                f"legion: session {sid}'s agent not marked {status.value}: "
-                f"{type(exc).__name__}: {exc}",
-                file=sys.stderr,
-                flush=True,
+            logger.warning(
+                "session %s's agent not marked %s: %s: %s",
+                sid,
+                status.value,
+                type(exc).__name__,
+                exc,
+                extra={"session": sid},
             )
 
     def stop_stray(self, sid: str, *, force: bool = False) -> None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,6 +20,8 @@ from legion.sessions.observer import CONTROLLER_WINDOW
 from legion.store import now
 
 # The window that keeps the project's tmux session open while no session runs.
+logger = logging.getLogger(__name__)
+
 ANCHOR_WINDOW = "legion"
 # A screen judged still is looked at this many more times, this far apart, before a kill
 # (`SessionWindows.screen_moves`): a spinner shows another frame well within the span.
@@ -159,10 +162,12 @@ class SessionWindows:
         try:
             self._ended(sid)
         except Exception as exc:  # whatever it is, the window closes all the same
-            print(
-                f"legion: session {sid}'s capability not revoked: {type(exc).__name__}: {exc}",
-                file=sys.stderr,
-                flush=True,
+            logger.warning(
+                "session %s's capability not revoked: %s: %s",
+                sid,
+                type(exc).__name__,
+                exc,
+                extra={"session": sid},
             )
 
     def end_exited(self) -> Sequence[str]:
@@ -185,11 +190,12 @@ class SessionWindows:
             try:
                 self._exited(window.tag, at)
             except Exception as exc:  # said; looked at again at the next tick
-                print(
-                    f"legion: session {window.tag}'s capability not revoked: "
-                    f"{type(exc).__name__}: {exc}",
-                    file=sys.stderr,
-                    flush=True,
+                logger.warning(
+                    "session %s's capability not revoked: %s: %s",
+                    window.tag,
+                    type(exc).__name__,
+                    exc,
+                    extra={"session": window.tag},
                 )
                 continue
             if first is None:

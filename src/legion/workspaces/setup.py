@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -57,6 +58,8 @@ from legion.files.private import (
     write_private,
 )
 from legion.sandbox import Confinement, Sandbox, bridge, wrap
+
+logger = logging.getLogger(__name__)
 
 FOLDER = "workspace-setup"
 CACHE_FOLDER = "cache"
@@ -435,7 +438,7 @@ def run(spec: Mapping[str, Any]) -> Result:
 
 def main(args: Sequence[str]) -> int:
     if len(args) != 1:
-        print("usage: python -m legion.workspaces.setup RUN_JSON", file=sys.stderr)
+        logger.error("usage: python -m legion.workspaces.setup RUN_JSON")
         return 2
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     result = run(spec)
@@ -446,4 +449,7 @@ def main(args: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
+    from legion.diagnostics.log import setup
+
+    setup(strict=False)  # a workspace's setup is never failed for its log
     sys.exit(main(sys.argv[1:]))

@@ -14,8 +14,8 @@ label decides, and without one a person's native review does.
 
 from __future__ import annotations
 
+import logging
 import re
-import sys
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -52,6 +52,8 @@ from legion.forges.reviewed import merged_tree, reviewed_refusal
 from legion.git import rev_parse
 from legion.github.settings import GitHubSettings
 from legion.graphql_client import DEFAULT_TIMEOUT_S, GraphQLClient
+
+logger = logging.getLogger(__name__)
 
 MERGE_METHODS = {"squash": "SQUASH", "merge": "MERGE", "rebase": "REBASE"}
 PUSH_SYNC_WAITS = (0.5, 1.0, 2.0, 4.0)  # GitHub sees a push within seconds
@@ -320,7 +322,7 @@ class GitHubForge:
 
 
 def _warn_on_stderr(line: str) -> None:
-    print(f"legion: warning: {for_display(line)}", file=sys.stderr, flush=True)
+    logger.warning("%s", for_display(line))
 
 
 def _require_open(pr: PullRequest) -> None:

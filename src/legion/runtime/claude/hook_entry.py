@@ -156,4 +156,7 @@ def main(
 
 
 if __name__ == "__main__":
+    from legion.diagnostics.log import setup
+
+    setup(strict=False)  # a hook never fails for its log: its stderr is the CLI's to show
     sys.exit(main())

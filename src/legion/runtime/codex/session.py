@@ -413,4 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from legion.diagnostics.log import setup
+
+    setup(strict=False)  # a session is never failed for its log
     sys.exit(main())
