@@ -18,7 +18,8 @@ def _view(mode: Mode, state: SessionState) -> Any:
 
 def _starts(views: list[Any], wip_limit: int | None) -> tuple[Starts, Any]:
     guard = SimpleNamespace(paused=None)
-    ctx = cast(PassContext, SimpleNamespace(guard=guard, dry_run=False))
+    workers = SimpleNamespace(in_fleet=False)
+    ctx = cast(PassContext, SimpleNamespace(guard=guard, dry_run=False, workers=workers))
     return Starts(ctx, views, wip_limit=wip_limit, token_budget=None), guard
 
 
@@ -29,19 +30,18 @@ def test_the_wip_limit_counts_live_workers_but_reviewers_and_frees_a_closed_ones
         _view(Mode.PLAN, SessionState.DEAD),
     ]
     starts, _ = _starts(views, wip_limit=1)
-    full = starts.cannot_start(Mode.PLAN)
+    full = starts.blocked("LEG-1", Mode.PLAN)
     assert full is not None and full.kind is OutcomeKind.DEFERRED
     assert full.detail == "WIP limit 1 reached"
-    assert starts.cannot_start(Mode.REVIEW) is None  # reviewers are exempt
+    assert starts.blocked("LEG-1", Mode.REVIEW) is None  # reviewers are exempt
     starts.closed(Mode.IMPLEMENT)
-    assert starts.cannot_start(Mode.PLAN) is None
+    assert starts.blocked("LEG-1", Mode.PLAN) is None
 
 
 def test_nothing_starts_while_dispatch_is_paused_and_no_limit_means_none() -> None:
     starts, guard = _starts([_view(Mode.IMPLEMENT, SessionState.RUNNING)] * 5, wip_limit=None)
-    assert starts.cannot_start(Mode.IMPLEMENT) is None
+    assert starts.blocked("LEG-1", Mode.IMPLEMENT) is None
     guard.paused = "dispatch paused: two starts failed"
-    paused = starts.cannot_start(Mode.REVIEW)
+    paused = starts.blocked("LEG-1", Mode.REVIEW)
     assert paused is not None and paused.kind is OutcomeKind.DEFERRED
     assert paused.detail == "dispatch paused (`legion status` says why)"
-    assert starts.blocked("LEG-1", Mode.REVIEW) == paused  # no budget: the pause alone

@@ -24,7 +24,7 @@ from legion.reconcile.answers import BUDGET_HEADING, budget_allowed, human_answe
 from legion.reconcile.labels import answer_worker, resume_worker, start_worker, worker_active
 from legion.reconcile.outcomes import Outcome
 from legion.reconcile.passes import Reconciler
-from legion.reconcile.starts import START_FAILURES, counts_toward_wip
+from legion.reconcile.starts import START_FAILURES
 
 __all__ = [
     "BUDGET_HEADING",
@@ -33,7 +33,6 @@ __all__ = [
     "Reconciler",
     "answer_worker",
     "budget_allowed",
-    "counts_toward_wip",
     "human_answer",
     "legion_asked",
     "resume_worker",

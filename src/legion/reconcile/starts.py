@@ -1,6 +1,7 @@
-"""Admission to a pass's worker starts: whether a worker may start now (the dispatch pause, the
-WIP limit, the issue's token budget, a human asked once it is spent), its start without waiting,
-and, at the pass's end, every start collected at once, failed ones counted toward the pause."""
+"""A pass's worker starts: the facts admission weighs (`legion.core.admission`: the dispatch
+pause, the WIP limit, the issue's token budget, ...), a human asked once a budget is spent, each
+start without waiting, and, at the pass's end, every start collected at once, failed ones
+counted toward the pause."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 
+from legion.core.admission import Load, Reason, StartFacts, counts_toward_wip, refusal
 from legion.core.budget import Spent, over_issue_budget
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label, Mode
@@ -39,11 +41,6 @@ from .outcomes import Step, deferred, done
 START_FAILURES: tuple[type[LegionError], ...] = (ToolMissingError, ConfigError, WorkerStartError)
 # The line tmux adds under a dead pane it keeps (remain-on-exit); it holds the time of death.
 TMUX_DEAD_PANE = re.compile(r"^Pane is dead \(")
-
-
-def counts_toward_wip(mode: Mode) -> bool:
-    """Reviewers are short-lived and exempt; every other worker writes code or plans."""
-    return mode is not Mode.REVIEW
 
 
 class Starts:
@@ -102,47 +99,38 @@ class Starts:
         finally:
             self._notes.pop(issue, None)
 
-    def wip_full(self, mode: Mode) -> bool:
-        limit = self.wip_limit
-        return limit is not None and counts_toward_wip(mode) and self.code_workers >= limit
-
-    def cannot_start(self, mode: Mode) -> Step | None:
-        """Why a worker in `mode` cannot start now (deferred), or None when it can."""
-        if self.ctx.guard.paused is not None:
-            return deferred("dispatch paused (`legion status` says why)")
-        if self.model_held is not None:
-            return deferred(self.model_held)
-        if self.wip_full(mode):
-            return deferred(f"WIP limit {self.wip_limit} reached")
-        if self.capacity is not None and self.sessions >= self.capacity:
-            where = "the fleet's hosts run" if self.ctx.workers.in_fleet else "this host runs"
-            return deferred(f"{where} {self.sessions} sessions, their capacity (`max_sessions`)")
-        return None
-
-    def blocked(self, issue: str, mode: Mode) -> Step | None:
-        """Why no worker in `mode` may start on `issue` now (WIP limit, pause, or its token
-        budget: a human is then asked), or None. Actions that clear labels before a start
-        ask this first: the labels say which worker is due, for when it can start, and for
-        whoever answers a budget question."""
-        return (
-            self.cannot_start(mode)
-            or self.drained(issue)
-            or self.over_budget(issue)
-            or self.unhosted()
+    def load(self) -> Load:
+        """The sessions running now against the WIP limit and the hosts' capacity."""
+        return Load(
+            code_workers=self.code_workers,
+            sessions=self.sessions,
+            wip_limit=self.wip_limit,
+            capacity=self.capacity,
+            in_fleet=self.ctx.workers.in_fleet,
         )
 
-    def drained(self, issue: str) -> Step | None:
-        """Why `issue` gets no worker on a draining host (it takes no new issue), or None."""
-        if self.draining and issue not in self.known:
-            return deferred("this host is draining: it takes no new issue (`legion host drain`)")
-        return None
-
-    def unhosted(self) -> Step | None:
-        """Why no worker starts for want of a daemon to host it (a pass run by hand while none
-        runs), or None. Asked last: a pause, the WIP limit or a budget says more."""
-        if self.hosted:
+    def blocked(self, issue: str, mode: Mode) -> Step | None:
+        """Why no worker in `mode` may start on `issue` now (`legion.core.admission`, on the
+        pass's facts: the pause, a hold, the WIP limit, capacity, a drain, the issue's token
+        budget, a daemon to host it), or None. A spent budget asks a human, once. Actions that
+        clear labels before a start ask this first: the labels say which worker is due, for
+        when it can start, and for whoever answers a budget question."""
+        facts = StartFacts(
+            issue=issue,
+            mode=mode,
+            paused=self.ctx.guard.paused is not None,
+            model_held=self.model_held,
+            load=self.load(),
+            draining=self.draining and issue not in self.known,
+            budget_spent=self.budget_spent(issue),
+            hosted=self.hosted,
+        )
+        found = refusal(facts)
+        if found is None:
             return None
-        return deferred("no daemon runs to host the worker (`legion start`)")
+        if found.reason is Reason.BUDGET and facts.budget_spent is not None:
+            return self.ask_about_budget(facts.budget_spent, found.detail)
+        return deferred(found.detail)
 
     def plan(self, issue: str, mode: Mode) -> Step:
         """A dry run's start: what `start` would do, changing nothing but the pass's own count
@@ -185,11 +173,11 @@ class Starts:
             self.code_workers += 1
         return done(f"{mode.value} worker in {view.record.window}")
 
-    def over_budget(self, issue: str) -> Step | None:
-        """None while the issue's workers have used less than its token budget (a human's
-        answer to a budget question allows one budget more than was used then); else no
-        worker starts, and a human is asked, once. What the answer allowed is written down for
-        the model proxy, which refuses the issue's requests past it."""
+    def budget_spent(self, issue: str) -> Spent | None:
+        """The issue's spend once its workers used its token budget (a human's answer to a
+        budget question allows one budget more than was used then), else None. What the answer
+        allowed is written down for the model proxy, which refuses the issue's requests past
+        it."""
         budget = self.token_budget
         if budget is None:
             return None
@@ -199,14 +187,17 @@ class Starts:
         allowed = budget_allowed(since_legion_wrote(self.ctx.tracker, issue), budget)
         if allowed > budget and not self.ctx.dry_run:
             Allowances(self.ctx.log.db).set(issue, allowed)
-        spent = over_issue_budget(issue, used, budget, allowed)
-        if spent is None:
-            return None
+        return over_issue_budget(issue, used, budget, allowed)
+
+    def ask_about_budget(self, spent: Spent, detail: str) -> Step:
+        """No worker starts on an issue whose budget is spent, and a human is asked, once."""
         if self.ctx.dry_run:
-            return Step(OutcomeKind.PLANNED, f"token budget spent ({used:,} of {allowed:,})")
-        if not ask_about_budget(self.ctx.tracker, spent, budget):
-            return deferred(f"token budget spent ({used:,} of {allowed:,}); a human decides")
-        return done(f"token budget spent ({used:,} of {allowed:,}): asked a human")
+            return Step(OutcomeKind.PLANNED, detail)
+        if self.token_budget is None or not ask_about_budget(
+            self.ctx.tracker, spent, self.token_budget
+        ):
+            return deferred(f"{detail}; a human decides")
+        return done(f"{detail}: asked a human")
 
     def collect(self) -> Step | None:
         """Wait for the workers this pass started, and count their starts toward the pause;

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from legion.core import roles
+from legion.core.admission import Reason, StartFacts, refusal
 from legion.core.model import Mode, Status
 from legion.errors import InputError, NotFoundError, NotPermittedError
 from legion.sessions.identity import require_spawner, role
@@ -20,24 +20,18 @@ if TYPE_CHECKING:
     from legion.trackers.base import Tracker
 
 
-def refuse_blocked(tracker: Tracker, identifier: str) -> None:
-    """One line (exit 2) when the issue waits for an issue that is not Done (a blocker that
-    no longer exists holds nothing up, as in `legion state`)."""
-    issue = tracker.get_issue(identifier)
+def waiting_for(tracker: Tracker, identifier: str) -> tuple[str, ...]:
+    """The issues `identifier` waits for that are not Done, each with its status (a blocker
+    that no longer exists holds nothing up, as in `legion state`)."""
     waiting = []
-    for name in issue.blocked_by:
+    for name in tracker.get_issue(identifier).blocked_by:
         try:
             blocker = tracker.get_issue(name)
         except NotFoundError:
             continue
         if blocker.status is not Status.DONE:
             waiting.append(f"{name} ({blocker.status.value})")
-    if waiting:
-        raise InputError(
-            f"{issue.identifier} is blocked by {', '.join(waiting)}: Legion starts no worker on "
-            "it until they are Done (`legion issue block "
-            f"{issue.identifier} --remove ISSUE`, or --force to start one anyway)"
-        )
+    return tuple(waiting)
 
 
 def start_worker(
@@ -49,18 +43,25 @@ def start_worker(
     force: bool = False,
     env: Mapping[str, str] | None = None,
 ) -> WorkerView:
-    """Start `mode`'s worker for `issue` in its workspace: refused for a worker's session, for
-    an issue with a live worker, (unless `force`) for one blocked by an issue not Done, and for
-    the controller, but for its issue's phase (`legion.core.roles.dispatch_refusal`)."""
+    """Start `mode`'s worker for `issue` in its workspace: refused for a worker's session, and
+    as admission says (`legion.core.admission`): for the controller, but for its issue's
+    phase; (unless `force`) for an issue blocked by one not Done; for one with a live worker."""
     from legion.backends import open_workers
 
     require_spawner("start workers")
-    status = backends.tracker.get_issue(issue).status
-    refusal = roles.dispatch_refusal(role(), status, mode, force=force)
-    if refusal is not None:
-        raise NotPermittedError(refusal)
-    if not force:
-        refuse_blocked(backends.tracker, issue)
+    found = backends.tracker.get_issue(issue)
+    facts = StartFacts(
+        issue=found.identifier,
+        mode=mode,
+        asked_by=role(),
+        status=found.status,
+        force=force,
+        waiting_for=() if force else waiting_for(backends.tracker, issue),
+    )
+    refused = refusal(facts)
+    if refused is not None:
+        error = NotPermittedError if refused.reason is Reason.ROLE else InputError
+        raise error(refused.detail)
     from legion.reconcile import start_worker as start_marked  # `worker-active`'s one writer
     from legion.workspaces.setup import SetupPendingError
 

@@ -170,8 +170,8 @@ class StatusReport:
 def read_status(project: Project, backends: Backends, workers: WorkerManager) -> StatusReport:
     """The project's status now. tmux that does not answer makes the workers unknown (and the
     controller's state `unknown`), never "none running"."""
+    from legion.core.admission import counts_toward_wip
     from legion.proxy.limits import why_held
-    from legion.reconcile import counts_toward_wip
     from legion.reconcile.judgments import JudgmentQueue
     from legion.sessions.observer import CONTROLLER_WINDOW, controller_state_of
     from legion.sessions.pause import DispatchPause

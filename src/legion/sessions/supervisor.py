@@ -25,6 +25,7 @@ from legion import proxy
 from legion.bus.model import Agent, AgentStatus
 from legion.config import Project, read_toml, state_home, user_config_path
 from legion.core import egress as egress_rules
+from legion.core.admission import StartFacts, refusal
 from legion.core.session_config import toml_text, without_secrets
 from legion.daemon_link import WAKE_ENV, run_folder, running_pid, wake_fifo
 from legion.diagnostics.tracing import span
@@ -243,13 +244,10 @@ class SessionSupervisor:
         """Refuse a session's start while no daemon runs for the project: only under it does a
         session reach the model, the tracker and the bus without holding a key or seeing
         Legion's state (docs/security.md, "Sessions run in a sandbox")."""
-        if running_pid(self.project) is None:
-            raise NoDaemonError(
-                f"no daemon runs for {self.project.root}, and a session starts only under it "
-                "(it holds the model key and Legion's state; sessions never do): start it "
-                "first with `legion start`, or `legion start --mode manual` to start workers "
-                "only by hand"
-            )
+        hosted = running_pid(self.project) is not None
+        refused = refusal(StartFacts(hosted=hosted, daemon_for=str(self.project.root)))
+        if refused is not None:
+            raise NoDaemonError(refused.detail)
 
     def stop_session(self, sid: str, *, force: bool = False) -> bool:
         """Close the window running session `sid` (SIGHUP, as tmux does, then SIGKILL after a

@@ -21,6 +21,7 @@ from pathlib import Path
 from legion.bus.model import AgentStatus
 from legion.bus.postgres_schema import WAKE_CHANNEL
 from legion.config import Project
+from legion.core.admission import StartFacts, refusal
 from legion.core.decide import session_mode
 from legion.core.fleet import HostState, Room, place
 from legion.core.ids import session_id
@@ -165,11 +166,10 @@ class WorkerManager:
             with span("start: look at workers", identifier):
                 views = self.roster.views_of(identifier)
             live = [view for view in views if view.state.is_live]
-            if live:
-                raise ConflictError(
-                    f"{identifier} already has a live worker: window {live[0].record.window} "
-                    f"({live[0].state.value}); see `legion workers`"
-                )
+            shown = f"{live[0].record.window} ({live[0].state.value})" if live else None
+            refused = refusal(StartFacts(issue=identifier, mode=mode, live_worker=shown))
+            if refused is not None:
+                raise ConflictError(refused.detail)
             prompt = self.worker_prompt(identifier, mode)
             seen = frozenset(view.record.id for view in views)
             return self._start_placed(identifier, mode, prompt, wait, marked, seen, asked=asked)
