@@ -18,6 +18,7 @@ from legion.config import load_project
 from legion.errors import StoreError, TmuxUnavailable
 from legion.runtime import tmux as tmux_module
 from legion.runtime.tmux import Tmux
+from legion.sessions.screen_watch import ScreenWatch
 from legion.sessions.windows import SessionWindows
 
 pytestmark = pytest.mark.timeout(60)
@@ -276,9 +277,10 @@ def test_within_one_look_the_windows_are_listed_once_until_one_opens_or_closes(
 def test_a_screen_judged_still_is_looked_at_again_before_it_counts(
     server: Tmux, project: Path
 ) -> None:
-    """`screen_moves`: a spinner whose frames come round again (so two looks far apart can
-    show the same frame) is caught moving by a few looks in quick succession; a screen that
-    truly stands still, or a window gone, is reported still (None)."""
+    """`ScreenWatch.confirmed_still`: a spinner whose frames come round again (so two looks far
+    apart can show the same frame) is caught moving by a few looks in quick succession, and
+    watched as changed now; a screen that truly stands still, or a window gone, is still. A
+    blank screen (a CLI still loading) is never still."""
     windows = SessionWindows(load_project(project), server)
     windows.ensure_session()
     spin = (
@@ -291,16 +293,17 @@ def test_a_screen_judged_still_is_looked_at_again_before_it_counts(
     stuck = windows.start("stuck", python(still), Path.cwd(), tag="sid-2")
     wait_for(lambda: "Thinking" in windows.screen(spinner.id))
     wait_for(lambda: "Stuck here" in windows.screen(stuck.id))
-
-    def digest(screen: str) -> str:
-        return screen
-
-    seen = windows.screen(spinner.id)
-    moved = windows.screen_moves(spinner.id, digest, seen)
-    assert moved is not None and moved != seen and "Thinking" in moved
-    assert windows.screen_moves(stuck.id, digest, windows.screen(stuck.id)) is None
+    watch = ScreenWatch(windows)
+    before = watch.look(spinner.id, windows.screen(spinner.id), 1.0)
+    assert not watch.confirmed_still(spinner.id)
+    moved = watch.seen(spinner.id)
+    assert moved is not None and moved.since > before.since
+    watch.look(stuck.id, windows.screen(stuck.id), 1.0)
+    assert watch.confirmed_still(stuck.id)
     windows.close_retired(stuck)
-    assert windows.screen_moves(stuck.id, digest, "anything") is None
+    assert watch.confirmed_still(stuck.id)  # gone: nothing moves any more
+    assert watch.look("@blank", "   \n", 1.0).digest == ""
+    assert watch.look("@blank", "   \n", 9.0).since == 9.0  # blank: changing every look
 
 
 def test_a_session_ends_even_when_its_capability_cannot_be_revoked(

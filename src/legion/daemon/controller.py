@@ -9,7 +9,6 @@ marks items handled once it ended a turn after receiving them.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
 
@@ -18,9 +17,7 @@ from legion.config import Project
 from legion.core.ids import controller_session_id
 from legion.core.liveness import (
     SETTLE_S,
-    ScreenSeen,
     SessionState,
-    screen_seen,
     screen_stuck,
     settling,
     stale_mid_turn,
@@ -45,6 +42,7 @@ from legion.sessions.observer import (
 from legion.sessions.pause import DispatchPause
 from legion.sessions.prompting import transcript_size
 from legion.sessions.prompts import controller_prompt
+from legion.sessions.screen_watch import ScreenWatch
 from legion.sessions.workers import WorkerManager
 from legion.store.actionlog import ActionLog, OutcomeKind
 
@@ -95,7 +93,7 @@ class ControllerSupervisor:
         self.restart_cooldown = restart_cooldown
         self.last_restart = 0.0  # monotonic seconds; 0: never restarted by this daemon
         # The controller's screen while it has no transcript yet, and since when it shows that.
-        self.untranscribed: ScreenSeen | None = None
+        self.untranscribed = ScreenWatch(controller.workers.windows)
 
     def run(self) -> StepResult:
         try:
@@ -164,18 +162,14 @@ class ControllerSupervisor:
         if state is SessionState.RUNNING and activity is None:
             window = workers.windows.controller_window()
         if window is None or window.pane_dead:
-            self.untranscribed = None
+            self.untranscribed.keep_only(())
             return False
-        digest = _digest(workers.windows.screen(window.id))
+        self.untranscribed.keep_only((window.id,))
         now = time.monotonic()
-        self.untranscribed = screen_seen(self.untranscribed, window.id, digest, now)
-        if not screen_stuck(self.untranscribed, now, self.stale_after):
+        seen = self.untranscribed.look(window.id, workers.windows.screen(window.id), now)
+        if not screen_stuck(seen, now, self.stale_after):
             return False
-        moved = workers.windows.screen_moves(window.id, _digest, digest)
-        if moved is not None:  # a spinner's frame, seen again by chance
-            self.untranscribed = screen_seen(None, window.id, moved, time.monotonic())
-            return False
-        return True
+        return self.untranscribed.confirmed_still(window.id)  # not a spinner's frame
 
     def start(self, reason: str) -> None:
         controller = self.controller
@@ -285,8 +279,3 @@ class ControllerWakeups:
             if item.delivered_mark is not None and transcript_grew(item.delivered_mark, size)
         )
         return DONE
-
-
-def _digest(screen: str) -> str:
-    """A screen's digest; "" for a blank one (a CLI still loading: never still)."""
-    return hashlib.sha256(screen.encode()).hexdigest() if screen.strip() else ""

@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from datetime import datetime
 
 from legion.bus.model import AgentStatus
-from legion.core.liveness import ScreenSeen, SessionState, screen_seen, worker_stuck
+from legion.core.liveness import SessionState, worker_stuck
 from legion.reconcile.starts import CREDENTIAL_HINT, hold_unreachable, log_record
 from legion.sessions.pause import DispatchPause
 from legion.sessions.roster import WorkerView
+from legion.sessions.screen_watch import ScreenWatch
 from legion.sessions.workers import WorkerManager
 from legion.store.actionlog import ActionLog, OutcomeKind
 
@@ -36,8 +36,8 @@ class StuckWorkerReaper:
         self.log = log
         self.stale_after = stale_after
         self.pause = pause
-        # window id -> what its screen shows, and since when: all the reaper remembers
-        self.screens: dict[str, ScreenSeen] = {}
+        # what each worker's screen shows, and since when: all the reaper remembers
+        self.screens = ScreenWatch(workers.windows)
         self.looked_at: dict[str, float] = {}  # window id -> when its screen was last read
         # A tenth of `stale_after` when that is shorter (a test's seconds).
         self.screen_every = min(SCREEN_EVERY_S, stale_after / 10)
@@ -48,7 +48,7 @@ class StuckWorkerReaper:
         alone is not enough: ticks can come a moment apart, and a thinking CLI's spinner shows
         the same frame again within seconds.) The screens due for a look are read with one
         tmux client."""
-        seen: dict[str, ScreenSeen] = {}
+        watched: set[str] = set()
         now = time.monotonic()
         # tmux not answering raises here: nothing is killed on what cannot be seen.
         # Idle counts too: a worker that ended its turn without finishing its mode (it still
@@ -75,21 +75,19 @@ class StuckWorkerReaper:
                 continue
             window_id = view.window.id
             screen = screens.get(window_id)
-            before = self.screens.get(window_id)
             if screen is None:  # not due (or gone meanwhile): as last seen
-                if before is None:
+                screen_now = self.screens.seen(window_id)
+                if screen_now is None:
                     continue
-                seen[window_id] = screen_now = before
             else:
-                seen[window_id] = screen_now = screen_seen(before, window_id, _digest(screen), now)
+                screen_now = self.screens.look(window_id, screen, now)
+            watched.add(window_id)
             started = _timestamp(view.record.started_at)
             if worker_stuck(
                 view.last_activity, started, time.time(), screen_now, now, self.stale_after
             ):
-                moved = self.workers.windows.screen_moves(window_id, _digest, screen_now.digest)
-                if moved is not None:  # it was a spinner's frame, seen again by chance
-                    seen[window_id] = screen_seen(None, window_id, moved, time.monotonic())
-                    continue
+                if not self.screens.confirmed_still(window_id):
+                    continue  # it was a spinner's frame, seen again by chance
                 self.workers.windows.close_window(view.window)
                 quiet_for = f"{self.stale_after:g} s"
                 self.log.append(
@@ -99,8 +97,8 @@ class StuckWorkerReaper:
                     f"{view.record.window}: no transcript activity for {quiet_for} "
                     "and no change on screen",
                 )
-        self.screens = seen
-        self.looked_at = {key: at for key, at in self.looked_at.items() if key in seen}
+        self.screens.keep_only(watched)
+        self.looked_at = {key: at for key, at in self.looked_at.items() if key in watched}
         return DONE
 
     def _unreachable(self, view: WorkerView) -> None:
@@ -118,10 +116,6 @@ class StuckWorkerReaper:
         record(view.record.issue, "worker_start", OutcomeKind.FAILED, why)
         if self.pause is not None:
             hold_unreachable(self.pause, record, why, fix)
-
-
-def _digest(screen: str) -> str:
-    return hashlib.sha256(screen.encode()).hexdigest()
 
 
 def _timestamp(iso: str) -> float:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -23,10 +22,6 @@ from legion.store import now
 logger = logging.getLogger(__name__)
 
 ANCHOR_WINDOW = "legion"
-# A screen judged still is looked at this many more times, this far apart, before a kill
-# (`SessionWindows.screen_moves`): a spinner shows another frame well within the span.
-CONFIRM_LOOKS = 5
-CONFIRM_GAP_S = 0.4
 
 
 class SessionWindows:
@@ -126,23 +121,6 @@ class SessionWindows:
     def screens(self, window_ids: Sequence[str], lines: int = 60) -> dict[str, str]:
         """`screen` of several windows, read with one tmux client; a window gone is left out."""
         return self.tmux.capture_many(window_ids, lines=lines)
-
-    def screen_moves(self, window_id: str, digest: Callable[[str], str], shown: str) -> str | None:
-        """Look at the window's screen `CONFIRM_LOOKS` more times, `CONFIRM_GAP_S` apart:
-        the digest of the first screen that is not `shown` (a digest), or None when every
-        look showed it (or the window is gone). A spinner's few frames come round again
-        within a second or two, so two looks far apart (ticks are sparse while nothing
-        happens) can show the same frame by chance: a screen is judged still only after a
-        few looks in quick succession say so too."""
-        for _ in range(CONFIRM_LOOKS):
-            time.sleep(CONFIRM_GAP_S)
-            screen = self.screens([window_id]).get(window_id)
-            if screen is None:
-                return None
-            now = digest(screen)
-            if now != shown:
-                return now
-        return None
 
     def send_text(self, window_id: str, text: str) -> None:
         """Type `text` into the window as it is (`send-keys -l`) and press Enter."""
