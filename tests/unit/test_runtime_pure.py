@@ -25,7 +25,7 @@ from legion.runtime.claude.transcript import summarize
 from legion.runtime.tmux import Tmux, Window, literal, process_alive, process_args
 from legion.runtime.transcript import Turn, prompt_fingerprint, read_tail, records_prompt
 from legion.sessions.observer import classify
-from legion.sessions.starts import start_failure
+from legion.sessions.start_watch import start_failure
 
 
 def test_java_string_hash_matches_known_values() -> None:

@@ -35,11 +35,11 @@ def dispatch(
 ) -> None:
     """Start a worker for an issue in its workspace (refused if one is already live, or if
     the issue is blocked by one that is not Done, unless --force)."""
-    from legion.services.dispatch import start_worker
+    from legion.services.dispatch import dispatch_worker
 
     parsed = Mode.parse(mode)
     project, backends = common.backends(ctx)
-    view = start_worker(project, backends, issue, parsed, force=force)
+    view = dispatch_worker(project, backends, issue, parsed, force=force)
     _show(
         view,
         as_json,
@@ -129,12 +129,11 @@ def workers(
     from rich.table import Table
 
     from legion.daemon_link import running_pid
-    from legion.fleet.hosts import host_name
+    from legion.fleet.hosts import fleet_host
     from legion.services.swarm_status import shown_state
-    from legion.store import is_postgres
 
     # In a fleet, which host runs each (another host's as it last reported them).
-    here = host_name(project.settings) if is_postgres(project.settings.store) else None
+    here = fleet_host(project.settings)
     table = Table(box=None, header_style="bold", pad_edge=False)
     host = ("Host",) if here is not None else ()
     # Its transcript's last change: a session that is not running may have written just now.

@@ -22,7 +22,7 @@ from legion.config import Project
 from legion.core.fleet import Lease
 from legion.errors import LegionError, StoreUnreachableError
 from legion.fleet.hosts import FencedStore, Fleet, this_host
-from legion.store import is_postgres, open_store
+from legion.store import in_fleet, open_store
 from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .steps import DONE, StepResult
@@ -59,7 +59,7 @@ class FleetMembership:
         self.on_lease: Callable[[float | None], object] = lambda ends: None
         # In a fleet (a PostgreSQL store) another host may start these sessions; on one
         # machine nobody else can.
-        self.in_fleet = is_postgres(project.settings.store)
+        self.in_fleet = in_fleet(project.settings)
         self.wake = wake  # the daemon's loop, when the lease changed hands
         # Where a heartbeat that found the store's server unreachable says so (the daemon's
         # one line for the outage), else its own line.

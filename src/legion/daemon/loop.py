@@ -69,7 +69,7 @@ from .host_step import HostWork
 from .idle_step import IdleSpendWatch
 from .reaper import StuckWorkerReaper
 from .reconcile_step import PauseReport, ReconcileStep
-from .starts_step import LOOK_EVERY_S, StartFollowUp
+from .start_followup_step import LOOK_EVERY_S, StartFollowUp
 from .steps import DONE, Step, StepResult, log_failure, soonest
 
 # However often the wake pipe is poked (any session can write it), a pass starts at most this

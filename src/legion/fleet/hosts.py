@@ -27,9 +27,14 @@ from legion.core.fleet import (
 )
 from legion.errors import ConflictError, NotFoundError, StoreError
 from legion.runtime.tmux import process_alive
-from legion.store import Connection, Store, StoreView, is_postgres, open_store
+from legion.store import Connection, Store, StoreView, in_fleet, open_store
 
 LEADER = "leader"
+
+
+def fleet_host(settings: Settings) -> str | None:
+    """This machine's name in the fleet; None when the project is no fleet."""
+    return host_name(settings) if in_fleet(settings) else None
 
 
 def host_name(settings: Settings) -> str:
@@ -289,7 +294,7 @@ def hand_over(project: Project, pid: int | None) -> None:
     ran) stopped: the lease that daemon kept for them is given up now, so another host leads
     at its next heartbeat, and its host is marked stopped, so the leader restarts its workers
     elsewhere at once. Nothing on one machine (SQLite)."""
-    if not is_postgres(project.settings.store):
+    if not in_fleet(project.settings):
         return
     store = open_store(project)
     try:

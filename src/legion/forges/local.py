@@ -42,7 +42,7 @@ from legion.git import (
     worktree_for_branch,
     worktree_place,
 )
-from legion.store import Connection, Row, Store, is_postgres, now
+from legion.store import Connection, Row, Store, in_fleet, now
 from legion.workspaces import issue_repo
 
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
@@ -453,5 +453,5 @@ def open_forge(project: Project, db: Store) -> LocalForge:
         project.root,
         merge_lock=project.state_dir / "merge.lock",
         base_branch=project.settings.base_branch,
-        shared_remote=project.settings.remote if is_postgres(project.settings.store) else None,
+        shared_remote=project.settings.remote if in_fleet(project.settings) else None,
     )

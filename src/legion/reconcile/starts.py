@@ -202,7 +202,7 @@ class Starts:
     def collect(self) -> Step | None:
         """Wait for the workers this pass started, and count their starts toward the pause;
         when the pass does not wait (`await_starts` off: the daemon follows them up between
-        its ticks, `legion.daemon.starts_step`), only leave them watched."""
+        its ticks, `legion.daemon.start_followup_step`), only leave them watched."""
         if not self.started or not self.await_starts:
             return None
         failures = self.ctx.workers.starts.await_starts()

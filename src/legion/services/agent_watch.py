@@ -41,7 +41,7 @@ from legion.files.locking import exclusive
 from legion.sessions.observer import ObservedSession, observe_sessions, observed_status
 from legion.sessions.prompting import transcript_size
 from legion.sessions.workers import WorkerManager
-from legion.store import is_postgres
+from legion.store import in_fleet
 from legion.store.actionlog import ActionLog, OutcomeKind
 
 WATCH_LOCK = "watch.lock"
@@ -287,7 +287,7 @@ def watched(project: Project) -> bool:
     statuses true. A watcher here would see none of that host's sessions, and call them dead."""
     if running_pid(project) is not None:
         return True
-    if not is_postgres(project.settings.store):
+    if not in_fleet(project.settings):
         return False
     from legion.fleet.hosts import Fleet
     from legion.store import open_store

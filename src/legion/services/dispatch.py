@@ -1,5 +1,5 @@
 """Starting a worker by hand (`legion dispatch`, the TUI's `d`): who may, which issues wait
-for another, then the session layer's start. The CLI and the TUI both call `start_worker`, so
+for another, then the session layer's start. The CLI and the TUI both call `dispatch_worker`, so
 the rules are written once; the reconciler starts workers through the same session layer
 after the decision table has already checked them."""
 
@@ -34,7 +34,7 @@ def waiting_for(tracker: Tracker, identifier: str) -> tuple[str, ...]:
     return tuple(waiting)
 
 
-def start_worker(
+def dispatch_worker(
     project: Project,
     backends: Backends,
     issue: str,

@@ -19,7 +19,7 @@ from legion.fleet.hosts import Fleet, Host, host_name, hosts_line
 from legion.proxy import ProxyAccess, read_access
 from legion.proxy.egress import RefusalCount, refusal_counts
 from legion.sandbox import Sandbox, reported
-from legion.store import is_postgres
+from legion.store import in_fleet
 
 if TYPE_CHECKING:
     from legion.backends import Backends
@@ -203,9 +203,7 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
     # In a fleet the controller runs on the leader's host: a follower has no window of it.
     leader = next((host.name for host in hosts if host.leader), None)
     elsewhere = (
-        is_postgres(project.settings.store)
-        and leader is not None
-        and leader != host_name(project.settings)
+        in_fleet(project.settings) and leader is not None and leader != host_name(project.settings)
     )
     controller_host = leader if elsewhere and state in NOT_HERE else None
     if controller_host is not None:

@@ -1,6 +1,6 @@
 """The session supervisor: starts (or resumes) any session, the controller's or a worker's, in
 its tmux window, and stops it. The windows themselves are `legion.sessions.windows`'s; waiting
-for a worker's start is `legion.sessions.starts`'s.
+for a worker's start is `legion.sessions.start_watch`'s.
 
 Starting is one code for every session: whatever still runs that session, or holds its
 window's name, is closed first and its process waited for (one session never runs in two
@@ -53,7 +53,7 @@ from legion.sandbox import (
 )
 from legion.sandbox import resolve as resolve_sandbox
 from legion.sandbox import wrap as sandbox_wrap
-from legion.sessions.starts import StartWatch
+from legion.sessions.start_watch import StartWatch
 from legion.sessions.windows import SessionWindows
 from legion.store import STORE_SECRET_VARIABLES
 from legion.trust import records

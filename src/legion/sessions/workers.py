@@ -35,7 +35,7 @@ from legion.diagnostics.faults import fault_point
 from legion.diagnostics.tracing import span
 from legion.errors import ConflictError, InputError, LegionError, NoRoomError, WorkerStartError
 from legion.files.locking import exclusive
-from legion.fleet.hosts import Fleet, host_name
+from legion.fleet.hosts import Fleet, fleet_host, host_name
 from legion.relay.capabilities import Capabilities, setup_session
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import Tmux, Window
@@ -51,10 +51,10 @@ from legion.sessions.prompting import transcript_size
 from legion.sessions.registry import Registry, WorkerRecord
 from legion.sessions.roster import WorkerRoster, WorkerView
 from legion.sessions.runtimes import RuntimeChoice
-from legion.sessions.starts import StartWatch
+from legion.sessions.start_watch import StartWatch
 from legion.sessions.supervisor import SessionSupervisor
 from legion.sessions.windows import SessionWindows
-from legion.store import is_postgres
+from legion.store import in_fleet
 from legion.trackers.base import Tracker
 from legion.workspaces import checkpoint, setup
 from legion.workspaces.base import Workspaces
@@ -122,14 +122,14 @@ class WorkerManager:
             self.windows,
             self.runtimes,
             env,
-            here=host_name(project.settings) if is_postgres(project.settings.store) else None,
+            here=fleet_host(project.settings),
             host_timeout=project.settings.host_timeout,
         )
         self._workspaces = workspaces
         # The fleet's name for this machine, recorded with each worker it starts.
         self.host = host_name(project.settings)
         # In a fleet, the shared remote its hosts' checkpoints go to (`legion.fleet.hosts`).
-        self.in_fleet = is_postgres(project.settings.store)
+        self.in_fleet = in_fleet(project.settings)
         self.shared_remote = project.settings.remote if self.in_fleet else None
         # The epoch this host leads the fleet under (set by the daemon while it leads): only a
         # leader places workers on other hosts.

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from legion.config import Project
+    from legion.config import Project, Settings
     from legion.plugins import DoctorCheck
 
 __all__ = ["Connection", "Cursor", "Row", "Store", "now", "open_store"]
@@ -98,6 +98,12 @@ def now() -> str:
 
 def is_postgres(url: str | None) -> bool:
     return url is not None and url.startswith(POSTGRES_SCHEMES)
+
+
+def in_fleet(settings: Settings) -> bool:
+    """Whether the project runs as a fleet of hosts: the one answer, for every caller. A fleet
+    is a project whose store is PostgreSQL, shared by its hosts; on SQLite, one machine."""
+    return is_postgres(settings.store)
 
 
 def open_store(project: Project, *, create: bool = False) -> Store:

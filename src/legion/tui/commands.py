@@ -6,7 +6,7 @@ commands, so one place decides each (who may, which words a refusal has):
 - a post's hand-over (a message sent, a question answered): `legion say`'s
   `messaging.hand_over` (the project's daemon told, or with none the message delivered now);
 - a tracker question answered (the inbox): `legion feedback`'s `answer_from_person`;
-- a worker started (`d` on the board): `legion dispatch`'s `start_worker`.
+- a worker started (`d` on the board): `legion dispatch`'s `dispatch_worker`.
 
 A refusal is a `LegionError`, its words the CLI's. Kill, hand-over, feedback and dispatch may
 wait on tmux, a session or a tracker, so the app calls them in worker threads, each with the
@@ -99,11 +99,11 @@ class ServiceCommands:
     def dispatch(self, project: str, issue: str, mode: Mode) -> str:
         # `legion dispatch`'s own function: the same refusals (a worker's session, a live
         # worker, an issue blocked by one not Done).
-        from legion.services.dispatch import start_worker
+        from legion.services.dispatch import dispatch_worker
 
         found = self.projects.named(project)
         with self.projects.backends(found) as backends:
-            view = start_worker(found, backends, issue, mode, env=self.env)
+            view = dispatch_worker(found, backends, issue, mode, env=self.env)
         record = view.record
         return (
             f"{record.issue}: {mode.value} worker started in window {record.window} "

@@ -427,10 +427,9 @@ class ProjectSources:
 
 def fleet_host(project: Project) -> str | None:
     """This host's name in the project's fleet (a PostgreSQL store); None on one machine."""
-    from legion.fleet.hosts import host_name
-    from legion.store import is_postgres
+    from legion.fleet.hosts import fleet_host
 
-    return host_name(project.settings) if is_postgres(project.settings.store) else None
+    return fleet_host(project.settings)
 
 
 def _hosts(db: Store, project: Project) -> str | None:
