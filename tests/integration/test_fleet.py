@@ -219,7 +219,7 @@ def test_a_post_on_any_host_wakes_the_addressees_daemon(postgres_url: str) -> No
         poster.post(poster.human().id, other, f"@{elsewhere.address} not for app")
         posted = time.monotonic()
         poster.post(poster.human().id, app, f"@{worker.address} for app")
-        wait_until("woken by the post", lambda: len(woken) == 2, timeout=5)
+        wait_until("woken by the post", lambda: len(woken) == 2)
         assert woken[1] >= posted
         time.sleep(0.5)
         assert len(woken) == 2  # the other project's post woke nobody here
