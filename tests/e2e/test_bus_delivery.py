@@ -14,7 +14,7 @@ from tests.support.processes import cmdline
 from tests.support.swarm import Daemon, Swarm, actions, live_pid, plan_worker_idle
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.e2e]
 
 
 def test_a_dispatched_worker_is_an_agent_with_legions_hooks(swarm: Swarm) -> None:

@@ -29,7 +29,7 @@ from tests.support.swarm import (
 )
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.e2e]
 
 # No reconciler: these tests are about the bus, and a reconciler would recover the workers
 # they stop on purpose.

@@ -29,7 +29,7 @@ from tests.support.claude_env import (
     new_session_id,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.e2e]
 
 # The instructions of the CLI's compaction request (2.1.328) contain this sentence.
 COMPACTION_PROMPT = "Your task is to create a detailed summary of the conversation"

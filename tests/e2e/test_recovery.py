@@ -40,7 +40,7 @@ from tests.support.swarm import (
 from tests.support.tmux import TmuxShim
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.e2e]
 
 # The prompt Legion resumes a stopped worker's session with.
 RESUMED = "previous session stopped"

@@ -14,7 +14,7 @@ from tests.support.cli import LEGION_BIN
 from tests.support.swarm import Daemon, Swarm
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.e2e]
 
 
 def _screen(swarm: Swarm) -> str:

@@ -27,7 +27,7 @@ from tests.support.cli import LEGION_BIN
 from tests.support.swarm import Daemon, Swarm, agent_of, runs_until, window_id
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.e2e]
 
 LLM_MODE = {"LEGION_CONTROLLER_MODE": "llm"}  # no reconciler: nothing restarts what we stop
 # A turn that lasts (Claude Code refuses a long `sleep`).

@@ -20,8 +20,6 @@ from legion.relay.capabilities import Capabilities
 from legion.sandbox import bridge
 from legion.store.sqlite import SqliteStore
 
-pytestmark = pytest.mark.timeout(60)
-
 
 @pytest.fixture
 def echo() -> Iterator[int]:

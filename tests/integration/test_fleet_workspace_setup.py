@@ -30,8 +30,6 @@ from legion.workspaces.setup import FOLDER, SetupFiles, summary
 from tests.support.cli import run_legion, sleeping_claude
 from tests.support.waits import wait_for_ticks, wait_until
 
-pytestmark = pytest.mark.timeout(90)
-
 # Setup waits for the test's word, a file it writes into the workspace: `go` prepares it,
 # `fail` fails it.
 SETUP = (

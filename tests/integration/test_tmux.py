@@ -20,8 +20,6 @@ from legion.runtime import tmux as tmux_module
 from legion.runtime.tmux import Tmux
 from legion.sessions.windows import SessionWindows
 
-pytestmark = pytest.mark.timeout(60)
-
 
 @pytest.fixture
 def server() -> Iterator[Tmux]:
