@@ -14,7 +14,7 @@ from tests.support.swarm import Swarm
 from tests.support.waits import wait_until
 
 # Its reconcile passes, run by hand, start workers under a daemon in manual mode (`host`).
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240), pytest.mark.usefixtures("host")]
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("host")]
 
 
 def windows(swarm: Swarm) -> list[str]:

@@ -23,7 +23,7 @@ from tests.fakes.model_server import Scenario, bash, text
 from tests.support.swarm import Daemon, Swarm, actions, session_uuid
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e]
 
 # Several of the CLI's requests' worth (the scripted model counts a request's size in tokens,
 # and the CLI sends its whole system prompt and tools with each).

@@ -15,7 +15,7 @@ from tests.fakes.model_server import text
 from tests.support.swarm import Daemon, Swarm, actions, plan_worker_idle
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.e2e]
 
 
 def test_a_bus_restored_from_a_copy_under_a_running_daemon_delivers_again(swarm: Swarm) -> None:

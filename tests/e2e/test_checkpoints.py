@@ -14,7 +14,7 @@ from tests.support.cli import git
 from tests.support.swarm import Daemon, Swarm
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.e2e]
 
 
 def test_a_workers_turn_end_checkpoints_its_workspace_and_transcript(swarm: Swarm) -> None:

@@ -10,7 +10,7 @@ from legion.runtime.claude.paths import transcript_path
 from tests.fakes.model_server import FakeModelServer, Scenario, text
 from tests.support.claude_env import make_claude_env, new_session_id
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.e2e]
 
 
 @pytest.mark.parametrize("depth", [1, 12])

@@ -13,7 +13,7 @@ from tests.support.swarm import Swarm, screen, window_id
 from tests.support.waits import wait_until
 
 # Every test starts its sessions by hand, under a daemon in manual mode (`host`).
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.usefixtures("host")]
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("host")]
 
 TESTING = {"subject": "Test the parser", "description": "Tests", "activeForm": "Testing the parser"}
 

@@ -30,7 +30,7 @@ from tests.fakes.responses_server import (
 )
 from tests.support.codex_env import find_codex
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.e2e]
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,7 @@ from tests.support.cli import LEGION_BIN
 from tests.support.swarm import Daemon, Swarm, agent_of, screen, window_id
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.e2e]
 
 WAITING = "waiting for a message"
 PLAN_ON_CODEX = {"LEGION_RUNTIMES": "plan=codex"}

@@ -26,7 +26,7 @@ from tests.support.sandbox import require_sandbox
 from tests.support.swarm import Daemon, Swarm, issue_status, open_swarm
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e]
 
 DEPENDENCY = "tinygreet"
 TESTS = """\

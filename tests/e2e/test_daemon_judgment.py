@@ -18,7 +18,7 @@ from tests.fakes.model_server import bash, text
 from tests.support.swarm import Daemon, Swarm, controller_prompts, judgments, runs_until
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e]
 NO_PR = "the reviewer finished and no pull request was found"
 
 
@@ -42,6 +42,15 @@ def script(swarm: Swarm) -> None:
 
 def wakes_for(swarm: Swarm, key: str) -> list[str]:
     return [prompt for prompt in controller_prompts(swarm) if key in prompt]
+
+
+def typings_missed(swarm: Swarm, key: str) -> list[str]:
+    """The wake-ups for `key` the controller did not take when typed (the action log's)."""
+    return [
+        str(e["detail"])
+        for e in swarm.json("log", "-n", "500")
+        if e["action"] == "wake_controller" and e["outcome"] == "failed" and key in e["detail"]
+    ]
 
 
 def controller_state(swarm: Swarm) -> str:
@@ -129,11 +138,13 @@ def test_the_queue_outlives_a_killed_daemon(swarm: Swarm) -> None:
             timeout=60,
         )
         # The attempt is counted once the wake-up was typed and taken (a moment after the
-        # model saw it): counted, and once.
+        # model saw it): counted, and once. A loaded machine may have the CLI miss a typing
+        # first (still ending its turn): that one counts too, and says so in the log.
         (item,) = wait_until(
             "the attempt counted",
-            lambda: (found := judgments(swarm)) and found[0]["attempts"] >= 1 and found,
+            lambda: (found := judgments(swarm)) and found[0]["delivered_at"] and found,
         )
-        assert item["attempts"] == 1
+        assert item["attempts"] == 1 + len(typings_missed(swarm, "LEG-1:triage"))
+        assert len(wakes_for(swarm, "LEG-1:triage")) == 1
     # The second daemon adopted the controller the first one started: one start in all.
     assert sum("<command-args>start (" in prompt for prompt in controller_prompts(swarm)) == 1

@@ -13,7 +13,7 @@ from tests.fakes.responses_server import FakeResponsesServer
 from tests.support.swarm import Daemon, Swarm, agent_of, project_id
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.e2e]
 
 NOT_LOGGED_IN = "Not logged in · Please run /login"
 REFUSED = "unexpected status 401 Unauthorized"  # Codex's words for a key the server refused

@@ -31,7 +31,7 @@ from tests.support.sandbox import require_sandbox
 from tests.support.swarm import Daemon, Swarm, session_uuid
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e]
 
 SENTINEL = "hostile-sentinel-5d1e"
 

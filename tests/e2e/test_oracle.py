@@ -22,7 +22,7 @@ from tests.fakes.model_server import text
 from tests.support.swarm import Daemon, Swarm, judgments
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e]
 
 QUESTION = "Which greeting should the feature use?"
 

@@ -23,7 +23,7 @@ from legion.store.actionlog import ActionLog
 from tests.support.swarm import Swarm
 
 # Its reconcile passes start workers under a daemon in manual mode (`host`).
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240), pytest.mark.usefixtures("host")]
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("host")]
 
 
 def _reconciler(swarm: Swarm, **flags: object) -> tuple[Reconciler, Backends]:

@@ -18,7 +18,7 @@ from tests.support.linear_github import LinearAndGitHub, init_on_linear_and_gith
 from tests.support.swarm import Swarm
 
 # Its reconcile passes start workers under a daemon in manual mode (`host`).
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.usefixtures("host")]
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("host")]
 
 LOG = "https://ci.example/runs/41"
 

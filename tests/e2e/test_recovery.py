@@ -40,7 +40,7 @@ from tests.support.swarm import (
 from tests.support.tmux import TmuxShim
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.e2e]
 
 # The prompt Legion resumes a stopped worker's session with.
 RESUMED = "previous session stopped"
@@ -253,7 +253,7 @@ def test_a_stale_controller_is_restarted_in_its_session_no_sooner_than_the_coold
                 longest_quiet = max(longest_quiet, time.time() - transcript.stat().st_mtime)
             time.sleep(0.1)
         # Not a single sample: it may fall just between closing one controller and the next.
-        pid = wait_until("the controller runs", lambda: live_pid(swarm, "main"), timeout=15)
+        pid = wait_until("the controller runs", lambda: live_pid(swarm, "main"))
     no_overlap(watch)
     starts = sorted(watch.started[p] for p in watch.seen.get(sid, set()))
     assert len(starts) >= 3, f"expected the start and two restarts, saw {len(starts)}"

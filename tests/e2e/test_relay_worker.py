@@ -19,7 +19,7 @@ from tests.support.processes import session_processes
 from tests.support.swarm import Daemon, Swarm
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e]
 
 REMOTE = {"LEGION_TRACKER": "linear", "LEGION_LINEAR_TEAM": "ENG"}
 

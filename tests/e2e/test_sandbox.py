@@ -29,7 +29,7 @@ from tests.support.sandbox import require_sandbox
 from tests.support.swarm import Daemon, Swarm, session_uuid, state_dir
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e]
 
 SENTINEL = "sentinel-7f3a9c"
 

@@ -29,7 +29,7 @@ from tests.support.cli import LEGION_BIN
 from tests.support.processes import session_processes
 from tests.support.swarm import Swarm, issue_status, session_uuid
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e]
 
 FINGERPRINT_CHARS = 20  # what Claude Code keeps of an approved key
 

@@ -14,7 +14,7 @@ from tests.support.cli import LEGION_BIN
 from tests.support.swarm import Daemon, Swarm
 from tests.support.waits import wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.e2e]
 
 
 def _screen(swarm: Swarm) -> str:
@@ -40,8 +40,8 @@ def test_a_message_typed_in_the_tui_wakes_a_worker_whose_answer_shows_on_screen(
             "new-session", "-d", "-s", "tui", "-x", "120", "-y", "32", "-c", str(swarm.repo),
             *variables, str(LEGION_BIN),
         )  # fmt: skip
-        wait_until("the TUI", lambda: "F2 Chat" in _screen(swarm), timeout=20)
-        wait_until("the worker in the sidebar", lambda: "@plan" in _screen(swarm), timeout=10)
+        wait_until("the TUI", lambda: "F2 Chat" in _screen(swarm))
+        wait_until("the worker in the sidebar", lambda: "@plan" in _screen(swarm))
         assert f"{project}/legion/leg-1" in _screen(swarm)
 
         line = f"@{project}/legion/leg-1/plan zebra-tui, say something"
@@ -63,7 +63,7 @@ def test_a_message_typed_in_the_tui_wakes_a_worker_whose_answer_shows_on_screen(
         )
         assert "@legion/leg-1/plan zebra seen by plan" in shown
         swarm.tmux("send-keys", "-t", "=tui:", "C-q")
-        wait_until("the TUI closed", lambda: "tui" not in swarm.tmux("list-sessions"), timeout=10)
+        wait_until("the TUI closed", lambda: "tui" not in swarm.tmux("list-sessions"))
     # Closing the TUI stopped nothing: the worker is still there.
     worker = swarm.worker("LEG-1")
     assert worker is not None and worker["state"] in ("idle", "running")

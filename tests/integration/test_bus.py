@@ -564,7 +564,7 @@ def test_messages_follow_streams_until_ctrl_c(legion: LegionRunner, project: Pat
         assert second["body"] == "after" and second["seq"] == first["seq"] + 1
         time.sleep(0.1)
         follower.send_signal(signal.SIGINT)
-        assert follower.wait(timeout=10) == 0
+        assert follower.wait(timeout=30) == 0
         assert follower.stderr is not None and follower.stderr.read() == ""
     finally:
         if follower.poll() is None:

@@ -129,7 +129,7 @@ def test_events_follow_streams_new_events_until_ctrl_c(
         ]
         assert later[0]["id"] > first["id"]
         follower.send_signal(signal.SIGINT)
-        assert follower.wait(timeout=10) == 0
+        assert follower.wait(timeout=30) == 0
         assert follower.stderr is not None and follower.stderr.read() == ""
     finally:
         if follower.poll() is None:

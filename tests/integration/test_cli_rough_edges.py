@@ -87,7 +87,7 @@ def test_peek_honours_the_line_count(
     command = ["sh", "-c", "seq 1 100; exec sleep 600"]
     workers.windows.tmux.new_session(workers.windows.session, "leg-1-implement", command, project)
     workers.registry.start("LEG-1", Mode.IMPLEMENT, "session", "leg-1-implement", project)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 45
     while "100" not in workers.windows.tmux.capture(
         f"={workers.windows.session}:leg-1-implement", lines=1
     ):

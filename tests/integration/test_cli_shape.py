@@ -344,7 +344,7 @@ def test_log_follow_prints_new_entries_until_ctrl_c(legion: LegionRunner, projec
             "no tmux",
         )
         follower.send_signal(signal.SIGINT)
-        assert follower.wait(timeout=10) == 0
+        assert follower.wait(timeout=30) == 0
         assert follower.stderr is not None and follower.stderr.read() == ""
     finally:
         if follower.poll() is None:

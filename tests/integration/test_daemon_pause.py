@@ -22,8 +22,6 @@ from legion.store.actionlog import ActionLog, OutcomeKind
 from tests.support.cli import Result, run_legion
 from tests.support.tmux import start_environment
 
-pytestmark = pytest.mark.timeout(120)
-
 
 @pytest.fixture
 def env(project: Path, tmp_path: Path) -> Iterator[dict[str, str]]:

@@ -18,8 +18,6 @@ from legion.daemon.loop import MIN_PASS_GAP_S
 from legion.daemon_link import poke, wake_fifo
 from tests.support.tmux import start_environment
 
-pytestmark = pytest.mark.timeout(60)
-
 
 @pytest.fixture
 def env(project: Path, tmp_path: Path) -> Iterator[dict[str, str]]:

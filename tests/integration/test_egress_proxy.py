@@ -21,8 +21,6 @@ from legion.sandbox import bridge
 from legion.store.sqlite import SqliteStore
 from tests.support.sandbox import require_sandbox
 
-pytestmark = pytest.mark.timeout(60)
-
 
 @pytest.fixture
 def echo() -> Iterator[int]:

@@ -30,8 +30,6 @@ from legion.workspaces.setup import FOLDER, SetupFiles, summary
 from tests.support.cli import run_legion, sleeping_claude
 from tests.support.waits import wait_for_ticks, wait_until
 
-pytestmark = pytest.mark.timeout(90)
-
 # Setup waits for the test's word, a file it writes into the workspace: `go` prepares it,
 # `fail` fails it.
 SETUP = (
@@ -163,7 +161,7 @@ def test_a_start_asked_of_another_host_waits_there_for_its_workspace_setup(
     listed = {row["issue"]: row["setup"] for row in fleet.legion("workspace", "list")}
     assert (listed[broken]["status"], listed[broken]["attempt"]) == ("failed", 1)
     assert listed[ready]["status"] == "ok"
-    wait_for_ticks(Path(fleet.beta["LEGION_STATE_DIR"]) / "heartbeat", 3, timeout=20)
+    wait_for_ticks(Path(fleet.beta["LEGION_STATE_DIR"]) / "heartbeat", 3)
     assert len(tracker.list_comments(broken)) == 1
     assert [c.id for c in placement.pending("beta")] == [bad_start]
     assert f"{broken.lower()}-plan" not in fleet.windows()
@@ -187,7 +185,7 @@ def test_a_start_asked_of_another_host_waits_there_for_its_workspace_setup(
     Fleet(fleet.store).leave("alpha")
     Fleet(fleet.store).join("gamma", 1, 60.0, machine="elsewhere", pid=2)
     assert Fleet(fleet.store).lead("gamma", 60.0) is not None
-    outcome = wait_until("dropped", lambda: placement.outcome(bad_start), timeout=10)
+    outcome = wait_until("dropped", lambda: placement.outcome(bad_start))
     assert outcome == f"dropped: asked under epoch {fleet.epoch}"
     wait_until("reported dead", lambda: fleet.reported(bad) == (SessionState.DEAD, None))
     assert len(tracker.list_comments(broken)) == 2

@@ -17,8 +17,6 @@ from tests.support.cli import LEGION_BIN, Result, run_legion
 from tests.support.tmux import start_environment
 from tests.support.waits import wait_for_ticks, wait_until
 
-pytestmark = pytest.mark.timeout(90)
-
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:

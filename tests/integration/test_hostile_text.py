@@ -150,7 +150,7 @@ def blocked_worker(project: Path) -> None:
         },
     }
     transcript.write_text(json.dumps(ask) + "\n", encoding="utf-8")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 45
     while "END" not in workers.windows.tmux.capture(
         f"={workers.windows.session}:leg-1-implement", lines=5
     ):

@@ -35,8 +35,6 @@ from tests.fakes.model_server import FakeModelServer, Scenario, text
 from tests.support.cli import run_legion
 from tests.support.waits import wait_until
 
-pytestmark = pytest.mark.timeout(60)
-
 REQUEST = {"model": "m", "max_tokens": 10, "stream": True, "messages": [{"role": "user"}]}
 
 

@@ -38,8 +38,6 @@ from tests.support.cli import LegionRunner
 from tests.support.package_index import npm_registry, serve, simple_index
 from tests.support.sandbox import require_sandbox
 
-pytestmark = pytest.mark.timeout(120)
-
 
 @pytest.fixture(autouse=True)
 def _private_tmux(tmux_socket: Path) -> None:

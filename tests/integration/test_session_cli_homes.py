@@ -17,8 +17,6 @@ from legion.runtime.homes import session_home
 from tests.support.cli import LegionRunner
 from tests.support.waits import wait_until
 
-pytestmark = pytest.mark.timeout(120)
-
 SEEN = "seen-by-the-cli"
 
 

@@ -20,8 +20,6 @@ from legion.workspaces import setup
 from legion.workspaces.setup import SetupPendingError
 from tests.support.sandbox import require_sandbox
 
-pytestmark = pytest.mark.timeout(60)
-
 
 def _workers(project: Path, commands: Sequence[str]) -> WorkerManager:
     loaded = load_project(project, flags={"workspace_setup": list(commands)})

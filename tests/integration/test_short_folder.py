@@ -21,8 +21,6 @@ from legion.daemon_link import start_refusal, tmux_claim
 from legion.errors import ConfigError
 from tests.support.tmux import start_environment
 
-pytestmark = pytest.mark.timeout(60)
-
 NOBODY = 65534
 
 

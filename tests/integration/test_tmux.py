@@ -21,8 +21,6 @@ from legion.runtime.tmux import Tmux
 from legion.sessions.screen_watch import ScreenWatch
 from legion.sessions.windows import SessionWindows
 
-pytestmark = pytest.mark.timeout(60)
-
 
 @pytest.fixture
 def server() -> Iterator[Tmux]:

@@ -25,8 +25,6 @@ from tests.support.cli import LegionRunner, run_legion, sleeping_claude
 from tests.support.sandbox import require_sandbox
 from tests.support.waits import wait_until
 
-pytestmark = pytest.mark.timeout(60)
-
 
 def _workers(project: Path, commands: Sequence[str], **more: object) -> WorkerManager:
     loaded = load_project(project, flags={"workspace_setup": list(commands), **more})
@@ -130,7 +128,7 @@ def test_a_timeout_kills_what_setup_started(project: Path) -> None:
     state = _settled(workers, issue)
     assert state.last is not None and state.last.timed_out
     assert "timed out after" in state.last.why
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 20
     while _sleepers():
         assert time.monotonic() < deadline, "setup's processes outlived its time limit"
         time.sleep(0.1)
@@ -156,7 +154,7 @@ def test_a_runner_killed_with_its_daemon_is_run_again(project: Path) -> None:
     _pending(workers, issue, workspace)
     files = workers.setup_files(issue)
     setup._CHILDREN.clear()  # another daemon: it knows the runner by its pid and start time
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 45
     while not (workspace / "ran-once").exists():
         assert time.monotonic() < deadline, files.output()
         time.sleep(0.05)
@@ -164,7 +162,7 @@ def test_a_runner_killed_with_its_daemon_is_run_again(project: Path) -> None:
     running = files.load().running
     assert running is not None and files.load().attempt == 1
     os.kill(running.pid, signal.SIGKILL)  # killed with the machine's daemon, say
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 45
     while setup.pid_start(running.pid) is not None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -196,7 +194,7 @@ def test_the_daemon_starts_the_worker_once_setup_is_done(
         workers = wait_until(
             "the worker",
             lambda: json.loads(legion("workers", "--json").stdout),
-            timeout=40,
+            timeout=90,
         )
         (row,) = json.loads(legion("workspace", "list", "--json").stdout)
         assert row["setup"]["status"] == "ok"

@@ -373,7 +373,7 @@ class PrivateTmux:
         target: str,
         pattern: str | re.Pattern[str],
         *,
-        timeout: float = 30.0,
+        timeout: float = 45.0,
         interval: float = 0.2,
     ) -> str:
         """Poll the pane until `pattern` (substring or regex) shows; return the screen."""

@@ -205,8 +205,8 @@ async def settle(pilot: Pilot[Any]) -> None:
 
 async def until(pilot: Pilot[Any], shown: Callable[[], bool]) -> bool:
     """Settle until `shown()` (a modal opens, a notification comes); False if it never is,
-    after 5 s."""
-    deadline = time.monotonic() + 5
+    after 30 s."""
+    deadline = time.monotonic() + 30
     while not shown():
         if time.monotonic() > deadline:
             return False
