@@ -1230,7 +1230,7 @@ def test_a_session_reads_at_most_its_issues_latest_comments(relay: Relay) -> Non
     requests: the latest `SESSION_COMMENTS`, whatever it asks for."""
     import json
 
-    from legion.relay.server import SESSION_COMMENTS
+    from legion.relay.operations import SESSION_COMMENTS
 
     for n in range(SESSION_COMMENTS + 20):
         relay.backends.tracker.add_comment("LEG-2", f"note {n}", author="hank")

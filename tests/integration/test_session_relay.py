@@ -367,8 +367,9 @@ def test_the_daemon_refuses_to_follow_events_for_a_session_and_caps_its_commands
 
     from legion.errors import InputError
     from legion.relay.client import RelayClient
+    from legion.relay.operations import Deferred
     from legion.relay.protocol import VERSION
-    from legion.relay.server import MAX_COMMANDS_AT_ONCE, Deferred, RelayExecutor
+    from legion.relay.server import MAX_COMMANDS_AT_ONCE, RelayExecutor
     from legion.services.session_ops import run_in_daemon
 
     token = Capabilities(scene.backends.db).mint(None, mode="controller", session_id=CONTROLLER_SID)

@@ -38,7 +38,7 @@ from legion.relay.capabilities import Capabilities
 if TYPE_CHECKING:
     from legion.bus import Bus
     from legion.relay.client import RelayClient
-    from legion.relay.server import Call, Deferred, Operation
+    from legion.relay.operations import Call, Deferred, Operation
     from legion.sessions.workers import WorkerManager
 
 
@@ -296,7 +296,7 @@ class _SessionOps:
         from legion.core.file_options import named_files, refusal
         from legion.plugins import backend_secret_variables
         from legion.proxy import model_key_variables
-        from legion.relay.server import Deferred
+        from legion.relay.operations import Deferred
 
         argv = call.texts("argv")
         stdin = call.optional_text("stdin")
