@@ -95,6 +95,31 @@ class BackendPlugin(NamedTuple):
     aliases: tuple[str, ...] = ()  # earlier names a config may still hold
 
 
+class ModelRoute(NamedTuple):
+    """How the daemon's model proxy (`legion.proxy`) serves a runtime's sessions: what its CLI
+    may send, where, to which upstream, and how a session is pointed there."""
+
+    # The entry of the proxy's route table its CLI's requests are checked against
+    # (`legion.proxy.routes.APIS`): the routes, headers and body fields of the API it speaks.
+    api: str
+    # The path the proxy serves it under ("": the proxy's root); each runtime has its own.
+    mount: str
+    # "module:function" (the daemon's environment with `environment`'s variables) ->
+    # (the API's base URL, the headers carrying the daemon's credential) or None: the daemon
+    # holds no key for it and does not serve it (unless `own_login`: then no headers).
+    upstream: str
+    # "module:function" (a session's environment, the proxy's URL for it, the session's
+    # capability or None when the daemon holds no key for it) -> that environment pointed at
+    # the proxy (as it was when the CLI cannot be pointed there).
+    point: str
+    # "module:function" (environment) -> (every model key variable it knows of, those its CLI
+    # reads for the provider it uses): what `legion.proxy.model_key_variables` withholds.
+    key_variables: str
+    # Served, and metered, even when the daemon holds no key: the session's own login passes
+    # through the proxy (the session is then known by what its CLI sends, not contained).
+    own_login: bool = False
+
+
 class RuntimePlugin(NamedTuple):
     """An agent CLI a session can run on."""
 
@@ -119,6 +144,15 @@ class RuntimePlugin(NamedTuple):
     secret_variables: tuple[str, ...] = ()
     settings: str | None = None  # "module:Class", as a backend's
     aliases: tuple[str, ...] = ()
+    model: ModelRoute | None = None  # how the model proxy serves it; None: it does not
+    # Tools whose call is the model asking the user a question (the proxy keeps the last one:
+    # `legion.proxy.questions`).
+    question_tools: tuple[str, ...] = ()
+    # Variables its CLI sets for the processes its tools run, by name and by prefix: kept from
+    # every session Legion starts, so that a session started from one (the controller's
+    # `legion` command) is not taken for that session's child.
+    child_variables: tuple[str, ...] = ()
+    child_variable_prefixes: tuple[str, ...] = ()
 
 
 BACKENDS: tuple[BackendPlugin, ...] = (
@@ -175,6 +209,23 @@ RUNTIMES: tuple[RuntimePlugin, ...] = (
         secret_variables=("ANTHROPIC_API_KEY",),
         settings="legion.runtime.claude.settings:ClaudeSettings",
         aliases=("claude",),
+        model=ModelRoute(
+            api="anthropic-messages",
+            mount="",
+            upstream="legion.runtime.claude.model_route:upstream",
+            point="legion.runtime.claude.model_route:point",
+            key_variables="legion.runtime.claude.model_route:key_variables",
+            own_login=True,
+        ),
+        question_tools=("AskUserQuestion",),
+        child_variables=("CLAUDECODE", "CLAUDE_PID", "CLAUDE_EFFORT"),
+        child_variable_prefixes=(
+            "CLAUDE_CODE_CHILD_",
+            "CLAUDE_CODE_SESSION_",
+            "CLAUDE_CODE_MESSAGING_",
+            "CLAUDE_CODE_ENTRYPOINT",
+            "CLAUDE_CODE_EXECPATH",
+        ),
     ),
     RuntimePlugin(
         CODEX,
@@ -186,6 +237,13 @@ RUNTIMES: tuple[RuntimePlugin, ...] = (
         skills_dir="legion.runtime.codex.runtime:skills_dir",
         secret_variables=("OPENAI_API_KEY",),
         settings="legion.runtime.codex.settings:CodexSettings",
+        model=ModelRoute(
+            api="openai-responses",
+            mount="/codex",
+            upstream="legion.runtime.codex.model_route:upstream",
+            point="legion.runtime.codex.model_route:point",
+            key_variables="legion.runtime.codex.model_route:key_variables",
+        ),
     ),
 )
 
@@ -234,6 +292,23 @@ def backend_secret_variables() -> tuple[str, ...]:
 
 def runtime_secret_variables() -> tuple[str, ...]:
     return tuple(name for plugin in RUNTIMES for name in plugin.secret_variables)
+
+
+def proxied_runtimes() -> tuple[RuntimePlugin, ...]:
+    """The runtimes the model proxy serves (those that declare a `ModelRoute`)."""
+    return tuple(plugin for plugin in RUNTIMES if plugin.model is not None)
+
+
+def question_tools() -> frozenset[str]:
+    """Every runtime's question tools: a call of one is the model asking the user."""
+    return frozenset(name for plugin in RUNTIMES for name in plugin.question_tools)
+
+
+def child_variables() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The variables the runtimes' CLIs set for their tools' processes: (names, prefixes)."""
+    names = tuple(name for plugin in RUNTIMES for name in plugin.child_variables)
+    prefixes = tuple(name for plugin in RUNTIMES for name in plugin.child_variable_prefixes)
+    return names, prefixes
 
 
 def is_remote(names: Iterable[str]) -> bool:
