@@ -120,6 +120,27 @@ class ModelRoute(NamedTuple):
     own_login: bool = False
 
 
+class DemoPlugin(NamedTuple):
+    """What `legion demo` needs to run a runtime's sessions offline, on a scripted model
+    server (`legion.demo`) for the API its CLI speaks."""
+
+    # "module:Class" of that scripted server; its module makes the swarm's script of the same
+    # blocks (`bash`, `text`, `Scenario`, `Script`: `legion.demo.swarm_script`).
+    server: str
+    # "module:function" (its home folder, the scripted server's base URL) -> the variables
+    # that make that folder the CLI's home, its only model the scripted server.
+    offline_home: str
+    # "module:function" (environment, say) -> `legion.runtime.npm_pin.Binary`: the CLI the
+    # demo runs, the one configured, else the pinned version, installed first if missing.
+    binary: str
+    home_folder: str  # its home's folder in the demo's folder
+    home_setting: str  # the setting naming your own CLI home: the demo's private one
+    home_variable: str  # the variable that says where that home is, with `--real`
+    api: str  # whose API `--real` uses ("Anthropic"), with its key (the first secret)
+    # The roles it takes in `legion demo --runtime mixed` (the default runtime the others).
+    mixed_roles: tuple[str, ...] = ()
+
+
 class RuntimePlugin(NamedTuple):
     """An agent CLI a session can run on."""
 
@@ -153,6 +174,7 @@ class RuntimePlugin(NamedTuple):
     # `legion` command) is not taken for that session's child.
     child_variables: tuple[str, ...] = ()
     child_variable_prefixes: tuple[str, ...] = ()
+    demo: DemoPlugin | None = None  # how `legion demo` runs it; None: it does not
 
 
 BACKENDS: tuple[BackendPlugin, ...] = (
@@ -226,6 +248,15 @@ RUNTIMES: tuple[RuntimePlugin, ...] = (
             "CLAUDE_CODE_ENTRYPOINT",
             "CLAUDE_CODE_EXECPATH",
         ),
+        demo=DemoPlugin(
+            server="legion.demo.model_server:FakeModelServer",
+            offline_home="legion.demo.offline:claude_offline_home",
+            binary="legion.runtime.claude.binary:configured_or_installed",
+            home_folder="claude-config",
+            home_setting="claude_config_dir",
+            home_variable="CLAUDE_CONFIG_DIR",
+            api="Anthropic",
+        ),
     ),
     RuntimePlugin(
         CODEX,
@@ -243,6 +274,16 @@ RUNTIMES: tuple[RuntimePlugin, ...] = (
             upstream="legion.runtime.codex.model_route:upstream",
             point="legion.runtime.codex.model_route:point",
             key_variables="legion.runtime.codex.model_route:key_variables",
+        ),
+        demo=DemoPlugin(
+            server="legion.demo.responses_server:FakeResponsesServer",
+            offline_home="legion.demo.offline:codex_offline_home",
+            binary="legion.runtime.codex.binary:configured_or_installed",
+            home_folder="codex-home",
+            home_setting="codex_home",
+            home_variable="CODEX_HOME",
+            api="OpenAI",
+            mixed_roles=("implement",),
         ),
     ),
 )
