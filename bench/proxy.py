@@ -31,7 +31,7 @@ from common import free_port, make_repo, ms, p99, wait_for
 from legion.backends import open_backends
 from legion.demo.model_server import FakeModelServer, Scenario
 from legion.demo.scripted import text
-from legion.proxy.server import ModelProxy, upstream_from
+from legion.proxy.server import ModelProxy, upstreams_from
 from legion.relay.capabilities import Capabilities
 from legion.sandbox import bridge
 from legion.services.projects import init_project
@@ -72,7 +72,7 @@ def main() -> None:
             env = {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "sk-bench"}
             unix = Path(tmp) / "model.sock"
             proxy = ModelProxy(
-                upstream_from(env), lambda: SqliteStore(db.path, create=False), unix_socket=unix
+                upstreams_from(env), lambda: SqliteStore(db.path, create=False), unix_socket=unix
             )
             proxy.start()
             port = free_port()

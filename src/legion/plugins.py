@@ -95,6 +95,52 @@ class BackendPlugin(NamedTuple):
     aliases: tuple[str, ...] = ()  # earlier names a config may still hold
 
 
+class ModelRoute(NamedTuple):
+    """How the daemon's model proxy (`legion.proxy`) serves a runtime's sessions: what its CLI
+    may send, where, to which upstream, and how a session is pointed there."""
+
+    # The entry of the proxy's route table its CLI's requests are checked against
+    # (`legion.proxy.routes.APIS`): the routes, headers and body fields of the API it speaks.
+    api: str
+    # The path the proxy serves it under ("": the proxy's root); each runtime has its own.
+    mount: str
+    # "module:function" (the daemon's environment with `environment`'s variables) ->
+    # (the API's base URL, the headers carrying the daemon's credential) or None: the daemon
+    # holds no key for it and does not serve it (unless `own_login`: then no headers).
+    upstream: str
+    # "module:function" (a session's environment, the proxy's URL for it, the session's
+    # capability or None when the daemon holds no key for it) -> that environment pointed at
+    # the proxy (as it was when the CLI cannot be pointed there).
+    point: str
+    # "module:function" (environment) -> (every model key variable it knows of, those its CLI
+    # reads for the provider it uses): what `legion.proxy.model_key_variables` withholds.
+    key_variables: str
+    # Served, and metered, even when the daemon holds no key: the session's own login passes
+    # through the proxy (the session is then known by what its CLI sends, not contained).
+    own_login: bool = False
+
+
+class DemoPlugin(NamedTuple):
+    """What `legion demo` needs to run a runtime's sessions offline, on a scripted model
+    server (`legion.demo`) for the API its CLI speaks."""
+
+    # "module:Class" of that scripted server; its module makes the swarm's script of the same
+    # blocks (`bash`, `text`, `Scenario`, `Script`: `legion.demo.swarm_script`).
+    server: str
+    # "module:function" (its home folder, the scripted server's base URL) -> the variables
+    # that make that folder the CLI's home, its only model the scripted server.
+    offline_home: str
+    # "module:function" (environment, say) -> `legion.runtime.npm_pin.Binary`: the CLI the
+    # demo runs, the one configured, else the pinned version, installed first if missing.
+    binary: str
+    home_folder: str  # its home's folder in the demo's folder
+    home_setting: str  # the setting naming your own CLI home: the demo's private one
+    home_variable: str  # the variable that says where that home is, with `--real`
+    api: str  # whose API `--real` uses ("Anthropic"), with its key (the first secret)
+    # The roles it takes in `legion demo --runtime mixed` (the default runtime the others).
+    mixed_roles: tuple[str, ...] = ()
+
+
 class RuntimePlugin(NamedTuple):
     """An agent CLI a session can run on."""
 
@@ -119,6 +165,16 @@ class RuntimePlugin(NamedTuple):
     secret_variables: tuple[str, ...] = ()
     settings: str | None = None  # "module:Class", as a backend's
     aliases: tuple[str, ...] = ()
+    model: ModelRoute | None = None  # how the model proxy serves it; None: it does not
+    # Tools whose call is the model asking the user a question (the proxy keeps the last one:
+    # `legion.proxy.questions`).
+    question_tools: tuple[str, ...] = ()
+    # Variables its CLI sets for the processes its tools run, by name and by prefix: kept from
+    # every session Legion starts, so that a session started from one (the controller's
+    # `legion` command) is not taken for that session's child.
+    child_variables: tuple[str, ...] = ()
+    child_variable_prefixes: tuple[str, ...] = ()
+    demo: DemoPlugin | None = None  # how `legion demo` runs it; None: it does not
 
 
 BACKENDS: tuple[BackendPlugin, ...] = (
@@ -175,6 +231,32 @@ RUNTIMES: tuple[RuntimePlugin, ...] = (
         secret_variables=("ANTHROPIC_API_KEY",),
         settings="legion.runtime.claude.settings:ClaudeSettings",
         aliases=("claude",),
+        model=ModelRoute(
+            api="anthropic-messages",
+            mount="",
+            upstream="legion.runtime.claude.model_route:upstream",
+            point="legion.runtime.claude.model_route:point",
+            key_variables="legion.runtime.claude.model_route:key_variables",
+            own_login=True,
+        ),
+        question_tools=("AskUserQuestion",),
+        child_variables=("CLAUDECODE", "CLAUDE_PID", "CLAUDE_EFFORT"),
+        child_variable_prefixes=(
+            "CLAUDE_CODE_CHILD_",
+            "CLAUDE_CODE_SESSION_",
+            "CLAUDE_CODE_MESSAGING_",
+            "CLAUDE_CODE_ENTRYPOINT",
+            "CLAUDE_CODE_EXECPATH",
+        ),
+        demo=DemoPlugin(
+            server="legion.demo.model_server:FakeModelServer",
+            offline_home="legion.demo.offline:claude_offline_home",
+            binary="legion.runtime.claude.binary:configured_or_installed",
+            home_folder="claude-config",
+            home_setting="claude_config_dir",
+            home_variable="CLAUDE_CONFIG_DIR",
+            api="Anthropic",
+        ),
     ),
     RuntimePlugin(
         CODEX,
@@ -186,6 +268,23 @@ RUNTIMES: tuple[RuntimePlugin, ...] = (
         skills_dir="legion.runtime.codex.runtime:skills_dir",
         secret_variables=("OPENAI_API_KEY",),
         settings="legion.runtime.codex.settings:CodexSettings",
+        model=ModelRoute(
+            api="openai-responses",
+            mount="/codex",
+            upstream="legion.runtime.codex.model_route:upstream",
+            point="legion.runtime.codex.model_route:point",
+            key_variables="legion.runtime.codex.model_route:key_variables",
+        ),
+        demo=DemoPlugin(
+            server="legion.demo.responses_server:FakeResponsesServer",
+            offline_home="legion.demo.offline:codex_offline_home",
+            binary="legion.runtime.codex.binary:configured_or_installed",
+            home_folder="codex-home",
+            home_setting="codex_home",
+            home_variable="CODEX_HOME",
+            api="OpenAI",
+            mixed_roles=("implement",),
+        ),
     ),
 )
 
@@ -234,6 +333,23 @@ def backend_secret_variables() -> tuple[str, ...]:
 
 def runtime_secret_variables() -> tuple[str, ...]:
     return tuple(name for plugin in RUNTIMES for name in plugin.secret_variables)
+
+
+def proxied_runtimes() -> tuple[RuntimePlugin, ...]:
+    """The runtimes the model proxy serves (those that declare a `ModelRoute`)."""
+    return tuple(plugin for plugin in RUNTIMES if plugin.model is not None)
+
+
+def question_tools() -> frozenset[str]:
+    """Every runtime's question tools: a call of one is the model asking the user."""
+    return frozenset(name for plugin in RUNTIMES for name in plugin.question_tools)
+
+
+def child_variables() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The variables the runtimes' CLIs set for their tools' processes: (names, prefixes)."""
+    names = tuple(name for plugin in RUNTIMES for name in plugin.child_variables)
+    prefixes = tuple(name for plugin in RUNTIMES for name in plugin.child_variable_prefixes)
+    return names, prefixes
 
 
 def is_remote(names: Iterable[str]) -> bool:

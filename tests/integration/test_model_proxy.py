@@ -27,7 +27,7 @@ from legion.proxy.ledger import Spender, UsageLedger
 from legion.proxy.limits import HoldRecord, why_held
 from legion.proxy.metering import UsageMeter
 from legion.proxy.questions import AskedQuestions
-from legion.proxy.server import ModelProxy, upstream_from
+from legion.proxy.server import ModelProxy, upstreams_from
 from legion.relay.capabilities import Capabilities
 from legion.runtime.transcript import question_from_input
 from legion.store.actionlog import ActionLog
@@ -54,7 +54,7 @@ def model() -> Iterator[FakeModelServer]:
 
 
 def start_proxy(db_path: Path, env: dict[str, str], **options: Any) -> ModelProxy:
-    proxy = ModelProxy(upstream_from(env), lambda: SqliteStore(db_path, create=False), **options)
+    proxy = ModelProxy(upstreams_from(env), lambda: SqliteStore(db_path, create=False), **options)
     proxy.start()
     return proxy
 

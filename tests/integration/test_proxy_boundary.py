@@ -27,7 +27,7 @@ from legion.daemon.loop import registered_worker
 from legion.plugins import CLAUDE_CODE, CODEX
 from legion.proxy import server as proxy_server
 from legion.proxy.ledger import UsageLedger
-from legion.proxy.server import ModelProxy, Upstream, upstream_from
+from legion.proxy.server import ModelProxy, Upstream, upstreams_from
 from legion.relay.capabilities import Capabilities
 from legion.sessions.registry import Registry
 from legion.store.sqlite import SqliteStore
@@ -87,9 +87,13 @@ def attacker() -> Iterator[Listener]:
     listener.close()
 
 
-def start(db_path: Path, model: FakeModelServer, **options: Any) -> ModelProxy:
+def start(
+    db_path: Path, model: FakeModelServer, codex: Upstream | None = None, **options: Any
+) -> ModelProxy:
+    """The proxy serving Claude Code's sessions on `model`, and Codex's on `codex` if given."""
     env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "the-real-key"}
-    proxy = ModelProxy(upstream_from(env), lambda: SqliteStore(db_path, create=False), **options)
+    upstreams = upstreams_from(env) | ({CODEX: codex} if codex is not None else {})
+    proxy = ModelProxy(upstreams, lambda: SqliteStore(db_path, create=False), **options)
     proxy.start()
     return proxy
 
@@ -381,7 +385,7 @@ def test_an_answer_whose_usage_cannot_be_read_is_recorded_as_unread(
         "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{upstream.server_address[1]}",
         "ANTHROPIC_API_KEY": "k",
     }
-    proxy = ModelProxy(upstream_from(env), lambda: SqliteStore(db_path, create=False))
+    proxy = ModelProxy(upstreams_from(env), lambda: SqliteStore(db_path, create=False))
     proxy.start()
     token = capability(db_path)
     try:
@@ -418,7 +422,7 @@ def test_a_failure_the_proxy_logs_quotes_neither_the_key_nor_a_capability(
     caplog.set_level(logging.DEBUG, logger="legion")
     key = "sk-the-real-key-0123456789"
     env = {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": key + "\n"}
-    proxy = ModelProxy(upstream_from(env), lambda: SqliteStore(db_path, create=False))
+    proxy = ModelProxy(upstreams_from(env), lambda: SqliteStore(db_path, create=False))
     proxy.start()
     token, stranger = capability(db_path), "cap-nobody-knows-0123456789"
     try:
@@ -514,7 +518,7 @@ def test_a_sessions_requests_at_once_are_bounded(db_path: Path) -> None:
         "ANTHROPIC_API_KEY": "k",
     }
     proxy = ModelProxy(
-        upstream_from(env), lambda: SqliteStore(db_path, create=False), max_in_flight=2
+        upstreams_from(env), lambda: SqliteStore(db_path, create=False), max_in_flight=2
     )
     proxy.start()
     mine = capability(db_path)

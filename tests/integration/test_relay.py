@@ -31,7 +31,7 @@ from legion.config import Project, load_project
 from legion.core.model import Label, Status
 from legion.errors import ConfigError, NotFoundError, NotPermittedError, RelayUnavailableError
 from legion.forges.base import Forge, PullRequest
-from legion.proxy.server import ModelProxy, upstream_from
+from legion.proxy.server import ModelProxy, upstreams_from
 from legion.relay import (
     CAPABILITY_ENV,
     MAX_SOCKET_PATH,
@@ -1099,7 +1099,7 @@ def workers(relay: Relay, tmux_socket: Path) -> Iterator[WorkerManager]:
 def proxy(relay: Relay) -> Iterator[ModelProxy]:
     db_path = relay.backends.db.path
     env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_API_KEY": "k"}
-    started = ModelProxy(upstream_from(env), lambda: SqliteStore(db_path, create=False))
+    started = ModelProxy(upstreams_from(env), lambda: SqliteStore(db_path, create=False))
     started.start()
     yield started
     started.stop()

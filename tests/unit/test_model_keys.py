@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from legion.core.model_keys import withheld_keys
 from legion.demo.responses_server import API_KEY_ENV, codex_config_toml
 from legion.plugins import CLAUDE_CODE, CODEX
-from legion.proxy import CLAUDE_CREDENTIALS, model_key_variables
+from legion.proxy import model_key_variables
+from legion.runtime.claude.paths import CREDENTIAL_VARIABLES as CLAUDE_CREDENTIALS
 from legion.runtime.codex.provider import OPENAI_KEY_VARIABLES
 
 OPENAI_KEYS = set(OPENAI_KEY_VARIABLES)

@@ -66,6 +66,21 @@ def test_every_declared_attribute_resolves() -> None:
         ):
             if where is not None:
                 assert callable(plugins.load(where)), where
+        if runtime.model is not None:
+            for where in (runtime.model.upstream, runtime.model.point, runtime.model.key_variables):
+                assert callable(plugins.load(where)), where
+
+
+def test_a_runtime_the_proxy_serves_names_an_api_of_its_route_table_and_a_path_of_its_own() -> None:
+    from legion.proxy.routes import APIS
+
+    routes = [runtime.model for runtime in plugins.RUNTIMES if runtime.model is not None]
+    assert routes and all(route.api in APIS for route in routes)
+    mounts = [route.mount for route in routes]
+    assert len(set(mounts)) == len(mounts)
+    assert all(
+        mount == "" or (mount.startswith("/") and not mount.endswith("/")) for mount in mounts
+    )
 
 
 def test_a_plugins_settings_are_its_section_read_by_the_same_rules() -> None:

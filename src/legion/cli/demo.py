@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from legion.errors import InputError, LegionError
-from legion.plugins import CLAUDE_CODE, runtime_aliases
+from legion.plugins import DEFAULT_RUNTIME, runtime_aliases, runtime_names
 from legion.runtime.homes import CLI_FOLDER
 
 if TYPE_CHECKING:
@@ -40,10 +40,10 @@ def demo(
     runtime: Annotated[
         str,
         typer.Option(
-            help="The agent CLI: claude-code, codex (every session) or mixed (Codex "
-            "implementers, Claude Code for the other roles)."
+            help=f"The agent CLI: {', '.join(runtime_names())} (every session) or mixed "
+            "(Codex implementers, Claude Code for the other roles)."
         ),
-    ] = CLAUDE_CODE,
+    ] = DEFAULT_RUNTIME,
     timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 600.0,
     hosts: Annotated[
         int,
@@ -117,11 +117,11 @@ def _fleet_demo(
 
     if hosts < 2:
         raise InputError("--store goes with --hosts N (2 or more): the demo on a fleet")
-    if real or runtime != CLAUDE_CODE:
+    if real or runtime != DEFAULT_RUNTIME:
         raise InputError("--hosts runs Claude Code on the scripted model: no --real, no --runtime")
     if store is not None:
         check_store(store)
-    _check_prerequisites(CLAUDE_CODE, False)
+    _check_prerequisites(DEFAULT_RUNTIME, False)
     made = _make_folder(folder)
     previous = signal.signal(signal.SIGTERM, _terminate)  # stops as Ctrl-C does: cleaned up
     try:

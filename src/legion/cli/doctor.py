@@ -190,22 +190,42 @@ def _pickup(project: Project) -> str:
         return for_display(f"unknown: {exc}")
 
 
+def _runtime_named(name: str) -> str:
+    """The runtime `--runtime` names (or an alias of it); an unknown one is refused."""
+    from legion.errors import InputError
+
+    found = plugins.runtime_aliases().get(name, name)
+    if found not in plugins.runtime_names():
+        known = ", ".join(plugins.runtime_names())
+        raise InputError(f"--runtime: unknown runtime {name!r} (known: {known})")
+    return found
+
+
 def doctor(
     ctx: typer.Context,
     install: Annotated[
         bool,
         typer.Option(
             "--install",
-            help="First install the Claude Code version Legion is tested with into Legion's "
-            "cache (needs npm), and the Codex CLI version too when a role runs on Codex (or "
-            "with --codex).",
+            help="First install the version of each agent CLI Legion is tested with into "
+            "Legion's cache (needs npm): the default runtime's (Claude Code), and another's "
+            "when a role runs on it or --runtime names it.",
         ),
     ] = False,
+    runtimes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--runtime",
+            help="With --install: install this runtime's tested CLI even when no role runs on "
+            f"it ({', '.join(plugins.runtime_names())}; may be given more than once).",
+        ),
+    ] = None,
     codex: Annotated[
         bool,
         typer.Option(
             "--codex",
-            help="With --install: install the tested Codex CLI even when no role runs on Codex.",
+            help="With --install: install the tested Codex CLI even when no role runs on Codex "
+            "(--runtime codex).",
         ),
     ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
@@ -223,7 +243,9 @@ def doctor(
     found, config_checks = _load_project(ctx)
     if install:
         say = (lambda text: None) if as_json else (lambda text: typer.echo(text, err=True))
-        asked = {plugins.CODEX} if codex else set()
+        asked = {_runtime_named(name) for name in runtimes or ()}
+        # `--codex` is older than `--runtime`, and scripts and the docs use it.
+        asked |= {plugins.CODEX} if codex else set()
         every = _settings(found)[1]
         for plugin in plugins.RUNTIMES:
             # The default runtime always (`legion demo` runs on it); another when asked for

@@ -37,7 +37,6 @@ from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachab
 from legion.files.private import open_private, private_folder, touch_private, write_private
 from legion.fleet.fence import FenceProcess
 from legion.fleet.hosts import FencedStore, host_name
-from legion.plugins import CLAUDE_CODE, CODEX
 from legion.proxy import (
     EGRESS_SOCKET_NAME,
     PROXY_SOCKET_NAME,
@@ -47,7 +46,7 @@ from legion.proxy import (
 )
 from legion.proxy.egress import EgressProxy
 from legion.proxy.ledger import Spender
-from legion.proxy.server import ModelProxy, codex_upstream_from, upstream_from
+from legion.proxy.server import ModelProxy, upstreams_from
 from legion.reconcile import Reconciler
 from legion.reconcile.judgments import JudgmentQueue
 from legion.relay import socket_path
@@ -442,10 +441,8 @@ class Daemon:
 
         state = self.project.state_dir
         open_db = store_opener(self.project, self.backends.db)
-        from legion.runtime.codex.runtime import configured_environment
-
-        upstream = upstream_from(self.env)
-        codex = codex_upstream_from(self.env | configured_environment(self.project.settings))
+        # Each runtime's, from the daemon's environment and its own view of its CLI's home.
+        upstreams = upstreams_from(self.env, self.project.settings)
         controller = self.workers.runtimes.controller.name
         before = read_access(state)
         port = 0
@@ -461,12 +458,11 @@ class Daemon:
         # For confined sessions, whose only way out is their bridge to this socket.
         options["unix_socket"] = socket_path(state, PROXY_SOCKET_NAME)
         try:
-            server = ModelProxy(upstream, open_db, codex=codex, port=port, **options)
+            server = ModelProxy(upstreams, open_db, port=port, **options)
         except OSError:  # taken meanwhile: any free port
-            server = ModelProxy(upstream, open_db, codex=codex, **options)
+            server = ModelProxy(upstreams, open_db, **options)
         server.start()
-        holders = [CLAUDE_CODE] if upstream.holds_credential else []
-        holders += [CODEX] if codex is not None else []
+        holders = [name for name, upstream in upstreams.items() if upstream.holds_credential]
         write_access(state, access(server.url, holders, str(options["unix_socket"])))
         return server
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from legion.core.model import Label, Status
 from legion.errors import InputError, LegionError, ToolMissingError
 from legion.git import run_git
+from legion.plugins import DEFAULT_RUNTIME, RUNTIMES
 
 if TYPE_CHECKING:
     from legion.backends import Backends
@@ -34,7 +35,13 @@ if TYPE_CHECKING:
 
 HOST_NAMES = ("alpha", "beta", "gamma", "delta", "epsilon")
 # The settings of the demo's config each host sets for itself.
-HOST_OWN = ("state_dir", "workspace_root", "tmux_socket", "tmux_config", "claude_config_dir")
+HOST_OWN = (
+    "state_dir",
+    "workspace_root",
+    "tmux_socket",
+    "tmux_config",
+    *(plugin.demo.home_setting for plugin in RUNTIMES if plugin.demo is not None),
+)
 VICTIM_AFTER_S = 2.0  # an implementer works this long on its host before the host is killed
 HOST_TIMEOUT = 6.0  # seconds: how soon a dead host's issue moves (the default is a minute)
 
@@ -81,11 +88,19 @@ def run_fleet_demo(
 ) -> FleetDemoResult:
     """Run the demo on `hosts` hosts in `folder` (made already); `store`: a PostgreSQL URL,
     None: a private server in `folder`, stopped at the end."""
-    from legion.demo.run import _environment, demo_claude, issues_text, make_repository
+    from legion.demo.run import (
+        _environment,
+        demo_binary,
+        issues_text,
+        make_repository,
+        used_runtimes,
+    )
     from legion.store.postgres import where
 
     _check_postgres(store)
-    claude = demo_claude(os.environ, say)
+    used = used_runtimes(DEFAULT_RUNTIME)  # the fleet runs the default runtime only
+    runtime = used[0]
+    binary = demo_binary(runtime, os.environ, say)
     server = None
     if store is None:
         from legion.store.private_server import PrivatePostgres
@@ -96,18 +111,19 @@ def run_fleet_demo(
     started = time.monotonic()
     try:
         os.environ["LEGION_STORE"] = store  # this process's own reads (the demo's tracker)
-        homes = {"claude_config_dir": str(folder / "claude-config")}
+        assert runtime.demo is not None
+        homes = {runtime.demo.home_setting: str(folder / runtime.demo.home_folder)}
         repo = folder / "repo"
         _, backends = make_repository(repo, issues, homes)
         identifiers = [issue.identifier for issue in backends.tracker.list_issues()]
         _share(repo, folder / "remote.git")
-        env, servers = _environment(folder, identifiers, mode, False, False)
+        env, servers = _environment(folder, identifiers, mode, False, used)
         fleet = [_host(name, folder, repo, env, store, first=name == names[0]) for name in names]
         say(
             f"Legion demo on {hosts} hosts ({', '.join(names)}): "
             f"{issues_text(len(identifiers))}, {mode} mode, a SCRIPTED model on 127.0.0.1."
         )
-        say(f"  Claude Code: {claude.path} ({claude.source})")
+        say(f"  {runtime.description + ':':<12} {binary.path} ({binary.source})")
         say(f"  store:       {where(store)}{' (private, removed at the end)' if server else ''}")
         say(f"  files:       {folder}")
         for host in fleet:
@@ -192,7 +208,12 @@ def _host(
             "LEGION_STATE_DIR": str(own / "state"),
             "LEGION_TMUX_SOCKET": str(own / "tmux.sock"),
             "LEGION_TMUX_CONFIG": "/dev/null",
-            "LEGION_CLAUDE_CONFIG_DIR": str(folder / "claude-config"),
+            **{
+                # Each runtime's CLI home setting, as its variable (`LEGION_CLAUDE_CONFIG_DIR`).
+                f"LEGION_{plugin.demo.home_setting.upper()}": str(folder / plugin.demo.home_folder)
+                for plugin in RUNTIMES
+                if plugin.demo is not None and plugin.name == DEFAULT_RUNTIME
+            },
             "LEGION_WORKSPACE_ROOT": str(own / "workspaces"),
             "LEGION_HOST_TIMEOUT": str(HOST_TIMEOUT),
             # Room for two sessions each: the leader's controller and a worker, two workers.

@@ -1,6 +1,7 @@
-"""The environment that keeps the real Claude Code CLI talking only to a local scripted model
-server: used by `legion demo` and by the end-to-end tests. What each variable is for, and how it
-was verified, is in docs/claude-code-cli.md."""
+"""The environment that keeps the real agent CLIs talking only to a local scripted model server:
+used by `legion demo` (each runtime's `DemoPlugin.offline_home` is here) and by the end-to-end
+tests. What each variable is for, and how it was verified, is in docs/claude-code-cli.md and
+docs/codex-cli.md."""
 
 from __future__ import annotations
 
@@ -63,20 +64,19 @@ def offline_variables(
     api_key: str = FAKE_API_KEY,
     proxy_url: str | None = None,
 ) -> dict[str, str]:
-    """The variables that point the CLI at `base_url` and keep it off the network.
+    """The variables that point the Claude Code CLI at `base_url` and keep it off the network.
 
     `proxy_url` (normally the fake server itself, which refuses and records proxy requests)
     catches any HTTP(S) request the CLI would send to another host.
     """
+    return network_variables(home, proxy_url) | claude_offline_home(config_dir, base_url, api_key)
+
+
+def network_variables(home: Path, proxy_url: str | None) -> dict[str, str]:
+    """What keeps any CLI off the network and its terminal plain; with `proxy_url`, every
+    HTTP(S) request to another host goes there (to be refused and recorded)."""
     variables = {
         "HOME": str(home),
-        "CLAUDE_CONFIG_DIR": str(config_dir),
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": api_key,
-        # telemetry, error reporting, feature flags, auto-update, release notes, ...
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        # the official plugin marketplace (downloads.claude.ai, then a git clone from github)
-        "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
@@ -98,6 +98,22 @@ def offline_variables(
         # in a sandbox.
         variables["IS_SANDBOX"] = "1"
     return variables
+
+
+def claude_offline_home(
+    config_dir: Path, base_url: str, api_key: str = FAKE_API_KEY
+) -> dict[str, str]:
+    """The variables that make `config_dir` Claude Code's config folder and the scripted
+    Messages server at `base_url` its only model (telemetry and the like off)."""
+    return {
+        "CLAUDE_CONFIG_DIR": str(config_dir),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": api_key,
+        # telemetry, error reporting, feature flags, auto-update, release notes, ...
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        # the official plugin marketplace (downloads.claude.ai, then a git clone from github)
+        "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
+    }
 
 
 def codex_offline_home(codex_home: Path, base_url: str) -> dict[str, str]:

@@ -26,17 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from legion.backends import Backends, open_backends
-from legion.config import STATE_HOME_ENV, Project, machine_settings
+from legion.config import STATE_HOME_ENV, Project
 from legion.core.ids import controller_session_id
 from legion.core.model import Label, Status
 from legion.errors import LegionError, ToolMissingError
 from legion.git import run_git
-from legion.plugins import CLAUDE_CODE, CODEX
-from legion.runtime.claude import binary as claude_bin
-from legion.runtime.claude.binary import ClaudeBinary
-from legion.runtime.claude.settings import ClaudeSettings
-from legion.runtime.codex import binary as codex_bin
-from legion.runtime.codex.settings import CodexSettings
+from legion.plugins import DEFAULT_RUNTIME, RUNTIMES, DemoPlugin, RuntimePlugin, load
 from legion.runtime.npm_pin import Binary
 from legion.sandbox import reported
 from legion.services.projects import init_project
@@ -46,11 +41,33 @@ if TYPE_CHECKING:
     from legion.demo.responses_server import FakeResponsesServer
     from legion.sessions.workers import WorkerManager
 
+# The runtimes the demo runs (those the registry gives a `DemoPlugin`), the default first.
+DEMO_RUNTIMES = tuple(
+    sorted(
+        (plugin for plugin in RUNTIMES if plugin.demo is not None),
+        key=lambda plugin: plugin.name != DEFAULT_RUNTIME,
+    )
+)
+MIXED = "mixed"  # the default runtime, and each other one in the roles it takes when mixed
+
+
+def _mixed_roles() -> dict[str, str]:
+    """Role -> runtime, in `--runtime mixed` (the roles not named run on the default one)."""
+    return {
+        role: plugin.name
+        for plugin in DEMO_RUNTIMES
+        if plugin.demo is not None
+        for role in plugin.demo.mixed_roles
+    }
+
+
 # `--runtime`: the settings each choice writes into the demo project.
 RUNTIME_CHOICES: dict[str, dict[str, object]] = {
-    CLAUDE_CODE: {},
-    CODEX: {"runtime": CODEX},
-    "mixed": {"runtimes": {"implement": CODEX}},
+    **{
+        plugin.name: {} if plugin.name == DEFAULT_RUNTIME else {"runtime": plugin.name}
+        for plugin in DEMO_RUNTIMES
+    },
+    MIXED: {"runtimes": _mixed_roles()},
 }
 MODEL_PATHS = ("/v1/messages", "/v1/responses")  # a model turn, on either scripted server
 
@@ -68,23 +85,25 @@ def issues_text(count: int) -> str:
     return f"{count} issue{'' if count == 1 else 's'}"
 
 
-def demo_claude(env: Mapping[str, str], say: Callable[[str], None]) -> ClaudeBinary:
-    """The Claude Code CLI the demo runs: the one configured (claude_bin), else the pinned
-    version in Legion's cache, installed there first if it is missing. The same resolver then
-    finds it for the daemon and every worker."""
-    settings = machine_settings(env)
-    if settings.section(ClaudeSettings).bin is None:
-        claude_bin.install(env, say)
-    return claude_bin.resolve_configured(settings, env)
+def used_runtimes(choice: str) -> list[RuntimePlugin]:
+    """The runtimes `--runtime choice` runs sessions on, the default first."""
+    names = {DEFAULT_RUNTIME, *_mixed_roles().values()} if choice == MIXED else {choice}
+    return [plugin for plugin in DEMO_RUNTIMES if plugin.name in names]
 
 
-def demo_codex(env: Mapping[str, str], say: Callable[[str], None]) -> Binary:
-    """The Codex CLI the demo runs: the one configured (codex_bin), else the pinned version in
-    Legion's cache, installed there first if it is missing."""
-    settings = machine_settings(env)
-    if settings.section(CodexSettings).bin is None:
-        codex_bin.install(env, say)
-    return codex_bin.resolve_configured(settings, env)
+def _demo(plugin: RuntimePlugin) -> DemoPlugin:
+    assert plugin.demo is not None, plugin.name  # DEMO_RUNTIMES have one
+    return plugin.demo
+
+
+def demo_binary(
+    plugin: RuntimePlugin, env: Mapping[str, str], say: Callable[[str], None]
+) -> Binary:
+    """The CLI of `plugin` the demo runs: the one configured, else the pinned version in
+    Legion's cache, installed there first if it is missing. The same resolver then finds it
+    for the daemon and every worker."""
+    found: Binary = load(_demo(plugin).binary)(env, say)
+    return found
 
 
 def make_repository(
@@ -146,17 +165,17 @@ def run_demo(
     real: bool,
     timeout: float,
     say: Callable[[str], None],
-    runtime: str = CLAUDE_CODE,
+    runtime: str = DEFAULT_RUNTIME,
 ) -> DemoResult:
     """Check what the demo needs, then make `folder` (None: a new temporary one) and run it
     there: a failed check leaves nothing behind."""
     _check_prerequisites(runtime, real)
-    uses_claude, uses_codex = runtime != CODEX, runtime != CLAUDE_CODE
-    claude = demo_claude(os.environ, say) if uses_claude else None
-    codex = demo_codex(os.environ, say) if uses_codex else None
+    binaries = {
+        plugin.name: demo_binary(plugin, os.environ, say) for plugin in used_runtimes(runtime)
+    }
     folder = _make_folder(folder)
     with _state_home(demo_state_home(folder)):
-        return _run(folder, issues, mode, real, timeout, say, runtime, claude, codex)
+        return _run(folder, issues, mode, real, timeout, say, runtime, binaries)
 
 
 def demo_state_home(folder: Path) -> Path:
@@ -188,32 +207,32 @@ def _run(
     timeout: float,
     say: Callable[[str], None],
     runtime: str,
-    claude: ClaudeBinary | None,
-    codex: Binary | None,
+    binaries: Mapping[str, Binary],
 ) -> DemoResult:
     from legion.daemon import Daemon, DaemonConfig
 
-    uses_claude, uses_codex = runtime != CODEX, runtime != CLAUDE_CODE
+    used = used_runtimes(runtime)
     repo = folder / "repo"
+    # Recorded in the demo project's config: `legion issue show` and `legion workers`, run
+    # there afterwards by anyone, read the demo's transcripts, not the user's own.
     homes = {
-        # Recorded in the demo project's config: `legion issue show` and `legion workers`, run
-        # there afterwards by anyone, read the demo's transcripts, not the user's own.
-        "claude_config_dir": str(folder / "claude-config"),
-        "codex_home": str(folder / "codex-home"),
+        _demo(plugin).home_setting: str(folder / _demo(plugin).home_folder)
+        for plugin in DEMO_RUNTIMES
     }
     project, backends = make_repository(repo, issues, {**RUNTIME_CHOICES[runtime], **homes})
     identifiers = [issue.identifier for issue in backends.tracker.list_issues()]
-    env, servers = _environment(folder, identifiers, mode, real, uses_codex)
+    env, servers = _environment(folder, identifiers, mode, real, used)
     model = "a SCRIPTED model on 127.0.0.1 (no AI involved)"
     if real:
-        apis = [name for name, on in (("Anthropic's", uses_claude), ("OpenAI's", uses_codex)) if on]
-        model = f"{' and '.join(apis)} API (your key)"
+        model = f"{' and '.join(f'{_demo(p).api}{chr(39)}s' for p in used)} API (your key)"
     say(f"Legion demo: {issues_text(len(identifiers))}, {mode} mode, driven by {model}.")
-    if claude is not None:
-        say(f"  Claude Code: {claude.path} ({claude.source})")
-    if codex is not None:
-        roles = "every session" if runtime == CODEX else "the implementers"
-        say(f"  Codex:       {codex.path} ({codex.source}), for {roles}")
+    for plugin in used:
+        binary = binaries[plugin.name]
+        line = f"  {plugin.description + ':':<12} {binary.path} ({binary.source})"
+        if plugin.name != DEFAULT_RUNTIME:
+            roles = [role for role, name in _mixed_roles().items() if name == plugin.name]
+            line += ", for " + ("every session" if runtime == plugin.name else _roles_text(roles))
+        say(line)
     say(f"  files:       {folder}")
     say(f"  sandbox:     {reported(project.settings.sandbox, project.env).summary}")
     say(f"  watch live:  tmux -S {project.settings.tmux_socket} attach")
@@ -274,16 +293,24 @@ def _run(
     )
 
 
+def _roles_text(roles: Sequence[str]) -> str:
+    """`the implementers`, `the reviewers and the planners`: who runs on a mixed runtime."""
+    named = {"implement": "implementers", "review": "reviewers", "plan": "planners"}
+    return " and ".join(f"the {named.get(role, role + ' sessions')}" for role in roles)
+
+
 def _check_prerequisites(runtime: str, real: bool) -> None:
     if runtime not in RUNTIME_CHOICES:
         raise LegionError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIME_CHOICES)})")
-    uses_claude, uses_codex = runtime != CODEX, runtime != CLAUDE_CODE
     if shutil.which("tmux") is None:
         raise ToolMissingError("the demo needs tmux: install it (e.g. apt-get install tmux)")
-    if real and uses_claude and not os.environ.get("ANTHROPIC_API_KEY"):
-        raise LegionError("--real needs ANTHROPIC_API_KEY set to your Anthropic API key")
-    if real and uses_codex and not os.environ.get("OPENAI_API_KEY"):
-        raise LegionError(f"--real --runtime {runtime} needs OPENAI_API_KEY set to your OpenAI key")
+    for plugin in used_runtimes(runtime) if real else []:
+        key, api = plugin.secret_variables[0], _demo(plugin).api
+        if os.environ.get(key):
+            continue
+        if plugin.name == DEFAULT_RUNTIME:
+            raise LegionError(f"--real needs {key} set to your {api} API key")
+        raise LegionError(f"--real --runtime {runtime} needs {key} set to your {api} key")
 
 
 def _make_folder(folder: Path | None) -> Path:
@@ -382,40 +409,44 @@ QUIET_REPORT_S = 10.0  # with nothing else to say, report what is running this o
 
 
 def _environment(
-    folder: Path, identifiers: list[str], mode: str, real: bool, uses_codex: bool
-) -> tuple[dict[str, str], list[FakeModelServer | FakeResponsesServer]]:
-    """The demo's private Claude Code config and Codex home (each session runs in a home of its
-    own, with Legion's skills: `legion.runtime.homes`), and the environment that points the
-    CLIs at them; unless `real`, the scripted servers too (started)."""
+    folder: Path, identifiers: list[str], mode: str, real: bool, used: Sequence[RuntimePlugin]
+) -> tuple[dict[str, str], list[Any]]:
+    """The demo's private home of each runtime's CLI (each session runs in a home of its own,
+    with Legion's skills: `legion.runtime.homes`), and the environment that points the CLIs at
+    them; unless `real`, the scripted servers too (started): the default runtime's always, and
+    that of each other runtime in `used` whose CLI speaks another API."""
     from legion.demo.model_server import FakeModelServer
-    from legion.demo.offline import base_environment, codex_offline_home, offline_variables
-    from legion.demo.responses_server import FakeResponsesServer
+    from legion.demo.offline import base_environment, network_variables
     from legion.demo.swarm_script import swarm_script
 
-    config_dir = folder / "claude-config"
-    config_dir.mkdir()
-    codex_home = folder / "codex-home"
-    codex_home.mkdir()
+    for plugin in DEMO_RUNTIMES:
+        (folder / _demo(plugin).home_folder).mkdir()
     if real:
-        env = dict(os.environ, CLAUDE_CONFIG_DIR=str(config_dir), CODEX_HOME=str(codex_home))
-        return env, []
+        homes = {
+            _demo(plugin).home_variable: str(folder / _demo(plugin).home_folder)
+            for plugin in DEMO_RUNTIMES
+        }
+        return dict(os.environ, **homes), []
     # The Anthropic server always runs: it is also the proxy that catches (and refuses) any
     # request a CLI tried to send elsewhere.
     server = FakeModelServer(swarm_script(identifiers, mode=mode)).start()
-    servers: list[FakeModelServer | FakeResponsesServer] = [server]
-    env = base_environment() | offline_variables(
-        server.base_url, home=Path(os.environ.get("HOME") or Path.home()),
-        config_dir=config_dir, proxy_url=server.base_url,
-    )  # fmt: skip
-    if uses_codex:
-        codex_script = swarm_script(identifiers, mode=mode, flavor=CODEX)
-        codex_server = FakeResponsesServer(codex_script).start()
-        servers.append(codex_server)
-        env |= codex_offline_home(codex_home, codex_server.base_url)
+    servers: list[Any] = [server]
+    home = Path(os.environ.get("HOME") or Path.home())
+    env = base_environment() | network_variables(home, server.base_url)
+    for plugin in DEMO_RUNTIMES:
+        demo = _demo(plugin)
+        served_by = server
+        if load(demo.server) is not FakeModelServer:
+            if plugin not in used:
+                continue
+            script = swarm_script(identifiers, mode=mode, flavor=plugin.name)
+            served_by = load(demo.server)(script).start()
+            servers.append(served_by)
+        env |= load(demo.offline_home)(folder / demo.home_folder, served_by.base_url)
     return env, servers
 
 
-def _model_requests(servers: Sequence[FakeModelServer | FakeResponsesServer]) -> list[Any]:
+def _model_requests(servers: Sequence[Any]) -> list[Any]:
     """Every model turn the scripted servers answered."""
     return [r for s in servers for r in s.snapshot() if r.path.startswith(MODEL_PATHS)]
 

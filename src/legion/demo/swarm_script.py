@@ -7,11 +7,12 @@ verdict before `worker-done`, commit the retro under docs/solutions/, merge and 
 match the skill invocation's arguments exactly (`<command-args>implement mode for LEG-1…`), so
 the skill's own text never selects one by accident.
 
-The same script serves both agent CLIs: for Claude Code (`flavor=CLAUDE_CODE`) its blocks are
-the Anthropic server's (`Bash` tool calls, prompts matched on the slash command's
-`<command-args>`), for Codex (`flavor=CODEX`) the Responses server's (`exec_command` calls,
-prompts matched on the `$legion-worker …` skill mention). A mixed swarm runs both servers, each
-with its flavor of the one script.
+The same script serves every agent CLI: its `flavor` is the runtime whose CLI it drives, and its
+blocks are those of that runtime's scripted server (its `DemoPlugin.server` in the registry):
+for Claude Code the Anthropic server's (`Bash` tool calls, prompts matched on the slash
+command's `<command-args>`), for Codex the Responses server's (`exec_command` calls, prompts
+matched on the `$legion-worker …` skill mention). A mixed swarm runs both servers, each with its
+flavor of the one script.
 
 The controller plays its Oracle for a worker that asked a question: woken for `LEG-1:oracle`, it
 loads the `legion-oracle` skill (the Skill tool, as a real model would), then either comments its
@@ -20,6 +21,7 @@ reasoning and answers (`legion answer`), or asks a human (`legion escalate`).
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import re
 import shlex
@@ -27,19 +29,28 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from legion.demo import model_server, responses_server
+from legion.demo import model_server
 from legion.demo.model_server import ask_user_question, tool_use
-from legion.plugins import CLAUDE_CODE, CODEX
+from legion.plugins import DEFAULT_RUNTIME, RUNTIMES, runtime_plugin
 
-FLAVORS = (CLAUDE_CODE, CODEX)
+# The runtimes a script can drive: those the demo runs (`DemoPlugin`).
+FLAVORS = tuple(plugin.name for plugin in RUNTIMES if plugin.demo is not None)
 
 DONE = "--add worker-done --remove worker-active"
 
 
 def _server(flavor: str) -> ModuleType:
-    if flavor not in FLAVORS:
+    """The module of the scripted server runtime `flavor`'s CLI talks to."""
+    demo = runtime_plugin(flavor).demo if flavor in FLAVORS else None
+    if demo is None:
         raise ValueError(f"unknown flavor {flavor!r} (known: {', '.join(FLAVORS)})")
-    return model_server if flavor == CLAUDE_CODE else responses_server
+    return importlib.import_module(demo.server.partition(":")[0])
+
+
+def _asks(server: ModuleType) -> bool:
+    """Whether the CLI that server's API serves has a question tool (the Anthropic server's
+    `AskUserQuestion`, and the Skill tool the Oracle loads its skill with)."""
+    return server is model_server
 
 
 def _args(mode: str, issue: str, then: str = "") -> str:
@@ -50,20 +61,20 @@ def _args(mode: str, issue: str, then: str = "") -> str:
     return rf"{invocation}{mode} mode for {re.escape(issue)}\b{tail}"
 
 
-def _one(command: str, summary: str, flavor: str = CLAUDE_CODE) -> list[Any]:
+def _one(command: str, summary: str, flavor: str = DEFAULT_RUNTIME) -> list[Any]:
     server = _server(flavor)
     return [[server.bash(command, summary)], [server.text(summary)]]
 
 
 def issue_scenarios(
-    issue: str, *, review_rounds: int = 2, ask: bool = False, flavor: str = CLAUDE_CODE
+    issue: str, *, review_rounds: int = 2, ask: bool = False, flavor: str = DEFAULT_RUNTIME
 ) -> list[Any]:
     """Every mode of one issue. With `review_rounds=2` the first review requests changes and
     the second approves; with `ask`, the planner first asks a question with AskUserQuestion
     (Claude Code only: `codex exec` has no question tool)."""
-    if ask and flavor != CLAUDE_CODE:
-        raise ValueError("only a Claude Code planner asks with AskUserQuestion")
     server = _server(flavor)
+    if ask and not _asks(server):
+        raise ValueError("only a Claude Code planner asks with AskUserQuestion")
     n = issue.split("-")[1]
     low = issue.lower()
     plan = (
@@ -191,7 +202,7 @@ def oracle_scenarios(answers: Mapping[str, str | None]) -> list[model_server.Sce
     return scenarios
 
 
-def controller_scenarios(mode: str, flavor: str = CLAUDE_CODE) -> list[Any]:
+def controller_scenarios(mode: str, flavor: str = DEFAULT_RUNTIME) -> list[Any]:
     """The controller: in `llm` mode it reconciles on every wake; in `auto` mode it only has
     judgment calls to make, and the demo poses none."""
     server = _server(flavor)
@@ -210,14 +221,14 @@ def swarm_script(
     review_rounds: int = 2,
     ask: tuple[str, ...] = (),
     oracle: Mapping[str, str] | None = None,
-    flavor: str = CLAUDE_CODE,
+    flavor: str = DEFAULT_RUNTIME,
 ) -> Any:
     """The whole swarm, as a `flavor` server's script. The planners of the issues in `ask` ask
     a question first; the controller's Oracle answers it with `oracle[issue]`, or asks a human
     when the issue has no answer there."""
     answers = dict(oracle or {})
     scenarios: list[Any] = []
-    if flavor == CLAUDE_CODE:
+    if _asks(_server(flavor)):
         scenarios += oracle_scenarios({issue: answers.get(issue) for issue in ask})
     scenarios += controller_scenarios(mode, flavor)
     for issue in issues:

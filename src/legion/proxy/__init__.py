@@ -2,13 +2,11 @@
 (`legion.proxy.server`), so that the model credential stays with the daemon and every
 response's usage is recorded as it passes (`legion.proxy.metering`, `legion.proxy.ledger`).
 
-What a session gets instead of the key is decided here. Claude Code is pointed at the proxy
-(`ANTHROPIC_BASE_URL`) and, when the daemon holds the credential, given its capability as its
-token (`ANTHROPIC_AUTH_TOKEN`: sent as a bearer token, and not a key the CLI asks the user to
-approve) with every real credential taken out of its environment. Codex is pointed at the
-proxy's `/codex` path only when the daemon holds its provider's key (`OPENAI_API_KEY`, or the
-provider's `env_key`): its provider then finds the capability where it looked for the key
-(`legion.runtime.codex.provider`). A Codex logged in with `codex login` keeps its own login.
+What a session gets instead of the key is decided by its runtime, as the registry declares it
+(`legion.plugins.ModelRoute`): the path the proxy serves its CLI's API under, the upstream and
+credential the daemon's environment gives it, how a session is pointed at the proxy with its
+capability in place of the key, and which variables hold a model key. Each runtime's own
+module says its part (`legion.runtime.claude.model_route`, `legion.runtime.codex.model_route`).
 """
 
 from __future__ import annotations
@@ -18,16 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from legion.plugins import CLAUDE_CODE, CODEX
-from legion.runtime.claude.paths import CREDENTIAL_VARIABLES
+from legion.plugins import ModelRoute, load, proxied_runtimes, runtime_plugin
 
-# The model credentials a Claude Code session may be given; with a proxy that holds the
-# credential, none of them reaches the session.
-CLAUDE_CREDENTIALS = CREDENTIAL_VARIABLES
-# The runtimes whose sessions the proxy serves.
-PROXIED = frozenset({CLAUDE_CODE, CODEX})
-# The path under which the proxy serves Codex's provider (Claude Code's API is at its root).
-CODEX_PATH = "/codex"
 # Where the daemon says its proxy listens, and for which runtimes it holds the credential.
 # Read only while the daemon runs (its lock held); kept when it stops, so that the next start
 # takes the port.
@@ -51,8 +41,10 @@ class ProxyAccess:
 
     @property
     def holds_credential(self) -> bool:
-        """Whether Claude Code's sessions are kept from the key (`legion status`)."""
-        return CLAUDE_CODE in self.credentials
+        """Whether the sessions the proxy serves even on their own login (`ModelRoute.
+        own_login`) are kept from the key: the daemon holds it (`legion status`)."""
+        metered = [p.name for p in proxied_runtimes() if p.model and p.model.own_login]
+        return all(name in self.credentials for name in metered)
 
     def holds(self, runtime: str) -> bool:
         return runtime in self.credentials
@@ -91,58 +83,53 @@ def read_access(state_dir: Path) -> ProxyAccess | None:
         return None
 
 
+def model_route(runtime: str) -> ModelRoute | None:
+    """How the proxy serves `runtime`'s sessions; None when it does not (or it is unknown)."""
+    from legion.errors import ConfigError
+
+    try:
+        return runtime_plugin(runtime).model
+    except ConfigError:
+        return None
+
+
+def serves(runtime: str, found: ProxyAccess) -> bool:
+    """Whether the daemon's proxy (`found`) serves sessions of `runtime`: it holds their key,
+    or their own login passes through it."""
+    route = model_route(runtime)
+    return route is not None and (route.own_login or found.holds(runtime))
+
+
 def model_key_variables(
     env: Mapping[str, str], *, besides: str | None = None, proxied: bool = False
 ) -> set[str]:
-    """The variables that hold a model credential: Claude Code's, those of Codex's `openai`
-    provider (whichever provider its config chooses) and the key variable of the one it
-    chooses; without those of runtime `besides` (a session's own CLI, for its own provider: a
-    session has no use for another's key), unless the daemon's proxy holds that CLI's key
-    (`proxied`: then none at all)."""
+    """The variables that hold a model credential, every runtime's (Claude Code's, those of
+    Codex's `openai` provider and the key variable of the one its config chooses); without
+    those runtime `besides` reads (a session's own CLI, for its own provider: a session has
+    no use for another's key), unless the daemon's proxy holds that CLI's key (`proxied`:
+    then none at all)."""
     from legion.core.model_keys import withheld_keys
-    from legion.runtime.codex.provider import OPENAI_KEY_VARIABLES, read_provider
-    from legion.runtime.codex.runtime import codex_home
 
-    claude = set(CLAUDE_CREDENTIALS)
-    codex: set[str] = set(OPENAI_KEY_VARIABLES)
-    try:
-        codex_own = set(read_provider(codex_home(env)).key_variables)
-    except (OSError, ValueError):
-        codex_own = set()  # a config Codex cannot read: it will say so itself
-    own = {CLAUDE_CODE: claude, CODEX: codex_own}.get(besides or "", set())
-    return set(withheld_keys(claude | codex | codex_own, own, proxied=proxied))
+    every: set[str] = set()
+    own: frozenset[str] = frozenset()
+    for plugin in proxied_runtimes():
+        assert plugin.model is not None
+        known, reads = load(plugin.model.key_variables)(env)
+        every |= known
+        if plugin.name == besides:
+            own = reads
+    return set(withheld_keys(every, own, proxied=proxied))
 
 
 def session_variables(
     runtime: str, found: ProxyAccess, token: str | None, env: dict[str, str]
 ) -> dict[str, str]:
     """`env` (a session's) with the model reached through the proxy, for a runtime it serves
-    (others: `env` as it is). `token`: the session's capability."""
-    if runtime == CLAUDE_CODE:
-        routed = dict(env)
-        routed["ANTHROPIC_BASE_URL"] = found.url
-        if found.holds(CLAUDE_CODE) and token:
-            for name in CLAUDE_CREDENTIALS:
-                routed.pop(name, None)
-            routed["ANTHROPIC_AUTH_TOKEN"] = token
-        return routed
-    if runtime == CODEX and found.holds(CODEX) and token:
-        from legion.runtime.codex.provider import CODEX_OVERRIDES_ENV, read_provider
-        from legion.runtime.codex.runtime import codex_home
-
-        try:
-            provider = read_provider(codex_home(env))
-        except (OSError, ValueError):
-            return env  # Codex will say what is wrong with its config itself
-        pointed = provider.pointed_at(found.url + CODEX_PATH, token)
-        if pointed is None:
-            return env
-        variables, overrides = pointed
-        routed = dict(env)
-        if provider.key_variable:
-            routed.pop(provider.key_variable, None)
-        routed.update(variables)
-        if overrides:
-            routed[CODEX_OVERRIDES_ENV] = json.dumps(overrides)
-        return routed
-    return env
+    (others: `env` as it is). `token`: the session's capability, used only when the daemon
+    holds the runtime's key."""
+    route = model_route(runtime)
+    if route is None:
+        return env
+    held = token if token and found.holds(runtime) else None
+    pointed: dict[str, str] = load(route.point)(env, found.url + route.mount, held)
+    return pointed

@@ -18,12 +18,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from legion.runtime.claude.transcript import ASK_USER_QUESTION
+from legion.plugins import question_tools
 from legion.store import Store
 
 from .metering import ToolCall
 
-QUESTION_TOOLS = frozenset({ASK_USER_QUESTION})
+# The tools whose call is the model asking (each runtime declares its own: `legion.plugins`).
+QUESTION_TOOLS = question_tools()
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ adds the daemon's credential to what it forwards, so what it forwards is bounded
 
 - **origin-form targets only** (`/path?query`): a target such as `@host:port/x` or an absolute
   URL would otherwise join the upstream's base into a URL of the attacker's choosing;
-- **an allow-list of routes per runtime** (method, path, query): what the pinned CLIs were seen
+- **an allow-list of routes per API a runtime's CLI speaks** (method, path, query; `APIS`, which
+  each runtime's `ModelRoute` in `legion.plugins` names): what the pinned CLIs were seen
   to send (docs/claude-code-cli.md, docs/codex-cli.md), so that batches, files or another
   API's endpoints cannot be reached with the key, and every forwarded request is a model call
   the budgets see;
@@ -23,8 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
-
-from legion.plugins import CLAUDE_CODE, CODEX
 
 # Anthropic's Messages API takes at most 32 MB a request; nothing a CLI sends is larger.
 MAX_BODY = 32 * 1024 * 1024
@@ -115,7 +114,9 @@ class Api:
     header_prefixes: tuple[str, ...]
     refused_fields: tuple[str, ...] = ()
     refused_tools: frozenset[str] = frozenset()
-    runtime: str = ""  # the runtime whose CLI sends it (`legion.plugins`)
+    # The header its CLI names its session in: how a session whose own login passes through
+    # (the daemon holds no key, so no capability says whose it is) is known; "": none.
+    session_header: str = ""
 
 
 CLAUDE_API = Api(
@@ -123,7 +124,7 @@ CLAUDE_API = Api(
     CLAUDE_HEADERS,
     CLAUDE_HEADER_PREFIXES,
     CLAUDE_REFUSED_FIELDS,
-    runtime=CLAUDE_CODE,
+    session_header="x-claude-code-session-id",
 )
 CODEX_API = Api(
     CODEX_ROUTES,
@@ -131,21 +132,27 @@ CODEX_API = Api(
     CODEX_HEADER_PREFIXES,
     CODEX_REFUSED_FIELDS,
     CODEX_REFUSED_TOOLS,
-    runtime=CODEX,
 )
 
+# The route table: each API a runtime's CLI speaks, by the name its `ModelRoute.api` gives
+# (`legion.plugins`). A new runtime's CLI that speaks another API adds its entry here.
+APIS: Mapping[str, Api] = {
+    "anthropic-messages": CLAUDE_API,
+    "openai-responses": CODEX_API,
+}
 
-def runtime_refusal(api: Api, session_runtime: str) -> Refusal | None:
-    """Why a session may not use `api`: it runs another runtime (a Claude Code session's
-    capability on Codex's provider, or the other way round: another provider, another key,
-    routes its own CLI never sends). A session whose runtime Legion has not recorded ("") is
-    not refused here."""
-    if not session_runtime or session_runtime == api.runtime:
+
+def runtime_refusal(served_runtime: str, session_runtime: str) -> Refusal | None:
+    """Why a session may not use the API the proxy serves for `served_runtime` at the path it
+    asked: it runs another runtime (a Claude Code session's capability on Codex's provider,
+    or the other way round: another provider, another key, routes its own CLI never sends).
+    A session whose runtime Legion has not recorded ("") is not refused here."""
+    if not session_runtime or session_runtime == served_runtime:
         return None
     return Refusal(
         403,
         "permission_error",
-        f"Legion's model proxy: this session runs {session_runtime}, not {api.runtime}",
+        f"Legion's model proxy: this session runs {session_runtime}, not {served_runtime}",
     )
 
 

@@ -1,18 +1,21 @@
 """The model proxy: an HTTP server on 127.0.0.1 in the daemon, between each session's CLI and
 the model API.
 
-A request is forwarded to the real endpoint (`ANTHROPIC_BASE_URL` of the daemon's environment,
-else Anthropic's) as it came, and the answer streamed back unbuffered, chunk by chunk, while
-its usage is read off it (`legion.proxy.metering`) and recorded in the ledger
-(`legion.proxy.ledger`) when it ends.
+Each runtime the registry gives a `ModelRoute` (`legion.plugins`) is served under its own path
+(Claude Code's at the root, Codex's under `/codex`): a request is forwarded to that runtime's
+real endpoint, as the daemon's environment gives it (Claude Code's `ANTHROPIC_BASE_URL`, else
+Anthropic's), as it came, if its route table entry (`legion.proxy.routes.APIS`) allows it, and
+the answer streamed back unbuffered, chunk by chunk, while its usage is read off it
+(`legion.proxy.metering`) and recorded in the ledger (`legion.proxy.ledger`) when it ends.
 
-Who asks: when the daemon holds the model credential (`ANTHROPIC_API_KEY`,
-`ANTHROPIC_AUTH_TOKEN` or `CLAUDE_CODE_OAUTH_TOKEN` in its environment), a session holds none:
-its CLI sends the session's capability (`legion.relay.capabilities`) where the key would be,
-the proxy looks it up by its hash, refuses an unknown or revoked one (401), and forwards with
-the real credential. When the daemon holds none (the user logged the CLI in itself), the
-session's own credential passes through, and the session is known by the session id its CLI
-sends (`x-claude-code-session-id`): metered, not contained.
+Who asks: when the daemon holds a runtime's model credential (for Claude Code
+`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN` or `CLAUDE_CODE_OAUTH_TOKEN` in its environment), a
+session holds none: its CLI sends the session's capability (`legion.relay.capabilities`) where
+the key would be, the proxy looks it up by its hash, refuses an unknown or revoked one (401),
+and forwards with the real credential. When the daemon holds none (the user logged the CLI in
+itself) and the runtime's own login passes through (`ModelRoute.own_login`), the session's own
+credential passes through, and the session is known by the session id its CLI sends
+(`Api.session_header`): metered, not contained.
 """
 
 from __future__ import annotations
@@ -35,16 +38,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from legion.core.budget import Limits, Spent
+from legion.plugins import load, proxied_runtimes
 
-from . import CODEX_PATH
 from .budget import REFUSED_STATUS, REFUSED_TYPE, refusal_message, spent_limit
 from .ledger import CONTROLLER, Spender, UsageLedger
 from .limits import HELD_STATUSES, ModelHold
 from .metering import UsageMeter
 from .questions import QUESTION_TOOLS, AskedQuestions
 from .routes import (
-    CLAUDE_API,
-    CODEX_API,
+    APIS,
     CREDENTIAL_HEADERS,
     Api,
     Forward,
@@ -61,11 +63,11 @@ if TYPE_CHECKING:
     import httpx
     from _typeshed import WriteableBuffer
 
+    from legion.config import Settings
     from legion.store import Store
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_UPSTREAM = "https://api.anthropic.com"
 NO_LIMITS = Limits()
 # Headers that belong to one connection, never forwarded (RFC 9110, 7.6.1), and the ones the
 # proxy sets itself.
@@ -101,7 +103,6 @@ MIN_BODY_RATE = 64 * 1024
 # 429 (the CLI retries). Usage is counted as each answer ends, so this bounds how far past a
 # budget one session's parallel requests can go before the next is refused.
 MAX_IN_FLIGHT = 8
-OAUTH_BETA = "oauth-2025-04-20"
 
 
 @dataclass(frozen=True)
@@ -117,40 +118,48 @@ class Upstream:
         return bool(self.headers)
 
 
-def upstream_from(env: Mapping[str, str]) -> Upstream:
-    """The real endpoint and credential, from the daemon's environment."""
-    base = (env.get("ANTHROPIC_BASE_URL") or DEFAULT_UPSTREAM).rstrip("/")
-    if env.get("ANTHROPIC_API_KEY"):
-        return Upstream(base, {"x-api-key": env["ANTHROPIC_API_KEY"]})
-    if env.get("ANTHROPIC_AUTH_TOKEN"):
-        return Upstream(base, {"authorization": f"Bearer {env['ANTHROPIC_AUTH_TOKEN']}"})
-    if env.get("CLAUDE_CODE_OAUTH_TOKEN"):
-        return Upstream(
-            base,
-            {
-                "authorization": f"Bearer {env['CLAUDE_CODE_OAUTH_TOKEN']}",
-                "anthropic-beta": OAUTH_BETA,
-            },
-        )
-    return Upstream(base, {})
+def upstreams_from(env: Mapping[str, str], settings: Settings | None = None) -> dict[str, Upstream]:
+    """Each runtime the proxy serves, by name, and its real endpoint and credential, from the
+    daemon's environment `env` (with the variables `settings` give each runtime's view of its
+    CLI: `RuntimePlugin.environment`). A runtime is left out when the daemon holds no key for
+    it, unless its sessions' own login passes through (`ModelRoute.own_login`)."""
+    found: dict[str, Upstream] = {}
+    for plugin in proxied_runtimes():
+        route = plugin.model
+        assert route is not None
+        own = env if settings is None else {**env, **load(plugin.environment)(settings)}
+        endpoint = load(route.upstream)(own)
+        if endpoint is None:
+            continue
+        upstream = Upstream(endpoint[0], dict(endpoint[1]))
+        if upstream.holds_credential or route.own_login:
+            found[plugin.name] = upstream
+    return found
 
 
-def codex_upstream_from(env: Mapping[str, str]) -> Upstream | None:
-    """Codex's provider and its key, from the daemon's environment (its `CODEX_HOME`); None
-    when the daemon holds no key for it (Codex logged in by `codex login`, a provider with no
-    key, a config it cannot read): Codex's sessions then reach their provider themselves."""
-    from legion.runtime.codex.provider import read_provider
-    from legion.runtime.codex.runtime import codex_home
+@dataclass(frozen=True)
+class Mount:
+    """Where the proxy serves one runtime's sessions: the path, the runtime, its upstream and
+    what its CLI may send there."""
 
-    try:
-        provider = read_provider(codex_home(env))
-    except (OSError, ValueError):
-        return None
-    variable = provider.key_variable
-    endpoint = provider.endpoint(env)
-    if not variable or not env.get(variable) or not endpoint:
-        return None
-    return Upstream(endpoint, {"authorization": f"Bearer {env[variable]}"})
+    path: str  # "": the proxy's root
+    runtime: str
+    upstream: Upstream
+    api: Api
+
+
+def mounts(upstreams: Mapping[str, Upstream]) -> tuple[Mount, ...]:
+    """The mounts of the runtimes in `upstreams`, the longest path first (the root last)."""
+    found = []
+    for plugin in proxied_runtimes():
+        if plugin.name in upstreams and plugin.model is not None:
+            api = APIS[plugin.model.api]
+            found.append(Mount(plugin.model.mount, plugin.name, upstreams[plugin.name], api))
+    return tuple(sorted(found, key=lambda mount: -len(mount.path)))
+
+
+def _under(target: str, path: str) -> bool:
+    return not path or target == path or target.startswith((path + "/", path + "?"))
 
 
 def _token(headers: Mapping[str, str]) -> str:
@@ -167,10 +176,9 @@ class ModelProxy:
 
     def __init__(
         self,
-        upstream: Upstream,
+        upstreams: Mapping[str, Upstream],
         open_db: Callable[[], Store],
         *,
-        codex: Upstream | None = None,
         workers: Callable[[Store, str], Spender | None] = lambda db, sid: None,
         controller_runtime: str = "",
         limits: Limits = NO_LIMITS,
@@ -185,8 +193,9 @@ class ModelProxy:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         """`open_db`: the project database, opened for each request (a connection belongs to
-        one thread, and each request is served by its own). `codex`: Codex's provider, served
-        under `/codex` (None: Codex's sessions are not proxied). `workers`: the worker Legion
+        one thread, and each request is served by its own). `upstreams`: each runtime served, by
+        name, and its upstream (`upstreams_from`), each under its `ModelRoute.mount`; a runtime
+        not in it is not proxied. `workers`: the worker Legion
         started as a session id, from that database (None: none it knows). `limits`: the
         budgets enforced before a request goes; `refused`: told of each request refused for
         one (from the request's thread), so that its session is stopped. `unix_socket`: where
@@ -196,8 +205,7 @@ class ModelProxy:
         model calls it forwards at once. `head_deadline`, `body_deadline`, `min_body_rate`: by
         when a request's head and body must have come (`HEAD_DEADLINE_S`). `clock`: the time
         the day's budget counts from (its day begins at 00:00 UTC; a test gives another)."""
-        self.upstream = upstream
-        self.codex = codex
+        self.mounts = mounts(upstreams)
         self.open_db = open_db
         self.workers = workers
         self.controller_runtime = controller_runtime
@@ -240,15 +248,19 @@ class ModelProxy:
         assert self._client is not None, "the proxy is not started"
         return self._client.send(request, stream=True)
 
-    def route(self, target: str) -> tuple[Upstream, Api, str] | None:
-        """The upstream a request for `target` goes to, what its runtime may send there
-        (`legion.proxy.routes`), and its target there; None for a Codex target when Codex is
-        not proxied."""
-        if target == CODEX_PATH or target.startswith((CODEX_PATH + "/", CODEX_PATH + "?")):
-            if self.codex is None:
-                return None
-            return self.codex, CODEX_API, target[len(CODEX_PATH) :]
-        return self.upstream, CLAUDE_API, target
+    def route(self, target: str) -> tuple[Mount, str] | Refusal:
+        """Where a request for `target` is served (its runtime's mount: the upstream, and what
+        its CLI may send there: `legion.proxy.routes`), and its target there; refused under the
+        path of a runtime the proxy does not serve (one whose key the daemon does not hold)."""
+        for plugin in proxied_runtimes():
+            mount_path = plugin.model.mount if plugin.model is not None else ""
+            served = any(mount.runtime == plugin.name for mount in self.mounts)
+            if mount_path and not served and _under(target, mount_path):
+                return Refusal(404, "not_found_error", f"{plugin.description} is not served here")
+        for mount in self.mounts:
+            if _under(target, mount.path):
+                return mount, target[len(mount.path) :]
+        return Refusal(404, "not_found_error", "no runtime is served here")
 
     def build(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes
@@ -302,17 +314,18 @@ class ModelProxy:
 
     # -- whose request ------------------------------------------------------------------------
 
-    def spender(self, db: Store, headers: Mapping[str, str], upstream: Upstream) -> Spender | None:
+    def spender(self, db: Store, headers: Mapping[str, str], mount: Mount) -> Spender | None:
         """Whose request this is; None when it must be refused (a credential-holding upstream
         and no valid capability)."""
         from legion.relay.capabilities import Capabilities
 
-        if upstream.holds_credential:
+        if mount.upstream.holds_credential:
             scope = Capabilities(db).lookup(_token(headers))
             if scope is None:
                 return None
             return self._spender(db, scope.session_id, scope.issue or "", scope.mode)
-        return self._spender(db, headers.get("x-claude-code-session-id", ""), "", "")
+        session_id = headers.get(mount.api.session_header, "") if mount.api.session_header else ""
+        return self._spender(db, session_id, "", "")
 
     def _spender(self, db: Store, session_id: str, issue: str, mode: str) -> Spender:
         worker = self.workers(db, session_id) if session_id else None
@@ -564,10 +577,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse_unread(length)
             return
         routed = proxy.route(self.path)
-        if routed is None:
-            self._refuse_unread(Refusal(404, "not_found_error", "Codex is not served here"))
+        if isinstance(routed, Refusal):
+            self._refuse_unread(routed)
             return
-        upstream, api, target = routed
+        mount, target = routed
+        upstream, api = mount.upstream, mount.api
         allowed = forward(api, upstream.base_url, self.command, target)
         if isinstance(allowed, Refusal):
             self._refuse_unread(allowed)
@@ -581,7 +595,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(503, "api_error", f"Legion's model proxy: {exc}")
             return
         try:
-            spender = proxy.spender(db, incoming, upstream)
+            spender = proxy.spender(db, incoming, mount)
             if spender is None:
                 # Never the token itself: it may be a live session's, or a key sent by mistake.
                 logger.warning(
@@ -597,7 +611,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "(the session was retired or started again)",
                 )
                 return
-            wrong = runtime_refusal(api, spender.runtime)
+            wrong = runtime_refusal(mount.runtime, spender.runtime)
             if wrong is not None:
                 self._refuse_unread(wrong)
                 return

@@ -33,7 +33,7 @@ from legion.errors import ConfigError, NoDaemonError
 from legion.files.private import private_folder, write_private
 from legion.fleet.hosts import host_name
 from legion.git import main_git_dir, worktree_place
-from legion.plugins import CLAUDE_CODE, backend_secret_variables
+from legion.plugins import backend_secret_variables, child_variables
 from legion.proxy import EGRESS_SOCKET_NAME, PROXY_SOCKET_NAME
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
 from legion.relay.capabilities import SETUP_MODE, Capabilities, setup_session
@@ -69,9 +69,10 @@ from legion.workspaces.setup import (
 logger = logging.getLogger(__name__)
 
 # Variables of the dispatcher that must not reach a worker: tmux's would make the CLI think it
-# runs in the dispatcher's pane; those a Claude Code session sets for its tools' processes
-# would make a worker started by the controller (from its Bash tool) take itself for the
-# controller's child: another session id, another transcript.
+# runs in the dispatcher's pane; those a runtime's CLI sets for its tools' processes (each
+# declares them: `legion.plugins`; Claude Code's) would make a worker started by the
+# controller (from its Bash tool) take itself for the controller's child: another session id,
+# another transcript.
 # Legion's own tracker and forge credentials stay out too: a worker runs model-written
 # commands, so Legion, not the worker, holds them (its `legion` asks the daemon: see
 # `legion.relay`). So does the capability of whoever starts the session (the controller's
@@ -79,21 +80,13 @@ logger = logging.getLogger(__name__)
 _DROP_FROM_ENV = (
     "TMUX",
     "TMUX_PANE",
-    "CLAUDECODE",
-    "CLAUDE_PID",
-    "CLAUDE_EFFORT",
+    *child_variables()[0],
     *backend_secret_variables(),
     *STORE_SECRET_VARIABLES,  # the store's URL and libpq's password: the daemon's credentials
     CAPABILITY_ENV,
     SOCKET_ENV,
 )
-_DROP_PREFIXES = (
-    "CLAUDE_CODE_CHILD_",
-    "CLAUDE_CODE_SESSION_",
-    "CLAUDE_CODE_MESSAGING_",
-    "CLAUDE_CODE_ENTRYPOINT",
-    "CLAUDE_CODE_EXECPATH",
-)
+_DROP_PREFIXES = child_variables()[1]
 
 
 def inheritable(name: str) -> bool:
@@ -470,11 +463,11 @@ class SessionSupervisor:
         """How a session of `runtime` reaches the model through the project's running daemon
         (with none, the session is given the credential, as before the proxy): None when the
         proxy does not serve that runtime, or when no capability can be minted for it."""
-        if runtime not in proxy.PROXIED or self.capabilities is None:
+        if proxy.model_route(runtime) is None or self.capabilities is None:
             return None
         found = proxy.read_access(self.project.state_dir)
-        if found is None or (runtime != CLAUDE_CODE and not found.holds(runtime)):
-            return None  # Claude Code is metered even on its own login; others only with a key
+        if found is None or not proxy.serves(runtime, found):
+            return None  # served on its own login only when it says so; others with a key
         return found
 
     def _pid_file(self, sid: str) -> Path:

@@ -126,3 +126,15 @@ def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
     return install_pinned(
         PIN, prefix, cached_binary(env), version_of, env, say, missing_hint=missing_hint
     )
+
+
+def configured_or_installed(env: Mapping[str, str], say: Callable[[str], None]) -> Binary:
+    """The CLI `legion demo` runs (the registry's `DemoPlugin.binary`): the one configured,
+    else the pinned version in Legion's cache, installed there first if it is missing. The
+    same resolver then finds it for the daemon and every worker."""
+    from legion.config import machine_settings
+
+    settings = machine_settings(env)
+    if settings.section(CodexSettings).bin is None:
+        install(env, say)
+    return resolve_configured(settings, env)
