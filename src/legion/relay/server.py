@@ -16,9 +16,9 @@ daemon's own (a SQLite connection stays in its thread). An operation that takes 
 command the daemon runs for the controller) checks its scope there and returns a `Deferred`,
 which the request's own connection thread finishes.
 
-Besides the tracker's and the forge's operations (`legion.relay.operations.OPS`), the server answers those it
-is given (`ops`): the service layer's `legion.services.session_ops`, what a session does as itself
-(the bus, its wake-up context, the controller's commands).
+Besides the tracker's and the forge's operations (`legion.relay.operations.OPS`), the server answers
+those it is given (`ops`): the service layer's `legion.services.session_ops`, what a session does as
+itself (the bus, its wake-up context, the controller's commands).
 
 What each request may do is `legion.relay.operations`' (the scope rules, and each
 operation).
