@@ -10,8 +10,12 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from legion.errors import ToolMissingError
+
+if TYPE_CHECKING:
+    from legion.config import Settings
 
 # The system's CA bundle (Debian/Ubuntu, Fedora). Node trusts only its own CA list, so behind a
 # proxy whose CA the system trusts (curl, pip and git work) npm fails with a certificate error.
@@ -125,3 +129,21 @@ def setting_source(sources: Mapping[str, str], setting: str) -> str:
     """How to name where a path setting came from (`codex_bin (LEGION_CODEX_BIN)`)."""
     source = sources.get(setting, "setting")
     return {"env": f"LEGION_{setting.upper()}", "flag": "the command line"}.get(source, source)
+
+
+def configured_or_installed(
+    env: Mapping[str, str],
+    configured: Callable[[Settings], object],
+    install: Callable[[], object],
+    resolve: Callable[[Settings], Binary],
+) -> Binary:
+    """The CLI `legion demo` runs (the registry's `DemoPlugin.binary`): the one configured
+    (`configured(settings)` not None), else the pinned version in Legion's cache, installed
+    there first if it is missing. The same resolver then finds it for the daemon and every
+    worker."""
+    from legion.config import machine_settings
+
+    settings = machine_settings(env)
+    if configured(settings) is None:
+        install()
+    return resolve(settings)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from legion.runtime import npm_pin
 from legion.runtime.codex.settings import CodexSettings
 from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary, setting_source
 
@@ -129,12 +130,10 @@ def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
 
 
 def configured_or_installed(env: Mapping[str, str], say: Callable[[str], None]) -> Binary:
-    """The CLI `legion demo` runs (the registry's `DemoPlugin.binary`): the one configured,
-    else the pinned version in Legion's cache, installed there first if it is missing. The
-    same resolver then finds it for the daemon and every worker."""
-    from legion.config import machine_settings
-
-    settings = machine_settings(env)
-    if settings.section(CodexSettings).bin is None:
-        install(env, say)
-    return resolve_configured(settings, env)
+    """`legion.runtime.npm_pin.configured_or_installed` for this CLI."""
+    return npm_pin.configured_or_installed(
+        env,
+        lambda settings: settings.section(CodexSettings).bin,
+        lambda: install(env, say),
+        lambda settings: resolve_configured(settings, env),
+    )
