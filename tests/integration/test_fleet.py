@@ -1,4 +1,4 @@
-"""The fleet in the store (`legion.fleet`), on SQLite and on a real PostgreSQL server: hosts'
+"""The fleet in the store (`legion.fleet.hosts`), on SQLite and on a real PostgreSQL server: hosts'
 heartbeats, the leader lease by the store's clock, drains, and the fence that keeps a daemon
 that lost the lease from writing."""
 
@@ -345,7 +345,7 @@ def _hosts(store: Store) -> dict[str, dict[str, object]]:
 
 
 def _fences(socket: str) -> list[int]:
-    """The fence processes of the tmux server at `socket` (`legion.fence`)."""
+    """The fence processes of the tmux server at `socket` (`legion.fleet.fence`)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -354,7 +354,7 @@ def _fences(socket: str) -> list[int]:
             args = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"legion.fence" in args and socket.encode() in args:
+        if b"legion.fleet.fence" in args and socket.encode() in args:
             found.append(int(proc.name))
     return found
 
@@ -387,7 +387,7 @@ def test_stop_all_on_the_leader_hands_the_lease_over_at_once(
         started = run_legion("start", "--mode", "manual", cwd=git_repo, env=beta)
         assert started.returncode == 0, started.stderr
         wait_until("beta joins", lambda: "beta" in _hosts(store))
-        assert _fences(socket)
+        wait_until("alpha's fence over its session", lambda: _fences(socket))
 
         stopped = run_legion("stop", "--all", cwd=git_repo, env=alpha)
         assert stopped.returncode == 0, stopped.stderr
