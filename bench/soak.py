@@ -357,7 +357,8 @@ def soak(args: argparse.Namespace, server: PostgresServer, hosts: list[Host], re
                     state.strike(first_half=now < faulting + args.minutes * 30)
                     # Every `fault_every` s; a fault that took long (a daemon started again
                     # waits for it) leaves the swarm half that time before the next.
-                    next_fault = max(next_fault + args.fault_every, now + args.fault_every / 2)
+                    since = time.monotonic() + args.fault_every / 2
+                    next_fault = max(next_fault + args.fault_every, since)
                 if time.monotonic() >= next_word:
                     state.progress(len(issues))
                     next_word = time.monotonic() + PROGRESS_EVERY
