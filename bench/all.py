@@ -42,6 +42,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("runtimes", "the 3-issue demo on Claude Code, Codex and mixed"),
     ("faults", "`kill -9` at every named fault point"),
     ("fleet", "the store on SQLite and PostgreSQL; a host's upkeep; leader failover"),
+    ("soak", "30 issues on two hosts under 15 minutes of faults: done once, nothing lost"),
 )
 
 

@@ -57,6 +57,24 @@ def make_repo(repo: Path) -> Path:
     return repo
 
 
+def bench_environment(home: Path) -> None:
+    """This process's environment as the tests' (`isolated_env`): a HOME of its own, git's
+    identity, and no LEGION_ or GIT_ variable of the caller's."""
+    for name in list(os.environ):
+        if name.startswith(("LEGION_", "GIT_")):
+            del os.environ[name]
+    home.mkdir(parents=True)
+    os.environ |= {
+        "HOME": str(home),
+        "XDG_STATE_HOME": str(home / "state"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Bench\n\temail = bench@example.invalid\n[init]\n\tdefaultBranch = main\n"
+    )
+
+
 def swarm_env(root: Path, base_url: str, socket: Path, claude: Path) -> dict[str, str]:
     """A private Claude Code config (onboarded, with Legion's skills) and the environment that
     points workers at the scripted server and a private tmux server."""

@@ -31,12 +31,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.fakes.model_server import bash, text  # noqa: E402
-from tests.support.cli import git, run_legion  # noqa: E402
-from tests.support.fleet import another_host, kill_host, leads, on_host, sessions_of  # noqa: E402
+from tests.support.fleet import (  # noqa: E402
+    another_host,
+    kill_host,
+    leads,
+    on_host,
+    sessions_of,
+    shared_project,
+)
 from tests.support.postgres import PostgresServer  # noqa: E402
 from tests.support.swarm import Daemon, open_swarm, runs_until  # noqa: E402
 from tests.support.waits import wait_until  # noqa: E402
 
+from common import bench_environment  # noqa: E402
 from legion.bus.model import AgentRole, Channel  # noqa: E402
 from legion.bus.stored import PostgresBus  # noqa: E402
 from legion.core.liveness import SessionState  # noqa: E402
@@ -250,44 +257,13 @@ def cross_host_wakeups(url: str, messages: int) -> None:
     )
 
 
-def _bench_environment(home: Path) -> None:
-    """This process's environment as the tests' (`isolated_env`): a HOME of its own, git's
-    identity, and no LEGION_ or GIT_ variable of the caller's."""
-    for name in list(os.environ):
-        if name.startswith(("LEGION_", "GIT_")):
-            del os.environ[name]
-    home.mkdir(parents=True)
-    os.environ |= {
-        "HOME": str(home),
-        "XDG_STATE_HOME": str(home / "state"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "GIT_CONFIG_NOSYSTEM": "1",
-    }
-    (home / ".gitconfig").write_text(
-        "[user]\n\tname = Bench\n\temail = bench@example.invalid\n[init]\n\tdefaultBranch = main\n"
-    )
-
-
 def _host_loss_trial(folder: Path, url: str, host_timeout: float) -> tuple[float, float]:
     """The e2e test's host loss (`tests/e2e/test_fleet.py::test_an_issue_outlives_its_host`),
     timed: an implementer works on alpha, the leader, past its first checkpoint on the shared
     remote; every process of alpha is killed. From the kill, how long until beta leads, and
     until a live process runs the implementer's session again (on beta, from /proc)."""
-    _bench_environment(folder / "alpha-home")
-    repo = folder / "repo"
-    repo.mkdir()
-    git(repo, "init", "--quiet")
-    (repo / "README.md").write_text("# bench\n")
-    git(repo, "add", "README.md")
-    git(repo, "commit", "--quiet", "-m", "initial")
-    made = run_legion("init", cwd=repo, env={"LEGION_STORE": url})
-    assert made.returncode == 0, made.stderr
-    remote = folder / "shared.git"
-    git(folder, "init", "--quiet", "--bare", str(remote))
-    git(repo, "add", ".legion")
-    git(repo, "commit", "--quiet", "-m", "Legion")
-    git(repo, "remote", "add", "origin", str(remote))
-    git(repo, "push", "--quiet", "origin", "main")
+    bench_environment(folder / "alpha-home")
+    repo, remote = shared_project(folder, url)
     home = Path(os.environ["HOME"])
     with (
         open_swarm(folder, repo, home) as alpha_swarm,

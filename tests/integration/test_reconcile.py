@@ -280,6 +280,26 @@ def test_another_modes_worker_done_never_moves_the_issue_on(reconciler: Reconcil
     assert tracker.get_issue("LEG-1").status is Status.NEEDS_REVIEW
 
 
+def test_a_done_issues_last_worker_dead_takes_worker_active_with_it(
+    reconciler: Reconciler,
+) -> None:
+    """A finisher killed between `legion issue move ... Done` and clearing `worker-active`
+    (seen in bench/soak.py): its dead worker is retired and the flag with it, else the Done
+    issue would show a worker on it for good (nothing looks at a Done issue again)."""
+    tracker = reconciler.tracker
+    tracker.create_issue("Merged", status=Status.DONE, labels=["worker-active"])
+    with reconciler.log.db.write() as conn:  # a current record, its window gone: dead
+        conn.execute(
+            "INSERT INTO workers (issue, mode, session_id, window, workspace, started_at) "
+            "VALUES ('LEG-1', 'finish', 'session-finish', 'leg-1-finish', '/nowhere', "
+            "'2026-01-01T10:00:00Z')"
+        )
+    [outcome] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert (outcome.action, outcome.kind) == ("retire_worker", OutcomeKind.DONE), outcome
+    assert outcome.detail == "dead: leg-1-finish; worker-active cleared (the issue is Done)"
+    assert tracker.get_issue("LEG-1").labels == frozenset()
+
+
 def test_a_worker_done_no_worker_of_legions_set_still_counts(reconciler: Reconciler) -> None:
     reconciler.tracker.create_issue("By hand", status=Status.IN_PROGRESS, labels=["worker-done"])
     [outcome] = [o for o in reconciler.run() if o.issue == "LEG-1"]

@@ -92,10 +92,16 @@ def _one(command: str, summary: str) -> list[list[object]]:
 
 
 def issue_scenarios(issue: str) -> list[Scenario]:
-    """implement, review (approves), retro and finish for `issue`, each safe to run again."""
+    """plan, implement, review (approves), retro and finish for `issue`, each safe to run
+    again (the campaign's issue starts In Progress: its planner runs only in bench/soak.py)."""
     n = issue.split("-")[1]
     low = issue.lower()
     commit = "git add -A && (git diff --cached --quiet || git commit -qm {message})"
+    plan = (
+        f"(legion issue comments {issue} --json | grep -q '## Plan'"
+        f" || legion issue comment {issue} --body '## Plan: add src/feature_{n}.py')"
+        f" && legion issue label {issue} {DONE}"
+    )
     implement = (
         f"mkdir -p src && printf 'def feature_{n}():\\n    return {n}\\n' > src/feature_{n}.py"
         f" && {commit.format(message=repr(f'{issue}: feature {n}'))}"
@@ -119,6 +125,7 @@ def issue_scenarios(issue: str) -> list[Scenario]:
         f" && legion issue move {issue} Done && legion issue label {issue} --remove worker-active"
     )
     plays = [
+        ("plan", plan, "Plan posted."),
         ("implement", implement, "PR opened."),
         ("review", review, "Review recorded."),
         ("retro", retro, "Learnings committed."),
@@ -177,31 +184,34 @@ class _Daemon:
         stop_process(self.proc)
 
 
-class _BranchWatch:
-    """Samples the tips of the `legion/*` branches: every commit a worker ever pushed there."""
+class BranchWatch:
+    """Samples the tips of the `legion/*` branches of `repos` (clones or bare repositories)
+    every `every` seconds: every commit a worker ever pushed there."""
 
-    def __init__(self, repo: Path) -> None:
-        self.repo = repo
+    def __init__(self, *repos: Path, every: float = 0.3) -> None:
+        self.repos = repos
+        self.every = every
         self.tips: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> None:
-        out = subprocess.run(
-            ["git", "for-each-ref", "--format=%(objectname)", "refs/heads/legion/"],
-            cwd=self.repo,
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
-        self.tips.update(out.split())
+        for repo in self.repos:
+            out = subprocess.run(
+                ["git", "for-each-ref", "--format=%(objectname)", "refs/heads/legion/"],
+                cwd=repo,
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout
+            self.tips.update(out.split())
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self.sample()
-            self._stop.wait(0.3)
+            self._stop.wait(self.every)
 
-    def __enter__(self) -> _BranchWatch:
+    def __enter__(self) -> BranchWatch:
         self._thread.start()
         return self
 
@@ -254,7 +264,7 @@ def run_point(spec: str, root: Path, home: Path, *, timeout: float = FINISH_S) -
             done = issue_status(swarm, "LEG-1") == "Done"
             return done and issue_status(swarm, "LEG-2") == "Icebox" and not workspace.exists()
 
-        with SessionWatch(sids) as watch, _BranchWatch(swarm.repo) as branches:
+        with SessionWatch(sids) as watch, BranchWatch(swarm.repo) as branches:
             first = _Daemon(swarm, armed, daemon_log)
             try:
                 if not _wait(lambda: killed() or first.proc.poll() is not None, timeout):
@@ -309,7 +319,7 @@ def run_daemon_kills(
             closed = issue_status(swarm, "LEG-1") == "Done"
             return closed and issue_status(swarm, "LEG-2") == "Icebox" and not workspace.exists()
 
-        with SessionWatch(project_sessions(swarm)) as watch, _BranchWatch(swarm.repo) as branches:
+        with SessionWatch(project_sessions(swarm)) as watch, BranchWatch(swarm.repo) as branches:
             for delay in kills:
                 daemon = _Daemon(swarm, env, daemon_log)
                 try:
@@ -345,7 +355,7 @@ def _unfinished(swarm: Swarm, timeout: float, workspace: Path) -> str:
     )
 
 
-def _check(swarm: Swarm, watch: SessionWatch, branches: _BranchWatch) -> list[str]:
+def _check(swarm: Swarm, watch: SessionWatch, branches: BranchWatch) -> list[str]:
     problems = []
     if watch.overlaps:
         problems.append(
@@ -354,21 +364,44 @@ def _check(swarm: Swarm, watch: SessionWatch, branches: _BranchWatch) -> list[st
     issues = swarm.json("issue", "list")
     if sorted(i["identifier"] for i in issues) != ["LEG-1", "LEG-2"]:
         problems.append(f"issues lost or added: {[i['identifier'] for i in issues]}")
-    subjects = git(swarm.repo, "log", "--format=%s", "main").splitlines()
+    return problems + work_problems(swarm.repo, ["LEG-1"], branches.tips)
+
+
+def work_problems(repo: Path, merged: list[str], tips: set[str]) -> list[str]:
+    """What the issues `merged` left on the main branch of `repo` (a clone, or the fleet's
+    shared bare remote), where each should have landed by one merge of its one PR: duplicate
+    commits (a subject twice), a merge count other than one per issue, a commit ever at a
+    `legion/` branch's tip (`tips`) that is not on main (work lost), an issue's feature or
+    learnings missing (the scripted workers' files, `issue_scenarios`)."""
+    problems = []
+    subjects = git(repo, "log", "--format=%s", "main").splitlines()
     repeated = sorted({s for s in subjects if subjects.count(s) > 1})
     if repeated:
         problems.append(f"duplicate commits on main: {repeated}")
-    if sum(1 for s in subjects if s.startswith("Merge PR #")) != 1:
-        problems.append(f"expected one merge on main: {subjects}")
-    for tip in sorted(branches.tips):
+    merges = [s for s in subjects if s.startswith("Merge PR #")]
+    merged_issues = sorted(s.split(": ", 1)[1].split(":")[0] for s in merges if ": " in s)
+    if len(merges) != len(merged) or merged_issues != sorted(merged):
+        problems.append(f"expected one merge of each of {merged} on main: {merges}")
+    for tip in sorted(tips):
         contained = subprocess.run(
-            ["git", "merge-base", "--is-ancestor", tip, "main"], cwd=swarm.repo, check=False
+            ["git", "merge-base", "--is-ancestor", tip, "main"],
+            cwd=repo,
+            capture_output=True,
+            check=False,
         )
         if contained.returncode != 0:
             problems.append(f"work lost: commit {tip[:10]} of a legion/ branch is not on main")
-    for path in ("src/feature_1.py", "docs/solutions/leg-1.md"):
-        if not (swarm.repo / path).exists():
-            problems.append(f"{path} is not on main")
+    for issue in merged:
+        n, low = issue.split("-")[1], issue.lower()
+        for path in (f"src/feature_{n}.py", f"docs/solutions/{low}.md"):
+            present = subprocess.run(
+                ["git", "cat-file", "-e", f"main:{path}"],
+                cwd=repo,
+                capture_output=True,
+                check=False,
+            )
+            if present.returncode != 0:
+                problems.append(f"{path} is not on main")
     return problems
 
 

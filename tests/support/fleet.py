@@ -19,6 +19,28 @@ from tests.support.cli import git, run_legion
 from tests.support.swarm import Daemon, Swarm, open_swarm
 
 
+def shared_project(folder: Path, store_url: str) -> tuple[Path, Path]:
+    """A project in `folder` / repo whose store is at `store_url`, its config committed (every
+    host's clone has the same project id) and pushed to a bare repository every host reaches
+    as `origin` (`folder` / shared.git), where checkpoints and merges go: the project and the
+    shared remote, as the fleet's end-to-end tests make them (`project`, `shared_remote`)."""
+    repo = folder / "repo"
+    repo.mkdir()
+    git(repo, "init", "--quiet")
+    (repo / "README.md").write_text("# bench\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "--quiet", "-m", "initial")
+    made = run_legion("init", cwd=repo, env={"LEGION_STORE": store_url})
+    assert made.returncode == 0, made.stderr
+    remote = folder / "shared.git"
+    git(folder, "init", "--quiet", "--bare", str(remote))
+    git(repo, "add", ".legion")
+    git(repo, "commit", "--quiet", "-m", "Legion")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "--quiet", "origin", "main")
+    return repo, remote
+
+
 def on_host(made: Swarm, name: str, home: Path, store_url: str, host_timeout: float) -> Swarm:
     """`made` as host `name` of the fleet on the store at `store_url`: its HOME and state folder."""
     (home / "state").mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,9 @@ def retire_finished(
     ctx: PassContext, views: Sequence[WorkerView], issues: dict[str, Issue]
 ) -> None:
     """Close the windows of workers that are done: idle with `worker-active` gone, or whose
-    issue is closed; forget dead workers whose issue no longer expects one."""
+    issue is closed; forget dead workers whose issue no longer expects one. A Done issue's
+    `worker-active` goes with its last worker: a finisher that died between closing the issue
+    and clearing the flag would leave it on for good (a Done issue is never looked at again)."""
     for view in views:
         issue = issues.get(view.record.issue)
         active = issue is not None and Label.WORKER_ACTIVE.value in issue.labels
@@ -30,17 +32,22 @@ def retire_finished(
         finished = view.state is SessionState.IDLE and (not active or closed)
         forgotten = view.state is SessionState.DEAD and (not active or closed)
         if finished or forgotten:
+            others = [v for v in views if v.record.issue == view.record.issue and v is not view]
+            stale = active and closed and not any(other.state.is_live for other in others)
             what = f"{'finished' if finished else 'dead'}: {view.record.window}"
             ctx.guard.guarded(
                 view.record.issue,
                 "retire_worker",
-                partial(_retire, ctx, view, what),
+                partial(_retire, ctx, view, what, clear_active=stale),
                 detail=what,
             )
 
 
-def _retire(ctx: PassContext, view: WorkerView, what: str) -> Step:
+def _retire(ctx: PassContext, view: WorkerView, what: str, *, clear_active: bool) -> Step:
     ctx.workers.retire(view)
+    if clear_active:
+        ctx.tracker.update_labels(view.record.issue, remove=[Label.WORKER_ACTIVE.value])
+        return done(f"{what}; worker-active cleared (the issue is Done)")
     return done(what)
 
 

@@ -1,0 +1,54 @@
+"""`bench/soak.py`'s growth of a daemon's samples: its warm-up left out, the median of the last
+quarter of the rest against that of the first, so a start-up's climb or a passing spike is not
+a leak, and a steady climb is."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load() -> ModuleType:
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))  # its `common`
+    spec = importlib.util.spec_from_file_location("bench_soak", BENCH / "soak.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_soak"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+soak = _load()
+
+
+def test_a_flat_series_after_its_warm_up_did_not_grow() -> None:
+    # A start-up from 10 to 100 in the first fifth, then flat with a spike and some noise.
+    warm_up = [10, 40, 70, 100]
+    steady = [100, 101, 99, 100, 100, 100, 102, 98, 100, 101, 99, 100, 100, 400, 101, 100]
+    assert soak.growth(warm_up + steady) == pytest.approx(0.0, abs=0.01)
+
+
+def test_a_steady_climb_is_growth() -> None:
+    climbing = [100 + 2 * n for n in range(50)]  # +2 a sample: a leak
+    grew = soak.growth(climbing)
+    assert grew is not None and grew > soak.GROWTH_LIMIT
+
+
+def test_half_again_between_the_quarters_is_fifty_percent() -> None:
+    # 20 samples: 4 of warm-up, then 16, whose first quarter is 4 samples of 100 and whose
+    # last is 4 of 150.
+    values = [0] * 4 + [100] * 4 + [120] * 8 + [150] * 4
+    assert soak.growth(values) == pytest.approx(0.5)
+
+
+def test_too_few_samples_tell_nothing() -> None:
+    assert soak.growth([100] * 8) is None  # 7 left after warm-up: too few
+    assert soak.growth([100] * 9) == 0.0  # 8 left: enough
+    assert soak.growth([]) is None
