@@ -377,7 +377,7 @@ def test_the_next_session_binds_the_projects_git_folder_not_the_one_the_worker_n
 
 
 def test_a_session_in_a_tampered_workspace_is_not_put_on_the_channel_its_git_names(
-    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    project: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The daemon puts a session on its branch's channel of the bus, reading the branch at the
     git folders Legion made: a `.git` naming a repository of the worker's own (on `main`, the
@@ -399,7 +399,7 @@ def test_a_session_in_a_tampered_workspace_is_not_put_on_the_channel_its_git_nam
 
     backends.db.close()
     assert agent is None
-    said = capsys.readouterr().err.strip().splitlines()
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("legion.")]
     assert len(said) == 1 and "was tampered with (its .git points at" in said[0]
 
 
