@@ -13,6 +13,19 @@ from legion.bus.stored import PostgresBus, SqliteBus, StoreBus
 from legion.store import Store
 from legion.store.postgres import PostgresStore
 from legion.store.sqlite import SqliteStore
+from tests.support.cli import sleeping_claude
+
+
+@pytest.fixture
+def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `claude` that only sleeps, and a Claude Code config that has seen its first run
+    (`tests.support.cli.sleeping_claude`): what `legion start` checks for, where no session
+    is to run."""
+    values: dict[str, str] = {}
+    binary = sleeping_claude(tmp_path, values)
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    return binary
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import LegionRunner, Result, git, run_legion, sleeping_claude
+from tests.support.cli import LegionRunner, Result, git, run_legion
 
 IDENTIFIER = re.compile(r"^[A-Z][A-Z0-9]*-[1-9][0-9]*$")
 
@@ -196,16 +196,6 @@ def test_skills_install_json(legion: LegionRunner, project: Path) -> None:
     assert result["scope"] == "project"
     assert result["target"] == str(project / ".claude" / "skills")
     assert result["files"] and all(Path(path).is_file() for path in result["files"])
-
-
-@pytest.fixture
-def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `claude` that only sleeps (`tests.support.cli.sleeping_claude`)."""
-    values: dict[str, str] = {}
-    binary = sleeping_claude(tmp_path, values)
-    for key, value in values.items():
-        monkeypatch.setenv(key, value)
-    return binary
 
 
 def test_start_and_stop_json_and_attach_command(

@@ -9,24 +9,12 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
-from tests.support.cli import LegionRunner, sleeping_claude
+from tests.support.cli import LegionRunner
 
 LINE = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (?P<level>[A-Z]+) +"
     r"step=\S+ issue=\S+ session=\S+ (?P<message>.*)$"
 )
-
-
-@pytest.fixture
-def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `claude` that only sleeps (`tests.support.cli.sleeping_claude`)."""
-    values: dict[str, str] = {}
-    binary = sleeping_claude(tmp_path, values)
-    for key, value in values.items():
-        monkeypatch.setenv(key, value)
-    return binary
 
 
 def test_a_log_level_it_does_not_know_is_refused_before_anything_starts(

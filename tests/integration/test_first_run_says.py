@@ -10,20 +10,8 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
-from tests.support.cli import LegionRunner, sleeping_claude
+from tests.support.cli import LegionRunner
 from tests.support.waits import wait_until
-
-
-@pytest.fixture
-def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `claude` that only sleeps (`tests.support.cli.sleeping_claude`)."""
-    values: dict[str, str] = {}
-    binary = sleeping_claude(tmp_path, values)
-    for key, value in values.items():
-        monkeypatch.setenv(key, value)
-    return binary
 
 
 def test_start_dry_run_says_what_would_start_and_the_budgets_and_starts_nothing(

@@ -30,7 +30,6 @@ from legion.sessions.registry import Registry
 from legion.store import Store, open_store
 from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.trackers.local import LocalTracker
-from tests.support import cli
 from tests.support.claude_env import REPO_ROOT
 from tests.support.cli import LEGION_BIN, LegionRunner, git, run_legion
 from tests.support.waits import wait_until
@@ -328,17 +327,6 @@ def _host_env(tmp_path: Path, name: str, store_url: str, host_timeout: float) ->
     }
 
 
-@pytest.fixture
-def sleeping_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `claude` that only sleeps, and a Claude Code config that has seen its first run: what
-    `legion start` checks for (the daemons here run in manual mode, no session)."""
-    named: dict[str, str] = {}
-    binary = cli.sleeping_claude(tmp_path, named)
-    for name, value in named.items():
-        monkeypatch.setenv(name, value)
-    return binary
-
-
 def _hosts(store: Store) -> dict[str, dict[str, object]]:
     hosts, now = Fleet(store).hosts(60.0)
     return {host.name: host.to_json(now) for host in hosts}
@@ -360,7 +348,7 @@ def _fences(socket: str) -> list[int]:
 
 
 def test_stop_all_on_the_leader_hands_the_lease_over_at_once(
-    git_repo: Path, postgres_url: str, tmp_path: Path, sleeping_claude: Path
+    git_repo: Path, postgres_url: str, tmp_path: Path, fake_claude: Path
 ) -> None:
     """`legion stop --all` on the leader closes its sessions, and then gives the lease up that
     its daemon kept for them: the follower leads at its next heartbeat (a third of
@@ -456,7 +444,7 @@ def _doc_blocks(heading: str) -> list[str]:
 
 
 def test_two_hosts_on_one_machine_as_the_docs_say(
-    postgres_url: str, isolated_env: Path, sleeping_claude: Path
+    postgres_url: str, isolated_env: Path, fake_claude: Path
 ) -> None:
     """docs/fleet.md's "Two hosts on one machine", run literally under one HOME: both hosts
     join, one leads; a third start that would share a running host's state folder or tmux
