@@ -4,25 +4,11 @@ row kept as it was."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
-BENCH_ALL = Path(__file__).resolve().parents[2] / "bench" / "all.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_all", BENCH_ALL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_all"] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.support.bench import BENCH, load_bench
 
 
 def test_the_table_holds_what_each_benchmark_printed_and_keeps_the_rest() -> None:
-    bench = _load()
+    bench = load_bench("all")
     first = bench.table(
         {
             "cli_latency": bench.Measured("cli_latency", True, ["median 0.1 s", "a | b"], 3.0),
@@ -47,10 +33,10 @@ def test_the_table_holds_what_each_benchmark_printed_and_keeps_the_rest() -> Non
 
 
 def test_the_readme_has_the_section_bench_all_writes() -> None:
-    bench = _load()
+    bench = load_bench("all")
     readme = bench.README.read_text(encoding="utf-8")
     assert readme.count(bench.BEGIN) == 1 and readme.count(bench.END) == 1
     rows = bench.previous_rows(readme)
     assert list(rows) == [name for name, _ in bench.BENCHMARKS]
     for name in rows:
-        assert (BENCH_ALL.parent / f"{name}.py").is_file(), name
+        assert (BENCH / f"{name}.py").is_file(), name

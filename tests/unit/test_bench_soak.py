@@ -4,28 +4,11 @@ a leak, and a steady climb is."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.support.bench import load_bench
 
-
-def _load() -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))  # its `common`
-    spec = importlib.util.spec_from_file_location("bench_soak", BENCH / "soak.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_soak"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-soak = _load()
+soak = load_bench("soak")
 
 
 def test_a_flat_series_after_its_warm_up_did_not_grow() -> None:

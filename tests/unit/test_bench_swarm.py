@@ -4,31 +4,13 @@ add up to the whole."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 from hypothesis import given
 from hypothesis import strategies as st
 
 from legion.diagnostics.tracing import Span
+from tests.support.bench import load_bench
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load() -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))  # its `common`
-    spec = importlib.util.spec_from_file_location("bench_swarm", BENCH / "swarm.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_swarm"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-swarm = _load()
+swarm = load_bench("swarm")
 DAEMON = 100
 
 
