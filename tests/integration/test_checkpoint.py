@@ -107,7 +107,8 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
         worktree_place(other, again), "LEG-1", where | {"sid-review": tmp_path / "no"}, home=other
     )
 
-    assert found is not None and found.commit == saved.commit
+    assert found is not None and found.checkpoint.commit == saved.commit
+    assert found.newer_branch is None
     after = state(again)
     # Every file as it was, but the ignored one.
     assert {k: v for k, v in after.items() if k != "(status)"} == {
@@ -127,7 +128,7 @@ def test_a_workspace_and_its_transcript_come_back_in_another_clone(tmp_path: Pat
     assert checkpoint.restore(worktree_place(other, again), "LEG-2", home=other) is None
 
 
-def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_its_base(
+def test_a_checkpoint_replaces_the_last_and_restoring_sets_a_branch_behind_it_to_its_base(
     tmp_path: Path,
 ) -> None:
     origin = repository(tmp_path / "origin")
@@ -137,21 +138,80 @@ def test_a_checkpoint_replaces_the_last_and_restoring_sets_the_branch_back_to_it
     first = checkpoint.save(place, "LEG-3", home=place)  # no transcript yet
     assert first.sessions == ()
     (work / "a.txt").write_text("two\n")
+    git(work, "add", "a.txt")
+    git(work, "commit", "-q", "-m", "a commit before the checkpoint")
+    (work / "a.txt").write_text("three\n")
     second = checkpoint.save(place, "LEG-3", home=place)
     assert second.commit != first.commit
     assert checkpoint.find(origin, "LEG-3") == second
-    # Work after the checkpoint: a commit and a change. Restoring goes back to the checkpoint:
-    # that is what a host lost after it loses.
-    git(work, "add", "a.txt")
-    git(work, "commit", "-q", "-m", "after the checkpoint")
+    # A workspace whose branch is behind the checkpoint (made anew from an older branch):
+    # restoring sets it to the checkpoint's base, the files as they were then.
+    git(work, "reset", "-q", "--hard", "HEAD~1")
     (work / "b.txt").write_text("later\n")
-    checkpoint.restore(place, "LEG-3", home=place)
+    restored = checkpoint.restore(place, "LEG-3", home=place)
+    assert restored is not None and restored.newer_branch is None
     assert git(work, "rev-parse", "HEAD").strip() == second.base
-    assert (work / "a.txt").read_text() == "two\n"
+    assert (work / "a.txt").read_text() == "three\n"
     assert git(work, "status", "--porcelain=v1", "--untracked=all").splitlines() == [
-        "?? a.txt",
+        " M a.txt",
         "?? b.txt",
     ]
+
+
+def test_a_branch_that_went_on_after_the_checkpoint_is_kept_and_only_the_sessions_laid(
+    tmp_path: Path,
+) -> None:
+    """A soak's finding (docs/failure-model.md): a host that takes an issue over goes on from
+    the newer of its checkpoint and its branch as sent to the shared remote, never back to the
+    older."""
+    origin = repository(tmp_path / "origin")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(origin), str(remote)], check=True)
+    git(origin, "remote", "add", "shared", str(remote))
+    work = worktree(origin, tmp_path / "ws" / "leg-1", "legion/leg-1", new=True)
+    place = worktree_place(origin, work)
+    transcript = tmp_path / "claude" / "s.jsonl"
+    transcript.parent.mkdir()
+    transcript.write_text(TRANSCRIPT, encoding="utf-8")
+    (work / "plan.md").write_text("the plan, not committed yet\n")
+    saved = checkpoint.save(place, "LEG-1", {"sid": transcript}, home=place)
+    checkpoint.push(origin, "shared", "LEG-1")
+    assert checkpoint.send_branch(origin, "shared", "legion/leg-1") is None
+    # After the checkpoint: the feature committed, its pull request made (which sends the
+    # branch), and the host lost before its next checkpoint.
+    (work / "feature.py").write_text("def f():\n    return 1\n")
+    git(work, "add", "feature.py", "plan.md")
+    git(work, "commit", "-q", "-m", "LEG-1: feature")
+    assert checkpoint.send_branch(origin, "shared", "legion/leg-1") is None
+    # Rewritten by its worker (an amend): the rewrite replaces what this host sent.
+    git(work, "commit", "-q", "--amend", "-m", "LEG-1: the feature")
+    feature = git(work, "rev-parse", "HEAD").strip()
+    assert checkpoint.send_branch(origin, "shared", "legion/leg-1") is None
+    assert git(remote, "rev-parse", "legion/leg-1").strip() == feature
+    # Someone else's commit on the remote's branch is never overwritten by this host.
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", str(remote), str(other)], check=True)
+    assert checkpoint.take_branch(other, "origin", "legion/leg-1") == feature
+    assert checkpoint.fetch(other, "origin", "LEG-1")
+    again = worktree(other, tmp_path / "ws2" / "leg-1", "legion/leg-1", new=False)
+    where = tmp_path / "claude2" / "s.jsonl"
+
+    restored = checkpoint.restore(worktree_place(other, again), "LEG-1", {"sid": where}, home=other)
+
+    assert restored is not None and restored.checkpoint.commit == saved.commit
+    assert restored.newer_branch == feature
+    assert git(again, "rev-parse", "HEAD").strip() == feature
+    assert (again / "feature.py").exists() and (again / "plan.md").exists()
+    assert git(again, "status", "--porcelain=v1", "--untracked=all") == ""
+    assert where.read_bytes() == TRANSCRIPT.encode("utf-8")  # the session goes on
+    # A commit pushed to the remote's branch by someone else stays: this host, which last
+    # sent `feature` there, is refused rather than overwrite it.
+    git(again, "commit", "-q", "--allow-empty", "-m", "someone else's")
+    git(again, "push", "-q", "origin", "legion/leg-1")
+    git(work, "commit", "-q", "--amend", "-m", "LEG-1: feature, amended")
+    refused = checkpoint.send_branch(origin, "shared", "legion/leg-1")
+    assert refused is not None and "not sent" in refused
+    assert git(remote, "log", "-1", "--format=%s", "legion/leg-1").strip() == "someone else's"
 
 
 def test_a_workspace_removed_with_nothing_left_in_it_takes_its_checkpoint_along(

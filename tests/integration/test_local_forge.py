@@ -220,3 +220,71 @@ def test_in_a_fleet_merges_go_through_the_shared_remote(
         alpha.merge("LEG-3")
     assert alpha.get_pr("LEG-3").state is PrState.OPEN
     assert git(remote, "rev-parse", "main").strip() == second.merge_commit
+
+
+def test_a_pr_whose_branch_went_back_is_neither_approved_nor_merged(
+    git_repo: Path, backends: tuple[LocalTracker, LocalForge]
+) -> None:
+    """A soak's finding (docs/failure-model.md): a branch that lost commits it had (reset to an
+    older one, as a host that took an issue over from a stale checkpoint did) is not merged: an
+    empty PR would land without the feature. A rewritten branch or a new commit is fine."""
+    _, forge = backends
+    commit_on_branch(git_repo, "legion/leg-1", "feature.txt", "feature\n")
+    before = git(git_repo, "rev-parse", "legion/leg-1").strip()
+    forge.create_pr("LEG-1", "legion/leg-1")
+    git(git_repo, "branch", "--quiet", "--force", "legion/leg-1", "main")  # the work gone
+    with pytest.raises(ConflictError, match=f"no longer holds {before[:12]}"):
+        forge.merge("LEG-1")
+    with pytest.raises(ConflictError, match="went back to an older commit"):
+        forge.branch_head("LEG-1")  # what an approving review records
+    assert forge.get_pr("LEG-1").state is PrState.OPEN
+    assert git(git_repo, "rev-parse", "main").strip() != before
+    # The work brought back, rewritten (another commit with the same change): it merges.
+    commit_on_branch(git_repo, "legion/leg-1", "feature.txt", "feature, again\n", new=False)
+    assert forge.merge("LEG-1").state is PrState.MERGED
+    assert (git_repo / "feature.txt").read_text() == "feature, again\n"
+
+
+def test_in_a_fleet_a_prs_branch_is_on_the_shared_remote_and_a_lost_head_is_refused(
+    tmp_path: Path, open_store: Callable[[], Store]
+) -> None:
+    """A PR made on one host sends its branch to the shared remote, so another host merges
+    every commit it had; a head whose commits never left a lost host is refused there."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "--quiet", "--bare", "-b", "main", str(remote))
+    seed = tmp_path / "seed"
+    git(tmp_path, "clone", "--quiet", str(remote), str(seed))
+    (seed / "README.md").write_text("# app\n", encoding="utf-8")
+    git(seed, "add", "README.md")
+    git(seed, "commit", "--quiet", "-m", "initial")
+    git(seed, "push", "--quiet", "origin", "main")
+    db = open_store()
+    tracker = LocalTracker(db, issue_key="LEG")
+    tracker.create_issue("One")
+    tracker.create_issue("Two")
+    hosts = {}
+    for name in ("alpha", "beta"):
+        clone = tmp_path / name
+        git(tmp_path, "clone", "--quiet", str(remote), str(clone))
+        hosts[name] = LocalForge(
+            db, clone, merge_lock=tmp_path / f"{name}.lock", base_branch="main",
+            shared_remote="origin",
+        )  # fmt: skip
+    alpha, beta = hosts["alpha"], hosts["beta"]
+    commit_on_branch(alpha.repo, "legion/leg-1", "one.txt", "one\n")
+    alpha.create_pr("LEG-1", "legion/leg-1")
+    sent = git(remote, "rev-parse", "legion/leg-1").strip()
+    assert sent == git(alpha.repo, "rev-parse", "legion/leg-1").strip()
+    # Alpha is lost; beta has the branch only as an older commit (where the issue began).
+    git(beta.repo, "branch", "--quiet", "legion/leg-1", "main")
+    merged = beta.merge("LEG-1")
+    assert git(beta.repo, "show", f"{merged.merge_commit}:one.txt") == "one\n"
+    # A PR whose last head never reached the remote: beta cannot tell what it held.
+    commit_on_branch(alpha.repo, "legion/leg-2", "two.txt", "two\n")
+    alpha.create_pr("LEG-2", "legion/leg-2")
+    commit_on_branch(alpha.repo, "legion/leg-2", "two.txt", "two, more\n", new=False)
+    alpha.branch_head("LEG-2")  # seen (recorded), then alpha is lost before sending it
+    git(beta.repo, "fetch", "--quiet", "origin", "legion/leg-2:legion/leg-2")
+    with pytest.raises(ConflictError, match="not in this repository"):
+        beta.merge("LEG-2")
+    assert beta.get_pr("LEG-2").state is PrState.OPEN

@@ -14,13 +14,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from legion.core.ids import branch_for
 from legion.errors import LegionError
 from legion.files.worker_written import transcript_stat
+from legion.git import GitPlace
 from legion.runtime.transcript import Turn
 from legion.sessions.registry import WorkerRecord
 from legion.sessions.workers import WorkerManager
 from legion.store.actionlog import ActionLog, OutcomeKind
-from legion.workspaces import checkpoint
+from legion.workspaces import checkpoint, issue_repo
 
 from .steps import DONE, StepResult
 
@@ -43,12 +45,14 @@ class WorkspaceCheckpoints:
         self.remote = remote
         self._taken: dict[int, _Taken] = {}  # by worker record
         self._failing: set[int] = set()  # records whose last checkpoint failed (said once)
+        self._unsent: dict[int, str] = {}  # why each record's branch was last not sent (said once)
 
     def run(self) -> StepResult:
         current = self.workers.registry.current()
         known = {record.id for record in current}
         self._taken = {k: v for k, v in self._taken.items() if k in known}
         self._failing &= known
+        self._unsent = {k: v for k, v in self._unsent.items() if k in known}
         for record in current:
             if record.host in ("", self.workers.host):  # this host's sessions only
                 self._look(record)
@@ -89,6 +93,7 @@ class WorkspaceCheckpoints:
                 )
             if self.remote is not None:
                 checkpoint.push(home, self.remote, record.issue)
+                self._send_branch(record, home)
         except LegionError as exc:
             if record.id not in self._failing:
                 self._failing.add(record.id)
@@ -98,3 +103,18 @@ class WorkspaceCheckpoints:
             return
         self._failing.discard(record.id)
         self._taken[record.id] = _Taken(now, moved)
+
+    def _send_branch(self, record: WorkerRecord, home: GitPlace) -> None:
+        """Send the issue's branch (its worker's commits brought home) beside its checkpoint,
+        so the host that takes the issue over goes on from the newer of the two. A branch the
+        remote refuses (someone else's commits there) leaves the checkpoint sent; it is said
+        once, until it changes."""
+        assert self.remote is not None
+        branch = branch_for(record.issue)
+        issue_repo.bring_home(self.workers.project.root, branch)
+        why = checkpoint.send_branch(home, self.remote, branch)
+        if why is None:
+            self._unsent.pop(record.id, None)
+        elif self._unsent.get(record.id) != why:
+            self._unsent[record.id] = why
+            self.log.append(record.issue, "checkpoint", OutcomeKind.FAILED, why)

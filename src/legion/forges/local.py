@@ -43,7 +43,7 @@ from legion.git import (
     worktree_place,
 )
 from legion.store import Connection, Row, Store, in_fleet, now
-from legion.workspaces import issue_repo
+from legion.workspaces import checkpoint, issue_repo
 
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
 NO_CI = "the embedded forge runs no CI"
@@ -131,8 +131,14 @@ class LocalForge:
         if branch == base:
             raise InputError(f"the PR branch must differ from the base branch {base!r}")
         issue_repo.bring_home(self.repo, branch)  # the worker's commits, checked, first
-        if rev_parse(self.repo, f"refs/heads/{branch}") is None:
+        head = rev_parse(self.repo, f"refs/heads/{branch}")
+        if head is None:
             raise NotFoundError(f"no branch {branch!r} in {self.repo} (commit and create it first)")
+        remote = self._remote()
+        if remote is not None:
+            # In a fleet, what a pull request holds is on the shared remote, not only on this
+            # host (a refusal is said by the next checkpoint, which sends it again).
+            checkpoint.send_branch(self.repo, remote, branch)
         with self._db.write() as conn:
             issue_row = conn.execute(
                 "SELECT id, title FROM issues WHERE identifier = ?", (identifier,)
@@ -150,11 +156,12 @@ class LocalForge:
                 "SELECT COALESCE(MAX(number), 0) + 1 FROM pull_requests"
             ).fetchone()[0]
             stamp = now()
+            values = (number, issue_row["id"], pr_title, body, branch, base, int(draft), stamp)
             pr_id = conn.execute(
                 "INSERT INTO pull_requests (number, issue_id, title, body, branch, base, state, "
-                "is_draft, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?) "
-                "RETURNING id",
-                (number, issue_row["id"], pr_title, body, branch, base, int(draft), stamp, stamp),
+                "is_draft, created_at, updated_at, head) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?) RETURNING id",
+                (*values, stamp, head),
             ).fetchone()[0]
             return self._load(conn, int(pr_id))
 
@@ -191,7 +198,42 @@ class LocalForge:
 
     def branch_head(self, ref: str) -> str | None:
         pr = self.get_pr(ref)
-        return self._branch_head(pr.branch, self._remote())
+        head = self._branch_head(pr.branch, self._remote())
+        if head is not None and pr.state is PrState.OPEN:
+            self._keep_head(pr, head)
+        return head
+
+    def _keep_head(self, pr: PullRequest, head: str) -> None:
+        """Record `head` as the newest head of the open PR's branch seen, unless the branch
+        went back: a ConflictError when it no longer holds a commit it had (reset to an older
+        one, or its commits lost with the host they were made on, so this repository lacks
+        its last head). A rewritten branch (a rebase, an amend) is a new head, not a loss."""
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT head FROM pull_requests WHERE number = ?", (pr.number,)
+            ).fetchone()
+        seen = row["head"] if row is not None else None
+        if seen == head:
+            return
+        if seen:
+            known = rev_parse(self.repo, seen) is not None
+            if not known or is_ancestor(self.repo, head, seen):
+                how = (
+                    "went back to an older commit"
+                    if known
+                    else "is not in this repository: the work was lost with its host"
+                )
+                raise ConflictError(
+                    f"PR #{pr.number}: its branch {pr.branch} no longer holds {seen[:12]}, "
+                    f"its head when last seen ({seen[:12]} {how}); nothing of it is merged or "
+                    "approved. Bring that work back to the branch (or add a commit that "
+                    "replaces it), or close the PR"
+                )
+        with self._db.write() as conn:
+            conn.execute(
+                "UPDATE pull_requests SET head = ? WHERE number = ? AND state = 'open'",
+                (head, pr.number),
+            )
 
     def merge(self, ref: str, *, reviewed: str | None = None) -> PullRequest:
         pr = self.get_pr(ref)
@@ -303,6 +345,7 @@ class LocalForge:
             raise ConflictError(f"PR #{pr.number}: base branch {pr.base!r} does not exist")
         if head_sha is None:
             raise ConflictError(f"PR #{pr.number}: branch {pr.branch!r} does not exist any more")
+        self._keep_head(pr, head_sha)
         if is_ancestor(self.repo, head_sha, base_sha):
             return base_sha  # everything on the branch is in the base already
         trial = run_git(

@@ -24,7 +24,7 @@ from legion.config import Project
 from legion.core.admission import StartFacts, refusal
 from legion.core.decide import session_mode
 from legion.core.fleet import HostState, Room, place
-from legion.core.ids import session_id
+from legion.core.ids import branch_for, session_id
 from legion.core.liveness import SessionState
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Mode, normalize_identifier
@@ -413,6 +413,10 @@ class WorkerManager:
         moved = remote is not None and from_host not in ("", self.host)
         if moved and self._workspaces.get(identifier) is not None:
             self._workspaces.remove(identifier)
+        if moved and remote is not None and self._workspaces.get(identifier) is None:
+            # The branch as the last host sent it (with its checkpoints and its pull
+            # request), which the new workspace starts from.
+            checkpoint.take_branch(self.project.root, remote, branch_for(identifier))
         # The one there is, or a new one; either way, as a session starts (the base it sees).
         workspace = self._workspaces.ensure(identifier).path
         if moved and remote is not None:
@@ -433,17 +437,26 @@ class WorkerManager:
         else:
             transcripts = self.issue_transcripts(issue, workspace)
             place = self._workspaces.place_at(workspace)
-            found = checkpoint.restore(place, issue, transcripts, home=self.project.root)
-            taken = checkpoint.taken_at(self.project.root, issue) if found else None
+            restored = checkpoint.restore(place, issue, transcripts, home=self.project.root)
+            taken = checkpoint.taken_at(self.project.root, issue) if restored else None
             when = stamp_at(taken) if taken is not None else "unknown"
-            held = found.sessions if found is not None else ()
+            held = restored.checkpoint.sessions if restored is not None else ()
             modes = [mode.value for mode, sid in self.issue_sessions(issue) if sid in held]
             sessions = f"its sessions ({', '.join(modes)})" if modes else "no session"
-            note = (
-                f"Legion moved {issue} from {where}: its workspace and {sessions} were "
-                f"restored from the checkpoint of {when}, and each session goes on in the same "
-                "conversation. What its worker did after that checkpoint is lost."
-            )
+            if restored is not None and restored.newer_branch is not None:
+                note = (
+                    f"Legion moved {issue} from {where}: its workspace goes on from its branch "
+                    f"as last sent (`{restored.newer_branch[:12]}`), which is newer than the "
+                    f"checkpoint of {when}; {sessions} were restored from that checkpoint, and "
+                    "each session goes on in the same conversation. Files its worker had not "
+                    "committed are lost."
+                )
+            else:
+                note = (
+                    f"Legion moved {issue} from {where}: its workspace and {sessions} were "
+                    f"restored from the checkpoint of {when}, and each session goes on in the "
+                    "same conversation. What its worker did after that checkpoint is lost."
+                )
         self.tracker.add_comment(issue, note, author=LEGION_AUTHOR, by_legion=True)
 
     def issue_sessions(self, issue: str) -> list[tuple[Mode, str]]:

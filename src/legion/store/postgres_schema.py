@@ -214,4 +214,8 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX egress_refusals_last ON egress_refusals(last_at);
     """
     ),
+    # 7: the newest head of each pull request's branch, as SQLite's 16.
+    """
+    ALTER TABLE pull_requests ADD COLUMN head TEXT;
+    """,
 )

@@ -247,6 +247,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX egress_refusals_last ON egress_refusals(last_at);
     """,
+    # 16: the newest head of each pull request's branch Legion saw (`legion.forges.local`): a
+    # branch that went back, its commits lost with the host they were made on, is not merged.
+    """
+    ALTER TABLE pull_requests ADD COLUMN head TEXT;
+    """,
 )
 
 

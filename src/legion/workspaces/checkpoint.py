@@ -13,12 +13,18 @@ are left as they were. The ref is `refs/legion/checkpoints/<ISSUE>`, one per iss
 each checkpoint, and goes to a remote like any ref (`push`, `fetch`): restoring on another
 machine needs only that remote.
 
+In a fleet the issue's branch travels too (`send_branch`, `take_branch`): the host that runs
+the issue sends it to the shared remote with each checkpoint and when its pull request is made,
+so what a pull request holds is never only on one host.
+
 Restoring lays the checkpoint into a workspace of the issue's branch (a new one, on the host
-that takes the issue over): its branch is set to the checkpoint's base (what was committed
-then) and its files to what they were, the changes left uncommitted (none staged); each
-transcript goes where the CLI will resume its session from. What changed after the checkpoint is not
-there: that is the work a lost host loses. (Laid into a workspace that has files the
-checkpoint does not know, those are left as they are.)
+that takes the issue over), unless that branch went on after the checkpoint was taken
+(`newer_branch`: commits made and sent since): then the branch is kept as it is, and only the
+transcripts are laid. Else its branch is set to the checkpoint's base (what was committed
+then) and its files to what they were, the changes left uncommitted (none staged). Each
+transcript goes where the CLI will resume its session from. What changed after the newer of
+the two is not there: that is the work a lost host loses. (Laid into a workspace that has files
+the checkpoint does not know, those are left as they are.)
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from pathlib import Path
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError
 from legion.files.worker_written import open_regular, read_transcript, replace_file, transcript_home
-from legion.git import GitPlace, Wrap, rev_parse, run_git
+from legion.git import GitPlace, Wrap, is_ancestor, last_line, rev_parse, run_git
 from legion.sandbox import git_jail
 from legion.workspaces import issue_repo
 
@@ -193,25 +199,52 @@ def find(repo: Path | GitPlace, issue: str) -> Checkpoint | None:
     return Checkpoint(ref, commit, base, tuple(sessions))
 
 
+@dataclass(frozen=True)
+class Restored:
+    """What `restore` laid: the checkpoint, and the branch's head when it was newer than the
+    checkpoint's base (so the branch was kept, and only the transcripts were laid)."""
+
+    checkpoint: Checkpoint
+    newer_branch: str | None = None
+
+
+def newer_branch(repo: Path | GitPlace, found: Checkpoint, head: str | None) -> bool:
+    """Whether the branch at `head` went on after `found` was taken, so resuming from the
+    branch loses less than resuming from the checkpoint: it has the checkpoint's base in its
+    history and more; or it went its own way (rewritten) and its last commit is later than
+    the checkpoint."""
+    if head is None or head == found.base or is_ancestor(repo, head, found.base):
+        return False  # the checkpoint has all of it, and what was not committed yet
+    if is_ancestor(repo, found.base, head):
+        return True
+    times = run_git(repo, "log", "--no-walk", "--format=%ct", head, found.commit, check=False)
+    stamps = [int(t) for t in times.stdout.split() if t.isdigit()]
+    return len(stamps) == 2 and stamps[0] > stamps[1]
+
+
 def restore(
     workspace: GitPlace,
     issue: str,
     transcripts: Mapping[str, Path] | None = None,
     *,
     home: Path | GitPlace,
-) -> Checkpoint | None:
+) -> Restored | None:
     """Lay the issue's last checkpoint into `workspace` (a git worktree of the issue's branch,
-    its git folders named: `GitWorktrees.place_of`):
-    the branch set to the checkpoint's base, the files as they were (uncommitted changes left
-    uncommitted), and each session's transcript it holds written where `transcripts` (by
-    session id) says this host's CLI resumes it from; found in `home` (where `save` kept it),
-    whose objects the workspace's repository has (its alternates). None when there is none."""
+    its git folders named: `GitWorktrees.place_of`): the branch set to the checkpoint's base
+    and the files as they were (uncommitted changes left uncommitted), unless the branch went
+    on since (`newer_branch`: then it is left as it is); and each session's transcript it holds
+    written where `transcripts` (by session id) says this host's CLI resumes it from. Found in
+    `home` (where `save` kept it), whose objects the workspace's repository has (its
+    alternates). None when there is none."""
     found = find(home, issue)
     if found is None:
         return None
-    files = f"{found.commit}:{FILES}"
-    run_git(workspace, "read-tree", "--reset", "-u", files)  # the files, as they were
-    run_git(workspace, "reset", "--quiet", found.base)  # the branch and index: the base
+    head = rev_parse(workspace, "HEAD")
+    kept = head if newer_branch(workspace, found, head) else None
+    if kept is None:
+        files = f"{found.commit}:{FILES}"
+        run_git(workspace, "read-tree", "--reset", "-u", files)  # the files, as they were
+        run_git(workspace, "reset", "--quiet", found.base)  # the branch and index: the base
     wanted = {sid: path for sid, path in (transcripts or {}).items() if sid in found.sessions}
     if wanted:
         # Through git's own checkout of the files, into a folder of its own: byte for byte.
@@ -228,7 +261,7 @@ def restore(
                 home.mkdir(parents=True, exist_ok=True)  # the CLI's home: Legion's or the user's
                 with open(os.path.join(tree, SESSIONS, f"{sid}.jsonl"), "rb") as handle:
                     replace_file(home, path, handle.read(), folders=True)
-    return found
+    return Restored(found, kept)
 
 
 def _sent_ref(issue: str) -> str:
@@ -277,6 +310,52 @@ def fetch(repo: Path, remote: str, issue: str) -> bool:
     if head is not None:
         run_git(repo, "update-ref", _sent_ref(issue), head)
     return head is not None
+
+
+def _tracking(remote: str, branch: str) -> str:
+    """Where this repository keeps what it last sent of `branch` to `remote`, or took from it
+    (git's own remote-tracking ref, which a plain `git push` or `fetch` moves too)."""
+    return f"refs/remotes/{remote}/{branch}"
+
+
+def send_branch(repo: Path | GitPlace, remote: str, branch: str) -> str | None:
+    """Send the project's `branch` (an issue's, its worker's commits brought home) to `remote`
+    (a fleet's shared remote), so another host that takes the issue over, or merges its pull
+    request, finds every commit it has. What the remote holds is replaced only if it is what
+    this host last sent or took (a rewritten branch goes; commits someone else pushed there
+    stay); where this host knows of none there, only by a fast-forward. None when sent (or
+    there is nothing to send); else why not, in a line."""
+    local = f"refs/heads/{branch}"
+    head = rev_parse(repo, local)
+    if head is None:
+        return None
+    tracking = _tracking(remote, branch)
+    seen = rev_parse(repo, tracking)
+    if seen == head:
+        return None
+    # The lease alone lets a rewritten branch replace the one sent (a `+` would override it).
+    lease = [f"--force-with-lease={local}:{seen}"] if seen is not None else []
+    done = run_git(
+        repo, "push", "--quiet", "--no-verify", *lease, remote, f"{local}:{local}", check=False
+    )
+    if done.returncode != 0:
+        return f"{branch} not sent to {remote!r}: {last_line(done.stderr or done.stdout)}"
+    run_git(repo, "update-ref", "--no-deref", tracking, head)
+    return None
+
+
+def take_branch(repo: Path, remote: str, branch: str) -> str | None:
+    """Take `branch` as `remote` holds it (sent there by the host that ran its issue) into the
+    project's repository, replacing this host's own (older: the issue moved here); its commit,
+    or None when the remote has no such branch (or cannot be read). No worker of the issue
+    runs here (it is being taken over), and no worktree of the project has the branch."""
+    local, tracking = f"refs/heads/{branch}", _tracking(remote, branch)
+    fetched = run_git(repo, "fetch", "--quiet", "--no-tags", remote, f"+{local}:{tracking}",
+                      check=False)  # fmt: skip
+    head = rev_parse(repo, tracking) if fetched.returncode == 0 else None
+    if head is not None:
+        run_git(repo, "update-ref", "--no-deref", local, head)
+    return head
 
 
 def taken_at(repo: Path, issue: str) -> float | None:
