@@ -97,8 +97,11 @@ def issue_scenarios(issue: str) -> list[Scenario]:
     n = issue.split("-")[1]
     low = issue.lower()
     commit = "git add -A && (git diff --cached --quiet || git commit -qm {message})"
+    # What was done is read first, and a read that fails ends the step (the daemon restarting,
+    # the database down): read as "not done", it posted the plan twice in a soak.
     plan = (
-        f"(legion issue comments {issue} --json | grep -q '## Plan'"
+        f"seen=$(legion issue comments {issue} --json)"
+        f" && (printf '%s' \"$seen\" | grep -q '## Plan'"
         f" || legion issue comment {issue} --body '## Plan: add src/feature_{n}.py')"
         f" && legion issue label {issue} {DONE}"
     )
@@ -110,7 +113,8 @@ def issue_scenarios(issue: str) -> list[Scenario]:
         f" && legion issue label {issue} {DONE}"
     )
     review = (
-        f'(legion pr view {issue} --json | grep -q \'"review": "approved"\''
+        f"seen=$(legion pr view {issue} --json)"
+        f' && (printf \'%s\' "$seen" | grep -q \'"review": "approved"\''
         f" || legion pr review {issue} --approve --body 'Looks good.')"
         f" && legion issue label {issue} {DONE}"
     )
