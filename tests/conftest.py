@@ -16,6 +16,7 @@ import pytest
 from tests.support import reaper
 from tests.support.cli import LegionRunner, Result, git, run_legion
 from tests.support.postgres import PostgresServer
+from tests.support.progress import StillRunning
 from tests.support.tmux import private_tmux_socket
 
 
@@ -27,6 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         config.stash[_SWEEPER] = os.environ[reaper.RUN_MARK]
         atexit.register(_sweep, config)
+        config.pluginmanager.register(StillRunning(config), "still-running")
     # A SIGTERM (a CI's timeout, `scripts/test` stopped) ends the run as Ctrl-C does, fixtures'
     # clean-up included, instead of killing it mid-test.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -56,6 +58,7 @@ _LONG_FIRST = {
     name: rank
     for rank, name in enumerate(
         (
+            "test_fleet.py",
             "test_quickstart.py",
             "test_swarm_real_backends.py",
             "test_swarm.py",
@@ -63,6 +66,8 @@ _LONG_FIRST = {
             "test_kill_campaign.py",
             "test_scripts_test.py",
             "test_swarm_codex.py",
+            "test_swarm_postgres.py",
+            "test_confined_build.py",
             "test_recovery.py",
         )
     )
