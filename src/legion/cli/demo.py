@@ -16,7 +16,6 @@ import typer
 
 from legion.errors import InputError, LegionError
 from legion.plugins import DEFAULT_RUNTIME, runtime_aliases, runtime_names
-from legion.runtime.homes import CLI_FOLDER
 
 if TYPE_CHECKING:
     from legion.demo.run import DemoResult, IssueSummary
@@ -190,6 +189,8 @@ def _report(result: DemoResult, mode: str, runtime: str, real: bool, timeout: fl
     state = repo / ".legion" / "state"
     typer.echo(f"  state:       {state}   (database, daemon log)")
     # Each session's own CLI home: its transcript (Claude Code) or rollouts (Codex).
+    from legion.runtime.homes import CLI_FOLDER
+
     typer.echo(f"  sessions:    {state / CLI_FOLDER}   (each session's home and transcript)")
     typer.echo(f"  bus:         {demo_state_home(folder)}   (the demo's own: its agents, messages)")
     for issue, screen in result.screens.items():

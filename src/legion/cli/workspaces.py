@@ -9,8 +9,6 @@ import typer
 
 from legion.backends import open_workers, open_workspaces
 from legion.cli import common
-from legion.workspaces.setup import SetupFiles, summary
-from legion.workspaces.sweep import sweep_done
 
 app = typer.Typer(
     help="List and clean up per-issue workspaces.",
@@ -26,6 +24,8 @@ def list_workspaces(
     """Each workspace, its branch, whether it holds uncommitted or unmerged work, and its
     setup (`workspace_setup`): none, running, ok, or failed (its attempt, when it runs again)."""
     project, _ = common.backends(ctx)  # a project with its database, as every command's
+    from legion.workspaces.setup import SetupFiles, summary  # what only this command reads
+
     workspaces = open_workspaces(project)
     rows: list[dict[str, Any]] = []
     now = time.time()
@@ -90,6 +90,8 @@ def clean(
     import time
 
     project, backends = common.backends(ctx)
+    from legion.workspaces.sweep import sweep_done  # what only this command runs
+
     workers = open_workers(project, backends)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     results = sweep_done(

@@ -43,7 +43,7 @@ from legion.git import (
     worktree_place,
 )
 from legion.store import Connection, Row, Store, in_fleet, now
-from legion.workspaces import checkpoint, issue_repo
+from legion.workspaces import issue_repo
 
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
 NO_CI = "the embedded forge runs no CI"
@@ -138,7 +138,9 @@ class LocalForge:
         if remote is not None:
             # In a fleet, what a pull request holds is on the shared remote, not only on this
             # host (a refusal is said by the next checkpoint, which sends it again).
-            checkpoint.send_branch(self.repo, remote, branch)
+            from legion.workspaces.checkpoint import send_branch  # a fleet's only
+
+            send_branch(self.repo, remote, branch)
         with self._db.write() as conn:
             issue_row = conn.execute(
                 "SELECT id, title FROM issues WHERE identifier = ?", (identifier,)

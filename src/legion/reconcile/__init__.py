@@ -20,11 +20,42 @@ per action of the table), `starts` (admission: pause, WIP, token budget; the pas
 `answers` (what a human answered, and Legion's own questions) and `outcomes`.
 """
 
-from legion.reconcile.answers import BUDGET_HEADING, budget_allowed, human_answer, legion_asked
-from legion.reconcile.labels import answer_worker, resume_worker, start_worker, worker_active
-from legion.reconcile.outcomes import Outcome
-from legion.reconcile.passes import Reconciler
-from legion.reconcile.starts import START_FAILURES
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from legion.reconcile.answers import BUDGET_HEADING, budget_allowed, human_answer, legion_asked
+    from legion.reconcile.labels import answer_worker, resume_worker, start_worker, worker_active
+    from legion.reconcile.outcomes import Outcome
+    from legion.reconcile.passes import Reconciler
+    from legion.reconcile.starts import START_FAILURES
+
+# Where each public name lives, imported on first use: a command that reads one module of the
+# reconciler (`legion issue list` renders with `reconcile.observe`) does not load the whole
+# of it, and the workers and sessions it stands on, at every start.
+_HOMES = {
+    "BUDGET_HEADING": "answers",
+    "budget_allowed": "answers",
+    "human_answer": "answers",
+    "legion_asked": "answers",
+    "answer_worker": "labels",
+    "resume_worker": "labels",
+    "start_worker": "labels",
+    "worker_active": "labels",
+    "Outcome": "outcomes",
+    "Reconciler": "passes",
+    "START_FAILURES": "starts",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "BUDGET_HEADING",
