@@ -25,3 +25,12 @@ def test_a_quiet_run_says_which_tests_still_run(tmp_path: Path) -> None:
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "[still running: test_slow.py::test_slow (" in ran.stdout, ran.stdout
+
+
+def test_every_run_ends_with_its_fifteen_slowest_tests() -> None:
+    """The README says a run lists its fifteen slowest tests at the end: pytest's own option,
+    in the options every run gets."""
+    import tomllib
+
+    options = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    assert "--durations=15" in options["ini_options"]["addopts"].split()
