@@ -168,13 +168,10 @@ def test_concurrent_merges_of_different_prs_both_land(project: Path) -> None:
         assert (project / f"f{n}.txt").read_text() == f"{n}\n"
 
 
-def test_in_a_fleet_merges_go_through_the_shared_remote(
-    tmp_path: Path, open_store: Callable[[], Store]
-) -> None:
-    """Two hosts' clones share the records (one store) and a bare remote: each merge starts from
-    the remote's base and lands there first, so the host that merges next (a new leader) has
-    every merge the other made; a base that moved on the remote meanwhile is caught up, and one
-    that went another way here is refused, merging nothing."""
+def two_hosts(tmp_path: Path, db: Store, *titles: str) -> tuple[Path, LocalForge, LocalForge]:
+    """A fleet's shared remote (a bare repository with one commit on main), the issues
+    `titles` in the one store, and the forge of each of two hosts, alpha and beta, on a clone
+    of that remote of its own."""
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "--quiet", "--bare", "-b", "main", str(remote))
     seed = tmp_path / "seed"
@@ -183,22 +180,28 @@ def test_in_a_fleet_merges_go_through_the_shared_remote(
     git(seed, "add", "README.md")
     git(seed, "commit", "--quiet", "-m", "initial")
     git(seed, "push", "--quiet", "origin", "main")
-    db = open_store()
     tracker = LocalTracker(db, issue_key="LEG")
-    for title in ("One", "Two", "Three"):
+    for title in titles:
         tracker.create_issue(title)
-    hosts = {}
+    forges = []
     for name in ("alpha", "beta"):
         clone = tmp_path / name
         git(tmp_path, "clone", "--quiet", str(remote), str(clone))
-        hosts[name] = LocalForge(
-            db,
-            clone,
-            merge_lock=tmp_path / f"{name}.lock",
-            base_branch="main",
-            shared_remote="origin",
+        lock = tmp_path / f"{name}.lock"
+        forges.append(
+            LocalForge(db, clone, merge_lock=lock, base_branch="main", shared_remote="origin")
         )
-    alpha, beta = hosts["alpha"], hosts["beta"]
+    return remote, forges[0], forges[1]
+
+
+def test_in_a_fleet_merges_go_through_the_shared_remote(
+    tmp_path: Path, open_store: Callable[[], Store]
+) -> None:
+    """Two hosts' clones share the records (one store) and a bare remote: each merge starts from
+    the remote's base and lands there first, so the host that merges next (a new leader) has
+    every merge the other made; a base that moved on the remote meanwhile is caught up, and one
+    that went another way here is refused, merging nothing."""
+    remote, alpha, beta = two_hosts(tmp_path, open_store(), "One", "Two", "Three")
     commit_on_branch(alpha.repo, "legion/leg-1", "one.txt", "one\n")
     alpha.create_pr("LEG-1", "legion/leg-1")
     first = alpha.merge("LEG-1")
@@ -250,27 +253,7 @@ def test_in_a_fleet_a_prs_branch_is_on_the_shared_remote_and_a_lost_head_is_refu
 ) -> None:
     """A PR made on one host sends its branch to the shared remote, so another host merges
     every commit it had; a head whose commits never left a lost host is refused there."""
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "--quiet", "--bare", "-b", "main", str(remote))
-    seed = tmp_path / "seed"
-    git(tmp_path, "clone", "--quiet", str(remote), str(seed))
-    (seed / "README.md").write_text("# app\n", encoding="utf-8")
-    git(seed, "add", "README.md")
-    git(seed, "commit", "--quiet", "-m", "initial")
-    git(seed, "push", "--quiet", "origin", "main")
-    db = open_store()
-    tracker = LocalTracker(db, issue_key="LEG")
-    tracker.create_issue("One")
-    tracker.create_issue("Two")
-    hosts = {}
-    for name in ("alpha", "beta"):
-        clone = tmp_path / name
-        git(tmp_path, "clone", "--quiet", str(remote), str(clone))
-        hosts[name] = LocalForge(
-            db, clone, merge_lock=tmp_path / f"{name}.lock", base_branch="main",
-            shared_remote="origin",
-        )  # fmt: skip
-    alpha, beta = hosts["alpha"], hosts["beta"]
+    remote, alpha, beta = two_hosts(tmp_path, open_store(), "One", "Two")
     commit_on_branch(alpha.repo, "legion/leg-1", "one.txt", "one\n")
     alpha.create_pr("LEG-1", "legion/leg-1")
     sent = git(remote, "rev-parse", "legion/leg-1").strip()
