@@ -220,10 +220,12 @@ class RelayExecutor:
 
     def _logged(self, scope: Scope | None, exc: NotPermittedError) -> NotPermittedError:
         issue = "-" if scope is None or scope.issue is None else scope.issue
-        with contextlib.suppress(LegionError):
+        try:
             ActionLog(self.backends().db).append(
                 issue, "relay_refuse", OutcomeKind.FAILED, exc.message
             )
+        except LegionError as failed:  # the refusal stands; the daemon's log keeps it
+            logger.warning("relay: refused (%s: %s), not in the action log: %s", issue, exc, failed)
         return exc
 
     def close(self) -> None:
