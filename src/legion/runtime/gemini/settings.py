@@ -33,7 +33,7 @@ class GeminiSettings:
     specs: ClassVar[tuple[SettingSpec, ...]] = (
         SettingSpec("gemini_bin", path, widens=True),
         SettingSpec("gemini_home", path, widens=True),
-        SettingSpec("gemini_model", model_name, DEFAULT_MODEL),
+        SettingSpec("gemini_model", model_name, DEFAULT_MODEL, widens=True),
         SettingSpec("gemini_args", strings, (), widens=True),
     )
     fields: ClassVar[Mapping[str, str]] = {
