@@ -41,6 +41,9 @@ from legion.runtime.gemini.runtime import (
 from legion.runtime.turn_loop import OUTPUT_LINES, PROMPT_MARK, TURN_END, Terminal
 
 T = TypeVar("T")
+# The CLI starts a second node process of itself (for a larger heap) unless told not to: 2.5 s
+# of every turn's 8 on a 2-core machine (docs/gemini-cli.md).
+NO_RELAUNCH = {"GEMINI_CLI_NO_RELAUNCH": "true"}
 
 
 def _short(text: str, width: int = 160) -> str:
@@ -184,7 +187,7 @@ class Session:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             text=True,
-            env=dict(self.env),
+            env={**self.env, **NO_RELAUNCH},
         )
         assert process.stdout is not None
         try:
