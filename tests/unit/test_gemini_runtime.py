@@ -177,3 +177,30 @@ def test_the_scripted_server_finds_the_prompt_past_the_clis_context_and_counts_t
     resumed = [*contents, {"role": "model", "parts": [{"text": "ok"}]},
                {"role": "user", "parts": [{"text": "again"}]}]  # fmt: skip
     assert prompt_and_turn(resumed) == ("again", 0)
+
+
+def test_a_turn_whose_key_was_refused_ends_the_session_saying_so(tmp_path: Path) -> None:
+    from legion.runtime.gemini.runtime import GeminiRuntime, key_refused, turn_state_file
+    from legion.runtime.gemini.session import turn_error
+
+    google = '[API Error: {"error":{"code":401,"message":"API key not valid sk-12"}}]'
+    proxy = '[API Error: {"type":"error","error":{"type":"authentication_error","message":"x"}}]'
+    assert key_refused(google) == "HTTP 401" and key_refused(proxy) == "HTTP 401"
+    assert key_refused('[API Error: {"error":{"code":500}}]') is None
+    event = {"type": "result", "status": "error", "error": {"message": google}}
+    assert turn_error(event) == google and turn_error({"type": "result"}) is None
+    # The turn loop's state file says so; the summary carries it, with none of the API's words.
+    home = tmp_path / "home"
+    chat = home / "tmp" / "repo" / "chats" / "session-2026-11-29T21-33-1316621d.jsonl"
+    chat.parent.mkdir(parents=True)
+    chat.write_text("\n".join(CHAT) + "\n")
+    link = home / "legion" / "S.jsonl"
+    link.parent.mkdir()
+    link.symlink_to(chat)
+    turn_state_file(link).write_text("refused HTTP 401\n")
+    summary = GeminiRuntime().summarize(link)
+    assert summary is not None and summary.turn is Turn.ENDED
+    assert summary.unreachable == "API Error: HTTP 401"
+    turn_state_file(link).write_text("idle\n")
+    idle = GeminiRuntime().summarize(link)
+    assert idle is not None and idle.unreachable is None

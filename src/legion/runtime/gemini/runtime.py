@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +51,27 @@ HOME_LAYOUT = HomeLayout(
     config_folders=("skills", "commands", "extensions", "policies", "agents"),
     login="oauth_creds.json",
 )
-TURN_STATE_BYTES = 64  # "running" or "idle"
+TURN_STATE_BYTES = 64  # "running", "idle", or "refused <why>"
+# The turn loop's word for a session whose last turn's key the model's API refused.
+TURN_REFUSED = "refused"
+# How the pinned CLI's turn ends when the API refused its key (seen with 0.61.0 against a server
+# answering 401 or 403: one request, no retry, a `result` event whose `error.message` is
+# `[API Error: <the answer's body>]`, a non-zero exit). A 429 it retries with backoff. The body
+# is Google's (`{"error":{"code":401,...}}`) or, through the model proxy, the proxy's own
+# (`{"type":"error","error":{"type":"authentication_error",...}}`: `legion.proxy.routes`).
+_REFUSED_CODES = re.compile(r'"code"\s*:\s*(401|403)\b')
+_REFUSED_TYPES = {"authentication_error": "401", "permission_error": "403"}
+_REFUSED_TYPE = re.compile(r'"type"\s*:\s*"(authentication_error|permission_error)"')
+
+
+def key_refused(message: str) -> str | None:
+    """Pure: what a failed turn's error says when the API (or the proxy) refused the key
+    ("HTTP 401"), else None. Its own words are left out: an API's may quote part of the key."""
+    found = _REFUSED_CODES.search(message)
+    if found:
+        return f"HTTP {found.group(1)}"
+    kind = _REFUSED_TYPE.search(message)
+    return f"HTTP {_REFUSED_TYPES[kind.group(1)]}" if kind else None
 
 
 def settings_json() -> bytes:
@@ -325,6 +346,9 @@ class GeminiRuntime:
         # chat in the middle of a turn, but its session waits for input).
         if said == "idle":
             return TranscriptSummary(summary.entries, Turn.ENDED, None)
+        if said.startswith(TURN_REFUSED):
+            why = said.removeprefix(TURN_REFUSED).strip() or "the key was refused"
+            return TranscriptSummary(summary.entries, Turn.ENDED, None, f"API Error: {why}")
         if said == "running":
             return TranscriptSummary(summary.entries, Turn.OPEN, None)
         return summary

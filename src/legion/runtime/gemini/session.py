@@ -33,8 +33,10 @@ from legion.bus.session_hooks import HookedSession
 from legion.relay import wake_up_fetcher
 from legion.runtime.gemini.runtime import (
     TURN_FLAGS,
+    TURN_REFUSED,
     find_chat,
     gemini_home,
+    key_refused,
     session_link,
     turn_state_file,
 )
@@ -51,6 +53,14 @@ def _short(text: str, width: int = 160) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def turn_error(event: Mapping[str, Any]) -> str | None:
+    """Pure: what a turn's `result` event says went wrong (its `error.message`), or None."""
+    error = event.get("error")
+    if event.get("status") != "error" or not isinstance(error, dict):
+        return None
+    return _short(str(error.get("message") or "the turn failed"), 300)
+
+
 def render_event(event: Mapping[str, Any]) -> list[str]:
     """Pure: the window's lines for one `gemini -o stream-json` event."""
     kind = event.get("type")
@@ -63,6 +73,8 @@ def render_event(event: Mapping[str, Any]) -> list[str]:
     if kind == "tool_result":
         output = str(event.get("output") or "").rstrip().splitlines()
         return [f"  ({event.get('status')})"] + [f"  {line}" for line in output[-OUTPUT_LINES:]]
+    if kind == "result" and turn_error(event):
+        return [f"! {turn_error(event)}"]
     if kind == "result":
         stats = event.get("stats") if isinstance(event.get("stats"), dict) else {}
         assert isinstance(stats, dict)
@@ -72,6 +84,7 @@ def render_event(event: Mapping[str, Any]) -> list[str]:
         ]
     if kind == "error":
         return [f"! {_short(str(event.get('message', 'error')))}"]
+
     return []
 
 
@@ -98,6 +111,7 @@ class Session:
         self.out = out
         self.home = gemini_home(env)
         self.link = session_link(self.home, session_id)
+        self.last_error: str | None = None
 
     def _say(self, *lines: str) -> None:
         for line in lines:
@@ -200,6 +214,8 @@ class Session:
                 if isinstance(event, dict):
                     if event.get("type") in ("message", "tool_use", "result"):
                         self._link()
+                    if event.get("type") == "result":
+                        self.last_error = turn_error(event)
                     self._say(*render_event(event))
             status = process.wait()
         except KeyboardInterrupt:
@@ -210,6 +226,12 @@ class Session:
         if status != 0:
             self._say(f"! gemini exited with status {status}")
         return status
+
+    def _idle(self) -> None:
+        """Say the session waits: `refused` when its last turn's key was refused, so that
+        Legion stops it at once (`runtime.TURN_REFUSED`)."""
+        refused = key_refused(self.last_error) if self.last_error else None
+        self._state(f"{TURN_REFUSED} {refused}" if refused else "idle")
 
     def run(self, first_prompt: str, *, resumed: bool, terminal: Terminal | None) -> int:
         prompt: str | None = first_prompt
@@ -222,12 +244,13 @@ class Session:
                 status = self.turn(prompt)
                 if status != 0 and not self.started:
                     # Nothing to resume: end here, so that the start fails with the reason.
-                    self._say(f"gemini could not start the session (exit status {status})")
+                    why = self.last_error or f"exit status {status}"
+                    self._say(f"gemini could not start the session: {why}")
                     return 1
                 prompt = self.queued_messages()
                 if prompt:
                     continue
-            self._state("idle")
+            self._idle()
             daemon_link.turn_ended(self.env)  # a finished worker may now be closed
             self._say("", f"{PROMPT_MARK} waiting for a message (type it and press Enter)")
             if terminal is None:
@@ -270,8 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if terminal is not None:
             terminal.restore()
-        with contextlib.suppress(OSError):
-            session._state("idle")  # no turn runs once this process is gone
+        session._idle()  # no turn runs once this process is gone
 
 
 if __name__ == "__main__":
