@@ -204,3 +204,31 @@ def test_a_turn_whose_key_was_refused_ends_the_session_saying_so(tmp_path: Path)
     turn_state_file(link).write_text("idle\n")
     idle = GeminiRuntime().summarize(link)
     assert idle is not None and idle.unreachable is None
+
+
+def test_a_role_runs_on_gemini_with_its_model_and_arguments(tmp_path: Path) -> None:
+    from legion.config import resolve_settings
+    from legion.core.model import Mode
+    from legion.errors import ConfigError
+    from legion.runtime.gemini.runtime import open_runtime
+    from legion.runtime.gemini.settings import GeminiSettings
+
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'project_id = "00000000-0000-0000-0000-000000000001"\n'
+        'gemini_model = "gemini-3-pro"\ngemini_args = ["--debug"]\n'
+        '[runtimes]\nreview = "gemini"\n'
+    )
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "none"), "LEGION_GEMINI_BIN": "/bin/true"}
+    settings = resolve_settings(config, env, trusting=True)
+    assert settings.runtime_for("review") == "gemini"
+    assert settings.runtime_for("implement") == "claude-code"
+    runtime = open_runtime(settings, env, tmp_path / "state")
+    argv = runtime.command("S", "review mode", resume=False)
+    assert argv[argv.index("--model") + 1] == "gemini-3-pro"
+    assert "--gemini-arg=--debug" in argv and argv[-2:] == ["--", "review mode"]
+    prompt = runtime.worker_prompt("leg-1", Mode.REVIEW)
+    assert prompt == "Activate the legion-worker skill and follow it: review mode for LEG-1"
+    config.write_text(config.read_text().replace("gemini-3-pro", "../files"))
+    with pytest.raises(ConfigError, match="gemini_model"):
+        resolve_settings(config, env, trusting=True).section(GeminiSettings)
