@@ -26,6 +26,7 @@ LINEAR = "linear"
 GITHUB = "github"
 CLAUDE_CODE = "claude-code"
 CODEX = "codex"
+GEMINI = "gemini"
 
 
 class DoctorCheck(NamedTuple):
@@ -284,6 +285,36 @@ RUNTIMES: tuple[RuntimePlugin, ...] = (
             home_variable="CODEX_HOME",
             api="OpenAI",
             mixed_roles=("implement",),
+        ),
+    ),
+    RuntimePlugin(
+        GEMINI,
+        "Gemini",
+        runtime="legion.runtime.gemini.runtime:open_runtime",
+        environment="legion.runtime.gemini.runtime:configured_environment",
+        doctor="legion.runtime.gemini.doctor:doctor_report",
+        install="legion.runtime.gemini.binary:install",
+        skills_dir="legion.runtime.gemini.runtime:skills_dir",
+        project_skills=".gemini/skills",
+        secret_variables=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        settings="legion.runtime.gemini.settings:GeminiSettings",
+        model=ModelRoute(
+            api="gemini-generate-content",
+            mount="/gemini",
+            upstream="legion.runtime.gemini.model_route:upstream",
+            point="legion.runtime.gemini.model_route:point",
+            key_variables="legion.runtime.gemini.model_route:key_variables",
+        ),
+        # What it sets for its shell tool's commands (seen in `env` there: docs/gemini-cli.md).
+        child_variables=("GEMINI_CLI", "GEMINI_CLI_NO_RELAUNCH"),
+        demo=DemoPlugin(
+            server="legion.demo.gemini_server:FakeGeminiServer",
+            offline_home="legion.demo.offline:gemini_offline_home",
+            binary="legion.runtime.gemini.binary:configured_or_installed",
+            home_folder="gemini-home",
+            home_setting="gemini_home",
+            home_variable="GEMINI_CLI_HOME",
+            api="Gemini",
         ),
     ),
 )

@@ -21,6 +21,7 @@ from legion.trust import records
 from tests.support.claude_env import find_claude
 from tests.support.cli import run_legion
 from tests.support.codex_env import find_codex
+from tests.support.gemini_env import find_gemini
 from tests.support.proxy_watch import (
     SENTINELS,
     assert_no_file_holds_a_secret,
@@ -267,3 +268,40 @@ def test_an_interrupted_demo_says_so_cleans_up_and_exits(
             break
         time.sleep(0.2)
     assert leftovers == [], leftovers
+
+
+def test_demo_runs_on_gemini(tmp_path: Path) -> None:
+    """Every session on the real Gemini CLI, confined, behind the daemon's model proxy: no
+    session held the model key, and the proxy metered each phase as the chats count it."""
+    env = {"LEGION_GEMINI_BIN": str(find_gemini())}
+    demo = tmp_path / "demo"
+    with session_environments(demo / "repo") as seen:
+        result = run_legion(
+            "demo", "--runtime", "gemini", "--dir", str(demo), "--issues", "1",
+            cwd=tmp_path, env=env | SENTINELS, timeout=150,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    modes = assert_no_session_held_a_secret(seen)
+    assert {"controller", "plan", "implement", "review", "retro", "finish"} <= modes, modes
+    assert assert_no_file_holds_a_secret(demo) > 50
+    assert "1 of 1 issue Done" in result.stdout and "(auto mode, gemini)." in result.stdout
+    assert "(gemini_bin (LEGION_GEMINI_BIN))" in result.stdout
+    # A chat per role (the controller's too), in each session's own home; the implementer's
+    # one session was resumed for the changes and the retro.
+    # (A resumed session may leave a chat file with no message: docs/gemini-cli.md.)
+    found = demo.rglob("cli/gemini/sessions/*/tmp/*/chats/session-*.jsonl")
+    chats = [chat for chat in found if '"type":"gemini"' in chat.read_text()]
+    assert len(chats) == 5, chats
+    implementer = [c for c in chats if "implement mode for LEG-1" in c.read_text()]
+    assert len(implementer) == 1 and "retro mode for LEG-1" in implementer[0].read_text()
+    env |= {"LEGION_STATE_HOME": str(demo / "state")}
+    usage = json.loads(run_legion("usage", "--json", cwd=demo / "repo", env=env).stdout)
+    metered: dict[str, int] = {}
+    for row in usage:
+        if row["issue"] == "LEG-1":
+            assert row["runtime"] == "gemini", row
+            metered[row["phase"]] = metered.get(row["phase"], 0) + row["total_tokens"]
+    loaded = load_project(demo / "repo", env=dict(os.environ) | env)
+    roster = open_workers(loaded, open_backends(loaded), dict(os.environ) | env).roster
+    read = roster.transcript_usage("LEG-1")["LEG-1"]
+    assert metered == {phase: read[phase].total for phase in read}, (metered, read)

@@ -17,9 +17,9 @@ import legion
 
 ROOT = Path(legion.__file__).parent
 
-RUNTIME_PACKAGES = ("legion.runtime.claude", "legion.runtime.codex")
-RUNTIME_CONSTANTS = frozenset({"CLAUDE_CODE", "CODEX"})
-RUNTIME_NAMES = frozenset({"claude-code", "codex", "claude"})
+RUNTIME_PACKAGES = ("legion.runtime.claude", "legion.runtime.codex", "legion.runtime.gemini")
+RUNTIME_CONSTANTS = frozenset({"CLAUDE_CODE", "CODEX", "GEMINI"})
+RUNTIME_NAMES = frozenset({"claude-code", "codex", "claude", "gemini"})
 # The registry: where each runtime is declared, by name.
 REGISTRY = "plugins.py"
 
@@ -70,7 +70,8 @@ def outside_the_runtimes() -> dict[tuple[str, str], list[int]]:
     found: dict[tuple[str, str], list[int]] = {}
     for path in sorted(ROOT.rglob("*.py")):
         module = path.relative_to(ROOT).as_posix()
-        if module.startswith(("runtime/claude/", "runtime/codex/")) or module == REGISTRY:
+        own = ("runtime/claude/", "runtime/codex/", "runtime/gemini/")
+        if module.startswith(own) or module == REGISTRY:
             continue
         for what, line in _named(ast.parse(path.read_text(encoding="utf-8"))):
             found.setdefault((module, what), []).append(line)

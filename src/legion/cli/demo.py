@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from legion.errors import InputError, LegionError
-from legion.plugins import DEFAULT_RUNTIME, runtime_aliases, runtime_names
+from legion.plugins import DEFAULT_RUNTIME, RUNTIMES, runtime_aliases, runtime_names
 
 if TYPE_CHECKING:
     from legion.demo.run import DemoResult, IssueSummary
@@ -32,8 +32,13 @@ def demo(
         bool,
         typer.Option(
             "--real",
-            help="Use Anthropic's API (ANTHROPIC_API_KEY), and OpenAI's (OPENAI_API_KEY) for "
-            "Codex, instead of the scripted model.",
+            help="Use each CLI's real API instead of the scripted model: "
+            + ", ".join(
+                f"{plugin.demo.api}'s ({plugin.secret_variables[0]})"
+                for plugin in RUNTIMES
+                if plugin.demo is not None and plugin.secret_variables
+            )
+            + ".",
         ),
     ] = False,
     runtime: Annotated[

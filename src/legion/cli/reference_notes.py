@@ -138,7 +138,7 @@ SETTINGS: dict[str, SettingDoc] = {
         "path", "The config file (`tmux -f`) of the tmux server Legion starts."
     ),
     "runtime": SettingDoc(
-        "`claude-code` (alias `claude`) or `codex`",
+        "`claude-code` (alias `claude`), `codex` or `gemini`",
         "The agent CLI of every role `runtimes` does not name.",
     ),
     "runtimes": SettingDoc(
@@ -314,6 +314,30 @@ SETTINGS: dict[str, SettingDoc] = {
         "workers `--config shell_environment_policy.ignore_default_excludes=false` (the "
         "workspace is the sandbox, as in Claude Code's bypass mode; a login shell would lose "
         "the `legion` on `PATH`; a worker's commands get no credential-like variable).",
+        env=" (split like a shell's words)",
+    ),
+    "gemini_bin": SettingDoc(
+        "path",
+        "The Gemini CLI: this setting, else Legion's cached install of the pinned version "
+        "(`~/.cache/legion/gemini`), else `gemini` on `PATH`.",
+    ),
+    "gemini_home": SettingDoc(
+        "path",
+        "Your Gemini home (`GEMINI_CLI_HOME`). Sessions never run in it: each has a home of "
+        "its own in the state folder (`cli/gemini/sessions/<id>/`, its chats there) whose "
+        "`settings.json` is Legion's: Gemini sessions reach the model with an API key "
+        "(`GEMINI_API_KEY`), never your own login.",
+    ),
+    "gemini_model": SettingDoc(
+        "a model's name",
+        "The model of every Gemini turn (`--model`); without one the CLI would first ask a "
+        "router model which to use.",
+    ),
+    "gemini_args": SettingDoc(
+        "list of strings",
+        "Extra arguments for every Gemini turn. Legion always passes `--model`, `--yolo`, "
+        "`--output-format stream-json`, `--session-id` or `--resume` with the session's id, "
+        "and the prompt (docs/gemini-cli.md).",
         env=" (split like a shell's words)",
     ),
 }
@@ -548,13 +572,16 @@ COMMAND_NOTES: dict[str, str] = {
         "(installed the same way into `~/.cache/legion/codex`); offline, each CLI talks to "
         "its own scripted server; with `--real`, Codex uses OpenAI's API with your "
         "`OPENAI_API_KEY`, in a private `CODEX_HOME` (that path has not been run against the "
-        "real service)."
+        "real service). `--runtime gemini` runs every session on Google's Gemini CLI "
+        "(`~/.cache/legion/gemini`), offline against a scripted Gemini-API server; with "
+        "`--real`, with your `GEMINI_API_KEY` (not run against the real service either)."
     ),
     "doctor": (
         "Checks git, tmux, Claude Code, npm, bubblewrap (a warning when missing: sessions "
         'would run unconfined; required with `sandbox = "bwrap"`), and the Codex CLI '
         "(required only when a role runs on it), its `config.toml` (model, provider, where its "
-        "key comes from, never the key), and whether Claude Code's sessions have a credential "
+        "key comes from, never the key), the Gemini CLI and its `GEMINI_API_KEY` (likewise), "
+        "and whether Claude Code's sessions have a credential "
         "(a key the daemon holds, else your login); in a project, its store (`store`: the "
         "SQLite file, or the PostgreSQL server by host, port and database, never its user or "
         "password, reachable and migrated, with this machine's clock against the server's: a "

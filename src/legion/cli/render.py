@@ -443,6 +443,8 @@ UNSET_MEANING = {
     "claude_bin": "the Claude Code CLI Legion finds for you",
     "claude_config_dir": "$CLAUDE_CONFIG_DIR, else ~/.claude",
     "codex_home": "$CODEX_HOME, else ~/.codex",
+    "gemini_bin": "the Gemini CLI Legion finds for you",
+    "gemini_home": "$GEMINI_CLI_HOME, else ~",
     "state_dir": "under $XDG_STATE_HOME/legion",
     "sandbox": "sessions confined by bubblewrap where it works, else unconfined",
     "workspace_root": "beside the repository",

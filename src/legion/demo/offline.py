@@ -1,7 +1,7 @@
 """The environment that keeps the real agent CLIs talking only to a local scripted model server:
 used by `legion demo` (each runtime's `DemoPlugin.offline_home` is here) and by the end-to-end
-tests. What each variable is for, and how it was verified, is in docs/claude-code-cli.md and
-docs/codex-cli.md."""
+tests. What each variable is for, and how it was verified, is in docs/claude-code-cli.md,
+docs/codex-cli.md and docs/gemini-cli.md."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ _LEAKY_PREFIXES = (
     "MCP_",
     "OPENAI_",
     "CODEX_",
+    "GEMINI_",
 )
 _LEAKY_NAMES = frozenset(
     {
@@ -126,3 +127,15 @@ def codex_offline_home(codex_home: Path, base_url: str) -> dict[str, str]:
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(codex_config_toml(base_url), encoding="utf-8")
     return {"CODEX_HOME": str(codex_home), API_KEY_ENV: FAKE_API_KEY}
+
+
+def gemini_offline_home(home: Path, base_url: str) -> dict[str, str]:
+    """The variables that make `home` your Gemini home and the scripted Gemini-API server at
+    `base_url` its only model (docs/gemini-cli.md). Each session's own home is Legion's
+    (`settings.json` with the API key as the way in): nothing is written here."""
+    home.mkdir(parents=True, exist_ok=True)
+    return {
+        "GEMINI_CLI_HOME": str(home),
+        "GOOGLE_GEMINI_BASE_URL": base_url,
+        "GEMINI_API_KEY": FAKE_API_KEY,
+    }

@@ -69,7 +69,6 @@ RUNTIME_CHOICES: dict[str, dict[str, object]] = {
     },
     MIXED: {"runtimes": _mixed_roles()},
 }
-MODEL_PATHS = ("/v1/messages", "/v1/responses")  # a model turn, on either scripted server
 
 DEMO_ISSUES = (
     ("Add a greet() function", "greet(name) returns 'Hello, <name>!'. With a test."),
@@ -448,7 +447,7 @@ def _environment(
 
 def _model_requests(servers: Sequence[Any]) -> list[Any]:
     """Every model turn the scripted servers answered."""
-    return [r for s in servers for r in s.snapshot() if r.path.startswith(MODEL_PATHS)]
+    return [r for s in servers for r in s.message_requests()]  # each knows its API's paths
 
 
 class _Progress:

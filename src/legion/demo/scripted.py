@@ -34,7 +34,9 @@ JSON = dict[str, Any]
 
 FALLBACK_TEXT = "(fake model: no scripted turn left)"
 SIDE_TEXT = "ok"
-REDACTED_HEADERS = frozenset({"x-api-key", "authorization", "proxy-authorization", "cookie"})
+REDACTED_HEADERS = frozenset(
+    {"x-api-key", "authorization", "proxy-authorization", "cookie", "x-goog-api-key"}
+)
 
 T = TypeVar("T")  # a server's tool-call block
 K = TypeVar("K", bound=str)  # a server's request kinds (a Literal of strings)
@@ -349,6 +351,10 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         """Why `body` is no request the model can answer (a 400), or None."""
         return None
 
+    def _streams(self, body: Any) -> bool:
+        """Whether the answer to `body` is a stream: the body's `"stream": true` says."""
+        return bool(body.get("stream"))
+
     def _sse_events(
         self, response: Mapping[str, Any], pauses: Sequence[tuple[int, float]]
     ) -> Iterable[tuple[str, Mapping[str, Any]]]:
@@ -399,7 +405,8 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             if event == "pause":
                 time.sleep(float(data["seconds"]))
                 continue
-            payload = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+            named = f"event: {event}\n" if event else ""  # Gemini's API names no event
+            payload = f"{named}data: {json.dumps(data)}\n\n".encode()
             self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
@@ -449,7 +456,7 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         response, record = self.server.fake.answer(body)
         pauses: list[tuple[int, float]] = response.pop("_pauses", [])
         self._record(record.pop("kind"), body, response=response, **record)
-        if body.get("stream"):
+        if self._streams(body):
             self._send_sse(response, pauses)
         else:
             time.sleep(sum(seconds for _, seconds in pauses))

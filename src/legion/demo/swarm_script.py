@@ -54,10 +54,11 @@ def _asks(server: ModuleType) -> bool:
 
 
 def _args(mode: str, issue: str, then: str = "") -> str:
-    """The worker's skill invocation: Claude Code's expanded slash command, or Codex's `$`
-    mention; `then`: what the prompt says after it (a resumed worker's news)."""
+    """The worker's skill invocation: Claude Code's expanded slash command, Codex's `$`
+    mention, or Gemini's request in words; `then`: what the prompt says after it (a resumed
+    worker's news)."""
     tail = f"[^<]*{then}" if then else ""
-    invocation = r"(?:<command-args>|\$legion-worker )"
+    invocation = r"(?:<command-args>|\$legion-worker |legion-worker skill and follow it: )"
     return rf"{invocation}{mode} mode for {re.escape(issue)}\b{tail}"
 
 
@@ -206,7 +207,10 @@ def controller_scenarios(mode: str, flavor: str = DEFAULT_RUNTIME) -> list[Any]:
     """The controller: in `llm` mode it reconciles on every wake; in `auto` mode it only has
     judgment calls to make, and the demo poses none."""
     server = _server(flavor)
-    match = r"<command-name>/legion-controller</command-name>|\$legion-controller\b"
+    match = (
+        r"<command-name>/legion-controller</command-name>|\$legion-controller\b"
+        r"|the legion-controller skill\b"
+    )
     if mode == "llm":
         turns = _one("legion state --json > /dev/null && legion reconcile", "Reconciled.", flavor)
     else:

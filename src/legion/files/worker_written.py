@@ -212,10 +212,16 @@ def replace_file(
 WHOLE_BYTES = 256 * 1024 * 1024
 
 
+# Where a turn loop's link may point in its CLI's home: Codex's rollouts (`sessions/`), Gemini's
+# chats (`tmp/<project>/chats/`).
+LINKED_FOLDERS = (("sessions",), ("tmp",))
+
+
 def transcript_home(path: Path) -> Path:
     """The CLI home transcript `path` lies in, which Legion trusts (the user's, or Legion's)
     and every session writes below: Claude Code's `<home>/projects/<folder>/<id>.jsonl` (its
-    subagents' in `<id>/subagents/`), Codex's link `<home>/legion/<id>.jsonl`. Anything else:
+    subagents' in `<id>/subagents/`), the link `<home>/legion/<id>.jsonl` a turn loop makes
+    (Codex's, Gemini's). Anything else:
     its own folder, so that at least its name is not followed."""
     if path.parent.name == "legion" and path.suffix == ".jsonl":
         return path.parents[1]
@@ -228,9 +234,10 @@ def transcript_home(path: Path) -> Path:
 
 
 def transcript_file(path: Path) -> tuple[Path, Path]:
-    """Where transcript `path`'s bytes are, as (its CLI's home, the file below it). Codex's
+    """Where transcript `path`'s bytes are, as (its CLI's home, the file below it). A
     `<home>/legion/<id>.jsonl` is a link the session's turn loop makes: only its target's name
-    is read, which must be a rollout in `<home>/sessions/` (a RefusedFile else)."""
+    is read, which must be in the folder its CLI keeps its sessions in, `LINKED_FOLDERS` (a
+    RefusedFile else)."""
     home = transcript_home(path)
     if path.parent.name != "legion" or home != path.parents[1]:
         return home, path.relative_to(home)
@@ -245,7 +252,7 @@ def transcript_file(path: Path) -> tuple[Path, Path]:
         below = target.relative_to(home)
     except ValueError:
         raise RefusedFile(errno.EPERM, f"{path} links outside {home}: not read") from None
-    if below.parts[:1] != ("sessions",):
+    if below.parts[:1] not in LINKED_FOLDERS:
         raise RefusedFile(errno.EPERM, f"{path} links to no rollout of {home}: not read")
     return home, below
 

@@ -4,7 +4,9 @@ chunks in any split, it keeps no more than the line it is in the middle of.
 Anthropic's Messages API streams server-sent events: `message_start` carries the model and the
 input tokens (plain, cache creation, cache read) and a first output count; each
 `message_delta` carries the output tokens so far. The OpenAI Responses API streams
-`response.completed` with the response's whole usage. A response that is not a stream is one
+`response.completed` with the response's whole usage. Gemini's API streams
+`GenerateContentResponse` objects, the last one's `usageMetadata` the response's usage. A
+response that is not a stream is one
 JSON object with `usage` (and `model`). Tokens are recorded exactly as the API reported them.
 """
 
@@ -99,6 +101,10 @@ class UsageMeter:
             self._event(event)
 
     def _event(self, event: dict[str, Any]) -> None:
+        if "usageMetadata" in event:  # Gemini: the counts so far
+            self._model = str(event.get("modelVersion") or self._model)
+            self._gemini(event["usageMetadata"])
+            return
         kind = event.get("type")
         if kind == "message_start":  # Anthropic
             message = event.get("message")
@@ -150,6 +156,19 @@ class UsageMeter:
         self._usage["cache_read"] = cached
         self._usage["output"] = _count(usage.get("output_tokens"))
 
+    def _gemini(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        self._seen = True
+        cached = _count(usage.get("cachedContentTokenCount"))
+        # Gemini counts cached tokens inside promptTokenCount, and thinking apart from the
+        # answer: kept apart, and output, as Anthropic reports them.
+        self._usage["input"] = max(0, _count(usage.get("promptTokenCount")) - cached)
+        self._usage["cache_read"] = cached
+        self._usage["output"] = _count(usage.get("candidatesTokenCount")) + _count(
+            usage.get("thoughtsTokenCount")
+        )
+
     def calls(self) -> list[ToolCall]:
         """The watched tools' calls the response made, in order; one cut short (its block did
         not end) or whose input is not JSON is left out."""
@@ -188,7 +207,9 @@ class UsageMeter:
                 return None
             self._model = str(body.get("model") or "")
             usage = body.get("usage")
-            if isinstance(usage, dict) and "input_tokens_details" in usage:
+            if "usageMetadata" in body:
+                self._event(body)
+            elif isinstance(usage, dict) and "input_tokens_details" in usage:
                 self._openai(usage)
             else:
                 self._anthropic(usage)

@@ -9,9 +9,9 @@ adds the daemon's credential to what it forwards, so what it forwards is bounded
   URL would otherwise join the upstream's base into a URL of the attacker's choosing;
 - **an allow-list of routes per API a runtime's CLI speaks** (method, path, query; `APIS`, which
   each runtime's `ModelRoute` in `legion.plugins` names): what the pinned CLIs were seen
-  to send (docs/claude-code-cli.md, docs/codex-cli.md), so that batches, files or another
-  API's endpoints cannot be reached with the key, and every forwarded request is a model call
-  the budgets see;
+  to send (docs/claude-code-cli.md, docs/codex-cli.md, docs/gemini-cli.md), so that batches,
+  files or another API's endpoints cannot be reached with the key, and every forwarded
+  request is a model call the budgets see;
 - **the joined URL checked** against the upstream's scheme, host and port (and path prefix);
 - **a header allow-list**: only the headers the CLIs send that the API reads;
 - **a body length given, and capped** (no chunked request bodies, no negative or huge length).
@@ -36,16 +36,32 @@ _BETA_QUERY = frozenset({"", "beta=true"})
 _ORIGIN_FORM = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/?]*")
 
 
+# What `{model}` in a route's path stands for: a model's name (`gemini-2.5-pro`).
+_MODEL = "{model}"
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One request a runtime's CLI sends: its method, its path under the upstream's base, the
-    query strings it may carry, and whether its answer reports usage (`metered`: a response
-    that does not is recorded as unread; count_tokens is free and reports none)."""
+    """One request a runtime's CLI sends: its method, its path under the upstream's base (a
+    `{model}` in it stands for a model's name: Gemini's API names the model in the path), the
+    query strings it may carry, whether its answer reports usage (`metered`: a response that
+    does not is recorded as unread; count_tokens is free and reports none), and whether its
+    answer is a stream (`streams`; None: the body's `"stream": true` says)."""
 
     method: str
     path: str
     queries: frozenset[str] = _NO_QUERY
     metered: bool = True
+    streams: bool | None = None
+
+    def matches(self, path: str) -> bool:
+        if _MODEL not in self.path:
+            return path == self.path
+        head, _, tail = self.path.partition(_MODEL)
+        if not (path.startswith(head) and path.endswith(tail)):
+            return False
+        return bool(_MODEL_NAME.fullmatch(path[len(head) : len(path) - len(tail)]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +86,14 @@ CLAUDE_ROUTES = (
     Route("POST", "/v1/messages/count_tokens", _BETA_QUERY, metered=False),
 )
 CODEX_ROUTES = (Route("POST", "/responses"),)
+# Gemini's model turns stream (`alt=sse`); its side requests (the model router's) do not.
+GEMINI_ROUTES = (
+    Route(
+        "POST", "/v1beta/models/{model}:streamGenerateContent", frozenset({"alt=sse"}), True, True
+    ),
+    Route("POST", "/v1beta/models/{model}:generateContent", streams=False),
+    Route("POST", "/v1beta/models/{model}:countTokens", metered=False, streams=False),
+)
 
 # The request headers forwarded (lower case), by name and by prefix; any other is dropped.
 _COMMON_HEADERS = frozenset({"accept", "content-type", "user-agent"})
@@ -91,8 +115,10 @@ CODEX_HEADERS = _COMMON_HEADERS | {
     "openai-beta",
 }
 CODEX_HEADER_PREFIXES = ("x-codex-",)
+# Not `x-gemini-api-privileged-user-id`: the install's own id, which the API does not need.
+GEMINI_HEADERS = _COMMON_HEADERS | {"x-goog-api-client"}
 # A session's own credential: forwarded only when the daemon holds none (it passes through).
-CREDENTIAL_HEADERS = frozenset({"x-api-key", "authorization"})
+CREDENTIAL_HEADERS = frozenset({"x-api-key", "authorization", "x-goog-api-key"})
 
 
 # Body fields that have the provider act for the session beyond answering it: connect to an MCP
@@ -103,6 +129,12 @@ CLAUDE_REFUSED_FIELDS = ("mcp_servers", "container")
 CODEX_REFUSED_FIELDS = ("background",)
 # Tool types the provider runs itself against a server the request names.
 CODEX_REFUSED_TOOLS = frozenset({"mcp"})
+# Gemini's tools the provider runs itself (a tool is `{"<kind>": {...}}`): fetching a URL the
+# request names, searching the web, running code. The CLI's own web tools ask for search in a
+# request of their own; refused, they fail, and the session has no way out through them.
+GEMINI_REFUSED_TOOLS = frozenset(
+    {"urlContext", "googleSearch", "googleSearchRetrieval", "codeExecution", "computerUse"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,11 +166,14 @@ CODEX_API = Api(
     CODEX_REFUSED_TOOLS,
 )
 
+GEMINI_API = Api(GEMINI_ROUTES, GEMINI_HEADERS, (), refused_tools=GEMINI_REFUSED_TOOLS)
+
 # The route table: each API a runtime's CLI speaks, by the name its `ModelRoute.api` gives
 # (`legion.plugins`). A new runtime's CLI that speaks another API adds its entry here.
 APIS: Mapping[str, Api] = {
     "anthropic-messages": CLAUDE_API,
     "openai-responses": CODEX_API,
+    "gemini-generate-content": GEMINI_API,
 }
 
 
@@ -181,8 +216,12 @@ def body_refusal(api: Api, body: Mapping[str, Any]) -> Refusal | None:
     asked = [field for field in api.refused_fields if field in body]
     tools = body.get("tools")
     for tool in tools if isinstance(tools, list) else []:
-        if isinstance(tool, dict) and tool.get("type") in api.refused_tools:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") in api.refused_tools:
             asked.append(f"a {tool['type']} tool")
+        # Gemini names a tool's kind by its key (`{"googleSearch": {}}`).
+        asked += [f"a {key} tool" for key in tool if key in api.refused_tools]
     if not asked:
         return None
     return Refusal(
@@ -205,7 +244,7 @@ def forward(api: Api, base_url: str, method: str, target: str) -> Forward | Refu
     if not _ORIGIN_FORM.fullmatch(target) or target.startswith("//"):
         return _refused_target(target)
     path, _, query = target.partition("?")
-    route = next((r for r in api.routes if r.path == path), None)
+    route = next((r for r in api.routes if r.matches(path)), None)
     if route is None:
         return Refusal(404, "not_found_error", f"Legion's model proxy does not forward {path}")
     if method != route.method:
@@ -217,7 +256,7 @@ def forward(api: Api, base_url: str, method: str, target: str) -> Forward | Refu
             400, "invalid_request_error", f"Legion's model proxy does not forward {path}?{query}"
         )
     url = base_url.rstrip("/") + target
-    if not same_endpoint(base_url, url, route.path):
+    if not same_endpoint(base_url, url, path):
         return _refused_target(target)
     return Forward(route, url)
 

@@ -163,7 +163,7 @@ def _under(target: str, path: str) -> bool:
 
 
 def _token(headers: Mapping[str, str]) -> str:
-    key = headers.get("x-api-key", "")
+    key = headers.get("x-api-key", "") or headers.get("x-goog-api-key", "")
     if key:
         return key
     authorization = headers.get("authorization", "")
@@ -669,7 +669,8 @@ class _Handler(BaseHTTPRequestHandler):
         if spender.session_id and _main_loop(request):
             _forget_question(db, spender.session_id)  # asked again: answered, or left
         headers = forwarded_headers(api, incoming, upstream.headers)
-        streaming = request.get("stream") is True
+        streams = allowed.route.streams
+        streaming = request.get("stream") is True if streams is None else streams
         response = self._send_held(proxy, allowed.url, headers, body)
         if response is None:
             return

@@ -1,0 +1,86 @@
+"""`legion doctor`'s checks of Gemini (the registry's `doctor` of its plugin): found, its
+version, and whether its sessions have a key to reach the model with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from legion.config import Settings, roles_on
+from legion.errors import LegionError
+from legion.plugins import GEMINI, DoctorCheck, DoctorReport
+
+Check = DoctorCheck
+
+
+def doctor_report(
+    chosen: Settings | None,
+    every: Sequence[Settings],
+    env: Mapping[str, str],
+) -> DoctorReport:
+    """Needed when a role runs on Gemini under the machine's or the project's settings; the
+    binary is the one `chosen` (the project's, else the machine's) names."""
+    roles = roles_on(GEMINI, every)
+    checks = _checks(chosen, roles, env)
+    return DoctorReport(checks, needs_install=bool(roles) and not checks[0].ok)
+
+
+def credential_check(env: Mapping[str, str], required: bool = True) -> Check:
+    """Whether Gemini sessions can reach a model: a Gemini API key (never its value)."""
+    from legion.runtime.gemini.model_route import KEY_VARIABLES
+
+    held = [name for name in KEY_VARIABLES if env.get(name)]
+    if held:
+        return Check("gemini key", True, f"{held[0]} is set", required=required)
+    return Check(
+        "gemini key",
+        False,
+        "GEMINI_API_KEY is not set",
+        "set GEMINI_API_KEY to your Gemini API key (Legion runs Gemini with an API key only)",
+        required=required,
+    )
+
+
+def _checks(settings: Settings | None, roles: list[str], env: Mapping[str, str]) -> list[Check]:
+    from legion.runtime.gemini import binary as gemini_bin
+
+    needed = bool(roles)
+    try:
+        binary = gemini_bin.resolve_configured(settings, env)
+    except LegionError as exc:
+        if not needed:
+            return [
+                Check("gemini", False, "not found; not used (no role runs on gemini)", "", False)
+            ]
+        return [Check("gemini", False, f"not found (used by {', '.join(roles)})", str(exc))]
+    version = gemini_bin.version_of(binary.path)
+    if version is None:
+        return [
+            Check(
+                "gemini",
+                False,
+                f"{binary.path} ({binary.source}) does not run",
+                "reinstall it (`legion doctor --install --runtime gemini`)",
+                required=needed,
+            )
+        ]
+    used = f"used by {', '.join(roles)}" if needed else "no role runs on gemini"
+    checks = [Check("gemini", True, f"{version} at {binary.path} ({binary.source}); {used}",
+                    required=needed)]  # fmt: skip
+    if version != gemini_bin.PINNED_VERSION:
+        checks.append(
+            Check(
+                "gemini version",
+                False,
+                f"{version}; Legion is tested with {gemini_bin.PINNED_VERSION}",
+                "`legion doctor --install --runtime gemini` puts it in Legion's cache",
+                required=False,
+            )
+        )
+    checks.append(credential_check(env, needed))
+    if not needed:
+        unused = "(not needed: no role runs on gemini)"
+        checks = [
+            check if check.ok else check._replace(detail=f"{check.detail} {unused}", fix="")
+            for check in checks
+        ]
+    return checks
