@@ -69,7 +69,7 @@ from .idle_step import IdleSpendWatch
 from .reaper import StuckWorkerReaper
 from .reconcile_step import PauseReport, ReconcileStep
 from .start_followup_step import LOOK_EVERY_S, StartFollowUp
-from .steps import DONE, Step, StepResult, log_failure, soonest
+from .steps import DONE, Role, Step, StepResult, Where, log_failure, soonest
 
 # However often the wake pipe is poked (any session can write it), a pass starts at most this
 # long after the one before: a burst of pokes is one more pass, not one each (issue 35).
@@ -188,28 +188,6 @@ class Daemon:
         )
         self.pause_report = PauseReport(self.pause, say=config.say_pause)
         self.steps = self._steps()
-        # In a fleet: what every host does for the workers it runs (`legion.sessions.placement`).
-        self._reporting: list[Step] = []
-        self._hosting: list[Step] = []
-        if self.membership.in_fleet:
-            work = HostWork(self.workers, self.log)
-            # The leader starts its own workers itself; an answer for one may come through
-            # another host (`legion answer` there).
-            self._reporting = [
-                Step("host_commands", work.commands),
-                Step("session_reports", work.report),
-            ]
-            self._hosting = [
-                Step("host_commands", work.commands),
-                Step("worker_start", self.start_follow_up.run),
-                Step("exited_sessions", self._exited_sessions),
-                Step("worker_health", self.reaper.run),
-                Step("close_retired", work.close_retired),
-                Step("session_reports", work.report),
-                Step("deliver_messages", self._bus_steps),
-                Step("checkpoint", self.checkpoints.run),
-                Step("sweep_workspaces", work.sweep),
-            ]
         self._stopping = False
         self.stopped_by: int | None = None  # the signal that stopped the run, if one did
         self.workers.starts.should_stop = lambda: self._stopping  # no wait outlasts a stop
@@ -219,41 +197,59 @@ class Daemon:
         self._store_down_now = False  # a step of this tick found it so
 
     def _steps(self) -> list[Step]:
-        """A tick, in order. Bus messages before the controller's own wake-ups: a wake-up typed
-        first would keep an idle controller busy (or just active) at every tick, and a message
-        would wait for a quiet moment that never comes. Statuses before delivery: both share
-        one look at the sessions, and a delivery's "busy" must not be undone by a look taken
-        before it."""
-        if self.config.mode == "manual":
-            return [
-                Step("budget_stop", self.budget_stop.run),
-                Step("idle_spend", self.idle_spend.run),
-                Step("exited_sessions", self._exited_sessions),
-                Step("worker_health", self.reaper.run),
-                Step("deliver_messages", self._bus_steps),
-                Step("checkpoint", self.checkpoints.run),
-                Step("pause_dispatch", self.pause_report.run),
-            ]
+        """A tick, in order, each step saying which daemons run it (`Where`): the leader runs
+        the controller and the reconcile pass; in a fleet, every host carries out what was
+        asked of it and reports its workers (`legion.daemon.host_step`), and a follower also
+        closes the windows the leader retired and sweeps its own workspaces (the leader sweeps
+        in its pass). What a tick runs is this list filtered by the daemon's role at the tick.
+
+        The commands first: a start the leader asked of this host is what woke it. Bus
+        messages before the controller's own wake-ups: a wake-up typed first would keep an
+        idle controller busy (or just active) at every tick, and a message would wait for a
+        quiet moment that never comes. Statuses before delivery: both share one look at the
+        sessions, and a delivery's "busy" must not be undone by a look taken before it. The
+        reports last: they say what the tick left."""
+        mode = self.config.mode
+        controlled = mode != "manual"
+        every, leader, followers = Where.EVERY_HOST, Where.LEADER_ONLY, Where.FOLLOWERS_ONLY
+        work = HostWork(self.workers, self.log) if self.membership.in_fleet else None
         steps = [
-            Step("budget_stop", self.budget_stop.run),
-            Step("idle_spend", self.idle_spend.run),
-            Step("controller_health", self.supervisor.run),
-            Step("exited_sessions", self._exited_sessions),
-            Step("worker_health", self.reaper.run),
-            Step("wake_controller", self.wakeups.note_handled),
-            Step("deliver_messages", self._bus_steps),
+            Step("host_commands", work.commands, every) if work else None,
+            Step("budget_stop", self.budget_stop.run, leader),
+            Step("idle_spend", self.idle_spend.run, leader),
+            Step("controller_health", self.supervisor.run, leader) if controlled else None,
+            Step("exited_sessions", self._exited_sessions, every),
+            Step("worker_health", self.reaper.run, every),
+            Step("close_retired", work.close_retired, followers) if work else None,
+            Step("wake_controller", self.wakeups.note_handled, leader) if controlled else None,
+            Step("deliver_messages", self._bus_steps, every),
+            # The leader follows up its starts here only when its own pass makes them (in
+            # auto mode); a follower, those the leader asked of it. Both, between ticks too.
+            Step("worker_start", self.start_follow_up.run, every if mode == "auto" else followers),
+            Step("reconcile", ReconcileStep(self.reconciler).run, leader)
+            if mode == "auto"
+            else None,
+            Step("wake_controller", self.wakeups.deliver_judgments, leader)
+            if mode == "auto"
+            else None,
+            Step("wake_controller", self.wakeups.wake_llm_controller, leader)
+            if mode == "llm"
+            else None,
+            Step("checkpoint", self.checkpoints.run, every),
+            Step("pause_dispatch", self.pause_report.run, leader),
+            Step("session_reports", work.report, every) if work else None,
+            Step("sweep_workspaces", work.sweep, followers) if work else None,
         ]
-        if self.config.mode == "auto":
-            steps += [
-                Step("worker_start", self.start_follow_up.run),
-                Step("reconcile", ReconcileStep(self.reconciler).run),
-                Step("wake_controller", self.wakeups.deliver_judgments),
-            ]
-        else:
-            steps.append(Step("wake_controller", self.wakeups.wake_llm_controller))
-        steps.append(Step("checkpoint", self.checkpoints.run))
-        steps.append(Step("pause_dispatch", self.pause_report.run))
-        return steps
+        return [step for step in steps if step is not None]
+
+    def _role(self) -> Role | None:
+        """What this daemon is at this tick. A follower (another host leads) runs no
+        controller and no pass: it runs the workers the leader placed on it, and waits to
+        lead. By hand (manual mode) a host runs the sessions started on it either way. None:
+        on one machine, a daemon that has not taken the lease yet does nothing until it has."""
+        if self.membership.leading or self.config.mode == "manual":
+            return Role.LEADER
+        return Role.FOLLOWER if self.membership.in_fleet else None
 
     def _exited_sessions(self) -> StepResult:
         """The sessions whose CLI exited by itself lose their capability, as every session
@@ -555,13 +551,8 @@ class Daemon:
         with span("tick"), self.workers.windows.one_look():
             results = [self._run(Step("fleet", self.membership.follow))]
             self.workers.leading_epoch = self.membership.leading_epoch
-            # A follower (another host leads) runs no controller and no pass: it runs the
-            # workers the leader placed on it, and waits to lead. By hand (manual mode) a host
-            # runs the sessions started on it either way.
-            if self.membership.leading or self.config.mode == "manual":
-                steps = self.steps + self._reporting
-            else:
-                steps = self._hosting
+            role = self._role()
+            steps = [step for step in self.steps if role is not None and step.where.runs_as(role)]
             for step in steps:
                 results.append(self._run(step))
                 if self._store_down_now:
