@@ -35,7 +35,9 @@ from legion.cli import (
     workers,
     workspaces,
 )
-from legion.config import CONFIG_DIR_NAME, SPECS, Project
+from legion.config import Project
+from legion.config.paths import CONFIG_DIR_NAME
+from legion.config.settings import SPECS
 from legion.errors import InputError, LegionError
 from legion.services.projects import init_project, pickup_line
 
@@ -572,7 +574,8 @@ def config_get(
 ) -> None:
     """Print one setting's value in effect: a string as it is, anything else as TOML; nothing
     when it is unset."""
-    from legion.config import SPEC_BY_NAME, toml_value
+    from legion.config.files import toml_value
+    from legion.config.settings import SPEC_BY_NAME
 
     if key not in SPEC_BY_NAME:
         raise InputError(
@@ -625,19 +628,16 @@ def config_set(
     A repository's config that sets what Legion runs (`legion trust` lists those settings) is
     read only once you trust it again: any change to it undoes `legion trust`. Not from inside
     a Legion session."""
-    from legion.config import (
-        CONFIG_DIR_NAME,
-        CONFIG_FILE_NAME,
+    from legion.config import find_project_root
+    from legion.config.files import (
         check_config_key,
         config_value,
-        find_project_root,
         read_toml,
         toml_value,
-        user_config_path,
-        user_values,
-        widening_keys,
         write_config_value,
     )
+    from legion.config.paths import CONFIG_DIR_NAME, CONFIG_FILE_NAME, user_config_path
+    from legion.config.resolve import user_values, widening_keys
     from legion.sessions import identity
 
     identity.require_person("change Legion's settings")
@@ -682,17 +682,10 @@ def trust_config(
     it sets, then records its hash in your state folder. Any change to the file undoes it.
     """
     from legion import trust
-    from legion.config import (
-        CONFIG_DIR_NAME,
-        CONFIG_FILE_NAME,
-        find_project_root,
-        read_config,
-        resolve_settings,
-        state_home,
-        toml_value,
-        user_values,
-        widening_keys,
-    )
+    from legion.config import find_project_root
+    from legion.config.files import read_config, toml_value
+    from legion.config.paths import CONFIG_DIR_NAME, CONFIG_FILE_NAME, state_home
+    from legion.config.resolve import resolve_settings, user_values, widening_keys
 
     config = find_project_root(common.repo_path(ctx)) / CONFIG_DIR_NAME / CONFIG_FILE_NAME
     resolve_settings(config, os.environ, trusting=True)  # every key valid, or one line why

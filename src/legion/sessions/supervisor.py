@@ -23,7 +23,9 @@ from pathlib import Path
 
 from legion import proxy
 from legion.bus.model import Agent, AgentStatus
-from legion.config import Project, read_toml, state_home, user_config_path
+from legion.config import Project
+from legion.config.files import read_toml
+from legion.config.paths import state_home, user_config_path
 from legion.core import egress as egress_rules
 from legion.core.admission import StartFacts, refusal
 from legion.core.session_config import toml_text, without_secrets
