@@ -6,13 +6,12 @@ job in its own module; the daemon only runs them, in order, and waits for the so
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import select
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -23,51 +22,39 @@ from legion.bus.sessions import project_channel_name
 from legion.config import Project
 from legion.daemon_link import (
     heartbeat_file,
-    own_short_folder,
-    pid_file,
     poke,
     running_pid,
-    start_refusal,
-    tmux_claim,
     wake_fifo,
 )
 from legion.diagnostics import log as logs
 from legion.diagnostics.tracing import mark, span
-from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachableError
-from legion.files.private import open_private, private_folder, touch_private, write_private
+from legion.errors import LegionError, StoreError, StoreUnreachableError
+from legion.files.private import private_folder, touch_private
 from legion.fleet.fence import FenceProcess
 from legion.fleet.hosts import FencedStore, host_name
-from legion.proxy import (
-    EGRESS_SOCKET_NAME,
-    PROXY_SOCKET_NAME,
-    access,
-    read_access,
-    write_access,
-)
 from legion.proxy.egress import EgressProxy
-from legion.proxy.ledger import Spender
-from legion.proxy.server import ModelProxy, upstreams_from
+from legion.proxy.server import ModelProxy
 from legion.reconcile import Reconciler
 from legion.reconcile.judgments import JudgmentQueue
-from legion.relay import socket_path
-from legion.relay.server import RelayServer, relay_server
+from legion.relay.server import RelayServer
 from legion.sessions.pause import DispatchPause
 from legion.sessions.placement import wake_name
-from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
-from legion.store import Store, open_store
+from legion.store import open_store
 from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .budget_step import BudgetStop
 from .bus_listener import BusListener
 from .bus_steps import BusSteps
 from .checkpoint_step import WorkspaceCheckpoints
+from .claims import project_claimed
 from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
 from .fleet_step import FleetMembership
 from .host_step import HostWork
 from .idle_step import IdleSpendWatch
 from .reaper import StuckWorkerReaper
 from .reconcile_step import PauseReport, ReconcileStep
+from .servers import start_egress_proxy, start_model_proxy, start_relay
 from .start_followup_step import LOOK_EVERY_S, StartFollowUp
 from .steps import DONE, Role, Step, StepResult, Where, log_failure, soonest
 
@@ -264,57 +251,6 @@ class Daemon:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        state = self.project.state_dir
-        with open_private(state / "daemon.lock") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise ConflictError(
-                    start_refusal(self.project) or "Legion is already running for this project"
-                ) from None
-            try:
-                with self._tmux_claimed():
-                    write_private(
-                        pid_file(self.project),
-                        f"{os.getpid()} {self.config.mode}\n{self.project.root}\n",
-                    )
-                    try:
-                        yield
-                    finally:
-                        pid_file(self.project).unlink(missing_ok=True)
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-    @contextlib.contextmanager
-    def _tmux_claimed(self) -> Iterator[None]:
-        """Hold this project's session on its tmux server (`daemon_link.tmux_claim`): a second
-        daemon on this machine with a state folder of its own but the same tmux server is
-        refused, rather than closing this one's sessions."""
-        claim = tmux_claim(self.project)
-        try:
-            own_short_folder()  # this user's, never through a link planted in /tmp
-            handle = open_private(claim)
-        except OSError as exc:  # a safeguard, not a reason not to run
-            logger.warning("the tmux session is not claimed: %s", exc)
-            yield
-            return
-        with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise ConflictError(
-                    start_refusal(self.project) or "the project's tmux session is in use"
-                ) from None
-            try:
-                handle.truncate(0)
-                handle.write(f"{self.project.state_dir}\n")
-                handle.flush()
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stopping and signum == signal.SIGINT:
             raise KeyboardInterrupt  # a second Ctrl-C: stop now, mid-pass
@@ -330,7 +266,7 @@ class Daemon:
             )
 
     def run(self) -> None:
-        with self._exclusive():
+        with project_claimed(self.project, self.config.mode):
             previous = {
                 sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
             }
@@ -362,9 +298,16 @@ class Daemon:
                 self.membership.start()
                 if self.bus_listener is not None:
                     self.bus_listener.start()
-                relay = self._start_relay()  # before the first tick starts any session
-                model_proxy = self._start_model_proxy()
-                egress_proxy = self._start_egress_proxy()
+                # Before the first tick starts any session.
+                relay = start_relay(self.project, self.env, self.fenced)
+                model_proxy = start_model_proxy(
+                    self.project,
+                    self.env,
+                    self.backends.db,
+                    self.workers.runtimes.controller.name,
+                    refused=self.budget_stop.refused,
+                )
+                egress_proxy = start_egress_proxy(self.project, self.backends.db)
                 while not self._stopping:
                     self.tick()
                     if self._finished(started):
@@ -409,76 +352,6 @@ class Daemon:
             fence.close()
         else:
             fence.release()
-
-    def _start_relay(self) -> RelayServer | None:
-        """The relay socket, which every session it starts sends its tracker and forge calls
-        to (the embedded backends' too); the daemon holds the project's lock, so a socket left
-        by a killed daemon is replaced."""
-        from legion.services.session_ops import session_ops
-
-        project = self.project
-        fenced = self.fenced
-        server = relay_server(
-            project.state_dir,
-            # Its writes are fenced on this daemon's lease, as the daemon's own are.
-            lambda: open_backends(project, direct=True, store=fenced.over(open_store(project))),
-            # A session's bus and records, as the session its capability says; a command run
-            # for one writes under the lease too.
-            ops=session_ops(project, self.env, lease=lambda: fenced.lease),
-        )
-        server.start()
-        return server
-
-    def _start_model_proxy(self) -> ModelProxy:
-        """The model proxy (`legion.proxy`), on the port it had last time when that is free (the
-        sessions it served then are still pointed at it), and the file that tells whoever
-        starts a session where it is."""
-        from legion.store import store_opener
-
-        state = self.project.state_dir
-        open_db = store_opener(self.project, self.backends.db)
-        # Each runtime's, from the daemon's environment and its own view of its CLI's home.
-        upstreams = upstreams_from(self.env, self.project.settings)
-        controller = self.workers.runtimes.controller.name
-        before = read_access(state)
-        port = 0
-        if before is not None:
-            with contextlib.suppress(ValueError):
-                port = int(before.url.rsplit(":", 1)[1])
-        options: dict[str, Any] = {
-            "workers": registered_worker,
-            "controller_runtime": controller,
-            "limits": self.project.settings.limits,
-            "refused": self.budget_stop.refused,
-        }
-        # For confined sessions, whose only way out is their bridge to this socket.
-        options["unix_socket"] = socket_path(state, PROXY_SOCKET_NAME)
-        try:
-            server = ModelProxy(upstreams, open_db, port=port, **options)
-        except OSError:  # taken meanwhile: any free port
-            server = ModelProxy(upstreams, open_db, **options)
-        server.start()
-        holders = [name for name, upstream in upstreams.items() if upstream.holds_credential]
-        write_access(state, access(server.url, holders, str(options["unix_socket"])))
-        return server
-
-    def _start_egress_proxy(self) -> EgressProxy | None:
-        """The egress proxy (`legion.proxy.egress`) on its socket beside the model proxy's, for
-        the destinations `sandbox_egress` allows; None when it allows none (a session's bridge
-        then offers no egress: `legion.sessions.supervisor`)."""
-        from legion.core import egress
-        from legion.proxy.egress import counting
-        from legion.store import store_opener
-
-        path = socket_path(self.project.state_dir, EGRESS_SOCKET_NAME)
-        rules = egress.parse(self.project.settings.sandbox_egress)
-        if not rules:
-            path.unlink(missing_ok=True)  # a session started now is given no egress
-            return None
-        open_db = store_opener(self.project, self.backends.db)
-        server = EgressProxy(path, rules, open_db, refused=counting(open_db))
-        server.start()
-        return server
 
     def _finished(self, started: float) -> bool:
         if self.config.run_for is not None and time.monotonic() - started >= self.config.run_for:
@@ -587,15 +460,6 @@ class Daemon:
         finally:
             self.delivery.end()
         return StepResult(requeue_after=soonest(self.config.tick, [statuses, delivered], 0.0))
-
-
-def registered_worker(db: Store, session_id: str) -> Spender | None:
-    """The worker Legion recorded as running session `session_id` (its issue, mode and
-    runtime), for the model proxy; None when it knows none."""
-    record = Registry(db).by_session(session_id)
-    if record is None:
-        return None
-    return Spender(session_id, record.issue, record.mode.value, record.runtime)
 
 
 def stop(project: Project, timeout: float = 20.0) -> int | None:
