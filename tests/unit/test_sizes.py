@@ -28,7 +28,6 @@ OVERSIZED: dict[str, tuple[int, str]] = {
     "sessions/supervisor.py::SessionSupervisor": (481, "as its module"),
     "sessions/workers.py": (639, "the worker manager; being edited"),
     "sessions/workers.py::WorkerManager": (555, "as its module; being edited"),
-    "tui/present.py": (711, "the TUI's views' text: to be split by view"),
 }
 
 
