@@ -19,7 +19,6 @@ MAX_CLASS_LINES = 400
 # A module's path under src/legion/, or `path::Class`: (its lines now, at most; why it is not
 # split yet). Lower a size when you shrink one; never raise it.
 OVERSIZED: dict[str, tuple[int, str]] = {
-    "cli/swarm.py": (651, "start, stop, status, log and reconcile: to be split by command"),
     "demo/responses_server.py": (681, "the scripted Responses API server (Codex); being edited"),
     "demo/scripted.py": (798, "the scripted Messages API server and its scripts; being edited"),
     "proxy/egress.py": (657, "the egress proxy's protocol and its checks; being edited"),

@@ -32,6 +32,7 @@ from legion.cli import (
     project,
     prs,
     render,
+    start_stop,
     swarm,
     tasks,
     workers,
@@ -160,8 +161,8 @@ app.command("doctor", epilog=common.example("legion doctor", "legion doctor --in
     doctor.doctor
 )
 for command in (
-    swarm.start,
-    swarm.stop,
+    start_stop.start,
+    start_stop.stop,
     swarm.status,
     swarm.reconcile,
     swarm.log,
