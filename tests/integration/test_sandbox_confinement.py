@@ -195,7 +195,7 @@ def test_a_session_reads_the_users_legion_config_without_its_secrets(
     try:
         workers = open_workers(loaded, backends, env)
         runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
-        confinement = workers.supervisor._confinement(
+        confinement = workers.supervisor.confinement.for_session(
             "sid-1", project, runtime, env, proxied=True, relayed=True, worker=True
         )
     finally:

@@ -23,8 +23,6 @@ OVERSIZED: dict[str, tuple[int, str]] = {
     "demo/scripted.py": (798, "the scripted Messages API server and its scripts; being edited"),
     "proxy/egress.py": (657, "the egress proxy's protocol and its checks; being edited"),
     "proxy/server.py": (794, "the model proxy's routing, metering and budgets; being edited"),
-    "sessions/supervisor.py": (616, "a session's start, watch and stop; to be split"),
-    "sessions/supervisor.py::SessionSupervisor": (481, "as its module"),
     "sessions/workers.py": (639, "the worker manager; being edited"),
     "sessions/workers.py::WorkerManager": (555, "as its module; being edited"),
 }

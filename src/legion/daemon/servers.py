@@ -82,7 +82,7 @@ def start_model_proxy(
 def start_egress_proxy(project: Project, db: Store) -> EgressProxy | None:
     """The egress proxy (`legion.proxy.egress`) on its socket beside the model proxy's, for
     the destinations `sandbox_egress` allows; None when it allows none (a session's bridge
-    then offers no egress: `legion.sessions.supervisor`)."""
+    then offers no egress: `legion.sessions.confinement`)."""
     from legion.core import egress
     from legion.proxy.egress import counting
 
