@@ -190,29 +190,33 @@ class Daemon:
         closes the windows the leader retired and sweeps its own workspaces (the leader sweeps
         in its pass). What a tick runs is this list filtered by the daemon's role at the tick.
 
-        The commands first: a start the leader asked of this host is what woke it. Bus
-        messages before the controller's own wake-ups: a wake-up typed first would keep an
-        idle controller busy (or just active) at every tick, and a message would wait for a
-        quiet moment that never comes. Statuses before delivery: both share one look at the
-        sessions, and a delivery's "busy" must not be undone by a look taken before it. The
-        reports last: they say what the tick left."""
+        A follower carries out the leader's commands first (a start asked of it is what woke
+        it), follows its starts up at once, and reports before it delivers; the leader does
+        its own work first, then what other hosts asked of it, and reports last. Those three
+        steps are listed twice, once where each role runs them. Bus messages before the
+        controller's own wake-ups: a wake-up typed first would keep an idle controller busy
+        (or just active) at every tick, and a message would wait for a quiet moment that
+        never comes. Statuses before delivery: both share one look at the sessions, and a
+        delivery's "busy" must not be undone by a look taken before it."""
         mode = self.config.mode
         controlled = mode != "manual"
         every, leader, followers = Where.EVERY_HOST, Where.LEADER_ONLY, Where.FOLLOWERS_ONLY
         work = HostWork(self.workers, self.log) if self.membership.in_fleet else None
+        follow_up = self.start_follow_up.run
         steps = [
-            Step("host_commands", work.commands, every) if work else None,
+            Step("host_commands", work.commands, followers) if work else None,
+            Step("worker_start", follow_up, followers) if work else None,
             Step("budget_stop", self.budget_stop.run, leader),
             Step("idle_spend", self.idle_spend.run, leader),
             Step("controller_health", self.supervisor.run, leader) if controlled else None,
             Step("exited_sessions", self._exited_sessions, every),
             Step("worker_health", self.reaper.run, every),
             Step("close_retired", work.close_retired, followers) if work else None,
+            Step("session_reports", work.report, followers) if work else None,
             Step("wake_controller", self.wakeups.note_handled, leader) if controlled else None,
             Step("deliver_messages", self._bus_steps, every),
-            # The leader follows up its starts here only when its own pass makes them (in
-            # auto mode); a follower, those the leader asked of it. Both, between ticks too.
-            Step("worker_start", self.start_follow_up.run, every if mode == "auto" else followers),
+            # The leader follows up here the starts its own pass made (between ticks too).
+            Step("worker_start", follow_up, leader) if mode == "auto" else None,
             Step("reconcile", ReconcileStep(self.reconciler).run, leader)
             if mode == "auto"
             else None,
@@ -223,9 +227,11 @@ class Daemon:
             if mode == "llm"
             else None,
             Step("checkpoint", self.checkpoints.run, every),
-            Step("pause_dispatch", self.pause_report.run, leader),
-            Step("session_reports", work.report, every) if work else None,
             Step("sweep_workspaces", work.sweep, followers) if work else None,
+            Step("pause_dispatch", self.pause_report.run, leader),
+            # An answer for one of the leader's own workers may come through another host.
+            Step("host_commands", work.commands, leader) if work else None,
+            Step("session_reports", work.report, leader) if work else None,
         ]
         return [step for step in steps if step is not None]
 
