@@ -18,6 +18,7 @@ Run: .venv/bin/python bench/tick.py [--workers 50] [--ticks 30]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import statistics
 import sys
@@ -56,7 +57,7 @@ def timed_steps(daemon: Daemon, cpu: dict[str, list[float]]) -> None:
             finally:
                 cpu[step.name].append(time.process_time() - start)
 
-        return Step(step.name, run)
+        return dataclasses.replace(step, run=run)
 
     daemon.steps = [timed(step) for step in daemon.steps]
 

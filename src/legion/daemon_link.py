@@ -154,7 +154,7 @@ def start_refusal(project: Project) -> str | None:
     try:
         own_short_folder(create=False)
     except OSError:
-        return None  # no claim is held in it (nor made: `Daemon._tmux_claimed`)
+        return None  # no claim is held in it (nor made: `legion.daemon.claims`)
     if lock_held(claim):
         try:
             other = claim.read_text(encoding="utf-8").strip() or "another"

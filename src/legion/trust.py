@@ -16,7 +16,7 @@ from pathlib import Path
 
 from legion.files.private import write_private
 
-# The folder of the user's state home (`legion.config.state_home`) that holds the records, one
+# The folder of the user's state home (`legion.config.paths.state_home`) that holds the records, one
 # file per config path.
 TRUST_FOLDER = "trusted-configs"
 

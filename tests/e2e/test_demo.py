@@ -16,7 +16,8 @@ from legion.backends import open_backends, open_workers
 from legion.bus import bus_path
 from legion.bus.model import AgentRole, AgentStatus, EventKind
 from legion.bus.stored import SqliteBus
-from legion.config import load_project, state_home
+from legion.config import load_project
+from legion.config.paths import state_home
 from legion.trust import records
 from tests.support.claude_env import find_claude
 from tests.support.cli import run_legion

@@ -71,7 +71,8 @@ def test_a_session_sees_the_users_trust_read_only(
     import os
 
     from legion.backends import open_backends, open_workers
-    from legion.config import load_project, state_home
+    from legion.config import load_project
+    from legion.config.paths import state_home
     from legion.core.model import Mode
     from legion.trust import records
     from tests.integration.test_doctor import fake_claude
@@ -85,7 +86,7 @@ def test_a_session_sees_the_users_trust_read_only(
     workers = open_workers(loaded, backends, env)
     workspace = workers.workspaces.ensure("LEG-1").path
     runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
-    confinement = workers.supervisor._confinement(
+    confinement = workers.supervisor.confinement.for_session(
         "sid-1", workspace, runtime, env, proxied=True, relayed=True, worker=True
     )
     backends.db.close()

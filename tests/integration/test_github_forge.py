@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from legion.config import Project, settings_of
+from legion.config import Project
+from legion.config.settings import settings_of
 from legion.core.marks import unmark
 from legion.core.model import ChecksState, ReviewOutcome
 from legion.errors import (

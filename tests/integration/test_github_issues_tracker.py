@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from legion.backends import TRACKER_OPENERS
-from legion.config import Project, resolve_settings, settings_of
+from legion.config import Project
+from legion.config.resolve import resolve_settings
+from legion.config.settings import settings_of
 from legion.core.model import Status
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError
 from legion.github.client import github_client

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from legion.config import Project, settings_of
+from legion.config import Project
+from legion.config.settings import settings_of
 from legion.core.model import Status
 from legion.core.statusmap import StatusMap
 from legion.errors import BackendError, BackendErrorKind, ConfigError, InputError, NotFoundError

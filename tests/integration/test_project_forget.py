@@ -173,7 +173,7 @@ def test_a_state_home_of_its_own_keeps_the_bus_and_trust_in_its_folder(
     in the machine's state folder."""
     import shutil
 
-    from legion.config import state_home
+    from legion.config.paths import state_home
 
     machine = state_home(os.environ)
     own = tmp_path / "demo" / "state"

@@ -23,7 +23,7 @@ import pytest
 from legion.backends import open_backends
 from legion.config import load_project
 from legion.core.model import Mode
-from legion.daemon.loop import registered_worker
+from legion.daemon.servers import registered_worker
 from legion.plugins import CLAUDE_CODE, CODEX
 from legion.proxy import server as proxy_server
 from legion.proxy.ledger import UsageLedger

@@ -173,7 +173,8 @@ def test_a_session_reads_the_users_legion_config_without_its_secrets(
     confined session is shown, in its place, a copy the daemon wrote without them (read-only),
     and nothing else of the folder around it."""
     from legion.backends import open_backends, open_workers
-    from legion.config import load_project, user_config_path
+    from legion.config import load_project
+    from legion.config.paths import user_config_path
     from legion.core.model import Mode
     from tests.integration.test_doctor import fake_claude
 
@@ -194,7 +195,7 @@ def test_a_session_reads_the_users_legion_config_without_its_secrets(
     try:
         workers = open_workers(loaded, backends, env)
         runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
-        confinement = workers.supervisor._confinement(
+        confinement = workers.supervisor.confinement.for_session(
             "sid-1", project, runtime, env, proxied=True, relayed=True, worker=True
         )
     finally:

@@ -106,7 +106,7 @@ def test_a_state_folder_inside_legion_stays_out_of_a_workers_sight(
     runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    confinement = supervisor._confinement(
+    confinement = supervisor.confinement.for_session(
         "sid-1", workspace, runtime, env, proxied=True, relayed=True, worker=True
     )
     shown = [*confinement.access.writable, *confinement.access.readable]

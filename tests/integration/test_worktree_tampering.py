@@ -353,7 +353,7 @@ def test_the_next_session_binds_the_projects_git_folder_not_the_one_the_worker_n
     (workspace / ".git").write_text(f"gitdir: {other / '.git'}\n")
     runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
 
-    confinement = workers.supervisor._confinement(
+    confinement = workers.supervisor.confinement.for_session(
         "sid-1", workspace, runtime, env, proxied=True, relayed=True, worker=True
     )
 
@@ -416,7 +416,7 @@ def test_a_worker_commits_on_its_branch_and_writes_nothing_else_of_the_git_folde
     env, _, backends, workers = project_workers(project, tmp_path)
     workspace = workers.workspaces.ensure("LEG-1").path
     runtime = workers.runtimes.for_worker("LEG-1", Mode.IMPLEMENT)
-    confinement = workers.supervisor._confinement(
+    confinement = workers.supervisor.confinement.for_session(
         "sid-1", workspace, runtime, env, proxied=True, relayed=True, worker=True
     )
     backends.db.close()
@@ -478,7 +478,7 @@ def test_a_jj_workspace_is_not_started_confined(project: Path, tmp_path: Path) -
     supervisor.project = dataclasses.replace(loaded, settings=jj)
 
     with pytest.raises(ConfigError, match='use `workspace_vcs = "git"`'):
-        supervisor._confinement(
+        supervisor.confinement.for_session(
             "sid-1", workspace, runtime, env, proxied=True, relayed=True, worker=True
         )
     backends.db.close()

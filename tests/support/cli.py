@@ -53,7 +53,7 @@ def write_trusted_config(root: Path, text: str) -> None:
     """Write the project's .legion/config.toml as `text` and trust it, as its user would after
     writing it (`legion trust`): for a test that sets what only the user chooses (`tmux_socket`,
     `claude_config_dir`, `github_repo`, …)."""
-    from legion.config import state_home
+    from legion.config.paths import state_home
     from legion.trust import trust
 
     config = root / ".legion" / "config.toml"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from legion.config import machine_settings
+from legion.config.resolve import machine_settings
 from legion.errors import ToolMissingError
 from legion.runtime.claude import binary as claude_bin
 from legion.runtime.claude.runtime import ClaudeRuntime

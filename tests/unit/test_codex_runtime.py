@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legion.config import resolve_settings, toml_value
+from legion.config.files import toml_value
+from legion.config.resolve import resolve_settings
 from legion.core.model import Mode
 from legion.core.usage import Usage
 from legion.errors import ConfigError

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from legion.config import resolve_settings, toml_value, write_repo_config
+from legion.config.files import toml_value, write_repo_config
+from legion.config.resolve import resolve_settings
 from legion.core.model import Status
 from legion.errors import ConfigError
 from legion.github.settings import GitHubSettings
@@ -228,7 +229,7 @@ def test_a_repositorys_config_that_chooses_what_runs_is_refused_until_trusted(
     """Whoever lands a commit writes .legion/config.toml, a worker included: the settings that
     choose programs, arguments, the sandbox, folders or remotes are the user's."""
     from legion import trust
-    from legion.config import state_home
+    from legion.config.paths import state_home
 
     write_repo_config(tmp_path, {"project_id": PROJECT, key: WIDENING[key]})
     path, env = tmp_path / ".legion" / "config.toml", env_for(tmp_path / "home")
@@ -291,7 +292,7 @@ def test_a_repositorys_config_may_lower_a_budget_but_not_raise_it_until_trusted(
     """A worker can land `.legion/config.toml`: a budget there may only lower what the user's
     config (or the default) allows; one above it, or unlimited, waits for `legion trust`."""
     from legion import trust
-    from legion.config import state_home
+    from legion.config.paths import state_home
 
     home = tmp_path / "home"
     if user is not None:
@@ -345,7 +346,8 @@ def test_every_legion_variable_legion_reads_is_a_setting_or_named_as_its_own() -
     itself sets or reads must be a setting's or in `OTHER_VARIABLES`, or it would be refused."""
     import re
 
-    from legion.config import OTHER_VARIABLES, SPECS
+    from legion.config.resolve import OTHER_VARIABLES
+    from legion.config.settings import SPECS
 
     source = Path(__file__).parents[2] / "src" / "legion"
     named = {

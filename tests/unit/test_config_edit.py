@@ -6,7 +6,8 @@ import tomllib
 
 import pytest
 
-from legion.config import SPEC_BY_NAME, check_config_key, config_value, with_config_value
+from legion.config.files import check_config_key, config_value, with_config_value
+from legion.config.settings import SPEC_BY_NAME
 from legion.errors import InputError
 
 FILE = """# Legion project settings.

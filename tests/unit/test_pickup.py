@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from legion.config import resolve_settings, write_repo_config
+from legion.config.files import write_repo_config
+from legion.config.resolve import resolve_settings
 from legion.core.model import Status
 from legion.core.pickup import DEFAULT_BACKLOG_OPT_IN, issue_pickup, opted_in, pickup_summary
 from legion.errors import ConfigError

@@ -11,7 +11,7 @@ import pytest
 
 import legion
 from legion import plugins
-from legion.config import SPEC_BY_NAME, settings_of
+from legion.config.settings import SPEC_BY_NAME, settings_of
 from legion.errors import InputError
 from legion.github.settings import GitHubSettings
 from legion.runtime.codex.settings import CodexSettings

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from legion.cli import reference
 from legion.cli.reference_notes import COMMAND_EXITS, COMMAND_NOTES, SETTINGS
-from legion.config import SPECS
+from legion.config.settings import SPECS
 
 
 def test_the_generated_docs_are_up_to_date() -> None:

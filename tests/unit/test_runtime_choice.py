@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from legion.config import machine_settings
+from legion.config.resolve import machine_settings
 from legion.core.ids import session_id
 from legion.core.model import Mode
 from legion.errors import ConfigError

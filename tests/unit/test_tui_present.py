@@ -19,28 +19,26 @@ from legion.tui.present import (
     ArchivedChannelRow,
     ArchivedHeader,
     ChannelRow,
-    DispatchChoice,
-    board_line_issues,
-    board_text,
     channels_of,
     complete_mention,
-    dispatch_choice,
-    dispatch_hint,
     hanging_lines,
-    inbox_order,
-    last_screen_lines,
-    markdown_line,
     mention_candidates,
     message_indent,
     message_text,
     one_line,
-    question_markdown,
-    question_text,
     row_text,
     short_address,
     sidebar_rows,
-    transcript_lines,
 )
+from legion.tui.present_board import (
+    DispatchChoice,
+    board_line_issues,
+    board_text,
+    dispatch_choice,
+    dispatch_hint,
+)
+from legion.tui.present_inbox import inbox_order, markdown_line, question_markdown, question_text
+from legion.tui.present_peek import last_screen_lines, transcript_lines
 from legion.tui.readmarks import ReadMarks
 from legion.tui.sources import BoardIssue, TrackerAsk
 
@@ -364,7 +362,7 @@ def test_markdown_is_rendered_and_still_escaped() -> None:
 
 
 def test_log_lines_are_ordered_by_time_whatever_the_precision() -> None:
-    from legion.tui.present import by_time
+    from legion.tui.present_peek import by_time
 
     stamps = [
         "2026-11-26T10:00:01Z",
@@ -382,7 +380,7 @@ def test_log_lines_are_ordered_by_time_whatever_the_precision() -> None:
 
 def test_a_task_list_in_a_line() -> None:
     from legion.core.task_list import TaskList
-    from legion.tui.present import task_line
+    from legion.tui.present_peek import task_line
 
     assert task_line(TaskList(2, 5, "Writing the parser")) == "Tasks 2/5, now: Writing the parser"
     assert task_line(TaskList(5, 5, None)) == "Tasks 5/5"

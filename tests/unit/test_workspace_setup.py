@@ -136,7 +136,8 @@ def test_the_comment_fences_the_output_it_quotes() -> None:
 
 
 def test_the_commands_are_a_repository_configs_only_once_trusted() -> None:
-    from legion.config import SPEC_BY_NAME, widening_keys
+    from legion.config.resolve import widening_keys
+    from legion.config.settings import SPEC_BY_NAME
 
     table = {"workspace_setup": ["npm ci"], "workspace_refresh": "uv sync", "wip_limit": 1}
     assert widening_keys(table) == ["workspace_setup", "workspace_refresh"]

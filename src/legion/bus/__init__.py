@@ -25,7 +25,7 @@ __all__ = ["BUS_FILE_NAME", "Bus", "bus_path", "bus_store", "bus_where", "open_b
 
 def bus_path(env: Mapping[str, str]) -> Path:
     """Where the machine's bus is: `$XDG_STATE_HOME/legion/bus.db`."""
-    from legion.config import state_home
+    from legion.config.paths import state_home
 
     return state_home(env) / BUS_FILE_NAME
 
@@ -33,7 +33,7 @@ def bus_path(env: Mapping[str, str]) -> Path:
 def bus_store(env: Mapping[str, str]) -> str | None:
     """The PostgreSQL store the bus is in, when the `store` setting names one (a setting of the
     machine's, never a repository's: every project here shares the bus); None for SQLite."""
-    from legion.config import machine_settings
+    from legion.config.resolve import machine_settings
 
     return machine_settings(env).store
 

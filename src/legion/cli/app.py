@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,29 +15,30 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_name
 from typer.models import CommandInfo
 
-from legion import __version__, plugins
+from legion import __version__
 from legion.cli import (
     agents,
     bus,
     common,
     completion,
+    config_commands,
     demo,
     doctor,
     events,
     fleet,
+    init,
     issues,
     oracle,
     project,
     prs,
     render,
+    start_stop,
     swarm,
     tasks,
     workers,
     workspaces,
 )
-from legion.config import CONFIG_DIR_NAME, SPECS, Project
-from legion.errors import InputError, LegionError
-from legion.services.projects import init_project, pickup_line
+from legion.errors import InputError
 
 # `legion --help` lists the commands in these sections, in this order (as gh does); a test
 # checks every command is in exactly one. A command added without a section is listed under
@@ -160,8 +161,8 @@ app.command("doctor", epilog=common.example("legion doctor", "legion doctor --in
     doctor.doctor
 )
 for command in (
-    swarm.start,
-    swarm.stop,
+    start_stop.start,
+    start_stop.stop,
     swarm.status,
     swarm.reconcile,
     swarm.log,
@@ -330,130 +331,12 @@ def root(
         ctx.call_on_close(lambda: common.debug(f"took {time.monotonic() - started:.2f} s"))
 
 
-@app.command(
+app.command(
     epilog=common.example(
         "legion init --key ENG",
         "legion init --tracker linear --team ENG --forge github --repo acme/widgets",
     )
-)
-def init(
-    ctx: typer.Context,
-    key_given: Annotated[
-        str | None,
-        typer.Option(
-            "--key",
-            help="Prefix of issue identifiers, e.g. LEG for LEG-1 (default LEG; with --tracker "
-            "github the repository's name: issue #12 of acme/widgets is WIDGETS-12).",
-        ),
-    ] = None,
-    tracker_given: Annotated[
-        str | None,
-        typer.Option(
-            "--tracker",
-            help=f"Issue tracker: {', '.join(plugins.tracker_names())} "
-            f"(default {plugins.DEFAULT_BACKEND}).",
-        ),
-    ] = None,
-    forge_given: Annotated[
-        str | None,
-        typer.Option(
-            "--forge",
-            help=f"Code forge: {', '.join(plugins.forge_names())} "
-            f"(default {plugins.DEFAULT_BACKEND}).",
-        ),
-    ] = None,
-    team: Annotated[str | None, typer.Option(help=plugins.init_option("team").help)] = None,
-    github_repo: Annotated[
-        str | None, typer.Option("--repo", help=plugins.init_option("repo").help)
-    ] = None,
-    as_json: Annotated[bool, common.JsonOption] = False,
-) -> None:
-    """Make the current git repository a Legion project (.legion/config.toml).
-
-    With a real tracker or forge, Legion checks the credentials and finds the team and the
-    repository before it writes anything (LINEAR_API_KEY; GITHUB_TOKEN, GH_TOKEN or `gh`)."""
-    key = common.checked_option("issue_key", key_given or "LEG", "option --key")
-    default = plugins.DEFAULT_BACKEND
-    tracker = common.checked_option("tracker", tracker_given or default, "option --tracker")
-    forge = common.checked_option("forge", forge_given or default, "option --forge")
-    choice = plugins.init_settings(
-        plugins.InitRequest(
-            tracker=tracker,
-            forge=forge,
-            key=key,
-            key_given=key_given is not None,
-            options={"team": team, "repo": github_repo},
-            repo_path=common.repo_path(ctx),
-            check=common.checked_option,
-        )
-    )
-    extra: dict[str, Any] = dict(choice.settings)
-    key = choice.key or key
-    # What the options given ask for: on an existing project it must be what it already has.
-    requested: dict[str, Any] = {}
-    if tracker_given is not None:
-        requested["tracker"] = tracker
-    if forge_given is not None:
-        requested["forge"] = forge
-    requested.update(extra)
-    if key_given is not None or choice.key is not None:
-        requested["issue_key"] = key
-    project, created = init_project(
-        common.repo_path(ctx),
-        key=key,
-        tracker=tracker,
-        forge=forge,
-        extra=extra,
-        requested=requested,
-        warn=lambda line: typer.echo(f"legion: warning: {line}", err=True),
-    )
-    pickup = _pickup(project)
-    if as_json:
-        common.print_json(
-            {
-                "root": str(project.root),
-                "config": str(project.config_path),
-                "project_id": project.settings.project_id,
-                "issue_key": project.settings.issue_key,
-                "state_dir": str(project.state_dir),
-                "created": created,
-                "pickup": pickup,
-            }
-        )
-        return
-    if not created:
-        typer.echo(
-            f"Already a Legion project: {project.config_path} "
-            f"(project id {project.settings.project_id})"
-        )
-        if pickup is not None:
-            typer.echo(pickup)
-        return
-    root_dir, config_path = project.root, project.config_path
-    typer.echo(f"Initialised Legion in {root_dir}")
-    common.info(f"  config:     {config_path}")
-    common.info(f"  project id: {project.settings.project_id}")
-    common.info(f"  state:      {project.state_dir}")
-    if pickup is not None:
-        typer.echo(pickup)
-    common.info(
-        f"Commit {CONFIG_DIR_NAME}/ (its config.toml is the project's: every clone and every "
-        "worker reads it)."
-    )
-    common.info('Next: `legion issue create "Your first issue"`, then `legion state`.')
-
-
-def _pickup(project: Project) -> str | None:
-    """On a tracker that already holds issues (not the embedded one, new at `init`): what
-    Legion will work on once started, before anything starts (the Backlog opt-in)."""
-    from legion.core.text import for_display
-
-    if not plugins.backend(project.settings.tracker).remote:
-        return None
-    try:
-        return pickup_line(project)
-    except LegionError as exc:
-        return for_display(f"What Legion will work on is unknown: {exc}")
+)(init.init)
 
 
 @app.command(epilog=common.example("legion state", "legion state --json"))
@@ -489,228 +372,10 @@ def state(
         out.print(Text.assemble(("warning:", "yellow"), " ", for_display(warning)))
 
 
-def _table_value(item: Any) -> Any:
-    """A value in a table setting as its file would hold it."""
-    from dataclasses import asdict, is_dataclass
-
-    if is_dataclass(item) and not isinstance(item, type):
-        return asdict(item)
-    return getattr(item, "value", item)
-
-
-config_app = typer.Typer(
-    epilog=common.example(
-        "legion config", "legion config get base_branch", "legion config set wip_limit 3"
-    ),
+app.add_typer(config_commands.app, name="config")
+app.command("trust", epilog=common.example("legion trust", "legion trust --json"))(
+    config_commands.trust_config
 )
-
-
-def _config_rows(project: Project) -> dict[str, dict[str, Any]]:
-    """Every setting's value in effect, as its file would hold it, and where it comes from."""
-    settings = project.settings
-    effective: dict[str, Any] = {
-        "state_dir": project.state_dir,
-        "workspace_root": project.workspace_root,
-    }
-    rows = {}
-    for spec in SPECS:
-        value = effective.get(spec.name, settings.value(spec.name))
-        if spec.shown is not None:
-            value = spec.shown(value)
-        if isinstance(value, Path):
-            value = str(value)
-        elif isinstance(value, tuple):
-            value = list(value)
-        elif isinstance(value, Mapping):  # [statuses]: names only; [prices]: tables
-            value = {key: _table_value(item) for key, item in value.items()}
-        rows[spec.name] = {"value": value, "source": settings.sources.get(spec.name, "default")}
-    return rows
-
-
-@config_app.callback(invoke_without_command=True)
-def show_config(
-    ctx: typer.Context,
-    as_json: Annotated[bool, common.JsonOption] = False,
-) -> None:
-    """The settings in effect, and where each comes from; `get` and `set` one.
-
-    Printed as TOML, each value's source in a comment after it (a file, a LEGION_* variable, the
-    command line, or "default"); a setting with no value is a comment: `# name: unset (...)`.
-    """
-    if ctx.invoked_subcommand is not None:
-        return
-    project = common.project(ctx)
-    rows = _config_rows(project)
-    if as_json:
-        common.print_json({"root": str(project.root), "settings": rows})
-        return
-    lines = render.config_lines(
-        str(project.root),
-        [
-            (
-                spec.name,
-                rows[spec.name]["value"],
-                render.source_text(rows[spec.name]["source"], spec.env_var),
-            )
-            for spec in SPECS
-        ],
-    )
-    if os.environ.get("LEGION_REPO"):
-        lines.insert(1, "# (the repository comes from LEGION_REPO)")
-    common.echo("\n".join(lines))
-
-
-@config_app.command(
-    "get", epilog=common.example("legion config get base_branch", "legion config get tick --json")
-)
-def config_get(
-    ctx: typer.Context,
-    key: Annotated[
-        str, typer.Argument(metavar="KEY", help="A setting, as `legion config` names it.")
-    ],
-    as_json: Annotated[bool, common.JsonOption] = False,
-) -> None:
-    """Print one setting's value in effect: a string as it is, anything else as TOML; nothing
-    when it is unset."""
-    from legion.config import SPEC_BY_NAME, toml_value
-
-    if key not in SPEC_BY_NAME:
-        raise InputError(
-            f"unknown setting {key!r}{common.did_you_mean(key, SPEC_BY_NAME)}; "
-            "`legion config` lists them all"
-        )
-    row = _config_rows(common.project(ctx))[key]
-    if as_json:
-        common.print_json({"key": key, **row})
-        return
-    value = row["value"]
-    if value is not None:
-        common.echo(value if isinstance(value, str) else toml_value(value))
-
-
-@config_app.command(
-    "set",
-    epilog=common.example(
-        "legion config set base_branch main",
-        "legion config set wip_limit 3",
-        'legion config set labels \'["docs", "bug"]\'',
-        "legion config set claude_bin ~/bin/claude --user",
-    ),
-)
-def config_set(
-    ctx: typer.Context,
-    key: Annotated[
-        str, typer.Argument(metavar="KEY", help="A setting, as `legion config` names it.")
-    ],
-    value: Annotated[
-        str,
-        typer.Argument(
-            metavar="VALUE",
-            help='Its value: read as TOML (3, true, ["a", "b"]) when the setting takes that, '
-            "else as a string.",
-        ),
-    ],
-    user: Annotated[
-        bool,
-        typer.Option(
-            "--user",
-            help="Write your user config (~/.config/legion/config.toml), not the project's.",
-        ),
-    ] = False,
-    as_json: Annotated[bool, common.JsonOption] = False,
-) -> None:
-    """Set a setting in the project's .legion/config.toml (or, with --user, your own config),
-    checked by the rules Legion reads it with; the rest of the file is kept as it is.
-
-    A repository's config that sets what Legion runs (`legion trust` lists those settings) is
-    read only once you trust it again: any change to it undoes `legion trust`. Not from inside
-    a Legion session."""
-    from legion.config import (
-        CONFIG_DIR_NAME,
-        CONFIG_FILE_NAME,
-        check_config_key,
-        config_value,
-        find_project_root,
-        read_toml,
-        toml_value,
-        user_config_path,
-        user_values,
-        widening_keys,
-        write_config_value,
-    )
-    from legion.sessions import identity
-
-    identity.require_person("change Legion's settings")
-    spec = check_config_key(key, repo=not user)
-    raw = config_value(spec, value)
-    if user:
-        path = user_config_path(os.environ)
-    else:
-        path = find_project_root(common.repo_path(ctx)) / CONFIG_DIR_NAME / CONFIG_FILE_NAME
-    write_config_value(path, key, raw, repo=not user)
-    untrusted = [] if user else widening_keys(read_toml(path), user_values(os.environ))
-    shown = spec.shown(raw) if spec.shown is not None else raw  # a URL's password: never
-    if as_json:
-        common.print_json(
-            {"config": str(path), "key": key, "value": shown, "needs_trust": untrusted}
-        )
-        return
-    common.echo(f"{path}: {key} = {toml_value(shown)}")
-    if untrusted:
-        common.echo(
-            f"legion: warning: {path} sets what only you choose ({', '.join(untrusted)}): "
-            "Legion reads it only once you read it and run `legion trust`",
-            err=True,
-        )
-
-
-app.add_typer(config_app, name="config")
-
-
-@app.command("trust", epilog=common.example("legion trust", "legion trust --json"))
-def trust_config(
-    ctx: typer.Context,
-    as_json: Annotated[bool, common.JsonOption] = False,
-) -> None:
-    """Trust the repository's .legion/config.toml, as it is now, to choose what Legion runs.
-
-    Settings that choose a program, its arguments, the sandbox, a folder, a remote (`sandbox`,
-    `claude_bin`, `claude_args`, `codex_args`, `tmux_config`, `state_dir`, `remote`,
-    `github_repo`, …), and budgets above your own (`token_budget`, `daily_token_budget`,
-    `idle_spend_limit`, `wip_limit`), are read from a repository's config only once you trust
-    that exact file: whoever lands a commit writes it. Read the file first: this prints what
-    it sets, then records its hash in your state folder. Any change to the file undoes it.
-    """
-    from legion import trust
-    from legion.config import (
-        CONFIG_DIR_NAME,
-        CONFIG_FILE_NAME,
-        find_project_root,
-        read_config,
-        resolve_settings,
-        state_home,
-        toml_value,
-        user_values,
-        widening_keys,
-    )
-
-    config = find_project_root(common.repo_path(ctx)) / CONFIG_DIR_NAME / CONFIG_FILE_NAME
-    resolve_settings(config, os.environ, trusting=True)  # every key valid, or one line why
-    data, table = read_config(config, repo=True)
-    widening = {key: table[key] for key in widening_keys(table, user_values(os.environ))}
-    digest = trust.trust(state_home(os.environ), config, data)
-    if as_json:
-        common.print_json({"config": str(config), "sha256": digest, "widens": widening})
-        return
-    if not widening:
-        common.echo(
-            f"Trusted {config} (sha256 {digest[:12]}): it sets nothing that chooses what runs."
-        )
-        return
-    common.echo(f"Trusted {config} (sha256 {digest[:12]}), which sets:")
-    for key, value in widening.items():
-        common.echo(f"  {key} = {toml_value(value)}")
-    common.echo("Any change to the file undoes this: run `legion trust` again after reading it.")
 
 
 class LegionCommand(TyperCommand):

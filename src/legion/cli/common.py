@@ -31,7 +31,7 @@ def example(*commands: str) -> str:
 def checked_option(setting: str, value: Any, option: str) -> Any:
     """A command-line value for `setting`, checked by the setting's own rules before anything
     else runs: a bad one is bad input (exit 2), named by the option the user typed."""
-    from legion.config import SPEC_BY_NAME
+    from legion.config.settings import SPEC_BY_NAME
 
     try:
         return SPEC_BY_NAME[setting].parse(value)
@@ -108,13 +108,13 @@ def repo_path(ctx: typer.Context) -> Path:
 def project(ctx: typer.Context) -> Project:
     loaded = load_project(repo_path(ctx))
     if verbosity() >= VERBOSE:
-        from legion.config import user_config_path
+        from legion.config.paths import user_config_path
 
         settings = loaded.settings
         debug(f"project {loaded.root} (config {loaded.config_path})")
         debug(f"user config {user_config_path(os.environ)}")
         debug(f"state {loaded.state_dir}")
-        from legion.config import SPEC_BY_NAME
+        from legion.config.settings import SPEC_BY_NAME
 
         for name in ("tracker", "forge", "store"):
             spec, value = SPEC_BY_NAME[name], settings.value(name)

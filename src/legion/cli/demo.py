@@ -164,7 +164,7 @@ def _fleet_demo(
 def _report(result: DemoResult, mode: str, runtime: str, real: bool, timeout: float) -> None:
     """The closing lines: the figures, where the files are, what to run next (as it runs from
     the user's shell), and how it ended."""
-    from legion.config import STATE_HOME_ENV
+    from legion.config.paths import STATE_HOME_ENV
     from legion.demo.run import demo_state_home, issues_text
 
     folder = result.folder

@@ -17,7 +17,8 @@ from legion.errors import LegionError
 from legion.plugins import DoctorCheck, DoctorReport
 
 if TYPE_CHECKING:
-    from legion.config import Project, Settings
+    from legion.config import Project
+    from legion.config.settings import Settings
 
 
 Check = DoctorCheck
@@ -44,7 +45,7 @@ def _tool(name: str, argv: list[str], fix: str) -> Check:
 def _settings(project: Project | None) -> tuple[Settings | None, list[Settings]]:
     """The settings that choose the agent CLIs' binaries (the project's, else the machine's),
     and every settings that may put a role on one (the machine's and the project's)."""
-    from legion.config import machine_settings
+    from legion.config.resolve import machine_settings
 
     found: list[Settings] = []
     with contextlib.suppress(LegionError):  # broken settings: a runtime's check says why
@@ -100,14 +101,10 @@ def _load_project(ctx: typer.Context) -> tuple[Project | None, list[Check]]:
     of what every other command loads first: the environment's LEGION_* variables and your
     user config, then the project's .legion/config.toml. A failure is the line the other
     commands refuse with."""
-    from legion.config import (
-        CONFIG_DIR_NAME,
-        CONFIG_FILE_NAME,
-        find_project_root,
-        ignored_variables,
-        machine_settings,
-    )
-    from legion.config import user_config_path as user_config
+    from legion.config import find_project_root
+    from legion.config.paths import CONFIG_DIR_NAME, CONFIG_FILE_NAME
+    from legion.config.paths import user_config_path as user_config
+    from legion.config.resolve import ignored_variables, machine_settings
 
     checks: list[Check] = []
     mine = user_config(os.environ)
@@ -238,7 +235,7 @@ def doctor(
 
     Exits 0 when everything required is there, 1 otherwise.
     """
-    from legion.config import roles_on
+    from legion.config.settings import roles_on
 
     found, config_checks = _load_project(ctx)
     if install:

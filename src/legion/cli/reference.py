@@ -4,7 +4,7 @@
 writes each command's synopsis, arguments and options (as its `--help` shows them), what it
 does, its example, and the notes `legion.cli.reference_notes.COMMAND_NOTES` adds. A command
 added to the tree appears in the reference when it is regenerated: nothing here lists them.
-`settings_markdown()` writes every setting of `legion.config.SPECS` (the project's and each
+`settings_markdown()` writes every setting of `legion.config.settings.SPECS` (the project's and each
 plugin's): its type, default, variable and whether a repository's config may set it, with its
 meaning from `legion.cli.reference_notes.SETTINGS`.
 
@@ -181,7 +181,7 @@ def _in_repo(spec: Any) -> str:
 
 def settings_markdown() -> str:
     from legion.cli.reference_notes import SETTINGS
-    from legion.config import SPECS
+    from legion.config.settings import SPECS
 
     out = [
         "| setting | type | default | variable | in a repository's config |",

@@ -1,7 +1,7 @@
 """What the generated references say beyond what the code holds (`legion.cli.reference`).
 
 `SETTINGS`: every setting's type and meaning, by name. A test fails when a setting of
-`legion.config.SPECS` has no entry here, or an entry names no setting. `COMMAND_NOTES` and
+`legion.config.settings.SPECS` has no entry here, or an entry names no setting. `COMMAND_NOTES` and
 `COMMAND_EXITS`: what a command's `--help` does not say, by command path (`"issue show"`); a
 test fails when a path names no command. A command without a note is documented by its help.
 """

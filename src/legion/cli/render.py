@@ -458,7 +458,7 @@ def toml_literal(value: Any) -> str:
     """A setting's value as TOML writes it: `"text"`, `60.0`, `3`, `true`, `["a", "b"]`."""
     from pathlib import PurePath
 
-    from legion.config import toml_value
+    from legion.config.files import toml_value
 
     if isinstance(value, PurePath):
         value = str(value)

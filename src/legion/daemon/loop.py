@@ -6,13 +6,12 @@ job in its own module; the daemon only runs them, in order, and waits for the so
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import select
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -23,53 +22,41 @@ from legion.bus.sessions import project_channel_name
 from legion.config import Project
 from legion.daemon_link import (
     heartbeat_file,
-    own_short_folder,
-    pid_file,
     poke,
     running_pid,
-    start_refusal,
-    tmux_claim,
     wake_fifo,
 )
 from legion.diagnostics import log as logs
 from legion.diagnostics.tracing import mark, span
-from legion.errors import ConflictError, LegionError, StoreError, StoreUnreachableError
-from legion.files.private import open_private, private_folder, touch_private, write_private
+from legion.errors import LegionError, StoreError, StoreUnreachableError
+from legion.files.private import private_folder, touch_private
 from legion.fleet.fence import FenceProcess
 from legion.fleet.hosts import FencedStore, host_name
-from legion.proxy import (
-    EGRESS_SOCKET_NAME,
-    PROXY_SOCKET_NAME,
-    access,
-    read_access,
-    write_access,
-)
 from legion.proxy.egress import EgressProxy
-from legion.proxy.ledger import Spender
-from legion.proxy.server import ModelProxy, upstreams_from
+from legion.proxy.server import ModelProxy
 from legion.reconcile import Reconciler
 from legion.reconcile.judgments import JudgmentQueue
-from legion.relay import socket_path
-from legion.relay.server import RelayServer, relay_server
+from legion.relay.server import RelayServer
 from legion.sessions.pause import DispatchPause
 from legion.sessions.placement import wake_name
-from legion.sessions.registry import Registry
 from legion.sessions.workers import WorkerManager
-from legion.store import Store, open_store
+from legion.store import open_store
 from legion.store.actionlog import ActionLog, OutcomeKind
 
 from .budget_step import BudgetStop
 from .bus_listener import BusListener
 from .bus_steps import BusSteps
 from .checkpoint_step import WorkspaceCheckpoints
+from .claims import project_claimed
 from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
 from .fleet_step import FleetMembership
 from .host_step import HostWork
 from .idle_step import IdleSpendWatch
 from .reaper import StuckWorkerReaper
 from .reconcile_step import PauseReport, ReconcileStep
+from .servers import start_egress_proxy, start_model_proxy, start_relay
 from .start_followup_step import LOOK_EVERY_S, StartFollowUp
-from .steps import DONE, Step, StepResult, log_failure, soonest
+from .steps import DONE, Role, Step, StepResult, Where, log_failure, soonest
 
 # However often the wake pipe is poked (any session can write it), a pass starts at most this
 # long after the one before: a burst of pokes is one more pass, not one each (issue 35).
@@ -188,28 +175,6 @@ class Daemon:
         )
         self.pause_report = PauseReport(self.pause, say=config.say_pause)
         self.steps = self._steps()
-        # In a fleet: what every host does for the workers it runs (`legion.sessions.placement`).
-        self._reporting: list[Step] = []
-        self._hosting: list[Step] = []
-        if self.membership.in_fleet:
-            work = HostWork(self.workers, self.log)
-            # The leader starts its own workers itself; an answer for one may come through
-            # another host (`legion answer` there).
-            self._reporting = [
-                Step("host_commands", work.commands),
-                Step("session_reports", work.report),
-            ]
-            self._hosting = [
-                Step("host_commands", work.commands),
-                Step("worker_start", self.start_follow_up.run),
-                Step("exited_sessions", self._exited_sessions),
-                Step("worker_health", self.reaper.run),
-                Step("close_retired", work.close_retired),
-                Step("session_reports", work.report),
-                Step("deliver_messages", self._bus_steps),
-                Step("checkpoint", self.checkpoints.run),
-                Step("sweep_workspaces", work.sweep),
-            ]
         self._stopping = False
         self.stopped_by: int | None = None  # the signal that stopped the run, if one did
         self.workers.starts.should_stop = lambda: self._stopping  # no wait outlasts a stop
@@ -219,41 +184,65 @@ class Daemon:
         self._store_down_now = False  # a step of this tick found it so
 
     def _steps(self) -> list[Step]:
-        """A tick, in order. Bus messages before the controller's own wake-ups: a wake-up typed
-        first would keep an idle controller busy (or just active) at every tick, and a message
-        would wait for a quiet moment that never comes. Statuses before delivery: both share
-        one look at the sessions, and a delivery's "busy" must not be undone by a look taken
-        before it."""
-        if self.config.mode == "manual":
-            return [
-                Step("budget_stop", self.budget_stop.run),
-                Step("idle_spend", self.idle_spend.run),
-                Step("exited_sessions", self._exited_sessions),
-                Step("worker_health", self.reaper.run),
-                Step("deliver_messages", self._bus_steps),
-                Step("checkpoint", self.checkpoints.run),
-                Step("pause_dispatch", self.pause_report.run),
-            ]
+        """A tick, in order, each step saying which daemons run it (`Where`): the leader runs
+        the controller and the reconcile pass; in a fleet, every host carries out what was
+        asked of it and reports its workers (`legion.daemon.host_step`), and a follower also
+        closes the windows the leader retired and sweeps its own workspaces (the leader sweeps
+        in its pass). What a tick runs is this list filtered by the daemon's role at the tick.
+
+        A follower carries out the leader's commands first (a start asked of it is what woke
+        it), follows its starts up at once, and reports before it delivers; the leader does
+        its own work first, then what other hosts asked of it, and reports last. Those three
+        steps are listed twice, once where each role runs them. Bus messages before the
+        controller's own wake-ups: a wake-up typed first would keep an idle controller busy
+        (or just active) at every tick, and a message would wait for a quiet moment that
+        never comes. Statuses before delivery: both share one look at the sessions, and a
+        delivery's "busy" must not be undone by a look taken before it."""
+        mode = self.config.mode
+        controlled = mode != "manual"
+        every, leader, followers = Where.EVERY_HOST, Where.LEADER_ONLY, Where.FOLLOWERS_ONLY
+        work = HostWork(self.workers, self.log) if self.membership.in_fleet else None
+        follow_up = self.start_follow_up.run
         steps = [
-            Step("budget_stop", self.budget_stop.run),
-            Step("idle_spend", self.idle_spend.run),
-            Step("controller_health", self.supervisor.run),
-            Step("exited_sessions", self._exited_sessions),
-            Step("worker_health", self.reaper.run),
-            Step("wake_controller", self.wakeups.note_handled),
-            Step("deliver_messages", self._bus_steps),
+            Step("host_commands", work.commands, followers) if work else None,
+            Step("worker_start", follow_up, followers) if work else None,
+            Step("budget_stop", self.budget_stop.run, leader),
+            Step("idle_spend", self.idle_spend.run, leader),
+            Step("controller_health", self.supervisor.run, leader) if controlled else None,
+            Step("exited_sessions", self._exited_sessions, every),
+            Step("worker_health", self.reaper.run, every),
+            Step("close_retired", work.close_retired, followers) if work else None,
+            Step("session_reports", work.report, followers) if work else None,
+            Step("wake_controller", self.wakeups.note_handled, leader) if controlled else None,
+            Step("deliver_messages", self._bus_steps, every),
+            # The leader follows up here the starts its own pass made (between ticks too).
+            Step("worker_start", follow_up, leader) if mode == "auto" else None,
+            Step("reconcile", ReconcileStep(self.reconciler).run, leader)
+            if mode == "auto"
+            else None,
+            Step("wake_controller", self.wakeups.deliver_judgments, leader)
+            if mode == "auto"
+            else None,
+            Step("wake_controller", self.wakeups.wake_llm_controller, leader)
+            if mode == "llm"
+            else None,
+            Step("checkpoint", self.checkpoints.run, every),
+            Step("sweep_workspaces", work.sweep, followers) if work else None,
+            Step("pause_dispatch", self.pause_report.run, leader),
+            # An answer for one of the leader's own workers may come through another host.
+            Step("host_commands", work.commands, leader) if work else None,
+            Step("session_reports", work.report, leader) if work else None,
         ]
-        if self.config.mode == "auto":
-            steps += [
-                Step("worker_start", self.start_follow_up.run),
-                Step("reconcile", ReconcileStep(self.reconciler).run),
-                Step("wake_controller", self.wakeups.deliver_judgments),
-            ]
-        else:
-            steps.append(Step("wake_controller", self.wakeups.wake_llm_controller))
-        steps.append(Step("checkpoint", self.checkpoints.run))
-        steps.append(Step("pause_dispatch", self.pause_report.run))
-        return steps
+        return [step for step in steps if step is not None]
+
+    def _role(self) -> Role | None:
+        """What this daemon is at this tick. A follower (another host leads) runs no
+        controller and no pass: it runs the workers the leader placed on it, and waits to
+        lead. By hand (manual mode) a host runs the sessions started on it either way. None:
+        on one machine, a daemon that has not taken the lease yet does nothing until it has."""
+        if self.membership.leading or self.config.mode == "manual":
+            return Role.LEADER
+        return Role.FOLLOWER if self.membership.in_fleet else None
 
     def _exited_sessions(self) -> StepResult:
         """The sessions whose CLI exited by itself lose their capability, as every session
@@ -267,57 +256,6 @@ class Daemon:
         return self.pause.reason()
 
     # -- lifecycle -----------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        state = self.project.state_dir
-        with open_private(state / "daemon.lock") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise ConflictError(
-                    start_refusal(self.project) or "Legion is already running for this project"
-                ) from None
-            try:
-                with self._tmux_claimed():
-                    write_private(
-                        pid_file(self.project),
-                        f"{os.getpid()} {self.config.mode}\n{self.project.root}\n",
-                    )
-                    try:
-                        yield
-                    finally:
-                        pid_file(self.project).unlink(missing_ok=True)
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-    @contextlib.contextmanager
-    def _tmux_claimed(self) -> Iterator[None]:
-        """Hold this project's session on its tmux server (`daemon_link.tmux_claim`): a second
-        daemon on this machine with a state folder of its own but the same tmux server is
-        refused, rather than closing this one's sessions."""
-        claim = tmux_claim(self.project)
-        try:
-            own_short_folder()  # this user's, never through a link planted in /tmp
-            handle = open_private(claim)
-        except OSError as exc:  # a safeguard, not a reason not to run
-            logger.warning("the tmux session is not claimed: %s", exc)
-            yield
-            return
-        with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise ConflictError(
-                    start_refusal(self.project) or "the project's tmux session is in use"
-                ) from None
-            try:
-                handle.truncate(0)
-                handle.write(f"{self.project.state_dir}\n")
-                handle.flush()
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stopping and signum == signal.SIGINT:
@@ -334,7 +272,7 @@ class Daemon:
             )
 
     def run(self) -> None:
-        with self._exclusive():
+        with project_claimed(self.project, self.config.mode):
             previous = {
                 sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
             }
@@ -366,9 +304,16 @@ class Daemon:
                 self.membership.start()
                 if self.bus_listener is not None:
                     self.bus_listener.start()
-                relay = self._start_relay()  # before the first tick starts any session
-                model_proxy = self._start_model_proxy()
-                egress_proxy = self._start_egress_proxy()
+                # Before the first tick starts any session.
+                relay = start_relay(self.project, self.env, self.fenced)
+                model_proxy = start_model_proxy(
+                    self.project,
+                    self.env,
+                    self.backends.db,
+                    self.workers.runtimes.controller.name,
+                    refused=self.budget_stop.refused,
+                )
+                egress_proxy = start_egress_proxy(self.project, self.backends.db)
                 while not self._stopping:
                     self.tick()
                     if self._finished(started):
@@ -413,76 +358,6 @@ class Daemon:
             fence.close()
         else:
             fence.release()
-
-    def _start_relay(self) -> RelayServer | None:
-        """The relay socket, which every session it starts sends its tracker and forge calls
-        to (the embedded backends' too); the daemon holds the project's lock, so a socket left
-        by a killed daemon is replaced."""
-        from legion.services.session_ops import session_ops
-
-        project = self.project
-        fenced = self.fenced
-        server = relay_server(
-            project.state_dir,
-            # Its writes are fenced on this daemon's lease, as the daemon's own are.
-            lambda: open_backends(project, direct=True, store=fenced.over(open_store(project))),
-            # A session's bus and records, as the session its capability says; a command run
-            # for one writes under the lease too.
-            ops=session_ops(project, self.env, lease=lambda: fenced.lease),
-        )
-        server.start()
-        return server
-
-    def _start_model_proxy(self) -> ModelProxy:
-        """The model proxy (`legion.proxy`), on the port it had last time when that is free (the
-        sessions it served then are still pointed at it), and the file that tells whoever
-        starts a session where it is."""
-        from legion.store import store_opener
-
-        state = self.project.state_dir
-        open_db = store_opener(self.project, self.backends.db)
-        # Each runtime's, from the daemon's environment and its own view of its CLI's home.
-        upstreams = upstreams_from(self.env, self.project.settings)
-        controller = self.workers.runtimes.controller.name
-        before = read_access(state)
-        port = 0
-        if before is not None:
-            with contextlib.suppress(ValueError):
-                port = int(before.url.rsplit(":", 1)[1])
-        options: dict[str, Any] = {
-            "workers": registered_worker,
-            "controller_runtime": controller,
-            "limits": self.project.settings.limits,
-            "refused": self.budget_stop.refused,
-        }
-        # For confined sessions, whose only way out is their bridge to this socket.
-        options["unix_socket"] = socket_path(state, PROXY_SOCKET_NAME)
-        try:
-            server = ModelProxy(upstreams, open_db, port=port, **options)
-        except OSError:  # taken meanwhile: any free port
-            server = ModelProxy(upstreams, open_db, **options)
-        server.start()
-        holders = [name for name, upstream in upstreams.items() if upstream.holds_credential]
-        write_access(state, access(server.url, holders, str(options["unix_socket"])))
-        return server
-
-    def _start_egress_proxy(self) -> EgressProxy | None:
-        """The egress proxy (`legion.proxy.egress`) on its socket beside the model proxy's, for
-        the destinations `sandbox_egress` allows; None when it allows none (a session's bridge
-        then offers no egress: `legion.sessions.supervisor`)."""
-        from legion.core import egress
-        from legion.proxy.egress import counting
-        from legion.store import store_opener
-
-        path = socket_path(self.project.state_dir, EGRESS_SOCKET_NAME)
-        rules = egress.parse(self.project.settings.sandbox_egress)
-        if not rules:
-            path.unlink(missing_ok=True)  # a session started now is given no egress
-            return None
-        open_db = store_opener(self.project, self.backends.db)
-        server = EgressProxy(path, rules, open_db, refused=counting(open_db))
-        server.start()
-        return server
 
     def _finished(self, started: float) -> bool:
         if self.config.run_for is not None and time.monotonic() - started >= self.config.run_for:
@@ -555,13 +430,8 @@ class Daemon:
         with span("tick"), self.workers.windows.one_look():
             results = [self._run(Step("fleet", self.membership.follow))]
             self.workers.leading_epoch = self.membership.leading_epoch
-            # A follower (another host leads) runs no controller and no pass: it runs the
-            # workers the leader placed on it, and waits to lead. By hand (manual mode) a host
-            # runs the sessions started on it either way.
-            if self.membership.leading or self.config.mode == "manual":
-                steps = self.steps + self._reporting
-            else:
-                steps = self._hosting
+            role = self._role()
+            steps = [step for step in self.steps if role is not None and step.where.runs_as(role)]
             for step in steps:
                 results.append(self._run(step))
                 if self._store_down_now:
@@ -596,15 +466,6 @@ class Daemon:
         finally:
             self.delivery.end()
         return StepResult(requeue_after=soonest(self.config.tick, [statuses, delivered], 0.0))
-
-
-def registered_worker(db: Store, session_id: str) -> Spender | None:
-    """The worker Legion recorded as running session `session_id` (its issue, mode and
-    runtime), for the model proxy; None when it knows none."""
-    record = Registry(db).by_session(session_id)
-    if record is None:
-        return None
-    return Spender(session_id, record.issue, record.mode.value, record.runtime)
 
 
 def stop(project: Project, timeout: float = 20.0) -> int | None:

@@ -10,6 +10,7 @@ its own (`legion.core.backoff`, in the reconciler), so a step's error never stop
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -31,12 +32,36 @@ class StepResult:
 DONE = StepResult()
 
 
+class Role(enum.Enum):
+    """What this daemon is at a tick: the leader (on one machine, or by hand in manual mode,
+    always), or a follower of a fleet another host leads, which runs only the workers the
+    leader placed on it (`legion.sessions.placement`)."""
+
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+class Where(enum.Enum):
+    """Which daemons run a step."""
+
+    LEADER_ONLY = "leader only"
+    FOLLOWERS_ONLY = "followers only"
+    EVERY_HOST = "every host"
+
+    def runs_as(self, role: Role) -> bool:
+        if self is Where.EVERY_HOST:
+            return True
+        return (role is Role.LEADER) == (self is Where.LEADER_ONLY)
+
+
 @dataclass(frozen=True)
 class Step:
-    """A named part of a tick (its name is the action it logs a failure under)."""
+    """A named part of a tick (its name is the action it logs a failure under), and which
+    daemons run it."""
 
     name: str
     run: Callable[[], StepResult]
+    where: Where = Where.LEADER_ONLY
 
 
 def soonest(tick: float, results: Iterable[StepResult], floor: float = 0.05) -> float:

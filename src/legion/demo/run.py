@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from legion.backends import Backends, open_backends
-from legion.config import STATE_HOME_ENV, Project
+from legion.config import Project
+from legion.config.paths import STATE_HOME_ENV
 from legion.core.ids import controller_session_id
 from legion.core.model import Label, Status
 from legion.errors import LegionError, ToolMissingError

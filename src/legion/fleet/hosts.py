@@ -16,7 +16,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from legion.config import Project, Settings
+from legion.config import Project
+from legion.config.settings import Settings
 from legion.core.fleet import (
     HostState,
     Lease,

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     import httpx
     from _typeshed import WriteableBuffer
 
-    from legion.config import Settings
+    from legion.config.settings import Settings
     from legion.store import Store
 
 logger = logging.getLogger(__name__)

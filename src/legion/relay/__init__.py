@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from legion.config import Settings
+    from legion.config.settings import Settings
 
 # What a session started by Legion finds in its environment.
 CAPABILITY_ENV = "LEGION_CAPABILITY"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from legion.errors import ToolMissingError
 
 if TYPE_CHECKING:
-    from legion.config import Settings
+    from legion.config.settings import Settings
 
 # The system's CA bundle (Debian/Ubuntu, Fedora). Node trusts only its own CA list, so behind a
 # proxy whose CA the system trusts (curl, pip and git work) npm fails with a certificate error.
@@ -141,7 +141,7 @@ def configured_or_installed(
     (`configured(settings)` not None), else the pinned version in Legion's cache, installed
     there first if it is missing. The same resolver then finds it for the daemon and every
     worker."""
-    from legion.config import machine_settings
+    from legion.config.resolve import machine_settings
 
     settings = machine_settings(env)
     if configured(settings) is None:

@@ -11,7 +11,7 @@ own with nothing but loopback, where its bridge (`legion.sandbox.bridge`) carrie
 connections to the proxy's Unix socket. What is decided here: whether sessions are confined
 (`sandbox` setting: `bwrap`, `none`, or unset for bwrap where it works, `resolve`) and what one
 session may see (`session_access`); the command line is `legion.sandbox.policy`'s, the network
-the supervisor's (`legion.sessions.supervisor`).
+the confinement's (`legion.sessions.confinement`).
 
 Not confined yet, and said so by `legion status`: the controller (its `legion dispatch` opens
 tmux windows). Legion's state (the bus, the projects' databases) is shown to workers,

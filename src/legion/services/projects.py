@@ -12,17 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from legion import plugins
 from legion.backends import open_backends
-from legion.config import (
-    CONFIG_DIR_NAME,
-    CONFIG_FILE_NAME,
-    Project,
-    git_toplevel,
-    load_project,
-    resolve_settings,
-    state_home,
-    widening_keys,
-    write_repo_config,
-)
+from legion.config import Project, git_toplevel, load_project
+from legion.config.files import write_repo_config
+from legion.config.paths import CONFIG_DIR_NAME, CONFIG_FILE_NAME, state_home
+from legion.config.resolve import resolve_settings, widening_keys
 from legion.errors import (
     ConfigError,
     ConflictError,

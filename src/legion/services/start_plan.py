@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from legion.backends import Backends
-from legion.config import SPECS, Project
+from legion.config import Project
+from legion.config.settings import SPECS
 from legion.reconcile import Outcome, Reconciler
 from legion.sessions.workers import WorkerManager
 from legion.store.actionlog import ActionLog

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from legion.config import RUNTIME_ROLES, Settings
+from legion.config.settings import Settings
+from legion.config.values import RUNTIME_ROLES
 from legion.core.decide import session_mode
 from legion.core.ids import session_id
 from legion.core.model import Mode

@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from legion.config import Project, Settings
+    from legion.config import Project
+    from legion.config.settings import Settings
     from legion.plugins import DoctorCheck
 
 __all__ = ["Connection", "Cursor", "Row", "Store", "now", "open_store"]

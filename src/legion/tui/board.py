@@ -17,14 +17,13 @@ from textual.widgets import Static, TabPane
 from legion.errors import LegionError
 from legion.tui.closing import while_open
 from legion.tui.commands import Commands
-from legion.tui.present import (
+from legion.tui.present import one_line, shown
+from legion.tui.present_board import (
     DispatchChoice,
     board_line_issues,
     board_text,
     dispatch_choice,
     dispatch_hint,
-    one_line,
-    shown,
 )
 from legion.tui.sources import Board, BoardIssue, Unavailable
 

@@ -16,15 +16,8 @@ from legion.bus.model import Message
 from legion.errors import LegionError
 from legion.tui.closing import while_open
 from legion.tui.commands import Commands
-from legion.tui.present import (
-    count_text,
-    inbox_order,
-    markdown_line,
-    one_line,
-    question_markdown,
-    question_text,
-    shown,
-)
+from legion.tui.present import count_text, one_line, shown
+from legion.tui.present_inbox import inbox_order, markdown_line, question_markdown, question_text
 from legion.tui.sources import TrackerAsk, TrackerInbox
 from legion.tui.textline import TextLine
 

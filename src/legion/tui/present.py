@@ -1,5 +1,7 @@
 """What the TUI shows, computed from the bus's records: the sidebar's rows, a message as styled
-text, `@agent` completion. Pure (no I/O, no clock), so it is tested without a terminal.
+text, `@agent` completion, the keys' help. Pure (no I/O, no clock), so it is tested without a
+terminal; so are the board's, the inbox's and peek's (`present_board`, `present_inbox`,
+`present_peek`).
 
 Styles are rich style strings; every distinction that colour makes is also made in text (a
 glyph, a `[ask]` label, reverse video for what is addressed to the human), so the screen
@@ -12,16 +14,12 @@ as a string a widget would read as markup.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from datetime import datetime
 
-from markdown_it import MarkdownIt
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
@@ -34,9 +32,6 @@ from legion.bus.model import (
     Message,
     MessageKind,
 )
-from legion.core.decide import Action, Decision
-from legion.core.model import Mode, Status
-from legion.core.task_list import TaskList
 from legion.core.text import for_display
 
 # The seed's glyphs, and "-" for an idle agent (waiting for a prompt: nothing to see).
@@ -364,224 +359,6 @@ def keys_table() -> Table:
     return table
 
 
-# -- the board ----------------------------------------------------------------------------------
-
-
-class BoardLine(Protocol):
-    """An issue on the board (`legion.tui.sources.BoardIssue`)."""
-
-    @property
-    def phase(self) -> Status: ...
-    @property
-    def identifier(self) -> str: ...
-    @property
-    def title(self) -> str: ...
-    @property
-    def worker(self) -> str: ...
-    @property
-    def review(self) -> str: ...
-    @property
-    def action(self) -> Action: ...
-    @property
-    def mode(self) -> Mode | None: ...
-    @property
-    def live(self) -> bool: ...
-
-
-CURSOR_STYLE = "reverse"  # the board's highlighted issue (also marked with ">")
-
-
-def board_text(issues: Sequence[BoardLine], cursor: int | None = None) -> Text:
-    """The issues under a heading per phase (in the order given), in aligned columns: the
-    issue, its worker, its pull request's review, and its title last, where a narrow
-    screen cuts it. `cursor`: the index of the highlighted issue (a `>` before it, in
-    reverse video)."""
-    if not issues:
-        return Text('No issues yet: `legion issue create "Title"` adds one.')
-    shown_ids = [for_display(i.identifier) for i in issues]
-    widths = [max(len(i) for i in shown_ids), max(len(i.worker) for i in issues)]
-    review_width = max(len(for_display(i.review)) for i in issues)
-    lines: list[Text] = []
-    previous: Status | None = None
-    for index, issue in enumerate(issues):
-        if issue.phase != previous:
-            count = sum(1 for other in issues if other.phase == issue.phase)
-            lines.append(Text(f"{issue.phase.value} ({count})", style="bold"))
-            previous = issue.phase
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append("> " if index == cursor else "  ", style="bold")
-        line.append(f"{shown_ids[index]:<{widths[0]}}  ", style="bold")
-        line.append(f"{issue.worker:<{widths[1]}}  ", style="dim" if issue.worker == "-" else "")
-        line.append(f"{for_display(issue.review):<{review_width}}  ")
-        line.append(for_display(issue.title))
-        if index == cursor:
-            line.stylize(CURSOR_STYLE)
-        lines.append(line)
-    return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
-
-
-def board_line_issues(issues: Sequence[BoardLine]) -> list[int | None]:
-    """For each line `board_text` shows, the index of its issue (None: a phase's heading)."""
-    found: list[int | None] = []
-    previous: Status | None = None
-    for index, issue in enumerate(issues):
-        if issue.phase != previous:
-            found.append(None)
-            previous = issue.phase
-        found.append(index)
-    return found
-
-
-# The suggestions the daemon carries out as a plain start of the suggested mode's worker
-# (`legion.reconcile`'s `dispatch`), which is what `legion dispatch ISSUE MODE` does. The
-# others do more than start a worker (clear labels, move the issue, resume a session with a
-# prompt of their own), so they are left to the daemon.
-DISPATCHABLE: frozenset[Action] = frozenset(
-    {
-        Action.DISPATCH_ARCHITECT,
-        Action.DISPATCH_PLANNER,
-        Action.DISPATCH_IMPLEMENTER,
-        Action.DISPATCH_REVIEWER,
-        Action.RESUME_IMPLEMENTER_FOR_RETRO,
-    }
-)
-
-
-@dataclass(frozen=True, slots=True)
-class DispatchChoice:
-    """What `d` on the board starts: `legion dispatch IDENTIFIER MODE`."""
-
-    identifier: str
-    mode: Mode
-
-
-def dispatch_choice(issue: BoardLine) -> DispatchChoice | str:
-    """The worker `d` starts for `issue`: the mode the decision table suggests, when the
-    suggestion is to start one and the issue has no live worker; else why not, in a line."""
-    name = issue.identifier
-    if issue.live:
-        return f"{name} has a live worker ({issue.worker}): nothing to dispatch"
-    if issue.worker == "unknown":
-        return f"{name}: tmux did not answer, so whether it has a worker is unknown"
-    if issue.action is Action.SKIP:
-        return f"nothing to dispatch for {name} in {issue.phase.value} now (the table says skip)"
-    if issue.action not in DISPATCHABLE or issue.mode is None:
-        return f"{name}: the next step is {next_step(issue)}, not a dispatch (the daemon's)"
-    return DispatchChoice(name, issue.mode)
-
-
-def next_step(issue: BoardLine) -> str:
-    """What the decision table suggests for `issue`, in words (`Decision.words`, as
-    `legion state` says it), never the action's internal name."""
-    return Decision(issue.action, issue.mode).words
-
-
-def dispatch_hint(issue: BoardLine) -> str:
-    """The board's line about its highlighted issue: what `d` would do."""
-    choice = dispatch_choice(issue)
-    if isinstance(choice, str):
-        return choice
-    hint = f"{choice.identifier}: d dispatches {choice.mode.value}"
-    words = next_step(issue)
-    return hint if words == f"dispatch {choice.mode.value}" else f"{hint} ({words})"
-
-
-# -- the inbox ----------------------------------------------------------------------------------
-
-
-class TrackerLine(Protocol):
-    """A question asked on a tracker (`legion.tui.sources.TrackerAsk`)."""
-
-    @property
-    def asked_at(self) -> str: ...
-
-
-Q = TypeVar("Q", bound=TrackerLine)
-T = TypeVar("T")
-_LONG_AGO = datetime.min.replace(tzinfo=UTC)
-
-
-def question_time(at: str) -> datetime:
-    """When a question was asked, for ordering (an unreadable time sorts first)."""
-    try:
-        when = datetime.fromisoformat(at)
-    except ValueError:
-        return _LONG_AGO
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-def inbox_order(messages: Sequence[Message], asked: Sequence[Q]) -> list[Message | Q]:
-    """The bus's questions and the trackers' in one list, oldest first (stable: each keeps its
-    own order among equal times)."""
-    both: list[tuple[datetime, int, Message | Q]] = [
-        (question_time(m.created_at), n, m) for n, m in enumerate(messages)
-    ]
-    both += [(question_time(q.asked_at), len(both) + n, q) for n, q in enumerate(asked)]
-    return [item for _, _, item in sorted(both, key=lambda found: (found[0], found[1]))]
-
-
-def question_text(comment: str) -> str:
-    """A tracker question's text without its `## Question` heading."""
-    lines = comment.strip().splitlines()
-    if lines and lines[0].strip().lower().lstrip("#").strip() == "question":
-        lines = lines[1:]
-    return for_display("\n".join(lines).strip())
-
-
-_INLINE = MarkdownIt("commonmark", {"html": False}).enable("strikethrough")
-
-
-class _SafeMarkdown(Markdown):
-    """Rich's Markdown with HTML read as text (a tracker's `<div>` would otherwise vanish)
-    and links shown with their address (no terminal hyperlink to a place nobody checked)."""
-
-    def __init__(self, markup: str) -> None:
-        super().__init__(markup, hyperlinks=False)
-        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
-        self.parsed = parser.parse(markup)
-
-
-def question_markdown(text: str) -> Markdown:
-    """A question's text rendered as Markdown (headings, emphasis, lists, code), its
-    untrusted characters escaped first (`for_display`)."""
-    return _SafeMarkdown(for_display(text))
-
-
-_INLINE_STYLES = {"strong": "bold", "em": "italic", "s": "strike"}
-_HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s+|$)")
-
-
-def markdown_line(line: str) -> Text:
-    """One line of Markdown as styled text (emphasis, code, links with their address), for a
-    list's cell; escaped first (`for_display`). A heading's marks are dropped."""
-    text = Text(no_wrap=True, overflow="ellipsis")
-    parsed = _INLINE.parseInline(_HEADING.sub("", for_display(line)))
-    tokens = (parsed[0].children or []) if parsed else []
-    styles: list[str] = []
-    href: list[str] = []
-    for token in tokens:
-        kind = token.type
-        if kind.endswith("_open") and kind[: -len("_open")] in _INLINE_STYLES:
-            styles.append(_INLINE_STYLES[kind[: -len("_open")]])
-        elif kind.endswith("_close") and kind[: -len("_close")] in _INLINE_STYLES and styles:
-            styles.pop()
-        elif kind == "link_open":
-            href.append(str(token.attrs.get("href", "")))
-            styles.append("underline")
-        elif kind == "link_close":
-            if styles:
-                styles.pop()
-            if href:
-                text.append(f" ({href.pop()})")
-        elif kind == "code_inline":
-            text.append(token.content, style=" ".join([*styles, "bold"]))
-        elif kind in ("softbreak", "hardbreak"):
-            text.append(" ")
-        else:  # text, an image's alt text
-            text.append(token.content, style=" ".join(styles))
-    return text
-
-
 def one_line(text: str) -> str:
     """An error as one notification line."""
     return " ".join(text.split())
@@ -612,100 +389,3 @@ def cell(text: str) -> Text:
     """A table cell of text Legion did not write: escaped, on one line, cut with `…` where
     its column is narrower."""
     return Text(" ".join(for_display(text).split()), no_wrap=True, overflow="ellipsis")
-
-
-# -- peeking --------------------------------------------------------------------------------------
-
-
-def task_line(tasks: TaskList) -> str:
-    """A session's task list in a line: `Tasks 2/5, now: Writing the parser`."""
-    line = f"Tasks {tasks.progress}"
-    return f"{line}, now: {tasks.current}" if tasks.current else line
-
-
-def by_time(items: Iterable[T], key: Callable[[T], str]) -> list[T]:
-    """`items` oldest first by their timestamp (`key`): RFC 3339 times of any precision (the
-    action log's seconds, the bus's milliseconds); the order given where two are the same,
-    and an unreadable one first."""
-
-    def when(item: T) -> datetime:
-        try:
-            found = datetime.fromisoformat(key(item).replace("Z", "+00:00"))
-        except ValueError:
-            return datetime.min.replace(tzinfo=UTC)
-        return found if found.tzinfo else found.replace(tzinfo=UTC)
-
-    return sorted(items, key=when)
-
-
-def last_screen_lines(captured: str, count: int) -> str:
-    """The last `count` lines of a captured tmux pane, without the blank rows under the
-    cursor (as `legion peek` shows it)."""
-    rows = captured.splitlines()
-    while rows and not rows[-1].strip():
-        rows.pop()
-    return "\n".join(rows[-count:])
-
-
-def transcript_lines(raw_lines: Iterable[str], count: int) -> list[str]:
-    """The last `count` things said in a Claude Code transcript or a Codex rollout (JSON
-    lines): the user's and the assistant's text, and each tool the assistant called, one line
-    each. Lines that are not JSON, or of types this does not know, are skipped (the formats
-    change between versions)."""
-    said: list[str] = []
-    for line in raw_lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict):
-            continue
-        if entry.get("type") in ("user", "assistant"):
-            said += _entry_lines(entry)
-        elif entry.get("type") == "response_item" and isinstance(entry.get("payload"), dict):
-            said += _rollout_item_lines(entry["payload"])
-    return said[-count:]
-
-
-# What Codex adds to the conversation itself, before the prompt: not something anybody said.
-_CODEX_CONTEXT = ("<environment_context>", "# AGENTS.md instructions", "<skill>", "<permissions")
-
-
-def _rollout_item_lines(item: dict[str, object]) -> list[str]:
-    """One line per text of a Codex rollout's message, or per function call."""
-    if item.get("type") == "function_call":
-        try:
-            arguments = json.loads(str(item.get("arguments") or "{}"))
-        except ValueError:
-            arguments = {}
-        command = arguments.get("cmd") if isinstance(arguments, dict) else None
-        detail = f" {for_display(' '.join(str(command).split()))[:200]}" if command else ""
-        return [f"assistant: ({item.get('name', 'tool')}){detail}"]
-    role = item.get("role")
-    if item.get("type") != "message" or role not in ("user", "assistant"):
-        return []
-    found = []
-    content = item.get("content")
-    for block in content if isinstance(content, list) else []:
-        text = str(block.get("text", "")) if isinstance(block, dict) else ""
-        if text.strip() and not text.lstrip().startswith(_CODEX_CONTEXT):
-            found.append(f"{role}: {for_display(' '.join(text.split()))[:500]}")
-    return found
-
-
-def _entry_lines(entry: dict[str, object]) -> list[str]:
-    who = str(entry.get("type"))
-    message = entry.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, str):
-        content = [{"type": "text", "text": content}]
-    found: list[str] = []
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "text" and str(block.get("text", "")).strip():
-            first = " ".join(str(block["text"]).split())
-            found.append(f"{who}: {for_display(first)[:500]}")
-        elif block.get("type") == "tool_use":
-            found.append(f"{who}: ({block.get('name', 'tool')})")
-    return found

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from legion.bus.model import Channel
-from legion.config import state_home
+from legion.config.paths import state_home
 from legion.files.private import write_private
 
 FILE_NAME = "tui.json"

@@ -22,13 +22,8 @@ from legion.bus.model import ORCHESTRATOR_NAME, Agent
 from legion.core.decide import Action
 from legion.core.model import Mode, Status
 from legion.errors import LegionError
-from legion.tui.present import (
-    by_time,
-    last_screen_lines,
-    one_line,
-    task_line,
-    transcript_lines,
-)
+from legion.tui.present import one_line
+from legion.tui.present_peek import by_time, last_screen_lines, task_line, transcript_lines
 from legion.tui.projects import ProjectFinder, name_of
 
 if TYPE_CHECKING:

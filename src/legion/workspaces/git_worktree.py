@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from legion.config import DEFAULT_REGENERABLE
+from legion.config.values import DEFAULT_REGENERABLE
 from legion.core.ids import BRANCH_PREFIX, branch_for
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError, GitError, InputError, TamperedWorkspaceError

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from legion.config import DEFAULT_REGENERABLE
+from legion.config.values import DEFAULT_REGENERABLE
 from legion.core.ids import branch_for
 from legion.core.model import normalize_identifier
 from legion.errors import ConflictError, InputError, JjError, ToolMissingError

@@ -26,7 +26,7 @@ from legion.runtime.claude.settings import ClaudeSettings
 from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary, setting_source
 
 if TYPE_CHECKING:
-    from legion.config import Settings
+    from legion.config.settings import Settings
 
 PINNED_VERSION = "2.1.328"
 NPM_PACKAGE = "@anthropic-ai/claude-code"

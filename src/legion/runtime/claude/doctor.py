@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from legion.config import RUNTIME_ROLES, Settings
+from legion.config.settings import Settings
+from legion.config.values import RUNTIME_ROLES
 from legion.errors import LegionError
 from legion.plugins import CLAUDE_CODE, DoctorCheck, DoctorReport
 from legion.runtime.claude import binary as claude_bin
@@ -31,7 +32,7 @@ def doctor_report(
 
 def _claude_checks(env: Mapping[str, str], required: bool = True) -> list[Check]:
     """Claude Code: found (required when a role runs on it), its version, a credential."""
-    from legion.config import machine_settings
+    from legion.config.resolve import machine_settings
 
     try:
         binary = claude_bin.resolve_configured(machine_settings(env), env)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from legion.config import Settings
+from legion.config.settings import Settings
 from legion.core.model import Mode
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage

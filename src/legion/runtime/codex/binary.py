@@ -28,7 +28,7 @@ from legion.runtime.codex.settings import CodexSettings
 from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary, setting_source
 
 if TYPE_CHECKING:
-    from legion.config import Settings
+    from legion.config.settings import Settings
 
 PINNED_VERSION = "0.169.0"
 NPM_PACKAGE = "@openai/codex"

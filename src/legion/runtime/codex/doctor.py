@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from legion.config import Settings, roles_on
+from legion.config.settings import Settings, roles_on
 from legion.core.text import url_without_secrets
 from legion.errors import LegionError
 from legion.plugins import CODEX, DoctorCheck, DoctorReport
