@@ -207,7 +207,7 @@ def test_a_turn_whose_key_was_refused_ends_the_session_saying_so(tmp_path: Path)
 
 
 def test_a_role_runs_on_gemini_with_its_model_and_arguments(tmp_path: Path) -> None:
-    from legion.config import resolve_settings
+    from legion.config.resolve import resolve_settings
     from legion.core.model import Mode
     from legion.errors import ConfigError
     from legion.runtime.gemini.runtime import open_runtime

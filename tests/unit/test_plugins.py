@@ -27,7 +27,8 @@ PLUGIN_FILES = (
     "github/",
     "runtime/claude",
     "runtime/codex",
-    "cli/reference_notes.py",  # the settings' reference, whose examples name them as a user writes
+    "cli/reference_notes.py",  # the commands' reference, whose examples name them as a user writes
+    "cli/reference_settings.py",  # the settings' reference, likewise
 )
 NAME = re.compile(r"""["'](?:claude|codex|linear|github|embedded|claude-code)["']""")
 

@@ -5,7 +5,8 @@ setting, and nothing that is not there."""
 from __future__ import annotations
 
 from legion.cli import reference
-from legion.cli.reference_notes import COMMAND_EXITS, COMMAND_NOTES, SETTINGS
+from legion.cli.reference_notes import COMMAND_EXITS, COMMAND_NOTES
+from legion.cli.reference_settings import SETTINGS
 from legion.config.settings import SPECS
 
 
@@ -29,8 +30,8 @@ def test_every_command_and_subcommand_is_in_the_reference() -> None:
 
 def test_every_setting_has_a_meaning_and_every_note_names_something() -> None:
     names = {spec.name for spec in SPECS}
-    assert names - set(SETTINGS) == set(), "settings without a meaning in reference_notes.SETTINGS"
-    assert set(SETTINGS) - names == set(), "reference_notes.SETTINGS names no such setting"
+    assert names - set(SETTINGS) == set(), "settings with no meaning in reference_settings.SETTINGS"
+    assert set(SETTINGS) - names == set(), "reference_settings.SETTINGS names no such setting"
     paths = {" ".join(doc.path) for doc in reference.walk_commands()}
     assert set(COMMAND_NOTES) - paths == set(), "COMMAND_NOTES names no such command"
     assert set(COMMAND_EXITS) - paths == set(), "COMMAND_EXITS names no such command"

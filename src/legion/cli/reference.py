@@ -6,7 +6,7 @@ does, its example, and the notes `legion.cli.reference_notes.COMMAND_NOTES` adds
 added to the tree appears in the reference when it is regenerated: nothing here lists them.
 `settings_markdown()` writes every setting of `legion.config.settings.SPECS` (the project's and each
 plugin's): its type, default, variable and whether a repository's config may set it, with its
-meaning from `legion.cli.reference_notes.SETTINGS`.
+meaning from `legion.cli.reference_settings.SETTINGS`.
 
 Each lands in its file between two markers, `<!-- generated: NAME -->` and
 `<!-- end generated: NAME -->`; the prose around them is written by hand. A unit test fails
@@ -152,7 +152,7 @@ def commands_markdown() -> str:
 
 
 def _default(spec: Any, *, short: bool = False) -> str:
-    from legion.cli.reference_notes import SETTINGS
+    from legion.cli.reference_settings import SETTINGS
     from legion.cli.render import UNSET_MEANING, toml_literal
 
     given = SETTINGS[spec.name].default
@@ -180,7 +180,7 @@ def _in_repo(spec: Any) -> str:
 
 
 def settings_markdown() -> str:
-    from legion.cli.reference_notes import SETTINGS
+    from legion.cli.reference_settings import SETTINGS
     from legion.config.settings import SPECS
 
     out = [

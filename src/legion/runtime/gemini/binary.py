@@ -19,7 +19,7 @@ from legion.runtime.gemini.settings import GeminiSettings
 from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary, setting_source
 
 if TYPE_CHECKING:
-    from legion.config import Settings
+    from legion.config.settings import Settings
 
 PINNED_VERSION = "0.61.0"
 NPM_PACKAGE = "@google/gemini-cli"

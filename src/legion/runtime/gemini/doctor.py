@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from legion.config import Settings, roles_on
+from legion.config.settings import Settings, roles_on
 from legion.errors import LegionError
 from legion.plugins import GEMINI, DoctorCheck, DoctorReport
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from legion.config import Settings
+from legion.config.settings import Settings
 from legion.core.model import Mode
 from legion.core.task_list import TaskList
 from legion.core.usage import Usage
