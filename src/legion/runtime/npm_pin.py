@@ -1,5 +1,6 @@
-"""Installing a pinned agent CLI from npm into Legion's cache, once: Claude Code and Codex
-both come this way (`runtime/claude/binary.py`, `runtime/codex/binary.py`)."""
+"""Installing a pinned agent CLI from npm into Legion's cache, once, and finding the one to run:
+Claude Code, Codex and the Gemini CLI all come this way (each runtime's `binary` module declares
+its `NpmCli`)."""
 
 from __future__ import annotations
 
@@ -147,3 +148,105 @@ def configured_or_installed(
     if configured(settings) is None:
         install()
     return resolve(settings)
+
+
+@dataclass(frozen=True)
+class NpmCli:
+    """An agent CLI Legion runs, installed from npm at a pinned version: what a runtime's
+    `binary` module declares, and what every one of them does with it. The `<command>_bin`
+    setting (when the caller has one), else Legion's own cached install of the pinned version
+    (`$XDG_CACHE_HOME/legion/<folder>`, which `legion doctor --install` fills), else `<command>`
+    on `PATH`."""
+
+    product: str  # as people call it: "Claude Code"
+    command: str  # the launcher npm links, and its name on PATH: "claude"
+    package: str  # the npm package
+    version: str  # the pinned version
+    folder: str  # the cache's folder for it: "claude-code"
+    bin_of: Callable[[Settings], Path | None]  # the `<command>_bin` setting's value
+    version_word: int = -1  # which word of `<command> --version` is the version
+    version_timeout: float = 30.0  # seconds `--version` may take (a big node bundle loads)
+
+    @property
+    def setting(self) -> str:
+        return f"{self.command}_bin"
+
+    @property
+    def pin(self) -> Pin:
+        variable = f"LEGION_{self.setting.upper()}"
+        instead = f"set {self.setting} ({variable}) to a `{self.command}`"
+        return Pin(self.product, self.package, self.version, instead)
+
+    def cache_prefix(self, env: Mapping[str, str]) -> Path:
+        """The npm prefix of Legion's own install of it (beside the other CLIs')."""
+        base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
+        return Path(base) / "legion" / self.folder
+
+    def cached_binary(self, env: Mapping[str, str]) -> Path:
+        """The launcher npm links into the cache (what users run as `<command>`)."""
+        return self.cache_prefix(env) / "node_modules" / ".bin" / self.command
+
+    def fix_hint(self, env: Mapping[str, str]) -> str:
+        variable = f"LEGION_{self.setting.upper()}"
+        return (
+            f"run `legion doctor --install` (installs {self.product} {self.version} into "
+            f"{self.cache_prefix(env)} with npm), or set {self.setting} ({variable}) to your "
+            f"`{self.command}`"
+        )
+
+    def resolve(
+        self, configured: Path | None, env: Mapping[str, str], *, configured_source: str = "setting"
+    ) -> Binary:
+        """The CLI to run; a ToolMissingError naming the cause and the fix if none."""
+        return resolve_binary(
+            configured,
+            env,
+            setting=self.setting,
+            command=self.command,
+            product=self.product,
+            cached=self.cached_binary(env),
+            fix=self.fix_hint(env),
+            configured_source=configured_source,
+        )
+
+    def resolve_configured(self, settings: Settings | None, env: Mapping[str, str]) -> Binary:
+        """`resolve` with the setting and where it came from (None: no settings)."""
+        if settings is None:
+            return self.resolve(None, env)
+        named = setting_source(settings.sources, self.setting)
+        return self.resolve(self.bin_of(settings), env, configured_source=named)
+
+    def version_of(self, binary: Path) -> str | None:
+        """What `<command> --version` says (no network request), or None."""
+        try:
+            out = subprocess.run(
+                [str(binary), "--version"],
+                capture_output=True, text=True, timeout=self.version_timeout, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        words = out.stdout.split()
+        return words[self.version_word] if out.returncode == 0 and words else None
+
+    def install(
+        self,
+        env: Mapping[str, str],
+        say: Callable[[str], None],
+        *,
+        repair: Callable[[Mapping[str, str]], None] | None = None,
+        missing_hint: Callable[[], str] = lambda: "",
+    ) -> Path:
+        """Install the pinned version into the cache, unless it is there; the launcher's path
+        (`install_pinned`)."""
+        return install_pinned(
+            self.pin, self.cache_prefix(env), self.cached_binary(env), self.version_of, env, say,
+            repair=repair, missing_hint=missing_hint,
+        )  # fmt: skip
+
+    def configured_or_installed(
+        self, env: Mapping[str, str], install: Callable[[], object]
+    ) -> Binary:
+        """`configured_or_installed` for this CLI, `install` installing it."""
+        return configured_or_installed(
+            env, self.bin_of, install, lambda settings: self.resolve_configured(settings, env)
+        )

@@ -17,18 +17,12 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from legion.runtime import npm_pin
 from legion.runtime.codex.settings import CodexSettings
-from legion.runtime.npm_pin import Binary, Pin, install_pinned, resolve_binary, setting_source
-
-if TYPE_CHECKING:
-    from legion.config.settings import Settings
+from legion.runtime.npm_pin import Binary, NpmCli
 
 PINNED_VERSION = "0.169.0"
 NPM_PACKAGE = "@openai/codex"
@@ -45,15 +39,22 @@ _TARGETS: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 
-def cache_prefix(env: Mapping[str, str]) -> Path:
-    """The npm prefix of Legion's own Codex install (beside `legion/claude-code`)."""
-    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
-    return Path(base) / "legion" / "codex"
-
-
-def cached_binary(env: Mapping[str, str]) -> Path:
-    """The JS launcher npm links into the cache (what users run as `codex`)."""
-    return cache_prefix(env) / "node_modules" / ".bin" / "codex"
+CLI = NpmCli(
+    product="Codex",
+    command="codex",
+    package=NPM_PACKAGE,
+    version=PINNED_VERSION,
+    folder="codex",
+    bin_of=lambda settings: settings.section(CodexSettings).bin,
+)  # `codex --version`: `codex-cli 0.169.0`
+CodexBinary = Binary
+cache_prefix = CLI.cache_prefix
+cached_binary = CLI.cached_binary
+fix_hint = CLI.fix_hint
+resolve = CLI.resolve
+resolve_configured = CLI.resolve_configured
+version_of = CLI.version_of
+PIN = CLI.pin
 
 
 def native_binary(launcher_prefix: Path) -> Path | None:
@@ -66,55 +67,6 @@ def native_binary(launcher_prefix: Path) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def fix_hint(env: Mapping[str, str]) -> str:
-    return (
-        f"run `legion doctor --install` (installs Codex {PINNED_VERSION} into "
-        f"{cache_prefix(env)} with npm), or set codex_bin (LEGION_CODEX_BIN) to your `codex`"
-    )
-
-
-CodexBinary = Binary
-
-
-def resolve(
-    configured: Path | None, env: Mapping[str, str], *, configured_source: str = "setting"
-) -> Binary:
-    """The Codex CLI to run; a ToolMissingError naming the cause and the fix if none."""
-    return resolve_binary(
-        configured,
-        env,
-        setting="codex_bin",
-        command="codex",
-        product="Codex",
-        cached=cached_binary(env),
-        fix=fix_hint(env),
-        configured_source=configured_source,
-    )
-
-
-def resolve_configured(settings: Settings | None, env: Mapping[str, str]) -> Binary:
-    """`resolve` with the codex_bin setting and where it came from (None: no settings)."""
-    if settings is None:
-        return resolve(None, env)
-    named = setting_source(settings.sources, "codex_bin")
-    return resolve(settings.section(CodexSettings).bin, env, configured_source=named)
-
-
-def version_of(binary: Path) -> str | None:
-    """What `codex --version` says (`codex-cli 0.169.0`; no network request), or None."""
-    try:
-        out = subprocess.run(
-            [str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    words = out.stdout.split()
-    return words[-1] if out.returncode == 0 and words else None
-
-
-PIN = Pin("Codex", NPM_PACKAGE, PINNED_VERSION, "set codex_bin (LEGION_CODEX_BIN) to a `codex`")
-
-
 def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
     """Install the pinned Codex into the cache, unless it is there already; the launcher's path."""
     prefix = cache_prefix(env)
@@ -124,16 +76,9 @@ def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
             return " (the platform package is missing: was it installed with --omit=optional?)"
         return ""
 
-    return install_pinned(
-        PIN, prefix, cached_binary(env), version_of, env, say, missing_hint=missing_hint
-    )
+    return CLI.install(env, say, missing_hint=missing_hint)
 
 
 def configured_or_installed(env: Mapping[str, str], say: Callable[[str], None]) -> Binary:
     """`legion.runtime.npm_pin.configured_or_installed` for this CLI."""
-    return npm_pin.configured_or_installed(
-        env,
-        lambda settings: settings.section(CodexSettings).bin,
-        lambda: install(env, say),
-        lambda settings: resolve_configured(settings, env),
-    )
+    return CLI.configured_or_installed(env, lambda: install(env, say))
