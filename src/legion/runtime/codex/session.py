@@ -21,19 +21,13 @@ What Codex does is shown in the window in a few lines per event, for `legion pee
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
-from legion import daemon_link
-from legion.bus import session_hooks
-from legion.bus.session_hooks import HookedSession
-from legion.relay import wake_up_fetcher
 from legion.runtime.codex.provider import CODEX_OVERRIDES_ENV
 from legion.runtime.codex.runtime import (
     EXEC_FLAGS,
@@ -46,15 +40,7 @@ from legion.runtime.codex.runtime import (
     session_link,
     turn_state_file,
 )
-from legion.runtime.turn_loop import OUTPUT_LINES, PROMPT_MARK, TURN_END, Terminal
-
-T = TypeVar("T")
-
-
-def _short(text: str, width: int = 160) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
-
+from legion.runtime.turn_loop import OUTPUT_LINES, TurnLoopSession, one_line, serve
 
 # A key refused: what the server said after it (OpenAI's words quote part of the key) is not
 # shown in the window.
@@ -74,7 +60,7 @@ def render_event(event: Mapping[str, Any]) -> list[str]:
         if item.get("type") == "agent_message":
             return [f"• {item.get('text', '')}"]
         if item.get("type") == "command_execution":
-            lines = [f"$ {_short(str(item.get('command', '')))}  (exit {item.get('exit_code')})"]
+            lines = [f"$ {one_line(str(item.get('command', '')))}  (exit {item.get('exit_code')})"]
             output = str(item.get("aggregated_output") or "").rstrip().splitlines()
             return lines + [f"  {line}" for line in output[-OUTPUT_LINES:]]
         if item.get("type") == "error":
@@ -94,7 +80,9 @@ def render_event(event: Mapping[str, Any]) -> list[str]:
     return []
 
 
-class Session:
+class Session(TurnLoopSession):
+    cli = "codex"
+
     def __init__(
         self,
         *,
@@ -106,30 +94,25 @@ class Session:
         env: Mapping[str, str],
         out: IO[str],
     ) -> None:
+        link = session_link(env, session_id)
+        super().__init__(
+            session_id=session_id, inbox=inbox, context=context, env=env, out=out, link=link,
+            state_file=turn_state_file(link),
+        )  # fmt: skip
         self.codex = codex
-        self.session_id = session_id
-        self.inbox = inbox
-        self.context = context
         self.extra_args = list(extra_args)
-        self.env = env
-        self.out = out
-        self.link = session_link(env, session_id)
         self.home = codex_home(env)
         self._codex_id = codex_session_id(self.link)
-        self.last_error: str | None = None
 
     # -- the session's record ------------------------------------------------------------------
 
-    def _say(self, *lines: str) -> None:
-        for line in lines:
-            self.out.write(line + "\n")
-        self.out.flush()
+    @property
+    def started(self) -> bool:
+        """Whether the session exists: Codex answered at least once (it is linked)."""
+        return codex_session_id(self.link) is not None
 
-    def _state(self, state: str) -> None:
-        from legion.files.private import write_private
-
-        with contextlib.suppress(OSError):
-            write_private(turn_state_file(self.link), state + "\n")
+    def start_failed(self, status: int) -> bool:
+        return status != 0 and not self.started and not self._link_refused()
 
     def _link(self, codex_id: str) -> None:
         """Record which Codex session this is: the link to its rollout."""
@@ -139,12 +122,7 @@ class Session:
         rollout = find_rollout(self.home, codex_id)
         if rollout is None:
             return  # not written yet: tried again at the next event
-        self.link.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.link.with_name(f".{self.link.name}.{os.getpid()}")
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
-        temporary.symlink_to(rollout)
-        temporary.replace(self.link)
+        self.link_to(rollout)
 
     def _link_refused(self) -> bool:
         """After a first turn that failed: when the model's server refused Codex's key
@@ -166,50 +144,11 @@ class Session:
         self._link(self._codex_id)
         return self.started
 
-    def _compactions(self) -> int:
+    def compactions(self) -> int:
         try:
             return compactions(self.link.read_text(encoding="utf-8", errors="replace").splitlines())
         except OSError:
             return 0
-
-    # -- Legion's session hooks (`legion.bus.session_hooks`), called at the loop's boundaries --
-
-    def _hooked(self) -> HookedSession:
-        return HookedSession(
-            session_id=self.session_id,
-            inbox=self.inbox,
-            context=self.context,
-            env=self.env,
-            workspace=Path(os.getcwd()),
-            remote_context=wake_up_fetcher(self.env),
-        )
-
-    def _guarded(self, what: str, call: Callable[[], T]) -> T | None:
-        """`call`, or None when it fails: as for a hook, a broken inbox never stops the
-        session (the window says why)."""
-        try:
-            return call()
-        except Exception as exc:
-            self._say(f"! legion: {what}: {type(exc).__name__}: {exc}")
-            return None
-
-    def queued_messages(self) -> str | None:
-        """The messages waiting in the inbox, taken out of it (handed over at a turn's end)."""
-        if self.inbox is None or not self.inbox.exists():
-            return None
-        return self._guarded(
-            "turn end", lambda: session_hooks.turn_ended(self._hooked(), via=TURN_END)
-        )
-
-    def wake_up_context(self, source: str) -> str | None:
-        """What a resumed (`resume`) or compacted (`compact`) session is given back."""
-        if source == "compact":  # the event, and a snapshot
-            self._guarded(
-                "compaction", lambda: session_hooks.compacting(self._hooked(), trigger="auto")
-            )
-        return self._guarded(
-            "session start", lambda: session_hooks.session_started(self._hooked(), source)
-        )
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -232,85 +171,20 @@ class Session:
             return []
         return [str(item) for item in overrides] if isinstance(overrides, list) else []
 
-    def turn(self, prompt: str) -> int:
-        """Run one turn to its end; Codex's exit status."""
-        self._state("running")
-        self._say("", f"{PROMPT_MARK} {prompt.strip()}", "")
-        process = subprocess.Popen(
-            self.argv(prompt),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=dict(self.env),
-        )
-        assert process.stdout is not None
-        try:
-            for line in process.stdout:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    self._say(line.rstrip())
-                    continue
-                if not isinstance(event, dict):
-                    continue
-                kind = str(event.get("type", ""))
-                if kind == "thread.started" and event.get("thread_id"):
-                    self._codex_id = str(event["thread_id"])
-                elif kind.startswith(("item.", "turn.completed")) and self._codex_id:
-                    # Linked once the model has answered: a session whose first request
-                    # fails (no key, no provider) is no session, and its window says why;
-                    # one whose key was refused is linked after (`_link_refused`).
-                    self._link(self._codex_id)
-                if kind in ("turn.failed", "error") or (
-                    kind == "item.completed" and event.get("item", {}).get("type") == "error"
-                ):
-                    self.last_error = render_event(event)[-1].removeprefix("! ")
-                self._say(*render_event(event))
-            status = process.wait()
-        except KeyboardInterrupt:
-            process.terminate()
-            status = process.wait()
-            self._say("! interrupted")
-        if status != 0:
-            self._say(f"! codex exited with status {status}")
-        return status
-
-    @property
-    def started(self) -> bool:
-        """Whether the session exists: Codex answered at least once (it is linked)."""
-        return codex_session_id(self.link) is not None
-
-    def run(self, first_prompt: str, *, resumed: bool, terminal: Terminal | None) -> int:
-        prompt: str | None = first_prompt
-        if resumed:
-            context = self.wake_up_context("resume")
-            if context:
-                prompt = f"{context}\n\n{first_prompt}" if first_prompt.strip() else context
-        pending_context: str | None = None
-        while True:
-            if prompt:
-                if pending_context:
-                    prompt = f"{pending_context}\n\n{prompt}"
-                    pending_context = None
-                before = self._compactions()
-                status = self.turn(prompt)
-                if status != 0 and not self.started and not self._link_refused():
-                    # Nothing to resume: end here, so that the start fails with the reason.
-                    self._say(f"codex could not start the session: {self.last_error or status}")
-                    return 1
-                if self._compactions() > before:
-                    pending_context = self.wake_up_context("compact")
-                prompt = self.queued_messages()
-                if prompt:
-                    continue
-            self._state("idle")
-            daemon_link.turn_ended(self.env)  # a finished worker may now be closed
-            self._say("", f"{PROMPT_MARK} waiting for a message (type it and press Enter)")
-            if terminal is None:
-                return 0
-            prompt = terminal.read_prompt(self.queued_messages)
-            if prompt is None:
-                return 0
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        kind = str(event.get("type", ""))
+        if kind == "thread.started" and event.get("thread_id"):
+            self._codex_id = str(event["thread_id"])
+        elif kind.startswith(("item.", "turn.completed")) and self._codex_id:
+            # Linked once the model has answered: a session whose first request fails (no
+            # key, no provider) is no session, and its window says why; one whose key was
+            # refused is linked after (`_link_refused`).
+            self._link(self._codex_id)
+        if kind in ("turn.failed", "error") or (
+            kind == "item.completed" and event.get("item", {}).get("type") == "error"
+        ):
+            self.last_error = render_event(event)[-1].removeprefix("! ")
+        self.say(*render_event(event))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -336,16 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         env=dict(os.environ),
         out=sys.stdout,
     )
-    terminal = Terminal(sys.stdin, sys.stdout) if sys.stdin.isatty() else None
-    try:
-        return session.run(args.prompt, resumed=args.resume, terminal=terminal)
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        if terminal is not None:
-            terminal.restore()
-        with contextlib.suppress(OSError):
-            session._state("idle")  # no turn runs once this process is gone
+    return serve(session, args.prompt, resumed=args.resume)
 
 
 if __name__ == "__main__":
