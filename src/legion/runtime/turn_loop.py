@@ -10,6 +10,7 @@ the daemon delivers to an idle session, and meanwhile polls the session's inbox.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -292,6 +293,21 @@ class TurnLoopSession:
             prompt = terminal.read_prompt(self.queued_messages)
             if prompt is None:
                 return 0
+
+
+def loop_parser(cli: str, module: str) -> argparse.ArgumentParser:
+    """The command line of a turn loop's process (`python -m <module>`): the CLI to run
+    (`--<cli>`), Legion's id of the session, whether it ran before, its inbox and context
+    files, arguments for the CLI (`--<cli>-arg`, repeated) and the first prompt."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    parser.add_argument(f"--{cli}", required=True, help=f"the {cli} CLI to run")
+    parser.add_argument("--session", required=True, help="Legion's id of the session")
+    parser.add_argument("--resume", action="store_true", help="the session ran before")
+    parser.add_argument("--inbox", type=Path)
+    parser.add_argument("--context", type=Path)
+    parser.add_argument(f"--{cli}-arg", action="append", default=[], dest="cli_args")
+    parser.add_argument("prompt", nargs="?", default="")
+    return parser
 
 
 def serve(session: TurnLoopSession, prompt: str, *, resumed: bool) -> int:

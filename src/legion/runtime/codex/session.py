@@ -40,7 +40,13 @@ from legion.runtime.codex.runtime import (
     session_link,
     turn_state_file,
 )
-from legion.runtime.turn_loop import OUTPUT_LINES, TurnLoopSession, one_line, serve
+from legion.runtime.turn_loop import (
+    OUTPUT_LINES,
+    TurnLoopSession,
+    loop_parser,
+    one_line,
+    serve,
+)
 
 # A key refused: what the server said after it (OpenAI's words quote part of the key) is not
 # shown in the window.
@@ -188,14 +194,7 @@ class Session(TurnLoopSession):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m legion.runtime.codex.session")
-    parser.add_argument("--codex", required=True, help="the Codex CLI to run")
-    parser.add_argument("--session", required=True, help="Legion's id of the session")
-    parser.add_argument("--resume", action="store_true", help="the session ran before")
-    parser.add_argument("--inbox", type=Path)
-    parser.add_argument("--context", type=Path)
-    parser.add_argument("--codex-arg", action="append", default=[], dest="codex_args")
-    parser.add_argument("prompt", nargs="?", default="")
+    parser = loop_parser("codex", "legion.runtime.codex.session")
     return parser
 
 
@@ -206,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         session_id=args.session,
         inbox=args.inbox,
         context=args.context,
-        extra_args=args.codex_args,
+        extra_args=args.cli_args,
         env=dict(os.environ),
         out=sys.stdout,
     )

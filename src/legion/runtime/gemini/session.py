@@ -33,7 +33,13 @@ from legion.runtime.gemini.runtime import (
     session_link,
     turn_state_file,
 )
-from legion.runtime.turn_loop import OUTPUT_LINES, TurnLoopSession, one_line, serve
+from legion.runtime.turn_loop import (
+    OUTPUT_LINES,
+    TurnLoopSession,
+    loop_parser,
+    one_line,
+    serve,
+)
 
 # The CLI starts a second node process of itself (for a larger heap) unless told not to: 2.5 s
 # of every turn's 8 on a 2-core machine (docs/gemini-cli.md).
@@ -145,15 +151,8 @@ class Session(TurnLoopSession):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m legion.runtime.gemini.session")
-    parser.add_argument("--gemini", required=True, help="the Gemini CLI to run")
-    parser.add_argument("--session", required=True, help="Legion's id of the session")
+    parser = loop_parser("gemini", "legion.runtime.gemini.session")
     parser.add_argument("--model", required=True)
-    parser.add_argument("--resume", action="store_true", help="the session ran before")
-    parser.add_argument("--inbox", type=Path)
-    parser.add_argument("--context", type=Path)
-    parser.add_argument("--gemini-arg", action="append", default=[], dest="gemini_args")
-    parser.add_argument("prompt", nargs="?", default="")
     return parser
 
 
@@ -165,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model=args.model,
         inbox=args.inbox,
         context=args.context,
-        extra_args=args.gemini_args,
+        extra_args=args.cli_args,
         env=dict(os.environ),
         out=sys.stdout,
     )
