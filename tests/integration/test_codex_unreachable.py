@@ -15,9 +15,9 @@ from legion.runtime.codex.runtime import (
     CodexRuntime,
     codex_session_id,
     session_link,
-    turn_state_file,
 )
 from legion.runtime.codex.session import Session
+from legion.runtime.headless import turn_state_file
 from legion.runtime.transcript import Turn
 
 RECORDED = Path(__file__).parent / "codex_rollouts"

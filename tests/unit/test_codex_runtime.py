@@ -24,9 +24,9 @@ from legion.runtime.codex.runtime import (
     session_link,
     skill_prompt,
     summarize_rollout,
-    turn_state_file,
 )
 from legion.runtime.codex.session import Session, render_event
+from legion.runtime.headless import turn_state_file
 from legion.runtime.transcript import Turn
 
 CODEX_ID = "01a208cc-6f6d-75b2-a519-a8de2a4bcf78"

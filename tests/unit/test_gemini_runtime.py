@@ -180,8 +180,9 @@ def test_the_scripted_server_finds_the_prompt_past_the_clis_context_and_counts_t
 
 
 def test_a_turn_whose_key_was_refused_ends_the_session_saying_so(tmp_path: Path) -> None:
-    from legion.runtime.gemini.runtime import GeminiRuntime, key_refused, turn_state_file
+    from legion.runtime.gemini.runtime import GeminiRuntime, key_refused
     from legion.runtime.gemini.session import turn_error
+    from legion.runtime.headless import turn_state_file
 
     google = '[API Error: {"error":{"code":401,"message":"API key not valid sk-12"}}]'
     proxy = '[API Error: {"type":"error","error":{"type":"authentication_error","message":"x"}}]'

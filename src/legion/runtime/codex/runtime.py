@@ -19,27 +19,26 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from legion.config.settings import Settings
-from legion.core.model import Mode
-from legion.core.task_list import TaskList
 from legion.core.usage import Usage
-from legion.errors import ConfigError, ConflictError
-from legion.files.worker_written import read_text, read_transcript, transcript_stat
+from legion.errors import ConfigError
+from legion.files.worker_written import read_transcript
 from legion.plugins import CODEX
 from legion.runtime import npm_pin
 from legion.runtime.codex import binary as codex_bin
 from legion.runtime.codex.settings import CodexSettings
+from legion.runtime.headless import (
+    HeadlessRuntime,
+    summarize_turn_loop,
+)
 from legion.runtime.homes import HomeLayout, SessionHomes
-from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import (
-    PendingQuestion,
     TranscriptSummary,
     Turn,
-    read_tail,
 )
 from legion.sandbox import install_root
 from legion.sandbox.policy import Access
@@ -84,14 +83,6 @@ def skills_dir(env: Mapping[str, str]) -> Path:
 def session_link(env: Mapping[str, str], session_id: str) -> Path:
     """Where Legion's session `session_id` links to its Codex rollout."""
     return codex_home(env) / "legion" / f"{session_id}.jsonl"
-
-
-TURN_STATE_BYTES = 64  # "running" or "idle"
-
-
-def turn_state_file(link: Path) -> Path:
-    """The turn loop's word on whether a turn runs (`running` or `idle`)."""
-    return link.with_suffix(".turn")
 
 
 def codex_session_id(link: Path) -> str | None:
@@ -328,13 +319,15 @@ def configured_environment(settings: Settings) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class CodexRuntime:
+class CodexRuntime(HeadlessRuntime):
     """Codex, as an `AgentRuntime`: its sessions run in `legion.runtime.codex.session`."""
 
     settings: Settings | None = None  # its codex_bin and codex_args
     lookup_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     # The project's state folder, where each session's own home is (`legion.runtime.homes`).
     state_dir: Path | None = None
+
+    product = "Codex"
 
     @property
     def name(self) -> str:
@@ -429,51 +422,10 @@ class CodexRuntime:
         return self.home(session_id) / "legion" / f"{session_id}.jsonl"
 
     def summarize(self, transcript: Path) -> TranscriptSummary | None:
-        try:
-            transcript_stat(transcript)  # Legion's link to a rollout, never followed elsewhere
-        except OSError:
-            return None
-        summary = summarize_rollout(read_tail(transcript))
-        state = turn_state_file(transcript)
-        try:
-            said = read_text(state.parents[1], state, cap=TURN_STATE_BYTES).strip()
-        except OSError:
-            return summary
-        # The turn loop knows whether a turn's process runs: a turn killed half-way leaves a
-        # `task_started` with no end in the rollout, but its session waits for input.
-        if said == "idle":
-            return TranscriptSummary(summary.entries, Turn.ENDED, None, summary.unreachable)
-        if said == "running":
-            return TranscriptSummary(summary.entries, Turn.OPEN, None)
-        return summary
-
-    def last_activity(self, transcript: Path) -> float | None:
-        try:
-            return transcript_stat(transcript).st_mtime
-        except OSError:
-            return None
+        return summarize_turn_loop(transcript, summarize_rollout)
 
     def usage(self, transcript: Path) -> list[tuple[str, Usage]]:
         return rollout_usage(_lines(transcript))
 
-    def first_run_dialog(self, screen: str) -> tuple[str, list[str]] | None:
-        return None
-
-    def answer_question(
-        self, tmux: Tmux, window_id: str, question: PendingQuestion, answers: Sequence[str]
-    ) -> None:
-        # `codex exec` has no question screen (its summaries never hold a pending question):
-        # a Codex session asks on the bus, with `legion ask`.
-        raise ConflictError("a Codex session has no question screen: reply on the bus")
-
     def skill_prompt(self, skill: str, args: str) -> str:
         return skill_prompt(skill, args)
-
-    def worker_prompt(self, issue: str, mode: Mode) -> str:
-        from legion.runtime.base import worker_skill_args
-
-        return skill_prompt("legion-worker", worker_skill_args(issue, mode))
-
-    def task_list(self, session_id: str) -> TaskList | None:
-        """Codex keeps no task list a session's files show (its plan is in the rollout)."""
-        return None

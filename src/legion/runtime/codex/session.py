@@ -38,8 +38,8 @@ from legion.runtime.codex.runtime import (
     find_rollout,
     last_turn_refused,
     session_link,
-    turn_state_file,
 )
+from legion.runtime.headless import turn_state_file
 from legion.runtime.turn_loop import (
     OUTPUT_LINES,
     TurnLoopSession,

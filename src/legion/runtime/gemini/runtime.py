@@ -16,24 +16,24 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from legion.config.settings import Settings
-from legion.core.model import Mode
-from legion.core.task_list import TaskList
 from legion.core.usage import Usage
-from legion.errors import ConflictError
-from legion.files.worker_written import read_text, read_transcript, transcript_stat
+from legion.files.worker_written import read_transcript
 from legion.plugins import GEMINI
 from legion.runtime import npm_pin
 from legion.runtime.gemini import binary as gemini_bin
 from legion.runtime.gemini.model_route import KEY_VARIABLES
 from legion.runtime.gemini.settings import GeminiSettings
+from legion.runtime.headless import (
+    HeadlessRuntime,
+    summarize_turn_loop,
+)
 from legion.runtime.homes import HomeLayout, SessionHomes
-from legion.runtime.tmux import Tmux
-from legion.runtime.transcript import PendingQuestion, TranscriptSummary, Turn, read_tail
+from legion.runtime.transcript import TranscriptSummary, Turn
 from legion.sandbox import install_root
 from legion.sandbox.policy import Access
 
@@ -51,9 +51,6 @@ HOME_LAYOUT = HomeLayout(
     config_folders=("skills", "commands", "extensions", "policies", "agents"),
     login="oauth_creds.json",
 )
-TURN_STATE_BYTES = 64  # "running", "idle", or "refused <why>"
-# The turn loop's word for a session whose last turn's key the model's API refused.
-TURN_REFUSED = "refused"
 # How the pinned CLI's turn ends when the API refused its key (seen with 0.61.0 against a server
 # answering 401 or 403: one request, no retry, a `result` event whose `error.message` is
 # `[API Error: <the answer's body>]`, a non-zero exit). A 429 it retries with backoff. The body
@@ -103,11 +100,6 @@ def skills_dir(env: Mapping[str, str]) -> Path:
 def session_link(home: Path, session_id: str) -> Path:
     """Where Legion links session `session_id`'s chat file, in its own home `home`."""
     return home / "legion" / f"{session_id}.jsonl"
-
-
-def turn_state_file(link: Path) -> Path:
-    """The turn loop's word on whether a turn runs (`running` or `idle`)."""
-    return link.with_suffix(".turn")
 
 
 def find_chat(home: Path, session_id: str) -> Path | None:
@@ -232,12 +224,14 @@ def _link_home_to_itself(home: Path) -> None:
 
 
 @dataclass(frozen=True)
-class GeminiRuntime:
+class GeminiRuntime(HeadlessRuntime):
     """Gemini, as an `AgentRuntime`: its sessions run in `legion.runtime.gemini.session`."""
 
     settings: Settings | None = None  # its gemini_bin, gemini_model and gemini_args
     lookup_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     state_dir: Path | None = None
+
+    product = "Gemini"
 
     @property
     def name(self) -> str:
@@ -332,51 +326,10 @@ class GeminiRuntime:
         return session_link(self.home(session_id), session_id)
 
     def summarize(self, transcript: Path) -> TranscriptSummary | None:
-        try:
-            transcript_stat(transcript)
-        except OSError:
-            return None
-        summary = summarize_chat(read_tail(transcript))
-        state = turn_state_file(transcript)
-        try:
-            said = read_text(state.parents[1], state, cap=TURN_STATE_BYTES).strip()
-        except OSError:
-            return summary
-        # The turn loop knows whether a turn's process runs (one killed half-way leaves its
-        # chat in the middle of a turn, but its session waits for input).
-        if said == "idle":
-            return TranscriptSummary(summary.entries, Turn.ENDED, None)
-        if said.startswith(TURN_REFUSED):
-            why = said.removeprefix(TURN_REFUSED).strip() or "the key was refused"
-            return TranscriptSummary(summary.entries, Turn.ENDED, None, f"API Error: {why}")
-        if said == "running":
-            return TranscriptSummary(summary.entries, Turn.OPEN, None)
-        return summary
-
-    def last_activity(self, transcript: Path) -> float | None:
-        try:
-            return transcript_stat(transcript).st_mtime
-        except OSError:
-            return None
+        return summarize_turn_loop(transcript, summarize_chat)
 
     def usage(self, transcript: Path) -> list[tuple[str, Usage]]:
         return chat_usage(_lines(transcript))
 
-    def first_run_dialog(self, screen: str) -> tuple[str, list[str]] | None:
-        return None  # headless turns show none
-
-    def answer_question(
-        self, tmux: Tmux, window_id: str, question: PendingQuestion, answers: Sequence[str]
-    ) -> None:
-        raise ConflictError("a Gemini session has no question screen: reply on the bus")
-
     def skill_prompt(self, skill: str, args: str) -> str:
         return skill_prompt(skill, args)
-
-    def worker_prompt(self, issue: str, mode: Mode) -> str:
-        from legion.runtime.base import worker_skill_args
-
-        return skill_prompt("legion-worker", worker_skill_args(issue, mode))
-
-    def task_list(self, session_id: str) -> TaskList | None:
-        return None  # its todos live in its chat only

@@ -26,13 +26,12 @@ from typing import IO, Any
 
 from legion.runtime.gemini.runtime import (
     TURN_FLAGS,
-    TURN_REFUSED,
     find_chat,
     gemini_home,
     key_refused,
     session_link,
-    turn_state_file,
 )
+from legion.runtime.headless import TURN_REFUSED, turn_state_file
 from legion.runtime.turn_loop import (
     OUTPUT_LINES,
     TurnLoopSession,
@@ -117,7 +116,7 @@ class Session(TurnLoopSession):
 
     def idle_state(self) -> str:
         """`refused` when its last turn's key was refused, so that Legion stops it at once
-        (`runtime.TURN_REFUSED`)."""
+        (`legion.runtime.headless.TURN_REFUSED`)."""
         refused = key_refused(self.last_error) if self.last_error else None
         return f"{TURN_REFUSED} {refused}" if refused else "idle"
 
