@@ -8,12 +8,13 @@ import fcntl
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from legion.errors import ToolMissingError
+from legion.errors import LegionError, ToolMissingError
+from legion.plugins import DoctorCheck
 
 if TYPE_CHECKING:
     from legion.config.settings import Settings
@@ -71,7 +72,7 @@ def resolve_binary(
 
 @dataclass(frozen=True)
 class Pin:
-    product: str  # as people call it: "Claude Code"
+    product: str  # as people call it
     package: str  # the npm package
     version: str
     instead: str  # what a user without npm can do: "set claude_bin (LEGION_CLAUDE_BIN) to …"
@@ -158,11 +159,11 @@ class NpmCli:
     (`$XDG_CACHE_HOME/legion/<folder>`, which `legion doctor --install` fills), else `<command>`
     on `PATH`."""
 
-    product: str  # as people call it: "Claude Code"
-    command: str  # the launcher npm links, and its name on PATH: "claude"
+    product: str  # as people call it
+    command: str  # the launcher npm links, and its name on PATH
     package: str  # the npm package
     version: str  # the pinned version
-    folder: str  # the cache's folder for it: "claude-code"
+    folder: str  # the cache's folder for it
     bin_of: Callable[[Settings], Path | None]  # the `<command>_bin` setting's value
     version_word: int = -1  # which word of `<command> --version` is the version
     version_timeout: float = 30.0  # seconds `--version` may take (a big node bundle loads)
@@ -250,3 +251,46 @@ class NpmCli:
         return configured_or_installed(
             env, self.bin_of, install, lambda settings: self.resolve_configured(settings, env)
         )
+
+
+def installed_checks(
+    cli: NpmCli,
+    settings: Settings | None,
+    roles: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    install: str,
+    more: Callable[[bool], list[DoctorCheck]],
+) -> list[DoctorCheck]:
+    """`legion doctor`'s lines for a CLI a role may run on (`roles`: those that do): found
+    (required when a role runs on it), runs, the version Legion is tested with (a warning),
+    then `more(needed)` (its credential, its config). While no role runs on it, what is wrong
+    is information, not a warning. `install`: the command that installs it."""
+    needed = bool(roles)
+    name = cli.command
+    try:
+        binary = cli.resolve_configured(settings, env)
+    except LegionError as exc:
+        if not needed:
+            unused = f"not found; not used (no role runs on {name})"
+            return [DoctorCheck(name, False, unused, "", False)]
+        return [DoctorCheck(name, False, f"not found (used by {', '.join(roles)})", str(exc))]
+    version = cli.version_of(binary.path)
+    cached = f"`{install}` puts the tested version in Legion's cache"
+    if version is None:
+        broken = f"{binary.path} ({binary.source}) does not run"
+        return [DoctorCheck(name, False, broken, f"reinstall it ({cached})", required=needed)]
+    used = f"used by {', '.join(roles)}" if needed else f"no role runs on {name}"
+    found = f"{version} at {binary.path} ({binary.source}); {used}"
+    checks = [DoctorCheck(name, True, found, required=needed)]
+    if version != cli.version:
+        tested = f"{version}; Legion is tested with {cli.version}"
+        checks.append(DoctorCheck(f"{name} version", False, tested, cached, required=False))
+    checks += more(needed)
+    if not needed:
+        unused = f"(not needed: no role runs on {name})"
+        checks = [
+            check if check.ok else check._replace(detail=f"{check.detail} {unused}", fix="")
+            for check in checks
+        ]
+    return checks

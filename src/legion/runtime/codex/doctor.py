@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 
 from legion.config.settings import Settings, roles_on
 from legion.core.text import url_without_secrets
-from legion.errors import LegionError
 from legion.plugins import CODEX, DoctorCheck, DoctorReport
 
 Check = DoctorCheck
@@ -97,46 +96,9 @@ def _codex_checks(
 ) -> list[Check]:
     """Codex: found (required when a role runs on it), its version, its config."""
     from legion.runtime.codex import binary as codex_bin
+    from legion.runtime.npm_pin import installed_checks
 
-    needed = bool(roles)
-    try:
-        # None: the settings are broken, and the error says so where they are used
-        binary = codex_bin.resolve_configured(settings, env)
-    except LegionError as exc:
-        if not needed:
-            return [Check("codex", False, "not found; not used (no role runs on codex)", "", False)]
-        return [Check("codex", False, f"not found (used by {', '.join(roles)})", str(exc))]
-    version = codex_bin.version_of(binary.path)
-    if version is None:
-        return [
-            Check(
-                "codex",
-                False,
-                f"{binary.path} ({binary.source}) does not run",
-                "reinstall it (`legion doctor --install --codex` puts the tested version in "
-                "Legion's cache)",
-                required=needed,
-            )
-        ]
-    used = f"used by {', '.join(roles)}" if needed else "no role runs on codex"
-    found = f"{version} at {binary.path} ({binary.source}); {used}"
-    checks = [Check("codex", True, found, required=needed)]
-    if version != codex_bin.PINNED_VERSION:
-        checks.append(
-            Check(
-                "codex version",
-                False,
-                f"{version}; Legion is tested with {codex_bin.PINNED_VERSION}",
-                "`legion doctor --install --codex` puts the tested version in Legion's cache",
-                required=False,
-            )
-        )
-    checks.append(_codex_config(env, needed))
-    if not needed:
-        # Nothing to act on while no role runs on Codex: information, not a warning.
-        unused = "(not needed: no role runs on codex)"
-        checks = [
-            check if check.ok else check._replace(detail=f"{check.detail} {unused}", fix="")
-            for check in checks
-        ]
-    return checks
+    return installed_checks(
+        codex_bin.CLI, settings, roles, env, install="legion doctor --install --codex",
+        more=lambda needed: [_codex_config(env, needed)],
+    )  # fmt: skip

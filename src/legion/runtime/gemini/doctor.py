@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from legion.config.settings import Settings, roles_on
-from legion.errors import LegionError
 from legion.plugins import GEMINI, DoctorCheck, DoctorReport
 
 Check = DoctorCheck
@@ -41,46 +40,11 @@ def credential_check(env: Mapping[str, str], required: bool = True) -> Check:
 
 
 def _checks(settings: Settings | None, roles: list[str], env: Mapping[str, str]) -> list[Check]:
+    """Gemini: found (required when a role runs on it), its version, its key."""
     from legion.runtime.gemini import binary as gemini_bin
+    from legion.runtime.npm_pin import installed_checks
 
-    needed = bool(roles)
-    try:
-        binary = gemini_bin.resolve_configured(settings, env)
-    except LegionError as exc:
-        if not needed:
-            return [
-                Check("gemini", False, "not found; not used (no role runs on gemini)", "", False)
-            ]
-        return [Check("gemini", False, f"not found (used by {', '.join(roles)})", str(exc))]
-    version = gemini_bin.version_of(binary.path)
-    if version is None:
-        return [
-            Check(
-                "gemini",
-                False,
-                f"{binary.path} ({binary.source}) does not run",
-                "reinstall it (`legion doctor --install --runtime gemini`)",
-                required=needed,
-            )
-        ]
-    used = f"used by {', '.join(roles)}" if needed else "no role runs on gemini"
-    checks = [Check("gemini", True, f"{version} at {binary.path} ({binary.source}); {used}",
-                    required=needed)]  # fmt: skip
-    if version != gemini_bin.PINNED_VERSION:
-        checks.append(
-            Check(
-                "gemini version",
-                False,
-                f"{version}; Legion is tested with {gemini_bin.PINNED_VERSION}",
-                "`legion doctor --install --runtime gemini` puts it in Legion's cache",
-                required=False,
-            )
-        )
-    checks.append(credential_check(env, needed))
-    if not needed:
-        unused = "(not needed: no role runs on gemini)"
-        checks = [
-            check if check.ok else check._replace(detail=f"{check.detail} {unused}", fix="")
-            for check in checks
-        ]
-    return checks
+    return installed_checks(
+        gemini_bin.CLI, settings, roles, env, install="legion doctor --install --runtime gemini",
+        more=lambda needed: [credential_check(env, needed)],
+    )  # fmt: skip
