@@ -156,7 +156,7 @@ def test_demo_refuses_an_unknown_runtime(tmp_path: Path) -> None:
     result = run_legion("demo", "--runtime", "gpt", "--dir", str(tmp_path / "d"), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "legion: error: unknown runtime 'gpt' (known: claude-code, codex, mixed)"
+        "legion: error: unknown runtime 'gpt' (known: claude-code, codex, gemini, mixed)"
     )
     assert not (tmp_path / "d").exists()
 
