@@ -6,6 +6,7 @@ they were (issue 22: an issue outlives the host it ran on)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -314,3 +315,27 @@ def test_a_host_that_lost_the_issue_does_not_overwrite_the_new_hosts_checkpoint(
         checkpoint.push(origin, "shared", "LEG-1")
     held = git(remote, "rev-parse", "refs/legion/checkpoints/LEG-1").strip()
     assert held == newer.commit
+
+
+def test_a_rewritten_branch_is_newer_than_the_checkpoint_only_when_committed_after_it(
+    tmp_path: Path,
+) -> None:
+    """A branch that went its own way since the checkpoint (an amend of the commit it was taken
+    on) wins only when its last commit came after the checkpoint."""
+    origin = repository(tmp_path / "origin")
+    work = worktree(origin, tmp_path / "ws" / "leg-4", "legion/leg-4", new=True)
+    git(work, "commit", "-q", "--allow-empty", "-m", "LEG-4: first")
+    place = worktree_place(origin, work)
+    saved = checkpoint.save(place, "LEG-4", home=place)
+
+    def amended(when: str) -> str:
+        env = {**os.environ, "GIT_COMMITTER_DATE": when}
+        subprocess.run(
+            ["git", "commit", "-q", "--amend", "--allow-empty", "-m", f"LEG-4: {when}"],
+            cwd=work, env=env, check=True,
+        )  # fmt: skip
+        return git(work, "rev-parse", "HEAD").strip()
+
+    assert not checkpoint.newer_branch(place, saved, saved.base)
+    assert not checkpoint.newer_branch(place, saved, amended("2001-01-01T00:00:00Z"))
+    assert checkpoint.newer_branch(place, saved, amended("2090-01-01T00:00:00Z"))

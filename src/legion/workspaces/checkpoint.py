@@ -217,7 +217,9 @@ def newer_branch(repo: Path | GitPlace, found: Checkpoint, head: str | None) -> 
         return False  # the checkpoint has all of it, and what was not committed yet
     if is_ancestor(repo, found.base, head):
         return True
-    times = run_git(repo, "log", "--no-walk", "--format=%ct", head, found.commit, check=False)
+    times = run_git(
+        repo, "log", "--no-walk=unsorted", "--format=%ct", head, found.commit, check=False
+    )
     stamps = [int(t) for t in times.stdout.split() if t.isdigit()]
     return len(stamps) == 2 and stamps[0] > stamps[1]
 
