@@ -46,7 +46,7 @@ def claude_code_version() -> str:
 # Legion's own cached install, as `scripts/test` (`legion doctor --install`) and `legion demo`
 # put it there. Computed at import, from the real HOME: tests/conftest.py gives every test a
 # fresh HOME of its own.
-_CACHED_AT_IMPORT = claude_bin.cached_binary(os.environ)
+_CACHED_AT_IMPORT = claude_bin.CLI.cached_binary(os.environ)
 
 
 def install_command() -> str:
@@ -55,7 +55,7 @@ def install_command() -> str:
 
 @cache
 def _probe_version(path: str) -> str | None:
-    return claude_bin.version_of(Path(path))
+    return claude_bin.CLI.version_of(Path(path))
 
 
 def find_claude() -> Path:

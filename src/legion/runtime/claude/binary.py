@@ -35,19 +35,11 @@ CLI = NpmCli(
     bin_of=lambda settings: settings.section(ClaudeSettings).bin,
     version_word=0,  # `2.1.328 (Claude Code)`
 )
-ClaudeBinary = Binary
-cache_prefix = CLI.cache_prefix
-cached_binary = CLI.cached_binary
-fix_hint = CLI.fix_hint
-resolve = CLI.resolve
-resolve_configured = CLI.resolve_configured
-version_of = CLI.version_of
-PIN = CLI.pin
 
 
 def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
     """Install the pinned Claude Code into the cache, unless it is there already; its path."""
-    prefix = cache_prefix(env)
+    prefix = CLI.cache_prefix(env)
 
     def repair(npm_env: Mapping[str, str]) -> None:
         # The postinstall that puts the native binary in place did not run: run it.

@@ -35,10 +35,10 @@ def _claude_checks(env: Mapping[str, str], required: bool = True) -> list[Check]
     from legion.config.resolve import machine_settings
 
     try:
-        binary = claude_bin.resolve_configured(machine_settings(env), env)
+        binary = claude_bin.CLI.resolve_configured(machine_settings(env), env)
     except LegionError as exc:
         return [Check(CLAUDE_NAME, False, "not found", str(exc), required=required)]
-    version = claude_bin.version_of(binary.path)
+    version = claude_bin.CLI.version_of(binary.path)
     if version is None:
         return [
             Check(

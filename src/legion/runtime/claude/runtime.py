@@ -32,6 +32,7 @@ from legion.runtime.claude.settings import ClaudeSettings
 from legion.runtime.claude.tasks import read_tasks
 from legion.runtime.claude.transcript import session_usage, summarize_file
 from legion.runtime.homes import HomeLayout, SessionHomes
+from legion.runtime.npm_pin import Binary
 from legion.runtime.tmux import Tmux
 from legion.runtime.transcript import PendingQuestion, TranscriptSummary
 from legion.sandbox import install_root
@@ -140,10 +141,10 @@ class ClaudeRuntime:
     # The project's state folder, where each session's own home is (`legion.runtime.homes`).
     state_dir: Path | None = None
 
-    def resolve(self) -> claude_bin.ClaudeBinary:
+    def resolve(self) -> Binary:
         if self.settings is None:
-            return claude_bin.resolve(None, self.lookup_env)
-        return claude_bin.resolve_configured(self.settings, self.lookup_env)
+            return claude_bin.CLI.resolve(None, self.lookup_env)
+        return claude_bin.CLI.resolve_configured(self.settings, self.lookup_env)
 
     def executable(self) -> str:
         return str(self.resolve().path)

@@ -47,14 +47,6 @@ CLI = NpmCli(
     folder="codex",
     bin_of=lambda settings: settings.section(CodexSettings).bin,
 )  # `codex --version`: `codex-cli 0.169.0`
-CodexBinary = Binary
-cache_prefix = CLI.cache_prefix
-cached_binary = CLI.cached_binary
-fix_hint = CLI.fix_hint
-resolve = CLI.resolve
-resolve_configured = CLI.resolve_configured
-version_of = CLI.version_of
-PIN = CLI.pin
 
 
 def native_binary(launcher_prefix: Path) -> Path | None:
@@ -69,7 +61,7 @@ def native_binary(launcher_prefix: Path) -> Path | None:
 
 def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:
     """Install the pinned Codex into the cache, unless it is there already; the launcher's path."""
-    prefix = cache_prefix(env)
+    prefix = CLI.cache_prefix(env)
 
     def missing_hint() -> str:
         if native_binary(prefix) is None:

@@ -334,7 +334,7 @@ class CodexRuntime(HeadlessRuntime):
         return NAME
 
     def resolve(self) -> npm_pin.Binary:
-        return codex_bin.resolve_configured(self.settings, self.lookup_env)
+        return codex_bin.CLI.resolve_configured(self.settings, self.lookup_env)
 
     def executable(self) -> str:
         return str(self.resolve().path)

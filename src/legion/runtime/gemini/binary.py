@@ -27,13 +27,6 @@ CLI = NpmCli(
     bin_of=lambda settings: settings.section(GeminiSettings).bin,
     version_timeout=60.0,  # `gemini --version` loads the whole bundle: 4 s on 2 cores
 )
-cache_prefix = CLI.cache_prefix
-cached_binary = CLI.cached_binary
-fix_hint = CLI.fix_hint
-resolve = CLI.resolve
-resolve_configured = CLI.resolve_configured
-version_of = CLI.version_of
-PIN = CLI.pin
 
 
 def install(env: Mapping[str, str], say: Callable[[str], None]) -> Path:

@@ -242,7 +242,7 @@ class GeminiRuntime(HeadlessRuntime):
         return GeminiSettings() if self.settings is None else self.settings.section(GeminiSettings)
 
     def resolve(self) -> npm_pin.Binary:
-        return gemini_bin.resolve_configured(self.settings, self.lookup_env)
+        return gemini_bin.CLI.resolve_configured(self.settings, self.lookup_env)
 
     def executable(self) -> str:
         return str(self.resolve().path)
