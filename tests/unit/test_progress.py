@@ -18,7 +18,7 @@ def test_a_quiet_run_says_which_tests_still_run(tmp_path: Path) -> None:
     )
     (tmp_path / "test_slow.py").write_text("import time\ndef test_slow():\n    time.sleep(3)\n")
     ran = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:randomly",
+        [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:randomly",
          "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-c", "/dev/null", str(tmp_path)],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
         env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
