@@ -74,3 +74,19 @@ def test_the_launcher_says_what_is_wrong_with_its_arguments() -> None:
     )
     assert result.returncode == 2
     assert "usage" in result.stderr
+
+
+def test_the_starts_cancel_every_spec_still_on_its_way(tmp_path: Path) -> None:
+    """An interrupted demo kills its tmux server right after a worker's window opened: the
+    spec's thread (not a daemon thread) must not keep `legion demo` alive for 30 s."""
+    from legion.sessions.start_watch import StartWatch
+
+    starts = StartWatch(windows=None)  # type: ignore[arg-type]  # not asked for windows here
+    waiting = [launch.Handover(tmp_path / "launch", ["true"], tmp_path, {}) for _ in range(2)]
+    for number, handover in enumerate(waiting):
+        handover.start()
+        starts.launched(f"@{number}", handover)
+    started = time.monotonic()
+    starts.cancel_handovers()
+    assert time.monotonic() - started < 2
+    assert not any(h.pending() or h.path.exists() for h in waiting)

@@ -270,6 +270,8 @@ def _run(
             ["tmux", "-S", str(project.settings.tmux_socket), "kill-server"],
             capture_output=True, check=False,
         )  # fmt: skip
+        # A worker started just before a Ctrl-C never reads its spec: do not wait 30 s for it.
+        daemon.workers.starts.cancel_handovers()
         for running in servers:
             running.stop()
     seconds = time.monotonic() - started

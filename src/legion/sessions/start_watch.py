@@ -149,5 +149,12 @@ class StartWatch:
             self._forget_delivered()
         return Looked(begun, failed)
 
+    def cancel_handovers(self) -> None:
+        """The sessions' tmux server is gone: no launcher will read a spec still on its way, so
+        its thread (which keeps this process alive while it waits) stops now."""
+        for handover in self._handovers.values():
+            handover.cancel()
+        self._handovers.clear()
+
     def _forget_delivered(self) -> None:
         self._handovers = {k: h for k, h in self._handovers.items() if h.pending()}
