@@ -1,6 +1,7 @@
 """What the tests share, beside the fixtures in the conftest.py files (which use these):
 
 - `cli`: the real `legion` console script and `git`, run as a user runs them
+- `cli_forks`: each `legion` a test runs, forked from a server that imported Legion once
 - `waits`: waiting for a condition under a deadline, and for a daemon's ticks (its heartbeat)
 - `tmux`: a private tmux server per test, and a `tmux` that misbehaves on cue
 - `claude_env`, `codex_env`: the real Claude Code and Codex CLIs wired to the scripted model

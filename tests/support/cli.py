@@ -29,17 +29,27 @@ def run_legion(
     env: dict[str, str] | None = None,
     timeout: float = 60,
 ) -> Result:
-    """The real `legion` console script, as a user runs it."""
+    """The real `legion` console script, as a user runs it: a process of its own, forked from
+    a server that has imported Legion already unless `LEGION_TEST_FORKS=0`
+    (`tests/support/cli_forks.py`)."""
+    return legion_process(list(args), cwd, {**os.environ, **(env or {})}, input_text, timeout)
+
+
+def legion_process(
+    args: list[str], cwd: Path, env: dict[str, str], input_text: str | None, timeout: float
+) -> Result:
+    """`legion ARGS` run in `cwd` with exactly the environment `env`."""
+    from tests.support import cli_forks
+
+    argv = [str(LEGION_BIN), *args]
+    server = cli_forks.server_for(env)
+    if server is not None:
+        code, out, err = server.run(argv, cwd, env, input_text, timeout)
+        return Result(code, out, err)
     proc = subprocess.run(
-        [str(LEGION_BIN), *args],
-        check=False,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        input=input_text,
-        env={**os.environ, **(env or {})},
+        argv, check=False, cwd=cwd, capture_output=True, text=True, input=input_text, env=env,
         timeout=timeout,
-    )
+    )  # fmt: skip
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

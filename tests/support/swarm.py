@@ -17,7 +17,7 @@ from typing import Any
 
 from tests.fakes.model_server import FakeModelServer, text
 from tests.support.claude_env import base_environment, find_claude, offline_variables
-from tests.support.cli import LEGION_BIN, Result, git
+from tests.support.cli import LEGION_BIN, Result, git, legion_process
 from tests.support.processes import waiting_on_descriptors
 from tests.support.reader import LegionReader
 from tests.support.tmux import private_tmux_socket
@@ -44,16 +44,7 @@ class Swarm:
 
     def legion(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> Result:
         """Run `legion` in the project (`env`: variables added, as a session of Legion's has)."""
-        proc = subprocess.run(
-            [str(LEGION_BIN), *args],
-            cwd=self.repo,
-            env=dict(self.env, **(env or {})),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        result = Result(proc.returncode, proc.stdout, proc.stderr)
+        result = legion_process(list(args), self.repo, dict(self.env, **(env or {})), None, 60)
         if check:
             assert result.returncode == 0, f"legion {' '.join(args)}: {result.stderr}"
         return result
