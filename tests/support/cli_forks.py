@@ -282,10 +282,12 @@ class ForkServer:
                 if left <= 0:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                    raise subprocess.TimeoutExpired(
+                    expired = subprocess.TimeoutExpired(
                         argv, timeout, output=b"".join(chunks[out_read]),
                         stderr=b"".join(chunks[err_read]),
                     )  # fmt: skip
+                    expired.pid = pid  # type: ignore[attr-defined]  # which was killed
+                    raise expired
                 for key, _ in selector.select(timeout=left):
                     if key.fileobj is conn:
                         answer = conn.recv(_MAX_MESSAGE)
