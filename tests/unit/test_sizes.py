@@ -20,7 +20,6 @@ MAX_CLASS_LINES = 400
 # split yet). Lower a size when you shrink one; never raise it.
 OVERSIZED: dict[str, tuple[int, str]] = {
     "demo/responses_server.py": (681, "the scripted Responses API server (Codex); not split yet"),
-    "demo/scripted.py": (805, "the scripted Messages API server and its scripts; not split yet"),
     "proxy/egress.py": (657, "the egress proxy's protocol and its checks; not split yet"),
     "proxy/server.py": (795, "the model proxy's routing, metering and budgets; not split yet"),
     "sessions/workers.py": (652, "the worker manager (start, take-over, retire); not split yet"),

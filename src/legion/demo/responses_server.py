@@ -38,19 +38,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from legion.demo import scripted
-from legion.demo.scripted import chunks, estimate_tokens, new_id
+from legion.demo import script, scripted, scripted_http
+from legion.demo.script import chunks, estimate_tokens, new_id
 
 # Shared with legion.demo.model_server, named here as before.
-JSON = scripted.JSON
-FALLBACK_TEXT = scripted.FALLBACK_TEXT
-SIDE_TEXT = scripted.SIDE_TEXT
-REDACTED_HEADERS = scripted.REDACTED_HEADERS
-TextBlock = scripted.TextBlock
-PauseBlock = scripted.PauseBlock
-text = scripted.text
-pause = scripted.pause
-example_for_schema = scripted.example_for_schema
+JSON = script.JSON
+FALLBACK_TEXT = script.FALLBACK_TEXT
+SIDE_TEXT = script.SIDE_TEXT
+REDACTED_HEADERS = scripted_http.REDACTED_HEADERS
+TextBlock = script.TextBlock
+PauseBlock = script.PauseBlock
+text = script.text
+pause = script.pause
+example_for_schema = script.example_for_schema
 
 # A model of Codex 0.169.0's bundled catalog (an unknown one gets a "model metadata not found"
 # warning) whose tools come as a plain `tools` list with `exec_command` (the gpt-6 models get a
@@ -103,7 +103,7 @@ TOOL_OUTPUT_TYPES = frozenset(
 )
 
 # --------------------------------------------------------------------------------------------
-# Script model (`TextBlock`, `PauseBlock`, `text` and `pause` are `legion.demo.scripted`'s)
+# Script model (`TextBlock`, `PauseBlock`, `text` and `pause` are `legion.demo.script`'s)
 # --------------------------------------------------------------------------------------------
 
 
@@ -140,12 +140,12 @@ def bash(command: str, description: str = "") -> FunctionCallBlock:
     return exec_command(command)
 
 
-class Scenario(scripted.Scenario[FunctionCallBlock]):
+class Scenario(script.Scenario[FunctionCallBlock]):
     """Turns to play when the latest human prompt matches `match` (substring, or `re.search`
     when `regex`)."""
 
 
-class Script(scripted.Script[FunctionCallBlock, Scenario]):
+class Script(script.Script[FunctionCallBlock, Scenario]):
     # JSON form: {"scenarios": [{"name": "hi", "match": "say hi", "regex": false,
     #                            "turns": [[{"type": "text", "text": "hi"}],
     #                                      [{"type": "function_call", "name": "exec_command",
@@ -509,7 +509,7 @@ def models_list(model: str) -> JSON:
 # --------------------------------------------------------------------------------------------
 
 
-class _Handler(scripted.ScriptedHandler):
+class _Handler(scripted_http.ScriptedHandler):
     request_id_header = "x-request-id"
     server_label = "fake responses server"
     not_found_type = "not_found"
