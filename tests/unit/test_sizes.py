@@ -20,7 +20,6 @@ MAX_CLASS_LINES = 400
 # split yet). Lower a size when you shrink one; never raise it.
 OVERSIZED: dict[str, tuple[int, str]] = {
     "proxy/egress.py": (657, "the egress proxy's protocol and its checks; not split yet"),
-    "proxy/server.py": (795, "the model proxy's routing, metering and budgets; not split yet"),
     "sessions/workers.py": (652, "the worker manager (start, take-over, retire); not split yet"),
     "sessions/workers.py::WorkerManager": (568, "as its module; not split yet"),
 }
