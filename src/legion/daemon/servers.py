@@ -85,7 +85,7 @@ def start_egress_proxy(project: Project, db: Store) -> EgressProxy | None:
     the destinations `sandbox_egress` allows; None when it allows none (a session's bridge
     then offers no egress: `legion.sessions.confinement`)."""
     from legion.core import egress
-    from legion.proxy.egress import counting
+    from legion.proxy.egress_refusals import counting
 
     path = socket_path(project.state_dir, EGRESS_SOCKET_NAME)
     rules = egress.parse(project.settings.sandbox_egress)
