@@ -18,10 +18,7 @@ MAX_CLASS_LINES = 400
 
 # A module's path under src/legion/, or `path::Class`: (its lines now, at most; why it is not
 # split yet). Lower a size when you shrink one; never raise it.
-OVERSIZED: dict[str, tuple[int, str]] = {
-    "sessions/workers.py": (652, "the worker manager (start, take-over, retire); not split yet"),
-    "sessions/workers.py::WorkerManager": (568, "as its module; not split yet"),
-}
+OVERSIZED: dict[str, tuple[int, str]] = {}
 
 
 def _classes(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, int]]:
