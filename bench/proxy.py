@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import free_port, make_repo, ms, p99, wait_for
 from legion.backends import open_backends
 from legion.demo.model_server import FakeModelServer, Scenario
-from legion.demo.scripted import text
-from legion.proxy.server import ModelProxy, upstreams_from
+from legion.demo.script import text
+from legion.proxy.server import ModelProxy
+from legion.proxy.upstreams import upstreams_from
 from legion.relay.capabilities import Capabilities
 from legion.sandbox import bridge
 from legion.services.projects import init_project

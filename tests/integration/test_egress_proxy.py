@@ -188,7 +188,7 @@ def test_a_session_asking_name_after_name_fills_neither_the_store_nor_the_action
 ) -> None:
     """Each refusal is counted and a session's first to a host said in the action log: a
     session that asks for a new made-up name each time must not make a row and a line each."""
-    from legion.proxy.egress import MAX_REFUSED_PER_SESSION, counting, refusal_counts
+    from legion.proxy.egress_refusals import MAX_REFUSED_PER_SESSION, counting, refusal_counts
     from legion.store.actionlog import ActionLog
 
     db = tmp_path / "legion.db"

@@ -27,7 +27,8 @@ from legion.proxy.ledger import Spender, UsageLedger
 from legion.proxy.limits import HoldRecord, why_held
 from legion.proxy.metering import UsageMeter
 from legion.proxy.questions import AskedQuestions
-from legion.proxy.server import ModelProxy, upstreams_from
+from legion.proxy.server import ModelProxy
+from legion.proxy.upstreams import upstreams_from
 from legion.relay.capabilities import Capabilities
 from legion.runtime.transcript import question_from_input
 from legion.store.actionlog import ActionLog

@@ -27,7 +27,8 @@ from legion.daemon.servers import registered_worker
 from legion.plugins import CLAUDE_CODE, CODEX
 from legion.proxy import server as proxy_server
 from legion.proxy.ledger import UsageLedger
-from legion.proxy.server import ModelProxy, Upstream, upstreams_from
+from legion.proxy.server import ModelProxy
+from legion.proxy.upstreams import Upstream, upstreams_from
 from legion.relay.capabilities import Capabilities
 from legion.sessions.registry import Registry
 from legion.store.sqlite import SqliteStore

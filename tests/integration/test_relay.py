@@ -31,7 +31,8 @@ from legion.config import Project, load_project
 from legion.core.model import Label, Status
 from legion.errors import ConfigError, NotFoundError, NotPermittedError, RelayUnavailableError
 from legion.forges.base import Forge, PullRequest
-from legion.proxy.server import ModelProxy, upstreams_from
+from legion.proxy.server import ModelProxy
+from legion.proxy.upstreams import upstreams_from
 from legion.relay import (
     CAPABILITY_ENV,
     MAX_SOCKET_PATH,

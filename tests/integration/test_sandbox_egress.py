@@ -29,7 +29,8 @@ import pytest
 
 from legion.config import load_project
 from legion.core import egress
-from legion.proxy.egress import EgressProxy, counting, refusal_counts
+from legion.proxy.egress import EgressProxy
+from legion.proxy.egress_refusals import counting, refusal_counts
 from legion.relay.capabilities import Capabilities
 from legion.sandbox import Access, Confinement, bridge, empty_file, legion_install, wrap
 from legion.store import open_store

@@ -15,7 +15,7 @@ from legion import proxy
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core import egress
-from legion.demo.responses_server import API_KEY_ENV, codex_config_toml
+from legion.demo.codex_config import API_KEY_ENV, codex_config_toml
 from legion.plugins import CODEX
 from legion.proxy.egress import EgressProxy
 from legion.relay import socket_path

@@ -14,7 +14,7 @@ import pytest
 from legion import proxy
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
-from legion.demo.responses_server import API_KEY_ENV, codex_config_toml
+from legion.demo.codex_config import API_KEY_ENV, codex_config_toml
 from legion.plugins import CODEX
 from legion.runtime.codex.provider import OPENAI_KEY_VARIABLES
 from tests.support.waits import wait_until

@@ -28,8 +28,8 @@ def _workers(project: Path, commands: Sequence[str]) -> WorkerManager:
 
 def _set_up(workers: WorkerManager, issue: str, workspace: Path) -> setup.SetupState:
     with pytest.raises(SetupPendingError):
-        workers.setup_gate(issue, workspace)
-    files = workers.setup_files(issue)
+        workers.setup.gate(issue, workspace)
+    files = workers.setup.files(issue)
     deadline = time.monotonic() + 30
     while (state := setup.current(files)).running is not None:
         assert time.monotonic() < deadline, files.output()
@@ -63,8 +63,8 @@ def test_one_issues_setup_cannot_poison_the_cache_another_issues_setup_installs_
     victim = workers.tracker.create_issue("Victim").identifier
     victim_workspace = workers.workspaces.ensure(victim).path
     state = _set_up(workers, victim, victim_workspace)
-    assert state.status() == "ok", workers.setup_files(victim).output()
-    assert "poisoned" not in workers.setup_files(victim).output().splitlines()
+    assert state.status() == "ok", workers.setup.files(victim).output()
+    assert "poisoned" not in workers.setup.files(victim).output().splitlines()
 
 
 def test_the_runner_reads_only_the_end_of_a_log_its_commands_swelled(tmp_path: Path) -> None:

@@ -115,7 +115,7 @@ def test_the_heads_approving_reviews_saw(open_store: Callable[[], Store]) -> Non
 def test_the_egress_proxys_refusals(open_store: Callable[[], Store]) -> None:
     """Counted by session and destination; a session's first to a host (on any port) is the
     one the action log says."""
-    from legion.proxy.egress import Refused, record_refusal, refusal_counts
+    from legion.proxy.egress_refusals import Refused, record_refusal, refusal_counts
 
     store = open_store()
     assert record_refusal(store, Refused("s-1", "LEG-1", "pypi.org", 443))

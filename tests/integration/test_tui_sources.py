@@ -61,7 +61,7 @@ def test_the_board_says_what_the_egress_proxy_refused_lately(
     project: Path, legion: LegionRunner
 ) -> None:
     from legion.config import load_project
-    from legion.proxy.egress import Refused, record_refusal
+    from legion.proxy.egress_refusals import Refused, record_refusal
     from legion.store import open_store
 
     assert legion("issue", "create", "Add a flag").returncode == 0

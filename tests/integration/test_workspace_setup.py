@@ -1,5 +1,5 @@
 """Workspace setup on a real git workspace, run by its detached runner under real bubblewrap
-(`legion.workspaces.setup`, through `WorkerManager.setup_gate`, which a worker's start passes
+(`legion.workspaces.setup`, through `WorkerManager.setup.gate`, which a worker's start passes
 first): what it may write and read, its log, a failure said once and backed off, a change of
 the commands tried at once, a timeout that kills what it started.
 
@@ -37,7 +37,7 @@ def _issue(workers: WorkerManager) -> tuple[str, Path]:
 
 
 def _settled(workers: WorkerManager, issue: str, timeout: float = 30.0) -> setup.SetupState:
-    files = workers.setup_files(issue)
+    files = workers.setup.files(issue)
     deadline = time.monotonic() + timeout
     while (state := setup.current(files)).running is not None:
         assert time.monotonic() < deadline, files.output()
@@ -47,7 +47,7 @@ def _settled(workers: WorkerManager, issue: str, timeout: float = 30.0) -> setup
 
 def _pending(workers: WorkerManager, issue: str, workspace: Path) -> str:
     with pytest.raises(SetupPendingError) as caught:
-        workers.setup_gate(issue, workspace)
+        workers.setup.gate(issue, workspace)
     return str(caught.value)
 
 
@@ -67,16 +67,16 @@ def test_setup_writes_its_workspace_and_cache_and_nothing_of_the_home(project: P
     issue, workspace = _issue(workers)
     assert "waiting for workspace setup" in _pending(workers, issue, workspace)
     state = _settled(workers, issue)
-    assert state.status() == "ok", workers.setup_files(issue).output()
-    workers.setup_gate(issue, workspace)  # the session's start goes on now
+    assert state.status() == "ok", workers.setup.files(issue).output()
+    workers.setup.gate(issue, workspace)  # the session's start goes on now
     assert (workspace / "built.txt").read_text() == "built\n"
     cache = workers.project.state_dir / "cache" / issue  # the issue's own
     assert (cache / "uv" / "warm.txt").read_text() == "warm\n"
-    log = workers.setup_files(issue).output()
+    log = workers.setup.files(issue).output()
     assert "$ echo built > built.txt" in log and "no-secret" in log and "hunter2" not in log
     assert not (home / "planted").exists() and not (home / "planted-too").exists()
     # The next session in it refreshes first only when there are refresh commands: none here.
-    workers.setup_gate(issue, workspace)
+    workers.setup.gate(issue, workspace)
 
 
 def test_a_failure_is_said_once_backs_off_and_a_change_retries_at_once(
@@ -94,7 +94,7 @@ def test_a_failure_is_said_once_backs_off_and_a_change_retries_at_once(
     comments = [c.body for c in workers.tracker.list_comments(issue)]
     assert len(comments) == 1, comments
     assert "exited with 3" in comments[0] and "```text\n$ echo step one\nstep one" in comments[0]
-    assert setup.current(workers.setup_files(issue)).running is None  # backing off
+    assert setup.current(workers.setup.files(issue)).running is None  # backing off
     # Shown: `legion workspace list` says it failed and when it runs again; `legion peek`,
     # with no worker window, shows its output.
     (row,) = json.loads(run_legion("workspace", "list", "--json", cwd=project).stdout)
@@ -107,7 +107,7 @@ def test_a_failure_is_said_once_backs_off_and_a_change_retries_at_once(
     assert "broken" in peeked.stdout.splitlines()[-1]
     # A person's `legion dispatch` tries again at once (and fails again: said once more).
     with pytest.raises(SetupPendingError):
-        workers.setup_gate(issue, workspace, asked=True)
+        workers.setup.gate(issue, workspace, asked=True)
     assert _settled(workers, issue).failures == 2
     _pending(workers, issue, workspace)  # the next tick says so
     assert len(workers.tracker.list_comments(issue)) == 2
@@ -115,7 +115,7 @@ def test_a_failure_is_said_once_backs_off_and_a_change_retries_at_once(
     mended = _workers(project, ["echo fine > fixed.txt"])
     _pending(mended, issue, workspace)
     assert _settled(mended, issue).status() == "ok"
-    mended.setup_gate(issue, workspace)
+    mended.setup.gate(issue, workspace)
     assert (workspace / "fixed.txt").exists()
     assert len(mended.tracker.list_comments(issue)) == 2
 
@@ -152,7 +152,7 @@ def test_a_runner_killed_with_its_daemon_is_run_again(project: Path) -> None:
     workers = _workers(project, ["test -e ran-once || { touch ran-once; sleep 31.75; }"])
     issue, workspace = _issue(workers)
     _pending(workers, issue, workspace)
-    files = workers.setup_files(issue)
+    files = workers.setup.files(issue)
     setup._CHILDREN.clear()  # another daemon: it knows the runner by its pid and start time
     deadline = time.monotonic() + 45
     while not (workspace / "ran-once").exists():
@@ -169,7 +169,7 @@ def test_a_runner_killed_with_its_daemon_is_run_again(project: Path) -> None:
     _pending(workers, issue, workspace)  # dead without a result: run again
     state = _settled(workers, issue)
     assert state.status() == "ok" and state.attempt == 2 and state.failures == 0
-    workers.setup_gate(issue, workspace)
+    workers.setup.gate(issue, workspace)
     assert not _sleepers()  # what the killed runner ran died with it
 
 
@@ -215,8 +215,8 @@ def test_a_later_session_runs_the_refresh_commands_first(project: Path) -> None:
     issue, workspace = _issue(workers)
     _pending(workers, issue, workspace)
     _settled(workers, issue)
-    workers.setup_gate(issue, workspace)  # the first session starts
+    workers.setup.gate(issue, workspace)  # the first session starts
     assert "waiting for workspace refresh" in _pending(workers, issue, workspace)
     assert _settled(workers, issue).status() == "ok"
-    workers.setup_gate(issue, workspace)  # the second
+    workers.setup.gate(issue, workspace)  # the second
     assert (workspace / "runs.txt").read_text() == "set-up\nrefreshed\n"

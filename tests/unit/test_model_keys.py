@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from legion.core.model_keys import withheld_keys
-from legion.demo.responses_server import API_KEY_ENV, codex_config_toml
+from legion.demo.codex_config import API_KEY_ENV, codex_config_toml
 from legion.plugins import CLAUDE_CODE, CODEX, GEMINI
 from legion.proxy import model_key_variables
 from legion.runtime.claude.paths import CREDENTIAL_VARIABLES as CLAUDE_CREDENTIALS

@@ -204,7 +204,7 @@ def _peek_setup(workers: WorkerManager, issue: str, lines: int, as_json: bool) -
     """Show the output of `issue`'s workspace setup when it runs or failed; whether it did."""
     from legion.workspaces.setup import summary
 
-    files = workers.setup_files(issue)
+    files = workers.setup.files(issue)
     found = summary(files)
     if found["status"] not in ("running", "failed"):
         return False

@@ -144,7 +144,7 @@ class HostWork:
             waits = view.record.id in self._setup_waits and view.window is None
             state = hosted_state(view.state, waits)
             activity = (
-                self.workers.setup_activity(view.record.issue) if waits else view.last_activity
+                self.workers.setup.activity(view.record.issue) if waits else view.last_activity
             )
             states[view.record.id] = (state, activity, view.question)
         before = self._reports()

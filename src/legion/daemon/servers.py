@@ -17,7 +17,8 @@ from legion.fleet.hosts import FencedStore
 from legion.proxy import EGRESS_SOCKET_NAME, PROXY_SOCKET_NAME, access, read_access, write_access
 from legion.proxy.egress import EgressProxy
 from legion.proxy.ledger import Spender
-from legion.proxy.server import ModelProxy, upstreams_from
+from legion.proxy.server import ModelProxy
+from legion.proxy.upstreams import upstreams_from
 from legion.relay import socket_path
 from legion.relay.server import RelayServer, relay_server
 from legion.sessions.registry import Registry
@@ -84,7 +85,7 @@ def start_egress_proxy(project: Project, db: Store) -> EgressProxy | None:
     the destinations `sandbox_egress` allows; None when it allows none (a session's bridge
     then offers no egress: `legion.sessions.confinement`)."""
     from legion.core import egress
-    from legion.proxy.egress import counting
+    from legion.proxy.egress_refusals import counting
 
     path = socket_path(project.state_dir, EGRESS_SOCKET_NAME)
     rules = egress.parse(project.settings.sandbox_egress)

@@ -26,14 +26,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from legion.demo import scripted
-from legion.demo.scripted import estimate_tokens
+from legion.demo import script, scripted, scripted_http
+from legion.demo.script import estimate_tokens
 
-JSON = scripted.JSON
-TextBlock = scripted.TextBlock
-PauseBlock = scripted.PauseBlock
-text = scripted.text
-pause = scripted.pause
+JSON = script.JSON
+TextBlock = script.TextBlock
+PauseBlock = script.PauseBlock
+text = script.text
+pause = script.pause
 
 DEFAULT_MODEL = "gemini-2.5-pro"
 SHELL_TOOL = "run_shell_command"  # its arguments: {"command", "description"}
@@ -66,11 +66,11 @@ def bash(command: str, description: str = "") -> FunctionCallBlock:
     return function_call(SHELL_TOOL, {"command": command, "description": description})
 
 
-class Scenario(scripted.Scenario[FunctionCallBlock]):
+class Scenario(script.Scenario[FunctionCallBlock]):
     """Turns to play when the latest human prompt matches `match`."""
 
 
-class Script(scripted.Script[FunctionCallBlock, Scenario]):
+class Script(script.Script[FunctionCallBlock, Scenario]):
     # JSON form: as the other servers' ({"type": "function_call", "name", "arguments"})
     scenario_type = Scenario
 
@@ -212,7 +212,7 @@ def sse_events(
 # --------------------------------------------------------------------------------------------
 
 
-class _Handler(scripted.ScriptedHandler):
+class _Handler(scripted_http.ScriptedHandler):
     request_id_header = "x-request-id"
     server_label = "fake Gemini server"
     not_found_type = "NOT_FOUND"

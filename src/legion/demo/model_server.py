@@ -32,24 +32,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from legion.demo import scripted
-from legion.demo.scripted import chunks, estimate_tokens, new_id
+from legion.demo import script, scripted, scripted_http
+from legion.demo.script import chunks, estimate_tokens, new_id
 
 # Shared with legion.demo.responses_server, named here as before.
-JSON = scripted.JSON
-FALLBACK_TEXT = scripted.FALLBACK_TEXT
-SIDE_TEXT = scripted.SIDE_TEXT
-REDACTED_HEADERS = scripted.REDACTED_HEADERS
-TextBlock = scripted.TextBlock
-PauseBlock = scripted.PauseBlock
-text = scripted.text
-pause = scripted.pause
-example_for_schema = scripted.example_for_schema
+JSON = script.JSON
+FALLBACK_TEXT = script.FALLBACK_TEXT
+SIDE_TEXT = script.SIDE_TEXT
+REDACTED_HEADERS = scripted_http.REDACTED_HEADERS
+TextBlock = script.TextBlock
+PauseBlock = script.PauseBlock
+text = script.text
+pause = script.pause
+example_for_schema = script.example_for_schema
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
 # --------------------------------------------------------------------------------------------
-# Script model (`TextBlock`, `PauseBlock`, `text` and `pause` are `legion.demo.scripted`'s)
+# Script model (`TextBlock`, `PauseBlock`, `text` and `pause` are `legion.demo.script`'s)
 # --------------------------------------------------------------------------------------------
 
 
@@ -101,7 +101,7 @@ def ask_user_question(
     )
 
 
-class Scenario(scripted.Scenario[ToolUseBlock]):
+class Scenario(script.Scenario[ToolUseBlock]):
     """Turns to play when the latest human prompt matches `match`.
 
     `match` is a substring (case-sensitive) unless `regex` is true, in which case it is searched
@@ -109,7 +109,7 @@ class Scenario(scripted.Scenario[ToolUseBlock]):
     """
 
 
-class Script(scripted.Script[ToolUseBlock, Scenario]):
+class Script(script.Script[ToolUseBlock, Scenario]):
     # JSON form: {"scenarios": [{"name": "hi", "match": "say hi", "regex": false,
     #                            "turns": [[{"type": "text", "text": "hi"}],
     #                                      [{"type": "tool_use", "name": "Bash", "input": {}}]]}],
@@ -378,7 +378,7 @@ def sse_events(
 # --------------------------------------------------------------------------------------------
 
 
-class _Handler(scripted.ScriptedHandler):
+class _Handler(scripted_http.ScriptedHandler):
     request_id_header = "request-id"
     server_label = "fake model server"
     not_found_type = "not_found_error"

@@ -122,7 +122,7 @@ def codex_offline_home(codex_home: Path, base_url: str) -> dict[str, str]:
     server at `base_url` (analytics, plugins and update checks off: see docs/codex-cli.md);
     the variables that point the Codex CLI at it. With `offline_variables`' proxy, any other
     request Codex tried would be refused and recorded."""
-    from legion.demo.responses_server import API_KEY_ENV, codex_config_toml
+    from legion.demo.codex_config import API_KEY_ENV, codex_config_toml
 
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(codex_config_toml(base_url), encoding="utf-8")

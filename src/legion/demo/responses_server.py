@@ -21,6 +21,9 @@ HTTP proxy requests (absolute-URI requests and `CONNECT`) with 403 and records t
 `kind="outbound"`; point `HTTPS_PROXY` / `HTTP_PROXY` at it to catch any attempt of the CLI
 to reach another host.  Anything else it does not know is recorded as `kind="not_found"`.
 
+What a request says is read by `legion.demo.responses_requests`; the Codex CLI's config.toml
+that points it here is `legion.demo.codex_config`'s.
+
 Standalone use:
 
     python -m legion.demo.responses_server --port 0 --script script.json \
@@ -33,77 +36,41 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from legion.demo import scripted
-from legion.demo.scripted import chunks, estimate_tokens, new_id
+from legion.demo import script, scripted, scripted_http
+from legion.demo.codex_config import DEFAULT_MODEL
+from legion.demo.responses_requests import (
+    assistant_turns_after,
+    classify_side_request,
+    function_call_outputs,
+    is_human_message,
+    item_text,
+    latest_human_prompt,
+    output_text,
+    structured_output_schema,
+)
+from legion.demo.script import chunks, estimate_tokens, new_id
 
 # Shared with legion.demo.model_server, named here as before.
-JSON = scripted.JSON
-FALLBACK_TEXT = scripted.FALLBACK_TEXT
-SIDE_TEXT = scripted.SIDE_TEXT
-REDACTED_HEADERS = scripted.REDACTED_HEADERS
-TextBlock = scripted.TextBlock
-PauseBlock = scripted.PauseBlock
-text = scripted.text
-pause = scripted.pause
-example_for_schema = scripted.example_for_schema
-
-# A model of Codex 0.169.0's bundled catalog (an unknown one gets a "model metadata not found"
-# warning) whose tools come as a plain `tools` list with `exec_command` (the gpt-6 models get a
-# JavaScript "code mode" `exec` tool in an `additional_tools` input item instead).  Its catalog
-# entry offers an upgrade, so `codex_config_toml` marks that migration as seen.
-DEFAULT_MODEL = "gpt-5.5"
-MIGRATION_TARGET = "gpt-6-sol"
+JSON = script.JSON
+FALLBACK_TEXT = script.FALLBACK_TEXT
+SIDE_TEXT = script.SIDE_TEXT
+REDACTED_HEADERS = scripted_http.REDACTED_HEADERS
+TextBlock = script.TextBlock
+PauseBlock = script.PauseBlock
+text = script.text
+pause = script.pause
+example_for_schema = script.example_for_schema
 
 # The shell tool of Codex 0.169.0 (unified exec): `exec_command {"cmd": ...}`.
 SHELL_TOOL = "exec_command"
 
-# User-role messages Codex injects as context, which are not what the human typed.  The first
-# two were seen in every request; the others are the forms the binary can also produce.
-CONTEXT_PREFIXES = (
-    "<environment_context>",
-    "# AGENTS.md instructions for ",
-    "<user_instructions>",
-    "<user_shell_command>",
-    "<turn_aborted>",
-    "<skill>",
-    # after a compaction, the summary comes back as a user message starting so
-    "Another language model started to solve this problem",
-)
-
-# The compaction request (`/compact`, or automatic) ends with a user message starting so.
-COMPACTION_PROMPT_PREFIX = "You are performing a CONTEXT CHECKPOINT COMPACTION"
-# The interactive CLI's thread-title request (a side request) starts its user message so.
-TITLE_PROMPT_PREFIX = "Generate a concise, single-line task title"
-
-# Items of `input` that the model produced (one model turn is a run of them).
-OUTPUT_ITEM_TYPES = frozenset(
-    {
-        "function_call",
-        "custom_tool_call",
-        "local_shell_call",
-        "web_search_call",
-        "reasoning",
-        "tool_search_call",
-        "image_generation_call",
-    }
-)
-# Items that answer a model turn (the next turn follows them).
-TOOL_OUTPUT_TYPES = frozenset(
-    {
-        "function_call_output",
-        "custom_tool_call_output",
-        "local_shell_call_output",
-        "tool_search_output",
-    }
-)
-
 # --------------------------------------------------------------------------------------------
-# Script model (`TextBlock`, `PauseBlock`, `text` and `pause` are `legion.demo.scripted`'s)
+# Script model (`TextBlock`, `PauseBlock`, `text` and `pause` are `legion.demo.script`'s)
 # --------------------------------------------------------------------------------------------
 
 
@@ -140,12 +107,12 @@ def bash(command: str, description: str = "") -> FunctionCallBlock:
     return exec_command(command)
 
 
-class Scenario(scripted.Scenario[FunctionCallBlock]):
+class Scenario(script.Scenario[FunctionCallBlock]):
     """Turns to play when the latest human prompt matches `match` (substring, or `re.search`
     when `regex`)."""
 
 
-class Script(scripted.Script[FunctionCallBlock, Scenario]):
+class Script(script.Script[FunctionCallBlock, Scenario]):
     # JSON form: {"scenarios": [{"name": "hi", "match": "say hi", "regex": false,
     #                            "turns": [[{"type": "text", "text": "hi"}],
     #                                      [{"type": "function_call", "name": "exec_command",
@@ -176,139 +143,6 @@ class Script(scripted.Script[FunctionCallBlock, Scenario]):
         if block.call_id is not None:
             out["call_id"] = block.call_id
         return out
-
-
-# --------------------------------------------------------------------------------------------
-# Reading requests
-# --------------------------------------------------------------------------------------------
-
-
-def item_text(item: Mapping[str, Any]) -> str:
-    """The text of a message item (`content` is a string or a list of input/output_text)."""
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        str(part.get("text", ""))
-        for part in content
-        if isinstance(part, dict) and part.get("type") in ("input_text", "output_text", "text")
-    )
-
-
-def _is_message(item: Mapping[str, Any], role: str) -> bool:
-    return item.get("type", "message") == "message" and item.get("role") == role
-
-
-def is_context_message(item: Mapping[str, Any]) -> bool:
-    """A user-role message Codex injected (environment, AGENTS.md, ...), not a human prompt."""
-    return item_text(item).lstrip().startswith(CONTEXT_PREFIXES)
-
-
-def is_human_message(item: Mapping[str, Any]) -> bool:
-    return _is_message(item, "user") and not is_context_message(item)
-
-
-def latest_human_prompt(items: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
-    """Index and text of the last user message of `input` that is a human prompt."""
-    for index in range(len(items) - 1, -1, -1):
-        if is_human_message(items[index]):
-            return index, item_text(items[index])
-    return None
-
-
-def _is_output_item(item: Mapping[str, Any]) -> bool:
-    return item.get("type") in OUTPUT_ITEM_TYPES or _is_message(item, "assistant")
-
-
-def assistant_turns_after(items: Sequence[Mapping[str, Any]], index: int) -> int:
-    """Model turns after `index`: runs of output items (assistant messages, function calls,
-    reasoning) between tool outputs and user messages; developer messages are ignored."""
-    turns = 0
-    previous_was_output = False
-    for item in items[index + 1 :]:
-        if _is_output_item(item):
-            if not previous_was_output:
-                turns += 1
-            previous_was_output = True
-        elif item.get("type") in TOOL_OUTPUT_TYPES or _is_message(item, "user"):
-            previous_was_output = False
-    return turns
-
-
-def structured_output_schema(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The JSON schema of `text.format` when the request asks for structured output."""
-    fmt = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        schema = fmt.get("schema")
-        return schema if isinstance(schema, dict) else {}
-    return None
-
-
-def _has_tools(body: Mapping[str, Any]) -> bool:
-    if body.get("tools"):
-        return True
-    items = body.get("input")
-    return isinstance(items, list) and any(
-        isinstance(i, dict) and i.get("type") == "additional_tools" and i.get("tools")
-        for i in items
-    )
-
-
-def classify_side_request(body: Mapping[str, Any]) -> str | None:
-    """Why a /v1/responses request is not a main-loop request, or None.
-
-    What Codex 0.169.0 sends (docs/codex-cli.md): main-loop and compaction requests carry its
-    tools (a `tools` list, or an `additional_tools` input item for the gpt-6 models).  The TUI
-    also names the thread, in a thread of its own, with a request whose last user message starts
-    with `TITLE_PROMPT_PREFIX` and whose `text.format` is a JSON schema (`{"title": ...}`); it
-    carries the tools with gpt-5.5 and none with gpt-6-sol.  That is "title"; any other
-    tool-less request is "structured-output" (with a schema) or "no-tools".  The compaction
-    request (tool-less, its last user message starting with `COMPACTION_PROMPT_PREFIX`) is
-    "compaction"; its answer (`Script.side_text`) becomes the summary."""
-    items = body.get("input")
-    if isinstance(items, list):
-        found = latest_human_prompt([i for i in items if isinstance(i, dict)])
-        if found is not None and found[1].startswith(TITLE_PROMPT_PREFIX):
-            return "title"
-        last = next((i for i in reversed(items) if isinstance(i, dict)), None)
-        if (
-            last is not None
-            and _is_message(last, "user")
-            and item_text(last).startswith(COMPACTION_PROMPT_PREFIX)
-        ):
-            return "compaction"
-    if structured_output_schema(body) is not None and not body.get("tools"):
-        return "structured-output"
-    if not _has_tools(body):
-        return "no-tools"
-    return None
-
-
-def function_call_outputs(items: Sequence[Mapping[str, Any]]) -> list[JSON]:
-    """The tool outputs at the end of `input` (what Codex answers to the last function calls)."""
-    out: list[JSON] = []
-    for item in reversed(items):
-        if item.get("type") in TOOL_OUTPUT_TYPES:
-            out.append(dict(item))
-        elif _is_output_item(item):
-            break
-    return list(reversed(out))
-
-
-def output_text(item: Mapping[str, Any]) -> str:
-    """The text of a function_call_output (`output` is a string or a list of content parts)."""
-    output = item.get("output")
-    if isinstance(output, str):
-        return output
-    if isinstance(output, list):
-        return "\n".join(
-            str(p.get("text", "")) for p in output if isinstance(p, dict) and "text" in p
-        )
-    if isinstance(output, dict):
-        return str(output.get("content", ""))
-    return ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -509,7 +343,7 @@ def models_list(model: str) -> JSON:
 # --------------------------------------------------------------------------------------------
 
 
-class _Handler(scripted.ScriptedHandler):
+class _Handler(scripted_http.ScriptedHandler):
     request_id_header = "x-request-id"
     server_label = "fake responses server"
     not_found_type = "not_found"
@@ -598,74 +432,6 @@ class FakeResponsesServer(scripted.ScriptedServer[FunctionCallBlock, Scenario, R
     def response_requests(self, kind: Kind | None = None) -> list[RecordedRequest]:
         """Requests for a model turn (`message_requests`, the model_server name)."""
         return self.message_requests(kind)
-
-
-# --------------------------------------------------------------------------------------------
-# Codex configuration
-# --------------------------------------------------------------------------------------------
-
-PROVIDER_ID = "legion_fake"
-API_KEY_ENV = "LEGION_FAKE_OPENAI_KEY"
-
-
-def _toml_string(value: str) -> str:
-    return json.dumps(value)  # a JSON string is a valid TOML basic string
-
-
-def codex_config_toml(
-    base_url: str,
-    *,
-    model: str = DEFAULT_MODEL,
-    notify: Sequence[str] | None = None,
-    trusted_dirs: Iterable[str | Path] = (),
-    extra: str = "",
-) -> str:
-    """A `$CODEX_HOME/config.toml` that sends Codex's model traffic to `base_url` (the server's
-    root, e.g. `FakeResponsesServer.base_url`) and switches off what would reach the internet
-    (analytics and the plugin marketplace sync; verified in docs/codex-cli.md)."""
-    lines = [
-        f"model = {_toml_string(model)}",
-        f"model_provider = {_toml_string(PROVIDER_ID)}",
-        "check_for_update_on_startup = false",
-    ]
-    if notify is not None:
-        lines.append(f"notify = [{', '.join(_toml_string(a) for a in notify)}]")
-    if extra:
-        lines.append(extra.strip())
-    lines += [
-        "",
-        "[analytics]",
-        "enabled = false",
-        "",
-        "[feedback]",
-        "enabled = false",
-        "",
-        "[tui]",
-        "show_tooltips = false",
-        "",
-        "[notice]",
-        "hide_full_access_warning = true",
-        "",
-        "[notice.model_migrations]",
-        f"{_toml_string(DEFAULT_MODEL)} = {_toml_string(MIGRATION_TARGET)}",
-        "",
-        "[features]",
-        "plugins = false",
-        # the TUI would otherwise start a shared app-server daemon (one per user, outliving the
-        # session, with a copy of the 300 MB binary under CODEX_HOME/packages)
-        "daemon_auto_start = false",
-        "",
-        f"[model_providers.{PROVIDER_ID}]",
-        'name = "Legion fake Responses API"',
-        f"base_url = {_toml_string(base_url.rstrip('/') + '/v1')}",
-        f"env_key = {_toml_string(API_KEY_ENV)}",
-        'wire_api = "responses"',
-        "request_max_retries = 0",
-        "stream_max_retries = 0",
-    ]
-    for directory in trusted_dirs:
-        lines += ["", f"[projects.{_toml_string(str(directory))}]", 'trust_level = "trusted"']
-    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------------------------

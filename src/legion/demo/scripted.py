@@ -1,12 +1,11 @@
 """What the scripted model servers share (`legion.demo.model_server` for the Claude Code CLI,
-`legion.demo.responses_server` for the Codex CLI).
+`legion.demo.responses_server` for the Codex CLI, `legion.demo.gemini_server` for Gemini's).
 
-Each server describes what the "model" answers as a `Script` of `Scenario`s; the two differ only
-in their tool-call block (`T` below) and its JSON form, so `Scenario` and `Script` are generic
-in it and a server's `Script` subclass supplies the codec.  `RecordedRequest` is what is known
-of a request; `ScriptedServer` records requests, waits for them and runs the HTTP server on
-127.0.0.1, whose `ScriptedHandler` refuses proxy requests (recorded as `kind="outbound"`) and
-records anything it does not serve as `kind="not_found"`.  `main` is the standalone process.
+Each server describes what the "model" answers as a `Script` of `Scenario`s
+(`legion.demo.script`, generic in the tool-call block `T`; a server's `Script` subclass supplies
+its codec). Here: `RecordedRequest`, what is known of a request; `ScriptedServer`, which answers
+from its script, records requests, waits for them and runs the HTTP server on 127.0.0.1 (its
+handler's plumbing is `legion.demo.scripted_http`'s); and `main`, the standalone process.
 """
 
 from __future__ import annotations
@@ -15,239 +14,29 @@ import argparse
 import contextlib
 import itertools
 import json
-import re
 import signal
-import sys
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from email.message import Message
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
-from urllib.parse import parse_qs, urlsplit
 
-JSON = dict[str, Any]
-
-FALLBACK_TEXT = "(fake model: no scripted turn left)"
-SIDE_TEXT = "ok"
-REDACTED_HEADERS = frozenset(
-    {"x-api-key", "authorization", "proxy-authorization", "cookie", "x-goog-api-key"}
+from legion.demo.script import (
+    JSON,
+    PauseBlock,
+    S,
+    Script,
+    T,
+    TextBlock,
+    estimate_tokens,
+    example_for_schema,
 )
+from legion.demo.scripted_http import ScriptedHandler, ScriptedHTTPServer
 
-T = TypeVar("T")  # a server's tool-call block
 K = TypeVar("K", bound=str)  # a server's request kinds (a Literal of strings)
-S = TypeVar("S", bound="Scenario[Any]")  # a server's Scenario class
 R = TypeVar("R", bound="RecordedRequest[Any]")  # a server's RecordedRequest class
-
-# --------------------------------------------------------------------------------------------
-# Script model
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TextBlock:
-    text: str
-
-
-@dataclass(frozen=True)
-class PauseBlock:
-    """Not content: the server waits `seconds` at this point of the stream (busy UI in tests)."""
-
-    seconds: float
-
-
-def text(value: str) -> TextBlock:
-    return TextBlock(value)
-
-
-def pause(seconds: float) -> PauseBlock:
-    return PauseBlock(seconds)
-
-
-@dataclass
-class Scenario(Generic[T]):
-    """Turns to play when the latest human prompt matches `match`.
-
-    `match` is a substring (case-sensitive) unless `regex` is true, in which case it is searched
-    with `re.search` (pass flags inline, e.g. ``(?i)``).
-    """
-
-    match: str
-    turns: Sequence[Sequence[TextBlock | T | PauseBlock]]
-    name: str = ""
-    regex: bool = False
-    # Also matched against the text of a user message that holds tool results (a prompt the
-    # CLI merged into the result's message): see the Anthropic server's `_prompt_and_turn`.
-    anywhere: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            self.name = self.match
-        self._pattern = re.compile(self.match) if self.regex else None
-
-    def matches(self, prompt: str) -> bool:
-        if self._pattern is not None:
-            return self._pattern.search(prompt) is not None
-        return self.match in prompt
-
-
-@dataclass
-class Script(Generic[T, S]):
-    """The scenarios of a server; a subclass names its `Scenario` class (`scenario_type`, which
-    `from_json` builds) and its tool block's JSON codec (`tool_from_json`, `tool_to_json`)."""
-
-    scenarios: list[S] = field(default_factory=list)
-    fallback_text: str = FALLBACK_TEXT
-    side_text: str = SIDE_TEXT
-
-    scenario_type: ClassVar[Callable[..., Any]] = Scenario
-
-    def find(self, prompt: str) -> S | None:
-        for scenario in self.scenarios:
-            if scenario.matches(prompt):
-                return scenario
-        return None
-
-    def find_anywhere(self, text: str) -> S | None:
-        """The first scenario matched anywhere (`Scenario.anywhere`) that `text` matches."""
-        for scenario in self.scenarios:
-            if scenario.anywhere and scenario.matches(text):
-                return scenario
-        return None
-
-    # ---- the tool block's JSON form (a subclass's) ----------------------------------------
-
-    @classmethod
-    def tool_from_json(cls, kind: Any, raw: Mapping[str, Any]) -> T | None:
-        """The tool block a JSON block of type `kind` stands for, or None if it is none."""
-        return None
-
-    @classmethod
-    def tool_to_json(cls, block: T) -> JSON:
-        raise NotImplementedError
-
-    # ---- JSON form ------------------------------------------------------------------------
-    # {"scenarios": [{"name": "hi", "match": "say hi", "regex": false,
-    #                 "turns": [[{"type": "text", "text": "hi"}],
-    #                           [<a tool block, see the subclass>]]}],
-    #  "fallback_text": "...", "side_text": "..."}
-
-    @classmethod
-    def block_from_json(cls, raw: Mapping[str, Any]) -> TextBlock | T | PauseBlock:
-        kind = raw.get("type")
-        if kind == "text":
-            return TextBlock(str(raw["text"]))
-        if kind == "pause":
-            return PauseBlock(float(raw["seconds"]))
-        tool = cls.tool_from_json(kind, raw)
-        if tool is None:
-            raise ValueError(f"unknown block type in script: {kind!r}")
-        return tool
-
-    @classmethod
-    def block_to_json(cls, block: TextBlock | T | PauseBlock) -> JSON:
-        if isinstance(block, TextBlock):
-            return {"type": "text", "text": block.text}
-        if isinstance(block, PauseBlock):
-            return {"type": "pause", "seconds": block.seconds}
-        return cls.tool_to_json(block)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Self:
-        scenarios = []
-        for raw in data.get("scenarios", []):
-            turns = [[cls.block_from_json(b) for b in turn] for turn in raw.get("turns", [])]
-            scenarios.append(
-                cls.scenario_type(
-                    match=str(raw["match"]),
-                    turns=turns,
-                    name=str(raw.get("name", "")),
-                    regex=bool(raw.get("regex", False)),
-                    anywhere=bool(raw.get("anywhere", False)),
-                )
-            )
-        return cls(
-            scenarios=scenarios,
-            fallback_text=str(data.get("fallback_text", FALLBACK_TEXT)),
-            side_text=str(data.get("side_text", SIDE_TEXT)),
-        )
-
-    @classmethod
-    def load(cls, path: str | Path) -> Self:
-        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
-
-    def to_json(self) -> JSON:
-        return {
-            "scenarios": [
-                {
-                    "name": s.name,
-                    "match": s.match,
-                    "regex": s.regex,
-                    "anywhere": s.anywhere,
-                    "turns": [[self.block_to_json(b) for b in turn] for turn in s.turns],
-                }
-                for s in self.scenarios
-            ],
-            "fallback_text": self.fallback_text,
-            "side_text": self.side_text,
-        }
-
-    def dump(self, path: str | Path) -> Path:
-        out = Path(path)
-        out.write_text(json.dumps(self.to_json(), indent=2), encoding="utf-8")
-        return out
-
-
-# --------------------------------------------------------------------------------------------
-# Answers
-# --------------------------------------------------------------------------------------------
-
-
-def example_for_schema(schema: Mapping[str, Any], text_value: str = SIDE_TEXT) -> Any:
-    """A small value that satisfies a (simple) JSON schema, for structured-output requests."""
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for combinator in ("anyOf", "oneOf", "allOf"):
-        if schema.get(combinator):
-            return example_for_schema(schema[combinator][0], text_value)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object" or "properties" in schema:
-        props = schema.get("properties") or {}
-        return {name: example_for_schema(props.get(name) or {}, text_value) for name in props}
-    if kind == "array":
-        return []
-    if kind in ("integer", "number"):
-        return 0
-    if kind == "boolean":
-        return False
-    if kind == "null":
-        return None
-    return text_value
-
-
-_ids = itertools.count(1)
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_fake{next(_ids):04d}{uuid.uuid4().hex[:16]}"
-
-
-def estimate_tokens(body: Any) -> int:
-    return max(1, len(json.dumps(body, ensure_ascii=False)) // 4)
-
-
-def chunks(value: str, size: int) -> Iterator[str]:
-    for start in range(0, len(value), size):
-        yield value[start : start + size]
-
 
 # --------------------------------------------------------------------------------------------
 # Recording
@@ -312,214 +101,6 @@ class RecordedRequest(Generic[K]):
 # --------------------------------------------------------------------------------------------
 # Server
 # --------------------------------------------------------------------------------------------
-
-
-# The error type of a refused request, by its status (as Anthropic's API names them).
-_REFUSAL_KINDS = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
-
-
-class ScriptedHandler(BaseHTTPRequestHandler):
-    """The HTTP plumbing: a subclass routes its API (`_route_get`, `_route_post`) and says how
-    its errors and streams look (`_error`, `_sse_events`, `_body_problem`)."""
-
-    protocol_version = "HTTP/1.1"
-    # A stream is many small writes: with Nagle's algorithm each waits for the client's
-    # delayed ACK of the one before (40 ms on Linux), as a real API's server does not.
-    disable_nagle_algorithm = True
-    server: ScriptedHTTPServer
-    request_id_header: ClassVar[str] = "request-id"
-    server_label: ClassVar[str] = "fake model server"
-    not_found_type: ClassVar[str] = "not_found_error"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # keep test output clean; requests are recorded instead
-
-    # ---- what a subclass supplies ---------------------------------------------------------
-
-    def _error(self, status: int, kind: str, message: str) -> None:
-        raise NotImplementedError
-
-    def _route_get(self, path: str) -> bool:
-        """Answer a GET of `path` other than `/`; False when the path is not served."""
-        return False
-
-    def _route_post(self, path: str, body: Any) -> bool:
-        """Answer a POST of `path`; False when the path is not served."""
-        return False
-
-    def _body_problem(self, body: Any) -> str | None:
-        """Why `body` is no request the model can answer (a 400), or None."""
-        return None
-
-    def _streams(self, body: Any) -> bool:
-        """Whether the answer to `body` is a stream: the body's `"stream": true` says."""
-        return bool(body.get("stream"))
-
-    def _sse_events(
-        self, response: Mapping[str, Any], pauses: Sequence[tuple[int, float]]
-    ) -> Iterable[tuple[str, Mapping[str, Any]]]:
-        """(event, data) pairs; ("pause", {"seconds": s}) is no event but a wait."""
-        raise NotImplementedError
-
-    # ---- plumbing -------------------------------------------------------------------------
-
-    def _read_body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            return None
-        return self._parse_body(raw)
-
-    def _parse_body(self, raw: bytes) -> Any:
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw.decode("utf-8", "replace")
-
-    def _headers(self) -> dict[str, str]:
-        return {
-            k.lower(): ("<redacted>" if k.lower() in REDACTED_HEADERS else v)
-            for k, v in self.headers.items()
-        }
-
-    def _send_json(self, status: int, payload: Any, extra: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header(self.request_id_header, new_id("req"))
-        for key, value in (extra or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _send_sse(self, response: Mapping[str, Any], pauses: Sequence[tuple[int, float]]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header(self.request_id_header, new_id("req"))
-        self.end_headers()
-        for event, data in self._sse_events(response, pauses):
-            if event == "pause":
-                time.sleep(float(data["seconds"]))
-                continue
-            named = f"event: {event}\n" if event else ""  # Gemini's API names no event
-            payload = f"{named}data: {json.dumps(data)}\n\n".encode()
-            self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-    def _record(self, kind: str, body: Any, **extra: Any) -> RecordedRequest[Any]:
-        if kind == "outbound":
-            # CONNECT host:443 or GET http://host/...: keep the whole target
-            path, query = self.path, {}
-        else:
-            split = urlsplit(self.path)
-            path, query = split.path, parse_qs(split.query)
-        request: RecordedRequest[Any] = self.server.fake.record(
-            method=self.command,
-            path=path,
-            query=query,
-            headers=self._headers(),
-            body=body,
-            kind=kind,
-            **extra,
-        )
-        return request
-
-    def _is_proxy_request(self) -> bool:
-        return self.path.startswith(("http://", "https://"))
-
-    def _not_found(self, path: str, body: Any) -> None:
-        self._record("not_found", body)
-        self._error(404, self.not_found_type, f"Not found: {path}")
-
-    def _answer(self, body: Any) -> None:
-        """Answer a request for a model turn (scripted, fallback or side)."""
-        problem = self._body_problem(body)
-        if problem is not None:
-            self._record("other", body)
-            return self._error(400, "invalid_request_error", problem)
-        refusal = self.server.fake.take_refusal()
-        if refusal is not None:
-            status, headers = refusal
-            kind = _REFUSAL_KINDS.get(status, "overloaded_error")
-            message = f"scripted {status}"
-            if status == 401:  # as OpenAI's says it: part of the key it was sent
-                message += f": incorrect API key provided: {_key_hint(self.headers)}"
-            payload = {"type": "error", "error": {"type": kind, "message": message}}
-            self._record("refused", body, response=payload)
-            return self._send_json(status, payload, headers)
-        response, record = self.server.fake.answer(body)
-        pauses: list[tuple[int, float]] = response.pop("_pauses", [])
-        self._record(record.pop("kind"), body, response=response, **record)
-        if self._streams(body):
-            self._send_sse(response, pauses)
-        else:
-            time.sleep(sum(seconds for _, seconds in pauses))
-            self._send_json(200, response)
-
-    # ---- verbs ----------------------------------------------------------------------------
-
-    def do_CONNECT(self) -> None:
-        self._record("outbound", None)
-        self._error(403, "permission_error", f"{self.server_label}: outbound traffic is blocked")
-        self.close_connection = True
-
-    def do_HEAD(self) -> None:
-        if self._is_proxy_request():
-            return self.do_CONNECT()
-        self._record("other", None)
-        self._send_json(200, {})
-
-    def do_GET(self) -> None:
-        if self._is_proxy_request():
-            return self.do_CONNECT()
-        path = urlsplit(self.path).path
-        if path == "/":
-            self._record("other", None)
-            return self._send_json(200, {"ok": True})
-        if not self._route_get(path):
-            self._not_found(path, None)
-
-    def do_DELETE(self) -> None:
-        self.do_GET()
-
-    def do_PUT(self) -> None:
-        self.do_POST()
-
-    def do_POST(self) -> None:
-        if self._is_proxy_request():
-            self._read_body()
-            return self.do_CONNECT()
-        path = urlsplit(self.path).path
-        body = self._read_body()
-        if not self._route_post(path, body):
-            self._not_found(path, body)
-
-
-class ScriptedHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        fake: ScriptedServer[Any, Any, Any],
-        handler: type[ScriptedHandler],
-    ) -> None:
-        self.fake = fake
-        super().__init__(address, handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hangs up (a CLI killed mid-request) is normal here, not worth a
-        traceback on the demo's terminal; anything else still gets one."""
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
 
 
 class ScriptedServer(Generic[T, S, R]):
@@ -797,9 +378,3 @@ def main(
         stop.wait()
     running.stop()
     return 0
-
-
-def _key_hint(headers: Message) -> str:
-    """The part of a request's key a provider's "wrong key" message quotes."""
-    key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
-    return f"{key[:7]}***{key[-4:]}" if len(key) > 12 else "***"

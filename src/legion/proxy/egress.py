@@ -22,6 +22,9 @@ or an address that does not answer: 502. A request it cannot read: 400.
 Everything is bounded (the constants below; docs/security.md, "Egress"): the time a request's
 head may take, a connection's setup, the connections at once (overall and of one session), a
 session run's bytes (both ways, by capability) and their rate.
+
+What a connection says and how it is answered is `legion.proxy.egress_protocol`'s; how its
+refusals are counted and read back, `legion.proxy.egress_refusals`'s.
 """
 
 from __future__ import annotations
@@ -38,20 +41,26 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from legion.core import egress
 from legion.core.egress import Rule
+
+from .egress_protocol import (
+    CHUNK,
+    HEAD_DEADLINE_S,
+    Answer,
+    answer,
+    parse_request,
+    read_head,
+    shown_host,
+)
+from .egress_refusals import Refused
 
 if TYPE_CHECKING:
     from legion.store import Store
 
 logger = logging.getLogger(__name__)
 
-PREAMBLE = b"LEGION-EGRESS "
-# A request's preamble and head must have come whole within this long, and be no larger.
-HEAD_DEADLINE_S = 10.0
-MAX_HEAD_BYTES = 32 * 1024
 # How long the connection to a destination may take to open.
 CONNECT_TIMEOUT_S = 10.0
 # A connection over which nothing passed, either way, for this long is closed.
@@ -67,17 +76,6 @@ MAX_PER_PEER = MAX_PER_SESSION
 # (then its connections are closed and new ones refused), at most this fast.
 MAX_BYTES_PER_RUN = 2 << 30
 MAX_BYTES_PER_S = 32 << 20
-_CHUNK = 64 * 1024
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A connection refused by the allow-list: whose, and where to."""
-
-    session_id: str
-    issue: str
-    host: str
-    port: int
 
 
 @dataclass
@@ -87,34 +85,6 @@ class _Run:
     carried: int = 0
     allowance: float = 0.0
     at: float = 0.0
-
-
-class _Answer(Exception):
-    """A request answered with an error, its status and one line."""
-
-    def __init__(self, status: int, line: str) -> None:
-        super().__init__(line)
-        self.status = status
-        self.line = line
-
-
-_REASONS = {
-    400: "Bad Request",
-    403: "Forbidden",
-    407: "Proxy Authentication Required",
-    408: "Request Timeout",
-    429: "Too Many Requests",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-}
-
-
-def answer(status: int, line: str) -> bytes:
-    body = (line + "\n").encode()
-    return (
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\ncontent-type: text/plain; "
-        f"charset=utf-8\r\nconnection: close\r\ncontent-length: {len(body)}\r\n\r\n"
-    ).encode() + body
 
 
 class EgressProxy:
@@ -231,7 +201,7 @@ class EgressProxy:
                 self._track(client, True)
                 try:
                     self._serve_one(client)
-                except _Answer as refused:
+                except Answer as refused:
                     _refuse_now(client, refused.status, refused.line)
                 except OSError as exc:  # the session or the destination went away
                     logger.debug("an egress connection ended: %s", exc)
@@ -249,28 +219,28 @@ class EgressProxy:
                 self._open.discard(connection)
 
     def _serve_one(self, client: socket.socket) -> None:
-        token, head, rest = _read_head(client, time.monotonic() + self.head_deadline)
+        token, head, rest = read_head(client, time.monotonic() + self.head_deadline)
         scope = self._scope(token)
         if scope is None:
-            raise _Answer(
+            raise Answer(
                 407, "legion: this connection holds no valid capability (unknown or revoked)"
             )
         session_id, issue = scope
         run_key = hashlib.sha256(token.encode()).hexdigest()
         with self._session(session_id) as taken:
             if not taken:
-                raise _Answer(
+                raise Answer(
                     429,
                     f"legion: this session has {self.max_per_session} egress connections open "
                     "already; retry when one has ended",
                 )
             self._check_run(run_key)
-            request = _parse_request(head)
+            request = parse_request(head)
             host, port = request.host, request.port
             rule = egress.allowing(self.rules, host, port)
             if rule is None:
-                self._refused(Refused(session_id, issue, _shown(host), port))
-                raise _Answer(403, egress.refusal(_shown(host), port))
+                self._refused(Refused(session_id, issue, shown_host(host), port))
+                raise Answer(403, egress.refusal(shown_host(host), port))
             upstream = self._connect(rule, session_id, issue, host, port)
             with upstream:
                 self._track(upstream, True)
@@ -316,7 +286,7 @@ class EgressProxy:
         with self._lock:
             run = self._runs.get(run_key)
             if run is not None and run.carried >= self.max_bytes_per_run:
-                raise _Answer(
+                raise Answer(
                     403,
                     f"legion: this session carried {self.max_bytes_per_run} bytes through the "
                     "egress proxy already, all a session run may",
@@ -341,7 +311,7 @@ class EgressProxy:
         try:
             found = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
         except (OSError, UnicodeError):
-            raise _Answer(502, f"legion: {_shown(host)} does not resolve") from None
+            raise Answer(502, f"legion: {shown_host(host)} does not resolve") from None
         addresses = [(family, address) for family, _, _, _, address in found]
         allowed = [
             (family, address)
@@ -349,8 +319,10 @@ class EgressProxy:
             if egress.address_allowed(rule, str(address[0]))
         ]
         if not allowed:
-            self._refused(Refused(session_id, issue, _shown(host), port))
-            raise _Answer(403, egress.refusal(_shown(host), port, resolved=str(addresses[0][1][0])))
+            self._refused(Refused(session_id, issue, shown_host(host), port))
+            raise Answer(
+                403, egress.refusal(shown_host(host), port, resolved=str(addresses[0][1][0]))
+            )
         for family, address in allowed:
             upstream = socket.socket(family, socket.SOCK_STREAM)
             upstream.settimeout(self.connect_timeout)
@@ -366,7 +338,7 @@ class EgressProxy:
                 upstream.close()
                 continue
             return upstream
-        raise _Answer(502, f"legion: {_shown(host)}:{port} does not answer")
+        raise Answer(502, f"legion: {shown_host(host)}:{port} does not answer")
 
     def _carry(
         self, client: socket.socket, upstream: socket.socket, first: bytes, run_key: str
@@ -389,10 +361,10 @@ class EgressProxy:
         self, source: socket.socket, target: socket.socket, run_key: str, upstream: socket.socket
     ) -> None:
         try:
-            while chunk := source.recv(_CHUNK):
+            while chunk := source.recv(CHUNK):
                 self._take(run_key, len(chunk), upstream)
                 target.sendall(chunk)
-        except (OSError, _Answer):
+        except (OSError, Answer):
             for end in (source, target):
                 with contextlib.suppress(OSError):
                     end.shutdown(socket.SHUT_RDWR)
@@ -401,7 +373,7 @@ class EgressProxy:
             target.shutdown(socket.SHUT_WR)
 
     def _take(self, run_key: str, size: int, upstream: socket.socket) -> None:
-        """Count `size` bytes to the run; wait as long as its rate asks; an _Answer when the
+        """Count `size` bytes to the run; wait as long as its rate asks; an Answer when the
         run has carried all it may."""
         with self._lock:
             now = time.monotonic()
@@ -415,103 +387,9 @@ class EgressProxy:
             over = run.carried > self.max_bytes_per_run
             wait = -run.allowance / self.max_bytes_per_s if run.allowance < 0 else 0.0
         if over:
-            raise _Answer(403, "legion: this session run's egress bytes are spent")
+            raise Answer(403, "legion: this session run's egress bytes are spent")
         if wait > 0:
             time.sleep(wait)
-
-
-@dataclass(frozen=True)
-class _Request:
-    connect: bool
-    host: str
-    port: int
-    forwarded: bytes = b""  # a plain HTTP request's head as sent on
-
-
-def _shown(host: str) -> str:
-    return host.strip("[]").lower()
-
-
-def _read_head(client: socket.socket, deadline: float) -> tuple[str, bytes, bytes]:
-    """The capability of the preamble, the request's head (through its blank line) and what
-    came after it."""
-    data = b""
-    while b"\r\n\r\n" not in data.partition(b"\n")[2]:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise _Answer(408, "legion: the request did not come in time")
-        if len(data) > MAX_HEAD_BYTES:
-            raise _Answer(400, "legion: the request's head is too large")
-        client.settimeout(left)
-        try:
-            chunk = client.recv(_CHUNK)
-        except TimeoutError:
-            raise _Answer(408, "legion: the request did not come in time") from None
-        if not chunk:
-            raise _Answer(400, "legion: the connection ended before its request")
-        data += chunk
-    line, _, after = data.partition(b"\n")
-    if not line.startswith(PREAMBLE):
-        raise _Answer(407, "legion: this connection did not say its capability")
-    token = line[len(PREAMBLE) :].strip().decode("ascii", "replace")
-    end = after.index(b"\r\n\r\n") + 4
-    return token, after[:end], after[end:]
-
-
-# Dropped from a plain HTTP request's head: the proxy's own headers, the connection's, and its
-# Host (set again from the target, so the request names the host it was allowed for).
-_DROPPED = ("proxy-", "connection:", "keep-alive:", "host:")
-
-
-def _parse_request(head: bytes) -> _Request:
-    try:
-        text = head.decode("latin-1")
-    except UnicodeError:  # pragma: no cover - latin-1 decodes every byte
-        raise _Answer(400, "legion: the request cannot be read") from None
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise _Answer(400, "legion: the request's first line is not an HTTP/1 proxy request")
-    method, target, version = parts
-    if method.upper() == "CONNECT":
-        host, port = _host_port(target, None)
-        return _Request(True, host, port)
-    split = urlsplit(target)
-    if split.scheme.lower() != "http" or not split.hostname:
-        raise _Answer(
-            400,
-            "legion: the egress proxy carries `CONNECT host:port` and plain `http://` requests "
-            "in absolute form",
-        )
-    host, port = _host_port(split.netloc.rpartition("@")[2], 80)
-    path = split.path or "/"
-    if split.query:
-        path += "?" + split.query
-    headers = [line for line in lines[1:] if line and not line.lower().startswith(_DROPPED)]
-    authority = split.netloc.rpartition("@")[2]
-    first = [f"{method} {path} {version}", f"Host: {authority}"]
-    forwarded = "\r\n".join([*first, *headers, "Connection: close", "", ""])
-    return _Request(False, host, port, forwarded.encode("latin-1"))
-
-
-def _host_port(text: str, default: int | None) -> tuple[str, int]:
-    if text.startswith("["):
-        close = text.find("]")
-        host, rest = text[: close + 1], text[close + 1 :]
-        if close < 0 or rest[:1] not in ("", ":"):
-            raise _Answer(400, f"legion: {text!r} is no host and port")
-        port_text = rest[1:]
-    else:
-        host, _, port_text = text.rpartition(":") if ":" in text else (text, "", "")
-    if egress.normal_host(host) is None:
-        raise _Answer(400, f"legion: {text[:100]!r} is no host")
-    if not port_text:
-        if default is None:
-            raise _Answer(400, f"legion: {text[:100]!r} has no port")
-        return host, default
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise _Answer(400, f"legion: {text[:100]!r} has no valid port")
-    return host, int(port_text)
 
 
 def _peer(client: socket.socket) -> int:
@@ -534,124 +412,3 @@ def _refuse_now(client: socket.socket, status: int, line: str) -> None:
     except OSError as exc:
         logger.debug("an egress refusal (%d) not sent: %s", status, exc)
     client.close()
-
-
-def counting(open_db: Callable[[], Store]) -> Callable[[Refused], None]:
-    """What the daemon does with each refusal: count it (`record_refusal`), and say a session's
-    first to a host in the action log."""
-
-    def refused(refusal: Refused) -> None:
-        from legion.store.actionlog import ActionLog, OutcomeKind
-
-        db = open_db()
-        try:
-            if (counted := record_refusal(db, refusal)) is not None:
-                refusal = counted
-                shown = f"[{refusal.host}]" if ":" in refusal.host else refusal.host
-                what = (
-                    f"more than {MAX_REFUSED_PER_SESSION} destinations were refused; the "
-                    "others are counted together"
-                    if refusal.host == OTHER_HOSTS
-                    else f"{shown}:{refusal.port} is not allowed by sandbox_egress"
-                )
-                ActionLog(db).append(
-                    refusal.issue or "-",
-                    "egress_refused",
-                    OutcomeKind.FAILED,
-                    f"session {refusal.session_id}: {what} (counted in `legion status`)",
-                )
-        finally:
-            db.close()
-
-    return refused
-
-
-# The destinations counted apart for one session; the refusals of a session past them (one
-# that asks name after name) are counted together, under `OTHER_HOSTS`, said once in the
-# action log: a session cannot fill the store or the action log with names of its making.
-MAX_REFUSED_PER_SESSION = 50
-OTHER_HOSTS = "(other hosts)"
-
-
-def record_refusal(db: Store, refusal: Refused) -> Refused | None:
-    """Count `refusal` in the store; when it is the session's first to that host (on any
-    port), the refusal as counted (the action log then says so), else None. Past
-    `MAX_REFUSED_PER_SESSION` destinations, the session's others are counted together
-    (`OTHER_HOSTS`, port 0)."""
-    from legion.store import now
-
-    stamp = now()
-    with db.write() as conn:
-        known = conn.execute(
-            "SELECT 1 FROM egress_refusals WHERE session_id = ? AND host = ? AND port = ?",
-            (refusal.session_id, refusal.host, refusal.port),
-        ).fetchone()
-        if known is None:
-            held = conn.execute(
-                "SELECT COUNT(*) AS held FROM egress_refusals WHERE session_id = ?",
-                (refusal.session_id,),
-            ).fetchone()
-            if int(held["held"]) >= MAX_REFUSED_PER_SESSION:
-                refusal = Refused(refusal.session_id, refusal.issue, OTHER_HOSTS, 0)
-        conn.execute(
-            "INSERT INTO egress_refusals (session_id, issue, host, port, count, first_at, "
-            "last_at) VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (session_id, host, port) DO "
-            "UPDATE SET count = egress_refusals.count + 1, last_at = excluded.last_at",
-            (refusal.session_id, refusal.issue, refusal.host, refusal.port, stamp, stamp),
-        )
-        row = conn.execute(
-            "SELECT SUM(count) AS total FROM egress_refusals WHERE session_id = ? AND host = ?",
-            (refusal.session_id, refusal.host),
-        ).fetchone()
-    return refusal if int(row["total"]) == 1 else None
-
-
-@dataclass(frozen=True)
-class RefusalCount:
-    """How often a session was refused one destination (`legion status`)."""
-
-    session_id: str
-    issue: str
-    host: str
-    port: int
-    count: int
-    last_at: str
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "session_id": self.session_id,
-            "issue": self.issue,
-            "host": self.host,
-            "port": self.port,
-            "count": self.count,
-            "last_at": self.last_at,
-        }
-
-    def line(self) -> str:
-        shown = f"[{self.host}]" if ":" in self.host else self.host
-        who = self.issue or self.session_id[:8]
-        times = "once" if self.count == 1 else f"{self.count} times"
-        where = shown if self.host == OTHER_HOSTS else f"{shown}:{self.port}"
-        return f"{who}: {where} ({times})"
-
-
-def refusal_counts(db: Store, limit: int = 10, *, since: str = "") -> list[RefusalCount]:
-    """The destinations most lately refused, by session; `since`: only those refused at or
-    after that instant (a `legion.store.now()`)."""
-    with db.read() as conn:
-        rows = conn.execute(
-            "SELECT session_id, issue, host, port, count, last_at FROM egress_refusals "
-            "WHERE last_at >= ? ORDER BY last_at DESC, host, port LIMIT ?",
-            (since, limit),
-        ).fetchall()
-    return [
-        RefusalCount(
-            str(row["session_id"]),
-            str(row["issue"]),
-            str(row["host"]),
-            int(row["port"]),
-            int(row["count"]),
-            str(row["last_at"]),
-        )
-        for row in rows
-    ]

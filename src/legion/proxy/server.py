@@ -16,37 +16,47 @@ and forwards with the real credential. When the daemon holds none (the user logg
 itself) and the runtime's own login passes through (`ModelRoute.own_login`), the session's own
 credential passes through, and the session is known by the session id its CLI sends
 (`Api.session_header`): metered, not contained.
+
+Where each runtime's requests go is `legion.proxy.upstreams`'s; the connections' bounds (how
+many at once, the idle timeout, a request's deadlines) are `legion.proxy.connections`'s; what an
+answer leaves behind (its usage in the ledger, the session's question) is
+`legion.proxy.accounting`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
 import os
 import select
 import socket
-import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from legion.core.budget import Limits, Spent
-from legion.plugins import load, proxied_runtimes
+from legion.plugins import proxied_runtimes
 
+from .accounting import forget_question, keep_question, main_loop, record_usage, whose
 from .budget import REFUSED_STATUS, REFUSED_TYPE, refusal_message, spent_limit
+from .connections import (
+    BODY_DEADLINE_S,
+    HEAD_DEADLINE_S,
+    MAX_CONNECTIONS,
+    MIN_BODY_RATE,
+    DeadlineHandler,
+    TcpServer,
+    UnixServer,
+)
 from .ledger import CONTROLLER, Spender, UsageLedger
 from .limits import HELD_STATUSES, ModelHold
 from .metering import UsageMeter
-from .questions import QUESTION_TOOLS, AskedQuestions
+from .questions import QUESTION_TOOLS
 from .routes import (
-    APIS,
     CREDENTIAL_HEADERS,
     Api,
     Forward,
@@ -58,12 +68,11 @@ from .routes import (
     runtime_refusal,
     upstream_key_refusal,
 )
+from .upstreams import Mount, Upstream, mounts, under
 
 if TYPE_CHECKING:
     import httpx
-    from _typeshed import WriteableBuffer
 
-    from legion.config.settings import Settings
     from legion.store import Store
 
 logger = logging.getLogger(__name__)
@@ -86,80 +95,10 @@ _HOP_BY_HOP = frozenset(
         "accept-encoding",
     }
 )
-# At most this many connections are served at once (each holds a thread); one more is told
-# 503 and closed: a session opening connections without end takes no more than these.
-MAX_CONNECTIONS = 128
-# A connection that sends nothing (between requests, or in the middle of one) for this long is
-# closed: a CLI opens a new one; a slow sender holds no thread for ever.
-IDLE_TIMEOUT_S = 120.0
-# A request's head is read whole within this long of its first byte, and its body within
-# `BODY_DEADLINE_S` and a second for each `MIN_BODY_RATE` bytes it declares; later, it is told
-# 408 and its connection closed: a sender that trickles a byte within each idle timeout holds
-# no thread for ever. (A CLI sends over loopback or its sandbox's bridge: far faster.)
-HEAD_DEADLINE_S = 30.0
-BODY_DEADLINE_S = 30.0
-MIN_BODY_RATE = 64 * 1024
 # A session's model calls forwarded at once (its subagents run side by side); one more is told
 # 429 (the CLI retries). Usage is counted as each answer ends, so this bounds how far past a
 # budget one session's parallel requests can go before the next is refused.
 MAX_IN_FLIGHT = 8
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """The real model API and the credential the daemon holds for it (None: the sessions'
-    own pass through)."""
-
-    base_url: str
-    headers: Mapping[str, str]
-
-    @property
-    def holds_credential(self) -> bool:
-        return bool(self.headers)
-
-
-def upstreams_from(env: Mapping[str, str], settings: Settings | None = None) -> dict[str, Upstream]:
-    """Each runtime the proxy serves, by name, and its real endpoint and credential, from the
-    daemon's environment `env` (with the variables `settings` give each runtime's view of its
-    CLI: `RuntimePlugin.environment`). A runtime is left out when the daemon holds no key for
-    it, unless its sessions' own login passes through (`ModelRoute.own_login`)."""
-    found: dict[str, Upstream] = {}
-    for plugin in proxied_runtimes():
-        route = plugin.model
-        assert route is not None
-        own = env if settings is None else {**env, **load(plugin.environment)(settings)}
-        endpoint = load(route.upstream)(own)
-        if endpoint is None:
-            continue
-        upstream = Upstream(endpoint[0], dict(endpoint[1]))
-        if upstream.holds_credential or route.own_login:
-            found[plugin.name] = upstream
-    return found
-
-
-@dataclass(frozen=True)
-class Mount:
-    """Where the proxy serves one runtime's sessions: the path, the runtime, its upstream and
-    what its CLI may send there."""
-
-    path: str  # "": the proxy's root
-    runtime: str
-    upstream: Upstream
-    api: Api
-
-
-def mounts(upstreams: Mapping[str, Upstream]) -> tuple[Mount, ...]:
-    """The mounts of the runtimes in `upstreams`, the longest path first (the root last)."""
-    found = []
-    for plugin in proxied_runtimes():
-        if plugin.name in upstreams and plugin.model is not None:
-            api = APIS[plugin.model.api]
-            found.append(Mount(plugin.model.mount, plugin.name, upstreams[plugin.name], api))
-    return tuple(sorted(found, key=lambda mount: -len(mount.path)))
-
-
-def _under(target: str, path: str) -> bool:
-    return not path or target == path or target.startswith((path + "/", path + "?"))
 
 
 def _token(headers: Mapping[str, str]) -> str:
@@ -221,18 +160,18 @@ class ModelProxy:
         self._in_flight: dict[str, int] = {}  # by session id ("": sessions Legion cannot name)
         self._in_flight_lock = threading.Lock()
         self._client: httpx.Client | None = None
-        self._server = _Server(("127.0.0.1", port), _Handler, self)
+        self._server = TcpServer(("127.0.0.1", port), _Handler, self)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="legion-model-proxy", daemon=True
         )
         self.unix_socket = unix_socket
-        self._unix: _UnixServer | None = None
+        self._unix: UnixServer | None = None
         if unix_socket is not None:
             from legion.relay.server import prepare_folder, remove_stale
 
             prepare_folder(unix_socket)
             remove_stale(unix_socket)
-            self._unix = _UnixServer(str(unix_socket), _UnixHandler, self)
+            self._unix = UnixServer(str(unix_socket), _UnixHandler, self)
             os.chmod(unix_socket, 0o600)
 
     @property
@@ -255,10 +194,10 @@ class ModelProxy:
         for plugin in proxied_runtimes():
             mount_path = plugin.model.mount if plugin.model is not None else ""
             served = any(mount.runtime == plugin.name for mount in self.mounts)
-            if mount_path and not served and _under(target, mount_path):
+            if mount_path and not served and under(target, mount_path):
                 return Refusal(404, "not_found_error", f"{plugin.description} is not served here")
         for mount in self.mounts:
-            if _under(target, mount.path):
+            if under(target, mount.path):
                 return mount, target[len(mount.path) :]
         return Refusal(404, "not_found_error", "no runtime is served here")
 
@@ -336,160 +275,9 @@ class ModelProxy:
         return Spender(session_id, issue, mode, "")
 
 
-_BUSY = (
-    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
-)
-
-
-class _Bounded(socketserver.ThreadingMixIn):
-    """A thread a connection, at most `proxy.slots` at once: one more is answered 503 and
-    closed by the accepting thread, which never waits on it."""
-
-    daemon_threads = True
-    proxy: ModelProxy
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.proxy.slots.acquire(blocking=False):
-            body = json.dumps(
-                {
-                    "type": "error",
-                    "error": {
-                        "type": "overloaded_error",
-                        "message": "Legion's model proxy serves no more connections now",
-                    },
-                }
-            ).encode()
-            logger.debug("a connection refused: the model proxy serves all it may already")
-            try:
-                request.settimeout(1.0)
-                request.sendall(_BUSY % (len(body), body))
-                request.shutdown(socket.SHUT_WR)
-            except OSError as exc:
-                logger.debug("the refused connection was not told why: %s", exc)
-            request.close()
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.proxy.slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.proxy.slots.release()
-
-
-class _Server(_Bounded, ThreadingHTTPServer):
-    def __init__(
-        self, address: tuple[str, int], handler: type[_Handler], proxy: ModelProxy
-    ) -> None:
-        self.proxy = proxy
-        super().__init__(address, handler)
-
-
-class _UnixServer(_Bounded, socketserver.UnixStreamServer):
-    def __init__(self, path: str, handler: type[_Handler], proxy: ModelProxy) -> None:
-        self.proxy = proxy
-        super().__init__(path, handler)
-
-
-_LATE = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
-)
-
-
-class _Late(Exception):
-    """A request's head or body did not come by its deadline (never a `TimeoutError`, which
-    `http.server` takes for an idle connection and closes without a word)."""
-
-
-class _Deadlines(io.RawIOBase):
-    """The connection's bytes, for its `rfile`: each read waits at most the idle timeout, and
-    never past `by` (a `time.monotonic()` instant, while a request's head or body is read)."""
-
-    def __init__(self, connection: socket.socket, idle: float | None) -> None:
-        self.connection = connection
-        self.idle = idle
-        self.by: float | None = None
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: WriteableBuffer) -> int:
-        wait, late = self.idle, False
-        if self.by is not None:
-            left = self.by - time.monotonic()
-            if left <= 0:
-                raise _Late
-            late = wait is None or left <= wait
-            wait = left if late else wait
-        self.connection.settimeout(wait)
-        try:
-            return self.connection.recv_into(buffer)
-        except TimeoutError:
-            if late:
-                raise _Late from None
-            raise
-        finally:
-            self.connection.settimeout(self.idle)  # its answer is written with the idle one
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as the CLIs use it
-    disable_nagle_algorithm = True  # each chunk goes out as it comes, not after a delayed ACK
-    timeout = IDLE_TIMEOUT_S
-    server: _Server | _UnixServer
-    _reading: _Deadlines
-    _buffered: io.BufferedReader
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # the daemon's stderr is its log: no line per request
-
-    def setup(self) -> None:
-        super().setup()
-        self.rfile.close()  # the connection stays open: read through the deadlines instead
-        self._reading = _Deadlines(self.connection, self.timeout)
-        self._buffered = io.BufferedReader(self._reading)
-        self.rfile = self._buffered
-
-    def handle_one_request(self) -> None:
-        """One request, its head read within `head_deadline` of its first byte (before that
-        byte, the connection may idle up to the idle timeout, as between requests)."""
-        try:
-            if not self._buffered.peek(1):
-                self.close_connection = True  # the client closed it
-                return
-        except OSError as exc:  # idle past the timeout, or reset
-            logger.debug("a model proxy connection closed: %s", exc)
-            self.close_connection = True
-            return
-        self._reading.by = time.monotonic() + self.server.proxy.head_deadline
-        try:
-            super().handle_one_request()
-        except _Late:
-            logger.debug("a request to the model proxy was not sent in time: 408")
-            self.close_connection = True
-            self._late()
-        finally:
-            self._reading.by = None
-
-    def _late(self) -> None:
-        body = json.dumps(
-            {
-                "type": "error",
-                "error": {
-                    "type": "timeout_error",
-                    "message": "Legion's model proxy: the request was not sent in time",
-                },
-            }
-        ).encode()
-        with contextlib.suppress(OSError):
-            self.connection.settimeout(1.0)
-            self.connection.sendall(_LATE % (len(body), body))
+class _Handler(DeadlineHandler):
+    """A request forwarded to its runtime's API, if everything its head says allows it (its
+    connection's bounds are `DeadlineHandler`'s)."""
 
     # Every method is answered in the API's error shape; only a route's own is forwarded.
     def do_GET(self) -> None:
@@ -618,7 +406,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reading.by = time.monotonic() + proxy.body_deadline + length / proxy.min_body_rate
             body = self.rfile.read(length) if length else b""
             self._reading.by = None
-            who = _whose(spender)
+            who = whose(spender)
             if len(body) < length:  # the sender went away mid-body
                 logger.debug("a request's sender went away mid-body", extra=who)
                 self.close_connection = True
@@ -666,8 +454,8 @@ class _Handler(BaseHTTPRequestHandler):
             proxy.refused(spender, spent)
             self._refuse(REFUSED_STATUS, REFUSED_TYPE, refusal_message(spender, spent))
             return
-        if spender.session_id and _main_loop(request):
-            _forget_question(db, spender.session_id)  # asked again: answered, or left
+        if spender.session_id and main_loop(request):
+            forget_question(db, spender.session_id)  # asked again: answered, or left
         headers = forwarded_headers(api, incoming, upstream.headers)
         streams = allowed.route.streams
         streaming = request.get("stream") is True if streams is None else streams
@@ -700,17 +488,17 @@ class _Handler(BaseHTTPRequestHandler):
             # Recorded before the answer ends: whoever has the whole answer finds its usage,
             # and its question.
             recorded = True
-            _record(ledger, spender, meter, reports, allowed.route.path)
-            _keep_question(db, spender, meter)
+            record_usage(ledger, spender, meter, reports, allowed.route.path)
+            keep_question(db, spender, meter)
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            logger.debug("the CLI went away mid-answer", extra=_whose(spender))
+            logger.debug("the CLI went away mid-answer", extra=whose(spender))
             self.close_connection = True  # the CLI went away: what passed is still recorded
         finally:
             response.close()
             if not recorded:  # cut short: what passed is still recorded
-                _record(ledger, spender, meter, reports, allowed.route.path)
+                record_usage(ledger, spender, meter, reports, allowed.route.path)
 
 
 class _UnixHandler(_Handler):
@@ -727,60 +515,6 @@ def _json_body(body: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return request if isinstance(request, dict) else {}
-
-
-def _main_loop(request: dict[str, Any]) -> bool:
-    """Whether a request is a session's own turn (it offers tools), not a side request of its
-    CLI (a title, a probe: no tools), which says nothing of its question."""
-    return bool(request.get("tools"))
-
-
-def _forget_question(db: Store, session_id: str) -> None:
-    try:
-        AskedQuestions(db).forget(session_id)
-    except Exception as exc:  # never fails the session
-        logger.warning("model question not forgotten: %s", exc, extra={"session": session_id})
-
-
-def _keep_question(db: Store, spender: Spender, meter: UsageMeter) -> None:
-    """The session's question, if the response asked one (`legion.proxy.questions`)."""
-    calls = meter.calls()
-    if not calls or not spender.session_id:
-        return
-    try:
-        AskedQuestions(db).record(spender.session_id, calls[-1])
-    except Exception as exc:  # never fails the session: its transcript says it in the end
-        logger.warning("model question not kept: %s", exc, extra=_whose(spender))
-
-
-def _record(
-    ledger: UsageLedger, spender: Spender, meter: UsageMeter, reports: bool, path: str
-) -> None:
-    """What a response used, in the ledger; one that should have reported usage (`reports`)
-    and did not is recorded as unread (never as zero tokens), and said in the daemon's log."""
-    used = meter.result()
-    if used is None and not reports:
-        return  # an error, a free request: nothing was used
-    try:
-        if used is not None:
-            ledger.record(spender, used)
-            return
-        ledger.record_unread(spender)
-    except Exception as exc:  # a ledger that cannot be written never fails the session
-        logger.warning("model usage not recorded: %s", exc, extra=_whose(spender))
-    who = spender.issue or spender.mode or "a session"
-    logger.warning(
-        "model usage unread: %s's answer from %s reported no usage the proxy can read "
-        "(recorded as unread: no budget counts it)",
-        who,
-        path,
-        extra=_whose(spender),
-    )
-
-
-def _whose(spender: Spender) -> dict[str, str]:
-    """A log line's issue and session: the spender's."""
-    return {"issue": spender.issue, "session": spender.session_id}
 
 
 def _without_credentials(text: str, headers: Mapping[str, str]) -> str:

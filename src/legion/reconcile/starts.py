@@ -138,7 +138,7 @@ class Starts:
         blocked = self.blocked(issue, mode)
         if blocked is not None:
             return blocked
-        waits = self.ctx.workers.setup_waits(issue)
+        waits = self.ctx.workers.setup.waits(issue)
         if waits is not None:
             return deferred(waits)
         self.sessions += 1

@@ -17,7 +17,7 @@ from legion.daemon_link import heartbeat_file, hosts_controller, running_pid
 from legion.errors import LegionError
 from legion.fleet.hosts import Fleet, Host, host_name, hosts_line
 from legion.proxy import ProxyAccess, read_access
-from legion.proxy.egress import RefusalCount, refusal_counts
+from legion.proxy.egress_refusals import RefusalCount, refusal_counts
 from legion.sandbox import Sandbox, reported
 from legion.store import in_fleet
 

@@ -6,8 +6,10 @@ issue.
 `WorkerManager` is the one entry point callers hold for the workers: beside its actions it
 carries the pieces it is made of, each with one job: `runtimes` (which CLI a session runs on),
 `roster` (the workers as observed: views, tokens, screens, records), `windows` (the project's
-tmux windows), `supervisor` (starting and stopping any session) and `starts` (waiting for
-starts).
+tmux windows), `supervisor` (starting and stopping any session), `starts` (waiting for
+starts), `setup` (the workspace setup a start passes: `legion.sessions.setup_gate`), `issues`
+(an issue's workspace here, taken over from another host: `legion.sessions.takeover`) and
+`fleet` (what this host asks of the fleet's others: `legion.sessions.fleet_asks`).
 """
 
 from __future__ import annotations
@@ -23,46 +25,31 @@ from legion.bus.postgres_schema import WAKE_CHANNEL
 from legion.config import Project
 from legion.core.admission import StartFacts, refusal
 from legion.core.decide import session_mode
-from legion.core.fleet import HostState, Room, place
-from legion.core.ids import branch_for, session_id
+from legion.core.ids import session_id
 from legion.core.liveness import SessionState
-from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Mode, normalize_identifier
-from legion.core.stamps import stamp_at
-from legion.core.workspace_setup import Commands
-from legion.daemon_link import wake_fifo
 from legion.diagnostics.faults import fault_point
 from legion.diagnostics.tracing import span
-from legion.errors import ConflictError, InputError, LegionError, NoRoomError, WorkerStartError
+from legion.errors import ConflictError, InputError, LegionError, WorkerStartError
 from legion.files.locking import exclusive
-from legion.fleet.hosts import Fleet, fleet_host, host_name
-from legion.relay.capabilities import Capabilities, setup_session
+from legion.fleet.hosts import fleet_host, host_name
+from legion.relay.capabilities import Capabilities
 from legion.runtime.base import AgentRuntime
 from legion.runtime.tmux import Tmux, Window
-from legion.sessions.placement import (
-    ANSWER,
-    START,
-    TYPE,
-    HostCommand,
-    HostSessions,
-    wake_name,
-)
+from legion.sessions.fleet_asks import FleetAsks
+from legion.sessions.placement import HostCommand, HostSessions
 from legion.sessions.prompting import transcript_size
 from legion.sessions.registry import Registry, WorkerRecord
 from legion.sessions.roster import WorkerRoster, WorkerView
 from legion.sessions.runtimes import RuntimeChoice
+from legion.sessions.setup_gate import SetupGate
 from legion.sessions.start_watch import StartWatch
 from legion.sessions.supervisor import SessionSupervisor
+from legion.sessions.takeover import IssueWorkspaces
 from legion.sessions.windows import SessionWindows
 from legion.store import in_fleet
 from legion.trackers.base import Tracker
-from legion.workspaces import checkpoint, setup
 from legion.workspaces.base import Workspaces
-from legion.workspaces.setup import SetupFiles
-
-# How long an answer for a worker on another host may take to reach that host's daemon (its
-# NOTIFY wakes it at once; without it, its next tick), beside the time to type it in.
-ANSWER_RELAY_S = 30.0
 
 # What a caller holds around a worker's start or prompt: the workflow's mark that a worker is
 # on the issue (`legion.reconcile.worker_active`); the session layer writes no labels.
@@ -136,6 +123,13 @@ class WorkerManager:
         self.leading_epoch: int | None = None
         notify = f"SELECT pg_notify('{WAKE_CHANNEL}', ?)" if self.in_fleet else None
         self.placement = HostSessions(registry.db, notify)
+        self.fleet = FleetAsks(
+            project, registry, self.placement, self.host, self.in_fleet, lambda: self.leading_epoch
+        )
+        self.issues = IssueWorkspaces(
+            project, tracker, workspaces, self.runtimes, self.host, self.shared_remote
+        )
+        self.setup = SetupGate(project, tracker, self.supervisor)
 
     @property
     def workspaces(self) -> Workspaces:
@@ -208,7 +202,7 @@ class WorkerManager:
                     if window is not None:
                         self.windows.send_text(window.id, prompt)
                     else:
-                        self._ask_type(view.record, prompt)
+                        self.fleet.ask_type(view.record, prompt)
                 return view
             if live:
                 raise ConflictError(
@@ -237,138 +231,22 @@ class WorkerManager:
         caller found no live worker in (`Registry.start`)."""
         latest = self.registry.latest(identifier)
         from_host = latest.host if latest is not None else ""
-        host = self._place(identifier, from_host)
+        host = self.fleet.place(identifier, from_host)
         if host != self.host:
-            return self._ask_start(host, identifier, mode, prompt, from_host, marked, seen)
+            assert self.leading_epoch is not None
+            record = self._record(identifier, mode, Path(), host, seen)
+            with marked(identifier):
+                return self.fleet.ask_start(host, record, prompt, from_host)
         with span("start: workspace", identifier):
-            workspace = self._workspace(identifier, from_host)
+            workspace = self.issues.workspace(identifier, from_host)
         with span("start: workspace setup", identifier):
-            self.setup_gate(identifier, workspace, asked=asked)
+            self.setup.gate(identifier, workspace, asked=asked)
         return self._start(identifier, mode, workspace, prompt, wait, marked, seen)
-
-    def setup_commands(self) -> Commands:
-        settings = self.project.settings
-        return Commands(
-            settings.workspace_setup, settings.workspace_refresh, settings.workspace_setup_timeout
-        )
-
-    def setup_files(self, issue: str) -> SetupFiles:
-        return SetupFiles(self.project.state_dir, issue)
-
-    def setup_gate(self, issue: str, workspace: Path, *, asked: bool = False) -> None:
-        """Return when a session may start in `workspace` now; else run its setup (or refresh)
-        or wait for it, raising SetupPendingError (`legion.workspaces.setup.gate`). A failure
-        is said on the issue once."""
-
-        def comment(text: str) -> None:
-            self.tracker.add_comment(issue, text, author=LEGION_AUTHOR, by_legion=True)
-
-        files = self.setup_files(issue)
-        capabilities = self.supervisor.capabilities
-        if capabilities is not None and setup.current(files).running is None:
-            # No run goes on: the capability the last one showed the egress proxy is worth
-            # nothing now (a command may have left it in the workspace).
-            capabilities.revoke_session(setup_session(issue))
-        setup.gate(
-            files,
-            issue,
-            self.setup_commands(),
-            lambda: self.supervisor.setup_plan(issue, workspace),
-            comment,
-            asked=asked,
-            wake=wake_fifo(self.project),
-        )
-
-    def setup_activity(self, issue: str) -> float | None:
-        """When `issue`'s workspace setup here last did something (`setup.activity`)."""
-        return setup.activity(self.setup_files(issue))
-
-    def setup_waits(self, issue: str) -> str | None:
-        """Why a start of `issue`'s worker would wait for its workspace's setup now (a dry
-        run's plan), or None; changes nothing."""
-        found = setup.look(self.setup_files(issue), self.setup_commands())
-        return None if found is None else found.detail
-
-    def _place(self, identifier: str, from_host: str) -> str:
-        """The host the issue's next session starts on (`legion.core.fleet.place`): always
-        this one on one machine, and in a fleet under a leader that places none elsewhere."""
-        if not self.in_fleet or self.leading_epoch is None:
-            return self.host
-        with span("start: place", identifier):
-            hosts, _ = Fleet(self.registry.db).hosts(self.project.settings.host_timeout)
-        rooms = {
-            host.name: Room(
-                open=host.state is HostState.UP,
-                # The leader's host runs the controller too.
-                free=host.capacity - host.sessions - (1 if host.leader else 0),
-            )
-            for host in hosts
-        }
-        placed = place(self.host, from_host, rooms)
-        if placed is None:
-            raise NoRoomError(
-                f"no host of the fleet has room for {identifier}'s worker (`legion hosts`)"
-            )
-        return placed
-
-    def _ask_start(
-        self,
-        host: str,
-        issue: str,
-        mode: Mode,
-        prompt: str,
-        from_host: str,
-        marked: Marker,
-        seen: frozenset[int],
-    ) -> WorkerView:
-        """Record the worker under `host` and ask that host to start it (`legion.sessions.
-        placement`). Its workspace is that host's, recorded when it starts."""
-        assert self.leading_epoch is not None
-        sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
-        runtime = self.runtimes.for_worker(issue, mode)
-        name = window_name(issue, mode)
-        with span("start: record", issue):
-            record = self.registry.start(
-                issue, mode, sid, name, Path(), runtime.name, host=host, seen=seen
-            )
-        with marked(issue), span("start: ask the host", issue):
-            self.placement.ask(
-                host,
-                self.leading_epoch,
-                START,
-                record.id,
-                prompt,
-                wake=wake_name(self.project.settings.project_id, host),
-                from_host=from_host,
-            )
-        return WorkerView(record, None, SessionState.RUNNING, Path(), None, None)
-
-    def _ask_type(self, record: WorkerRecord, prompt: str) -> None:
-        """Ask the host that runs `record`'s live session to type `prompt` into it."""
-        if self.leading_epoch is None:
-            raise ConflictError(
-                f"{record.issue}'s worker runs on host {record.host}: only the fleet's leader "
-                "gives it a prompt (the daemon there, or `legion say` to reach it)"
-            )
-        with span("resume: ask the host", record.issue):
-            self.placement.ask(
-                record.host,
-                self.leading_epoch,
-                TYPE,
-                record.id,
-                prompt,
-                wake=wake_name(self.project.settings.project_id, record.host),
-            )
-
-    def _asked_of_me(self, command: HostCommand) -> WorkerRecord | None:
-        """The worker a command is for, while it is current and this host's; else None."""
-        record = self.registry.current_by_id(command.worker_id)
-        return record if record is not None and record.host == self.host else None
 
     def type_asked(self, command: HostCommand) -> str:
         """Type the prompt the leader asked this host to give a live worker of its own,
         confirmed by its transcript. How it went, in a line."""
-        record = self._asked_of_me(command)
+        record = self.fleet.asked_of_me(command)
         if record is None:
             return "not typed: the worker is no longer this host's"
         with self._lock():
@@ -384,9 +262,9 @@ class WorkerManager:
         """Carry out a start the leader asked of this host: the workspace (restored from the
         issue's last checkpoint when the issue moved here), its setup, the window, the session.
         How it went, in a line. While the workspace's setup runs or backs off, raises
-        SetupPendingError (`setup_gate`): the command stays pending, tried again at this host's
+        SetupPendingError (`SetupGate.gate`): the command stays pending, tried again at this host's
         next pass (`legion.daemon.host_step`)."""
-        record = self._asked_of_me(command)
+        record = self.fleet.asked_of_me(command)
         if record is None:
             return "not started: the worker is no longer this host's"
         issue = record.issue
@@ -395,86 +273,23 @@ class WorkerManager:
         from_host = self.host if record.workspace != Path() else command.from_host
         with self._lock():
             with span("start: workspace", issue):
-                workspace = self._workspace(issue, from_host)
+                workspace = self.issues.workspace(issue, from_host)
             if record.workspace != workspace:  # (written once, not at each try)
                 self.placement.placed(record.id, workspace)
             with span("start: workspace setup", issue):
-                self.setup_gate(issue, workspace)
+                self.setup.gate(issue, workspace)
             self._open(record, workspace, command.prompt, wait=False)
         return f"started {record.window} in {workspace}"
 
-    def _workspace(self, identifier: str, from_host: str) -> Path:
-        """The issue's workspace on this host: the one there is, else a new one. In a fleet,
-        when the issue's last worker ran on another host (`from_host`), this host takes the
-        issue over: the issue's last checkpoint, from the shared remote, is laid into a new
-        workspace (files and session); one left here from earlier is out of date, and goes
-        first (unless it holds work: then the start is refused, in a line)."""
-        remote = self.shared_remote
-        moved = remote is not None and from_host not in ("", self.host)
-        if moved and self._workspaces.get(identifier) is not None:
-            self._workspaces.remove(identifier)
-        if moved and remote is not None and self._workspaces.get(identifier) is None:
-            # The branch as the last host sent it (with its checkpoints and its pull
-            # request), which the new workspace starts from.
-            checkpoint.take_branch(self.project.root, remote, branch_for(identifier))
-        # The one there is, or a new one; either way, as a session starts (the base it sees).
-        workspace = self._workspaces.ensure(identifier).path
-        if moved and remote is not None:
-            with span("start: take over", identifier):
-                self._take_over(identifier, workspace, from_host, remote)
-        return workspace
-
-    def _take_over(self, issue: str, workspace: Path, from_host: str, remote: str) -> None:
-        """Restore on this host what issue's last worker, on host `from_host`, left in its
-        last checkpoint; say so on the issue, with what is lost."""
-        where = f"host {from_host} to {self.host}"
-        if not checkpoint.fetch(self.project.root, remote, issue):
-            note = (
-                f"Legion moved {issue} from {where}: no checkpoint of its workspace on the "
-                f"`{remote}` remote, so its work goes on from its branch as pushed; what its "
-                "worker had not pushed is lost."
-            )
-        else:
-            transcripts = self.issue_transcripts(issue, workspace)
-            place = self._workspaces.place_at(workspace)
-            restored = checkpoint.restore(place, issue, transcripts, home=self.project.root)
-            taken = checkpoint.taken_at(self.project.root, issue) if restored else None
-            when = stamp_at(taken) if taken is not None else "unknown"
-            held = restored.checkpoint.sessions if restored is not None else ()
-            modes = [mode.value for mode, sid in self.issue_sessions(issue) if sid in held]
-            sessions = f"its sessions ({', '.join(modes)})" if modes else "no session"
-            if restored is not None and restored.newer_branch is not None:
-                note = (
-                    f"Legion moved {issue} from {where}: its workspace goes on from its branch "
-                    f"as last sent (`{restored.newer_branch[:12]}`), which is newer than the "
-                    f"checkpoint of {when}; {sessions} were restored from that checkpoint, and "
-                    "each session goes on in the same conversation. Files its worker had not "
-                    "committed are lost."
-                )
-            else:
-                note = (
-                    f"Legion moved {issue} from {where}: its workspace and {sessions} were "
-                    f"restored from the checkpoint of {when}, and each session goes on in the "
-                    "same conversation. What its worker did after that checkpoint is lost."
-                )
-        self.tracker.add_comment(issue, note, author=LEGION_AUTHOR, by_legion=True)
-
     def issue_sessions(self, issue: str) -> list[tuple[Mode, str]]:
         """Each session an issue's workers run in, with the first mode that runs in it (retro
-        resumes the implementer's)."""
-        project_id = self.project.settings.project_id
-        found: dict[str, Mode] = {}
-        for mode in Mode:
-            found.setdefault(session_id(project_id, issue, session_mode(mode)), mode)
-        return [(mode, sid) for sid, mode in found.items()]
+        resumes the implementer's): `IssueWorkspaces.sessions`."""
+        return self.issues.sessions(issue)
 
     def issue_transcripts(self, issue: str, workspace: Path) -> dict[str, Path]:
-        """Where this host's CLIs keep (or resume from) each session of the issue's workers in
-        `workspace`, by session id: what a checkpoint keeps, and where a takeover restores."""
-        return {
-            sid: self.runtimes.for_worker(issue, mode).transcript(workspace, sid)
-            for mode, sid in self.issue_sessions(issue)
-        }
+        """Where this host's CLIs keep each session of the issue's workers in `workspace`
+        (`IssueWorkspaces.transcripts`)."""
+        return self.issues.transcripts(issue, workspace)
 
     def retire(self, view: WorkerView) -> None:
         """Close a worker's window (its session stays resumable) and retire its record.
@@ -505,21 +320,34 @@ class WorkerManager:
         marked: Marker,
         seen: frozenset[int],
     ) -> WorkerView:
-        sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
-        runtime = self.runtimes.for_worker(issue, mode)
-        name = window_name(issue, mode)
         # Recorded before `worker-active` goes on and before the window exists: a crash after
         # the label leaves a record of a dead worker, which the next pass restarts in the mode
         # recorded (the latest record says which worker `worker-active` names), never a worker
         # nobody knows about. A crash before the label leaves a dead record nobody expects,
         # which the next pass forgets.
-        with span("start: record", issue):
-            record = self.registry.start(
-                issue, mode, sid, name, workspace, runtime.name, host=self.host, seen=seen
-            )
+        record = self._record(issue, mode, workspace, self.host, seen)
         fault_point("after_registry_start")
         with marked(issue):
             return self._open(record, workspace, prompt, wait=wait)
+
+    def _record(
+        self, issue: str, mode: Mode, workspace: Path, host: str, seen: frozenset[int]
+    ) -> WorkerRecord:
+        """The worker recorded as `mode`'s on `issue`, on `host` (in `workspace`: Path() when
+        another host's, recorded once it starts there)."""
+        sid = session_id(self.project.settings.project_id, issue, session_mode(mode))
+        runtime = self.runtimes.for_worker(issue, mode)
+        with span("start: record", issue):
+            return self.registry.start(
+                issue,
+                mode,
+                sid,
+                window_name(issue, mode),
+                workspace,
+                runtime.name,
+                host=host,
+                seen=seen,
+            )
 
     def _open(
         self, record: WorkerRecord, workspace: Path, prompt: str, *, wait: bool
@@ -573,7 +401,7 @@ class WorkerManager:
             raise ConflictError(f"{identifier} has no worker waiting for an answer")
         view = blocked[0]
         if view.window is None:
-            return self._ask_answer(view, answers, timeout)
+            return self.fleet.ask_answer(view, answers, timeout)
         assert view.question is not None
         runtime = self.runtimes.of(view.record)
         runtime.answer_question(self.windows.tmux, view.window.id, view.question, answers)
@@ -589,41 +417,9 @@ class WorkerManager:
             "check with `legion peek`"
         )
 
-    def _ask_answer(self, view: WorkerView, answers: Sequence[str], timeout: float) -> WorkerView:
-        """Answer the question of a worker another host runs: that host is asked (under the
-        fleet's current epoch: a human's or the Oracle's answer may come through any host),
-        and this waits until it says how it went."""
-        record = view.record
-        lease = Fleet(self.registry.db).leader()
-        if lease is None:
-            raise ConflictError(
-                f"{record.issue}'s worker runs on host {record.host}, and no host leads the "
-                "fleet now to pass the answer on; try again in a moment"
-            )
-        asked = self.placement.ask(
-            record.host,
-            lease.epoch,
-            ANSWER,
-            record.id,
-            json.dumps(list(answers)),
-            wake=wake_name(self.project.settings.project_id, record.host),
-        )
-        deadline = time.monotonic() + timeout + ANSWER_RELAY_S
-        while time.monotonic() < deadline:
-            outcome = self.placement.outcome(asked)
-            if outcome and outcome.startswith("answered"):
-                return view
-            if outcome:
-                raise ConflictError(f"host {record.host}: {outcome}")
-            time.sleep(0.2)
-        raise ConflictError(
-            f"the answer was passed to host {record.host}, which has not typed it into "
-            f"{record.window} yet; check with `legion workers`"
-        )
-
     def answer_asked(self, command: HostCommand) -> str:
         """Answer the question of a worker of this host, as another host asked. How it went."""
-        record = self._asked_of_me(command)
+        record = self.fleet.asked_of_me(command)
         if record is None:
             return "not answered: the worker is no longer this host's"
         try:

@@ -499,7 +499,7 @@ def _egress_refused(db: Store) -> list[str]:
     says it (`sandbox_egress` does not allow it)."""
     from datetime import UTC, datetime, timedelta
 
-    from legion.proxy.egress import refusal_counts
+    from legion.proxy.egress_refusals import refusal_counts
 
     since = datetime.now(UTC) - timedelta(seconds=EGRESS_REFUSED_SHOWN_S)
     stamp = since.isoformat(timespec="seconds").replace("+00:00", "Z")
