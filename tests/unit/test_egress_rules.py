@@ -130,8 +130,20 @@ def test_a_repository_narrows_never_widens() -> None:
 
 label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
 host = st.lists(label, min_size=1, max_size=4).map(".".join)
+
+
+def _a_name(text: str) -> bool:
+    """Whether `text` is a name alone, not an address (`0.0.0.0`, `127.1`), which is allowed
+    only with its port."""
+    try:
+        egress.parse_entry(text)
+    except ValueError:
+        return False
+    return True
+
+
 entry = st.one_of(
-    host,
+    host.filter(_a_name),
     st.tuples(host, st.integers(1, 65535)).map(lambda hp: f"{hp[0]}:{hp[1]}"),
     st.lists(label, min_size=2, max_size=3).map(lambda labels: "*." + ".".join(labels)),
     st.sampled_from(["127.0.0.1:8080", "[::1]:80", "localhost:8080", "@registries"]),
