@@ -17,7 +17,9 @@ from legion.core.fleet import (
     leads,
     place,
     remote_session_state,
+    room,
     take_lease,
+    worker_capacity,
 )
 from legion.core.liveness import SessionState
 
@@ -134,3 +136,14 @@ def test_a_worker_waiting_for_its_setup_is_reported_starting_not_dead() -> None:
     assert hosted_state(SessionState.DEAD, False) is SessionState.DEAD
     for seen in (SessionState.RUNNING, SessionState.IDLE, SessionState.BLOCKED):
         assert hosted_state(seen, True) is seen and hosted_state(seen, False) is seen
+
+
+def test_a_hosts_room_and_the_fleets_capacity_count_the_controller_once() -> None:
+    assert room(True, 4, 1, leads=True) == Room(open=True, free=2)
+    assert room(True, 4, 1, leads=False) == Room(open=True, free=3)
+    assert room(False, 4, 0, leads=False) == Room(open=False, free=4)
+    # Three open hosts of 2, 1 and 1: three workers at once beside the leader's controller.
+    assert worker_capacity([2, 1, 1]) == 3
+    assert worker_capacity([2, 1, 1]) == sum(
+        r.free for r in (room(True, 2, 0, True), room(True, 1, 0, False), room(True, 1, 0, False))
+    )

@@ -12,7 +12,7 @@ leader paused past its lease, or cut off) is known for what it is and refused
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -81,13 +81,29 @@ def default_max_sessions(cores: int, memory_bytes: int) -> int:
     return max(1, min(cores * SESSIONS_PER_CORE, by_memory))
 
 
+# The sessions the leader's host runs besides workers: the controller.
+LEADERS_OWN_SESSIONS = 1
+
+
 @dataclass(frozen=True, slots=True)
 class Room:
     """A host as placement sees it: whether it takes new sessions (up, not draining) and how
-    many more it has room for (its capacity less the sessions it runs)."""
+    many more workers it has room for."""
 
     open: bool
     free: int
+
+
+def room(open: bool, capacity: int, workers: int, leads: bool) -> Room:
+    """A host's room for workers: its capacity (`max_sessions`) less the workers it runs, and
+    less the controller where it leads."""
+    return Room(open, capacity - workers - (LEADERS_OWN_SESSIONS if leads else 0))
+
+
+def worker_capacity(open_capacities: Iterable[int]) -> int:
+    """How many workers the fleet runs at once: the capacities of its open hosts, less the
+    controller its leader runs."""
+    return sum(open_capacities) - LEADERS_OWN_SESSIONS
 
 
 def place(here: str, holder: str, rooms: Mapping[str, Room]) -> str | None:

@@ -13,7 +13,7 @@ from functools import partial
 
 from legion.config import Project
 from legion.core.decide import Action
-from legion.core.fleet import HostState
+from legion.core.fleet import HostState, worker_capacity
 from legion.core.model import Status
 from legion.daemon_link import running_pid
 from legion.diagnostics.tracing import span
@@ -253,4 +253,4 @@ def fleet_capacity(o: Reconciler) -> int:
     """How many workers the fleet's open hosts run at once: their capacities, less the
     controller this leader runs."""
     hosts, _ = Fleet(o.log.db).hosts(o.project.settings.host_timeout)
-    return sum(h.capacity for h in hosts if h.state is HostState.UP) - 1
+    return worker_capacity(h.capacity for h in hosts if h.state is HostState.UP)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from legion.config import Project
-from legion.core.fleet import HostState, Room, place
+from legion.core.fleet import HostState, place, room
 from legion.core.liveness import SessionState
 from legion.diagnostics.tracing import span
 from legion.errors import ConflictError, NoRoomError
@@ -61,11 +61,7 @@ class FleetAsks:
         with span("start: place", identifier):
             hosts, _ = Fleet(self.registry.db).hosts(self.project.settings.host_timeout)
         rooms = {
-            host.name: Room(
-                open=host.state is HostState.UP,
-                # The leader's host runs the controller too.
-                free=host.capacity - host.sessions - (1 if host.leader else 0),
-            )
+            host.name: room(host.state is HostState.UP, host.capacity, host.sessions, host.leader)
             for host in hosts
         }
         placed = place(self.host, from_host, rooms)
