@@ -42,6 +42,7 @@ import argparse
 import contextlib
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -142,6 +143,27 @@ class Life:
     host: str
     pid: int
     samples: list[tuple[float, int, int, int]] = field(default_factory=list)
+    # What each sample's open files were (`fd_kind`): what a growth is made of.
+    kinds: list[Counter[str]] = field(default_factory=list)
+
+    def files_grown(self) -> str:
+        """The open files the last sample holds and the first after warm-up did not, and
+        back: `+2 socket, -1 pipe`."""
+        first, last = self.kinds[int(len(self.kinds) * WARM_UP)], self.kinds[-1]
+        more, fewer = last - first, first - last
+        said = [f"+{n} {kind}" for kind, n in sorted(more.items())]
+        said += [f"-{n} {kind}" for kind, n in sorted(fewer.items())]
+        return ", ".join(said) or "the same kinds"
+
+
+def fd_kind(target: str) -> str:
+    """What an open file is, from its link in /proc/PID/fd: `socket`, `pipe`, an anonymous
+    inode's name, or the file's path with its digits made `N` (a log, a database, its WAL)."""
+    if target.startswith(("socket:", "pipe:")):
+        return target.split(":", 1)[0]
+    if target.startswith("anon_inode:"):
+        return target
+    return re.sub(r"\d+", "N", target)
 
     @property
     def seconds(self) -> float:
@@ -166,14 +188,20 @@ class DaemonSampler(Sampler):
                 continue
             try:
                 status = Path(f"/proc/{pid}/status").read_text()
-                files = len(os.listdir(f"/proc/{pid}/fd"))
+                names = os.listdir(f"/proc/{pid}/fd")
             except OSError:
                 continue  # it died meanwhile
+            kinds: Counter[str] = Counter()
+            for name in names:
+                with contextlib.suppress(OSError):  # closed meanwhile
+                    kinds[fd_kind(os.readlink(f"/proc/{pid}/fd/{name}"))] += 1
+            files = len(names)
             fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
             rss = int(fields["VmRSS"].split()[0])
             threads = int(fields["Threads"])
             life = self.lives.setdefault(pid, Life(host.name, pid))
             life.samples.append((time.monotonic() - self.started, rss, threads, files))
+            life.kinds.append(kinds)
 
 
 @dataclass
@@ -441,7 +469,8 @@ def daemon_figures(sampler: DaemonSampler, ran_for: float) -> DaemonFigures:
             shown = f"{what} {first / scale:.0f} -> {last / scale:.0f}{unit and ' ' + unit}"
             cells.append(f"{shown} ({'?' if grew is None else f'{grew:+.0%}'})")
             if grew is None or grew >= GROWTH_LIMIT:
-                problems.append(f"{life.host}'s daemon {life.pid}: {shown}, growth {grew}")
+                made_of = f" ({life.files_grown()})" if what == "open files" else ""
+                problems.append(f"{life.host}'s daemon {life.pid}: {shown}, growth {grew}{made_of}")
         lines.append(
             f"  {life.host}'s daemon, {life.seconds / 60:.1f} min, {len(life.samples)} samples: "
             + ", ".join(cells)
