@@ -35,3 +35,15 @@ def test_too_few_samples_tell_nothing() -> None:
     assert soak.growth([100] * 8) is None  # 7 left after warm-up: too few
     assert soak.growth([100] * 9) == 0.0  # 8 left: enough
     assert soak.growth([]) is None
+
+
+def test_open_files_say_what_they_are_and_what_grew() -> None:
+    assert soak.fd_kind("socket:[81234]") == "socket"
+    assert soak.fd_kind("pipe:[77]") == "pipe"
+    assert soak.fd_kind("anon_inode:[eventfd]") == "anon_inode:[eventfd]"
+    assert soak.fd_kind("/tmp/soak-3/state/legion.db-wal") == "/tmp/soak-N/state/legion.db-wal"
+    from collections import Counter
+
+    life = soak.Life("alpha", 1)
+    life.kinds = [Counter({"pipe": 4})] * 5 + [Counter({"pipe": 3, "socket": 2})]
+    assert life.files_grown() == "+2 socket, -1 pipe"
