@@ -44,6 +44,8 @@ def test_what_changes_how_python_starts_is_execed(tmp_path: Path) -> None:
     assert cli_forks.server_for({**os.environ, "PYTHONPATH": str(tmp_path)}) is None
     assert cli_forks.server_for({**os.environ, "LANG": "xx_YY.UTF-8"}) is None
     assert cli_forks.server_for({**os.environ, cli_forks.ENABLED: "0"}) is None
+    # Read by Legion on import: a fork would run unarmed.
+    assert cli_forks.server_for({**os.environ, "LEGION_TEST_KILL_AT": "merge_after_git"}) is None
 
 
 def test_a_forked_command_that_outlives_its_time_is_killed(project: Path) -> None:

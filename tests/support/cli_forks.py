@@ -12,8 +12,9 @@ left for the next: each forks from the same untouched server.
 
 What differs from `exec` of the console script: the modules were imported before the
 command's environment was set. No module of Legion reads the environment, the working folder
-or the terminal on import (they do so when called), and the server imports nothing that does
-(typer's rich formatting, which reads `TERMINAL_WIDTH` on import, is left to the command).
+or the terminal on import (they do so when called) but the fault points' arming (a command
+armed with `LEGION_TEST_KILL_AT` is `exec`ed), and the server imports nothing that does (typer's
+rich formatting, which reads `TERMINAL_WIDTH` on import, is left to the command).
 `LEGION_TEST_FORKS=0` runs every command with `exec` instead (`tests/support/cli.py`); the
 Quickstart's test, the end-to-end tests' signals and the workers' own commands always do.
 
@@ -324,9 +325,11 @@ class ForkServer:
         return code, text(chunks[out_read]), text(chunks[err_read])
 
 
-# What the interpreter reads as it starts (the import path, the locale, its flags): a fork of a
-# server started with others would not honour them. Those a fork sets itself are not here.
-_SET_AT_START = ("PYTHON", "LANG", "LC_ALL", "LC_CTYPE")
+# What the interpreter reads as it starts (the import path, the locale, its flags), and the one
+# variable Legion reads on import (`legion.diagnostics.faults`: a process armed for its life): a
+# fork of a server started with others would not honour them. Those a fork sets itself are not
+# here.
+_SET_AT_START = ("PYTHON", "LANG", "LC_ALL", "LC_CTYPE", "LEGION_TEST_KILL_AT")
 _SET_BY_FORK = frozenset({"PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE"})
 
 
