@@ -136,6 +136,16 @@ class Host:
         return None if proc is None or proc.poll() is not None else proc.pid
 
 
+def fd_kind(target: str) -> str:
+    """What an open file is, from its link in /proc/PID/fd: `socket`, `pipe`, an anonymous
+    inode's name, or the file's path with its digits made `N` (a log, a database, its WAL)."""
+    if target.startswith(("socket:", "pipe:")):
+        return target.split(":", 1)[0]
+    if target.startswith("anon_inode:"):
+        return target
+    return re.sub(r"\d+", "N", target)
+
+
 @dataclass
 class Life:
     """One daemon process's samples: (seconds into the soak, RSS KiB, threads, open files)."""
@@ -154,16 +164,6 @@ class Life:
         said = [f"+{n} {kind}" for kind, n in sorted(more.items())]
         said += [f"-{n} {kind}" for kind, n in sorted(fewer.items())]
         return ", ".join(said) or "the same kinds"
-
-
-def fd_kind(target: str) -> str:
-    """What an open file is, from its link in /proc/PID/fd: `socket`, `pipe`, an anonymous
-    inode's name, or the file's path with its digits made `N` (a log, a database, its WAL)."""
-    if target.startswith(("socket:", "pipe:")):
-        return target.split(":", 1)[0]
-    if target.startswith("anon_inode:"):
-        return target
-    return re.sub(r"\d+", "N", target)
 
     @property
     def seconds(self) -> float:

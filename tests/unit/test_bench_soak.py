@@ -47,3 +47,18 @@ def test_open_files_say_what_they_are_and_what_grew() -> None:
     life = soak.Life("alpha", 1)
     life.kinds = [Counter({"pipe": 4})] * 5 + [Counter({"pipe": 3, "socket": 2})]
     assert life.files_grown() == "+2 socket, -1 pipe"
+
+
+def test_the_daemons_figures_say_a_growth_of_open_files_and_what_it_is() -> None:
+    from collections import Counter
+
+    sampler = soak.DaemonSampler([], 0.0)
+    life = sampler.lives[7] = soak.Life("beta", 7)
+    for n in range(40):  # 200 s; open files from 20 to 26 over the run, sockets all
+        life.samples.append((5.0 * n, 70_000, 25, 20 + n * 6 // 39))
+        life.kinds.append(Counter({"pipe": 10, "socket": 10 + n * 6 // 39}))
+    assert life.seconds == 195.0
+    figures = soak.daemon_figures(sampler, ran_for=200.0)
+    assert "beta's daemon, 3.2 min, 40 samples" in figures.lines[1], figures.lines
+    (problem,) = figures.problems
+    assert problem.startswith("beta's daemon 7: open files 21 -> 25") and "(+5 socket)" in problem
