@@ -12,7 +12,6 @@ import itertools
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -81,8 +80,9 @@ def test_the_quickstart_works_as_written_on_a_fresh_machine(tmp_path: Path) -> N
     assert shutil.which("claude", path=env["PATH"]) is None
 
     started = time.monotonic()
-    # Its sessions watched from outside as they run (the demo's folder is a new one in /tmp).
-    with session_environments(Path(tempfile.gettempdir()) / "legion-demo-") as seen:
+    # Its sessions watched from outside as they run. The demo's folder is a new one in /tmp:
+    # the user's environment names no TMPDIR (this process's may).
+    with session_environments(Path("/tmp/legion-demo-")) as seen:
         proc = subprocess.Popen(
             ["bash", "-c", install_and_demo],
             cwd=clone, env=env, stdin=subprocess.DEVNULL,

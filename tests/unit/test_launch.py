@@ -88,5 +88,5 @@ def test_the_starts_cancel_every_spec_still_on_its_way(tmp_path: Path) -> None:
         starts.launched(f"@{number}", handover)
     started = time.monotonic()
     starts.cancel_handovers()
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # not the 30 s a handover waits for its reader
     assert not any(h.pending() or h.path.exists() for h in waiting)
