@@ -102,7 +102,9 @@ def test_one_leads_and_the_other_takes_over_when_its_host_dies(alpha: Swarm, bet
             # the same on every host (one project id, committed in its config).
             controller = session_uuid(alpha, "controller")
             assert session_uuid(beta, "controller") == controller
-            on_alpha = wait_until("alpha's controller process", lambda: sessions_on_host("alpha"))
+            on_alpha = wait_until(
+                "alpha's controller process", lambda: sessions_on_host("alpha", alpha.repo.parent)
+            )
             assert on_alpha == {controller: {controller}}, on_alpha
             status = run_legion("status", cwd=beta.repo, env=beta.env).stdout
             assert "hosts:      alpha (up, leads" in status and "beta (up" in status
@@ -117,7 +119,9 @@ def test_one_leads_and_the_other_takes_over_when_its_host_dies(alpha: Swarm, bet
             assert hosts_of(beta)["beta"]["epoch"] == 2
             wait_until("beta's controller", lambda: _controller_windows(beta), timeout=60)
             # The new leader's controller goes on in the same session, not a new one.
-            on_beta = wait_until("beta's controller process", lambda: sessions_on_host("beta"))
+            on_beta = wait_until(
+                "beta's controller process", lambda: sessions_on_host("beta", beta.repo.parent)
+            )
             assert on_beta == {controller: {controller}}, on_beta
             wait_until(
                 "alpha lost",
@@ -309,7 +313,9 @@ def test_a_partitioned_leader_stops_its_sessions_and_the_other_host_takes_them_o
             assert hosts_of(beta)["beta"]["epoch"] == 2
             wait_until("beta's controller", lambda: _controller_windows(beta), timeout=60)
             # The new leader's controller goes on in the same session, not a new one.
-            on_beta = wait_until("beta's controller process", lambda: sessions_on_host("beta"))
+            on_beta = wait_until(
+                "beta's controller process", lambda: sessions_on_host("beta", beta.repo.parent)
+            )
             assert on_beta == {controller: {controller}}, on_beta
             link.restore()
             wait_until(

@@ -216,12 +216,15 @@ def sessions_of(sid: str) -> list[int]:
     return session_processes().get(sid, [])
 
 
-def sessions_on_host(host: str) -> dict[str, set[str]]:
+def sessions_on_host(host: str, under: Path) -> dict[str, set[str]]:
     """What the live Claude Code processes of fleet host `host` (its name as `LEGION_HOST` in
     their environment) run: by the session id in their environment (`LEGION_SESSION_ID`), the
     session ids their command lines name (after `--session-id` or `--resume`). A session
-    resumed under a new id would show the new one here, whatever its environment says."""
+    resumed under a new id would show the new one here, whatever its environment says. Only
+    processes with a variable naming a path in `under` (the test's folder: their home, their
+    folder), since another test's fleet runs on this machine with hosts of the same names."""
     mine = f"LEGION_HOST={host}".encode()
+    ours = f"={under}/".encode()
     found: dict[str, set[str]] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -232,6 +235,8 @@ def sessions_on_host(host: str) -> dict[str, set[str]]:
         except OSError:
             continue
         if mine not in environ or not argv[0].rsplit("/", 1)[-1].startswith("claude"):
+            continue
+        if not any(ours in variable for variable in environ):
             continue
         variables = [v for v in environ if v.startswith(b"LEGION_SESSION_ID=")]
         if not variables:

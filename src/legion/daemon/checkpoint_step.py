@@ -11,13 +11,14 @@ log (and again only after one succeeded); one that succeeds says nothing.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from legion.core.ids import branch_for
-from legion.errors import LegionError
+from legion.errors import ConflictError, LegionError
 from legion.files.worker_written import transcript_stat
-from legion.git import GitPlace
 from legion.runtime.transcript import Turn
 from legion.sessions.registry import WorkerRecord
 from legion.sessions.workers import WorkerManager
@@ -33,6 +34,40 @@ class _Taken:
     transcript_at: float  # the transcript's mtime then
 
 
+class BranchSender:
+    """Sends an issue's branch (its worker's commits, brought home from its issue's
+    repository) to the fleet's shared remote: after each checkpoint, and before a worker's
+    `worker-done` is written (`before_done`, run by the relay). One at a time: the two run in
+    different threads, on the same refs of the project's repository."""
+
+    def __init__(self, project_root: Path, remote: str) -> None:
+        self.project_root = project_root
+        self.remote = remote
+        self._lock = threading.Lock()
+
+    def send(self, issue: str) -> str | None:
+        """None when sent (or nothing new to send); else why not, in a line. A ConflictError
+        when the worker's branch cannot be brought home."""
+        branch = branch_for(issue)
+        with self._lock:
+            issue_repo.bring_home(self.project_root, branch)
+            return checkpoint.send_branch(self.project_root, self.remote, branch)
+
+    def before_done(self, issue: str) -> None:
+        """Refuse (ConflictError, the label not written) a `worker-done` whose commits did not
+        reach the shared remote: once written, the next step may run on another host, and a
+        host lost with commits not sent would take them with it."""
+        try:
+            why = self.send(issue)
+        except LegionError as exc:
+            why = str(exc)
+        if why is not None:
+            raise ConflictError(
+                f"{issue} is not marked done: its branch must reach the fleet's shared remote "
+                f"first, and did not ({why}); run the same command again"
+            )
+
+
 class WorkspaceCheckpoints:
     def __init__(
         self, workers: WorkerManager, log: ActionLog, every: float, remote: str | None = None
@@ -43,6 +78,8 @@ class WorkspaceCheckpoints:
         self.log = log
         self.every = every
         self.remote = remote
+        # Its branch beside each checkpoint sent; the relay sends it before `worker-done` too.
+        self.sender = None if remote is None else BranchSender(workers.project.root, remote)
         self._taken: dict[int, _Taken] = {}  # by worker record
         self._failing: set[int] = set()  # records whose last checkpoint failed (said once)
         self._unsent: dict[int, str] = {}  # why each record's branch was last not sent (said once)
@@ -93,7 +130,7 @@ class WorkspaceCheckpoints:
                 )
             if self.remote is not None:
                 checkpoint.push(home, self.remote, record.issue)
-                self._send_branch(record, home)
+                self._send_branch(record)
         except LegionError as exc:
             if record.id not in self._failing:
                 self._failing.add(record.id)
@@ -104,15 +141,13 @@ class WorkspaceCheckpoints:
         self._failing.discard(record.id)
         self._taken[record.id] = _Taken(now, moved)
 
-    def _send_branch(self, record: WorkerRecord, home: GitPlace) -> None:
+    def _send_branch(self, record: WorkerRecord) -> None:
         """Send the issue's branch (its worker's commits brought home) beside its checkpoint,
         so the host that takes the issue over goes on from the newer of the two. A branch the
         remote refuses (someone else's commits there) leaves the checkpoint sent; it is said
         once, until it changes."""
-        assert self.remote is not None
-        branch = branch_for(record.issue)
-        issue_repo.bring_home(self.workers.project.root, branch)
-        why = checkpoint.send_branch(home, self.remote, branch)
+        assert self.sender is not None
+        why = self.sender.send(record.issue)
         if why is None:
             self._unsent.pop(record.id, None)
         elif self._unsent.get(record.id) != why:

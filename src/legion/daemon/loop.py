@@ -305,7 +305,13 @@ class Daemon:
                 if self.bus_listener is not None:
                     self.bus_listener.start()
                 # Before the first tick starts any session.
-                relay = start_relay(self.project, self.env, self.fenced)
+                sender = self.checkpoints.sender  # a fleet's: done is said once sent
+                relay = start_relay(
+                    self.project,
+                    self.env,
+                    self.fenced,
+                    before_done=None if sender is None else sender.before_done,
+                )
                 model_proxy = start_model_proxy(
                     self.project,
                     self.env,

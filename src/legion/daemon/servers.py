@@ -10,9 +10,10 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from legion.backends import open_backends
+from legion.backends import Backends, open_backends
 from legion.config import Project
 from legion.core.budget import Spent
+from legion.core.model import Label
 from legion.fleet.hosts import FencedStore
 from legion.proxy import EGRESS_SOCKET_NAME, PROXY_SOCKET_NAME, access, read_access, write_access
 from legion.proxy.egress import EgressProxy
@@ -23,18 +24,31 @@ from legion.relay import socket_path
 from legion.relay.server import RelayServer, relay_server
 from legion.sessions.registry import Registry
 from legion.store import Store, open_store, store_opener
+from legion.trackers.label_gate import LabelGate
 
 
-def start_relay(project: Project, env: Mapping[str, str], fenced: FencedStore) -> RelayServer:
+def start_relay(
+    project: Project,
+    env: Mapping[str, str],
+    fenced: FencedStore,
+    before_done: Callable[[str], None] | None = None,
+) -> RelayServer:
     """The relay socket, which every session the daemon starts sends its tracker and forge
     calls to (the embedded backends' too); the daemon holds the project's lock, so a socket
-    left by a killed daemon is replaced."""
+    left by a killed daemon is replaced. `before_done(issue)`: run before `worker-done` goes
+    on an issue (in a fleet, its branch sent to the shared remote), refusing it by raising."""
     from legion.services.session_ops import session_ops
+
+    def opened() -> Backends:
+        # Its writes are fenced on this daemon's lease, as the daemon's own are.
+        backends = open_backends(project, direct=True, store=fenced.over(open_store(project)))
+        if before_done is not None:
+            backends.tracker = LabelGate(backends.tracker, Label.WORKER_DONE, before_done)
+        return backends
 
     server = relay_server(
         project.state_dir,
-        # Its writes are fenced on this daemon's lease, as the daemon's own are.
-        lambda: open_backends(project, direct=True, store=fenced.over(open_store(project))),
+        opened,
         # A session's bus and records, as the session its capability says; a command run
         # for one writes under the lease too.
         ops=session_ops(project, env, lease=lambda: fenced.lease),
