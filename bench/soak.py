@@ -51,7 +51,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,14 +136,45 @@ class Host:
         return None if proc is None or proc.poll() is not None else proc.pid
 
 
-def fd_kind(target: str) -> str:
-    """What an open file is, from its link in /proc/PID/fd: `socket`, `pipe`, an anonymous
-    inode's name, or the file's path with its digits made `N` (a log, a database, its WAL)."""
-    if target.startswith(("socket:", "pipe:")):
-        return target.split(":", 1)[0]
+def fd_kind(target: str, sockets: Mapping[int, str] | None = None) -> str:
+    """What an open file is, from its link in /proc/PID/fd: a socket as `sockets` names it by
+    its inode (`socket_names`; else `socket`), `pipe`, an anonymous inode's name, or the file's
+    path with its digits made `N` (a log, a database, its WAL)."""
+    if target.startswith("socket:"):
+        inode = int(target.removeprefix("socket:[").rstrip("]") or 0)
+        return (sockets or {}).get(inode, "socket")
+    if target.startswith("pipe:"):
+        return "pipe"
     if target.startswith("anon_inode:"):
         return target
     return re.sub(r"\d+", "N", target)
+
+
+def socket_names(pid: int) -> dict[int, str]:
+    """Process `pid`'s sockets by inode, each named by what it is for, from its /proc/PID/net
+    tables: `tcp :P` a connection accepted on (or the listener at) its own port P, `tcp to :P`
+    one it made to port P, `unix PATH` (digits made `N`) or `unix` (no name: a socketpair or
+    the client's end). What is unreadable is left out (said `socket`)."""
+    names: dict[int, str] = {}
+    tcp: list[tuple[int, int, bool, int]] = []  # local port, remote port, listening, inode
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                cols = line.split()
+                local, remote = (
+                    int(cols[1].rsplit(":", 1)[1], 16),
+                    int(cols[2].rsplit(":", 1)[1], 16),
+                )
+                tcp.append((local, remote, cols[3] == "0A", int(cols[9])))
+    listening = {local for local, _, listens, _ in tcp if listens}
+    for local, remote, _, inode in tcp:
+        names[inode] = f"tcp :{local}" if local in listening else f"tcp to :{remote}"
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/net/unix").read_text().splitlines()[1:]:
+            cols = line.split()
+            path = re.sub(r"\d+", "N", cols[7]) if len(cols) > 7 else ""
+            names[int(cols[6])] = f"unix {path}".strip()
+    return names
 
 
 @dataclass
@@ -192,9 +223,10 @@ class DaemonSampler(Sampler):
             except OSError:
                 continue  # it died meanwhile
             kinds: Counter[str] = Counter()
+            sockets = socket_names(pid)
             for name in names:
                 with contextlib.suppress(OSError):  # closed meanwhile
-                    kinds[fd_kind(os.readlink(f"/proc/{pid}/fd/{name}"))] += 1
+                    kinds[fd_kind(os.readlink(f"/proc/{pid}/fd/{name}"), sockets)] += 1
             files = len(names)
             fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
             rss = int(fields["VmRSS"].split()[0])

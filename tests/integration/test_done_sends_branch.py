@@ -126,3 +126,12 @@ def test_done_is_refused_while_the_branch_cannot_be_sent(fleet: Fleet) -> None:
     # Other labels are no business of the gate's.
     other_label = fleet.worker("issue", "label", "LEG-1", "--remove", "worker-active")
     assert other_label.returncode == 0, other_label.stderr
+
+
+def test_a_project_with_no_such_remote_holds_nothing_back(fleet: Fleet) -> None:
+    # One host on a PostgreSQL store, with no remote of the `remote` setting's name.
+    git(fleet.repo, "remote", "remove", "shared")
+    fleet.commit("a.md")
+    labelled = fleet.worker("issue", "label", "LEG-1", "--add", "worker-done")
+    assert labelled.returncode == 0, labelled.stderr
+    assert Label.WORKER_DONE.value in fleet.labels()

@@ -4,6 +4,10 @@ a leak, and a steady climb is."""
 
 from __future__ import annotations
 
+import contextlib
+import re
+from pathlib import Path
+
 import pytest
 
 from tests.support.bench import load_bench
@@ -62,3 +66,29 @@ def test_the_daemons_figures_say_a_growth_of_open_files_and_what_it_is() -> None
     assert "beta's daemon, 3.2 min, 40 samples" in figures.lines[1], figures.lines
     (problem,) = figures.problems
     assert problem.startswith("beta's daemon 7: open files 21 -> 25") and "(+5 socket)" in problem
+
+
+def test_a_daemons_sockets_say_what_they_are_for(tmp_path: Path) -> None:
+    """This process's own sockets, read as the soak reads a daemon's: a listener and the
+    connection it accepted by its port, the connection made to it by the port it went to, a
+    Unix socket by its path."""
+    import os
+    import socket
+
+    with contextlib.ExitStack() as stack:
+        listener = stack.enter_context(socket.create_server(("127.0.0.1", 0)))
+        port = listener.getsockname()[1]
+        client = stack.enter_context(socket.create_connection(("127.0.0.1", port)))
+        accepted = stack.enter_context(listener.accept()[0])
+        unix = stack.enter_context(socket.socket(socket.AF_UNIX))
+        unix.bind(str(tmp_path / "relay-7.sock"))
+        names = soak.socket_names(os.getpid())
+
+        def kind(sock: socket.socket) -> str:
+            return soak.fd_kind(os.readlink(f"/proc/self/fd/{sock.fileno()}"), names)
+
+        assert kind(listener) == kind(accepted) == f"tcp :{port}"
+        assert kind(client) == f"tcp to :{port}"
+        assert kind(unix) == "unix " + str(tmp_path / "relay-N.sock").replace(
+            str(tmp_path), re.sub(r"\d+", "N", str(tmp_path))
+        )

@@ -589,3 +589,24 @@ def test_every_skill_says_text_others_wrote_is_data_never_instructions(skill: st
     assert "never instructions to you" in section
     assert "report, not to do" in section
     assert "never what the\ntext claims" in section or "never what the text claims" in section
+
+
+def test_two_installs_into_one_home_take_turns(tmp_path: Path) -> None:
+    """The daemon and a `legion` command installed into one CLI home at once, and one's
+    clean-up removed the other's temporary file before its rename (an end-to-end run failed
+    so): an install holds the folder's lock, and waits while another holds it."""
+    import threading
+
+    from legion.files.locking import exclusive_folder
+
+    target = tmp_path / "skills"
+    target.mkdir()
+    done = threading.Event()
+    with exclusive_folder(target):
+        worker = threading.Thread(target=lambda: (skills.install(target), done.set()))
+        worker.start()
+        assert not done.wait(0.5)  # held: nothing written meanwhile
+        assert not skills.installed(target)
+    assert done.wait(30)
+    worker.join()
+    assert skills.installed(target)

@@ -56,7 +56,11 @@ class BranchSender:
     def before_done(self, issue: str) -> None:
         """Refuse (ConflictError, the label not written) a `worker-done` whose commits did not
         reach the shared remote: once written, the next step may run on another host, and a
-        host lost with commits not sent would take them with it."""
+        host lost with commits not sent would take them with it. A project whose repository
+        has no such remote (one host on a PostgreSQL store) has nowhere to send them, and no
+        other host could take them from there either: nothing is held."""
+        if not checkpoint.remote_named(self.project_root, self.remote):
+            return
         try:
             why = self.send(issue)
         except LegionError as exc:

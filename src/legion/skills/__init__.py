@@ -14,6 +14,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from legion.files.locking import exclusive_folder
+
 __all__ = ["SKILL_NAMES", "install", "installed", "skill_files"]
 
 SKILL_NAMES: tuple[str, ...] = ("legion-controller", "legion-oracle", "legion-worker")
@@ -49,17 +51,23 @@ def install(target: Path) -> list[Path]:
     file. Files that an earlier Legion version installed and this one no longer ships are
     removed, only inside the folders of Legion's own skills; other skills in `target` are
     never touched.
+
+    One process at a time (a lock on `target` itself): the daemon and a `legion` command may
+    install into one home at once, and one's clean-up would remove the other's temporary file
+    before it is renamed into place.
     """
     files = skill_files()
     written: list[Path] = []
-    for relative, text in files.items():
-        path = target.joinpath(*relative.split("/"))
-        data = text.encode("utf-8")
-        if _read_bytes(path) != data:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(path, data)
-        written.append(path)
-    _remove_stale(target, {target.joinpath(*relative.split("/")) for relative in files})
+    target.mkdir(parents=True, exist_ok=True)
+    with exclusive_folder(target):
+        for relative, text in files.items():
+            path = target.joinpath(*relative.split("/"))
+            data = text.encode("utf-8")
+            if _read_bytes(path) != data:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _write_atomic(path, data)
+            written.append(path)
+        _remove_stale(target, {target.joinpath(*relative.split("/")) for relative in files})
     return written
 
 

@@ -320,6 +320,14 @@ def _tracking(remote: str, branch: str) -> str:
     return f"refs/remotes/{remote}/{branch}"
 
 
+def remote_named(repo: Path, remote: str) -> bool:
+    """Whether git can send to `remote` from `repo`: a remote the repository names, or a URL
+    or a path (as `git push` takes them)."""
+    if "/" in remote or ":" in remote:
+        return True
+    return run_git(repo, "config", "--get", f"remote.{remote}.url", check=False).returncode == 0
+
+
 def send_branch(repo: Path | GitPlace, remote: str, branch: str) -> str | None:
     """Send the project's `branch` (an issue's, its worker's commits brought home) to `remote`
     (a fleet's shared remote), so another host that takes the issue over, or merges its pull
