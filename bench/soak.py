@@ -556,19 +556,29 @@ def report(
 
 
 @contextlib.contextmanager
-def everything_stopped(folder: Path) -> Iterator[list[int]]:
+def everything_stopped(folder: Path) -> Iterator[list[str]]:
     """Whatever this soak started is found and stopped at the end, however it ends; the
-    processes still running once the soak stopped everything itself are listed (what it
-    left behind, a failure)."""
+    processes still running once the soak stopped everything itself are listed, each by its
+    pid and command line (what it left behind, a failure)."""
     mark = uuid.uuid4().hex
     os.environ[MARK] = mark
-    left: list[int] = []
+    left: list[str] = []
     try:
         yield left
     finally:
         time.sleep(2)  # a fence notices its tmux session gone within a second
-        left.extend(reaper.find((MARK, mark), [str(folder)]))
+        left.extend(described(pid) for pid in reaper.find((MARK, mark), [str(folder)]))
         reaper.reap((MARK, mark), [str(folder)])
+
+
+def described(pid: int) -> str:
+    """A process by its pid and command line (cut short), as the soak reports one."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return f"{pid} (gone)"
+    line = " ".join(part.decode(errors="replace") for part in argv if part)
+    return f"{pid} {line[:160]}"
 
 
 def main() -> int:

@@ -92,3 +92,11 @@ def test_a_daemons_sockets_say_what_they_are_for(tmp_path: Path) -> None:
         assert kind(unix) == "unix " + str(tmp_path / "relay-N.sock").replace(
             str(tmp_path), re.sub(r"\d+", "N", str(tmp_path))
         )
+
+
+def test_a_process_left_behind_is_said_with_its_command_line() -> None:
+    import os
+    import sys
+
+    assert soak.described(os.getpid()).startswith(f"{os.getpid()} {sys.executable}")
+    assert soak.described(2**22 + 7) == f"{2**22 + 7} (gone)"  # above any pid_max default

@@ -39,7 +39,7 @@ from legion.sandbox import (
 )
 from legion.sandbox import resolve as resolve_sandbox
 from legion.sandbox import wrap as sandbox_wrap
-from legion.sessions.session_env import inheritable
+from legion.sessions.session_env import inherited
 from legion.trust import records
 from legion.workspaces import issue_repo
 from legion.workspaces.setup import (
@@ -177,7 +177,7 @@ class SessionConfinement:
         plainly in the workspace, with the dispatcher's environment less what no session gets."""
         sandbox = self.sandbox()
         if not sandbox.confined:
-            env = {key: value for key, value in self.env.items() if inheritable(key)}
+            env = inherited(self.env)
             return Plan(lambda command: setup_argv(None, None, command, None), workspace, env)
         if self.project.settings.workspace_vcs == "jj":
             raise ConfigError(

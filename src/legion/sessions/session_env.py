@@ -3,6 +3,8 @@ a session (`inheritable`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from legion.plugins import backend_secret_variables, child_variables
 from legion.relay import CAPABILITY_ENV, SOCKET_ENV
 from legion.store import STORE_SECRET_VARIABLES
@@ -30,3 +32,8 @@ _DROP_PREFIXES = child_variables()[1]
 
 def inheritable(name: str) -> bool:
     return name not in _DROP_FROM_ENV and not name.startswith(_DROP_PREFIXES)
+
+
+def inherited(env: Mapping[str, str]) -> dict[str, str]:
+    """What of the dispatcher's environment `env` a session (or its workspace setup) gets."""
+    return {key: value for key, value in env.items() if inheritable(key)}

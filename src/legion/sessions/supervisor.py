@@ -23,19 +23,24 @@ from legion import proxy
 from legion.bus.model import Agent, AgentStatus
 from legion.config import Project
 from legion.core.admission import StartFacts, refusal
-from legion.daemon_link import WAKE_ENV, running_pid, wake_fifo
+from legion.daemon_link import running_pid, wake_fifo
 from legion.diagnostics.tracing import span
 from legion.errors import NoDaemonError
 from legion.files.private import write_private
 from legion.fleet.hosts import host_name
 from legion.git import main_git_dir, worktree_place
-from legion.relay import CAPABILITY_ENV, SOCKET_ENV, socket_path
+from legion.relay import socket_path
 from legion.relay.capabilities import Capabilities
 from legion.runtime import launch
 from legion.runtime.base import AgentRuntime
-from legion.runtime.tmux import HOST_ENV, process_args, session_processes, wait_for_exit
+from legion.runtime.tmux import process_args, session_processes, wait_for_exit
 from legion.sessions.confinement import SessionConfinement
-from legion.sessions.session_env import inheritable
+from legion.sessions.session_spec import (
+    SessionSpec,
+    base_environment,
+    with_model_access,
+    with_relay,
+)
 from legion.sessions.start_watch import StartWatch
 from legion.sessions.windows import SessionWindows
 from legion.workspaces import issue_repo
@@ -92,21 +97,21 @@ class SessionSupervisor:
         waited for: one session never runs in two processes, even for a moment (a window left
         by a crash, a stuck controller, a dead pane kept for `peek`)."""
         trace = issue or "-"
+        mode = extra_env.get("LEGION_MODE", "")
         self.require_daemon()
         with span("start: prepare the runtime", trace):
             runtime.command(sid, prompt, resume=False)  # the CLI is there: fail before closing
             # Its sandbox: one that is required and cannot be had fails here too.
             sandbox = self.confinement.sandbox()
-        env = {key: value for key, value in self.env.items() if inheritable(key)}
-        env |= runtime.environment(self.env)
-        env |= {
-            "LEGION_REPO": str(self.project.root),
-            WAKE_ENV: str(wake_fifo(self.project)),
-            HOST_ENV: self.host,
-            # The session's `legion` is this one, whatever the PATH it inherited holds.
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")]),
-            **extra_env,
-        }
+        env = base_environment(
+            self.env,
+            runtime.environment(self.env),
+            repo=self.project.root,
+            wake=wake_fifo(self.project),
+            host=self.host,
+            python_dir=Path(sys.executable).parent,
+            extra=extra_env,
+        )
         with span("start: close leftovers", trace):
             self.windows.ensure_session()
             for window in self.windows.list():
@@ -123,14 +128,11 @@ class SessionSupervisor:
         if self.capabilities is not None and (relay or access is not None):
             with span("start: capability", trace):
                 # Minted for this start: the session's earlier capability is revoked with it.
-                token = self.capabilities.mint(
-                    issue, mode=extra_env.get("LEGION_MODE", ""), session_id=sid
-                )
+                token = self.capabilities.mint(issue, mode=mode, session_id=sid)
             if relay:
-                env[CAPABILITY_ENV] = token
-                env[SOCKET_ENV] = str(socket_path(self.project.state_dir))
+                env = with_relay(env, token, socket_path(self.project.state_dir))
         proxied = access is not None and access.holds(runtime.name) and token is not None
-        env = _model_variables(runtime.name, env, access, token, proxied=proxied)
+        env = with_model_access(runtime.name, env, access, token, proxied=proxied)
         # Its own home, made now that no process of it runs (`legion.runtime.homes`); your
         # login is shown in it only when the daemon holds no key for its CLI. From its own
         # variables: a key the daemon holds is approved nowhere a session reads.
@@ -140,7 +142,7 @@ class SessionSupervisor:
         # Decided only now: a leftover that was starting may have written the transcript.
         transcript = runtime.transcript(cwd, sid)
         with span("start: register on the bus", trace):
-            agent = self._register_on_bus(sid, extra_env.get("LEGION_MODE", ""), cwd, runtime.name)
+            agent = self._register_on_bus(sid, mode, cwd, runtime.name)
         if agent is not None:
             # What the session's `legion ask`/`complete` carry: a replaced session's are stale.
             env["LEGION_SPAWN_INSTANCE"] = str(agent.spawn_instance)
@@ -172,18 +174,27 @@ class SessionSupervisor:
                 access if proxied else None,
                 egress=self.confinement.egress(env, access) if proxied and relay else None,
             )
+        spec = SessionSpec(name, sid, cwd, tuple(argv), env, issue, mode, confined)
         with span("start: open the window", trace):
-            handover = launch.Handover(self.project.state_dir / "launch", argv, cwd, env)
-            handover.start()
-            try:
-                window = self.windows.start(name, launch.command(handover.path), cwd, tag=sid)
-            except BaseException:
-                handover.cancel()
-                raise
+            return self.launch(spec)
+
+    def launch(self, spec: SessionSpec) -> str:
+        """Open `spec`'s window, its command handed its argv and environment through a private
+        named pipe (never on a command line); returns the window's id."""
+        handover = launch.Handover(
+            self.project.state_dir / "launch", list(spec.argv), spec.cwd, dict(spec.env)
+        )
+        handover.start()
+        try:
+            command = launch.command(handover.path)
+            window = self.windows.start(spec.window, command, spec.cwd, tag=spec.session_id)
+        except BaseException:
+            handover.cancel()
+            raise
         self.starts.launched(window.id, handover)
         if window.pane_pid is not None:
             with contextlib.suppress(OSError):  # only ever a help to the next start
-                write_private(self._pid_file(sid), f"{window.pane_pid}\n")
+                write_private(self._pid_file(spec.session_id), f"{window.pane_pid}\n")
         return window.id
 
     @property
@@ -338,25 +349,6 @@ class SessionSupervisor:
                 os.kill(stray, signal.SIGKILL if force else signal.SIGHUP)
         for stray in sorted(pids):
             wait_for_exit(stray, grace=0.0 if force else None)
-
-
-def _model_variables(
-    runtime: str,
-    env: dict[str, str],
-    access: proxy.ProxyAccess | None,
-    token: str | None,
-    *,
-    proxied: bool,
-) -> dict[str, str]:
-    """A session's environment `env` as its model calls need it: no model key but the one
-    its own CLI needs for its own provider, and none at all when the daemon's proxy holds it
-    (`proxied`: its commands could read it from the CLI's process); pointed at the proxy with
-    its capability `token` when there is one (`access`)."""
-    for variable in proxy.model_key_variables(env, besides=runtime, proxied=proxied):
-        env.pop(variable, None)
-    if access is not None and token is not None:
-        env = proxy.session_variables(runtime, access, token, env)
-    return env
 
 
 def _resumable(runtime: AgentRuntime, transcript: Path) -> bool:
