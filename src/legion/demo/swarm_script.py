@@ -84,14 +84,15 @@ def issue_scenarios(
     )
     implement = (
         f"mkdir -p src && printf 'def feature_{n}():\\n    return {n}\\n' > src/feature_{n}.py"
-        f' && git add -A && git commit -qm "{issue}: feature {n}"'
+        f" && git add -A && {_commit(f'{issue}: feature {n}')}"
         f" && (legion pr view {issue} --json >/dev/null 2>&1"
         f" || legion pr create --issue {issue} --branch legion/{low})"
         f" && legion issue label {issue} {DONE}"
     )
     changes = (
-        f'sed -i \'1i """Feature {n}."""\' src/feature_{n}.py'
-        f' && git commit -qam "{issue}: docstring"'
+        f'(grep -q \'^"""Feature\' src/feature_{n}.py'
+        f' || sed -i \'1i """Feature {n}."""\' src/feature_{n}.py)'
+        f" && git add -A && {_commit(f'{issue}: docstring')}"
         f" && legion issue label {issue} --remove worker-active"
     )
     if review_rounds > 1:
@@ -109,7 +110,7 @@ def issue_scenarios(
     retro = (
         f"mkdir -p docs/solutions && printf '# {issue}\\n\\nSmall features with a test each merge "
         f"cleanly.\\n' > docs/solutions/{low}.md && git add -A"
-        f' && git commit -qm "{issue}: retro" && legion issue label {issue} {DONE}'
+        f" && {_commit(f'{issue}: retro')} && legion issue label {issue} {DONE}"
     )
     finish = (
         f"legion pr ready {issue} && legion pr merge {issue} && legion issue move {issue} Done"
@@ -240,3 +241,9 @@ def swarm_script(
             issue, review_rounds=review_rounds, ask=issue in ask, flavor=flavor
         )
     return _server(flavor).Script(scenarios)
+
+
+def _commit(message: str) -> str:
+    """A commit of what is staged, or nothing when nothing is (the step ran before: a worker
+    restarted after its session died goes through its steps again, and ends where it would)."""
+    return f'(git diff --cached --quiet || git commit -qm "{message}")'
