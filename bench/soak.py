@@ -9,8 +9,10 @@ stopped, and the soak checks what it left:
 - every issue Done exactly once: one PR each, merged once (one merge commit on the shared
   remote's main), no commit twice on main, no comment of a worker posted twice;
 - no work lost: every commit ever at the tip of a `legion/` branch, on either host's clone or
-  on the shared remote, is on main, and so is every issue's feature and retro
-  (`tests.support.campaign.work_problems`, the kill campaign's check);
+  on the shared remote, is on main, or each of its changes is (the same patch: a commit made
+  just before its host was lost, and made again by the worker that took the issue over), and
+  so is every issue's feature and retro (`tests.support.campaign.work_problems`, the kill
+  campaign's check);
 - never two live processes on one session (sampled from /proc all through the run);
 - no process left behind once everything was stopped (`tests.support.reaper`);
 - the daemons' resident memory, threads and open files, sampled every few seconds, flat after
@@ -66,6 +68,7 @@ from tests.support.campaign import (  # noqa: E402
     issue_scenarios,
     work_problems,
 )
+from tests.support.cli_forks import ForkServer  # noqa: E402
 from tests.support.fleet import (  # noqa: E402
     Sampler,
     another_host,
@@ -476,7 +479,7 @@ def outcome(
         repeated = [body[:40] for (_, body), count in said.items() if count > 1]
         if repeated:
             problems.append(f"{issue}: a comment posted twice: {repeated}")
-    return problems + work_problems(remote, issues, branches.tips)
+    return problems + work_problems(remote, issues, branches.tips, branches.repos)
 
 
 @dataclass
@@ -545,8 +548,8 @@ def report(
     if passed:
         print(
             "every issue Done exactly once (one PR, one merge on the shared remote; no commit "
-            "or worker's comment twice); no work lost (every legion/ branch tip on main); no "
-            "session run by two processes at once",
+            "or worker's comment twice); no work lost (every legion/ branch tip's changes on "
+            "main); no session run by two processes at once",
             flush=True,
         )
     else:
@@ -566,6 +569,7 @@ def everything_stopped(folder: Path) -> Iterator[list[str]]:
     try:
         yield left
     finally:
+        ForkServer.stop_shared()  # the soak's own `legion` runner, not Legion's
         time.sleep(2)  # a fence notices its tmux session gone within a second
         left.extend(described(pid) for pid in reaper.find((MARK, mark), [str(folder)]))
         reaper.reap((MARK, mark), [str(folder)])

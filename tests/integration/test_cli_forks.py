@@ -58,3 +58,17 @@ def test_a_forked_command_that_outlives_its_time_is_killed(project: Path) -> Non
     # Killed, and reaped by the server.
     pid = timed_out.value.pid  # type: ignore[attr-defined]
     wait_until("the command is gone", lambda: not Path(f"/proc/{pid}").exists(), timeout=10)
+
+
+def test_the_shared_server_stops_and_the_next_command_starts_another(project: Path) -> None:
+    """`bench/soak.py` stops its own runner before it looks for processes left behind."""
+    env = dict(os.environ)
+    server = cli_forks.server_for(env)
+    assert server is not None
+    first = server._proc
+    cli_forks.ForkServer.stop_shared()
+    assert first.poll() is not None  # ended, and waited for
+    listed = legion_process(["issue", "list"], project, env, None, 30)
+    assert listed.returncode == 0, listed.stderr
+    again = cli_forks.server_for(env)
+    assert again is not None and again._proc is not first and again._proc.poll() is None

@@ -27,7 +27,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -371,12 +371,17 @@ def _check(swarm: Swarm, watch: SessionWatch, branches: BranchWatch) -> list[str
     return problems + work_problems(swarm.repo, ["LEG-1"], branches.tips)
 
 
-def work_problems(repo: Path, merged: list[str], tips: set[str]) -> list[str]:
+def work_problems(
+    repo: Path, merged: list[str], tips: set[str], clones: Sequence[Path] = ()
+) -> list[str]:
     """What the issues `merged` left on the main branch of `repo` (a clone, or the fleet's
     shared bare remote), where each should have landed by one merge of its one PR: duplicate
     commits (a subject twice), a merge count other than one per issue, a commit ever at a
-    `legion/` branch's tip (`tips`) that is not on main (work lost), an issue's feature or
-    learnings missing (the scripted workers' files, `issue_scenarios`)."""
+    `legion/` branch's tip (`tips`) whose changes are not on main (work lost: neither that
+    commit nor, for each of its commits, one making the same change, `git cherry`, as when a
+    host was lost before its worker's commit was sent and the worker redid it elsewhere; a
+    tip made on a host is looked for in `clones`), an issue's feature or learnings missing
+    (the scripted workers' files, `issue_scenarios`)."""
     problems = []
     subjects = git(repo, "log", "--format=%s", "main").splitlines()
     repeated = sorted({s for s in subjects if subjects.count(s) > 1})
@@ -393,7 +398,7 @@ def work_problems(repo: Path, merged: list[str], tips: set[str]) -> list[str]:
             capture_output=True,
             check=False,
         )
-        if contained.returncode != 0:
+        if contained.returncode != 0 and not _redone(repo, tip, clones):
             problems.append(f"work lost: commit {tip[:10]} of a legion/ branch is not on main")
     for issue in merged:
         n, low = issue.split("-")[1], issue.lower()
@@ -407,6 +412,22 @@ def work_problems(repo: Path, merged: list[str], tips: set[str]) -> list[str]:
             if present.returncode != 0:
                 problems.append(f"{path} is not on main")
     return problems
+
+
+def _redone(repo: Path, tip: str, clones: Sequence[Path]) -> bool:
+    """Whether every commit of `tip` not on `repo`'s main made a change main has (the same
+    patch, `git cherry`), looked at in whichever of `repo` and `clones` holds `tip`."""
+    for place in (repo, *clones):
+        held = subprocess.run(["git", "cat-file", "-e", f"{tip}^{{commit}}"], cwd=place,
+                              capture_output=True, check=False)  # fmt: skip
+        if held.returncode != 0:
+            continue
+        if place != repo:
+            git(place, "fetch", "-q", str(repo), "+main:refs/campaign/main")
+        upstream = "main" if place == repo else "refs/campaign/main"
+        cherry = git(place, "cherry", upstream, tip).split()
+        return "+" not in cherry[0::2]
+    return False
 
 
 def environment_ready() -> None:

@@ -224,6 +224,15 @@ class ForkServer:
                 cls._started = server = cls()
             return server
 
+    @classmethod
+    def stop_shared(cls) -> None:
+        """End the running server, if any (the next command starts another): a run that
+        checks what it left behind stops its own helper first."""
+        with cls._lock:
+            if cls._started is not None:
+                cls._started.close()
+                cls._started = None
+
     def close(self) -> None:
         self._proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
