@@ -235,8 +235,11 @@ class ForkServer:
 
     def close(self) -> None:
         self._proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        try:
             self._proc.wait(5)
+        except subprocess.TimeoutExpired:  # a loaded machine: ended all the same, and waited for
+            self._proc.kill()
+            self._proc.wait()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
             os.rmdir(self._folder)
