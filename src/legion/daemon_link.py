@@ -68,6 +68,23 @@ def running_pid(project: Project) -> int | None:
         return -1  # running, pid unknown
 
 
+# The pid file's third line once the daemon serves its sessions (`daemon_ready`).
+READY_LINE = "ready"
+
+
+def daemon_ready(project: Project) -> bool:
+    """Whether the project's running daemon serves sessions yet: its relay and its model
+    proxy are up, and the proxy's file says where (a session started before would be given
+    the model key rather than the proxy's address). Said by the pid file's third line."""
+    if running_pid(project) is None:
+        return False
+    try:
+        lines = pid_file(project).read_text().splitlines()
+    except OSError:
+        return False
+    return READY_LINE in lines[2:]
+
+
 def running_root(project: Project) -> Path | None:
     """The checkout the project's running daemon runs for (the pid file's second line), or
     None when none runs or it did not say."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,6 +49,42 @@ def test_a_start_with_no_daemon_is_refused_in_one_line_and_leaves_nothing(
     assert json.loads(legion(project, env, "workers", "--json").stdout) == []
     shown = json.loads(legion(project, env, "issue", "show", "LEG-1", "--json").stdout)
     assert shown["labels"] == [] and shown["status"] == "Todo"
+
+
+def test_a_start_waits_for_a_starting_daemon_to_serve_sessions(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A daemon holds its lock before its relay and model proxy are up; a session started in
+    between would find no proxy and be given the model key. Here one holds the lock, says its
+    pid and never says it serves, then stops: the start waited for it, then was refused."""
+    assert legion(project, env, "issue", "create", "Something").returncode == 0
+    config = json.loads(legion(project, env, "config", "--json").stdout)
+    state = Path(config["settings"]["state_dir"]["value"])
+    starting = (
+        "import fcntl, os, sys, time\n"
+        "lock = open(sys.argv[1] + '/daemon.lock', 'a')\n"
+        "fcntl.flock(lock, fcntl.LOCK_EX)\n"
+        "open(sys.argv[1] + '/daemon.pid', 'w').write(f'{os.getpid()} manual\\n{sys.argv[2]}\\n')\n"
+        "print('held', flush=True)\n"
+        "time.sleep(2)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", starting, str(state), str(project)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        result = legion(project, env, "dispatch", "LEG-1", "plan")
+        assert holder.poll() is not None  # it waited until the daemon was gone
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.returncode == 1, result
+    [line] = result.stderr.splitlines()
+    assert "stopped as it started" in line, line
+    assert not (tmp_path / "workspaces").exists()
+    assert json.loads(legion(project, env, "workers", "--json").stdout) == []
 
 
 def test_a_reconcile_pass_by_hand_with_no_daemon_defers_its_starts(

@@ -44,6 +44,7 @@ def _codex_environment(
     loaded = load_project(project, env)
     # A daemon runs for the project (its proxy holding Codex's key, or no key).
     monkeypatch.setattr("legion.sessions.supervisor.running_pid", lambda project: os.getpid())
+    monkeypatch.setattr("legion.sessions.supervisor.daemon_ready", lambda project: True)
     held = [CODEX] if daemon_holds else []
     proxy.write_access(loaded.state_dir, proxy.access("http://127.0.0.1:9", held))
     backends = open_backends(loaded)

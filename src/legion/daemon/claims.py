@@ -9,10 +9,10 @@ import contextlib
 import fcntl
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from legion.config import Project
-from legion.daemon_link import own_short_folder, pid_file, start_refusal, tmux_claim
+from legion.daemon_link import READY_LINE, own_short_folder, pid_file, start_refusal, tmux_claim
 from legion.errors import ConflictError
 from legion.files.private import open_private, write_private
 
@@ -20,10 +20,11 @@ logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def project_claimed(project: Project, mode: str) -> Iterator[None]:
+def project_claimed(project: Project, mode: str) -> Iterator[Callable[[], None]]:
     """Hold the project's lock and its tmux session, and say in the pid file that this
     process runs the project's daemon in `mode`; a daemon already running is refused in one
-    line."""
+    line. Yields what says, in the pid file, that the daemon now serves sessions
+    (`daemon_link.daemon_ready`)."""
     state = project.state_dir
     with open_private(state / "daemon.lock") as handle:
         try:
@@ -34,9 +35,10 @@ def project_claimed(project: Project, mode: str) -> Iterator[None]:
             ) from None
         try:
             with _tmux_claimed(project):
-                write_private(pid_file(project), f"{os.getpid()} {mode}\n{project.root}\n")
+                said = f"{os.getpid()} {mode}\n{project.root}\n"
+                write_private(pid_file(project), said)
                 try:
-                    yield
+                    yield lambda: write_private(pid_file(project), f"{said}{READY_LINE}\n")
                 finally:
                     pid_file(project).unlink(missing_ok=True)
         finally:

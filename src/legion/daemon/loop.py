@@ -70,6 +70,20 @@ MODES = ("auto", "llm", "manual")
 
 
 @dataclass
+class _Servers:
+    """What sessions reach a running daemon through, each once started."""
+
+    relay: RelayServer | None = None
+    model_proxy: ModelProxy | None = None
+    egress_proxy: EgressProxy | None = None
+
+    def stop(self) -> None:
+        for server in (self.relay, self.model_proxy, self.egress_proxy):
+            if server is not None:
+                server.stop()  # the model proxy's file stays: the next start takes its port
+
+
+@dataclass
 class DaemonConfig:
     mode: str = "auto"
     tick: float = 60.0
@@ -272,7 +286,7 @@ class Daemon:
             )
 
     def run(self) -> None:
-        with project_claimed(self.project, self.config.mode):
+        with project_claimed(self.project, self.config.mode) as serving:
             previous = {
                 sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
             }
@@ -281,9 +295,7 @@ class Daemon:
             with contextlib.suppress(FileNotFoundError):
                 fifo.unlink()
             os.mkfifo(fifo, 0o600)
-            relay: RelayServer | None = None
-            model_proxy: ModelProxy | None = None
-            egress_proxy: EgressProxy | None = None
+            servers = _Servers()
             # Read-write, so the FIFO never reports end-of-file when a writer goes away.
             fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
             started = time.monotonic()
@@ -305,21 +317,8 @@ class Daemon:
                 if self.bus_listener is not None:
                     self.bus_listener.start()
                 # Before the first tick starts any session.
-                sender = self.checkpoints.sender  # a fleet's: done is said once sent
-                relay = start_relay(
-                    self.project,
-                    self.env,
-                    self.fenced,
-                    before_done=None if sender is None else sender.before_done,
-                )
-                model_proxy = start_model_proxy(
-                    self.project,
-                    self.env,
-                    self.backends.db,
-                    self.workers.runtimes.controller.name,
-                    refused=self.budget_stop.refused,
-                )
-                egress_proxy = start_egress_proxy(self.project, self.backends.db)
+                self._serve(servers)
+                serving()  # `legion dispatch` waited for this: sessions find the proxy now
                 while not self._stopping:
                     self.tick()
                     if self._finished(started):
@@ -330,12 +329,7 @@ class Daemon:
                 if self.bus_listener is not None:
                     self.bus_listener.stop()
                 os.close(fd)
-                if relay is not None:
-                    relay.stop()
-                if model_proxy is not None:
-                    model_proxy.stop()  # its file stays: the next start takes the same port
-                if egress_proxy is not None:
-                    egress_proxy.stop()
+                servers.stop()
                 with contextlib.suppress(FileNotFoundError):
                     fifo.unlink()
                 for sig, handler in previous.items():
@@ -343,6 +337,25 @@ class Daemon:
                 self.delivery.close()
                 self.log.append("-", "daemon_stop", OutcomeKind.DONE, f"pid {os.getpid()}")
                 logger.info("daemon stopped (pid %d)", os.getpid())
+
+    def _serve(self, servers: _Servers) -> None:
+        """Start what sessions reach the daemon through: the relay, the model proxy and the
+        egress proxy, each put in `servers` as it runs (stopped with it, whatever fails)."""
+        sender = self.checkpoints.sender  # a fleet's: done is said once sent
+        servers.relay = start_relay(
+            self.project,
+            self.env,
+            self.fenced,
+            before_done=None if sender is None else sender.before_done,
+        )
+        servers.model_proxy = start_model_proxy(
+            self.project,
+            self.env,
+            self.backends.db,
+            self.workers.runtimes.controller.name,
+            refused=self.budget_stop.refused,
+        )
+        servers.egress_proxy = start_egress_proxy(self.project, self.backends.db)
 
     def _start_fence(self) -> FenceProcess | None:
         """In a fleet, the fence that closes this host's sessions if the daemon dies while it

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from legion import proxy
 from legion.bus.model import Agent, AgentStatus
 from legion.config import Project
 from legion.core.admission import StartFacts, refusal
-from legion.daemon_link import running_pid, wake_fifo
+from legion.daemon_link import daemon_ready, running_pid, wake_fifo
 from legion.diagnostics.tracing import span
 from legion.errors import NoDaemonError
 from legion.files.private import write_private
@@ -49,6 +50,10 @@ from legion.workspaces.setup import (
 )
 
 logger = logging.getLogger(__name__)
+
+# How long a start waits for a daemon that runs but does not serve sessions yet (it starts
+# its relay and model proxy first: a fleet's daemon joins its fleet before).
+DAEMON_READY_WAIT = 30.0
 
 
 class SessionSupervisor:
@@ -214,6 +219,19 @@ class SessionSupervisor:
         refused = refusal(StartFacts(hosted=hosted, daemon_for=str(self.project.root)))
         if refused is not None:
             raise NoDaemonError(refused.detail)
+        # A daemon just started serves sessions once its relay and model proxy are up; a
+        # session started before would find no proxy, and be given the model key instead.
+        deadline = time.monotonic() + DAEMON_READY_WAIT
+        while not daemon_ready(self.project):
+            if running_pid(self.project) is None:
+                raise NoDaemonError(f"the daemon for {self.project.root} stopped as it started")
+            if time.monotonic() > deadline:
+                raise NoDaemonError(
+                    f"the daemon for {self.project.root} has not started serving sessions in "
+                    f"{DAEMON_READY_WAIT:.0f} s (what it says, where `legion start` runs); try "
+                    "again once it has"
+                )
+            time.sleep(0.05)
 
     def stop_session(self, sid: str, *, force: bool = False) -> bool:
         """Close the window running session `sid` (SIGHUP, as tmux does, then SIGKILL after a
