@@ -50,6 +50,7 @@ def test_a_confined_session_is_pointed_at_its_egress_and_reaches_what_is_allowed
         env |= {"LEGION_SANDBOX": "bwrap", "LEGION_SANDBOX_EGRESS": f"localhost:{port}"}
         loaded = load_project(project, env)
         monkeypatch.setattr("legion.sessions.supervisor.running_pid", lambda project: os.getpid())
+        monkeypatch.setattr("legion.sessions.supervisor.daemon_ready", lambda project: True)
         state = loaded.state_dir
         model_socket = socket_path(state, proxy.PROXY_SOCKET_NAME)
         proxy.write_access(
