@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -151,6 +151,10 @@ def configured_or_installed(
     return resolve(settings)
 
 
+# What each CLI's `--version` said, by the file asked (`NpmCli.version_of`).
+_VERSIONS: dict[tuple[str, int, int, int], str | None] = {}
+
+
 @dataclass(frozen=True)
 class NpmCli:
     """An agent CLI Legion runs, installed from npm at a pinned version: what a runtime's
@@ -167,6 +171,7 @@ class NpmCli:
     bin_of: Callable[[Settings], Path | None]  # the `<command>_bin` setting's value
     version_word: int = -1  # which word of `<command> --version` is the version
     version_timeout: float = 30.0  # seconds `--version` may take (a big node bundle loads)
+    version_env: Mapping[str, str] = field(default_factory=dict)  # added to `--version`'s
 
     @property
     def setting(self) -> str:
@@ -218,11 +223,24 @@ class NpmCli:
         return self.resolve(self.bin_of(settings), env, configured_source=named)
 
     def version_of(self, binary: Path) -> str | None:
-        """What `<command> --version` says (no network request), or None."""
+        """What `<command> --version` says (no network request), or None. Asked once per
+        file as it is (`legion doctor --install` asks before and after installing, and a
+        node bundle takes seconds to load)."""
+        try:
+            found = os.stat(binary)  # through the launcher's link: the file that runs
+        except OSError:
+            return None
+        key = (str(binary), found.st_ino, found.st_mtime_ns, found.st_size)
+        if key not in _VERSIONS:
+            _VERSIONS[key] = self._ask_version(binary)
+        return _VERSIONS[key]
+
+    def _ask_version(self, binary: Path) -> str | None:
         try:
             out = subprocess.run(
                 [str(binary), "--version"],
                 capture_output=True, text=True, timeout=self.version_timeout, check=False,
+                env={**os.environ, **self.version_env},
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired):
             return None
