@@ -8,13 +8,32 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.campaign import CAMPAIGN, DAEMON_KILLS, QUICK, run_daemon_kills, run_point
+from tests.support.campaign import (
+    CAMPAIGN,
+    DAEMON_KILLS,
+    QUICK_ALONE,
+    QUICK_CHAIN,
+    run_daemon_kills,
+    run_point,
+    run_points,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(330)]
 
-# The suite kills at the points whose crash did, or could most easily, lose or repeat work; the
-# whole campaign (every point) runs with FAULTS_CAMPAIGN=all, or as bench/faults.py.
-SPECS = CAMPAIGN if os.environ.get("FAULTS_CAMPAIGN") == "all" else QUICK
+
+def test_the_swarm_survives_a_kill_at_each_point_of_its_cycle_in_one_run(
+    tmp_path: Path, isolated_env: Path
+) -> None:
+    """A worker start after a transition, a transition, a merge (`QUICK_CHAIN`), each killed in
+    turn in one run as the issue's cycle reaches it, the swarm started again after each: it
+    finishes every issue once, nothing lost. One run, not one per point: each is a cycle."""
+    result = run_points(QUICK_CHAIN, tmp_path, isolated_env)
+    assert [line.split()[0] for line in result.killed] == [s.split(":")[0] for s in QUICK_CHAIN]
+    assert result.problems == [], "\n".join(result.problems)
+
+
+# Every point in a run of its own with FAULTS_CAMPAIGN=all; in the suite, those not in the chain.
+SPECS = CAMPAIGN if os.environ.get("FAULTS_CAMPAIGN") == "all" else QUICK_ALONE
 
 
 @pytest.mark.parametrize("spec", SPECS)
