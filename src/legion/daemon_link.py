@@ -72,28 +72,28 @@ def running_pid(project: Project) -> int | None:
 READY_LINE = "ready"
 
 
+def _running_lines(project: Project) -> list[str]:
+    """The pid file's lines while a daemon runs for the project (`<pid> <mode>`, its
+    checkout, `ready` once it serves sessions); none when none runs or the file is gone."""
+    if running_pid(project) is None:
+        return []
+    try:
+        return pid_file(project).read_text().splitlines()
+    except OSError:
+        return []
+
+
 def daemon_ready(project: Project) -> bool:
     """Whether the project's running daemon serves sessions yet: its relay and its model
     proxy are up, and the proxy's file says where (a session started before would be given
-    the model key rather than the proxy's address). Said by the pid file's third line."""
-    if running_pid(project) is None:
-        return False
-    try:
-        lines = pid_file(project).read_text().splitlines()
-    except OSError:
-        return False
-    return READY_LINE in lines[2:]
+    the model key rather than the proxy's address)."""
+    return READY_LINE in _running_lines(project)[2:]
 
 
 def running_root(project: Project) -> Path | None:
     """The checkout the project's running daemon runs for (the pid file's second line), or
     None when none runs or it did not say."""
-    if running_pid(project) is None:
-        return None
-    try:
-        lines = pid_file(project).read_text().splitlines()
-    except OSError:
-        return None
+    lines = _running_lines(project)
     return Path(lines[1]) if len(lines) > 1 and lines[1] else None
 
 
@@ -187,12 +187,7 @@ def start_refusal(project: Project) -> str | None:
 def running_mode(project: Project) -> str | None:
     """The controller mode of the project's running daemon (`auto`, `llm`, `manual`: the
     pid file's second word), or None when none runs or it did not say."""
-    if running_pid(project) is None:
-        return None
-    try:
-        words = pid_file(project).read_text().split()
-    except OSError:
-        return None
+    words = " ".join(_running_lines(project)[:1]).split()
     return words[1] if len(words) > 1 else None
 
 
