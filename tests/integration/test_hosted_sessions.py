@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,32 +57,45 @@ def test_a_start_waits_for_a_starting_daemon_to_serve_sessions(
 ) -> None:
     """A daemon holds its lock before its relay and model proxy are up; a session started in
     between would find no proxy and be given the model key. Here one holds the lock, says its
-    pid and never says it serves, then stops: the start waited for it, then was refused."""
+    pid and never says it serves, then stops: `legion status` says it is starting, and the
+    start waited for it, then was refused."""
     assert legion(project, env, "issue", "create", "Something").returncode == 0
     config = json.loads(legion(project, env, "config", "--json").stdout)
     state = Path(config["settings"]["state_dir"]["value"])
-    starting = (
-        "import fcntl, os, sys, time\n"
+    starting = (  # holds the lock until its standard input is closed
+        "import fcntl, os, sys\n"
         "lock = open(sys.argv[1] + '/daemon.lock', 'a')\n"
         "fcntl.flock(lock, fcntl.LOCK_EX)\n"
         "open(sys.argv[1] + '/daemon.pid', 'w').write(f'{os.getpid()} manual\\n{sys.argv[2]}\\n')\n"
         "print('held', flush=True)\n"
-        "time.sleep(2)\n"
+        "sys.stdin.read()\n"
     )
     holder = subprocess.Popen(
         [sys.executable, "-c", starting, str(state), str(project)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        result = legion(project, env, "dispatch", "LEG-1", "plan")
-        assert holder.poll() is not None  # it waited until the daemon was gone
+        status = json.loads(legion(project, env, "status", "--json").stdout)["daemon"]
+        assert status["pid"] == holder.pid and status["serving"] is False, status
+        shown = legion(project, env, "status").stdout.splitlines()[0]
+        assert f"running (pid {holder.pid}), starting:" in shown, shown
+        start = subprocess.Popen(
+            [str(LEGION_BIN), "dispatch", "LEG-1", "plan"],
+            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(1.0)
+        assert start.poll() is None  # it waits for the daemon
+        assert holder.stdin is not None
+        holder.stdin.close()  # the daemon stops
+        out, err = start.communicate(timeout=60)
     finally:
         holder.kill()
         holder.wait()
-    assert result.returncode == 1, result
-    [line] = result.stderr.splitlines()
+    assert start.returncode == 1, (out, err)
+    [line] = err.splitlines()
     assert "stopped as it started" in line, line
     assert not (tmp_path / "workspaces").exists()
     assert json.loads(legion(project, env, "workers", "--json").stdout) == []

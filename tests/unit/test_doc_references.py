@@ -143,9 +143,7 @@ def test_the_docs_say_which_kill_points_the_suite_runs() -> None:
     failure_model = " ".join(FAILURE_MODEL.read_text(encoding="utf-8").split())
     rest = NUMBERS[len(CAMPAIGN) - len(QUICK)]
     assert f"runs {quick} of its {every} fault points in the suite (" in failure_model
-    assert f"in one run); the other {rest}" in (
-        failure_model
-    )
+    assert f"in one run); the other {rest}" in (failure_model)
     chain = "test_the_swarm_survives_a_kill_at_each_point_of_its_cycle_in_one_run` (e2e)"
     for spec in QUICK:
         cited = (

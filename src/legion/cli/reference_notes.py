@@ -89,7 +89,9 @@ COMMAND_NOTES: dict[str, str] = {
         "model calls wait for the next `legion start`."
     ),
     "status": (
-        "Daemon, heartbeat, controller, who holds the model key (`model:` the daemon's proxy; "
+        "Daemon (`starting` until its relay and model proxy are up, when no session starts "
+        "yet: `serving` in `--json`), heartbeat, controller, who holds the model key "
+        "(`model:` the daemon's proxy; "
         "with no daemon, that no session starts; `model_proxy` in `--json`), whether model "
         "requests are held (the provider's rate limit, the day's budget: `model: HELD: …`, "
         "`model_held` in `--json`), whether workers run confined (`sandbox:`, loudly `NONE` "

@@ -237,8 +237,9 @@ def status(
 
 def _print_status(report: StatusReport) -> None:
     pid, beat = report.daemon_pid, report.heartbeat_age_s
+    starting = ", starting: no session starts until it serves" if not report.daemon_serving else ""
     typer.echo(
-        f"daemon:     {'running (pid ' + str(pid) + ')' if pid else 'not running'}"
+        f"daemon:     {'running (pid ' + str(pid) + ')' + starting if pid else 'not running'}"
         + (f", heartbeat {beat:.0f}s ago" if beat is not None else "")
     )
     typer.echo(f"controller: {report.controller_state} ({report.controller_runtime})")

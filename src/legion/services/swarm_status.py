@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from legion.config import Project
 from legion.core.liveness import SessionState
 from legion.core.usage import Usage
-from legion.daemon_link import heartbeat_file, hosts_controller, running_pid
+from legion.daemon_link import daemon_ready, heartbeat_file, hosts_controller, running_pid
 from legion.errors import LegionError
 from legion.fleet.hosts import Fleet, Host, host_name, hosts_line
 from legion.proxy import ProxyAccess, read_access
@@ -55,6 +55,7 @@ class KeptWorkspace:
 class StatusReport:
     daemon_pid: int | None
     heartbeat_age_s: float | None
+    daemon_serving: bool  # its relay and model proxy up: sessions start (`daemon_ready`)
     controller_window: str
     controller_runtime: str
     # running, idle, blocked, dead (a daemon runs, to restart it); "stopped" (it ran, and no
@@ -120,7 +121,11 @@ class StatusReport:
     def to_json(self, usage_json: Any) -> dict[str, Any]:
         """What `legion status --json` prints; `usage_json` renders an issue's phases."""
         data: dict[str, Any] = {
-            "daemon": {"pid": self.daemon_pid, "heartbeat_age_s": self.heartbeat_age_s},
+            "daemon": {
+                "pid": self.daemon_pid,
+                "heartbeat_age_s": self.heartbeat_age_s,
+                "serving": self.daemon_serving,
+            },
             "controller": {
                 "window": self.controller_window,
                 "runtime": self.controller_runtime,
@@ -217,6 +222,7 @@ def read_status(project: Project, backends: Backends, workers: WorkerManager) ->
     return StatusReport(
         daemon_pid=daemon,
         heartbeat_age_s=beat,
+        daemon_serving=daemon is not None and daemon_ready(project),
         controller_window=CONTROLLER_WINDOW,
         controller_runtime=workers.runtimes.controller.name,
         controller_state=state,
