@@ -1,7 +1,9 @@
 """The whole swarm on a PostgreSQL store: the daemon, its model proxy and relay, the
-reconciler, the real Claude Code controller and workers (scripted model), carrying an issue
-from Todo to Done with every record of the project's in a real PostgreSQL server, and the
-store's URL in no session's environment."""
+reconciler, a real controller and workers (scripted model), carrying an issue from Todo to Done
+with every record of the project's in a real PostgreSQL server, and the store's URL in no
+session's environment. The full cycle runs on Codex: its subject is the store, and a Codex
+session costs a tenth of a Claude Code one's CPU (tests/e2e/test_swarm.py runs the same cycle
+on Claude Code)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import psycopg
 import pytest
 
 from legion.demo.swarm_script import swarm_script
+from tests.fakes.responses_server import FakeResponsesServer
 from tests.support.cli import run_legion
 from tests.support.postgres import PostgresServer
 from tests.support.proxy_watch import session_environments
@@ -33,8 +36,11 @@ def swarm_variables(postgres_url: str) -> dict[str, str]:
     return {"LEGION_STORE": postgres_url}
 
 
-def test_full_cycle_on_a_postgresql_store(swarm: Swarm, postgres_url: str) -> None:
-    swarm.server.script.scenarios.extend(swarm_script(["LEG-1"]).scenarios)  # type: ignore[arg-type]
+def test_full_cycle_on_a_postgresql_store(
+    swarm: Swarm, postgres_url: str, codex_server: FakeResponsesServer
+) -> None:
+    swarm.env["LEGION_RUNTIME"] = "codex"  # every session, the controller's too
+    codex_server.script.scenarios.extend(swarm_script(["LEG-1"], flavor="codex").scenarios)
     with session_environments(swarm.repo) as sessions:
         daemon, seen = run_full_cycle(swarm)
     assert_full_cycle(swarm, daemon, seen)
@@ -50,7 +56,8 @@ def test_full_cycle_on_a_postgresql_store(swarm: Swarm, postgres_url: str) -> No
     # No process of any session had the URL (it holds the password) or libpq's variable.
     password = postgres_url.split(":")[2].split("@", maxsplit=1)[0]
     everyone = [*sessions.clis.values(), *sessions.others.values()]
-    assert sessions.clis, "no session was seen"
+    modes = {environ.get("LEGION_MODE") for environ in everyone}
+    assert {"controller", "plan", "implement", "review", "finish"} <= modes, modes  # all seen
     for environ in everyone:
         assert "LEGION_STORE" not in environ
         assert not any(password in value for value in environ.values())
