@@ -187,7 +187,8 @@ def start_refusal(project: Project) -> str | None:
 def running_mode(project: Project) -> str | None:
     """The controller mode of the project's running daemon (`auto`, `llm`, `manual`: the
     pid file's second word), or None when none runs or it did not say."""
-    words = " ".join(_running_lines(project)[:1]).split()
+    lines = _running_lines(project)
+    words = lines[0].split() if lines else []
     return words[1] if len(words) > 1 else None
 
 

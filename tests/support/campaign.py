@@ -290,13 +290,11 @@ def run_points(
                 try:
                     if not _wait(partial(_killed_since, killed, before, daemon), timeout):
                         problems.append(f"{spec}: the point was never reached")
-                    if daemon.proc.poll() is None:
-                        daemon.stop()  # a worker's process died there: restart it unarmed
-                    elif daemon.proc.returncode != -9:
-                        problems.append(f"the daemon armed at {spec} exited with "
-                                        f"{daemon.proc.returncode}")  # fmt: skip
+                    code = daemon.proc.poll()  # None: a worker's process died there
+                    if code is not None and code != -9:
+                        problems.append(f"the daemon armed at {spec} exited with {code}")
                 finally:
-                    daemon.stop()
+                    daemon.stop()  # started again with the next point, or unarmed
             last = _Daemon(swarm, base, daemon_log)
             try:
                 if not _wait(finished, timeout):

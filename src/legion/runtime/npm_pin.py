@@ -152,7 +152,7 @@ def configured_or_installed(
 
 
 # What each CLI's `--version` said, by the file asked (`NpmCli.version_of`).
-_VERSIONS: dict[tuple[str, int, int, int], str | None] = {}
+_VERSIONS: dict[tuple[str, int, int, int], str] = {}
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,10 @@ class NpmCli:
             return None
         key = (str(binary), found.st_ino, found.st_mtime_ns, found.st_size)
         if key not in _VERSIONS:
-            _VERSIONS[key] = self._ask_version(binary)
+            said = self._ask_version(binary)
+            if said is None:
+                return None  # asked again next time: a loaded machine may have timed it out
+            _VERSIONS[key] = said
         return _VERSIONS[key]
 
     def _ask_version(self, binary: Path) -> str | None:
