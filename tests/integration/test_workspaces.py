@@ -400,3 +400,32 @@ def test_a_check_says_both_what_is_uncommitted_and_what_is_unmerged(
     check = worktrees.check("LEG-1")
     assert check.dirty and check.unmerged
     assert "uncommitted" in check.detail and "neither merged" in check.detail
+
+
+def test_a_branch_brought_home_by_several_at_once_comes_home(
+    worktrees: GitWorktrees, git_repo: Path
+) -> None:
+    """The relay (before a `worker-done`), the checkpoint step and the forge bring the same
+    branch home at once; git refuses the fetch whose ref moved under it (`cannot lock ref`),
+    which once left a worker's `worker-done` refused in a fleet. Each is taken all the same."""
+    import threading
+
+    ws = worktrees.ensure("LEG-1")
+    refused: list[Exception] = []
+
+    def bring_home() -> None:
+        for _ in range(4):
+            try:
+                issue_repo.bring_home(git_repo, ws.branch)
+            except ConflictError as exc:
+                refused.append(exc)
+
+    for n in range(4):
+        commit(ws.path, f"step-{n}.txt")
+        takers = [threading.Thread(target=bring_home) for _ in range(3)]
+        for taker in takers:
+            taker.start()
+        for taker in takers:
+            taker.join()
+        assert not refused, refused[0]
+        assert git(git_repo, "rev-parse", ws.branch) == git(ws.path, "rev-parse", "HEAD")

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import stat
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -49,6 +50,11 @@ _NO_LOG = {
 # How long taking a worker's work may run: a pipe it planted where git reads would hold the
 # fetch for ever.
 FETCH_TIMEOUT_S = 300.0
+# A fetch that lost a race for its ref to another of Legion's (`_fetch`) is tried again, a few
+# times, a little later each time.
+_RACED = "cannot lock ref"
+_FETCH_ATTEMPTS = 5
+_RACE_PAUSE_S = 0.05
 # What of the project's own config an issue's repository carries (copied when it is made): who
 # commits, and how files are written. Never a setting that names a program (hooks, filters,
 # fsmonitor...): those stay the project's, which the daemon's own git never runs either.
@@ -203,16 +209,26 @@ def _fetch(git_dir: Path, repo: Path, what: str, *wanted: str) -> None:
     (`git_dir`), run confined (`legion.sandbox.git_jail`): the worker's refs and objects, links
     and all, are read where only the issue's repository (read-only) and the project's git
     folder exist, so no link it planted leads to another repository, a secret or a device;
-    and bounded in time. A ConflictError saying why when it fails."""
+    and bounded in time. A ConflictError saying why when it fails.
+
+    Several of Legion's processes bring the same branch home at once (the relay before a
+    `worker-done`, the checkpoint step, the forge, a person's `legion pr`); git refuses the
+    one whose ref moved under it (`cannot lock ref`), and that one is run again: the worker's
+    value wins either way. Not a lock: every lock a worker can read (it reads the project's
+    git folder) it can hold, and so stop every issue's branch from coming home."""
     jail = git_jail(writable=[git_dir], readable=[repo])
-    try:
-        fetched = run_git(
-            git_dir, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
-            str(repo), *wanted, check=False, env=_CHECKED | {"GIT_DIR": str(git_dir)},
-            timeout=FETCH_TIMEOUT_S, wrap=jail,
-        )  # fmt: skip
-    except GitError as exc:
-        fetched = GitResult(1, "", str(exc))
+    for attempt in range(_FETCH_ATTEMPTS):
+        try:
+            fetched = run_git(
+                git_dir, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
+                str(repo), *wanted, check=False, env=_CHECKED | {"GIT_DIR": str(git_dir)},
+                timeout=FETCH_TIMEOUT_S, wrap=jail,
+            )  # fmt: skip
+        except GitError as exc:
+            fetched = GitResult(1, "", str(exc))
+        if fetched.returncode == 0 or _RACED not in fetched.stderr:
+            break
+        time.sleep(_RACE_PAUSE_S * (attempt + 1))
     if fetched.returncode != 0:
         raise ConflictError(
             f"cannot take {what} from its workspace's repository {repo}: "
