@@ -74,6 +74,18 @@ def test_no_daemon_in_the_pass_s_words_and_in_a_start_s() -> None:
     assert refusal(StartFacts(hosted=True, daemon_for="/work/app")) is None
 
 
+def test_a_daemon_that_does_not_serve_sessions_yet_is_waited_for() -> None:
+    """Its model proxy not up, a session started now would be given the model key: the start
+    waits (a reason that passes by itself), and a stopped daemon is no daemon."""
+    starting = refusal(StartFacts(hosted=True, serving=False, daemon_for="/work/app"))
+    assert starting is not None and starting.reason is Reason.DAEMON_STARTING
+    assert starting.reason.waits
+    assert starting.detail.startswith("the daemon for /work/app has not started serving sessions")
+    assert refusal(StartFacts(hosted=True, serving=True, daemon_for="/work/app")) is None
+    stopped = refusal(StartFacts(hosted=False, serving=False, daemon_for="/work/app"))
+    assert stopped is not None and stopped.reason is Reason.NO_DAEMON
+
+
 def test_a_live_worker_and_a_spent_budget() -> None:
     live = refusal(StartFacts(issue="LEG-1", mode=Mode.PLAN, live_worker="leg-1-plan (idle)"))
     assert live is not None and live.reason is Reason.LIVE_WORKER
@@ -100,6 +112,7 @@ _FACTS = st.builds(
     draining=st.booleans(),
     budget_spent=st.sampled_from([None, Spent("LEG-1", 2, 1)]),
     hosted=st.sampled_from([None, True, False]),
+    serving=st.sampled_from([None, True, False]),
     live_worker=st.sampled_from([None, "w (running)"]),
 )
 
@@ -126,6 +139,7 @@ def _holds_alone(facts: StartFacts, reason: Reason) -> bool:
         Reason.DRAINING: dict(draining=facts.draining),
         Reason.BUDGET: dict(budget_spent=facts.budget_spent),
         Reason.NO_DAEMON: dict(hosted=facts.hosted),
+        Reason.DAEMON_STARTING: dict(hosted=facts.hosted, serving=facts.serving),
         Reason.LIVE_WORKER: dict(live_worker=facts.live_worker),
     }[reason]
     return _reason(StartFacts(**{**base.__dict__, **only})) is reason

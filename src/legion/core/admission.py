@@ -35,6 +35,7 @@ class Reason(Enum):
     DRAINING = "draining"  # this host takes no new issue
     BUDGET = "budget"  # the issue's token budget spent: a human decides
     NO_DAEMON = "no_daemon"  # no daemon runs to host the session
+    DAEMON_STARTING = "daemon_starting"  # its daemon runs, but serves no session yet
     LIVE_WORKER = "live_worker"  # the issue already has a live worker
 
     @property
@@ -44,7 +45,16 @@ class Reason(Enum):
         return self in WAITS
 
 
-WAITS = frozenset({Reason.PAUSED, Reason.MODEL_HELD, Reason.WIP, Reason.CAPACITY, Reason.DRAINING})
+WAITS = frozenset(
+    {
+        Reason.PAUSED,
+        Reason.MODEL_HELD,
+        Reason.WIP,
+        Reason.CAPACITY,
+        Reason.DRAINING,
+        Reason.DAEMON_STARTING,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,7 @@ class StartFacts:
     draining: bool = False  # this host drains, and the issue never had a worker here
     budget_spent: Spent | None = None
     hosted: bool | None = None  # whether a daemon runs to host the session
+    serving: bool | None = None  # whether that daemon serves sessions yet (relay, model proxy)
     daemon_for: str = ""  # the project's folder, said when no daemon runs
     live_worker: str | None = None  # the issue's live worker: "window (state)"
 
@@ -167,7 +178,17 @@ def _budget(f: StartFacts) -> Refusal | None:
 
 
 def _no_daemon(f: StartFacts) -> Refusal | None:
-    if f.hosted is None or f.hosted:
+    if f.hosted is None:
+        return None
+    if f.hosted:
+        # A session started before the daemon's model proxy is up would find none, and be
+        # given the model key itself: it waits for the daemon to serve.
+        if f.serving is False:
+            return Refusal(
+                Reason.DAEMON_STARTING,
+                f"the daemon for {f.daemon_for or 'the project'} has not started serving "
+                "sessions yet (its relay and model proxy)",
+            )
         return None
     if not f.daemon_for:  # the pass's words: a pass run by hand while no daemon runs
         return Refusal(Reason.NO_DAEMON, "no daemon runs to host the worker (`legion start`)")

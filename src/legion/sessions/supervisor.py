@@ -23,7 +23,7 @@ from pathlib import Path
 from legion import proxy
 from legion.bus.model import Agent, AgentStatus
 from legion.config import Project
-from legion.core.admission import StartFacts, refusal
+from legion.core.admission import Reason, StartFacts, refusal
 from legion.daemon_link import daemon_ready, running_pid, wake_fifo
 from legion.diagnostics.tracing import span
 from legion.errors import NoDaemonError
@@ -214,23 +214,28 @@ class SessionSupervisor:
     def require_daemon(self) -> None:
         """Refuse a session's start while no daemon runs for the project: only under it does a
         session reach the model, the tracker and the bus without holding a key or seeing
-        Legion's state (docs/security.md, "Sessions run in a sandbox")."""
-        hosted = running_pid(self.project) is not None
-        refused = refusal(StartFacts(hosted=hosted, daemon_for=str(self.project.root)))
-        if refused is not None:
-            raise NoDaemonError(refused.detail)
-        # A daemon just started serves sessions once its relay and model proxy are up; a
-        # session started before would find no proxy, and be given the model key instead.
+        Legion's state (docs/security.md, "Sessions run in a sandbox"). A daemon that runs but
+        does not serve sessions yet (`Reason.DAEMON_STARTING`) is waited for, a while."""
+        root = str(self.project.root)
         deadline = time.monotonic() + DAEMON_READY_WAIT
-        while not daemon_ready(self.project):
-            if running_pid(self.project) is None:
-                raise NoDaemonError(f"the daemon for {self.project.root} stopped as it started")
+        waited = False
+        while True:
+            hosted = running_pid(self.project) is not None
+            serving = daemon_ready(self.project) if hosted else None
+            refused = refusal(StartFacts(hosted=hosted, serving=serving, daemon_for=root))
+            if refused is None:
+                return
+            if refused.reason is not Reason.DAEMON_STARTING:
+                if waited:
+                    raise NoDaemonError(f"the daemon for {root} stopped as it started")
+                raise NoDaemonError(refused.detail)
             if time.monotonic() > deadline:
                 raise NoDaemonError(
-                    f"the daemon for {self.project.root} has not started serving sessions in "
+                    f"the daemon for {root} has not started serving sessions in "
                     f"{DAEMON_READY_WAIT:.0f} s (what it says, where `legion start` runs); try "
                     "again once it has"
                 )
+            waited = True
             time.sleep(0.05)
 
     def stop_session(self, sid: str, *, force: bool = False) -> bool:
