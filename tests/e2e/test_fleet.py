@@ -21,8 +21,8 @@ import pytest
 
 from legion.demo.swarm_script import controller_scenarios, swarm_script
 from tests.fakes.model_server import Scenario, ask_user_question, bash, text, tool_result_text
-from tests.support.claude_env import find_claude
 from tests.support.cli import git, run_legion
+from tests.support.codex_env import find_codex
 from tests.support.fleet import (
     SessionSampler,
     WindowSampler,
@@ -730,16 +730,18 @@ def test_the_demo_spread_over_three_hosts(
 def test_the_fleet_demo_moves_an_issue_when_its_host_dies(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    """`legion demo --hosts 2` (`legion.demo.fleet`): two hosts on one store; the host running
-    the implementer is killed, and the issue goes on to Done on the other. The store's
-    password is never printed."""
+    """`legion demo --hosts 2 --runtime codex` (`legion.demo.fleet`): two hosts on one store;
+    the host running the implementer is killed, and the issue goes on to Done on the other.
+    The store's password is never printed. On Codex: the subject is the fleet, and a Codex
+    session costs a tenth of a Claude Code one's CPU (the fleet tests above run Claude Code)."""
     done = run_legion(
-        "demo", "--hosts", "2", "--issues", "1", "--store", postgres_url,
+        "demo", "--hosts", "2", "--issues", "1", "--runtime", "codex", "--store", postgres_url,
         "--dir", str(tmp_path / "demo"), cwd=tmp_path,
-        env={"LEGION_CLAUDE_BIN": str(find_claude())}, timeout=280,
+        env={"LEGION_CODEX_BIN": str(find_codex())}, timeout=280,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Legion demo on 2 hosts (alpha, beta)" in done.stdout
+    assert "Codex:" in done.stdout
     assert "killing host alpha" in done.stdout
     assert "LEG-1 moves: its implement worker starts again on beta" in done.stdout
     assert "1 of 1 issues Done" in done.stdout

@@ -1,6 +1,8 @@
-"""The full cycle with `tracker = "linear"` and `forge = "github"`: the daemon, real Claude Code
-workers (scripted model), real tmux and git, against the fake Linear and GitHub servers on
-127.0.0.1, the GitHub remote a local bare repository.
+"""The full cycle with `tracker = "linear"` and `forge = "github"`: the daemon, real Codex
+sessions (scripted model), real tmux and git, against the fake Linear and GitHub servers on
+127.0.0.1, the GitHub remote a local bare repository. On Codex: the subject is the backends and
+where their credentials go, and a Codex session costs a tenth of a Claude Code one's CPU
+(tests/e2e/test_swarm.py runs the same cycle on Claude Code).
 
 The credentials are in the daemon's environment only. Every worker's `legion` command goes
 through the daemon's relay with a capability for its own issue; while the swarm runs, the live
@@ -19,7 +21,7 @@ import pytest
 
 from legion.demo.swarm_script import swarm_script
 from tests.fakes.github_server import check_run
-from tests.fakes.model_server import bash, text
+from tests.fakes.responses_server import FakeResponsesServer, bash, text
 from tests.support.cli import git
 from tests.support.linear_github import (
     SECRETS,
@@ -96,7 +98,10 @@ def files_with_secrets(*roots: Path) -> list[str]:
     return found
 
 
-def test_full_cycle_on_linear_and_github(swarm: Swarm, linear_github: LinearAndGitHub) -> None:
+def test_full_cycle_on_linear_and_github(
+    swarm: Swarm, linear_github: LinearAndGitHub, codex_server: FakeResponsesServer
+) -> None:
+    swarm.env["LEGION_RUNTIME"] = "codex"  # every session, the controller's too
     linear, github = linear_github.linear, linear_github.github
     issue = linear.add_issue("Feature one", state="Todo", description="Add feature one.")
     assert issue == "ENG-1"
@@ -105,13 +110,13 @@ def test_full_cycle_on_linear_and_github(swarm: Swarm, linear_github: LinearAndG
     test = check_run("test", url="https://ci.example/test")
     github.head_checks = [test]
     github.set_job_log(test, "collected 1 item\n\ntest_feature_1.py .\n1 passed in 0.01s\n")
-    scenarios = swarm_script([issue]).scenarios
+    scenarios = swarm_script([issue], flavor="codex").scenarios
     at = next(n for n, s in enumerate(scenarios) if s.name == f"{issue}:finish")
-    merge = scenarios[at].turns[0][0].input["command"]
+    merge = scenarios[at].turns[0][0].arguments["cmd"]
     read_log = f'legion issue comment {issue} --body "$(legion pr checks {issue} --log test)"'
     turns = [[bash(f"{read_log} && {merge}", "Merged.")], [text("Merged.")]]
     scenarios[at] = dataclasses.replace(scenarios[at], turns=turns)
-    swarm.server.script.scenarios.extend(scenarios)  # type: ignore[arg-type]
+    codex_server.script.scenarios.extend(scenarios)
     modes = ("plan", "implement", "review", "finish")
     sids = {session_uuid(swarm, f"{issue}:{mode}") for mode in modes}
     workspace = swarm.workspace_root / "eng-1"
@@ -152,4 +157,6 @@ def test_full_cycle_on_linear_and_github(swarm: Swarm, linear_github: LinearAndG
         assert all(not env.keys() & {"LINEAR_API_KEY", "GITHUB_TOKEN"} for env in environs)
     # Nor in any file a worker could read: the repository, the transcripts, Legion's state.
     state_dir = Path(swarm.json("config")["settings"]["state_dir"]["value"])
-    assert files_with_secrets(swarm.repo, swarm.workspace_root, swarm.config_dir, state_dir) == []
+    codex_home = Path(swarm.env["CODEX_HOME"])
+    found = files_with_secrets(swarm.repo, swarm.workspace_root, codex_home, state_dir)
+    assert found == []

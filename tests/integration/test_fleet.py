@@ -534,7 +534,8 @@ def test_the_fleet_demo_refuses_bad_options_in_one_line(tmp_path: Path) -> None:
     """`legion demo --hosts N`'s options, refused before anything is made."""
     for args, message in [
         (["--store", "postgresql://x/y"], "--store goes with --hosts N (2 or more)"),
-        (["--hosts", "2", "--runtime", "codex"], "--hosts runs Claude Code on the scripted"),
+        (["--hosts", "2", "--real"], "--hosts runs on the scripted model only: no --real"),
+        (["--hosts", "2", "--runtime", "kodex"], "unknown runtime 'kodex'"),
         (["--hosts", "2", "--store", "mysql://x/y"], "--store must be a postgresql:// URL"),
     ]:
         done = run_legion("demo", *args, "--dir", str(tmp_path / "d"), cwd=tmp_path)

@@ -57,18 +57,18 @@ def ancestors(pid: int) -> list[int]:
 
 
 def session_processes(session_ids: set[str]) -> dict[str, list[int]]:
-    """The running processes started on each of `session_ids` (`--session-id`/`--resume`,
-    before any `--`: what runs a confined session's CLI, bubblewrap and the sandbox's first
-    process, names it only after theirs). A child that is the CLI's own fork (same command
-    line, parent on the same session: it is about to run a tool) is part of its parent, not a
-    second process on the session."""
+    """The running processes started on each of `session_ids` (Claude Code's `--session-id`
+    or `--resume`, the Codex turn loop's `--session`, before any `--`: what runs a confined
+    session's CLI, bubblewrap and the sandbox's first process, names it only after theirs). A
+    child that is the CLI's own fork (same command line, parent on the same session: it is
+    about to run a tool) is part of its parent, not a second process on the session."""
     found: dict[str, dict[int, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         args = cmdline(int(entry))
         args = args[: args.index("--")] if "--" in args else args
-        for flag in ("--session-id", "--resume"):
+        for flag in ("--session-id", "--resume", "--session"):
             if flag in args[:-1]:
                 sid = args[args.index(flag) + 1]
                 stat = _stat(entry)

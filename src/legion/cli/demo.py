@@ -121,11 +121,11 @@ def _fleet_demo(
 
     if hosts < 2:
         raise InputError("--store goes with --hosts N (2 or more): the demo on a fleet")
-    if real or runtime != DEFAULT_RUNTIME:
-        raise InputError("--hosts runs Claude Code on the scripted model: no --real, no --runtime")
+    if real:
+        raise InputError("--hosts runs on the scripted model only: no --real")
     if store is not None:
         check_store(store)
-    _check_prerequisites(DEFAULT_RUNTIME, False)
+    _check_prerequisites(runtime, False)
     made = _make_folder(folder)
     previous = signal.signal(signal.SIGTERM, _terminate)  # stops as Ctrl-C does: cleaned up
     try:
@@ -137,6 +137,7 @@ def _fleet_demo(
             store=store,
             timeout=timeout,
             say=typer.echo,
+            runtime=runtime,
         )
     except KeyboardInterrupt as exc:
         how = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT

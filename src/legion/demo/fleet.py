@@ -43,6 +43,9 @@ HOST_OWN = (
     *(plugin.demo.home_setting for plugin in RUNTIMES if plugin.demo is not None),
 )
 VICTIM_AFTER_S = 2.0  # an implementer works this long on its host before the host is killed
+# How long the scripted implementer works before it writes anything: past the kill, however
+# fast its CLI (a Codex session does the rest in a second).
+IMPLEMENT_PAUSE_S = VICTIM_AFTER_S + 3.0
 HOST_TIMEOUT = 6.0  # seconds: how soon a dead host's issue moves (the default is a minute)
 
 
@@ -85,22 +88,25 @@ def run_fleet_demo(
     store: str | None,
     timeout: float,
     say: Callable[[str], None],
+    runtime: str = DEFAULT_RUNTIME,
 ) -> FleetDemoResult:
-    """Run the demo on `hosts` hosts in `folder` (made already); `store`: a PostgreSQL URL,
-    None: a private server in `folder`, stopped at the end."""
+    """Run the demo on `hosts` hosts in `folder` (made already), its sessions on `runtime` (as
+    `legion demo --runtime` takes it); `store`: a PostgreSQL URL, None: a private server in
+    `folder`, stopped at the end."""
     from legion.demo.run import (
         _environment,
         demo_binary,
+        demo_homes,
         issues_text,
         make_repository,
+        runtime_variables,
         used_runtimes,
     )
     from legion.store.postgres import where
 
     _check_postgres(store)
-    used = used_runtimes(DEFAULT_RUNTIME)  # the fleet runs the default runtime only
-    runtime = used[0]
-    binary = demo_binary(runtime, os.environ, say)
+    used = used_runtimes(runtime)
+    binaries = [(plugin, demo_binary(plugin, os.environ, say)) for plugin in used]
     server = None
     if store is None:
         from legion.store.private_server import PrivatePostgres
@@ -111,19 +117,27 @@ def run_fleet_demo(
     started = time.monotonic()
     try:
         os.environ["LEGION_STORE"] = store  # this process's own reads (the demo's tracker)
-        assert runtime.demo is not None
-        homes = {runtime.demo.home_setting: str(folder / runtime.demo.home_folder)}
+        homes = demo_homes(folder)
         repo = folder / "repo"
         _, backends = make_repository(repo, issues, homes)
         identifiers = [issue.identifier for issue in backends.tracker.list_issues()]
         _share(repo, folder / "remote.git")
-        env, servers = _environment(folder, identifiers, mode, False, used)
-        fleet = [_host(name, folder, repo, env, store, first=name == names[0]) for name in names]
+        env, servers = _environment(
+            folder, identifiers, mode, False, used, implement_pause=IMPLEMENT_PAUSE_S
+        )
+        # What runs each session is each host's own choice (as where its CLI homes are): set
+        # alike on every host, by variables, so that no clone's config needs `legion trust`.
+        host_env = env | runtime_variables(runtime)
+        host_env |= {f"LEGION_{setting.upper()}": value for setting, value in homes.items()}
+        fleet = [
+            _host(name, folder, repo, host_env, store, first=n == 0) for n, name in enumerate(names)
+        ]
         say(
             f"Legion demo on {hosts} hosts ({', '.join(names)}): "
             f"{issues_text(len(identifiers))}, {mode} mode, a SCRIPTED model on 127.0.0.1."
         )
-        say(f"  {runtime.description + ':':<12} {binary.path} ({binary.source})")
+        for plugin, binary in binaries:
+            say(f"  {plugin.description + ':':<12} {binary.path} ({binary.source})")
         say(f"  store:       {where(store)}{' (private, removed at the end)' if server else ''}")
         say(f"  files:       {folder}")
         for host in fleet:
@@ -208,12 +222,6 @@ def _host(
             "LEGION_STATE_DIR": str(own / "state"),
             "LEGION_TMUX_SOCKET": str(own / "tmux.sock"),
             "LEGION_TMUX_CONFIG": "/dev/null",
-            **{
-                # Each runtime's CLI home setting, as its variable (`LEGION_CLAUDE_CONFIG_DIR`).
-                f"LEGION_{plugin.demo.home_setting.upper()}": str(folder / plugin.demo.home_folder)
-                for plugin in RUNTIMES
-                if plugin.demo is not None and plugin.name == DEFAULT_RUNTIME
-            },
             "LEGION_WORKSPACE_ROOT": str(own / "workspaces"),
             "LEGION_HOST_TIMEOUT": str(HOST_TIMEOUT),
             # Room for two sessions each: the leader's controller and a worker, two workers.

@@ -71,6 +71,20 @@ RUNTIME_CHOICES: dict[str, dict[str, object]] = {
     MIXED: {"runtimes": _mixed_roles()},
 }
 
+
+def runtime_variables(choice: str) -> dict[str, str]:
+    """`RUNTIME_CHOICES[choice]` as the variables that set it (`LEGION_RUNTIME`,
+    `LEGION_RUNTIMES`): for a host of the fleet demo, whose clone's config does not say."""
+    settings = RUNTIME_CHOICES[choice]
+    variables = {}
+    if "runtime" in settings:
+        variables["LEGION_RUNTIME"] = str(settings["runtime"])
+    if "runtimes" in settings:
+        roles = _mixed_roles()
+        variables["LEGION_RUNTIMES"] = ",".join(f"{role}={name}" for role, name in roles.items())
+    return variables
+
+
 DEMO_ISSUES = (
     ("Add a greet() function", "greet(name) returns 'Hello, <name>!'. With a test."),
     ("Add a farewell() function", "farewell(name) returns 'Goodbye, <name>.'. With a test."),
@@ -178,6 +192,15 @@ def run_demo(
         return _run(folder, issues, mode, real, timeout, say, runtime, binaries)
 
 
+def demo_homes(folder: Path) -> dict[str, str]:
+    """Where each runtime's CLI keeps its home in the demo in `folder`, by its setting
+    (`claude_config_dir`: the demo's folder for it)."""
+    return {
+        _demo(plugin).home_setting: str(folder / _demo(plugin).home_folder)
+        for plugin in DEMO_RUNTIMES
+    }
+
+
 def demo_state_home(folder: Path) -> Path:
     """The demo's own machine state (`LEGION_STATE_HOME`): its bus, its trust in its config."""
     return folder / "state"
@@ -215,10 +238,7 @@ def _run(
     repo = folder / "repo"
     # Recorded in the demo project's config: `legion issue show` and `legion workers`, run
     # there afterwards by anyone, read the demo's transcripts, not the user's own.
-    homes = {
-        _demo(plugin).home_setting: str(folder / _demo(plugin).home_folder)
-        for plugin in DEMO_RUNTIMES
-    }
+    homes = demo_homes(folder)
     project, backends = make_repository(repo, issues, {**RUNTIME_CHOICES[runtime], **homes})
     identifiers = [issue.identifier for issue in backends.tracker.list_issues()]
     env, servers = _environment(folder, identifiers, mode, real, used)
@@ -411,7 +431,13 @@ QUIET_REPORT_S = 10.0  # with nothing else to say, report what is running this o
 
 
 def _environment(
-    folder: Path, identifiers: list[str], mode: str, real: bool, used: Sequence[RuntimePlugin]
+    folder: Path,
+    identifiers: list[str],
+    mode: str,
+    real: bool,
+    used: Sequence[RuntimePlugin],
+    *,
+    implement_pause: float = 0.0,
 ) -> tuple[dict[str, str], list[Any]]:
     """The demo's private home of each runtime's CLI (each session runs in a home of its own,
     with Legion's skills: `legion.runtime.homes`), and the environment that points the CLIs at
@@ -431,7 +457,9 @@ def _environment(
         return dict(os.environ, **homes), []
     # The Anthropic server always runs: it is also the proxy that catches (and refuses) any
     # request a CLI tried to send elsewhere.
-    server = FakeModelServer(swarm_script(identifiers, mode=mode)).start()
+    server = FakeModelServer(
+        swarm_script(identifiers, mode=mode, implement_pause=implement_pause)
+    ).start()
     servers: list[Any] = [server]
     home = Path(os.environ.get("HOME") or Path.home())
     env = base_environment() | network_variables(home, server.base_url)
@@ -441,7 +469,9 @@ def _environment(
         if load(demo.server) is not FakeModelServer:
             if plugin not in used:
                 continue
-            script = swarm_script(identifiers, mode=mode, flavor=plugin.name)
+            script = swarm_script(
+                identifiers, mode=mode, flavor=plugin.name, implement_pause=implement_pause
+            )
             served_by = load(demo.server)(script).start()
             servers.append(served_by)
         env |= load(demo.offline_home)(folder / demo.home_folder, served_by.base_url)

@@ -68,11 +68,18 @@ def _one(command: str, summary: str, flavor: str = DEFAULT_RUNTIME) -> list[Any]
 
 
 def issue_scenarios(
-    issue: str, *, review_rounds: int = 2, ask: bool = False, flavor: str = DEFAULT_RUNTIME
+    issue: str,
+    *,
+    review_rounds: int = 2,
+    ask: bool = False,
+    flavor: str = DEFAULT_RUNTIME,
+    implement_pause: float = 0.0,
 ) -> list[Any]:
     """Every mode of one issue. With `review_rounds=2` the first review requests changes and
     the second approves; with `ask`, the planner first asks a question with AskUserQuestion
-    (Claude Code only: `codex exec` has no question tool)."""
+    (Claude Code only: `codex exec` has no question tool); with `implement_pause`, the
+    implementer works that many seconds before it writes (the fleet demo kills its host
+    meanwhile, whichever CLI runs it)."""
     server = _server(flavor)
     if ask and not _asks(server):
         raise ValueError("only a Claude Code planner asks with AskUserQuestion")
@@ -83,7 +90,8 @@ def issue_scenarios(
         f'2. Test it." && legion issue label {issue} {DONE}'
     )
     implement = (
-        f"mkdir -p src && printf 'def feature_{n}():\\n    return {n}\\n' > src/feature_{n}.py"
+        (f"sleep {implement_pause:g} && " if implement_pause > 0 else "")
+        + f"mkdir -p src && printf 'def feature_{n}():\\n    return {n}\\n' > src/feature_{n}.py"
         f" && git add -A && {_commit(f'{issue}: feature {n}')}"
         f" && (legion pr view {issue} --json >/dev/null 2>&1"
         f" || legion pr create --issue {issue} --branch legion/{low})"
@@ -227,10 +235,11 @@ def swarm_script(
     ask: tuple[str, ...] = (),
     oracle: Mapping[str, str] | None = None,
     flavor: str = DEFAULT_RUNTIME,
+    implement_pause: float = 0.0,
 ) -> Any:
     """The whole swarm, as a `flavor` server's script. The planners of the issues in `ask` ask
     a question first; the controller's Oracle answers it with `oracle[issue]`, or asks a human
-    when the issue has no answer there."""
+    when the issue has no answer there. `implement_pause`: as `issue_scenarios` takes it."""
     answers = dict(oracle or {})
     scenarios: list[Any] = []
     if _asks(_server(flavor)):
@@ -238,7 +247,11 @@ def swarm_script(
     scenarios += controller_scenarios(mode, flavor)
     for issue in issues:
         scenarios += issue_scenarios(
-            issue, review_rounds=review_rounds, ask=issue in ask, flavor=flavor
+            issue,
+            review_rounds=review_rounds,
+            ask=issue in ask,
+            flavor=flavor,
+            implement_pause=implement_pause,
         )
     return _server(flavor).Script(scenarios)
 
