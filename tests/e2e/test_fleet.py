@@ -9,6 +9,7 @@ the other."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -19,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from legion.demo.offline import codex_offline_home
 from legion.demo.swarm_script import controller_scenarios, swarm_script
 from tests.fakes.model_server import Scenario, ask_user_question, bash, text, tool_result_text
+from tests.fakes.responses_server import FakeResponsesServer
 from tests.support.cli import git, run_legion
 from tests.support.codex_env import find_codex
 from tests.support.fleet import (
@@ -635,26 +638,33 @@ def test_a_question_of_the_leaders_worker_is_answered_from_another_host(
 
 
 DEMO_ISSUES = ["LEG-1", "LEG-2", "LEG-3"]
+# The roles the three-host demo runs on Codex: the planners ask (AskUserQuestion) and the
+# controller's Oracle answers, on Claude Code; the rest, whose subject here is only where they
+# run, on Codex, a tenth of a Claude Code session's CPU (a retro follows its implementer).
+DEMO_ON_CODEX = "implement=codex,review=codex,finish=codex"
 
 
-def _demo_script(oracle: dict[str, str]) -> list[object]:
-    """`legion demo`'s script for three issues, every mode of each, whose planners of LEG-2 and
-    LEG-3 ask a question the controller's Oracle answers; each implementer also tells the
-    controller (`@legion`) which host it ran on."""
-    script = swarm_script(DEMO_ISSUES, ask=tuple(oracle), oracle=oracle)
+def _demo_script(oracle: dict[str, str], flavor: str) -> list[object]:
+    """`legion demo`'s script for three issues, every mode of each, for the `flavor` runtime's
+    server: whose planners of LEG-2 and LEG-3 ask a question the controller's Oracle answers;
+    each implementer also tells the controller (`@legion`) which host it ran on."""
+    asks = tuple(oracle) if flavor == "claude-code" else ()
+    script = swarm_script(DEMO_ISSUES, ask=asks, oracle=oracle, flavor=flavor)
+    note = ' && legion say "@legion zebra-note: {issue} implemented on $LEGION_HOST"'
     for scenario in script.scenarios:
         if scenario.name.endswith(":implement"):
             issue = scenario.name.split(":")[0]
             [call] = scenario.turns[0]
-            call.input["command"] += (
-                f' && legion say "@legion zebra-note: {issue} implemented on $LEGION_HOST"'
-            )
+            if flavor == "claude-code":
+                call.input["command"] += note.format(issue=issue)
+            else:
+                call.arguments["cmd"] += note.format(issue=issue)
     return list(script.scenarios)
 
 
 @pytest.mark.timeout(420)
 def test_the_demo_spread_over_three_hosts(
-    shared_remote: Path, alpha: Swarm, beta: Swarm, gamma: Swarm
+    shared_remote: Path, alpha: Swarm, beta: Swarm, gamma: Swarm, tmp_path: Path
 ) -> None:
     """The demo's three issues, every mode of each, on three hosts with room for three
     workers in all: alpha leads and runs its controller and one worker (`max_sessions` 2),
@@ -662,14 +672,31 @@ def test_the_demo_spread_over_three_hosts(
     no host ever runs more sessions than its capacity, each runs workers, and no session runs
     twice. Messages cross hosts: the planners on beta and gamma ask questions the controller's
     Oracle, on alpha, answers (typed in by their hosts), and the implementers' `legion say
-    @legion` reaches the controller on alpha."""
+    @legion` reaches the controller on alpha. The planners and the controller run Claude
+    Code, the other roles Codex (`DEMO_ON_CODEX`)."""
     hosts = {"alpha": alpha, "beta": beta, "gamma": gamma}
     alpha.env["LEGION_MAX_SESSIONS"] = "2"
     for swarm in (beta, gamma):
         swarm.env["LEGION_MAX_SESSIONS"] = "1"
     oracle = {"LEG-2": "Hello", "LEG-3": "Hi"}
-    for swarm in hosts.values():  # each host's model answers whatever runs there
-        swarm.server.script.scenarios.extend(_demo_script(oracle))  # type: ignore[arg-type]
+    with contextlib.ExitStack() as running:
+        codex_servers = {}
+        for name, swarm in hosts.items():  # each host's models answer whatever runs there
+            swarm.server.script.scenarios.extend(_demo_script(oracle, "claude-code"))  # type: ignore[arg-type]
+            served = running.enter_context(FakeResponsesServer())
+            served.script.scenarios.extend(_demo_script(oracle, "codex"))  # type: ignore[arg-type]
+            swarm.env |= codex_offline_home(tmp_path / name / "codex-home", served.base_url)
+            swarm.env |= {"LEGION_CODEX_BIN": str(find_codex()), "LEGION_RUNTIMES": DEMO_ON_CODEX}
+            codex_servers[name] = served
+        _run_the_demo_on(hosts, shared_remote)
+        for served in codex_servers.values():
+            assert served.outbound_attempts() == [], served.outbound_attempts()
+            assert served.unknown_requests() == [], served.unknown_requests()
+    assert any(served.message_requests() for served in codex_servers.values())
+
+
+def _run_the_demo_on(hosts: dict[str, Swarm], shared_remote: Path) -> None:
+    alpha = hosts["alpha"]
     # The controller hears the implementers' notes, from whichever host.
     alpha.server.script.scenarios.insert(
         0, Scenario("zebra-note:", [[text("Noted.")]], name="note")
@@ -688,7 +715,7 @@ def test_the_demo_spread_over_three_hosts(
     try:
         with Daemon(alpha):
             wait_until("alpha leads", lambda: leads(alpha, "alpha"))
-            with Daemon(beta), Daemon(gamma):
+            with Daemon(hosts["beta"]), Daemon(hosts["gamma"]):
                 wait_until(
                     "every issue Done",
                     lambda: all(issue_status(alpha, i) == "Done" for i in DEMO_ISSUES),
@@ -699,6 +726,7 @@ def test_the_demo_spread_over_three_hosts(
         windows.stop()
     assert windows.most == {"alpha": 1, "beta": 1, "gamma": 1}, windows.most  # and each ran some
     assert max(sampled.most.values()) == 1, sampled.most
+    assert set(sampled.most.values()) == {1}, sampled.most  # every session was seen running
     for issue in DEMO_ISSUES:
         pr = alpha.json("issue", "show", issue)["pr"]
         assert pr["state"] == "merged", (issue, pr)

@@ -186,20 +186,30 @@ def leads(swarm: Swarm, name: str) -> bool:
     return hosts_of(swarm).get(name, {}).get("leader") is True
 
 
+# What runs a Codex session: Legion's turn loop, which runs `codex exec` for each turn.
+CODEX_LOOP = [b"-m", b"legion.runtime.codex.session"]
+
+
+def _runs_a_session(argv: list[bytes]) -> bool:
+    """Whether a process's command line is a session's CLI: Claude Code, or Codex's turn loop."""
+    return argv[0].rsplit(b"/", 1)[-1].startswith(b"claude") or argv[1:3] == CODEX_LOOP
+
+
 def session_processes() -> dict[str, list[int]]:
-    """The live Claude Code processes of each session id (as any process of the user could see
-    them, from /proc): each CLI once, not the helper processes it forks of itself."""
+    """The live Claude Code processes, and Codex turn loops, of each session id (as any process
+    of the user could see them, from /proc): each once, not the helper processes it forks of
+    itself."""
     found: dict[int, tuple[str, int]] = {}  # pid: its session id, its parent's pid
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             environ = (proc / "environ").read_bytes().split(b"\0")
-            argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0]
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
             parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if not argv0.rsplit(b"/", 1)[-1].startswith(b"claude"):
+        if not _runs_a_session(argv):
             continue
         for variable in environ:
             if variable.startswith(b"LEGION_SESSION_ID="):
