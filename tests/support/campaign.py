@@ -22,6 +22,7 @@ bench/faults.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -32,11 +33,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
+from legion.demo.offline import codex_offline_home
 from legion.demo.run import make_repository
+from legion.demo.swarm_script import CONTROLLER_PROMPT, scripted_server, worker_prompt
 from legion.diagnostics.faults import KILL_AT_VARIABLE, KILL_LOG_VARIABLE, POINTS
-from tests.fakes.model_server import Scenario, bash, text
+from legion.plugins import DEFAULT_RUNTIME
+from tests.fakes.responses_server import FakeResponsesServer
 from tests.support.cli import LEGION_BIN, git
+from tests.support.codex_env import find_codex
 from tests.support.processes import SessionWatch
 from tests.support.swarm import (
     Swarm,
@@ -87,17 +93,15 @@ ENV = {"LEGION_STALE_AFTER": "4", "LEGION_RESTART_COOLDOWN": "1"}
 DONE = "--add worker-done --remove worker-active"
 
 
-def _args(mode: str, issue: str) -> str:
-    return rf"<command-args>{mode} mode for {issue}\b"
+def _one(command: str, summary: str, flavor: str) -> list[list[object]]:
+    server = scripted_server(flavor)
+    return [[server.bash(command, summary)], [server.text(summary)]]
 
 
-def _one(command: str, summary: str) -> list[list[object]]:
-    return [[bash(command, summary)], [text(summary)]]
-
-
-def issue_scenarios(issue: str) -> list[Scenario]:
+def issue_scenarios(issue: str, flavor: str = DEFAULT_RUNTIME) -> list[Any]:
     """plan, implement, review (approves), retro and finish for `issue`, each safe to run
-    again (the campaign's issue starts In Progress: its planner runs only in bench/soak.py)."""
+    again (the campaign's issue starts In Progress: its planner runs only in bench/soak.py),
+    as the `flavor` runtime's scripted server plays them."""
     n = issue.split("-")[1]
     low = issue.lower()
     commit = "git add -A && (git diff --cached --quiet || git commit -qm {message})"
@@ -139,27 +143,35 @@ def issue_scenarios(issue: str) -> list[Scenario]:
         ("retro", retro, "Learnings committed."),
         ("finish", finish, "Merged and closed."),
     ]
-    return [play(mode, issue, command, summary) for mode, command, summary in plays]
+    return [play(mode, issue, command, summary, flavor) for mode, command, summary in plays]
 
 
-def play(mode: str, issue: str, command: str, summary: str) -> Scenario:
+def play(mode: str, issue: str, command: str, summary: str, flavor: str = DEFAULT_RUNTIME) -> Any:
     """`mode`'s worker on `issue`: runs `command` in one turn, then says `summary`."""
-    return Scenario(_args(mode, issue), _one(command, summary), name=f"{issue}:{mode}", regex=True)
+    return scripted_server(flavor).Scenario(
+        worker_prompt(mode, issue), _one(command, summary, flavor), name=f"{issue}:{mode}",
+        regex=True,
+    )  # fmt: skip
 
 
-def controller_scenarios(triage: str) -> list[Scenario]:
+def controller_scenarios(triage: str, flavor: str = DEFAULT_RUNTIME) -> list[Any]:
     """The controller: woken for `<triage>:triage` it sets that issue aside (a duplicate);
     otherwise it has nothing to judge."""
-    head = r"<command-name>/legion-controller</command-name>"
+    server = scripted_server(flavor)
     close = f"legion issue move {triage} Icebox"  # a duplicate: the controller closes none
     return [
-        Scenario(
-            rf"{head}[\s\S]*{triage}:triage",
-            _one(close, f"{triage} is a duplicate: closed."),
+        server.Scenario(
+            rf"{CONTROLLER_PROMPT}[\s\S]*{triage}:triage",
+            _one(close, f"{triage} is a duplicate: closed.", flavor),
             name="controller-triage",
             regex=True,
         ),
-        Scenario(head, [[text("Nothing needs my judgment.")]], name="controller", regex=True),
+        server.Scenario(
+            CONTROLLER_PROMPT,
+            [[server.text("Nothing needs my judgment.")]],
+            name="controller",
+            regex=True,
+        ),
     ]
 
 
@@ -239,26 +251,40 @@ def _wait(check: object, timeout: float) -> bool:
 
 
 @contextmanager
-def campaign_swarm(root: Path, home: Path) -> Iterator[Swarm]:
-    """A demo-like project (`make_repository`) wired to the CLI, tmux and the scripted model."""
+def campaign_swarm(root: Path, home: Path, flavor: str = DEFAULT_RUNTIME) -> Iterator[Swarm]:
+    """A demo-like project (`make_repository`) wired to the CLI, tmux and the scripted model;
+    every session on the `flavor` runtime (Claude Code, or Codex)."""
     repo = root / "repo"
     make_repository(repo, 0)
-    with open_swarm(root, repo, home) as swarm:
+    with open_swarm(root, repo, home) as swarm, contextlib.ExitStack() as codex:
         swarm.legion("issue", "create", "Feature one", "--status", "In Progress")
         swarm.legion("issue", "create", "Feature one again", "--status", "Triage")
-        swarm.server.script.scenarios.extend(controller_scenarios("LEG-2"))
-        swarm.server.script.scenarios.extend(issue_scenarios("LEG-1"))
+        script: Any = swarm.server.script
+        if flavor == "codex":
+            served = codex.enter_context(FakeResponsesServer())
+            swarm.env |= codex_offline_home(root / "codex-home", served.base_url)
+            swarm.env |= {"LEGION_CODEX_BIN": str(find_codex()), "LEGION_RUNTIME": "codex"}
+            script = served.script
+        script.scenarios.extend(controller_scenarios("LEG-2", flavor))
+        script.scenarios.extend(issue_scenarios("LEG-1", flavor))
         yield swarm
 
 
-def run_point(spec: str, root: Path, home: Path, *, timeout: float = FINISH_S) -> RunResult:
+def run_point(
+    spec: str, root: Path, home: Path, *, timeout: float = FINISH_S, flavor: str = DEFAULT_RUNTIME
+) -> RunResult:
     """Kill the swarm at `spec` (`point` or `point:N`), start it again without the fault, and
     check what it did. Problems are returned, not raised, so a campaign can count them."""
-    return run_points((spec,), root, home, timeout=timeout)
+    return run_points((spec,), root, home, timeout=timeout, flavor=flavor)
 
 
 def run_points(
-    specs: Sequence[str], root: Path, home: Path, *, timeout: float = FINISH_S
+    specs: Sequence[str],
+    root: Path,
+    home: Path,
+    *,
+    timeout: float = FINISH_S,
+    flavor: str = DEFAULT_RUNTIME,
 ) -> RunResult:
     """Kill the swarm at each of `specs` in turn, in one run: a daemon armed with the first
     until it is killed there, then one armed with the next, and so on (each counts `point:N`
@@ -269,7 +295,7 @@ def run_points(
     root.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
     name = " then ".join(specs)
-    with campaign_swarm(root, home) as swarm:
+    with campaign_swarm(root, home, flavor) as swarm:
         sids = project_sessions(swarm)
         daemon_log = root / "daemon-output.log"
         base = swarm.env | ENV
@@ -326,7 +352,12 @@ DAEMON_KILLS: tuple[float, ...] = (1.5, 2.5, 3.5)
 
 
 def run_daemon_kills(
-    root: Path, home: Path, kills: tuple[float, ...] = DAEMON_KILLS, *, timeout: float = FINISH_S
+    root: Path,
+    home: Path,
+    kills: tuple[float, ...] = DAEMON_KILLS,
+    *,
+    timeout: float = FINISH_S,
+    flavor: str = DEFAULT_RUNTIME,
 ) -> RunResult:
     """Start the daemon, SIGKILL it `len(kills)` times (each `kills[i]` seconds after it was
     started), starting it again each time, then let it finish; the same checks as
@@ -335,7 +366,7 @@ def run_daemon_kills(
     root.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
     done: list[str] = []
-    with campaign_swarm(root, home) as swarm:
+    with campaign_swarm(root, home, flavor) as swarm:
         daemon_log = root / "daemon-output.log"
         env = swarm.env | ENV
         workspace = swarm.workspace_root / "leg-1"

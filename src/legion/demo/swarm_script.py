@@ -39,7 +39,7 @@ FLAVORS = tuple(plugin.name for plugin in RUNTIMES if plugin.demo is not None)
 DONE = "--add worker-done --remove worker-active"
 
 
-def _server(flavor: str) -> ModuleType:
+def scripted_server(flavor: str) -> ModuleType:
     """The module of the scripted server runtime `flavor`'s CLI talks to."""
     demo = runtime_plugin(flavor).demo if flavor in FLAVORS else None
     if demo is None:
@@ -53,7 +53,14 @@ def _asks(server: ModuleType) -> bool:
     return server is model_server
 
 
-def _args(mode: str, issue: str, then: str = "") -> str:
+# The controller's skill invocation, on any CLI (as `worker_prompt`'s).
+CONTROLLER_PROMPT = (
+    r"(?:<command-name>/legion-controller</command-name>|\$legion-controller\b"
+    r"|the legion-controller skill\b)"
+)
+
+
+def worker_prompt(mode: str, issue: str, then: str = "") -> str:
     """The worker's skill invocation: Claude Code's expanded slash command, Codex's `$`
     mention, or Gemini's request in words; `then`: what the prompt says after it (a resumed
     worker's news)."""
@@ -63,7 +70,7 @@ def _args(mode: str, issue: str, then: str = "") -> str:
 
 
 def _one(command: str, summary: str, flavor: str = DEFAULT_RUNTIME) -> list[Any]:
-    server = _server(flavor)
+    server = scripted_server(flavor)
     return [[server.bash(command, summary)], [server.text(summary)]]
 
 
@@ -80,7 +87,7 @@ def issue_scenarios(
     (Claude Code only: `codex exec` has no question tool); with `implement_pause`, the
     implementer works that many seconds before it writes (the fleet demo kills its host
     meanwhile, whichever CLI runs it)."""
-    server = _server(flavor)
+    server = scripted_server(flavor)
     if ask and not _asks(server):
         raise ValueError("only a Claude Code planner asks with AskUserQuestion")
     n = issue.split("-")[1]
@@ -148,7 +155,7 @@ def issue_scenarios(
     ]
     # More specific first: the first scenario that matches the prompt plays.
     return [
-        server.Scenario(_args(mode, issue, then), turns, name=f"{issue}:{name}", regex=True)
+        server.Scenario(worker_prompt(mode, issue, then), turns, name=f"{issue}:{name}", regex=True)
         for mode, then, name, turns in plays
     ]
 
@@ -215,11 +222,8 @@ def oracle_scenarios(answers: Mapping[str, str | None]) -> list[model_server.Sce
 def controller_scenarios(mode: str, flavor: str = DEFAULT_RUNTIME) -> list[Any]:
     """The controller: in `llm` mode it reconciles on every wake; in `auto` mode it only has
     judgment calls to make, and the demo poses none."""
-    server = _server(flavor)
-    match = (
-        r"<command-name>/legion-controller</command-name>|\$legion-controller\b"
-        r"|the legion-controller skill\b"
-    )
+    server = scripted_server(flavor)
+    match = CONTROLLER_PROMPT
     if mode == "llm":
         turns = _one("legion state --json > /dev/null && legion reconcile", "Reconciled.", flavor)
     else:
@@ -242,7 +246,7 @@ def swarm_script(
     when the issue has no answer there. `implement_pause`: as `issue_scenarios` takes it."""
     answers = dict(oracle or {})
     scenarios: list[Any] = []
-    if _asks(_server(flavor)):
+    if _asks(scripted_server(flavor)):
         scenarios += oracle_scenarios({issue: answers.get(issue) for issue in ask})
     scenarios += controller_scenarios(mode, flavor)
     for issue in issues:
@@ -253,7 +257,7 @@ def swarm_script(
             flavor=flavor,
             implement_pause=implement_pause,
         )
-    return _server(flavor).Script(scenarios)
+    return scripted_server(flavor).Script(scenarios)
 
 
 def _commit(message: str) -> str:
