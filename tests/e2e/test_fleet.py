@@ -20,10 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from legion.demo.offline import codex_offline_home
 from legion.demo.swarm_script import controller_scenarios, swarm_script
 from tests.fakes.model_server import Scenario, ask_user_question, bash, text, tool_result_text
-from tests.fakes.responses_server import FakeResponsesServer
 from tests.support.cli import git, run_legion
 from tests.support.codex_env import find_codex
 from tests.support.fleet import (
@@ -34,6 +32,8 @@ from tests.support.fleet import (
     hosts_of,
     kill_host,
     leads,
+    nothing_unscripted,
+    on_codex,
     on_host,
     sessions_of,
     sessions_on_host,
@@ -423,17 +423,24 @@ def stood(*hosts: Swarm) -> str:
 
 @pytest.mark.timeout(400)  # alone it takes a minute; beside the suite's other swarms, four
 def test_workers_run_on_another_host_than_the_leaders(
-    shared_remote: Path, alpha: Swarm, beta: Swarm
+    shared_remote: Path, alpha: Swarm, beta: Swarm, tmp_path: Path
 ) -> None:
     """The leader's host has room for its controller only (`max_sessions` 1): every worker of
     LEG-1's whole cycle (plan, implement, review, the implementer resumed with the changes
     asked, retro, finish) is placed on beta, started there by beta's daemon when alpha asks,
     seen from alpha as beta reports it, and its window closed by beta when alpha retires it.
     The PR is merged through the shared remote, and beta sweeps the Done issue's workspace.
-    No session ever runs twice."""
+    No session ever runs twice. Every session on Codex: the subject is where they run."""
     alpha.env["LEGION_MAX_SESSIONS"] = "1"
-    for swarm in (alpha, beta):  # each host's model answers whatever runs there
-        swarm.server.script.scenarios.extend(swarm_script(["LEG-1"]).scenarios)  # type: ignore[arg-type]
+    with contextlib.ExitStack() as running:
+        codex = on_codex({"alpha": alpha, "beta": beta}, tmp_path, running)
+        for served in codex.values():  # each host's model answers whatever runs there
+            served.script.scenarios.extend(swarm_script(["LEG-1"], flavor="codex").scenarios)
+        _run_on_beta_alone(shared_remote, alpha, beta)
+        nothing_unscripted(codex)
+
+
+def _run_on_beta_alone(shared_remote: Path, alpha: Swarm, beta: Swarm) -> None:
     project_id = alpha.json("config")["settings"]["project_id"]["value"]
     modes = ("plan", "implement", "review", "finish")
     sessions = [str(uuid.uuid5(uuid.UUID(project_id), f"LEG-1:{mode}")) for mode in modes]
@@ -680,19 +687,13 @@ def test_the_demo_spread_over_three_hosts(
         swarm.env["LEGION_MAX_SESSIONS"] = "1"
     oracle = {"LEG-2": "Hello", "LEG-3": "Hi"}
     with contextlib.ExitStack() as running:
-        codex_servers = {}
+        codex = on_codex(hosts, tmp_path, running, DEMO_ON_CODEX)
         for name, swarm in hosts.items():  # each host's models answer whatever runs there
             swarm.server.script.scenarios.extend(_demo_script(oracle, "claude-code"))  # type: ignore[arg-type]
-            served = running.enter_context(FakeResponsesServer())
-            served.script.scenarios.extend(_demo_script(oracle, "codex"))  # type: ignore[arg-type]
-            swarm.env |= codex_offline_home(tmp_path / name / "codex-home", served.base_url)
-            swarm.env |= {"LEGION_CODEX_BIN": str(find_codex()), "LEGION_RUNTIMES": DEMO_ON_CODEX}
-            codex_servers[name] = served
+            codex[name].script.scenarios.extend(_demo_script(oracle, "codex"))  # type: ignore[arg-type]
         _run_the_demo_on(hosts, shared_remote)
-        for served in codex_servers.values():
-            assert served.outbound_attempts() == [], served.outbound_attempts()
-            assert served.unknown_requests() == [], served.unknown_requests()
-    assert any(served.message_requests() for served in codex_servers.values())
+        nothing_unscripted(codex)
+    assert all(served.message_requests() for served in codex.values())
 
 
 def _run_the_demo_on(hosts: dict[str, Swarm], shared_remote: Path) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
+from tests.fakes.responses_server import FakeResponsesServer
 from tests.support.cli import git, run_legion
 from tests.support.swarm import Daemon, Swarm, open_swarm
 
@@ -39,6 +40,35 @@ def shared_project(folder: Path, store_url: str) -> tuple[Path, Path]:
     git(repo, "remote", "add", "origin", str(remote))
     git(repo, "push", "--quiet", "origin", "main")
     return repo, remote
+
+
+def on_codex(
+    hosts: dict[str, Swarm], folder: Path, stack: contextlib.ExitStack, roles: str | None = None
+) -> dict[str, FakeResponsesServer]:
+    """Each of `hosts` with a scripted Codex server of its own (started in `stack`), its Codex
+    home in `folder` / <name>, and its sessions on Codex: every one, or those of `roles`
+    (`LEGION_RUNTIMES`' form, "implement=codex,…"). The servers, by host, to script."""
+    from legion.demo.offline import codex_offline_home
+    from tests.support.codex_env import find_codex
+
+    served = {}
+    for name, swarm in hosts.items():
+        server = stack.enter_context(FakeResponsesServer())
+        swarm.env |= codex_offline_home(folder / name / "codex-home", server.base_url)
+        swarm.env["LEGION_CODEX_BIN"] = str(find_codex())
+        if roles is None:
+            swarm.env["LEGION_RUNTIME"] = "codex"
+        else:
+            swarm.env["LEGION_RUNTIMES"] = roles
+        served[name] = server
+    return served
+
+
+def nothing_unscripted(servers: dict[str, FakeResponsesServer]) -> None:
+    """No request a scripted Codex server did not expect, and none for elsewhere."""
+    for server in servers.values():
+        assert server.outbound_attempts() == [], server.outbound_attempts()
+        assert server.unknown_requests() == [], server.unknown_requests()
 
 
 def on_host(made: Swarm, name: str, home: Path, store_url: str, host_timeout: float) -> Swarm:

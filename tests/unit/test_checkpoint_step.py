@@ -136,3 +136,19 @@ def test_only_this_hosts_workers_are_checkpointed(tmp_path: Path) -> None:
     touch(runtime.path, "turn 1\n", 1000.0)
     here.run()
     assert checkpoint.find(worktrees.repo, "LEG-1") is not None
+
+
+def test_a_worker_asked_of_this_host_is_not_checkpointed_before_it_starts_here(
+    tmp_path: Path,
+) -> None:
+    """The leader records a start it asks of this host with no workspace yet (`Path()`, set
+    when it starts here). A session whose transcript is found from its id alone (Codex's) was
+    looked at then, its workspace read as the daemon's own folder, and a failed checkpoint
+    said; nothing is done until the worker has its workspace."""
+    worktrees, _ = issue_workspace(tmp_path)
+    asked, runtime = step(tmp_path, worktrees, Path(), every=0.0)
+    runtime.turn = Turn.ENDED
+    touch(runtime.path, "turn 1 (on the host it came from)\n", 1000.0)
+    asked.run()
+    assert ActionLog(SqliteStore(tmp_path / "legion.db")).tail(10) == []
+    assert checkpoint.find(worktrees.repo, "LEG-1") is None

@@ -95,7 +95,9 @@ class WorkspaceCheckpoints:
         self._failing &= known
         self._unsent = {k: v for k, v in self._unsent.items() if k in known}
         for record in current:
-            if record.host in ("", self.workers.host):  # this host's sessions only
+            # This host's sessions only, once started here: a start the leader asked of this
+            # host has no workspace (`Path()`) until it starts.
+            if record.host in ("", self.workers.host) and record.workspace != Path():
                 self._look(record)
         return DONE
 
