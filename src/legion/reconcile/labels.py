@@ -89,7 +89,11 @@ def answer_worker(
         if refusal is not None:
             raise NotPermittedError(refusal)
     view = workers.answer(issue, answers)
-    tracker.update_labels(
-        view.record.issue, remove=[Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value]
-    )
+    # Only the labels on it come off: the controller may not take a person's off (the relay
+    # refuses it, `roles.label_refusal`), so asking to take off what is not there made its
+    # Oracle's `legion answer` fail after the answer was typed, and a chain of answers stop.
+    waiting = {Label.USER_INPUT_NEEDED.value, Label.USER_FEEDBACK_GIVEN.value}
+    on_it = sorted(waiting & set(tracker.get_issue(view.record.issue).labels))
+    if on_it:
+        tracker.update_labels(view.record.issue, remove=on_it)
     return view
