@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import LEGION_BIN, Result, run_legion
+from tests.support.processes import sleeping
 from tests.support.tmux import start_environment
 from tests.support.waits import wait_for_ticks, wait_until
 
@@ -86,8 +87,11 @@ def test_a_start_waits_for_a_starting_daemon_to_serve_sessions(
             [str(LEGION_BIN), "dispatch", "LEG-1", "plan"],
             cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        time.sleep(1.0)
-        assert start.poll() is None  # it waits for the daemon
+        # It waits for the daemon: seen asleep between its looks (however long a loaded machine
+        # takes it to get there), and still there a moment later.
+        wait_until("the start waiting", lambda: sleeping(start.pid), timeout=60, interval=0.02)
+        time.sleep(0.5)
+        assert start.poll() is None
         assert holder.stdin is not None
         holder.stdin.close()  # the daemon stops
         out, err = start.communicate(timeout=60)

@@ -30,6 +30,22 @@ def waiting_on_descriptors(pid: int) -> bool:
     return call in _WAIT_CALLS[machine]
 
 
+# The calls a process sleeps in (`time.sleep`): nanosleep and clock_nanosleep, by number.
+_SLEEP_CALLS = {"x86_64": {"35", "230"}, "aarch64": {"101", "115"}}
+
+
+def sleeping(pid: int) -> bool:
+    """Whether the main thread of `pid` is in a sleep now (/proc/PID/syscall): a process that
+    polls between sleeps is seen waiting, not working."""
+    try:
+        call = Path(f"/proc/{pid}/syscall").read_text().split(" ", 1)[0]
+    except OSError:
+        return False
+    machine = os.uname().machine
+    assert machine in _SLEEP_CALLS, f"which system calls are nanosleep on {machine}?"
+    return call in _SLEEP_CALLS[machine]
+
+
 def cmdline(pid: int) -> list[str]:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
