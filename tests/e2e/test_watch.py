@@ -206,10 +206,11 @@ def test_a_worker_retired_after_its_mode_is_done_is_complete_never_failed(
     assert swarm.worker("LEG-1")["state"] == "dead"  # type: ignore[index]
     done = agent_of(swarm, worker["session_id"])
     assert done["status"] == "complete"
-    assert [kind for kind, _ in _status_events(swarm, agent["id"])] == [
+    events = _status_events(swarm, agent["id"])  # each with its detail: who said it, and why
+    assert [kind for kind, _ in events] == [
         EventKind.AGENT_REGISTERED,
         EventKind.AGENT_COMPLETED,
-    ]
+    ], events
 
 
 def _tui_screen(swarm: Swarm) -> str:
