@@ -18,16 +18,21 @@ _WAIT_CALLS = {
 }
 
 
-def waiting_on_descriptors(pid: int) -> bool:
-    """Whether the main thread of `pid` is blocked in select or an epoll wait now
-    (/proc/PID/syscall)."""
+def _in_call(pid: int, calls: dict[str, set[str]], what: str) -> bool:
+    """Whether the main thread of `pid` is in one of `calls` (by machine) now
+    (/proc/PID/syscall); `what` they are, for a machine not listed."""
     try:
         call = Path(f"/proc/{pid}/syscall").read_text().split(" ", 1)[0]
     except OSError:
         return False
     machine = os.uname().machine
-    assert machine in _WAIT_CALLS, f"which system calls are select and epoll on {machine}?"
-    return call in _WAIT_CALLS[machine]
+    assert machine in calls, f"which system calls are {what} on {machine}?"
+    return call in calls[machine]
+
+
+def waiting_on_descriptors(pid: int) -> bool:
+    """Whether the main thread of `pid` is blocked in select or an epoll wait now."""
+    return _in_call(pid, _WAIT_CALLS, "select and epoll")
 
 
 # The calls a process sleeps in (`time.sleep`): nanosleep and clock_nanosleep, by number.
@@ -35,15 +40,9 @@ _SLEEP_CALLS = {"x86_64": {"35", "230"}, "aarch64": {"101", "115"}}
 
 
 def sleeping(pid: int) -> bool:
-    """Whether the main thread of `pid` is in a sleep now (/proc/PID/syscall): a process that
-    polls between sleeps is seen waiting, not working."""
-    try:
-        call = Path(f"/proc/{pid}/syscall").read_text().split(" ", 1)[0]
-    except OSError:
-        return False
-    machine = os.uname().machine
-    assert machine in _SLEEP_CALLS, f"which system calls are nanosleep on {machine}?"
-    return call in _SLEEP_CALLS[machine]
+    """Whether the main thread of `pid` is in a sleep now: a process that polls between
+    sleeps is seen waiting, not working."""
+    return _in_call(pid, _SLEEP_CALLS, "nanosleep")
 
 
 def cmdline(pid: int) -> list[str]:
