@@ -224,8 +224,9 @@ def _fetch(git_dir: Path, repo: Path, what: str, *wanted: str) -> None:
                 str(repo), *wanted, check=False, env=_CHECKED | {"GIT_DIR": str(git_dir)},
                 timeout=FETCH_TIMEOUT_S, wrap=jail,
             )  # fmt: skip
-        except GitError as exc:
+        except GitError as exc:  # timed out, say: never tried again (5 x 300 s)
             fetched = GitResult(1, "", str(exc))
+            break
         if fetched.returncode == 0 or _RACED not in fetched.stderr:
             break
         time.sleep(_RACE_PAUSE_S * (attempt + 1))
