@@ -5,7 +5,8 @@ as a registry would be on the internet) through the egress proxy; the implemente
 bubblewrap with no network but the model and the allow-list, runs the project's tests in its
 workspace, and what it tries beyond the list is refused and shown by `legion status`.
 
-The real Claude Code CLI on the scripted model, the real daemon, tmux, git and bubblewrap.
+The real Codex CLI on the scripted model (the subject is the build, not the agent CLI: Claude
+Code's confinement is proven by `test_sandbox.py`), the real daemon, tmux, git and bubblewrap.
 About 40 s (the setup's venv and pip install take some 10 of them)."""
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ import json
 import shlex
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from legion.demo.run import make_repository
+from legion.demo.swarm_script import controller_scenarios
 from tests.support.campaign import DONE, TICK, issue_scenarios, play
 from tests.support.cli import git
+from tests.support.fleet import nothing_unscripted, on_codex
 from tests.support.package_index import serve, simple_index
 from tests.support.sandbox import require_sandbox
 from tests.support.swarm import Daemon, Swarm, issue_status, open_swarm
@@ -88,16 +92,18 @@ def test_a_python_project_with_a_dependency_goes_through_the_cycle_confined(
     with serve(site) as port:
         repo = tmp_path / "repo"
         _project(repo)
-        with open_swarm(tmp_path, repo, isolated_env) as swarm:
+        with open_swarm(tmp_path, repo, isolated_env) as swarm, ExitStack() as running:
+            [codex] = on_codex({"host": swarm}, tmp_path, running).values()
             _configure(swarm, port)
             swarm.legion("issue", "create", "Feature one", "--status", "In Progress")
-            plays = issue_scenarios("LEG-1")
+            plays = issue_scenarios("LEG-1", "codex")
             implement = [
-                play("implement", "LEG-1", _implement("LEG-1"), "Tests pass; PR opened."),
+                play("implement", "LEG-1", _implement("LEG-1"), "Tests pass; PR opened.", "codex"),
                 *[play for play in plays if not play.name.endswith(":implement")],
             ]
-            swarm.server.script.scenarios.extend(implement)
+            codex.script.scenarios.extend([*controller_scenarios("auto", "codex"), *implement])
             _run_to_done(swarm)
+            nothing_unscripted({"host": codex})
 
 
 def _configure(swarm: Swarm, port: int) -> None:

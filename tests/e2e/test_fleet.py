@@ -22,6 +22,9 @@ import pytest
 
 from legion.demo.swarm_script import controller_scenarios, swarm_script
 from tests.fakes.model_server import Scenario, ask_user_question, bash, text, tool_result_text
+from tests.fakes.responses_server import FakeResponsesServer
+from tests.fakes.responses_server import bash as codex_bash
+from tests.fakes.responses_server import text as codex_text
 from tests.support.cli import git, run_legion
 from tests.support.codex_env import find_codex
 from tests.support.fleet import (
@@ -342,29 +345,39 @@ def test_a_partitioned_leader_stops_its_sessions_and_the_other_host_takes_them_o
 
 
 def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
-    alpha: Swarm, beta: Swarm
+    alpha: Swarm, beta: Swarm, tmp_path: Path
 ) -> None:
     """Alpha's daemon, the leader, is killed mid-pass (as it starts LEG-2's implementer, while
     LEG-1's works), and its host lives on, its tmux and sessions with it: its fence closes them
     when the lease runs out, beta leads, and starts each implementer again under its session
     id; both issues go on to review. At no sample (every 0.2 s) do two live processes run
-    either session."""
+    either session. Every session on Codex: the subject is the lease and its fence."""
+    with contextlib.ExitStack() as running:
+        codex = on_codex({"alpha": alpha, "beta": beta}, tmp_path, running)
+        _killed_mid_pass(alpha, beta, codex)
+        nothing_unscripted(codex)
+
+
+def _killed_mid_pass(alpha: Swarm, beta: Swarm, codex: dict[str, FakeResponsesServer]) -> None:
     release = alpha.workspace_root / "leg-1" / ".release"  # never made
-    alpha.server.add_scenario(
-        "implement mode for LEG-1", [[bash(runs_until(release))], [text("never reached")]]
+    for served in codex.values():
+        served.script.scenarios.extend(controller_scenarios("auto", "codex"))
+    codex["alpha"].add_scenario(
+        "implement mode for LEG-1",
+        [[codex_bash(runs_until(release))], [codex_text("never reached")]],
     )
     for issue in ("LEG-1", "LEG-2"):
-        beta.server.add_scenario(
+        codex["beta"].add_scenario(
             f"implement mode for {issue}",
             [
                 [
-                    bash(
+                    codex_bash(
                         "echo done > done.txt && git add -A && git commit -qm 'done' "
                         f"&& legion pr create --issue {issue} --branch legion/{issue.lower()} "
                         f"&& legion issue label {issue} --add worker-done --remove worker-active"
                     )
                 ],
-                [text(f"Implemented {issue} on beta.")],
+                [codex_text(f"Implemented {issue} on beta.")],
             ],
         )
     sessions = [session_uuid(beta, f"{issue}:implement") for issue in ("LEG-1", "LEG-2")]
@@ -376,7 +389,7 @@ def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
         beta.legion("issue", "create", "First", "--status", "In Progress")
         wait_until("LEG-1's implementer at work on alpha", lambda: sessions_of(sessions[0]))
         wait_until(
-            "its turn", lambda: alpha.server.requests_for_scenario("implement mode for LEG-1")
+            "its turn", lambda: codex["alpha"].requests_for_scenario("implement mode for LEG-1")
         )
         beta.legion("issue", "create", "Second", "--status", "In Progress")
         assert armed.proc is not None

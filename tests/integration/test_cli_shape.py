@@ -414,6 +414,20 @@ def test_pruned_start_up_skips_the_roots_options() -> None:
     assert names(["--repo=/tmp", "-v", "completion", "bash"]) == ["completion"]
     assert app_for(["iss"]) is app and app_for(["-q"]) is app
 
+    def subcommands(args: list[str]) -> list[str]:
+        [group] = app_for(args).registered_groups
+        assert group.typer_instance is not None
+        commands = group.typer_instance.registered_commands
+        return [i.name or (i.callback.__name__ if i.callback else "") for i in commands]
+
+    # Within a group, only the subcommand named: the group's help, a typo's suggestion and
+    # an option before the subcommand see the whole group.
+    assert subcommands(["issue", "label", "LEG-1", "--add", "x"]) == ["label"]
+    assert subcommands(["-q", "pr", "view"]) == ["view"]
+    whole = ["create", "list", "show", "move"]
+    assert subcommands(["issue"])[:4] == subcommands(["issue", "lable"])[:4] == whole
+    assert subcommands(["issue", "--help"])[:4] == whole
+
 
 # -- 9. no `{title}` in a help text ------------------------------------------------------------
 

@@ -415,8 +415,9 @@ def app_for(args: Sequence[str]) -> typer.Typer:
     """The command tree with only the command `args` name, when they name one: turning a
     command's signature into its options is most of a short command's start-up (about a
     third of `legion issue show`), and workers, hooks and scripts run many short commands.
-    Anything else (`--help`, no command, a name that is not a command) gets the whole tree,
-    so its help, its suggestions and its errors are those of the whole tree."""
+    Within a group (`legion issue label`), only the subcommand named is kept, likewise.
+    Anything else (`--help`, no command, a name that is not a command) gets the whole tree
+    (or group), so its help, its suggestions and its errors are those of the whole tree."""
     rest = list(args)
     while rest:  # the root's own options
         if rest[0] in ("--repo", "-C"):
@@ -425,14 +426,24 @@ def app_for(args: Sequence[str]) -> typer.Typer:
             rest = rest[1:]
         else:
             break
-    if not rest or rest[0].startswith("-"):
-        return app
-    word = rest[0]
-    commands = [info for info in app.registered_commands if _command_name(info) == word]
-    groups = [info for info in app.registered_groups if info.name == word]
-    if not commands and not groups:
-        return app
-    pruned = copy.copy(app)
+    return _pruned(app, rest)
+
+
+def _pruned(tree: typer.Typer, words: Sequence[str]) -> typer.Typer:
+    """`tree` with only the command or group `words[0]` names, that group pruned to
+    `words[1:]` in turn; `tree` itself when `words` names none of its commands."""
+    if not words or words[0].startswith("-"):
+        return tree
+    word = words[0]
+    commands = [info for info in tree.registered_commands if _command_name(info) == word]
+    groups = [info for info in tree.registered_groups if info.name == word]
+    if len(commands) + len(groups) != 1:
+        return tree
+    for at, group in enumerate(groups):
+        if group.typer_instance is not None:
+            groups[at] = copy.copy(group)
+            groups[at].typer_instance = _pruned(group.typer_instance, words[1:])
+    pruned = copy.copy(tree)
     pruned.registered_commands = commands
     pruned.registered_groups = groups
     return pruned
