@@ -87,12 +87,29 @@ def gamma(
         yield made
 
 
+@pytest.fixture
+def codex_hosts(
+    alpha: Swarm, beta: Swarm, tmp_path: Path
+) -> Iterator[dict[str, FakeResponsesServer]]:
+    """Alpha's and beta's sessions on Codex, each host's controller scripted (for a test whose
+    subject is the fleet, not the agent CLI); nothing unscripted asked of either at the end."""
+    with contextlib.ExitStack() as running:
+        codex = on_codex({"alpha": alpha, "beta": beta}, tmp_path, running)
+        for served in codex.values():
+            served.script.scenarios.extend(controller_scenarios("auto", "codex"))
+        yield codex
+        nothing_unscripted(codex)
+
+
 def _controller_windows(swarm: Swarm) -> list[str]:
     listed = swarm.tmux("list-windows", "-a", "-F", "#{window_name}\t#{pane_dead}")
     return [line for line in listed.splitlines() if line.startswith("main\t0")]
 
 
-def test_one_leads_and_the_other_takes_over_when_its_host_dies(alpha: Swarm, beta: Swarm) -> None:
+def test_one_leads_and_the_other_takes_over_when_its_host_dies(
+    alpha: Swarm, beta: Swarm, codex_hosts: dict[str, FakeResponsesServer]
+) -> None:
+    """Every session on Codex: the subject is the lead, not the agent CLI."""
     first = Daemon(alpha).start()
     try:
         wait_until("alpha leads", lambda: leads(alpha, "alpha"))
@@ -292,12 +309,13 @@ def test_a_message_said_on_one_host_reaches_an_agent_on_another(alpha: Swarm, be
 
 
 def test_a_partitioned_leader_stops_its_sessions_and_the_other_host_takes_them_once(
-    alpha: Swarm, beta: Swarm, postgres_url: str
+    alpha: Swarm, beta: Swarm, postgres_url: str, codex_hosts: dict[str, FakeResponsesServer]
 ) -> None:
     """Alpha leads, its link to the store cut for longer than `host_timeout`, then restored:
     alpha closes its controller before its lease can pass, beta takes the lease (epoch 2) and
     starts the controller under the same session id, and alpha, back, follows. At no sample
-    (every 0.2 s, from /proc) do two live processes run the controller's session."""
+    (every 0.2 s, from /proc) do two live processes run the controller's session. Every
+    session on Codex: the subject is the lease."""
     port = postgres_url.rsplit(":", 1)[1].split("/", 1)[0]
     link = CuttableLink(int(port))
     alpha.env["LEGION_STORE"] = postgres_url.replace(f":{port}/", f":{link.port}/")
@@ -345,23 +363,15 @@ def test_a_partitioned_leader_stops_its_sessions_and_the_other_host_takes_them_o
 
 
 def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
-    alpha: Swarm, beta: Swarm, tmp_path: Path
+    alpha: Swarm, beta: Swarm, codex_hosts: dict[str, FakeResponsesServer]
 ) -> None:
     """Alpha's daemon, the leader, is killed mid-pass (as it starts LEG-2's implementer, while
     LEG-1's works), and its host lives on, its tmux and sessions with it: its fence closes them
     when the lease runs out, beta leads, and starts each implementer again under its session
     id; both issues go on to review. At no sample (every 0.2 s) do two live processes run
     either session. Every session on Codex: the subject is the lease and its fence."""
-    with contextlib.ExitStack() as running:
-        codex = on_codex({"alpha": alpha, "beta": beta}, tmp_path, running)
-        _killed_mid_pass(alpha, beta, codex)
-        nothing_unscripted(codex)
-
-
-def _killed_mid_pass(alpha: Swarm, beta: Swarm, codex: dict[str, FakeResponsesServer]) -> None:
+    codex = codex_hosts
     release = alpha.workspace_root / "leg-1" / ".release"  # never made
-    for served in codex.values():
-        served.script.scenarios.extend(controller_scenarios("auto", "codex"))
     codex["alpha"].add_scenario(
         "implement mode for LEG-1",
         [[codex_bash(runs_until(release))], [codex_text("never reached")]],

@@ -257,12 +257,13 @@ def sessions_of(sid: str) -> list[int]:
 
 
 def sessions_on_host(host: str, under: Path) -> dict[str, set[str]]:
-    """What the live Claude Code processes of fleet host `host` (its name as `LEGION_HOST` in
-    their environment) run: by the session id in their environment (`LEGION_SESSION_ID`), the
-    session ids their command lines name (after `--session-id` or `--resume`). A session
-    resumed under a new id would show the new one here, whatever its environment says. Only
-    processes with a variable naming a path in `under` (the test's folder: their home, their
-    folder), since another test's fleet runs on this machine with hosts of the same names."""
+    """What the live Claude Code processes and Codex turn loops of fleet host `host` (its name
+    as `LEGION_HOST` in their environment) run: by the session id in their environment
+    (`LEGION_SESSION_ID`), the session ids their command lines name (after `--session-id` or
+    `--resume`, a turn loop's `--session`). A session resumed under a new id would show the new
+    one here, whatever its environment says. Only processes with a variable naming a path in
+    `under` (the test's folder: their home, their folder), since another test's fleet runs on
+    this machine with hosts of the same names."""
     mine = f"LEGION_HOST={host}".encode()
     ours = f"={under}/".encode()
     found: dict[str, set[str]] = {}
@@ -271,10 +272,10 @@ def sessions_on_host(host: str, under: Path) -> dict[str, set[str]]:
             continue
         try:
             environ = (proc / "environ").read_bytes().split(b"\0")
-            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if mine not in environ or not argv[0].rsplit("/", 1)[-1].startswith("claude"):
+        if mine not in environ or not _runs_a_session(argv):
             continue
         if not any(ours in variable for variable in environ):
             continue
@@ -283,9 +284,9 @@ def sessions_on_host(host: str, under: Path) -> dict[str, set[str]]:
             continue
         sid = variables[0].split(b"=", 1)[1].decode()
         named = {
-            value
+            value.decode(errors="replace")
             for flag, value in itertools.pairwise(argv)
-            if flag in ("--session-id", "--resume")
+            if flag in (b"--session-id", b"--resume", b"--session")
         }
         found.setdefault(sid, set()).update(named)
     return found
