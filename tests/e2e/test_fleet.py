@@ -1,5 +1,6 @@
 """Two hosts of one project on a real PostgreSQL store, simulated on this machine: each its own
-HOME, state folder, clone of the repository, tmux server, Claude Code config and model server.
+HOME, state folder, clone of the repository, tmux server, agent CLI config and model server
+(Claude Code's, or Codex's where the subject is the fleet and not the CLI: `codex_hosts`).
 One daemon leads (it alone runs the controller); when every process of the leader's host is
 killed, the other leads within the lease's time, under a new epoch, and starts the controller;
 a drained host gives the lead up. An issue outlives its host (its checkpoint on a shared bare
@@ -282,14 +283,17 @@ def test_an_issue_outlives_its_host(shared_remote: Path, alpha: Swarm, beta: Swa
     assert any("moved LEG-1 from host alpha to beta" in body for body in moved), moved
 
 
-def test_a_message_said_on_one_host_reaches_an_agent_on_another(alpha: Swarm, beta: Swarm) -> None:
+def test_a_message_said_on_one_host_reaches_an_agent_on_another(
+    alpha: Swarm, beta: Swarm, codex_hosts: dict[str, FakeResponsesServer]
+) -> None:
     """The bus is in the store: `legion say` on beta, a host with no daemon, reaches a worker
     that runs on alpha, whose daemon the post's NOTIFY wakes (its ticks are 60 s apart, so
-    nothing else would deliver it within the test's wait)."""
+    nothing else would deliver it within the test's wait). On Codex: the subject is the bus."""
+    served = codex_hosts["alpha"]
     with Daemon(alpha, tick=60, mode="manual") as hosting:
         wait_until("alpha leads", lambda: leads(alpha, "alpha"))
         alpha.legion("issue", "create", "Talkative")
-        alpha.server.add_scenario("plan mode for LEG-1", [[text("Planned.")]], name="plan")
+        served.add_scenario("plan mode for LEG-1", [[codex_text("Planned.")]], name="plan")
         alpha.legion("dispatch", "LEG-1", "plan")
         worker = wait_until(
             "the worker idle on alpha",
@@ -297,12 +301,12 @@ def test_a_message_said_on_one_host_reaches_an_agent_on_another(alpha: Swarm, be
         )
         hosting.wait_between_ticks()
         agent = agent_of(beta, worker["session_id"])  # beta reads the same bus
-        alpha.server.add_scenario("zebra-cross", [[text("Heard across hosts.")]], name="cross")
+        served.add_scenario("zebra-cross", [[codex_text("Heard across hosts.")]], name="cross")
         said = beta.json("say", f"@{agent['address']} zebra-cross: hello from beta")
         assert said["delivery"][agent["address"]] == "daemon", said
         wait_until(
             "the message reached alpha's worker",
-            lambda: alpha.server.requests_for_scenario("cross"),
+            lambda: served.requests_for_scenario("cross"),
             timeout=15,
         )
     assert beta.tmux("list-windows", "-a") == ""  # beta ran no session
@@ -573,15 +577,17 @@ def test_a_humans_answer_is_typed_into_a_worker_on_another_host(alpha: Swarm, be
 
 
 def test_a_message_to_a_worker_on_another_host_is_delivered_by_that_host(
-    alpha: Swarm, beta: Swarm
+    alpha: Swarm, beta: Swarm, codex_hosts: dict[str, FakeResponsesServer]
 ) -> None:
     """Each host delivers to its own sessions: a worker placed on beta, idle, gets a message
     said on alpha (the leader), typed in by beta's daemon; alpha, which watches only its own
-    sessions, leaves it to beta."""
+    sessions, leaves it to beta. On Codex: the subject is who delivers."""
     alpha.env["LEGION_MAX_SESSIONS"] = "1"
-    alpha.server.script.scenarios.extend(controller_scenarios("auto"))
-    beta.server.add_scenario("plan mode for LEG-1", [[text("Thinking about the plan.")]])
-    beta.server.add_scenario("zebra-cross", [[text("Heard from the leader's host.")]], name="cross")
+    served = codex_hosts["beta"]
+    served.add_scenario("plan mode for LEG-1", [[codex_text("Thinking about the plan.")]])
+    served.add_scenario(
+        "zebra-cross", [[codex_text("Heard from the leader's host.")]], name="cross"
+    )
     alpha.legion("issue", "create", "Talkative")
     with Daemon(alpha):
         wait_until("alpha leads", lambda: leads(alpha, "alpha"))
@@ -597,7 +603,7 @@ def test_a_message_to_a_worker_on_another_host_is_delivered_by_that_host(
             assert said["delivery"][agent["address"]] == "daemon", said
             wait_until(
                 "the message reached beta's worker",
-                lambda: beta.server.requests_for_scenario("cross"),
+                lambda: served.requests_for_scenario("cross"),
                 timeout=30,
             )
     delivered = [
