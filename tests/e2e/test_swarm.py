@@ -1,5 +1,6 @@
 """The swarm runs itself: the daemon, the reconciler, real Claude Code workers and controller
-(scripted model), real tmux and git, carrying issues from Todo to Done."""
+(scripted model), real tmux and git, carrying issues from Todo to Done (on Codex where the
+subject is not the agent CLI)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import uuid
 import pytest
 
 from legion.demo.swarm_script import swarm_script
-from tests.fakes.responses_server import FakeResponsesServer
+from tests.fakes.responses_server import FakeResponsesServer, tool_result_text
 from tests.support.swarm import Daemon, Swarm, assert_full_cycle, issue_status, run_full_cycle
 from tests.support.waits import wait_until
 
@@ -38,14 +39,18 @@ def test_full_cycle_todo_to_done(swarm: Swarm) -> None:
     assert any("retro mode for LEG-1" in p for p in prompts)
 
 
-def test_no_issues_the_llm_controller_iteration_is_a_no_op(swarm: Swarm) -> None:
-    script(swarm, [], mode="llm")
+def test_no_issues_the_llm_controller_iteration_is_a_no_op(
+    swarm: Swarm, codex_server: FakeResponsesServer
+) -> None:
+    """On Codex: the subject is what the LLM-mode controller is woken for, not the agent CLI."""
+    swarm.env["LEGION_RUNTIME"] = "codex"
+    codex_server.script.scenarios.extend(swarm_script([], mode="llm", flavor="codex").scenarios)
     with Daemon(swarm, extra_env={"LEGION_CONTROLLER_MODE": "llm"}):
         reconciled = wait_until(
             "the controller ran legion reconcile",
             lambda: [
-                r for r in swarm.server.requests_for_scenario("controller")
-                if any("Nothing to do." in str(b.get("content")) for b in r.tool_results())
+                r for r in codex_server.requests_for_scenario("controller")
+                if any("Nothing to do." in tool_result_text(b) for b in r.tool_results())
             ],
         )  # fmt: skip
         assert reconciled
