@@ -61,9 +61,18 @@ def test_no_issues_the_llm_controller_iteration_is_a_no_op(
     assert swarm.json("issue", "list") == []
 
 
-def test_blocked_worker_is_escalated_and_the_answer_relayed(swarm: Swarm) -> None:
+def test_blocked_worker_is_escalated_and_the_answer_relayed(
+    swarm: Swarm, codex_server: FakeResponsesServer
+) -> None:
+    """The planner asks (with Claude Code's AskUserQuestion), the controller's Oracle asks a
+    human, the human's answer goes into the planner's one session, and the issue goes on to
+    Done: the planner and the controller on Claude Code, the implementer, reviewer and
+    finisher, which are not the subject, on Codex."""
     swarm.legion("issue", "create", "Greeter")
     script(swarm, ["LEG-1"], review_rounds=1, ask=("LEG-1",))
+    swarm.env["LEGION_RUNTIMES"] = "implement=codex,review=codex,finish=codex"
+    on_codex = swarm_script(["LEG-1"], review_rounds=1, flavor="codex")
+    codex_server.script.scenarios.extend(on_codex.scenarios)
     with Daemon(swarm):
         wait_until(
             "escalated",
@@ -88,6 +97,8 @@ def test_blocked_worker_is_escalated_and_the_answer_relayed(swarm: Swarm) -> Non
         if '"tool_result"' in line and "Which greeting" in line
     ]
     assert results and '"Hello"' in json.dumps(results[-1]["toolUseResult"])
+    for mode in ("implement", "review", "finish"):
+        assert codex_server.requests_for_scenario(f"LEG-1:{mode}"), f"no {mode} on Codex"
 
 
 def test_wip_limit_one_runs_one_code_worker_at_a_time(
