@@ -32,6 +32,7 @@ from tests.support.swarm import (
     actions,
     issue_status,
     live_pid,
+    runs_until,
     session_uuid,
     state_dir,
     wake,
@@ -122,9 +123,13 @@ def test_a_stuck_worker_is_killed_only_when_both_signals_agree_then_resumed(swar
     stale_after = 3.0
     swarm.legion("issue", "create", "Stuck", "--status", "In Progress")
     controller(swarm)
+    release = swarm.workspace_root / "leg-1" / ".release"  # the long command's end
     swarm.server.add_scenario(
         "implement mode for LEG-1",
-        [[bash(busy(7), "Run the slow tests")], [text("Tests pass; now thinking it over.")]],
+        [
+            [bash(runs_until(release), "Run the slow tests")],
+            [text("Tests pass; now thinking it over.")],
+        ],
         name="first",
     )
     resumed_scenario(swarm, "LEG-1", park("LEG-1"))
@@ -137,15 +142,20 @@ def test_a_stuck_worker_is_killed_only_when_both_signals_agree_then_resumed(swar
         transcript = Path(worker["transcript"])
         swarm.server.wait_for_turn("first", 0)
 
-        # Only the transcript is stale: a long command runs, its timer moves on screen.
+        # Only the transcript is stale: a long command runs, its timer moves on screen. It
+        # runs until the transcript has been quiet for two ticks past stale_after, however
+        # late a loaded machine wrote the command's start there.
         quiet_for = 0.0
-        deadline = time.monotonic() + 30
-        while not swarm.server.requests_for_scenario("first")[1:]:  # until the command ends
-            assert time.monotonic() < deadline and not actions(swarm, "kill_stuck_worker")
+        deadline = time.monotonic() + 60
+        while quiet_for <= stale_after + 2:
+            assert time.monotonic() < deadline, "the transcript was never stale for two ticks"
+            assert not actions(swarm, "kill_stuck_worker")
             if transcript.exists():
-                quiet_for = max(quiet_for, time.time() - transcript.stat().st_mtime)
+                quiet_for = time.time() - transcript.stat().st_mtime
             time.sleep(0.2)
-        assert quiet_for > stale_after + 2, "the transcript was never stale for two ticks"
+        assert not swarm.server.requests_for_scenario("first")[1:], "the command ended early"
+        release.touch()
+        wait_until("the command's end", lambda: swarm.server.requests_for_scenario("first")[1:])
         assert live_pid(swarm, "leg-1-implement") == pid
         assert actions(swarm, "kill_stuck_worker") == []
 
