@@ -374,14 +374,13 @@ def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
     when the lease runs out, beta leads, and starts each implementer again under its session
     id; both issues go on to review. At no sample (every 0.2 s) do two live processes run
     either session. Every session on Codex: the subject is the lease and its fence."""
-    codex = codex_hosts
     release = alpha.workspace_root / "leg-1" / ".release"  # never made
-    codex["alpha"].add_scenario(
+    codex_hosts["alpha"].add_scenario(
         "implement mode for LEG-1",
         [[codex_bash(runs_until(release))], [codex_text("never reached")]],
     )
     for issue in ("LEG-1", "LEG-2"):
-        codex["beta"].add_scenario(
+        codex_hosts["beta"].add_scenario(
             f"implement mode for {issue}",
             [
                 [
@@ -402,9 +401,8 @@ def test_a_leader_killed_mid_pass_is_fenced_and_its_issues_go_on_once(
         armed.start()
         beta.legion("issue", "create", "First", "--status", "In Progress")
         wait_until("LEG-1's implementer at work on alpha", lambda: sessions_of(sessions[0]))
-        wait_until(
-            "its turn", lambda: codex["alpha"].requests_for_scenario("implement mode for LEG-1")
-        )
+        alphas = codex_hosts["alpha"]
+        wait_until("its turn", lambda: alphas.requests_for_scenario("implement mode for LEG-1"))
         beta.legion("issue", "create", "Second", "--status", "In Progress")
         assert armed.proc is not None
         armed.proc.wait(60)

@@ -439,10 +439,10 @@ def _pruned(tree: typer.Typer, words: Sequence[str]) -> typer.Typer:
     groups = [info for info in tree.registered_groups if info.name == word]
     if len(commands) + len(groups) != 1:
         return tree
-    for at, group in enumerate(groups):
-        if group.typer_instance is not None:
-            groups[at] = copy.copy(group)
-            groups[at].typer_instance = _pruned(group.typer_instance, words[1:])
+    if groups and groups[0].typer_instance is not None:
+        group = copy.copy(groups[0])
+        group.typer_instance = _pruned(groups[0].typer_instance, words[1:])
+        groups = [group]
     pruned = copy.copy(tree)
     pruned.registered_commands = commands
     pruned.registered_groups = groups
