@@ -112,7 +112,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "services",
         frozenset({"backends", "sessions", "reconcile", "proxy", "services"}),
     ),
-    ("shells", frozenset({"daemon", "tui", "demo", "skills", "cli", "__main__"})),
+    ("shells", frozenset({"daemon", "tui", "web", "demo", "skills", "cli", "__main__"})),
 )
 
 

@@ -120,7 +120,9 @@ class FakeSources:
         self.inbox_reads += 1
         return self.inbox_view
 
-    def give_feedback(self, project: str, issue: str, text: str) -> str:
+    def give_feedback(
+        self, project: str, issue: str, text: str, *, author: str | None = None
+    ) -> str:
         if self.refuse is not None:
             raise ConflictError(self.refuse)
         self.answered.append((project, issue, text))

@@ -35,6 +35,7 @@ from legion.cli import (
     start_stop,
     swarm,
     tasks,
+    web,
     workers,
     workspaces,
 )
@@ -68,7 +69,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "Agents and the bus",
-        ("tui", "say", "messages", "agents", "events", "attach", "kill", "archive"),
+        ("tui", "web", "say", "messages", "agents", "events", "attach", "kill", "archive"),
     ),
     ("The fleet", ("hosts", "host")),
     (
@@ -188,6 +189,7 @@ for command in (
     app.command(epilog=_example(command.__name__))(command)
 app.add_typer(tasks.task_app, name="task")
 app.add_typer(fleet.host_app, name="host")
+app.add_typer(web.web_app, name="web")
 skills_app = typer.Typer(
     help="Legion's skills (for Claude Code and Codex).",
     no_args_is_help=True,

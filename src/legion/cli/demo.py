@@ -65,6 +65,14 @@ def demo(
             "server in the demo folder (needs PostgreSQL's initdb)."
         ),
     ] = None,
+    web: Annotated[
+        bool,
+        typer.Option(
+            "--web",
+            help="Serve the web view while it runs (a link that logs in is printed), and "
+            "after, until Ctrl-C.",
+        ),
+    ] = False,
 ) -> None:
     """Run the whole swarm on a throwaway repository: every issue from Todo to Done.
 
@@ -84,11 +92,19 @@ def demo(
         raise InputError(f"--timeout must be a number of seconds above 0, not {timeout:g}")
     folder = None if directory is None else _checked_folder(directory)
     if hosts > 1 or store is not None:
+        if web:
+            raise InputError("--web serves the demo on one host: not with --hosts or --store")
         _fleet_demo(folder, hosts, issues, mode, real, runtime, store, timeout)
         return
+
+    def report(result: DemoResult) -> None:
+        _report(result, mode, runtime, real, timeout)
+        if web:
+            _serve_on(result)
+
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        result = run_demo(
+        run_demo(
             folder,
             issues=issues,
             mode=mode,
@@ -96,13 +112,26 @@ def demo(
             timeout=timeout,
             say=typer.echo,
             runtime=runtime,
+            web=web,
+            then=report,
         )
     except _Terminated:
         typer.echo("legion: the demo was interrupted (SIGTERM) before the swarm ran", err=True)
         raise typer.Exit(128 + signal.SIGTERM) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-    _report(result, mode, runtime, real, timeout)
+
+
+def _serve_on(result: DemoResult) -> None:
+    """After a demo that went well: the web view stays up until Ctrl-C (or SIGTERM)."""
+    import threading
+
+    typer.echo("")
+    typer.echo("The web view stays up to look around: Ctrl-C stops it.")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        typer.echo(f"Web view stopped. The demo's files stay in {result.folder}.")
 
 
 def _fleet_demo(

@@ -14,6 +14,7 @@ Codex home and a private tmux server. Removing the folder leaves nothing of it b
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -28,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from legion.backends import Backends, open_backends
 from legion.config import Project
 from legion.config.paths import STATE_HOME_ENV
-from legion.core.ids import controller_session_id
 from legion.core.model import Label, Status
+from legion.demo.clean_up import clean_up
 from legion.errors import LegionError, ToolMissingError
 from legion.git import run_git
 from legion.plugins import DEFAULT_RUNTIME, RUNTIMES, DemoPlugin, RuntimePlugin, load
@@ -40,7 +41,6 @@ from legion.services.projects import init_project
 if TYPE_CHECKING:
     from legion.demo.model_server import FakeModelServer, RecordedRequest
     from legion.demo.responses_server import FakeResponsesServer
-    from legion.sessions.workers import WorkerManager
 
 # The runtimes the demo runs (those the registry gives a `DemoPlugin`), the default first.
 DEMO_RUNTIMES = tuple(
@@ -180,16 +180,25 @@ def run_demo(
     timeout: float,
     say: Callable[[str], None],
     runtime: str = DEFAULT_RUNTIME,
+    web: bool = False,
+    then: Callable[[DemoResult], None] | None = None,
 ) -> DemoResult:
     """Check what the demo needs, then make `folder` (None: a new temporary one) and run it
-    there: a failed check leaves nothing behind."""
+    there: a failed check leaves nothing behind. `then` is given the result while the demo's
+    state is still the process's, and (`web`) its web view still serves."""
     _check_prerequisites(runtime, real)
     binaries = {
         plugin.name: demo_binary(plugin, os.environ, say) for plugin in used_runtimes(runtime)
     }
     folder = _make_folder(folder)
-    with _state_home(demo_state_home(folder)):
-        return _run(folder, issues, mode, real, timeout, say, runtime, binaries)
+    with _state_home(demo_state_home(folder)), contextlib.ExitStack() as served:
+        from legion.web.serve import served_beside
+
+        beside = functools.partial(served_beside, served, say) if web else None
+        result = _run(folder, issues, mode, real, timeout, say, runtime, binaries, beside)
+        if then is not None:
+            then(result)
+        return result
 
 
 def demo_homes(folder: Path) -> dict[str, str]:
@@ -231,6 +240,7 @@ def _run(
     say: Callable[[str], None],
     runtime: str,
     binaries: Mapping[str, Binary],
+    serve_web: Callable[[Path], None] | None = None,
 ) -> DemoResult:
     from legion.daemon import Daemon, DaemonConfig
 
@@ -256,6 +266,8 @@ def _run(
     say(f"  files:       {folder}")
     say(f"  sandbox:     {reported(project.settings.sandbox, project.env).summary}")
     say(f"  watch live:  tmux -S {project.settings.tmux_socket} attach")
+    if serve_web is not None:
+        serve_web(repo)  # the web view, from here until `then` is done
     say("")
 
     def all_done(b: Backends) -> bool:
@@ -295,7 +307,7 @@ def _run(
         for running in servers:
             running.stop()
     seconds = time.monotonic() - started
-    kept = _clean_up(project, backends, env)
+    kept = clean_up(project, backends, env)
     progress.poll()  # the workers the clean-up retired
     statuses = {i.identifier: i.status.value for i in backends.tracker.list_issues()}
     scripted = _model_requests(servers)
@@ -367,59 +379,6 @@ def _save_screens(
         path.write_text(screen, encoding="utf-8")
         saved[issue] = path
     return saved
-
-
-def _clean_up(project: Project, backends: Backends, env: Mapping[str, str]) -> list[str]:
-    """After the run: retire the records of workers whose windows went with the tmux server,
-    and remove the workspaces of Done issues (never one holding unmerged work). Returns why
-    each kept workspace was kept."""
-    from legion.backends import open_workers, open_workspaces
-    from legion.workspaces.sweep import sweep_done
-
-    workers = open_workers(project, backends, env)
-    # A session's process that outlived its tmux server (a hangup that came as a confined
-    # session was starting): stopped too, so nothing of the demo runs on.
-    sessions = [record.session_id for record in workers.roster.records()]
-    for sid in [*sessions, controller_session_id(project.settings.project_id)]:
-        workers.supervisor.stop_stray(sid)
-    _retire_stopped(project, backends, workers, env)
-    try:
-        results = sweep_done(backends.tracker, open_workspaces(project), set())
-    except LegionError as exc:
-        return [f"workspaces: {exc}"]
-    return [f"{r.issue}: {r.reason}" for r in results if not r.removed]
-
-
-def _retire_stopped(
-    project: Project, backends: Backends, workers: WorkerManager, env: Mapping[str, str]
-) -> None:
-    """Retire every worker record, and mark what the end of the demo stopped: the agent of a
-    worker whose issue is Done ended its mode (complete); one stopped mid-work, and the
-    controller, are not running (stopped, "the demo ended"); none is left busy."""
-    from legion.bus import open_bus
-    from legion.services.agent_watch import observe
-
-    try:
-        done = {i.identifier for i in backends.tracker.list_issues() if i.status is Status.DONE}
-    except LegionError:
-        done = set()
-    current = workers.roster.records()
-    for record in current:
-        if record.issue in done:  # retired first: a session Legion retired ended its mode
-            workers.forget(record)
-    try:
-        bus = open_bus(env)
-        try:
-            # What is left of the sessions (a hook still ending) may hold the watch lock for
-            # a while on a loaded machine: the last statuses are worth waiting for.
-            observe(project, bus, env, detail="the demo ended", timeout=30.0, stopped=True)
-        finally:
-            bus.close()
-    except LegionError:
-        pass  # the statuses are a help to whoever looks later, never a reason to fail
-    for record in current:
-        if record.issue not in done:
-            workers.forget(record)
 
 
 def _clock(seconds: float) -> str:

@@ -75,16 +75,17 @@ def give_feedback(tracker: Tracker, issue: str, text: str, *, author: str) -> tu
 
 
 def answer_from_person(
-    project: Project, tracker: Tracker, issue: str, text: str
+    project: Project, tracker: Tracker, issue: str, text: str, *, author: str | None = None
 ) -> tuple[Issue, Comment]:
-    """A person's answer (`legion feedback`, the TUI's inbox): the text checked, written as
-    `give_feedback` writes it, from whoever runs this, and the daemon woken to relay it."""
+    """A person's answer (`legion feedback`, the TUI's and the web view's inbox): the text
+    checked, written as `give_feedback` writes it, from `author` (the web view's person) or
+    else whoever runs this, and the daemon woken to relay it."""
     from legion.core.text import clean_comment
     from legion.daemon_link import notify
     from legion.sessions.identity import default_author
 
     clean_comment(text)
-    updated, comment = give_feedback(tracker, issue, text, author=default_author())
+    updated, comment = give_feedback(tracker, issue, text, author=author or default_author())
     notify(project)
     return updated, comment
 

@@ -47,9 +47,11 @@ class Commands(Protocol):
         became of it, by address of each addressee with a session (`HandOver` values)."""
         ...
 
-    def give_feedback(self, project: str, issue: str, text: str) -> str:
+    def give_feedback(
+        self, project: str, issue: str, text: str, *, author: str | None = None
+    ) -> str:
         """Answer `issue` of project `project` (its name on the bus), as `legion feedback`
-        does; the issue's identifier."""
+        does, from `author` (default: whoever runs this); the issue's identifier."""
         ...
 
     def dispatch(self, project: str, issue: str, mode: Mode) -> str:
@@ -87,13 +89,21 @@ class ServiceCommands:
         channel = posted.message.channel
         return hand_over(bus, posted, self.env, lambda: self.projects.named(channel.project))
 
-    def give_feedback(self, project: str, issue: str, text: str) -> str:
-        # `legion feedback`'s own function: the same check, author and wake-up.
+    def give_feedback(
+        self, project: str, issue: str, text: str, *, author: str | None = None
+    ) -> str:
+        # `legion feedback`'s own function: the same check, author and wake-up. `author`: the
+        # person the web view knows (by their token); else whoever runs this.
         from legion.reconcile.humans import answer_from_person
+        from legion.store.actionlog import ActionLog, OutcomeKind
 
         found = self.projects.named(project)
         with self.projects.backends(found) as backends:
-            updated, _ = answer_from_person(found, backends.tracker, issue, text)
+            updated, _ = answer_from_person(found, backends.tracker, issue, text, author=author)
+            if author is not None:
+                ActionLog(backends.db).append(
+                    updated.identifier, "feedback", OutcomeKind.DONE, f"answered by {author}"
+                )
         return updated.identifier
 
     def dispatch(self, project: str, issue: str, mode: Mode) -> str:

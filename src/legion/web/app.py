@@ -1,0 +1,299 @@
+"""The web view's requests: a thin layer over `WebReads` (what the CLI and TUI read and do),
+the gate (who is logged in) and the checks of `legion.core.web_access`. No policy here.
+
+Every response carries a strict Content-Security-Policy (scripts and styles from this server
+only, no inline script, no framing, forms posting here only), no referrer and no caching.
+A request naming a Host the server does not answer to is refused before anything else
+(DNS rebinding); a write, and a live stream, must come from the server's own pages (Origin)
+and a write must carry the session's CSRF token and come from an operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib.resources import files
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from legion.core.text import for_display
+from legion.core.web_access import Role, csrf_matches, host_allowed, may_write, same_origin
+from legion.errors import LegionError
+from legion.web import pages
+from legion.web.gate import COOKIE, Gate, LoginRefused, WebSession
+from legion.web.live import LiveViews, View
+from legion.web.reads import WebReads
+
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "x-frame-options": "DENY",
+    # No referrer leaves for another site. Not "no-referrer": under it a browser sends
+    # `Origin: null` with a form's POST, and the Origin check could not tell our pages'.
+    "referrer-policy": "same-origin",
+    "x-content-type-options": "nosniff",
+    "cross-origin-opener-policy": "same-origin",
+    "cross-origin-resource-policy": "same-origin",
+    "cache-control": "no-store",
+}
+FORM_TYPE = "application/x-www-form-urlencoded"
+FORM_LIMIT = 64 * 1024  # bytes: an answer is a few lines
+# A live stream's comment line this often (seconds), so proxies and browsers keep it open.
+KEEPALIVE_S = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class WebSettings:
+    allowed_hosts: frozenset[str]
+    scheme: str  # what the browser sees: "https" under TLS or behind a TLS proxy
+    secure_cookie: bool
+
+
+class Guard:
+    """Refuses a foreign Host; puts the security headers on every response."""
+
+    def __init__(self, app: ASGIApp, settings: WebSettings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if not host_allowed(Headers(scope=scope).get("host"), self.settings.allowed_hosts):
+            response = PlainTextResponse("this server does not answer to that host name", 421)
+            response.headers.update(SECURITY_HEADERS)
+            await response(scope, receive, send)
+            return
+
+        async def guarded(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(SECURITY_HEADERS)
+            await send(message)
+
+        await self.app(scope, receive, guarded)
+
+
+class WebView:
+    """The requests' handlers, on the reads, the gate and the live views they share."""
+
+    def __init__(self, reads: WebReads, gate: Gate, settings: WebSettings) -> None:
+        self.reads = reads
+        self.gate = gate
+        self.settings = settings
+        self.live = LiveViews(
+            {
+                "board": View(reads.boards, _board_part),
+                "inbox": View(reads.inbox, _inbox_part),
+            }
+        )
+
+    # -- who asks ----------------------------------------------------------------------------
+
+    def session_of(self, request: Request) -> WebSession | None:
+        return self.gate.session(request.cookies.get(COOKIE))
+
+    def from_here(self, request: Request, *, write: bool) -> bool:
+        headers = request.headers
+        return same_origin(
+            headers.get("origin"),
+            headers.get("sec-fetch-site"),
+            headers.get("host", ""),
+            self.settings.scheme,
+            write=write,
+        )
+
+    async def write_of(self, request: Request) -> tuple[WebSession, dict[str, str]] | Response:
+        """The session of a write and its form's fields, or the response refusing it."""
+        session = self.session_of(request)
+        if session is None:
+            return _not_logged_in()
+        if not self.from_here(request, write=True):
+            return _refused("not from this server's pages")
+        fields = await _form(request)
+        if fields is None:
+            return PlainTextResponse("refused: a form of this server's is URL-encoded, short", 413)
+        if not csrf_matches(session.csrf, fields.get("csrf")):
+            return _refused("the form's CSRF token is missing or wrong")
+        return session, fields
+
+    # -- pages -------------------------------------------------------------------------------
+
+    async def login(self, request: Request) -> Response:
+        token = request.query_params.get("token", "")
+        address = request.client.host if request.client else "?"
+        try:
+            cookie, _ = self.gate.login(token, address)
+        except LoginRefused as exc:
+            return HTMLResponse(pages.message(str(exc)), 403)
+        # The token leaves the address bar at once (no history, no referrer carries it).
+        response = RedirectResponse("/", 303)
+        response.set_cookie(
+            COOKIE,
+            cookie,
+            httponly=True,
+            samesite="strict",
+            secure=self.settings.secure_cookie,
+            path="/",
+        )
+        return response
+
+    async def _page(self, request: Request, name: str, title: str) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return _not_logged_in()
+        if name == "board":
+            part = await asyncio.to_thread(
+                lambda: pages.board_part(self.reads.boards(), session.role)
+            )
+        else:
+            part = await asyncio.to_thread(
+                lambda: pages.inbox_part(self.reads.inbox(), session.role, session.csrf)
+            )
+        html = pages.page(
+            name,
+            title,
+            part,
+            who=session.name,
+            role=session.role,
+            csrf=session.csrf,
+            flash=session.flash,
+        )
+        session.flash = ""
+        return HTMLResponse(html)
+
+    async def board(self, request: Request) -> Response:
+        return await self._page(request, "board", "Board")
+
+    async def inbox(self, request: Request) -> Response:
+        return await self._page(request, "inbox", "Inbox")
+
+    async def events(self, request: Request) -> Response:
+        """A view's live part, pushed (server-sent events) each time it changes."""
+        session = self.session_of(request)
+        if session is None:
+            return PlainTextResponse("not logged in", 401)
+        if not self.from_here(request, write=False):
+            return _refused("not from this server's pages")
+        view = request.path_params["view"]
+        if view not in self.live.views:
+            return PlainTextResponse("no such view", 404)
+        cookie = request.cookies.get(COOKIE)
+
+        async def stream() -> AsyncIterator[str]:
+            with self.live.listener(view, session.role) as changes:
+                while True:
+                    try:
+                        html = await asyncio.wait_for(changes.get(), KEEPALIVE_S)
+                    except TimeoutError:
+                        yield ": keep-alive\n\n"
+                        continue
+                    if self.gate.session(cookie) is None:
+                        return  # logged out, or its token revoked: no more of the swarm
+                    lines = "".join(f"data: {line}\n" for line in html.splitlines())
+                    yield f"event: {view}\n{lines}\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    # -- writes ------------------------------------------------------------------------------
+
+    async def answer(self, request: Request) -> Response:
+        checked = await self.write_of(request)
+        if isinstance(checked, Response):
+            return checked
+        session, fields = checked
+        if not may_write(session.role):
+            return _refused("a viewer cannot answer (an operator's token can)")
+        project, issue = fields.get("project", ""), fields.get("issue", "")
+        text = fields.get("text", "")
+        try:
+            said = await asyncio.to_thread(self.reads.answer, project, issue, text, session.name)
+        except LegionError as exc:
+            said = f"not answered: {exc}"
+        session.flash = for_display(said)
+        return RedirectResponse("/inbox", 303)
+
+    async def logout(self, request: Request) -> Response:
+        checked = await self.write_of(request)
+        if isinstance(checked, Response):
+            return checked
+        self.gate.logout(request.cookies.get(COOKIE))
+        response = HTMLResponse(pages.message("Logged out."))
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        del app
+        try:
+            yield
+        finally:
+            self.live.close()
+
+
+def _board_part(data: object, role: Role) -> str:
+    return pages.board_part(data, role)  # type: ignore[arg-type]  # `WebReads.boards`' list
+
+
+def _inbox_part(data: object, role: Role) -> str:
+    return pages.inbox_part(data, role)  # type: ignore[arg-type]  # `WebReads.inbox`'s
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    """A form's fields (the last of each name); None for a body no page of ours sends."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != FORM_TYPE:
+        return None
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_LIMIT:
+            return None
+    return dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
+
+
+def _not_logged_in() -> Response:
+    text = (
+        "You are not logged in: open the link `legion web` printed, or one with a token "
+        "`legion web token --name YOU` made for you."
+    )
+    return HTMLResponse(pages.message(text), 401)
+
+
+def _refused(why: str) -> Response:
+    return PlainTextResponse(f"refused: {why}", 403)
+
+
+def create_app(reads: WebReads, gate: Gate, settings: WebSettings) -> Starlette:
+    view = WebView(reads, gate, settings)
+    static = StaticFiles(directory=str(files("legion.web") / "static"))
+    app = Starlette(
+        routes=[
+            Route("/", view.board),
+            Route("/inbox", view.inbox),
+            Route("/login", view.login),
+            Route("/logout", view.logout, methods=["POST"]),
+            Route("/inbox/answer", view.answer, methods=["POST"]),
+            Route("/events/{view}", view.events),
+            Mount("/static", static, name="static"),
+        ],
+        lifespan=view.lifespan,
+    )
+    app.add_middleware(Guard, settings=settings)
+    return app

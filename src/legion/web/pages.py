@@ -1,0 +1,130 @@
+"""The web view's pages, rendered on the server with Jinja2, every value escaped (titles,
+questions and bodies are written by strangers and by models: `<script>` shows as text).
+The boards as columns by phase, each card toned by what a person must notice: a review or
+check that said no (never shown as ready), a worker blocked on a question, one at work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from legion.core.decide import Action
+from legion.core.model import Status
+from legion.core.web_access import Role, may_write
+from legion.tui.sources import PHASES, Board, BoardIssue, TrackerInbox, Unavailable
+
+# The columns a board always shows, empty or not: where work goes once it is picked up.
+ALWAYS_SHOWN = (Status.TODO, Status.IN_PROGRESS, Status.NEEDS_REVIEW, Status.RETRO, Status.DONE)
+# Words of a card's review or worker that a person must act on or wait for.
+SAID_NO = ("changes requested", "failing", "failed", "closed", "unknown")
+WAITING = ("blocked", "cannot reach the model", "dead")
+
+
+@cache
+def _templates() -> Environment:
+    return Environment(
+        loader=PackageLoader("legion.web", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    identifier: str
+    title: str
+    worker: str
+    review: str
+    next: str  # what the decision table would do now ("" when nothing)
+    tone: str  # "bad", "wait", "busy", "good" or ""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    phase: str
+    cards: tuple[Card, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShownBoard:
+    name: str
+    hosts: str
+    warnings: tuple[str, ...]
+    columns: tuple[Column, ...]
+    unavailable: str = ""
+
+
+def tone(issue: BoardIssue) -> str:
+    if any(word in issue.review for word in SAID_NO):
+        return "bad"
+    if any(word in issue.worker for word in WAITING):
+        return "wait"
+    if issue.live:
+        return "busy"
+    if "approved" in issue.review or "merged" in issue.review:
+        return "good"
+    return ""
+
+
+def card(issue: BoardIssue) -> Card:
+    shown_next = "" if issue.action is Action.SKIP else issue.action.value.replace("_", " ")
+    return Card(issue.identifier, issue.title, issue.worker, issue.review, shown_next, tone(issue))
+
+
+def shown_board(board: Board | Unavailable) -> ShownBoard:
+    if isinstance(board, Unavailable):
+        return ShownBoard("", "", (), (), unavailable=board.reason)
+    phases = [p for p in PHASES if p in ALWAYS_SHOWN or any(i.phase is p for i in board.issues)]
+    columns = tuple(
+        Column(p.value, tuple(card(i) for i in board.issues if i.phase is p)) for p in phases
+    )
+    return ShownBoard(
+        board.project, board.hosts or "", board.warnings, columns if board.issues else ()
+    )
+
+
+def board_part(boards: Sequence[Board | Unavailable], role: Role) -> str:
+    del role  # every person sees the same board
+    shown = [shown_board(board) for board in boards]
+    return _templates().get_template("board.html").render(boards=shown)
+
+
+def inbox_part(inbox: TrackerInbox, role: Role, csrf: str = "") -> str:
+    return (
+        _templates()
+        .get_template("inbox.html")
+        .render(
+            questions=inbox.questions,
+            troubles=inbox.troubles,
+            operator=may_write(role),
+            csrf=csrf,
+        )
+    )
+
+
+def page(
+    page_name: str, title: str, live: str, *, who: str, role: Role, csrf: str, flash: str
+) -> str:
+    return (
+        _templates()
+        .get_template("base.html")
+        .render(
+            page=page_name,
+            title=title,
+            live=Markup(live),  # rendered (and escaped) by `board_part` or `inbox_part`
+            who=who,
+            role=role.value,
+            csrf=csrf,
+            flash=flash,
+        )
+    )
+
+
+def message(text: str) -> str:
+    return _templates().get_template("message.html").render(message=text)

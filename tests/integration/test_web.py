@@ -1,0 +1,235 @@
+"""The web view's gate and pages on a real project (embedded tracker, SQLite), through
+Starlette's test client: who may read, who may write, and what every response carries. The
+same server in a real browser: tests/e2e/test_web_browser.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from legion.core.web_access import FAILED_LOGINS_ALLOWED, Role, served_hosts
+from legion.web.app import SECURITY_HEADERS, WebSettings, create_app
+from legion.web.gate import COOKIE, Gate
+from legion.web.reads import MachineReads
+from legion.web.tokens import TokenStore, tokens_path
+from tests.support.cli import LegionRunner
+
+BASE = "http://127.0.0.1:8787"
+HOSTILE = "<script>alert('x')</script> & <b>bold</b>"
+
+
+@pytest.fixture
+def served(project: Path, legion: LegionRunner) -> Iterator[tuple[TestClient, Gate]]:
+    """The web view of a project with a hostile title and a question waiting for a person."""
+    assert legion("issue", "create", HOSTILE).returncode == 0
+    assert legion("issue", "create", "Pick a format").returncode == 0
+    asked = legion("escalate", "LEG-2", "--question", "JSON or <YAML>?", "--reason", "open")
+    assert asked.returncode == 0, asked.stderr
+    env = dict(os.environ)
+    gate = Gate(TokenStore(tokens_path(env)), "owner", read_only=False)
+    settings = WebSettings(served_hosts("127.0.0.1", 8787), "http", secure_cookie=False)
+    app = create_app(MachineReads(env, project), gate, settings)
+    with TestClient(app, base_url=BASE, follow_redirects=False) as client:
+        yield client, gate
+
+
+def log_in(client: TestClient, token: str) -> None:
+    response = client.get(f"/login?token={token}")
+    assert response.status_code == 303, response.text
+    assert response.headers["location"] == "/"
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf-token" content="([^"]+)"', html)
+    assert found
+    return found.group(1)
+
+
+def test_nothing_is_shown_before_a_login_and_the_printed_link_logs_in_once(
+    served: tuple[TestClient, Gate],
+) -> None:
+    client, gate = served
+    for path in ("/", "/inbox", "/events/board"):
+        assert client.get(path).status_code == 401, path
+    link = gate.link_token
+    assert link
+    response = client.get(f"/login?token={link}")
+    assert response.status_code == 303
+    cookie = response.headers["set-cookie"]
+    assert f"{COOKIE}=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "Secure" not in cookie  # plain HTTP on 127.0.0.1
+    assert link not in cookie
+    page = client.get("/")
+    assert page.status_code == 200 and "owner · operator" in page.text
+    client.cookies.clear()
+    again = client.get(f"/login?token={link}")
+    assert again.status_code == 403 and "used already" in again.text
+
+
+def test_hostile_text_is_shown_as_text(served: tuple[TestClient, Gate]) -> None:
+    client, gate = served
+    assert gate.link_token
+    log_in(client, gate.link_token)
+    board = client.get("/").text
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in board
+    assert "<script>alert" not in board and "<b>bold" not in board
+    inbox = client.get("/inbox").text
+    assert "JSON or &lt;YAML&gt;?" in inbox and "<YAML>" not in inbox
+
+
+def test_every_response_carries_the_security_headers(served: tuple[TestClient, Gate]) -> None:
+    client, _ = served
+    for response in (
+        client.get("/"),
+        client.get("/login?token=wrong"),
+        client.get("/static/web.js"),
+        client.get("/", headers={"host": "evil.example:8787"}),
+    ):
+        for name, value in SECURITY_HEADERS.items():
+            assert response.headers.get(name) == value, (response.url, name)
+    csp = SECURITY_HEADERS["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert "frame-ancestors 'none'" in csp
+
+
+def test_a_foreign_host_name_is_refused_even_logged_in(served: tuple[TestClient, Gate]) -> None:
+    """DNS rebinding: a hostile site's name pointed at 127.0.0.1 reaches the server with its
+    own name as Host; nothing is served to it."""
+    client, gate = served
+    assert gate.link_token
+    log_in(client, gate.link_token)
+    for host in ("evil.example:8787", "127.0.0.1:9999", "localhost.evil.example:8787", ""):
+        for path in ("/", "/inbox", "/static/web.css", "/events/board"):
+            response = client.get(path, headers={"host": host})
+            assert response.status_code == 421, (host, path)
+            assert "LEG-" not in response.text
+    assert client.get("/", headers={"host": "localhost:8787"}).status_code == 200
+
+
+def test_an_operators_answer_is_credited_to_them_and_goes_the_feedback_path(
+    served: tuple[TestClient, Gate], legion: LegionRunner
+) -> None:
+    client, _ = served
+    token = TokenStore(tokens_path(os.environ)).mint("ana", Role.OPERATOR)
+    log_in(client, token)
+    inbox = client.get("/inbox").text
+    assert 'action="/inbox/answer"' in inbox
+    csrf = csrf_of(inbox)
+    form = {"csrf": csrf, "project": "repo", "issue": "LEG-2", "text": "JSON, always"}
+    response = client.post("/inbox/answer", data=form, headers={"origin": BASE})
+    assert response.status_code == 303, response.text
+    assert "LEG-2: answered" in client.get("/inbox").text
+    shown = json.loads(legion("issue", "show", "LEG-2", "--json").stdout)
+    comments = shown["comments"]
+    assert comments[-1]["author"] == "ana" and comments[-1]["body"] == "JSON, always"
+    assert "user-feedback-given" in shown["labels"]
+    log = json.loads(legion("log", "--json").stdout)
+    assert any(e["action"] == "feedback" and e["detail"] == "answered by ana" for e in log)
+
+
+def test_a_write_needs_its_csrf_token_this_servers_origin_and_an_operator(
+    served: tuple[TestClient, Gate], legion: LegionRunner
+) -> None:
+    client, _ = served
+    store = TokenStore(tokens_path(os.environ))
+    log_in(client, store.mint("ana", Role.OPERATOR))
+    csrf = csrf_of(client.get("/inbox").text)
+    form = {"csrf": csrf, "project": "repo", "issue": "LEG-2", "text": "yes"}
+    refused = [
+        ({**form, "csrf": ""}, {"origin": BASE}),  # no token
+        ({**form, "csrf": csrf[:-1] + "x"}, {"origin": BASE}),  # another token
+        (form, {"origin": "http://evil.example"}),  # another site's page
+        (form, {"origin": "null"}),
+        (form, {}),  # a write with no Origin: not a browser on our page
+    ]
+    for data, headers in refused:
+        response = client.post("/inbox/answer", data=data, headers=headers)
+        assert response.status_code == 403, (data, headers)
+    # A viewer sees no form and cannot post one.
+    client.cookies.clear()
+    log_in(client, store.mint("bo", Role.VIEWER))
+    inbox = client.get("/inbox").text
+    assert "JSON or &lt;YAML&gt;?" in inbox and 'action="/inbox/answer"' not in inbox
+    viewer_form = {**form, "csrf": csrf_of(inbox)}
+    response = client.post("/inbox/answer", data=viewer_form, headers={"origin": BASE})
+    assert response.status_code == 403 and "viewer" in response.text
+    shown = json.loads(legion("issue", "show", "LEG-2", "--json").stdout)
+    assert "user-feedback-given" not in shown["labels"]
+
+
+def test_failed_logins_lock_the_address_out_and_a_revoked_token_ends_its_session(
+    served: tuple[TestClient, Gate],
+) -> None:
+    client, _ = served
+    store = TokenStore(tokens_path(os.environ))
+    token = store.mint("ana", Role.OPERATOR)
+    log_in(client, token)
+    assert client.get("/").status_code == 200
+    store.revoke("ana")
+    assert client.get("/").status_code == 401  # at its next request
+    client.cookies.clear()
+    good = store.mint("cy", Role.OPERATOR)
+    for _ in range(FAILED_LOGINS_ALLOWED):
+        assert client.get("/login?token=guess").status_code == 403
+    locked = client.get(f"/login?token={good}")
+    assert locked.status_code == 403 and "too many failed logins" in locked.text
+
+
+def test_a_read_only_server_makes_everyone_a_viewer(project: Path) -> None:
+    env = dict(os.environ)
+    gate = Gate(TokenStore(tokens_path(env)), "owner", read_only=True)
+    settings = WebSettings(served_hosts("127.0.0.1", 8787), "http", secure_cookie=False)
+    with TestClient(create_app(MachineReads(env, project), gate, settings), base_url=BASE) as c:
+        assert gate.link_token
+        page = c.get(f"/login?token={gate.link_token}")
+        assert page.status_code == 200 and "owner · viewer" in page.text
+
+
+def test_web_tokens_are_minted_listed_and_revoked_by_name_and_kept_hashed(
+    legion: LegionRunner,
+) -> None:
+    minted = legion("web", "token", "--name", "ana", "--json")
+    assert minted.returncode == 0, minted.stderr
+    token = json.loads(minted.stdout)["token"]
+    assert json.loads(minted.stdout)["role"] == "operator"
+    assert legion("web", "token", "--name", "bo", "--read-only").returncode == 0
+    listed = json.loads(legion("web", "tokens", "--json").stdout)
+    assert [(t["name"], t["role"]) for t in listed] == [("ana", "operator"), ("bo", "viewer")]
+    stored = tokens_path(os.environ)
+    assert token not in stored.read_text() and oct(stored.stat().st_mode & 0o777) == "0o600"
+    again = legion("web", "token", "--name", "ana")
+    assert again.returncode != 0 and "has a token already" in again.stderr
+    bad = legion("web", "token", "--name", "ana smith")
+    assert bad.returncode == 2 and "cannot name a token" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert legion("web", "revoke", "ana").returncode == 0
+    gone = legion("web", "revoke", "ana")
+    assert gone.returncode != 0 and "no web token is named ana" in gone.stderr
+    assert [t["name"] for t in json.loads(legion("web", "tokens", "--json").stdout)] == ["bo"]
+
+
+def test_serving_beyond_this_machine_needs_tls_and_a_taken_port_is_said(
+    legion: LegionRunner, tmp_path: Path
+) -> None:
+    for args, said in (
+        (["--host", "0.0.0.0"], "without TLS"),
+        (["--tls-cert", str(tmp_path / "c.pem")], "go together"),
+        (["--tls-cert", str(tmp_path / "c.pem"), "--tls-key", str(tmp_path / "k.pem")], "no such"),
+        (["--port", "70000"], "0 to 65535"),
+    ):
+        result = legion("web", *args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = legion("web", "--port", str(port))
+        assert result.returncode == 2 and f"port {port} is in use" in result.stderr
