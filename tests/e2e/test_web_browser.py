@@ -173,6 +173,7 @@ def test_the_web_view_in_a_browser(web: Served, legion: LegionRunner, tmp_path: 
         token = json.loads(legion("web", "token", "--name", "cy", "--json").stdout)["token"]
         small.goto(f"{web.base}/login?token={token}")
         expect(small.locator(".who")).to_have_text("cy · operator")
+        expect(small.locator('.column[data-phase="In Progress"]')).to_be_visible()
         todo = small.locator('.column[data-phase="Todo"]').bounding_box()
         doing = small.locator('.column[data-phase="In Progress"]').bounding_box()
         assert todo and doing and doing["y"] > todo["y"] and abs(doing["x"] - todo["x"]) < 2
@@ -192,6 +193,20 @@ new MutationObserver(record)
 record();
 """
 
+# Each screen the issue page's tail showed, and whose it was.
+RECORD_TAILS = """
+window.tails = new Set(); window.tailOf = new Set();
+const look = () => {
+  const tail = document.querySelector('pre.tail');
+  if (tail && tail.textContent.trim()) window.tails.add(tail.textContent);
+  const of = document.querySelector('.workers h3');
+  if (of) window.tailOf.add(of.textContent);
+};
+new MutationObserver(look)
+  .observe(document.querySelector('main'), {childList: true, subtree: true});
+look();
+"""
+
 
 def test_legion_demo_web_shows_the_swarm_work_live(tmp_path: Path) -> None:
     env = os.environ | {"LEGION_CODEX_BIN": str(find_codex())}
@@ -207,16 +222,28 @@ def test_legion_demo_web_shows_the_swarm_work_live(tmp_path: Path) -> None:
     try:
         served = read_link(process, timeout=120)
         with chromium() as browser:
-            page = browser.new_page()
+            page = browser.new_context().new_page()
             page.goto(served.link)
             page.evaluate(RECORD_PHASES)
             page.evaluate("window.notReloaded = true")
+            # Its issue's page beside it: the worker's screen, pushed as it moves.
+            issue = page.context.new_page()
+            issue.goto(served.base + "/issue/repo/LEG-1")
+            issue.evaluate(RECORD_TAILS)
             done = page.locator('.column[data-phase="Done"] [data-issue="LEG-1"]')
             expect(done).to_be_visible(timeout=180_000)
             assert page.evaluate("window.notReloaded") is True
             seen = set(page.evaluate("[...window.seen]"))
             assert {"In Progress", "Needs Review", "Done"} <= seen, seen
             shot(page, "demo-board", tmp_path)
+            expect(issue.locator(".facts .status")).to_have_text("Done", timeout=10_000)
+            tails = issue.evaluate("[...window.tails]")
+            assert len(tails) >= 3, tails  # the screens of several sessions, as they moved
+            modes = set(issue.evaluate("[...window.tailOf]"))
+            assert len(modes) >= 2, modes
+            timeline = issue.locator(".timeline").inner_text()
+            assert "dispatch" in timeline, timeline
+            shot(issue, "demo-issue", tmp_path)
         served.wait_for("stays up", timeout=60)
         assert "1 of 1 issue Done" in "\n".join(served.printed), served.printed
         process.send_signal(signal.SIGINT)

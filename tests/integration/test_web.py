@@ -233,3 +233,26 @@ def test_serving_beyond_this_machine_needs_tls_and_a_taken_port_is_said(
         port = taken.getsockname()[1]
         result = legion("web", "--port", str(port))
         assert result.returncode == 2 and f"port {port} is in use" in result.stderr
+
+
+def test_an_issue_page_shows_its_timeline_escaped_and_a_bad_name_is_said(
+    served: tuple[TestClient, Gate], legion: LegionRunner
+) -> None:
+    client, gate = served
+    assert gate.link_token
+    log_in(client, gate.link_token)
+    board = client.get("/").text
+    assert 'href="/issue/repo/LEG-1"' in board
+    said = legion("issue", "comment", "LEG-1", "--body", "<b>look</b> at this")
+    assert said.returncode == 0, said.stderr
+    page = client.get("/issue/repo/LEG-1")
+    assert page.status_code == 200
+    text = page.text
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in text and "<script>alert" not in text
+    assert "&lt;b&gt;look&lt;/b&gt; at this" in text and "<b>look" not in text
+    assert 'data-stream="/events/issue?project=repo&amp;issue=LEG-1"' in text
+    assert "no session yet" in text and "none yet" in text  # no worker, no pull request
+    missing = client.get("/issue/repo/LEG-99").text
+    assert "LEG-99" in missing and 'class="trouble"' in missing
+    other = client.get("/issue/elsewhere/LEG-1").text
+    assert "project elsewhere" in other and 'class="trouble"' in other

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from legion.cli import common, render
 from legion.core.model import Status, normalize_identifier
-from legion.errors import InputError, LegionError, NotFoundError
+from legion.errors import InputError, LegionError
 from legion.sessions import identity
-from legion.trackers.base import RECENT_COMMENTS, Issue
+from legion.trackers.base import Issue
 
 if TYPE_CHECKING:
     from legion.config import Project
@@ -132,58 +132,32 @@ def show(
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Show an issue with its latest comments, pull request and the tokens its workers used."""
+    from legion.services.issue_view import read_issue
+
     project, backends = common.backends(ctx)
-    issue = backends.tracker.get_issue(identifier)
-    # One more than shown: whether there are earlier ones, in the same read.
-    comments = backends.tracker.list_comments(issue.identifier, newest=RECENT_COMMENTS + 1)
-    earlier = len(comments) > RECENT_COMMENTS
-    comments = comments[-RECENT_COMMENTS:]
-    try:
-        pr = backends.forge.get_pr(issue.identifier)
-    except NotFoundError:
-        pr = None
-    usage = _usage(project, backends, issue.identifier)
-    blockers = _blocker_statuses(backends.tracker, issue)
+    view = read_issue(project, backends, identifier)
     if as_json:
-        data = render.issue_json(issue)
+        data = render.issue_json(view.issue)
         data["blockers"] = [
             {"identifier": name, "status": None if status is None else status.value}
-            for name, status in blockers
+            for name, status in view.blockers
         ]
-        data["comments"] = [render.comment_json(c) for c in comments]
-        data["earlier_comments"] = earlier
-        data["pr"] = None if pr is None else render.pr_json(pr)
-        data["usage"] = render.usage_json(usage)
+        data["comments"] = [render.comment_json(c) for c in view.comments]
+        data["earlier_comments"] = view.earlier_comments
+        data["pr"] = None if view.pr is None else render.pr_json(view.pr)
+        data["usage"] = render.usage_json(view.usage)
         common.print_json(data)
     else:
         common.console().print(
-            render.issue_detail(issue, comments, pr, usage, blockers, earlier=earlier)
+            render.issue_detail(
+                view.issue,
+                view.comments,
+                view.pr,
+                view.usage,
+                view.blockers,
+                earlier=view.earlier_comments,
+            )
         )
-
-
-def _blocker_statuses(tracker: Any, issue: Issue) -> list[tuple[str, Status | None]]:
-    """Each blocker with its status; None when it cannot be read (gone, not Legion's, or out
-    of a worker's reach)."""
-    found: list[tuple[str, Status | None]] = []
-    for name in issue.blocked_by:
-        try:
-            found.append((name, tracker.get_issue(name).status))
-        except LegionError:
-            found.append((name, None))
-    return found
-
-
-def _usage(project: Any, backends: Any, identifier: str) -> dict[str, Any]:
-    """The issue's tokens by phase, from its workers' transcripts (none: nothing ran yet). A
-    session with the relay asks the daemon, which holds the records."""
-    from legion.backends import open_workers
-
-    if backends.relay is not None:
-        from legion.services.session_ops import usage
-
-        return usage(backends.relay, identifier)
-
-    return open_workers(project, backends).roster.usage(identifier).get(identifier, {})
 
 
 @app.command(epilog=common.example('legion issue move LEG-3 "Needs Review"'))

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib.resources import files
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
@@ -98,12 +98,11 @@ class WebView:
         self.reads = reads
         self.gate = gate
         self.settings = settings
-        self.live = LiveViews(
-            {
-                "board": View(reads.boards, _board_part),
-                "inbox": View(reads.inbox, _inbox_part),
-            }
-        )
+        self.live = LiveViews()
+        self.views = {
+            "board": View(reads.boards, _board_part),
+            "inbox": View(reads.inbox, _inbox_part),
+        }
 
     # -- who asks ----------------------------------------------------------------------------
 
@@ -155,35 +154,66 @@ class WebView:
         )
         return response
 
-    async def _page(self, request: Request, name: str, title: str) -> Response:
+    async def _page(
+        self,
+        request: Request,
+        name: str,
+        title: str,
+        part: Callable[[WebSession], str],
+        stream: str = "",
+    ) -> Response:
         session = self.session_of(request)
         if session is None:
             return _not_logged_in()
-        if name == "board":
-            part = await asyncio.to_thread(
-                lambda: pages.board_part(self.reads.boards(), session.role)
-            )
-        else:
-            part = await asyncio.to_thread(
-                lambda: pages.inbox_part(self.reads.inbox(), session.role, session.csrf)
-            )
         html = pages.page(
             name,
             title,
-            part,
+            await asyncio.to_thread(part, session),
             who=session.name,
             role=session.role,
             csrf=session.csrf,
             flash=session.flash,
+            stream=stream,
         )
         session.flash = ""
         return HTMLResponse(html)
 
     async def board(self, request: Request) -> Response:
-        return await self._page(request, "board", "Board")
+        def part(session: WebSession) -> str:
+            return pages.board_part(self.reads.boards(), session.role)
+
+        return await self._page(request, "board", "Board", part)
 
     async def inbox(self, request: Request) -> Response:
-        return await self._page(request, "inbox", "Inbox")
+        def part(session: WebSession) -> str:
+            return pages.inbox_part(self.reads.inbox(), session.role, session.csrf)
+
+        return await self._page(request, "inbox", "Inbox", part)
+
+    async def issue(self, request: Request) -> Response:
+        project, identifier = request.path_params["project"], request.path_params["issue"]
+
+        def part(session: WebSession) -> str:
+            return pages.issue_part(self.reads.issue(project, identifier), session.role)
+
+        stream = "/events/issue?" + urlencode({"project": project, "issue": identifier})
+        return await self._page(request, "issue", identifier, part, stream)
+
+    def view_of(self, request: Request) -> tuple[str, View] | None:
+        """The live view a stream asks for: its name and how it is read; None: no such view."""
+        name = request.path_params["view"]
+        if name in self.views:
+            return name, self.views[name]
+        if name != "issue":
+            return None
+        project = request.query_params.get("project", "")
+        identifier = request.query_params.get("issue", "")
+        if not project or not identifier:
+            return None
+        reads = self.reads
+        return f"issue/{project}/{identifier}", View(
+            lambda: reads.issue(project, identifier), _issue_part
+        )
 
     async def events(self, request: Request) -> Response:
         """A view's live part, pushed (server-sent events) each time it changes."""
@@ -192,13 +222,15 @@ class WebView:
             return PlainTextResponse("not logged in", 401)
         if not self.from_here(request, write=False):
             return _refused("not from this server's pages")
-        view = request.path_params["view"]
-        if view not in self.live.views:
+        found = self.view_of(request)
+        if found is None:
             return PlainTextResponse("no such view", 404)
+        name, view = found
+        event = request.path_params["view"]
         cookie = request.cookies.get(COOKIE)
 
         async def stream() -> AsyncIterator[str]:
-            with self.live.listener(view, session.role) as changes:
+            with self.live.listener(name, view, session.role) as changes:
                 while True:
                     try:
                         html = await asyncio.wait_for(changes.get(), KEEPALIVE_S)
@@ -208,7 +240,7 @@ class WebView:
                     if self.gate.session(cookie) is None:
                         return  # logged out, or its token revoked: no more of the swarm
                     lines = "".join(f"data: {line}\n" for line in html.splitlines())
-                    yield f"event: {view}\n{lines}\n"
+                    yield f"event: {event}\nid: {pages.version(html)}\n{lines}\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
@@ -252,6 +284,10 @@ def _board_part(data: object, role: Role) -> str:
     return pages.board_part(data, role)  # type: ignore[arg-type]  # `WebReads.boards`' list
 
 
+def _issue_part(data: object, role: Role) -> str:
+    return pages.issue_part(data, role)  # type: ignore[arg-type]  # `WebReads.issue`'s
+
+
 def _inbox_part(data: object, role: Role) -> str:
     return pages.inbox_part(data, role)  # type: ignore[arg-type]  # `WebReads.inbox`'s
 
@@ -287,6 +323,7 @@ def create_app(reads: WebReads, gate: Gate, settings: WebSettings) -> Starlette:
         routes=[
             Route("/", view.board),
             Route("/inbox", view.inbox),
+            Route("/issue/{project}/{issue}", view.issue),
             Route("/login", view.login),
             Route("/logout", view.logout, methods=["POST"]),
             Route("/inbox/answer", view.answer, methods=["POST"]),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from legion.core.web_access import Role
@@ -30,29 +30,28 @@ class View:
 
 
 class LiveViews:
-    def __init__(self, views: Mapping[str, View], period: float = PERIOD_S) -> None:
-        self.views = dict(views)
+    """The views pages listen to, by name (`board`, `inbox`, `issue/<project>/<issue>`): each
+    read while a page listens, and forgotten when none does."""
+
+    def __init__(self, period: float = PERIOD_S) -> None:
         self.period = period
         self._lock = threading.Lock()
+        self._views: dict[str, View] = {}
         self._listeners: dict[tuple[str, Role], list[_Listener]] = {}
         self._last: dict[tuple[str, Role], str] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def now(self, view: str, role: Role) -> str:
-        """The view's live part as it is now (read for this call)."""
-        shown = self.views[view]
-        return shown.render(shown.read(), role)
-
     @contextlib.contextmanager
-    def listener(self, view: str, role: Role) -> Iterator[asyncio.Queue[str]]:
-        """For the block, a queue given the view's live part each time it changes (at once
-        what there is now). Called on the page's event loop."""
+    def listener(self, name: str, view: View, role: Role) -> Iterator[asyncio.Queue[str]]:
+        """For the block, a queue given view `name`'s live part each time it changes (at
+        once what there is now). Called on the page's event loop."""
         queue: asyncio.Queue[str] = asyncio.Queue(maxsize=8)
         entry = (asyncio.get_running_loop(), queue)
-        key = (view, role)
+        key = (name, role)
         with self._lock:
+            self._views.setdefault(name, view)
             self._listeners.setdefault(key, []).append(entry)
             self._last.pop(key, None)  # the new page is sent what there is at once
             self._start()
@@ -62,6 +61,11 @@ class LiveViews:
         finally:
             with self._lock:
                 self._listeners[key].remove(entry)
+                if not self._listeners[key]:
+                    del self._listeners[key]
+                    self._last.pop(key, None)
+                if not any(n == name for n, _ in self._listeners):
+                    self._views.pop(name, None)
 
     def listening(self) -> int:
         with self._lock:
@@ -84,8 +88,9 @@ class LiveViews:
             self._wake.clear()
             with self._lock:
                 wanted = {key: list(entries) for key, entries in self._listeners.items() if entries}
+                views = dict(self._views)
             for view in {name for name, _ in wanted}:
-                shown = self.views[view]
+                shown = views[view]
                 try:
                     data = shown.read()
                 except Exception:

@@ -6,6 +6,7 @@ check that said no (never shown as ready), a worker blocked on a question, one a
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -16,6 +17,7 @@ from markupsafe import Markup
 from legion.core.decide import Action
 from legion.core.model import Status
 from legion.core.web_access import Role, may_write
+from legion.services.issue_view import IssuePage
 from legion.tui.sources import PHASES, Board, BoardIssue, TrackerInbox, Unavailable
 
 # The columns a board always shows, empty or not: where work goes once it is picked up.
@@ -108,14 +110,62 @@ def inbox_part(inbox: TrackerInbox, role: Role, csrf: str = "") -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TimelineItem:
+    at: str
+    who: str  # a comment's author; "legion" for an action
+    kind: str  # "comment" or "action"
+    text: str
+
+
+def timeline(page: IssuePage) -> list[TimelineItem]:
+    """What happened on the issue, oldest first: its latest comments and Legion's actions."""
+    items = [TimelineItem(c.created_at, c.author, "comment", c.body) for c in page.view.comments]
+    items += [
+        TimelineItem(
+            e.at,
+            "legion",
+            "action",
+            f"{e.action.replace('_', ' ')}: {e.outcome.value}"
+            + (f" ({e.detail})" if e.detail else ""),
+        )
+        for e in page.actions
+    ]
+    return sorted(items, key=lambda item: item.at)
+
+
+def issue_part(page: IssuePage | Unavailable, role: Role) -> str:
+    del role  # every person sees the same issue
+    template = _templates().get_template("issue.html")
+    if isinstance(page, Unavailable):
+        return template.render(unavailable=page.reason)
+    pr = page.view.pr
+    pr_tone = ""
+    if pr is not None:
+        said_no = pr.review.value == "changes_requested" or pr.checks.value == "failing"
+        pr_tone = "bad" if said_no else ""
+    tokens = {phase: usage.total for phase, usage in page.view.usage.items()}
+    return template.render(page=page, timeline=timeline(page), tokens=tokens, pr_tone=pr_tone)
+
+
 def page(
-    page_name: str, title: str, live: str, *, who: str, role: Role, csrf: str, flash: str
+    page_name: str,
+    title: str,
+    live: str,
+    *,
+    who: str,
+    role: Role,
+    csrf: str,
+    flash: str,
+    stream: str = "",
 ) -> str:
     return (
         _templates()
         .get_template("base.html")
         .render(
             page=page_name,
+            stream=stream or f"/events/{page_name}",
+            version=version(live),
             title=title,
             live=Markup(live),  # rendered (and escaped) by `board_part` or `inbox_part`
             who=who,
@@ -124,6 +174,11 @@ def page(
             flash=flash,
         )
     )
+
+
+def version(part: str) -> str:
+    """A live part's digest: a page skips a push of what it shows already."""
+    return hashlib.sha256(part.encode()).hexdigest()[:20]
 
 
 def message(text: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from legion.errors import LegionError
+from legion.services.issue_view import IssuePage
 from legion.tui.sources import Board, ProjectSources, TrackerInbox, Unavailable
 
 
@@ -19,6 +20,11 @@ class WebReads(Protocol):
         ...
 
     def inbox(self) -> TrackerInbox: ...
+
+    def issue(self, project: str, identifier: str) -> IssuePage | Unavailable:
+        """Issue `identifier` of project `project` (its name on the bus), as its page shows
+        it; why not, when it cannot be read (no such project or issue)."""
+        ...
 
     def answer(self, project: str, issue: str, text: str, author: str) -> str:
         """A person's answer to the question waiting on `issue` (`legion feedback`'s path);
@@ -65,6 +71,16 @@ class MachineReads:
 
     def inbox(self) -> TrackerInbox:
         return self.sources.tracker_questions()
+
+    def issue(self, project: str, identifier: str) -> IssuePage | Unavailable:
+        from legion.services.issue_view import read_issue_page
+
+        try:
+            found = self.sources.projects.named(project)
+            with self.sources.projects.backends(found) as backends:
+                return read_issue_page(found, backends, project, identifier, self.env)
+        except LegionError as exc:
+            return Unavailable(str(exc))
 
     def answer(self, project: str, issue: str, text: str, author: str) -> str:
         identifier = self.commands.give_feedback(project, issue, text, author=author)

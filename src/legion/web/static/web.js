@@ -16,9 +16,11 @@
     const active = document.activeElement;
     return active && live.contains(active) && active.tagName === "TEXTAREA" && active.value;
   };
-  const source = new EventSource("/events/" + encodeURIComponent(view));
+  const source = new EventSource(live.dataset.stream);
   source.addEventListener(view, function (event) {
+    if (event.lastEventId === live.dataset.version) return; // shown already
     if (typing()) return; // not while the person writes an answer; the next push brings it
+    live.dataset.version = event.lastEventId;
     live.innerHTML = event.data;
     fill();
     document.body.dataset.pushed = String(Number(document.body.dataset.pushed || 0) + 1);
