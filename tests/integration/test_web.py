@@ -15,6 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from legion.core.web_access import FAILED_LOGINS_ALLOWED, Role, served_hosts
+from legion.tui.sources import Board, Unavailable
 from legion.web.app import SECURITY_HEADERS, WebSettings, create_app
 from legion.web.gate import COOKIE, Gate
 from legion.web.reads import MachineReads
@@ -41,7 +42,10 @@ def served(project: Path, legion: LegionRunner) -> Iterator[tuple[TestClient, Ga
 
 
 def log_in(client: TestClient, token: str) -> None:
+    """The printed link's token by its address; a named token pasted into the login form."""
     response = client.get(f"/login?token={token}")
+    if response.status_code == 403:
+        response = client.post("/login", data={"token": token}, headers={"origin": BASE})
     assert response.status_code == 303, response.text
     assert response.headers["location"] == "/"
 
@@ -70,7 +74,7 @@ def test_nothing_is_shown_before_a_login_and_the_printed_link_logs_in_once(
     assert page.status_code == 200 and "owner · operator" in page.text
     client.cookies.clear()
     again = client.get(f"/login?token={link}")
-    assert again.status_code == 403 and "used already" in again.text
+    assert again.status_code == 403 and "a used link" in again.text
 
 
 def test_hostile_text_is_shown_as_text(served: tuple[TestClient, Gate]) -> None:
@@ -176,10 +180,85 @@ def test_failed_logins_lock_the_address_out_and_a_revoked_token_ends_its_session
     assert client.get("/").status_code == 401  # at its next request
     client.cookies.clear()
     good = store.mint("cy", Role.OPERATOR)
-    for _ in range(FAILED_LOGINS_ALLOWED):
-        assert client.get("/login?token=guess").status_code == 403
-    locked = client.get(f"/login?token={good}")
+    for n in range(FAILED_LOGINS_ALLOWED):
+        guess = {"token": f"guess{n:020d}"}
+        assert client.post("/login", data=guess, headers={"origin": BASE}).status_code == 403
+    locked = client.post("/login", data={"token": good}, headers={"origin": BASE})
     assert locked.status_code == 403 and "too many failed logins" in locked.text
+
+
+def test_a_token_revoked_and_made_again_under_its_name_opens_no_old_session(
+    served: tuple[TestClient, Gate],
+) -> None:
+    """A leaked token's answer is to revoke it and give its owner a new one: the thief's
+    session ends, and the new token's role is the one that counts."""
+    client, _ = served
+    store = TokenStore(tokens_path(os.environ))
+    log_in(client, store.mint("ana", Role.OPERATOR))
+    store.revoke("ana")
+    fresh = store.mint("ana", Role.VIEWER)
+    assert client.get("/inbox").status_code == 401
+    client.cookies.clear()
+    log_in(client, fresh)
+    assert "ana · viewer" in client.get("/").text
+
+
+def test_a_named_token_is_pasted_never_put_in_an_address(served: tuple[TestClient, Gate]) -> None:
+    """In an address it would stay in the browser's history; the one-time link may."""
+    client, _ = served
+    token = TokenStore(tokens_path(os.environ)).mint("ana", Role.OPERATOR)
+    refused = client.get(f"/login?token={token}")
+    assert refused.status_code == 403 and "paste it at /login" in refused.text
+    form = client.get("/login")
+    assert (
+        form.status_code == 200 and 'name="token"' in form.text and 'type="password"' in form.text
+    )
+    other_site = client.post("/login", data={"token": token}, headers={"origin": "http://e.x"})
+    assert other_site.status_code == 403
+    log_in(client, token)
+
+
+def test_logins_that_are_no_attempt_count_as_no_failure(served: tuple[TestClient, Gate]) -> None:
+    """Another site's images pointing at /login could lock the owner out; odd bytes in a
+    token are a refusal, never a server error."""
+    client, gate = served
+    for n in range(FAILED_LOGINS_ALLOWED + 2):
+        image = client.get(
+            f"/login?token=bad{n}",
+            headers={"sec-fetch-site": "cross-site", "sec-fetch-dest": "image"},
+        )
+        assert image.status_code == 403
+    for odd in ("%C3%A9", "%FF", "a" * 5000, "x%00y"):
+        response = client.get(f"/login?token={odd}")
+        assert response.status_code == 403, odd
+        assert response.headers["content-security-policy"]
+    # Four odd tokens and no more: the owner's link still logs in.
+    assert gate.link_token
+    log_in(client, gate.link_token)
+
+
+def test_sessions_expire_and_loopback_addresses_are_one_for_the_lockout() -> None:
+    from legion.core.web_access import IDLE_S, MAX_AGE_S
+    from legion.web.gate import LoginRefused
+
+    now = [1000.0]
+    tokens = TokenStore(tokens_path(os.environ))
+    gate = Gate(tokens, "owner", read_only=False, clock=lambda: now[0])
+    assert gate.link_token
+    cookie = gate.login(gate.link_token, "127.0.0.1", link_only=True)
+    now[0] += IDLE_S - 1
+    assert gate.session(cookie) is not None
+    now[0] += IDLE_S - 1
+    assert gate.session(cookie) is not None  # used within the idle time each time
+    now[0] += MAX_AGE_S
+    assert gate.session(cookie) is None  # older than a session may be
+    token = tokens.mint("ana", Role.OPERATOR)
+    for n in range(FAILED_LOGINS_ALLOWED):
+        with pytest.raises(LoginRefused):
+            gate.login(f"wrong{n:020d}", f"127.0.0.{n + 2}")
+    with pytest.raises(LoginRefused, match="too many"):
+        gate.login(token, "::1")
+    assert gate.login(token, "192.0.2.7")  # another address: its own count
 
 
 def test_a_read_only_server_makes_everyone_a_viewer(project: Path) -> None:
@@ -256,3 +335,28 @@ def test_an_issue_page_shows_its_timeline_escaped_and_a_bad_name_is_said(
     assert "LEG-99" in missing and 'class="trouble"' in missing
     other = client.get("/issue/elsewhere/LEG-1").text
     assert "project elsewhere" in other and 'class="trouble"' in other
+    # A live view only of a project and an issue that can be: each is read every half second.
+    for query in ("project=elsewhere&issue=LEG-1", "project=repo&issue=nonsense", "project=repo"):
+        response = client.get(f"/events/issue?{query}", headers={"origin": BASE})
+        assert response.status_code == 404, query
+
+
+def test_a_failure_inside_is_a_500_in_a_line_with_the_headers(project: Path) -> None:
+    class Broken(MachineReads):
+        def boards(self) -> list[Board | Unavailable]:
+            raise RuntimeError("something deep broke: /secret/path")
+
+    env = dict(os.environ)
+    gate = Gate(TokenStore(tokens_path(env)), "owner", read_only=False)
+    settings = WebSettings(served_hosts("127.0.0.1", 8787), "http", secure_cookie=False)
+    app = create_app(Broken(env, project), gate, settings)
+    with TestClient(
+        app, base_url=BASE, raise_server_exceptions=False, follow_redirects=False
+    ) as client:
+        assert gate.link_token
+        log_in(client, gate.link_token)
+        response = client.get("/")
+    assert response.status_code == 500
+    assert response.text == "the web view failed to answer that request"
+    for name, value in SECURITY_HEADERS.items():
+        assert response.headers.get(name) == value

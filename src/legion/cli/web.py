@@ -81,8 +81,8 @@ def token(
     ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Mint a named token for a teammate: they open `<the web view>/login?token=TOKEN`. It is
-    shown once and kept hashed; `legion web revoke NAME` ends it."""
+    """Mint a named token for a teammate: they paste it at the web view's /login. It is shown
+    once and kept hashed; `legion web revoke NAME` ends it and every session it opened."""
     from legion.core.web_access import Role
     from legion.web.tokens import TokenStore, tokens_path
 
@@ -92,7 +92,7 @@ def token(
         common.print_json({"name": name, "role": role.value, "token": minted})
         return
     typer.echo(f"{name} ({role.value}): {minted}")
-    typer.echo(f"They open the web view's address with /login?token={minted}")
+    typer.echo("They paste it at the web view's /login (shown once; kept only hashed).")
 
 
 @web_app.command("tokens", epilog=common.example("legion web tokens --json"))

@@ -44,6 +44,30 @@ def recent_failures(failures: Sequence[float], now: float) -> list[float]:
     return [at for at in failures if now - at < LOCKOUT_S]
 
 
+# A session ends after this long unused, and this long after its login, whatever its use
+# (seconds): a cookie that leaked (browsers send it to every port of the host) dies with it.
+IDLE_S = 8 * 3600.0
+MAX_AGE_S = 24 * 3600.0
+
+
+def session_expired(created: float, seen: float, now: float) -> bool:
+    return now - seen > IDLE_S or now - created > MAX_AGE_S
+
+
+def address_key(address: str) -> str:
+    """Whose failed logins count together: every loopback address is one (127.0.0.2 is this
+    machine as much as 127.0.0.1 is)."""
+    return "loopback" if is_loopback(address) else address
+
+
+# What a token is made of (`secrets.token_urlsafe`); anything else is no token of ours.
+TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{16,128}")
+
+
+def token_shaped(token: str) -> bool:
+    return TOKEN_SHAPE.fullmatch(token) is not None
+
+
 # A token's name: what the action log and the tracker credit its holder's deeds to.
 TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 
@@ -76,7 +100,10 @@ def served_hosts(bind: str, port: int, extra: Collection[str] = ()) -> frozenset
     if is_loopback(bind):
         names |= {f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"}
     for name in extra:
-        names.add(name.lower() if ":" in name.strip("[]") else f"{name}:{port}".lower())
+        if ":" in name.strip("[]"):
+            names.add(name.lower())
+        else:  # reached through a proxy on its own port: a browser leaves out 443 and 80
+            names |= {name.lower(), f"{name}:{port}".lower()}
     return frozenset(names)
 
 

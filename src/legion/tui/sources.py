@@ -81,6 +81,9 @@ class Board:
     issues: tuple[BoardIssue, ...]
     warnings: tuple[str, ...]
     hosts: str | None = None  # the fleet's hosts in one line (`legion.fleet.hosts.hosts_line`)
+    # Files whose change may change this board: its store's, its workers' transcripts (how the
+    # web view tells, cheaply, that it is worth reading again).
+    watched: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,7 @@ class TrackerAsk:
 class TrackerInbox:
     questions: tuple[TrackerAsk, ...]
     troubles: tuple[str, ...]  # a project that could not be opened or read: why, in a line
+    watched: tuple[Path, ...] = ()  # as a board's: the projects' stores
 
 
 class Sources(Protocol):
@@ -194,6 +198,7 @@ class ProjectSources:
         with self.projects.backends(project) as backends:
             warnings: list[str] = []
             workers: dict[str, str] = {}
+            watched = store_files(project)
             latest: dict[str, Mode] | None = None
             unknown = False
             try:
@@ -209,6 +214,7 @@ class ProjectSources:
                         unreachable=view.unreachable is not None,
                     )
                 live = {view.record.issue for view in views if view.state.is_live}
+                watched += [view.transcript for view in views if view.state.is_live]
                 latest = manager.roster.latest_modes()
             except LegionError as exc:  # tmux did not answer: who works is unknown
                 warnings.append(f"workers unknown: {exc}")
@@ -251,7 +257,11 @@ class ProjectSources:
             key=lambda issue: (order.get(issue.phase, len(order)), _issue_number(issue)),
         )
         return Board(
-            name_of(project), tuple(issues), tuple(warnings + snapshot.warnings), hosts=hosts
+            name_of(project),
+            tuple(issues),
+            tuple(warnings + snapshot.warnings),
+            hosts=hosts,
+            watched=tuple(watched),
         )
 
     def _done_prs_of(
@@ -401,12 +411,14 @@ class ProjectSources:
             known.setdefault(name_of(here), here.root)
         asks: list[TrackerAsk] = []
         troubles: list[str] = []
+        watched: list[Path] = []
         for name, root in sorted(known.items()):
             try:
                 project = load_project(root, self.env)
             except (LegionError, OSError) as exc:
                 troubles.append(f"project {name} cannot be opened: {one_line(str(exc))}")
                 continue
+            watched += store_files(project)
             try:
                 with self.projects.backends(project) as backends:
                     waiting = waiting_for_human(backends.tracker)
@@ -417,7 +429,17 @@ class ProjectSources:
                 TrackerAsk(name, q.issue.identifier, q.issue.title, q.question, q.asked_at)
                 for q in waiting
             )
-        return TrackerInbox(tuple(asks), tuple(troubles))
+        return TrackerInbox(tuple(asks), tuple(troubles), tuple(watched))
+
+
+def store_files(project: Project) -> list[Path]:
+    """The files of the project's store on this machine (its SQLite database and log); none
+    when it is a PostgreSQL server's."""
+    from legion.store import in_fleet
+
+    if in_fleet(project.settings):
+        return []
+    return [project.db_path, project.db_path.with_name(project.db_path.name + "-wal")]
 
 
 def fleet_host(project: Project) -> str | None:

@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import (
     HTMLResponse,
     PlainTextResponse,
@@ -31,12 +31,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from legion.core.model import normalize_identifier
 from legion.core.text import for_display
 from legion.core.web_access import Role, csrf_matches, host_allowed, may_write, same_origin
-from legion.errors import LegionError
+from legion.errors import InputError, LegionError
 from legion.web import pages
 from legion.web.gate import COOKIE, Gate, LoginRefused, WebSession
-from legion.web.live import LiveViews, View
+from legion.web.live import LiveViews, TooManyListeners, View
 from legion.web.reads import WebReads
 
 SECURITY_HEADERS = {
@@ -55,6 +56,7 @@ SECURITY_HEADERS = {
 }
 FORM_TYPE = "application/x-www-form-urlencoded"
 FORM_LIMIT = 64 * 1024  # bytes: an answer is a few lines
+STREAMS_PER_SESSION = 8  # a person's live pages at once
 # A live stream's comment line this often (seconds), so proxies and browsers keep it open.
 KEEPALIVE_S = 15.0
 
@@ -64,6 +66,11 @@ class WebSettings:
     allowed_hosts: frozenset[str]
     scheme: str  # what the browser sees: "https" under TLS or behind a TLS proxy
     secure_cookie: bool
+
+    @property
+    def cookie(self) -> str:
+        # Under TLS the `__Host-` prefix: a cookie only this origin's HTTPS pages can set.
+        return f"__Host-{COOKIE}" if self.secure_cookie else COOKIE
 
 
 class Guard:
@@ -83,12 +90,26 @@ class Guard:
             await response(scope, receive, send)
             return
 
+        started = False
+
         async def guarded(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 MutableHeaders(scope=message).update(SECURITY_HEADERS)
             await send(message)
 
-        await self.app(scope, receive, guarded)
+        try:
+            await self.app(scope, receive, guarded)
+        except ClientDisconnect:
+            return  # the page went: nobody to answer
+        except Exception:
+            if started:
+                raise
+            # One line, never a traceback: nothing of the request or the server shown.
+            response = PlainTextResponse("the web view failed to answer that request", 500)
+            response.headers.update(SECURITY_HEADERS)
+            await response(scope, receive, send)
 
 
 class WebView:
@@ -99,15 +120,16 @@ class WebView:
         self.gate = gate
         self.settings = settings
         self.live = LiveViews()
+        self.streams: dict[str, int] = {}  # live streams open, by session cookie
         self.views = {
-            "board": View(reads.boards, _board_part),
-            "inbox": View(reads.inbox, _inbox_part),
+            "board": View(reads.boards, _board_part, reads.board_stamp),
+            "inbox": View(reads.inbox, _inbox_part, reads.inbox_stamp),
         }
 
     # -- who asks ----------------------------------------------------------------------------
 
     def session_of(self, request: Request) -> WebSession | None:
-        return self.gate.session(request.cookies.get(COOKIE))
+        return self.gate.session(request.cookies.get(self.settings.cookie))
 
     def from_here(self, request: Request, *, write: bool) -> bool:
         headers = request.headers
@@ -136,16 +158,37 @@ class WebView:
     # -- pages -------------------------------------------------------------------------------
 
     async def login(self, request: Request) -> Response:
-        token = request.query_params.get("token", "")
+        """GET: the printed link (`?token=`), or the form to paste a named token in; POST:
+        that form."""
         address = request.client.host if request.client else "?"
+        if request.method == "POST":
+            if not self.from_here(request, write=True):
+                return _refused("not from this server's pages")
+            fields = await _form(request)
+            if fields is None:
+                return PlainTextResponse("refused: not a login form", 413)
+            return self._logged_in(fields.get("token", ""), address, link_only=False)
+        token = request.query_params.get("token")
+        if token is None:
+            return HTMLResponse(pages.login_form())
+        # Another site's page (an image pointing here) neither logs in nor counts as a
+        # failure: it could lock the owner out otherwise.
+        headers = request.headers
+        if headers.get("sec-fetch-site") == "cross-site" and headers.get(
+            "sec-fetch-dest", "document"
+        ) not in ("document", "empty"):
+            return _refused("a login comes from an address typed or clicked, not a page's part")
+        return self._logged_in(token, address, link_only=True)
+
+    def _logged_in(self, token: str, address: str, *, link_only: bool) -> Response:
         try:
-            cookie, _ = self.gate.login(token, address)
+            cookie = self.gate.login(token, address, link_only=link_only)
         except LoginRefused as exc:
             return HTMLResponse(pages.message(str(exc)), 403)
         # The token leaves the address bar at once (no history, no referrer carries it).
         response = RedirectResponse("/", 303)
         response.set_cookie(
-            COOKIE,
+            self.settings.cookie,
             cookie,
             httponly=True,
             samesite="strict",
@@ -207,9 +250,12 @@ class WebView:
         if name != "issue":
             return None
         project = request.query_params.get("project", "")
-        identifier = request.query_params.get("issue", "")
-        if not project or not identifier:
+        try:
+            identifier = normalize_identifier(request.query_params.get("issue", ""))
+        except InputError:
             return None
+        if not self.reads.has_project(project):
+            return None  # one view per project and issue that exist: no reads for made-up ones
         reads = self.reads
         return f"issue/{project}/{identifier}", View(
             lambda: reads.issue(project, identifier), _issue_part
@@ -222,27 +268,44 @@ class WebView:
             return PlainTextResponse("not logged in", 401)
         if not self.from_here(request, write=False):
             return _refused("not from this server's pages")
-        found = self.view_of(request)
+        found = await asyncio.to_thread(self.view_of, request)
         if found is None:
             return PlainTextResponse("no such view", 404)
         name, view = found
         event = request.path_params["view"]
-        cookie = request.cookies.get(COOKIE)
+        cookie = request.cookies.get(self.settings.cookie) or ""
+        if self.streams.get(cookie, 0) >= STREAMS_PER_SESSION:
+            return PlainTextResponse(f"refused: {STREAMS_PER_SESSION} live pages open", 429)
+        busy = self.live.refusal(name)
+        if busy is not None:
+            return PlainTextResponse(f"busy: {busy}", 503)
 
         async def stream() -> AsyncIterator[str]:
-            with self.live.listener(name, view, session.role) as changes:
-                while True:
-                    try:
-                        html = await asyncio.wait_for(changes.get(), KEEPALIVE_S)
-                    except TimeoutError:
-                        yield ": keep-alive\n\n"
-                        continue
-                    if self.gate.session(cookie) is None:
-                        return  # logged out, or its token revoked: no more of the swarm
-                    lines = "".join(f"data: {line}\n" for line in html.splitlines())
-                    yield f"event: {event}\nid: {pages.version(html)}\n{lines}\n"
+            self.streams[cookie] = self.streams.get(cookie, 0) + 1
+            try:
+                with self.live.listener(name, view, session.role) as changes:
+                    while True:
+                        try:
+                            html = await asyncio.wait_for(changes.get(), KEEPALIVE_S)
+                        except TimeoutError:
+                            html = None
+                        if self.gate.session(cookie) is None:
+                            return  # logged out, expired, or its token revoked: no more
+                        if html is None:
+                            yield ": keep-alive\n\n"
+                            continue
+                        lines = "".join(f"data: {line}\n" for line in html.splitlines())
+                        yield f"event: {event}\nid: {pages.version(html)}\n{lines}\n"
+            except TooManyListeners:
+                return  # filled up since it was admitted: the page tries again later
+            finally:
+                self.streams[cookie] -= 1
+                if not self.streams[cookie]:
+                    del self.streams[cookie]
 
-        return StreamingResponse(stream(), media_type="text/event-stream")
+        # Behind a proxy (nginx), a stream is passed on as it comes, not buffered.
+        headers = {"x-accel-buffering": "no"}
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -266,9 +329,9 @@ class WebView:
         checked = await self.write_of(request)
         if isinstance(checked, Response):
             return checked
-        self.gate.logout(request.cookies.get(COOKIE))
+        self.gate.logout(request.cookies.get(self.settings.cookie))
         response = HTMLResponse(pages.message("Logged out."))
-        response.delete_cookie(COOKIE, path="/")
+        response.delete_cookie(self.settings.cookie, path="/", secure=self.settings.secure_cookie)
         return response
 
     @contextlib.asynccontextmanager
@@ -297,7 +360,7 @@ async def _form(request: Request) -> dict[str, str] | None:
     if request.headers.get("content-type", "").split(";")[0].strip() != FORM_TYPE:
         return None
     body = b""
-    async for chunk in request.stream():
+    async for chunk in request.stream():  # ClientDisconnect: the page went (`Guard`)
         body += chunk
         if len(body) > FORM_LIMIT:
             return None
@@ -324,7 +387,7 @@ def create_app(reads: WebReads, gate: Gate, settings: WebSettings) -> Starlette:
             Route("/", view.board),
             Route("/inbox", view.inbox),
             Route("/issue/{project}/{issue}", view.issue),
-            Route("/login", view.login),
+            Route("/login", view.login, methods=["GET", "POST"]),
             Route("/logout", view.logout, methods=["POST"]),
             Route("/inbox/answer", view.answer, methods=["POST"]),
             Route("/events/{view}", view.events),

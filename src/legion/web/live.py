@@ -1,11 +1,15 @@
-"""The web view's live pages: each view (the boards, the inbox) read once every `PERIOD_S`
-while a page listens, rendered once per role, and pushed to the pages listening when it
-changed. However many pages are open, the swarm is read once a period; with none open it
-is not read at all.
+"""The web view's live pages: each view a page listens to (the boards, the inbox, an issue)
+read by one poller thread, rendered once per role, and pushed to each listening page whose
+last push differs. However many pages are open, a view is read once a period; with none
+open it is not read at all.
 
 It reads on a timer rather than on the daemon's wake-ups because what changes a board is
 spread over the tracker, the forge, tmux and transcripts (the same reason the TUI's watcher
-polls: `legion.tui.project_watch`); half a second keeps a change within a second of the page.
+polls: `legion.tui.project_watch`). A view that can say cheaply whether it may have changed
+(`View.stamp`: its files' sizes and times) is read again only when it may have, or after
+`REFRESH_S` (what no file here shows: a remote tracker, a window that died): so a board of
+a thousand issues costs its reads only when something moved, and a change on this machine
+reaches the page within a tenth of a second and a read.
 """
 
 from __future__ import annotations
@@ -13,63 +17,104 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from legion.core.web_access import Role
 
-PERIOD_S = 0.5
-
-_Listener = tuple[asyncio.AbstractEventLoop, "asyncio.Queue[str]"]
+TICK_S = 0.1  # how often the poller looks at a view's stamp
+PERIOD_S = 0.5  # a view without a stamp is read this often
+REFRESH_S = 5.0  # a view with a stamp is read again at least this often
+# Live streams at once, over all pages, and distinct views: each view is read every period,
+# so these bound what open pages can make the server read.
+MAX_LISTENERS = 200
+MAX_VIEWS = 32
 
 
 @dataclass(frozen=True, slots=True)
 class View:
     read: Callable[[], object]  # slow (a tracker, tmux): called in the poller's thread
     render: Callable[[object, Role], str]  # the page's live part, for a person of that role
+    # Cheap: what, unchanged, means the view need not be read again (None: read each period).
+    stamp: Callable[[], object] | None = None
+
+
+@dataclass(eq=False, slots=True)
+class _Listener:
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[str]
+    role: Role
+    sent: str | None = None  # the last part given to this page
+
+
+@dataclass(slots=True)
+class _Watched:
+    view: View
+    listeners: list[_Listener] = field(default_factory=list)
+    stamp: object = None
+    read_at: float = 0.0  # monotonic; 0: never read
+    shown: dict[Role, str] = field(default_factory=dict)  # the last render, by role
+
+
+class TooManyListeners(Exception):
+    """More live streams or views than the server serves at once."""
 
 
 class LiveViews:
-    """The views pages listen to, by name (`board`, `inbox`, `issue/<project>/<issue>`): each
-    read while a page listens, and forgotten when none does."""
+    """The views pages listen to, by name (`board`, `inbox`, `issue/<project>/<issue>`)."""
 
-    def __init__(self, period: float = PERIOD_S) -> None:
+    def __init__(self, period: float = PERIOD_S, refresh: float = REFRESH_S) -> None:
+        self.tick = min(TICK_S, period)
         self.period = period
+        self.refresh = refresh
         self._lock = threading.Lock()
-        self._views: dict[str, View] = {}
-        self._listeners: dict[tuple[str, Role], list[_Listener]] = {}
-        self._last: dict[tuple[str, Role], str] = {}
+        self._watched: dict[str, _Watched] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def refusal(self, name: str) -> str | None:
+        """Why a page may not listen to view `name` now (the server's bounds), or None."""
+        with self._lock:
+            return self._refusal(name)
+
+    def _refusal(self, name: str) -> str | None:
+        if sum(len(w.listeners) for w in self._watched.values()) >= MAX_LISTENERS:
+            return f"{MAX_LISTENERS} live pages are open already"
+        if name not in self._watched and len(self._watched) >= MAX_VIEWS:
+            return f"{MAX_VIEWS} views are watched already"
+        return None
+
     @contextlib.contextmanager
     def listener(self, name: str, view: View, role: Role) -> Iterator[asyncio.Queue[str]]:
         """For the block, a queue given view `name`'s live part each time it changes (at
-        once what there is now). Called on the page's event loop."""
-        queue: asyncio.Queue[str] = asyncio.Queue(maxsize=8)
-        entry = (asyncio.get_running_loop(), queue)
-        key = (name, role)
+        once what there is now). Called on the page's event loop. `TooManyListeners` past the
+        server's bounds."""
+        entry = _Listener(asyncio.get_running_loop(), asyncio.Queue(maxsize=8), role)
         with self._lock:
-            self._views.setdefault(name, view)
-            self._listeners.setdefault(key, []).append(entry)
-            self._last.pop(key, None)  # the new page is sent what there is at once
+            refused = self._refusal(name)
+            if refused is not None:
+                raise TooManyListeners(refused)
+            watched = self._watched.setdefault(name, _Watched(view))
+            watched.listeners.append(entry)
+            shown = watched.shown.get(role)
+            if shown is not None:  # what there is, at once; the poller sends what changes
+                entry.sent = shown
+                entry.queue.put_nowait(shown)
             self._start()
         self._wake.set()
         try:
-            yield queue
+            yield entry.queue
         finally:
             with self._lock:
-                self._listeners[key].remove(entry)
-                if not self._listeners[key]:
-                    del self._listeners[key]
-                    self._last.pop(key, None)
-                if not any(n == name for n, _ in self._listeners):
-                    self._views.pop(name, None)
+                watched.listeners.remove(entry)
+                if not watched.listeners:
+                    self._watched.pop(name, None)
 
     def listening(self) -> int:
         with self._lock:
-            return sum(len(entries) for entries in self._listeners.values())
+            return sum(len(w.listeners) for w in self._watched.values())
 
     def close(self) -> None:
         self._stop.set()
@@ -84,26 +129,43 @@ class LiveViews:
 
     def _poll(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.period)
+            self._wake.wait(self.tick)
             self._wake.clear()
             with self._lock:
-                wanted = {key: list(entries) for key, entries in self._listeners.items() if entries}
-                views = dict(self._views)
-            for view in {name for name, _ in wanted}:
-                shown = views[view]
-                try:
-                    data = shown.read()
-                except Exception:
+                watched = list(self._watched.values())
+            for one in watched:
+                with contextlib.suppress(Exception):  # a failed read shows at the next one
+                    self._look(one)
+
+    def _look(self, watched: _Watched) -> None:
+        """Read the view if it may have changed (or was never read), render it for each role
+        listening, and give each page what it was not given yet."""
+        now = time.monotonic()
+        with self._lock:
+            listeners = list(watched.listeners)
+            unshown = any(entry.role not in watched.shown for entry in listeners)
+        age = now - watched.read_at if watched.read_at else None
+        if watched.view.stamp is None:
+            stamp = None
+            if age is not None and age < self.period and not unshown:
+                return
+        else:
+            stamp = watched.view.stamp()
+            fresh = age is not None and age < self.refresh
+            if stamp is not None and stamp == watched.stamp and fresh and not unshown:
+                return
+        data = watched.view.read()
+        watched.stamp, watched.read_at = stamp, now
+        shown = {role: watched.view.render(data, role) for role in {e.role for e in listeners}}
+        with self._lock:
+            watched.shown.update(shown)
+            for entry in listeners:
+                html = shown[entry.role]
+                if entry.sent == html:
                     continue
-                for key in [key for key in wanted if key[0] == view]:
-                    html = shown.render(data, key[1])
-                    with self._lock:
-                        if self._last.get(key) == html:
-                            continue
-                        self._last[key] = html
-                    for loop, queue in wanted[key]:
-                        with contextlib.suppress(RuntimeError):  # its loop has closed
-                            loop.call_soon_threadsafe(_offer, queue, html)
+                entry.sent = html
+                with contextlib.suppress(RuntimeError):  # its loop has closed
+                    entry.loop.call_soon_threadsafe(_offer, entry.queue, html)
 
 
 def _offer(queue: asyncio.Queue[str], html: str) -> None:

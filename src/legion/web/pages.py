@@ -181,5 +181,9 @@ def version(part: str) -> str:
     return hashlib.sha256(part.encode()).hexdigest()[:20]
 
 
+def login_form() -> str:
+    return _templates().get_template("login.html").render()
+
+
 def message(text: str) -> str:
     return _templates().get_template("message.html").render(message=text)

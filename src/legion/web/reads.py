@@ -21,6 +21,19 @@ class WebReads(Protocol):
 
     def inbox(self) -> TrackerInbox: ...
 
+    def board_stamp(self) -> object:
+        """Cheap: what, unchanged since the last `boards`, means they are the same (as far as
+        this machine's files show); None when it cannot tell."""
+        ...
+
+    def inbox_stamp(self) -> object:
+        """As `board_stamp`, for `inbox`."""
+        ...
+
+    def has_project(self, name: str) -> bool:
+        """Whether a project of that name (on the bus, or the one here) is shown."""
+        ...
+
     def issue(self, project: str, identifier: str) -> IssuePage | Unavailable:
         """Issue `identifier` of project `project` (its name on the bus), as its page shows
         it; why not, when it cannot be read (no such project or issue)."""
@@ -41,6 +54,8 @@ class MachineReads:
         self.env = env
         self.sources = ProjectSources(env, cwd, self._known)
         self.commands = ServiceCommands(env, cwd, self._known)
+        # The files the last read of each view depended on (`Board.watched`).
+        self._watched: dict[str, tuple[Path, ...] | None] = {"board": None, "inbox": None}
 
     def _known(self) -> dict[str, Path]:
         from legion.bus import open_bus
@@ -66,11 +81,37 @@ class MachineReads:
             names.insert(0, None)
         return names
 
+    def has_project(self, name: str) -> bool:
+        try:
+            if name in self.sources.projects.known():
+                return True
+        except LegionError:
+            pass
+        here = self.sources.project(None)
+        from legion.tui.projects import name_of
+
+        return not isinstance(here, Unavailable) and name_of(here) == name
+
     def boards(self) -> list[Board | Unavailable]:
-        return [self.sources.board(name) for name in self.project_names()]
+        names = self.project_names()
+        found = [self.sources.board(name) for name in names]
+        boards = [board for board in found if isinstance(board, Board)]
+        # Every project's board read, or it cannot tell (a project that could not be read).
+        whole = len(boards) == len(found)
+        watched = tuple(path for board in boards for path in board.watched)
+        self._watched["board"] = watched if whole else None
+        return found
 
     def inbox(self) -> TrackerInbox:
-        return self.sources.tracker_questions()
+        found = self.sources.tracker_questions()
+        self._watched["inbox"] = None if found.troubles else found.watched
+        return found
+
+    def board_stamp(self) -> object:
+        return _stamp(self._watched["board"])
+
+    def inbox_stamp(self) -> object:
+        return _stamp(self._watched["inbox"])
 
     def issue(self, project: str, identifier: str) -> IssuePage | Unavailable:
         from legion.services.issue_view import read_issue_page
@@ -85,3 +126,18 @@ class MachineReads:
     def answer(self, project: str, issue: str, text: str, author: str) -> str:
         identifier = self.commands.give_feedback(project, issue, text, author=author)
         return f"{identifier}: answered; the worker gets it in its own session"
+
+
+def _stamp(files: tuple[Path, ...] | None) -> object:
+    """Each file's size and modification time (None for one missing); None: cannot tell."""
+    if not files:
+        return None
+    stamps: list[tuple[int, int] | None] = []
+    for path in files:
+        try:
+            status = path.stat()
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((status.st_size, status.st_mtime_ns))
+    return tuple(stamps)

@@ -71,6 +71,21 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+MAX_CONNECTIONS = 400
+
+
+def public_address(options: ServeOptions, port: int) -> str:
+    """Where people reach it, as its link says: the first `--allow-host` (as given: behind a
+    proxy, the proxy's name and port), else this address, or this machine's name when it
+    listens on every address."""
+    if options.allow_hosts:
+        return options.allow_hosts[0]
+    every = options.host in ("0.0.0.0", "::")  # every address: this machine by its name
+    shown = socket.gethostname() if every else options.host
+    shown = f"[{shown}]" if ":" in shown and not shown.startswith("[") else shown
+    return f"{shown}:{port}"
+
+
 class WebServer:
     """The web view bound and ready: its login link, served in the foreground (`serve`) or,
     beside the demo's swarm, in a thread (`running`)."""
@@ -89,8 +104,9 @@ class WebServer:
         self.socket = bind(options.host, options.port)
         port = self.socket.getsockname()[1]
         https = options.tls or options.behind_tls_proxy
+        address = public_address(options, port)
         settings = WebSettings(
-            served_hosts(options.host, port, options.allow_hosts),
+            served_hosts(options.host, port, (*options.allow_hosts, address)),
             "https" if https else "http",
             secure_cookie=https,
         )
@@ -98,11 +114,7 @@ class WebServer:
             TokenStore(tokens_path(env)), default_author(), read_only=options.read_only
         )
         app = create_app(MachineReads(env, cwd), self.gate, settings)
-        shown = options.host
-        if not is_loopback(options.host):  # 0.0.0.0, or an address of this machine
-            shown = socket.gethostname()
-        shown = f"[{shown}]" if ":" in shown else shown
-        self.link = f"{settings.scheme}://{shown}:{port}/login?token={self.gate.link_token}"
+        self.link = f"{settings.scheme}://{address}/login?token={self.gate.link_token}"
         config = uvicorn.Config(
             app,
             log_level="warning",
@@ -111,6 +123,13 @@ class WebServer:
             ssl_keyfile=str(options.tls_key) if options.tls_key else None,
             timeout_graceful_shutdown=2,
             server_header=False,
+            # The client's address is the connection's: X-Forwarded-For is believed only from
+            # the proxy the person said stands in front, on this machine.
+            proxy_headers=options.behind_tls_proxy,
+            forwarded_allow_ips="127.0.0.1" if options.behind_tls_proxy else None,
+            # Connections at once (each open page holds one): past it, 503 at once.
+            limit_concurrency=MAX_CONNECTIONS,
+            timeout_keep_alive=5,
         )
         self.server = uvicorn.Server(config)
 

@@ -99,15 +99,15 @@ class TokenStore:
 
     def holder(self, token: str) -> NamedToken | None:
         """Whose token `token` is; None for no one's."""
-        presented = digest(token)
+        return self.by_digest(digest(token))
+
+    def by_digest(self, token_digest: str) -> NamedToken | None:
+        """The token whose digest is `token_digest`, while it is not revoked."""
         found = None
         for named in self.all():
-            if hmac.compare_digest(named.digest, presented):
+            if hmac.compare_digest(named.digest, token_digest):
                 found = named
         return found
-
-    def has(self, name: str) -> bool:
-        return any(t.name == name for t in self.all())
 
     def _write(self, tokens: list[NamedToken]) -> None:
         entries = [t.to_json() | {"digest": t.digest} for t in tokens]

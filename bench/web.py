@@ -1,0 +1,165 @@
+"""The web view (`legion web`) on a project of 1,000 embedded issues.
+
+Prints (never asserts): the board page's server time (goal <= 150 ms p95), how long a change
+on the tracker takes to reach an open page as a push (goal <= 1 s p95), and what 50 open
+pages cost the server while nothing changes (goal <= 5 % of a core).
+
+Run: .venv/bin/python bench/web.py [--issues N] [--pages N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from cli_latency import make_project
+from common import ms
+from legion.backends import open_backends
+from legion.config import load_project
+from legion.core.model import Status
+from legion.core.web_access import Role
+from legion.web.tokens import TokenStore, tokens_path
+
+LEGION = Path(sys.executable).with_name("legion")
+
+
+def p95(values: list[float]) -> float:
+    return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serve(repo: Path) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [str(LEGION), "web", "--port", "0"], cwd=repo, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if "/login?token=" in line:
+            return process, line.split()[-1].split("/login")[0]
+    raise SystemExit("legion web printed no link")
+
+
+def logged_in(base: str) -> httpx.Client:
+    token = TokenStore(tokens_path(os.environ)).mint(f"bench{time.monotonic_ns()}", Role.VIEWER)
+    client = httpx.Client(base_url=base, timeout=30)
+    client.post("/login", data={"token": token}, headers={"origin": base})
+    return client
+
+
+def board_times(client: httpx.Client, runs: int) -> list[float]:
+    client.get("/")  # warm
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        response = client.get("/")
+        samples.append(time.perf_counter() - started)
+        assert response.status_code == 200
+    return samples
+
+
+class Stream:
+    """One open page's live stream of the board: the pushes it got, with when."""
+
+    def __init__(self, client: httpx.Client, base: str) -> None:
+        self.got: list[tuple[float, str]] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, args=(client, base), daemon=True)
+        self.thread.start()
+
+    def _read(self, client: httpx.Client, base: str) -> None:
+        with contextlib.suppress(httpx.HTTPError):  # the server stopped at the end
+            self._stream(client, base)
+
+    def _stream(self, client: httpx.Client, base: str) -> None:
+        headers = {"origin": base}
+        with client.stream("GET", "/events/board", headers=headers, timeout=None) as response:
+            data: list[str] = []
+            for line in response.iter_lines():
+                if self.stop.is_set():
+                    return
+                if line.startswith("data: "):
+                    data.append(line[6:])
+                elif not line and data:
+                    with self.lock:
+                        self.got.append((time.monotonic(), "\n".join(data)))
+                    data = []
+
+    def first_holding(self, text: str, since: float, timeout: float) -> float | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                for at, data in self.got:
+                    if at >= since and text in data:
+                        return at
+            time.sleep(0.005)
+        return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--issues", type=int, default=1000)
+    parser.add_argument("--pages", type=int, default=50)
+    parser.add_argument("--changes", type=int, default=20)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
+        os.environ["LEGION_STATE_HOME"] = str(Path(tmp) / "state" / "legion")
+        repo = make_project(Path(tmp), options.issues)
+        process, base = serve(repo)
+        try:
+            client = logged_in(base)
+            board = board_times(client, 30)
+            print(
+                f"board page, {options.issues} issues: p50 {ms(statistics.median(board))}, "
+                f"p95 {ms(p95(board))} over 30 (goal: p95 <= 150 ms)"
+            )
+            # A change made on the tracker, until an open page is pushed a board holding it.
+            watcher = Stream(client, base)
+            time.sleep(2)
+            backends = open_backends(load_project(repo))
+            lags = []
+            for n in range(options.changes):
+                title = f"Changed {n}"
+                started = time.monotonic()
+                backends.tracker.create_issue(title, status=Status.TODO)
+                at = watcher.first_holding(title, started, 10)
+                lags.append(10.0 if at is None else at - started)
+            print(
+                f"a tracker change -> pushed to an open page: p50 {ms(statistics.median(lags))}, "
+                f"p95 {ms(p95(lags))}, worst {ms(max(lags))} over {options.changes} "
+                "(goal: p95 <= 1 s)"
+            )
+            # Many pages open, nothing changing: the server's CPU.
+            pages = [Stream(logged_in(base), base) for _ in range(options.pages - 1)]
+            time.sleep(5)
+            before, started = cpu_seconds(process.pid), time.monotonic()
+            time.sleep(20)
+            share = (cpu_seconds(process.pid) - before) / (time.monotonic() - started)
+            print(
+                f"{options.pages} open pages, nothing changing: the server uses "
+                f"{100 * share:.1f} % of a core (goal <= 5 %)"
+            )
+            for page in [watcher, *pages]:
+                page.stop.set()
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
