@@ -144,6 +144,15 @@ def test_the_web_view_in_a_browser(web: Served, legion: LegionRunner, tmp_path: 
         assert shown["comments"][-1]["body"] == "JSON, always."
         assert "user-feedback-given" in shown["labels"]
 
+        # The log says who answered; spend and hosts are drawn (no usage, no host yet).
+        page.click("nav >> text=Log")
+        expect(page.locator("table.log")).to_contain_text("answered by lead")
+        shot(page, "log", tmp_path)
+        page.click("nav >> text=Spend")
+        expect(page.locator("main")).to_contain_text("No model usage recorded yet")
+        page.click("nav >> text=Hosts")
+        expect(page.locator("main")).to_contain_text("No host has joined yet")
+
         # Another site's page that posts to the view gets nothing done: the browser does not
         # send the SameSite=Strict cookie with it, and without it nothing is written.
         CrossSite.target = web.base
@@ -253,6 +262,11 @@ def test_legion_demo_web_shows_the_swarm_work_live(tmp_path: Path) -> None:
             timeline = issue.locator(".timeline").inner_text()
             assert "dispatch" in timeline, timeline
             shot(issue, "demo-issue", tmp_path)
+            # What the demo's sessions spent, metered by the daemon's proxy, drawn by day.
+            page.click("nav >> text=Spend")
+            expect(page.locator(".chart rect")).to_have_count(14)
+            expect(page.locator("main")).to_contain_text("LEG-1")
+            shot(page, "demo-spend", tmp_path)
         served.wait_for("stays up", timeout=60)
         assert "1 of 1 issue Done" in "\n".join(served.printed), served.printed
         process.send_signal(signal.SIGINT)

@@ -360,3 +360,78 @@ def test_a_failure_inside_is_a_500_in_a_line_with_the_headers(project: Path) -> 
     assert response.text == "the web view failed to answer that request"
     for name, value in SECURITY_HEADERS.items():
         assert response.headers.get(name) == value
+
+
+def test_the_log_shows_each_projects_actions_and_filters_by_issue(
+    served: tuple[TestClient, Gate],
+) -> None:
+    client, _ = served
+    token = TokenStore(tokens_path(os.environ)).mint("ana", Role.OPERATOR)
+    log_in(client, token)
+    csrf = csrf_of(client.get("/inbox").text)
+    form = {"csrf": csrf, "project": "repo", "issue": "LEG-2", "text": "<i>JSON</i>"}
+    assert client.post("/inbox/answer", data=form, headers={"origin": BASE}).status_code == 303
+    log = client.get("/log").text
+    assert "answered by ana" in log and 'data-stream="/events/log?issue="' in log
+    only = client.get("/log?issue=leg-1").text  # any case: one issue, one view
+    assert "Log of LEG-1" in only and "answered by ana" not in only
+    assert 'data-stream="/events/log?issue=LEG-1"' in only
+    assert client.get("/log?issue=nonsense").status_code == 400
+    stream = client.get("/events/log?issue=nonsense", headers={"origin": BASE})
+    assert stream.status_code == 404
+
+
+def test_spend_draws_the_ledger_by_day_issue_and_model_with_its_budgets(
+    served: tuple[TestClient, Gate], project: Path, legion: LegionRunner
+) -> None:
+    from legion.backends import open_backends
+    from legion.config import load_project
+    from legion.proxy.ledger import Spender, UsageLedger
+    from legion.proxy.metering import Metered
+
+    assert legion("config", "set", "daily_token_budget", "5000").returncode == 0
+    assert legion("config", "set", "token_budget", "3000").returncode == 0
+    db = open_backends(load_project(project)).db
+    ledger = UsageLedger(db)
+    ledger.record(Spender("s1", "LEG-1", "implement", "claude-code"), Metered("m<b>x", 1000, 500))
+    ledger.record(Spender("s2", "LEG-2", "plan", "codex"), Metered("gpt", 3000, 200))
+    client, gate = served
+    assert gate.link_token
+    log_in(client, gate.link_token)
+    page = client.get("/spend").text
+    assert "4,700 tokens" in page  # everything counted once
+    assert "m&lt;b&gt;x" in page and "<b>x" not in page  # a model's name is the API's text
+    assert "<svg" in page and 'stroke-dasharray="4 3"' in page  # the day's budget line
+    assert 'progress value="4700" max="5000"' in page  # today, of the day's budget
+    assert '<tr class="over"><td><a href="/issue/repo/LEG-2">' in page  # 3,200 of 3,000
+    assert 'progress value="1500" max="3000"' in page
+
+
+def test_hosts_are_shown_and_an_operator_drains_one_in_the_log_by_name(
+    served: tuple[TestClient, Gate], project: Path, legion: LegionRunner
+) -> None:
+    from legion.backends import open_backends
+    from legion.config import load_project
+    from legion.fleet.hosts import Fleet
+
+    Fleet(open_backends(load_project(project)).db).join("build-1", 4, 60.0)
+    client, _ = served
+    store = TokenStore(tokens_path(os.environ))
+    log_in(client, store.mint("ana", Role.OPERATOR))
+    page = client.get("/hosts").text
+    assert 'data-host="build-1"' in page and "0/4" in page
+    form = {"csrf": csrf_of(page), "project": "repo", "host": "build-1", "undo": ""}
+    assert client.post("/hosts/drain", data=form, headers={"origin": BASE}).status_code == 303
+    assert "build-1: draining" in client.get("/hosts").text
+    hosts = json.loads(legion("hosts", "--json").stdout)
+    assert hosts[0]["draining"] is True
+    log = json.loads(legion("log", "--json").stdout)
+    assert any(e["detail"] == "build-1 draining by ana" for e in log)
+    client.cookies.clear()
+    log_in(client, store.mint("bo", Role.VIEWER))
+    viewer = client.get("/hosts").text
+    assert 'action="/hosts/drain"' not in viewer
+    refused = client.post(
+        "/hosts/drain", data={**form, "csrf": csrf_of(viewer)}, headers={"origin": BASE}
+    )
+    assert refused.status_code == 403

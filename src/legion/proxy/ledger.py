@@ -142,6 +142,18 @@ class UsageLedger:
             for r in found
         ]
 
+    def by_day(self, since: str) -> list[tuple[str, int]]:
+        """Every token counted once, by UTC day (`YYYY-MM-DD`) from `since` on, oldest first;
+        a day with none is not listed."""
+        query = (
+            "SELECT substr(at, 1, 10) AS day, SUM(input_tokens + output_tokens "
+            "+ cache_creation_tokens + cache_read_tokens) AS used FROM model_usage "
+            "WHERE at >= ? GROUP BY substr(at, 1, 10) ORDER BY day"
+        )
+        with self._db.read() as conn:
+            found = conn.execute(query, (since,)).fetchall()
+        return [(str(r["day"]), int(r["used"])) for r in found]
+
     def by_phase(self, issue: str | None = None) -> dict[str, dict[str, Usage]]:
         """Tokens by issue and phase (mode), as `WorkerRoster.usage` reads them from the
         transcripts; the controller's own are not an issue's, and are left out."""

@@ -124,6 +124,9 @@ class WebView:
         self.views = {
             "board": View(reads.boards, _board_part, reads.board_stamp),
             "inbox": View(reads.inbox, _inbox_part, reads.inbox_stamp),
+            "spend": View(reads.spend, _spend_part, reads.spend_stamp),
+            # A host's heartbeat's age moves each second: read each period.
+            "hosts": View(reads.hosts, _hosts_part),
         }
 
     # -- who asks ----------------------------------------------------------------------------
@@ -242,11 +245,64 @@ class WebView:
         stream = "/events/issue?" + urlencode({"project": project, "issue": identifier})
         return await self._page(request, "issue", identifier, part, stream)
 
+    async def spend(self, request: Request) -> Response:
+        def part(session: WebSession) -> str:
+            del session
+            return pages.spend_part(self.reads.spend())
+
+        return await self._page(request, "spend", "Spend", part)
+
+    async def hosts(self, request: Request) -> Response:
+        def part(session: WebSession) -> str:
+            return pages.hosts_part(self.reads.hosts(), session.role, session.csrf)
+
+        return await self._page(request, "hosts", "Hosts", part)
+
+    async def drain(self, request: Request) -> Response:
+        checked = await self.write_of(request)
+        if isinstance(checked, Response):
+            return checked
+        session, fields = checked
+        if not may_write(session.role):
+            return _refused("a viewer cannot drain a host (an operator's token can)")
+        project, host = fields.get("project", ""), fields.get("host", "")
+        undo = bool(fields.get("undo"))
+        try:
+            said = await asyncio.to_thread(
+                lambda: self.reads.drain(project, host, undo=undo, author=session.name)
+            )
+        except LegionError as exc:
+            said = f"not done: {exc}"
+        session.flash = for_display(said)
+        return RedirectResponse("/hosts", 303)
+
+    async def log(self, request: Request) -> Response:
+        issue = _issue_filter(request)
+        if issue is None:
+            return PlainTextResponse("refused: not an issue identifier (LEG-7)", 400)
+
+        def part(session: WebSession) -> str:
+            del session
+            return pages.log_part(self.reads.logs(issue or None), issue)
+
+        stream = "/events/log?" + urlencode({"issue": issue})
+        return await self._page(request, "log", "Log", part, stream)
+
     def view_of(self, request: Request) -> tuple[str, View] | None:
         """The live view a stream asks for: its name and how it is read; None: no such view."""
         name = request.path_params["view"]
         if name in self.views:
             return name, self.views[name]
+        reads = self.reads
+        if name == "log":
+            issue = _issue_filter(request)
+            if issue is None:
+                return None
+            return f"log/{issue}", View(
+                lambda: pages.log_part(reads.logs(issue or None), issue),
+                _as_rendered,
+                reads.log_stamp,
+            )
         if name != "issue":
             return None
         project = request.query_params.get("project", "")
@@ -256,7 +312,6 @@ class WebView:
             return None
         if not self.reads.has_project(project):
             return None  # one view per project and issue that exist: no reads for made-up ones
-        reads = self.reads
         return f"issue/{project}/{identifier}", View(
             lambda: reads.issue(project, identifier), _issue_part
         )
@@ -347,6 +402,32 @@ def _board_part(data: object, role: Role) -> str:
     return pages.board_part(data, role)  # type: ignore[arg-type]  # `WebReads.boards`' list
 
 
+def _as_rendered(data: object, role: Role) -> str:
+    del role  # read as its page (`View.read` renders it)
+    assert isinstance(data, str)
+    return data
+
+
+def _issue_filter(request: Request) -> str | None:
+    """The `issue` a page is filtered to, normalized ("" for none); None: not an identifier."""
+    given = request.query_params.get("issue", "").strip()
+    if not given:
+        return ""
+    try:
+        return normalize_identifier(given)
+    except InputError:
+        return None
+
+
+def _spend_part(data: object, role: Role) -> str:
+    del role  # every person sees the same spend
+    return pages.spend_part(data)  # type: ignore[arg-type]  # `WebReads.spend`'s
+
+
+def _hosts_part(data: object, role: Role) -> str:
+    return pages.hosts_part(data, role)  # type: ignore[arg-type]  # `WebReads.hosts`'
+
+
 def _issue_part(data: object, role: Role) -> str:
     return pages.issue_part(data, role)  # type: ignore[arg-type]  # `WebReads.issue`'s
 
@@ -387,6 +468,10 @@ def create_app(reads: WebReads, gate: Gate, settings: WebSettings) -> Starlette:
             Route("/", view.board),
             Route("/inbox", view.inbox),
             Route("/issue/{project}/{issue}", view.issue),
+            Route("/log", view.log),
+            Route("/spend", view.spend),
+            Route("/hosts", view.hosts),
+            Route("/hosts/drain", view.drain, methods=["POST"]),
             Route("/login", view.login, methods=["GET", "POST"]),
             Route("/logout", view.logout, methods=["POST"]),
             Route("/inbox/answer", view.answer, methods=["POST"]),

@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
@@ -18,7 +19,18 @@ from legion.core.decide import Action
 from legion.core.model import Status
 from legion.core.web_access import Role, may_write
 from legion.services.issue_view import IssuePage
-from legion.tui.sources import PHASES, Board, BoardIssue, TrackerInbox, Unavailable
+from legion.services.spend import Spend
+from legion.tui.sources import (
+    PHASES,
+    ActionLogView,
+    Board,
+    BoardIssue,
+    TrackerInbox,
+    Unavailable,
+)
+
+if TYPE_CHECKING:
+    from legion.fleet.hosts import Host
 
 # The columns a board always shows, empty or not: where work goes once it is picked up.
 ALWAYS_SHOWN = (Status.TODO, Status.IN_PROGRESS, Status.NEEDS_REVIEW, Status.RETRO, Status.DONE)
@@ -179,6 +191,88 @@ def page(
 def version(part: str) -> str:
     """A live part's digest: a page skips a push of what it shows already."""
     return hashlib.sha256(part.encode()).hexdigest()[:20]
+
+
+def log_part(logs: Sequence[ActionLogView | Unavailable], issue: str) -> str:
+    shown = [
+        {"unavailable": log.reason}
+        if isinstance(log, Unavailable)
+        else {"project": log.project, "lines": log.lines}
+        for log in logs
+    ]
+    return _templates().get_template("log.html").render(logs=shown, issue=issue)
+
+
+CHART_WIDTH, CHART_HEIGHT = 700, 160  # the spend chart's drawing units
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    day: str
+    label: str  # MM-DD
+    tokens: int
+    x: float
+    y: float
+    w: float
+    h: float
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """Tokens by day as bars, drawn by the server (SVG): no script, nothing fetched."""
+
+    bars: tuple[Bar, ...]
+    budget_y: float | None  # where the day's budget's line is; None: no budget
+    width: int = CHART_WIDTH
+    height: int = CHART_HEIGHT
+
+
+def chart(days: Sequence[tuple[str, int]], budget: int | None) -> Chart:
+    width, height = CHART_WIDTH, CHART_HEIGHT
+    top = max([tokens for _, tokens in days] + [budget or 0, 1])
+    step = width / max(1, len(days))
+    bars = tuple(
+        Bar(
+            day,
+            day[5:],
+            tokens,
+            x=round(n * step + step * 0.15, 1),
+            y=round(height - height * tokens / top, 1),
+            w=round(step * 0.7, 1),
+            h=round(height * tokens / top, 1),
+        )
+        for n, (day, tokens) in enumerate(days)
+    )
+    budget_y = None if budget is None else round(height - height * budget / top, 1)
+    return Chart(bars, budget_y)
+
+
+def spend_part(projects: Sequence[tuple[str, Spend | Unavailable]]) -> str:
+    shown = [
+        {"name": name, "unavailable": spend.reason}
+        if isinstance(spend, Unavailable)
+        else {"name": name, "spend": spend, "chart": chart(spend.days, spend.daily_budget)}
+        for name, spend in projects
+    ]
+    return _templates().get_template("spend.html").render(projects=shown)
+
+
+def hosts_part(
+    projects: Sequence[tuple[str, tuple[list[Host], float] | Unavailable]],
+    role: Role,
+    csrf: str = "",
+) -> str:
+    shown = [
+        {"name": name, "unavailable": found.reason}
+        if isinstance(found, Unavailable)
+        else {"name": name, "hosts": found[0], "now": found[1]}
+        for name, found in projects
+    ]
+    return (
+        _templates()
+        .get_template("hosts.html")
+        .render(projects=shown, operator=may_write(role), csrf=csrf)
+    )
 
 
 def login_form() -> str:

@@ -5,13 +5,22 @@ feedback`'s) and a person's answer to one. The web layer decides nothing of its 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from legion.errors import LegionError
 from legion.services.issue_view import IssuePage
-from legion.tui.sources import Board, ProjectSources, TrackerInbox, Unavailable
+from legion.tui.sources import ActionLogView, Board, ProjectSources, TrackerInbox, Unavailable
+
+if TYPE_CHECKING:
+    from legion.backends import Backends
+    from legion.config import Project
+    from legion.fleet.hosts import Host
+    from legion.services.spend import Spend
+
+T = TypeVar("T")
+LOG_LINES = 200  # the last actions and events shown of each project
 
 
 class WebReads(Protocol):
@@ -28,6 +37,32 @@ class WebReads(Protocol):
 
     def inbox_stamp(self) -> object:
         """As `board_stamp`, for `inbox`."""
+        ...
+
+    def log_stamp(self) -> object:
+        """As `board_stamp`, for `logs` (whatever its filter)."""
+        ...
+
+    def spend_stamp(self) -> object:
+        """As `board_stamp`, for `spend`."""
+        ...
+
+    def logs(self, issue: str | None) -> list[ActionLogView | Unavailable]:
+        """Each project's last actions and its agents' events (`legion log`'s, `legion
+        events`'), newest last; `issue`: those about that issue only."""
+        ...
+
+    def spend(self) -> list[tuple[str, Spend | Unavailable]]:
+        """Each project's spend (`legion usage`'s ledger), by its name."""
+        ...
+
+    def hosts(self) -> list[tuple[str, tuple[list[Host], float] | Unavailable]]:
+        """Each project's fleet (`legion hosts`'): its hosts and the store's time now."""
+        ...
+
+    def drain(self, project: str, host: str, *, undo: bool, author: str) -> str:
+        """`legion host drain`'s, by a person (in the action log with their name); what was
+        done, in a line."""
         ...
 
     def has_project(self, name: str) -> bool:
@@ -55,7 +90,13 @@ class MachineReads:
         self.sources = ProjectSources(env, cwd, self._known)
         self.commands = ServiceCommands(env, cwd, self._known)
         # The files the last read of each view depended on (`Board.watched`).
-        self._watched: dict[str, tuple[Path, ...] | None] = {"board": None, "inbox": None}
+        self._watched: dict[str, tuple[Path, ...] | None] = {
+            "board": None,
+            "inbox": None,
+            "log": None,
+            "spend": None,
+            "hosts": None,
+        }
 
     def _known(self) -> dict[str, Path]:
         from legion.bus import open_bus
@@ -80,6 +121,60 @@ class MachineReads:
         if name_of(here) not in names:
             names.insert(0, None)
         return names
+
+    def _each(
+        self, view: str, read: Callable[[Project, Backends], T]
+    ) -> list[tuple[str, T | Unavailable]]:
+        """`read` of each project shown, by its name; why not, for one that cannot be read.
+        The projects' stores are what view `view` depended on."""
+        from legion.tui.projects import name_of
+        from legion.tui.sources import store_files
+
+        found: list[tuple[str, T | Unavailable]] = []
+        files: list[Path] | None = []
+        for name in self.project_names():
+            project = self.sources.project(name)
+            if isinstance(project, Unavailable):
+                found.append((name or "?", project))
+                files = None
+                continue
+            shown = name or name_of(project)
+            if files is not None:
+                files += store_files(project)
+            try:
+                with self.sources.projects.backends(project) as backends:
+                    found.append((shown, read(project, backends)))
+            except LegionError as exc:
+                found.append((shown, Unavailable(f"{shown}: {exc}")))
+                files = None
+        self._watched[view] = None if files is None else tuple(files)
+        return found
+
+    def spend(self) -> list[tuple[str, Spend | Unavailable]]:
+        from legion.services.spend import read_spend
+
+        return self._each("spend", read_spend)
+
+    def hosts(self) -> list[tuple[str, tuple[list[Host], float] | Unavailable]]:
+        from legion.fleet.hosts import Fleet
+
+        def read(project: Project, backends: Backends) -> tuple[list[Host], float]:
+            return Fleet(backends.db).hosts(project.settings.host_timeout)
+
+        return self._each("hosts", read)
+
+    def drain(self, project: str, host: str, *, undo: bool, author: str) -> str:
+        from legion.fleet.hosts import Fleet
+        from legion.store.actionlog import ActionLog, OutcomeKind
+
+        found = self.sources.projects.named(project)
+        with self.sources.projects.backends(found) as backends:
+            Fleet(backends.db).drain(host, draining=not undo)
+            what = "taken back" if undo else "draining"
+            ActionLog(backends.db).append(
+                "-", "host_drain", OutcomeKind.DONE, f"{host} {what} by {author}"
+            )
+        return f"{host}: {what}"
 
     def has_project(self, name: str) -> bool:
         try:
@@ -107,11 +202,45 @@ class MachineReads:
         self._watched["inbox"] = None if found.troubles else found.watched
         return found
 
+    def logs(self, issue: str | None) -> list[ActionLogView | Unavailable]:
+        from legion.bus import bus_path, bus_store
+        from legion.tui.sources import store_files
+
+        names = self.project_names()
+        found = [self.sources.action_log(name, LOG_LINES) for name in names]
+        files: list[Path] = []
+        for name in names:
+            project = self.sources.project(name)
+            if not isinstance(project, Unavailable):
+                files += store_files(project)
+        if bus_store(self.env) is None:
+            bus = bus_path(self.env)
+            files += [bus, bus.with_name(bus.name + "-wal")]
+        self._watched["log"] = (
+            tuple(files) if all(isinstance(f, ActionLogView) for f in found) else None
+        )
+        if issue is None:
+            return found
+        return [
+            log
+            if isinstance(log, Unavailable)
+            else ActionLogView(
+                log.project, tuple(line for line in log.lines if line.about == issue)
+            )
+            for log in found
+        ]
+
     def board_stamp(self) -> object:
         return _stamp(self._watched["board"])
 
     def inbox_stamp(self) -> object:
         return _stamp(self._watched["inbox"])
+
+    def log_stamp(self) -> object:
+        return _stamp(self._watched["log"])
+
+    def spend_stamp(self) -> object:
+        return _stamp(self._watched["spend"])
 
     def issue(self, project: str, identifier: str) -> IssuePage | Unavailable:
         from legion.services.issue_view import read_issue_page

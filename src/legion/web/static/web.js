@@ -16,6 +16,12 @@
     const active = document.activeElement;
     return active && live.contains(active) && active.tagName === "TEXTAREA" && active.value;
   };
+  // A button that asks first (drain a host): one confirm, then its form goes.
+  document.addEventListener("submit", function (event) {
+    const button = event.submitter;
+    const asked = button && button.dataset.confirm;
+    if (asked && !window.confirm(asked)) event.preventDefault();
+  });
   const source = new EventSource(live.dataset.stream);
   source.addEventListener(view, function (event) {
     if (event.lastEventId === live.dataset.version) return; // shown already
