@@ -435,3 +435,46 @@ def test_hosts_are_shown_and_an_operator_drains_one_in_the_log_by_name(
         "/hosts/drain", data={**form, "csrf": csrf_of(viewer)}, headers={"origin": BASE}
     )
     assert refused.status_code == 403
+
+
+def test_a_question_on_the_bus_is_answered_from_the_inbox_credited_to_the_person(
+    served: tuple[TestClient, Gate],
+) -> None:
+    """One inbox: the bus's `@human` questions beside the trackers'; the answer goes the way
+    `legion reply` goes, to every asker down the chain."""
+    from legion.bus import actions, open_bus
+    from legion.bus.model import AgentRole, Channel
+
+    client, _ = served
+    log_in(client, TokenStore(tokens_path(os.environ)).mint("ana", Role.OPERATOR))
+    client.get("/")  # the board names the project on the bus
+    bus = open_bus(os.environ)
+    try:
+        main, leg7 = Channel("repo", "main"), Channel("repo", "legion/LEG-7")
+        legion = bus.register_agent(
+            main, "legion", role=AgentRole.CONTROLLER, runtime="test", session_id="s-l"
+        )
+        implement = bus.register_agent(
+            leg7, "implement", role=AgentRole.IMPLEMENT, runtime="test", session_id="s-i"
+        )
+        asked = actions.ask(bus, implement, "Which <date> format?").message
+        passed = actions.ask(bus, legion, "Which format, human?", about=asked.id).message
+    finally:
+        bus.close()
+    inbox = client.get("/inbox").text
+    assert f'data-message="{passed.id}"' in inbox and "Which format, human?" in inbox
+    form = {"csrf": csrf_of(inbox), "question": passed.id, "text": "ISO 8601"}
+    for _ in range(2):  # the same answer sent twice posts once
+        sent = client.post("/inbox/reply", data=form, headers={"origin": BASE})
+        assert sent.status_code == 303
+    shown = client.get("/inbox").text  # every asker down the chain
+    assert "answered @repo/main/legion, @repo/legion/LEG-7/implement" in shown
+    bus = open_bus(os.environ)
+    try:
+        replies = bus.replies(passed.id)
+        assert [(m.body, m.sender) for m in replies] == [("ISO 8601", "human")]
+        assert actions.human_inbox(bus) == []
+    finally:
+        bus.close()
+    log = client.get("/log").text
+    assert "answered by ana" in log

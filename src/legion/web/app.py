@@ -380,6 +380,21 @@ class WebView:
         session.flash = for_display(said)
         return RedirectResponse("/inbox", 303)
 
+    async def reply(self, request: Request) -> Response:
+        checked = await self.write_of(request)
+        if isinstance(checked, Response):
+            return checked
+        session, fields = checked
+        if not may_write(session.role):
+            return _refused("a viewer cannot answer (an operator's token can)")
+        question, text = fields.get("question", ""), fields.get("text", "")
+        try:
+            said = await asyncio.to_thread(self.reads.reply, question, text, session.name)
+        except LegionError as exc:
+            said = f"not answered: {exc}"
+        session.flash = for_display(said)
+        return RedirectResponse("/inbox", 303)
+
     async def logout(self, request: Request) -> Response:
         checked = await self.write_of(request)
         if isinstance(checked, Response):
@@ -475,6 +490,7 @@ def create_app(reads: WebReads, gate: Gate, settings: WebSettings) -> Starlette:
             Route("/login", view.login, methods=["GET", "POST"]),
             Route("/logout", view.logout, methods=["POST"]),
             Route("/inbox/answer", view.answer, methods=["POST"]),
+            Route("/inbox/reply", view.reply, methods=["POST"]),
             Route("/events/{view}", view.events),
             Mount("/static", static, name="static"),
         ],

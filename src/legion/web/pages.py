@@ -25,9 +25,9 @@ from legion.tui.sources import (
     ActionLogView,
     Board,
     BoardIssue,
-    TrackerInbox,
     Unavailable,
 )
+from legion.web.reads import Inbox
 
 if TYPE_CHECKING:
     from legion.fleet.hosts import Host
@@ -109,13 +109,19 @@ def board_part(boards: Sequence[Board | Unavailable], role: Role) -> str:
     return _templates().get_template("board.html").render(boards=shown)
 
 
-def inbox_part(inbox: TrackerInbox, role: Role, csrf: str = "") -> str:
+def inbox_part(inbox: Inbox, role: Role, csrf: str = "") -> str:
+    trackers = inbox.trackers
+    troubles = list(trackers.troubles)
+    asked = [] if isinstance(inbox.bus, str) else inbox.bus
+    if isinstance(inbox.bus, str):
+        troubles.append(inbox.bus)
     return (
         _templates()
         .get_template("inbox.html")
         .render(
-            questions=inbox.questions,
-            troubles=inbox.troubles,
+            questions=trackers.questions,
+            asked=asked,
+            troubles=troubles,
             operator=may_write(role),
             csrf=csrf,
         )

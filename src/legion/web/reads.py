@@ -6,6 +6,7 @@ feedback`'s) and a person's answer to one. The web layer decides nothing of its 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -15,11 +16,22 @@ from legion.tui.sources import ActionLogView, Board, ProjectSources, TrackerInbo
 
 if TYPE_CHECKING:
     from legion.backends import Backends
+    from legion.bus.model import Message
     from legion.config import Project
     from legion.fleet.hosts import Host
     from legion.services.spend import Spend
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Inbox:
+    """Every question waiting for a person."""
+
+    trackers: TrackerInbox
+    bus: list[Message] | str  # the bus's questions to the human, oldest first; why not
+
+
 LOG_LINES = 200  # the last actions and events shown of each project
 
 
@@ -28,7 +40,9 @@ class WebReads(Protocol):
         """Each project's board: those the bus knows, and the one `legion web` runs in."""
         ...
 
-    def inbox(self) -> TrackerInbox: ...
+    def inbox(self) -> Inbox:
+        """Every question waiting for a person: the trackers' and the bus's."""
+        ...
 
     def board_stamp(self) -> object:
         """Cheap: what, unchanged since the last `boards`, means they are the same (as far as
@@ -77,6 +91,11 @@ class WebReads(Protocol):
     def answer(self, project: str, issue: str, text: str, author: str) -> str:
         """A person's answer to the question waiting on `issue` (`legion feedback`'s path);
         what was done, in a line. A refusal is a `LegionError`."""
+        ...
+
+    def reply(self, question: str, text: str, author: str) -> str:
+        """A person's answer to the bus's question `question` (`legion reply`'s path, then
+        handed over as `legion say` hands over); what was done, in a line."""
         ...
 
 
@@ -197,10 +216,55 @@ class MachineReads:
         self._watched["board"] = watched if whole else None
         return found
 
-    def inbox(self) -> TrackerInbox:
+    def inbox(self) -> Inbox:
+        from legion.bus import bus_path, bus_store, open_bus
+        from legion.bus.actions import human_inbox
+
         found = self.sources.tracker_questions()
-        self._watched["inbox"] = None if found.troubles else found.watched
-        return found
+        watched: tuple[Path, ...] | None = None if found.troubles else found.watched
+        try:
+            bus = open_bus(self.env)
+            try:
+                asked: list[Message] | str = human_inbox(bus)
+            finally:
+                bus.close()
+        except LegionError as exc:
+            asked, watched = f"the bus's questions cannot be read: {exc}", None
+        if watched is not None and bus_store(self.env) is None:
+            path = bus_path(self.env)
+            watched = (*watched, path, path.with_name(path.name + "-wal"))
+        self._watched["inbox"] = watched
+        return Inbox(found, asked)
+
+    def reply(self, question: str, text: str, author: str) -> str:
+        import hashlib
+        import uuid
+
+        from legion.bus import open_bus
+        from legion.bus.actions import reply
+        from legion.core.text import clean_comment
+        from legion.services.messaging import hand_over
+        from legion.store.actionlog import ActionLog, OutcomeKind
+
+        clean_comment(text)
+        # The same answer of the same person to the same question posts once (a form sent
+        # twice); another person's, or another answer, is a post of its own.
+        seed = hashlib.sha256(f"{question}\0{author}\0{text}".encode()).hexdigest()
+        reply_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"legion-web-reply:{seed}"))
+        bus = open_bus(self.env)
+        try:
+            posted = reply(bus, bus.human(), question, text, reply_id=reply_id)
+            project = posted.message.project
+            hand_over(bus, posted, self.env, lambda: self.sources.projects.named(project))
+        finally:
+            bus.close()
+        found = self.sources.projects.named(project)
+        asked = ", ".join(f"@{agent.address}" for agent in posted.recipients) or "nobody"
+        with self.sources.projects.backends(found) as backends:
+            ActionLog(backends.db).append(
+                "-", "reply", OutcomeKind.DONE, f"{asked} answered by {author}"
+            )
+        return f"answered {asked}"
 
     def logs(self, issue: str | None) -> list[ActionLogView | Unavailable]:
         from legion.bus import bus_path, bus_store
