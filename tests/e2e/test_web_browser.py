@@ -267,6 +267,12 @@ def test_legion_demo_web_shows_the_swarm_work_live(tmp_path: Path) -> None:
             expect(page.locator(".chart rect")).to_have_count(14)
             expect(page.locator("main")).to_contain_text("LEG-1")
             shot(page, "demo-spend", tmp_path)
+            # The bus's channels: the issue's, with the agent of each mode it went through.
+            page.click("nav >> text=Channels")
+            page.click('.channel-list a[href$="leg-1" i]')
+            for mode in ("plan", "implement", "review", "finish"):
+                expect(page.locator("table.agents")).to_contain_text(f"@{mode}")
+            shot(page, "demo-channel", tmp_path)
         served.wait_for("stays up", timeout=60)
         assert "1 of 1 issue Done" in "\n".join(served.printed), served.printed
         process.send_signal(signal.SIGINT)

@@ -478,3 +478,69 @@ def test_a_question_on_the_bus_is_answered_from_the_inbox_credited_to_the_person
         bus.close()
     log = client.get("/log").text
     assert "answered by ana" in log
+
+
+def test_channels_are_read_and_an_operator_posts_archives_and_kills_in_them(
+    served: tuple[TestClient, Gate], legion: LegionRunner
+) -> None:
+    from legion.bus import actions, open_bus
+    from legion.bus.model import AgentRole, AgentStatus, Channel
+
+    client, _ = served
+    store = TokenStore(tokens_path(os.environ))
+    log_in(client, store.mint("ana", Role.OPERATOR))
+    client.get("/")  # the board names the project on the bus
+    leg7 = Channel("repo", "legion/LEG-7")
+    bus = open_bus(os.environ)
+    try:
+        implement = bus.register_agent(
+            leg7, "implement", role=AgentRole.IMPLEMENT, runtime="test", session_id="s-i"
+        )
+        review = bus.register_agent(
+            leg7, "review", role=AgentRole.REVIEW, runtime="test", session_id="s-r"
+        )
+        actions.say(bus, implement, leg7, "done <script>alert(1)</script>")
+    finally:
+        bus.close()
+    listed = client.get("/channels").text
+    assert 'href="/channels?c=repo/legion/LEG-7"' in listed
+    page = client.get("/channels?c=repo/legion/LEG-7").text
+    assert "done &lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
+    assert 'data-agent="repo/legion/LEG-7/implement"' in page
+    csrf = csrf_of(page)
+    said = {"csrf": csrf, "c": "repo/legion/LEG-7", "text": "@review look at it"}
+    assert client.post("/channels/say", data=said, headers={"origin": BASE}).status_code == 303
+    nowhere = {**said, "c": "repo/nowhere"}
+    client.post("/channels/say", data=nowhere, headers={"origin": BASE})
+    assert "not posted: no channel repo/nowhere" in client.get("/channels").text
+    archive = {"csrf": csrf, "agent": str(review.id), "do": "archive", "c": "repo/legion/LEG-7"}
+    assert client.post("/channels/agent", data=archive, headers={"origin": BASE}).status_code == 303
+    kill = {**archive, "agent": str(implement.id), "do": "kill"}
+    assert client.post("/channels/agent", data=kill, headers={"origin": BASE}).status_code == 303
+    assert "is busy (in the middle of a turn)" in client.get("/channels").text  # as the CLI
+    kill["do"] = "force-kill"
+    assert client.post("/channels/agent", data=kill, headers={"origin": BASE}).status_code == 303
+    bus = open_bus(os.environ)
+    try:
+        posted = bus.messages(channel=leg7)[-1]
+        assert (posted.body, posted.sender, posted.mentions) == (
+            "@review look at it",
+            "human",
+            ("repo/legion/LEG-7/review",),
+        )
+        assert bus.agent(review.id).status is AgentStatus.ARCHIVED
+        assert bus.agent(implement.id).status is AgentStatus.FAILED
+    finally:
+        bus.close()
+    log = json.loads(legion("log", "--json").stdout)
+    details = {e["detail"] for e in log}
+    assert {"in repo/legion/LEG-7 by ana", "@repo/legion/LEG-7/review by ana"} <= details
+    assert "@repo/legion/LEG-7/implement by ana" in details
+    client.cookies.clear()
+    log_in(client, store.mint("bo", Role.VIEWER))
+    viewer = client.get("/channels?c=repo/legion/LEG-7").text
+    assert 'action="/channels/say"' not in viewer and 'action="/channels/agent"' not in viewer
+    refused = client.post(
+        "/channels/say", data={**said, "csrf": csrf_of(viewer)}, headers={"origin": BASE}
+    )
+    assert refused.status_code == 403

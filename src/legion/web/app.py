@@ -35,6 +35,7 @@ from legion.core.model import normalize_identifier
 from legion.core.text import for_display
 from legion.core.web_access import Role, csrf_matches, host_allowed, may_write, same_origin
 from legion.errors import InputError, LegionError
+from legion.services.channels import parse_channel
 from legion.web import pages
 from legion.web.gate import COOKIE, Gate, LoginRefused, WebSession
 from legion.web.live import LiveViews, TooManyListeners, View
@@ -276,6 +277,52 @@ class WebView:
         session.flash = for_display(said)
         return RedirectResponse("/hosts", 303)
 
+    async def channels(self, request: Request) -> Response:
+        selected = parse_channel(request.query_params.get("c", ""))
+
+        def part(session: WebSession) -> str:
+            return pages.channels_part(self.reads.channels(selected), session.role, session.csrf)
+
+        stream = "/events/channels?" + urlencode({"c": str(selected or "")})
+        return await self._page(request, "channels", "Channels", part, stream)
+
+    async def say(self, request: Request) -> Response:
+        checked = await self.write_of(request)
+        if isinstance(checked, Response):
+            return checked
+        session, fields = checked
+        if not may_write(session.role):
+            return _refused("a viewer cannot post (an operator's token can)")
+        channel = parse_channel(fields.get("c", ""))
+        if channel is None:
+            return PlainTextResponse("refused: no channel named", 400)
+        text = fields.get("text", "")
+        try:
+            said = await asyncio.to_thread(self.reads.say, channel, text, session.name)
+        except LegionError as exc:
+            said = f"not posted: {exc}"
+        session.flash = for_display(said)
+        return RedirectResponse("/channels?" + urlencode({"c": str(channel)}), 303)
+
+    async def agent(self, request: Request) -> Response:
+        checked = await self.write_of(request)
+        if isinstance(checked, Response):
+            return checked
+        session, fields = checked
+        if not may_write(session.role):
+            return _refused("a viewer cannot archive or kill (an operator's token can)")
+        try:
+            agent_id = int(fields.get("agent", ""))
+        except ValueError:
+            return PlainTextResponse("refused: no agent named", 400)
+        action = fields.get("do", "")
+        try:
+            said = await asyncio.to_thread(self.reads.agent_action, agent_id, action, session.name)
+        except LegionError as exc:
+            said = f"not done: {exc}"
+        session.flash = for_display(said)
+        return RedirectResponse("/channels?" + urlencode({"c": fields.get("c", "")}), 303)
+
     async def log(self, request: Request) -> Response:
         issue = _issue_filter(request)
         if issue is None:
@@ -302,6 +349,11 @@ class WebView:
                 lambda: pages.log_part(reads.logs(issue or None), issue),
                 _as_rendered,
                 reads.log_stamp,
+            )
+        if name == "channels":
+            selected = parse_channel(request.query_params.get("c", ""))
+            return f"channels/{selected or ''}", View(
+                lambda: reads.channels(selected), _channels_part, reads.bus_stamp
             )
         if name != "issue":
             return None
@@ -434,6 +486,10 @@ def _issue_filter(request: Request) -> str | None:
         return None
 
 
+def _channels_part(data: object, role: Role) -> str:
+    return pages.channels_part(data, role)  # type: ignore[arg-type]  # `WebReads.channels`'
+
+
 def _spend_part(data: object, role: Role) -> str:
     del role  # every person sees the same spend
     return pages.spend_part(data)  # type: ignore[arg-type]  # `WebReads.spend`'s
@@ -484,6 +540,9 @@ def create_app(reads: WebReads, gate: Gate, settings: WebSettings) -> Starlette:
             Route("/inbox", view.inbox),
             Route("/issue/{project}/{issue}", view.issue),
             Route("/log", view.log),
+            Route("/channels", view.channels),
+            Route("/channels/say", view.say, methods=["POST"]),
+            Route("/channels/agent", view.agent, methods=["POST"]),
             Route("/spend", view.spend),
             Route("/hosts", view.hosts),
             Route("/hosts/drain", view.drain, methods=["POST"]),

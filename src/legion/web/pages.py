@@ -27,7 +27,7 @@ from legion.tui.sources import (
     BoardIssue,
     Unavailable,
 )
-from legion.web.reads import Inbox
+from legion.web.reads import Channels, Inbox
 
 if TYPE_CHECKING:
     from legion.fleet.hosts import Host
@@ -278,6 +278,20 @@ def hosts_part(
         _templates()
         .get_template("hosts.html")
         .render(projects=shown, operator=may_write(role), csrf=csrf)
+    )
+
+
+def channels_part(found: Channels, role: Role, csrf: str = "") -> str:
+    return (
+        _templates()
+        .get_template("channels.html")
+        .render(
+            channels=found.found,
+            selected=found.selected,
+            trouble=found.trouble,
+            operator=may_write(role),
+            csrf=csrf,
+        )
     )
 
 

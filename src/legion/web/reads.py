@@ -10,18 +10,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from legion.errors import LegionError
+from legion.bus.model import Channel
+from legion.errors import InputError, LegionError
+from legion.services.channels import ChannelView
 from legion.services.issue_view import IssuePage
 from legion.tui.sources import ActionLogView, Board, ProjectSources, TrackerInbox, Unavailable
 
 if TYPE_CHECKING:
     from legion.backends import Backends
+    from legion.bus import Bus
     from legion.bus.model import Message
     from legion.config import Project
     from legion.fleet.hosts import Host
     from legion.services.spend import Spend
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Channels:
+    """The bus's channels, the one selected with its messages, or why none can be read."""
+
+    found: list[ChannelView]
+    selected: ChannelView | None
+    trouble: str = ""
+
+
+def _once(*parts: str) -> str:
+    """A post's id from what makes it the same post: the same words of the same person in the
+    same place (a form sent twice) post once."""
+    import hashlib
+    import uuid
+
+    seed = hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"legion-web:{seed}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +99,24 @@ class WebReads(Protocol):
     def drain(self, project: str, host: str, *, undo: bool, author: str) -> str:
         """`legion host drain`'s, by a person (in the action log with their name); what was
         done, in a line."""
+        ...
+
+    def channels(self, selected: Channel | None) -> Channels:
+        """The bus's channels and agents, and the messages of `selected`."""
+        ...
+
+    def bus_stamp(self) -> object:
+        """As `board_stamp`, for the bus (`channels`)."""
+        ...
+
+    def say(self, channel: Channel, text: str, author: str) -> str:
+        """A person's post in `channel` (`legion say`'s, handed over at once); what was
+        done, in a line."""
+        ...
+
+    def agent_action(self, agent_id: int, action: str, author: str) -> str:
+        """`archive`, `kill` or `force-kill` of agent `agent_id` by a person (`legion
+        archive`'s and `legion kill`'s); what was done, in a line."""
         ...
 
     def has_project(self, name: str) -> bool:
@@ -195,6 +235,86 @@ class MachineReads:
             )
         return f"{host}: {what}"
 
+    def channels(self, selected: Channel | None) -> Channels:
+        from legion.bus import open_bus
+        from legion.services.channels import ChannelView, channels, read_channel
+
+        try:
+            bus = open_bus(self.env)
+            try:
+                found = channels(bus)
+                shown = None
+                for view in found:
+                    if view.channel == selected:
+                        shown = ChannelView(view.channel, view.agents, read_channel(bus, selected))
+            finally:
+                bus.close()
+        except LegionError as exc:
+            return Channels([], None, f"the bus cannot be read: {exc}")
+        return Channels(found, shown)
+
+    def bus_stamp(self) -> object:
+        from legion.bus import bus_path, bus_store
+
+        if bus_store(self.env) is not None:
+            return None
+        path = bus_path(self.env)
+        return _stamp((path, path.with_name(path.name + "-wal")))
+
+    def _known_channel(self, bus: Bus, channel: Channel) -> None:
+        from legion.services.channels import channels
+
+        if channel not in {view.channel for view in channels(bus)}:
+            raise InputError(f"no channel {channel} on the bus (the Channels page lists them)")
+
+    def say(self, channel: Channel, text: str, author: str) -> str:
+        from legion.bus import actions, open_bus
+        from legion.core.text import clean_comment
+        from legion.services.messaging import hand_over, wakes_said
+
+        clean_comment(text)
+        bus = open_bus(self.env)
+        try:
+            self._known_channel(bus, channel)
+            message_id = _once("say", str(channel), author, text)
+            posted = actions.say(bus, bus.human(), channel, text, message_id=message_id)
+            hand_over(bus, posted, self.env, lambda: self.sources.projects.named(channel.project))
+        finally:
+            bus.close()
+        self._log(channel.project, "say", f"in {channel} by {author}")
+        return wakes_said(posted)
+
+    def agent_action(self, agent_id: int, action: str, author: str) -> str:
+        from legion.bus import actions, open_bus
+        from legion.services.agent_control import kill
+
+        bus = open_bus(self.env)
+        try:
+            target = bus.agent(agent_id)
+            human = bus.human()
+            if action == "archive":
+                actions.archive(bus, human, target)
+                said = f"@{target.address} archived"
+            elif action in ("kill", "force-kill"):
+                said = kill(bus, human, target, force=action == "force-kill", env=self.env).said
+            else:
+                raise InputError(f"no such action {action!r}: archive, kill or force-kill")
+        finally:
+            bus.close()
+        self._log(target.project, action.replace("-", "_"), f"@{target.address} by {author}")
+        return said
+
+    def _log(self, project: str, action: str, detail: str) -> None:
+        """A person's deed in the project's action log (a project gone meanwhile: none)."""
+        from legion.store.actionlog import ActionLog, OutcomeKind
+
+        try:
+            found = self.sources.projects.named(project)
+            with self.sources.projects.backends(found) as backends:
+                ActionLog(backends.db).append("-", action, OutcomeKind.DONE, detail)
+        except LegionError:
+            pass
+
     def has_project(self, name: str) -> bool:
         try:
             if name in self.sources.projects.known():
@@ -237,20 +357,13 @@ class MachineReads:
         return Inbox(found, asked)
 
     def reply(self, question: str, text: str, author: str) -> str:
-        import hashlib
-        import uuid
-
         from legion.bus import open_bus
         from legion.bus.actions import reply
         from legion.core.text import clean_comment
         from legion.services.messaging import hand_over
-        from legion.store.actionlog import ActionLog, OutcomeKind
 
         clean_comment(text)
-        # The same answer of the same person to the same question posts once (a form sent
-        # twice); another person's, or another answer, is a post of its own.
-        seed = hashlib.sha256(f"{question}\0{author}\0{text}".encode()).hexdigest()
-        reply_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"legion-web-reply:{seed}"))
+        reply_id = _once("reply", question, author, text)
         bus = open_bus(self.env)
         try:
             posted = reply(bus, bus.human(), question, text, reply_id=reply_id)
@@ -258,12 +371,8 @@ class MachineReads:
             hand_over(bus, posted, self.env, lambda: self.sources.projects.named(project))
         finally:
             bus.close()
-        found = self.sources.projects.named(project)
         asked = ", ".join(f"@{agent.address}" for agent in posted.recipients) or "nobody"
-        with self.sources.projects.backends(found) as backends:
-            ActionLog(backends.db).append(
-                "-", "reply", OutcomeKind.DONE, f"{asked} answered by {author}"
-            )
+        self._log(project, "reply", f"{asked} answered by {author}")
         return f"answered {asked}"
 
     def logs(self, issue: str | None) -> list[ActionLogView | Unavailable]:
