@@ -20,7 +20,7 @@ from legion.web.app import SECURITY_HEADERS, WebSettings, create_app
 from legion.web.gate import COOKIE, Gate
 from legion.web.reads import MachineReads
 from legion.web.tokens import TokenStore, tokens_path
-from tests.support.cli import LegionRunner
+from tests.support.cli import LegionRunner, git
 
 BASE = "http://127.0.0.1:8787"
 HOSTILE = "<script>alert('x')</script> & <b>bold</b>"
@@ -544,3 +544,36 @@ def test_channels_are_read_and_an_operator_posts_archives_and_kills_in_them(
         "/channels/say", data={**said, "csrf": csrf_of(viewer)}, headers={"origin": BASE}
     )
     assert refused.status_code == 403
+
+
+def test_a_card_says_what_a_person_needs_and_never_looks_ready_when_review_said_no(
+    served: tuple[TestClient, Gate], project: Path, legion: LegionRunner
+) -> None:
+    from legion.backends import open_backends
+    from legion.config import load_project
+    from legion.proxy.ledger import Spender, UsageLedger
+    from legion.proxy.metering import Metered
+
+    assert legion("issue", "create", "After the first", "--blocked-by", "LEG-1").returncode == 0
+    backends = open_backends(load_project(project))
+    git(project, "branch", "legion/leg-1")
+    backends.forge.create_pr("LEG-1", "legion/leg-1")
+    backends.forge.add_review("LEG-1", "changes_requested", body="no", author="rev")
+    assert legion("issue", "move", "LEG-1", "Needs Review").returncode == 0
+    UsageLedger(backends.db).record(Spender("s", "LEG-1", "implement", "x"), Metered("m", 1200, 34))
+    client, gate = served
+    assert gate.link_token
+    log_in(client, gate.link_token)
+    board = client.get("/").text
+
+    def card(issue: str) -> str:
+        start = board.index(f'data-issue="{issue}"')
+        return board[board.rindex("<article", 0, start) : board.index("</article>", start)]
+
+    first = card("LEG-1")
+    assert 'class="card bad"' in first and "changes requested" in first
+    assert "1,234 tokens" in first
+    asking = card("LEG-2")
+    assert 'class="card wait"' in asking and "a person&#39;s answer (the inbox)" in asking
+    blocked = card("LEG-3")
+    assert "waits for: blocked by LEG-1" in blocked

@@ -374,12 +374,8 @@ def state_table(snapshot: Snapshot, width: int = 80) -> Any:
         elif state.pr_review.value == "unknown":
             pr = "unknown"
         action = state.decision.words
-        if state.left_alone:
-            action += " (no opt-in label)"  # `backlog_opt_in_labels`
-        elif state.open_blockers and state.decision.action.value == "skip":
-            action += f" (blocked by {for_display(', '.join(state.open_blockers))})"
-        elif state.waiting:
-            action += f" ({state.waiting})"  # e.g. checks pending
+        if state.note:
+            action += f" ({state.note})"
         rows.append((state, pr, action))
 
     def natural(header: str, cells: list[str]) -> int:

@@ -72,6 +72,19 @@ class IssueState:
         return why_waiting(self.observation, self.decision)
 
     @property
+    def note(self) -> str | None:
+        """Why Legion leaves the issue as it is, in a few words a person reads beside the
+        decision (`legion state`, the boards): no opt-in label, what blocks it, what it waits
+        for; None when nothing needs saying."""
+        from legion.core.text import for_display
+
+        if self.left_alone:
+            return "no opt-in label"  # `backlog_opt_in_labels`
+        if self.open_blockers and self.decision.action.value == "skip":
+            return f"blocked by {for_display(', '.join(self.open_blockers))}"
+        return self.waiting  # e.g. checks pending
+
+    @property
     def left_alone(self) -> bool:
         """A Backlog issue nobody opted in: Legion does nothing with it."""
         return self.issue.status is Status.BACKLOG and not self.opted_in

@@ -73,6 +73,13 @@ class BoardIssue:
     action: Action = Action.SKIP  # what the decision table suggests (`legion state`'s)
     mode: Mode | None = None  # the worker it starts or resumes
     live: bool = False  # a live worker works on it
+    # For the web view's cards: its PR's checks ("" with none), why it waits (`IssueState.
+    # note`), whether a person's answer is awaited, and what its sessions spent so far.
+    checks: str = ""
+    note: str = ""
+    asks_human: bool = False
+    tokens: int = 0
+    cost: float | None = None  # where `[prices]` knows every model it used
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +242,7 @@ class ProjectSources:
                 backends.forge,
                 [s.issue for s in snapshot.issues if s.issue.status is Status.DONE and not s.pr],
             )
+            spent = _spent(project, backends.db)
         order = {phase: n for n, phase in enumerate(PHASES)}
         issues = sorted(
             (
@@ -251,6 +259,11 @@ class ProjectSources:
                     action=state.decision.action,
                     mode=state.decision.mode,
                     live=state.has_live_worker,
+                    checks="" if state.checks.value == "none" else state.checks.value,
+                    note=state.note or "",
+                    asks_human=_asks_human(state.issue.labels),
+                    tokens=spent.get(state.issue.identifier, (0, None))[0],
+                    cost=spent.get(state.issue.identifier, (0, None))[1],
                 )
                 for state in snapshot.issues
             ),
@@ -430,6 +443,30 @@ class ProjectSources:
                 for q in waiting
             )
         return TrackerInbox(tuple(asks), tuple(troubles), tuple(watched))
+
+
+def _asks_human(labels: Sequence[str] | frozenset[str]) -> bool:
+    """Labelled as waiting for a person's answer, not yet given one."""
+    from legion.core.model import Label
+
+    return Label.USER_INPUT_NEEDED.value in labels and Label.USER_FEEDBACK_GIVEN.value not in labels
+
+
+def _spent(project: Project, db: Store) -> dict[str, tuple[int, float | None]]:
+    """Each issue's tokens as the model proxy metered them, and their cost when every model
+    they went to has a price (`[prices]`)."""
+    from legion.proxy.ledger import UsageLedger
+
+    prices = project.settings.prices
+    found: dict[str, tuple[int, float | None]] = {}
+    for row in UsageLedger(db).rows():
+        if not row.issue:
+            continue
+        tokens, cost = found.get(row.issue, (0, 0.0))
+        price = prices.get(row.model)
+        priced = None if cost is None or price is None else cost + price.cost(row.used)
+        found[row.issue] = (tokens + row.used.total, priced)
+    return found
 
 
 def store_files(project: Project) -> list[Path]:

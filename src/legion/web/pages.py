@@ -57,6 +57,9 @@ class Card:
     review: str
     next: str  # what the decision table would do now ("" when nothing)
     tone: str  # "bad", "wait", "busy", "good" or ""
+    checks: str  # its PR's CI checks: passing, failing, pending ("" with none)
+    waits: str  # why it waits: blocked by, checks pending, a person's answer ("" when not)
+    spent: str  # tokens (and cost) so far ("" when none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +78,9 @@ class ShownBoard:
 
 
 def tone(issue: BoardIssue) -> str:
-    if any(word in issue.review for word in SAID_NO):
+    if any(word in issue.review for word in SAID_NO) or issue.checks == "failing":
         return "bad"
-    if any(word in issue.worker for word in WAITING):
+    if any(word in issue.worker for word in WAITING) or issue.asks_human:
         return "wait"
     if issue.live:
         return "busy"
@@ -88,7 +91,23 @@ def tone(issue: BoardIssue) -> str:
 
 def card(issue: BoardIssue) -> Card:
     shown_next = "" if issue.action is Action.SKIP else issue.action.value.replace("_", " ")
-    return Card(issue.identifier, issue.title, issue.worker, issue.review, shown_next, tone(issue))
+    waits = [issue.note] if issue.note else []
+    if issue.asks_human:
+        waits.append("a person's answer (the inbox)")
+    spent = f"{issue.tokens:,} tokens" if issue.tokens else ""
+    if spent and issue.cost is not None:
+        spent += f", {issue.cost:,.2f}"
+    return Card(
+        issue.identifier,
+        issue.title,
+        issue.worker,
+        issue.review,
+        shown_next,
+        tone(issue),
+        issue.checks,
+        "; ".join(waits),
+        spent,
+    )
 
 
 def shown_board(board: Board | Unavailable) -> ShownBoard:
