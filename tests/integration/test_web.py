@@ -324,11 +324,24 @@ def test_an_issue_page_shows_its_timeline_escaped_and_a_bad_name_is_said(
     assert 'href="/issue/repo/LEG-1"' in board
     said = legion("issue", "comment", "LEG-1", "--body", "<b>look</b> at this")
     assert said.returncode == 0, said.stderr
+    from legion.bus import actions, open_bus
+    from legion.bus.model import AgentRole, Channel
+
+    bus = open_bus(os.environ)
+    try:
+        channel = Channel("repo", "legion/leg-1")  # the issue's branch, its channel
+        plan = bus.register_agent(
+            channel, "plan", role=AgentRole.PLAN, runtime="test", session_id="s-p"
+        )
+        actions.say(bus, plan, channel, "planned <u>it</u>")
+    finally:
+        bus.close()
     page = client.get("/issue/repo/LEG-1")
     assert page.status_code == 200
     text = page.text
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in text and "<script>alert" not in text
     assert "&lt;b&gt;look&lt;/b&gt; at this" in text and "<b>look" not in text
+    assert "@repo/legion/leg-1/plan" in text and "planned &lt;u&gt;it&lt;/u&gt;" in text
     assert 'data-stream="/events/issue?project=repo&amp;issue=LEG-1"' in text
     assert "no session yet" in text and "none yet" in text  # no worker, no pull request
     missing = client.get("/issue/repo/LEG-99").text

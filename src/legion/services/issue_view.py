@@ -14,6 +14,7 @@ from legion.trackers.base import RECENT_COMMENTS
 
 if TYPE_CHECKING:
     from legion.backends import Backends
+    from legion.bus.model import Message
     from legion.config import Project
     from legion.core.model import Status
     from legion.core.usage import Usage
@@ -88,6 +89,7 @@ class IssuePage:
     tail_of: str  # whose screen `tail` is: "implement (running)"; "" for none
     tail: str
     workers_unknown: str = ""  # why the workers could not be read (tmux did not answer)
+    messages: tuple[Message, ...] = ()  # the last on the bus in the issue's channel
 
 
 ACTIONS_SHOWN = 50
@@ -116,4 +118,26 @@ def read_issue_page(
                 tail_of = str(exc)
     except LegionError as exc:
         unknown = str(exc)
-    return IssuePage(name, view, actions, workers, tail_of, tail.rstrip(), unknown)
+    return IssuePage(
+        name, view, actions, workers, tail_of, tail.rstrip(), unknown, _said(env, name, issue)
+    )
+
+
+MESSAGES_SHOWN = 50
+
+
+def _said(env: Mapping[str, str], project: str, issue: str) -> tuple[Message, ...]:
+    """The issue's channel's last messages on the bus (none when the bus cannot be read)."""
+    from legion.bus import open_bus
+    from legion.bus.model import Channel
+    from legion.core.ids import branch_for
+
+    try:
+        bus = open_bus(env)
+        try:
+            channel = Channel(project, branch_for(issue))
+            return tuple(bus.messages(channel=channel, last=MESSAGES_SHOWN))
+        finally:
+            bus.close()
+    except LegionError:
+        return ()

@@ -145,15 +145,12 @@ class LiveViews:
             listeners = list(watched.listeners)
             unshown = any(entry.role not in watched.shown for entry in listeners)
         age = now - watched.read_at if watched.read_at else None
-        if watched.view.stamp is None:
-            stamp = None
+        stamp = None if watched.view.stamp is None else watched.view.stamp()
+        if stamp is None:  # no stamp, or it cannot tell: read each period
             if age is not None and age < self.period and not unshown:
                 return
-        else:
-            stamp = watched.view.stamp()
-            fresh = age is not None and age < self.refresh
-            if stamp is not None and stamp == watched.stamp and fresh and not unshown:
-                return
+        elif stamp == watched.stamp and age is not None and age < self.refresh and not unshown:
+            return
         data = watched.view.read()
         watched.stamp, watched.read_at = stamp, now
         shown = {role: watched.view.render(data, role) for role in {e.role for e in listeners}}

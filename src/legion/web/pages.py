@@ -151,13 +151,17 @@ def inbox_part(inbox: Inbox, role: Role, csrf: str = "") -> str:
 class TimelineItem:
     at: str
     who: str  # a comment's author; "legion" for an action
-    kind: str  # "comment" or "action"
+    kind: str  # "comment", "message" (on the bus) or "action"
     text: str
 
 
 def timeline(page: IssuePage) -> list[TimelineItem]:
-    """What happened on the issue, oldest first: its latest comments and Legion's actions."""
+    """What happened on the issue, oldest first: its latest comments, its channel's messages
+    on the bus and Legion's actions."""
     items = [TimelineItem(c.created_at, c.author, "comment", c.body) for c in page.view.comments]
+    items += [
+        TimelineItem(m.created_at, f"@{m.sender}", "message", m.body) for m in page.messages
+    ]
     items += [
         TimelineItem(
             e.at,
