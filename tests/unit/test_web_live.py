@@ -81,9 +81,8 @@ def test_the_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     async def run() -> None:
         with views.listener("a", view, Role.VIEWER), views.listener("b", view, Role.VIEWER):
             assert views.refusal("c") is not None
-            with pytest.raises(TooManyListeners):
-                with views.listener("c", view, Role.VIEWER):
-                    pass
+            with pytest.raises(TooManyListeners), views.listener("c", view, Role.VIEWER):
+                pass
             with views.listener("a", view, Role.VIEWER):
                 assert views.refusal("a") == "3 live pages are open already"
         assert views.listening() == 0 and views.refusal("c") is None
