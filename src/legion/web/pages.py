@@ -159,9 +159,7 @@ def timeline(page: IssuePage) -> list[TimelineItem]:
     """What happened on the issue, oldest first: its latest comments, its channel's messages
     on the bus and Legion's actions."""
     items = [TimelineItem(c.created_at, c.author, "comment", c.body) for c in page.view.comments]
-    items += [
-        TimelineItem(m.created_at, f"@{m.sender}", "message", m.body) for m in page.messages
-    ]
+    items += [TimelineItem(m.created_at, f"@{m.sender}", "message", m.body) for m in page.messages]
     items += [
         TimelineItem(
             e.at,
