@@ -24,9 +24,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from legion.demo.swarm_script import swarm_script
 from tests.support.browser import Served, chromium, read_link, save
 from tests.support.cli import LEGION_BIN, LegionRunner
 from tests.support.codex_env import find_codex
+from tests.support.swarm import Daemon, Swarm
+from tests.support.waits import wait_until
 
 HOSTILE = "<img src=x onerror=alert(1)> <script>alert(2)</script>"
 # Read on import: each test's environment is cleared of LEGION_ variables (tests/conftest.py).
@@ -135,10 +138,17 @@ def test_the_web_view_in_a_browser(web: Served, legion: LegionRunner, tmp_path: 
         expect(question.locator(".asked")).to_contain_text("JSON or <YAML>?")
         assert page.evaluate("window.notReloaded") is True
         shot(page, "inbox", tmp_path)
+        # A push is held while the person is in a field, and shown once they leave it.
+        question.locator("textarea").focus()
+        assert legion("escalate", "LEG-3", "--question", "And?", "--reason", "r").returncode == 0
+        page.wait_for_timeout(1500)
+        expect(page.locator('.question[data-issue="LEG-3"]')).to_have_count(0)
+        page.locator("h1").click()
+        expect(page.locator('.question[data-issue="LEG-3"]')).to_be_visible()
         question.locator("textarea").fill("JSON, always.")
         question.locator("button").click()
         expect(page.locator(".flash")).to_contain_text("LEG-2: answered")
-        expect(page.locator(".question")).to_have_count(0)
+        expect(page.locator('.question[data-issue="LEG-2"]')).to_have_count(0)
         shown = json.loads(legion("issue", "show", "LEG-2", "--json").stdout)
         assert shown["comments"][-1]["author"] == "lead"
         assert shown["comments"][-1]["body"] == "JSON, always."
@@ -281,3 +291,49 @@ def test_legion_demo_web_shows_the_swarm_work_live(tmp_path: Path) -> None:
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_a_question_answered_in_the_browser_goes_on_in_the_workers_own_session(
+    swarm: Swarm, tmp_path: Path
+) -> None:
+    """The real Claude Code planner asks (AskUserQuestion), its question goes to a person
+    (no controller: manual mode), who answers in the web view's inbox; the answer is typed
+    into the planner's own session, which goes on with its plan."""
+    from tests.e2e.test_oracle import QUESTION, answer_given, plan_posted
+
+    swarm.legion("issue", "create", "Greeter")
+    script = swarm_script(["LEG-1"], review_rounds=1, ask=("LEG-1",)).scenarios
+    swarm.server.script.scenarios.extend(script)
+    web = subprocess.Popen(
+        [str(LEGION_BIN), "web", "--port", "0"],
+        cwd=swarm.repo,
+        env=swarm.env | {"LEGION_AUTHOR": "lead"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        served = read_link(web)
+        with Daemon(swarm, mode="manual"), chromium() as browser:
+            swarm.legion("dispatch", "LEG-1", "plan")
+            wait_until("blocked", lambda: (swarm.worker("LEG-1") or {}).get("state") == "blocked")
+            swarm.legion("reconcile")  # no controller: the question goes to a person
+            page = browser.new_context().new_page()
+            page.goto(served.link)
+            page.click("nav >> text=Inbox")
+            question = page.locator('.question[data-issue="LEG-1"]')
+            expect(question.locator(".asked")).to_contain_text(QUESTION)
+            question.locator("textarea").fill("Hi")
+            question.locator("button").click()
+            # `legion feedback`'s path: it may wait its turn at the tracker behind the daemon.
+            expect(page.locator(".flash")).to_contain_text("LEG-1: answered", timeout=30_000)
+            swarm.legion("reconcile")  # relays the answer into the planner's session
+            wait_until("the plan posted", lambda: plan_posted(swarm), timeout=90)
+        assert answer_given(swarm) == "Hi"
+        answered = [
+            c for c in swarm.json("issue", "show", "LEG-1")["comments"] if c["body"] == "Hi"
+        ]
+        assert [c["author"] for c in answered] == ["lead"]
+    finally:
+        web.terminate()
+        web.wait(timeout=10)

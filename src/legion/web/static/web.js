@@ -12,9 +12,11 @@
       input.value = csrf ? csrf.content : "";
     });
   };
+  // A person in a field of the live part (writing an answer) is not interrupted: the push
+  // is held until they leave it.
   const typing = function () {
     const active = document.activeElement;
-    return active && live.contains(active) && active.tagName === "TEXTAREA" && active.value;
+    return active && live.contains(active) && /^(TEXTAREA|INPUT)$/.test(active.tagName);
   };
   // A button that asks first (drain a host): one confirm, then its form goes.
   document.addEventListener("submit", function (event) {
@@ -22,13 +24,30 @@
     const asked = button && button.dataset.confirm;
     if (asked && !window.confirm(asked)) event.preventDefault();
   });
+  let waiting = null; // the last push held back while a field had the focus
+  const show = function (version, html) {
+    live.dataset.version = version;
+    live.innerHTML = html;
+    fill();
+    document.body.dataset.pushed = String(Number(document.body.dataset.pushed || 0) + 1);
+  };
+  live.addEventListener("focusout", function () {
+    setTimeout(function () {
+      if (waiting && !typing()) {
+        const held = waiting;
+        waiting = null;
+        show(held.version, held.html);
+      }
+    }, 0);
+  });
   const source = new EventSource(live.dataset.stream);
   source.addEventListener(view, function (event) {
     if (event.lastEventId === live.dataset.version) return; // shown already
-    if (typing()) return; // not while the person writes an answer; the next push brings it
-    live.dataset.version = event.lastEventId;
-    live.innerHTML = event.data;
-    fill();
-    document.body.dataset.pushed = String(Number(document.body.dataset.pushed || 0) + 1);
+    if (typing()) {
+      waiting = { version: event.lastEventId, html: event.data };
+      return;
+    }
+    waiting = null;
+    show(event.lastEventId, event.data);
   });
 })();
