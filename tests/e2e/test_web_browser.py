@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,8 +24,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from legion.demo.swarm_script import swarm_script
-from tests.support.browser import Served, chromium, read_link, save
-from tests.support.cli import LEGION_BIN, LegionRunner
+from tests.support.browser import Served, chromium, save, served
+from tests.support.cli import LegionRunner
 from tests.support.codex_env import find_codex
 from tests.support.swarm import Daemon, Swarm
 from tests.support.waits import wait_until
@@ -42,22 +41,8 @@ def web(project: Path, legion: LegionRunner) -> Iterator[Served]:
     assert legion("issue", "create", HOSTILE).returncode == 0
     assert legion("issue", "create", "Pick a config format").returncode == 0
     env = os.environ | {"LEGION_AUTHOR": "lead"}
-    process = subprocess.Popen(
-        [str(LEGION_BIN), "web", "--port", "0"],
-        cwd=project,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        yield read_link(process)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with served(["web", "--port", "0"], project, env) as web:
+        yield web
 
 
 def shot(page: Page, name: str, tmp_path: Path) -> None:
@@ -239,24 +224,15 @@ look();
 def test_legion_demo_web_shows_the_swarm_work_live(tmp_path: Path) -> None:
     env = os.environ | {"LEGION_CODEX_BIN": str(find_codex())}
     args = ["demo", "--web", "--runtime", "codex", "--issues", "1", "--dir", str(tmp_path / "d")]
-    process = subprocess.Popen(
-        [str(LEGION_BIN), *args],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        served = read_link(process, timeout=120)
+    with served(args, tmp_path, env, timeout=120) as demo:
         with chromium() as browser:
             page = browser.new_context().new_page()
-            page.goto(served.link)
+            page.goto(demo.link)
             page.evaluate(RECORD_PHASES)
             page.evaluate("window.notReloaded = true")
             # Its issue's page beside it: the worker's screen, pushed as it moves.
             issue = page.context.new_page()
-            issue.goto(served.base + "/issue/repo/LEG-1")
+            issue.goto(demo.base + "/issue/repo/LEG-1")
             issue.evaluate(RECORD_TAILS)
             done = page.locator('.column[data-phase="Done"] [data-issue="LEG-1"]')
             expect(done).to_be_visible(timeout=180_000)
@@ -283,14 +259,11 @@ def test_legion_demo_web_shows_the_swarm_work_live(tmp_path: Path) -> None:
             for mode in ("plan", "implement", "review", "finish"):
                 expect(page.locator("table.agents")).to_contain_text(f"@{mode}")
             shot(page, "demo-channel", tmp_path)
-        served.wait_for("stays up", timeout=60)
-        assert "1 of 1 issue Done" in "\n".join(served.printed), served.printed
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0, served.printed
-        assert "Web view stopped" in served.printed[-1], served.printed
-    finally:
-        if process.poll() is None:
-            process.kill()
+        demo.wait_for("stays up", timeout=60)
+        assert "1 of 1 issue Done" in "\n".join(demo.printed), demo.printed
+        demo.process.send_signal(signal.SIGINT)
+        assert demo.process.wait(timeout=30) == 0, demo.printed
+        demo.wait_for("Web view stopped", timeout=5)
 
 
 def test_a_question_answered_in_the_browser_goes_on_in_the_workers_own_session(
@@ -304,22 +277,14 @@ def test_a_question_answered_in_the_browser_goes_on_in_the_workers_own_session(
     swarm.legion("issue", "create", "Greeter")
     script = swarm_script(["LEG-1"], review_rounds=1, ask=("LEG-1",)).scenarios
     swarm.server.script.scenarios.extend(script)
-    web = subprocess.Popen(
-        [str(LEGION_BIN), "web", "--port", "0"],
-        cwd=swarm.repo,
-        env=swarm.env | {"LEGION_AUTHOR": "lead"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        served = read_link(web)
+    env = swarm.env | {"LEGION_AUTHOR": "lead"}
+    with served(["web", "--port", "0"], swarm.repo, env) as web:
         with Daemon(swarm, mode="manual"), chromium() as browser:
             swarm.legion("dispatch", "LEG-1", "plan")
             wait_until("blocked", lambda: (swarm.worker("LEG-1") or {}).get("state") == "blocked")
             swarm.legion("reconcile")  # no controller: the question goes to a person
             page = browser.new_context().new_page()
-            page.goto(served.link)
+            page.goto(web.link)
             page.click("nav >> text=Inbox")
             question = page.locator('.question[data-issue="LEG-1"]')
             expect(question.locator(".asked")).to_contain_text(QUESTION)
@@ -334,6 +299,3 @@ def test_a_question_answered_in_the_browser_goes_on_in_the_workers_own_session(
             c for c in swarm.json("issue", "show", "LEG-1")["comments"] if c["body"] == "Hi"
         ]
         assert [c["author"] for c in answered] == ["lead"]
-    finally:
-        web.terminate()
-        web.wait(timeout=10)

@@ -525,7 +525,7 @@ def test_channels_are_read_and_an_operator_posts_archives_and_kills_in_them(
     assert client.post("/channels/say", data=said, headers={"origin": BASE}).status_code == 303
     nowhere = {**said, "c": "repo/nowhere"}
     client.post("/channels/say", data=nowhere, headers={"origin": BASE})
-    assert "not posted: no channel repo/nowhere" in client.get("/channels").text
+    assert "not done: no channel repo/nowhere" in client.get("/channels").text
     archive = {"csrf": csrf, "agent": str(review.id), "do": "archive", "c": "repo/legion/LEG-7"}
     assert client.post("/channels/agent", data=archive, headers={"origin": BASE}).status_code == 303
     kill = {**archive, "agent": str(implement.id), "do": "kill"}

@@ -74,6 +74,33 @@ class Served:
             time.sleep(0.1)
 
 
+@contextmanager
+def served(
+    args: list[str], cwd: Path, env: dict[str, str], timeout: float = 30
+) -> Iterator[Served]:
+    """The real `legion ARGS` (`web`, `demo --web`) for the block, its login link read from
+    what it prints; stopped after (SIGTERM, then SIGKILL)."""
+    from tests.support.cli import LEGION_BIN
+
+    process = subprocess.Popen(
+        [str(LEGION_BIN), *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        yield read_link(process, timeout)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
 def read_link(process: subprocess.Popen[str], timeout: float = 30) -> Served:
     """The login link `legion web` prints first; the rest of what it prints is kept."""
     assert process.stdout is not None

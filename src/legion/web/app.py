@@ -259,24 +259,6 @@ class WebView:
 
         return await self._page(request, "hosts", "Hosts", part)
 
-    async def drain(self, request: Request) -> Response:
-        checked = await self.write_of(request)
-        if isinstance(checked, Response):
-            return checked
-        session, fields = checked
-        if not may_write(session.role):
-            return _refused("a viewer cannot drain a host (an operator's token can)")
-        project, host = fields.get("project", ""), fields.get("host", "")
-        undo = bool(fields.get("undo"))
-        try:
-            said = await asyncio.to_thread(
-                lambda: self.reads.drain(project, host, undo=undo, author=session.name)
-            )
-        except LegionError as exc:
-            said = f"not done: {exc}"
-        session.flash = for_display(said)
-        return RedirectResponse("/hosts", 303)
-
     async def channels(self, request: Request) -> Response:
         selected = parse_channel(request.query_params.get("c", ""))
 
@@ -285,43 +267,6 @@ class WebView:
 
         stream = "/events/channels?" + urlencode({"c": str(selected or "")})
         return await self._page(request, "channels", "Channels", part, stream)
-
-    async def say(self, request: Request) -> Response:
-        checked = await self.write_of(request)
-        if isinstance(checked, Response):
-            return checked
-        session, fields = checked
-        if not may_write(session.role):
-            return _refused("a viewer cannot post (an operator's token can)")
-        channel = parse_channel(fields.get("c", ""))
-        if channel is None:
-            return PlainTextResponse("refused: no channel named", 400)
-        text = fields.get("text", "")
-        try:
-            said = await asyncio.to_thread(self.reads.say, channel, text, session.name)
-        except LegionError as exc:
-            said = f"not posted: {exc}"
-        session.flash = for_display(said)
-        return RedirectResponse("/channels?" + urlencode({"c": str(channel)}), 303)
-
-    async def agent(self, request: Request) -> Response:
-        checked = await self.write_of(request)
-        if isinstance(checked, Response):
-            return checked
-        session, fields = checked
-        if not may_write(session.role):
-            return _refused("a viewer cannot archive or kill (an operator's token can)")
-        try:
-            agent_id = int(fields.get("agent", ""))
-        except ValueError:
-            return PlainTextResponse("refused: no agent named", 400)
-        action = fields.get("do", "")
-        try:
-            said = await asyncio.to_thread(self.reads.agent_action, agent_id, action, session.name)
-        except LegionError as exc:
-            said = f"not done: {exc}"
-        session.flash = for_display(said)
-        return RedirectResponse("/channels?" + urlencode({"c": fields.get("c", "")}), 303)
 
     async def log(self, request: Request) -> Response:
         issue = _issue_filter(request)
@@ -416,36 +361,69 @@ class WebView:
 
     # -- writes ------------------------------------------------------------------------------
 
-    async def answer(self, request: Request) -> Response:
+    async def operator_write(
+        self,
+        request: Request,
+        what: str,
+        act: Callable[[WebSession, dict[str, str]], str],
+        back: Callable[[dict[str, str]], str],
+    ) -> Response:
+        """A person's write: checked (`write_of`), an operator's only (`what` the viewer is
+        refused), done by `act` off the event loop (a refusal is its flash), then back to
+        the page `back` names."""
         checked = await self.write_of(request)
         if isinstance(checked, Response):
             return checked
         session, fields = checked
         if not may_write(session.role):
-            return _refused("a viewer cannot answer (an operator's token can)")
-        project, issue = fields.get("project", ""), fields.get("issue", "")
-        text = fields.get("text", "")
+            return _refused(f"a viewer cannot {what} (an operator's token can)")
         try:
-            said = await asyncio.to_thread(self.reads.answer, project, issue, text, session.name)
+            said = await asyncio.to_thread(act, session, fields)
         except LegionError as exc:
-            said = f"not answered: {exc}"
+            said = f"not done: {exc}"
         session.flash = for_display(said)
-        return RedirectResponse("/inbox", 303)
+        return RedirectResponse(back(fields), 303)
+
+    async def answer(self, request: Request) -> Response:
+        def act(session: WebSession, fields: dict[str, str]) -> str:
+            project, issue = fields.get("project", ""), fields.get("issue", "")
+            return self.reads.answer(project, issue, fields.get("text", ""), session.name)
+
+        return await self.operator_write(request, "answer", act, lambda _: "/inbox")
 
     async def reply(self, request: Request) -> Response:
-        checked = await self.write_of(request)
-        if isinstance(checked, Response):
-            return checked
-        session, fields = checked
-        if not may_write(session.role):
-            return _refused("a viewer cannot answer (an operator's token can)")
-        question, text = fields.get("question", ""), fields.get("text", "")
-        try:
-            said = await asyncio.to_thread(self.reads.reply, question, text, session.name)
-        except LegionError as exc:
-            said = f"not answered: {exc}"
-        session.flash = for_display(said)
-        return RedirectResponse("/inbox", 303)
+        def act(session: WebSession, fields: dict[str, str]) -> str:
+            question, text = fields.get("question", ""), fields.get("text", "")
+            return self.reads.reply(question, text, session.name)
+
+        return await self.operator_write(request, "answer", act, lambda _: "/inbox")
+
+    async def say(self, request: Request) -> Response:
+        def act(session: WebSession, fields: dict[str, str]) -> str:
+            channel = parse_channel(fields.get("c", ""))
+            if channel is None:
+                raise InputError("no channel named")
+            return self.reads.say(channel, fields.get("text", ""), session.name)
+
+        return await self.operator_write(request, "post", act, _back_to_channel)
+
+    async def agent(self, request: Request) -> Response:
+        def act(session: WebSession, fields: dict[str, str]) -> str:
+            try:
+                agent_id = int(fields.get("agent", ""))
+            except ValueError:
+                raise InputError("no agent named") from None
+            return self.reads.agent_action(agent_id, fields.get("do", ""), session.name)
+
+        return await self.operator_write(request, "archive or kill", act, _back_to_channel)
+
+    async def drain(self, request: Request) -> Response:
+        def act(session: WebSession, fields: dict[str, str]) -> str:
+            project, host = fields.get("project", ""), fields.get("host", "")
+            undo = bool(fields.get("undo"))
+            return self.reads.drain(project, host, undo=undo, author=session.name)
+
+        return await self.operator_write(request, "drain a host", act, lambda _: "/hosts")
 
     async def logout(self, request: Request) -> Response:
         checked = await self.write_of(request)
@@ -488,6 +466,10 @@ def _issue_filter(request: Request) -> str | None:
 
 def _channels_part(data: object, role: Role) -> str:
     return pages.channels_part(data, role)  # type: ignore[arg-type]  # `WebReads.channels`'
+
+
+def _back_to_channel(fields: dict[str, str]) -> str:
+    return "/channels?" + urlencode({"c": fields.get("c", "")})
 
 
 def _spend_part(data: object, role: Role) -> str:
