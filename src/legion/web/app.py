@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib.resources import files
@@ -55,6 +56,7 @@ SECURITY_HEADERS = {
     "cross-origin-resource-policy": "same-origin",
     "cache-control": "no-store",
 }
+LOG = logging.getLogger("legion.web")
 FORM_TYPE = "application/x-www-form-urlencoded"
 FORM_LIMIT = 64 * 1024  # bytes: an answer is a few lines
 STREAMS_PER_SESSION = 8  # a person's live pages at once
@@ -104,10 +106,13 @@ class Guard:
             await self.app(scope, receive, guarded)
         except ClientDisconnect:
             return  # the page went: nobody to answer
-        except Exception:
+        except Exception as exc:
             if started:
                 raise
-            # One line, never a traceback: nothing of the request or the server shown.
+            # One line, never a traceback, to the person and to the server's log alike.
+            LOG.warning(
+                "%s %s failed: %s: %s", scope["method"], scope["path"], type(exc).__name__, exc
+            )
             response = PlainTextResponse("the web view failed to answer that request", 500)
             response.headers.update(SECURITY_HEADERS)
             await response(scope, receive, send)
