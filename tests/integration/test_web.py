@@ -523,6 +523,8 @@ def test_channels_are_read_and_an_operator_posts_archives_and_kills_in_them(
     csrf = csrf_of(page)
     said = {"csrf": csrf, "c": "repo/legion/LEG-7", "text": "@review look at it"}
     assert client.post("/channels/say", data=said, headers={"origin": BASE}).status_code == 303
+    client.post("/channels/say", data=said, headers={"origin": BASE})  # a double click
+    assert "posted already" in client.get("/channels").text
     nowhere = {**said, "c": "repo/nowhere"}
     client.post("/channels/say", data=nowhere, headers={"origin": BASE})
     assert "not done: no channel repo/nowhere" in client.get("/channels").text

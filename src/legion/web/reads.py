@@ -5,6 +5,7 @@ feedback`'s) and a person's answer to one. The web layer decides nothing of its 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -276,8 +277,13 @@ class MachineReads:
         bus = open_bus(self.env)
         try:
             self._known_channel(bus, channel)
-            message_id = _once("say", str(channel), author, text)
+            # A form sent twice (a double click) posts once; the same words said again a
+            # minute later are a new message.
+            minute = str(int(time.time() // 60))
+            message_id = _once("say", str(channel), author, text, minute)
             posted = actions.say(bus, bus.human(), channel, text, message_id=message_id)
+            if not posted.created:
+                return "posted already"
             hand_over(bus, posted, self.env, lambda: self.sources.projects.named(channel.project))
         finally:
             bus.close()
