@@ -222,12 +222,14 @@ def test_logins_that_are_no_attempt_count_as_no_failure(served: tuple[TestClient
     """Another site's images pointing at /login could lock the owner out; odd bytes in a
     token are a refusal, never a server error."""
     client, gate = served
+    parts = [("cross-site", "image"), ("cross-site", "empty"), ("same-site", "image")]
     for n in range(FAILED_LOGINS_ALLOWED + 2):
-        image = client.get(
-            f"/login?token=bad{n}",
-            headers={"sec-fetch-site": "cross-site", "sec-fetch-dest": "image"},
-        )
-        assert image.status_code == 403
+        for site, dest in parts:  # an image, a fetch; another local port's page too
+            part = client.get(
+                f"/login?token=bad{n:020d}",
+                headers={"sec-fetch-site": site, "sec-fetch-dest": dest},
+            )
+            assert part.status_code == 403
     for odd in ("%C3%A9", "%FF", "a" * 5000, "x%00y"):
         response = client.get(f"/login?token={odd}")
         assert response.status_code == 403, odd
@@ -235,6 +237,22 @@ def test_logins_that_are_no_attempt_count_as_no_failure(served: tuple[TestClient
     # Four odd tokens and no more: the owner's link still logs in.
     assert gate.link_token
     log_in(client, gate.link_token)
+
+
+def test_one_token_logging_in_without_end_logs_nobody_else_out() -> None:
+    from legion.web.gate import MAX_SESSIONS_PER_TOKEN
+
+    tokens = TokenStore(tokens_path(os.environ))
+    gate = Gate(tokens, "owner", read_only=False)
+    assert gate.link_token
+    owners = gate.login(gate.link_token, "127.0.0.1", link_only=True)
+    ana = gate.login(tokens.mint("ana", Role.OPERATOR), "127.0.0.1")
+    bo = tokens.mint("bo", Role.VIEWER)
+    first = gate.login(bo, "127.0.0.1")
+    for _ in range(MAX_SESSIONS_PER_TOKEN * 3):
+        gate.login(bo, "127.0.0.1")
+    assert gate.session(owners) is not None and gate.session(ana) is not None
+    assert gate.session(first) is None  # bo's own oldest went
 
 
 def test_sessions_expire_and_loopback_addresses_are_one_for_the_lockout() -> None:
@@ -285,6 +303,8 @@ def test_web_tokens_are_minted_listed_and_revoked_by_name_and_kept_hashed(
     assert token not in stored.read_text() and oct(stored.stat().st_mode & 0o777) == "0o600"
     again = legion("web", "token", "--name", "ana")
     assert again.returncode != 0 and "has a token already" in again.stderr
+    mine = legion("web", "token", "--name", "Lead", env={"LEGION_AUTHOR": "lead"})
+    assert mine.returncode == 2 and "whoever runs `legion web`" in mine.stderr
     bad = legion("web", "token", "--name", "ana smith")
     assert bad.returncode == 2 and "cannot name a token" in bad.stderr
     assert "Traceback" not in bad.stderr
@@ -433,7 +453,7 @@ def test_hosts_are_shown_and_an_operator_drains_one_in_the_log_by_name(
     log_in(client, store.mint("ana", Role.OPERATOR))
     page = client.get("/hosts").text
     assert 'data-host="build-1"' in page and "0/4" in page
-    form = {"csrf": csrf_of(page), "project": "repo", "host": "build-1", "undo": ""}
+    form = {"csrf": csrf_of(page), "project": "repo", "host": "build-1", "undo": "0"}
     assert client.post("/hosts/drain", data=form, headers={"origin": BASE}).status_code == 303
     assert "build-1: draining" in client.get("/hosts").text
     hosts = json.loads(legion("hosts", "--json").stdout)
@@ -525,6 +545,12 @@ def test_channels_are_read_and_an_operator_posts_archives_and_kills_in_them(
     assert client.post("/channels/say", data=said, headers={"origin": BASE}).status_code == 303
     client.post("/channels/say", data=said, headers={"origin": BASE})  # a double click
     assert "posted already" in client.get("/channels").text
+    for made_up in ("x/0", "repo/nowhere"):  # a live view only of a channel there is
+        stream = client.get(f"/events/channels?c={made_up}", headers={"origin": BASE})
+        assert stream.status_code == 404
+    huge = {"csrf": csrf, "agent": "9" * 25, "do": "archive", "c": "repo/legion/LEG-7"}
+    assert client.post("/channels/agent", data=huge, headers={"origin": BASE}).status_code == 303
+    assert "not done: no agent named" in client.get("/channels").text
     nowhere = {**said, "c": "repo/nowhere"}
     client.post("/channels/say", data=nowhere, headers={"origin": BASE})
     assert "not done: no channel repo/nowhere" in client.get("/channels").text
@@ -534,6 +560,8 @@ def test_channels_are_read_and_an_operator_posts_archives_and_kills_in_them(
     assert client.post("/channels/agent", data=kill, headers={"origin": BASE}).status_code == 303
     assert "is busy (in the middle of a turn)" in client.get("/channels").text  # as the CLI
     kill["do"] = "force-kill"
+    assert client.post("/channels/agent", data=kill, headers={"origin": BASE}).status_code == 303
+    # Killing it again does nothing, and the log does not say it did.
     assert client.post("/channels/agent", data=kill, headers={"origin": BASE}).status_code == 303
     bus = open_bus(os.environ)
     try:
@@ -550,7 +578,7 @@ def test_channels_are_read_and_an_operator_posts_archives_and_kills_in_them(
     log = json.loads(legion("log", "--json").stdout)
     details = {e["detail"] for e in log}
     assert {"in repo/legion/LEG-7 by ana", "@repo/legion/LEG-7/review by ana"} <= details
-    assert "@repo/legion/LEG-7/implement by ana" in details
+    assert [e["detail"] for e in log].count("@repo/legion/LEG-7/implement by ana") == 1
     client.cookies.clear()
     log_in(client, store.mint("bo", Role.VIEWER))
     viewer = client.get("/channels?c=repo/legion/LEG-7").text
@@ -592,3 +620,30 @@ def test_a_card_says_what_a_person_needs_and_never_looks_ready_when_review_said_
     assert 'class="card wait"' in asking and "a person&#39;s answer (the inbox)" in asking
     blocked = card("LEG-3")
     assert "waits for: blocked by LEG-1" in blocked
+
+
+def test_an_issue_on_a_service_is_asked_of_it_at_most_every_slow_period(
+    project: Path, legion: LegionRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open issue page must not spend the rate limit the swarm needs: where the tracker
+    is Linear's or GitHub's, its part is read again only after `SLOW_S`."""
+    import legion.services.issue_view as issue_view
+    import legion.tui.sources as sources
+
+    assert legion("issue", "create", "On a service").returncode == 0
+    asked: list[str] = []
+    real = issue_view.read_issue
+
+    def counted(*args: object) -> object:
+        asked.append(str(args[2]))
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(issue_view, "read_issue", counted)
+    monkeypatch.setattr(sources, "all_here", lambda project: False)
+    reads = MachineReads(dict(os.environ), project)
+    pages = [reads.issue("repo", "LEG-1") for _ in range(5)]
+    assert all(not isinstance(page, Unavailable) for page in pages), pages
+    assert asked == ["LEG-1"]
+    missing = [reads.issue("repo", "LEG-9") for _ in range(3)]
+    assert all(isinstance(page, Unavailable) for page in missing)
+    assert asked == ["LEG-1", "LEG-9"]  # a missing issue is not asked again at once either

@@ -37,11 +37,11 @@ def test_a_stamped_view_is_read_when_its_stamp_moves_and_pages_get_only_changes(
     views = LiveViews(period=0.05, refresh=60)
 
     async def run() -> None:
-        with views.listener("board", view, Role.VIEWER) as first:
+        with views.listener("board", view, Role.VIEWER, "ana") as first:
             assert await next_part(first) == "a:viewer"
             await asyncio.sleep(0.4)
             assert source.reads == 1  # the stamp did not move: not read again
-            with views.listener("board", view, Role.VIEWER) as second:
+            with views.listener("board", view, Role.VIEWER, "ana") as second:
                 assert await next_part(second) == "a:viewer"  # what there is, at once
                 source.value, source.stamp = "b", 2
                 assert await next_part(first) == "b:viewer"
@@ -49,43 +49,59 @@ def test_a_stamped_view_is_read_when_its_stamp_moves_and_pages_get_only_changes(
                 source.stamp = 3  # moved, but the same view: nobody is sent it again
                 await asyncio.sleep(0.4)
                 assert first.empty() and second.empty()
-            with views.listener("board", view, Role.OPERATOR) as third:
+            with views.listener("board", view, Role.OPERATOR, "ana") as third:
                 assert await next_part(third) == "b:operator"  # its role's, read for it
         views.close()
 
     asyncio.run(run())
 
 
-def test_a_view_that_cannot_tell_is_read_each_period_not_each_tick() -> None:
-    source = Source()
-    view = View(source.read, render, lambda: None)
-    views = LiveViews(period=0.3, refresh=60)
+def test_a_view_that_cannot_tell_is_read_slowly_and_one_without_a_stamp_each_period() -> None:
+    """A stamp that cannot tell (a tracker that is a service) means: read every `slow`, its
+    rate limit is the swarm's; no stamp at all (hosts' heartbeats): every period."""
+    blind, plain = Source(), Source()
+    views = LiveViews(period=0.1, slow=1.0)
 
     async def run() -> None:
-        with views.listener("hosts", view, Role.VIEWER) as queue:
-            await next_part(queue)
-            await asyncio.sleep(1.0)
+        with (
+            views.listener("board", View(blind.read, render, lambda: None), Role.VIEWER, "a"),
+            views.listener("hosts", View(plain.read, render), Role.VIEWER, "a"),
+        ):
+            await asyncio.sleep(1.5)
         views.close()
 
     asyncio.run(run())
-    assert 2 <= source.reads <= 6, source.reads  # about every 0.3 s, not ten times a second
+    assert 1 <= blind.reads <= 3, blind.reads  # at 0 s and 1 s (a slow machine: fewer)
+    assert plain.reads >= 5, plain.reads  # about fifteen
 
 
 def test_the_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Views other than the fixed ones, live pages in all, and one person's (their token's,
+    however many times they logged in)."""
     monkeypatch.setattr(live, "MAX_VIEWS", 2)
-    monkeypatch.setattr(live, "MAX_LISTENERS", 3)
+    monkeypatch.setattr(live, "MAX_LISTENERS", 5)
+    monkeypatch.setattr(live, "MAX_PER_OWNER", 3)
     source = Source()
     view = View(source.read, render)
-    views = LiveViews(period=0.05)
+    views = LiveViews(period=0.05, fixed=frozenset({"board"}))
 
     async def run() -> None:
-        with views.listener("a", view, Role.VIEWER), views.listener("b", view, Role.VIEWER):
-            assert views.refusal("c") is not None
-            with pytest.raises(TooManyListeners), views.listener("c", view, Role.VIEWER):
+        with (
+            views.listener("a", view, Role.VIEWER, "bo"),
+            views.listener("b", view, Role.VIEWER, "bo"),
+        ):
+            assert views.refusal("c", "ana") == "2 views are watched already"
+            with pytest.raises(TooManyListeners), views.listener("c", view, Role.VIEWER, "ana"):
                 pass
-            with views.listener("a", view, Role.VIEWER):
-                assert views.refusal("a") == "3 live pages are open already"
-        assert views.listening() == 0 and views.refusal("c") is None
+            assert views.refusal("board", "ana") is None  # a fixed view is never refused so
+            with views.listener("board", view, Role.VIEWER, "bo"):
+                assert views.refusal("board", "bo") == "3 live pages of yours are open already"
+                with (
+                    views.listener("board", view, Role.VIEWER, "ana"),
+                    views.listener("a", view, Role.VIEWER, "cy"),
+                ):
+                    assert views.refusal("a", "dan") == "5 live pages are open already"
+        assert views.listening() == 0 and views.refusal("c", "ana") is None
         views.close()
 
     asyncio.run(run())

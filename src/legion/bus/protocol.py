@@ -133,6 +133,10 @@ class Bus(Protocol):
         addressed to `unread_for` it has not read, only the `last` few."""
         ...
 
+    def channels(self) -> list[Channel]:
+        """Every channel a message was posted in."""
+        ...
+
     def open_questions(self, recipient_id: int) -> list[Message]:
         """The questions (`ask`) addressed to `recipient_id` that no answer replies to yet,
         oldest first."""

@@ -84,10 +84,11 @@ def token(
     """Mint a named token for a teammate: they paste it at the web view's /login. It is shown
     once and kept hashed; `legion web revoke NAME` ends it and every session it opened."""
     from legion.core.web_access import Role
+    from legion.sessions.identity import default_author
     from legion.web.tokens import TokenStore, tokens_path
 
     role = Role.VIEWER if read_only else Role.OPERATOR
-    minted = TokenStore(tokens_path(os.environ)).mint(name, role)
+    minted = TokenStore(tokens_path(os.environ)).mint(name, role, owner=default_author())
     if as_json:
         common.print_json({"name": name, "role": role.value, "token": minted})
         return

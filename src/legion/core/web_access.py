@@ -72,14 +72,38 @@ def token_shaped(token: str) -> bool:
 TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 
 
-def token_name_problem(name: str) -> str | None:
-    """Why `name` cannot name a token, or None."""
-    if TOKEN_NAME.fullmatch(name):
+def token_name_problem(name: str, owner: str | None = None) -> str | None:
+    """Why `name` cannot name a token, or None. `owner`: the name the printed link's holder
+    writes under (a teammate's token under it would make two people one in the log)."""
+    if not TOKEN_NAME.fullmatch(name):
+        return (
+            f"{name!r} cannot name a token: 1 to 40 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    if owner is not None and name.lower() == owner.lower():
+        return f"{name} is the name of whoever runs `legion web`: a teammate's token takes theirs"
+    return None
+
+
+def login_navigation(fetch_site: str | None, fetch_dest: str | None) -> bool:
+    """Whether a request of the login link is a person opening it (typed, pasted, clicked:
+    a top-level navigation), not a part of some page (an image, a fetch, a frame) that
+    could spend the address's failed logins. A browser says which (`Sec-Fetch-*`); a client
+    that says nothing (an older browser, curl) is taken as a person."""
+    if fetch_site is None:
+        return True
+    return fetch_site == "none" or fetch_dest == "document"
+
+
+MAX_ID = 2**63 - 1
+
+
+def record_id(text: str) -> int | None:
+    """A stored record's id as a form sends it: ASCII digits within a 64-bit integer."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
         return None
-    return (
-        f"{name!r} cannot name a token: 1 to 40 letters, digits, '.', '_' or '-', "
-        "starting with a letter or digit"
-    )
+    number = int(text)
+    return number if 0 < number <= MAX_ID else None
 
 
 def is_loopback(host: str) -> bool:

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from legion.bus import Bus
     from legion.bus.model import Agent, Message
 
-RECENT_READ = 2000  # the bus's newest messages looked through for the channels they are in
 SHOWN = 100  # a channel's last messages shown
 
 
@@ -26,13 +25,13 @@ class ChannelView:
 
 
 def channels(bus: Bus, *, archived: bool = False) -> list[ChannelView]:
-    """Every channel with an agent or a recent message, by project and branch."""
+    """Every channel with an agent or a message, by project and branch."""
     agents = [a for a in bus.agents(include_archived=archived) if a.role is not AgentRole.HUMAN]
     found: dict[Channel, list[Agent]] = {}
     for agent in agents:
         found.setdefault(agent.channel, []).append(agent)
-    for message in bus.messages(last=RECENT_READ):
-        found.setdefault(message.channel, [])
+    for channel in bus.channels():
+        found.setdefault(channel, [])
     return [
         ChannelView(channel, sorted(found[channel], key=lambda a: a.name), [])
         for channel in sorted(found, key=lambda c: (c.project, c.branch))

@@ -97,12 +97,20 @@ TAIL_LINES = 30
 
 
 def read_issue_page(
-    project: Project, backends: Backends, name: str, identifier: str, env: Mapping[str, str]
+    project: Project,
+    backends: Backends,
+    name: str,
+    identifier: str,
+    env: Mapping[str, str],
+    view: IssueView | None = None,
 ) -> IssuePage:
+    """The page of `identifier`; `view`: its tracker's and forge's part as read lately (what
+    is on this machine, its actions, workers, screen and messages, is read now)."""
     from legion.backends import open_workers
     from legion.store.actionlog import ActionLog
 
-    view = read_issue(project, backends, identifier)
+    if view is None:
+        view = read_issue(project, backends, identifier)
     issue = view.issue.identifier
     actions = ActionLog(backends.db).tail(ACTIONS_SHOWN, issue=issue)
     workers: list[WorkerView] = []

@@ -89,7 +89,8 @@ class Board:
     warnings: tuple[str, ...]
     hosts: str | None = None  # the fleet's hosts in one line (`legion.fleet.hosts.hosts_line`)
     # Files whose change may change this board: its store's, its workers' transcripts (how the
-    # web view tells, cheaply, that it is worth reading again).
+    # web view tells, cheaply, that it is worth reading again); none when its tracker, its
+    # forge or its store is elsewhere (no file here shows what changes there).
     watched: tuple[Path, ...] = ()
 
 
@@ -140,7 +141,7 @@ class TrackerAsk:
 class TrackerInbox:
     questions: tuple[TrackerAsk, ...]
     troubles: tuple[str, ...]  # a project that could not be opened or read: why, in a line
-    watched: tuple[Path, ...] = ()  # as a board's: the projects' stores
+    watched: tuple[Path, ...] = ()  # as a board's: the projects' stores; none if one is elsewhere
 
 
 class Sources(Protocol):
@@ -205,7 +206,7 @@ class ProjectSources:
         with self.projects.backends(project) as backends:
             warnings: list[str] = []
             workers: dict[str, str] = {}
-            watched = store_files(project)
+            watched = store_files(project) if all_here(project) else []
             latest: dict[str, Mode] | None = None
             unknown = False
             try:
@@ -221,7 +222,8 @@ class ProjectSources:
                         unreachable=view.unreachable is not None,
                     )
                 live = {view.record.issue for view in views if view.state.is_live}
-                watched += [view.transcript for view in views if view.state.is_live]
+                if watched:
+                    watched += [view.transcript for view in views if view.state.is_live]
                 latest = manager.roster.latest_modes()
             except LegionError as exc:  # tmux did not answer: who works is unknown
                 warnings.append(f"workers unknown: {exc}")
@@ -424,14 +426,15 @@ class ProjectSources:
             known.setdefault(name_of(here), here.root)
         asks: list[TrackerAsk] = []
         troubles: list[str] = []
-        watched: list[Path] = []
+        watched: list[Path] | None = []
         for name, root in sorted(known.items()):
             try:
                 project = load_project(root, self.env)
             except (LegionError, OSError) as exc:
                 troubles.append(f"project {name} cannot be opened: {one_line(str(exc))}")
                 continue
-            watched += store_files(project)
+            if watched is not None:
+                watched = watched + store_files(project) if all_here(project) else None
             try:
                 with self.projects.backends(project) as backends:
                     waiting = waiting_for_human(backends.tracker)
@@ -442,7 +445,7 @@ class ProjectSources:
                 TrackerAsk(name, q.issue.identifier, q.issue.title, q.question, q.asked_at)
                 for q in waiting
             )
-        return TrackerInbox(tuple(asks), tuple(troubles), tuple(watched))
+        return TrackerInbox(tuple(asks), tuple(troubles), tuple(watched or ()))
 
 
 def _asks_human(labels: Sequence[str] | frozenset[str]) -> bool:
@@ -467,6 +470,16 @@ def _spent(project: Project, db: Store) -> dict[str, tuple[int, float | None]]:
         priced = None if cost is None or price is None else cost + price.cost(row.used)
         found[row.issue] = (tokens + row.used.total, priced)
     return found
+
+
+def all_here(project: Project) -> bool:
+    """Whether all a board shows of the project is on this machine: the embedded tracker and
+    forge in a SQLite store (no change elsewhere can go unseen in its files)."""
+    from legion.plugins import EMBEDDED
+    from legion.store import in_fleet
+
+    settings = project.settings
+    return settings.tracker == EMBEDDED and settings.forge == EMBEDDED and not in_fleet(settings)
 
 
 def store_files(project: Project) -> list[Path]:

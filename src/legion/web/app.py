@@ -34,7 +34,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from legion.core.model import normalize_identifier
 from legion.core.text import for_display
-from legion.core.web_access import Role, csrf_matches, host_allowed, may_write, same_origin
+from legion.core.web_access import (
+    Role,
+    csrf_matches,
+    host_allowed,
+    login_navigation,
+    may_write,
+    record_id,
+    same_origin,
+)
 from legion.errors import InputError, LegionError
 from legion.services.channels import parse_channel
 from legion.web import pages
@@ -59,7 +67,6 @@ SECURITY_HEADERS = {
 LOG = logging.getLogger("legion.web")
 FORM_TYPE = "application/x-www-form-urlencoded"
 FORM_LIMIT = 64 * 1024  # bytes: an answer is a few lines
-STREAMS_PER_SESSION = 8  # a person's live pages at once
 # A live stream's comment line this often (seconds), so proxies and browsers keep it open.
 KEEPALIVE_S = 15.0
 
@@ -125,8 +132,6 @@ class WebView:
         self.reads = reads
         self.gate = gate
         self.settings = settings
-        self.live = LiveViews()
-        self.streams: dict[str, int] = {}  # live streams open, by session cookie
         self.views = {
             "board": View(reads.boards, _board_part, reads.board_stamp),
             "inbox": View(reads.inbox, _inbox_part, reads.inbox_stamp),
@@ -134,6 +139,7 @@ class WebView:
             # A host's heartbeat's age moves each second: read each period.
             "hosts": View(reads.hosts, _hosts_part),
         }
+        self.live = LiveViews(fixed=frozenset(self.views))
 
     # -- who asks ----------------------------------------------------------------------------
 
@@ -180,12 +186,10 @@ class WebView:
         token = request.query_params.get("token")
         if token is None:
             return HTMLResponse(pages.login_form())
-        # Another site's page (an image pointing here) neither logs in nor counts as a
-        # failure: it could lock the owner out otherwise.
+        # A page's part (an image, a fetch: another site's, or another local port's) neither
+        # logs in nor counts as a failure: it could lock the owner out otherwise.
         headers = request.headers
-        if headers.get("sec-fetch-site") == "cross-site" and headers.get(
-            "sec-fetch-dest", "document"
-        ) not in ("document", "empty"):
+        if not login_navigation(headers.get("sec-fetch-site"), headers.get("sec-fetch-dest")):
             return _refused("a login comes from an address typed or clicked, not a page's part")
         return self._logged_in(token, address, link_only=True)
 
@@ -302,6 +306,8 @@ class WebView:
             )
         if name == "channels":
             selected = parse_channel(request.query_params.get("c", ""))
+            if selected is not None and not reads.has_channel(selected):
+                return None  # a view only of a channel there is: each is read while listened to
             return f"channels/{selected or ''}", View(
                 lambda: reads.channels(selected), _channels_part, reads.bus_stamp
             )
@@ -331,16 +337,13 @@ class WebView:
         name, view = found
         event = request.path_params["view"]
         cookie = request.cookies.get(self.settings.cookie) or ""
-        if self.streams.get(cookie, 0) >= STREAMS_PER_SESSION:
-            return PlainTextResponse(f"refused: {STREAMS_PER_SESSION} live pages open", 429)
-        busy = self.live.refusal(name)
+        busy = self.live.refusal(name, session.owner)
         if busy is not None:
             return PlainTextResponse(f"busy: {busy}", 503)
 
         async def stream() -> AsyncIterator[str]:
-            self.streams[cookie] = self.streams.get(cookie, 0) + 1
             try:
-                with self.live.listener(name, view, session.role) as changes:
+                with self.live.listener(name, view, session.role, session.owner) as changes:
                     while True:
                         try:
                             html = await asyncio.wait_for(changes.get(), KEEPALIVE_S)
@@ -355,10 +358,6 @@ class WebView:
                         yield f"event: {event}\nid: {pages.version(html)}\n{lines}\n"
             except TooManyListeners:
                 return  # filled up since it was admitted: the page tries again later
-            finally:
-                self.streams[cookie] -= 1
-                if not self.streams[cookie]:
-                    del self.streams[cookie]
 
         # Behind a proxy (nginx), a stream is passed on as it comes, not buffered.
         headers = {"x-accel-buffering": "no"}
@@ -414,10 +413,9 @@ class WebView:
 
     async def agent(self, request: Request) -> Response:
         def act(session: WebSession, fields: dict[str, str]) -> str:
-            try:
-                agent_id = int(fields.get("agent", ""))
-            except ValueError:
-                raise InputError("no agent named") from None
+            agent_id = record_id(fields.get("agent", ""))
+            if agent_id is None:
+                raise InputError("no agent named")
             return self.reads.agent_action(agent_id, fields.get("do", ""), session.name)
 
         return await self.operator_write(request, "archive or kill", act, _back_to_channel)
@@ -425,7 +423,7 @@ class WebView:
     async def drain(self, request: Request) -> Response:
         def act(session: WebSession, fields: dict[str, str]) -> str:
             project, host = fields.get("project", ""), fields.get("host", "")
-            undo = bool(fields.get("undo"))
+            undo = fields.get("undo") == "1"
             return self.reads.drain(project, host, undo=undo, author=session.name)
 
         return await self.operator_write(request, "drain a host", act, lambda _: "/hosts")

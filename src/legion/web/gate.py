@@ -26,8 +26,10 @@ from legion.core.web_access import (
 from legion.web.tokens import TokenStore, digest
 
 COOKIE = "legion_web"
-# Sessions kept at once: past it the least recently used goes (it logs in again).
+# Sessions kept at once, and of one token: past either the least recently used goes (of that
+# token when it is the one past its bound).
 MAX_SESSIONS = 1000
+MAX_SESSIONS_PER_TOKEN = 20
 
 
 @dataclass(slots=True)
@@ -39,6 +41,11 @@ class WebSession:
     seen: float  # the clock's, at its last request
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     flash: str = ""  # what the last write did, shown once
+
+    @property
+    def owner(self) -> str:
+        """Whose session: its token's (however many times it logged in); the printed link's."""
+        return self.token_digest or "link"
 
 
 class LoginRefused(Exception):
@@ -87,9 +94,12 @@ class Gate:
                 session.role = Role.VIEWER
             cookie = secrets.token_urlsafe(32)
             self._sessions[cookie] = session
-            if len(self._sessions) > MAX_SESSIONS:
-                oldest = min(self._sessions, key=lambda c: self._sessions[c].seen)
-                del self._sessions[oldest]
+            # Past the bounds, the least recently used session of the same token goes: one
+            # token logging in without end logs nobody else out.
+            same = [c for c, s in self._sessions.items() if s.owner == session.owner]
+            if len(same) > MAX_SESSIONS_PER_TOKEN or len(self._sessions) > MAX_SESSIONS:
+                pool = same if len(same) > MAX_SESSIONS_PER_TOKEN else list(self._sessions)
+                del self._sessions[min(pool, key=lambda c: self._sessions[c].seen)]
             return cookie
 
     def _session_for(self, token: str, now: float, *, link_only: bool) -> WebSession | None:

@@ -7,9 +7,11 @@ It reads on a timer rather than on the daemon's wake-ups because what changes a 
 spread over the tracker, the forge, tmux and transcripts (the same reason the TUI's watcher
 polls: `legion.tui.project_watch`). A view that can say cheaply whether it may have changed
 (`View.stamp`: its files' sizes and times) is read again only when it may have, or after
-`REFRESH_S` (what no file here shows: a remote tracker, a window that died): so a board of
-a thousand issues costs its reads only when something moved, and a change on this machine
-reaches the page within a tenth of a second and a read.
+`REFRESH_S` (what no file here shows: a window that died): so a board of a thousand issues
+costs its reads only when something moved, and a change on this machine reaches the page
+within a tenth of a second and a read. A view whose stamp cannot tell (its tracker is
+Linear's or GitHub's, its store PostgreSQL) is read every `SLOW_S`: each read is requests
+against the rate limit the swarm itself needs.
 """
 
 from __future__ import annotations
@@ -24,11 +26,16 @@ from dataclasses import dataclass, field
 from legion.core.web_access import Role
 
 TICK_S = 0.1  # how often the poller looks at a view's stamp
-PERIOD_S = 0.5  # a view without a stamp is read this often
+PERIOD_S = 0.5  # a view without a stamp is read this often (what it reads is this machine's)
 REFRESH_S = 5.0  # a view with a stamp is read again at least this often
-# Live streams at once, over all pages, and distinct views: each view is read every period,
+# A view whose stamp cannot tell (a PostgreSQL store, a tracker on Linear or GitHub) is read
+# this often: its reads are requests to a service whose rate limit the swarm needs.
+SLOW_S = 15.0
+# Live streams at once (in all, and of one person's token), and views other than the fixed
+# ones (an issue's, a channel's, a filtered log): each view is read while it is listened to,
 # so these bound what open pages can make the server read.
 MAX_LISTENERS = 200
+MAX_PER_OWNER = 8
 MAX_VIEWS = 32
 
 
@@ -45,6 +52,7 @@ class _Listener:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[str]
     role: Role
+    owner: str  # whose page: the person's token (however many times they logged in)
     sent: str | None = None  # the last part given to this page
 
 
@@ -64,36 +72,53 @@ class TooManyListeners(Exception):
 class LiveViews:
     """The views pages listen to, by name (`board`, `inbox`, `issue/<project>/<issue>`)."""
 
-    def __init__(self, period: float = PERIOD_S, refresh: float = REFRESH_S) -> None:
+    def __init__(
+        self,
+        period: float = PERIOD_S,
+        refresh: float = REFRESH_S,
+        *,
+        fixed: frozenset[str] = frozenset(),
+        slow: float = SLOW_S,
+    ) -> None:
+        """`fixed`: the views every page may listen to (the board, the inbox, …), never
+        counted against MAX_VIEWS."""
         self.tick = min(TICK_S, period)
         self.period = period
         self.refresh = refresh
+        self.slow = slow
+        self.fixed = fixed
         self._lock = threading.Lock()
         self._watched: dict[str, _Watched] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def refusal(self, name: str) -> str | None:
-        """Why a page may not listen to view `name` now (the server's bounds), or None."""
+    def refusal(self, name: str, owner: str) -> str | None:
+        """Why `owner`'s page may not listen to view `name` now (the bounds), or None."""
         with self._lock:
-            return self._refusal(name)
+            return self._refusal(name, owner)
 
-    def _refusal(self, name: str) -> str | None:
-        if sum(len(w.listeners) for w in self._watched.values()) >= MAX_LISTENERS:
+    def _refusal(self, name: str, owner: str) -> str | None:
+        listeners = [e for w in self._watched.values() for e in w.listeners]
+        if len(listeners) >= MAX_LISTENERS:
             return f"{MAX_LISTENERS} live pages are open already"
-        if name not in self._watched and len(self._watched) >= MAX_VIEWS:
+        if sum(1 for e in listeners if e.owner == owner) >= MAX_PER_OWNER:
+            return f"{MAX_PER_OWNER} live pages of yours are open already"
+        others = [n for n in self._watched if n not in self.fixed]
+        if name not in self._watched and name not in self.fixed and len(others) >= MAX_VIEWS:
             return f"{MAX_VIEWS} views are watched already"
         return None
 
     @contextlib.contextmanager
-    def listener(self, name: str, view: View, role: Role) -> Iterator[asyncio.Queue[str]]:
+    def listener(
+        self, name: str, view: View, role: Role, owner: str
+    ) -> Iterator[asyncio.Queue[str]]:
         """For the block, a queue given view `name`'s live part each time it changes (at
         once what there is now). Called on the page's event loop. `TooManyListeners` past the
-        server's bounds."""
-        entry = _Listener(asyncio.get_running_loop(), asyncio.Queue(maxsize=8), role)
+        bounds (checked and taken under one lock)."""
+        entry = _Listener(asyncio.get_running_loop(), asyncio.Queue(maxsize=8), role, owner)
         with self._lock:
-            refused = self._refusal(name)
+            refused = self._refusal(name, owner)
             if refused is not None:
                 raise TooManyListeners(refused)
             watched = self._watched.setdefault(name, _Watched(view))
@@ -146,8 +171,9 @@ class LiveViews:
             unshown = any(entry.role not in watched.shown for entry in listeners)
         age = now - watched.read_at if watched.read_at else None
         stamp = None if watched.view.stamp is None else watched.view.stamp()
-        if stamp is None:  # no stamp, or it cannot tell: read each period
-            if age is not None and age < self.period and not unshown:
+        if stamp is None:  # no stamp: read each period; one that cannot tell: slowly
+            every = self.period if watched.view.stamp is None else self.slow
+            if age is not None and age < every and not unshown:
                 return
         elif stamp == watched.stamp and age is not None and age < self.refresh and not unshown:
             return

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from legion.bus.model import Channel
 from legion.errors import InputError, LegionError
 from legion.services.channels import ChannelView
-from legion.services.issue_view import IssuePage
+from legion.services.issue_view import IssuePage, IssueView
 from legion.tui.sources import ActionLogView, Board, ProjectSources, TrackerInbox, Unavailable
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ class Inbox:
 
 
 LOG_LINES = 200  # the last actions and events shown of each project
+ISSUES_KEPT = 256  # issues whose tracker part is kept between reads
 
 
 class WebReads(Protocol):
@@ -110,6 +111,10 @@ class WebReads(Protocol):
         """As `board_stamp`, for the bus (`channels`)."""
         ...
 
+    def has_channel(self, channel: Channel) -> bool:
+        """Whether the bus has `channel` (an agent there, or a message)."""
+        ...
+
     def say(self, channel: Channel, text: str, author: str) -> str:
         """A person's post in `channel` (`legion say`'s, handed over at once); what was
         done, in a line."""
@@ -149,6 +154,8 @@ class MachineReads:
         self.env = env
         self.sources = ProjectSources(env, cwd, self._known)
         self.commands = ServiceCommands(env, cwd, self._known)
+        # An issue's tracker and forge part, and when it was read (a service's: `issue`).
+        self._issues: dict[tuple[str, str], tuple[IssueView | Unavailable, float]] = {}
         # The files the last read of each view depended on (`Board.watched`).
         self._watched: dict[str, tuple[Path, ...] | None] = {
             "board": None,
@@ -254,6 +261,19 @@ class MachineReads:
             return Channels([], None, f"the bus cannot be read: {exc}")
         return Channels(found, shown)
 
+    def has_channel(self, channel: Channel) -> bool:
+        from legion.bus import open_bus
+        from legion.services.channels import channels
+
+        try:
+            bus = open_bus(self.env)
+            try:
+                return channel in {view.channel for view in channels(bus)}
+            finally:
+                bus.close()
+        except LegionError:
+            return False
+
     def bus_stamp(self) -> object:
         from legion.bus import bus_path, bus_store
 
@@ -302,7 +322,10 @@ class MachineReads:
                 actions.archive(bus, human, target)
                 said = f"@{target.address} archived"
             elif action in ("kill", "force-kill"):
-                said = kill(bus, human, target, force=action == "force-kill", env=self.env).said
+                killed = kill(bus, human, target, force=action == "force-kill", env=self.env)
+                said = killed.said
+                if not (killed.stopped or killed.marked):
+                    return said  # nothing was done: nothing to log
             else:
                 raise InputError(f"no such action {action!r}: archive, kill or force-kill")
         finally:
@@ -336,8 +359,8 @@ class MachineReads:
         names = self.project_names()
         found = [self.sources.board(name) for name in names]
         boards = [board for board in found if isinstance(board, Board)]
-        # Every project's board read, or it cannot tell (a project that could not be read).
-        whole = len(boards) == len(found)
+        # Every project's board read, each wholly here, or it cannot tell.
+        whole = len(boards) == len(found) and all(board.watched for board in boards)
         watched = tuple(path for board in boards for path in board.watched)
         self._watched["board"] = watched if whole else None
         return found
@@ -347,7 +370,9 @@ class MachineReads:
         from legion.bus.actions import human_inbox
 
         found = self.sources.tracker_questions()
-        watched: tuple[Path, ...] | None = None if found.troubles else found.watched
+        watched: tuple[Path, ...] | None = found.watched or None
+        if found.troubles:
+            watched = None
         try:
             bus = open_bus(self.env)
             try:
@@ -422,12 +447,32 @@ class MachineReads:
         return _stamp(self._watched["spend"])
 
     def issue(self, project: str, identifier: str) -> IssuePage | Unavailable:
-        from legion.services.issue_view import read_issue_page
+        """Where the project's tracker or forge is a service (Linear, GitHub), its part of the
+        page is asked of it at most every `SLOW_S` (an open page must not spend the rate
+        limit the swarm needs); the rest, on this machine, each read."""
+        from legion.services.issue_view import read_issue, read_issue_page
+        from legion.tui.sources import all_here
+        from legion.web.live import SLOW_S
 
+        key = (project, identifier)
         try:
             found = self.sources.projects.named(project)
             with self.sources.projects.backends(found) as backends:
-                return read_issue_page(found, backends, project, identifier, self.env)
+                view = None
+                if not all_here(found):
+                    cached = self._issues.get(key)
+                    if cached is None or time.monotonic() - cached[1] > SLOW_S:
+                        try:
+                            cached = (read_issue(found, backends, identifier), time.monotonic())
+                        except LegionError as exc:
+                            cached = (Unavailable(str(exc)), time.monotonic())
+                        if len(self._issues) > ISSUES_KEPT:
+                            self._issues.clear()  # pages of issues long closed
+                        self._issues[key] = cached
+                    if isinstance(cached[0], Unavailable):
+                        return cached[0]
+                    view = cached[0]
+                return read_issue_page(found, backends, project, identifier, self.env, view)
         except LegionError as exc:
             return Unavailable(str(exc))
 

@@ -73,10 +73,10 @@ class TokenStore:
                 continue  # an entry written by hand and broken opens nothing
         return found
 
-    def mint(self, name: str, role: Role) -> str:
-        """A new token for `name` (refused if `name` has one: revoke it first); the token
-        itself is returned once and never kept."""
-        problem = token_name_problem(name)
+    def mint(self, name: str, role: Role, *, owner: str | None = None) -> str:
+        """A new token for `name` (refused if `name` has one: revoke it first, or is the
+        `owner`'s, whoever runs `legion web`); the token itself is returned once, never kept."""
+        problem = token_name_problem(name, owner)
         if problem:
             raise InputError(problem)
         token = secrets.token_urlsafe(32)

@@ -58,6 +58,7 @@ class StoreBus:
         messages = StoredMessages(db)
         self.message = messages.message
         self.messages = messages.messages
+        self.channels = messages.channels
         self.open_questions = messages.open_questions
         self.unanswered_asks = messages.unanswered_asks
         self.replies = messages.replies

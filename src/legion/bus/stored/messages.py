@@ -56,6 +56,14 @@ class StoredMessages:
             rows = conn.execute(query, args).fetchall()
         return [message_from_row(row) for row in rows]
 
+    def channels(self) -> list[Channel]:
+        """Every channel a message was posted in, by project and branch (no message read)."""
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT project, branch FROM messages ORDER BY project, branch"
+            ).fetchall()
+        return [Channel(row["project"], row["branch"]) for row in rows]
+
     def open_questions(self, recipient_id: int) -> list[Message]:
         with self._db.read() as conn:
             rows = conn.execute(
