@@ -70,6 +70,14 @@ def test_a_new_bus_is_private_and_knows_the_human(tmp_path: Path) -> None:
     bus.close()
 
 
+def test_the_channels_said_in_are_listed_once_each(bus: StoreBus) -> None:
+    assert bus.channels() == []
+    implement = agent(bus, LEG7, "implement")
+    for channel in (LEG7, MAIN, LEG7):
+        bus.post(implement.id, channel, "hello")
+    assert bus.channels() == [LEG7, MAIN]  # by project, then branch
+
+
 def test_registering_again_is_a_new_spawn_of_the_same_agent(bus: StoreBus) -> None:
     first = agent(bus, LEG7, "implement")
     bus.update_agent(first.id, status=AgentStatus.ARCHIVED)
