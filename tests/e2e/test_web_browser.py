@@ -126,7 +126,8 @@ def test_the_web_view_in_a_browser(web: Served, legion: LegionRunner, tmp_path: 
         # A push is held while the person is in a field, and shown once they leave it.
         question.locator("textarea").focus()
         assert legion("escalate", "LEG-3", "--question", "And?", "--reason", "r").returncode == 0
-        page.wait_for_timeout(1500)
+        # Waits for the push itself (held, the page marks it), not for a fixed time.
+        expect(page.locator("body[data-held]")).to_be_attached(timeout=PUSHED_WITHIN_MS)
         expect(page.locator('.question[data-issue="LEG-3"]')).to_have_count(0)
         page.locator("h1").click()
         expect(page.locator('.question[data-issue="LEG-3"]')).to_be_visible()

@@ -27,7 +27,7 @@ def render(data: object, role: Role) -> str:
     return f"{data}:{role.value}"
 
 
-async def next_part(queue: asyncio.Queue[str], timeout: float = 2.0) -> str:
+async def next_part(queue: asyncio.Queue[str], timeout: float = 20.0) -> str:
     return await asyncio.wait_for(queue.get(), timeout)
 
 

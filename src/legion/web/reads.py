@@ -488,7 +488,8 @@ def _stamp(files: tuple[Path, ...] | None) -> object:
     stamps: list[tuple[int, int] | None] = []
     for path in files:
         try:
-            status = path.stat()
+            # A transcript is a session's to replace by a link: never followed.
+            status = path.lstat()
         except OSError:
             stamps.append(None)
             continue

@@ -45,6 +45,7 @@
     if (event.lastEventId === live.dataset.version) return; // shown already
     if (typing()) {
       waiting = { version: event.lastEventId, html: event.data };
+      document.body.dataset.held = String(Number(document.body.dataset.held || 0) + 1);
       return;
     }
     waiting = null;
