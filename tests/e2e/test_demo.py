@@ -73,6 +73,22 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     coded = {"implement", "retro"} if runtime == "mixed" else set(read)
     assert metered == {phase: read[phase].total for phase in coded}, (metered, read)
     assert ('runtimes = {"implement" = "codex"}' in config) is (runtime == "mixed")
+    # Every decision of the run is explained, and today's table decides each the same.
+    replayed = json.loads(
+        run_legion("log", "--replay", "--json", cwd=demo / "repo", env=env).stdout
+    )
+    assert replayed["checked"] >= 6 and replayed["different"] == [], replayed
+    why = json.loads(run_legion("why", "LEG-1", "--json", cwd=demo / "repo", env=env).stdout)
+    # Done now (row 1), last: the finisher's start, which merged (the demo ends at Done).
+    assert why["now"]["row"] == 1 and why["last"]["decided"]["row"] == 17, why
+    rows = [
+        e["decided"]["row"]
+        for e in json.loads(
+            run_legion("log", "-n", "200", "--json", cwd=demo / "repo", env=env).stdout
+        )
+        if e["decided"]
+    ]
+    assert {21, 7, 8, 23, 13, 17} <= set(rows), rows  # each phase, by its row
 
 
 def test_demo_refuses_an_unknown_runtime(tmp_path: Path) -> None:

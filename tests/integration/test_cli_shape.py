@@ -321,8 +321,9 @@ def test_log_follow_prints_new_entries_until_ctrl_c(legion: LegionRunner, projec
     from legion.config import load_project
     from legion.store.actionlog import ActionLog, OutcomeKind
 
-    issue = legion("issue", "create", "First").stdout.strip()
-    log = ActionLog(open_backends(load_project(project)).db)
+    backends = open_backends(load_project(project))
+    issue = backends.tracker.create_issue("First").identifier  # nothing logged: a test's own
+    log = ActionLog(backends.db)
     log.append(issue, "transition_to_in_progress", OutcomeKind.DONE)
     follower = subprocess.Popen(
         [str(LEGION_BIN), "log", "--follow", "--json", "--issue", issue],

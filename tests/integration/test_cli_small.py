@@ -20,8 +20,11 @@ def _private_tmux(tmux_socket: Path) -> None:
     """Every test here talks to a private tmux server (the shared `tmux_socket`)."""
 
 
-def test_an_empty_log_says_so(legion: LegionRunner) -> None:
-    legion("issue", "create", "One")
+def test_an_empty_log_says_so(legion: LegionRunner, project: Path) -> None:
+    from legion.backends import open_backends
+    from legion.config import load_project
+
+    open_backends(load_project(project)).tracker.create_issue("One")  # not logged: no CLI
     result = legion("log")
     assert (result.returncode, result.stdout.strip()) == (0, "No actions logged yet.")
     only = legion("log", "--issue", "LEG-1")

@@ -318,6 +318,13 @@ def test_a_blocked_issue_is_neither_moved_nor_dispatched(reconciler: Reconciler)
     acted = {(o.issue, o.action) for o in reconciler.run()}
     assert ("LEG-2", "dispatch_planner") in acted
     assert not {issue for issue, _ in acted} & {"LEG-1", "LEG-3"}
+    # Why they wait is logged once, with the inputs and the row: `legion why` reads it.
+    [waits] = ActionLog(reconciler.log.db).tail(issue="LEG-3")
+    assert (waits.action, waits.outcome) == ("skip", OutcomeKind.SKIPPED)
+    assert waits.detail == "waits for the issues blocking it (row 4): blocked by LEG-2"
+    assert waits.decided is not None and waits.decided.observation.open_blockers == ("LEG-2",)
+    reconciler.run()
+    assert len(ActionLog(reconciler.log.db).tail(issue="LEG-3")) == 1  # once, not per pass
     assert tracker.get_issue("LEG-1").status is Status.BACKLOG
     for child in ("LEG-2", "LEG-3"):
         tracker.set_status(child, Status.DONE)

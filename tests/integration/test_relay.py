@@ -124,6 +124,13 @@ def test_a_worker_comments_labels_and_reads_its_issue_through_the_relay(relay: R
     [comment] = tracker.list_comments("LEG-2")
     assert comment.body == "Plan: one step." and comment.by_legion
     assert comment.author == "legion-implement"
+    # Each write is in the action log under the session's mode, written by the relay's end
+    # (the confined session has no database); not what was written.
+    logged = [(e.action, e.detail, e.author) for e in ActionLog(relay.backends.db).tail(5)]
+    assert logged == [
+        ("issue_comment", f"comment {comment.id}", "legion-implement"),
+        ("issue_label", "+worker-done", "legion-implement"),
+    ]
     shown = relay.worker(token, "issue", "show", "LEG-2", "--json")
     assert shown.returncode == 0, shown.stderr
     assert '"Plan: one step."' in shown.stdout and '"pr": null' in shown.stdout

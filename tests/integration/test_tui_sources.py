@@ -153,6 +153,7 @@ def test_the_log_holds_the_projects_agents_events_among_its_actions(
         (f"@{plan.address}", "blocked", "event"),
         (f"@{plan.address}", EventKind.AGENT_REGISTERED.short_name, "event"),
         ("LEG-1", "dispatch_planner", "done"),
+        ("LEG-1", "issue_create", "done"),  # the person's, by name
     ]
     # By time: the blocked event came after the pass (the registration's place beside the
     # pass's is within the action log's second).

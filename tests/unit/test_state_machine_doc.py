@@ -10,7 +10,7 @@ import itertools
 import re
 from pathlib import Path
 
-from legion.core.decide import PHASE_MODE, Observation, decide
+from legion.core.decide import PHASE_MODE, ROW_WORDS, Observation, decide, explain
 from legion.core.model import ChecksState, Label, Mode, ReviewOutcome, Status
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "state-machine.md"
@@ -148,8 +148,12 @@ def test_documented_table_matches_decide() -> None:
                 if observation in covered:
                     continue  # an earlier row decides it
                 covered.add(observation)
-                decision = decide(observation)
+                verdict = explain(observation)
+                decision = verdict.decision
+                assert decision == decide(observation)
                 assert decision.action.value == action, f"row {number}: {observation}"
+                # The row the code names is the row the doc shows (the action log keeps it).
+                assert verdict.row == int(number), f"row {number}: {observation}"
                 expected_mode = None
                 if mode_cell == "the phase's":
                     expected_mode = PHASE_MODE[status]
@@ -182,3 +186,7 @@ def test_documented_actions_are_all_the_actions() -> None:
     documented = {row[-2] for row in _rows()}  # the Action column
     assert documented == {action.value for action in Action}
     assert re.search(r"uuid5\(UUID\(project_id\), \"<ISSUE>:<mode>\"\)", DOC.read_text())
+
+
+def test_every_row_has_words_and_no_more() -> None:
+    assert sorted(ROW_WORDS) == [int(row[0]) for row in _rows()]

@@ -124,9 +124,37 @@ def project(ctx: typer.Context) -> Project:
     return loaded
 
 
-def backends(ctx: typer.Context) -> tuple[Project, Backends]:
+def backends(ctx: typer.Context, *, audited: bool = True) -> tuple[Project, Backends]:
+    """The project and its backends. Their writes go to the action log under whoever runs the
+    command (`ada`, `legion-controller`: `identity.default_author`), unless they go through the
+    relay (whose server logs them under the session's mode) or not `audited` (a pass of the
+    reconciler, whose writes are its actions)."""
     proj = project(ctx)
-    return proj, open_backends(proj)
+    opened = open_backends(proj)
+    if audited and opened.relay is None:
+        from legion.forges.audited import AuditedForge
+        from legion.sessions.identity import default_author
+        from legion.store.actionlog import noted_in
+        from legion.trackers.audited import AuditedTracker
+
+        note = noted_in(opened.db, default_author())
+        opened.tracker = AuditedTracker(opened.tracker, note)
+        opened.forge = AuditedForge(opened.forge, note)
+    return proj, opened
+
+
+def logged(backends: Backends, issue: str, action: str, detail: str) -> None:
+    """A person's (or the controller's) act that is no tracker or forge write, in the action
+    log under their name: a worker dispatched, a session resumed or answered."""
+    from legion.errors import LegionError
+    from legion.sessions.identity import default_author
+    from legion.store.actionlog import noted_in
+
+    try:
+        db = backends.db  # a confined session has none: what it did stands, unlogged
+    except LegionError:
+        return
+    noted_in(db, default_author())(issue, action, detail)
 
 
 def changed(project: Project) -> None:

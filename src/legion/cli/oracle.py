@@ -81,6 +81,7 @@ def escalate(
         note = f"**Why it needs a human** ({judge}): {why.strip()}"
     body = escalation_comment(identifier, asker, items, note)
     comment, updated = ask_human(tracker, identifier, body, author=identity.default_author())
+    common.logged(backends, identifier, "escalate", f"asked a human in comment {comment.id}")
     common.changed(project)
     if as_json:
         data = render.issue_json(updated) | {"escalated": True}

@@ -16,7 +16,11 @@ from legion.daemon_link import hosts_controller
 from legion.errors import InputError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from legion.core.decision_log import Logged
     from legion.services.swarm_status import StatusReport
+    from legion.store.actionlog import ActionLog
 
 
 def reconcile(
@@ -43,7 +47,8 @@ def reconcile(
     from legion.sessions.pause import DispatchPause
     from legion.store.actionlog import ActionLog
 
-    project, backends = common.backends(ctx)
+    # The pass's writes are its actions, logged with what they were decided from.
+    project, backends = common.backends(ctx, audited=False)
     workers = open_workers(project, backends)
     reconciler = Reconciler(
         project,
@@ -77,14 +82,36 @@ def log(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new entries until Ctrl-C.")
     ] = False,
+    replay: Annotated[
+        bool,
+        typer.Option(
+            "--replay",
+            help="Run today's decision table over every decision the log kept, and list those "
+            "it decides differently (exit 1 when there are any).",
+        ),
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", help="With --replay: only entries from then on (an ISO date or time, UTC)."
+        ),
+    ] = None,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """The action log: what Legion did, to which issue, and how it went (with --follow, then
-    each new entry as it is written). With --follow --json, one JSON object per line."""
+    each new entry as it is written). With --follow --json, one JSON object per line. With
+    --replay, the decisions today's table would make differently from the same inputs."""
     from legion.core.model import normalize_identifier
     from legion.store.actionlog import ActionLog, Entry
 
+    if since is not None and not replay:
+        raise InputError("--since goes with --replay (`legion log --replay --since 2026-11-01`)")
+    if replay and follow:
+        raise InputError("--replay and --follow do not go together")
     _, backends = common.backends(ctx)
+    if replay:
+        _replay(ActionLog(backends.db), _since(since), as_json=as_json)
+        return
     # An identifier that names no issue is bad input, not an empty log.
     only = backends.tracker.get_issue(normalize_identifier(issue)).identifier if issue else None
     log = ActionLog(backends.db)
@@ -98,7 +125,7 @@ def log(
             if as_json:
                 line = common.json_text(entry.to_json())
             else:
-                detail = f"  {entry.detail}" if entry.detail else ""
+                detail = f"  {entry.said}" if entry.said else ""
                 line = f"{entry.at}  {entry.issue:8}  {entry.action}: {entry.outcome}{detail}"
             common.echo(line)
 
@@ -112,6 +139,91 @@ def log(
             show,
             lambda entry: entry.id,
         )
+
+
+def _replay(log: ActionLog, since: str | None, *, as_json: bool) -> None:
+    """`legion log --replay`: exit 1 when today's table decides some entry differently."""
+    from legion.core.decision_log import inputs_words, replay
+
+    checked = 0
+
+    def counted() -> Iterator[Logged]:
+        nonlocal checked
+        for entry in log.decisions(since):
+            checked += 1
+            yield entry
+
+    differences = replay(counted())
+    if as_json:
+        common.print_json({"checked": checked, "different": [d.to_json() for d in differences]})
+    else:
+        for difference in differences:
+            then, now = difference.entry.decided.verdict, difference.now
+            common.echo(
+                f"{difference.entry.at}  {difference.entry.issue:8}  #{difference.entry.entry_id}  "
+                f"then {then.decision.action.value} (row {then.row}), "
+                f"now {now.decision.action.value} (row {now.row})"
+            )
+            common.echo(f"    given: {inputs_words(difference.entry.decided.observation)}")
+        common.info(
+            f"{checked} decision{'' if checked == 1 else 's'} replayed: "
+            + (
+                "today's table decides each the same."
+                if not differences
+                else f"{len(differences)} decided differently today."
+            )
+        )
+    if differences:
+        raise typer.Exit(1)
+
+
+def why(
+    ctx: typer.Context,
+    issue: Annotated[str, typer.Argument(help="The issue, e.g. LEG-3.")],
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait",
+            min=0,
+            help="How many seconds to wait for a pass already running (the daemon's) to end.",
+        ),
+    ] = 120.0,
+    as_json: Annotated[bool, common.JsonOption] = False,
+) -> None:
+    """What Legion will do with an issue now and why (the decision table's row and what it was
+    given, and what the next pass would do through the WIP limit, the pause and the budgets),
+    and what it did last and why."""
+    from legion.core.decision_log import inputs_words
+    from legion.services.why import why as explain_issue
+
+    project, backends = common.backends(ctx)
+    found = explain_issue(project, backends, issue, wait=wait)
+    if as_json:
+        common.print_json(found.to_json())
+        return
+    state = found.state
+    common.echo(f"{state.issue.identifier}  {state.issue.title}  ({state.issue.status.value})")
+    now = found.now
+    if now is not None:
+        note = f": {state.note}" if state.note else ""
+        common.echo(f"now:       {state.decision.words}: {now.verdict.why}{note}")
+        common.echo(f"given:     {inputs_words(now.observation)}")
+    if found.next_pass is not None:
+        planned = found.next_pass
+        common.echo(
+            f"next pass: {planned.kind}" + (f": {planned.detail}" if planned.detail else "")
+        )
+    last = found.last
+    if last is None:
+        common.echo("last:      no decision logged yet")
+    else:
+        common.echo(f"last:      {last.at}  {last.action}: {last.outcome}  {last.detail}")
+        if last.decided is not None:
+            common.echo(f"given:     {inputs_words(last.decided.observation)}")
+            for said in last.decided.gates.words:
+                common.echo(f"           {said}")
+    for warning in found.warnings:
+        common.echo(f"warning: {warning}", err=True)
 
 
 def usage(
@@ -210,6 +322,7 @@ def feedback(
 
     project, backends = common.backends(ctx)
     updated, comment = answer_from_person(project, backends.tracker, issue, text)
+    common.logged(backends, updated.identifier, "feedback", f"answered in comment {comment.id}")
     if as_json:
         data = render.issue_json(updated)
         data["comment"] = render.comment_json(comment)

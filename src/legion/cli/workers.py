@@ -40,6 +40,8 @@ def dispatch(
     parsed = Mode.parse(mode)
     project, backends = common.backends(ctx)
     view = dispatch_worker(project, backends, issue, parsed, force=force)
+    forced = " (forced)" if force else ""
+    common.logged(backends, view.record.issue, "dispatch", f"{parsed.value}{forced}")
     _show(
         view,
         as_json,
@@ -81,6 +83,7 @@ def resume(
 
     workers = open_workers(project, backends)
     view = resume_worker(workers, backends.tracker, issue, parsed, text, who=identity.role())
+    common.logged(backends, view.record.issue, "resume", view.record.mode.value)
     _show(view, as_json, f"prompt sent to {view.record.window} (session {view.record.session_id})")
 
 
@@ -102,6 +105,7 @@ def answer(
 
     workers = open_workers(project, backends)
     view = answer_worker(workers, backends.tracker, identifier, text, who=identity.role())
+    common.logged(backends, identifier, "answer", f"{view.record.mode.value}'s question")
     _show(view, as_json, f"answered; {view.record.window} goes on")
 
 

@@ -1,7 +1,8 @@
 """The decision table: one issue's observed state in, exactly one action out.
 
 Pure and total. `docs/state-machine.md` shows the same table for people, and a test keeps the two
-in agreement. Rules are tried in order; the first that matches decides:
+in agreement. Rules are tried in order; the first that matches decides (`explain` says which
+row of the documented table that is; the action log keeps it with the observation):
 
 1. Triage, Icebox and Done are left to the controller's judgment, and a Backlog issue nobody
    opted in (`backlog_opt_in_labels`) is left alone: skip. A tracker's Backlog can hold hundreds
@@ -24,8 +25,10 @@ in agreement. Rules are tried in order; the first that matches decides:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any
 
 from legion.core.model import ChecksState, Label, Mode, ReviewOutcome, Status
 
@@ -132,6 +135,46 @@ class Observation:
     # asked); read in Needs Review after an approval and in Retro before the finisher.
     checks: ChecksState = ChecksState.NONE
 
+    def to_json(self) -> dict[str, Any]:
+        """What the action log keeps of it, to explain and replay the decision."""
+        return {
+            "status": self.status.value,
+            "labels": sorted(label.value for label in self.labels),
+            "live_worker": self.has_live_worker,
+            "pr": self.has_pr,
+            "review": self.pr_review.value,
+            "checks": self.checks.value,
+            "latest_mode": None if self.latest_mode is None else self.latest_mode.value,
+            "opted_in": self.opted_in,
+            "open_blockers": list(self.open_blockers),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Observation:
+        """An observation the action log kept; ValueError when it is not one (a value this
+        version does not know, a field missing or of another type)."""
+        try:
+            latest = data["latest_mode"]
+            blockers = data["open_blockers"]
+            flags = (data["live_worker"], data["pr"], data["opted_in"])
+            if not all(isinstance(flag, bool) for flag in flags):
+                raise ValueError("a flag that is not true or false")
+            if not isinstance(blockers, list) or not all(isinstance(b, str) for b in blockers):
+                raise ValueError("open_blockers is not a list of identifiers")
+            return cls(
+                status=Status(data["status"]),
+                labels=frozenset(Label(name) for name in data["labels"]),
+                has_live_worker=flags[0],
+                has_pr=flags[1],
+                pr_review=ReviewOutcome(data["review"]),
+                latest_mode=None if latest is None else Mode(latest),
+                opted_in=flags[2],
+                open_blockers=tuple(blockers),
+                checks=ChecksState(data["checks"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not an observation: {exc}") from None
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:
@@ -232,51 +275,119 @@ def why_waiting(obs: Observation, decision: Decision) -> str | None:
     return None
 
 
-def _after_review(obs: Observation) -> Decision:
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The table's answer with the row that gave it: the number of the row in
+    `docs/state-machine.md`'s table (`tests/unit/test_state_machine_doc.py` holds the two
+    together), which the action log keeps so a decision can be explained and replayed."""
+
+    decision: Decision
+    row: int
+
+    @property
+    def why(self) -> str:
+        """The row in a person's words: `a live worker is working (row 18)`."""
+        return f"{ROW_WORDS[self.row]} (row {self.row})"
+
+
+# Each row of the table in words (`Verdict.why`, `legion why`, the web view's timeline).
+ROW_WORDS: dict[int, str] = {
+    1: "Triage, Icebox, Done, or Backlog not opted in: not Legion's to work on",
+    2: "a person answered (user-feedback-given): their answer goes to the worker",
+    3: "waits for a person's answer (user-input-needed)",
+    4: "waits for the issues blocking it",
+    5: "worker-done was set by a worker of another mode: not this phase's",
+    6: "the architect finished (worker-done): on to Todo",
+    7: "the planner finished (worker-done): on to In Progress",
+    8: "the implementer finished (worker-done): on to Needs Review",
+    9: "the reviewer finished, but the forge could not be read",
+    10: "the reviewer finished, but the issue has no pull request",
+    11: "approved, but the checks fail: the implementer fixes them",
+    12: "approved; the checks are pending or could not be read",
+    13: "approved, and the checks pass (or there are none): on to Retro",
+    14: "the reviewer requested changes: the implementer makes them",
+    15: "the reviewer finished, but no verdict is on the pull request yet",
+    16: "the retro is done; the finisher waits for pending checks",
+    17: "the retro is done: the finisher merges",
+    18: "a live worker is working",
+    19: "worker-active, but no live worker: the worker died",
+    20: "no worker has finished in Backlog: the architect starts",
+    21: "no worker has finished in Todo: the planner starts",
+    22: "no worker has finished in In Progress: the implementer starts",
+    23: "no worker has finished in Needs Review: the reviewer starts",
+    24: "no worker has finished in Retro: the implementer's retro starts",
+}
+
+# The rows that dispatch (20-24), transition (6-8) and skip with a finished worker waiting
+# (in Retro, 16), by status.
+_DISPATCH_ROW: dict[Status, int] = {
+    Status.BACKLOG: 20,
+    Status.TODO: 21,
+    Status.IN_PROGRESS: 22,
+    Status.NEEDS_REVIEW: 23,
+    Status.RETRO: 24,
+}
+_DONE_ROW: dict[Status, int] = {
+    Status.BACKLOG: 6,
+    Status.TODO: 7,
+    Status.IN_PROGRESS: 8,
+    Status.RETRO: 17,
+}
+
+
+def _after_review(obs: Observation) -> Verdict:
     """Needs Review + worker-done: the reviewer finished; its verdict is on the pull request."""
     if obs.pr_review is ReviewOutcome.UNKNOWN:
-        return _SKIP  # the forge did not answer: wait rather than guess
+        return Verdict(_SKIP, 9)  # the forge did not answer: wait rather than guess
     if not obs.has_pr:
-        return _fixed(Action.INVESTIGATE_NO_PR)
+        return Verdict(_fixed(Action.INVESTIGATE_NO_PR), 10)
     if obs.pr_review is ReviewOutcome.APPROVED:
         if obs.checks is ChecksState.FAILING:
-            return _fixed(Action.RESUME_IMPLEMENTER_FOR_CHECKS)
+            return Verdict(_fixed(Action.RESUME_IMPLEMENTER_FOR_CHECKS), 11)
         if obs.checks in _CHECKS_TO_WAIT_FOR:
-            return _SKIP  # CI still running (or not read): Retro is for work that passes
-        return _fixed(Action.TRANSITION_TO_RETRO)
+            # CI still running (or not read): Retro is for work that passes
+            return Verdict(_SKIP, 12)
+        return Verdict(_fixed(Action.TRANSITION_TO_RETRO), 13)
     if obs.pr_review is ReviewOutcome.CHANGES_REQUESTED:
-        return _fixed(Action.RESUME_IMPLEMENTER_FOR_CHANGES)
-    return _SKIP  # the verdict may not have reached the forge yet
+        return Verdict(_fixed(Action.RESUME_IMPLEMENTER_FOR_CHANGES), 14)
+    return Verdict(_SKIP, 15)  # the verdict may not have reached the forge yet
 
 
-def decide(obs: Observation) -> Decision:
-    """The one action for this observation. Total: every input has exactly one answer."""
+def explain(obs: Observation) -> Verdict:
+    """The one action for this observation, with the row that chose it. Total: every input
+    has exactly one answer."""
     if obs.status in _LEFT_TO_JUDGMENT or not is_picked_up(obs.status, obs.opted_in):
-        return _SKIP
+        return Verdict(_SKIP, 1)
     phase_mode = PHASE_MODE[obs.status]
     if Label.USER_FEEDBACK_GIVEN in obs.labels:
-        return Decision(Action.RELAY_USER_FEEDBACK, phase_mode)
+        return Verdict(Decision(Action.RELAY_USER_FEEDBACK, phase_mode), 2)
     if Label.USER_INPUT_NEEDED in obs.labels:
-        return _SKIP
+        return Verdict(_SKIP, 3)
     if obs.open_blockers:
         # Waits for its blockers: no worker starts and the status does not move, whoever set
         # `worker-done` (a live worker goes on with its turn: skip stops nothing).
-        return _SKIP
+        return Verdict(_SKIP, 4)
     if Label.WORKER_DONE in obs.labels:
         if obs.latest_mode is not None and obs.latest_mode is not phase_mode:
             # Set by a worker of another phase (a finished planner resumed in In Progress):
             # never this phase's completion, whatever it says.
-            return Decision(Action.REMOVE_STALE_WORKER_DONE, phase_mode)
+            return Verdict(Decision(Action.REMOVE_STALE_WORKER_DONE, phase_mode), 5)
         if obs.status is Status.NEEDS_REVIEW:
             return _after_review(obs)
         if obs.status is Status.RETRO and obs.checks in _CHECKS_TO_WAIT_FOR:
-            return _SKIP  # the finisher merges only after CI: it starts once checks finish
-        return _fixed(_DONE_TRANSITION[obs.status])
+            # the finisher merges only after CI: it starts once checks finish
+            return Verdict(_SKIP, 16)
+        return Verdict(_fixed(_DONE_TRANSITION[obs.status]), _DONE_ROW[obs.status])
     if obs.has_live_worker:
-        return _SKIP
+        return Verdict(_SKIP, 18)
     if Label.WORKER_ACTIVE in obs.labels:
-        return Decision(Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, phase_mode)
-    return _fixed(_DISPATCH_FOR[obs.status])
+        return Verdict(Decision(Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, phase_mode), 19)
+    return Verdict(_fixed(_DISPATCH_FOR[obs.status]), _DISPATCH_ROW[obs.status])
+
+
+def decide(obs: Observation) -> Decision:
+    """The one action for this observation (`explain` says which row chose it)."""
+    return explain(obs).decision
 
 
 _HUMAN_LABELS = frozenset({Label.USER_INPUT_NEEDED, Label.USER_FEEDBACK_GIVEN})

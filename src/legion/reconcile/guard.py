@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from legion.core import backoff
+from legion.core.decision_log import Decided, DecisionKey
 from legion.errors import BackendError, BackendErrorKind, LegionError, NotFoundError
 from legion.sessions.pause import DispatchPause
 from legion.store.actionlog import ActionLog, OutcomeKind
@@ -41,6 +42,10 @@ class Backoffs:
     # waits (for a workspace's setup, a turn's end) is logged when its reason changes, not
     # at every pass.
     deferrals: dict[tuple[str, str], str] = field(default_factory=dict)
+    # Each issue's last decision logged (`legion.core.decision_log`): a skip is logged when it
+    # changes. Read from the log at the first pass that writes, so a restart does not log
+    # every skip again.
+    decisions: dict[str, DecisionKey] | None = None
 
     def quiet_for(self) -> float:
         """Seconds until a rate-limited backend may be asked again (0 when it may now)."""
@@ -75,10 +80,16 @@ class PassGuard:
         kind: OutcomeKind,
         detail: str = "",
         retry_after: float | None = None,
+        *,
+        decided: Decided | None = None,
     ) -> None:
+        """An outcome of the pass, in the action log unless a dry run (a deferral when its
+        reason changed); `decided`: the table's decision it carried out, kept with it."""
         self.outcomes.append(Outcome(issue, action, kind, detail, retry_after))
         if self.dry_run:
             return
+        if decided is not None:
+            self.last_decisions()[issue] = decided.key
         key = (issue, action)
         if kind is OutcomeKind.DEFERRED:
             gist = _NUMBERS.sub("#", detail)  # "tried again in 41 s" is the same reason at 40
@@ -87,7 +98,21 @@ class PassGuard:
             self.backoffs.deferrals[key] = gist
         else:
             self.backoffs.deferrals.pop(key, None)
-        self.log.append(issue, action, kind, detail)
+        self.log.append(issue, action, kind, detail, decided=decided)
+
+    def left_alone(self, issue: str, action: str, detail: str, decided: Decided) -> None:
+        """A decision that leaves the issue as it is, in the action log only (the pass did
+        nothing, so it is no outcome of the pass); never in a dry run."""
+        if self.dry_run:
+            return
+        self.last_decisions()[issue] = decided.key
+        self.log.append(issue, action, OutcomeKind.SKIPPED, detail, decided=decided)
+
+    def last_decisions(self) -> dict[str, DecisionKey]:
+        """Each issue's last decision logged: the log's, read once, then this process's."""
+        if self.backoffs.decisions is None:
+            self.backoffs.decisions = self.log.last_decisions()
+        return self.backoffs.decisions
 
     def failed(
         self,
@@ -97,6 +122,7 @@ class PassGuard:
         prefix: str = "",
         *,
         state: Hashable | None = None,
+        decided: Decided | None = None,
     ) -> None:
         """Record a failure, and act on a backend's by its kind: a refused credential stops
         dispatching (said once, as the dispatch pause, until the next `legion start`). An
@@ -110,17 +136,21 @@ class PassGuard:
         ):
             # A NotFoundError (an adapter's: the issue or its PR is gone) will not pass by
             # itself, like a backend's own not-found: logged once, tried when the issue changes.
-            self.back_off(issue, action, exc, state, prefix)
+            self.back_off(issue, action, exc, state, prefix, decided=decided)
             return
         if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED:
             wait = exc.retry_after if exc.retry_after is not None else self.rate_limit_wait
             if not self.dry_run:
                 self.backoffs.quiet_until = max(self.backoffs.quiet_until, time.monotonic() + wait)
             self.record(
-                issue, action, OutcomeKind.DEFERRED, f"{prefix}{exc}; next try in {wait:.0f} s"
+                issue,
+                action,
+                OutcomeKind.DEFERRED,
+                f"{prefix}{exc}; next try in {wait:.0f} s",
+                decided=decided,
             )
             return
-        self.record(issue, action, OutcomeKind.FAILED, f"{prefix}{exc}")
+        self.record(issue, action, OutcomeKind.FAILED, f"{prefix}{exc}", decided=decided)
         if isinstance(exc, BackendError) and exc.kind is BackendErrorKind.AUTH and not self.dry_run:
             reason = self.pause.hold(
                 f"dispatch paused: {exc}; once fixed, start Legion again (`legion stop`, "
@@ -137,6 +167,8 @@ class PassGuard:
         exc: BackendError | NotFoundError,
         state: Hashable,
         prefix: str,
+        *,
+        decided: Decided | None = None,
     ) -> None:
         now = self.backoffs.clock()
         held = backoff.after_failure(
@@ -154,9 +186,8 @@ class PassGuard:
         else:
             detail = f"{exc}; next try for {issue} in {wait:.0f} s"
         limited = isinstance(exc, BackendError) and exc.kind is BackendErrorKind.RATE_LIMITED
-        self.record(
-            issue, action, OutcomeKind.DEFERRED if limited else OutcomeKind.FAILED, prefix + detail
-        )
+        kind = OutcomeKind.DEFERRED if limited else OutcomeKind.FAILED
+        self.record(issue, action, kind, prefix + detail, decided=decided)
 
     def holding(self, issue: str, action: str, state: Hashable) -> bool:
         """Whether the issue's steps still back off; said in the pass's outcomes only (the
@@ -188,12 +219,15 @@ class PassGuard:
         plan: bool = True,
         detail: str = "",
         state: Hashable | None = None,
+        decided: Decided | None = None,
     ) -> None:
         """Run one state-changing step; a failure is recorded and leaves the issue for the
         next pass. In a dry run the step is only planned, unless `plan` is False: then it runs
         and must itself change nothing when `self.dry_run`. A step returning None records
         nothing (it had nothing to do, or recorded its own outcomes). With `state` (the issue
-        as observed) a backend's failure backs off the issue, and success forgets it."""
+        as observed) a backend's failure backs off the issue, and success forgets it. With
+        `decided` (the table's decision the step carries out), its outcome keeps what it was
+        decided from."""
         if state is not None and self.holding(issue, action, state):
             return
         if self.dry_run and plan:
@@ -202,9 +236,11 @@ class PassGuard:
         try:
             result = step()
         except LegionError as exc:
-            self.failed(issue, action, exc, state=state)
+            self.failed(issue, action, exc, state=state, decided=decided)
             return
         if state is not None and not self.dry_run:
             self.backoffs.held.pop(issue, None)
         if result is not None:
-            self.record(issue, action, result.kind, result.detail, result.retry_after)
+            self.record(
+                issue, action, result.kind, result.detail, result.retry_after, decided=decided
+            )

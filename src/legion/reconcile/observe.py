@@ -10,7 +10,8 @@ from legion.core.decide import (
     PR_PHASES,
     Decision,
     Observation,
-    decide,
+    Verdict,
+    explain,
     is_picked_up,
     why_waiting,
 )
@@ -63,6 +64,8 @@ class IssueState:
     # Its latest PR when that was closed unmerged: no PR to the table (the work needs a new
     # one), shown as `#3 closed` where a person reads the board.
     closed_pr: PullRequest | None = None
+    # The row of the table that chose `decision` (the action log keeps it with `observation`).
+    verdict: Verdict | None = None
 
     @property
     def waiting(self) -> str | None:
@@ -115,6 +118,8 @@ class IssueState:
             "opted_in": self.opted_in,
             # The issues blocking it that are not Done (the table skips it while there are).
             "blocked_by": list(self.open_blockers),
+            # The row of `docs/state-machine.md`'s table that chose the action.
+            "row": None if self.verdict is None else self.verdict.row,
         }
 
 
@@ -232,7 +237,8 @@ def observe(
             open_blockers=blocked_by,
             checks=checks,
         )
-        decision = decide(observation)
+        verdict = explain(observation)
+        decision = verdict.decision
         sid = None
         if decision.session_mode is not None:
             sid = session_id(project_id, issue.identifier, decision.session_mode)
@@ -249,6 +255,7 @@ def observe(
                 blocked_by,
                 checks,
                 closed,
+                verdict,
             )
         )
     return Snapshot(states, warnings, errors)

@@ -13,6 +13,7 @@ from functools import partial
 
 from legion.config import Project
 from legion.core.decide import Action
+from legion.core.decision_log import Decided, worth_logging
 from legion.core.fleet import HostState, worker_capacity
 from legion.core.model import Status
 from legion.daemon_link import running_pid
@@ -236,6 +237,7 @@ class _Pass:
         transitions = Transitions(ctx, views, starts)
         for state in in_priority_order(snapshot):
             transitions.execute(state)
+        log_left_alone(guard, snapshot)
         with span("pass: await starts"):
             guard.guarded("-", "worker_start", starts.collect, plan=False)
         with span("pass: judgment queue"):
@@ -247,6 +249,28 @@ class _Pass:
             guard.guarded(
                 "-", "sweep_workspaces", partial(sweep_workspaces, ctx, views, done), plan=False
             )
+
+
+def log_left_alone(guard: PassGuard, snapshot: Snapshot) -> None:
+    """The issues the table leaves as they are (a skip, or an issue for the controller's
+    judgment), each logged with what it was decided from when its decision changed
+    (`legion.core.decision_log.worth_logging`): a person asking why an issue sits still finds
+    the moment it started to, and why."""
+    last = guard.last_decisions()
+    for state in snapshot.issues:
+        verdict, observation = state.verdict, state.observation
+        if verdict is None or observation is None or verdict.decision.action.is_mechanical:
+            continue
+        issue = state.issue.identifier
+        if not worth_logging(last.get(issue), verdict):
+            continue
+        note = state.note
+        guard.left_alone(
+            issue,
+            verdict.decision.action.value,
+            verdict.why + (f": {note}" if note else ""),
+            Decided(observation, verdict),
+        )
 
 
 def fleet_capacity(o: Reconciler) -> int:

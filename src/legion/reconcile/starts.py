@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 from legion.core.admission import Load, Reason, StartFacts, counts_toward_wip, refusal
 from legion.core.budget import Spent, over_issue_budget
+from legion.core.decision_log import Gates
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label, Mode
 from legion.core.usage import total
@@ -107,6 +108,18 @@ class Starts:
             wip_limit=self.wip_limit,
             capacity=self.capacity,
             in_fleet=self.ctx.workers.in_fleet,
+        )
+
+    def gates(self) -> Gates:
+        """What this pass's admission sees now, kept with each action it carries out."""
+        return Gates(
+            paused=self.ctx.guard.paused,
+            model_held=self.model_held,
+            code_workers=self.code_workers,
+            wip_limit=self.wip_limit,
+            sessions=self.sessions,
+            capacity=self.capacity,
+            draining=self.draining,
         )
 
     def blocked(self, issue: str, mode: Mode) -> Step | None:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 
 from legion.core.decide import Action, Decision, due_after_answer
+from legion.core.decision_log import Decided
 from legion.core.liveness import SessionState, finishing
 from legion.core.marks import LEGION_AUTHOR
 from legion.core.model import Label, Mode
@@ -71,9 +72,16 @@ class Transitions:
                 state=observed,
             )
             return
+        decided = None
+        if state.observation is not None and state.verdict is not None:
+            decided = Decided(state.observation, state.verdict, self.starts.gates())
         with span(f"action: {decision.action.value}", issue):
             self.ctx.guard.guarded(
-                issue, decision.action.value, lambda: handler(state, decision), state=observed
+                issue,
+                decision.action.value,
+                lambda: handler(state, decision),
+                state=observed,
+                decided=decided,
             )
 
     def _plan(self, issue: str, action: Action, mode: Mode) -> Step:

@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError, Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,8 @@ from legion.errors import (
     ProtocolError,
 )
 from legion.files.private import private_folder
+from legion.forges.audited import AuditedForge
+from legion.forges.base import Forge
 from legion.relay import fallback_folder, socket_path
 from legion.relay.capabilities import Capabilities, Scope
 from legion.relay.operations import OPS, Backends, Call, Deferred, Operation, internal_error
@@ -64,7 +67,10 @@ from legion.relay.protocol import (
     parse_request,
     result_answer,
 )
-from legion.store.actionlog import ActionLog, OutcomeKind
+from legion.store import Store
+from legion.store.actionlog import ActionLog, OutcomeKind, noted_in
+from legion.trackers.audited import AuditedTracker
+from legion.trackers.base import Tracker
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +102,22 @@ UNKNOWN_LOG_EVERY_S = 10.0
 # of its own for up to its timeout): past them, one more is refused, so that one session never
 # holds every connection slot.
 MAX_COMMANDS_AT_ONCE = 4
+
+
+@dataclass(frozen=True)
+class _Audited:
+    tracker: Tracker
+    forge: Forge
+    db: Store
+
+
+def _audited(backends: Backends, scope: Scope) -> _Audited:
+    """The backends a session's call runs on: its writes in the action log under its mode
+    (`legion-review`, `legion-controller`)."""
+    note = noted_in(backends.db, f"legion-{scope.mode or 'session'}")
+    return _Audited(
+        AuditedTracker(backends.tracker, note), AuditedForge(backends.forge, note), backends.db
+    )
 
 
 class RelayExecutor:
@@ -194,7 +216,14 @@ class RelayExecutor:
                 raise InputError(f"the Legion daemon has no operation {op!r}")
             self._within_rate(request.capability, scope, op)
             try:
-                call = Call(backends, scope, op, request.args, request.capability, self._created)
+                call = Call(
+                    _audited(backends, scope),
+                    scope,
+                    op,
+                    request.args,
+                    request.capability,
+                    self._created,
+                )
                 result = run(call)
             except NotPermittedError as exc:
                 raise self._logged(scope, exc) from None

@@ -218,4 +218,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE pull_requests ADD COLUMN head TEXT;
     """,
+    # 8: each decision's inputs and each entry's author, as SQLite's 17.
+    pg_ddl(
+        """
+    ALTER TABLE actions ADD COLUMN decided TEXT NOT NULL DEFAULT '';
+    ALTER TABLE actions ADD COLUMN author TEXT NOT NULL DEFAULT '';
+    CREATE INDEX actions_decided ON actions(issue, id) WHERE decided != '';
+    """
+    ),
 )

@@ -252,6 +252,13 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE pull_requests ADD COLUMN head TEXT;
     """,
+    # 17: what each of the table's decisions was made from (`legion.core.decision_log`: the
+    # inputs, the row, what admission saw), and who wrote an entry (a person, the controller).
+    """
+    ALTER TABLE actions ADD COLUMN decided TEXT NOT NULL DEFAULT '';
+    ALTER TABLE actions ADD COLUMN author TEXT NOT NULL DEFAULT '';
+    CREATE INDEX actions_decided ON actions(issue, id) WHERE decided != '';
+    """,
 )
 
 

@@ -102,7 +102,7 @@ class ServiceCommands:
             updated, _ = answer_from_person(found, backends.tracker, issue, text, author=author)
             if author is not None:
                 ActionLog(backends.db).append(
-                    updated.identifier, "feedback", OutcomeKind.DONE, f"answered by {author}"
+                    updated.identifier, "feedback", OutcomeKind.DONE, "answered", author=author
                 )
         return updated.identifier
 

@@ -374,7 +374,7 @@ class ProjectSources:
                 entries = ActionLog(backends.db).tail(limit)
         except LegionError as exc:
             return Unavailable(f"the action log of {name} cannot be read: {exc}")
-        lines = [LogLine(e.at, e.issue, e.action, e.outcome.value, e.detail) for e in entries]
+        lines = [LogLine(e.at, e.issue, e.action, e.outcome.value, e.said) for e in entries]
         try:
             lines += self._agent_events(name, limit)
         except LegionError as exc:

@@ -16,10 +16,12 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from legion.core.decide import Action
+from legion.core.decision_log import inputs_words
 from legion.core.model import Status
 from legion.core.web_access import Role, may_write
 from legion.services.issue_view import IssuePage
 from legion.services.spend import Spend
+from legion.store.actionlog import Entry, OutcomeKind
 from legion.tui.sources import (
     PHASES,
     ActionLogView,
@@ -150,27 +152,40 @@ def inbox_part(inbox: Inbox, role: Role, csrf: str = "") -> str:
 @dataclass(frozen=True, slots=True)
 class TimelineItem:
     at: str
-    who: str  # a comment's author; "legion" for an action
+    who: str  # a comment's author; "legion" for an action, or the person who made it
     kind: str  # "comment", "message" (on the bus) or "action"
     text: str
+    # For an action the decision table chose: the row and what the table was given.
+    why: str = ""
 
 
 def timeline(page: IssuePage) -> list[TimelineItem]:
     """What happened on the issue, oldest first: its latest comments, its channel's messages
-    on the bus and Legion's actions."""
+    on the bus and Legion's actions, each with the reason the table gave it."""
     items = [TimelineItem(c.created_at, c.author, "comment", c.body) for c in page.view.comments]
     items += [TimelineItem(m.created_at, f"@{m.sender}", "message", m.body) for m in page.messages]
     items += [
         TimelineItem(
             e.at,
-            "legion",
+            e.author or "legion",
             "action",
             f"{e.action.replace('_', ' ')}: {e.outcome.value}"
             + (f" ({e.detail})" if e.detail else ""),
+            _why(e),
         )
         for e in page.actions
     ]
     return sorted(items, key=lambda item: item.at)
+
+
+def _why(entry: Entry) -> str:
+    """The row that chose an action and what the table saw; a skip's row is its detail."""
+    if entry.decided is None:
+        return ""
+    given = f"given {inputs_words(entry.decided.observation)}"
+    if entry.outcome is OutcomeKind.SKIPPED:
+        return given
+    return f"why: {entry.decided.verdict.why}; {given}"
 
 
 def issue_part(page: IssuePage | Unavailable, role: Role) -> str:

@@ -239,7 +239,7 @@ class MachineReads:
             Fleet(backends.db).drain(host, draining=not undo)
             what = "taken back" if undo else "draining"
             ActionLog(backends.db).append(
-                "-", "host_drain", OutcomeKind.DONE, f"{host} {what} by {author}"
+                "-", "host_drain", OutcomeKind.DONE, f"{host} {what}", author=author
             )
         return f"{host}: {what}"
 
@@ -307,7 +307,7 @@ class MachineReads:
             hand_over(bus, posted, self.env, lambda: self.sources.projects.named(channel.project))
         finally:
             bus.close()
-        self._log(channel.project, "say", f"in {channel} by {author}")
+        self._log(channel.project, "say", f"in {channel}", author)
         return wakes_said(posted)
 
     def agent_action(self, agent_id: int, action: str, author: str) -> str:
@@ -330,17 +330,17 @@ class MachineReads:
                 raise InputError(f"no such action {action!r}: archive, kill or force-kill")
         finally:
             bus.close()
-        self._log(target.project, action.replace("-", "_"), f"@{target.address} by {author}")
+        self._log(target.project, action.replace("-", "_"), f"@{target.address}", author)
         return said
 
-    def _log(self, project: str, action: str, detail: str) -> None:
+    def _log(self, project: str, action: str, detail: str, author: str) -> None:
         """A person's deed in the project's action log (a project gone meanwhile: none)."""
         from legion.store.actionlog import ActionLog, OutcomeKind
 
         try:
             found = self.sources.projects.named(project)
             with self.sources.projects.backends(found) as backends:
-                ActionLog(backends.db).append("-", action, OutcomeKind.DONE, detail)
+                ActionLog(backends.db).append("-", action, OutcomeKind.DONE, detail, author=author)
         except LegionError:
             pass
 
@@ -403,7 +403,7 @@ class MachineReads:
         finally:
             bus.close()
         asked = ", ".join(f"@{agent.address}" for agent in posted.recipients) or "nobody"
-        self._log(project, "reply", f"{asked} answered by {author}")
+        self._log(project, "reply", f"{asked} answered", author)
         return f"answered {asked}"
 
     def logs(self, issue: str | None) -> list[ActionLogView | Unavailable]:

@@ -1,0 +1,69 @@
+"""A tracker whose writes go to the action log with their author (`noted_in`): put where a
+person or a session writes, never under the reconciler (whose writes are its actions, logged
+with what they were decided from). The log keeps which write it was, never what was written (a
+comment's body or a title: text a stranger may have chosen)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from legion.core.model import Status
+from legion.store.actionlog import Note
+from legion.trackers.base import Comment, Issue, Tracker
+
+
+def _labels(add: Iterable[str], remove: Iterable[str]) -> str:
+    return " ".join([*(f"+{a}" for a in add), *(f"-{r}" for r in remove)])
+
+
+class AuditedTracker:
+    """A tracker whose writes are noted (`noted_in`); its reads are the tracker's own."""
+
+    def __init__(self, inner: Tracker, note: Note) -> None:
+        self._inner = inner
+        self._note = note
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create_issue(self, title: str, **options: Any) -> Issue:
+        issue = self._inner.create_issue(title, **options)
+        self._note(issue.identifier, "issue_create", f"in {issue.status.value}")
+        return issue
+
+    def set_status(self, identifier: str, status: Status) -> Issue:
+        issue = self._inner.set_status(identifier, status)
+        self._note(issue.identifier, "issue_move", f"to {status.value}")
+        return issue
+
+    def edit_issue(
+        self, identifier: str, *, title: str | None = None, body: str | None = None
+    ) -> Issue:
+        issue = self._inner.edit_issue(identifier, title=title, body=body)
+        what = [name for name, value in (("title", title), ("body", body)) if value is not None]
+        self._note(issue.identifier, "issue_edit", " and ".join(what))
+        return issue
+
+    def update_labels(
+        self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Issue:
+        add, remove = list(add), list(remove)
+        issue = self._inner.update_labels(identifier, add=add, remove=remove)
+        self._note(issue.identifier, "issue_label", _labels(add, remove))
+        return issue
+
+    def set_blocked_by(
+        self, identifier: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Issue:
+        add, remove = list(add), list(remove)
+        issue = self._inner.set_blocked_by(identifier, add=add, remove=remove)
+        self._note(issue.identifier, "issue_block", _labels(add, remove))
+        return issue
+
+    def add_comment(
+        self, identifier: str, body: str, *, author: str, by_legion: bool = False
+    ) -> Comment:
+        added = self._inner.add_comment(identifier, body, author=author, by_legion=by_legion)
+        self._note(added.issue, "issue_comment", f"comment {added.id}")
+        return added

@@ -1,0 +1,140 @@
+"""The decision log's pure rules: what a decision keeps, when a skip is logged, the replay."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from legion.core import decision_log
+from legion.core.decide import Action, Decision, Observation, Verdict, explain
+from legion.core.decision_log import (
+    Decided,
+    Gates,
+    Logged,
+    inputs_words,
+    key_of,
+    replay,
+    worth_logging,
+)
+from legion.core.model import ChecksState, Label, Mode, ReviewOutcome, Status
+
+observations = st.builds(
+    Observation,
+    status=st.sampled_from(Status),
+    labels=st.frozensets(st.sampled_from(Label)),
+    has_live_worker=st.booleans(),
+    has_pr=st.booleans(),
+    pr_review=st.sampled_from(ReviewOutcome),
+    latest_mode=st.none() | st.sampled_from(Mode),
+    opted_in=st.booleans(),
+    open_blockers=st.lists(st.from_regex(r"[A-Z]{2,4}-[1-9][0-9]{0,3}", fullmatch=True)).map(tuple),
+    checks=st.sampled_from(ChecksState),
+)
+gates = st.builds(
+    Gates,
+    paused=st.none() | st.text(min_size=1),
+    model_held=st.none() | st.text(min_size=1),
+    code_workers=st.none() | st.integers(0, 50),
+    wip_limit=st.none() | st.integers(0, 50),
+    sessions=st.none() | st.integers(0, 50),
+    capacity=st.none() | st.integers(0, 50),
+    draining=st.booleans(),
+)
+
+
+@given(observations, gates)
+def test_a_decision_comes_back_from_the_log_as_it_was_kept(obs: Observation, seen: Gates) -> None:
+    kept = Decided(obs, explain(obs), seen)
+    again = Decided.from_json(json.loads(json.dumps(kept.to_json())))
+    assert again == kept
+    assert explain(again.observation) == kept.verdict  # what the replay runs on
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"row": "4"},
+        {"row": True},
+        {"action": "launch_missiles"},
+        {"mode": "overlord"},
+        {"inputs": []},
+        {"inputs": {"status": "Todo"}},
+        {"inputs": {"labels": "worker-done"}},
+    ],
+)
+def test_what_is_not_a_decision_is_refused_in_one_error(change: dict[str, object]) -> None:
+    obs = Observation(status=Status.TODO)
+    data = {**Decided(obs, explain(obs)).to_json(), **change}
+    with pytest.raises(ValueError):
+        Decided.from_json(data)
+
+
+def test_a_flag_that_is_not_a_boolean_is_no_observation() -> None:
+    data = Observation(status=Status.TODO).to_json() | {"live_worker": "yes"}
+    with pytest.raises(ValueError):
+        Observation.from_json(data)
+
+
+def test_a_skip_is_logged_when_the_decision_changes_and_never_first_for_an_issue_left_alone() -> (
+    None
+):
+    left_alone = explain(Observation(status=Status.DONE))
+    blocked = explain(Observation(status=Status.TODO, open_blockers=("LEG-1",)))
+    working = explain(Observation(status=Status.TODO, has_live_worker=True))
+    assert left_alone.row == 1 and blocked.row == 4 and working.row == 18
+    assert not worth_logging(None, left_alone)  # hundreds of Done issues Legion never touched
+    assert worth_logging(None, blocked)
+    assert not worth_logging(key_of(blocked), blocked)  # once per change, not per pass
+    assert worth_logging(key_of(blocked), working)
+    assert worth_logging(key_of(working), left_alone)  # it went to Done: said once
+
+
+def test_the_replay_lists_what_an_altered_row_decides_differently(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    finished = Observation(
+        status=Status.RETRO, labels=frozenset({Label.WORKER_DONE}), checks=ChecksState.FAILING
+    )
+    working = Observation(status=Status.RETRO, has_live_worker=True)
+    log = [
+        Logged(1, "2026-11-30T10:00:00Z", "LEG-1", Decided(working, explain(working))),
+        Logged(2, "2026-11-30T10:05:00Z", "LEG-1", Decided(finished, explain(finished))),
+    ]
+    assert replay(log) == []  # today's table, over its own decisions
+
+    def stricter(obs: Observation) -> Verdict:
+        """Row 17 altered: the finisher waits while a check fails."""
+        verdict = explain(obs)
+        if verdict.row == 17 and obs.checks is ChecksState.FAILING:
+            return Verdict(Decision(Action.SKIP), 16)
+        return verdict
+
+    monkeypatch.setattr(decision_log, "explain", stricter)
+    [different] = replay(log)
+    assert different.entry.entry_id == 2
+    then = {"row": 17, "action": "dispatch_finisher", "mode": "finish"}
+    assert different.to_json()["then"] == then
+    assert different.to_json()["now"] == {"row": 16, "action": "skip", "mode": None}
+
+
+def test_the_inputs_read_as_words() -> None:
+    obs = Observation(
+        status=Status.NEEDS_REVIEW,
+        labels=frozenset({Label.WORKER_DONE}),
+        has_pr=True,
+        pr_review=ReviewOutcome.APPROVED,
+        checks=ChecksState.PENDING,
+        latest_mode=Mode.REVIEW,
+    )
+    assert inputs_words(obs) == (
+        "status Needs Review; labels worker-done; live worker no; PR review approved; "
+        "checks pending; latest worker review; blocked by nothing"
+    )
+    assert "PR not read" in inputs_words(Observation(Status.RETRO, pr_review=ReviewOutcome.UNKNOWN))
+    assert Gates(code_workers=2, wip_limit=2, paused="two starts failed").words == [
+        "dispatch paused: two starts failed",
+        "WIP 2 of 2",
+    ]
