@@ -80,7 +80,7 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     assert replayed["checked"] >= 6 and replayed["different"] == [], replayed
     why = json.loads(run_legion("why", "LEG-1", "--json", cwd=demo / "repo", env=env).stdout)
     # Done now (row 1), last: the finisher's start, which merged (the demo ends at Done).
-    assert why["now"]["row"] == 1 and why["last"]["decided"]["row"] == 17, why
+    assert why["now"]["row"] == 1 and why["last"]["decided"]["row"] == 18, why
     rows = [
         e["decided"]["row"]
         for e in json.loads(
@@ -88,7 +88,7 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
         )
         if e["decided"]
     ]
-    assert {21, 7, 8, 23, 13, 17} <= set(rows), rows  # each phase, by its row
+    assert {22, 7, 8, 24, 13, 18} <= set(rows), rows  # each phase, by its row
 
 
 def test_demo_refuses_an_unknown_runtime(tmp_path: Path) -> None:

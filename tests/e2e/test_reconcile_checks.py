@@ -75,12 +75,12 @@ def test_a_failing_check_resumes_the_implementer_with_its_name_and_log(
 @pytest.mark.parametrize(
     ("state", "verdict", "action", "mode"),
     [
-        ("Retro", "worker-approved", "dispatch_finisher", "finish"),
+        ("Retro", "worker-approved", "resume_implementer_for_checks", "implement"),
         ("In Review", "worker-changes-requested", "resume_implementer_for_changes", "implement"),
     ],
-    ids=["finisher", "changes"],
+    ids=["retro", "changes"],
 )
-def test_the_finisher_and_requested_changes_hear_of_failing_checks_too(
+def test_failing_checks_after_the_retro_or_with_requested_changes_go_to_the_implementer(
     swarm: Swarm,
     linear_github: LinearAndGitHub,
     state: str,
@@ -103,6 +103,9 @@ def test_the_finisher_and_requested_changes_hear_of_failing_checks_too(
     outcomes = reconciler.run()
 
     assert [o.kind for o in outcomes if o.action == action] == [OutcomeKind.DONE], outcomes
+    # Never the finisher on a red PR: from Retro the fix goes back to the reviewer.
+    assert linear.state_name(issue) == "In Review"
+    assert not [o for o in outcomes if o.action == "dispatch_finisher"]
     request = swarm.server.wait_for(
         lambda r: f"{mode} mode for {issue}" in (r.prompt or ""), timeout=90
     )

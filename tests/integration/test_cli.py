@@ -142,7 +142,7 @@ def test_state_json(legion: LegionRunner, project: Path) -> None:
         "session_id": str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:plan")),
         "opted_in": False,
         "blocked_by": [],
-        "row": 21,
+        "row": 22,
     }
     assert state["LEG-2"]["suggested_action"] == "transition_to_retro"
     assert state["LEG-2"]["mode"] == "retro"

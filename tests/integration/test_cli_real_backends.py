@@ -43,8 +43,14 @@ class Cli:
     def __init__(self, repo: Path, env: dict[str, str]) -> None:
         self.repo, self.env = repo, env
 
-    def __call__(self, *args: str, ok: bool = True, input_text: str | None = None) -> Result:
-        result = run_legion(*args, cwd=self.repo, env=self.env, input_text=input_text)
+    def __call__(
+        self,
+        *args: str,
+        ok: bool = True,
+        input_text: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Result:
+        result = run_legion(*args, cwd=self.repo, env=self.env | (env or {}), input_text=input_text)
         if ok:
             assert result.returncode == 0, (args, result.stderr)
         return result
@@ -363,9 +369,36 @@ def test_a_merge_a_required_check_refuses_fails_with_one_line_naming_the_checks(
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(
-        "legion: error: PR #1 cannot be merged until its checks pass: "
-        "failing: lint\\x1b[2J\\u202e <https://ci.example/runs/7>; pending: build"
+    # Legion's own gate says it before GitHub's branch protection would.
+    assert lines[0] == (
+        "legion: error: PR #1 does not merge while its checks fail: lint\\x1b[2J\\u202e "
+        "(`legion pr checks 1`; --force merges it anyway)"
     )
     assert "\x1b" not in result.stderr
     assert github.merges == []
+    # Forced by a person, GitHub's protection still has its say.
+    forced = cli("pr", "merge", issue, "--force", ok=False)
+    assert forced.returncode != 0 and "cannot be merged until its checks pass" in forced.stderr
+    assert github.merges == []
+
+
+def test_legion_refuses_a_red_merge_github_would_take_unless_a_person_forces_it(
+    cli: Cli, fakes: tuple[FakeLinear, FakeGitHub, Path]
+) -> None:
+    linear, github, _ = fakes
+    issue = _pr_with_checks(linear, github, "Retro")  # no branch protection: GitHub would merge
+
+    refused = cli("pr", "merge", issue, ok=False)
+    assert refused.returncode == 1 and "does not merge while its checks fail" in refused.stderr
+    assert github.merges == []
+    in_session = cli("pr", "merge", issue, "--force", env={"LEGION_MODE": "finish"}, ok=False)
+    assert in_session.returncode == 2 and "--force is a person's" in in_session.stderr
+    assert github.merges == []
+
+    forced = cli("pr", "merge", issue, "--force", env={"LEGION_AUTHOR": "ada"})
+    assert forced.returncode == 0, forced.stderr
+    assert len(github.merges) == 1
+    log = cli.json("log")
+    assert isinstance(log, list)
+    [entry] = [e for e in log if e["action"] == "pr_merge_forced"]
+    assert entry["author"] == "ada" and entry["detail"].startswith("PR #1 does not merge")

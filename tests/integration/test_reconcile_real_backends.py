@@ -313,7 +313,8 @@ def test_ci_checks_hold_the_move_to_retro_and_the_finisher(
 ) -> None:
     """Issue 19 item 1: an approved PR moves to Retro only once its checks pass; failing, the
     implementer is due (its start waits for a WIP slot here, so nothing is cleared); and the
-    finisher, who merges, does not start while a check is pending."""
+    finisher, who merges, does not start while a check is pending or failing (in Retro, failing
+    checks send the implementer, not the finisher)."""
     from tests.fakes.github_server import check_run
 
     reconciler, linear, github = world
@@ -332,9 +333,10 @@ def test_ci_checks_hold_the_move_to_retro_and_the_finisher(
     failing = summary(reconciler.run())
 
     assert ("ENG-1", "resume_implementer_for_checks", "deferred") in failing, failing
-    assert (retro, "dispatch_finisher", "deferred") in failing, failing
+    assert (retro, "resume_implementer_for_checks", "deferred") in failing, failing
     assert "worker-done" in linear.label_names("ENG-1")  # still says who is due
     assert linear.state_name("ENG-1") == "In Review"
+    assert linear.state_name(retro) == "Retro"  # nothing moves while its start waits
 
     github.set_checks(1, check_run("build"))
     assert ("ENG-1", "transition_to_retro", "done") in summary(reconciler.run())

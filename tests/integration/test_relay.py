@@ -140,6 +140,27 @@ def test_a_worker_comments_labels_and_reads_its_issue_through_the_relay(relay: R
         assert read.returncode == 0, read.stderr
 
 
+def test_a_sessions_writes_that_ask_nothing_or_pad_names_do_not_fill_the_log(
+    relay: Relay,
+) -> None:
+    tracker = RelayTracker(RelayClient(relay.path, relay.capability("LEG-2"), wait=0.5))
+    log = ActionLog(relay.backends.db)
+    before = len(log.tail(1000))
+    for _ in range(5):
+        tracker.update_labels("LEG-2", add=[], remove=[])  # asks nothing: no entry
+    padded = "worker-done" + " " * 100_000
+    tracker.update_labels("LEG-2", remove=[padded])
+    entries = log.tail(1000)[before:]
+    assert [(e.action, e.detail, e.author) for e in entries] == [
+        ("issue_label", "-worker-done", "legion-implement")
+    ]
+    # Legion's own passes, which the daemon runs for the controller, are the pass's actions:
+    # never logged again as writes.
+    own = RelayTracker(RelayClient(relay.path, relay.capability(None, mode="legion"), wait=0.5))
+    own.update_labels("LEG-2", add=["worker-done"])
+    assert len(log.tail(1000)) == before + 1
+
+
 def test_a_worker_opens_and_merges_only_its_own_pull_request(relay: Relay) -> None:
     for branch in ("legion/leg-2", "legion/leg-3"):
         git(relay.repo, "branch", branch)
@@ -977,11 +998,15 @@ def test_the_embedded_forge_lists_no_checks_through_the_relay(relay: Relay) -> N
     relay.backends.forge.create_pr("LEG-2", "legion/leg-2")
     token = relay.capability("LEG-2")
     listed = relay.worker(token, "pr", "checks", "LEG-2")
-    assert (listed.returncode, listed.stdout) == (0, "no checks: the embedded forge runs no CI\n")
+    assert (listed.returncode, listed.stdout) == (
+        0,
+        "no checks: the embedded forge runs no CI unless the `checks` setting names commands\n",
+    )
     assert relay.worker(token, "pr", "checks", "LEG-2", "--json").stdout.strip() == "[]"
     log = relay.worker(token, "pr", "checks", "LEG-2", "--log", "test")
     assert log.returncode == 2 and one_line_error(log) == (
-        "legion: error: PR #1 has no check 'test': the embedded forge runs no CI"
+        "legion: error: PR #1 has no check 'test': the embedded forge runs no CI unless the "
+        "`checks` setting names commands"
     )
     refused = relay.worker(token, "pr", "checks", "LEG-1")
     assert refused.returncode == 2 and "checks of only LEG-2's" in one_line_error(refused)

@@ -186,10 +186,10 @@ ROWS: list[tuple[str, Observation, Action, Mode | None]] = [
         None,
     ),
     (
-        "retro done, checks failing: the finisher fixes or asks",
+        "retro done, checks failing: never the finisher; the implementer fixes them",
         replace(obs(S.RETRO, DONE, pr=R.APPROVED), checks=C.FAILING),
-        A.DISPATCH_FINISHER,
-        Mode.FINISH,
+        A.RESUME_IMPLEMENTER_FOR_CHECKS,
+        Mode.IMPLEMENT,
     ),
     (
         "a finished planner's worker-done in In Progress is not the implementer's",

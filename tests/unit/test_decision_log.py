@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -49,7 +50,7 @@ gates = st.builds(
 def test_a_decision_comes_back_from_the_log_as_it_was_kept(obs: Observation, seen: Gates) -> None:
     kept = Decided(obs, explain(obs), seen)
     again = Decided.from_json(json.loads(json.dumps(kept.to_json())))
-    assert again == kept
+    assert again == replace(kept, said=kept.verdict.why)  # its words, as they were then
     assert explain(again.observation) == kept.verdict  # what the replay runs on
 
 
@@ -84,7 +85,7 @@ def test_a_skip_is_logged_when_the_decision_changes_and_never_first_for_an_issue
     left_alone = explain(Observation(status=Status.DONE))
     blocked = explain(Observation(status=Status.TODO, open_blockers=("LEG-1",)))
     working = explain(Observation(status=Status.TODO, has_live_worker=True))
-    assert left_alone.row == 1 and blocked.row == 4 and working.row == 18
+    assert left_alone.row == 1 and blocked.row == 4 and working.row == 19
     assert not worth_logging(None, left_alone)  # hundreds of Done issues Legion never touched
     assert worth_logging(None, blocked)
     assert not worth_logging(key_of(blocked), blocked)  # once per change, not per pass
@@ -105,19 +106,23 @@ def test_the_replay_lists_what_an_altered_row_decides_differently(
     ]
     assert replay(log) == []  # today's table, over its own decisions
 
-    def stricter(obs: Observation) -> Verdict:
-        """Row 17 altered: the finisher waits while a check fails."""
+    def laxer(obs: Observation) -> Verdict:
+        """Row 17 altered: the finisher starts though a check fails (as before issue 41)."""
         verdict = explain(obs)
-        if verdict.row == 17 and obs.checks is ChecksState.FAILING:
-            return Verdict(Decision(Action.SKIP), 16)
+        if verdict.row == 17:
+            return Verdict(Decision(Action.DISPATCH_FINISHER, Mode.FINISH), 18)
         return verdict
 
-    monkeypatch.setattr(decision_log, "explain", stricter)
+    monkeypatch.setattr(decision_log, "explain", laxer)
     [different] = replay(log)
     assert different.entry.entry_id == 2
-    then = {"row": 17, "action": "dispatch_finisher", "mode": "finish"}
+    then = {"row": 17, "action": "resume_implementer_for_checks", "mode": "implement"}
     assert different.to_json()["then"] == then
-    assert different.to_json()["now"] == {"row": 16, "action": "skip", "mode": None}
+    assert different.to_json()["now"] == {
+        "row": 18,
+        "action": "dispatch_finisher",
+        "mode": "finish",
+    }
 
 
 def test_the_inputs_read_as_words() -> None:
@@ -138,3 +143,14 @@ def test_the_inputs_read_as_words() -> None:
         "dispatch paused: two starts failed",
         "WIP 2 of 2",
     ]
+
+
+def test_a_kept_decision_says_why_in_the_words_of_its_day_and_an_unknown_row_is_said() -> None:
+    obs = Observation(status=Status.TODO)
+    data = Decided(obs, explain(obs)).to_json()
+    renumbered = {**data, "row": 99}  # a later (or earlier) table's numbering
+    kept = Decided.from_json(renumbered)
+    assert kept.why == "no worker has finished in Todo: the planner starts (row 22)"
+    assert Decided.from_json({**renumbered, "why": None}).why == (
+        "a row this version of the table does not have (row 99)"
+    )

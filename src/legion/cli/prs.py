@@ -210,10 +210,34 @@ def checks(
 def merge(
     ctx: typer.Context,
     ref: Annotated[str, RefArgument],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Merge though its CI checks fail or run (a person's; logged)."
+        ),
+    ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Merge a pull request into its base branch (a real git merge; conflicts are reported)."""
+    """Merge a pull request into its base branch (a real git merge; conflicts are reported).
+    Refused while any of its CI checks fails or runs, naming them, unless --force."""
+    from legion.core.merge_gate import merge_refusal
+    from legion.errors import ConflictError, NotPermittedError
+
+    if force and identity.current().in_session:
+        raise NotPermittedError("--force is a person's: a session merges only what passes")
     project, backends = common.backends(ctx)
+    if backends.relay is None:  # through the relay, its end refuses red work itself
+        found = backends.forge.get_pr(ref)
+        red = merge_refusal(
+            found.number,
+            [c.name for c in found.failing_checks],
+            [c.name for c in found.pending_checks],
+            person=True,
+        )
+        if red is not None and not force:
+            raise ConflictError(red)
+        if red is not None:
+            common.logged(backends, found.issue or "-", "pr_merge_forced", red.split(" (")[0])
     pr = backends.forge.merge(ref)
     common.changed(project)
     if as_json:

@@ -204,6 +204,22 @@ SETTINGS: dict[str, SettingDoc] = {
         "Seconds the whole `workspace_setup` (or `workspace_refresh`) list may take; at the "
         "limit its processes are killed and the run failed.",
     ),
+    "checks": SettingDoc(
+        "list of shell commands",
+        'The embedded forge\'s CI (`["ruff check .", "pytest -q"]`): each command is a '
+        "check the daemon runs on a pull request's head whenever it changes, as `bash -c "
+        "COMMAND` in a clean copy of that commit, confined like a session, with no network "
+        "and no secret. Shown by `legion pr checks`, `legion state` and the boards; the table "
+        "and `legion pr merge` wait for them as for any forge's CI. A repository's config sets "
+        "it only once trusted (`legion trust`). See [backends](backends.md#local-checks).",
+        default="none",
+        env=" (one command a line)",
+    ),
+    "checks_timeout": SettingDoc(
+        "seconds",
+        "Seconds one of the `checks` may take; at the limit its processes are killed and the "
+        "check fails.",
+    ),
     "sandbox_egress": SettingDoc(
         "list of hosts",
         "Where a confined session may connect besides the model, through the daemon's egress "

@@ -305,7 +305,10 @@ def _since(value: str | None) -> str | None:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    try:
+        return when.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    except OverflowError:  # a time the zone shifts past year 1 or 9999
+        raise InputError(f"--since {value!r} is out of range") from None
 
 
 def feedback(

@@ -83,6 +83,10 @@ class Settings:
     workspace_setup: tuple[str, ...] = ()
     workspace_refresh: tuple[str, ...] = ()
     workspace_setup_timeout: float = 900.0
+    # The embedded forge's CI: shell commands the daemon runs, each a check, on a pull
+    # request's head whenever it changes (`legion.forges.local_checks`); the seconds each may take.
+    checks: tuple[str, ...] = ()
+    checks_timeout: float = 900.0
     # Where a confined session may connect besides the model: `legion.core.egress`'s entries.
     sandbox_egress: tuple[str, ...] = ()
     tick: float = 60.0

@@ -349,6 +349,9 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
         "workspace_refresh", _shell_commands, (), parse_env=_shell_commands_from_env, widens=True
     ),
     SettingSpec("workspace_setup_timeout", _seconds, 900.0),
+    # The embedded forge's CI: run by the daemon, confined; a repository's only once trusted.
+    SettingSpec("checks", _shell_commands, (), parse_env=_shell_commands_from_env, widens=True),
+    SettingSpec("checks_timeout", _seconds, 900.0),
     # Where a confined session may connect besides the model (`legion.core.egress`); a
     # repository's config only narrows the user's list.
     SettingSpec(

@@ -17,7 +17,8 @@ row of the documented table that is; the action log keeps it with the observatio
 6. A worker finished (`worker-done`): the status-specific transition. In Needs Review an
    approved pull request moves on only once its CI checks pass (failing: the implementer is
    resumed to fix them; pending: wait), and in Retro the finisher, which merges, starts only
-   once no check is pending.
+   once the checks pass (pending: wait; failing: the issue goes back to Needs Review and the
+   implementer is resumed to fix them).
 7. A live worker: let it work.
 8. `worker-active` but no live worker: the worker died; clear the label and dispatch again.
 9. Otherwise: dispatch the worker this status calls for.
@@ -286,8 +287,9 @@ class Verdict:
 
     @property
     def why(self) -> str:
-        """The row in a person's words: `a live worker is working (row 18)`."""
-        return f"{ROW_WORDS[self.row]} (row {self.row})"
+        """The row in a person's words: `a live worker is working (row 19)`."""
+        words = ROW_WORDS.get(self.row, "a row this version of the table does not have")
+        return f"{words} (row {self.row})"
 
 
 # Each row of the table in words (`Verdict.why`, `legion why`, the web view's timeline).
@@ -308,30 +310,31 @@ ROW_WORDS: dict[int, str] = {
     14: "the reviewer requested changes: the implementer makes them",
     15: "the reviewer finished, but no verdict is on the pull request yet",
     16: "the retro is done; the finisher waits for pending checks",
-    17: "the retro is done: the finisher merges",
-    18: "a live worker is working",
-    19: "worker-active, but no live worker: the worker died",
-    20: "no worker has finished in Backlog: the architect starts",
-    21: "no worker has finished in Todo: the planner starts",
-    22: "no worker has finished in In Progress: the implementer starts",
-    23: "no worker has finished in Needs Review: the reviewer starts",
-    24: "no worker has finished in Retro: the implementer's retro starts",
+    17: "the retro is done, but the checks fail: back to review once the implementer fixes them",
+    18: "the retro is done and the checks pass (or there are none): the finisher merges",
+    19: "a live worker is working",
+    20: "worker-active, but no live worker: the worker died",
+    21: "no worker has finished in Backlog: the architect starts",
+    22: "no worker has finished in Todo: the planner starts",
+    23: "no worker has finished in In Progress: the implementer starts",
+    24: "no worker has finished in Needs Review: the reviewer starts",
+    25: "no worker has finished in Retro: the implementer's retro starts",
 }
 
 # The rows that dispatch (20-24), transition (6-8) and skip with a finished worker waiting
 # (in Retro, 16), by status.
 _DISPATCH_ROW: dict[Status, int] = {
-    Status.BACKLOG: 20,
-    Status.TODO: 21,
-    Status.IN_PROGRESS: 22,
-    Status.NEEDS_REVIEW: 23,
-    Status.RETRO: 24,
+    Status.BACKLOG: 21,
+    Status.TODO: 22,
+    Status.IN_PROGRESS: 23,
+    Status.NEEDS_REVIEW: 24,
+    Status.RETRO: 25,
 }
 _DONE_ROW: dict[Status, int] = {
     Status.BACKLOG: 6,
     Status.TODO: 7,
     Status.IN_PROGRESS: 8,
-    Status.RETRO: 17,
+    Status.RETRO: 18,
 }
 
 
@@ -377,11 +380,15 @@ def explain(obs: Observation) -> Verdict:
         if obs.status is Status.RETRO and obs.checks in _CHECKS_TO_WAIT_FOR:
             # the finisher merges only after CI: it starts once checks finish
             return Verdict(_SKIP, 16)
+        if obs.status is Status.RETRO and obs.checks is ChecksState.FAILING:
+            # A red change never reaches the finisher: the implementer fixes it, back in Needs
+            # Review, where the fix is reviewed (the approval saw another head).
+            return Verdict(_fixed(Action.RESUME_IMPLEMENTER_FOR_CHECKS), 17)
         return Verdict(_fixed(_DONE_TRANSITION[obs.status]), _DONE_ROW[obs.status])
     if obs.has_live_worker:
-        return Verdict(_SKIP, 18)
+        return Verdict(_SKIP, 19)
     if Label.WORKER_ACTIVE in obs.labels:
-        return Verdict(Decision(Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, phase_mode), 19)
+        return Verdict(Decision(Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, phase_mode), 20)
     return Verdict(_fixed(_DISPATCH_FOR[obs.status]), _DISPATCH_ROW[obs.status])
 
 

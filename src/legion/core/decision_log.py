@@ -22,6 +22,8 @@ from legion.core.model import Mode
 
 # The row of an issue nobody works on (Triage, Icebox, Done, Backlog not opted in).
 NOT_LEGIONS_ROW = 1
+# The most of a kept row's words read back.
+MAX_WORDS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +101,22 @@ class Decided:
     observation: Observation
     verdict: Verdict
     gates: Gates = field(default_factory=Gates)
+    # The row's words when it was decided: a later table may number its rows otherwise.
+    said: str = ""
 
     @property
     def key(self) -> DecisionKey:
         return key_of(self.verdict)
 
+    @property
+    def why(self) -> str:
+        """Why, in the words of the table that decided it."""
+        return self.said or self.verdict.why
+
     def to_json(self) -> dict[str, Any]:
         decision = self.verdict.decision
         return {
+            "why": self.why,
             "row": self.verdict.row,
             "action": decision.action.value,
             "mode": None if decision.mode is None else decision.mode.value,
@@ -127,7 +137,13 @@ class Decided:
                 raise ValueError("inputs that are not an object")
             decision = Decision(Action(action), None if mode is None else Mode(mode))
             verdict = Verdict(decision, row)
-            return cls(Observation.from_json(inputs), verdict, Gates.from_json(gates))
+            said = data.get("why")
+            return cls(
+                Observation.from_json(inputs),
+                verdict,
+                Gates.from_json(gates),
+                said[:MAX_WORDS] if isinstance(said, str) else "",
+            )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a decision: {exc}") from None
 

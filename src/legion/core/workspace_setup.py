@@ -31,6 +31,7 @@ TAIL_LINES = 20
 class Kind(StrEnum):
     SETUP = "setup"
     REFRESH = "refresh"
+    CHECK = "check"  # one of the embedded forge's CI checks (`legion.forges.local_checks`)
 
 
 def commands_hash(commands: Sequence[str]) -> str:

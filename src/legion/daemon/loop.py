@@ -47,6 +47,7 @@ from .budget_step import BudgetStop
 from .bus_listener import BusListener
 from .bus_steps import BusSteps
 from .checkpoint_step import WorkspaceCheckpoints
+from .checks_step import local_checks_step
 from .claims import project_claimed
 from .controller import ControllerSession, ControllerSupervisor, ControllerWakeups
 from .fleet_step import FleetMembership
@@ -188,6 +189,7 @@ class Daemon:
             remote=self.workers.shared_remote,
         )
         self.pause_report = PauseReport(self.pause, say=config.say_pause)
+        self.local_checks = local_checks_step(project, self.backends.forge, self.workers, self.log)
         self.steps = self._steps()
         self._stopping = False
         self.stopped_by: int | None = None  # the signal that stopped the run, if one did
@@ -231,6 +233,8 @@ class Daemon:
             Step("deliver_messages", self._bus_steps, every),
             # The leader follows up here the starts its own pass made (between ticks too).
             Step("worker_start", follow_up, leader) if mode == "auto" else None,
+            # Before the pass: a check that ended is what it decides on.
+            Step("local_checks", self.local_checks.run, leader) if self.local_checks else None,
             Step("reconcile", ReconcileStep(self.reconciler).run, leader)
             if mode == "auto"
             else None,

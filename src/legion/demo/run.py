@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -138,6 +140,10 @@ def make_repository(
         "tmux_config": "/dev/null",
         "tick": 2,
         "restart_cooldown": 5,
+        # The embedded forge's CI, run by the daemon on each pull request's head: the table
+        # and the finisher wait for it as for any forge's (`legion pr checks LEG-1`). This
+        # Python, which a confined command reads (a `python3` on PATH may be a shim in $HOME).
+        "checks": [f"{shlex.quote(sys.executable)} -m compileall -q ."],
         **(settings or {}),
     }
     project, _ = init_project(repo, extra=extra)

@@ -32,6 +32,7 @@ from legion.errors import (
 )
 from legion.files.locking import exclusive
 from legion.forges.base import PrChecks, PrState, PullRequest, Review
+from legion.forges.local_checks import LocalChecks, checks_of, with_checks
 from legion.forges.reviewed import reviewed_refusal
 from legion.git import (
     current_branch,
@@ -46,7 +47,6 @@ from legion.store import Connection, Row, Store, in_fleet, now
 from legion.workspaces import issue_repo
 
 REVIEW_OUTCOMES = ("approved", "changes_requested", "commented")
-NO_CI = "the embedded forge runs no CI"
 _PR_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
 
 
@@ -59,8 +59,10 @@ class LocalForge:
         merge_lock: Path,
         base_branch: str | None = None,
         shared_remote: str | None = None,
+        checks: LocalChecks | None = None,
     ) -> None:
         self._db = db
+        self.checks = checks  # its CI (`legion.forges.local_checks`); None: it runs none
         self.repo = repo
         self._merge_lock = merge_lock  # a file in the state folder: merges run on this machine
         self._base_branch = base_branch
@@ -79,7 +81,8 @@ class LocalForge:
 
     def get_pr(self, ref: str) -> PullRequest:
         with self._db.read() as conn:
-            return self._load(conn, self._row_id(conn, ref))
+            pr = self._load(conn, self._row_id(conn, ref))
+        return with_checks(self.checks, self.repo, [pr])[0]
 
     def list_prs(self) -> list[PullRequest]:
         with self._db.read() as conn:
@@ -88,7 +91,7 @@ class LocalForge:
                 "ORDER BY p.number"
             ).fetchall()
             reviews = _reviews_by_pr(conn, None)
-        return [_pull_request(row, reviews) for row in rows]
+        return with_checks(self.checks, self.repo, [_pull_request(row, reviews) for row in rows])
 
     def prs_by_issue(
         self, issues: Collection[str], links: Mapping[str, Collection[str]] | None = None
@@ -106,12 +109,9 @@ class LocalForge:
         return current
 
     def pr_checks(self, ref: str, *, log: str | None = None) -> PrChecks:
-        """No checks: the embedded forge runs no CI (its PRs are local branches)."""
         pr = self.get_pr(ref)
-        if log is not None:
-            raise NotFoundError(f"PR #{pr.number} has no check {log!r}: {NO_CI}")
         head = rev_parse(self.repo, f"refs/heads/{pr.branch}") or ""
-        return PrChecks(pr.number, head, (), None, NO_CI)
+        return checks_of(self.checks, pr, head, log)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -499,4 +499,9 @@ def open_forge(project: Project, db: Store) -> LocalForge:
         merge_lock=project.state_dir / "merge.lock",
         base_branch=project.settings.base_branch,
         shared_remote=project.settings.remote if in_fleet(project.settings) else None,
+        # In a fleet the branches' truth is the shared remote, whose own CI gates them: the
+        # leader's clone may not hold a worker's branch another host pushed.
+        checks=LocalChecks(db, project.state_dir, project.settings.checks)
+        if project.settings.checks and not in_fleet(project.settings)
+        else None,
     )

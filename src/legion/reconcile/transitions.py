@@ -13,7 +13,7 @@ from legion.core.decide import Action, Decision, due_after_answer
 from legion.core.decision_log import Decided
 from legion.core.liveness import SessionState, finishing
 from legion.core.marks import LEGION_AUTHOR
-from legion.core.model import Label, Mode
+from legion.core.model import Label, Mode, Status
 from legion.core.untrusted import Authored
 from legion.diagnostics.faults import fault_point
 from legion.diagnostics.tracing import span
@@ -160,11 +160,7 @@ class Transitions:
                     tracker.update_labels(issue, add=cleared)
                 raise
             fault_point("transition_status_moved")
-        prompt = None
-        if decision.action is Action.DISPATCH_FINISHER and state.pr and state.pr.failing_checks:
-            first = self.ctx.workers.worker_prompt(issue, decision.mode)
-            prompt = prompts.finish_with_failing_checks(first, state.pr)
-        started = self.starts.start(issue, decision.mode, prompt)
+        started = self.starts.start(issue, decision.mode)
         if target is None:
             return started
         # The move is done; a deferred start is picked up by the new status's dispatch row.
@@ -183,21 +179,32 @@ class Transitions:
         )
 
     def resume_for_checks(self, state: IssueState, decision: Decision) -> Step:
-        """The reviewer approved but CI fails: resume the implementer's session with each
-        failing check and its log link."""
+        """CI fails after an approval (Needs Review), or after the retro (Retro): resume the
+        implementer's session with each failing check and its log link. From Retro the issue
+        goes back to Needs Review first: the fix is a new head, which the approval did not see,
+        so the reviewer looks again before the finisher may merge it."""
         pr = state.pr
         assert pr is not None  # the table decides this only for a PR with failing checks
+        back = Status.NEEDS_REVIEW if state.issue.status is Status.RETRO else None
         started = self._resume_implementer(
-            state.issue.identifier, lambda first: prompts.fix_failing_checks(first, pr)
+            state.issue.identifier, lambda first: prompts.fix_failing_checks(first, pr), back
         )
         names = ", ".join(check.name for check in pr.failing_checks)
-        return Step(started.kind, f"failing: {names}; {started.detail}", started.retry_after)
+        moved = (
+            f"back to {back.value}; "
+            if back is not None and started.kind is OutcomeKind.DONE
+            else ""
+        )
+        return Step(started.kind, f"failing: {names}; {moved}{started.detail}", started.retry_after)
 
-    def _resume_implementer(self, issue: str, follow_up: Callable[[str], str]) -> Step:
-        """Resume the implementer's session with a follow-up to its first prompt. It stops
-        without `worker-done` (`completion_labels`), so the next pass sends the work back to
-        the reviewer; the finished worker's window goes first, and nothing is cleared while
-        no worker may start."""
+    def _resume_implementer(
+        self, issue: str, follow_up: Callable[[str], str], back: Status | None = None
+    ) -> Step:
+        """Resume the implementer's session with a follow-up to its first prompt (the issue
+        moved to `back` first, when given). It stops without `worker-done`
+        (`completion_labels`, in Needs Review), so the next pass sends the work back to the
+        reviewer; the finished worker's window goes first, and nothing is cleared while no
+        worker may start."""
         waiting = self._clear_finished_workers(issue)
         if waiting is not None:
             return waiting
@@ -206,6 +213,10 @@ class Transitions:
             return blocked
         prompt = follow_up(self.ctx.workers.worker_prompt(issue, Mode.IMPLEMENT))
         self.ctx.tracker.update_labels(issue, remove=[Label.WORKER_DONE.value])
+        if back is not None:
+            # Cut here, the issue is in Retro with no label: the retro runs again (row 25),
+            # and its `worker-done` brings the failing checks back to this row.
+            self.ctx.tracker.set_status(issue, back)
         return self.starts.start(issue, Mode.IMPLEMENT, prompt)
 
     def _latest_mode(self, issue: str, fallback: Mode | None) -> Mode | None:

@@ -33,9 +33,11 @@ from typing import Any, Protocol
 
 from legion.core import marks, roles
 from legion.core.ids import branch_for
+from legion.core.merge_gate import merge_refusal
 from legion.core.model import ReviewOutcome, Status, normalize_identifier
 from legion.core.reviewed_head import no_reviewed_head
 from legion.errors import (
+    ConflictError,
     InputError,
     LegionError,
     NotFoundError,
@@ -516,6 +518,15 @@ def _merge(call: Call) -> Any:
     reviewed = ReviewedHeads(call.backends.db).head(pr.number, pr.branch)
     if reviewed is None:
         raise NotPermittedError(no_reviewed_head(pr.number))
+    # And never red work, whatever the session's skill says (`legion.core.merge_gate`).
+    red = merge_refusal(
+        pr.number,
+        [c.name for c in pr.failing_checks],
+        [c.name for c in pr.pending_checks],
+        person=False,
+    )
+    if red is not None:
+        raise ConflictError(red)
     return call.forge.merge(str(pr.number), reviewed=reviewed)
 
 

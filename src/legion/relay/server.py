@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from legion.core import roles
 from legion.core.ratelimit import Bucket
 from legion.daemon_link import own_short_folder
 from legion.errors import (
@@ -111,9 +112,13 @@ class _Audited:
     db: Store
 
 
-def _audited(backends: Backends, scope: Scope) -> _Audited:
+def _audited(backends: Backends, scope: Scope) -> Backends | _Audited:
     """The backends a session's call runs on: its writes in the action log under its mode
-    (`legion-review`, `legion-controller`)."""
+    (`legion-review`, `legion-controller`). Not Legion's own passes the daemon runs for the
+    controller (`roles.LEGION`: `legion reconcile`, `dispatch`, `resume`): their writes are
+    the pass's actions, or the command's own entry (`dispatch by legion-controller`)."""
+    if scope.mode == roles.LEGION:
+        return backends
     note = noted_in(backends.db, f"legion-{scope.mode or 'session'}")
     return _Audited(
         AuditedTracker(backends.tracker, note), AuditedForge(backends.forge, note), backends.db

@@ -381,6 +381,7 @@ DAEMON_COMMANDS = frozenset(
         "status",
         "reconcile",
         "log",
+        "why",
         "usage",
         "feedback",
         "dispatch",

@@ -185,14 +185,56 @@ class SessionConfinement:
                 '`workspace_vcs = "git"`, or `sandbox = "none"`'
             )
         cache = private_folder(cache_folder(self.project.state_dir, issue))
-        home = Path(self.env.get("HOME") or Path.home())
-        env = {name: self.env[name] for name in PASSED_VARIABLES if name in self.env}
-        env |= {"HOME": str(home), **cache_env(cache)}
         git_folder = main_git_dir(self.project.root)
         git_parts: tuple[tuple[Path, ...], tuple[Path, ...]] = ((), ())
         if git_folder is not None and workspace != self.project.root:
             git_parts = self._git_parts(git_folder, workspace)
-        # The programs on its PATH outside the system's (`~/.local/bin`, say), read-only.
+        env = self._command_env(cache)
+        egress, capability = self._setup_egress(issue, env)
+        return self._confined_plan(
+            sandbox,
+            workspace,
+            env,
+            writable=(workspace, *git_parts[0], cache),
+            readable=(*((git_folder,) if git_folder is not None else ()), *git_parts[1]),
+            egress=egress,
+            capability=capability,
+        )
+
+    def check_plan(self, tree: Path, cache: Path) -> Plan:
+        """How a check of the embedded forge's CI runs (`legion.forges.local_checks`): in
+        `tree`, a copy of a pull request's head with no git folder, writing there and in its
+        own `cache` alone; with no network at all and no secret in its environment (a check
+        runs the pull request's code, which a worker wrote). Unconfined (`sandbox = "none"`),
+        plainly in the tree, with the daemon's environment less what no session gets."""
+        sandbox = self.sandbox()
+        if not sandbox.confined:
+            env = inherited(self.env)
+            return Plan(lambda command: setup_argv(None, None, command, None), tree, env)
+        env = self._command_env(private_folder(cache))
+        return self._confined_plan(sandbox, tree, env, writable=(tree, cache), readable=())
+
+    def _command_env(self, cache: Path) -> dict[str, str]:
+        """A confined command's environment: the variables a session keeps, and the cache."""
+        home = Path(self.env.get("HOME") or Path.home())
+        env = {name: self.env[name] for name in PASSED_VARIABLES if name in self.env}
+        return env | {"HOME": str(home), **cache_env(cache)}
+
+    def _confined_plan(
+        self,
+        sandbox: Sandbox,
+        cwd: Path,
+        env: dict[str, str],
+        *,
+        writable: tuple[Path, ...],
+        readable: tuple[Path, ...],
+        egress: bridge.Egress | None = None,
+        capability: str | None = None,
+    ) -> Plan:
+        """Commands confined to `writable` and `readable`, besides what every confined command
+        reads: Legion's install, the programs on its PATH outside the system's (`~/.local/bin`,
+        say), npm's prefix; the one socket of the daemon's it may reach is `egress`'s."""
+        home = Path(env["HOME"])
         programs = tuple(
             Path(folder)
             for folder in env.get("PATH", "").split(os.pathsep)
@@ -202,22 +244,20 @@ class SessionConfinement:
         )
         node = shutil.which("node", path=env.get("PATH"))
         access = Access(
-            writable=(workspace, *git_parts[0], cache),
+            writable=writable,
             readable=(
-                *((git_folder,) if git_folder is not None else ()),
-                *git_parts[1],
+                *readable,
                 *legion_install(),
                 *programs,
                 *(install_root(Path(node)) if node else ()),  # npm's prefix, as a session's
             ),
         )
-        egress, capability = self._setup_egress(issue, env)
         if egress is not None:
             access += Access(readable=(Path(egress.socket),))  # that socket alone of the daemon's
         confinement = Confinement(home, empty_file(self.project.state_dir), access)
         return Plan(
             lambda command: setup_argv(sandbox, confinement, command, egress),
-            workspace,
+            cwd,
             env,
             capability,
         )

@@ -43,17 +43,6 @@ def failing_checks_text(pr: PullRequest) -> str:
     return "\n".join(lines)
 
 
-def finish_with_failing_checks(first: str, pr: PullRequest) -> str:
-    """The finisher's prompt when checks fail by the time it starts."""
-    return (
-        f"{first}\n\n"
-        f"{failing_checks_text(pr)}\n\n"
-        f"Merge only once they pass: read each log ({_log_command(pr)}), fix what fails on "
-        "the PR's branch, run the tests and push; if a failure is not this work's to fix, "
-        "ask a human."
-    )
-
-
 def _log_command(pr: PullRequest) -> str:
     """The command that prints the end of a check's log (`legion pr checks`): the forge's
     token stays with the daemon, which fetches it."""

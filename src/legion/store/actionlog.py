@@ -17,6 +17,11 @@ from legion.store import Store, now
 
 logger = logging.getLogger(__name__)
 
+# The most of a kept decision read back (one is about 1 KB; a larger one was not Legion's).
+MAX_DECIDED = 64 * 1024
+# The most of a person's or a session's write's detail kept (label names, blockers).
+MAX_NOTE = 200
+
 
 class OutcomeKind(StrEnum):
     """How an action went. A `StrEnum`, so it renders (and is stored) as its value."""
@@ -62,12 +67,12 @@ class Entry:
 def _decided(text: str) -> Decided | None:
     """A stored decision, or None (none kept, or one this version cannot read: an entry is
     never lost for it)."""
-    if not text:
+    if not text or len(text) > MAX_DECIDED:
         return None
     try:
         data = json.loads(text)
         return Decided.from_json(data) if isinstance(data, Mapping) else None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         return None
 
 
@@ -210,6 +215,8 @@ def noted_in(db: Store, author: str) -> Note:
     already happened); the daemon's log or stderr says so."""
 
     def note(issue: str, action: str, detail: str) -> None:
+        if len(detail) > MAX_NOTE:
+            detail = detail[: MAX_NOTE - 1] + "…"
         try:
             ActionLog(db).append(issue, action, OutcomeKind.DONE, detail, author=author)
         except LegionError as exc:

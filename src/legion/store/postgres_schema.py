@@ -226,4 +226,19 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX actions_decided ON actions(issue, id) WHERE decided != '';
     """
     ),
+    # 9: the embedded forge's CI, as SQLite's 18.
+    pg_ddl(
+        """
+    CREATE TABLE local_checks (
+        pr INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        head TEXT NOT NULL,
+        state TEXT NOT NULL,
+        exit_code INTEGER,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        PRIMARY KEY (pr, name)
+    );
+    """
+    ),
 )

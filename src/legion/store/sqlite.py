@@ -259,6 +259,20 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE actions ADD COLUMN author TEXT NOT NULL DEFAULT '';
     CREATE INDEX actions_decided ON actions(issue, id) WHERE decided != '';
     """,
+    # 18: the embedded forge's CI (`legion.forges.local_checks`): each pull request's checks,
+    # the latest run of each on the head it ran on.
+    """
+    CREATE TABLE local_checks (
+        pr INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        head TEXT NOT NULL,
+        state TEXT NOT NULL,
+        exit_code INTEGER,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        PRIMARY KEY (pr, name)
+    );
+    """,
 )
 
 

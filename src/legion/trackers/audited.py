@@ -14,7 +14,13 @@ from legion.trackers.base import Comment, Issue, Tracker
 
 
 def _labels(add: Iterable[str], remove: Iterable[str]) -> str:
-    return " ".join([*(f"+{a}" for a in add), *(f"-{r}" for r in remove)])
+    """The labels asked for, as the tracker compares them (trimmed, one space between words):
+    what a write asked, never a name padded to fill the log."""
+    shown = [
+        *(f"+{' '.join(a.split())}" for a in add),
+        *(f"-{' '.join(r.split())}" for r in remove),
+    ]
+    return " ".join(shown)
 
 
 class AuditedTracker:
@@ -50,7 +56,8 @@ class AuditedTracker:
     ) -> Issue:
         add, remove = list(add), list(remove)
         issue = self._inner.update_labels(identifier, add=add, remove=remove)
-        self._note(issue.identifier, "issue_label", _labels(add, remove))
+        if add or remove:  # asking for nothing changes nothing: no entry
+            self._note(issue.identifier, "issue_label", _labels(add, remove))
         return issue
 
     def set_blocked_by(
@@ -58,7 +65,8 @@ class AuditedTracker:
     ) -> Issue:
         add, remove = list(add), list(remove)
         issue = self._inner.set_blocked_by(identifier, add=add, remove=remove)
-        self._note(issue.identifier, "issue_block", _labels(add, remove))
+        if add or remove:
+            self._note(issue.identifier, "issue_block", _labels(add, remove))
         return issue
 
     def add_comment(

@@ -185,7 +185,7 @@ def _why(entry: Entry) -> str:
     given = f"given {inputs_words(entry.decided.observation)}"
     if entry.outcome is OutcomeKind.SKIPPED:
         return given
-    return f"why: {entry.decided.verdict.why}; {given}"
+    return f"why: {entry.decided.why}; {given}"
 
 
 def issue_part(page: IssuePage | Unavailable, role: Role) -> str:

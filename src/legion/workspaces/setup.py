@@ -140,6 +140,13 @@ class SetupFiles:
     def __init__(self, state_dir: Path, issue: str) -> None:
         self.folder = state_dir / FOLDER / normalize_identifier(issue)
 
+    @classmethod
+    def at(cls, folder: Path) -> SetupFiles:
+        """A run's files in `folder` (a check of the embedded forge's CI keeps its own)."""
+        files = cls.__new__(cls)
+        files.folder = folder
+        return files
+
     @property
     def state(self) -> Path:
         return self.folder / "state.json"
