@@ -10,6 +10,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core.model import ChecksState, Status
@@ -57,7 +59,13 @@ def test_checks_run_on_each_head_confined_and_gate_every_merge(
     assert queued.returncode == 0 and queued.stdout.count("pending  ") == 3, queued.stdout
 
     confinement = open_workers(loaded, backends).supervisor.confinement
-    runner = CheckRunner(forge.checks, project, confinement.check_plan, timeout=60)
+    runner = CheckRunner(
+        forge.checks,
+        project,
+        confinement.check_plan,
+        lambda number: forge.branch_head(str(number)),
+        timeout=60,
+    )
     step = LocalChecksStep(forge, runner, ActionLog(backends.db))
 
     def settled() -> dict[str, ChecksState]:
@@ -114,3 +122,132 @@ def test_checks_run_on_each_head_confined_and_gate_every_merge(
     assert settled()[commands[0]] is ChecksState.PASSING
     started = [e for e in ActionLog(backends.db).tail(50) if e.action == "local_check"]
     assert len([e for e in started if "started" in e.detail]) == 6, started
+
+
+def test_a_head_with_no_file_is_checked_too(project: Path) -> None:
+    loaded = load_project(project, env=dict(os.environ) | {"LEGION_CHECKS": "test ! -e x"})
+    backends = open_backends(loaded)
+    forge = backends.forge
+    assert isinstance(forge, LocalForge) and forge.checks is not None
+    backends.tracker.create_issue("Empty", status=Status.IN_PROGRESS)
+    git(project, "switch", "--quiet", "--orphan", "legion/leg-1")
+    git(project, "commit", "--quiet", "--allow-empty", "-m", "nothing")  # an empty tree
+    git(project, "switch", "--quiet", "main")
+    forge.create_pr("LEG-1", "legion/leg-1")
+    confinement = open_workers(loaded, backends).supervisor.confinement
+    runner = CheckRunner(
+        forge.checks,
+        project,
+        confinement.check_plan,
+        lambda number: forge.branch_head(str(number)),
+        timeout=60,
+    )
+    step = LocalChecksStep(forge, runner, ActionLog(backends.db))
+    deadline = time.monotonic() + 60
+    while forge.get_pr("1").checks is ChecksState.PENDING and time.monotonic() < deadline:
+        step.run()
+        time.sleep(0.1)
+    assert forge.get_pr("1").checks is ChecksState.PASSING
+
+
+def _stepper(
+    project: Path, commands: list[str]
+) -> tuple[dict[str, str], LocalForge, LocalChecksStep]:
+    env = {"LEGION_CHECKS": "\n".join(commands), "LEGION_AUTHOR": "ada"}
+    loaded = load_project(project, env=dict(os.environ) | env)
+    backends = open_backends(loaded)
+    forge = backends.forge
+    assert isinstance(forge, LocalForge) and forge.checks is not None
+    confinement = open_workers(loaded, backends).supervisor.confinement
+    runner = CheckRunner(
+        forge.checks,
+        project,
+        confinement.check_plan,
+        lambda number: forge.branch_head(str(number)),
+        timeout=60,
+    )
+    return env, forge, LocalChecksStep(forge, runner, ActionLog(backends.db))
+
+
+def _settled(step: LocalChecksStep, forge: LocalForge) -> dict[str, ChecksState]:
+    deadline = time.monotonic() + 60
+    while True:
+        step.run()
+        states = {c.name: c.state for c in forge.get_pr("1").check_runs}
+        if ChecksState.PENDING not in states.values() or time.monotonic() > deadline:
+            return states
+        time.sleep(0.1)
+
+
+def test_a_branch_shows_its_checks_the_files_it_merges_and_its_newest_head(
+    legion: LegionRunner, project: Path, tmp_path: Path
+) -> None:
+    """What an attacker's review found: `.gitattributes` hid a file from the copy
+    (`export-ignore`) or rewrote one (`export-subst`); a link out of the copy left it half
+    made; and commits a worker made after its checks passed were merged unchecked."""
+    from legion.workspaces.git_worktree import GitWorktrees
+
+    # As committed: `export-subst` would make `$Format:SAFE$` read `SAFE` in an archive.
+    check = "test ! -e evil.txt && test ! -e hidden.txt && grep -qF '$Format:SAFE$' code.sh"
+    env, forge, step = _stepper(project, [check])
+    open_backends(load_project(project)).tracker.create_issue("Feature")
+    worktrees = GitWorktrees(project, tmp_path / "ws", "main")
+    worktrees.ensure("LEG-1")
+    workspace = worktrees.path_for("LEG-1")
+    (workspace / "code.sh").write_text("echo $Format:SAFE$\n")
+    (workspace / ".gitattributes").write_text("code.sh export-subst\n")
+    git(workspace, "add", "code.sh", ".gitattributes")
+    git(workspace, "commit", "--quiet", "-m", "feature")
+    forge.create_pr("LEG-1", "legion/leg-1")
+    assert _settled(step, forge) == {check: ChecksState.PASSING}
+
+    # A file a branch hides, and a link out of the copy: the check sees what merges.
+    (workspace / "hidden.txt").write_text("x\n")
+    (workspace / ".gitattributes").write_text("hidden.txt export-ignore\n")
+    (workspace / "out").symlink_to("/etc/passwd")
+    git(workspace, "add", "hidden.txt", ".gitattributes", "out")
+    git(workspace, "commit", "--quiet", "-m", "hide")
+    assert _settled(step, forge) == {check: ChecksState.FAILING}
+    git(workspace, "rm", "--quiet", "hidden.txt")
+    git(workspace, "commit", "--quiet", "-m", "unhide")
+    assert _settled(step, forge) == {check: ChecksState.PASSING}
+
+    # Committed after the checks passed: a person's merge sees a head with no checks yet.
+    (workspace / "evil.txt").write_text("evil\n")
+    git(workspace, "add", "evil.txt")
+    git(workspace, "commit", "--quiet", "-m", "evil")
+    merged = legion("pr", "merge", "1", env=env)
+    assert merged.returncode == 1 and "while its checks run" in merged.stderr, merged.stderr
+    assert _settled(step, forge) == {check: ChecksState.FAILING}
+    assert legion("pr", "merge", "1", env=env).returncode == 1
+    assert "evil.txt" not in git(project, "ls-tree", "--name-only", "main")
+
+
+def test_a_head_too_large_to_copy_fails_its_checks_once_and_holds_up_no_other(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from legion.forges import local_checks
+
+    monkeypatch.setattr(local_checks, "MAX_TREE_BYTES", 1000)  # a tiny branch of 3 GiB, scaled
+    _, forge, step = _stepper(project, ["true"])
+    tracker = open_backends(load_project(project)).tracker
+    for issue, size in (("LEG-1", 5000), ("LEG-2", 10)):
+        tracker.create_issue(issue)
+        git(project, "switch", "--quiet", "-c", f"legion/{issue.lower()}")
+        (project / "data.bin").write_bytes(b"\0" * size)
+        git(project, "add", "data.bin")
+        git(project, "commit", "--quiet", "-m", issue)
+        git(project, "switch", "--quiet", "main")
+        forge.create_pr(issue, f"legion/{issue.lower()}")
+    assert _settled(step, forge) == {"true": ChecksState.FAILING}
+    deadline = time.monotonic() + 60
+    while forge.get_pr("2").checks is ChecksState.PENDING and time.monotonic() < deadline:
+        step.run()
+        time.sleep(0.1)
+    assert forge.get_pr("2").checks is ChecksState.PASSING
+    step.run()
+    said = [e.detail for e in ActionLog(open_backends(load_project(project)).db).tail(50)]
+    assert [d for d in said if "could not run" in d] == [
+        f"#1: its checks could not run on {forge.branch_head('1')[:12]}: its files are 5,007 "
+        "bytes, over the 1,000 a check's copy may take"  # README.md and data.bin
+    ]

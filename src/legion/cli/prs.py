@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from legion import plugins
 from legion.cli import common, render
 from legion.core.text import LOG_TAIL_BYTES, LOG_TAIL_LINES
 from legion.errors import InputError
@@ -226,7 +227,14 @@ def merge(
     if force and identity.current().in_session:
         raise NotPermittedError("--force is a person's: a session merges only what passes")
     project, backends = common.backends(ctx)
+    forced = None
+    pinned = None
     if backends.relay is None:  # through the relay, its end refuses red work itself
+        if project.settings.forge == plugins.DEFAULT_BACKEND:
+            # The embedded forge's checks ran on the head a merge would land (a worker's
+            # newest commits brought home first): the merge lands that head or nothing. A
+            # hosted forge's checks are on its own head, which its merge expects.
+            pinned = backends.forge.branch_head(ref)
         found = backends.forge.get_pr(ref)
         red = merge_refusal(
             found.number,
@@ -236,9 +244,10 @@ def merge(
         )
         if red is not None and not force:
             raise ConflictError(red)
-        if red is not None:
-            common.logged(backends, found.issue or "-", "pr_merge_forced", red.split(" (")[0])
-    pr = backends.forge.merge(ref)
+        forced = None if red is None else (found.issue or "-", red.split(" (")[0])
+    pr = backends.forge.merge(ref, reviewed=pinned)
+    if forced is not None:  # merged: a person's decision past red checks, by name
+        common.logged(backends, forced[0], "pr_merge_forced", forced[1])
     common.changed(project)
     if as_json:
         common.print_json(render.pr_json(pr))

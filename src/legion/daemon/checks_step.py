@@ -24,11 +24,11 @@ class LocalChecksStep:
     def run(self) -> StepResult:
         prs = self.forge.list_prs()
         issues = {pr.number: pr.issue for pr in prs}
-        opened = [(pr.number, pr.branch) for pr in prs if pr.state is PrState.OPEN]
+        opened = [pr.number for pr in prs if pr.state is PrState.OPEN]
         for line in self.runner.run(opened):
             number = int(line.split(":", 1)[0].lstrip("#"))
             self.log.append(issues.get(number, "-"), "local_check", OutcomeKind.DONE, line)
-        now_open = {number for number, _ in opened}
+        now_open = set(opened)
         for number in self._open - now_open:
             self.runner.forget(number)  # merged or closed: its copies and runs go
         self._open = now_open
@@ -45,6 +45,7 @@ def local_checks_step(
         forge.checks,
         project.root,
         workers.supervisor.confinement.check_plan,
+        lambda number: forge.branch_head(str(number)),
         timeout=project.settings.checks_timeout,
         wake=wake_fifo(project),
     )

@@ -3,19 +3,21 @@ runs on every open pull request's head whenever that head changes. The decision 
 pr merge`, `legion pr checks`, `legion state` and the boards read them as any forge's checks,
 so the default backend has CI in the loop with nothing else installed.
 
-A run copies the head's tree out of git (`git archive`: no `.git`, so nothing of the
-repository's own records to read or write) into the state folder, `local-checks/<PR>/<head>/`,
-and runs each command there as `bash -c COMMAND` through the workspace setup's runner
-(`legion.workspaces.setup.launch`: a process of its own, outside the daemon's tick, in its
-own process group, killed at `checks_timeout`, its output in a log), confined like a session
-(`legion.sessions.confinement.check_plan`): it writes only the copy and its cache, has no
-network and no secret. The pull request's code is a worker's, so its checks are run as a
-worker's commands are.
+The head is the one a merge would land: the worker's newest commits are brought home first
+(`LocalForge.branch_head`). A run copies that head's files out of git (its index checked out
+under a prefix: no `.git`, and none of `git archive`'s `export-ignore` or `export-subst`, which
+would let a branch show its checks other files than it merges; at most `MAX_TREE_BYTES`) into
+the state folder, `local-checks/<PR>/trees/<head>/`, and runs each command there as `bash -c
+COMMAND` through the workspace setup's runner (`legion.workspaces.setup.launch`: a process of
+its own, outside the daemon's tick, killed at `checks_timeout`, its output in a log), confined
+like a session (`legion.sessions.confinement.check_plan`): it writes only the copy and its
+cache, has no network and no secret. The pull request's code is a worker's, so its checks are
+run as a worker's commands are.
 
 Each check's latest run is a row of `local_checks` (the head it ran on, its state); its files
 are under `local-checks/<PR>/runs/<N>/`. A head with no run of a check yet shows it pending: a
 pull request's checks are never "none" while a command is set, so nothing moves on a head its
-checks have not seen.
+checks have not seen. A head that cannot be copied fails its checks, said once.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tarfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -34,7 +35,7 @@ from pathlib import Path
 from legion.core.model import ChecksState
 from legion.core.text import log_tail
 from legion.core.workspace_setup import Kind, SetupState
-from legion.errors import GitError, NotFoundError
+from legion.errors import GitError, LegionError, NotFoundError
 from legion.files.private import private_folder
 from legion.forges.base import Check, CheckLog, PrChecks, PrState, PullRequest, named_check
 from legion.store import Store, now
@@ -42,6 +43,8 @@ from legion.workspaces.setup import Plan, SetupFiles, current, launch, log_end, 
 
 FOLDER = "local-checks"
 NO_CI = "the embedded forge runs no CI unless the `checks` setting names commands"
+# The most a head's files may weigh to be copied for its checks.
+MAX_TREE_BYTES = 2 * 2**30
 # How a check that has not run on this head yet is shown (the daemon runs it).
 QUEUED = "queued"
 
@@ -154,24 +157,44 @@ class CheckRunner:
         checks: LocalChecks,
         repo: Path,
         plan: Callable[[Path, Path], Plan],
+        head_of: Callable[[int], str | None],
         *,
         timeout: float,
         wake: Path | None = None,
     ) -> None:
+        """`head_of`: a pull request's head now, its worker's commits brought home first
+        (`LocalForge.branch_head`): the head a merge would land, never an older copy."""
         self.checks = checks
         self.repo = repo
         self.plan = plan
+        self.head_of = head_of
         self.timeout = timeout
         self.wake = wake
 
-    def run(self, open_prs: Sequence[tuple[int, str]]) -> list[str]:
-        """One look at every open pull request (number, branch); what changed, in words."""
+    def run(self, open_prs: Sequence[int]) -> list[str]:
+        """One look at every open pull request; what changed, in words. One whose head cannot
+        be read or copied fails its checks on that head, said once; the others go on."""
         said: list[str] = []
-        heads = branch_heads(self.repo)
-        for number, branch in open_prs:
-            head = heads.get(branch)
-            if head is not None:
-                said += self._look(number, head)
+        for number in open_prs:
+            head = None
+            try:
+                head = self.head_of(number)
+                if head is not None:
+                    said += self._look(number, head)
+            except (LegionError, OSError) as exc:
+                if head is None:
+                    continue  # its branch cannot be read now: looked at again next tick
+                # The head cannot be copied out (or a run not started): its checks fail on
+                # this head, said once; a new head tries again.
+                runs = self.checks.runs(number)
+                said_before = runs and all(
+                    r.head == head and r.state is ChecksState.FAILING for r in runs.values()
+                )
+                if said_before:
+                    continue  # said already
+                for command in self.checks.commands:
+                    self._record(number, command, head, ChecksState.FAILING, None, started=True)
+                said.append(f"#{number}: its checks could not run on {head[:12]}: {exc}")
         return said
 
     def _look(self, pr: int, head: str) -> list[str]:
@@ -243,32 +266,42 @@ class CheckRunner:
                 )
 
     def _tree(self, pr: int, head: str) -> Path:
-        """A copy of `head`'s files, made once per head (no `.git`: none of the repository's
-        records go with it)."""
-        tree = _folder(self.checks.state_dir, pr) / "trees" / head
-        if (tree / ".complete").exists():
+        """A copy of `head`'s files, made once per head: its index checked out under a prefix
+        (no `.git`, so none of the repository's records go with it; not `git archive`, whose
+        `export-ignore` and `export-subst` would let a branch show its checks other files than
+        it merges). Made beside, then moved in whole: a copy cut short is never used."""
+        trees = _folder(self.checks.state_dir, pr) / "trees"
+        tree = trees / head
+        if tree.is_dir():
             return tree
-        shutil.rmtree(tree, ignore_errors=True)
-        private_folder(tree)
-        archive = tree.parent / f"{head}.tar"
+        size = _tree_size(self.repo, head)
+        if size > MAX_TREE_BYTES:
+            raise GitError(
+                f"its files are {size:,} bytes, over the {MAX_TREE_BYTES:,} a check's copy may take"
+            )
+        private_folder(trees)
+        making = trees / f".{head}.{os.getpid()}"
+        shutil.rmtree(making, ignore_errors=True)
+        index = trees / f".{head}.index"
+        env = dict(os.environ) | {"GIT_INDEX_FILE": str(index)}
         try:
-            with archive.open("wb") as out:
-                made = subprocess.run(
-                    ["git", "-C", str(self.repo), "archive", "--format=tar", head],
-                    stdout=out,
-                    stderr=subprocess.PIPE,
-                    check=False,
+            for argv in (
+                ["read-tree", head],
+                ["checkout-index", "--all", "--force", f"--prefix={making}/"],
+            ):
+                done = subprocess.run(
+                    ["git", "-C", str(self.repo), *argv], env=env, capture_output=True, check=False
                 )
-            if made.returncode != 0:
-                raise GitError(
-                    f"cannot copy {head[:12]} out of git for its checks: "
-                    f"{made.stderr.decode(errors='replace').strip()}"
-                )
-            with tarfile.open(archive) as tar:
-                tar.extractall(tree, filter="data")  # no link or device out of the copy
+                if done.returncode != 0:
+                    raise GitError(
+                        f"cannot copy {head[:12]} out of git for its checks: "
+                        f"{done.stderr.decode(errors='replace').strip()}"
+                    )
+            private_folder(making)  # a head with no file
+            making.rename(tree)
         finally:
-            archive.unlink(missing_ok=True)
-        (tree / ".complete").write_text("", encoding="utf-8")
+            index.unlink(missing_ok=True)
+            shutil.rmtree(making, ignore_errors=True)
         return tree
 
     def _sweep(self, pr: int, head: str) -> None:
@@ -296,6 +329,21 @@ def _stop(files: SetupFiles) -> None:
     deadline = time.monotonic() + 2.0
     while pid_start(running.pid) is not None and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+def _tree_size(repo: Path, head: str) -> int:
+    """The bytes of `head`'s files (a tiny branch can hold a file of zeros gigabytes long)."""
+    listed = subprocess.run(
+        ["git", "-C", str(repo), "ls-tree", "-r", "-l", "-z", head],
+        capture_output=True,
+        check=False,
+    )
+    total = 0
+    for entry in listed.stdout.split(b"\0"):
+        fields = entry.split(None, 4)
+        if len(fields) >= 4 and fields[3].isdigit():
+            total += int(fields[3])
+    return total
 
 
 def branch_heads(repo: Path) -> dict[str, str]:
