@@ -140,10 +140,6 @@ def make_repository(
         "tmux_config": "/dev/null",
         "tick": 2,
         "restart_cooldown": 5,
-        # The embedded forge's CI, run by the daemon on each pull request's head: the table
-        # and the finisher wait for it as for any forge's (`legion pr checks LEG-1`). This
-        # Python, which a confined command reads (a `python3` on PATH may be a shim in $HOME).
-        "checks": [f"{shlex.quote(sys.executable)} -m compileall -q ."],
         **(settings or {}),
     }
     project, _ = init_project(repo, extra=extra)
@@ -255,7 +251,14 @@ def _run(
     # Recorded in the demo project's config: `legion issue show` and `legion workers`, run
     # there afterwards by anyone, read the demo's transcripts, not the user's own.
     homes = demo_homes(folder)
-    project, backends = make_repository(repo, issues, {**RUNTIME_CHOICES[runtime], **homes})
+    # The embedded forge's CI, run by the daemon on each pull request's head: the table and
+    # the finisher wait for it as for any forge's (`legion pr checks LEG-1`). This Python,
+    # which a confined command reads (a `python3` on PATH may be a shim in $HOME). Not in the
+    # fleet demo: a fleet's checks are its shared remote's.
+    checks = {"checks": [f"{shlex.quote(sys.executable)} -m compileall -q ."]}
+    project, backends = make_repository(
+        repo, issues, {**RUNTIME_CHOICES[runtime], **homes, **checks}
+    )
     identifiers = [issue.identifier for issue in backends.tracker.list_issues()]
     env, servers = _environment(folder, identifiers, mode, real, used)
     model = "a SCRIPTED model on 127.0.0.1 (no AI involved)"
