@@ -12,19 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import git, make_repo
+from common import git, make_repo, median_seconds
 from legion.backends import open_backends
 from legion.core.model import Status
 from legion.services.projects import init_project
 
-LEGION = Path(sys.executable).with_name("legion")
 STATUSES = [Status.BACKLOG, Status.TODO, Status.IN_PROGRESS, Status.NEEDS_REVIEW, Status.RETRO]
 
 
@@ -42,15 +37,6 @@ def make_project(root: Path, issues: int) -> Path:
             if n % 40 == 0:
                 backends.forge.merge(issue.identifier)
     return repo
-
-
-def median_seconds(args: list[str], cwd: Path, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([str(LEGION), *args], cwd=cwd, check=True, capture_output=True)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def main() -> None:

@@ -122,3 +122,14 @@ def hosting_daemon(repo: Path, env: dict[str, str]) -> Iterator[subprocess.Popen
     finally:
         daemon.terminate()
         daemon.wait(30)
+
+
+def median_seconds(args: list[str], cwd: Path, runs: int) -> float:
+    """The median wall time of `legion ARGS` in `cwd` (this venv's `legion`), over `runs`."""
+    legion = Path(sys.executable).with_name("legion")
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([str(legion), *args], cwd=cwd, check=True, capture_output=True)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)

@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import git, make_repo
+from common import git, make_repo, median_seconds
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core.decide import Observation, explain
@@ -37,17 +34,7 @@ from legion.reconcile import Reconciler
 from legion.services.projects import init_project
 from legion.store.actionlog import ActionLog
 
-LEGION = Path(sys.executable).with_name("legion")
 STATUSES = [Status.BACKLOG, Status.TODO, Status.IN_PROGRESS, Status.NEEDS_REVIEW, Status.DONE]
-
-
-def median_seconds(args: list[str], cwd: Path, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([str(LEGION), *args], cwd=cwd, check=False, capture_output=True)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def main() -> None:

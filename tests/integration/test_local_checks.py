@@ -36,11 +36,8 @@ def test_checks_run_on_each_head_confined_and_gate_every_merge(
 ) -> None:
     escape = project / "escaped.txt"  # in the user's checkout, outside the check's copy
     commands = ["test -f feature.txt", RED, f"echo out > {escape}"]
-    env = {"LEGION_CHECKS": "\n".join(commands), "LEGION_AUTHOR": "ada"}
-    loaded = load_project(project, env=dict(os.environ) | env)
-    backends = open_backends(loaded)
-    forge = backends.forge
-    assert isinstance(forge, LocalForge) and forge.checks is not None
+    env, forge, step = _stepper(project, commands)
+    backends = open_backends(load_project(project, env=dict(os.environ) | env))
     # LEG-1: its retro done; the finisher merges once its checks pass.
     backends.tracker.create_issue("Feature", status=Status.RETRO, labels=["worker-done"])
     git(project, "switch", "--quiet", "-c", "legion/leg-1")
@@ -50,6 +47,7 @@ def test_checks_run_on_each_head_confined_and_gate_every_merge(
     first = git(project, "rev-parse", "HEAD").strip()
     git(project, "switch", "--quiet", "main")
     forge.create_pr("LEG-1", "legion/leg-1")
+    loaded = load_project(project, env=dict(os.environ) | env)
 
     # Before the daemon ran them: pending (queued), never "none": nothing moves on them.
     assert forge.get_pr("1").checks is ChecksState.PENDING
@@ -58,24 +56,8 @@ def test_checks_run_on_each_head_confined_and_gate_every_merge(
     queued = legion("pr", "checks", "1", env=env)
     assert queued.returncode == 0 and queued.stdout.count("pending  ") == 3, queued.stdout
 
-    confinement = open_workers(loaded, backends).supervisor.confinement
-    runner = CheckRunner(
-        forge.checks,
-        project,
-        confinement.check_plan,
-        lambda number: forge.branch_head(str(number)),
-        timeout=60,
-    )
-    step = LocalChecksStep(forge, runner, ActionLog(backends.db))
-
     def settled() -> dict[str, ChecksState]:
-        deadline = time.monotonic() + 60
-        while True:
-            step.run()
-            states = {c.name: c.state for c in forge.get_pr("1").check_runs}
-            if ChecksState.PENDING not in states.values() or time.monotonic() > deadline:
-                return states
-            time.sleep(0.1)
+        return _settled(step, forge)
 
     assert settled() == {
         commands[0]: ChecksState.PASSING,  # it ran in a copy of the PR's head
@@ -125,29 +107,13 @@ def test_checks_run_on_each_head_confined_and_gate_every_merge(
 
 
 def test_a_head_with_no_file_is_checked_too(project: Path) -> None:
-    loaded = load_project(project, env=dict(os.environ) | {"LEGION_CHECKS": "test ! -e x"})
-    backends = open_backends(loaded)
-    forge = backends.forge
-    assert isinstance(forge, LocalForge) and forge.checks is not None
-    backends.tracker.create_issue("Empty", status=Status.IN_PROGRESS)
+    _, forge, step = _stepper(project, ["test ! -e x"])
+    open_backends(load_project(project)).tracker.create_issue("Empty", status=Status.IN_PROGRESS)
     git(project, "switch", "--quiet", "--orphan", "legion/leg-1")
     git(project, "commit", "--quiet", "--allow-empty", "-m", "nothing")  # an empty tree
     git(project, "switch", "--quiet", "main")
     forge.create_pr("LEG-1", "legion/leg-1")
-    confinement = open_workers(loaded, backends).supervisor.confinement
-    runner = CheckRunner(
-        forge.checks,
-        project,
-        confinement.check_plan,
-        lambda number: forge.branch_head(str(number)),
-        timeout=60,
-    )
-    step = LocalChecksStep(forge, runner, ActionLog(backends.db))
-    deadline = time.monotonic() + 60
-    while forge.get_pr("1").checks is ChecksState.PENDING and time.monotonic() < deadline:
-        step.run()
-        time.sleep(0.1)
-    assert forge.get_pr("1").checks is ChecksState.PASSING
+    assert _settled(step, forge) == {"test ! -e x": ChecksState.PASSING}
 
 
 def _stepper(

@@ -21,19 +21,8 @@ from legion.core.decision_log import (
     worth_logging,
 )
 from legion.core.model import ChecksState, Label, Mode, ReviewOutcome, Status
+from tests.unit.test_decide import observations
 
-observations = st.builds(
-    Observation,
-    status=st.sampled_from(Status),
-    labels=st.frozensets(st.sampled_from(Label)),
-    has_live_worker=st.booleans(),
-    has_pr=st.booleans(),
-    pr_review=st.sampled_from(ReviewOutcome),
-    latest_mode=st.none() | st.sampled_from(Mode),
-    opted_in=st.booleans(),
-    open_blockers=st.lists(st.from_regex(r"[A-Z]{2,4}-[1-9][0-9]{0,3}", fullmatch=True)).map(tuple),
-    checks=st.sampled_from(ChecksState),
-)
 gates = st.builds(
     Gates,
     paused=st.none() | st.text(min_size=1),

@@ -23,19 +23,20 @@ if TYPE_CHECKING:
     from legion.store.actionlog import ActionLog
 
 
+# How long a command that runs a pass (or its dry run) waits for one already running.
+WaitOption = typer.Option(
+    "--wait",
+    min=0,
+    help="How many seconds to wait for a pass already running (the daemon's) to end.",
+)
+
+
 def reconcile(
     ctx: typer.Context,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would be done; do nothing.")
     ] = False,
-    wait: Annotated[
-        float,
-        typer.Option(
-            "--wait",
-            min=0,
-            help="How many seconds to wait for a pass already running (the daemon's) to end.",
-        ),
-    ] = 120.0,
+    wait: Annotated[float, WaitOption] = 120.0,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """Carry out every mechanical action the decision table suggests, once, idempotently.
@@ -180,14 +181,7 @@ def _replay(log: ActionLog, since: str | None, *, as_json: bool) -> None:
 def why(
     ctx: typer.Context,
     issue: Annotated[str, typer.Argument(help="The issue, e.g. LEG-3.")],
-    wait: Annotated[
-        float,
-        typer.Option(
-            "--wait",
-            min=0,
-            help="How many seconds to wait for a pass already running (the daemon's) to end.",
-        ),
-    ] = 120.0,
+    wait: Annotated[float, WaitOption] = 120.0,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
     """What Legion will do with an issue now and why (the decision table's row and what it was
