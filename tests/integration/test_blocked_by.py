@@ -106,6 +106,16 @@ def test_dispatch_refuses_a_blocked_issue_unless_forced(legion: LegionRunner) ->
     assert "--force" in refused.stderr
 
 
+def test_dispatch_refuses_past_the_wip_limit_unless_forced(legion: LegionRunner) -> None:
+    assert legion("issue", "create", "First").returncode == 0
+    full = {"LEGION_WIP_LIMIT": "0"}  # no code worker more may start
+    refused = legion("dispatch", "LEG-1", "plan", env=full)
+    one_line_error(refused, "WIP limit 0 reached (--force starts it anyway)")
+    # Forced, the WIP limit is no reason: what stops it now is further on (no CLI, no daemon).
+    forced = legion("dispatch", "LEG-1", "plan", "--force", env=full)
+    assert forced.returncode != 0 and "WIP limit" not in forced.stderr, forced.stderr
+
+
 def test_cycle_check_sees_the_whole_chain(tmp_path: Path) -> None:
     tracker = LocalTracker(SqliteStore(tmp_path / "legion.db"), issue_key="LEG")
     for title in "ABCD":

@@ -29,12 +29,15 @@ def dispatch(
     ],
     force: Annotated[
         bool,
-        typer.Option("--force", help="Start it even though the issue waits for another."),
+        typer.Option(
+            "--force",
+            help="Start it even though the issue waits for another, or the WIP limit is reached.",
+        ),
     ] = False,
     as_json: Annotated[bool, common.JsonOption] = False,
 ) -> None:
-    """Start a worker for an issue in its workspace (refused if one is already live, or if
-    the issue is blocked by one that is not Done, unless --force)."""
+    """Start a worker for an issue in its workspace (refused if one is already live; and if the
+    issue is blocked by one that is not Done, or the WIP limit is reached, unless --force)."""
     from legion.services.dispatch import dispatch_worker
 
     parsed = Mode.parse(mode)

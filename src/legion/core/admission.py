@@ -9,9 +9,10 @@ every start asks, each asker passing the facts it has:
 - the worker manager, under its lock (`sessions/workers.py`): a live worker on the issue, and
   a daemon to host the session (`sessions/supervisor.py`).
 
-A fact an asker does not have is no reason. The pass's own limits are not a person's: one who
-dispatches by hand decides past the WIP limit, the pause and a hold (the model proxy still
-refuses a spent budget's requests). Pure: facts in, one refusal (the first, in `ORDER`) out."""
+A fact an asker does not have is no reason. Some of the pass's limits are not a person's: one
+who dispatches by hand decides past the pause and a hold (the model proxy still refuses a spent
+budget's requests); the WIP limit holds a dispatch too, unless forced (`legion dispatch
+--force`). Pure: facts in, one refusal (the first, in `ORDER`) out."""
 
 from __future__ import annotations
 
