@@ -85,8 +85,13 @@ def test_resume_appends_to_the_same_session_live_and_after_the_window_died(swarm
     transcript = Path(swarm.worker("LEG-1")["transcript"])  # type: ignore[index]
     first = swarm.transcript_lines("LEG-1")
 
-    # Live: the prompt is typed into the running session.
+    # Live: the prompt is typed into the running session, archived or not (it comes back).
+    swarm.legion("archive", "legion/leg-1/plan")
+    agents = swarm.json("agents", "--all")
+    assert [a["status"] for a in agents if a["address"].endswith("leg-1/plan")] == ["archived"]
     swarm.legion("resume", "LEG-1", "plan", "--prompt", "please add a test too")
+    agents = swarm.json("agents")
+    assert [a["status"] for a in agents if a["address"].endswith("leg-1/plan")] != []
     workspace = swarm.workspace_root / "leg-1"
     wait_until("test.txt", (workspace / "test.txt").exists)
     wait_until("idle again", lambda: swarm.worker("LEG-1")["state"] == "idle")  # type: ignore[index]

@@ -46,6 +46,17 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
+def status_of(session_id: str) -> str:
+    """The bus's status of session `session_id`'s agent."""
+    bus = SqliteBus(bus_path(os.environ))
+    try:
+        agent = bus.agent_by_session(session_id)
+        assert agent is not None
+        return agent.status.value
+    finally:
+        bus.close()
+
+
 def one_line_error(result: Result, fragment: str, code: int) -> None:
     assert result.returncode == code, result
     lines = result.stderr.strip().splitlines()
@@ -136,6 +147,8 @@ def test_attach_opens_the_agents_window_read_write_in_the_terminal(
 ) -> None:
     legion_server, user = setup["legion"], setup["user"]
     assert legion_server.clients() == []
+    archived = run_legion("archive", "legion/LEG-1/implement", cwd=setup["project"])
+    assert archived.returncode == 0 and status_of("sid-implement") == "archived"
     # The human, in a terminal of their own tmux (so $TMUX names another server), attaches.
     user(
         "new-session", "-d", "-s", "human", "-x", "120", "-y", "40", "-c", str(setup["project"]),
@@ -149,6 +162,7 @@ def test_attach_opens_the_agents_window_read_write_in_the_terminal(
     typed = setup["typed"]
     wait_for("the agent got the line", lambda: typed.exists() and typed.read_text())
     assert typed.read_text() == "carry on with the parser\n"
+    assert status_of("sid-implement") == "idle"  # attached to again: back in the lists
 
 
 def test_attach_inside_legions_own_tmux_switches_the_client(setup: dict[str, Any]) -> None:
@@ -186,6 +200,8 @@ def test_attach_takes_an_issue_or_a_window_as_legion_workers_shows_it(
     workers.roster.registry.start(
         "LEG-1", Mode.IMPLEMENT, "sid-implement", "leg-1-implement", setup["project"]
     )
+    archived = run_legion("archive", "legion/LEG-1/implement", cwd=setup["project"])
+    assert archived.returncode == 0
     legion_server, user = setup["legion"], setup["user"]
     user(
         "new-session", "-d", "-s", "human", "-x", "120", "-y", "40", "-c", str(setup["project"]),
@@ -193,6 +209,7 @@ def test_attach_takes_an_issue_or_a_window_as_legion_workers_shows_it(
     )  # fmt: skip
     clients = wait_for("a client on Legion's server", legion_server.clients)
     assert clients == [[setup["session"], setup["window"], "0"]]
+    assert status_of("sid-implement") == "idle"  # by issue or window too
     # A name that names nothing says which workers run.
     unknown = run_legion(
         "attach", "LEG-9", cwd=setup["project"], env={"TMUX": f"{user.socket},1,0"}

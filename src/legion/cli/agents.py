@@ -178,6 +178,7 @@ def _worker_attach(ctx: typer.Context, name: str) -> Any:
     if len(matches) > 1:
         windows = ", ".join(for_display(view.record.window) for view in matches)
         raise InputError(f"{for_display(name)} has several live workers: name a window ({windows})")
+    manager.supervisor.bring_back(matches[0].record.session_id)  # attached to: back in the lists
     return manager.windows.attach_command(matches[0].window.id, os.environ)
 
 

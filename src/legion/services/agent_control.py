@@ -107,4 +107,5 @@ def attach_command(bus: Bus, target: Agent, env: Mapping[str, str]) -> Attach:
             f"@{for_display(target.address)} is not running (status {target.status.value}): "
             "no live session to attach to"
         )
+    actions.unarchive(bus, target)  # attached to again: back in the lists
     return windows.attach_command(window.id, env)

@@ -345,6 +345,25 @@ class SessionSupervisor:
                 extra={"session": sid},
             )
 
+    def bring_back(self, sid: str) -> None:
+        """Session `sid`'s agent prompted or attached to again: an archived one is back in the
+        lists (`legion.bus.actions.unarchive`). A help, as `mark_on_bus`: a failure is said in
+        the log and the prompt or the attach goes on."""
+        from legion.bus import actions, open_bus
+
+        try:
+            bus = open_bus(self.env)
+            try:
+                agent = bus.agent_by_session(sid)
+                if agent is not None:
+                    actions.unarchive(bus, agent)
+            finally:
+                bus.close()
+        except Exception as exc:
+            logger.warning(
+                "session %s's agent not brought back: %s: %s", sid, type(exc).__name__, exc
+            )
+
     def stop_stray(self, sid: str, *, force: bool = False) -> None:
         """End every process still running session `sid` outside the windows tmux shows, and
         wait for each: one session never runs in two processes, even for a moment. Such a

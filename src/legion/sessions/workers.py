@@ -203,6 +203,7 @@ class WorkerManager:
                         self.windows.send_text(window.id, prompt)
                     else:
                         self.fleet.ask_type(view.record, prompt)
+                self.supervisor.bring_back(sid)  # prompted again: archived no more
                 return view
             if live:
                 raise ConflictError(
