@@ -135,14 +135,18 @@ class Reconciler:
         wait: float = LOCK_TIMEOUT_S,
         on_wait: Callable[[str], None] | None = None,
         as_start: bool = False,
+        only: str | None = None,
     ) -> list[Outcome]:
         """One pass. Another pass in progress is waited for, up to `wait` seconds (`on_wait`
         is told once whom it waits for); then ConflictError, naming the holder. `as_start`
         (with `dry_run`): as the first pass of a daemon `legion start` starts now would see it,
-        with a daemon to host the workers and no dispatch pause (a start clears it)."""
+        with a daemon to host the workers and no dispatch pause (a start clears it). `only`
+        (with `dry_run`): that issue's plan alone (`legion why`), the others not observed."""
         lock = self.project.state_dir / "reconcile.lock"
         with exclusive(lock, timeout=wait, on_wait=on_wait):
-            return _Pass(self, dry_run, as_start=as_start and dry_run).run()
+            plan = _Pass(self, dry_run, as_start=as_start and dry_run)
+            plan.only = only if dry_run else None
+            return plan.run()
 
 
 class _Pass:
@@ -151,6 +155,7 @@ class _Pass:
     def __init__(self, owner: Reconciler, dry_run: bool, *, as_start: bool = False) -> None:
         self.o = owner
         self.as_start = as_start
+        self.only: str | None = None  # a dry run of one issue
         self.ctx = PassContext(
             tracker=owner.tracker,
             workers=owner.workers,
@@ -188,6 +193,8 @@ class _Pass:
         views = self._observe_workers()
         with span("pass: list issues"):
             listed = guard.observed("issues", o.tracker.list_issues)
+        if self.only is not None:
+            listed = [issue for issue in listed if issue.identifier == self.only]
         issues = {issue.identifier: issue for issue in listed}
         before = len(guard.outcomes)
         router = JudgmentRouter(ctx, oracle=o.oracle, oracle_timeout=o.oracle_timeout)
@@ -256,6 +263,8 @@ def log_left_alone(guard: PassGuard, snapshot: Snapshot) -> None:
     judgment), each logged with what it was decided from when its decision changed
     (`legion.core.decision_log.worth_logging`): a person asking why an issue sits still finds
     the moment it started to, and why."""
+    if guard.dry_run:
+        return  # nothing is logged, so nothing need be read
     last = guard.last_decisions()
     for state in snapshot.issues:
         verdict, observation = state.verdict, state.observation

@@ -84,7 +84,7 @@ def why(project: Project, backends: Backends, identifier: str, *, wait: float) -
         # What a pass does goes through admission (the pause, a hold, the WIP limit, the
         # hosts' room, the budget): the reconciler's own dry run says it, changing nothing.
         planned = Reconciler(project, backends.tracker, backends.forge, workers, log).run(
-            dry_run=True, wait=wait
+            dry_run=True, wait=wait, only=issue.identifier
         )
         action = state.decision.action.value
         next_pass = next(
