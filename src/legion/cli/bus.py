@@ -215,6 +215,7 @@ def complete(
     from legion.services.mode_completion import complete as complete_mode
     from legion.sessions.identity import current
 
+    common.refuse_unshipped()
     text = None if summary is None else bus_common.read_text(summary)
     client = bus_common.session_client()
     if client is not None:

@@ -15,7 +15,7 @@ import typer
 
 from legion.backends import Backends, open_backends
 from legion.config import Project, load_project
-from legion.errors import InputError
+from legion.errors import InputError, LegionError
 
 T = TypeVar("T")
 
@@ -270,3 +270,61 @@ def print_table(renderable: Any) -> None:
             last = line[-1]
             line[-1] = Segment(last.text.rstrip(), last.style, last.control)
         out.print(Segments([*line, Segment.line()]), end="")
+
+
+def refuse_unshipped() -> None:
+    """In a worker's session whose work is commits (an implementer, its retro), refuse to
+    say its mode is done while its workspace (this folder) holds changes not committed, or
+    its commits are not on its issue's branch (`legion.core.unshipped`). Outside a session,
+    or outside a git checkout, there is nothing to tell."""
+    import subprocess
+
+    from legion.core.ids import branch_for
+    from legion.core.model import Mode
+    from legion.core.unshipped import SHIPPING_MODES, unshipped_refusal
+    from legion.sessions.identity import current
+
+    here = current()
+    try:
+        mode = Mode.parse(here.mode or "")
+    except LegionError:
+        return
+    if mode not in SHIPPING_MODES or not here.issue:
+        return
+    status = subprocess.run(
+        ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        capture_output=True,
+        check=False,
+    )
+    if status.returncode != 0:
+        return  # not a git checkout: nothing to tell
+    changed = _changed_paths(status.stdout.decode(errors="replace"))
+    head = subprocess.run(
+        ["git", "symbolic-ref", "--quiet", "--short", "HEAD"], capture_output=True, check=False
+    )
+    branch = head.stdout.decode(errors="replace").strip() if head.returncode == 0 else None
+    refused = unshipped_refusal(mode, branch, branch_for(here.issue), changed)
+    if refused is not None:
+        raise InputError(refused)
+
+
+def _changed_paths(porcelain: str) -> list[str]:
+    """The paths `git status --porcelain=v1 -z` shows, less new files that are build output
+    (`__pycache__`, `node_modules`: the `regenerable` patterns' defaults), which nobody commits."""
+    from legion.config.values import DEFAULT_REGENERABLE
+    from legion.workspaces.base import is_regenerable
+
+    changed = []
+    skip = False
+    for entry in porcelain.split("\0"):
+        if skip:  # a rename's or a copy's former path
+            skip = False
+            continue
+        code, path = entry[:2], entry[3:]
+        if not path:
+            continue
+        skip = "R" in code or "C" in code
+        if code == "??" and is_regenerable(path, DEFAULT_REGENERABLE):
+            continue
+        changed.append(path)
+    return changed

@@ -282,6 +282,8 @@ def label(
     """Add or remove labels. Adding a present label or removing an absent one is a no-op."""
     if not add and not remove:
         raise InputError("nothing to do: give --add LABEL and/or --remove LABEL")
+    if any(label.strip().casefold() == "worker-done" for label in add or ()):
+        common.refuse_unshipped()  # a worker's own `worker-done`, as `legion complete`
     project, backends = common.backends(ctx)
     issue = backends.tracker.update_labels(identifier, add=add or (), remove=remove or ())
     common.changed(project)
