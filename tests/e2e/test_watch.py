@@ -257,3 +257,33 @@ def test_an_open_tui_with_no_daemon_delivers_to_an_idle_worker_and_shows_its_sta
         bus.close()
     swarm.tmux("kill-session", "-t", "=tui")
     assert len(_firsts(swarm, "message")) == 1
+
+
+def test_kill_force_ends_a_busy_worker_and_the_tracker_says_what_runs_next(
+    swarm: Swarm,
+) -> None:
+    """`legion kill -f` against a live session in the middle of a turn (its tool call runs
+    until released, which never comes): refused without -f, ended with it, its process gone,
+    the agent failed; and what starts again is the tracker's to say (issue 41)."""
+    release = swarm.workspace_root / "leg-1" / ".never"
+    worker = _dispatch(swarm, [[bash(runs_until(release))], [text("Planned.")]], idle=False)
+    agent = agent_of(swarm, worker["session_id"])
+    wait_until(
+        "busy", lambda: agent_of(swarm, worker["session_id"])["status"] == "busy", timeout=30
+    )
+    refused = swarm.legion("kill", agent["address"], check=False)
+    assert refused.returncode == 1 and "is busy" in refused.stderr, refused.stderr
+    killed = swarm.json("kill", agent["address"], "-f")
+    assert killed["status"] == "failed"
+    # Its process is gone: the session's window shows it dead (no process runs it).
+    wait_until("dead", lambda: swarm.worker("LEG-1")["state"] == "dead", timeout=5)  # type: ignore[index]
+    assert agent_of(swarm, worker["session_id"])["status"] == "failed"
+    # The tracker still says a worker is on it (`worker-active`): a pass starts it again
+    # (row 20) in the same session. Moved out of the active statuses, nothing starts.
+    state = swarm.json("state")["issues"]["LEG-1"]
+    assert (state["row"], state["suggested_action"]) == (
+        20,
+        "remove_worker_active_and_redispatch",
+    )
+    swarm.legion("issue", "move", "LEG-1", "Icebox")
+    assert swarm.json("state")["issues"]["LEG-1"]["suggested_action"] == "skip"
