@@ -35,7 +35,12 @@ def test_dispatch_runs_a_worker_that_writes_and_signals_done(swarm: Swarm) -> No
     swarm.server.add_scenario(
         "implement mode for LEG-1",
         [
-            [bash("echo hello > hello.txt && legion issue label LEG-1 --add worker-done")],
+            [
+                bash(
+                    "echo hello > hello.txt && git add hello.txt && git commit -qm hello "
+                    "&& legion issue label LEG-1 --add worker-done"
+                )
+            ],
             [text("Done: hello.txt written.")],
         ],
     )
