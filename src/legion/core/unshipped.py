@@ -33,7 +33,7 @@ def unshipped_refusal(
             "(`git add -A && git commit`), or remove what is not the work (or ignore it in "
             ".gitignore), then complete again"
         )
-    if branch != expected:
+    if branch is None or branch.casefold() != expected.casefold():  # `legion/LEG-1` is it too
         where = "a detached HEAD" if branch is None else f"branch {branch}"
         return (
             f"your commits are on {where}, not on {expected}, your pull request's branch: "
