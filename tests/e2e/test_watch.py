@@ -276,7 +276,7 @@ def test_kill_force_ends_a_busy_worker_and_the_tracker_says_what_runs_next(
     killed = swarm.json("kill", agent["address"], "-f")
     assert killed["status"] == "failed"
     # Its process is gone: the session's window shows it dead (no process runs it).
-    wait_until("dead", lambda: swarm.worker("LEG-1")["state"] == "dead", timeout=5)  # type: ignore[index]
+    wait_until("dead", lambda: swarm.worker("LEG-1")["state"] == "dead", timeout=30)  # type: ignore[index]
     assert agent_of(swarm, worker["session_id"])["status"] == "failed"
     # The tracker still says a worker is on it (`worker-active`): a pass starts it again
     # (row 20) in the same session. Moved out of the active statuses, nothing starts.
