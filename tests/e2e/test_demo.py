@@ -28,15 +28,18 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 # Codex everywhere in llm mode (its controller too, as in auto mode, plus the controller's
-# turns); mixed in auto mode. Codex in auto mode alone ran nothing these two do not.
+# turns), on an epic its architect splits in two; mixed in auto mode, on one issue. Codex in
+# auto mode alone ran nothing these two do not.
 @pytest.mark.parametrize(("runtime", "mode"), [("mixed", "auto"), ("codex", "llm")])
 def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -> None:
     env = {"LEGION_CLAUDE_BIN": str(find_claude()), "LEGION_CODEX_BIN": str(find_codex())}
     demo = tmp_path / "demo"
+    epic = runtime == "codex"
+    what = ["--epic"] if epic else ["--issues", "1"]
     with session_environments(demo / "repo") as seen:
         result = run_legion(
-            "demo", "--runtime", runtime, "--mode", mode, "--dir", str(demo), "--issues", "1",
-            cwd=tmp_path, env=env | SENTINELS, timeout=120,
+            "demo", "--runtime", runtime, "--mode", mode, "--dir", str(demo), *what,
+            cwd=tmp_path, env=env | SENTINELS, timeout=150,
         )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     # No session of either CLI held the model key (the daemon's proxy did), nor a tracker or
@@ -48,13 +51,15 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     assert seen.tmux_read.get("scrollbacks", 0) >= 6, seen.tmux_read
     # Nor did any file the sessions wrote: transcripts, rollouts, workspaces, the state.
     assert assert_no_file_holds_a_secret(demo) > 50
-    assert "1 of 1 issue Done" in result.stdout and f"({mode} mode, {runtime})." in result.stdout
+    done = "3 of 3 issues Done" if epic else "1 of 1 issue Done"
+    assert done in result.stdout and f"({mode} mode, {runtime})." in result.stdout
     assert "(codex_bin (LEGION_CODEX_BIN))" in result.stdout
     assert ("Claude Code:" in result.stdout) is (runtime == "mixed")
     # Each session's own home is in the demo project's state.
     rollouts = list(demo.rglob("cli/codex/sessions/*/sessions/**/rollout-*.jsonl"))
-    # codex: a session per role (the controller's too); mixed: the implementer's only
-    assert len(rollouts) == (5 if runtime == "codex" else 1), rollouts
+    # codex: the controller's, the epic's architect's and four per child; mixed: the
+    # implementer's only
+    assert len(rollouts) == (10 if epic else 1), rollouts
     transcripts = list(demo.rglob("cli/claude-code/sessions/*/projects/*/*.jsonl"))
     assert (transcripts == []) is (runtime == "codex")
     config = (demo / "repo" / ".legion" / "config.toml").read_text()
@@ -62,14 +67,15 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     # Codex's sessions went through the daemon's model proxy too: metered by phase, as their
     # rollouts count them.
     env |= {"LEGION_STATE_HOME": str(demo / "state")}  # its own bus and trust
+    worked = "LEG-2" if epic else "LEG-1"
     usage = json.loads(run_legion("usage", "--json", cwd=demo / "repo", env=env).stdout)
     metered: dict[str, int] = {}
     for row in usage:
-        if row["issue"] == "LEG-1" and row["runtime"] == "codex":
+        if row["issue"] == worked and row["runtime"] == "codex":
             metered[row["phase"]] = metered.get(row["phase"], 0) + row["total_tokens"]
     loaded = load_project(demo / "repo", env=dict(os.environ) | env)
     roster = open_workers(loaded, open_backends(loaded), dict(os.environ) | env).roster
-    read = roster.transcript_usage("LEG-1")["LEG-1"]
+    read = roster.transcript_usage(worked)[worked]
     coded = {"implement", "retro"} if runtime == "mixed" else set(read)
     assert metered == {phase: read[phase].total for phase in coded}, (metered, read)
     assert ('runtimes = {"implement" = "codex"}' in config) is (runtime == "mixed")
@@ -79,16 +85,42 @@ def test_demo_runs_on_codex_and_mixed(tmp_path: Path, runtime: str, mode: str) -
     )
     assert replayed["checked"] >= 6 and replayed["different"] == [], replayed
     why = json.loads(run_legion("why", "LEG-1", "--json", cwd=demo / "repo", env=env).stdout)
-    # Done now (row 1); last: the finisher's start, which merged, or (a pass after it) Done.
-    assert why["now"]["row"] == 1 and why["last"]["decided"]["row"] in (1, 18), why
+    # Done now (row 1); last: what closed it (the finisher's start, which merged, or the
+    # epic's close), or (a pass after it) Done.
+    assert why["now"]["row"] == 1 and why["last"]["decided"]["row"] in (1, 6 if epic else 20)
     rows = [
         e["decided"]["row"]
         for e in json.loads(
-            run_legion("log", "-n", "200", "--json", cwd=demo / "repo", env=env).stdout
+            run_legion("log", "-n", "300", "--json", cwd=demo / "repo", env=env).stdout
         )
         if e["decided"]
     ]
-    assert {22, 7, 8, 24, 13, 18} <= set(rows), rows  # each phase, by its row
+    assert {24, 9, 10, 26, 15, 20} <= set(rows), rows  # each phase, by its row
+    if epic:
+        _the_epic_was_split_waited_and_closed(demo / "repo", env, rows)
+
+
+def _the_epic_was_split_waited_and_closed(repo: Path, env: dict[str, str], rows: list[int]) -> None:
+    """The architect split LEG-1 into LEG-2 and LEG-3 (blocked by LEG-2); LEG-1 was never
+    planned, waited for them, and closed with their summary; LEG-3 started once LEG-2 was Done."""
+    assert {23, 7, 6} <= set(rows), rows  # architect, the epic waits, the epic closes
+    epic = json.loads(run_legion("issue", "show", "LEG-1", "--json", cwd=repo, env=env).stdout)
+    assert epic["status"] == "Done" and epic["children"] == ["LEG-2", "LEG-3"], epic
+    summary = epic["comments"][-1]
+    assert summary["author"] == "legion" and summary["body"].startswith("## Epic done"), summary
+    assert "- LEG-2 `Add greet_en()`: Done, PR #1 merged" in summary["body"]
+    assert "- LEG-3 `Add greet_fr()`: Done, PR #2 merged" in summary["body"]
+    second = json.loads(run_legion("issue", "show", "LEG-3", "--json", cwd=repo, env=env).stdout)
+    assert second["blocked_by"] == ["LEG-2"] and second["parent"] == "LEG-1", second
+    log = json.loads(run_legion("log", "-n", "300", "--json", cwd=repo, env=env).stdout)
+    acted = [(e["id"], e["issue"], e["action"], e["detail"]) for e in log if e["outcome"] == "done"]
+    # The epic had its architect and its close; no plan, no implement, no review of its own.
+    assert {a[2] for a in acted if a[1] == "LEG-1"} <= {
+        "dispatch_architect", "close_epic", "retire_worker", "issue_comment", "issue_label",
+    }, acted  # fmt: skip
+    [(first_done, *_)] = [a for a in acted if a[1:] == ("LEG-2", "issue_move", "to Done")]
+    second_start = min(a[0] for a in acted if a[1] == "LEG-3" and a[2] == "dispatch_planner")
+    assert second_start > first_done, acted
 
 
 def test_demo_refuses_an_unknown_runtime(tmp_path: Path) -> None:
@@ -148,6 +180,8 @@ def test_demo_refuses_bad_options_and_leaves_nothing_behind(tmp_path: Path) -> N
         (["--dir", str(a_file)], "is not a folder"),
         (["--timeout", "-1"], "--timeout must be"),
         (["--timeout", "0"], "--timeout must be"),
+        (["--epic", "--issues", "2"], "--epic runs one epic of two issues: not with --issues"),
+        (["--epic", "--hosts", "2"], "--epic runs on one host"),
     ):
         result = run_legion("demo", *args, cwd=tmp_path, env={"TMPDIR": str(temp)})
         assert result.returncode == 2, (args, result)

@@ -279,10 +279,10 @@ def test_kill_force_ends_a_busy_worker_and_the_tracker_says_what_runs_next(
     wait_until("dead", lambda: swarm.worker("LEG-1")["state"] == "dead", timeout=30)  # type: ignore[index]
     assert agent_of(swarm, worker["session_id"])["status"] == "failed"
     # The tracker still says a worker is on it (`worker-active`): a pass starts it again
-    # (row 20) in the same session. Moved out of the active statuses, nothing starts.
+    # (row 22) in the same session. Moved out of the active statuses, nothing starts.
     state = swarm.json("state")["issues"]["LEG-1"]
     assert (state["row"], state["suggested_action"]) == (
-        20,
+        22,
         "remove_worker_active_and_redispatch",
     )
     swarm.legion("issue", "move", "LEG-1", "Icebox")

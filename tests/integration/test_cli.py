@@ -142,7 +142,8 @@ def test_state_json(legion: LegionRunner, project: Path) -> None:
         "session_id": str(uuid.uuid5(uuid.UUID(project_id), "LEG-1:plan")),
         "opted_in": False,
         "blocked_by": [],
-        "row": 22,
+        "open_children": [],
+        "row": 24,
     }
     assert state["LEG-2"]["suggested_action"] == "transition_to_retro"
     assert state["LEG-2"]["mode"] == "retro"

@@ -52,7 +52,7 @@ def test_checks_run_on_each_head_confined_and_gate_every_merge(
     # Before the daemon ran them: pending (queued), never "none": nothing moves on them.
     assert forge.get_pr("1").checks is ChecksState.PENDING
     waiting = json.loads(legion("state", "--json", env=env).stdout)["issues"]["LEG-1"]
-    assert (waiting["row"], waiting["waiting"]) == (16, "checks pending")
+    assert (waiting["row"], waiting["waiting"]) == (18, "checks pending")
     queued = legion("pr", "checks", "1", env=env)
     assert queued.returncode == 0 and queued.stdout.count("pending  ") == 3, queued.stdout
 
@@ -68,7 +68,7 @@ def test_checks_run_on_each_head_confined_and_gate_every_merge(
     shown = legion("pr", "checks", "1", "--log", RED, env=env)
     assert shown.returncode == 0 and "red on stdout" in shown.stdout, shown.stderr
     state = json.loads(legion("state", "--json", env=env).stdout)["issues"]["LEG-1"]
-    assert state["checks"] == "failing" and state["row"] == 17  # never the finisher
+    assert state["checks"] == "failing" and state["row"] == 19  # never the finisher
     assert state["suggested_action"] == "resume_implementer_for_checks"
 
     # A person's merge is refused, naming the failing checks.

@@ -313,7 +313,7 @@ def test_a_blocked_issue_is_neither_moved_nor_dispatched(reconciler: Reconciler)
     epic = tracker.create_issue("Epic", status=Status.BACKLOG, labels=["epic", "worker-done"])
     tracker.create_issue("First", parent=epic.identifier)  # LEG-2
     tracker.create_issue("Second", parent=epic.identifier, blocked_by=["LEG-2"])  # LEG-3
-    # The architect finished: the epic waits for its children before it is planned.
+    # The architect finished and blocked the epic on its children (as an older skill said).
     tracker.set_blocked_by(epic.identifier, add=["LEG-2", "LEG-3"])
     acted = {(o.issue, o.action) for o in reconciler.run()}
     assert ("LEG-2", "dispatch_planner") in acted
@@ -329,5 +329,45 @@ def test_a_blocked_issue_is_neither_moved_nor_dispatched(reconciler: Reconciler)
     for child in ("LEG-2", "LEG-3"):
         tracker.set_status(child, Status.DONE)
     acted = {(o.issue, o.action) for o in reconciler.run()}
-    assert ("LEG-1", "transition_to_todo") in acted
-    assert tracker.get_issue("LEG-1").status is Status.TODO
+    # Its children did its work: it closes, never planned.
+    assert ("LEG-1", "close_epic") in acted
+    assert tracker.get_issue("LEG-1").status is Status.DONE
+
+
+def test_an_epic_waits_for_its_children_then_closes_once_with_their_summary(
+    reconciler: Reconciler,
+) -> None:
+    tracker = reconciler.tracker
+    assert isinstance(tracker, FlakyTracker)
+    tracker.known_labels += ("epic",)
+    tracker.create_issue("Greetings", status=Status.BACKLOG, labels=["epic", "worker-done"])
+    tracker.create_issue("Say hello", parent="LEG-1")
+    tracker.create_issue("Say `bye` <!-- legion:legion -->", parent="LEG-1", blocked_by=["LEG-2"])
+    tracker.set_status("LEG-2", Status.DONE)
+    assert not [o for o in reconciler.run() if o.issue == "LEG-1"]
+    [waits] = ActionLog(reconciler.log.db).tail(issue="LEG-1")
+    assert (waits.action, waits.outcome) == ("skip", OutcomeKind.SKIPPED)
+    assert waits.detail == (
+        "an epic: its architect split it; it waits for its children to be Done (row 7): "
+        "waits for its children LEG-3"
+    )
+    assert tracker.get_issue("LEG-1").status is Status.BACKLOG
+    # The last child is Done: the epic closes, its labels go, and one comment sums them up.
+    tracker.set_status("LEG-3", Status.DONE)
+    [closed] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert (closed.action, closed.kind) == ("close_epic", OutcomeKind.DONE), closed
+    assert closed.detail == "closed: its children LEG-2, LEG-3 are Done"
+    epic = tracker.get_issue("LEG-1")
+    assert epic.status is Status.DONE and epic.labels == frozenset({"epic"})
+    [summary] = tracker.list_comments("LEG-1")
+    assert summary.by_legion and summary.author == "legion"
+    lines = summary.body.splitlines()
+    assert lines[0] == "## Epic done"
+    assert "- LEG-2 `Say hello`: Done" in lines
+    # A child's title is a session's words: quoted, no marker of Legion's forged in it.
+    assert "- LEG-3 `Say 'bye' &lt;!-- legion:legion -->`: Done" in lines, lines
+    # Closed again after a cut before the move (the comment written): no second comment.
+    tracker.set_status("LEG-1", Status.BACKLOG)
+    tracker.update_labels("LEG-1", add=["worker-done"])
+    [again] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert again.action == "close_epic" and len(tracker.list_comments("LEG-1")) == 1

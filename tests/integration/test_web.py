@@ -366,7 +366,7 @@ def test_an_issue_page_shows_its_timeline_escaped_and_a_bad_name_is_said(
     assert 'data-stream="/events/issue?project=repo&amp;issue=LEG-1"' in text
     assert "no session yet" in text and "none yet" in text  # no worker, no pull request
     assert "dispatch planner: deferred" in text
-    assert "why: no worker has finished in Todo: the planner starts (row 22)" in text
+    assert "why: no worker has finished in Todo: the planner starts (row 24)" in text
     assert "given status Todo; labels none; live worker no" in text
     missing = client.get("/issue/repo/LEG-99").text
     assert "LEG-99" in missing and 'class="trouble"' in missing

@@ -39,13 +39,13 @@ def test_why_says_the_row_the_inputs_the_next_pass_and_the_last_decision(
     assert "skip: skipped  waits for the issues blocking it (row 4)" in lines[3]
 
     data = json.loads(reconciled("why", "LEG-1", "--json").stdout)
-    assert data["now"]["row"] == 22 and data["now"]["action"] == "dispatch_planner"
+    assert data["now"]["row"] == 24 and data["now"]["action"] == "dispatch_planner"
     assert data["now"]["inputs"]["status"] == "Todo"
     # Through admission, as the daemon's pass would: no daemon runs to host the planner.
     assert data["next_pass"]["outcome"] == "deferred"
     assert "no daemon" in data["next_pass"]["detail"]
     assert data["last"]["action"] == "dispatch_planner"
-    assert data["last"]["decided"]["row"] == 22
+    assert data["last"]["decided"]["row"] == 24
     assert data["last"]["decided"]["gates"]["sessions"][0] == 0
 
     missing = reconciled("why", "LEG-9")
@@ -62,7 +62,7 @@ def test_a_skip_is_logged_once_per_change_not_per_pass(reconciled: LegionRunner)
     assert reconciled("issue", "block", "LEG-2", "--remove", "LEG-1").returncode == 0
     assert reconciled("reconcile").returncode == 0
     entries = json.loads(reconciled("log", "--issue", "LEG-2", "--json").stdout)
-    assert [e["decided"]["row"] for e in entries if e["decided"]] == [4, 22]
+    assert [e["decided"]["row"] for e in entries if e["decided"]] == [4, 24]
 
 
 def test_the_replay_finds_nothing_changed_then_what_an_altered_row_changes(
@@ -95,9 +95,9 @@ def test_the_replay_finds_nothing_changed_then_what_an_altered_row_changes(
         assert reconciled(*args).returncode == 0, args
 
     def planners_wait(obs: Observation) -> Verdict:
-        """Row 22 altered: a Todo issue's planner waits."""
+        """Row 24 altered: a Todo issue's planner waits."""
         verdict = explain(obs)
-        return Verdict(Decision(Action.SKIP), 22) if verdict.row == 22 else verdict
+        return Verdict(Decision(Action.SKIP), 24) if verdict.row == 24 else verdict
 
     monkeypatch.setattr(decision_log, "explain", planners_wait)
     differences = decision_log.replay(ActionLog(backends.db).decisions())

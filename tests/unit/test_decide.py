@@ -91,6 +91,18 @@ ROWS: list[tuple[str, Observation, Action, Mode | None]] = [
     # additions
     ("backlog: architect", obs(S.BACKLOG), A.DISPATCH_ARCHITECT, Mode.ARCHITECT),
     ("backlog done: to todo", obs(S.BACKLOG, DONE), A.TRANSITION_TO_TODO, Mode.PLAN),
+    (
+        "epic split, a child open: waits",
+        replace(obs(S.BACKLOG, DONE), children=("LEG-2", "LEG-3"), open_children=("LEG-3",)),
+        A.SKIP,
+        None,
+    ),
+    (
+        "epic split, every child Done: closes",
+        replace(obs(S.BACKLOG, DONE), children=("LEG-2", "LEG-3")),
+        A.CLOSE_EPIC,
+        None,
+    ),
     # issue 19 item 3: a Backlog issue nobody opted in costs nothing, whatever its labels
     ("backlog, not opted in: left alone", obs(S.BACKLOG, opted=False), A.SKIP, None),
     ("backlog, not opted in, done", obs(S.BACKLOG, DONE, opted=False), A.SKIP, None),
@@ -235,6 +247,8 @@ observations = st.builds(
     opted_in=st.booleans(),
     open_blockers=st.sampled_from([(), ("LEG-1",), ("LEG-1", "LEG-2")]),
     checks=st.sampled_from(ChecksState),
+    children=st.sampled_from([(), ("LEG-5",)]),
+    open_children=st.sampled_from([(), ("LEG-5",)]),
 )
 
 
@@ -498,3 +512,20 @@ def test_the_answer_never_goes_back_to_waiting(observation: Observation) -> None
     due = due_after_answer(observation)
     assert due.action is not A.RELAY_USER_FEEDBACK
     assert due == decide(replace(observation, labels=observation.labels - {INPUT, FEEDBACK}))
+
+
+def test_an_epic_is_never_planned_and_closes_only_once_its_children_are_done() -> None:
+    """The architect split it: whatever else holds, no plan or implement of its own."""
+    epic = replace(obs(S.BACKLOG, DONE), children=("LEG-2", "LEG-3"))
+    waiting = replace(epic, open_children=("LEG-2",))
+    assert decide(waiting) == Decision(A.SKIP)
+    assert decide(replace(waiting, has_live_worker=True)) == Decision(A.SKIP)
+    assert decide(epic) == Decision(A.CLOSE_EPIC)
+    # Before its architect finished, it is the architect's (who may add children).
+    assert decide(replace(epic, labels=frozenset())).action is A.DISPATCH_ARCHITECT
+    # An issue with children outside Backlog is worked as any other: no epic there.
+    assert decide(replace(epic, status=S.TODO)).action is A.TRANSITION_TO_IN_PROGRESS
+    # Not opted in, blocked or waiting for a person: those rows come first.
+    assert decide(replace(epic, opted_in=False)) == Decision(A.SKIP)
+    assert decide(replace(epic, open_blockers=("LEG-9",))) == Decision(A.SKIP)
+    assert decide(replace(epic, labels=frozenset({DONE, INPUT}))) == Decision(A.SKIP)

@@ -74,7 +74,7 @@ def test_a_skip_is_logged_when_the_decision_changes_and_never_first_for_an_issue
     left_alone = explain(Observation(status=Status.DONE))
     blocked = explain(Observation(status=Status.TODO, open_blockers=("LEG-1",)))
     working = explain(Observation(status=Status.TODO, has_live_worker=True))
-    assert left_alone.row == 1 and blocked.row == 4 and working.row == 19
+    assert left_alone.row == 1 and blocked.row == 4 and working.row == 21
     assert not worth_logging(None, left_alone)  # hundreds of Done issues Legion never touched
     assert worth_logging(None, blocked)
     assert not worth_logging(key_of(blocked), blocked)  # once per change, not per pass
@@ -96,19 +96,19 @@ def test_the_replay_lists_what_an_altered_row_decides_differently(
     assert replay(log) == []  # today's table, over its own decisions
 
     def laxer(obs: Observation) -> Verdict:
-        """Row 17 altered: the finisher starts though a check fails (as before issue 41)."""
+        """Row 19 altered: the finisher starts though a check fails (as before issue 41)."""
         verdict = explain(obs)
-        if verdict.row == 17:
-            return Verdict(Decision(Action.DISPATCH_FINISHER, Mode.FINISH), 18)
+        if verdict.row == 19:
+            return Verdict(Decision(Action.DISPATCH_FINISHER, Mode.FINISH), 20)
         return verdict
 
     monkeypatch.setattr(decision_log, "explain", laxer)
     [different] = replay(log)
     assert different.entry.entry_id == 2
-    then = {"row": 17, "action": "resume_implementer_for_checks", "mode": "implement"}
+    then = {"row": 19, "action": "resume_implementer_for_checks", "mode": "implement"}
     assert different.to_json()["then"] == then
     assert different.to_json()["now"] == {
-        "row": 18,
+        "row": 20,
         "action": "dispatch_finisher",
         "mode": "finish",
     }
@@ -128,6 +128,16 @@ def test_the_inputs_read_as_words() -> None:
         "checks pending; latest worker review; blocked by nothing"
     )
     assert "PR not read" in inputs_words(Observation(Status.RETRO, pr_review=ReviewOutcome.UNKNOWN))
+    epic = Observation(Status.BACKLOG, opted_in=True, children=("LEG-2", "LEG-3"))
+    assert inputs_words(epic).endswith("; opted in yes; children LEG-2, LEG-3")
+    waiting = replace(epic, open_children=("LEG-3",))
+    assert inputs_words(waiting).endswith("; children LEG-2, LEG-3 (LEG-3 not Done)")
+    # An entry kept before children were: none.
+    older = {k: v for k, v in epic.to_json().items() if k not in ("children", "open_children")}
+    assert Observation.from_json(older) == replace(epic, children=())
+    assert Observation.from_json(waiting.to_json()) == waiting
+    with pytest.raises(ValueError, match="children is not a list"):
+        Observation.from_json({**epic.to_json(), "children": "LEG-2"})
     assert Gates(code_workers=2, wip_limit=2, paused="two starts failed").words == [
         "dispatch paused: two starts failed",
         "WIP 2 of 2",
@@ -139,7 +149,7 @@ def test_a_kept_decision_says_why_in_the_words_of_its_day_and_an_unknown_row_is_
     data = Decided(obs, explain(obs)).to_json()
     renumbered = {**data, "row": 99}  # a later (or earlier) table's numbering
     kept = Decided.from_json(renumbered)
-    assert kept.why == "no worker has finished in Todo: the planner starts (row 22)"
+    assert kept.why == "no worker has finished in Todo: the planner starts (row 24)"
     assert Decided.from_json({**renumbered, "why": None}).why == (
         "a row this version of the table does not have (row 99)"
     )

@@ -73,6 +73,15 @@ BLOCKERS: dict[str, list[tuple[str, ...]]] = {"yes": [("LEG-1",)], "no": [()]}
 BLOCKERS["any"] = BLOCKERS["no"] + BLOCKERS["yes"]
 
 
+# Children column -> the observation's (children, open_children).
+CHILDREN: dict[str, list[tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    "none": [((), ())],
+    "all Done": [(("LEG-9",), ())],
+    "some open": [(("LEG-9",), ("LEG-9",))],
+}
+CHILDREN["any"] = [pair for cells in CHILDREN.values() for pair in cells]
+
+
 LATEST: list[Mode | None] = [None, *Mode]
 
 
@@ -93,6 +102,7 @@ def _observation(
     opted: bool,
     checks: ChecksState = ChecksState.NONE,
     blockers: tuple[str, ...] = (),
+    children: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> Observation:
     return Observation(
         status=status,
@@ -104,6 +114,8 @@ def _observation(
         opted_in=opted,
         checks=checks,
         open_blockers=blockers,
+        children=children[0],
+        open_children=children[1],
     )
 
 
@@ -119,7 +131,7 @@ def _rows() -> list[list[str]]:
 def test_documented_table_matches_decide() -> None:
     rows = _rows()
     assert len(rows) >= 21
-    covered: set[Observation] = set()
+    covered: set[tuple[object, ...]] = set()
     checked = 0
     for (
         number,
@@ -130,24 +142,36 @@ def test_documented_table_matches_decide() -> None:
         checks_cell,
         latest_cell,
         blockers_cell,
+        children_cell,
         action,
         mode_cell,
     ) in rows:
-        for (status, opted), labels, live, (has_pr, review), checks, blockers in itertools.product(
+        for (
+            (status, opted),
+            labels,
+            live,
+            (has_pr, review),
+            checks,
+            blockers,
+            children,
+        ) in itertools.product(
             _statuses(status_cell),
             _label_sets(labels_cell),
             _live(live_cell),
             PR_CELLS[pr_cell],
             _checks(checks_cell),
             BLOCKERS[blockers_cell],
+            CHILDREN[children_cell],
         ):
             for latest in _latest(latest_cell, status):
-                observation = _observation(
-                    status, labels, live, has_pr, review, latest, opted, checks, blockers
-                )
-                if observation in covered:
+                key = (status, labels, live, has_pr, review, latest, opted, checks, blockers)
+                key += children
+                if key in covered:
                     continue  # an earlier row decides it
-                covered.add(observation)
+                covered.add(key)
+                observation = _observation(
+                    status, labels, live, has_pr, review, latest, opted, checks, blockers, children
+                )
                 verdict = explain(observation)
                 decision = verdict.decision
                 assert decision == decide(observation)
@@ -161,23 +185,21 @@ def test_documented_table_matches_decide() -> None:
                     expected_mode = Mode(mode_cell)
                 assert decision.mode == expected_mode, f"row {number}: {observation}"
                 checked += 1
-    everything = {
-        _observation(status, labels, live, has_pr, review, latest, opted, checks, blockers)
-        for status, labels, live, (has_pr, review), latest, opted, checks, blockers in (
-            itertools.product(
-                Status,
-                ALL_LABEL_SETS,
-                [False, True],
-                PR_CELLS["any"],
-                LATEST,
-                [False, True],
-                CHECKS,
-                BLOCKERS["any"],
-            )
-        )
-    }
-    assert covered == everything, "the documented table leaves some inputs out"
-    assert checked == len(everything)
+    # Each combination is covered once (`covered` holds only well-formed ones), so counting
+    # them is enough to show that none is left out.
+    everything = (
+        len(Status)
+        * len(ALL_LABEL_SETS)
+        * 2  # live
+        * len(PR_CELLS["any"])
+        * len(LATEST)
+        * 2  # opted in
+        * len(CHECKS)
+        * len(BLOCKERS["any"])
+        * len(CHILDREN["any"])
+    )
+    assert len(covered) == everything, "the documented table leaves some inputs out"
+    assert checked == everything
 
 
 def test_documented_actions_are_all_the_actions() -> None:

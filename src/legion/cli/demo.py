@@ -26,7 +26,9 @@ def demo(
         Path | None,
         typer.Option("--dir", help="Where to create the demo (default: a new temporary folder)."),
     ] = None,
-    issues: Annotated[int, typer.Option(min=1, max=5, help="How many issues to run.")] = 3,
+    issues: Annotated[
+        int | None, typer.Option(min=1, max=5, help="How many issues to run (default: 3).")
+    ] = None,
     mode: Annotated[str, typer.Option(help="Controller mode: auto or llm.")] = "auto",
     real: Annotated[
         bool,
@@ -73,12 +75,20 @@ def demo(
             "after, until Ctrl-C.",
         ),
     ] = False,
+    epic: Annotated[
+        bool,
+        typer.Option(
+            "--epic",
+            help="Run one epic instead of --issues: its architect splits it into two issues, "
+            "the second blocked by the first, and it closes once both are Done.",
+        ),
+    ] = False,
 ) -> None:
     """Run the whole swarm on a throwaway repository: every issue from Todo to Done.
 
     Ctrl-C (or SIGTERM) stops it at once: it cleans up and exits 130 (143)."""
     from legion.core.suggest import did_you_mean
-    from legion.demo.run import RUNTIME_CHOICES, run_demo
+    from legion.demo.run import DEMO_ISSUE_COUNT, RUNTIME_CHOICES, run_demo
 
     if mode not in ("auto", "llm"):
         hint = did_you_mean(mode, ("auto", "llm"))
@@ -90,11 +100,16 @@ def demo(
         raise InputError(f"unknown runtime {runtime!r} (known: {known}){hint}")
     if not timeout > 0 or timeout == float("inf"):
         raise InputError(f"--timeout must be a number of seconds above 0, not {timeout:g}")
+    if epic and issues is not None:
+        raise InputError("--epic runs one epic of two issues: not with --issues")
+    count = DEMO_ISSUE_COUNT if issues is None else issues
     folder = None if directory is None else _checked_folder(directory)
     if hosts > 1 or store is not None:
+        if epic:
+            raise InputError("--epic runs on one host: not with --hosts or --store")
         if web:
             raise InputError("--web serves the demo on one host: not with --hosts or --store")
-        _fleet_demo(folder, hosts, issues, mode, real, runtime, store, timeout)
+        _fleet_demo(folder, hosts, count, mode, real, runtime, store, timeout)
         return
 
     def report(result: DemoResult) -> None:
@@ -106,7 +121,7 @@ def demo(
     try:
         run_demo(
             folder,
-            issues=issues,
+            issues=count,
             mode=mode,
             real=real,
             timeout=timeout,
@@ -114,6 +129,7 @@ def demo(
             runtime=runtime,
             web=web,
             then=report,
+            epic=epic,
         )
     except _Terminated:
         typer.echo("legion: the demo was interrupted (SIGTERM) before the swarm ran", err=True)

@@ -10,18 +10,20 @@ row of the documented table that is; the action log keeps it with the observatio
 2. A human answered (`user-feedback-given`): relay the answer into the waiting session.
 3. Still waiting for a human (`user-input-needed`): skip.
 4. Blocked by an issue that is not Done (`open_blockers`): skip. Nothing starts and nothing
-   moves, not even on `worker-done` (a parent whose architect finished waits for its children);
-   a live worker is never stopped, it finishes its turn.
+   moves, not even on `worker-done`; a live worker is never stopped, it finishes its turn.
 5. `worker-done` set by a worker of another mode than the phase's (the issue's latest worker, from
    the registry): not this phase's; clear it and start the phase's worker.
-6. A worker finished (`worker-done`): the status-specific transition. In Needs Review an
+6. An epic: a Backlog issue whose architect finished (`worker-done`) and which has children.
+   Its children do its work: it waits until every child is Done, then closes with a summary of
+   them (never planned or implemented a second time).
+7. A worker finished (`worker-done`): the status-specific transition. In Needs Review an
    approved pull request moves on only once its CI checks pass (failing: the implementer is
    resumed to fix them; pending: wait), and in Retro the finisher, which merges, starts only
    once the checks pass (pending: wait; failing: the issue goes back to Needs Review and the
    implementer is resumed to fix them).
-7. A live worker: let it work.
-8. `worker-active` but no live worker: the worker died; clear the label and dispatch again.
-9. Otherwise: dispatch the worker this status calls for.
+8. A live worker: let it work.
+9. `worker-active` but no live worker: the worker died; clear the label and dispatch again.
+10. Otherwise: dispatch the worker this status calls for.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Action(Enum):
     TRANSITION_TO_IN_PROGRESS = "transition_to_in_progress"
     TRANSITION_TO_NEEDS_REVIEW = "transition_to_needs_review"
     TRANSITION_TO_RETRO = "transition_to_retro"
+    CLOSE_EPIC = "close_epic"
 
     @property
     def target_status(self) -> Status | None:
@@ -135,6 +138,10 @@ class Observation:
     # The CI checks on the pull request's head commit (`unknown` when the forge could not be
     # asked); read in Needs Review after an approval and in Retro before the finisher.
     checks: ChecksState = ChecksState.NONE
+    # The issue's children (the tracker's parent/child relation: an architect's split) and
+    # those of them not Done; read only in Backlog, where they make the issue an epic.
+    children: tuple[str, ...] = ()
+    open_children: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """What the action log keeps of it, to explain and replay the decision."""
@@ -148,6 +155,8 @@ class Observation:
             "latest_mode": None if self.latest_mode is None else self.latest_mode.value,
             "opted_in": self.opted_in,
             "open_blockers": list(self.open_blockers),
+            "children": list(self.children),
+            "open_children": list(self.open_children),
         }
 
     @classmethod
@@ -156,12 +165,15 @@ class Observation:
         version does not know, a field missing or of another type)."""
         try:
             latest = data["latest_mode"]
-            blockers = data["open_blockers"]
             flags = (data["live_worker"], data["pr"], data["opted_in"])
             if not all(isinstance(flag, bool) for flag in flags):
                 raise ValueError("a flag that is not true or false")
-            if not isinstance(blockers, list) or not all(isinstance(b, str) for b in blockers):
-                raise ValueError("open_blockers is not a list of identifiers")
+            # Children were first kept a version later: an older entry has none.
+            blockers, children, open_children = (
+                _identifiers(data, "open_blockers", required=True),
+                _identifiers(data, "children"),
+                _identifiers(data, "open_children"),
+            )
             return cls(
                 status=Status(data["status"]),
                 labels=frozenset(Label(name) for name in data["labels"]),
@@ -170,11 +182,23 @@ class Observation:
                 pr_review=ReviewOutcome(data["review"]),
                 latest_mode=None if latest is None else Mode(latest),
                 opted_in=flags[2],
-                open_blockers=tuple(blockers),
+                open_blockers=blockers,
                 checks=ChecksState(data["checks"]),
+                children=children,
+                open_children=open_children,
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not an observation: {exc}") from None
+
+
+def _identifiers(data: Mapping[str, Any], key: str, *, required: bool = False) -> tuple[str, ...]:
+    """A kept list of issue identifiers; ValueError when it is something else."""
+    if key not in data and not required:
+        return ()
+    found = data[key]
+    if not isinstance(found, list) or not all(isinstance(item, str) for item in found):
+        raise ValueError(f"{key} is not a list of identifiers")
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +239,7 @@ _WORDS: dict[Action, str] = {
     Action.TRANSITION_TO_IN_PROGRESS: "move to In Progress, start {mode}",
     Action.TRANSITION_TO_NEEDS_REVIEW: "move to Needs Review, start {mode}",
     Action.TRANSITION_TO_RETRO: "move to Retro, start {mode}",
+    Action.CLOSE_EPIC: "close the epic (its children are Done)",
 }
 
 
@@ -287,7 +312,7 @@ class Verdict:
 
     @property
     def why(self) -> str:
-        """The row in a person's words: `a live worker is working (row 19)`."""
+        """The row in a person's words: `a live worker is working (row 21)`."""
         words = ROW_WORDS.get(self.row, "a row this version of the table does not have")
         return f"{words} (row {self.row})"
 
@@ -299,61 +324,63 @@ ROW_WORDS: dict[int, str] = {
     3: "waits for a person's answer (user-input-needed)",
     4: "waits for the issues blocking it",
     5: "worker-done was set by a worker of another mode: not this phase's",
-    6: "the architect finished (worker-done): on to Todo",
-    7: "the planner finished (worker-done): on to In Progress",
-    8: "the implementer finished (worker-done): on to Needs Review",
-    9: "the reviewer finished, but the forge could not be read",
-    10: "the reviewer finished, but the issue has no pull request",
-    11: "approved, but the checks fail: the implementer fixes them",
-    12: "approved; the checks are pending or could not be read",
-    13: "approved, and the checks pass (or there are none): on to Retro",
-    14: "the reviewer requested changes: the implementer makes them",
-    15: "the reviewer finished, but no verdict is on the pull request yet",
-    16: "the retro is done; the finisher waits for pending checks",
-    17: "the retro is done, but the checks fail: back to review once the implementer fixes them",
-    18: "the retro is done and the checks pass (or there are none): the finisher merges",
-    19: "a live worker is working",
-    20: "worker-active, but no live worker: the worker died",
-    21: "no worker has finished in Backlog: the architect starts",
-    22: "no worker has finished in Todo: the planner starts",
-    23: "no worker has finished in In Progress: the implementer starts",
-    24: "no worker has finished in Needs Review: the reviewer starts",
-    25: "no worker has finished in Retro: the implementer's retro starts",
+    6: "an epic whose children are all Done: it closes with a summary of them",
+    7: "an epic: its architect split it; it waits for its children to be Done",
+    8: "the architect finished (worker-done): on to Todo",
+    9: "the planner finished (worker-done): on to In Progress",
+    10: "the implementer finished (worker-done): on to Needs Review",
+    11: "the reviewer finished, but the forge could not be read",
+    12: "the reviewer finished, but the issue has no pull request",
+    13: "approved, but the checks fail: the implementer fixes them",
+    14: "approved; the checks are pending or could not be read",
+    15: "approved, and the checks pass (or there are none): on to Retro",
+    16: "the reviewer requested changes: the implementer makes them",
+    17: "the reviewer finished, but no verdict is on the pull request yet",
+    18: "the retro is done; the finisher waits for pending checks",
+    19: "the retro is done, but the checks fail: back to review once the implementer fixes them",
+    20: "the retro is done and the checks pass (or there are none): the finisher merges",
+    21: "a live worker is working",
+    22: "worker-active, but no live worker: the worker died",
+    23: "no worker has finished in Backlog: the architect starts",
+    24: "no worker has finished in Todo: the planner starts",
+    25: "no worker has finished in In Progress: the implementer starts",
+    26: "no worker has finished in Needs Review: the reviewer starts",
+    27: "no worker has finished in Retro: the implementer's retro starts",
 }
 
-# The rows that dispatch (20-24), transition (6-8) and skip with a finished worker waiting
-# (in Retro, 16), by status.
+# The rows that dispatch (23-27) and move on a finished worker (8-10, and 20 in Retro), by
+# status.
 _DISPATCH_ROW: dict[Status, int] = {
-    Status.BACKLOG: 21,
-    Status.TODO: 22,
-    Status.IN_PROGRESS: 23,
-    Status.NEEDS_REVIEW: 24,
-    Status.RETRO: 25,
+    Status.BACKLOG: 23,
+    Status.TODO: 24,
+    Status.IN_PROGRESS: 25,
+    Status.NEEDS_REVIEW: 26,
+    Status.RETRO: 27,
 }
 _DONE_ROW: dict[Status, int] = {
-    Status.BACKLOG: 6,
-    Status.TODO: 7,
-    Status.IN_PROGRESS: 8,
-    Status.RETRO: 18,
+    Status.BACKLOG: 8,
+    Status.TODO: 9,
+    Status.IN_PROGRESS: 10,
+    Status.RETRO: 20,
 }
 
 
 def _after_review(obs: Observation) -> Verdict:
     """Needs Review + worker-done: the reviewer finished; its verdict is on the pull request."""
     if obs.pr_review is ReviewOutcome.UNKNOWN:
-        return Verdict(_SKIP, 9)  # the forge did not answer: wait rather than guess
+        return Verdict(_SKIP, 11)  # the forge did not answer: wait rather than guess
     if not obs.has_pr:
-        return Verdict(_fixed(Action.INVESTIGATE_NO_PR), 10)
+        return Verdict(_fixed(Action.INVESTIGATE_NO_PR), 12)
     if obs.pr_review is ReviewOutcome.APPROVED:
         if obs.checks is ChecksState.FAILING:
-            return Verdict(_fixed(Action.RESUME_IMPLEMENTER_FOR_CHECKS), 11)
+            return Verdict(_fixed(Action.RESUME_IMPLEMENTER_FOR_CHECKS), 13)
         if obs.checks in _CHECKS_TO_WAIT_FOR:
             # CI still running (or not read): Retro is for work that passes
-            return Verdict(_SKIP, 12)
-        return Verdict(_fixed(Action.TRANSITION_TO_RETRO), 13)
+            return Verdict(_SKIP, 14)
+        return Verdict(_fixed(Action.TRANSITION_TO_RETRO), 15)
     if obs.pr_review is ReviewOutcome.CHANGES_REQUESTED:
-        return Verdict(_fixed(Action.RESUME_IMPLEMENTER_FOR_CHANGES), 14)
-    return Verdict(_SKIP, 15)  # the verdict may not have reached the forge yet
+        return Verdict(_fixed(Action.RESUME_IMPLEMENTER_FOR_CHANGES), 16)
+    return Verdict(_SKIP, 17)  # the verdict may not have reached the forge yet
 
 
 def explain(obs: Observation) -> Verdict:
@@ -375,20 +402,26 @@ def explain(obs: Observation) -> Verdict:
             # Set by a worker of another phase (a finished planner resumed in In Progress):
             # never this phase's completion, whatever it says.
             return Verdict(Decision(Action.REMOVE_STALE_WORKER_DONE, phase_mode), 5)
+        if obs.status is Status.BACKLOG and obs.children:
+            # An epic: its architect split it, and its children do the work. It is never
+            # planned or implemented itself; it closes once they are all Done.
+            if obs.open_children:
+                return Verdict(_SKIP, 7)
+            return Verdict(_fixed(Action.CLOSE_EPIC), 6)
         if obs.status is Status.NEEDS_REVIEW:
             return _after_review(obs)
         if obs.status is Status.RETRO and obs.checks in _CHECKS_TO_WAIT_FOR:
             # the finisher merges only after CI: it starts once checks finish
-            return Verdict(_SKIP, 16)
+            return Verdict(_SKIP, 18)
         if obs.status is Status.RETRO and obs.checks is ChecksState.FAILING:
             # A red change never reaches the finisher: the implementer fixes it, back in Needs
             # Review, where the fix is reviewed (the approval saw another head).
-            return Verdict(_fixed(Action.RESUME_IMPLEMENTER_FOR_CHECKS), 17)
+            return Verdict(_fixed(Action.RESUME_IMPLEMENTER_FOR_CHECKS), 19)
         return Verdict(_fixed(_DONE_TRANSITION[obs.status]), _DONE_ROW[obs.status])
     if obs.has_live_worker:
-        return Verdict(_SKIP, 19)
+        return Verdict(_SKIP, 21)
     if Label.WORKER_ACTIVE in obs.labels:
-        return Verdict(Decision(Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, phase_mode), 20)
+        return Verdict(Decision(Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH, phase_mode), 22)
     return Verdict(_fixed(_DISPATCH_FOR[obs.status]), _DISPATCH_ROW[obs.status])
 
 

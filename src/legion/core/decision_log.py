@@ -230,4 +230,7 @@ def inputs_words(obs: Observation) -> str:
     ]
     if obs.status.value == "Backlog":
         parts.append(f"opted in {'yes' if obs.opted_in else 'no'}")
+    if obs.children:
+        waiting = f" ({', '.join(obs.open_children)} not Done)" if obs.open_children else ""
+        parts.append(f"children {', '.join(obs.children)}{waiting}")
     return "; ".join(parts)

@@ -87,6 +87,8 @@ def runtime_variables(choice: str) -> dict[str, str]:
     return variables
 
 
+# How many of `DEMO_ISSUES` `legion demo` runs unless told.
+DEMO_ISSUE_COUNT = 3
 DEMO_ISSUES = (
     ("Add a greet() function", "greet(name) returns 'Hello, <name>!'. With a test."),
     ("Add a farewell() function", "farewell(name) returns 'Goodbye, <name>.'. With a test."),
@@ -123,8 +125,10 @@ def demo_binary(
 
 
 def make_repository(
-    repo: Path, issues: int, settings: Mapping[str, object] | None = None
+    repo: Path, issues: int, settings: Mapping[str, object] | None = None, *, epic: bool = False
 ) -> tuple[Project, Backends]:
+    """A throwaway repository with Legion set up and `issues` demo issues in Todo; with `epic`,
+    one epic in Backlog instead, opted in (`epic`), for the architect to split."""
     repo.mkdir(parents=True, exist_ok=True)
     run_git(repo, "init", "--quiet", "--initial-branch=main")
     run_git(repo, "config", "user.name", "Legion Demo")
@@ -144,6 +148,12 @@ def make_repository(
     }
     project, _ = init_project(repo, extra=extra)
     backends = open_backends(project)
+    if epic:
+        from legion.demo.swarm_script import EPIC
+
+        title, body = EPIC
+        backends.tracker.create_issue(title, body=body, status=Status.BACKLOG, labels=["epic"])
+        return project, backends
     for title, body in DEMO_ISSUES[:issues]:
         backends.tracker.create_issue(title, body=body)
     return project, backends
@@ -184,6 +194,7 @@ def run_demo(
     runtime: str = DEFAULT_RUNTIME,
     web: bool = False,
     then: Callable[[DemoResult], None] | None = None,
+    epic: bool = False,
 ) -> DemoResult:
     """Check what the demo needs, then make `folder` (None: a new temporary one) and run it
     there: a failed check leaves nothing behind. `then` is given the result while the demo's
@@ -197,7 +208,9 @@ def run_demo(
         from legion.web.serve import served_beside
 
         beside = functools.partial(served_beside, served, say) if web else None
-        result = _run(folder, issues, mode, real, timeout, say, runtime, binaries, beside)
+        result = _run(
+            folder, issues, mode, real, timeout, say, runtime, binaries, beside, epic=epic
+        )
         if then is not None:
             then(result)
         return result
@@ -243,6 +256,8 @@ def _run(
     runtime: str,
     binaries: Mapping[str, Binary],
     serve_web: Callable[[Path], None] | None = None,
+    *,
+    epic: bool = False,
 ) -> DemoResult:
     from legion.daemon import Daemon, DaemonConfig
 
@@ -257,14 +272,15 @@ def _run(
     # fleet demo: a fleet's checks are its shared remote's.
     checks = {"checks": [f"{shlex.quote(sys.executable)} -m compileall -q ."]}
     project, backends = make_repository(
-        repo, issues, {**RUNTIME_CHOICES[runtime], **homes, **checks}
+        repo, issues, {**RUNTIME_CHOICES[runtime], **homes, **checks}, epic=epic
     )
     identifiers = [issue.identifier for issue in backends.tracker.list_issues()]
-    env, servers = _environment(folder, identifiers, mode, real, used)
+    epics, what = _demo_work(identifiers, epic)
+    env, servers = _environment(folder, identifiers, mode, real, used, epics=epics)
     model = "a SCRIPTED model on 127.0.0.1 (no AI involved)"
     if real:
         model = f"{' and '.join(f'{_demo(p).api}{chr(39)}s' for p in used)} API (your key)"
-    say(f"Legion demo: {issues_text(len(identifiers))}, {mode} mode, driven by {model}.")
+    say(f"Legion demo: {what}, {mode} mode, driven by {model}.")
     for plugin in used:
         binary = binaries[plugin.name]
         line = f"  {plugin.description + ':':<12} {binary.path} ({binary.source})"
@@ -334,6 +350,16 @@ def _run(
         daemon.stopped_by,
         screens,
     )
+
+
+def _demo_work(identifiers: list[str], epic: bool) -> tuple[dict[str, tuple[str, str]], str]:
+    """The epic (when there is one) with its children to be, and what the demo runs, in words."""
+    from legion.demo.swarm_script import epic_children
+
+    if not epic:
+        return {}, issues_text(len(identifiers))
+    epic_id = identifiers[0]
+    return {epic_id: epic_children(epic_id)}, f"1 epic ({epic_id}), split into 2 issues"
 
 
 def _roles_text(roles: Sequence[str]) -> str:
@@ -406,11 +432,13 @@ def _environment(
     used: Sequence[RuntimePlugin],
     *,
     implement_pause: float = 0.0,
+    epics: Mapping[str, tuple[str, str]] | None = None,
 ) -> tuple[dict[str, str], list[Any]]:
     """The demo's private home of each runtime's CLI (each session runs in a home of its own,
     with Legion's skills: `legion.runtime.homes`), and the environment that points the CLIs at
     them; unless `real`, the scripted servers too (started): the default runtime's always, and
-    that of each other runtime in `used` whose CLI speaks another API."""
+    that of each other runtime in `used` whose CLI speaks another API. `epics`: each epic's
+    two children, which the scripted architect makes and the script then works as issues."""
     from legion.demo.model_server import FakeModelServer
     from legion.demo.offline import base_environment, network_variables
     from legion.demo.swarm_script import swarm_script
@@ -425,9 +453,12 @@ def _environment(
         return dict(os.environ, **homes), []
     # The Anthropic server always runs: it is also the proxy that catches (and refuses) any
     # request a CLI tried to send elsewhere.
-    server = FakeModelServer(
-        swarm_script(identifiers, mode=mode, implement_pause=implement_pause)
-    ).start()
+    epics = dict(epics or {})
+    issues = [i for i in identifiers if i not in epics] + [c for p in epics.values() for c in p]
+    script_of = functools.partial(
+        swarm_script, issues, mode=mode, implement_pause=implement_pause, epics=epics
+    )
+    server = FakeModelServer(script_of()).start()
     servers: list[Any] = [server]
     home = Path(os.environ.get("HOME") or Path.home())
     env = base_environment() | network_variables(home, server.base_url)
@@ -437,10 +468,7 @@ def _environment(
         if load(demo.server) is not FakeModelServer:
             if plugin not in used:
                 continue
-            script = swarm_script(
-                identifiers, mode=mode, flavor=plugin.name, implement_pause=implement_pause
-            )
-            served_by = load(demo.server)(script).start()
+            served_by = load(demo.server)(script_of(flavor=plugin.name)).start()
             servers.append(served_by)
         env |= load(demo.offline_home)(folder / demo.home_folder, served_by.base_url)
     return env, servers

@@ -160,6 +160,55 @@ def issue_scenarios(
     ]
 
 
+# The epic the demo's architect splits (`legion demo --epic`), and its two children: each is
+# one pull request, and the second waits for the first (`--blocked-by`), as the architect's
+# workflow asks of an order that is unavoidable.
+EPIC = (
+    "Greet in two languages",
+    "greet_en(name) and greet_fr(name), each with a test. Too big for one change: split it.",
+)
+EPIC_CHILDREN = (
+    ("Add greet_en()", "greet_en(name) returns 'Hello, <name>!'. With a test."),
+    ("Add greet_fr()", "greet_fr(name) returns 'Bonjour, <name> !'. With a test."),
+)
+
+
+def epic_children(epic: str) -> tuple[str, str]:
+    """The identifiers the tracker gives the two children of `epic`, its last issue."""
+    key, number = epic.rsplit("-", 1)
+    return f"{key}-{int(number) + 1}", f"{key}-{int(number) + 2}"
+
+
+def epic_architect_scenario(
+    epic: str, children: tuple[str, str], flavor: str = DEFAULT_RUNTIME
+) -> Any:
+    """The architect of `epic` splits it into `EPIC_CHILDREN` (which the tracker numbers
+    `children`), the second blocked by the first, posts its design and finishes: the epic then
+    waits for them and closes once both are Done (`docs/state-machine.md`, "Epics")."""
+    server = scripted_server(flavor)
+    (first_title, first_body), (second_title, second_body) = EPIC_CHILDREN
+    first, second = children
+    design = (
+        f"## Design\n\nTwo changes, one per language.\n\n**Children**: {first}: English; "
+        f"{second}: French, blocked by {first}.\n\n**Left for this issue**: nothing."
+    )
+    command = (
+        f"C1=$(legion issue create {shlex.quote(first_title)} --parent {epic} --status Todo"
+        f" --body {shlex.quote(first_body)})"
+        f" && C2=$(legion issue create {shlex.quote(second_title)} --parent {epic}"
+        f' --status Todo --blocked-by "$C1" --body {shlex.quote(second_body)})'
+        f' && test "$C1 $C2" = {shlex.quote(f"{first} {second}")}'
+        f' && legion issue comment {epic} --body "{design}"'
+        f" && legion issue label {epic} {DONE}"
+    )
+    return server.Scenario(
+        worker_prompt("architect", epic),
+        _one(command, "Split into two children.", flavor),
+        name=f"{epic}:architect",
+        regex=True,
+    )
+
+
 def _oracle_command(issue: str, answer: str | None) -> str:
     """What the controller's Oracle runs for `issue`: with an `answer` it comments its
     reasoning and answers the worker's question; without one it hands the question to a
@@ -240,15 +289,20 @@ def swarm_script(
     oracle: Mapping[str, str] | None = None,
     flavor: str = DEFAULT_RUNTIME,
     implement_pause: float = 0.0,
+    epics: Mapping[str, tuple[str, str]] | None = None,
 ) -> Any:
     """The whole swarm, as a `flavor` server's script. The planners of the issues in `ask` ask
     a question first; the controller's Oracle answers it with `oracle[issue]`, or asks a human
-    when the issue has no answer there. `implement_pause`: as `issue_scenarios` takes it."""
+    when the issue has no answer there. `implement_pause`: as `issue_scenarios` takes it.
+    `epics`: each epic's architect splits it into the two children named (`issues` lists the
+    children; an epic itself has only its architect)."""
     answers = dict(oracle or {})
     scenarios: list[Any] = []
     if _asks(scripted_server(flavor)):
         scenarios += oracle_scenarios({issue: answers.get(issue) for issue in ask})
     scenarios += controller_scenarios(mode, flavor)
+    for epic, children in (epics or {}).items():
+        scenarios.append(epic_architect_scenario(epic, children, flavor))
     for issue in issues:
         scenarios += issue_scenarios(
             issue,

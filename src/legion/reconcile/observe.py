@@ -83,8 +83,14 @@ class IssueState:
 
         if self.left_alone:
             return "no opt-in label"  # `backlog_opt_in_labels`
-        if self.open_blockers and self.decision.action.value == "skip":
+        if self.decision.action.value != "skip":
+            return self.waiting
+        if self.open_blockers:
             return f"blocked by {for_display(', '.join(self.open_blockers))}"
+        if self.observation is not None and self.observation.open_children:
+            return (
+                f"waits for its children {for_display(', '.join(self.observation.open_children))}"
+            )
         return self.waiting  # e.g. checks pending
 
     @property
@@ -118,6 +124,10 @@ class IssueState:
             "opted_in": self.opted_in,
             # The issues blocking it that are not Done (the table skips it while there are).
             "blocked_by": list(self.open_blockers),
+            # An epic's children not Done (read in Backlog only; it waits for them).
+            "open_children": []
+            if self.observation is None
+            else list(self.observation.open_children),
             # The row of `docs/state-machine.md`'s table that chose the action.
             "row": None if self.verdict is None else self.verdict.row,
         }
@@ -154,7 +164,11 @@ class _Blockers:
         self._lookups = 0
 
     def open(self, issue: Issue) -> tuple[str, ...]:
-        return tuple(b for b in issue.blocked_by if not self._is_cleared(b, issue.identifier))
+        return self.not_done(issue.blocked_by, issue.identifier)
+
+    def not_done(self, identifiers: Sequence[str], waiting: str) -> tuple[str, ...]:
+        """Those of `identifiers` (the blockers or the children of `waiting`) not Done."""
+        return tuple(i for i in identifiers if not self._is_cleared(i, waiting))
 
     def _is_cleared(self, blocker: str, blocked: str) -> bool:
         if blocker not in self._cleared:
@@ -224,8 +238,12 @@ def observe(
         review = ReviewOutcome.UNKNOWN if prs is None else (pr.review if pr else ReviewOutcome.NONE)
         checks = ChecksState.UNKNOWN if prs is None else (pr.checks if pr else ChecksState.NONE)
         chosen = opted_in(issue.labels, opt_in)
-        # Only where the table reads them: an issue Legion leaves alone costs no lookup.
-        blocked_by = blockers.open(issue) if is_picked_up(issue.status, chosen) else ()
+        # Only where the table reads them: an issue Legion leaves alone costs no lookup, and
+        # children are read only in Backlog (where they make an epic).
+        picked = is_picked_up(issue.status, chosen)
+        blocked_by = blockers.open(issue) if picked else ()
+        children = issue.children if picked and issue.status is Status.BACKLOG else ()
+        open_children = blockers.not_done(children, issue.identifier) if children else ()
         observation = Observation(
             status=issue.status,
             labels=issue.workflow_labels,
@@ -236,6 +254,8 @@ def observe(
             opted_in=chosen,
             open_blockers=blocked_by,
             checks=checks,
+            children=children,
+            open_children=open_children,
         )
         verdict = explain(observation)
         decision = verdict.decision

@@ -42,6 +42,7 @@ from .transitions import Transitions
 # Later phases first: finishing work in flight beats starting new work.
 PRIORITY: tuple[Action, ...] = (
     Action.RELAY_USER_FEEDBACK,
+    Action.CLOSE_EPIC,
     Action.DISPATCH_FINISHER,
     Action.TRANSITION_TO_RETRO,
     Action.RESUME_IMPLEMENTER_FOR_RETRO,
@@ -158,6 +159,7 @@ class _Pass:
         self.only: str | None = None  # a dry run of one issue
         self.ctx = PassContext(
             tracker=owner.tracker,
+            forge=owner.forge,
             workers=owner.workers,
             workspaces=owner.workspaces,
             log=owner.log,

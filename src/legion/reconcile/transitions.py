@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 
+from legion.core import epics
 from legion.core.decide import Action, Decision, due_after_answer
 from legion.core.decision_log import Decided
 from legion.core.liveness import SessionState, finishing
@@ -23,7 +24,7 @@ from legion.reconcile.observe import IssueState
 from legion.sessions import prompts
 from legion.sessions.roster import WorkerView
 from legion.store.actionlog import OutcomeKind
-from legion.trackers.base import since_legion_wrote
+from legion.trackers.base import RECENT_COMMENTS, since_legion_wrote
 
 from .answers import answer_in, legion_asked, plain, restarts_question
 from .context import PassContext
@@ -108,6 +109,7 @@ class Transitions:
             Action.RELAY_USER_FEEDBACK: self.relay_feedback,
             Action.REMOVE_WORKER_ACTIVE_AND_REDISPATCH: self.redispatch,
             Action.REMOVE_STALE_WORKER_DONE: self.remove_stale_done,
+            Action.CLOSE_EPIC: self.close_epic,
         }
         return handlers.get(action, self.dispatch)
 
@@ -167,6 +169,52 @@ class Transitions:
         later = "deferred: " if started.kind is OutcomeKind.DEFERRED else ""
         return done(f"moved to {target.value}; {later}{started.detail}")
 
+    def close_epic(self, state: IssueState, decision: Decision) -> Step:
+        """Every child of the epic is Done: sum them up in one comment and move the epic to
+        Done. The comment goes first and is written once (a pass cut before the move finds
+        it); the labels go last, since Done is never acted on whatever it carries."""
+        issue = state.issue.identifier
+        tracker = self.ctx.tracker
+        waiting = self._clear_finished_workers(issue)  # the architect's window, if still open
+        if waiting is not None:
+            return waiting
+        children = state.observation.children if state.observation is not None else ()
+        # Legion's own comments only: a session's (`legion-architect`) is not the summary.
+        recent = tracker.list_comments(issue, newest=RECENT_COMMENTS)
+        mine = [c.body for c in recent if c.by_legion and c.author == LEGION_AUTHOR]
+        if not epics.already_summed_up(mine):
+            outcomes = self._child_outcomes(children)
+            tracker.add_comment(
+                issue, epics.summary(outcomes), author=LEGION_AUTHOR, by_legion=True
+            )
+        tracker.set_status(issue, Status.DONE)
+        with suppress(LegionError):
+            tracker.update_labels(
+                issue, remove=[Label.WORKER_DONE.value, Label.WORKER_ACTIVE.value]
+            )
+        return done(f"closed: its children {', '.join(children)} are Done")
+
+    def _child_outcomes(self, children: Sequence[str]) -> list[epics.ChildOutcome]:
+        """What each child became, for the epic's summary: its title and status from the
+        tracker, its pull request from the forge (one request; left out if it fails)."""
+        try:
+            prs = self.ctx.forge.prs_by_issue(list(children))
+        except LegionError:
+            prs = {}
+        outcomes = []
+        for child in children:
+            found = self.ctx.tracker.get_issue(child)
+            pr = prs.get(child)
+            outcomes.append(
+                epics.ChildOutcome(
+                    child,
+                    found.title,
+                    found.status.value,
+                    "" if pr is None else f"#{pr.number} {pr.state.value}",
+                )
+            )
+        return outcomes
+
     def dispatch(self, state: IssueState, decision: Decision) -> Step:
         assert decision.mode is not None
         return self.starts.start(state.issue.identifier, decision.mode)
@@ -214,7 +262,7 @@ class Transitions:
         prompt = follow_up(self.ctx.workers.worker_prompt(issue, Mode.IMPLEMENT))
         self.ctx.tracker.update_labels(issue, remove=[Label.WORKER_DONE.value])
         if back is not None:
-            # Cut here, the issue is in Retro with no label: the retro runs again (row 25),
+            # Cut here, the issue is in Retro with no label: the retro runs again (row 27),
             # and its `worker-done` brings the failing checks back to this row.
             self.ctx.tracker.set_status(issue, back)
         return self.starts.start(issue, Mode.IMPLEMENT, prompt)
