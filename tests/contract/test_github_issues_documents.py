@@ -26,6 +26,7 @@ EXPECTED_OPERATIONS = {
     "IssueRemoveLabels",
     "IssueCreateLabel",
     "IssueAddComment",
+    "IssueCommentUpdate",
     "ProjectAddItem",
     "ProjectSetStatus",
     "ProjectClearStatus",

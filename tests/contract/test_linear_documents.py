@@ -21,6 +21,7 @@ EXPECTED_OPERATIONS = {
     "LinearIssueUpdate",
     "LinearLabelCreate",
     "LinearCommentCreate",
+    "LinearCommentUpdate",
     "LinearIssueRelationCreate",
     "LinearIssueRelationDelete",
 }

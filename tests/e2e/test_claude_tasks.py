@@ -1,6 +1,6 @@
-"""A worker's Claude Code task list in `legion workers`: the real CLI (its TaskCreate and
-TaskUpdate tools, opted in with `CLAUDE_CODE_ENABLE_TODO_TOOLS=1`, since for the newest models
-the CLI offers them only then) writes the list; Legion reads its files."""
+"""A worker's Claude Code task list in `legion workers` and on its issue: the real CLI (its
+TaskCreate and TaskUpdate tools, opted in with `CLAUDE_CODE_ENABLE_TODO_TOOLS=1`, since for the
+newest models the CLI offers them only then) writes the list; Legion reads its files."""
 
 from __future__ import annotations
 
@@ -40,6 +40,18 @@ def test_workers_shows_a_workers_task_list_progress(swarm: Swarm) -> None:
     assert "1/3" in row.split()  # the Tasks column
     header = table.splitlines()[0]
     assert "Tasks" in header
+    # The daemon mirrors the list into one comment on the issue, edited in place as it goes.
+    listed = wait_until(
+        "the task list on the issue",
+        lambda: [
+            c
+            for c in swarm.json("issue", "show", "LEG-1")["comments"]
+            if c["body"].startswith("## Task list")
+        ],
+    )
+    assert len(listed) == 1 and listed[0]["author"] == "legion", listed
+    assert "The implement worker's tasks" in listed[0]["body"]
+    assert "`Write the parser`" in listed[0]["body"], listed
 
 
 def test_a_worker_without_a_task_list_shows_none(swarm: Swarm) -> None:

@@ -117,6 +117,7 @@ class FakeGitHub(GraphQLFake):
             self.vanished.clear()
             self.merges.clear()
             self.issues.clear()
+            self.comment_count = 0
             self.projects.clear()
             self.project_items.clear()
             self.owner_type = "Organization"
@@ -234,9 +235,10 @@ class FakeGitHub(GraphQLFake):
         with self.lock:
             issue = self.issues[number]
             stamp = self.now()
+            self.comment_count += 1
             comment = {
                 "__typename": "IssueComment",
-                "id": f"IC_{number}_{len(issue['_comments']) + 1}",
+                "id": f"IC_{number}_{self.comment_count}",
                 "body": body,
                 "createdAt": stamp,
                 "author": _user(login),
@@ -252,6 +254,20 @@ class FakeGitHub(GraphQLFake):
     def issue_comments(self, number: int) -> list[str]:
         with self.lock:
             return [comment["body"] for comment in self.issues[number]["_comments"]]
+
+    def delete_issue_comment(self, comment_id: str) -> None:
+        """A person deletes a comment."""
+        with self.lock:
+            for issue in self.issues.values():
+                issue["_comments"] = [c for c in issue["_comments"] if c["id"] != comment_id]
+
+    def comment_issue(self, comment_id: str) -> Node | None:
+        """The issue a comment is on (None: no such comment)."""
+        with self.lock:
+            for issue in self.issues.values():
+                if any(c["id"] == comment_id for c in issue["_comments"]):
+                    return issue
+            return None
 
     def add_project(
         self,
@@ -938,6 +954,25 @@ def _add_comment(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
     return {"subject": pr, "commentEdge": None, "timelineEdge": None}
 
 
+def _update_issue_comment(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
+    """Like GitHub: only the comment's writer (here, the token's user) edits it; one that is
+    gone does not resolve."""
+    fake = _fake(info)
+    issue = fake.comment_issue(input["id"])
+    if issue is None:
+        raise _not_found(f"Could not resolve to a node with the global id of '{input['id']}'")
+    [comment] = [c for c in issue["_comments"] if c["id"] == input["id"]]
+    if comment["author"]["login"] != fake.viewer:
+        raise FakeError("Resource not accessible by integration", top_level={"type": "FORBIDDEN"})
+    comment["body"] = input["body"]
+    issue["updatedAt"] = fake.now()
+    return {"issueComment": comment, "clientMutationId": input.get("clientMutationId")}
+
+
+def _comment_issue(comment: Node, info: Any) -> Node | None:
+    return _fake(info).comment_issue(comment["id"])
+
+
 def _merge(_parent: Any, info: Any, input: dict[str, Any]) -> Node:
     fake = _fake(info)
     pr = fake.pr_by_node_id(input["pullRequestId"])
@@ -1263,6 +1298,8 @@ def _attach_resolvers() -> None:
             ("Issue", "labels", _issue_labels),
             ("Issue", "comments", _issue_comments),
             ("IssueComment", "viewerDidAuthor", _comment_viewer_did_author),
+            ("IssueComment", "issue", _comment_issue),
+            ("Mutation", "updateIssueComment", _update_issue_comment),
             ("IssueComment", "authorAssociation", _comment_author_association),
             ("PullRequestReview", "viewerDidAuthor", _comment_viewer_did_author),
             ("PullRequestReview", "authorAssociation", _comment_author_association),

@@ -324,6 +324,10 @@ class FakeLinear(GraphQLFake):
         self.issues[issue["id"]] = issue
         return issue
 
+    def delete_comment(self, comment_id: str) -> None:
+        """A person deletes a comment."""
+        del self.comments[comment_id]
+
     def _new_comment(
         self, issue_id: str, body: str, *, actor: str, comment_id: str | None = None
     ) -> Record:
@@ -791,6 +795,20 @@ def _comment_create(_: Any, info: Any, input: dict[str, Any]) -> Record:
     return {"success": True, "lastSyncId": 1.0, "comment": comment}
 
 
+def _comment_update(_: Any, info: Any, id: str, input: dict[str, Any], **_args: Any) -> Record:
+    """Like Linear: a comment is edited only by its writer; one that is gone is not found."""
+    fake = _fake(info)
+    comment = fake.comments.get(id)
+    if comment is None:
+        raise _not_found("Comment")
+    if comment["user_id"] != fake.viewer["id"]:
+        raise _input_error("You can only edit your own comments")
+    if input.get("body"):
+        comment["body"] = input["body"]
+        fake.issues[comment["issue_id"]]["updatedAt"] = fake.now()
+    return {"success": True, "lastSyncId": 1.0, "comment": comment}
+
+
 def _attach_once() -> None:
     schema = linear_schema()
     with _attached:
@@ -824,6 +842,7 @@ def _attach_once() -> None:
             ("Mutation", "issueUpdate", _issue_update),
             ("Mutation", "issueLabelCreate", _label_create),
             ("Mutation", "commentCreate", _comment_create),
+            ("Mutation", "commentUpdate", _comment_update),
             ("Mutation", "issueRelationCreate", _relation_create),
             ("Mutation", "issueRelationDelete", _relation_delete),
         ):

@@ -185,6 +185,7 @@ def observe_listed(tmp_path: Path, tracker: CountingTracker, listed: list[Issue]
         forge,
         KnownLiveWorkers(set()),
         issues=listed,
+        epic_children={},
     )
 
 

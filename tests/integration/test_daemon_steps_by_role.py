@@ -28,6 +28,7 @@ ONE_MACHINE = {
         "reconcile",
         "wake_controller",
         "checkpoint",
+        "task_sync",
         "pause_dispatch",
     ],
     "llm": [
@@ -40,6 +41,7 @@ ONE_MACHINE = {
         "deliver_messages",
         "wake_controller",
         "checkpoint",
+        "task_sync",
         "pause_dispatch",
     ],
     "manual": [
@@ -49,6 +51,7 @@ ONE_MACHINE = {
         "worker_health",
         "deliver_messages",
         "checkpoint",
+        "task_sync",
         "pause_dispatch",
     ],
 }
@@ -63,6 +66,7 @@ FOLLOWER = [
     "session_reports",
     "deliver_messages",
     "checkpoint",
+    "task_sync",
     "sweep_workspaces",
 ]
 

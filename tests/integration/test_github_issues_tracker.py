@@ -644,6 +644,29 @@ def test_comments_marked_by_legion_and_from_people(fake: FakeGitHub, tmp_path: P
         tracker.add_comment(identifier, "  \n", author="x")
 
 
+def test_legions_comment_is_edited_in_place_and_only_its_own(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    number = fake.add_issue("x")["number"]
+    identifier = f"WIDGETS-{number}"
+    tracker = make_tracker(fake, tmp_path)
+    written = tracker.add_comment(identifier, "- [ ] one", author="legion", by_legion=True)
+    edited = tracker.edit_comment(identifier, written.id, "- [x] one", author="legion")
+    assert (edited.id, edited.body, edited.by_legion) == (written.id, "- [x] one", True)
+    assert fake.issue_comments(number) == ["- [x] one\n\n<!-- legion:legion -->"]
+    theirs = fake.add_issue_comment(number, "mine", login="hank")
+    with pytest.raises(BackendError):
+        tracker.edit_comment(identifier, theirs["id"], "overwritten", author="legion")
+    assert fake.issue_comments(number)[-1] == "mine"
+    fake.delete_issue_comment(str(written.id))
+    with pytest.raises(NotFoundError, match=f"no comment {written.id} on {identifier}"):
+        tracker.edit_comment(identifier, written.id, "- [x] two", author="legion")
+    other = fake.add_issue("y")["number"]
+    on_other = tracker.add_comment(f"WIDGETS-{other}", "list", author="legion", by_legion=True)
+    with pytest.raises(BackendError, match="another issue's"):
+        tracker.edit_comment(identifier, on_other.id, "moved", author="legion")
+
+
 def test_comments_are_read_over_pages(fake: FakeGitHub, tmp_path: Path) -> None:
     number = fake.add_issue("x")["number"]
     for n in range(COMMENT_PAGE_SIZE + 30):
@@ -916,7 +939,7 @@ def test_state_reads_blockers_from_the_listing_and_a_missing_one_blocks_nothing(
     )
     tracker.info()
     fake.requests.clear()
-    snapshot = observe(str(uuid.uuid4()), tracker, forge, KnownLiveWorkers(set()))
+    snapshot = observe(str(uuid.uuid4()), tracker, forge, KnownLiveWorkers(set()), epic_children={})
     states = {state.issue.identifier: state for state in snapshot.issues}
     assert states["WIDGETS-3"].open_blockers == ("WIDGETS-1",)
     assert states["WIDGETS-3"].decision.action.value == "skip"

@@ -158,7 +158,13 @@ def blocked_worker(project: Path) -> None:
         time.sleep(0.05)
     views = workers.roster.views()
     assert views and views[0].question is not None
-    snapshot = observe(loaded.settings.project_id, backends.tracker, backends.forge, workers.roster)
+    snapshot = observe(
+        loaded.settings.project_id,
+        backends.tracker,
+        backends.forge,
+        workers.roster,
+        epic_children={},
+    )
     JudgmentQueue(backends.db).sync(judgment_needs(snapshot.issues, views), set(JudgmentKind))
     backends.db.close()
 

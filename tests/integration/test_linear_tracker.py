@@ -413,6 +413,32 @@ def test_comments_marked_by_legion_and_from_people(fake: FakeLinear, tmp_path: P
         tracker.add_comment(issue, "  \n", author="x")
 
 
+def test_legions_comment_is_edited_in_place_and_only_its_own(
+    fake: FakeLinear, tmp_path: Path
+) -> None:
+    issue = fake.add_issue("x")
+    tracker = make_tracker(fake, tmp_path)
+    written = tracker.add_comment(issue, "- [ ] one", author="legion", by_legion=True)
+    edited = tracker.edit_comment(issue, written.id, "- [x] one", author="legion")
+    assert (edited.id, edited.body, edited.by_legion) == (written.id, "- [x] one", True)
+    assert [c.body for c in tracker.list_comments(issue)] == ["- [x] one"]
+    assert fake.comments_of(issue)[-1]["body"].endswith("<!-- legion:legion -->")
+    # A person's comment is not Legion's to edit; one a person deleted is not found.
+    theirs = fake.add_comment(issue, "mine", by="human")
+    with pytest.raises(BackendError):
+        tracker.edit_comment(issue, theirs["id"], "overwritten", author="legion")
+    assert fake.comments_of(issue)[-1]["body"] == "mine"
+    fake.delete_comment(written.id)  # type: ignore[arg-type]
+    with pytest.raises(NotFoundError, match=f"no comment {written.id} on {issue}"):
+        tracker.edit_comment(issue, written.id, "- [x] two", author="legion")
+    # An edit whose answer is another issue's comment (a kept id that was never this issue's)
+    # is an error, never taken for this issue's list.
+    other = fake.add_issue("y")
+    on_other = tracker.add_comment(other, "list", author="legion", by_legion=True)
+    with pytest.raises(BackendError, match="another issue's"):
+        tracker.edit_comment(issue, on_other.id, "moved", author="legion")
+
+
 def test_comments_are_read_over_pages(fake: FakeLinear, tmp_path: Path) -> None:
     issue = fake.add_issue("x")
     for n in range(COMMENT_PAGE_SIZE + 30):

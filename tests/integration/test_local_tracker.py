@@ -72,6 +72,25 @@ def test_status_and_comments(tracker: LocalTracker) -> None:
     assert tracker.list_comments("LEG-1", newest=0) == []
 
 
+def test_legions_comment_is_edited_in_place_on_its_own_issue(tracker: LocalTracker) -> None:
+    tracker.create_issue("x")
+    tracker.create_issue("y")
+    written = tracker.add_comment("LEG-1", "- [ ] one", author="legion", by_legion=True)
+    edited = tracker.edit_comment("leg-1", written.id, "- [x] one", author="legion")
+    assert (edited.id, edited.body, edited.by_legion) == (written.id, "- [x] one", True)
+    assert [c.body for c in tracker.list_comments("LEG-1")] == ["- [x] one"]
+    theirs = tracker.add_comment("LEG-1", "a person's", author="sami")
+    for issue, comment_id in (
+        ("LEG-2", written.id),
+        ("LEG-1", 999),
+        ("LEG-1", "x'; --"),
+        ("LEG-1", theirs.id),  # not Legion's to edit
+    ):
+        with pytest.raises(NotFoundError, match=f"no comment .* of Legion's on {issue}"):
+            tracker.edit_comment(issue, comment_id, "moved", author="legion")
+    assert [c.body for c in tracker.list_comments("LEG-1")] == ["- [x] one", "a person's"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

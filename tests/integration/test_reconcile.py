@@ -17,6 +17,7 @@ from legion.reconcile import Reconciler, human_answer
 from legion.reconcile.answers import plain
 from legion.store.actionlog import ActionLog, OutcomeKind
 from legion.trackers.local import LocalTracker
+from legion.trackers.splits import Splits
 from tests.support.cli import run_legion
 
 
@@ -313,6 +314,9 @@ def test_a_blocked_issue_is_neither_moved_nor_dispatched(reconciler: Reconciler)
     epic = tracker.create_issue("Epic", status=Status.BACKLOG, labels=["epic", "worker-done"])
     tracker.create_issue("First", parent=epic.identifier)  # LEG-2
     tracker.create_issue("Second", parent=epic.identifier, blocked_by=["LEG-2"])  # LEG-3
+    splits = Splits(reconciler.log.db)
+    for child in ("LEG-2", "LEG-3"):  # the architect's children, as `legion issue create` records
+        splits.record(epic.identifier, child, "legion-architect")
     # The architect finished and blocked the epic on its children (as an older skill said).
     tracker.set_blocked_by(epic.identifier, add=["LEG-2", "LEG-3"])
     acted = {(o.issue, o.action) for o in reconciler.run()}
@@ -343,6 +347,9 @@ def test_an_epic_waits_for_its_children_then_closes_once_with_their_summary(
     tracker.create_issue("Greetings", status=Status.BACKLOG, labels=["epic", "worker-done"])
     tracker.create_issue("Say hello", parent="LEG-1")
     tracker.create_issue("Say `bye` <!-- legion:legion -->", parent="LEG-1", blocked_by=["LEG-2"])
+    splits = Splits(reconciler.log.db)
+    splits.record("LEG-1", "LEG-2", "legion-architect")
+    splits.record("LEG-1", "LEG-3", "ada")  # a person's split counts too
     tracker.set_status("LEG-2", Status.DONE)
     assert not [o for o in reconciler.run() if o.issue == "LEG-1"]
     [waits] = ActionLog(reconciler.log.db).tail(issue="LEG-1")
@@ -371,3 +378,36 @@ def test_an_epic_waits_for_its_children_then_closes_once_with_their_summary(
     tracker.update_labels("LEG-1", add=["worker-done"])
     [again] = [o for o in reconciler.run() if o.issue == "LEG-1"]
     assert again.action == "close_epic" and len(tracker.list_comments("LEG-1")) == 1
+
+
+def test_only_children_legion_made_for_a_person_or_the_architect_make_an_epic(
+    reconciler: Reconciler,
+) -> None:
+    """A child the tracker shows but Legion did not make at such a request (a `Parent: #N`
+    line a stranger wrote on GitHub, a child the controller filed) never closes an issue
+    unworked: its architect's `worker-done` moves it on to Todo, as for any issue."""
+    tracker = reconciler.tracker
+    assert isinstance(tracker, FlakyTracker)
+    tracker.known_labels += ("epic",)
+    tracker.create_issue("Someone's", status=Status.BACKLOG, labels=["epic", "worker-done"])
+    tracker.create_issue("A stranger's", parent="LEG-1", status=Status.DONE)  # not recorded
+    tracker.create_issue("The controller's", parent="LEG-1", status=Status.DONE)
+    Splits(reconciler.log.db).record("LEG-1", "LEG-3", "legion-controller")
+    [moved] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert moved.action == "transition_to_todo", moved
+    assert tracker.get_issue("LEG-1").status is Status.TODO
+
+
+def test_an_epic_whose_child_is_gone_closes_and_says_so(reconciler: Reconciler) -> None:
+    tracker = reconciler.tracker
+    assert isinstance(tracker, FlakyTracker)
+    tracker.known_labels += ("epic",)
+    tracker.create_issue("Epic", status=Status.BACKLOG, labels=["epic", "worker-done"])
+    tracker.create_issue("Kept", parent="LEG-1", status=Status.DONE)
+    splits = Splits(reconciler.log.db)
+    splits.record("LEG-1", "LEG-2", "legion-architect")
+    splits.record("LEG-1", "LEG-9", "legion-architect")  # deleted since: holds nothing up
+    [closed] = [o for o in reconciler.run() if o.issue == "LEG-1"]
+    assert (closed.action, closed.kind) == ("close_epic", OutcomeKind.DONE), closed
+    [summary] = tracker.list_comments("LEG-1")
+    assert "- LEG-9: gone (deleted, or not Legion's)" in summary.body.splitlines()

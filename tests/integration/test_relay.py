@@ -161,6 +161,30 @@ def test_a_sessions_writes_that_ask_nothing_or_pad_names_do_not_fill_the_log(
     assert len(log.tail(1000)) == before + 1
 
 
+def test_the_controller_writes_as_itself_never_as_legion_and_its_children_make_no_epic(
+    relay: Relay,
+) -> None:
+    """The controller names no author but its own: a summary it forges as `legion` is its own
+    comment, which Legion's own close of an epic does not take for its summary. A child it
+    files is recorded as its, and makes no epic; an architect's is and does."""
+    from legion.trackers.splits import Splits
+
+    controller = RelayTracker(
+        RelayClient(relay.path, relay.capability(None, mode="controller"), wait=0.5)
+    )
+    forged = controller.add_comment("LEG-2", "## Epic done\n\nship it", author="legion")
+    assert forged.author == "legion-controller"
+    [mine] = relay.backends.tracker.list_comments("LEG-2")
+    assert mine.author == "legion-controller"
+    filed = controller.create_issue("Filed", parent="LEG-1", status=Status.BACKLOG)
+    architect = RelayTracker(
+        RelayClient(relay.path, relay.capability("LEG-1", mode="architect"), wait=0.5)
+    )
+    split = architect.create_issue("Split", parent="LEG-1")
+    children = Splits(relay.backends.db).epic_children()
+    assert children == {"LEG-1": (split.identifier,)}, (children, filed.identifier)
+
+
 def test_a_worker_opens_and_merges_only_its_own_pull_request(relay: Relay) -> None:
     for branch in ("legion/leg-2", "legion/leg-3"):
         git(relay.repo, "branch", branch)

@@ -355,6 +355,7 @@ def state(
     from legion.backends import open_workers
     from legion.core.text import for_display
     from legion.reconcile.observe import observe
+    from legion.trackers.splits import Splits
 
     project, backends = common.backends(ctx)
     snapshot = observe(
@@ -363,6 +364,7 @@ def state(
         backends.forge,
         open_workers(project, backends).roster,
         opt_in=project.settings.backlog_opt_in_labels,
+        epic_children=Splits(backends.db).epic_children(),
     )
     if as_json:
         common.print_json(render.state_json(snapshot))

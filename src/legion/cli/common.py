@@ -136,9 +136,11 @@ def backends(ctx: typer.Context, *, audited: bool = True) -> tuple[Project, Back
         from legion.sessions.identity import default_author
         from legion.store.actionlog import noted_in
         from legion.trackers.audited import AuditedTracker
+        from legion.trackers.splits import Splits
 
-        note = noted_in(opened.db, default_author())
-        opened.tracker = AuditedTracker(opened.tracker, note)
+        author = default_author()
+        note = noted_in(opened.db, author)
+        opened.tracker = AuditedTracker(opened.tracker, note, Splits(opened.db).recorder(author))
         opened.forge = AuditedForge(opened.forge, note)
     return proj, opened
 

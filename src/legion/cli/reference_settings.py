@@ -242,6 +242,14 @@ SETTINGS: dict[str, SettingDoc] = {
         "is also taken at the end of each of its turns; see "
         "[concepts](concepts.md#workspace-checkpoints)).",
     ),
+    "task_sync": SettingDoc(
+        "true or false",
+        "Mirror each worker's task list (Claude Code's; `codex exec` has none) into one "
+        "comment on its issue, a checklist with the worker's mode and the time, edited in "
+        "place as the list changes, at most once every 30 seconds per issue; the comment "
+        "stays when the issue is Done. See [concepts](concepts.md#task-lists-in-the-tracker).",
+        env=" (`true` or `false`)",
+    ),
     "store": SettingDoc(
         "`sqlite` or a `postgresql://` URL",
         "Where Legion keeps its records: a `postgresql://` URL puts them in PostgreSQL, for "

@@ -92,6 +92,8 @@ class Settings:
     tick: float = 60.0
     restart_cooldown: float = 60.0
     checkpoint_every: float = 300.0  # seconds between a running worker's checkpoints
+    # Each worker's task list mirrored into one comment on its issue (`legion.core.task_sync`).
+    task_sync: bool = True
     # Where Legion keeps what it shares: None, the SQLite file in the state folder; a
     # `postgresql://` URL, a PostgreSQL database every host of a fleet reaches (a credential).
     store: str | None = None

@@ -135,6 +135,20 @@ def _seconds(value: Any) -> float:
     return number
 
 
+_SWITCH = {"true": True, "yes": True, "on": True, "1": True}
+_SWITCH |= {"false": False, "no": False, "off": False, "0": False}
+
+
+def _switch(value: Any) -> bool:
+    """On or off: TOML's `true`/`false`; in a variable, `true`, `yes`, `on`, `1` and their
+    opposites."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _SWITCH:
+        return _SWITCH[value.strip().lower()]
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
 def _runtime(value: Any) -> str:
     if isinstance(value, str):
         value = _RUNTIME_ALIASES.get(value.strip().lower(), value.strip().lower())
@@ -364,6 +378,7 @@ CORE_SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("tick", _seconds, 60.0),
     SettingSpec("restart_cooldown", _seconds, 60.0),
     SettingSpec("checkpoint_every", _seconds, 300.0),
+    SettingSpec("task_sync", _switch, True),
     SettingSpec("store", _store_url, shown=_store_shown, user_only=True),
     SettingSpec("host_name", _host_name),
     SettingSpec("max_sessions", _positive),

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+from legion.core.text import for_display
+
 # How the path of a pull request's page ends: /OWNER/REPO/pull/N (a trailing slash allowed).
 PULL_REQUEST_PATH = re.compile(r"/([^/]+)/([^/]+)/pull/([1-9][0-9]{0,8})/?\Z")
 
@@ -100,6 +102,19 @@ def defanged(text: str) -> str:
     opener made visible text (`&lt;!--`, which Markdown shows as written): no marker of
     Legion's (its authorship, a question it asked for itself) can be forged in it."""
     return text.replace("<!--", "&lt;!--")
+
+
+def quoted_span(text: str, limit: int) -> str:
+    """`text` that someone else wrote (a child's title, a task a model named), as one inline
+    code span in a comment Legion writes: on one line and at most `limit` characters, its
+    controls shown as escapes, no backtick to end the span early and no marker to forge. In a
+    code span neither GitHub nor Linear makes a mention (`@someone`), a reference (`#12`), a
+    link or a heading: the text is only shown."""
+    line = " ".join(for_display(text).split())
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    inside = defanged(line).replace("`", "'")
+    return f"`{inside}`"
 
 
 # A closing word and what it closes, as GitHub and Linear read a pull request's body: "Fixes

@@ -1,6 +1,7 @@
-"""A session's own task list, in short: how many of its tasks are done, and what is in progress.
+"""A session's own task list: its tasks in order, how many are done, and what is in progress.
 Pure; each agent runtime reads its CLI's files into it (`AgentRuntime.task_list`), and the
-wake-up context, `legion workers` and the TUI show it."""
+wake-up context, `legion workers`, the TUI and the tracker's task list comment
+(`core.task_sync`) show it."""
 
 from __future__ import annotations
 
@@ -8,12 +9,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# The states of a task, as Claude Code's TaskCreate/TaskUpdate and Codex's plan name them.
+PENDING, IN_PROGRESS, COMPLETED = "pending", "in_progress", "completed"
+_STATES = (PENDING, IN_PROGRESS, COMPLETED)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    subject: str  # what the task is, in the model's words
+    status: str  # pending, in_progress or completed
+
 
 @dataclass(frozen=True)
 class TaskList:
     done: int
     total: int
     current: str | None  # what is in progress (its active form), if anything
+    tasks: tuple[Task, ...] = ()  # every task, in the list's order
 
     @property
     def progress(self) -> str:
@@ -24,16 +36,20 @@ class TaskList:
 
 
 def summarize_tasks(tasks: Iterable[Mapping[str, Any]]) -> TaskList | None:
-    """Pure: the list's progress from its tasks' documents; None when it has none."""
-    done = total = 0
+    """Pure: the list from its tasks' documents (`subject`, `status`, `activeForm`), in their
+    order; None when it has none."""
+    items: list[Task] = []
     current: str | None = None
     for task in tasks:
         status = task.get("status")
-        if status not in ("pending", "in_progress", "completed"):
+        if status not in _STATES:
             continue  # deleted, or no task at all
-        total += 1
-        done += status == "completed"
-        if status == "in_progress" and current is None:
-            text = task.get("activeForm") or task.get("subject")
+        subject = task.get("subject")
+        items.append(Task(subject if isinstance(subject, str) else "", str(status)))
+        if status == IN_PROGRESS and current is None:
+            text = task.get("activeForm") or subject
             current = text if isinstance(text, str) and text else None
-    return TaskList(done, total, current) if total else None
+    if not items:
+        return None
+    done = sum(item.status == COMPLETED for item in items)
+    return TaskList(done, len(items), current, tuple(items))

@@ -58,6 +58,7 @@ from .reconcile_step import PauseReport, ReconcileStep
 from .servers import start_egress_proxy, start_model_proxy, start_relay
 from .start_followup_step import LOOK_EVERY_S, StartFollowUp
 from .steps import DONE, Role, Step, StepResult, Where, log_failure, soonest
+from .task_sync_step import task_sync_step
 
 # However often the wake pipe is poked (any session can write it), a pass starts at most this
 # long after the one before: a burst of pokes is one more pass, not one each (issue 35).
@@ -190,6 +191,7 @@ class Daemon:
         )
         self.pause_report = PauseReport(self.pause, say=config.say_pause)
         self.local_checks = local_checks_step(project, self.backends.forge, self.workers, self.log)
+        self.task_sync = task_sync_step(self.workers, self.backends.tracker, self.log)
         self.steps = self._steps()
         self._stopping = False
         self.stopped_by: int | None = None  # the signal that stopped the run, if one did
@@ -245,6 +247,8 @@ class Daemon:
             if mode == "llm"
             else None,
             Step("checkpoint", self.checkpoints.run, every),
+            # Each host mirrors its own workers' task lists (their files are on its disk).
+            Step("task_sync", self.task_sync.run, every) if self.task_sync else None,
             Step("sweep_workspaces", work.sweep, followers) if work else None,
             Step("pause_dispatch", self.pause_report.run, leader),
             # An answer for one of the leader's own workers may come through another host.

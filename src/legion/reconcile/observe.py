@@ -203,10 +203,13 @@ def observe(
     *,
     issues: list[Issue] | None = None,
     opt_in: Sequence[str] = DEFAULT_BACKLOG_OPT_IN,
+    epic_children: Mapping[str, Sequence[str]],
 ) -> Snapshot:
     """One consistent pass over the tracker, the forge and the workers (`issues`: the tracker's
-    issues when the caller has just read them; `opt_in`: the `backlog_opt_in_labels` setting).
-    An issue's open blockers come from the same listing (`_Blockers` for one outside it).
+    issues when the caller has just read them; `opt_in`: the `backlog_opt_in_labels` setting;
+    `epic_children`: the children that make each parent an epic, `trackers.splits`'s record).
+    An issue's open blockers and children come from the same listing (`_Blockers` for one
+    outside it).
 
     A forge that cannot be read makes every review outcome and checks state `unknown` (so
     nothing transitions on a guess); a tracker that cannot be read fails the whole pass.
@@ -242,7 +245,8 @@ def observe(
         # children are read only in Backlog (where they make an epic).
         picked = is_picked_up(issue.status, chosen)
         blocked_by = blockers.open(issue) if picked else ()
-        children = issue.children if picked and issue.status is Status.BACKLOG else ()
+        children = tuple(epic_children.get(issue.identifier, ())) if picked else ()
+        children = children if issue.status is Status.BACKLOG else ()
         open_children = blockers.not_done(children, issue.identifier) if children else ()
         observation = Observation(
             status=issue.status,

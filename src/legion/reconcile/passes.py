@@ -29,6 +29,7 @@ from legion.sessions.roster import WorkerView
 from legion.sessions.workers import WorkerManager
 from legion.store.actionlog import ActionLog
 from legion.trackers.base import Tracker
+from legion.trackers.splits import Splits
 from legion.workspaces.base import Workspaces
 
 from .cleanup import retire_finished, sweep_workspaces
@@ -219,6 +220,7 @@ class _Pass:
                     KnownLiveWorkers(live, o.workers.roster.latest_modes()),
                     issues=fresh,
                     opt_in=o.project.settings.backlog_opt_in_labels,
+                    epic_children=Splits(o.log.db).epic_children(),
                 ),
             )
         for error in snapshot.errors:

@@ -18,7 +18,7 @@ from legion.core.model import Label, Mode, Status
 from legion.core.untrusted import Authored
 from legion.diagnostics.faults import fault_point
 from legion.diagnostics.tracing import span
-from legion.errors import LegionError
+from legion.errors import LegionError, NotFoundError
 from legion.reconcile.humans import ask_human
 from legion.reconcile.observe import IssueState
 from legion.sessions import prompts
@@ -203,7 +203,11 @@ class Transitions:
             prs = {}
         outcomes = []
         for child in children:
-            found = self.ctx.tracker.get_issue(child)
+            try:
+                found = self.ctx.tracker.get_issue(child)
+            except NotFoundError:  # deleted, or not Legion's: it holds nothing up (`observe`)
+                outcomes.append(epics.ChildOutcome(child, "", "gone (deleted, or not Legion's)"))
+                continue
             pr = prs.get(child)
             outcomes.append(
                 epics.ChildOutcome(

@@ -226,6 +226,12 @@ class RelayTracker:
         )
         return _one(answer, Comment)
 
+    def edit_comment(
+        self, identifier: str, comment_id: int | str, body: str, *, author: str
+    ) -> Comment:
+        """A session edits no comment (Legion's task list is the daemon's to keep)."""
+        raise NotPermittedError("a session cannot edit a comment: post a new one")
+
     def list_comments(self, identifier: str, *, newest: int | None = None) -> list[Comment]:
         """The daemon reads a session at most its latest `SESSION_COMMENTS`, whatever it asks."""
         answer = self._client.call("tracker.list_comments", identifier=identifier, newest=newest)

@@ -170,9 +170,11 @@ class Call:
         return None if self.args.get(name) is None else self.status(name)
 
     def author(self) -> str:
-        """Who a comment or review is from: a worker is its mode (`legion-review`), whatever
-        it names; the controller and its Oracle name themselves."""
-        if self.scope.issue is not None and self.scope.mode:
+        """Who a comment or review is from: a session is its mode (`legion-review`,
+        `legion-controller`), whatever it names (never `legion`, whose comments only Legion's
+        own passes write); a command the daemon runs for the controller as Legion's pass
+        names whoever it runs as."""
+        if self.scope.mode and self.scope.mode != roles.LEGION:
             return f"legion-{self.scope.mode}"
         return self.text("author")
 

@@ -72,6 +72,7 @@ from legion.store import Store
 from legion.store.actionlog import ActionLog, OutcomeKind, noted_in
 from legion.trackers.audited import AuditedTracker
 from legion.trackers.base import Tracker
+from legion.trackers.splits import Splits
 
 logger = logging.getLogger(__name__)
 
@@ -119,9 +120,13 @@ def _audited(backends: Backends, scope: Scope) -> Backends | _Audited:
     the pass's actions, or the command's own entry (`dispatch by legion-controller`)."""
     if scope.mode == roles.LEGION:
         return backends
-    note = noted_in(backends.db, f"legion-{scope.mode or 'session'}")
+    author = f"legion-{scope.mode or 'session'}"
+    note = noted_in(backends.db, author)
+    split = Splits(backends.db).recorder(author)
     return _Audited(
-        AuditedTracker(backends.tracker, note), AuditedForge(backends.forge, note), backends.db
+        AuditedTracker(backends.tracker, note, split),
+        AuditedForge(backends.forge, note),
+        backends.db,
     )
 
 

@@ -66,6 +66,7 @@ def why(project: Project, backends: Backends, identifier: str, *, wait: float) -
     from legion.reconcile import Reconciler
     from legion.reconcile.observe import observe
     from legion.store.actionlog import ActionLog
+    from legion.trackers.splits import Splits
 
     issue = backends.tracker.get_issue(normalize_identifier(identifier))
     workers = open_workers(project, backends)
@@ -76,6 +77,7 @@ def why(project: Project, backends: Backends, identifier: str, *, wait: float) -
         workers.roster,
         issues=[issue],
         opt_in=project.settings.backlog_opt_in_labels,
+        epic_children=Splits(backends.db).epic_children(),
     )
     [state] = snapshot.issues
     log = ActionLog(backends.db)

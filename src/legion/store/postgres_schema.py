@@ -241,4 +241,21 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """
     ),
+    # 10: each issue's task list comment and the children Legion created, as SQLite's 19.
+    pg_ddl(
+        """
+    CREATE TABLE task_comments (
+        issue TEXT PRIMARY KEY,
+        comment_id TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        written_at BIGINT NOT NULL
+    );
+    CREATE TABLE issue_splits (
+        child TEXT PRIMARY KEY,
+        parent TEXT NOT NULL,
+        author TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    """
+    ),
 )

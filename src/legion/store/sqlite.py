@@ -273,6 +273,24 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (pr, name)
     );
     """,
+    # 19: each issue's task list comment (`legion.core.task_sync`): which comment, the digest
+    # of the list it shows, and when it was written (seconds since the epoch); and the
+    # children Legion created, by whom (an epic's are its architect's or a person's).
+    """
+    CREATE TABLE task_comments (
+        issue TEXT PRIMARY KEY,
+        comment_id TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        written_at INTEGER NOT NULL
+    );
+    -- Each issue created through Legion as another's child, and who asked (`core.epics`).
+    CREATE TABLE issue_splits (
+        child TEXT PRIMARY KEY,
+        parent TEXT NOT NULL,
+        author TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    """,
 )
 
 

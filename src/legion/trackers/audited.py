@@ -5,7 +5,7 @@ comment's body or a title: text a stranger may have chosen)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from legion.core.model import Status
@@ -26,9 +26,13 @@ def _labels(add: Iterable[str], remove: Iterable[str]) -> str:
 class AuditedTracker:
     """A tracker whose writes are noted (`noted_in`); its reads are the tracker's own."""
 
-    def __init__(self, inner: Tracker, note: Note) -> None:
+    def __init__(
+        self, inner: Tracker, note: Note, split: Callable[[str, str], None] | None = None
+    ) -> None:
+        """`split`: told (parent, child) of each child created (`trackers.splits`)."""
         self._inner = inner
         self._note = note
+        self._split = split
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -36,6 +40,9 @@ class AuditedTracker:
     def create_issue(self, title: str, **options: Any) -> Issue:
         issue = self._inner.create_issue(title, **options)
         self._note(issue.identifier, "issue_create", f"in {issue.status.value}")
+        parent = options.get("parent")
+        if parent and self._split is not None:
+            self._split(str(parent), issue.identifier)
         return issue
 
     def set_status(self, identifier: str, status: Status) -> Issue:
@@ -75,3 +82,10 @@ class AuditedTracker:
         added = self._inner.add_comment(identifier, body, author=author, by_legion=by_legion)
         self._note(added.issue, "issue_comment", f"comment {added.id}")
         return added
+
+    def edit_comment(
+        self, identifier: str, comment_id: int | str, body: str, *, author: str
+    ) -> Comment:
+        edited = self._inner.edit_comment(identifier, comment_id, body, author=author)
+        self._note(edited.issue, "comment_edit", f"comment {edited.id}")
+        return edited

@@ -196,6 +196,14 @@ class Tracker(Protocol):
         """Comment as `author`; `by_legion` when Legion or a worker writes it (it is marked)."""
         ...
 
+    def edit_comment(
+        self, identifier: str, comment_id: int | str, body: str, *, author: str
+    ) -> Comment:
+        """Replace the body of a comment Legion wrote on the issue (its task list, kept in
+        one comment), marked as `author`'s; NotFoundError when the comment is gone (a person
+        deleted it). Only Legion edits: a session's tracker refuses."""
+        ...
+
     def list_comments(self, identifier: str, *, newest: int | None = None) -> list[Comment]:
         """The issue's comments, oldest first; with `newest`, only that many of the latest
         (read from the end: what Legion looks for is recent, and an issue may hold thousands)."""

@@ -161,6 +161,39 @@ def paged_back(
     return found[-limit:] if limit > 0 else []
 
 
+def edited_comment(
+    api: GraphQLClient, doc: Document, variables: Mapping[str, Any], issue: str, backend: str
+) -> dict[str, Any]:
+    """A comment edit's answer: a comment that is gone (deleted by a person) is a
+    NotFoundError about that comment, not the issue."""
+    try:
+        return api.execute(doc, variables)
+    except BackendError as exc:
+        if exc.kind is BackendErrorKind.NOT_FOUND:
+            raise NotFoundError(f"no comment {variables['id']} on {issue} in {backend}") from None
+        raise
+
+
+def checked_comment(
+    node: object, backend: str, doc: Document, *, owner: str, expected: str
+) -> Mapping[str, Any]:
+    """The comment an edit answered with, when its issue's `owner` field (`identifier`,
+    `number`) is `expected`: Legion edits only the comment it wrote on that issue."""
+    issue = node.get("issue") if isinstance(node, dict) else None
+    if not isinstance(node, dict) or not isinstance(issue, dict):
+        raise BackendError(
+            backend, BackendErrorKind.INVALID, "the comment was not edited", operation=doc.name
+        )
+    if str(issue.get(owner)) != expected:
+        raise BackendError(
+            backend,
+            BackendErrorKind.INVALID,
+            "the comment edited is another issue's",
+            operation=doc.name,
+        )
+    return node
+
+
 def comment_text(body: str, author: str, *, by_legion: bool) -> str:
     """A comment's body as written: checked, and carrying Legion's marker (with the author it
     writes as) when Legion writes it."""

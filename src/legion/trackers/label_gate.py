@@ -72,5 +72,10 @@ class LabelGate:
     ) -> Comment:
         return self.tracker.add_comment(identifier, body, author=author, by_legion=by_legion)
 
+    def edit_comment(
+        self, identifier: str, comment_id: int | str, body: str, *, author: str
+    ) -> Comment:
+        return self.tracker.edit_comment(identifier, comment_id, body, author=author)
+
     def list_comments(self, identifier: str, *, newest: int | None = None) -> list[Comment]:
         return self.tracker.list_comments(identifier, newest=newest)

@@ -208,6 +208,31 @@ class LocalTracker:
             ).fetchone()
         return _comment(row)
 
+    def edit_comment(
+        self, identifier: str, comment_id: int | str, body: str, *, author: str
+    ) -> Comment:
+        body = mark(clean_comment(body), clean_title(author) if author.strip() else "unknown")
+        with self._db.write() as conn:
+            issue_id = self._row_id(conn, identifier)
+            row = conn.execute(
+                "SELECT id, body FROM comments WHERE id = ? AND issue_id = ?",
+                (_comment_number(comment_id), issue_id),
+            ).fetchone()
+            # Only a comment Legion wrote (marked): a person's, even at an id Legion once had
+            # (SQLite gives a deleted last row's id again), is never overwritten.
+            if row is None or unmark(row["body"]).author is None:
+                raise NotFoundError(
+                    f"no comment {comment_id} of Legion's on {normalize_identifier(identifier)}"
+                )
+            conn.execute("UPDATE comments SET body = ? WHERE id = ?", (body, row["id"]))
+            conn.execute("UPDATE issues SET updated_at = ? WHERE id = ?", (now(), issue_id))
+            found = conn.execute(
+                "SELECT c.*, i.identifier FROM comments c JOIN issues i ON i.id = c.issue_id "
+                "WHERE c.id = ?",
+                (row["id"],),
+            ).fetchone()
+        return _comment(found)
+
     # -- helpers -------------------------------------------------------------------------------
 
     def _label(self, name: str) -> str:
@@ -318,6 +343,12 @@ def _comment(row: Row) -> Comment:
         # whose bodies cannot carry a marker (`core.marks.defanged`).
         by_member=True,
     )
+
+
+def _comment_number(comment_id: int | str) -> int:
+    """An embedded comment's id (a number); -1, which no comment has, for anything else."""
+    text = str(comment_id)
+    return int(text) if text.isdigit() and len(text) < 19 else -1
 
 
 def open_tracker(project: Project, db: Store) -> LocalTracker:

@@ -202,6 +202,7 @@ class ProjectSources:
 
     def _board(self, project: Project) -> Board:
         from legion.reconcile.observe import KnownLiveWorkers, observe
+        from legion.trackers.splits import Splits
 
         with self.projects.backends(project) as backends:
             warnings: list[str] = []
@@ -238,6 +239,7 @@ class ProjectSources:
                 backends.forge,
                 KnownLiveWorkers(live, latest),
                 opt_in=project.settings.backlog_opt_in_labels,
+                epic_children=Splits(backends.db).epic_children(),
             )
             done = self._done_prs_of(
                 name_of(project),

@@ -44,5 +44,7 @@ def read_tasks(home: Path, session_id: str) -> TaskList | None:
     return summarize_tasks(documents)
 
 
-def _name(entry: Listed) -> str:
-    return entry.name
+def _name(entry: Listed) -> tuple[int, str]:
+    """Tasks in the order they were made: by number (`2.json` before `10.json`)."""
+    stem = entry.name.removesuffix(".json")
+    return (int(stem) if stem.isdigit() and len(stem) < 12 else 1 << 62), entry.name

@@ -91,7 +91,13 @@ from legion.trackers.github_issues.nodes import (
 from legion.trackers.github_issues.queries import IssueQueries
 from legion.trackers.github_issues.repository import RepositoryInfo
 from legion.trackers.github_issues.statuses import status_store
-from legion.trackers.graphql import CACHE_TTL_S, GraphQLTracker, comment_text
+from legion.trackers.graphql import (
+    CACHE_TTL_S,
+    GraphQLTracker,
+    checked_comment,
+    comment_text,
+    edited_comment,
+)
 
 
 @dataclass
@@ -338,6 +344,23 @@ class GitHubIssuesTracker(GraphQLTracker):
                 operation=docs.ADD_COMMENT.name,
             )
         return to_comment(created, normalized)
+
+    def edit_comment(
+        self, identifier: str, comment_id: int | str, body: str, *, author: str
+    ) -> Comment:
+        body = comment_text(body, author, by_legion=True)
+        node = self.queries.fetch(identifier)
+        normalized = self.keys.of(node)
+        variables = {"id": str(comment_id), "body": body}
+        data = edited_comment(self._api(), docs.UPDATE_COMMENT, variables, normalized, "github")
+        edited = checked_comment(
+            (data.get("updateIssueComment") or {}).get("issueComment"),
+            "github",
+            docs.UPDATE_COMMENT,
+            owner="number",
+            expected=str(node["number"]),
+        )
+        return to_comment(edited, normalized)
 
     # -- requests and nodes --------------------------------------------------------------------
 

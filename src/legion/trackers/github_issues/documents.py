@@ -316,6 +316,19 @@ mutation IssueAddComment($id: ID!, $body: String!) {{
 """,
 )
 
+# Legion's own comment edited in place (a worker's task list), with the issue it is on.
+UPDATE_COMMENT = document(
+    BACKEND,
+    f"""
+mutation IssueCommentUpdate($id: ID!, $body: String!) {{
+  updateIssueComment(input: {{id: $id, body: $body}}) {{
+    issueComment {{ ...LegionIssueComment issue {{ number }} }}
+  }}
+}}
+{_COMMENT_FIELDS}
+""",
+)
+
 # The project's item for an issue, created when the issue is not in the project yet (adding
 # an issue that is there already answers with its existing item).
 ADD_PROJECT_ITEM = document(

@@ -43,7 +43,9 @@ from legion.trackers.base import Comment, Issue, blocker_change
 from legion.trackers.graphql import (
     CACHE_TTL_S,
     GraphQLTracker,
+    checked_comment,
     comment_text,
+    edited_comment,
     paged,
     paged_back,
 )
@@ -291,6 +293,22 @@ class LinearTracker(GraphQLTracker):
             client_id=comment_id,
         )
         return to_comment(created, node["identifier"])
+
+    def edit_comment(
+        self, identifier: str, comment_id: int | str, body: str, *, author: str
+    ) -> Comment:
+        body = comment_text(body, author, by_legion=True)
+        normalized = normalize_identifier(identifier)
+        variables = {"id": str(comment_id), "input": {"body": body}}
+        data = edited_comment(self._api(), docs.COMMENT_UPDATE, variables, normalized, "linear")
+        node = checked_comment(
+            data["commentUpdate"].get("comment"),
+            "linear",
+            docs.COMMENT_UPDATE,
+            owner="identifier",
+            expected=normalized,
+        )
+        return to_comment(node, normalized)
 
     # -- requests and nodes --------------------------------------------------------------------
 

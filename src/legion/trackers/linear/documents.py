@@ -205,6 +205,20 @@ mutation LinearCommentCreate($input: CommentCreateInput!) {{
 """,
 )
 
+# Legion's own comment edited in place (a worker's task list).
+COMMENT_UPDATE = document(
+    "linear",
+    f"""
+mutation LinearCommentUpdate($id: String!, $input: CommentUpdateInput!) {{
+  commentUpdate(id: $id, input: $input) {{
+    success
+    comment {{ ...LegionComment issue {{ identifier }} }}
+  }}
+}}
+{_COMMENT_FIELDS}
+""",
+)
+
 # "Blocked by": a relation of type `blocks` whose `issue` is the blocker and whose
 # `relatedIssue` the issue that waits (read from the waiting issue's `inverseRelations`).
 # The id is Legion's, so a create whose answer was lost is refused, not made twice.

@@ -1,0 +1,137 @@
+"""The daemon's `task_sync` step: each of this host's workers' task lists mirrored into one
+comment on its issue (`legion.core.task_sync` says what the comment holds and when it is
+written). Every host runs it for the sessions it runs: their task files are on its disk.
+
+What was written is kept in the store (`task_comments`: the comment's id, the digest of the
+list it shows, when), so a restarted daemon edits the same comment rather than adding one. A
+comment a person deleted is written again as a new one. A worker retired with a change not yet
+written (its last within 30 s of the one before) is written once its time is up."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
+
+from legion.core.marks import LEGION_AUTHOR
+from legion.core.task_list import TaskList
+from legion.core.task_sync import Synced, checklist, due, list_digest
+from legion.errors import LegionError, NotFoundError
+from legion.sessions.registry import WorkerRecord
+from legion.sessions.workers import WorkerManager
+from legion.store import Store
+from legion.store.actionlog import ActionLog, OutcomeKind
+from legion.trackers.base import Tracker
+
+from .steps import DONE, StepResult
+
+
+class TaskComments:
+    """The store's record of each issue's task list comment."""
+
+    def __init__(self, db: Store) -> None:
+        self.db = db
+
+    def get(self, issue: str) -> Synced | None:
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT comment_id, digest, written_at FROM task_comments WHERE issue = ?",
+                (issue,),
+            ).fetchone()
+        return None if row is None else Synced(str(row[0]), str(row[1]), float(row[2]))
+
+    def put(self, issue: str, synced: Synced) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO task_comments (issue, comment_id, digest, written_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (issue) DO UPDATE SET "
+                "comment_id = excluded.comment_id, digest = excluded.digest, "
+                "written_at = excluded.written_at",
+                (issue, synced.comment_id, synced.digest, int(synced.at)),
+            )
+
+
+class TaskSync:
+    def __init__(
+        self,
+        workers: WorkerManager,
+        tracker: Tracker,
+        log: ActionLog,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.workers = workers
+        self.tracker = tracker
+        self.log = log
+        self.comments = TaskComments(log.db)
+        self.clock = clock
+        # Workers retired with a change not written yet, by issue: written when it is due.
+        self._unwritten: dict[str, WorkerRecord] = {}
+        self._failing: set[str] = set()  # issues whose last write failed (said once)
+
+    def run(self) -> StepResult:
+        current = {
+            record.issue: record
+            for record in self.workers.registry.current()
+            # This host's sessions, once started here (a start asked of it has no workspace).
+            if record.host in ("", self.workers.host) and record.workspace != Path()
+        }
+        for issue, record in list(self._unwritten.items()):
+            current.setdefault(issue, record)
+        for issue, record in current.items():
+            self._sync(issue, record)
+        return DONE
+
+    def _sync(self, issue: str, record: WorkerRecord) -> None:
+        tasks = self._tasks(record)
+        if tasks is None or not tasks.tasks:
+            self._unwritten.pop(issue, None)
+            return  # no list (yet): nothing to show, and a shown one stays as it was
+        mode = record.mode.value
+        digest = list_digest(mode, tasks.tasks)
+        last = self.comments.get(issue)
+        now = self.clock()
+        if last is not None and last.digest == digest:
+            self._unwritten.pop(issue, None)
+            return
+        if not due(last, digest, now):
+            self._unwritten[issue] = record  # written once its time is up, even if retired
+            return
+        at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(now))
+        body = checklist(mode, tasks.tasks, at)
+        try:
+            comment_id = self._write(issue, last, body)
+        except LegionError as exc:
+            if issue not in self._failing:
+                self._failing.add(issue)
+                self.log.append(issue, "task_sync", OutcomeKind.FAILED, str(exc))
+            return
+        self._failing.discard(issue)
+        self._unwritten.pop(issue, None)
+        self.comments.put(issue, Synced(comment_id, digest, now))
+
+    def _tasks(self, record: WorkerRecord) -> TaskList | None:
+        with suppress(LegionError, OSError):
+            return self.workers.roster.task_list(record)
+        return None
+
+    def _write(self, issue: str, last: Synced | None, body: str) -> str:
+        """The comment written: the one kept edited, else (none yet, or a person deleted it)
+        a new one. Its id."""
+        if last is not None:
+            with suppress(NotFoundError):
+                edited = self.tracker.edit_comment(
+                    issue, last.comment_id, body, author=LEGION_AUTHOR
+                )
+                return str(edited.id)
+        added = self.tracker.add_comment(issue, body, author=LEGION_AUTHOR, by_legion=True)
+        self.log.append(issue, "task_sync", OutcomeKind.DONE, f"comment {added.id}")
+        return str(added.id)
+
+
+def task_sync_step(workers: WorkerManager, tracker: Tracker, log: ActionLog) -> TaskSync | None:
+    """The step, unless the `task_sync` setting turned it off."""
+    if not workers.project.settings.task_sync:
+        return None
+    return TaskSync(workers, tracker, log)

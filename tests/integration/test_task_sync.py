@@ -1,0 +1,138 @@
+"""Each worker's task list mirrored into one comment on its issue, edited in place
+(`legion.daemon.task_sync_step`): the daemon's step on the embedded tracker with a session's
+real task files (as Claude Code writes them), on a clock the test moves."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from legion.backends import open_backends, open_workers
+from legion.config import load_project
+from legion.core.model import Mode
+from legion.core.task_sync import SYNC_EVERY_S
+from legion.daemon.task_sync_step import TaskSync, task_sync_step
+from legion.runtime.claude.tasks import task_dir
+from legion.store.actionlog import ActionLog
+from legion.trackers.base import Tracker
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def write_tasks(folder: Path, *tasks: tuple[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.json"):
+        old.unlink()
+    for number, (subject, status) in enumerate(tasks, 1):
+        document = {"id": str(number), "subject": subject, "status": status}
+        (folder / f"{number}.json").write_text(json.dumps(document))
+
+
+def task_comments(tracker: Tracker, issue: str) -> list[str]:
+    return [c.body for c in tracker.list_comments(issue) if c.body.startswith("## Task list")]
+
+
+def test_a_workers_list_is_one_comment_edited_in_place_at_most_every_30_s(
+    project: Path, tmp_path: Path
+) -> None:
+    loaded = load_project(project)
+    backends = open_backends(loaded)
+    tracker = backends.tracker
+    tracker.create_issue("Parse it")
+    workers = open_workers(loaded, backends)
+    record = workers.registry.start("LEG-1", Mode.IMPLEMENT, "sid-1", "leg-1-implement", tmp_path)
+    home = workers.runtimes.of(record).home("sid-1")  # type: ignore[attr-defined]
+    tasks = task_dir(home, "sid-1")
+    clock = Clock()
+    log = ActionLog(backends.db)
+    sync = TaskSync(workers, tracker, log, clock=clock)
+
+    sync.run()  # no list yet: nothing written
+    assert tracker.list_comments("LEG-1") == []
+    write_tasks(tasks, ("Write the parser", "in_progress"), ("Test it", "pending"))
+    sync.run()  # a first list: written at once
+    [first] = task_comments(tracker, "LEG-1")
+    assert "The implement worker's tasks, 0 of 2 done" in first
+    assert "- [ ] `Write the parser` (in progress)" in first
+    [created] = tracker.list_comments("LEG-1")
+    assert created.by_legion and created.author == "legion"
+
+    write_tasks(tasks, ("Write the parser", "completed"), ("Test it", "in_progress"))
+    clock.now += SYNC_EVERY_S - 1
+    sync.run()  # changed, but too soon: nothing written
+    assert task_comments(tracker, "LEG-1") == [first]
+    clock.now += 1
+    sync.run()
+    [second] = task_comments(tracker, "LEG-1")  # the same comment, edited
+    assert "- [x] `Write the parser`" in second and "1 of 2 done" in second
+    assert [c.id for c in tracker.list_comments("LEG-1")] == [created.id]
+
+    # The worker is retired with a change not written yet: written once its time is up.
+    write_tasks(tasks, ("Write the parser", "completed"), ("Test it", "completed"))
+    clock.now += 5
+    sync.run()
+    workers.registry.retire(record.id)
+    clock.now += SYNC_EVERY_S
+    sync.run()
+    [last] = task_comments(tracker, "LEG-1")
+    assert "2 of 2 done" in last
+    sync.run()  # nothing changed since: no write
+    # One write logged: the comment's creation (an edit is no news).
+    entries = [e for e in log.tail(issue="LEG-1") if e.action == "task_sync"]
+    assert [(e.outcome.value, e.detail) for e in entries] == [("done", f"comment {created.id}")]
+
+
+def test_a_restarted_daemon_edits_the_same_comment_and_a_deleted_one_is_written_anew(
+    project: Path, tmp_path: Path
+) -> None:
+    loaded = load_project(project)
+    backends = open_backends(loaded)
+    tracker = backends.tracker
+    tracker.create_issue("Plan it")
+    workers = open_workers(loaded, backends)
+    record = workers.registry.start("LEG-1", Mode.PLAN, "sid-2", "leg-1-plan", tmp_path)
+    tasks = task_dir(workers.runtimes.of(record).home("sid-2"), "sid-2")  # type: ignore[attr-defined]
+    clock = Clock()
+    log = ActionLog(backends.db)
+    write_tasks(tasks, ("Read the code", "in_progress"))
+    TaskSync(workers, tracker, log, clock=clock).run()
+    [created] = tracker.list_comments("LEG-1")
+    write_tasks(tasks, ("Read the code", "completed"))
+    clock.now += SYNC_EVERY_S
+    TaskSync(workers, tracker, log, clock=clock).run()  # another daemon's step: same comment
+    assert [c.id for c in tracker.list_comments("LEG-1")] == [created.id]
+    with backends.db.write() as conn:  # a person deletes it
+        conn.execute("DELETE FROM comments WHERE id = ?", (created.id,))
+    write_tasks(tasks, ("Read the code", "completed"), ("Write the plan", "in_progress"))
+    clock.now += SYNC_EVERY_S
+    TaskSync(workers, tracker, log, clock=clock).run()
+    [anew] = tracker.list_comments("LEG-1")
+    assert "1 of 2 done" in anew.body
+
+
+def test_a_task_file_that_is_a_link_is_not_read_and_task_sync_false_turns_it_off(
+    project: Path, tmp_path: Path
+) -> None:
+    loaded = load_project(project)
+    backends = open_backends(loaded)
+    tracker = backends.tracker
+    tracker.create_issue("Parse it")
+    workers = open_workers(loaded, backends)
+    record = workers.registry.start("LEG-1", Mode.IMPLEMENT, "sid-3", "w", tmp_path)
+    tasks = task_dir(workers.runtimes.of(record).home("sid-3"), "sid-3")  # type: ignore[attr-defined]
+    tasks.mkdir(parents=True)
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"subject": "the daemon's secret", "status": "pending"}))
+    os.symlink(secret, tasks / "1.json")  # the session points its task file elsewhere
+    TaskSync(workers, tracker, ActionLog(backends.db), clock=Clock()).run()
+    assert tracker.list_comments("LEG-1") == []
+    off = load_project(project, flags={"task_sync": False})
+    assert task_sync_step(open_workers(off, backends), tracker, ActionLog(backends.db)) is None
+    assert task_sync_step(workers, tracker, ActionLog(backends.db)) is not None
