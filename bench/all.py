@@ -39,7 +39,10 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("bus", "bus posts per second, one process and four"),
     ("tui", "the TUI's first paint and its reaction with 10,000 messages"),
     ("web", "the web view with 1,000 issues: the board, a change pushed, 50 idle pages"),
-    ("decisions", "`legion why`, `legion log --replay` over 100,000 decisions; a local check"),
+    (
+        "decisions",
+        "`legion why`, `legion log --replay` over 100,000 decisions; a local check; task sync",
+    ),
     ("requests", "Linear and GitHub requests per pass and per hour"),
     ("runtimes", "the 3-issue demo on Claude Code, Codex and mixed"),
     ("faults", "`kill -9` at every named fault point"),

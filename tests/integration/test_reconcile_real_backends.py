@@ -308,6 +308,40 @@ def test_a_rate_limit_on_one_issues_step_holds_back_that_issue_alone(
     assert linear.state_name("ENG-1") == "In Review"
 
 
+def test_checks_the_implementer_cannot_fix_go_to_a_human_after_three_tries(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub],
+) -> None:
+    """Each round of fixing failing checks costs an implementer's turn and a review: after
+    three that left them failing, Legion asks a human instead of resuming it a fourth time,
+    and a person's answer resumes it (the count starts again)."""
+    from tests.fakes.github_server import check_run
+
+    reconciler, linear, github = world
+    log = reconciler.log
+    for _ in range(3):  # three earlier rounds, each resumed (and each back with red checks)
+        log.append("ENG-1", "resume_implementer_for_checks", OutcomeKind.DONE, "failing: build")
+    github.set_checks(1, check_run("build", conclusion="FAILURE", url="https://ci.example/b/1"))
+
+    asked = [o for o in reconciler.run() if o.issue == "ENG-1"]
+
+    assert [(o.action, o.kind.value) for o in asked] == [
+        ("ask_human_about_checks", "done"),
+        ("resume_implementer_for_checks", "deferred"),
+    ], asked
+    assert asked[1].detail == "checks still fail after 3 fixes (build): asked a human"
+    assert "user-input-needed" in linear.label_names("ENG-1")
+    question = linear.comments_of("ENG-1")[-1]["body"]
+    assert question.startswith("## Checks still failing") and "still fail: build" in question
+    assert not [o for o in reconciler.run() if o.issue == "ENG-1"]  # it waits for the person
+    # A person answers: their answer goes to the implementer, resumed for the checks (its
+    # start waits for a WIP slot here), and the count starts again.
+    linear.add_comment("ENG-1", "Pin the build's Python to 3.12.", by="human")
+    reconciler.tracker.update_labels("ENG-1", add=["user-feedback-given"])
+    [relayed] = [o for o in reconciler.run() if o.issue == "ENG-1"]
+    assert relayed.action == "relay_user_feedback", relayed
+    assert "answer to Legion's question: resume_implementer_for_checks" in relayed.detail
+
+
 def test_ci_checks_hold_the_move_to_retro_and_the_finisher(
     world: tuple[Reconciler, FakeLinear, FakeGitHub],
 ) -> None:

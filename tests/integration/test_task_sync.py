@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from legion.backends import open_backends, open_workers
 from legion.config import load_project
 from legion.core.model import Mode
@@ -52,7 +54,7 @@ def test_a_workers_list_is_one_comment_edited_in_place_at_most_every_30_s(
     tasks = task_dir(home, "sid-1")
     clock = Clock()
     log = ActionLog(backends.db)
-    sync = TaskSync(workers, tracker, log, clock=clock)
+    sync = TaskSync(workers, tracker, log, clock=clock, look_every=0)
 
     sync.run()  # no list yet: nothing written
     assert tracker.list_comments("LEG-1") == []
@@ -102,17 +104,19 @@ def test_a_restarted_daemon_edits_the_same_comment_and_a_deleted_one_is_written_
     clock = Clock()
     log = ActionLog(backends.db)
     write_tasks(tasks, ("Read the code", "in_progress"))
-    TaskSync(workers, tracker, log, clock=clock).run()
+    TaskSync(workers, tracker, log, clock=clock, look_every=0).run()
     [created] = tracker.list_comments("LEG-1")
     write_tasks(tasks, ("Read the code", "completed"))
     clock.now += SYNC_EVERY_S
-    TaskSync(workers, tracker, log, clock=clock).run()  # another daemon's step: same comment
+    TaskSync(
+        workers, tracker, log, clock=clock, look_every=0
+    ).run()  # another daemon's step: same comment
     assert [c.id for c in tracker.list_comments("LEG-1")] == [created.id]
     with backends.db.write() as conn:  # a person deletes it
         conn.execute("DELETE FROM comments WHERE id = ?", (created.id,))
     write_tasks(tasks, ("Read the code", "completed"), ("Write the plan", "in_progress"))
     clock.now += SYNC_EVERY_S
-    TaskSync(workers, tracker, log, clock=clock).run()
+    TaskSync(workers, tracker, log, clock=clock, look_every=0).run()
     [anew] = tracker.list_comments("LEG-1")
     assert "1 of 2 done" in anew.body
 
@@ -131,8 +135,70 @@ def test_a_task_file_that_is_a_link_is_not_read_and_task_sync_false_turns_it_off
     secret = tmp_path / "secret.json"
     secret.write_text(json.dumps({"subject": "the daemon's secret", "status": "pending"}))
     os.symlink(secret, tasks / "1.json")  # the session points its task file elsewhere
-    TaskSync(workers, tracker, ActionLog(backends.db), clock=Clock()).run()
+    TaskSync(workers, tracker, ActionLog(backends.db), clock=Clock(), look_every=0).run()
     assert tracker.list_comments("LEG-1") == []
     off = load_project(project, flags={"task_sync": False})
     assert task_sync_step(open_workers(off, backends), tracker, ActionLog(backends.db)) is None
     assert task_sync_step(workers, tracker, ActionLog(backends.db)) is not None
+
+
+@pytest.mark.parametrize("backend", ["linear", "github"])
+def test_on_linear_and_github_the_comment_is_edited_in_place_and_written_anew_if_deleted(
+    project: Path, tmp_path: Path, backend: str
+) -> None:
+    """The same step on the hosted trackers (their GraphQL fakes, executing the published
+    schemas): Legion's own comment edited with `commentUpdate` / `updateIssueComment`."""
+    from tests.fakes.github_server import FakeGitHub
+    from tests.fakes.linear_server import FakeLinear
+    from tests.integration import test_github_issues_tracker as on_github
+    from tests.integration import test_linear_tracker as on_linear
+
+    loaded = load_project(project)
+    backends = open_backends(loaded)
+    workers = open_workers(loaded, backends)
+    clock = Clock()
+    fake: FakeLinear | FakeGitHub = FakeLinear() if backend == "linear" else FakeGitHub()
+    with fake.running():
+        tracker: Tracker
+        if isinstance(fake, FakeLinear):
+            issue = fake.add_issue("Parse it")
+            tracker = on_linear.make_tracker(fake, tmp_path)
+
+            def bodies() -> list[str]:
+                return [c["body"] for c in fake.comments_of(issue)]  # type: ignore[union-attr]
+
+            def delete(comment_id: str) -> None:
+                fake.delete_comment(comment_id)  # type: ignore[union-attr]
+        else:
+            number = fake.add_issue("Parse it")["number"]
+            issue = f"WIDGETS-{number}"
+            tracker = on_github.make_tracker(fake, tmp_path)
+
+            def bodies() -> list[str]:
+                return fake.issue_comments(number)  # type: ignore[union-attr]
+
+            def delete(comment_id: str) -> None:
+                fake.delete_issue_comment(comment_id)  # type: ignore[union-attr]
+
+        record = workers.registry.start(issue, Mode.IMPLEMENT, "sid-h", "w", tmp_path)
+        home = workers.runtimes.of(record).home("sid-h")  # type: ignore[attr-defined]
+        tasks = task_dir(home, "sid-h")
+        sync = TaskSync(workers, tracker, ActionLog(backends.db), clock=clock, look_every=0)
+        write_tasks(tasks, ("Write the parser", "in_progress"))
+        sync.run()
+        [first] = bodies()
+        assert "- [ ] `Write the parser` (in progress)" in first
+        assert first.endswith("<!-- legion:legion -->")
+        write_tasks(tasks, ("Write the parser", "completed"))
+        clock.now += SYNC_EVERY_S
+        sync.run()
+        [edited] = bodies()
+        assert "- [x] `Write the parser`" in edited
+        [shown] = tracker.list_comments(issue)
+        assert shown.by_legion and shown.author == "legion"
+        delete(str(shown.id))
+        write_tasks(tasks, ("Write the parser", "completed"), ("Test it", "pending"))
+        clock.now += SYNC_EVERY_S
+        sync.run()
+        [anew] = bodies()
+        assert "1 of 2 done" in anew

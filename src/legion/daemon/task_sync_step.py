@@ -33,13 +33,13 @@ class TaskComments:
     def __init__(self, db: Store) -> None:
         self.db = db
 
-    def get(self, issue: str) -> Synced | None:
+    def all(self) -> dict[str, Synced]:
+        """Every issue's, read at once (a tick looks at every live worker's)."""
         with self.db.read() as conn:
-            row = conn.execute(
-                "SELECT comment_id, digest, written_at FROM task_comments WHERE issue = ?",
-                (issue,),
-            ).fetchone()
-        return None if row is None else Synced(str(row[0]), str(row[1]), float(row[2]))
+            rows = conn.execute(
+                "SELECT issue, comment_id, digest, written_at FROM task_comments"
+            ).fetchall()
+        return {str(r[0]): Synced(str(r[1]), str(r[2]), float(r[3])) for r in rows}
 
     def put(self, issue: str, synced: Synced) -> None:
         with self.db.write() as conn:
@@ -52,6 +52,11 @@ class TaskComments:
             )
 
 
+# How often the step looks at the task lists: a write is at most every 30 s per issue, so a
+# closer look buys nothing, and a busy daemon ticks many times a second.
+LOOK_EVERY_S = 5.0
+
+
 class TaskSync:
     def __init__(
         self,
@@ -60,17 +65,23 @@ class TaskSync:
         log: ActionLog,
         *,
         clock: Callable[[], float] = time.time,
+        look_every: float = LOOK_EVERY_S,
     ) -> None:
         self.workers = workers
         self.tracker = tracker
         self.log = log
         self.comments = TaskComments(log.db)
         self.clock = clock
+        self.look_every = look_every
+        self._looked = float("-inf")  # time.monotonic() of the last look
         # Workers retired with a change not written yet, by issue: written when it is due.
         self._unwritten: dict[str, WorkerRecord] = {}
         self._failing: set[str] = set()  # issues whose last write failed (said once)
 
     def run(self) -> StepResult:
+        if time.monotonic() - self._looked < self.look_every:
+            return DONE
+        self._looked = time.monotonic()
         current = {
             record.issue: record
             for record in self.workers.registry.current()
@@ -79,18 +90,20 @@ class TaskSync:
         }
         for issue, record in list(self._unwritten.items()):
             current.setdefault(issue, record)
+        if not current:
+            return DONE
+        written = self.comments.all()
         for issue, record in current.items():
-            self._sync(issue, record)
+            self._sync(issue, record, written.get(issue))
         return DONE
 
-    def _sync(self, issue: str, record: WorkerRecord) -> None:
+    def _sync(self, issue: str, record: WorkerRecord, last: Synced | None) -> None:
         tasks = self._tasks(record)
         if tasks is None or not tasks.tasks:
             self._unwritten.pop(issue, None)
             return  # no list (yet): nothing to show, and a shown one stays as it was
         mode = record.mode.value
         digest = list_digest(mode, tasks.tasks)
-        last = self.comments.get(issue)
         now = self.clock()
         if last is not None and last.digest == digest:
             self._unwritten.pop(issue, None)

@@ -17,6 +17,8 @@ BUDGET_ASKED = "budget"
 RESTARTS_ASKED = "restarts"
 IDLE_ASKED = "idle_spend"
 IDLE_HEADING = "## Spending without progress"
+CHECKS_ASKED = "checks"
+CHECKS_HEADING = "## Checks still failing"
 
 
 # How the question Legion asks about a worker that keeps dying begins (see `legion_asked`).
@@ -31,6 +33,17 @@ def budget_question(issue: str, used: int, allowed: int, budget: int) -> str:
         f'Answer with `legion feedback {issue} "go on"` to allow {budget:,} more; or move the '
         "issue out of the way, or raise `token_budget` in `.legion/config.toml`.\n\n"
         + question_mark(BUDGET_ASKED, used=used)
+    )
+
+
+def checks_question(issue: str, fixes: int, failing: str, unblock_label: str) -> str:
+    return (
+        f"{CHECKS_HEADING}\n\n{issue}'s implementer was resumed {fixes} times to fix its "
+        f"pull request's failing checks, and they still fail: {failing}. Legion resumes it no "
+        "more until a human answers.\n\n"
+        f'Answer with `legion feedback {issue} "…"` (how to fix them, or "try again"), which '
+        f"resumes it with your answer; or fix the checks yourself, then remove "
+        f"`{unblock_label}`.\n\n" + question_mark(CHECKS_ASKED, fixes=fixes)
     )
 
 
@@ -92,7 +105,7 @@ def legion_asked(comments: Sequence[Comment]) -> bool:
     asked = [comment for comment in comments if comment.by_legion]
     if not asked or asked[-1].asked is None:
         return False
-    return asked[-1].asked.kind in (BUDGET_ASKED, RESTARTS_ASKED, IDLE_ASKED)
+    return asked[-1].asked.kind in (BUDGET_ASKED, RESTARTS_ASKED, IDLE_ASKED, CHECKS_ASKED)
 
 
 def human_answer(tracker: Tracker, issue: str) -> tuple[Authored, ...]:

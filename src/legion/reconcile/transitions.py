@@ -26,7 +26,7 @@ from legion.sessions.roster import WorkerView
 from legion.store.actionlog import OutcomeKind
 from legion.trackers.base import RECENT_COMMENTS, since_legion_wrote
 
-from .answers import answer_in, legion_asked, plain, restarts_question
+from .answers import answer_in, checks_question, legion_asked, plain, restarts_question
 from .context import PassContext
 from .labels import answer_worker
 from .outcomes import Step, deferred, done, observed_state
@@ -41,6 +41,10 @@ REDISPATCH_WINDOW_S = 15 * 60
 # The action logged when Legion asks a human about a worker that keeps dying: restarts before
 # it do not count toward the limit (an action's name, never a detail's text, is what counts).
 ASKED_ABOUT_RESTARTS = "ask_human_about_restarts"
+# The implementer resumed this many times for failing checks (since a human was last asked)
+# and they still fail: it cannot fix them alone, and each round costs a review too. Ask.
+CHECK_FIXES_LIMIT = 3
+ASKED_ABOUT_CHECKS = "ask_human_about_checks"
 
 Handler = Callable[[IssueState, Decision], Step]
 
@@ -237,11 +241,21 @@ class Transitions:
         so the reviewer looks again before the finisher may merge it."""
         pr = state.pr
         assert pr is not None  # the table decides this only for a PR with failing checks
+        names = ", ".join(check.name for check in pr.failing_checks)
+        issue = state.issue.identifier
+        fixes = self.ctx.log.count_since(
+            issue, Action.RESUME_IMPLEMENTER_FOR_CHECKS.value, "", reset_by=ASKED_ABOUT_CHECKS
+        )
+        if fixes >= CHECK_FIXES_LIMIT:
+            question = checks_question(issue, fixes, names, Label.USER_INPUT_NEEDED.value)
+            ask_human(self.ctx.tracker, issue, question, author=LEGION_AUTHOR)
+            # An entry of its own, which the count above starts after.
+            self.ctx.guard.record(issue, ASKED_ABOUT_CHECKS, OutcomeKind.DONE, "posted for a human")
+            return deferred(f"checks still fail after {fixes} fixes ({names}): asked a human")
         back = Status.NEEDS_REVIEW if state.issue.status is Status.RETRO else None
         started = self._resume_implementer(
-            state.issue.identifier, lambda first: prompts.fix_failing_checks(first, pr), back
+            issue, lambda first: prompts.fix_failing_checks(first, pr), back
         )
-        names = ", ".join(check.name for check in pr.failing_checks)
         moved = (
             f"back to {back.value}; "
             if back is not None and started.kind is OutcomeKind.DONE

@@ -11,6 +11,7 @@ one that is not a task, is skipped, never an error."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from legion.core.task_list import TaskList, summarize_tasks
@@ -25,16 +26,44 @@ def task_dir(home: Path, session_id: str) -> Path:
 TASK_FILE_BYTES = 64 * 1024
 
 
+# The lists last read, by task folder, with the files' stats they were read at: a list whose
+# files are unchanged is not read again (the daemon looks at every live worker's every few
+# seconds). Bounded: the oldest go first.
+_READ: dict[Path, tuple[tuple[tuple[str, int, int, int], ...], TaskList | None]] = {}
+_READ_AT_MOST = 512
+_READ_LOCK = threading.Lock()  # the daemon's steps and the TUI's readers share it
+# The most task files of a list that are read: a model's list is a handful; a session that
+# wrote thousands costs no more than this.
+MAX_TASK_FILES = 500
+
+
 def read_tasks(home: Path, session_id: str) -> TaskList | None:
     """Session `session_id`'s task list, or None when it has none (or it cannot be read), from
     the CLI's config folder `home` (the session's own). It is the session's to write: its files
     are read without following a link, and only regular ones under `TASK_FILE_BYTES`
-    (`legion.files.worker_written`)."""
-    root = home
+    (`legion.files.worker_written`), at most `MAX_TASK_FILES` of them."""
+    folder = task_dir(home, session_id)
+    listed = sorted(
+        (e for e in regular_files(home, folder, ".json") if not e.name.startswith(".")),
+        key=_name,
+    )[:MAX_TASK_FILES]
+    stamp = tuple((e.name, e.stat.st_ino, e.stat.st_mtime_ns, e.stat.st_size) for e in listed)
+    with _READ_LOCK:
+        kept = _READ.get(folder)
+    if kept is not None and kept[0] == stamp:
+        return kept[1]
+    tasks = _read(home, listed)
+    with _READ_LOCK:
+        _READ.pop(folder, None)
+        _READ[folder] = (stamp, tasks)
+        while len(_READ) > _READ_AT_MOST:
+            _READ.pop(next(iter(_READ)))
+    return tasks
+
+
+def _read(root: Path, listed: list[Listed]) -> TaskList | None:
     documents = []
-    for entry in sorted(regular_files(root, task_dir(home, session_id), ".json"), key=_name):
-        if entry.name.startswith("."):
-            continue
+    for entry in listed:
         try:
             document = json.loads(read_regular(root, entry.path, cap=TASK_FILE_BYTES))
         except (OSError, ValueError):
