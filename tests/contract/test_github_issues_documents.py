@@ -27,6 +27,7 @@ EXPECTED_OPERATIONS = {
     "IssueCreateLabel",
     "IssueAddComment",
     "IssueCommentUpdate",
+    "IssueCommentNode",
     "ProjectAddItem",
     "ProjectSetStatus",
     "ProjectClearStatus",

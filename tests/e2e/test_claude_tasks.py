@@ -49,7 +49,7 @@ def test_workers_shows_a_workers_task_list_progress(swarm: Swarm) -> None:
             if c["body"].startswith("## Task list")
         ],
     )
-    assert len(listed) == 1 and listed[0]["author"] == "legion", listed
+    assert len(listed) == 1 and listed[0]["author"] == "legion-tasks", listed
     assert "The implement worker's tasks" in listed[0]["body"]
     assert "`Write the parser`" in listed[0]["body"], listed
 

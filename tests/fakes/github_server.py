@@ -969,6 +969,16 @@ def _update_issue_comment(_parent: Any, info: Any, input: dict[str, Any]) -> Nod
     return {"issueComment": comment, "clientMutationId": input.get("clientMutationId")}
 
 
+def _node(_parent: Any, info: Any, id: str) -> Node:
+    """Like GitHub's `node(id)`, for the nodes Legion asks by id: an issue's comment."""
+    fake = _fake(info)
+    issue = fake.comment_issue(id)
+    if issue is None:
+        raise _not_found(f"Could not resolve to a node with the global id of '{id}'")
+    [comment] = [c for c in issue["_comments"] if c["id"] == id]
+    return comment
+
+
 def _comment_issue(comment: Node, info: Any) -> Node | None:
     return _fake(info).comment_issue(comment["id"])
 
@@ -1271,6 +1281,7 @@ def _attach_resolvers() -> None:
         for type_name, field_name, resolver in (
             ("Query", "viewer", _viewer),
             ("Query", "repository", _repository),
+            ("Query", "node", _node),
             ("Repository", "label", _label),
             ("Repository", "pullRequest", _pull_request),
             ("Repository", "pullRequests", _pull_requests),

@@ -654,17 +654,20 @@ def test_legions_comment_is_edited_in_place_and_only_its_own(
     edited = tracker.edit_comment(identifier, written.id, "- [x] one", author="legion")
     assert (edited.id, edited.body, edited.by_legion) == (written.id, "- [x] one", True)
     assert fake.issue_comments(number) == ["- [x] one\n\n<!-- legion:legion -->"]
+    # Checked before the edit: a person's comment (a collaborator's GitHub would let the
+    # token edit), the token's own without Legion's marker, another issue's: never edited.
     theirs = fake.add_issue_comment(number, "mine", login="hank")
-    with pytest.raises(BackendError):
-        tracker.edit_comment(identifier, theirs["id"], "overwritten", author="legion")
-    assert fake.issue_comments(number)[-1] == "mine"
+    unmarked = tracker.add_comment(identifier, "a person with the token", author="someone")
+    other = fake.add_issue("y")["number"]
+    on_other = tracker.add_comment(f"WIDGETS-{other}", "list", author="legion", by_legion=True)
+    for comment_id in (theirs["id"], unmarked.id, on_other.id):
+        with pytest.raises(NotFoundError, match=f"no comment of Legion's to edit on {identifier}"):
+            tracker.edit_comment(identifier, comment_id, "overwritten", author="legion")
+    assert fake.issue_comments(number)[1:] == ["mine", "a person with the token"]
+    assert fake.issue_comments(other)[-1].startswith("list")
     fake.delete_issue_comment(str(written.id))
     with pytest.raises(NotFoundError, match=f"no comment {written.id} on {identifier}"):
         tracker.edit_comment(identifier, written.id, "- [x] two", author="legion")
-    other = fake.add_issue("y")["number"]
-    on_other = tracker.add_comment(f"WIDGETS-{other}", "list", author="legion", by_legion=True)
-    with pytest.raises(BackendError, match="another issue's"):
-        tracker.edit_comment(identifier, on_other.id, "moved", author="legion")
 
 
 def test_comments_are_read_over_pages(fake: FakeGitHub, tmp_path: Path) -> None:

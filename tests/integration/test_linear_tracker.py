@@ -423,20 +423,20 @@ def test_legions_comment_is_edited_in_place_and_only_its_own(
     assert (edited.id, edited.body, edited.by_legion) == (written.id, "- [x] one", True)
     assert [c.body for c in tracker.list_comments(issue)] == ["- [x] one"]
     assert fake.comments_of(issue)[-1]["body"].endswith("<!-- legion:legion -->")
-    # A person's comment is not Legion's to edit; one a person deleted is not found.
+    # Checked before the edit: a person's comment (even one the key's account wrote without
+    # Legion's marker), another issue's, or one a person deleted is never edited.
     theirs = fake.add_comment(issue, "mine", by="human")
-    with pytest.raises(BackendError):
-        tracker.edit_comment(issue, theirs["id"], "overwritten", author="legion")
-    assert fake.comments_of(issue)[-1]["body"] == "mine"
+    unmarked = tracker.add_comment(issue, "a person with the key", author="vera")
+    other = fake.add_issue("y")
+    on_other = tracker.add_comment(other, "list", author="legion", by_legion=True)
+    for comment_id in (theirs["id"], unmarked.id, on_other.id):
+        with pytest.raises(NotFoundError, match=f"no comment of Legion's to edit on {issue}"):
+            tracker.edit_comment(issue, comment_id, "overwritten", author="legion")
+    assert [c["body"] for c in fake.comments_of(issue)][1:] == ["mine", "a person with the key"]
+    assert fake.comments_of(other)[-1]["body"].startswith("list")
     fake.delete_comment(written.id)  # type: ignore[arg-type]
     with pytest.raises(NotFoundError, match=f"no comment {written.id} on {issue}"):
         tracker.edit_comment(issue, written.id, "- [x] two", author="legion")
-    # An edit whose answer is another issue's comment (a kept id that was never this issue's)
-    # is an error, never taken for this issue's list.
-    other = fake.add_issue("y")
-    on_other = tracker.add_comment(other, "list", author="legion", by_legion=True)
-    with pytest.raises(BackendError, match="another issue's"):
-        tracker.edit_comment(issue, on_other.id, "moved", author="legion")
 
 
 def test_comments_are_read_over_pages(fake: FakeLinear, tmp_path: Path) -> None:

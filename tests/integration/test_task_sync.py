@@ -64,7 +64,7 @@ def test_a_workers_list_is_one_comment_edited_in_place_at_most_every_30_s(
     assert "The implement worker's tasks, 0 of 2 done" in first
     assert "- [ ] `Write the parser` (in progress)" in first
     [created] = tracker.list_comments("LEG-1")
-    assert created.by_legion and created.author == "legion"
+    assert created.by_legion and created.author == "legion-tasks"
 
     write_tasks(tasks, ("Write the parser", "completed"), ("Test it", "in_progress"))
     clock.now += SYNC_EVERY_S - 1
@@ -188,17 +188,59 @@ def test_on_linear_and_github_the_comment_is_edited_in_place_and_written_anew_if
         sync.run()
         [first] = bodies()
         assert "- [ ] `Write the parser` (in progress)" in first
-        assert first.endswith("<!-- legion:legion -->")
+        assert first.endswith("<!-- legion:legion-tasks -->")
         write_tasks(tasks, ("Write the parser", "completed"))
         clock.now += SYNC_EVERY_S
         sync.run()
         [edited] = bodies()
         assert "- [x] `Write the parser`" in edited
         [shown] = tracker.list_comments(issue)
-        assert shown.by_legion and shown.author == "legion"
+        assert shown.by_legion and shown.author == "legion-tasks"
         delete(str(shown.id))
         write_tasks(tasks, ("Write the parser", "completed"), ("Test it", "pending"))
         clock.now += SYNC_EVERY_S
         sync.run()
         [anew] = bodies()
         assert "1 of 2 done" in anew
+
+
+def test_a_hostile_list_stops_no_other_and_a_write_that_went_is_never_made_again(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's task files that break reading (a name `int` refuses, JSON nested past the
+    parser's depth, a lone surrogate) cost its own issue's list at most; and a comment the
+    tracker took is remembered though the store could not keep it: never written again."""
+    loaded = load_project(project)
+    backends = open_backends(loaded)
+    tracker = backends.tracker
+    workers = open_workers(loaded, backends)
+    folders = {}
+    for n in (1, 2):
+        tracker.create_issue(f"Issue {n}")
+        record = workers.registry.start(f"LEG-{n}", Mode.IMPLEMENT, f"s{n}", f"w{n}", tmp_path)
+        folders[n] = task_dir(workers.runtimes.of(record).home(f"s{n}"), f"s{n}")  # type: ignore[attr-defined]
+    hostile = folders[1]
+    hostile.mkdir(parents=True)
+    (hostile / "².json").write_text(json.dumps({"subject": "x", "status": "pending"}))
+    (hostile / "1.json").write_text("[" * 30_000)
+    (hostile / "2.json").write_text('{"subject": "x\\ud800y", "status": "pending"}')
+    write_tasks(folders[2], ("Honest work", "in_progress"))
+    log = ActionLog(backends.db)
+    clock = Clock()
+    sync = TaskSync(workers, tracker, log, clock=clock, look_every=0)
+    from legion.daemon import task_sync_step
+    from legion.errors import StoreError
+
+    def no_store(self: object, issue: str, synced: object) -> None:
+        raise StoreError("the disk is full (simulated)")
+
+    monkeypatch.setattr(task_sync_step.TaskComments, "put", no_store)
+    for _ in range(3):
+        sync.run()
+        clock.now += SYNC_EVERY_S
+    # The honest list is there, written once though the store kept nothing of it.
+    assert len(task_comments(tracker, "LEG-2")) == 1
+    assert len(tracker.list_comments("LEG-2")) == 1
+    # The hostile one shows what could be read of it, escaped; nothing broke.
+    [shown] = task_comments(tracker, "LEG-1")
+    assert "- [ ] `x\\ud800y`" in shown.splitlines(), shown

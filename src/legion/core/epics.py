@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from legion.core.marks import quoted_span
+from legion.core.marks import LEGION_AUTHOR, quoted_span
 
 # The first line of the summary: how a pass that closes the epic again (cut after the comment,
 # before the move) finds the one it already wrote, among Legion's own comments.
@@ -29,6 +29,8 @@ _SPLITTER_MODES = ("architect",)
 def splits_an_epic(author: str) -> bool:
     """Whether a child created by `author` (`ada`, `legion-architect`, `legion-controller`,
     as the action log names them) counts towards its parent's epic."""
+    if author == LEGION_AUTHOR:
+        return False  # Legion's own passes file no children
     if not author.startswith("legion-"):
         return True  # a person, with their own commands
     return author.removeprefix("legion-") in _SPLITTER_MODES

@@ -5,6 +5,7 @@ forges both use it."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -111,6 +112,9 @@ def quoted_span(text: str, limit: int) -> str:
     code span neither GitHub nor Linear makes a mention (`@someone`), a reference (`#12`), a
     link or a heading: the text is only shown."""
     line = " ".join(for_display(text).split())
+    # Zero-width characters, direction marks and Unicode tags (which carry text a model reads
+    # and a person does not see): shown as escapes, never passed on under Legion's name.
+    line = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in line)
     if len(line) > limit:
         line = line[: limit - 1] + "…"
     inside = defanged(line).replace("`", "'")

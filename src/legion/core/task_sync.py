@@ -18,6 +18,10 @@ from legion.core.marks import quoted_span
 from legion.core.task_list import COMPLETED, IN_PROGRESS, Task
 
 HEADING = "## Task list"
+# Who the comment is by: Legion, as a record (`trackers.base.Comment.speaks`): edited in place,
+# it may be made after a question was asked, and must never pass for the question a person's
+# answer follows.
+TASKS_AUTHOR = "legion-tasks"
 # At most one write per issue this often.
 SYNC_EVERY_S = 30.0
 # What the comment shows of a list: a model may make hundreds of tasks, or one long one.
@@ -49,7 +53,8 @@ def list_digest(mode: str, tasks: Sequence[Task]) -> str:
     """What the comment shows, less its time: a list whose digest is unchanged is not
     written again."""
     shown = "\n".join(f"{task.status}\t{task.subject}" for task in tasks)
-    return hashlib.sha256(f"{mode}\n{shown}".encode()).hexdigest()[:32]
+    # A model's words may hold a lone surrogate (read from JSON): hashed as they are.
+    return hashlib.sha256(f"{mode}\n{shown}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,15 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-from legion.core.marks import LEGION_AUTHOR
 from legion.core.task_list import TaskList
-from legion.core.task_sync import Synced, checklist, due, list_digest
+from legion.core.task_sync import (
+    SYNC_EVERY_S,
+    TASKS_AUTHOR,
+    Synced,
+    checklist,
+    due,
+    list_digest,
+)
 from legion.errors import LegionError, NotFoundError
 from legion.sessions.registry import WorkerRecord
 from legion.sessions.workers import WorkerManager
@@ -76,7 +82,10 @@ class TaskSync:
         self._looked = float("-inf")  # time.monotonic() of the last look
         # Workers retired with a change not written yet, by issue: written when it is due.
         self._unwritten: dict[str, WorkerRecord] = {}
-        self._failing: set[str] = set()  # issues whose last write failed (said once)
+        # What this daemon wrote, by issue: remembered even when the store could not keep it,
+        # so a tracker write that went is never made again at the next look.
+        self._written: dict[str, Synced] = {}
+        self._failed_at: dict[str, float] = {}  # when an issue's last write failed (said once)
 
     def run(self) -> StepResult:
         if time.monotonic() - self._looked < self.look_every:
@@ -92,19 +101,25 @@ class TaskSync:
             current.setdefault(issue, record)
         if not current:
             return DONE
-        written = self.comments.all()
+        written = self.comments.all() | self._written
         for issue, record in current.items():
-            self._sync(issue, record, written.get(issue))
+            try:
+                self._sync(issue, record, written.get(issue))
+            except Exception as exc:
+                self._failed(issue, f"{type(exc).__name__}: {exc}")
         return DONE
 
     def _sync(self, issue: str, record: WorkerRecord, last: Synced | None) -> None:
+        now = self.clock()
+        failed = self._failed_at.get(issue)
+        if failed is not None and now - failed < SYNC_EVERY_S:
+            return  # a write that failed is tried again no sooner than a write may go
         tasks = self._tasks(record)
         if tasks is None or not tasks.tasks:
             self._unwritten.pop(issue, None)
             return  # no list (yet): nothing to show, and a shown one stays as it was
         mode = record.mode.value
         digest = list_digest(mode, tasks.tasks)
-        now = self.clock()
         if last is not None and last.digest == digest:
             self._unwritten.pop(issue, None)
             return
@@ -114,33 +129,41 @@ class TaskSync:
         at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(now))
         body = checklist(mode, tasks.tasks, at)
         try:
-            comment_id = self._write(issue, last, body)
+            comment_id, added = self._write(issue, last, body)
         except LegionError as exc:
-            if issue not in self._failing:
-                self._failing.add(issue)
-                self.log.append(issue, "task_sync", OutcomeKind.FAILED, str(exc))
+            self._failed(issue, str(exc))
             return
-        self._failing.discard(issue)
+        synced = Synced(comment_id, digest, now)
+        self._written[issue] = synced
+        self._failed_at.pop(issue, None)
         self._unwritten.pop(issue, None)
-        self.comments.put(issue, Synced(comment_id, digest, now))
+        with suppress(LegionError):  # remembered here meanwhile (`_written`)
+            self.comments.put(issue, synced)
+            if added:
+                self.log.append(issue, "task_sync", OutcomeKind.DONE, f"comment {comment_id}")
+
+    def _failed(self, issue: str, why: str) -> None:
+        if issue not in self._failed_at:
+            with suppress(LegionError):
+                self.log.append(issue, "task_sync", OutcomeKind.FAILED, why[:200])
+        self._failed_at[issue] = self.clock()
 
     def _tasks(self, record: WorkerRecord) -> TaskList | None:
         with suppress(LegionError, OSError):
             return self.workers.roster.task_list(record)
         return None
 
-    def _write(self, issue: str, last: Synced | None, body: str) -> str:
+    def _write(self, issue: str, last: Synced | None, body: str) -> tuple[str, bool]:
         """The comment written: the one kept edited, else (none yet, or a person deleted it)
-        a new one. Its id."""
+        a new one. Its id, and whether it is new."""
         if last is not None:
             with suppress(NotFoundError):
                 edited = self.tracker.edit_comment(
-                    issue, last.comment_id, body, author=LEGION_AUTHOR
+                    issue, last.comment_id, body, author=TASKS_AUTHOR
                 )
-                return str(edited.id)
-        added = self.tracker.add_comment(issue, body, author=LEGION_AUTHOR, by_legion=True)
-        self.log.append(issue, "task_sync", OutcomeKind.DONE, f"comment {added.id}")
-        return str(added.id)
+                return str(edited.id), False
+        added = self.tracker.add_comment(issue, body, author=TASKS_AUTHOR, by_legion=True)
+        return str(added.id), True
 
 
 def task_sync_step(workers: WorkerManager, tracker: Tracker, log: ActionLog) -> TaskSync | None:

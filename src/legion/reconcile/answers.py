@@ -102,7 +102,7 @@ def budget_allowed(comments: Sequence[Comment], budget: int) -> int:
 def legion_asked(comments: Sequence[Comment]) -> bool:
     """Whether the question being answered (the last comment Legion wrote) is one Legion asked
     itself, about its token budget or a worker that keeps dying, rather than a worker's."""
-    asked = [comment for comment in comments if comment.by_legion]
+    asked = [comment for comment in comments if comment.speaks]
     if not asked or asked[-1].asked is None:
         return False
     return asked[-1].asked.kind in (BUDGET_ASKED, RESTARTS_ASKED, IDLE_ASKED, CHECKS_ASKED)
@@ -118,7 +118,7 @@ def answer_in(comments: Sequence[Comment]) -> tuple[Authored, ...]:
     """`human_answer` over comments already read (empty: none yet)."""
     answer: list[Authored] = []
     for comment in comments:
-        if comment.by_legion:
+        if comment.speaks:
             answer = []
         elif answers_from_people(comment) and comment.body.strip():
             answer.append(Authored(comment.body, comment.author, "comment", MEMBER))

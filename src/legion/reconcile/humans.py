@@ -99,7 +99,7 @@ def waiting_for_human(tracker: Tracker) -> list[TrackerQuestion]:
             continue
         comments = since_legion_wrote(tracker, issue.identifier)
         asked = [c for c in comments if c.body.lstrip().startswith(QUESTION_HEADING)] or [
-            c for c in comments if c.by_legion
+            c for c in comments if c.speaks
         ]
         last = asked[-1] if asked else None
         question = last.body.strip() if last is not None else issue.title

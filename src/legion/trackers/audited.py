@@ -5,12 +5,16 @@ comment's body or a title: text a stranger may have chosen)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from legion.core.model import Status
+from legion.errors import LegionError
 from legion.store.actionlog import Note
 from legion.trackers.base import Comment, Issue, Tracker
+
+logger = logging.getLogger(__name__)
 
 
 def _labels(add: Iterable[str], remove: Iterable[str]) -> str:
@@ -42,7 +46,12 @@ class AuditedTracker:
         self._note(issue.identifier, "issue_create", f"in {issue.status.value}")
         parent = options.get("parent")
         if parent and self._split is not None:
-            self._split(str(parent), issue.identifier)
+            # The issue is made: a record that cannot be kept loses the split (the child makes
+            # no epic, said in the log), never the answer that it was created.
+            try:
+                self._split(str(parent), issue.identifier)
+            except LegionError as exc:
+                logger.warning("%s's parent %s is not recorded: %s", issue.identifier, parent, exc)
         return issue
 
     def set_status(self, identifier: str, status: Status) -> Issue:

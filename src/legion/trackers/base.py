@@ -8,6 +8,7 @@ from typing import Protocol
 
 from legion.core.marks import LegionQuestion
 from legion.core.model import Label, Status, normalize_identifier
+from legion.core.task_sync import TASKS_AUTHOR
 from legion.errors import InputError
 
 # The comments Legion reads of an issue at a look (an answer, a budget's reply): the latest
@@ -62,6 +63,15 @@ class Comment:
     # The question Legion asked for itself in it (its budget, a worker that keeps dying).
     asked: LegionQuestion | None = None
 
+    @property
+    def speaks(self) -> bool:
+        """Legion's (or a worker's) turn in the issue's conversation: what a person's answer
+        follows. Not a record Legion keeps up to date in a comment (a worker's task list)."""
+        return self.by_legion and self.author not in RECORD_AUTHORS
+
+
+# Legion's comments that are records, not turns of the conversation (`Comment.speaks`).
+RECORD_AUTHORS = frozenset({TASKS_AUTHOR})
 
 WORKFLOW_LABELS: tuple[str, ...] = tuple(label.value for label in Label)
 
@@ -221,6 +231,6 @@ def since_legion_wrote(tracker: Tracker, issue: str) -> list[Comment]:
     where its question is: the latest `RECENT_COMMENTS` (one request), or, when none of those
     is Legion's, up to `THREAD_COMMENTS`. Oldest first."""
     comments = tracker.list_comments(issue, newest=RECENT_COMMENTS)
-    if len(comments) < RECENT_COMMENTS or any(comment.by_legion for comment in comments):
+    if len(comments) < RECENT_COMMENTS or any(comment.speaks for comment in comments):
         return comments
     return tracker.list_comments(issue, newest=THREAD_COMMENTS)

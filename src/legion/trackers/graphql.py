@@ -174,6 +174,24 @@ def edited_comment(
         raise
 
 
+def legions_comment_on(
+    node: object,
+    issue: str,
+    backend: str,
+    *,
+    owner: str,
+    expected: str,
+    by_legion: Callable[[Any], bool],
+) -> None:
+    """Before an edit: the comment (as read) is on the issue whose `owner` field is `expected`,
+    and Legion wrote it (`by_legion`: the service says the key's account wrote it, and it
+    carries Legion's marker). Else a NotFoundError, so the caller writes a new one rather than
+    overwrite a person's comment or another issue's."""
+    on = node.get("issue") if isinstance(node, dict) else None
+    if not isinstance(on, dict) or str(on.get(owner)) != expected or not by_legion(node):
+        raise NotFoundError(f"no comment of Legion's to edit on {issue} in {backend}")
+
+
 def checked_comment(
     node: object, backend: str, doc: Document, *, owner: str, expected: str
 ) -> Mapping[str, Any]:

@@ -32,9 +32,13 @@ TASK_FILE_BYTES = 64 * 1024
 _READ: dict[Path, tuple[tuple[tuple[str, int, int, int], ...], TaskList | None]] = {}
 _READ_AT_MOST = 512
 _READ_LOCK = threading.Lock()  # the daemon's steps and the TUI's readers share it
-# The most task files of a list that are read: a model's list is a handful; a session that
-# wrote thousands costs no more than this.
+# The most task files of a list that are read, and their most bytes in all: a model's list is
+# a handful of files of a few hundred bytes; a session that wrote thousands, or big ones,
+# costs no more than this.
 MAX_TASK_FILES = 500
+MAX_LIST_BYTES = 1 << 20
+# What Legion reads of a task: the rest of a file (a session's to fill) is not kept.
+_FIELDS = ("subject", "status", "activeForm")
 
 
 def read_tasks(home: Path, session_id: str) -> TaskList | None:
@@ -63,17 +67,22 @@ def read_tasks(home: Path, session_id: str) -> TaskList | None:
 
 def _read(root: Path, listed: list[Listed]) -> TaskList | None:
     documents = []
+    budget = MAX_LIST_BYTES
     for entry in listed:
+        budget -= entry.stat.st_size
+        if budget < 0:
+            break
         try:
             document = json.loads(read_regular(root, entry.path, cap=TASK_FILE_BYTES))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # nested past the parser's depth
             continue
         if isinstance(document, dict):
-            documents.append(document)
+            documents.append({key: document.get(key) for key in _FIELDS})
     return summarize_tasks(documents)
 
 
 def _name(entry: Listed) -> tuple[int, str]:
     """Tasks in the order they were made: by number (`2.json` before `10.json`)."""
     stem = entry.name.removesuffix(".json")
-    return (int(stem) if stem.isdigit() and len(stem) < 12 else 1 << 62), entry.name
+    number = stem.isascii() and stem.isdigit() and len(stem) < 12  # not `².json`
+    return (int(stem) if number else 1 << 62), entry.name

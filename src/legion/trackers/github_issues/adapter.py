@@ -97,6 +97,7 @@ from legion.trackers.graphql import (
     checked_comment,
     comment_text,
     edited_comment,
+    legions_comment_on,
 )
 
 
@@ -351,6 +352,17 @@ class GitHubIssuesTracker(GraphQLTracker):
         body = comment_text(body, author, by_legion=True)
         node = self.queries.fetch(identifier)
         normalized = self.keys.of(node)
+        found = edited_comment(
+            self._api(), docs.COMMENT_NODE, {"id": str(comment_id)}, normalized, "github"
+        )
+        legions_comment_on(
+            found.get("node"),
+            normalized,
+            "github",
+            owner="number",
+            expected=str(node["number"]),
+            by_legion=lambda comment: to_comment(comment, normalized).by_legion,
+        )
         variables = {"id": str(comment_id), "body": body}
         data = edited_comment(self._api(), docs.UPDATE_COMMENT, variables, normalized, "github")
         edited = checked_comment(

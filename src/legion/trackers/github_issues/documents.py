@@ -316,6 +316,17 @@ mutation IssueAddComment($id: ID!, $body: String!) {{
 """,
 )
 
+# A comment by its id, with the issue it is on: read before Legion edits it.
+COMMENT_NODE = document(
+    BACKEND,
+    f"""
+query IssueCommentNode($id: ID!) {{
+  node(id: $id) {{ ... on IssueComment {{ ...LegionIssueComment issue {{ number }} }} }}
+}}
+{_COMMENT_FIELDS}
+""",
+)
+
 # Legion's own comment edited in place (a worker's task list), with the issue it is on.
 UPDATE_COMMENT = document(
     BACKEND,

@@ -46,6 +46,7 @@ from legion.trackers.graphql import (
     checked_comment,
     comment_text,
     edited_comment,
+    legions_comment_on,
     paged,
     paged_back,
 )
@@ -299,6 +300,17 @@ class LinearTracker(GraphQLTracker):
     ) -> Comment:
         body = comment_text(body, author, by_legion=True)
         normalized = normalize_identifier(identifier)
+        found = edited_comment(
+            self._api(), docs.COMMENT, {"id": str(comment_id)}, normalized, "linear"
+        )
+        legions_comment_on(
+            found.get("comment"),
+            normalized,
+            "linear",
+            owner="identifier",
+            expected=normalized,
+            by_legion=lambda node: to_comment(node, normalized).by_legion,
+        )
         variables = {"id": str(comment_id), "input": {"body": body}}
         data = edited_comment(self._api(), docs.COMMENT_UPDATE, variables, normalized, "linear")
         node = checked_comment(
