@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from legion.backends import open_backends, open_workers
+from legion.backends import Backends, open_backends, open_workers
 from legion.config import load_project
 from legion.core.model import Mode
 from legion.core.task_sync import SYNC_EVERY_S
 from legion.daemon.task_sync_step import TaskSync, task_sync_step
 from legion.runtime.claude.tasks import task_dir
+from legion.sessions.workers import WorkerManager
 from legion.store.actionlog import ActionLog
 from legion.trackers.base import Tracker
 
@@ -37,6 +39,39 @@ def write_tasks(folder: Path, *tasks: tuple[str, str]) -> None:
         (folder / f"{number}.json").write_text(json.dumps(document))
 
 
+@dataclass
+class Here:
+    """A project's backends and workers, with one worker per issue asked for, each with the
+    folder its task files go in (as Claude Code keeps them in the session's own home)."""
+
+    backends: Backends
+    workers: WorkerManager
+    tasks: dict[str, Path]
+
+    @property
+    def tracker(self) -> Tracker:
+        return self.backends.tracker
+
+    def sync(self, clock: Clock, tracker: Tracker | None = None) -> TaskSync:
+        log = ActionLog(self.backends.db)
+        return TaskSync(self.workers, tracker or self.tracker, log, clock=clock, look_every=0)
+
+
+def here(project: Path, workspace: Path, *issues: str, mode: Mode = Mode.IMPLEMENT) -> Here:
+    """Workers on `issues` (made on the embedded tracker unless they are another's)."""
+    loaded = load_project(project)
+    backends = open_backends(loaded)
+    workers = open_workers(loaded, backends)
+    tasks = {}
+    for n, issue in enumerate(issues, 1):
+        if issue.startswith("LEG-"):
+            backends.tracker.create_issue(f"Issue {n}")
+        record = workers.registry.start(issue, mode, f"sid-{n}", f"w{n}", workspace)
+        home = workers.runtimes.of(record).home(f"sid-{n}")  # type: ignore[attr-defined]
+        tasks[issue] = task_dir(home, f"sid-{n}")
+    return Here(backends, workers, tasks)
+
+
 def task_comments(tracker: Tracker, issue: str) -> list[str]:
     return [c.body for c in tracker.list_comments(issue) if c.body.startswith("## Task list")]
 
@@ -44,17 +79,9 @@ def task_comments(tracker: Tracker, issue: str) -> list[str]:
 def test_a_workers_list_is_one_comment_edited_in_place_at_most_every_30_s(
     project: Path, tmp_path: Path
 ) -> None:
-    loaded = load_project(project)
-    backends = open_backends(loaded)
-    tracker = backends.tracker
-    tracker.create_issue("Parse it")
-    workers = open_workers(loaded, backends)
-    record = workers.registry.start("LEG-1", Mode.IMPLEMENT, "sid-1", "leg-1-implement", tmp_path)
-    home = workers.runtimes.of(record).home("sid-1")  # type: ignore[attr-defined]
-    tasks = task_dir(home, "sid-1")
-    clock = Clock()
-    log = ActionLog(backends.db)
-    sync = TaskSync(workers, tracker, log, clock=clock, look_every=0)
+    at = here(project, tmp_path, "LEG-1")
+    tracker, tasks, clock = at.tracker, at.tasks["LEG-1"], Clock()
+    sync = at.sync(clock)
 
     sync.run()  # no list yet: nothing written
     assert tracker.list_comments("LEG-1") == []
@@ -80,13 +107,15 @@ def test_a_workers_list_is_one_comment_edited_in_place_at_most_every_30_s(
     write_tasks(tasks, ("Write the parser", "completed"), ("Test it", "completed"))
     clock.now += 5
     sync.run()
-    workers.registry.retire(record.id)
+    [record] = at.workers.registry.current()
+    at.workers.registry.retire(record.id)
     clock.now += SYNC_EVERY_S
     sync.run()
     [last] = task_comments(tracker, "LEG-1")
     assert "2 of 2 done" in last
     sync.run()  # nothing changed since: no write
     # One write logged: the comment's creation (an edit is no news).
+    log = ActionLog(at.backends.db)
     entries = [e for e in log.tail(issue="LEG-1") if e.action == "task_sync"]
     assert [(e.outcome.value, e.detail) for e in entries] == [("done", f"comment {created.id}")]
 
@@ -94,29 +123,20 @@ def test_a_workers_list_is_one_comment_edited_in_place_at_most_every_30_s(
 def test_a_restarted_daemon_edits_the_same_comment_and_a_deleted_one_is_written_anew(
     project: Path, tmp_path: Path
 ) -> None:
-    loaded = load_project(project)
-    backends = open_backends(loaded)
-    tracker = backends.tracker
-    tracker.create_issue("Plan it")
-    workers = open_workers(loaded, backends)
-    record = workers.registry.start("LEG-1", Mode.PLAN, "sid-2", "leg-1-plan", tmp_path)
-    tasks = task_dir(workers.runtimes.of(record).home("sid-2"), "sid-2")  # type: ignore[attr-defined]
-    clock = Clock()
-    log = ActionLog(backends.db)
+    at = here(project, tmp_path, "LEG-1", mode=Mode.PLAN)
+    tracker, tasks, clock = at.tracker, at.tasks["LEG-1"], Clock()
     write_tasks(tasks, ("Read the code", "in_progress"))
-    TaskSync(workers, tracker, log, clock=clock, look_every=0).run()
+    at.sync(clock).run()
     [created] = tracker.list_comments("LEG-1")
     write_tasks(tasks, ("Read the code", "completed"))
     clock.now += SYNC_EVERY_S
-    TaskSync(
-        workers, tracker, log, clock=clock, look_every=0
-    ).run()  # another daemon's step: same comment
+    at.sync(clock).run()  # another daemon's step: the same comment
     assert [c.id for c in tracker.list_comments("LEG-1")] == [created.id]
-    with backends.db.write() as conn:  # a person deletes it
+    with at.backends.db.write() as conn:  # a person deletes it
         conn.execute("DELETE FROM comments WHERE id = ?", (created.id,))
     write_tasks(tasks, ("Read the code", "completed"), ("Write the plan", "in_progress"))
     clock.now += SYNC_EVERY_S
-    TaskSync(workers, tracker, log, clock=clock, look_every=0).run()
+    at.sync(clock).run()
     [anew] = tracker.list_comments("LEG-1")
     assert "1 of 2 done" in anew.body
 
@@ -124,22 +144,18 @@ def test_a_restarted_daemon_edits_the_same_comment_and_a_deleted_one_is_written_
 def test_a_task_file_that_is_a_link_is_not_read_and_task_sync_false_turns_it_off(
     project: Path, tmp_path: Path
 ) -> None:
-    loaded = load_project(project)
-    backends = open_backends(loaded)
-    tracker = backends.tracker
-    tracker.create_issue("Parse it")
-    workers = open_workers(loaded, backends)
-    record = workers.registry.start("LEG-1", Mode.IMPLEMENT, "sid-3", "w", tmp_path)
-    tasks = task_dir(workers.runtimes.of(record).home("sid-3"), "sid-3")  # type: ignore[attr-defined]
+    at = here(project, tmp_path, "LEG-1")
+    tasks = at.tasks["LEG-1"]
     tasks.mkdir(parents=True)
     secret = tmp_path / "secret.json"
     secret.write_text(json.dumps({"subject": "the daemon's secret", "status": "pending"}))
     os.symlink(secret, tasks / "1.json")  # the session points its task file elsewhere
-    TaskSync(workers, tracker, ActionLog(backends.db), clock=Clock(), look_every=0).run()
-    assert tracker.list_comments("LEG-1") == []
+    at.sync(Clock()).run()
+    assert at.tracker.list_comments("LEG-1") == []
+    log = ActionLog(at.backends.db)
     off = load_project(project, flags={"task_sync": False})
-    assert task_sync_step(open_workers(off, backends), tracker, ActionLog(backends.db)) is None
-    assert task_sync_step(workers, tracker, ActionLog(backends.db)) is not None
+    assert task_sync_step(open_workers(off, at.backends), at.tracker, log) is None
+    assert task_sync_step(at.workers, at.tracker, log) is not None
 
 
 @pytest.mark.parametrize("backend", ["linear", "github"])
@@ -153,9 +169,6 @@ def test_on_linear_and_github_the_comment_is_edited_in_place_and_written_anew_if
     from tests.integration import test_github_issues_tracker as on_github
     from tests.integration import test_linear_tracker as on_linear
 
-    loaded = load_project(project)
-    backends = open_backends(loaded)
-    workers = open_workers(loaded, backends)
     clock = Clock()
     fake: FakeLinear | FakeGitHub = FakeLinear() if backend == "linear" else FakeGitHub()
     with fake.running():
@@ -180,10 +193,9 @@ def test_on_linear_and_github_the_comment_is_edited_in_place_and_written_anew_if
             def delete(comment_id: str) -> None:
                 fake.delete_issue_comment(comment_id)  # type: ignore[union-attr]
 
-        record = workers.registry.start(issue, Mode.IMPLEMENT, "sid-h", "w", tmp_path)
-        home = workers.runtimes.of(record).home("sid-h")  # type: ignore[attr-defined]
-        tasks = task_dir(home, "sid-h")
-        sync = TaskSync(workers, tracker, ActionLog(backends.db), clock=clock, look_every=0)
+        at = here(project, tmp_path, issue)
+        tasks = at.tasks[issue]
+        sync = at.sync(clock, tracker)
         write_tasks(tasks, ("Write the parser", "in_progress"))
         sync.run()
         [first] = bodies()
@@ -210,26 +222,18 @@ def test_a_hostile_list_stops_no_other_and_a_write_that_went_is_never_made_again
     """A session's task files that break reading (a name `int` refuses, JSON nested past the
     parser's depth, a lone surrogate) cost its own issue's list at most; and a comment the
     tracker took is remembered though the store could not keep it: never written again."""
-    loaded = load_project(project)
-    backends = open_backends(loaded)
-    tracker = backends.tracker
-    workers = open_workers(loaded, backends)
-    folders = {}
-    for n in (1, 2):
-        tracker.create_issue(f"Issue {n}")
-        record = workers.registry.start(f"LEG-{n}", Mode.IMPLEMENT, f"s{n}", f"w{n}", tmp_path)
-        folders[n] = task_dir(workers.runtimes.of(record).home(f"s{n}"), f"s{n}")  # type: ignore[attr-defined]
-    hostile = folders[1]
+    from legion.daemon import task_sync_step
+    from legion.errors import StoreError
+
+    at = here(project, tmp_path, "LEG-1", "LEG-2")
+    hostile = at.tasks["LEG-1"]
     hostile.mkdir(parents=True)
     (hostile / "².json").write_text(json.dumps({"subject": "x", "status": "pending"}))
     (hostile / "1.json").write_text("[" * 30_000)
     (hostile / "2.json").write_text('{"subject": "x\\ud800y", "status": "pending"}')
-    write_tasks(folders[2], ("Honest work", "in_progress"))
-    log = ActionLog(backends.db)
+    write_tasks(at.tasks["LEG-2"], ("Honest work", "in_progress"))
     clock = Clock()
-    sync = TaskSync(workers, tracker, log, clock=clock, look_every=0)
-    from legion.daemon import task_sync_step
-    from legion.errors import StoreError
+    sync = at.sync(clock)
 
     def no_store(self: object, issue: str, synced: object) -> None:
         raise StoreError("the disk is full (simulated)")
@@ -239,8 +243,8 @@ def test_a_hostile_list_stops_no_other_and_a_write_that_went_is_never_made_again
         sync.run()
         clock.now += SYNC_EVERY_S
     # The honest list is there, written once though the store kept nothing of it.
-    assert len(task_comments(tracker, "LEG-2")) == 1
-    assert len(tracker.list_comments("LEG-2")) == 1
+    assert len(task_comments(at.tracker, "LEG-2")) == 1
+    assert len(at.tracker.list_comments("LEG-2")) == 1
     # The hostile one shows what could be read of it, escaped; nothing broke.
-    [shown] = task_comments(tracker, "LEG-1")
+    [shown] = task_comments(at.tracker, "LEG-1")
     assert "- [ ] `x\\ud800y`" in shown.splitlines(), shown

@@ -161,55 +161,71 @@ def paged_back(
     return found[-limit:] if limit > 0 else []
 
 
-def edited_comment(
+@dataclass(frozen=True, slots=True)
+class CommentEdit:
+    """How a service edits one of Legion's comments: the read of the comment by its id and
+    the mutation, where each answer holds the comment, and which field of the comment's issue
+    names it (`identifier` on Linear, `number` on GitHub)."""
+
+    backend: str
+    read: Document
+    read_field: str  # the read's answer: {read_field: comment}
+    update: Document
+    update_path: tuple[str, str]  # the mutation's answer: {outer: {inner: comment}}
+    owner: str
+    variables: Callable[[str, str], dict[str, Any]]  # (comment id, body) -> the mutation's
+
+
+def edit_legions_comment(
+    api: GraphQLClient,
+    how: CommentEdit,
+    comment_id: str,
+    body: str,
+    *,
+    issue: str,
+    expected: str,
+    by_legion: Callable[[Mapping[str, Any]], bool],
+) -> Mapping[str, Any]:
+    """Replace the body of Legion's comment `comment_id` on `issue` (whose `how.owner` field
+    is `expected`), and the comment as edited. Read first: one that is gone, on another issue,
+    or not Legion's (`by_legion`: the key's account wrote it, with Legion's marker; a person's,
+    which GitHub lets a collaborator's token edit) is a NotFoundError, never edited."""
+    found = _comment_request(api, how.read, {"id": comment_id}, issue, how.backend)
+    comment = found.get(how.read_field)
+    if not isinstance(comment, dict) or not _on(comment, how.owner, expected):
+        raise NotFoundError(f"no comment of Legion's to edit on {issue} in {how.backend}")
+    if not by_legion(comment):
+        raise NotFoundError(f"no comment of Legion's to edit on {issue} in {how.backend}")
+    data = _comment_request(api, how.update, how.variables(comment_id, body), issue, how.backend)
+    outer, inner = how.update_path
+    edited = (data.get(outer) or {}).get(inner)
+    if not isinstance(edited, dict) or not _on(edited, how.owner, expected):
+        raise BackendError(
+            how.backend,
+            BackendErrorKind.INVALID,
+            "the comment edited is not the one read",
+            operation=how.update.name,
+        )
+    return edited
+
+
+def _on(comment: Mapping[str, Any], owner: str, expected: str) -> bool:
+    """Whether `comment` (an answer's node) is one on the issue whose `owner` is `expected`."""
+    issue = comment.get("issue")
+    return isinstance(issue, dict) and str(issue.get(owner)) == expected
+
+
+def _comment_request(
     api: GraphQLClient, doc: Document, variables: Mapping[str, Any], issue: str, backend: str
 ) -> dict[str, Any]:
-    """A comment edit's answer: a comment that is gone (deleted by a person) is a
-    NotFoundError about that comment, not the issue."""
+    """A request about a comment: one that is gone (a person deleted it) is a NotFoundError
+    about that comment, not the issue."""
     try:
         return api.execute(doc, variables)
     except BackendError as exc:
         if exc.kind is BackendErrorKind.NOT_FOUND:
             raise NotFoundError(f"no comment {variables['id']} on {issue} in {backend}") from None
         raise
-
-
-def legions_comment_on(
-    node: object,
-    issue: str,
-    backend: str,
-    *,
-    owner: str,
-    expected: str,
-    by_legion: Callable[[Any], bool],
-) -> None:
-    """Before an edit: the comment (as read) is on the issue whose `owner` field is `expected`,
-    and Legion wrote it (`by_legion`: the service says the key's account wrote it, and it
-    carries Legion's marker). Else a NotFoundError, so the caller writes a new one rather than
-    overwrite a person's comment or another issue's."""
-    on = node.get("issue") if isinstance(node, dict) else None
-    if not isinstance(on, dict) or str(on.get(owner)) != expected or not by_legion(node):
-        raise NotFoundError(f"no comment of Legion's to edit on {issue} in {backend}")
-
-
-def checked_comment(
-    node: object, backend: str, doc: Document, *, owner: str, expected: str
-) -> Mapping[str, Any]:
-    """The comment an edit answered with, when its issue's `owner` field (`identifier`,
-    `number`) is `expected`: Legion edits only the comment it wrote on that issue."""
-    issue = node.get("issue") if isinstance(node, dict) else None
-    if not isinstance(node, dict) or not isinstance(issue, dict):
-        raise BackendError(
-            backend, BackendErrorKind.INVALID, "the comment was not edited", operation=doc.name
-        )
-    if str(issue.get(owner)) != expected:
-        raise BackendError(
-            backend,
-            BackendErrorKind.INVALID,
-            "the comment edited is another issue's",
-            operation=doc.name,
-        )
-    return node
 
 
 def comment_text(body: str, author: str, *, by_legion: bool) -> str:

@@ -94,10 +94,8 @@ from legion.trackers.github_issues.statuses import status_store
 from legion.trackers.graphql import (
     CACHE_TTL_S,
     GraphQLTracker,
-    checked_comment,
     comment_text,
-    edited_comment,
-    legions_comment_on,
+    edit_legions_comment,
 )
 
 
@@ -349,28 +347,16 @@ class GitHubIssuesTracker(GraphQLTracker):
     def edit_comment(
         self, identifier: str, comment_id: int | str, body: str, *, author: str
     ) -> Comment:
-        body = comment_text(body, author, by_legion=True)
         node = self.queries.fetch(identifier)
         normalized = self.keys.of(node)
-        found = edited_comment(
-            self._api(), docs.COMMENT_NODE, {"id": str(comment_id)}, normalized, "github"
-        )
-        legions_comment_on(
-            found.get("node"),
-            normalized,
-            "github",
-            owner="number",
+        edited = edit_legions_comment(
+            self._api(),
+            docs.COMMENT_EDIT,
+            str(comment_id),
+            comment_text(body, author, by_legion=True),
+            issue=normalized,
             expected=str(node["number"]),
             by_legion=lambda comment: to_comment(comment, normalized).by_legion,
-        )
-        variables = {"id": str(comment_id), "body": body}
-        data = edited_comment(self._api(), docs.UPDATE_COMMENT, variables, normalized, "github")
-        edited = checked_comment(
-            (data.get("updateIssueComment") or {}).get("issueComment"),
-            "github",
-            docs.UPDATE_COMMENT,
-            owner="number",
-            expected=str(node["number"]),
         )
         return to_comment(edited, normalized)
 

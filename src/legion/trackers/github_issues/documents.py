@@ -15,6 +15,7 @@ is about 7,500 nodes (GitHub refuses 500,000) and costs 1 point of the hourly 5,
 from __future__ import annotations
 
 from legion.graphql_client import document
+from legion.trackers.graphql import CommentEdit
 
 BACKEND = "github"
 ISSUE_PAGE_SIZE = 100  # GitHub's largest page
@@ -338,6 +339,17 @@ mutation IssueCommentUpdate($id: ID!, $body: String!) {{
 }}
 {_COMMENT_FIELDS}
 """,
+)
+
+# How Legion edits its own comment: read, checked, then updated (`graphql.edit_legions_comment`).
+COMMENT_EDIT = CommentEdit(
+    BACKEND,
+    COMMENT_NODE,
+    "node",
+    UPDATE_COMMENT,
+    ("updateIssueComment", "issueComment"),
+    "number",
+    lambda comment_id, body: {"id": comment_id, "body": body},
 )
 
 # The project's item for an issue, created when the issue is not in the project yet (adding

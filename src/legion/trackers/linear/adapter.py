@@ -43,10 +43,8 @@ from legion.trackers.base import Comment, Issue, blocker_change
 from legion.trackers.graphql import (
     CACHE_TTL_S,
     GraphQLTracker,
-    checked_comment,
     comment_text,
-    edited_comment,
-    legions_comment_on,
+    edit_legions_comment,
     paged,
     paged_back,
 )
@@ -298,29 +296,17 @@ class LinearTracker(GraphQLTracker):
     def edit_comment(
         self, identifier: str, comment_id: int | str, body: str, *, author: str
     ) -> Comment:
-        body = comment_text(body, author, by_legion=True)
         normalized = normalize_identifier(identifier)
-        found = edited_comment(
-            self._api(), docs.COMMENT, {"id": str(comment_id)}, normalized, "linear"
-        )
-        legions_comment_on(
-            found.get("comment"),
-            normalized,
-            "linear",
-            owner="identifier",
+        edited = edit_legions_comment(
+            self._api(),
+            docs.COMMENT_EDIT,
+            str(comment_id),
+            comment_text(body, author, by_legion=True),
+            issue=normalized,
             expected=normalized,
             by_legion=lambda node: to_comment(node, normalized).by_legion,
         )
-        variables = {"id": str(comment_id), "input": {"body": body}}
-        data = edited_comment(self._api(), docs.COMMENT_UPDATE, variables, normalized, "linear")
-        node = checked_comment(
-            data["commentUpdate"].get("comment"),
-            "linear",
-            docs.COMMENT_UPDATE,
-            owner="identifier",
-            expected=normalized,
-        )
-        return to_comment(node, normalized)
+        return to_comment(edited, normalized)
 
     # -- requests and nodes --------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ its nodes' cost by `first`), so a page of 100 issues carries at most 25 labels, 
 from __future__ import annotations
 
 from legion.graphql_client import document
+from legion.trackers.graphql import CommentEdit
 
 ISSUE_PAGE_SIZE = 100
 NESTED_PAGE_SIZE = 25  # an issue's labels and sub-issues read with it
@@ -217,6 +218,17 @@ mutation LinearCommentUpdate($id: String!, $input: CommentUpdateInput!) {{
 }}
 {_COMMENT_FIELDS}
 """,
+)
+
+# How Legion edits its own comment: read, checked, then updated (`graphql.edit_legions_comment`).
+COMMENT_EDIT = CommentEdit(
+    "linear",
+    COMMENT,
+    "comment",
+    COMMENT_UPDATE,
+    ("commentUpdate", "comment"),
+    "identifier",
+    lambda comment_id, body: {"id": comment_id, "input": {"body": body}},
 )
 
 # "Blocked by": a relation of type `blocks` whose `issue` is the blocker and whose
