@@ -375,3 +375,48 @@ def test_ci_checks_hold_the_move_to_retro_and_the_finisher(
     github.set_checks(1, check_run("build"))
     assert ("ENG-1", "transition_to_retro", "done") in summary(reconciler.run())
     assert linear.state_name("ENG-1") == "Retro"
+
+
+def test_a_board_shows_what_the_pass_last_read_of_the_services_with_no_request_of_its_own(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub], git_repo: Path
+) -> None:
+    """On Linear and GitHub nothing announces a change to this machine; the daemon's pass,
+    run on each of Legion's writes, reads them anyway. A board (the web view's, the TUI's)
+    shows that reading while it is fresh, asking neither service, and is read again as the
+    pass keeps a new one (the store moves): Legion's own changes reach an open page within a
+    second of the pass that saw them. Older than `FRESH_S`, the board asks the services."""
+    from legion.reconcile import last_read
+    from legion.tui.sources import Board
+    from legion.web.reads import MachineReads
+
+    reconciler, linear, github = world
+    env = dict(os.environ) | {
+        "LINEAR_API_URL": linear.api_url,
+        "LINEAR_API_KEY": linear.token,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": github.token,
+    }
+    reads = MachineReads(env, git_repo)
+    reconciler.run()
+    asked = len(linear.requests) + len(github.requests)
+    [board] = reads.boards()
+    assert isinstance(board, Board), board
+    assert {i.identifier for i in board.issues} == {"ENG-1", "ENG-2"}
+    [reviewed] = [i for i in board.issues if i.identifier == "ENG-1"]
+    assert reviewed.review == "#1 approved"  # its pull request, as the pass read it
+    assert len(linear.requests) + len(github.requests) == asked  # no request of the board's
+    stamp = reads.board_stamp()
+    assert stamp is not None and reads.board_stamp() == stamp
+    # A change on Linear, seen by the next pass (as a worker's write or a tick would run it).
+    linear.add_issue("Filed by a person", state="Todo")
+    reconciler.run()
+    assert reads.board_stamp() != stamp  # the pass kept a new reading: read again now
+    [board] = reads.boards()
+    assert isinstance(board, Board) and len(board.issues) == 3
+    # Stale (no daemon passes): the board asks the services itself, as before.
+    with reconciler.log.db.write() as conn:
+        conn.execute("UPDATE last_read SET taken_at = taken_at - ?", (last_read.FRESH_S + 1,))
+    before = len(linear.requests)
+    [board] = reads.boards()
+    assert isinstance(board, Board) and len(linear.requests) > before
+    assert reads.board_stamp() is None  # nothing here can tell: read every 15 s

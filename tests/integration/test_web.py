@@ -643,7 +643,7 @@ def test_an_issue_on_a_service_is_asked_of_it_at_most_every_slow_period(
         return real(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(issue_view, "read_issue", counted)
-    monkeypatch.setattr(sources, "all_here", lambda project: False)
+    monkeypatch.setattr(sources, "announced", lambda project: False)
     reads = MachineReads(dict(os.environ), project)
     pages = [reads.issue("repo", "LEG-1") for _ in range(5)]
     assert all(not isinstance(page, Unavailable) for page in pages), pages
@@ -651,3 +651,39 @@ def test_an_issue_on_a_service_is_asked_of_it_at_most_every_slow_period(
     missing = [reads.issue("repo", "LEG-9") for _ in range(3)]
     assert all(isinstance(page, Unavailable) for page in missing)
     assert asked == ["LEG-1", "LEG-9"]  # a missing issue is not asked again at once either
+
+
+def test_on_a_postgresql_store_a_write_from_anywhere_moves_the_views_stamps_at_once(
+    git_repo: Path, postgres_url: str
+) -> None:
+    """A fleet's project (the embedded tracker on PostgreSQL): no file here shows its changes,
+    but each write NOTIFYs as it commits, so the board, the inbox and the log are read again
+    within a second of a change made by any host or command (here, another process), and not
+    at all while nothing changes."""
+    import time
+
+    from tests.support.cli import run_legion
+    from tests.support.waits import wait_until
+
+    env = dict(os.environ) | {"LEGION_STORE": postgres_url}
+    assert run_legion("init", cwd=git_repo, env=env).returncode == 0
+    reads = MachineReads(env, git_repo)
+    reads.boards(), reads.inbox(), reads.logs(None)
+    stamp = wait_until("listening", reads.board_stamp)  # None until it listens
+    before = (reads.inbox_stamp(), reads.log_stamp())
+    assert None not in before
+    time.sleep(0.3)
+    assert reads.board_stamp() == stamp  # nothing written: nothing to read again
+    made = run_legion("issue", "create", "From another host", cwd=git_repo, env=env)
+    assert made.returncode == 0, made.stderr
+    started = time.monotonic()
+    wait_until("the change is announced", lambda: reads.board_stamp() != stamp, timeout=5)
+    assert time.monotonic() - started < 1.0
+    assert reads.inbox_stamp() != before[0] and reads.log_stamp() != before[1]
+    [board] = reads.boards()
+    assert isinstance(board, Board) and [i.identifier for i in board.issues] == ["LEG-1"]
+    # The fleet's bus is there too: a post moves the channels' stamp as it commits.
+    bus = wait_until("the bus listened to", reads.bus_stamp)
+    said = run_legion("say", "hello from another host", cwd=git_repo, env=env)
+    assert said.returncode == 0, said.stderr
+    wait_until("the post is announced", lambda: reads.bus_stamp() != bus, timeout=2)

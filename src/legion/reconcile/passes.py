@@ -35,6 +35,7 @@ from legion.workspaces.base import Workspaces
 from .cleanup import retire_finished, sweep_workspaces
 from .context import PassContext
 from .guard import Backoffs, PassGuard, Unknown
+from .last_read import LastRead, on_a_service
 from .outcomes import Outcome
 from .routing import JudgmentRouter
 from .starts import Starts
@@ -116,6 +117,7 @@ class Reconciler:
         )
         self.backoffs = Backoffs(clock)
         self.await_starts = await_starts
+        self.last_read = LastRead(log.db)  # what a pass read of a service, for the boards
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -225,6 +227,9 @@ class _Pass:
             )
         for error in snapshot.errors:
             guard.failed("-", "observe", error, "pull requests unknown: ")
+        if on_a_service(o.project.settings) and not self.ctx.dry_run and not snapshot.errors:
+            # What this pass read, for the boards: shown at once, with no request of theirs.
+            guard.guarded("-", "keep_reading", partial(keep_reading, o, snapshot), plan=False)
         limits = o.project.settings.limits
         held = guard.observed("the model's hold", partial(why_held, o.log.db, limits))
         host, capacity = this_host(o.project.settings)
@@ -260,6 +265,15 @@ class _Pass:
             guard.guarded(
                 "-", "sweep_workspaces", partial(sweep_workspaces, ctx, views, done), plan=False
             )
+
+
+def keep_reading(o: Reconciler, snapshot: Snapshot) -> None:
+    """Keep the pass's reading of a service's tracker and forge (`reconcile.last_read`): each
+    issue with the pull request the forge gave for it."""
+    prs = {
+        s.issue.identifier: pr for s in snapshot.issues if (pr := s.pr or s.closed_pr) is not None
+    }
+    o.last_read.keep([s.issue for s in snapshot.issues], prs)
 
 
 def log_left_alone(guard: PassGuard, snapshot: Snapshot) -> None:

@@ -347,8 +347,13 @@ class PostgresStore:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
+        from legion.store.changes import STORE_CHANNEL
+
         with self._connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock,))
+            # Sent as the write commits (never for one rolled back): readers of the store
+            # (the web view) read again now, wherever the write was made.
+            conn.execute("SELECT pg_notify(%s, %s)", (STORE_CHANNEL, self.schema))
             yield PgConnection(conn)
 
     @contextmanager

@@ -256,6 +256,11 @@ MIGRATIONS: tuple[str, ...] = (
         author TEXT NOT NULL,
         created_at TEXT NOT NULL
     );
+    CREATE TABLE last_read (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        taken_at DOUBLE PRECISION NOT NULL,
+        reading TEXT NOT NULL
+    );
     """
     ),
 )

@@ -274,14 +274,21 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # 19: each issue's task list comment (`legion.core.task_sync`): which comment, the digest
-    # of the list it shows, and when it was written (seconds since the epoch); and the
-    # children Legion created, by whom (an epic's are its architect's or a person's).
+    # of the list it shows, and when it was written (seconds since the epoch); what the last
+    # pass read of a service's tracker and forge; and the children Legion created, by whom
+    # (an epic's are its architect's or a person's).
     """
     CREATE TABLE task_comments (
         issue TEXT PRIMARY KEY,
         comment_id TEXT NOT NULL,
         digest TEXT NOT NULL,
         written_at INTEGER NOT NULL
+    );
+    -- What the daemon's pass last read of a service's tracker and forge (`reconcile.last_read`).
+    CREATE TABLE last_read (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        taken_at REAL NOT NULL,
+        reading TEXT NOT NULL
     );
     -- Each issue created through Legion as another's child, and who asked (`core.epics`).
     CREATE TABLE issue_splits (

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from legion.runtime.tmux import Window
     from legion.sessions.workers import WorkerManager
     from legion.store import Store
+    from legion.store.changes import StoreSignal
     from legion.trackers.base import Issue
 
 # The board's columns, in the order work moves (Triage and Icebox first: not yet planned).
@@ -88,10 +89,11 @@ class Board:
     issues: tuple[BoardIssue, ...]
     warnings: tuple[str, ...]
     hosts: str | None = None  # the fleet's hosts in one line (`legion.fleet.hosts.hosts_line`)
-    # Files whose change may change this board: its store's, its workers' transcripts (how the
-    # web view tells, cheaply, that it is worth reading again); none when its tracker, its
-    # forge or its store is elsewhere (no file here shows what changes there).
-    watched: tuple[Path, ...] = ()
+    # What tells that this board may have changed: its store's files (or, on PostgreSQL, its
+    # change signal), its workers' transcripts (how the web view tells, cheaply, that it is
+    # worth reading again); none when its tracker or its forge is a service (nothing here
+    # shows what changes there).
+    watched: tuple[Path | StoreSignal, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +143,8 @@ class TrackerAsk:
 class TrackerInbox:
     questions: tuple[TrackerAsk, ...]
     troubles: tuple[str, ...]  # a project that could not be opened or read: why, in a line
-    watched: tuple[Path, ...] = ()  # as a board's: the projects' stores; none if one is elsewhere
+    # As a board's: the projects' stores; none if one's tracker is a service.
+    watched: tuple[Path | StoreSignal, ...] = ()
 
 
 class Sources(Protocol):
@@ -201,13 +204,23 @@ class ProjectSources:
             return Unavailable(f"the board of {name_of(found)} cannot be read: {exc}")
 
     def _board(self, project: Project) -> Board:
+        from legion.reconcile.last_read import LastRead, SeenForge, SeenTracker
         from legion.reconcile.observe import KnownLiveWorkers, observe
+        from legion.store.changes import store_watch
         from legion.trackers.splits import Splits
 
         with self.projects.backends(project) as backends:
             warnings: list[str] = []
             workers: dict[str, str] = {}
-            watched = store_files(project) if all_here(project) else []
+            tracker, forge = backends.tracker, backends.forge
+            watched = store_watch(project) if announced(project) else []
+            if not announced(project):
+                # A service's tracker: what the daemon's pass last read of it, while fresh,
+                # with no request of the board's own; its next pass moves the store.
+                seen = LastRead(backends.db).fresh()
+                if seen is not None:
+                    tracker, forge = SeenTracker(tracker, seen), SeenForge(forge, seen)
+                    watched = store_watch(project)
             latest: dict[str, Mode] | None = None
             unknown = False
             try:
@@ -235,8 +248,8 @@ class ProjectSources:
             warnings += _egress_refused(backends.db)
             snapshot = observe(
                 project.settings.project_id,
-                backends.tracker,
-                backends.forge,
+                tracker,
+                forge,
                 KnownLiveWorkers(live, latest),
                 opt_in=project.settings.backlog_opt_in_labels,
                 epic_children=Splits(backends.db).epic_children(),
@@ -414,6 +427,7 @@ class ProjectSources:
     def tracker_questions(self) -> TrackerInbox:
         from legion.config import load_project
         from legion.reconcile.humans import waiting_for_human
+        from legion.store.changes import store_watch
 
         try:
             known = self.projects.known()
@@ -428,7 +442,7 @@ class ProjectSources:
             known.setdefault(name_of(here), here.root)
         asks: list[TrackerAsk] = []
         troubles: list[str] = []
-        watched: list[Path] | None = []
+        watched: list[Path | StoreSignal] | None = []
         for name, root in sorted(known.items()):
             try:
                 project = load_project(root, self.env)
@@ -436,7 +450,7 @@ class ProjectSources:
                 troubles.append(f"project {name} cannot be opened: {one_line(str(exc))}")
                 continue
             if watched is not None:
-                watched = watched + store_files(project) if all_here(project) else None
+                watched = watched + store_watch(project) if announced(project) else None
             try:
                 with self.projects.backends(project) as backends:
                     waiting = waiting_for_human(backends.tracker)
@@ -474,24 +488,13 @@ def _spent(project: Project, db: Store) -> dict[str, tuple[int, float | None]]:
     return found
 
 
-def all_here(project: Project) -> bool:
-    """Whether all a board shows of the project is on this machine: the embedded tracker and
-    forge in a SQLite store (no change elsewhere can go unseen in its files)."""
-    from legion.plugins import EMBEDDED
-    from legion.store import in_fleet
+def announced(project: Project) -> bool:
+    """Whether every change a board shows of the project is announced to this machine: the
+    embedded tracker and forge, in a SQLite store (its files move) or a PostgreSQL one (its
+    writes NOTIFY: `legion.store.changes`)."""
+    from legion.reconcile.last_read import on_a_service
 
-    settings = project.settings
-    return settings.tracker == EMBEDDED and settings.forge == EMBEDDED and not in_fleet(settings)
-
-
-def store_files(project: Project) -> list[Path]:
-    """The files of the project's store on this machine (its SQLite database and log); none
-    when it is a PostgreSQL server's."""
-    from legion.store import in_fleet
-
-    if in_fleet(project.settings):
-        return []
-    return [project.db_path, project.db_path.with_name(project.db_path.name + "-wal")]
+    return not on_a_service(project.settings)
 
 
 def fleet_host(project: Project) -> str | None:

@@ -9,9 +9,11 @@ polls: `legion.tui.project_watch`). A view that can say cheaply whether it may h
 (`View.stamp`: its files' sizes and times) is read again only when it may have, or after
 `REFRESH_S` (what no file here shows: a window that died): so a board of a thousand issues
 costs its reads only when something moved, and a change on this machine reaches the page
-within a tenth of a second and a read. A view whose stamp cannot tell (its tracker is
-Linear's or GitHub's, its store PostgreSQL) is read every `SLOW_S`: each read is requests
-against the rate limit the swarm itself needs.
+within a tenth of a second and a read; on a PostgreSQL store the stamp is the store's count
+of NOTIFYs (`legion.store.changes`), so a change anywhere in a fleet does the same. A view
+whose stamp cannot tell (its tracker is Linear's or GitHub's, or its PostgreSQL store is not
+listened to) is read every `SLOW_S`: each read is requests against the rate limit the swarm
+itself needs.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from legion.core.web_access import Role
 TICK_S = 0.1  # how often the poller looks at a view's stamp
 PERIOD_S = 0.5  # a view without a stamp is read this often (what it reads is this machine's)
 REFRESH_S = 5.0  # a view with a stamp is read again at least this often
-# A view whose stamp cannot tell (a PostgreSQL store, a tracker on Linear or GitHub) is read
-# this often: its reads are requests to a service whose rate limit the swarm needs.
+# A view whose stamp cannot tell (a tracker on Linear or GitHub, a PostgreSQL store not
+# listened to) is read this often: its reads are requests to a service whose rate limit the
+# swarm needs.
 SLOW_S = 15.0
 # Live streams at once (in all, and of one person's token), and views other than the fixed
 # ones (an issue's, a channel's, a filtered log): each view is read while it is listened to,

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from legion.config import Project
     from legion.fleet.hosts import Host
     from legion.services.spend import Spend
+    from legion.store.changes import StoreSignal
 
 T = TypeVar("T")
 
@@ -157,7 +158,7 @@ class MachineReads:
         # An issue's tracker and forge part, and when it was read (a service's: `issue`).
         self._issues: dict[tuple[str, str], tuple[IssueView | Unavailable, float]] = {}
         # The files the last read of each view depended on (`Board.watched`).
-        self._watched: dict[str, tuple[Path, ...] | None] = {
+        self._watched: dict[str, tuple[Path | StoreSignal, ...] | None] = {
             "board": None,
             "inbox": None,
             "log": None,
@@ -194,11 +195,11 @@ class MachineReads:
     ) -> list[tuple[str, T | Unavailable]]:
         """`read` of each project shown, by its name; why not, for one that cannot be read.
         The projects' stores are what view `view` depended on."""
+        from legion.store.changes import store_watch
         from legion.tui.projects import name_of
-        from legion.tui.sources import store_files
 
         found: list[tuple[str, T | Unavailable]] = []
-        files: list[Path] | None = []
+        files: list[Path | StoreSignal] | None = []
         for name in self.project_names():
             project = self.sources.project(name)
             if isinstance(project, Unavailable):
@@ -207,7 +208,7 @@ class MachineReads:
                 continue
             shown = name or name_of(project)
             if files is not None:
-                files += store_files(project)
+                files += store_watch(project)
             try:
                 with self.sources.projects.backends(project) as backends:
                     found.append((shown, read(project, backends)))
@@ -275,12 +276,7 @@ class MachineReads:
             return False
 
     def bus_stamp(self) -> object:
-        from legion.bus import bus_path, bus_store
-
-        if bus_store(self.env) is not None:
-            return None
-        path = bus_path(self.env)
-        return _stamp((path, path.with_name(path.name + "-wal")))
+        return _stamp(_bus_watch(self.env))
 
     def _known_channel(self, bus: Bus, channel: Channel) -> None:
         from legion.services.channels import channels
@@ -366,11 +362,11 @@ class MachineReads:
         return found
 
     def inbox(self) -> Inbox:
-        from legion.bus import bus_path, bus_store, open_bus
+        from legion.bus import open_bus
         from legion.bus.actions import human_inbox
 
         found = self.sources.tracker_questions()
-        watched: tuple[Path, ...] | None = found.watched or None
+        watched: tuple[Path | StoreSignal, ...] | None = found.watched or None
         if found.troubles:
             watched = None
         try:
@@ -381,9 +377,8 @@ class MachineReads:
                 bus.close()
         except LegionError as exc:
             asked, watched = f"the bus's questions cannot be read: {exc}", None
-        if watched is not None and bus_store(self.env) is None:
-            path = bus_path(self.env)
-            watched = (*watched, path, path.with_name(path.name + "-wal"))
+        if watched is not None:
+            watched = (*watched, *_bus_watch(self.env))
         self._watched["inbox"] = watched
         return Inbox(found, asked)
 
@@ -407,19 +402,16 @@ class MachineReads:
         return f"answered {asked}"
 
     def logs(self, issue: str | None) -> list[ActionLogView | Unavailable]:
-        from legion.bus import bus_path, bus_store
-        from legion.tui.sources import store_files
+        from legion.store.changes import store_watch
 
         names = self.project_names()
         found = [self.sources.action_log(name, LOG_LINES) for name in names]
-        files: list[Path] = []
+        files: list[Path | StoreSignal] = []
         for name in names:
             project = self.sources.project(name)
             if not isinstance(project, Unavailable):
-                files += store_files(project)
-        if bus_store(self.env) is None:
-            bus = bus_path(self.env)
-            files += [bus, bus.with_name(bus.name + "-wal")]
+                files += store_watch(project)
+        files += _bus_watch(self.env)
         self._watched["log"] = (
             tuple(files) if all(isinstance(f, ActionLogView) for f in found) else None
         )
@@ -451,7 +443,7 @@ class MachineReads:
         page is asked of it at most every `SLOW_S` (an open page must not spend the rate
         limit the swarm needs); the rest, on this machine, each read."""
         from legion.services.issue_view import read_issue, read_issue_page
-        from legion.tui.sources import all_here
+        from legion.tui.sources import announced
         from legion.web.live import SLOW_S
 
         key = (project, identifier)
@@ -459,7 +451,7 @@ class MachineReads:
             found = self.sources.projects.named(project)
             with self.sources.projects.backends(found) as backends:
                 view = None
-                if not all_here(found):
+                if not announced(found):
                     cached = self._issues.get(key)
                     if cached is None or time.monotonic() - cached[1] > SLOW_S:
                         try:
@@ -481,12 +473,35 @@ class MachineReads:
         return f"{identifier}: answered; the worker gets it in its own session"
 
 
-def _stamp(files: tuple[Path, ...] | None) -> object:
-    """Each file's size and modification time (None for one missing); None: cannot tell."""
+def _bus_watch(env: Mapping[str, str]) -> tuple[Path | StoreSignal, ...]:
+    """What tells that the bus changed: its SQLite files, or, in a fleet's PostgreSQL, its
+    schema's change signal (the bus's store NOTIFYs as each write commits)."""
+    from legion.bus import bus_path, bus_store
+    from legion.bus.postgres_schema import SCHEMA
+    from legion.store.changes import StoreSignal
+
+    url = bus_store(env)
+    if url is not None:
+        return (StoreSignal(url, SCHEMA),)
+    path = bus_path(env)
+    return (path, path.with_name(path.name + "-wal"))
+
+
+def _stamp(files: tuple[Path | StoreSignal, ...] | None) -> object:
+    """Each file's size and modification time (None for one missing), each PostgreSQL store's
+    count of changes; None: cannot tell (nothing watched, or a store not listened to)."""
+    from legion.store.changes import StoreSignal, stamp_of
+
     if not files:
         return None
     stamps: list[tuple[int, int] | None] = []
     for path in files:
+        if isinstance(path, StoreSignal):
+            counted = stamp_of(path)
+            if counted is None:
+                return None  # not listening: cannot tell
+            stamps.append(counted)
+            continue
         try:
             # A transcript is a session's to replace by a link: never followed.
             status = path.lstat()
