@@ -38,7 +38,11 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("session_relay", "a session's `say` and the controller's `state` through the daemon"),
     ("bus", "bus posts per second, one process and four"),
     ("tui", "the TUI's first paint and its reaction with 10,000 messages"),
-    ("web", "the web view with 1,000 issues: the board, a change pushed, 50 idle pages"),
+    (
+        "web",
+        "the web view with 1,000 issues: the board, a change pushed, 50 idle pages; "
+        "a push on PostgreSQL",
+    ),
     (
         "decisions",
         "`legion why`, `legion log --replay` over 100,000 decisions; a local check; task sync",

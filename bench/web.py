@@ -6,7 +6,7 @@ pages cost the server while nothing changes (goal <= 5 % of a core); then the sa
 fleet's store, PostgreSQL (a private server, as the tests run one; skipped without `initdb`),
 where the change is another process's write NOTIFYing as it commits.
 
-Run: .venv/bin/python bench/web.py [--issues N] [--pages N] [--changes N]
+Run: .venv/bin/python bench/web.py [--issues N] [--pages N] [--changes N] [--only-postgresql]
 """
 
 from __future__ import annotations
@@ -144,20 +144,19 @@ def on_postgresql(root: Path, issues: int, changes: int) -> None:
         repo = make_project(root / "pg", issues)
         process, base = serve(repo)
         try:
+            # This process is not the server's: its commit is announced by NOTIFY alone.
             backends = open_backends(load_project(repo))
-
-            def write(title: str) -> None:
-                subprocess.run(
-                    [str(LEGION), "issue", "create", title], cwd=repo, check=True,
-                    capture_output=True,
-                )  # fmt: skip
-
-            lags = push_lags(base, logged_in(base), write, changes)
+            lags = push_lags(
+                base,
+                logged_in(base),
+                lambda title: backends.tracker.create_issue(title, status=Status.TODO),
+                changes,
+            )
             backends.db.close()
             print(
                 f"on PostgreSQL, {issues} issues: another process's change -> pushed to an open "
                 f"page: p50 {ms(statistics.median(lags))}, p95 {ms(p95(lags))} over {changes} "
-                "(goal: p95 <= 1 s; the `legion issue create` it waits on included)"
+                "(goal: p95 <= 1 s)"
             )
         finally:
             process.terminate()
@@ -172,7 +171,14 @@ def main() -> None:
     parser.add_argument("--issues", type=int, default=1000)
     parser.add_argument("--pages", type=int, default=50)
     parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--only-postgresql", action="store_true")
     options = parser.parse_args()
+    if options.only_postgresql:
+        with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+            os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
+            os.environ["LEGION_STATE_HOME"] = str(Path(tmp) / "state" / "legion")
+            on_postgresql(Path(tmp), 200, options.changes)
+        return
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
         os.environ["LEGION_STATE_HOME"] = str(Path(tmp) / "state" / "legion")
