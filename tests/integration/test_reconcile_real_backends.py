@@ -420,3 +420,37 @@ def test_a_board_shows_what_the_pass_last_read_of_the_services_with_no_request_o
     [board] = reads.boards()
     assert isinstance(board, Board) and len(linear.requests) > before
     assert reads.board_stamp() is None  # nothing here can tell: read every 15 s
+
+
+def test_an_issue_page_on_a_service_is_read_again_at_once_when_the_pass_saw_it_change(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub], git_repo: Path
+) -> None:
+    """An open issue page asks the service for its part at most every `SLOW_S`, and at once
+    when the daemon's pass saw the issue change (its `updated_at`): a comment Legion (or a
+    person) wrote shows within a second of the pass, an unchanged issue costs nothing."""
+    from legion.services.issue_view import IssuePage
+    from legion.tui.projects import name_of
+    from legion.web.reads import MachineReads
+
+    reconciler, linear, github = world
+    env = dict(os.environ) | {
+        "LINEAR_API_URL": linear.api_url,
+        "LINEAR_API_KEY": linear.token,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": github.token,
+    }
+    reads = MachineReads(env, git_repo)
+    name = name_of(load_project(git_repo, env=env))
+    reconciler.run()
+    first = reads.issue(name, "ENG-2")
+    assert isinstance(first, IssuePage), first
+    asked = len(linear.requests)
+    assert isinstance(reads.issue(name, "ENG-2"), IssuePage)
+    assert len(linear.requests) == asked  # unchanged: not asked again
+    linear.add_comment("ENG-2", "Take the parser from ENG-1.", by="human")
+    assert isinstance(reads.issue(name, "ENG-2"), IssuePage)
+    assert len(linear.requests) == asked  # the pass has not seen it yet
+    reconciler.run()
+    page = reads.issue(name, "ENG-2")
+    assert isinstance(page, IssuePage) and len(linear.requests) > asked
+    assert [c.body for c in page.view.comments][-1] == "Take the parser from ENG-1."

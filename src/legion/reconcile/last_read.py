@@ -47,6 +47,14 @@ class Seen:
     prs: Mapping[str, PullRequest]
     at: float
 
+    def updated(self, identifier: str) -> str | None:
+        """When the issue last changed, as the service said to the pass (a new comment, a
+        label, a move); None when the pass did not list it."""
+        for issue in self.issues:
+            if issue.identifier == identifier:
+                return issue.updated_at
+        return None
+
 
 class LastRead:
     """The store's one row of it."""

@@ -156,7 +156,8 @@ class MachineReads:
         self.sources = ProjectSources(env, cwd, self._known)
         self.commands = ServiceCommands(env, cwd, self._known)
         # An issue's tracker and forge part, and when it was read (a service's: `issue`).
-        self._issues: dict[tuple[str, str], tuple[IssueView | Unavailable, float]] = {}
+        # With the issue's `updated_at` as the daemon's pass last read it, when it had one.
+        self._issues: dict[tuple[str, str], tuple[IssueView | Unavailable, float, str | None]] = {}
         # The files the last read of each view depended on (`Board.watched`).
         self._watched: dict[str, tuple[Path | StoreSignal, ...] | None] = {
             "board": None,
@@ -441,7 +442,10 @@ class MachineReads:
     def issue(self, project: str, identifier: str) -> IssuePage | Unavailable:
         """Where the project's tracker or forge is a service (Linear, GitHub), its part of the
         page is asked of it at most every `SLOW_S` (an open page must not spend the rate
-        limit the swarm needs); the rest, on this machine, each read."""
+        limit the swarm needs), and at once when the daemon's pass saw the issue change (its
+        `updated_at` in the pass's reading: `reconcile.last_read`); the rest, on this machine,
+        each read."""
+        from legion.reconcile.last_read import LastRead
         from legion.services.issue_view import read_issue, read_issue_page
         from legion.tui.sources import announced
         from legion.web.live import SLOW_S
@@ -452,12 +456,19 @@ class MachineReads:
             with self.sources.projects.backends(found) as backends:
                 view = None
                 if not announced(found):
+                    seen = LastRead(backends.db).fresh()
+                    changed = None if seen is None else seen.updated(identifier)
                     cached = self._issues.get(key)
-                    if cached is None or time.monotonic() - cached[1] > SLOW_S:
+                    if (
+                        cached is None
+                        or time.monotonic() - cached[1] > SLOW_S
+                        or (changed is not None and changed != cached[2])
+                    ):
                         try:
-                            cached = (read_issue(found, backends, identifier), time.monotonic())
+                            read = read_issue(found, backends, identifier)
+                            cached = (read, time.monotonic(), changed)
                         except LegionError as exc:
-                            cached = (Unavailable(str(exc)), time.monotonic())
+                            cached = (Unavailable(str(exc)), time.monotonic(), changed)
                         if len(self._issues) > ISSUES_KEPT:
                             self._issues.clear()  # pages of issues long closed
                         self._issues[key] = cached
