@@ -454,3 +454,33 @@ def test_an_issue_page_on_a_service_is_read_again_at_once_when_the_pass_saw_it_c
     page = reads.issue(name, "ENG-2")
     assert isinstance(page, IssuePage) and len(linear.requests) > asked
     assert [c.body for c in page.view.comments][-1] == "Take the parser from ENG-1."
+
+
+def test_the_inbox_on_a_service_shows_a_question_as_soon_as_the_pass_saw_it(
+    world: tuple[Reconciler, FakeLinear, FakeGitHub], git_repo: Path
+) -> None:
+    """A worker's question on Linear (its comment and `user-input-needed`) reaches the inbox
+    once the daemon's pass has read it, with no listing of the inbox's own; a question's
+    comments are asked of the service only when its issue changed since."""
+    from legion.web.reads import MachineReads
+
+    reconciler, linear, github = world
+    env = dict(os.environ) | {
+        "LINEAR_API_URL": linear.api_url,
+        "LINEAR_API_KEY": linear.token,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": github.token,
+    }
+    sources = MachineReads(env, git_repo).sources
+    linear.add_label("user-input-needed")
+    asking = linear.add_issue("Which parser?", state="Todo", labels=["user-input-needed"])
+    linear.add_comment(asking, "## Question\n\nWhich parser should it use?", by="human")
+    reconciler.run()
+    first = sources.tracker_questions()
+    assert [q.identifier for q in first.questions] == [asking], first
+    assert first.questions[0].question.startswith("## Question"), first
+    assert first.watched  # told of changes: read again when the store moves
+    asked = len(linear.requests)
+    again = sources.tracker_questions()
+    assert again.questions == first.questions
+    assert len(linear.requests) == asked  # nothing changed: neither listed nor asked again

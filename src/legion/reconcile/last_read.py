@@ -24,7 +24,7 @@ from legion.core.model import ChecksState, Status
 from legion.forges.base import Check, PrState, PullRequest, Review
 from legion.plugins import EMBEDDED
 from legion.store import Store
-from legion.trackers.base import Issue
+from legion.trackers.base import Comment, Issue
 
 # How old a pass's reading may be for a board to show it rather than ask the service itself.
 FRESH_S = 15.0
@@ -101,12 +101,34 @@ class LastRead:
         return Seen(issues, prs, float(row[0]))
 
 
-class SeenTracker:
-    """A tracker whose listing is a pass's reading (its other calls are the tracker's)."""
+# An issue's comments as last asked of the service, by (issue, how many, its `updated_at` in
+# the reading): asked again only when the pass saw the issue change. Bounded.
+CommentCache = dict[tuple[str, int | None, str], list[Comment]]
+_CACHED_AT_MOST = 1000
 
-    def __init__(self, inner: Any, seen: Seen) -> None:
+
+class SeenTracker:
+    """A tracker whose listing is a pass's reading, and whose comments are asked of the
+    service only when the reading shows their issue changed (with `comments`, a cache the
+    caller keeps between reads); its other calls are the tracker's."""
+
+    def __init__(self, inner: Any, seen: Seen, comments: CommentCache | None = None) -> None:
         self._inner = inner
         self._seen = seen
+        self._comments = comments
+
+    def list_comments(self, identifier: str, *, newest: int | None = None) -> list[Comment]:
+        updated = self._seen.updated(identifier)
+        if self._comments is None or updated is None:
+            return list(self._inner.list_comments(identifier, newest=newest))
+        key = (identifier, newest, updated)
+        found = self._comments.get(key)
+        if found is None:
+            found = list(self._inner.list_comments(identifier, newest=newest))
+            if len(self._comments) >= _CACHED_AT_MOST:
+                self._comments.clear()
+            self._comments[key] = found
+        return list(found)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from legion.config import Project
     from legion.core.task_list import TaskList
     from legion.forges.base import Forge, PullRequest
+    from legion.reconcile.last_read import CommentCache
     from legion.runtime.tmux import Window
     from legion.sessions.workers import WorkerManager
     from legion.store import Store
@@ -183,6 +184,7 @@ class ProjectSources:
         # (project, issue) -> its pull request (None: none) and when it was looked up.
         self._done_prs: dict[tuple[str, str], tuple[PullRequest | None, float]] = {}
         self._done_lock = threading.Lock()
+        self._asked: CommentCache = {}  # the inbox's questions on a service (`tracker_questions`)
 
     def project(self, name: str | None) -> Project | Unavailable:
         """Project `name` where the bus says it lives; else the project the TUI was started
@@ -214,9 +216,7 @@ class ProjectSources:
             workers: dict[str, str] = {}
             tracker, forge = backends.tracker, backends.forge
             watched = store_watch(project) if announced(project) else []
-            if not announced(project):
-                # A service's tracker: what the daemon's pass last read of it, while fresh,
-                # with no request of the board's own; its next pass moves the store.
+            if not announced(project):  # a service's: the pass's reading, while fresh
                 seen = LastRead(backends.db).fresh()
                 if seen is not None:
                     tracker, forge = SeenTracker(tracker, seen), SeenForge(forge, seen)
@@ -427,6 +427,7 @@ class ProjectSources:
     def tracker_questions(self) -> TrackerInbox:
         from legion.config import load_project
         from legion.reconcile.humans import waiting_for_human
+        from legion.reconcile.last_read import LastRead, SeenTracker
         from legion.store.changes import store_watch
 
         try:
@@ -449,11 +450,16 @@ class ProjectSources:
             except (LegionError, OSError) as exc:
                 troubles.append(f"project {name} cannot be opened: {one_line(str(exc))}")
                 continue
-            if watched is not None:
-                watched = watched + store_watch(project) if announced(project) else None
             try:
                 with self.projects.backends(project) as backends:
-                    waiting = waiting_for_human(backends.tracker)
+                    tracker, told = backends.tracker, announced(project)
+                    if not told:  # a service's: the pass's reading, while fresh
+                        seen = LastRead(backends.db).fresh()
+                        if seen is not None:
+                            tracker, told = SeenTracker(tracker, seen, self._asked), True
+                    if watched is not None:  # told of its changes: its store moves
+                        watched = watched + store_watch(project) if told else None
+                    waiting = waiting_for_human(tracker)
             except (LegionError, OSError) as exc:
                 troubles.append(f"project {name}: its tracker cannot be read: {one_line(str(exc))}")
                 continue
