@@ -87,6 +87,16 @@ def world(
     return reconciler, linear, github
 
 
+def service_env(linear: FakeLinear, github: FakeGitHub) -> dict[str, str]:
+    """The environment that points Legion at the two fakes."""
+    return dict(os.environ) | {
+        "LINEAR_API_URL": linear.api_url,
+        "LINEAR_API_KEY": linear.token,
+        "GITHUB_API_URL": github.url,
+        "GITHUB_TOKEN": github.token,
+    }
+
+
 def summary(outcomes: list[Outcome]) -> list[tuple[str, str, str]]:
     return [(o.issue, o.action, o.kind.value) for o in outcomes]
 
@@ -390,12 +400,7 @@ def test_a_board_shows_what_the_pass_last_read_of_the_services_with_no_request_o
     from legion.web.reads import MachineReads
 
     reconciler, linear, github = world
-    env = dict(os.environ) | {
-        "LINEAR_API_URL": linear.api_url,
-        "LINEAR_API_KEY": linear.token,
-        "GITHUB_API_URL": github.url,
-        "GITHUB_TOKEN": github.token,
-    }
+    env = service_env(linear, github)
     reads = MachineReads(env, git_repo)
     reconciler.run()
     asked = len(linear.requests) + len(github.requests)
@@ -433,12 +438,7 @@ def test_an_issue_page_on_a_service_is_read_again_at_once_when_the_pass_saw_it_c
     from legion.web.reads import MachineReads
 
     reconciler, linear, github = world
-    env = dict(os.environ) | {
-        "LINEAR_API_URL": linear.api_url,
-        "LINEAR_API_KEY": linear.token,
-        "GITHUB_API_URL": github.url,
-        "GITHUB_TOKEN": github.token,
-    }
+    env = service_env(linear, github)
     reads = MachineReads(env, git_repo)
     name = name_of(load_project(git_repo, env=env))
     reconciler.run()
@@ -465,12 +465,7 @@ def test_the_inbox_on_a_service_shows_a_question_as_soon_as_the_pass_saw_it(
     from legion.web.reads import MachineReads
 
     reconciler, linear, github = world
-    env = dict(os.environ) | {
-        "LINEAR_API_URL": linear.api_url,
-        "LINEAR_API_KEY": linear.token,
-        "GITHUB_API_URL": github.url,
-        "GITHUB_TOKEN": github.token,
-    }
+    env = service_env(linear, github)
     sources = MachineReads(env, git_repo).sources
     linear.add_label("user-input-needed")
     asking = linear.add_issue("Which parser?", state="Todo", labels=["user-input-needed"])
