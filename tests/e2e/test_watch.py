@@ -176,14 +176,15 @@ def test_statuses_are_read_from_the_sessions_and_stop_all_marks_what_it_stopped(
     stopped = swarm.legion("stop", "--all")
     assert "Closed tmux session" in stopped.stdout, stopped.stderr
     for who in (agent, controller):
-        assert agent_of(swarm, who["session_id"])["status"] == "stopped", who["address"]
+        status = agent_of(swarm, who["session_id"])["status"]
         events = _events_of(swarm, who["id"])
         began = datetime.fromtimestamp(before, UTC).isoformat()
-        stop_event = (EventKind.AGENT_STOPPED, "stopped by `legion stop --all`")
-        assert stop_event in [(e.kind, e.detail) for e in events], (
-            f"stop began at {began}; {stopped.stderr}; "
-            + "; ".join(f"{e.created_at} {e.kind.value} {e.detail}" for e in events)
+        said = f"stop began at {began}; {stopped.stderr}; " + "; ".join(
+            f"{e.created_at} {e.kind.value} {e.detail}" for e in events
         )
+        assert status == "stopped", f"{who['address']}: {said}"
+        stop_event = (EventKind.AGENT_STOPPED, "stopped by `legion stop --all`")
+        assert stop_event in [(e.kind, e.detail) for e in events], said
     # It no longer runs, so it is not "busy (in the middle of a turn)": killed without -f.
     killed = swarm.json("kill", agent["address"])
     assert killed["status"] == "stopped"

@@ -154,17 +154,21 @@ class Watcher:
 
     # -- statuses ------------------------------------------------------------------------------
 
-    def sync_statuses(self, detail: str = "observed", *, stopped: bool = False) -> None:
+    def sync_statuses(
+        self, detail: str = "observed", *, stopped: bool = False, all_closed: bool = False
+    ) -> None:
         """Keep each agent's status on the bus true to its session (busy, idle, blocked on a
         question, failed when its process is not running); what an agent said of itself
         (complete, archived, blocked by `legion ask`) stands until it is prompted again.
         `detail`: why, in the status event (`observed`, or who stopped the sessions);
-        `stopped`: a clean stop ended them, so a session not running is stopped, not failed."""
+        `stopped`: a clean stop ended them, so a session not running is stopped, not failed;
+        `all_closed`: the caller has just closed every session of the project, so none runs,
+        known without a look (tmux's server may still be going, and not answer)."""
         settled = (AgentStatus.COMPLETE, AgentStatus.ARCHIVED)
         agents = [a for a in self.agents(include_archived=False) if a.status not in settled]
         if not agents:
             return
-        sessions = self.sessions()
+        sessions = {} if all_closed else self.sessions()
         for listed in agents:
             assert listed.session_id is not None
             if not self._known(listed.session_id):
@@ -175,10 +179,11 @@ class Watcher:
             if agent.session_id != listed.session_id:
                 continue  # started again meanwhile: the next look judges the new session
             target = sessions.get(listed.session_id)
+            state = SessionState.DEAD if all_closed else (target.state if target else None)
             waiting = agent.status is AgentStatus.BLOCKED and bool(
                 self.bus.unanswered_asks(agent.id)
             )
-            status = observed_status(agent.status, target.state if target else None, waiting)
+            status = observed_status(agent.status, state, waiting)
             if stopped and status is AgentStatus.FAILED:
                 status = AgentStatus.STOPPED
             if status is not None and status is not agent.status:
@@ -402,7 +407,7 @@ def close_and_mark(
     with unwatched(project, bus, env, timeout=timeout) as watcher:
         closed = close()
         if watcher is not None:
-            watcher.sync_statuses(detail, stopped=True)
+            watcher.sync_statuses(detail, stopped=True, all_closed=closed)
         return closed
 
 
