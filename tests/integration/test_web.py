@@ -686,3 +686,39 @@ def test_on_a_postgresql_store_a_write_from_anywhere_moves_the_views_stamps_at_o
     said = run_legion("say", "hello from another host", cwd=git_repo, env=env)
     assert said.returncode == 0, said.stderr
     wait_until("the post is announced", lambda: reads.bus_stamp() != bus, timeout=30)
+
+
+def test_stopping_the_server_ends_its_open_pages_streams_rather_than_cancelling_them(
+    project: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import threading
+
+    import httpx
+
+    from legion.web.serve import ServeOptions, WebServer
+
+    server = WebServer(ServeOptions(port=0), dict(os.environ), project)
+    base = server.link.split("/login")[0]
+    got: list[str] = []
+    ended = threading.Event()
+
+    def page() -> None:
+        with httpx.Client(base_url=base, timeout=30) as client:
+            client.get(server.link.removeprefix(base))
+            with client.stream("GET", "/events/board") as stream:
+                for line in stream.iter_lines():
+                    got.append(line)
+        ended.set()
+
+    with caplog.at_level("INFO", logger="uvicorn.error"), server.running():
+        reader = threading.Thread(target=page)
+        reader.start()
+        for _ in range(300):  # the stream's first push, the board as it is
+            if any(line.startswith("event: board") for line in got):
+                break
+            ended.wait(0.1)
+        assert any(line.startswith("event: board") for line in got), got
+    # The stream ended as the server stopped, and nothing was cancelled past a timeout.
+    reader.join(timeout=30)
+    assert ended.is_set()
+    assert not [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]

@@ -47,7 +47,7 @@ from legion.errors import InputError, LegionError
 from legion.services.channels import parse_channel
 from legion.web import pages
 from legion.web.gate import COOKIE, Gate, LoginRefused, WebSession
-from legion.web.live import LiveViews, TooManyListeners, View
+from legion.web.live import END, LiveViews, TooManyListeners, View
 from legion.web.reads import WebReads
 
 SECURITY_HEADERS = {
@@ -354,6 +354,8 @@ class WebView:
                         if html is None:
                             yield ": keep-alive\n\n"
                             continue
+                        if html == END:
+                            return  # the server stops
                         lines = "".join(f"data: {line}\n" for line in html.splitlines())
                         yield f"event: {event}\nid: {pages.version(html)}\n{lines}\n"
             except TooManyListeners:
@@ -541,4 +543,5 @@ def create_app(reads: WebReads, gate: Gate, settings: WebSettings) -> Starlette:
         lifespan=view.lifespan,
     )
     app.add_middleware(Guard, settings=settings)
+    app.state.live = view.live  # its streams are ended when the server stops (`web.serve`)
     return app

@@ -40,6 +40,9 @@ SLOW_S = 15.0
 MAX_LISTENERS = 200
 MAX_PER_OWNER = 8
 MAX_VIEWS = 32
+# Given to every page's queue when the server stops: its stream ends at once, so the server
+# stops without waiting out (and then cancelling) every open page.
+END = "\x00end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,7 @@ class LiveViews:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ending = False
 
     def refusal(self, name: str, owner: str) -> str | None:
         """Why `owner`'s page may not listen to view `name` now (the bounds), or None."""
@@ -102,6 +106,8 @@ class LiveViews:
             return self._refusal(name, owner)
 
     def _refusal(self, name: str, owner: str) -> str | None:
+        if self._ending:
+            return "the server is stopping"
         listeners = [e for w in self._watched.values() for e in w.listeners]
         if len(listeners) >= MAX_LISTENERS:
             return f"{MAX_LISTENERS} live pages are open already"
@@ -143,6 +149,16 @@ class LiveViews:
     def listening(self) -> int:
         with self._lock:
             return sum(len(w.listeners) for w in self._watched.values())
+
+    def end_streams(self) -> None:
+        """The server stops: every page's stream is told to end (`END`), and no new one
+        is admitted."""
+        with self._lock:
+            self._ending = True
+            listeners = [e for w in self._watched.values() for e in w.listeners]
+        for entry in listeners:
+            with contextlib.suppress(RuntimeError):  # its loop has closed
+                entry.loop.call_soon_threadsafe(_offer, entry.queue, END)
 
     def close(self) -> None:
         self._stop.set()

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import uvicorn
+
 from legion.core.web_access import is_loopback, served_hosts
 from legion.errors import InputError
 
@@ -86,13 +88,24 @@ def public_address(options: ServeOptions, port: int) -> str:
     return f"{shown}:{port}"
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server that, as it stops, first ends the open pages' live streams: they would
+    otherwise hold it for its graceful timeout, then be cancelled with an error."""
+
+    def __init__(self, config: uvicorn.Config, end_streams: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.end_streams = end_streams
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.end_streams()
+        await super().shutdown(sockets)
+
+
 class WebServer:
     """The web view bound and ready: its login link, served in the foreground (`serve`) or,
     beside the demo's swarm, in a thread (`running`)."""
 
     def __init__(self, options: ServeOptions, env: Mapping[str, str], cwd: Path) -> None:
-        import uvicorn
-
         from legion.sessions.identity import default_author
         from legion.web.app import WebSettings, create_app
         from legion.web.gate import Gate
@@ -131,7 +144,7 @@ class WebServer:
             limit_concurrency=MAX_CONNECTIONS,
             timeout_keep_alive=5,
         )
-        self.server = uvicorn.Server(config)
+        self.server = _Server(config, app.state.live.end_streams)
 
     def announce(self, say: Callable[[str], None]) -> None:
         say(f"Legion's web view: {self.link}")
