@@ -220,13 +220,13 @@ def test_an_interrupted_demo_says_so_cleans_up_and_exits(
                 break
         proc.send_signal(sig)
         sent = time.monotonic()
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     took = time.monotonic() - sent
     assert proc.returncode == code, (proc.returncode, err)
-    assert took < 15, took
+    assert took < 25, took  # not the 30 s a start's wait takes, however loaded
     assert f"the demo was interrupted ({name})" in err and "ran out of time" not in err + out
     assert "Traceback" not in err
     alive = subprocess.run(

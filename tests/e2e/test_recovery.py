@@ -181,7 +181,7 @@ def test_a_stuck_worker_is_killed_only_when_both_signals_agree_then_resumed(swar
 
         # Both: killed, and resumed in its own session; not before the transcript was quiet
         # for stale_after (counted from its last touch, not from the loop's last sleep).
-        wait_until("killed", lambda: actions(swarm, "kill_stuck_worker"), timeout=stale_after + 10)
+        wait_until("killed", lambda: actions(swarm, "kill_stuck_worker"), timeout=60)
         assert time.monotonic() - touched >= stale_after - 0.5
         wait_until("resumed and parked", lambda: parked(swarm, "LEG-1"))
     no_overlap(watch)
@@ -425,7 +425,7 @@ def test_a_worker_that_cannot_start_is_reported_and_not_retried_in_a_loop(
     with Daemon(swarm, mode="manual"):
         started = time.monotonic()
         result = legion_with(swarm, env, "dispatch", "LEG-1", "implement")
-        assert time.monotonic() - started < 15
+        assert time.monotonic() - started < 25  # not the start's 30 s wait, however loaded
     assert result.returncode != 0 and message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "worker-active" not in labels(swarm, "LEG-1")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.campaign import ENV, TICK, campaign_swarm
+from tests.support.campaign import ENV, FINISH_S, TICK, campaign_swarm
 from tests.support.cli import LEGION_BIN
 from tests.support.processes import session_processes
 from tests.support.swarm import Swarm, issue_status, session_uuid
@@ -201,7 +201,7 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Findings]:
                     stderr=out,
                 )
             try:
-                deadline = time.monotonic() + 150
+                deadline = time.monotonic() + FINISH_S  # as long as any campaign swarm may take
                 scanned_mid_run = False
                 workspace = swarm.workspace_root / "leg-1"
                 while time.monotonic() < deadline:
@@ -261,6 +261,7 @@ def tracker_and_forge_tokens_do_not_reach_workers(findings: Findings) -> None:
 
 # One test over the one run: as several, pytest-xdist would hand them to several processes,
 # each running the swarm again for its copy of the module's fixture.
+@pytest.mark.timeout(420)  # its swarm, in the fixture, may take FINISH_S
 def test_no_secret_reaches_a_session_or_anywhere_it_could_leak(findings: Findings) -> None:
     no_sentinel_anywhere_a_secret_could_leak(findings)
     claude_keeps_no_part_of_the_key_in_a_sessions_home(findings)

@@ -35,8 +35,12 @@ def test_a_waiter_is_told_once_and_gets_the_lock_when_it_is_released(tmp_path: P
     thread = threading.Thread(target=holder)
     thread.start()
     holding.wait(5)
-    threading.Timer(2.5, release.set).start()
-    with exclusive(lock, timeout=10, on_wait=told.append):
+
+    def waiting(said: str) -> None:  # released once the wait was said, however late
+        told.append(said)
+        release.set()
+
+    with exclusive(lock, timeout=10, on_wait=waiting):
         pass
     thread.join()
     assert len(told) == 1 and told[0].startswith("waiting for workers.lock, held by pid ")

@@ -339,7 +339,7 @@ class ScriptedServer(Generic[T, S, R]):
                     raise TimeoutError(f"no matching request within {timeout}s; saw {seen}")
                 self._cond.wait(remaining)
 
-    def wait_for_turn(self, scenario: str, turn: int, timeout: float = 30.0) -> R:
+    def wait_for_turn(self, scenario: str, turn: int, timeout: float = 60.0) -> R:
         """Wait until the request that asks for turn `turn` of `scenario` arrived."""
         return self.wait_for(lambda r: r.scenario == scenario and r.turn == turn, timeout)
 
