@@ -588,9 +588,11 @@ def test_tmux_not_answering_is_unknown_not_dead_and_nothing_is_restarted(
     swarm.legion("issue", "create", "Steady", "--status", "In Progress")
     controller(swarm)
     finish = "legion issue label LEG-1 --add worker-done --remove worker-active"
+    # Its work lasts until the test has looked (never a fixed time a loaded machine outruns).
+    release = swarm.workspace_root / "leg-1" / ".release-the-work"
     swarm.server.add_scenario(
         "implement mode for LEG-1",
-        [[bash(busy(9), "Long work")], [bash(finish, "Finish")], [text("Done.")]],
+        [[bash(runs_until(release), "Long work")], [bash(finish, "Finish")], [text("Done.")]],
         name="work",
     )
     swarm.server.add_scenario(
@@ -619,6 +621,7 @@ def test_tmux_not_answering_is_unknown_not_dead_and_nothing_is_restarted(
         assert any(e["outcome"] == "failed" for e in during)
         assert "user-input-needed" not in labels(swarm, "LEG-1")
         # And everything carries on: the worker finishes, the reviewer is started.
+        release.touch()
         wait_until("reviewed and parked", lambda: parked(swarm, "LEG-1"))
     no_overlap(watch)
     assert len(watch.seen[worker_sid]) == 1 and len(watch.seen[controller_sid]) == 1

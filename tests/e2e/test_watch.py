@@ -82,6 +82,14 @@ def _events_of(swarm: Swarm, agent_id: int) -> list[Event]:
         bus.close()
 
 
+def _said_of(swarm: Swarm, agent: dict[str, Any]) -> str:
+    """An agent's status now and every event of its, for a wait that timed out."""
+    now = agent_of(swarm, agent["session_id"])["status"]
+    events = _events_of(swarm, agent["id"])
+    said = "; ".join(f"{e.created_at} {e.kind.value} {e.detail}" for e in events)
+    return f"status {now}; {said}"
+
+
 def _status_events(swarm: Swarm, agent_id: int) -> list[tuple[EventKind, str]]:
     return [(e.kind, e.detail) for e in _events_of(swarm, agent_id)]
 
@@ -270,7 +278,10 @@ def test_kill_force_ends_a_busy_worker_and_the_tracker_says_what_runs_next(
     worker = _dispatch(swarm, [[bash(runs_until(release))], [text("Planned.")]], idle=False)
     agent = agent_of(swarm, worker["session_id"])
     wait_until(
-        "busy", lambda: agent_of(swarm, worker["session_id"])["status"] == "busy", timeout=30
+        "busy",
+        lambda: agent_of(swarm, worker["session_id"])["status"] == "busy",
+        timeout=30,
+        explain=lambda: _said_of(swarm, agent),
     )
     refused = swarm.legion("kill", agent["address"], check=False)
     assert refused.returncode == 1 and "is busy" in refused.stderr, refused.stderr

@@ -70,6 +70,15 @@ class Fleet2:
         )
         return record.id, command
 
+    def record_only(self, issue: str) -> int:
+        """The leader's first half of `_ask_start`: the worker recorded under beta, not asked
+        yet (as beta may see it between the two)."""
+        record = Registry(self.store).start(
+            issue, Mode.PLAN, f"sid-{issue}", f"{issue.lower()}-plan", Path(), "claude-code",
+            host="beta",
+        )  # fmt: skip
+        return record.id
+
     def workspace(self, worker: int) -> Path:
         """Where beta recorded the worker's workspace (once it made it)."""
         record = Registry(self.store).current_by_id(worker)
@@ -127,6 +136,10 @@ def test_a_start_asked_of_another_host_waits_there_for_its_workspace_setup(
     ready = tracker.create_issue("Set me up").identifier
     broken = tracker.create_issue("Broken setup").identifier
     placement = HostSessions(fleet.store)
+    # A worker recorded under beta and not asked of it yet: beta, looking in between, sees no
+    # window, and reports nothing (the leader counts it starting), never dead, which would
+    # have the leader start it again and the two starts of one session meet on beta.
+    unasked = fleet.record_only(tracker.create_issue("Recorded, not asked yet").identifier)
     (ok, ok_start), (bad, bad_start) = fleet.ask_start(ready), fleet.ask_start(broken)
     wait_until(
         "both setups run on beta",
@@ -144,6 +157,8 @@ def test_a_start_asked_of_another_host_waits_there_for_its_workspace_setup(
         state, activity = fleet.reported(worker)  # type: ignore[misc]
         assert state is SessionState.RUNNING and activity is not None
     assert not [window for window in fleet.windows() if window.endswith("-plan")]
+    wait_for_ticks(Path(fleet.beta["LEGION_STATE_DIR"]) / "heartbeat", 2)
+    assert fleet.reported(unasked) is None
 
     # One setup ends well: its worker starts on beta, in the prepared workspace.
     (fleet.workspace(ok) / "go").write_text("")

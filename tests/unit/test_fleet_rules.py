@@ -147,3 +147,15 @@ def test_a_hosts_room_and_the_fleets_capacity_count_the_controller_once() -> Non
     assert worker_capacity([2, 1, 1]) == sum(
         r.free for r in (room(True, 2, 0, True), room(True, 1, 0, False), room(True, 1, 0, False))
     )
+
+
+def test_a_worker_its_host_has_not_started_yet_is_not_reported_dead() -> None:
+    """The leader records a worker, then asks its host to start it: a host that looks in
+    between sees no window. It reports nothing (the leader counts it starting), never dead,
+    which would have the leader start it again and two starts of one session meet there. Once
+    the host started it (a window, or a report of its own), a dead one is reported dead."""
+    assert hosted_state(SessionState.DEAD, False, started_here=False) is None
+    assert hosted_state(SessionState.DEAD, True, started_here=False) is SessionState.RUNNING
+    assert hosted_state(SessionState.DEAD, False, started_here=True) is SessionState.DEAD
+    for seen in (SessionState.RUNNING, SessionState.IDLE, SessionState.BLOCKED):
+        assert hosted_state(seen, False, started_here=False) is seen

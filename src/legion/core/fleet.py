@@ -143,12 +143,23 @@ def remote_session_state(
     return SessionState.RUNNING if since_start <= start_allowance else SessionState.DEAD
 
 
-def hosted_state(seen: SessionState, waits_for_setup: bool) -> SessionState:
-    """What a host reports of a worker of its own, seen `seen` here. A worker whose start the
-    leader asked and which waits for its workspace's setup (running, or backing off after a
-    failure: `legion.core.workspace_setup`) has no window yet, so it is seen dead; it is
-    reported running (starting) instead, and its START stays pending: the leader neither takes
-    it for dead nor starts it again elsewhere while its setup goes on."""
-    if waits_for_setup and seen is SessionState.DEAD:
+def hosted_state(
+    seen: SessionState, waits_for_setup: bool, *, started_here: bool = True
+) -> SessionState | None:
+    """What a host reports of a worker of its own, seen `seen` here; None: nothing yet.
+
+    A worker whose start the leader asked and which waits for its workspace's setup (running,
+    or backing off after a failure: `legion.core.workspace_setup`) has no window yet, so it is
+    seen dead; it is reported running (starting) instead, and its START stays pending: the
+    leader neither takes it for dead nor starts it again elsewhere while its setup goes on.
+
+    A worker this host has not `started_here` (no window, never reported by it) is one whose
+    start the leader is asking for and this host has not carried out yet (the leader records
+    the worker, then asks): it is not reported at all, so the leader counts it as starting
+    for its start allowance. Reported dead, it would be started again, and the two starts of
+    one session would meet here."""
+    if seen is not SessionState.DEAD:
+        return seen
+    if waits_for_setup:
         return SessionState.RUNNING
-    return seen
+    return seen if started_here else None

@@ -86,6 +86,8 @@ class HostWork:
         for command in pending:
             if lease is None or command.epoch != lease.epoch:
                 self.placement.finish(command.id, f"dropped: asked under epoch {command.epoch}")
+                if command.kind == START:  # not started here: the new leader decides again
+                    self._report_dead(command.worker_id)
                 continue
             carry_out = {
                 START: self.workers.start_asked,
@@ -114,8 +116,8 @@ class HostWork:
             self.log.append("-", f"host_{command.kind}", OutcomeKind.DONE, detail)
 
     def _report_dead(self, worker_id: int) -> None:
-        """A start that failed here: the leader sees the worker dead now (and restarts it, as
-        it does any that died), not after the start's allowance."""
+        """A start that failed (or was dropped) here: the leader sees the worker dead now (and
+        restarts it, as it does any that died), not after the start's allowance."""
         before = self._reports()
         states = {
             wid: (seen.state, seen.last_activity, seen.question)
@@ -139,15 +141,18 @@ class HostWork:
         """Report the state of each worker this host runs (only what changed)."""
         views = self.workers.roster.views(here_only=True)
         views = [view for view in views if view.record.host == self.host]
+        before = self._reports()
         states: dict[int, Seen] = {}
         for view in views:
             waits = view.record.id in self._setup_waits and view.window is None
-            state = hosted_state(view.state, waits)
+            started_here = view.window is not None or view.record.id in before
+            state = hosted_state(view.state, waits, started_here=started_here)
+            if state is None:
+                continue  # its start is not carried out yet (`hosted_state`)
             activity = (
                 self.workers.setup.activity(view.record.issue) if waits else view.last_activity
             )
             states[view.record.id] = (state, activity, view.question)
-        before = self._reports()
         self.placement.report(self.host, states, before)
         self._reported = {
             wid: Report(self.host, state, activity, 0.0, question)
