@@ -116,11 +116,15 @@ def _cell(text: str) -> str:
 def table(measured: dict[str, Measured], previous: dict[str, str]) -> str:
     """The README's section: when, where, and one row per benchmark."""
     today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    # A run of some benchmarks only keeps the others' rows: the line says which are new.
+    partly = len(measured) < len(BENCHMARKS)
+    which = ", ".join(f"`{name}`" for name, _ in BENCHMARKS if name in measured)
     lines = [
         BEGIN,
-        f"Measured by `bench/all.py` on {today} at commit {_commit()}, on a "
-        f"{os.cpu_count()}-core machine with nothing else running (scripted model; the pinned "
-        "Claude Code and Codex CLIs):",
+        f"Measured by `bench/all.py` on {today} at commit {_commit()}"
+        + (f" ({which} only; the other rows are from earlier runs)" if partly else "")
+        + f", on a {os.cpu_count()}-core machine with nothing else running (scripted model; "
+        "the pinned Claude Code and Codex CLIs):",
         "",
         "| benchmark | of | figures |",
         "|---|---|---|",
