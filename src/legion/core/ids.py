@@ -3,6 +3,7 @@ the tracker knows."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 from legion.core.model import Mode, normalize_identifier
@@ -16,6 +17,7 @@ def project_namespace(project_id: str) -> uuid.UUID:
         raise ConfigError(f"project id {project_id!r} is not a UUID") from None
 
 
+@functools.lru_cache(maxsize=8192)  # a board of 1,000 issues asks for 8,000 at every read
 def session_id(project_id: str, issue: str, mode: Mode) -> str:
     """The Claude Code session id of `issue` in `mode`: uuid5(project, "ISSUE:mode")."""
     name = f"{normalize_identifier(issue)}:{mode.value}"
