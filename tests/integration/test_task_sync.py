@@ -158,6 +158,26 @@ def test_a_task_file_that_is_a_link_is_not_read_and_task_sync_false_turns_it_off
     assert task_sync_step(at.workers, at.tracker, log) is not None
 
 
+def test_a_task_folder_a_session_filled_is_not_read_through(project: Path, tmp_path: Path) -> None:
+    """A session that fills its task folder with files would cost every look a stat of each
+    (the daemon's tick): past `FOLDER_AT_MOST` entries the folder is taken as holding no list,
+    read no further; at the bound a list is read as before."""
+    from legion.runtime.claude import tasks as claude_tasks
+
+    at = here(project, tmp_path, "LEG-1")
+    folder = at.tasks["LEG-1"]
+    write_tasks(folder, ("Write the parser", "in_progress"))
+    for n in range(2, claude_tasks.FOLDER_AT_MOST + 1):  # the bound exactly: still read
+        (folder / f".{n}").write_text("")
+    home = folder.parent.parent
+    read = claude_tasks.read_tasks(home, folder.name)
+    assert read is not None and [t.subject for t in read.tasks] == ["Write the parser"]
+    (folder / "flood.json").write_text("{}")  # one more
+    assert claude_tasks.read_tasks(home, folder.name) is None
+    at.sync(Clock()).run()
+    assert at.tracker.list_comments("LEG-1") == []
+
+
 @pytest.mark.parametrize("backend", ["linear", "github"])
 def test_on_linear_and_github_the_comment_is_edited_in_place_and_written_anew_if_deleted(
     project: Path, tmp_path: Path, backend: str

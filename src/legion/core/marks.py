@@ -77,7 +77,12 @@ def unmark(body: str) -> Unmarked:
 # so in a second invisible marker, with the figures it will need back, so that what the issue's
 # comments mean is read from data, never parsed back from the English around it. Only a comment
 # Legion marked as its own can carry one.
-_QUESTION = re.compile(r"\n*<!-- legion-asked:([a-z_]{1,32})((?: [a-z_]{1,32}=[0-9]{1,20})*) -->")
+# Read only where Legion puts it, last before its own marker: a comment of Legion's may quote
+# words it did not write (a worker's question, a check's name, a command's output), and a
+# marker hidden in them must not pass for Legion's own question.
+_QUESTION = re.compile(
+    r"\n*<!-- legion-asked:([a-z_]{1,32})((?: [a-z_]{1,32}=[0-9]{1,20})*) -->\s*\Z"
+)
 
 
 @dataclass(frozen=True)

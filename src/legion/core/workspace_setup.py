@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from legion.core.backoff import delay
+from legion.core.marks import defanged
 
 BASE_S = 60.0
 CAP_S = 60 * 60.0
@@ -282,7 +283,8 @@ def code_block(text: str) -> str:
 def failure_comment(issue: str, result: Result, failures: int, retry_in: float) -> str:
     """What Legion says on the issue, once, when its workspace's setup (or refresh) failed."""
     kind = "setup" if result.kind == Kind.SETUP.value else "refresh"
-    lines = "\n".join(line.replace("\0", "") for line in result.tail) or "(no output)"
+    # The output of commands the workspace's own files may say: no marker of Legion's in it.
+    lines = defanged("\n".join(line.replace("\0", "") for line in result.tail)) or "(no output)"
     minutes = max(1, round(retry_in / 60))
     return (
         f"Legion's workspace {kind} for {issue} failed: {result.why}, so no worker started "

@@ -159,15 +159,22 @@ def stat_regular(root: Path, path: Path | str) -> os.stat_result:
     return found
 
 
-def regular_files(root: Path, folder: Path | str, suffix: str = "") -> list[Listed]:
+def regular_files(
+    root: Path, folder: Path | str, suffix: str = "", *, at_most: int | None = None
+) -> list[Listed]:
     """The regular files directly in `folder` below `root` (or in `root` itself when `folder`
     is `root`) whose names end in `suffix`, by their own stat: links, folders and the rest are
-    left out. [] when the folder cannot be opened (a link, missing)."""
+    left out. [] when the folder cannot be opened (a link, missing), or when it holds more than
+    `at_most` entries of any kind: a folder a session filled is not read through (each look
+    would cost a stat per entry), it is taken as holding nothing."""
     parts = () if Path(folder) == root else _parts(root, folder)
     found = []
     try:
-        with _folder_fd(root, parts) as fd:
-            for name in os.listdir(fd):
+        with _folder_fd(root, parts) as fd, os.scandir(fd) as entries:
+            for seen, item in enumerate(entries, 1):
+                if at_most is not None and seen > at_most:
+                    return []
+                name = item.name
                 if not name.endswith(suffix):
                     continue
                 try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from legion.core.marks import question_mark
+from legion.core.marks import defanged, question_mark
 from legion.core.untrusted import MEMBER, Authored
 from legion.trackers.base import Comment, Tracker, since_legion_wrote
 
@@ -39,7 +39,8 @@ def budget_question(issue: str, used: int, allowed: int, budget: int) -> str:
 def checks_question(issue: str, fixes: int, failing: str, unblock_label: str) -> str:
     return (
         f"{CHECKS_HEADING}\n\n{issue}'s implementer was resumed {fixes} times to fix its "
-        f"pull request's failing checks, and they still fail: {failing}. Legion resumes it no "
+        f"pull request's failing checks, and they still fail: {defanged(failing)}. Legion "
+        "resumes it no "
         "more until a human answers.\n\n"
         f'Answer with `legion feedback {issue} "…"` (how to fix them, or "try again"), which '
         f"resumes it with your answer; or fix the checks yourself, then remove "

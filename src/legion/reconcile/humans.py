@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from legion.core.marks import defanged
 from legion.core.model import Label
 from legion.errors import ConflictError
 from legion.trackers.base import Comment, Issue, Tracker, since_legion_wrote
@@ -44,12 +45,14 @@ def escalation_comment(
     """The comment that hands a question to a human: the question (each part with its options),
     an optional note (why it comes to a human), and how to answer."""
     lines = [f"{QUESTION_HEADING} from {asker}", ""]
+    # The question's words are a session's (or a stranger's it read): no marker of Legion's
+    # may hide in them.
     for question, options in items:
-        lines.append(f"> {question}")
+        lines.append(f"> {defanged(question)}")
         if options:
-            lines.append(f"> Options: {', '.join(options)}")
+            lines.append(f"> Options: {defanged(', '.join(options))}")
     if note:
-        lines += ["", note]
+        lines += ["", defanged(note)]
     lines += [
         "",
         f'Answer with `legion feedback {issue} "your answer"` (or a comment here and the label '
@@ -97,7 +100,12 @@ def waiting_for_human(tracker: Tracker) -> list[TrackerQuestion]:
     for issue in tracker.list_issues(label=Label.USER_INPUT_NEEDED.value):
         if Label.USER_FEEDBACK_GIVEN.value in issue.labels:
             continue
-        comments = since_legion_wrote(tracker, issue.identifier)
+        # Legion's (or a worker's) words, or those of a person who decides for the project: a
+        # stranger's comment headed like a question must not stand in for the question a
+        # person answers (their answer would go where the stranger reads it).
+        comments = [
+            c for c in since_legion_wrote(tracker, issue.identifier) if c.speaks or c.by_member
+        ]
         asked = [c for c in comments if c.body.lstrip().startswith(QUESTION_HEADING)] or [
             c for c in comments if c.speaks
         ]

@@ -36,6 +36,9 @@ _READ_LOCK = threading.Lock()  # the daemon's steps and the TUI's readers share 
 # a handful of files of a few hundred bytes; a session that wrote thousands, or big ones,
 # costs no more than this.
 MAX_TASK_FILES = 500
+# A task folder holding more entries than this (of any kind) is taken as holding no list: a
+# session that filled it would otherwise cost the daemon a stat per entry at every look.
+FOLDER_AT_MOST = 2 * MAX_TASK_FILES
 MAX_LIST_BYTES = 1 << 20
 # What Legion reads of a task: the rest of a file (a session's to fill) is not kept.
 _FIELDS = ("subject", "status", "activeForm")
@@ -48,7 +51,11 @@ def read_tasks(home: Path, session_id: str) -> TaskList | None:
     (`legion.files.worker_written`), at most `MAX_TASK_FILES` of them."""
     folder = task_dir(home, session_id)
     listed = sorted(
-        (e for e in regular_files(home, folder, ".json") if not e.name.startswith(".")),
+        (
+            e
+            for e in regular_files(home, folder, ".json", at_most=FOLDER_AT_MOST)
+            if not e.name.startswith(".")
+        ),
         key=_name,
     )[:MAX_TASK_FILES]
     stamp = tuple((e.name, e.stat.st_ino, e.stat.st_mtime_ns, e.stat.st_size) for e in listed)
