@@ -153,3 +153,33 @@ def test_a_kept_decision_says_why_in_the_words_of_its_day_and_an_unknown_row_is_
     assert Decided.from_json({**renumbered, "why": None}).why == (
         "a row this version of the table does not have (row 99)"
     )
+
+
+def test_a_decision_about_thousands_of_blockers_is_kept_small_enough_to_read_back() -> None:
+    """A stranger's issue body may name thousands of blockers (hidden in an HTML comment): the
+    decision keeps a few, enough to decide the same again, so it is never too large to read
+    back (`legion why`, `legion log --replay`)."""
+    from legion.core.decide import KEPT_IDENTIFIERS
+    from legion.store.actionlog import MAX_DECIDED
+
+    blockers = tuple(f"LEGIONDEMO-{100_000_000 + n}" for n in range(3000))
+    for obs in (
+        Observation(status=Status.TODO, open_blockers=blockers),
+        Observation(
+            status=Status.BACKLOG,
+            labels=frozenset({Label.WORKER_DONE}),
+            opted_in=True,
+            children=blockers,
+            open_children=blockers[1:],
+        ),
+        Observation(
+            status=Status.BACKLOG,
+            labels=frozenset({Label.WORKER_DONE}),
+            opted_in=True,
+            children=blockers,
+        ),
+    ):
+        kept = obs.to_json()
+        assert len(kept["open_blockers"]) <= KEPT_IDENTIFIERS
+        assert len(json.dumps(kept)) < MAX_DECIDED
+        assert explain(Observation.from_json(json.loads(json.dumps(kept)))) == explain(obs)

@@ -144,7 +144,10 @@ class Observation:
     open_children: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """What the action log keeps of it, to explain and replay the decision."""
+        """What the action log keeps of it, to explain and replay the decision: at most
+        `KEPT_IDENTIFIERS` of each list (the table reads only whether each is empty; a body
+        may name thousands of blockers, and an entry too large would never be read back)."""
+        kept = KEPT_IDENTIFIERS
         return {
             "status": self.status.value,
             "labels": sorted(label.value for label in self.labels),
@@ -154,9 +157,9 @@ class Observation:
             "checks": self.checks.value,
             "latest_mode": None if self.latest_mode is None else self.latest_mode.value,
             "opted_in": self.opted_in,
-            "open_blockers": list(self.open_blockers),
-            "children": list(self.children),
-            "open_children": list(self.open_children),
+            "open_blockers": list(self.open_blockers[:kept]),
+            "children": list(self.children[:kept]),
+            "open_children": list(self.open_children[:kept]),
         }
 
     @classmethod
@@ -189,6 +192,10 @@ class Observation:
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not an observation: {exc}") from None
+
+
+# How many of an observation's blockers and children a decision keeps (`Observation.to_json`).
+KEPT_IDENTIFIERS = 20
 
 
 def _identifiers(data: Mapping[str, Any], key: str, *, required: bool = False) -> tuple[str, ...]:
