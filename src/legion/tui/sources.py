@@ -184,7 +184,7 @@ class ProjectSources:
         # (project, issue) -> its pull request (None: none) and when it was looked up.
         self._done_prs: dict[tuple[str, str], tuple[PullRequest | None, float]] = {}
         self._done_lock = threading.Lock()
-        self._asked: CommentCache = {}  # the inbox's questions on a service (`tracker_questions`)
+        self._asked: dict[str, CommentCache] = {}  # by project: the inbox's questions on a service
 
     def project(self, name: str | None) -> Project | Unavailable:
         """Project `name` where the bus says it lives; else the project the TUI was started
@@ -359,8 +359,7 @@ class ProjectSources:
     def _session_of(
         self, project: Project, workers: WorkerManager, agent: Agent
     ) -> tuple[Window | None, Path, str, TaskList | None]:
-        """The agent's tmux window (None: not running), its transcript, its state and its
-        task list."""
+        """The agent's tmux window (None: not running), transcript, state and task list."""
         if agent.name == ORCHESTRATOR_NAME:
             from legion.sessions.observer import observe_controller
 
@@ -456,7 +455,8 @@ class ProjectSources:
                     if not told:  # a service's: the pass's reading, while fresh
                         seen = LastRead(backends.db).fresh()
                         if seen is not None:
-                            tracker, told = SeenTracker(tracker, seen, self._asked), True
+                            asked = self._asked.setdefault(name, {})  # its own: LEG-1 is many
+                            tracker, told = SeenTracker(tracker, seen, asked), True
                     if watched is not None:  # told of its changes: its store moves
                         watched = watched + store_watch(project) if told else None
                     waiting = waiting_for_human(tracker)
